@@ -1,0 +1,1 @@
+# nets: shipped network files

@@ -1,0 +1,119 @@
+/* op.h: the op-kind interface.  One file in src/ops/ per kind of layer.
+ *
+ * An op kind declares its attributes as a table (the network-file schema for
+ * that layer type: spec/ parses and documents them from this table), infers
+ * its output shape, describes its parameters, and provides the plain-C
+ * reference forward and backward that serve as ground truth for every fast
+ * kernel.  Adding a layer type = one new file + one line in ops/registry.c.
+ *
+ * Memory contract of the reference ops (all tensors NCHW, batch-major):
+ *   forward  reads in[], param[], writes out[] (and saved[] for backward);
+ *   backward reads dout, in[], out, param[], saved[];
+ *            OVERWRITES din[i] (skipped when din[i] is NULL);
+ *            ACCUMULATES (+=) into dparam[j] (the executor zeroes them once
+ *            per step, so micro-batches and branches can add up). */
+#ifndef DL_OP_H
+#define DL_OP_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "core/real.h"
+#include "core/rng.h"
+#include "core/shape.h"
+
+#define DL_MAX_INPUTS 16
+#define DL_MAX_PARAMS 4
+
+/* ---------------------------------------------------------------- attributes */
+enum dl_attr_type {
+    DL_ATTR_INT,   /* int */
+    DL_ATTR_INT2,  /* int[2] = {height, width}: a scalar k means {k, k}, or [kh, kw] */
+    DL_ATTR_FLOAT, /* double */
+    DL_ATTR_BOOL,  /* int, 0 or 1 */
+    DL_ATTR_ENUM   /* int, the index into choices[] */
+};
+
+struct dl_attr_desc {
+    const char *key;          /* name in the network file */
+    enum dl_attr_type type;
+    size_t offset;            /* offsetof(attr struct, field) */
+    int required;             /* 1: must be given */
+    double def;               /* default when not required (both parts for INT2) */
+    double min, max;          /* accepted range (inclusive) for numbers */
+    const char *const *choices; /* DL_ATTR_ENUM: NULL-terminated names */
+    const char *doc;          /* one line, for man pages and `dltrain help` */
+};
+
+/* ---------------------------------------------------------------- parameters */
+enum dl_init {
+    DL_INIT_ZERO,
+    DL_INIT_ONE,
+    DL_INIT_UNIFORM_FAN_IN, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default */
+    DL_INIT_HE_NORMAL       /* N(0, 2/fan_in) */
+};
+
+struct dl_param_desc {
+    char name[24];   /* "weight", "bias", "running_mean", ...: checkpoint suffix */
+    long count;      /* number of elements */
+    int ndim;        /* PyTorch layout, e.g. conv weight [K, C/groups, R, S] */
+    int dims[4];
+    enum dl_init init;
+    long fan_in;     /* for the fan-in based initialisers */
+    int trainable;   /* 0: state updated by forward (batch-norm running statistics) */
+};
+
+/* ---------------------------------------------------------------- one call */
+struct dl_op_call {
+    const void *attr;
+    int batch;                          /* N */
+    int n_in;
+    struct dl_shape in_shape[DL_MAX_INPUTS];
+    struct dl_shape out_shape;
+    const dl_real *in[DL_MAX_INPUTS];   /* N x in_shape[i] */
+    dl_real *out;                       /* N x out_shape */
+    dl_real *param[DL_MAX_PARAMS];      /* as described by params() */
+    dl_real *dparam[DL_MAX_PARAMS];     /* accumulated into by backward */
+    const dl_real *dout;                /* N x out_shape */
+    dl_real *din[DL_MAX_INPUTS];        /* overwritten by backward; NULL = not needed */
+    dl_real *saved;                     /* saved_size() elements, forward -> backward */
+    int training;                       /* 1: training mode (dropout, batch statistics) */
+    struct dl_rng *rng;                 /* for dropout; owned by the layer */
+    const int *labels;                  /* loss ops only: N class indices */
+};
+
+/* ---------------------------------------------------------------- op kind */
+struct dl_op_kind {
+    const char *name;       /* the `type:` in a network file */
+    const char *summary;    /* one line for documentation */
+    size_t attr_size;       /* sizeof the op's attribute struct */
+    const struct dl_attr_desc *attrs;
+    int n_attrs;
+    int min_inputs, max_inputs;
+    int is_loss;            /* consumes labels; output is the per-sample loss (1,1,1) */
+
+    /* Cross-field checks after all attributes were parsed (may be NULL).
+     * The message names the attribute(s) and the expected vs found value. */
+    int (*check)(const void *attr, struct dl_error *err);
+    /* Output shape from input shapes; rejects incompatible inputs with a
+     * message giving the expected vs found shape. */
+    int (*infer)(const void *attr, int n_in, const struct dl_shape *in,
+                 struct dl_shape *out, struct dl_error *err);
+    /* Fills p[0..n) and returns n (0 when the op has no parameters; may be NULL). */
+    int (*params)(const void *attr, const struct dl_shape *in, struct dl_shape out,
+                  struct dl_param_desc p[DL_MAX_PARAMS]);
+    /* Elements of forward->backward scratch for a batch of n (may be NULL: none). */
+    long (*saved_size)(const void *attr, int batch, const struct dl_shape *in,
+                       struct dl_shape out);
+    void (*forward)(const struct dl_op_call *c);
+    void (*backward)(const struct dl_op_call *c);
+    /* Multiply-add counted as 2 FLOPs, forward pass, per sample (may be NULL: 0). */
+    double (*flops)(const void *attr, const struct dl_shape *in, struct dl_shape out);
+};
+
+/* registry.c */
+const struct dl_op_kind *dl_op_find(const char *name);
+/* NULL-terminated table of every op kind, in documentation order. */
+extern const struct dl_op_kind *const dl_op_kinds[];
+
+#endif

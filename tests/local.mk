@@ -1,0 +1,24 @@
+# tests: unit tests (cmocka, TAP output) and command-line tests (shell, TAP).
+# Every test program prints TAP so that `make check` counts individual cases.
+LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
+SH_LOG_DRIVER = $(LOG_DRIVER)
+SH_LOG_COMPILER = $(SHELL)
+AM_TESTS_ENVIRONMENT = CMOCKA_MESSAGE_OUTPUT=TAP; export CMOCKA_MESSAGE_OUTPUT; \
+	top_srcdir='$(abs_top_srcdir)'; top_builddir='$(abs_top_builddir)'; \
+	export top_srcdir top_builddir; \
+	OMPI_ALLOW_RUN_AS_ROOT=1; OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; \
+	export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM; \
+	OMP_NUM_THREADS=2; export OMP_NUM_THREADS;
+TEST_EXTENSIONS = .sh
+TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+TEST_LIBS = libdltrain.a $(DL_LIBS) $(CMOCKA_LIBS)
+TEST_LIBS64 = libdlref64.a $(DL_LIBS) $(CMOCKA_LIBS)
+EXTRA_DIST += tests/tap.sh
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_rng
+tests_test_rng_SOURCES = tests/test_rng.c
+tests_test_rng_CFLAGS = $(TEST_CFLAGS)
+tests_test_rng_LDADD = $(TEST_LIBS)
+TESTS += tests/test_rng
+endif
