@@ -22,3 +22,16 @@ tests_test_rng_CFLAGS = $(TEST_CFLAGS)
 tests_test_rng_LDADD = $(TEST_LIBS)
 TESTS += tests/test_rng
 endif
+
+# Gradient checks link the double-precision build of the ops (libdlref64.a).
+GRADCHECK_SOURCES = tests/gradcheck.c tests/gradcheck.h
+GRADCHECK_CPPFLAGS = $(AM_CPPFLAGS) -DDL_REAL_DOUBLE
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_grad_activations
+tests_test_grad_activations_SOURCES = tests/test_grad_activations.c $(GRADCHECK_SOURCES)
+tests_test_grad_activations_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
+tests_test_grad_activations_CFLAGS = $(TEST_CFLAGS)
+tests_test_grad_activations_LDADD = $(TEST_LIBS64)
+TESTS += tests/test_grad_activations
+endif

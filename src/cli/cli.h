@@ -4,4 +4,10 @@
 
 int dl_cli_main(int argc, char **argv);
 
+/* One function per subcommand; argv[0] is the subcommand's name. */
+int dl_cli_train(int argc, char **argv);
+int dl_cli_check(int argc, char **argv);
+int dl_cli_bench(int argc, char **argv);
+int dl_cli_bench_comm(int argc, char **argv); /* comm/ benchmark: bench_comm.c */
+
 #endif

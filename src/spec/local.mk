@@ -1,1 +1,6 @@
-# src/spec
+# src/spec: YAML with locations, the layer-attribute schema, network files.
+DL_COMMON_SOURCES += \
+	src/spec/yaml.c src/spec/yaml.h \
+	src/spec/netspec.h
+DL_REAL_SOURCES += \
+	src/spec/attrs.c src/spec/attrs.h

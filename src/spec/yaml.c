@@ -1,0 +1,484 @@
+/* yaml.c: libyaml event stream -> struct dl_ynode tree with locations, plus
+ * typed, located readers for scalars.  This is the only file that includes
+ * <yaml.h>. */
+#include "spec/yaml.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+int dl_yerrorf(struct dl_error *err, int code, const struct dl_ynode *at, const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    char msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (at)
+        return dl_errorf(err, code, "%s:%d:%d: %s", at->file, at->line, at->col, msg);
+    return dl_errorf(err, code, "%s", msg);
+}
+
+const char *dl_ynode_kind_name(const struct dl_ynode *n)
+{
+    if (!n)
+        return "nothing";
+    switch (n->kind) {
+    case DL_Y_SCALAR: return "a scalar";
+    case DL_Y_SEQ: return "a list";
+    case DL_Y_MAP: return "a mapping";
+    }
+    return "?";
+}
+
+void dl_ynode_free(struct dl_ynode *n)
+{
+    if (!n)
+        return;
+    for (int i = 0; i < n->n; i++) {
+        if (n->keys)
+            dl_ynode_free(n->keys[i]);
+        dl_ynode_free(n->items[i]);
+    }
+    free(n->keys);
+    free(n->items);
+    free(n->str);
+    free(n);
+}
+
+void dl_ydoc_free(struct dl_ydoc *doc)
+{
+    if (!doc)
+        return;
+    dl_ynode_free(doc->root);
+    free(doc->file);
+    free(doc);
+}
+
+/* ------------------------------------------------------------ tree building */
+struct builder {
+    yaml_parser_t parser;
+    const char *file;
+    struct dl_error *err;
+};
+
+static struct dl_ynode *new_node(struct builder *b, enum dl_ynode_kind kind, yaml_mark_t mark)
+{
+    struct dl_ynode *n = dl_calloc(1, sizeof *n, b->err);
+    if (!n)
+        return NULL;
+    n->kind = kind;
+    n->file = b->file;
+    n->line = (int)mark.line + 1;
+    n->col = (int)mark.column + 1;
+    return n;
+}
+
+static int push_child(struct builder *b, struct dl_ynode *parent, struct dl_ynode *key,
+                      struct dl_ynode *child)
+{
+    struct dl_ynode **items = realloc(parent->items, sizeof *items * (parent->n + 1));
+    if (!items)
+        return dl_errorf(b->err, DL_ERR_NOMEM, "out of memory reading %s", b->file);
+    parent->items = items;
+    if (parent->kind == DL_Y_MAP) {
+        struct dl_ynode **keys = realloc(parent->keys, sizeof *keys * (parent->n + 1));
+        if (!keys)
+            return dl_errorf(b->err, DL_ERR_NOMEM, "out of memory reading %s", b->file);
+        parent->keys = keys;
+        parent->keys[parent->n] = key;
+    }
+    parent->items[parent->n++] = child;
+    return DL_OK;
+}
+
+static int parse_error(struct builder *b)
+{
+    yaml_parser_t *p = &b->parser;
+    yaml_mark_t m = p->problem_mark;
+    if (p->error == YAML_MEMORY_ERROR)
+        return dl_errorf(b->err, DL_ERR_NOMEM, "out of memory reading %s", b->file);
+    if (p->error == YAML_READER_ERROR)
+        return dl_errorf(b->err, DL_ERR_SPEC, "%s: %s (byte offset %zu)", b->file,
+                         p->problem ? p->problem : "unreadable input", p->problem_offset);
+    const char *ctx = p->context ? p->context : "";
+    return dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: YAML syntax error: %s%s%s", b->file,
+                     (int)m.line + 1, (int)m.column + 1, p->problem ? p->problem : "invalid YAML",
+                     *ctx ? " " : "", ctx);
+}
+
+/* Parses one node whose first event is ev (already taken); depth guards the
+ * recursion against hostile nesting. */
+static int build_node(struct builder *b, yaml_event_t *ev, int depth, struct dl_ynode **out);
+
+static int build_collection(struct builder *b, struct dl_ynode *n, int depth)
+{
+    yaml_event_type_t end = n->kind == DL_Y_MAP ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&b->parser, &ev))
+            return parse_error(b);
+        if (ev.type == end) {
+            yaml_event_delete(&ev);
+            return DL_OK;
+        }
+        struct dl_ynode *key = NULL, *val = NULL;
+        int rc = build_node(b, &ev, depth + 1, n->kind == DL_Y_MAP ? &key : &val);
+        if (rc)
+            return rc;
+        if (n->kind == DL_Y_MAP) {
+            if (key->kind != DL_Y_SCALAR) {
+                rc = dl_yerrorf(b->err, DL_ERR_SPEC, key, "mapping keys must be plain names, found %s",
+                                dl_ynode_kind_name(key));
+                dl_ynode_free(key);
+                return rc;
+            }
+            for (int i = 0; i < n->n; i++)
+                if (strcmp(n->keys[i]->str, key->str) == 0) {
+                    rc = dl_yerrorf(b->err, DL_ERR_SPEC, key, "duplicate key '%s' (first given at line %d)",
+                                    key->str, n->keys[i]->line);
+                    dl_ynode_free(key);
+                    return rc;
+                }
+            yaml_event_t vev;
+            if (!yaml_parser_parse(&b->parser, &vev)) {
+                dl_ynode_free(key);
+                return parse_error(b);
+            }
+            rc = build_node(b, &vev, depth + 1, &val);
+            if (rc) {
+                dl_ynode_free(key);
+                return rc;
+            }
+        }
+        rc = push_child(b, n, key, val);
+        if (rc) {
+            dl_ynode_free(key);
+            dl_ynode_free(val);
+            return rc;
+        }
+    }
+}
+
+static int build_node(struct builder *b, yaml_event_t *ev, int depth, struct dl_ynode **out)
+{
+    int rc = DL_OK;
+    struct dl_ynode *n = NULL;
+    *out = NULL;
+    if (depth > DL_YAML_MAX_DEPTH) {
+        rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: nesting deeper than %d levels", b->file,
+                       (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1, DL_YAML_MAX_DEPTH);
+        yaml_event_delete(ev);
+        return rc;
+    }
+    switch (ev->type) {
+    case YAML_SCALAR_EVENT:
+        n = new_node(b, DL_Y_SCALAR, ev->start_mark);
+        if (n) {
+            n->str = dl_strdup((const char *)ev->data.scalar.value, b->err);
+            n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+            if (!n->str)
+                rc = DL_ERR_NOMEM;
+        } else
+            rc = DL_ERR_NOMEM;
+        break;
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+        n = new_node(b, ev->type == YAML_MAPPING_START_EVENT ? DL_Y_MAP : DL_Y_SEQ, ev->start_mark);
+        if (!n) {
+            rc = DL_ERR_NOMEM;
+            break;
+        }
+        yaml_event_delete(ev);
+        rc = build_collection(b, n, depth);
+        if (rc) {
+            dl_ynode_free(n);
+            return rc;
+        }
+        *out = n;
+        return DL_OK;
+    case YAML_ALIAS_EVENT:
+        rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: YAML aliases (*name) are not supported in network files",
+                       b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1);
+        break;
+    default:
+        rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: unexpected YAML event", b->file,
+                       (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1);
+        break;
+    }
+    yaml_event_delete(ev);
+    if (rc) {
+        dl_ynode_free(n);
+        return rc;
+    }
+    *out = n;
+    return DL_OK;
+}
+
+static int load(struct builder *b, struct dl_ydoc *doc)
+{
+    int rc = DL_OK, docs = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&b->parser, &ev))
+            return parse_error(b);
+        yaml_event_type_t t = ev.type;
+        if (t == YAML_STREAM_END_EVENT) {
+            yaml_event_delete(&ev);
+            return DL_OK;
+        }
+        if (t == YAML_STREAM_START_EVENT || t == YAML_DOCUMENT_END_EVENT) {
+            yaml_event_delete(&ev);
+            continue;
+        }
+        if (t == YAML_DOCUMENT_START_EVENT) {
+            if (++docs > 1) {
+                rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: a network file holds one YAML document, found a second",
+                               b->file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1);
+                yaml_event_delete(&ev);
+                return rc;
+            }
+            yaml_event_delete(&ev);
+            continue;
+        }
+        rc = build_node(b, &ev, 0, &doc->root);
+        if (rc)
+            return rc;
+    }
+}
+
+static int load_with(struct builder *b, const char *name, struct dl_ydoc **out, struct dl_error *err)
+{
+    struct dl_ydoc *doc = dl_calloc(1, sizeof *doc, err);
+    if (!doc)
+        return DL_ERR_NOMEM;
+    doc->file = dl_strdup(name, err);
+    if (!doc->file) {
+        free(doc);
+        return DL_ERR_NOMEM;
+    }
+    b->file = doc->file;
+    b->err = err;
+    int rc = load(b, doc);
+    if (rc) {
+        dl_ydoc_free(doc);
+        return rc;
+    }
+    *out = doc;
+    return DL_OK;
+}
+
+int dl_yaml_load_file(const char *path, struct dl_ydoc **out, struct dl_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return dl_errorf(err, DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct builder b;
+    memset(&b, 0, sizeof b);
+    if (!yaml_parser_initialize(&b.parser)) {
+        fclose(f);
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory starting the YAML parser");
+    }
+    yaml_parser_set_input_file(&b.parser, f);
+    int rc = load_with(&b, path, out, err);
+    yaml_parser_delete(&b.parser);
+    fclose(f);
+    return rc;
+}
+
+int dl_yaml_load_string(const char *name, const char *text, struct dl_ydoc **out,
+                        struct dl_error *err)
+{
+    struct builder b;
+    memset(&b, 0, sizeof b);
+    if (!yaml_parser_initialize(&b.parser))
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&b.parser, (const unsigned char *)text, strlen(text));
+    int rc = load_with(&b, name, out, err);
+    yaml_parser_delete(&b.parser);
+    return rc;
+}
+
+/* ------------------------------------------------------------ clone */
+struct dl_ynode *dl_ynode_clone(const struct dl_ynode *n, const struct dl_ynode *args,
+                                struct dl_error *err)
+{
+    struct dl_ynode *c = dl_calloc(1, sizeof *c, err);
+    if (!c)
+        return NULL;
+    *c = *n;
+    c->str = NULL;
+    c->keys = NULL;
+    c->items = NULL;
+    c->n = 0;
+    if (n->kind == DL_Y_SCALAR) {
+        const char *text = n->str;
+        if (args && !n->quoted && text[0] == '$') {
+            const struct dl_ynode *a = dl_ymap_get(args, text + 1);
+            if (a && a->kind == DL_Y_SCALAR) {
+                text = a->str;
+                c->quoted = a->quoted;
+            }
+        }
+        c->str = dl_strdup(text, err);
+        if (!c->str) {
+            free(c);
+            return NULL;
+        }
+        return c;
+    }
+    c->items = dl_calloc((size_t)n->n, sizeof *c->items, err);
+    if (n->kind == DL_Y_MAP)
+        c->keys = dl_calloc((size_t)n->n, sizeof *c->keys, err);
+    if (!c->items || (n->kind == DL_Y_MAP && !c->keys)) {
+        dl_ynode_free(c);
+        return NULL;
+    }
+    for (int i = 0; i < n->n; i++) {
+        c->items[i] = dl_ynode_clone(n->items[i], args, err);
+        if (n->kind == DL_Y_MAP)
+            c->keys[i] = dl_ynode_clone(n->keys[i], NULL, err);
+        c->n = i + 1;
+        if (!c->items[i] || (n->kind == DL_Y_MAP && !c->keys[i])) {
+            dl_ynode_free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+const struct dl_ynode *dl_ymap_get(const struct dl_ynode *map, const char *key)
+{
+    if (!map || map->kind != DL_Y_MAP)
+        return NULL;
+    for (int i = 0; i < map->n; i++)
+        if (strcmp(map->keys[i]->str, key) == 0)
+            return map->items[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------ typed readers */
+static int want_scalar(const struct dl_ynode *n, const char *what, const char *expected,
+                       struct dl_error *err)
+{
+    if (n->kind != DL_Y_SCALAR)
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected %s, found %s", what, expected,
+                          dl_ynode_kind_name(n));
+    return DL_OK;
+}
+
+int dl_y_int(const struct dl_ynode *n, const char *what, long min, long max, long *out,
+             struct dl_error *err)
+{
+    if (want_scalar(n, what, "an integer", err))
+        return DL_ERR_SPEC;
+    char *end;
+    errno = 0;
+    long v = strtol(n->str, &end, 10);
+    if (n->quoted || end == n->str || *end || errno)
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected an integer, found '%s'", what, n->str);
+    if (v < min || v > max)
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected an integer in [%ld, %ld], found %ld",
+                          what, min, max, v);
+    *out = v;
+    return DL_OK;
+}
+
+int dl_y_float(const struct dl_ynode *n, const char *what, double min, double max, double *out,
+               struct dl_error *err)
+{
+    if (want_scalar(n, what, "a number", err))
+        return DL_ERR_SPEC;
+    char *end;
+    errno = 0;
+    double v = strtod(n->str, &end);
+    if (n->quoted || end == n->str || *end || errno || !isfinite(v))
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected a finite number, found '%s'", what, n->str);
+    if (v < min || v > max)
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected a number in [%g, %g], found %g", what,
+                          min, max, v);
+    *out = v;
+    return DL_OK;
+}
+
+int dl_y_bool(const struct dl_ynode *n, const char *what, int *out, struct dl_error *err)
+{
+    if (want_scalar(n, what, "true or false", err))
+        return DL_ERR_SPEC;
+    if (!n->quoted && (!strcasecmp(n->str, "true") || !strcasecmp(n->str, "yes") || !strcmp(n->str, "1"))) {
+        *out = 1;
+        return DL_OK;
+    }
+    if (!n->quoted && (!strcasecmp(n->str, "false") || !strcasecmp(n->str, "no") || !strcmp(n->str, "0"))) {
+        *out = 0;
+        return DL_OK;
+    }
+    return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected true or false, found '%s'", what, n->str);
+}
+
+int dl_y_string(const struct dl_ynode *n, const char *what, const char **out, struct dl_error *err)
+{
+    if (want_scalar(n, what, "a name", err))
+        return DL_ERR_SPEC;
+    *out = n->str;
+    return DL_OK;
+}
+
+static void join_names(const char *const *names, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; names && names[i] && used + 1 < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+int dl_y_enum(const struct dl_ynode *n, const char *what, const char *const *choices, int *out,
+              struct dl_error *err)
+{
+    char list[512];
+    join_names(choices, list, sizeof list);
+    if (n->kind != DL_Y_SCALAR)
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected one of %s, found %s", what, list,
+                          dl_ynode_kind_name(n));
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(choices[i], n->str) == 0) {
+            *out = i;
+            return DL_OK;
+        }
+    return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected one of %s, found '%s'", what, list, n->str);
+}
+
+static int in_list(const char *const *list, const char *s)
+{
+    for (int i = 0; list && list[i]; i++)
+        if (strcmp(list[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+int dl_y_check_keys(const struct dl_ynode *map, const char *what, const char *const *allowed,
+                    const char *const *allowed2, struct dl_error *err)
+{
+    if (map->kind != DL_Y_MAP)
+        return dl_yerrorf(err, DL_ERR_SPEC, map, "%s: expected a mapping, found %s", what,
+                          dl_ynode_kind_name(map));
+    for (int i = 0; i < map->n; i++) {
+        const char *k = map->keys[i]->str;
+        if (in_list(allowed, k) || in_list(allowed2, k))
+            continue;
+        char l1[512], l2[512];
+        join_names(allowed, l1, sizeof l1);
+        join_names(allowed2, l2, sizeof l2);
+        return dl_yerrorf(err, DL_ERR_SPEC, map->keys[i], "%s: unknown key '%s' (expected one of: %s%s%s)",
+                          what, k, l1, *l2 ? ", " : "", l2);
+    }
+    return DL_OK;
+}
