@@ -1,0 +1,323 @@
+/* dataset.c: loading dataset splits into memory.  IDX bytes become floats in
+ * [0, 1]; synthetic data are Gaussian inputs whose class-dependent mean makes
+ * the labels learnable by a linear model, so tests can show that training
+ * learns.  Normalisation always uses the training split's statistics. */
+#include "config.h"
+
+#include "data/dataset.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/rng.h"
+#include "data/idx.h"
+
+/* Largest per-sample element count accepted for a network input. */
+#define DL_DATA_MAX_SAMPLE (1L << 30)
+
+const char *dl_dataset_kind_name(enum dl_dataset_kind kind)
+{
+    switch (kind) {
+    case DL_DATASET_FASHION_MNIST: return "fashion-mnist";
+    case DL_DATASET_MNIST: return "mnist";
+    case DL_DATASET_IDX: return "idx";
+    case DL_DATASET_SYNTHETIC: return "synthetic";
+    }
+    return "unknown";
+}
+
+void dl_dataset_free(struct dl_dataset *ds)
+{
+    if (!ds)
+        return;
+    free(ds->x);
+    free(ds->y);
+    free(ds->mean);
+    free(ds->std);
+    memset(ds, 0, sizeof *ds);
+}
+
+/* Allocates x and y for n samples of ds->shape. */
+static int alloc_samples(struct dl_dataset *ds, long n, struct dl_error *err)
+{
+    long count = dl_shape_count(ds->shape);
+    if (n > LONG_MAX / count)
+        return dl_errorf(err, DL_ERR_NOMEM, "%s: %ld samples of %ld values do not fit in memory",
+                         ds->name, n, count);
+    ds->n = n;
+    ds->x = dl_calloc((size_t)n * (size_t)count, sizeof *ds->x, err);
+    ds->y = ds->x ? dl_calloc((size_t)n, sizeof *ds->y, err) : NULL;
+    return ds->y ? DL_OK : err ? err->code : DL_ERR_NOMEM;
+}
+
+static long limit_of(const struct dl_data_spec *spec, int train)
+{
+    return train ? spec->limit_train : spec->limit_test;
+}
+
+/* ---------------------------------------------------------------- IDX files */
+
+static int load_idx(const char *images_path, const char *labels_path, long limit,
+                    struct dl_shape want, int classes, struct dl_dataset *ds,
+                    struct dl_error *err)
+{
+    struct dl_idx img, lab;
+    int rc = dl_idx_read_pair(images_path, labels_path, classes, &img, &lab, err);
+    if (rc != DL_OK)
+        return rc;
+    long h = img.dims[1], w = img.dims[2];
+    if (want.c != 1 || want.h != h || want.w != w) {
+        char buf[64];
+        rc = dl_errorf(err, DL_ERR_DATA, "network input is %s but %s images are 1x%ldx%ld (%s)",
+                       dl_shape_str(want, buf, sizeof buf), ds->name, h, w, images_path);
+        goto out;
+    }
+    long n = img.dims[0];
+    if (limit > 0 && limit < n)
+        n = limit;
+    ds->shape = want;
+    rc = alloc_samples(ds, n, err);
+    if (rc != DL_OK)
+        goto out;
+    size_t total = (size_t)n * (size_t)(h * w);
+    for (size_t i = 0; i < total; i++)
+        ds->x[i] = img.data[i] * (1.0f / 255.0f);
+    for (long i = 0; i < n; i++)
+        ds->y[i] = lab.data[i];
+out:
+    dl_idx_free(&img);
+    dl_idx_free(&lab);
+    return rc;
+}
+
+/* Finds dir/base or dir/base.gz (the plain file first). */
+static int find_file(const char *dir, const char *base, const char *hint, char *path, size_t n,
+                     const struct dl_dataset *ds, struct dl_error *err)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found: %s", ds->name, dir, hint);
+    const char *suffix[] = {"", ".gz"};
+    for (int i = 0; i < 2; i++) {
+        if ((size_t)snprintf(path, n, "%s/%s%s", dir, base, suffix[i]) >= n)
+            return dl_errorf(err, DL_ERR_SPEC, "%s: data folder path too long: %s", ds->name,
+                             dir);
+        if (stat(path, &st) == 0)
+            return DL_OK;
+    }
+    return dl_errorf(err, DL_ERR_IO, "%s: neither %s/%s nor %s/%s.gz exists: %s", ds->name, dir,
+                     base, dir, base, hint);
+}
+
+static int load_mnist_dir(const struct dl_data_spec *spec, int train, struct dl_shape want,
+                          int classes, struct dl_dataset *ds, struct dl_error *err)
+{
+    int fashion = spec->kind == DL_DATASET_FASHION_MNIST;
+    const char *dir = spec->dir[0] ? spec->dir : fashion ? DL_FASHION_MNIST_DIR : NULL;
+    const char *hint = fashion
+        ? "install the Debian package dataset-fashion-mnist or pass --data DIR"
+        : "download the four MNIST IDX files into a folder and pass --data DIR";
+    if (!dir)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: no data folder given: %s", ds->name, hint);
+    char images[DL_PATH_MAX + 64], labels[DL_PATH_MAX + 64];
+    int rc = find_file(dir, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte", hint,
+                       images, sizeof images, ds, err);
+    if (rc == DL_OK)
+        rc = find_file(dir, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte", hint,
+                       labels, sizeof labels, ds, err);
+    if (rc == DL_OK)
+        rc = load_idx(images, labels, limit_of(spec, train), want, classes, ds, err);
+    return rc;
+}
+
+static int load_idx_paths(const struct dl_data_spec *spec, int train, struct dl_shape want,
+                          int classes, struct dl_dataset *ds, struct dl_error *err)
+{
+    const char *images = train ? spec->train_images : spec->test_images;
+    const char *labels = train ? spec->train_labels : spec->test_labels;
+    if (!images[0] || !labels[0])
+        return dl_errorf(err, DL_ERR_SPEC, "%s: the %s images and labels files must both be given",
+                         ds->name, train ? "training" : "test");
+    return load_idx(images, labels, limit_of(spec, train), want, classes, ds, err);
+}
+
+/* ---------------------------------------------------------------- synthetic */
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Sample i of class k is (z + a * m_k) / sqrt(1 + a^2) with z ~ N(0, I) and
+ * m_k a fixed pattern of +-1 per element (hashed from the seed, so no
+ * classes x count table is stored): every element keeps unit variance, and
+ * the class means are far apart, so a linear classifier can learn the labels.
+ * Each split has its own stream, and the first N samples do not depend on how
+ * many follow (limits take a prefix). */
+static int load_synthetic(const struct dl_data_spec *spec, int train, struct dl_shape want,
+                          int classes, uint64_t seed, struct dl_dataset *ds,
+                          struct dl_error *err)
+{
+    long n = train ? spec->synthetic_train : spec->synthetic_test;
+    if (n < 0)
+        return dl_errorf(err, DL_ERR_SPEC, "synthetic: %s sample count is %ld: expected >= 0",
+                         train ? "training" : "test", n);
+    if (n == 0)
+        n = train ? DL_SYNTHETIC_DEFAULT_TRAIN : DL_SYNTHETIC_DEFAULT_TEST;
+    long limit = limit_of(spec, train);
+    if (limit > 0 && limit < n)
+        n = limit;
+    ds->shape = want;
+    int rc = alloc_samples(ds, n, err);
+    if (rc != DL_OK)
+        return rc;
+    const double a = 0.5, scale = 1.0 / sqrt(1.0 + a * a);
+    uint64_t pattern_seed = mix64(seed ^ 0x5eed0000000000a1ULL);
+    struct dl_rng r;
+    dl_rng_seed(&r, mix64(seed + (train ? 0x7261696eULL : 0x74657374ULL)));
+    long count = dl_shape_count(want);
+    for (long i = 0; i < n; i++) {
+        int k = (int)dl_rng_below(&r, (uint64_t)classes);
+        ds->y[i] = k;
+        float *xi = ds->x + i * count;
+        uint64_t base = pattern_seed + (uint64_t)k * (uint64_t)count;
+        for (long j = 0; j < count; j++) {
+            double m = (mix64(base + (uint64_t)j) >> 63) ? a : -a;
+            xi[j] = (float)((dl_rng_normal(&r) + m) * scale);
+        }
+    }
+    return DL_OK;
+}
+
+/* ---------------------------------------------------------------- normalisation */
+
+void dl_dataset_channel_stats(const struct dl_dataset *ds, float *mean, float *std)
+{
+    long plane = (long)ds->shape.h * ds->shape.w;
+    double cnt = (double)ds->n * (double)plane;
+    for (int c = 0; c < ds->shape.c; c++) {
+        /* Two passes (mean, then squared deviations) for accuracy. */
+        double s = 0, s2 = 0;
+        for (long i = 0; i < ds->n; i++) {
+            const float *p = ds->x + (i * ds->shape.c + c) * plane;
+            for (long j = 0; j < plane; j++)
+                s += p[j];
+        }
+        double m = cnt > 0 ? s / cnt : 0;
+        for (long i = 0; i < ds->n; i++) {
+            const float *p = ds->x + (i * ds->shape.c + c) * plane;
+            for (long j = 0; j < plane; j++)
+                s2 += (p[j] - m) * (p[j] - m);
+        }
+        double sd = cnt > 0 ? sqrt(s2 / cnt) : 0;
+        mean[c] = (float)m;
+        std[c] = sd > 1e-12 ? (float)sd : 1.0f;
+    }
+}
+
+int dl_dataset_normalize(struct dl_dataset *ds, const float *mean, const float *std,
+                         struct dl_error *err)
+{
+    int nc = ds->shape.c;
+    if (!ds->mean) {
+        ds->mean = dl_calloc((size_t)nc, sizeof *ds->mean, err);
+        ds->std = ds->mean ? dl_calloc((size_t)nc, sizeof *ds->std, err) : NULL;
+        if (!ds->std) {
+            free(ds->mean);
+            ds->mean = NULL;
+            return err ? err->code : DL_ERR_NOMEM;
+        }
+    }
+    /* mean and std may alias ds->mean / ds->std. */
+    memmove(ds->mean, mean, (size_t)nc * sizeof *mean);
+    memmove(ds->std, std, (size_t)nc * sizeof *std);
+    long plane = (long)ds->shape.h * ds->shape.w;
+    for (long i = 0; i < ds->n; i++) {
+        for (int c = 0; c < nc; c++) {
+            float *p = ds->x + (i * nc + c) * plane;
+            float m = ds->mean[c], inv = 1.0f / ds->std[c];
+            for (long j = 0; j < plane; j++)
+                p[j] = (p[j] - m) * inv;
+        }
+    }
+    return DL_OK;
+}
+
+/* ---------------------------------------------------------------- entry point */
+
+static int load_split(const struct dl_data_spec *spec, int train, struct dl_shape want,
+                      int classes, uint64_t seed, struct dl_dataset *ds, struct dl_error *err)
+{
+    memset(ds, 0, sizeof *ds);
+    snprintf(ds->name, sizeof ds->name, "%s %s", dl_dataset_kind_name(spec->kind),
+             train ? "train" : "test");
+    ds->classes = classes;
+    if (want.c < 1 || want.h < 1 || want.w < 1 || want.c > DL_DATA_MAX_SAMPLE ||
+        want.h > DL_DATA_MAX_SAMPLE / want.c ||
+        want.w > DL_DATA_MAX_SAMPLE / ((long)want.c * want.h))
+        return dl_errorf(err, DL_ERR_SPEC, "%s: network input shape %dx%dx%d is not usable",
+                         ds->name, want.c, want.h, want.w);
+    if (classes < 1)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: the network has %d classes: expected >= 1",
+                         ds->name, classes);
+    int rc;
+    switch (spec->kind) {
+    case DL_DATASET_FASHION_MNIST:
+    case DL_DATASET_MNIST:
+        rc = load_mnist_dir(spec, train, want, classes, ds, err);
+        break;
+    case DL_DATASET_IDX:
+        rc = load_idx_paths(spec, train, want, classes, ds, err);
+        break;
+    case DL_DATASET_SYNTHETIC:
+        rc = load_synthetic(spec, train, want, classes, seed, ds, err);
+        break;
+    default:
+        rc = dl_errorf(err, DL_ERR_INTERNAL, "unknown dataset kind %d", (int)spec->kind);
+    }
+    if (rc != DL_OK)
+        dl_dataset_free(ds);
+    return rc;
+}
+
+int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape want_shape,
+                    int classes, uint64_t seed, struct dl_dataset *out, struct dl_error *err)
+{
+    int rc = load_split(spec, train, want_shape, classes, seed, out, err);
+    if (rc != DL_OK || !spec->normalize)
+        return rc;
+    struct dl_dataset tr;
+    const struct dl_dataset *src = out;
+    if (!train) {
+        rc = load_split(spec, 1, want_shape, classes, seed, &tr, err);
+        if (rc != DL_OK) {
+            dl_error_prefix(err, "%s: computing the training statistics", out->name);
+            dl_dataset_free(out);
+            return rc;
+        }
+        src = &tr;
+    }
+    int nc = want_shape.c;
+    float *mean = dl_calloc((size_t)nc, sizeof *mean, err);
+    float *std = mean ? dl_calloc((size_t)nc, sizeof *std, err) : NULL;
+    if (!std)
+        rc = err ? err->code : DL_ERR_NOMEM;
+    if (rc == DL_OK) {
+        dl_dataset_channel_stats(src, mean, std);
+        rc = dl_dataset_normalize(out, mean, std, err);
+    }
+    free(mean);
+    free(std);
+    if (!train)
+        dl_dataset_free(&tr);
+    if (rc != DL_OK)
+        dl_dataset_free(out);
+    return rc;
+}

@@ -1,0 +1,54 @@
+/* dataset.h: a whole dataset split in memory as float NCHW inputs and integer
+ * labels, loaded from IDX files (MNIST, Fashion-MNIST, explicit paths) or
+ * generated (synthetic).  The loader checks the data against the network's
+ * input shape and class count, so a mismatch is reported here, by name. */
+#ifndef DL_DATASET_H
+#define DL_DATASET_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "spec/netspec.h"
+
+/* Synthetic sample counts used when the spec leaves them at 0. */
+#define DL_SYNTHETIC_DEFAULT_TRAIN 1024
+#define DL_SYNTHETIC_DEFAULT_TEST 256
+
+struct dl_dataset {
+    long n;                /* number of samples */
+    struct dl_shape shape; /* per-sample C, H, W */
+    int classes;
+    float *x;              /* n x dl_shape_count(shape) floats, NCHW */
+    int *y;                /* n labels in [0, classes) */
+    char name[64];         /* e.g. "fashion-mnist train" */
+    float *mean, *std;     /* shape.c per-channel statistics subtracted and divided
+                              out (always the training split's), or NULL when the
+                              data are not normalised */
+};
+
+/* Loads the training split (train = 1) or the test split (train = 0) described
+ * by spec.  want_shape and classes are the network's input shape and output
+ * count: the data must match them (IDX images must be 1 x H x W, labels
+ * < classes).  seed drives the synthetic generator only.  Pixels are scaled to
+ * [0, 1]; with spec->normalize, every channel is then standardised with the
+ * mean and std of the training split (after limit_train), for both splits.
+ * On error *out is left empty (safe to dl_dataset_free). */
+int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape want_shape,
+                    int classes, uint64_t seed, struct dl_dataset *out, struct dl_error *err);
+
+void dl_dataset_free(struct dl_dataset *ds);
+
+/* Per-channel population mean and standard deviation of ds->x into
+ * mean[shape.c] and std[shape.c] (a constant channel gets std 1). */
+void dl_dataset_channel_stats(const struct dl_dataset *ds, float *mean, float *std);
+
+/* Standardises ds in place with the given per-channel statistics (for example
+ * ones stored in a checkpoint) and records them in ds->mean / ds->std. */
+int dl_dataset_normalize(struct dl_dataset *ds, const float *mean, const float *std,
+                         struct dl_error *err);
+
+/* "fashion-mnist", "mnist", "idx" or "synthetic". */
+const char *dl_dataset_kind_name(enum dl_dataset_kind kind);
+
+#endif
