@@ -1,0 +1,849 @@
+/* test_data.c: the IDX reader (round trips and every kind of damaged file),
+ * dataset loading (IDX paths, MNIST-style folders, the real Fashion-MNIST when
+ * installed, synthetic data, normalisation with training statistics) and the
+ * batcher (coverage, seeded order, data-parallel shards, drop_last, seek).
+ * Fixture files are written at run time into a temporary folder. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "config.h"
+#include "data/batcher.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+
+struct fixture {
+    char dir[512];
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Writes an IDX header (magic, ndim dims) followed by len data bytes, plain or
+ * gzipped.  len may disagree with the dims, to make damaged files. */
+static void write_idx(const char *path, int gz, uint32_t magic, int ndim, const uint32_t *dims,
+                      const unsigned char *data, size_t len)
+{
+    unsigned char h[4 + 4 * 4];
+    size_t hn = 0;
+    uint32_t words[5] = {magic};
+    for (int i = 0; i < ndim; i++)
+        words[1 + i] = dims[i];
+    for (int i = 0; i < 1 + ndim; i++) {
+        h[hn++] = (unsigned char)(words[i] >> 24);
+        h[hn++] = (unsigned char)(words[i] >> 16);
+        h[hn++] = (unsigned char)(words[i] >> 8);
+        h[hn++] = (unsigned char)words[i];
+    }
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(gzwrite(f, h, (unsigned)hn), (int)hn);
+        if (len)
+            assert_int_equal(gzwrite(f, data, (unsigned)len), (int)len);
+        assert_int_equal(gzclose(f), Z_OK);
+    } else {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(h, 1, hn, f), hn);
+        if (len)
+            assert_int_equal(fwrite(data, 1, len, f), len);
+        assert_int_equal(fclose(f), 0);
+    }
+}
+
+/* Images N x H x W with pixel i = (i * 7 + salt) mod 256, labels i mod classes. */
+static void write_pair(const char *images, const char *labels, int gz, uint32_t n, uint32_t h,
+                       uint32_t w, int classes, int salt)
+{
+    size_t len = (size_t)n * h * w;
+    unsigned char *px = malloc(len), *lb = malloc(n);
+    assert_non_null(px);
+    assert_non_null(lb);
+    for (size_t i = 0; i < len; i++)
+        px[i] = (unsigned char)((i * 7 + (size_t)salt) % 256);
+    for (uint32_t i = 0; i < n; i++)
+        lb[i] = (unsigned char)(i % (uint32_t)classes);
+    uint32_t dims[3] = {n, h, w};
+    write_idx(images, gz, DL_IDX_MAGIC_IMAGES, 3, dims, px, len);
+    write_idx(labels, gz, DL_IDX_MAGIC_LABELS, 1, dims, lb, n);
+    free(px);
+    free(lb);
+}
+
+static const char *fpath(void **state, const char *name, char *buf, size_t n)
+{
+    struct fixture *fx = *state;
+    snprintf(buf, n, "%s/%s", fx->dir, name);
+    return buf;
+}
+
+/* Asserts that the error has the given code and that its message contains
+ * every one of the NULL-terminated strings that follow. */
+static void expect_error(int rc, const struct dl_error *err, int code, ...)
+{
+    if (rc != code || err->code != code)
+        fail_msg("expected status %d, got %d: %s", code, rc, rc ? err->msg : "(no error)");
+    va_list ap;
+    va_start(ap, code);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        if (!strstr(err->msg, s))
+            fail_msg("message \"%s\" lacks \"%s\"", err->msg, s);
+    va_end(ap);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof *fx);
+    if (!fx)
+        return -1;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(fx->dir, sizeof fx->dir, "%s/test_data.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(fx->dir)) {
+        free(fx);
+        return -1;
+    }
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(fx);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- IDX reader */
+
+static void idx_round_trip(void **state)
+{
+    char ip[600], lp[600];
+    for (int gz = 0; gz < 2; gz++) {
+        fpath(state, gz ? "rt-img.gz" : "rt-img", ip, sizeof ip);
+        fpath(state, gz ? "rt-lab.gz" : "rt-lab", lp, sizeof lp);
+        write_pair(ip, lp, gz, 5, 3, 4, 10, 1);
+        struct dl_idx img, lab;
+        struct dl_error err = {0};
+        assert_int_equal(dl_idx_read_pair(ip, lp, 10, &img, &lab, &err), DL_OK);
+        assert_int_equal(img.ndim, 3);
+        assert_int_equal(img.dims[0], 5);
+        assert_int_equal(img.dims[1], 3);
+        assert_int_equal(img.dims[2], 4);
+        assert_int_equal(img.size, 60);
+        for (size_t i = 0; i < 60; i++)
+            assert_int_equal(img.data[i], (i * 7 + 1) % 256);
+        assert_int_equal(lab.ndim, 1);
+        assert_int_equal(lab.size, 5);
+        for (int i = 0; i < 5; i++)
+            assert_int_equal(lab.data[i], i);
+        dl_idx_free(&img);
+        dl_idx_free(&lab);
+        assert_null(img.data);
+    }
+    /* A file larger than the first read chunk (1 MiB) exercises buffer growth. */
+    fpath(state, "big.gz", ip, sizeof ip);
+    fpath(state, "big-lab.gz", lp, sizeof lp);
+    write_pair(ip, lp, 1, 3000, 28, 28, 10, 3);
+    struct dl_idx img;
+    struct dl_error err = {0};
+    assert_int_equal(dl_idx_read(ip, 3, &img, &err), DL_OK);
+    assert_int_equal(img.size, 3000 * 784);
+    for (size_t i = 0; i < img.size; i += 997)
+        assert_int_equal(img.data[i], (i * 7 + 3) % 256);
+    dl_idx_free(&img);
+}
+
+static void idx_missing_file(void **state)
+{
+    char p[600];
+    fpath(state, "no-such-file", p, sizeof p);
+    struct dl_idx img;
+    struct dl_error err = {0};
+    expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_IO, p, "cannot open", NULL);
+    assert_null(img.data);
+}
+
+static void idx_bad_magic(void **state)
+{
+    char p[600], lp[600];
+    unsigned char px[4] = {0};
+    uint32_t dims[3] = {1, 2, 2};
+    for (int gz = 0; gz < 2; gz++) {
+        fpath(state, gz ? "magic.gz" : "magic", p, sizeof p);
+        write_idx(p, gz, 0x00000804u, 3, dims, px, 4);
+        struct dl_idx img;
+        struct dl_error err = {0};
+        expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "0x00000804",
+                     "0x00000803", NULL);
+    }
+    /* A labels file given where images are expected, and vice versa. */
+    fpath(state, "ok-img", p, sizeof p);
+    fpath(state, "ok-lab", lp, sizeof lp);
+    write_pair(p, lp, 0, 2, 2, 2, 2, 0);
+    struct dl_idx a, b;
+    struct dl_error err = {0};
+    expect_error(dl_idx_read_pair(lp, p, 2, &a, &b, &err), &err, DL_ERR_DATA, lp,
+                 "0x00000801", "expected 0x00000803", NULL);
+    /* Float IDX (type 0x0d) is not unsigned bytes. */
+    write_idx(p, 0, 0x00000d03u, 3, dims, px, 4);
+    expect_error(dl_idx_read(p, 3, &a, &err), &err, DL_ERR_DATA, p, "0x00000d03", NULL);
+}
+
+static void idx_truncated(void **state)
+{
+    char p[600];
+    unsigned char px[200];
+    memset(px, 9, sizeof px);
+    uint32_t dims[3] = {10, 4, 4}; /* promises 160 bytes */
+    for (int gz = 0; gz < 2; gz++) {
+        fpath(state, gz ? "trunc.gz" : "trunc", p, sizeof p);
+        write_idx(p, gz, DL_IDX_MAGIC_IMAGES, 3, dims, px, 100);
+        struct dl_idx img;
+        struct dl_error err = {0};
+        expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "truncated", "160",
+                     "found 100", NULL);
+        /* Too long is as wrong as too short. */
+        write_idx(p, gz, DL_IDX_MAGIC_IMAGES, 3, dims, px, 170);
+        expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "160", "170",
+                     "10 extra", NULL);
+    }
+    /* A header cut short: magic and one of three dimensions. */
+    fpath(state, "short-header", p, sizeof p);
+    write_idx(p, 0, DL_IDX_MAGIC_IMAGES, 1, dims, NULL, 0);
+    struct dl_idx img;
+    struct dl_error err = {0};
+    expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "16-byte", "found 8",
+                 NULL);
+    /* An empty file. */
+    fpath(state, "empty", p, sizeof p);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fclose(f);
+    expect_error(dl_idx_read(p, 1, &img, &err), &err, DL_ERR_DATA, p, "found 0", NULL);
+    /* A gzip stream cut in the middle of its compressed data. */
+    fpath(state, "cut.gz", p, sizeof p);
+    unsigned char big[5000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 131 % 251);
+    uint32_t bd[3] = {5, 1000, 1};
+    write_idx(p, 1, DL_IDX_MAGIC_IMAGES, 3, bd, big, sizeof big);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(truncate(p, st.st_size / 2), 0);
+    expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "truncated", "5000",
+                 NULL);
+    assert_null(img.data);
+}
+
+/* Writes <tag>-img (n_images of 2x2, plain) and <tag>-lab (the given labels,
+ * gzipped if gz) and returns their paths in ip and lp (600 bytes each). */
+static void write_labelled(void **state, const char *tag, int gz, uint32_t n_images,
+                           const unsigned char *labels, uint32_t n_labels, char *ip, char *lp)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-img", tag);
+    fpath(state, name, ip, 600);
+    snprintf(name, sizeof name, "%s-lab%s", tag, gz ? ".gz" : "");
+    fpath(state, name, lp, 600);
+    write_pair(ip, lp, 0, n_images, 2, 2, 3, 0);
+    write_idx(lp, gz, DL_IDX_MAGIC_LABELS, 1, &n_labels, labels, n_labels);
+}
+
+static void idx_count_mismatch(void **state)
+{
+    char ip[600], lp[600];
+    const unsigned char lb[4] = {0, 1, 2, 0};
+    write_labelled(state, "cm", 0, 5, lb, 4, ip, lp);
+    struct dl_idx img, lab;
+    struct dl_error err = {0};
+    expect_error(dl_idx_read_pair(ip, lp, 3, &img, &lab, &err), &err, DL_ERR_DATA, lp, ip,
+                 "4 labels", "5 images", NULL);
+    assert_null(img.data);
+    assert_null(lab.data);
+}
+
+static void idx_label_out_of_range(void **state)
+{
+    char ip[600], lp[600];
+    const unsigned char lb[4] = {0, 1, 10, 2};
+    write_labelled(state, "lr", 1, 4, lb, 4, ip, lp);
+    struct dl_idx img, lab;
+    struct dl_error err = {0};
+    assert_int_equal(dl_idx_read_pair(ip, lp, 11, &img, &lab, &err), DL_OK);
+    dl_idx_free(&img);
+    dl_idx_free(&lab);
+    expect_error(dl_idx_read_pair(ip, lp, 10, &img, &lab, &err), &err, DL_ERR_DATA, lp,
+                 "label 10 of sample 2", "0..9", NULL);
+}
+
+static void idx_huge_dims(void **state)
+{
+    char p[600];
+    struct dl_idx img;
+    struct dl_error err = {0};
+    /* 2^96 bytes: rejected from the header alone. */
+    uint32_t huge[3] = {0xffffffffu, 0xffffffffu, 0xffffffffu};
+    fpath(state, "huge", p, sizeof p);
+    write_idx(p, 0, DL_IDX_MAGIC_IMAGES, 3, huge, NULL, 0);
+    expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "4294967295", NULL);
+    /* 10^12 bytes: plausible to the header, but a 16-byte file (plain or
+     * gzipped) must fail without allocating for the promise. */
+    uint32_t big[3] = {1000000u, 1000u, 1000u};
+    for (int gz = 0; gz < 2; gz++) {
+        fpath(state, gz ? "big-promise.gz" : "big-promise", p, sizeof p);
+        write_idx(p, gz, DL_IDX_MAGIC_IMAGES, 3, big, (const unsigned char *)"abc", 3);
+        expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "truncated",
+                     "1000000000000", "found 3", NULL);
+    }
+    /* A zero dimension is no dataset. */
+    uint32_t zero[3] = {3, 0, 28};
+    fpath(state, "zero", p, sizeof p);
+    write_idx(p, 0, DL_IDX_MAGIC_IMAGES, 3, zero, NULL, 0);
+    expect_error(dl_idx_read(p, 3, &img, &err), &err, DL_ERR_DATA, p, "dimension 1 is 0",
+                 NULL);
+}
+
+/* ---------------------------------------------------------------- datasets */
+
+static void dataset_idx_paths(void **state)
+{
+    struct dl_data_spec spec = {.kind = DL_DATASET_IDX};
+    fpath(state, "ds-train-img", spec.train_images, sizeof spec.train_images);
+    fpath(state, "ds-train-lab", spec.train_labels, sizeof spec.train_labels);
+    fpath(state, "ds-test-img.gz", spec.test_images, sizeof spec.test_images);
+    fpath(state, "ds-test-lab.gz", spec.test_labels, sizeof spec.test_labels);
+    write_pair(spec.train_images, spec.train_labels, 0, 20, 4, 3, 5, 0);
+    write_pair(spec.test_images, spec.test_labels, 1, 7, 4, 3, 5, 11);
+    struct dl_shape s = {1, 4, 3};
+    struct dl_dataset tr, te;
+    struct dl_error err = {0};
+    assert_int_equal(dl_dataset_load(&spec, 1, s, 5, 0, &tr, &err), DL_OK);
+    assert_int_equal(tr.n, 20);
+    assert_true(dl_shape_eq(tr.shape, s));
+    assert_int_equal(tr.classes, 5);
+    assert_string_equal(tr.name, "idx train");
+    assert_null(tr.mean);
+    for (long i = 0; i < 20 * 12; i++)
+        assert_float_equal(tr.x[i], (float)((i * 7) % 256) / 255.0f, 1e-7);
+    for (long i = 0; i < 20; i++)
+        assert_int_equal(tr.y[i], i % 5);
+    assert_int_equal(dl_dataset_load(&spec, 0, s, 5, 0, &te, &err), DL_OK);
+    assert_int_equal(te.n, 7);
+    assert_float_equal(te.x[1], 18.0f / 255.0f, 1e-7);
+    dl_dataset_free(&tr);
+    dl_dataset_free(&te);
+
+    spec.limit_train = 6;
+    spec.limit_test = 100; /* more than there are: no effect */
+    assert_int_equal(dl_dataset_load(&spec, 1, s, 5, 0, &tr, &err), DL_OK);
+    assert_int_equal(tr.n, 6);
+    assert_int_equal(tr.y[5], 0);
+    assert_int_equal(dl_dataset_load(&spec, 0, s, 5, 0, &te, &err), DL_OK);
+    assert_int_equal(te.n, 7);
+    dl_dataset_free(&tr);
+    dl_dataset_free(&te);
+
+    /* The network's input shape must match the files. */
+    struct dl_shape rgb = {3, 32, 32};
+    expect_error(dl_dataset_load(&spec, 1, rgb, 5, 0, &tr, &err), &err, DL_ERR_DATA,
+                 "network input is 3x32x32", "images are 1x4x3", spec.train_images, NULL);
+    assert_null(tr.x);
+    struct dl_shape flat = {12, 1, 1};
+    expect_error(dl_dataset_load(&spec, 1, flat, 5, 0, &tr, &err), &err, DL_ERR_DATA,
+                 "network input is 12 but", "1x4x3", NULL);
+    /* Labels 0..4 do not fit a 4-class network. */
+    expect_error(dl_dataset_load(&spec, 1, s, 4, 0, &tr, &err), &err, DL_ERR_DATA,
+                 spec.train_labels, "label 4", "0..3", NULL);
+    spec.test_labels[0] = '\0';
+    expect_error(dl_dataset_load(&spec, 0, s, 5, 0, &te, &err), &err, DL_ERR_SPEC, "idx test",
+                 NULL);
+}
+
+static void dataset_mnist_folder(void **state)
+{
+    struct fixture *fx = *state;
+    struct dl_data_spec spec = {.kind = DL_DATASET_MNIST};
+    snprintf(spec.dir, sizeof spec.dir, "%s/mnist", fx->dir);
+    assert_int_equal(mkdir(spec.dir, 0700), 0);
+    char ip[1200], lp[1200];
+    /* Training files plain, test files gzipped: both forms are found. */
+    snprintf(ip, sizeof ip, "%s/train-images-idx3-ubyte", spec.dir);
+    snprintf(lp, sizeof lp, "%s/train-labels-idx1-ubyte", spec.dir);
+    write_pair(ip, lp, 0, 30, 28, 28, 10, 0);
+    snprintf(ip, sizeof ip, "%s/t10k-images-idx3-ubyte.gz", spec.dir);
+    snprintf(lp, sizeof lp, "%s/t10k-labels-idx1-ubyte.gz", spec.dir);
+    write_pair(ip, lp, 1, 10, 28, 28, 10, 5);
+    struct dl_shape s = {1, 28, 28};
+    struct dl_dataset ds;
+    struct dl_error err = {0};
+    assert_int_equal(dl_dataset_load(&spec, 1, s, 10, 0, &ds, &err), DL_OK);
+    assert_int_equal(ds.n, 30);
+    assert_string_equal(ds.name, "mnist train");
+    dl_dataset_free(&ds);
+    assert_int_equal(dl_dataset_load(&spec, 0, s, 10, 0, &ds, &err), DL_OK);
+    assert_int_equal(ds.n, 10);
+    assert_float_equal(ds.x[0], 5.0f / 255.0f, 1e-7);
+    dl_dataset_free(&ds);
+
+    /* A missing file is named, with both names tried. */
+    assert_int_equal(remove(lp), 0);
+    expect_error(dl_dataset_load(&spec, 0, s, 10, 0, &ds, &err), &err, DL_ERR_IO,
+                 "t10k-labels-idx1-ubyte nor", "t10k-labels-idx1-ubyte.gz", "--data DIR", NULL);
+    /* MNIST has no default folder. */
+    spec.dir[0] = '\0';
+    expect_error(dl_dataset_load(&spec, 1, s, 10, 0, &ds, &err), &err, DL_ERR_SPEC, "mnist",
+                 "--data DIR", NULL);
+    /* A missing Fashion-MNIST folder says how to get it. */
+    spec.kind = DL_DATASET_FASHION_MNIST;
+    snprintf(spec.dir, sizeof spec.dir, "%s/absent", fx->dir);
+    expect_error(dl_dataset_load(&spec, 1, s, 10, 0, &ds, &err), &err, DL_ERR_IO, spec.dir,
+                 "install the Debian package dataset-fashion-mnist or pass --data DIR", NULL);
+    assert_null(ds.x);
+}
+
+static void dataset_normalize_with_training_stats(void **state)
+{
+    struct dl_data_spec spec = {.kind = DL_DATASET_IDX, .normalize = 1};
+    fpath(state, "nm-train-img", spec.train_images, sizeof spec.train_images);
+    fpath(state, "nm-train-lab", spec.train_labels, sizeof spec.train_labels);
+    fpath(state, "nm-test-img", spec.test_images, sizeof spec.test_images);
+    fpath(state, "nm-test-lab", spec.test_labels, sizeof spec.test_labels);
+    write_pair(spec.train_images, spec.train_labels, 0, 50, 5, 5, 3, 0);
+    write_pair(spec.test_images, spec.test_labels, 0, 9, 5, 5, 3, 100);
+    /* The training statistics, computed here independently. */
+    double s = 0, s2 = 0;
+    for (long i = 0; i < 50 * 25; i++) {
+        double v = (double)((i * 7) % 256) / 255.0;
+        s += v;
+        s2 += v * v;
+    }
+    double mean = s / 1250, sd = sqrt(s2 / 1250 - mean * mean);
+    struct dl_shape sh = {1, 5, 5};
+    struct dl_dataset tr, te;
+    struct dl_error err = {0};
+    assert_int_equal(dl_dataset_load(&spec, 1, sh, 3, 0, &tr, &err), DL_OK);
+    assert_non_null(tr.mean);
+    assert_float_equal(tr.mean[0], mean, 1e-5);
+    assert_float_equal(tr.std[0], sd, 1e-5);
+    double t = 0, t2 = 0;
+    for (long i = 0; i < 1250; i++) {
+        t += tr.x[i];
+        t2 += (double)tr.x[i] * tr.x[i];
+    }
+    assert_float_equal(t / 1250, 0.0, 1e-5);
+    assert_float_equal(t2 / 1250, 1.0, 1e-4);
+    /* The test split uses the training statistics, not its own. */
+    assert_int_equal(dl_dataset_load(&spec, 0, sh, 3, 0, &te, &err), DL_OK);
+    assert_float_equal(te.mean[0], tr.mean[0], 0);
+    assert_float_equal(te.std[0], tr.std[0], 0);
+    for (long i = 0; i < 9 * 25; i++) {
+        double raw = (double)((i * 7 + 100) % 256) / 255.0;
+        assert_float_equal(te.x[i], (raw - mean) / sd, 1e-4);
+    }
+    dl_dataset_free(&tr);
+    dl_dataset_free(&te);
+}
+
+static void fashion_mnist_real(void **state)
+{
+    (void)state;
+    struct stat st;
+    if (stat(DL_FASHION_MNIST_DIR, &st) != 0)
+        skip();
+    struct dl_data_spec spec = {.kind = DL_DATASET_FASHION_MNIST};
+    struct dl_shape s = {1, 28, 28};
+    struct dl_error err = {0};
+    for (int train = 1; train >= 0; train--) {
+        struct dl_dataset ds;
+        int rc = dl_dataset_load(&spec, train, s, 10, 0, &ds, &err);
+        if (rc != DL_OK)
+            fail_msg("%s", err.msg);
+        long n = train ? 60000 : 10000;
+        assert_int_equal(ds.n, n);
+        assert_true(dl_shape_eq(ds.shape, s));
+        long per_class[10] = {0};
+        for (long i = 0; i < ds.n; i++) {
+            assert_true(ds.y[i] >= 0 && ds.y[i] < 10);
+            per_class[ds.y[i]]++;
+        }
+        for (int k = 0; k < 10; k++)
+            assert_int_equal(per_class[k], n / 10);
+        double sum = 0;
+        float lo = 1, hi = 0;
+        for (long i = 0; i < ds.n * 784; i++) {
+            sum += ds.x[i];
+            lo = ds.x[i] < lo ? ds.x[i] : lo;
+            hi = ds.x[i] > hi ? ds.x[i] : hi;
+        }
+        assert_float_equal(lo, 0.0f, 0);
+        assert_float_equal(hi, 1.0f, 0);
+        /* Fashion-MNIST's well-known pixel mean is 0.2860 (train), 0.2868 (test). */
+        assert_float_equal(sum / ((double)ds.n * 784), train ? 0.2860 : 0.2868, 5e-4);
+        dl_dataset_free(&ds);
+    }
+    /* Normalised, the training split has mean 0 and std 1 (known std 0.3530). */
+    spec.normalize = 1;
+    spec.limit_test = 100;
+    struct dl_dataset te;
+    assert_int_equal(dl_dataset_load(&spec, 0, s, 10, 0, &te, &err), DL_OK);
+    assert_int_equal(te.n, 100);
+    assert_float_equal(te.mean[0], 0.2860, 5e-4);
+    assert_float_equal(te.std[0], 0.3530, 5e-4);
+    dl_dataset_free(&te);
+    /* And a network that wants other images is told what the files hold. */
+    struct dl_shape rgb = {3, 32, 32};
+    struct dl_dataset ds;
+    expect_error(dl_dataset_load(&spec, 1, rgb, 10, 0, &ds, &err), &err, DL_ERR_DATA,
+                 "network input is 3x32x32 but fashion-mnist train images are 1x28x28", NULL);
+}
+
+static int same_data(const struct dl_dataset *a, const struct dl_dataset *b, long n)
+{
+    long count = dl_shape_count(a->shape);
+    return memcmp(a->x, b->x, (size_t)(n * count) * sizeof(float)) == 0 &&
+           memcmp(a->y, b->y, (size_t)n * sizeof(int)) == 0;
+}
+
+static void synthetic_deterministic(void **state)
+{
+    (void)state;
+    struct dl_data_spec spec = {.kind = DL_DATASET_SYNTHETIC, .synthetic_train = 300,
+                                .synthetic_test = 100};
+    struct dl_shape s = {3, 4, 5};
+    struct dl_dataset a, b, c, t;
+    struct dl_error err = {0};
+    assert_int_equal(dl_dataset_load(&spec, 1, s, 7, 42, &a, &err), DL_OK);
+    assert_int_equal(dl_dataset_load(&spec, 1, s, 7, 42, &b, &err), DL_OK);
+    assert_int_equal(dl_dataset_load(&spec, 1, s, 7, 43, &c, &err), DL_OK);
+    assert_int_equal(dl_dataset_load(&spec, 0, s, 7, 42, &t, &err), DL_OK);
+    assert_int_equal(a.n, 300);
+    assert_int_equal(t.n, 100);
+    assert_string_equal(a.name, "synthetic train");
+    assert_true(same_data(&a, &b, 300));
+    assert_false(same_data(&a, &c, 100));
+    assert_false(same_data(&a, &t, 100));
+    int seen[7] = {0};
+    double s1 = 0, s2 = 0;
+    for (long i = 0; i < a.n; i++) {
+        assert_true(a.y[i] >= 0 && a.y[i] < 7);
+        seen[a.y[i]]++;
+    }
+    for (long i = 0; i < a.n * 60; i++) {
+        s1 += a.x[i];
+        s2 += (double)a.x[i] * a.x[i];
+    }
+    for (int k = 0; k < 7; k++)
+        assert_true(seen[k] > 20);
+    /* Per-element class means of +-0.45 average out only roughly. */
+    assert_float_equal(s1 / (a.n * 60), 0.0, 0.08);
+    assert_float_equal(s2 / (a.n * 60), 1.0, 0.03);
+    /* A limit takes a prefix of the same stream. */
+    spec.limit_train = 50;
+    dl_dataset_free(&b);
+    assert_int_equal(dl_dataset_load(&spec, 1, s, 7, 42, &b, &err), DL_OK);
+    assert_int_equal(b.n, 50);
+    assert_true(same_data(&a, &b, 50));
+    dl_dataset_free(&a);
+    dl_dataset_free(&b);
+    dl_dataset_free(&c);
+    dl_dataset_free(&t);
+    /* Unspecified counts take the documented defaults; negative ones fail. */
+    struct dl_data_spec d = {.kind = DL_DATASET_SYNTHETIC};
+    assert_int_equal(dl_dataset_load(&d, 0, s, 2, 1, &a, &err), DL_OK);
+    assert_int_equal(a.n, DL_SYNTHETIC_DEFAULT_TEST);
+    dl_dataset_free(&a);
+    d.synthetic_train = -1;
+    expect_error(dl_dataset_load(&d, 1, s, 2, 1, &a, &err), &err, DL_ERR_SPEC, "-1", NULL);
+}
+
+/* The labels follow the inputs: class centroids of the training split
+ * classify the test split far above chance (1/10). */
+static void synthetic_learnable(void **state)
+{
+    (void)state;
+    struct dl_data_spec spec = {.kind = DL_DATASET_SYNTHETIC, .synthetic_train = 1000,
+                                .synthetic_test = 500};
+    struct dl_shape s = {1, 8, 8};
+    enum { K = 10, D = 64 };
+    struct dl_dataset tr, te;
+    struct dl_error err = {0};
+    assert_int_equal(dl_dataset_load(&spec, 1, s, K, 5, &tr, &err), DL_OK);
+    assert_int_equal(dl_dataset_load(&spec, 0, s, K, 5, &te, &err), DL_OK);
+    double cen[K][D] = {{0}};
+    int cnt[K] = {0};
+    for (long i = 0; i < tr.n; i++) {
+        cnt[tr.y[i]]++;
+        for (int j = 0; j < D; j++)
+            cen[tr.y[i]][j] += tr.x[i * D + j];
+    }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < D; j++)
+            cen[k][j] /= cnt[k] ? cnt[k] : 1;
+    long right = 0;
+    for (long i = 0; i < te.n; i++) {
+        int best = 0;
+        double bd = INFINITY;
+        for (int k = 0; k < K; k++) {
+            double d2 = 0;
+            for (int j = 0; j < D; j++)
+                d2 += (te.x[i * D + j] - cen[k][j]) * (te.x[i * D + j] - cen[k][j]);
+            if (d2 < bd) {
+                bd = d2;
+                best = k;
+            }
+        }
+        right += best == te.y[i];
+    }
+    assert_true(right > te.n * 9 / 10);
+    dl_dataset_free(&tr);
+    dl_dataset_free(&te);
+}
+
+/* ---------------------------------------------------------------- batcher */
+
+/* n samples of shape 2x1x1: sample i is (i, -i), label i mod 3. */
+static void make_counting(struct dl_dataset *ds, long n)
+{
+    memset(ds, 0, sizeof *ds);
+    ds->n = n;
+    ds->shape = (struct dl_shape){2, 1, 1};
+    ds->classes = 3;
+    ds->x = calloc((size_t)n * 2, sizeof *ds->x);
+    ds->y = calloc((size_t)n, sizeof *ds->y);
+    assert_non_null(ds->x);
+    assert_non_null(ds->y);
+    for (long i = 0; i < n; i++) {
+        ds->x[2 * i] = (float)i;
+        ds->x[2 * i + 1] = (float)-i;
+        ds->y[i] = (int)(i % 3);
+    }
+    snprintf(ds->name, sizeof ds->name, "counting");
+}
+
+/* Runs one epoch and writes the sample ids in order into ids; returns how
+ * many were produced and stores the batch sizes in sizes[]. */
+static long run_epoch(struct dl_batcher *b, long epoch, int *ids, int *sizes)
+{
+    float x[2 * 64];
+    int y[64];
+    long total = 0, step = 0;
+    dl_batcher_start_epoch(b, epoch);
+    for (int got; (got = dl_batcher_next(b, x, y)) > 0; step++) {
+        assert_true(got <= dl_batcher_max_local(b));
+        if (sizes)
+            sizes[step] = got;
+        for (int i = 0; i < got; i++) {
+            int id = (int)x[2 * i];
+            assert_float_equal(x[2 * i + 1], -(float)id, 0);
+            assert_int_equal(y[i], id % 3);
+            ids[total++] = id;
+        }
+    }
+    assert_int_equal(step, dl_batcher_steps_per_epoch(b));
+    assert_int_equal(dl_batcher_next(b, x, y), 0);
+    return total;
+}
+
+static void batcher_epochs(void **state)
+{
+    (void)state;
+    struct dl_dataset ds;
+    make_counting(&ds, 103);
+    struct dl_batcher b, b2, b3;
+    struct dl_error err = {0};
+    assert_int_equal(dl_batcher_init(&b, &ds, 10, 0, 1, 1, 9, 0, &err), DL_OK);
+    assert_int_equal(dl_batcher_steps_per_epoch(&b), 11);
+    int e0[103], e1[103], again[103], sizes[11], seen[103] = {0};
+    assert_int_equal(run_epoch(&b, 0, e0, sizes), 103);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(sizes[i], 10);
+    assert_int_equal(sizes[10], 3);
+    for (int i = 0; i < 103; i++)
+        seen[e0[i]]++;
+    for (int i = 0; i < 103; i++)
+        assert_int_equal(seen[i], 1);
+    assert_int_equal(run_epoch(&b, 1, e1, NULL), 103);
+    assert_true(memcmp(e0, e1, sizeof e0) != 0);
+    int moved = 0;
+    for (int i = 0; i < 103; i++)
+        moved += e0[i] != i;
+    assert_true(moved > 80);
+    /* The same seed gives the same order, whatever happened before. */
+    assert_int_equal(dl_batcher_init(&b2, &ds, 10, 0, 1, 1, 9, 0, &err), DL_OK);
+    assert_int_equal(run_epoch(&b2, 1, again, NULL), 103);
+    assert_memory_equal(e1, again, sizeof e1);
+    assert_int_equal(run_epoch(&b, 0, again, NULL), 103);
+    assert_memory_equal(e0, again, sizeof e0);
+    /* Another seed, another order; no shuffle, the file order. */
+    assert_int_equal(dl_batcher_init(&b3, &ds, 10, 0, 1, 1, 10, 0, &err), DL_OK);
+    assert_int_equal(run_epoch(&b3, 0, again, NULL), 103);
+    assert_true(memcmp(e0, again, sizeof e0) != 0);
+    dl_batcher_free(&b3);
+    assert_int_equal(dl_batcher_init(&b3, &ds, 10, 0, 1, 0, 9, 0, &err), DL_OK);
+    assert_int_equal(run_epoch(&b3, 4, again, NULL), 103);
+    for (int i = 0; i < 103; i++)
+        assert_int_equal(again[i], i);
+    dl_batcher_free(&b);
+    dl_batcher_free(&b2);
+    dl_batcher_free(&b3);
+    dl_dataset_free(&ds);
+}
+
+/* Concatenating the p ranks' slices of every step, in rank order, gives the
+ * 1-rank batch of that step. */
+static void check_shards(long n, int batch, int p, int drop_last)
+{
+    struct dl_dataset ds;
+    make_counting(&ds, n);
+    struct dl_error err = {0};
+    struct dl_batcher one, ranks[8];
+    assert_int_equal(dl_batcher_init(&one, &ds, batch, 0, 1, 1, 77, drop_last, &err), DL_OK);
+    for (int r = 0; r < p; r++)
+        assert_int_equal(dl_batcher_init(&ranks[r], &ds, batch, r, p, 1, 77, drop_last, &err),
+                         DL_OK);
+    long steps = dl_batcher_steps_per_epoch(&ranks[0]);
+    long rest = n % batch;
+    long want_one = n / batch + (rest > 0 && !drop_last);
+    assert_int_equal(dl_batcher_steps_per_epoch(&one), want_one);
+    /* A leftover smaller than p is dropped on p ranks, so nobody idles. */
+    assert_int_equal(steps, n / batch + (rest >= p && !drop_last));
+    float x1[2 * 64], xr[2 * 64];
+    int y1[64], yr[64];
+    for (long epoch = 0; epoch < 3; epoch++) {
+        dl_batcher_start_epoch(&one, epoch);
+        for (int r = 0; r < p; r++)
+            dl_batcher_start_epoch(&ranks[r], epoch);
+        for (long s = 0; s < steps; s++) {
+            int g = dl_batcher_next(&one, x1, y1), off = 0;
+            for (int r = 0; r < p; r++) {
+                int got = dl_batcher_next(&ranks[r], xr, yr);
+                assert_true(got >= 1);
+                assert_true(got <= dl_batcher_max_local(&ranks[r]));
+                assert_int_equal(ranks[r].last_global, g);
+                assert_memory_equal(xr, x1 + 2 * off, (size_t)got * 2 * sizeof(float));
+                assert_memory_equal(yr, y1 + off, (size_t)got * sizeof(int));
+                off += got;
+            }
+            assert_int_equal(off, g);
+        }
+        for (int r = 0; r < p; r++)
+            assert_int_equal(dl_batcher_next(&ranks[r], xr, yr), 0);
+    }
+    dl_batcher_free(&one);
+    for (int r = 0; r < p; r++)
+        dl_batcher_free(&ranks[r]);
+    dl_dataset_free(&ds);
+}
+
+static void batcher_shards(void **state)
+{
+    (void)state;
+    check_shards(103, 16, 4, 0); /* leftover 7 >= 4 ranks: kept and split */
+    check_shards(103, 10, 4, 0); /* slices of 2, 3, 2, 3; leftover 3 < 4: dropped */
+    check_shards(103, 10, 3, 0); /* leftover 3 split 1, 1, 1 */
+    check_shards(103, 16, 4, 1);
+    check_shards(96, 16, 4, 0);  /* no leftover */
+    check_shards(50, 7, 7, 0);   /* one sample per rank */
+}
+
+static void batcher_drop_last(void **state)
+{
+    (void)state;
+    struct dl_dataset ds;
+    make_counting(&ds, 103);
+    struct dl_batcher b;
+    struct dl_error err = {0};
+    assert_int_equal(dl_batcher_init(&b, &ds, 10, 0, 1, 1, 3, 1, &err), DL_OK);
+    assert_int_equal(dl_batcher_steps_per_epoch(&b), 10);
+    int ids[103], sizes[10], seen[103] = {0};
+    assert_int_equal(run_epoch(&b, 2, ids, sizes), 100);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(sizes[i], 10);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(++seen[ids[i]], 1);
+    dl_batcher_free(&b);
+    /* Too few samples for one batch, and a batch smaller than the ranks. */
+    expect_error(dl_batcher_init(&b, &ds, 200, 0, 1, 1, 3, 1, &err), &err, DL_ERR_SPEC,
+                 "103 samples", "200", NULL);
+    assert_null(b.perm);
+    expect_error(dl_batcher_init(&b, &ds, 3, 0, 4, 1, 3, 0, &err), &err, DL_ERR_SPEC,
+                 "batch size 3", "4 data-parallel ranks", NULL);
+    dl_dataset_free(&ds);
+}
+
+static void batcher_seek(void **state)
+{
+    (void)state;
+    struct dl_dataset ds;
+    make_counting(&ds, 64);
+    struct dl_batcher a, b;
+    struct dl_error err = {0};
+    assert_int_equal(dl_batcher_init(&a, &ds, 8, 1, 2, 1, 5, 0, &err), DL_OK);
+    float xa[8][8], xb[8];
+    int ya[8][4], yb[4];
+    dl_batcher_start_epoch(&a, 3);
+    for (int s = 0; s < 8; s++)
+        assert_int_equal(dl_batcher_next(&a, xa[s], ya[s]), 4);
+    assert_int_equal(a.epoch, 3);
+    assert_int_equal(a.step, 8);
+    /* A fresh batcher resumed at the saved cursor continues identically. */
+    assert_int_equal(dl_batcher_init(&b, &ds, 8, 1, 2, 1, 5, 0, &err), DL_OK);
+    assert_int_equal(dl_batcher_seek(&b, 3, 5, &err), DL_OK);
+    for (int s = 5; s < 8; s++) {
+        assert_int_equal(dl_batcher_next(&b, xb, yb), 4);
+        assert_memory_equal(xb, xa[s], sizeof xb);
+        assert_memory_equal(yb, ya[s], sizeof yb);
+    }
+    assert_int_equal(dl_batcher_next(&b, xb, yb), 0);
+    assert_int_equal(dl_batcher_seek(&b, 3, 8, &err), DL_OK); /* at epoch end */
+    assert_int_equal(dl_batcher_next(&b, xb, yb), 0);
+    expect_error(dl_batcher_seek(&b, 3, 9, &err), &err, DL_ERR_DATA, "step 9", "0..8", NULL);
+    expect_error(dl_batcher_seek(&b, -1, 0, &err), &err, DL_ERR_DATA, "epoch -1", NULL);
+    dl_batcher_free(&a);
+    dl_batcher_free(&b);
+    dl_dataset_free(&ds);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(idx_round_trip),
+        cmocka_unit_test(idx_missing_file),
+        cmocka_unit_test(idx_bad_magic),
+        cmocka_unit_test(idx_truncated),
+        cmocka_unit_test(idx_count_mismatch),
+        cmocka_unit_test(idx_label_out_of_range),
+        cmocka_unit_test(idx_huge_dims),
+        cmocka_unit_test(dataset_idx_paths),
+        cmocka_unit_test(dataset_mnist_folder),
+        cmocka_unit_test(dataset_normalize_with_training_stats),
+        cmocka_unit_test(fashion_mnist_real),
+        cmocka_unit_test(synthetic_deterministic),
+        cmocka_unit_test(synthetic_learnable),
+        cmocka_unit_test(batcher_epochs),
+        cmocka_unit_test(batcher_shards),
+        cmocka_unit_test(batcher_drop_last),
+        cmocka_unit_test(batcher_seek),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
