@@ -1,0 +1,180 @@
+/* batchnorm.c: batch normalisation per channel c (PyTorch BatchNorm1d/2d),
+ * y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c], over the
+ * N*H*W values of channel c (vector inputs (C,1,1): over N).  Training mode
+ * uses the batch statistics (biased variance) and updates the running ones,
+ * running = (1-momentum)*running + momentum*batch with the unbiased variance;
+ * inference mode uses the running statistics.  Parameters: weight, bias,
+ * running_mean, running_var, all [C]. */
+#include "ops/op.h"
+
+#include <math.h>
+#include <stdio.h>
+
+struct batchnorm_attr {
+    double eps;
+    double momentum;
+};
+
+static const struct dl_attr_desc batchnorm_attrs[] = {
+    {"eps", DL_ATTR_FLOAT, offsetof(struct batchnorm_attr, eps), 0, 1e-5, 0, 1, NULL,
+     "added to the variance before the square root"},
+    {"momentum", DL_ATTR_FLOAT, offsetof(struct batchnorm_attr, momentum), 0, 0.1, 0, 1, NULL,
+     "weight of the batch statistics in the running statistics (PyTorch convention)"},
+};
+
+enum { BN_WEIGHT, BN_BIAS, BN_RUNNING_MEAN, BN_RUNNING_VAR };
+
+static int batchnorm_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
+                           struct dl_error *err)
+{
+    *out = in[0];
+    return DL_OK;
+}
+
+static int batchnorm_params(const void *attr, const struct dl_shape *in, struct dl_shape out,
+                            struct dl_param_desc p[DL_MAX_PARAMS])
+{
+    static const struct {
+        const char *name;
+        enum dl_init init;
+        int trainable;
+    } desc[4] = {{"weight", DL_INIT_ONE, 1}, {"bias", DL_INIT_ZERO, 1},
+                 {"running_mean", DL_INIT_ZERO, 0}, {"running_var", DL_INIT_ONE, 0}};
+    for (int j = 0; j < 4; j++) {
+        p[j] = (struct dl_param_desc){.count = in[0].c, .ndim = 1, .dims = {in[0].c},
+                                      .init = desc[j].init, .trainable = desc[j].trainable};
+        snprintf(p[j].name, sizeof p[j].name, "%s", desc[j].name);
+    }
+    return 4;
+}
+
+/* saved = mean[C] then inv_std[C] of the last training-mode forward. */
+static long batchnorm_saved_size(const void *attr, int batch, const struct dl_shape *in,
+                                 struct dl_shape out)
+{
+    return 2L * in[0].c;
+}
+
+static void batchnorm_forward(const struct dl_op_call *c)
+{
+    const struct batchnorm_attr *a = c->attr;
+    int N = c->batch, C = c->in_shape[0].c;
+    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
+    long M = N * HW; /* values per channel */
+    /* Channels are independent; each sums over (n, i) in a fixed order. */
+    #pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < C; ch++) {
+        double mean, var;
+        if (c->training) {
+            /* Two passes (mean, then squared deviations) to avoid cancellation. */
+            double sum = 0, sq = 0;
+            for (int n = 0; n < N; n++) {
+                const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
+                for (long i = 0; i < HW; i++)
+                    sum += x[i];
+            }
+            mean = sum / (double)M;
+            for (int n = 0; n < N; n++) {
+                const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
+                for (long i = 0; i < HW; i++)
+                    sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+            }
+            var = sq / (double)M;
+            dl_real *rm = c->param[BN_RUNNING_MEAN], *rv = c->param[BN_RUNNING_VAR];
+            rm[ch] = (dl_real)((1 - a->momentum) * rm[ch] + a->momentum * mean);
+            /* The unbiased variance is undefined for one value per channel:
+             * the running variance is then left as it is. */
+            if (M > 1)
+                rv[ch] = (dl_real)((1 - a->momentum) * rv[ch] + a->momentum * sq / (double)(M - 1));
+        } else {
+            mean = c->param[BN_RUNNING_MEAN][ch];
+            var = c->param[BN_RUNNING_VAR][ch];
+        }
+        double inv_std = 1 / sqrt(var + a->eps);
+        if (c->training) {
+            c->saved[ch] = (dl_real)mean;
+            c->saved[C + ch] = (dl_real)inv_std;
+        }
+        dl_real m = (dl_real)mean;
+        dl_real scale = (dl_real)(c->param[BN_WEIGHT][ch] * inv_std);
+        dl_real shift = c->param[BN_BIAS][ch];
+        for (int n = 0; n < N; n++) {
+            const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
+            dl_real *y = c->out + ((long)n * C + ch) * HW;
+            for (long i = 0; i < HW; i++)
+                y[i] = (x[i] - m) * scale + shift;
+        }
+    }
+}
+
+/* With xhat = (x - mean) * inv_std: dbias = sum dy, dweight = sum dy*xhat.
+ * Inference mode (constant statistics): dx = dy * weight * inv_std.
+ * Training mode (mean and inv_std depend on every x of the channel):
+ * dx = weight * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)). */
+static void batchnorm_backward(const struct dl_op_call *c)
+{
+    int N = c->batch, C = c->in_shape[0].c;
+    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
+    long M = N * HW;
+    const struct batchnorm_attr *a = c->attr;
+    #pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < C; ch++) {
+        double mean, inv_std;
+        if (c->training) {
+            mean = c->saved[ch];
+            inv_std = c->saved[C + ch];
+        } else {
+            mean = c->param[BN_RUNNING_MEAN][ch];
+            inv_std = 1 / sqrt((double)c->param[BN_RUNNING_VAR][ch] + a->eps);
+        }
+        double sum_dy = 0, sum_dy_xhat = 0;
+        for (int n = 0; n < N; n++) {
+            const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
+            const dl_real *dy = c->dout + ((long)n * C + ch) * HW;
+            for (long i = 0; i < HW; i++) {
+                sum_dy += dy[i];
+                sum_dy_xhat += dy[i] * ((x[i] - mean) * inv_std);
+            }
+        }
+        if (c->dparam[BN_WEIGHT])
+            c->dparam[BN_WEIGHT][ch] += (dl_real)sum_dy_xhat;
+        if (c->dparam[BN_BIAS])
+            c->dparam[BN_BIAS][ch] += (dl_real)sum_dy;
+        if (!c->din[0])
+            continue;
+        dl_real m = (dl_real)mean, is = (dl_real)inv_std;
+        dl_real k = (dl_real)(c->param[BN_WEIGHT][ch] * inv_std);
+        dl_real mean_dy = c->training ? (dl_real)(sum_dy / (double)M) : 0;
+        dl_real mean_dy_xhat = c->training ? (dl_real)(sum_dy_xhat / (double)M) : 0;
+        for (int n = 0; n < N; n++) {
+            const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
+            const dl_real *dy = c->dout + ((long)n * C + ch) * HW;
+            dl_real *dx = c->din[0] + ((long)n * C + ch) * HW;
+            for (long i = 0; i < HW; i++)
+                dx[i] = k * (dy[i] - mean_dy - (x[i] - m) * is * mean_dy_xhat);
+        }
+    }
+}
+
+/* Normalise and scale: a subtract and a multiply-add per element.  The batch
+ * statistics of training mode (about 4 more per element) are not counted. */
+static double batchnorm_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
+{
+    return 3.0 * (double)dl_shape_count(out);
+}
+
+const struct dl_op_kind dl_op_batchnorm = {
+    .name = "batchnorm",
+    .summary = "batch normalisation per channel with learned scale and shift",
+    .attr_size = sizeof(struct batchnorm_attr),
+    .attrs = batchnorm_attrs,
+    .n_attrs = sizeof batchnorm_attrs / sizeof batchnorm_attrs[0],
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = batchnorm_infer,
+    .params = batchnorm_params,
+    .saved_size = batchnorm_saved_size,
+    .forward = batchnorm_forward,
+    .backward = batchnorm_backward,
+    .flops = batchnorm_flops,
+};
