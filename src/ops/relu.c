@@ -1,51 +1,23 @@
 /* relu.c: rectified linear unit, out = max(x, 0).  No attributes, no
- * parameters; backward passes the gradient where the input was positive. */
-#include "ops/op.h"
+ * parameters; backward passes the gradient where the input was positive.
+ * Element-wise over any shape; the loops come from eltwise.h. */
+#include "ops/eltwise.h"
 
-static int relu_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
-                      struct dl_error *err)
+static inline dl_real relu_value(const void *attr, dl_real x)
 {
-    *out = in[0];
-    return DL_OK;
+    return x > 0 ? x : 0;
 }
 
-static void relu_forward(const struct dl_op_call *c)
+/* d/dx max(x, 0) = 1 for x > 0, else 0 (the subgradient 0 is taken at x = 0). */
+static inline dl_real relu_grad(const void *attr, dl_real x, dl_real y, dl_real dy)
 {
-    long n = (long)c->batch * dl_shape_count(c->out_shape);
-    const dl_real *x = c->in[0];
-    dl_real *y = c->out;
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++)
-        y[i] = x[i] > 0 ? x[i] : 0;
+    return x > 0 ? dy : 0;
 }
 
-static void relu_backward(const struct dl_op_call *c)
-{
-    if (!c->din[0])
-        return;
-    long n = (long)c->batch * dl_shape_count(c->out_shape);
-    const dl_real *x = c->in[0], *dy = c->dout;
-    dl_real *dx = c->din[0];
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++)
-        dx[i] = x[i] > 0 ? dy[i] : 0;
-}
-
-static double relu_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
-{
-    return (double)dl_shape_count(out);
-}
+DL_ELTWISE_LOOPS(relu)
 
 const struct dl_op_kind dl_op_relu = {
     .name = "relu",
     .summary = "rectified linear unit, max(x, 0)",
-    .attr_size = 0,
-    .attrs = NULL,
-    .n_attrs = 0,
-    .min_inputs = 1,
-    .max_inputs = 1,
-    .infer = relu_infer,
-    .forward = relu_forward,
-    .backward = relu_backward,
-    .flops = relu_flops,
+    DL_ELTWISE_KIND_FIELDS(relu),
 };

@@ -1,0 +1,225 @@
+/* test_grad_merge_loss.c: finite-difference checks, forward values and shape
+ * errors of flatten, add, concat and softmax_cross_entropy, in the double
+ * precision build of the ops. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "gradcheck.h"
+#include "ops/kinds.h"
+#include "optest.h"
+
+/* ---------------------------------------------------------------- gradients */
+static void flatten_grad(void **state)
+{
+    (void)state;
+    struct gc_case c = {.op = &dl_op_flatten, .attrs = "{}", .batch = 3, .n_in = 1,
+                        .in = {{5, 3, 2}}, .training = 1};
+    gc_assert(&c);
+}
+
+static void add_grad(void **state)
+{
+    (void)state;
+    struct gc_case two = {.op = &dl_op_add, .attrs = "{}", .batch = 2, .n_in = 2,
+                          .in = {{3, 5, 7}, {3, 5, 7}}, .training = 1};
+    gc_assert(&two);
+    struct gc_case three = {.op = &dl_op_add, .attrs = "{}", .batch = 3, .n_in = 3,
+                            .in = {{9, 1, 1}, {9, 1, 1}, {9, 1, 1}}, .training = 0};
+    gc_assert(&three);
+}
+
+static void concat_grad(void **state)
+{
+    (void)state;
+    struct gc_case maps = {.op = &dl_op_concat, .attrs = "{}", .batch = 2, .n_in = 3,
+                           .in = {{2, 3, 5}, {3, 3, 5}, {1, 3, 5}}, .training = 1};
+    gc_assert(&maps);
+    struct gc_case vectors = {.op = &dl_op_concat, .attrs = "{}", .batch = 3, .n_in = 2,
+                              .in = {{4, 1, 1}, {7, 1, 1}}, .training = 1};
+    gc_assert(&vectors);
+}
+
+static void softmax_xent_grad(void **state)
+{
+    (void)state;
+    const char *attrs[] = {"{}", "{label_smoothing: 0.1}", "{label_smoothing: 0.7}"};
+    for (int i = 0; i < 3; i++) {
+        struct gc_case c = {.op = &dl_op_softmax_xent, .attrs = attrs[i], .batch = 5, .n_in = 1,
+                            .in = {{7, 1, 1}}, .training = 1};
+        gc_assert(&c);
+    }
+    struct gc_case two = {.op = &dl_op_softmax_xent, .attrs = "{label_smoothing: 0.2}", .batch = 3,
+                          .n_in = 1, .in = {{2, 1, 1}}, .training = 1};
+    gc_assert(&two);
+}
+
+/* ---------------------------------------------------------------- forward values */
+static void expect_near(const char *what, double got, double want, double tol)
+{
+    if (!(fabs(got - want) <= tol))
+        fail_msg("%s = %.17g, expected %.17g", what, got, want);
+}
+
+static void flatten_layout(void **state)
+{
+    (void)state;
+    struct ot_run r;
+    struct dl_shape in = {2, 2, 3};
+    dl_real x[24];
+    for (int i = 0; i < 24; i++)
+        x[i] = i;
+    const dl_real *xs = x;
+    ot_setup(&r, &dl_op_flatten, "{}", 2, 1, &in, &xs, NULL, 1);
+    assert_true(r.call.out_shape.c == 12 && r.call.out_shape.h == 1 && r.call.out_shape.w == 1);
+    dl_op_flatten.forward(&r.call);
+    assert_memory_equal(r.call.out, x, sizeof x);
+    ot_free(&r);
+}
+
+static void add_values(void **state)
+{
+    (void)state;
+    struct ot_run r;
+    struct dl_shape in[3] = {{2, 1, 1}, {2, 1, 1}, {2, 1, 1}};
+    const dl_real a[] = {1, 2}, b[] = {10, 20}, c[] = {100, 200};
+    const dl_real *xs[] = {a, b, c};
+    ot_setup(&r, &dl_op_add, "{}", 1, 3, in, xs, NULL, 1);
+    dl_op_add.forward(&r.call);
+    assert_true(r.call.out[0] == 111 && r.call.out[1] == 222);
+    ((dl_real *)r.call.dout)[0] = 3;
+    ((dl_real *)r.call.dout)[1] = -4;
+    free(r.call.din[1]);
+    r.call.din[1] = NULL; /* not needed: must be skipped */
+    dl_op_add.backward(&r.call);
+    assert_true(r.call.din[0][0] == 3 && r.call.din[0][1] == -4);
+    assert_true(r.call.din[2][0] == 3 && r.call.din[2][1] == -4);
+    ot_free(&r);
+}
+
+/* Two samples of a (1,1,2) and b (2,1,2): out per sample is a's channel
+ * then b's two channels. */
+static void concat_layout(void **state)
+{
+    (void)state;
+    struct ot_run r;
+    struct dl_shape in[2] = {{1, 1, 2}, {2, 1, 2}};
+    const dl_real a[] = {1, 2, /* sample 1 */ 3, 4};
+    const dl_real b[] = {10, 11, 12, 13, /* sample 1 */ 14, 15, 16, 17};
+    const dl_real *xs[] = {a, b};
+    ot_setup(&r, &dl_op_concat, "{}", 2, 2, in, xs, NULL, 1);
+    assert_true(r.call.out_shape.c == 3 && r.call.out_shape.h == 1 && r.call.out_shape.w == 2);
+    dl_op_concat.forward(&r.call);
+    const dl_real want[] = {1, 2, 10, 11, 12, 13, 3, 4, 14, 15, 16, 17};
+    assert_memory_equal(r.call.out, want, sizeof want);
+    /* backward splits dout into the same blocks; din[0] = NULL is skipped */
+    memcpy((dl_real *)r.call.dout, want, sizeof want);
+    free(r.call.din[0]);
+    r.call.din[0] = NULL;
+    dl_op_concat.backward(&r.call);
+    assert_memory_equal(r.call.din[1], b, sizeof b);
+    ot_free(&r);
+}
+
+/* Loss and gradient of one sample of 3 logits, checked against values
+ * computed by hand (p = softmax([1, 2, 3]) = [0.0900, 0.2447, 0.6652]). */
+static void softmax_xent_values(void **state)
+{
+    (void)state;
+    const double p[] = {0.09003057317038043, 0.24472847105479759, 0.6652409557748217};
+    const struct {
+        const char *attrs;
+        dl_real x[3];
+        int label;
+        double loss;
+    } cases[] = {
+        {"{}", {1, 2, 3}, 2, 0.4076059644443806},
+        {"{label_smoothing: 0.1}", {1, 2, 3}, 2, 0.5076059644443807},
+        {"{label_smoothing: 0.25}", {1, 2, 3}, 0, 2.1576059644443806},
+        /* exp(1000) would overflow without subtracting the maximum */
+        {"{}", {1000, 0, -1000}, 0, 0},
+        {"{}", {1000, 0, -1000}, 2, 2000},
+        {"{label_smoothing: 0.3}", {1000, 0, -1000}, 2, 1700},
+    };
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        struct ot_run r;
+        struct dl_shape in = {3, 1, 1};
+        const dl_real *xs = cases[k].x;
+        ot_setup(&r, &dl_op_softmax_xent, cases[k].attrs, 1, 1, &in, &xs, &cases[k].label, 1);
+        assert_true(r.call.out_shape.c == 1 && r.call.out_shape.h == 1 && r.call.out_shape.w == 1);
+        dl_op_softmax_xent.forward(&r.call);
+        char what[96];
+        snprintf(what, sizeof what, "case %d %s loss", k, cases[k].attrs);
+        expect_near(what, r.call.out[0], cases[k].loss, 1e-12 * (1 + cases[k].loss));
+        if (k < 3) { /* din = dout * (p - q), q = (1 - eps) onehot + eps / 3 */
+            double eps = k == 0 ? 0 : k == 1 ? 0.1 : 0.25;
+            ((dl_real *)r.call.dout)[0] = 2;
+            dl_op_softmax_xent.backward(&r.call);
+            for (int i = 0; i < 3; i++) {
+                double q = (i == cases[k].label) * (1 - eps) + eps / 3;
+                snprintf(what, sizeof what, "case %d din[%d]", k, i);
+                expect_near(what, r.call.din[0][i], 2 * (p[i] - q), 1e-12);
+            }
+        }
+        ot_free(&r);
+    }
+    assert_int_equal(dl_op_softmax_xent.is_loss, 1);
+}
+
+/* ---------------------------------------------------------------- errors */
+static void shape_errors(void **state)
+{
+    (void)state;
+    /* add: every mismatching input is named with its shape, against input 0's */
+    struct dl_shape add_in[4] = {{3, 4, 4}, {3, 4, 4}, {2, 4, 4}, {3, 4, 5}};
+    ot_expect_infer_error(&dl_op_add, 4, add_in,
+                          (const char *[]){"input 0 (3x4x4)", "input 2 is 2x4x4",
+                                           "input 3 is 3x4x5", NULL});
+    struct dl_shape add_vec[2] = {{10, 1, 1}, {12, 1, 1}};
+    ot_expect_infer_error(&dl_op_add, 2, add_vec, (const char *[]){"(10)", "input 1 is 12", NULL});
+
+    /* concat: height and width must match input 0's */
+    struct dl_shape cat_in[3] = {{2, 4, 4}, {3, 4, 4}, {5, 4, 5}};
+    ot_expect_infer_error(&dl_op_concat, 3, cat_in,
+                          (const char *[]){"channels", "4x4", "input 2 has 4x5", "5x4x5", NULL});
+
+    /* softmax_cross_entropy: class scores must be a vector */
+    struct dl_shape spatial = {10, 4, 4};
+    ot_expect_infer_error(&dl_op_softmax_xent, 1, &spatial,
+                          (const char *[]){"softmax_cross_entropy", "found 10x4x4",
+                                           "flatten", NULL});
+    struct dl_shape one_class = {1, 1, 1};
+    ot_expect_infer_error(&dl_op_softmax_xent, 1, &one_class,
+                          (const char *[]){"at least 2 classes", "found 1", NULL});
+}
+
+static void attribute_errors(void **state)
+{
+    (void)state;
+    ot_expect_attr_error(&dl_op_softmax_xent, "{label_smoothing: 1}",
+                         (const char *[]){"label_smoothing", "[0, 1)", "found 1", NULL});
+    ot_expect_attr_error(&dl_op_softmax_xent, "{label_smoothing: -0.5}",
+                         (const char *[]){"label_smoothing", NULL});
+    ot_expect_attr_error(&dl_op_flatten, "{axis: 1}", (const char *[]){"axis", NULL});
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(flatten_grad),
+        cmocka_unit_test(add_grad),
+        cmocka_unit_test(concat_grad),
+        cmocka_unit_test(softmax_xent_grad),
+        cmocka_unit_test(flatten_layout),
+        cmocka_unit_test(add_values),
+        cmocka_unit_test(concat_layout),
+        cmocka_unit_test(softmax_xent_values),
+        cmocka_unit_test(shape_errors),
+        cmocka_unit_test(attribute_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
