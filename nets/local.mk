@@ -1,1 +1,8 @@
-# nets: shipped network files
+# nets: the shipped network files, installed under $(pkgdatadir)/nets.
+nobase_dist_pkgdata_DATA += \
+	nets/lenet5.yaml \
+	nets/mlp.yaml \
+	nets/alexnet.yaml \
+	nets/vgg16.yaml \
+	nets/resnet18.yaml \
+	nets/resnet50.yaml

@@ -35,3 +35,20 @@ tests_test_grad_activations_CFLAGS = $(TEST_CFLAGS)
 tests_test_grad_activations_LDADD = $(TEST_LIBS64)
 TESTS += tests/test_grad_activations
 endif
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_netfile tests/test_optim
+tests_test_netfile_SOURCES = tests/test_netfile.c
+tests_test_netfile_CFLAGS = $(TEST_CFLAGS)
+tests_test_netfile_LDADD = $(TEST_LIBS)
+tests_test_optim_SOURCES = tests/test_optim.c tests/optim_reference.h
+tests_test_optim_CFLAGS = $(TEST_CFLAGS)
+tests_test_optim_LDADD = $(TEST_LIBS)
+TESTS += tests/test_netfile tests/test_optim
+endif
+TESTS += tests/test_cli.sh
+EXTRA_DIST += tests/test_cli.sh tests/optim_reference.py
+
+# Per-group fragments (op gradient checks, shipped networks).
+include $(srcdir)/tests/grad_conv_fc.mk
+include $(srcdir)/tests/grad_misc.mk

@@ -1,12 +1,50 @@
-/* dispatch.c: picks the subcommand from argv[1]; training is the default. */
+/* dispatch.c: picks the subcommand from argv[1]; training is the default, so
+ * `dltrain --net FILE` trains. */
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "cli/options.h"
+
+static void usage(FILE *f)
+{
+    fputs("Usage: dltrain [train] --net FILE [options]   train a network (the default)\n"
+          "       dltrain check --net FILE [options]     validate a network, print its layers\n"
+          "       dltrain bench comm [options]           benchmark allreduce algorithms\n"
+          "       dltrain help layers                    list every layer type and its keys\n"
+          "       dltrain COMMAND --help                 options of one command\n"
+          "       dltrain --version\n"
+          "See dltrain(1) and dltrain-net(5).\n",
+          f);
+}
 
 int dl_cli_main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "dltrain: not yet\n");
-    return 1;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0)
+        return dl_cli_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return dl_cli_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return dl_cli_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "help") == 0)
+        return dl_cli_help(argc - 1, argv + 1);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        dl_print_version("dltrain");
+        return 0;
+    }
+    if (cmd[0] == '-') /* options only: train */
+        return dl_cli_train(argc, argv);
+    fprintf(stderr, "dltrain: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
 }

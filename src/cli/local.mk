@@ -1,2 +1,5 @@
-# src/cli
-libdltrain_a_SOURCES += src/cli/cli.h src/cli/dispatch.c
+# src/cli: one file per subcommand, plus the shared network options.
+libdltrain_a_SOURCES += \
+	src/cli/cli.h src/cli/dispatch.c \
+	src/cli/options.c src/cli/options.h \
+	src/cli/train.c src/cli/check.c src/cli/help.c src/cli/bench.c

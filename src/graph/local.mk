@@ -1,1 +1,2 @@
-# src/graph
+# src/graph: the layer DAG (name resolution, topological order, shape inference).
+DL_REAL_SOURCES += src/graph/graph.c src/graph/graph.h

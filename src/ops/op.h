@@ -11,7 +11,12 @@
  *   backward reads dout, in[], out, param[], saved[];
  *            OVERWRITES din[i] (skipped when din[i] is NULL);
  *            ACCUMULATES (+=) into dparam[j] (the executor zeroes them once
- *            per step, so micro-batches and branches can add up). */
+ *            per step, so micro-batches and branches can add up); a NULL
+ *            dparam[j] (frozen or non-trainable parameter) is skipped.
+ * backward always follows a forward of the same batch with the same
+ * `training` value, so saved[] is filled as that forward left it.  No two of
+ * in[], out, din[], dout and saved alias each other.  Labels reaching a loss
+ * op are in [0, classes): the data loader checks them. */
 #ifndef DL_OP_H
 #define DL_OP_H
 

@@ -126,7 +126,7 @@ void dl_attrs_print_doc(FILE *f, const struct dl_op_kind *op)
             op->max_inputs > op->min_inputs ? " or more" : "");
     for (int i = 0; i < op->n_attrs; i++) {
         const struct dl_attr_desc *d = &op->attrs[i];
-        fprintf(f, "  %-14s ", d->key);
+        fprintf(f, "  %-18s ", d->key);
         switch (d->type) {
         case DL_ATTR_INT: fprintf(f, "integer"); break;
         case DL_ATTR_INT2: fprintf(f, "integer or [h, w]"); break;

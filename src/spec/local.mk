@@ -3,4 +3,5 @@ DL_COMMON_SOURCES += \
 	src/spec/yaml.c src/spec/yaml.h \
 	src/spec/netspec.h
 DL_REAL_SOURCES += \
-	src/spec/attrs.c src/spec/attrs.h
+	src/spec/attrs.c src/spec/attrs.h \
+	src/spec/netfile.c src/spec/netfile.h

@@ -1,0 +1,14 @@
+/* bench.c: `dltrain bench WHAT`: routes to the benchmark of WHAT. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int dl_cli_bench(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "comm") == 0)
+        return dl_cli_bench_comm(argc - 1, argv + 1);
+    FILE *f = argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr;
+    fputs("Usage: dltrain bench comm [options]   allreduce algorithms and gradient codecs\n", f);
+    return f == stdout ? 0 : 2;
+}

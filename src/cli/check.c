@@ -1,0 +1,88 @@
+/* check.c: `dltrain check --net FILE`: validates a network file and prints a
+ * table of its layers with output shapes, parameter counts and forward FLOPs
+ * per sample, and the totals. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/options.h"
+
+static void help(void)
+{
+    fputs("Usage: dltrain check --net FILE [options]\n"
+          "Validates FILE (every error names file:line:col and exits with status 2) and prints\n"
+          "each layer's type, inputs, output shape, trainable parameters and forward FLOPs per sample.\n\n",
+          stdout);
+    dl_net_options_help(stdout);
+}
+
+static void human(double v, char *buf, size_t n)
+{
+    if (v >= 1e9)
+        snprintf(buf, n, "%.2fG", v / 1e9);
+    else if (v >= 1e6)
+        snprintf(buf, n, "%.2fM", v / 1e6);
+    else if (v >= 1e3)
+        snprintf(buf, n, "%.1fk", v / 1e3);
+    else
+        snprintf(buf, n, "%.0f", v);
+}
+
+int dl_cli_check(int argc, char **argv)
+{
+    static const struct option long_opts[] = {DL_NET_OPTIONS, {0, 0, 0, 0}};
+    struct dl_net_options no = {0};
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        int r = dl_net_option(&no, opt, optarg, "dltrain check");
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        switch (opt) {
+        case DL_OPT_HELP: help(); return 0;
+        case DL_OPT_VERSION: dl_print_version("dltrain check"); return 0;
+        default: fprintf(stderr, "Try 'dltrain check --help'.\n"); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    struct dl_net net;
+    int status = dl_net_options_load(&no, &net, "dltrain check");
+    if (status)
+        return status;
+    const struct dl_graph *g = &net.graph;
+    char shape[64];
+    printf("network %s (%s): input %s, %d classes, %d layers\n", net.name, no.net_path,
+           dl_shape_str(g->input, shape, sizeof shape), g->classes, g->n);
+    printf("%-4s %-28s %-22s %-30s %-14s %12s %10s\n", "#", "layer", "type", "inputs", "output", "params",
+           "FLOPs");
+    double flops = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        char inputs[256] = "";
+        for (int k = 0; k < l->n_in; k++) {
+            const char *nm = l->in[k] == DL_GRAPH_INPUT ? "input" : g->layers[l->in[k]].name;
+            strncat(inputs, k ? "," : "", sizeof inputs - strlen(inputs) - 1);
+            strncat(inputs, nm, sizeof inputs - strlen(inputs) - 1);
+        }
+        long params = 0;
+        for (int j = 0; j < l->n_params; j++)
+            if (l->param[j].trainable)
+                params += l->param[j].count;
+        char f[32];
+        human(l->flops, f, sizeof f);
+        flops += l->flops;
+        printf("%-4d %-28s %-22s %-30s %-14s %12ld %10s\n", i, l->name, l->kind->name, inputs,
+               dl_shape_str(l->out_shape, shape, sizeof shape), params, f);
+    }
+    char f[32];
+    human(flops, f, sizeof f);
+    printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
+    dl_net_free(&net);
+    return 0;
+}

@@ -1,0 +1,182 @@
+/* options.c: the shared network options (see options.h). */
+#include "cli/options.h"
+
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/threads.h"
+
+int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char *prog)
+{
+    if (opt == DL_OPT_NET) {
+        o->net_path = arg;
+        return 1;
+    }
+    if (opt == DL_OPT_THREADS) {
+        char *end;
+        errno = 0;
+        long v = strtol(arg, &end, 10);
+        if (*arg == 0 || *end || errno || v < 1 || v > 4096) {
+            fprintf(stderr, "%s: --threads: expected an integer in [1, 4096], found '%s'\n", prog, arg);
+            return -1;
+        }
+        o->threads = (int)v;
+        return 1;
+    }
+    if (opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS)
+        return 0;
+    if (o->n == DL_MAX_OVERRIDES) {
+        fprintf(stderr, "%s: too many options\n", prog);
+        return -1;
+    }
+    o->codes[o->n] = opt;
+    o->values[o->n++] = arg;
+    return 1;
+}
+
+static int parse_long(const char *opt, const char *s, long min, long max, long *out, struct dl_error *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < min || v > max)
+        return dl_errorf(err, DL_ERR_SPEC, "--%s: expected an integer in [%ld, %ld], found '%s'", opt, min, max, s);
+    *out = v;
+    return DL_OK;
+}
+
+static int parse_double(const char *opt, const char *s, double min, double max, double *out, struct dl_error *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v) || v < min || v > max)
+        return dl_errorf(err, DL_ERR_SPEC, "--%s: expected a number in [%g, %g], found '%s'", opt, min, max, s);
+    *out = v;
+    return DL_OK;
+}
+
+static int parse_choice(const char *opt, const char *s, const char *const *names, int *out, struct dl_error *err)
+{
+    char list[256] = "";
+    for (int i = 0; names[i]; i++) {
+        if (strcmp(names[i], s) == 0) {
+            *out = i;
+            return DL_OK;
+        }
+        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+    }
+    return dl_errorf(err, DL_ERR_SPEC, "--%s: expected one of %s, found '%s'", opt, list, s);
+}
+
+static int apply(struct dl_net *net, int code, const char *v, struct dl_error *err)
+{
+    struct dl_train_spec *t = &net->train;
+    struct dl_optim_spec *o = &t->optim;
+    long l;
+    int k;
+    switch (code) {
+    case DL_OPT_EPOCHS:
+        if (parse_long("epochs", v, 1, 1 << 24, &l, err))
+            return DL_ERR_SPEC;
+        t->epochs = (int)l;
+        return DL_OK;
+    case DL_OPT_BATCH:
+        if (parse_long("batch", v, 1, 1 << 24, &l, err))
+            return DL_ERR_SPEC;
+        t->batch = (int)l;
+        return DL_OK;
+    case DL_OPT_LR: return parse_double("lr", v, 0, 1e6, &o->lr, err);
+    case DL_OPT_OPTIMIZER:
+        if (parse_choice("optimizer", v, dl_optim_names, &k, err))
+            return DL_ERR_SPEC;
+        o->kind = (enum dl_optim_kind)k;
+        return DL_OK;
+    case DL_OPT_MOMENTUM: return parse_double("momentum", v, 0, 0.999999, &o->momentum, err);
+    case DL_OPT_NESTEROV: o->nesterov = 1; return DL_OK;
+    case DL_OPT_WEIGHT_DECAY: return parse_double("weight-decay", v, 0, 1e3, &o->weight_decay, err);
+    case DL_OPT_SCHEDULE:
+        if (parse_choice("schedule", v, dl_sched_names, &k, err))
+            return DL_ERR_SPEC;
+        t->sched.kind = (enum dl_sched_kind)k;
+        return DL_OK;
+    case DL_OPT_WARMUP: return parse_double("warmup-epochs", v, 0, 1e9, &t->sched.warmup_epochs, err);
+    case DL_OPT_SEED:
+        if (parse_long("seed", v, 0, LONG_MAX, &l, err))
+            return DL_ERR_SPEC;
+        t->seed = (uint64_t)l;
+        return DL_OK;
+    case DL_OPT_DATA:
+        if (strlen(v) >= sizeof net->data.dir)
+            return dl_errorf(err, DL_ERR_SPEC, "--data: path too long");
+        snprintf(net->data.dir, sizeof net->data.dir, "%s", v);
+        return DL_OK;
+    case DL_OPT_DATASET:
+        if (parse_choice("dataset", v, dl_dataset_names, &k, err))
+            return DL_ERR_SPEC;
+        net->data.kind = (enum dl_dataset_kind)k;
+        return DL_OK;
+    case DL_OPT_LIMIT_TRAIN: return parse_long("limit-train", v, 1, 1L << 40, &net->data.limit_train, err);
+    case DL_OPT_LIMIT_TEST: return parse_long("limit-test", v, 1, 1L << 40, &net->data.limit_test, err);
+    case DL_OPT_MAX_STEPS: return parse_long("max-steps", v, 1, 1L << 40, &t->max_steps, err);
+    }
+    return dl_errorf(err, DL_ERR_INTERNAL, "unhandled option %d", code);
+}
+
+int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog)
+{
+    struct dl_error err = {0};
+    if (!o->net_path) {
+        fprintf(stderr, "%s: missing --net FILE (try --help)\n", prog);
+        return 2;
+    }
+    int rc = dl_net_load(o->net_path, net, &err);
+    for (int i = 0; !rc && i < o->n; i++)
+        rc = apply(net, o->codes[i], o->values[i], &err);
+    if (!rc && net->train.optim.nesterov && (net->train.optim.kind != DL_OPTIM_SGD || net->train.optim.momentum <= 0))
+        rc = dl_errorf(&err, DL_ERR_SPEC, "--nesterov needs the sgd optimizer with momentum > 0");
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        if (net->doc)
+            dl_net_free(net);
+        return rc == DL_ERR_SPEC ? 2 : 1;
+    }
+    dl_threads_set(o->threads);
+    return 0;
+}
+
+void dl_net_options_help(FILE *f)
+{
+    fputs("Network and training options (override the network file):\n"
+          "  --net FILE            network description (YAML; see dltrain-net(5)) [required]\n"
+          "  --epochs N            number of epochs\n"
+          "  --batch N             mini-batch size (over all processes)\n"
+          "  --max-steps N         stop after N steps\n"
+          "  --optimizer NAME      sgd, adagrad, rmsprop, adam or adamw\n"
+          "  --lr X                base learning rate\n"
+          "  --momentum X          momentum (sgd, rmsprop)\n"
+          "  --nesterov            Nesterov momentum (sgd)\n"
+          "  --weight-decay X      L2 weight decay (decoupled for adamw)\n"
+          "  --schedule NAME       constant, step or cosine\n"
+          "  --warmup-epochs X     linear learning-rate warm-up\n"
+          "  --seed N              seed of every random choice (default 1)\n"
+          "  --dataset NAME        fashion-mnist, mnist, idx or synthetic\n"
+          "  --data DIR            folder with the dataset's IDX files\n"
+          "  --limit-train N       use only the first N training samples\n"
+          "  --limit-test N        use only the first N test samples\n"
+          "  --threads N           threads for every kernel (default: all available cores)\n"
+          "  --help                print this help and exit\n"
+          "  --version             print the version and exit\n",
+          f);
+}
+
+void dl_print_version(const char *prog)
+{
+    printf("%s (dltrain) %s\n", prog, PACKAGE_VERSION);
+}

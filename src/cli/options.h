@@ -1,0 +1,59 @@
+/* options.h: command-line options shared by the subcommands that load a
+ * network (train, check, bench step): --net and every option that overrides a
+ * value of the network file.  Values are validated with the same ranges as the
+ * file's schema; bad values exit with status 2 and a message naming the option. */
+#ifndef DL_CLI_OPTIONS_H
+#define DL_CLI_OPTIONS_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "spec/netfile.h"
+
+/* getopt_long codes of the shared options (above the ASCII range). */
+enum {
+    DL_OPT_NET = 1000, DL_OPT_EPOCHS, DL_OPT_BATCH, DL_OPT_LR, DL_OPT_OPTIMIZER, DL_OPT_MOMENTUM,
+    DL_OPT_NESTEROV, DL_OPT_WEIGHT_DECAY, DL_OPT_SCHEDULE, DL_OPT_WARMUP, DL_OPT_SEED, DL_OPT_DATA,
+    DL_OPT_DATASET, DL_OPT_LIMIT_TRAIN, DL_OPT_LIMIT_TEST, DL_OPT_MAX_STEPS, DL_OPT_THREADS,
+    DL_OPT_HELP, DL_OPT_VERSION,
+    DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
+};
+
+#define DL_NET_OPTIONS \
+    {"net", required_argument, 0, DL_OPT_NET}, {"epochs", required_argument, 0, DL_OPT_EPOCHS}, \
+    {"batch", required_argument, 0, DL_OPT_BATCH}, {"lr", required_argument, 0, DL_OPT_LR}, \
+    {"optimizer", required_argument, 0, DL_OPT_OPTIMIZER}, {"momentum", required_argument, 0, DL_OPT_MOMENTUM}, \
+    {"nesterov", no_argument, 0, DL_OPT_NESTEROV}, {"weight-decay", required_argument, 0, DL_OPT_WEIGHT_DECAY}, \
+    {"schedule", required_argument, 0, DL_OPT_SCHEDULE}, {"warmup-epochs", required_argument, 0, DL_OPT_WARMUP}, \
+    {"seed", required_argument, 0, DL_OPT_SEED}, {"data", required_argument, 0, DL_OPT_DATA}, \
+    {"dataset", required_argument, 0, DL_OPT_DATASET}, {"limit-train", required_argument, 0, DL_OPT_LIMIT_TRAIN}, \
+    {"limit-test", required_argument, 0, DL_OPT_LIMIT_TEST}, {"max-steps", required_argument, 0, DL_OPT_MAX_STEPS}, \
+    {"threads", required_argument, 0, DL_OPT_THREADS}, {"help", no_argument, 0, DL_OPT_HELP}, \
+    {"version", no_argument, 0, DL_OPT_VERSION}
+
+#define DL_MAX_OVERRIDES 32
+
+struct dl_net_options {
+    const char *net_path;
+    int threads;                 /* 0 = all available cores */
+    int n;                       /* overrides in command-line order */
+    int codes[DL_MAX_OVERRIDES];
+    const char *values[DL_MAX_OVERRIDES];
+};
+
+/* Records one shared option.  Returns 1 when opt was one of them, 0 when it
+ * is not a shared option, and -1 (after printing a message) on a bad value. */
+int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char *prog);
+
+/* Loads o->net_path, applies the overrides in order and sets the thread
+ * count.  Prints the error and returns the exit status (2 for a bad file or
+ * value) on failure, 0 on success. */
+int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog);
+
+/* Help text of the shared options. */
+void dl_net_options_help(FILE *f);
+
+/* Prints "dltrain VERSION" (GNU --version). */
+void dl_print_version(const char *prog);
+
+#endif

@@ -1,0 +1,282 @@
+/* graph.c: resolves layer inputs by name, orders layers topologically
+ * (Kahn's algorithm; a leftover layer means a cycle, reported with the path),
+ * infers every output shape and describes every parameter. */
+#include "graph/graph.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int loc_errorf(struct dl_error *err, const struct dl_loc *loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int loc_errorf(struct dl_error *err, const struct dl_loc *loc, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (loc && loc->file)
+        return dl_errorf(err, DL_ERR_SPEC, "%s:%d:%d: %s", loc->file, loc->line, loc->col, msg);
+    return dl_errorf(err, DL_ERR_SPEC, "%s", msg);
+}
+
+int dl_graph_find(const struct dl_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->layers[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int decl_find(const struct dl_layer_decl *d, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(d[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void dl_graph_free(struct dl_graph *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        free(g->layers[i].name);
+        free(g->layers[i].attr);
+    }
+    free(g->layers);
+    memset(g, 0, sizeof *g);
+}
+
+static void free_decls(struct dl_layer_decl *d, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(d[i].name);
+        free(d[i].attr);
+        d[i].name = NULL;
+        d[i].attr = NULL;
+        for (int k = 0; k < d[i].n_in; k++) {
+            free(d[i].inputs[k]);
+            d[i].inputs[k] = NULL;
+        }
+    }
+}
+
+/* Producer index per input of each decl (DL_GRAPH_INPUT for the network
+ * input), after checking that every name exists and is not duplicated. */
+static int resolve(const struct dl_layer_decl *d, int n, int (*src)[DL_MAX_INPUTS], struct dl_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        int j = decl_find(d, i, d[i].name);
+        if (j >= 0)
+            return loc_errorf(err, &d[i].loc, "duplicate layer name '%s' (first defined at %s:%d:%d)",
+                              d[i].name, d[j].loc.file, d[j].loc.line, d[j].loc.col);
+        if (strcmp(d[i].name, "input") == 0)
+            return loc_errorf(err, &d[i].loc, "layer name 'input' is reserved for the network input");
+    }
+    for (int i = 0; i < n; i++) {
+        const struct dl_op_kind *k = d[i].kind;
+        if (d[i].n_in < k->min_inputs || d[i].n_in > k->max_inputs) {
+            if (k->min_inputs == k->max_inputs)
+                return loc_errorf(err, &d[i].loc, "layer '%s' (%s): expected %d input%s, found %d", d[i].name,
+                                  k->name, k->min_inputs, k->min_inputs == 1 ? "" : "s", d[i].n_in);
+            return loc_errorf(err, &d[i].loc, "layer '%s' (%s): expected %d to %d inputs, found %d", d[i].name,
+                              k->name, k->min_inputs, k->max_inputs, d[i].n_in);
+        }
+        for (int k2 = 0; k2 < d[i].n_in; k2++) {
+            const char *nm = d[i].inputs[k2];
+            if (strcmp(nm, "input") == 0) {
+                src[i][k2] = DL_GRAPH_INPUT;
+                continue;
+            }
+            int j = decl_find(d, n, nm);
+            if (j < 0)
+                return loc_errorf(err, d[i].input_loc[k2].file ? &d[i].input_loc[k2] : &d[i].loc,
+                                  "layer '%s' (%s): input '%s' is not the name of any layer", d[i].name,
+                                  k->name, nm);
+            if (j == i)
+                return loc_errorf(err, &d[i].loc, "layer '%s' (%s): a layer cannot be its own input (cycle)",
+                                  d[i].name, k->name);
+            src[i][k2] = j;
+        }
+    }
+    return DL_OK;
+}
+
+static int unfinished_producer(const struct dl_layer_decl *d, int (*src)[DL_MAX_INPUTS], const int *done,
+                               int i)
+{
+    for (int k = 0; k < d[i].n_in; k++)
+        if (src[i][k] != DL_GRAPH_INPUT && !done[src[i][k]])
+            return src[i][k];
+    return i; /* not reached for an unfinished layer */
+}
+
+/* Kahn's algorithm, stable: among ready layers, the one declared first goes
+ * first, so a file already in order keeps its order. */
+static int toposort(const struct dl_layer_decl *d, int n, int (*src)[DL_MAX_INPUTS], int *order,
+                    struct dl_error *err)
+{
+    int *pending = calloc((size_t)n + 1, sizeof *pending);
+    int *done = calloc((size_t)n + 1, sizeof *done);
+    if (!pending || !done) {
+        free(pending);
+        free(done);
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory sorting layers");
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < d[i].n_in; k++)
+            pending[i] += src[i][k] != DL_GRAPH_INPUT;
+    int count = 0;
+    while (count < n) {
+        int pick = -1;
+        for (int i = 0; i < n && pick < 0; i++)
+            if (!done[i] && pending[i] == 0)
+                pick = i;
+        if (pick < 0)
+            break;
+        done[pick] = 1;
+        order[count++] = pick;
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < d[i].n_in; k++)
+                if (src[i][k] == pick)
+                    pending[i]--;
+    }
+    int rc = DL_OK;
+    if (count < n) {
+        /* Every unfinished layer waits on an unfinished producer; walking
+         * producers from any of them must revisit a layer: that is a cycle. */
+        int cur = 0;
+        while (done[cur])
+            cur++;
+        memset(pending, 0, sizeof *pending * (size_t)n); /* reused as "visited" */
+        while (!pending[cur]) {
+            pending[cur] = 1;
+            cur = unfinished_producer(d, src, done, cur);
+        }
+        int first = cur;
+        char path[600] = "";
+        size_t used = 0;
+        do {
+            if (used < sizeof path)
+                used += (size_t)snprintf(path + used, sizeof path - used, "%s <- ", d[cur].name);
+            cur = unfinished_producer(d, src, done, cur);
+        } while (cur != first);
+        if (used < sizeof path)
+            snprintf(path + used, sizeof path - used, "%s", d[first].name);
+        rc = loc_errorf(err, &d[first].loc, "cycle in the layer graph (a <- b: a takes input from b): %s", path);
+    }
+    free(pending);
+    free(done);
+    return rc;
+}
+
+int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int classes,
+                   struct dl_graph *g, struct dl_error *err)
+{
+    memset(g, 0, sizeof *g);
+    if (n < 1 || !d[n - 1].kind->is_loss) {
+        free_decls(d, n);
+        return dl_errorf(err, DL_ERR_SPEC, "the network has no loss layer");
+    }
+    int (*src)[DL_MAX_INPUTS] = calloc((size_t)n, sizeof *src);
+    int *order = calloc((size_t)n, sizeof *order);
+    int *pos = calloc((size_t)n, sizeof *pos);
+    g->layers = calloc((size_t)n, sizeof *g->layers);
+    int rc = DL_OK;
+    if (!src || !order || !pos || !g->layers)
+        rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory building the graph");
+    if (!rc)
+        rc = resolve(d, n, src, err);
+    if (!rc)
+        rc = toposort(d, n, src, order, err);
+    if (!rc) {
+        for (int i = 0; i < n; i++)
+            pos[order[i]] = i;
+        for (int i = 0; i < n; i++) {
+            const struct dl_layer_decl *dd = &d[order[i]];
+            struct dl_layer *l = &g->layers[i];
+            l->name = dd->name;
+            l->kind = dd->kind;
+            l->attr = dd->attr;
+            l->loc = dd->loc;
+            l->n_in = dd->n_in;
+            for (int k = 0; k < dd->n_in; k++) {
+                int s = src[order[i]][k];
+                l->in[k] = s == DL_GRAPH_INPUT ? DL_GRAPH_INPUT : pos[s];
+            }
+            g->n = i + 1;
+        }
+        for (int i = 0; i < n; i++) { /* ownership moved to the graph */
+            d[i].name = NULL;
+            d[i].attr = NULL;
+        }
+    }
+    free_decls(d, n);
+    free(src);
+    free(order);
+    free(pos);
+    if (rc) {
+        dl_graph_free(g);
+        return rc;
+    }
+    g->input = input;
+    g->classes = classes;
+    for (int i = 0; i < g->n && !rc; i++) {
+        struct dl_layer *l = &g->layers[i];
+        for (int k = 0; k < l->n_in; k++) {
+            if (l->in[k] == DL_GRAPH_INPUT) {
+                l->in_shape[k] = input;
+                g->input_consumers++;
+            } else {
+                l->in_shape[k] = g->layers[l->in[k]].out_shape;
+                g->layers[l->in[k]].n_consumers++;
+            }
+        }
+        struct dl_error e = {0};
+        if (l->kind->infer(l->attr, l->n_in, l->in_shape, &l->out_shape, &e)) {
+            rc = loc_errorf(err, &l->loc, "layer '%s' (%s): %s", l->name, l->kind->name, e.msg);
+            break;
+        }
+        if (dl_shape_count(l->out_shape) <= 0 || dl_shape_count(l->out_shape) > (1L << 31)) {
+            char b[64];
+            rc = loc_errorf(err, &l->loc, "layer '%s' (%s): output shape %s is empty or too large", l->name,
+                            l->kind->name, dl_shape_str(l->out_shape, b, sizeof b));
+            break;
+        }
+        l->n_params = l->kind->params ? l->kind->params(l->attr, l->in_shape, l->out_shape, l->param) : 0;
+        l->flops = l->kind->flops ? l->kind->flops(l->attr, l->in_shape, l->out_shape) : 0;
+        if (l->kind->is_loss && i != g->n - 1)
+            rc = loc_errorf(err, &l->loc, "layer '%s': a loss must be the last layer", l->name);
+    }
+    if (!rc) {
+        g->loss = g->n - 1;
+        struct dl_layer *loss = &g->layers[g->loss];
+        g->logits = loss->in[0];
+        if (g->logits == DL_GRAPH_INPUT)
+            rc = loc_errorf(err, &loss->loc, "the loss reads the network input directly: there are no layers");
+        else if (loss->in_shape[0].c != classes)
+            rc = loc_errorf(err, &loss->loc,
+                            "the loss input '%s' has %ld values per sample but input.classes is %d",
+                            g->layers[g->logits].name, dl_shape_count(loss->in_shape[0]), classes);
+        for (int i = 0; i < g->n - 1 && !rc; i++)
+            if (g->layers[i].n_consumers == 0)
+                rc = loc_errorf(err, &g->layers[i].loc,
+                                "layer '%s' (%s): its output is never used (every layer but the loss must feed another)",
+                                g->layers[i].name, g->layers[i].kind->name);
+    }
+    if (rc)
+        dl_graph_free(g);
+    return rc;
+}
+
+long dl_graph_param_count(const struct dl_graph *g)
+{
+    long total = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            if (g->layers[i].param[j].trainable)
+                total += g->layers[i].param[j].count;
+    return total;
+}

@@ -1,0 +1,69 @@
+/* graph.h: the layer DAG of a network, in topological order, with every
+ * shape inferred and every parameter described.  Built from layer
+ * declarations (spec/netfile.c makes them from YAML) by dl_graph_build(),
+ * which resolves input names, rejects cycles and infers shapes before any
+ * tensor memory exists. */
+#ifndef DL_GRAPH_H
+#define DL_GRAPH_H
+
+#include "core/error.h"
+#include "ops/op.h"
+
+#define DL_GRAPH_INPUT (-1) /* producer index meaning "the network input" */
+
+/* Where a declaration came from, for messages. */
+struct dl_loc {
+    const char *file; /* not owned */
+    int line, col;
+};
+
+/* One layer as declared (names not yet resolved). */
+struct dl_layer_decl {
+    char *name;                        /* fully qualified, e.g. "layer1.0.conv1" */
+    const struct dl_op_kind *kind;
+    void *attr;                        /* kind->attr_size bytes, owned */
+    int n_in;
+    char *inputs[DL_MAX_INPUTS];       /* qualified producer names; "input" = network input */
+    struct dl_loc loc;
+    struct dl_loc input_loc[DL_MAX_INPUTS];
+};
+
+struct dl_layer {
+    char *name;
+    const struct dl_op_kind *kind;
+    void *attr;
+    int n_in;
+    int in[DL_MAX_INPUTS];             /* producer layer index or DL_GRAPH_INPUT */
+    struct dl_shape in_shape[DL_MAX_INPUTS];
+    struct dl_shape out_shape;
+    int n_params;
+    struct dl_param_desc param[DL_MAX_PARAMS];
+    int n_consumers;                   /* layers reading this layer's output */
+    double flops;                      /* forward FLOPs per sample */
+    struct dl_loc loc;
+};
+
+struct dl_graph {
+    struct dl_shape input;             /* per-sample input shape */
+    int classes;
+    int n;
+    struct dl_layer *layers;           /* topological order */
+    int loss;                          /* index of the loss layer */
+    int logits;                        /* index of the layer feeding the loss */
+    int input_consumers;
+};
+
+/* Takes ownership of the decls' names and attrs (the decl array itself stays
+ * the caller's).  The last declaration must be the loss.  Errors are located
+ * at the offending declaration. */
+int dl_graph_build(struct dl_layer_decl *decls, int n, struct dl_shape input, int classes,
+                   struct dl_graph *g, struct dl_error *err);
+void dl_graph_free(struct dl_graph *g);
+
+/* Index of the layer called name, or -1. */
+int dl_graph_find(const struct dl_graph *g, const char *name);
+
+/* Number of trainable parameter elements. */
+long dl_graph_param_count(const struct dl_graph *g);
+
+#endif

@@ -1,0 +1,38 @@
+/* schedule.c: learning-rate schedules.
+ *   step:   lr * gamma^floor(epoch / step_epochs)
+ *   cosine: min + (lr - min) * (1 + cos(pi * p)) / 2, p = progress after warm-up in [0, 1]
+ *   warm-up (any kind): multiplied by (step + 1) / warmup_steps during the first
+ *   warmup_epochs epochs. */
+#include "optim/schedule.h"
+
+#include <math.h>
+
+double dl_schedule_lr(const struct dl_sched_spec *s, double base_lr, long step, long steps_per_epoch,
+                      long total_steps)
+{
+    if (steps_per_epoch < 1)
+        steps_per_epoch = 1;
+    double epoch = (double)step / (double)steps_per_epoch;
+    long warmup = (long)ceil(s->warmup_epochs * (double)steps_per_epoch);
+    double lr = base_lr;
+    switch (s->kind) {
+    case DL_SCHED_CONSTANT:
+        break;
+    case DL_SCHED_STEP:
+        lr = base_lr * pow(s->gamma, floor(epoch / s->step_epochs));
+        break;
+    case DL_SCHED_COSINE: {
+        long span = total_steps - warmup;
+        double p = span > 0 ? (double)(step - warmup) / (double)span : 1.0;
+        if (p < 0)
+            p = 0;
+        if (p > 1)
+            p = 1;
+        lr = s->min_lr + (base_lr - s->min_lr) * 0.5 * (1 + cos(3.14159265358979323846 * p));
+        break;
+    }
+    }
+    if (warmup > 0 && step < warmup)
+        lr *= (double)(step + 1) / (double)warmup;
+    return lr;
+}

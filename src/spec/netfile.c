@@ -1,0 +1,684 @@
+/* netfile.c: the network-file schema.  Reads the top-level sections, expands
+ * parameterised blocks (with repeat counts and composed instance names such as
+ * "layer1.0.conv1"), turns every layer mapping into a declaration through its
+ * op's attribute table, and hands the declarations to dl_graph_build(). */
+#include "spec/netfile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec/attrs.h"
+
+const char *const dl_dataset_names[] = {"fashion-mnist", "mnist", "idx", "synthetic", NULL};
+const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", NULL};
+const char *const dl_sched_names[] = {"constant", "step", "cosine", NULL};
+const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
+
+#define MAX_BLOCK_DEPTH 8
+#define MAX_LAYERS 100000
+
+void dl_net_defaults(struct dl_net *net)
+{
+    memset(net, 0, sizeof *net);
+    snprintf(net->name, sizeof net->name, "net");
+    net->data.kind = DL_DATASET_FASHION_MNIST;
+    net->data.synthetic_train = 1024;
+    net->data.synthetic_test = 256;
+    net->data.normalize = 1;
+    net->train.batch = 64;
+    net->train.epochs = 1;
+    net->train.seed = 1;
+    struct dl_optim_spec *o = &net->train.optim;
+    o->kind = DL_OPTIM_SGD;
+    o->lr = 0.01;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->alpha = 0.99;
+    o->eps = 1e-8;
+    net->train.sched.kind = DL_SCHED_CONSTANT;
+    net->train.sched.gamma = 0.1;
+    net->train.sched.step_epochs = 30;
+    net->parallel.kind = DL_PAR_AUTO;
+}
+
+/* ------------------------------------------------------------ small sections */
+static int read_int(const struct dl_ynode *map, const char *key, const char *what, long min, long max,
+                    long *out, struct dl_error *err)
+{
+    const struct dl_ynode *v = dl_ymap_get(map, key);
+    if (!v)
+        return DL_OK;
+    char w[128];
+    snprintf(w, sizeof w, "%s.%s", what, key);
+    return dl_y_int(v, w, min, max, out, err);
+}
+
+static int read_float(const struct dl_ynode *map, const char *key, const char *what, double min,
+                      double max, double *out, struct dl_error *err)
+{
+    const struct dl_ynode *v = dl_ymap_get(map, key);
+    if (!v)
+        return DL_OK;
+    char w[128];
+    snprintf(w, sizeof w, "%s.%s", what, key);
+    return dl_y_float(v, w, min, max, out, err);
+}
+
+static int read_bool(const struct dl_ynode *map, const char *key, const char *what, int *out,
+                     struct dl_error *err)
+{
+    const struct dl_ynode *v = dl_ymap_get(map, key);
+    if (!v)
+        return DL_OK;
+    char w[128];
+    snprintf(w, sizeof w, "%s.%s", what, key);
+    return dl_y_bool(v, w, out, err);
+}
+
+static int read_enum(const struct dl_ynode *map, const char *key, const char *what,
+                     const char *const *choices, int *out, struct dl_error *err)
+{
+    const struct dl_ynode *v = dl_ymap_get(map, key);
+    if (!v)
+        return DL_OK;
+    char w[128];
+    snprintf(w, sizeof w, "%s.%s", what, key);
+    return dl_y_enum(v, w, choices, out, err);
+}
+
+static int read_path(const struct dl_ynode *map, const char *key, const char *what, char *out,
+                     size_t size, struct dl_error *err)
+{
+    const struct dl_ynode *v = dl_ymap_get(map, key);
+    if (!v)
+        return DL_OK;
+    char w[128];
+    snprintf(w, sizeof w, "%s.%s", what, key);
+    const char *s;
+    if (dl_y_string(v, w, &s, err))
+        return DL_ERR_SPEC;
+    if (strlen(s) >= size)
+        return dl_yerrorf(err, DL_ERR_SPEC, v, "%s: path longer than %zu characters", w, size - 1);
+    snprintf(out, size, "%s", s);
+    return DL_OK;
+}
+
+static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *classes, struct dl_error *err)
+{
+    static const char *const keys[] = {"shape", "classes", NULL};
+    if (dl_y_check_keys(m, "input", keys, NULL, err))
+        return DL_ERR_SPEC;
+    const struct dl_ynode *s = dl_ymap_get(m, "shape");
+    if (!s)
+        return dl_yerrorf(err, DL_ERR_SPEC, m, "input: missing required key 'shape' ([C, H, W] or [features])");
+    if (s->kind != DL_Y_SEQ || (s->n != 1 && s->n != 3))
+        return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: expected a list [C, H, W] or [features], found %s%s",
+                          dl_ynode_kind_name(s), s->kind == DL_Y_SEQ ? " of another length" : "");
+    long v[3] = {1, 1, 1};
+    for (int i = 0; i < s->n; i++)
+        if (dl_y_int(s->items[i], "input.shape", 1, 1 << 20, &v[i], err))
+            return DL_ERR_SPEC;
+    *shape = (struct dl_shape){(int)v[0], (int)v[1], (int)v[2]};
+    if (dl_shape_count(*shape) > (1L << 30))
+        return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: more than 2^30 values per sample");
+    long c = 0;
+    const struct dl_ynode *cn = dl_ymap_get(m, "classes");
+    if (!cn)
+        return dl_yerrorf(err, DL_ERR_SPEC, m, "input: missing required key 'classes' (number of labels)");
+    if (dl_y_int(cn, "input.classes", 2, 1 << 24, &c, err))
+        return DL_ERR_SPEC;
+    *classes = (int)c;
+    return DL_OK;
+}
+
+static int parse_data(const struct dl_ynode *m, struct dl_data_spec *d, struct dl_error *err)
+{
+    static const char *const keys[] = {"dataset", "dir", "train_images", "train_labels", "test_images",
+                                       "test_labels", "train_samples", "test_samples", "normalize", NULL};
+    if (dl_y_check_keys(m, "data", keys, NULL, err))
+        return DL_ERR_SPEC;
+    int kind = (int)d->kind;
+    if (read_enum(m, "dataset", "data", dl_dataset_names, &kind, err) ||
+        read_path(m, "dir", "data", d->dir, sizeof d->dir, err) ||
+        read_path(m, "train_images", "data", d->train_images, sizeof d->train_images, err) ||
+        read_path(m, "train_labels", "data", d->train_labels, sizeof d->train_labels, err) ||
+        read_path(m, "test_images", "data", d->test_images, sizeof d->test_images, err) ||
+        read_path(m, "test_labels", "data", d->test_labels, sizeof d->test_labels, err) ||
+        read_int(m, "train_samples", "data", 1, 1L << 40, &d->synthetic_train, err) ||
+        read_int(m, "test_samples", "data", 1, 1L << 40, &d->synthetic_test, err) ||
+        read_bool(m, "normalize", "data", &d->normalize, err))
+        return DL_ERR_SPEC;
+    d->kind = (enum dl_dataset_kind)kind;
+    if (d->kind == DL_DATASET_IDX && (!d->train_images[0] || !d->train_labels[0] || !d->test_images[0] ||
+                                      !d->test_labels[0]))
+        return dl_yerrorf(err, DL_ERR_SPEC, m,
+                          "data: dataset 'idx' needs train_images, train_labels, test_images and test_labels");
+    return DL_OK;
+}
+
+static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, struct dl_error *err)
+{
+    static const char *const keys[] = {"type", "lr", "momentum", "nesterov", "weight_decay", "beta1",
+                                       "beta2", "alpha", "eps", NULL};
+    if (dl_y_check_keys(m, "train.optimizer", keys, NULL, err))
+        return DL_ERR_SPEC;
+    int kind = (int)o->kind;
+    if (read_enum(m, "type", "train.optimizer", dl_optim_names, &kind, err) ||
+        read_float(m, "lr", "train.optimizer", 0, 1e6, &o->lr, err) ||
+        read_float(m, "momentum", "train.optimizer", 0, 0.999999, &o->momentum, err) ||
+        read_bool(m, "nesterov", "train.optimizer", &o->nesterov, err) ||
+        read_float(m, "weight_decay", "train.optimizer", 0, 1e3, &o->weight_decay, err) ||
+        read_float(m, "beta1", "train.optimizer", 0, 0.999999, &o->beta1, err) ||
+        read_float(m, "beta2", "train.optimizer", 0, 0.999999999, &o->beta2, err) ||
+        read_float(m, "alpha", "train.optimizer", 0, 0.999999999, &o->alpha, err) ||
+        read_float(m, "eps", "train.optimizer", 1e-30, 1, &o->eps, err))
+        return DL_ERR_SPEC;
+    o->kind = (enum dl_optim_kind)kind;
+    if (o->nesterov && (o->kind != DL_OPTIM_SGD || o->momentum <= 0))
+        return dl_yerrorf(err, DL_ERR_SPEC, dl_ymap_get(m, "nesterov"),
+                          "train.optimizer.nesterov: needs type sgd with momentum > 0");
+    return DL_OK;
+}
+
+static int parse_schedule(const struct dl_ynode *m, struct dl_sched_spec *s, struct dl_error *err)
+{
+    static const char *const keys[] = {"type", "step_epochs", "gamma", "min_lr", "warmup_epochs", NULL};
+    if (dl_y_check_keys(m, "train.schedule", keys, NULL, err))
+        return DL_ERR_SPEC;
+    int kind = (int)s->kind;
+    if (read_enum(m, "type", "train.schedule", dl_sched_names, &kind, err) ||
+        read_float(m, "step_epochs", "train.schedule", 1e-6, 1e9, &s->step_epochs, err) ||
+        read_float(m, "gamma", "train.schedule", 0, 1, &s->gamma, err) ||
+        read_float(m, "min_lr", "train.schedule", 0, 1e6, &s->min_lr, err) ||
+        read_float(m, "warmup_epochs", "train.schedule", 0, 1e9, &s->warmup_epochs, err))
+        return DL_ERR_SPEC;
+    s->kind = (enum dl_sched_kind)kind;
+    return DL_OK;
+}
+
+static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct dl_error *err)
+{
+    static const char *const keys[] = {"batch", "epochs", "max_steps", "seed", "optimizer", "schedule", NULL};
+    if (dl_y_check_keys(m, "train", keys, NULL, err))
+        return DL_ERR_SPEC;
+    long batch = t->batch, epochs = t->epochs, seed = (long)t->seed;
+    if (read_int(m, "batch", "train", 1, 1 << 24, &batch, err) ||
+        read_int(m, "epochs", "train", 1, 1 << 24, &epochs, err) ||
+        read_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
+        read_int(m, "seed", "train", 0, 1L << 62, &seed, err))
+        return DL_ERR_SPEC;
+    t->batch = (int)batch;
+    t->epochs = (int)epochs;
+    t->seed = (uint64_t)seed;
+    const struct dl_ynode *o = dl_ymap_get(m, "optimizer");
+    if (o && parse_optimizer(o, &t->optim, err))
+        return DL_ERR_SPEC;
+    const struct dl_ynode *s = dl_ymap_get(m, "schedule");
+    if (s && parse_schedule(s, &t->sched, err))
+        return DL_ERR_SPEC;
+    return DL_OK;
+}
+
+static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, struct dl_error *err)
+{
+    static const char *const keys[] = {"strategy", "dp", "tp", "pp", "micro_batches", NULL};
+    if (dl_y_check_keys(m, "parallel", keys, NULL, err))
+        return DL_ERR_SPEC;
+    int kind = (int)p->kind;
+    long dp = p->dp, tp = p->tp, pp = p->pp, mb = p->micro_batches;
+    if (read_enum(m, "strategy", "parallel", dl_parallel_names, &kind, err) ||
+        read_int(m, "dp", "parallel", 1, 1 << 20, &dp, err) || read_int(m, "tp", "parallel", 1, 1 << 20, &tp, err) ||
+        read_int(m, "pp", "parallel", 1, 1 << 20, &pp, err) ||
+        read_int(m, "micro_batches", "parallel", 1, 1 << 20, &mb, err))
+        return DL_ERR_SPEC;
+    p->kind = (enum dl_parallel_kind)kind;
+    p->dp = (int)dp;
+    p->tp = (int)tp;
+    p->pp = (int)pp;
+    p->micro_batches = (int)mb;
+    return DL_OK;
+}
+
+/* ------------------------------------------------------------ layers and blocks */
+struct expander {
+    const struct dl_ynode *blocks; /* the `blocks:` mapping, or NULL */
+    struct dl_layer_decl *decls;
+    int n, cap;
+    struct dl_error *err;
+    struct dl_ynode **owned;        /* substituted clones, freed at the end */
+    int n_owned, cap_owned;
+};
+
+static int keep_clone(struct expander *x, struct dl_ynode *c)
+{
+    if (x->n_owned == x->cap_owned) {
+        int cap = x->cap_owned ? 2 * x->cap_owned : 16;
+        struct dl_ynode **o = realloc(x->owned, sizeof *o * (size_t)cap);
+        if (!o) {
+            dl_ynode_free(c);
+            return dl_errorf(x->err, DL_ERR_NOMEM, "out of memory expanding blocks");
+        }
+        x->owned = o;
+        x->cap_owned = cap;
+    }
+    x->owned[x->n_owned++] = c;
+    return DL_OK;
+}
+
+static char *qualify(const char *prefix, const char *name, struct dl_error *err)
+{
+    size_t n = strlen(prefix) + strlen(name) + 1;
+    char *s = dl_calloc(n, 1, err);
+    if (s)
+        snprintf(s, n, "%s%s", prefix, name);
+    return s;
+}
+
+static struct dl_layer_decl *new_decl(struct expander *x, const struct dl_ynode *at)
+{
+    if (x->n >= MAX_LAYERS) {
+        dl_yerrorf(x->err, DL_ERR_SPEC, at, "more than %d layers", MAX_LAYERS);
+        return NULL;
+    }
+    if (x->n == x->cap) {
+        int cap = x->cap ? 2 * x->cap : 64;
+        struct dl_layer_decl *d = realloc(x->decls, sizeof *d * (size_t)cap);
+        if (!d) {
+            dl_errorf(x->err, DL_ERR_NOMEM, "out of memory reading layers");
+            return NULL;
+        }
+        x->decls = d;
+        x->cap = cap;
+    }
+    struct dl_layer_decl *d = &x->decls[x->n++];
+    memset(d, 0, sizeof *d);
+    d->loc = (struct dl_loc){at->file, at->line, at->col};
+    return d;
+}
+
+/* Resolves one name written in a layer's inputs: "input" means the scope's
+ * input; other names are local to the scope (block instance). */
+static char *scope_name(const char *prefix, const char *scope_input, const char *name, struct dl_error *err)
+{
+    if (strcmp(name, "input") == 0)
+        return dl_strdup(scope_input, err);
+    return qualify(prefix, name, err);
+}
+
+static int expand_list(struct expander *x, const struct dl_ynode *list, const char *prefix,
+                       const char *scope_input, int depth, char **last);
+
+static int declare_layer(struct expander *x, const struct dl_ynode *item, const struct dl_ynode *list, int index,
+                         const char *prefix, const char *scope_input, const char *prev, char **last)
+{
+    const struct dl_ynode *tn = dl_ymap_get(item, "type");
+    if (!tn)
+        return dl_yerrorf(x->err, DL_ERR_SPEC, item, "layer: missing key 'type' (or 'block')");
+    const char *type;
+    if (dl_y_string(tn, "layer type", &type, x->err))
+        return DL_ERR_SPEC;
+    const struct dl_op_kind *k = dl_op_find(type);
+    if (!k) {
+        char known[700];
+        size_t used = 0;
+        for (int i = 0; dl_op_kinds[i] && used < sizeof known; i++)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", dl_op_kinds[i]->name);
+        return dl_yerrorf(x->err, DL_ERR_SPEC, tn, "unknown layer type '%s' (known types: %s)", type, known);
+    }
+    char local[160];
+    const struct dl_ynode *nn = dl_ymap_get(item, "name");
+    if (nn) {
+        const char *s;
+        if (dl_y_string(nn, "layer name", &s, x->err))
+            return DL_ERR_SPEC;
+        if (!*s || strlen(s) >= sizeof local || strpbrk(s, " \t"))
+            return dl_yerrorf(x->err, DL_ERR_SPEC, nn, "layer name: expected a non-empty name without spaces "
+                              "of at most %zu characters, found '%s'", sizeof local - 1, s);
+        snprintf(local, sizeof local, "%s", s);
+    } else { /* automatic name: type + its count among unnamed layers of this list */
+        int count = 1;
+        for (int i = 0; i < index; i++) {
+            const struct dl_ynode *t2 = dl_ymap_get(list->items[i], "type");
+            count += !dl_ymap_get(list->items[i], "name") && t2 && t2->kind == DL_Y_SCALAR &&
+                     strcmp(t2->str, type) == 0;
+        }
+        snprintf(local, sizeof local, "%s%d", type, count);
+    }
+    struct dl_layer_decl *d = new_decl(x, item);
+    if (!d)
+        return x->err->code;
+    d->kind = k;
+    d->name = qualify(prefix, local, x->err);
+    d->attr = dl_calloc(1, k->attr_size, x->err);
+    if (!d->name || !d->attr)
+        return DL_ERR_NOMEM;
+    if (dl_attrs_parse(k, item, d->name, d->attr, x->err))
+        return DL_ERR_SPEC;
+    const struct dl_ynode *in = dl_ymap_get(item, "inputs");
+    if (in) {
+        const struct dl_ynode *one[1] = {in};
+        const struct dl_ynode *const *names = in->kind == DL_Y_SEQ ? (const struct dl_ynode *const *)in->items : one;
+        int count = in->kind == DL_Y_SEQ ? in->n : 1;
+        if (count > DL_MAX_INPUTS)
+            return dl_yerrorf(x->err, DL_ERR_SPEC, in, "layer '%s': at most %d inputs, found %d", d->name,
+                              DL_MAX_INPUTS, count);
+        for (int i = 0; i < count; i++) {
+            const char *s;
+            if (dl_y_string(names[i], "inputs", &s, x->err))
+                return DL_ERR_SPEC;
+            d->inputs[i] = scope_name(prefix, scope_input, s, x->err);
+            if (!d->inputs[i])
+                return DL_ERR_NOMEM;
+            d->input_loc[i] = (struct dl_loc){names[i]->file, names[i]->line, names[i]->col};
+            d->n_in = i + 1;
+        }
+    } else {
+        d->inputs[0] = dl_strdup(prev, x->err);
+        if (!d->inputs[0])
+            return DL_ERR_NOMEM;
+        d->n_in = 1;
+    }
+    *last = d->name;
+    return DL_OK;
+}
+
+/* Builds the argument map of one block instance: the block's declared
+ * arguments with their defaults, overridden by `args`, then by `over`. */
+static struct dl_ynode *instance_args(struct expander *x, const struct dl_ynode *block_args,
+                                      const struct dl_ynode *args, const struct dl_ynode *over,
+                                      const char *block_name)
+{
+    char what[160];
+    snprintf(what, sizeof what, "arguments of block '%s'", block_name);
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; block_args && i < block_args->n && n < 63; i++)
+        names[n++] = block_args->keys[i]->str;
+    names[n] = NULL;
+    if ((args && dl_y_check_keys(args, what, names, NULL, x->err)) ||
+        (over && dl_y_check_keys(over, what, names, NULL, x->err)))
+        return NULL;
+    if (!block_args)
+        return NULL;
+    struct dl_ynode *m = dl_ynode_clone(block_args, NULL, x->err);
+    if (!m)
+        return NULL;
+    for (int i = 0; i < m->n; i++) {
+        const struct dl_ynode *v = over ? dl_ymap_get(over, m->keys[i]->str) : NULL;
+        if (!v && args)
+            v = dl_ymap_get(args, m->keys[i]->str);
+        if (!v)
+            continue;
+        struct dl_ynode *c = dl_ynode_clone(v, NULL, x->err);
+        if (!c) {
+            dl_ynode_free(m);
+            return NULL;
+        }
+        dl_ynode_free(m->items[i]);
+        m->items[i] = c;
+    }
+    return m;
+}
+
+static int expand_block(struct expander *x, const struct dl_ynode *item, const char *prefix, const char *prev,
+                        int depth, char **last)
+{
+    static const char *const keys[] = {"name", "block", "repeat", "args", "first", NULL};
+    if (dl_y_check_keys(item, "block use", keys, NULL, x->err))
+        return DL_ERR_SPEC;
+    if (depth >= MAX_BLOCK_DEPTH)
+        return dl_yerrorf(x->err, DL_ERR_SPEC, item, "blocks nested deeper than %d (does a block use itself?)",
+                          MAX_BLOCK_DEPTH);
+    const struct dl_ynode *nn = dl_ymap_get(item, "name");
+    const char *name;
+    if (!nn)
+        return dl_yerrorf(x->err, DL_ERR_SPEC, item, "block use: missing key 'name' (instance names compose "
+                          "as name.index.layer)");
+    if (dl_y_string(nn, "block use name", &name, x->err))
+        return DL_ERR_SPEC;
+    long repeat = 1;
+    const struct dl_ynode *rn = dl_ymap_get(item, "repeat");
+    if (rn && dl_y_int(rn, "block use repeat", 1, 10000, &repeat, x->err))
+        return DL_ERR_SPEC;
+    const struct dl_ynode *args = dl_ymap_get(item, "args");
+    const struct dl_ynode *first = dl_ymap_get(item, "first");
+    if (args && args->kind != DL_Y_MAP)
+        return dl_yerrorf(x->err, DL_ERR_SPEC, args, "block use args: expected a mapping, found %s",
+                          dl_ynode_kind_name(args));
+    static const char *const first_keys[] = {"block", "args", NULL};
+    if (first && dl_y_check_keys(first, "block use first", first_keys, NULL, x->err))
+        return DL_ERR_SPEC;
+    const char *cur_input = prev;
+    for (long r = 0; r < repeat; r++) {
+        const struct dl_ynode *bn = dl_ymap_get(item, "block");
+        const struct dl_ynode *over = NULL;
+        if (r == 0 && first) {
+            if (dl_ymap_get(first, "block"))
+                bn = dl_ymap_get(first, "block");
+            over = dl_ymap_get(first, "args");
+        }
+        const char *block_name;
+        if (!bn)
+            return dl_yerrorf(x->err, DL_ERR_SPEC, item, "block use: missing key 'block'");
+        if (dl_y_string(bn, "block", &block_name, x->err))
+            return DL_ERR_SPEC;
+        const struct dl_ynode *def = dl_ymap_get(x->blocks, block_name);
+        if (!def)
+            return dl_yerrorf(x->err, DL_ERR_SPEC, bn, "unknown block '%s' (define it under 'blocks:')", block_name);
+        static const char *const def_keys[] = {"args", "layers", "output", NULL};
+        char what[160];
+        snprintf(what, sizeof what, "block '%s'", block_name);
+        if (dl_y_check_keys(def, what, def_keys, NULL, x->err))
+            return DL_ERR_SPEC;
+        const struct dl_ynode *layers = dl_ymap_get(def, "layers");
+        if (!layers || layers->kind != DL_Y_SEQ || layers->n == 0)
+            return dl_yerrorf(x->err, DL_ERR_SPEC, def, "block '%s': expected a non-empty list 'layers'", block_name);
+        struct dl_ynode *iargs = instance_args(x, dl_ymap_get(def, "args"), args, over, block_name);
+        if (!iargs && x->err->code)
+            return x->err->code;
+        struct dl_ynode *body = dl_ynode_clone(layers, iargs, x->err);
+        dl_ynode_free(iargs);
+        if (!body || keep_clone(x, body))
+            return x->err->code ? x->err->code : DL_ERR_NOMEM;
+        char inst[200];
+        if (rn)
+            snprintf(inst, sizeof inst, "%s%s.%ld.", prefix, name, r);
+        else
+            snprintf(inst, sizeof inst, "%s%s.", prefix, name);
+        char *out = NULL;
+        int rc = expand_list(x, body, inst, cur_input, depth + 1, &out);
+        if (rc)
+            return rc;
+        const struct dl_ynode *on = dl_ymap_get(def, "output");
+        if (on) {
+            const char *s;
+            if (dl_y_string(on, "block output", &s, x->err))
+                return DL_ERR_SPEC;
+            char *q = qualify(inst, s, x->err);
+            int found = -1;
+            for (int i = 0; q && i < x->n; i++)
+                if (strcmp(x->decls[i].name, q) == 0)
+                    found = i;
+            free(q);
+            if (found < 0)
+                return dl_yerrorf(x->err, DL_ERR_SPEC, on, "block '%s': output '%s' is not a layer of the block",
+                                  block_name, s);
+            out = x->decls[found].name;
+        }
+        cur_input = out;
+    }
+    *last = (char *)cur_input;
+    return DL_OK;
+}
+
+static int expand_list(struct expander *x, const struct dl_ynode *list, const char *prefix,
+                       const char *scope_input, int depth, char **last)
+{
+    if (list->kind != DL_Y_SEQ)
+        return dl_yerrorf(x->err, DL_ERR_SPEC, list, "layers: expected a list, found %s", dl_ynode_kind_name(list));
+    const char *prev = scope_input;
+    for (int i = 0; i < list->n; i++) {
+        const struct dl_ynode *item = list->items[i];
+        if (item->kind != DL_Y_MAP)
+            return dl_yerrorf(x->err, DL_ERR_SPEC, item, "layer: expected a mapping such as {type: relu}, found %s",
+                              dl_ynode_kind_name(item));
+        char *out = NULL;
+        int rc = dl_ymap_get(item, "block") || (!dl_ymap_get(item, "type") && dl_ymap_get(item, "first"))
+                     ? expand_block(x, item, prefix, prev, depth, &out)
+                     : declare_layer(x, item, list, i, prefix, scope_input, prev, &out);
+        if (rc)
+            return rc;
+        prev = out;
+    }
+    *last = (char *)prev;
+    return DL_OK;
+}
+
+static int parse_loss(struct expander *x, const struct dl_ynode *ln, const char *prev)
+{
+    /* `loss: softmax_cross_entropy` or `loss: {type: ..., inputs: ..., ...}` */
+    struct dl_ynode *m = NULL;
+    const struct dl_ynode *item = ln;
+    if (ln->kind == DL_Y_SCALAR) {
+        char text[200];
+        snprintf(text, sizeof text, "{type: %s}", ln->str);
+        struct dl_ydoc *tmp;
+        if (dl_yaml_load_string(ln->file, text, &tmp, x->err) || !tmp->root)
+            return dl_yerrorf(x->err, DL_ERR_SPEC, ln, "loss: expected a loss type such as softmax_cross_entropy");
+        m = tmp->root;
+        tmp->root = NULL;
+        dl_ydoc_free(tmp);
+        m->line = ln->line; /* point messages at the original scalar */
+        m->col = ln->col;
+        m->file = ln->file;
+        for (int i = 0; i < m->n; i++) {
+            m->keys[i]->file = m->items[i]->file = ln->file;
+            m->keys[i]->line = m->items[i]->line = ln->line;
+            m->keys[i]->col = m->items[i]->col = ln->col;
+        }
+        if (keep_clone(x, m))
+            return DL_ERR_NOMEM;
+        item = m;
+    } else if (ln->kind != DL_Y_MAP)
+        return dl_yerrorf(x->err, DL_ERR_SPEC, ln, "loss: expected a loss type or a mapping, found %s",
+                          dl_ynode_kind_name(ln));
+    const struct dl_ynode *tn = dl_ymap_get(item, "type");
+    if (tn && tn->kind == DL_Y_SCALAR) {
+        const struct dl_op_kind *k = dl_op_find(tn->str);
+        if (k && !k->is_loss)
+            return dl_yerrorf(x->err, DL_ERR_SPEC, tn, "loss: '%s' is a layer type, not a loss (expected "
+                              "softmax_cross_entropy)", tn->str);
+    }
+    struct dl_ynode seq = {.kind = DL_Y_SEQ, .file = item->file, .line = item->line, .col = item->col, .n = 1,
+                           .items = (struct dl_ynode **)&item};
+    char *out;
+    int rc = expand_list(x, &seq, "", prev, 0, &out);
+    if (rc)
+        return rc;
+    struct dl_layer_decl *d = &x->decls[x->n - 1];
+    if (!dl_ymap_get(item, "name")) {
+        free(d->name);
+        d->name = dl_strdup("loss", x->err);
+        if (!d->name)
+            return DL_ERR_NOMEM;
+    }
+    if (!d->kind->is_loss)
+        return dl_yerrorf(x->err, DL_ERR_SPEC, item, "loss: '%s' is not a loss", d->kind->name);
+    return DL_OK;
+}
+
+static int parse_net(struct dl_net *net, struct dl_error *err)
+{
+    const struct dl_ynode *root = net->doc->root;
+    if (!root || root->kind != DL_Y_MAP)
+        return dl_yerrorf(err, DL_ERR_SPEC, root, "%s: expected a mapping with keys input, layers, loss, found %s",
+                          net->doc->file, dl_ynode_kind_name(root));
+    static const char *const keys[] = {"name", "description", "input", "data", "blocks", "layers", "loss", "train",
+                                       "parallel", NULL};
+    if (dl_y_check_keys(root, "network file", keys, NULL, err))
+        return DL_ERR_SPEC;
+    const struct dl_ynode *n = dl_ymap_get(root, "name");
+    if (n) {
+        const char *s;
+        if (dl_y_string(n, "name", &s, err))
+            return DL_ERR_SPEC;
+        snprintf(net->name, sizeof net->name, "%s", s);
+    }
+    struct dl_shape input = {0, 0, 0};
+    int classes = 0;
+    const struct dl_ynode *in = dl_ymap_get(root, "input");
+    if (!in)
+        return dl_yerrorf(err, DL_ERR_SPEC, root, "network file: missing required key 'input'");
+    if (parse_input(in, &input, &classes, err))
+        return DL_ERR_SPEC;
+    const struct dl_ynode *sec;
+    if ((sec = dl_ymap_get(root, "data")) && parse_data(sec, &net->data, err))
+        return DL_ERR_SPEC;
+    if ((sec = dl_ymap_get(root, "train")) && parse_train(sec, &net->train, err))
+        return DL_ERR_SPEC;
+    if ((sec = dl_ymap_get(root, "parallel")) && parse_parallel(sec, &net->parallel, err))
+        return DL_ERR_SPEC;
+    const struct dl_ynode *blocks = dl_ymap_get(root, "blocks");
+    if (blocks && blocks->kind != DL_Y_MAP)
+        return dl_yerrorf(err, DL_ERR_SPEC, blocks, "blocks: expected a mapping of block names, found %s",
+                          dl_ynode_kind_name(blocks));
+    const struct dl_ynode *layers = dl_ymap_get(root, "layers");
+    if (!layers)
+        return dl_yerrorf(err, DL_ERR_SPEC, root, "network file: missing required key 'layers'");
+    if (layers->kind != DL_Y_SEQ || layers->n == 0)
+        return dl_yerrorf(err, DL_ERR_SPEC, layers, "layers: expected a non-empty list");
+    const struct dl_ynode *loss = dl_ymap_get(root, "loss");
+    if (!loss)
+        return dl_yerrorf(err, DL_ERR_SPEC, root, "network file: missing required key 'loss' "
+                          "(for example: loss: softmax_cross_entropy)");
+    struct expander x = {.blocks = blocks, .err = err};
+    char *last = NULL;
+    int rc = expand_list(&x, layers, "", "input", 0, &last);
+    if (!rc)
+        rc = parse_loss(&x, loss, last);
+    if (!rc)
+        rc = dl_graph_build(x.decls, x.n, input, classes, &net->graph, err);
+    else {
+        for (int i = 0; i < x.n; i++) { /* dl_graph_build frees them on its own paths */
+            free(x.decls[i].name);
+            free(x.decls[i].attr);
+            for (int k = 0; k < x.decls[i].n_in; k++)
+                free(x.decls[i].inputs[k]);
+        }
+    }
+    free(x.decls);
+    for (int i = 0; i < x.n_owned; i++)
+        dl_ynode_free(x.owned[i]);
+    free(x.owned);
+    return rc;
+}
+
+static int finish_load(struct dl_net *net, int rc, struct dl_error *err)
+{
+    if (!rc)
+        rc = parse_net(net, err);
+    if (rc) {
+        dl_ydoc_free(net->doc);
+        net->doc = NULL;
+    }
+    return rc;
+}
+
+int dl_net_load(const char *path, struct dl_net *net, struct dl_error *err)
+{
+    dl_net_defaults(net);
+    return finish_load(net, dl_yaml_load_file(path, &net->doc, err), err);
+}
+
+int dl_net_load_string(const char *name, const char *text, struct dl_net *net, struct dl_error *err)
+{
+    dl_net_defaults(net);
+    return finish_load(net, dl_yaml_load_string(name, text, &net->doc, err), err);
+}
+
+void dl_net_free(struct dl_net *net)
+{
+    dl_graph_free(&net->graph);
+    dl_ydoc_free(net->doc);
+    net->doc = NULL;
+}

@@ -1,0 +1,46 @@
+# tap.sh: sourced by the shell tests.  Tiny TAP producer: plan, ok/not ok
+# with a description, and helpers that run dltrain and check its output.
+# Expects $top_builddir and $top_srcdir from the test harness (tests/local.mk).
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+DLTRAIN="$top_builddir/dltrain"
+tap_n=0
+tap_failed=0
+TMPDIR_TEST=$(mktemp -d "${TMPDIR:-/tmp}/dltrain-test.XXXXXX")
+trap 'rm -rf "$TMPDIR_TEST"' EXIT
+
+tap_plan() { echo "1..$1"; }
+
+# ok CONDITION-EXIT-STATUS DESCRIPTION
+tap_result() {
+    tap_n=$((tap_n + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $tap_n - $2"
+    else
+        echo "not ok $tap_n - $2"
+        tap_failed=$((tap_failed + 1))
+    fi
+}
+
+# expect_status WANT DESCRIPTION -- command...: runs the command, captures
+# stdout+stderr in $OUT, passes when the exit status is WANT.
+expect_status() {
+    want=$1; desc=$2; shift 3
+    OUT=$("$@" 2>&1); got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "# exit status $got, expected $want: $*"
+        echo "$OUT" | head -20 | sed 's/^/#   /'
+    fi
+    [ "$got" -eq "$want" ]; tap_result $? "$desc"
+}
+
+# expect_output PATTERN DESCRIPTION: grep -E PATTERN in $OUT.
+expect_output() {
+    if echo "$OUT" | grep -Eq -- "$1"; then
+        tap_result 0 "$2"
+    else
+        echo "# output lacks /$1/:"
+        echo "$OUT" | head -20 | sed 's/^/#   /'
+        tap_result 1 "$2"
+    fi
+}

@@ -1,0 +1,59 @@
+#!/bin/sh
+# test_cli.sh: the dltrain command as a user runs it: help and version on
+# every subcommand, exit status 2 with file:line:col for a bad network file or
+# option, a short real training run on Fashion-MNIST that learns, identical
+# losses for the same seed, and the JSON-lines metrics file.
+. "$top_srcdir/tests/tap.sh"
+tap_plan 24
+
+for cmd in "" "train" "check"; do
+    expect_status 0 "dltrain $cmd --help" -- $DLTRAIN $cmd --help
+    expect_output "Usage: dltrain" "dltrain $cmd --help prints usage"
+    expect_status 0 "dltrain $cmd --version" -- $DLTRAIN $cmd --version
+done
+
+cat > "$TMPDIR_TEST/bad.yaml" <<'YAML'
+input: {shape: [1, 28, 28], classes: 10}
+layers:
+  - {name: conv1, type: conv, filters: 6, kernal: 5}
+loss: softmax_cross_entropy
+YAML
+expect_status 2 "a bad network file exits with status 2" -- $DLTRAIN --net "$TMPDIR_TEST/bad.yaml"
+expect_output "bad.yaml:3:39: layer 'conv1' \(conv\): unknown key 'kernal'" "the message names file:line:col, layer and key"
+expect_status 2 "check of a bad network file exits with status 2" -- $DLTRAIN check --net "$TMPDIR_TEST/bad.yaml"
+expect_status 2 "a bad option value exits with status 2" -- $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --batch 0
+expect_output "--batch: expected an integer in \[1, [0-9]+\], found '0'" "the message names the option and the value"
+expect_status 1 "a missing dataset folder is a run-time error" -- \
+    $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --data "$TMPDIR_TEST/nowhere" --max-steps 1
+expect_output "nowhere" "the message names the folder"
+
+expect_status 0 "dltrain check lenet5" -- $DLTRAIN check --net "$top_srcdir/nets/lenet5.yaml"
+expect_output "total: 61706 trainable parameters" "lenet5 has 61706 parameters"
+
+# A short real run: 4000 Fashion-MNIST images, one epoch, 1000 test images.
+RUN="$DLTRAIN --net $top_srcdir/nets/lenet5.yaml --epochs 1 --limit-train 4000 --limit-test 1000 --threads 2 --log-every 10"
+expect_status 0 "a short LeNet-5 run on Fashion-MNIST" -- $RUN --metrics "$TMPDIR_TEST/m.jsonl"
+echo "$OUT" > "$TMPDIR_TEST/run1.txt"
+acc=$(echo "$OUT" | sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p')
+echo "# test accuracy after 4000 samples: $acc%"
+[ -n "$acc" ] && awk "BEGIN { exit !($acc > 65) }"; tap_result $? "it learns: test accuracy above 65% (got $acc%)"
+/usr/bin/python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+steps = [l for l in lines if l["event"] == "step"]
+epochs = [l for l in lines if l["event"] == "epoch"]
+assert len(steps) == 63 and len(epochs) == 1, (len(steps), len(epochs))
+assert steps[-1]["loss"] < steps[0]["loss"]
+' "$TMPDIR_TEST/m.jsonl"; tap_result $? "the metrics file holds one JSON line per step and per epoch"
+[ ! -e "$TMPDIR_TEST/m.jsonl.partial" ]; tap_result $? "the metrics file was renamed into place"
+
+expect_status 0 "the same run again" -- $RUN
+losses() { grep '^epoch .* step' "$1" | sed 's/.*loss \([0-9.]*\).*/\1/'; }
+echo "$OUT" > "$TMPDIR_TEST/run2.txt"
+[ -n "$(losses "$TMPDIR_TEST/run1.txt")" ] && \
+    [ "$(losses "$TMPDIR_TEST/run1.txt")" = "$(losses "$TMPDIR_TEST/run2.txt")" ]
+tap_result $? "the same seed gives the same loss sequence"
+expect_status 0 "a run with another seed" -- $RUN --seed 2
+echo "$OUT" > "$TMPDIR_TEST/run3.txt"
+[ "$(losses "$TMPDIR_TEST/run1.txt")" != "$(losses "$TMPDIR_TEST/run3.txt")" ]
+tap_result $? "another seed gives other losses"

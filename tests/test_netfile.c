@@ -1,0 +1,258 @@
+/* test_netfile.c: the network-file parser.  Every broken file must give an
+ * error that starts with file:line:col of the offending spot and says what
+ * was expected and what was found; good files must give the expected DAG
+ * (default chaining, named inputs, blocks with composed instance names). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "spec/netfile.h"
+
+#define HEAD "input: {shape: [1, 8, 8], classes: 3}\n"
+
+/* Loads text as "bad.yaml" and asserts failure with a message containing
+ * every one of the given fragments. */
+static void expect_error(const char *text, const char *const *fragments)
+{
+    struct dl_net net;
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("bad.yaml", text, &net, &err);
+    if (rc == DL_OK) {
+        dl_net_free(&net);
+        print_error("expected an error, the file loaded:\n%s\n", text);
+        fail();
+    }
+    assert_int_equal(rc, DL_ERR_SPEC);
+    for (int i = 0; fragments[i]; i++)
+        if (!strstr(err.msg, fragments[i])) {
+            print_error("message: %s\nmissing: %s\n", err.msg, fragments[i]);
+            fail();
+        }
+}
+
+#define EXPECT(text, ...)                                        \
+    do {                                                         \
+        static const char *const frag[] = {__VA_ARGS__, NULL};   \
+        expect_error(text, frag);                                \
+    } while (0)
+
+static void unknown_layer_type(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: c1, type: convv, filters: 4, kernel: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:22:", "unknown layer type 'convv'", "known types: conv");
+}
+
+static void unknown_key(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: c1, type: conv, filter: 4, kernel: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:28:", "layer 'c1' (conv)", "unknown key 'filter'", "filters");
+}
+
+static void unknown_top_level_key(void **s)
+{
+    EXPECT(HEAD "layer:\n  - {type: relu}\n", "bad.yaml:2:1:", "unknown key 'layer'");
+}
+
+static void wrong_type(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: c1, type: conv, filters: abc, kernel: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:37:", "key 'filters'", "expected an integer", "found 'abc'");
+    EXPECT(HEAD "layers:\n  - {name: c1, type: conv, filters: [4], kernel: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:37:", "expected an integer", "found a list");
+}
+
+static void bad_number(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: c1, type: conv, filters: -3, kernel: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:37:", "key 'filters'", "found -3");
+    EXPECT(HEAD "layers:\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n"
+                "train: {batch: 0}\n",
+           "bad.yaml:5:16:", "train.batch", "found 0");
+    EXPECT(HEAD "layers:\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n"
+                "train: {optimizer: {lr: 1e999}}\n",
+           "bad.yaml:5:25:", "train.optimizer.lr", "finite number");
+}
+
+static void missing_input(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: a, type: relu}\n  - {name: b, type: add, inputs: [a, nope]}\n"
+                "  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:4:38:", "layer 'b' (add)", "input 'nope' is not the name of any layer");
+}
+
+static void cycle(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: a, type: relu, inputs: [c]}\n  - {name: b, type: relu, inputs: [a]}\n"
+                "  - {name: c, type: relu, inputs: [b]}\n  - {type: fc, units: 3, inputs: [c]}\n"
+                "loss: softmax_cross_entropy\n",
+           "cycle in the layer graph", "a <- c <- b <- a");
+}
+
+static void shape_mismatch(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: a, type: conv, filters: 4, kernel: 3, pad: 1}\n"
+                "  - {name: b, type: conv, filters: 5, kernel: 3, pad: 1, inputs: [input]}\n"
+                "  - {name: s, type: add, inputs: [a, b]}\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:5:5:", "layer 's' (add)", "4x8x8", "5x8x8");
+    EXPECT(HEAD "layers:\n  - {name: c, type: conv, filters: 4, kernel: 9}\n  - {type: fc, units: 3}\n"
+                "loss: softmax_cross_entropy\n",
+           "bad.yaml:3:5:", "layer 'c' (conv)");
+    EXPECT(HEAD "layers:\n  - {name: f, type: fc, units: 4}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:4:7:", "has 4 values per sample but input.classes is 3");
+}
+
+static void duplicate_name(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: a, type: relu}\n  - {name: a, type: relu}\n  - {type: fc, units: 3}\n"
+                "loss: softmax_cross_entropy\n",
+           "bad.yaml:4:5:", "duplicate layer name 'a'", "bad.yaml:3:5");
+    EXPECT(HEAD "layers:\n  - {name: a, type: relu, name: b}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:27:", "duplicate key 'name'");
+}
+
+static void missing_sections(void **s)
+{
+    EXPECT("layers:\n  - {type: relu}\n", "bad.yaml:1:1:", "missing required key 'input'");
+    EXPECT(HEAD "loss: softmax_cross_entropy\n", "bad.yaml:1:1:", "missing required key 'layers'");
+    EXPECT(HEAD "layers:\n  - {type: fc, units: 3}\n", "missing required key 'loss'");
+    EXPECT(HEAD "layers:\n  - {type: fc}\nloss: softmax_cross_entropy\n", "bad.yaml:3:5:",
+           "missing required key 'units'");
+    EXPECT(HEAD "layers:\n  - {type: fc, units: 3}\nloss: relu\n", "bad.yaml:4:7:", "not a loss");
+}
+
+static void yaml_syntax(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {type: fc, units: 3\nloss: softmax_cross_entropy\n", "bad.yaml:", "YAML syntax error");
+    EXPECT(HEAD "layers: &x\n  - {type: fc, units: 3}\nloss: *x\n", "bad.yaml:4:7:", "aliases");
+    EXPECT("- just\n- a list\n", "bad.yaml:1:1:", "expected a mapping");
+    EXPECT("", "expected a mapping");
+    char deep[600] = "input: ";
+    for (int i = 0; i < 100; i++)
+        strcat(deep, "[");
+    strcat(deep, "1");
+    for (int i = 0; i < 100; i++)
+        strcat(deep, "]");
+    EXPECT(deep, "nesting deeper than");
+}
+
+static void bad_inputs_count(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: a, type: add}\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:5:", "layer 'a' (add)", "expected 2 to 16 inputs, found 1");
+    EXPECT(HEAD "layers:\n  - {name: a, type: relu, inputs: [input, input]}\n  - {type: fc, units: 3}\n"
+                "loss: softmax_cross_entropy\n",
+           "expected 1 input, found 2");
+}
+
+static void unused_output(void **s)
+{
+    EXPECT(HEAD "layers:\n  - {name: dead, type: relu}\n  - {type: fc, units: 3, inputs: [input]}\n"
+                "loss: softmax_cross_entropy\n",
+           "bad.yaml:3:5:", "layer 'dead'", "never used");
+}
+
+static void block_errors(void **s)
+{
+    EXPECT(HEAD "blocks:\n  b: {args: {w: 4}, layers: [{type: conv, filters: $w, kernel: 1}]}\n"
+                "layers:\n  - {name: x, block: b, args: {width: 4}}\n  - {type: fc, units: 3}\n"
+                "loss: softmax_cross_entropy\n",
+           "bad.yaml:5:32:", "arguments of block 'b'", "unknown key 'width'");
+    EXPECT(HEAD "blocks:\n  b: {args: {w: 4}, layers: [{type: conv, filters: $v, kernel: 1}]}\n"
+                "layers:\n  - {name: x, block: b}\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:52:", "layer 'x.conv1' (conv)", "found '$v'");
+    EXPECT(HEAD "layers:\n  - {name: x, block: nope}\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:22:", "unknown block 'nope'");
+    EXPECT(HEAD "blocks:\n  b: {layers: [{name: y, block: b}]}\nlayers:\n  - {name: x, block: b}\n"
+                "  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+           "blocks nested deeper");
+}
+
+static void good_dag_and_blocks(void **s)
+{
+    const char *text =
+        HEAD "blocks:\n"
+             "  res:\n"
+             "    args: {ch: 1, act: relu}\n"
+             "    layers:\n"
+             "      - {name: conv1, type: conv, filters: $ch, kernel: 3, pad: 1}\n"
+             "      - {name: act, type: $act}\n"
+             "      - {name: sum, type: add, inputs: [act, input]}\n"
+             "layers:\n"
+             "  - {name: stem, type: conv, filters: 2, kernel: 1}\n"
+             "  - {name: layer1, block: res, repeat: 2, args: {ch: 2}, first: {args: {act: tanh}}}\n"
+             "  - {name: cat, type: concat, inputs: [layer1.1.sum, stem]}\n"
+             "  - {name: head, type: fc, units: 3}\n"
+             "loss: softmax_cross_entropy\n";
+    struct dl_net net;
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("good.yaml", text, &net, &err);
+    if (rc)
+        print_error("%s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+    const struct dl_graph *g = &net.graph;
+    assert_int_equal(g->n, 10);
+    int i0 = dl_graph_find(g, "layer1.0.act"), i1 = dl_graph_find(g, "layer1.1.act");
+    assert_true(i0 >= 0 && i1 >= 0);
+    assert_string_equal(g->layers[i0].kind->name, "tanh");
+    assert_string_equal(g->layers[i1].kind->name, "relu");
+    int sum0 = dl_graph_find(g, "layer1.0.sum"), conv1 = dl_graph_find(g, "layer1.1.conv1");
+    assert_int_equal(g->layers[conv1].in[0], sum0);               /* repeat chains instances */
+    assert_int_equal(g->layers[sum0].in[1], dl_graph_find(g, "stem")); /* block input */
+    int cat = dl_graph_find(g, "cat");
+    assert_int_equal(g->layers[cat].out_shape.c, 4);
+    assert_int_equal(g->layers[cat].out_shape.h, 8);
+    assert_int_equal(g->loss, g->n - 1);
+    assert_string_equal(g->layers[g->loss].name, "loss");
+    assert_int_equal(g->logits, dl_graph_find(g, "head"));
+    /* parameters: stem 2*1+2, two convs 2*2*9+2, head 4*64*3+3 */
+    assert_int_equal(dl_graph_param_count(g), 4 + 2 * 38 + 771);
+    dl_net_free(&net);
+}
+
+static void sections_parsed(void **s)
+{
+    const char *text = HEAD "layers:\n  - {type: fc, units: 3}\nloss: {type: softmax_cross_entropy}\n"
+                            "data: {dataset: synthetic, train_samples: 100, test_samples: 10, normalize: false}\n"
+                            "train: {batch: 8, epochs: 2, seed: 9, optimizer: {type: adamw, lr: 0.002, "
+                            "weight_decay: 0.01}, schedule: {type: cosine, warmup_epochs: 1}}\n"
+                            "parallel: {strategy: hybrid, dp: 2, tp: 1, pp: 2, micro_batches: 4}\n";
+    struct dl_net net;
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("good.yaml", text, &net, &err);
+    if (rc)
+        print_error("%s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+    assert_int_equal(net.data.kind, DL_DATASET_SYNTHETIC);
+    assert_int_equal(net.data.synthetic_train, 100);
+    assert_int_equal(net.data.normalize, 0);
+    assert_int_equal(net.train.batch, 8);
+    assert_int_equal(net.train.epochs, 2);
+    assert_int_equal(net.train.seed, 9);
+    assert_int_equal(net.train.optim.kind, DL_OPTIM_ADAMW);
+    assert_true(net.train.optim.lr == 0.002);
+    assert_int_equal(net.train.sched.kind, DL_SCHED_COSINE);
+    assert_int_equal(net.parallel.kind, DL_PAR_HYBRID);
+    assert_int_equal(net.parallel.pp, 2);
+    assert_int_equal(net.parallel.micro_batches, 4);
+    dl_net_free(&net);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(unknown_layer_type), cmocka_unit_test(unknown_key),
+        cmocka_unit_test(unknown_top_level_key), cmocka_unit_test(wrong_type),
+        cmocka_unit_test(bad_number), cmocka_unit_test(missing_input),
+        cmocka_unit_test(cycle), cmocka_unit_test(shape_mismatch),
+        cmocka_unit_test(duplicate_name), cmocka_unit_test(missing_sections),
+        cmocka_unit_test(yaml_syntax), cmocka_unit_test(bad_inputs_count),
+        cmocka_unit_test(unused_output), cmocka_unit_test(block_errors),
+        cmocka_unit_test(good_dag_and_blocks), cmocka_unit_test(sections_parsed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,133 @@
+/* test_optim.c: optimizers and schedules against numbers computed by
+ * PyTorch 1.13's torch.optim (tests/optim_reference.py prints them): a
+ * 3-element weight vector, the fixed gradient sequence g_t = (0.5, -1.0, 2.0)
+ * * (t + 1) / 2, five steps each. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "optim/optim.h"
+#include "optim/schedule.h"
+
+#include "optim_reference.h"
+
+static void run(const struct dl_optim_spec *spec, const double expected[3])
+{
+    struct dl_optim o;
+    struct dl_error err = {0};
+    assert_int_equal(dl_optim_init(&o, spec, 3, &err), DL_OK);
+    float w[3] = {1.0f, -2.0f, 0.5f};
+    for (int t = 0; t < 5; t++) {
+        float g[3] = {0.5f * (t + 1) / 2, -1.0f * (t + 1) / 2, 2.0f * (t + 1) / 2};
+        dl_optim_step(&o, spec->lr, w, g);
+    }
+    for (int i = 0; i < 3; i++)
+        if (fabs(w[i] - expected[i]) > 1e-5 * (1 + fabs(expected[i]))) {
+            print_error("%s: w[%d] = %.8f, PyTorch %.8f\n", o.algo->name, i, w[i], expected[i]);
+            fail();
+        }
+    dl_optim_free(&o);
+}
+
+static struct dl_optim_spec base(enum dl_optim_kind k, double lr)
+{
+    struct dl_optim_spec s;
+    memset(&s, 0, sizeof s);
+    s.kind = k;
+    s.lr = lr;
+    s.beta1 = 0.9;
+    s.beta2 = 0.999;
+    s.alpha = 0.99;
+    s.eps = 1e-8;
+    return s;
+}
+
+static void sgd_plain(void **st)
+{
+    struct dl_optim_spec s = base(DL_OPTIM_SGD, 0.1);
+    run(&s, REF_SGD);
+}
+
+static void sgd_momentum_wd(void **st)
+{
+    struct dl_optim_spec s = base(DL_OPTIM_SGD, 0.1);
+    s.momentum = 0.9;
+    s.weight_decay = 0.01;
+    run(&s, REF_SGD_MOMENTUM_WD);
+}
+
+static void sgd_nesterov(void **st)
+{
+    struct dl_optim_spec s = base(DL_OPTIM_SGD, 0.1);
+    s.momentum = 0.9;
+    s.nesterov = 1;
+    run(&s, REF_SGD_NESTEROV);
+}
+
+static void adagrad(void **st)
+{
+    struct dl_optim_spec s = base(DL_OPTIM_ADAGRAD, 0.1);
+    s.eps = 1e-10;
+    run(&s, REF_ADAGRAD);
+}
+
+static void rmsprop(void **st)
+{
+    struct dl_optim_spec s = base(DL_OPTIM_RMSPROP, 0.01);
+    run(&s, REF_RMSPROP);
+    s.momentum = 0.9;
+    run(&s, REF_RMSPROP_MOMENTUM);
+}
+
+static void adam(void **st)
+{
+    struct dl_optim_spec s = base(DL_OPTIM_ADAM, 0.01);
+    s.weight_decay = 0.1;
+    run(&s, REF_ADAM_WD);
+}
+
+static void adamw(void **st)
+{
+    struct dl_optim_spec s = base(DL_OPTIM_ADAMW, 0.01);
+    s.weight_decay = 0.1;
+    run(&s, REF_ADAMW);
+}
+
+static void schedules(void **st)
+{
+    struct dl_sched_spec s;
+    memset(&s, 0, sizeof s);
+    s.kind = DL_SCHED_CONSTANT;
+    assert_true(dl_schedule_lr(&s, 0.1, 57, 10, 100) == 0.1);
+    s.kind = DL_SCHED_STEP;
+    s.step_epochs = 2;
+    s.gamma = 0.5;
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 19, 10, 100) - 0.1) < 1e-12);  /* epoch 1.9 */
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 20, 10, 100) - 0.05) < 1e-12); /* epoch 2 */
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 45, 10, 100) - 0.025) < 1e-12);
+    s.kind = DL_SCHED_COSINE;
+    s.min_lr = 0.001;
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 0, 10, 100) - 0.1) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 50, 10, 100) - 0.0505) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 100, 10, 100) - 0.001) < 1e-12);
+    s.warmup_epochs = 1; /* 10 warm-up steps, then cosine over the remaining 90 */
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 0, 10, 100) - 0.01) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 4, 10, 100) - 0.05) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 10, 10, 100) - 0.1) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 55, 10, 100) - 0.0505) < 1e-12);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sgd_plain), cmocka_unit_test(sgd_momentum_wd), cmocka_unit_test(sgd_nesterov),
+        cmocka_unit_test(adagrad),   cmocka_unit_test(rmsprop),         cmocka_unit_test(adam),
+        cmocka_unit_test(adamw),     cmocka_unit_test(schedules),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
