@@ -52,3 +52,12 @@ EXTRA_DIST += tests/test_cli.sh tests/optim_reference.py
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
 include $(srcdir)/tests/grad_misc.mk
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_exec
+tests_test_exec_SOURCES = tests/test_exec.c
+tests_test_exec_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
+tests_test_exec_CFLAGS = $(TEST_CFLAGS)
+tests_test_exec_LDADD = $(TEST_LIBS64)
+TESTS += tests/test_exec
+endif

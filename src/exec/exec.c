@@ -56,6 +56,7 @@ void dl_exec_free(struct dl_exec *e)
     free(e->dweights);
     free(e->state);
     free(e->grad_ready);
+    free(e->weight_begin);
     memset(e, 0, sizeof *e);
 }
 
@@ -73,7 +74,8 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     e->dparam = dl_calloc((size_t)n, sizeof *e->dparam, err);
     e->rng = dl_calloc((size_t)n, sizeof *e->rng, err);
     e->grad_ready = dl_calloc((size_t)n, sizeof *e->grad_ready, err);
-    if (!e->act || !e->grad || !e->saved || !e->param || !e->dparam || !e->rng || !e->grad_ready)
+    e->weight_begin = dl_calloc((size_t)n + 1, sizeof *e->weight_begin, err);
+    if (!e->weight_begin || !e->act || !e->grad || !e->saved || !e->param || !e->dparam || !e->rng || !e->grad_ready)
         goto fail;
     long max_count = dl_shape_count(g->input);
     int max_in = 1;
@@ -112,6 +114,7 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     for (int i = 0; i < n; i++) {
         const struct dl_layer *l = &g->layers[i];
         dl_rng_seed(&e->rng[i], seed ^ (0x5bd1e995ULL * (uint64_t)(i + 1)));
+        e->weight_begin[i] = wo;
         for (int j = 0; j < l->n_params; j++) {
             const struct dl_param_desc *p = &l->param[j];
             if (p->trainable) {
@@ -126,6 +129,7 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
             init_param(p, e->param[i][j], &init);
         }
     }
+    e->weight_begin[n] = wo;
     return DL_OK;
 fail:
     dl_exec_free(e);
@@ -199,6 +203,8 @@ void dl_exec_backward(struct dl_exec *e)
             }
         }
         l->kind->backward(&c);
+        if (e->grad_hook)
+            e->grad_hook(e->grad_hook_ctx, i);
         for (int k = 0; k < l->n_in; k++) {
             if (!add_back[k])
                 continue;

@@ -32,6 +32,12 @@ struct dl_exec {
     const int *labels;
     int batch;                             /* size of the batch being run */
     int *grad_ready;                       /* [layer] backward bookkeeping */
+    long *weight_begin;                    /* [layer] first index of its weights in dweights */
+    /* Called right after layer i's backward, when its weight gradients (the
+     * dweights range [weight_begin[i], weight_begin[i+1])) are final for the
+     * step: data parallelism starts the allreduce of full buckets here. */
+    void (*grad_hook)(void *ctx, int layer);
+    void *grad_hook_ctx;
 };
 
 /* Allocates everything for batches of up to max_batch samples and initialises

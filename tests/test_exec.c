@@ -1,0 +1,136 @@
+/* test_exec.c: the executor's backward over a whole graph with branches,
+ * fan-out (one tensor feeding three layers), add and concat merges, batch
+ * normalisation and dropout, against central finite differences of the mean
+ * loss (double-precision build), plus the gradient-ready hook. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "spec/netfile.h"
+
+static const char *const NET =
+    "input: {shape: [2, 6, 5], classes: 4}\n"
+    "layers:\n"
+    "  - {name: stem, type: conv, filters: 3, kernel: 3, pad: 1}\n"
+    "  - {name: act, type: tanh}\n"
+    "  - {name: a, type: conv, filters: 3, kernel: 1, inputs: [act]}\n"
+    "  - {name: bn, type: batchnorm, inputs: [a]}\n"
+    "  - {name: b, type: conv, filters: 3, kernel: 3, pad: 1, inputs: [act]}\n"
+    "  - {name: sum, type: add, inputs: [bn, b, act]}\n"
+    "  - {name: cat, type: concat, inputs: [sum, input]}\n"
+    "  - {name: drop, type: dropout, rate: 0.25}\n"
+    "  - {name: pool, type: maxpool, kernel: 2}\n"
+    "  - {name: head, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n";
+
+struct fixture {
+    struct dl_net net;
+    struct dl_exec e;
+    dl_real *x;
+    int labels[3];
+    int hook_calls;
+    int hook_order_ok;
+    int last_layer;
+};
+
+static double mean_loss(struct fixture *f)
+{
+    for (int i = 0; i < f->net.graph.n; i++) /* the same dropout mask every time */
+        dl_rng_seed(&f->e.rng[i], 99 + (uint64_t)i);
+    dl_exec_forward(&f->e, f->x, f->labels, 3, 1);
+    return dl_exec_loss_sum(&f->e) / 3;
+}
+
+static void hook(void *ctx, int layer)
+{
+    struct fixture *f = ctx;
+    f->hook_calls++;
+    if (layer >= f->last_layer) /* backward visits layers in reverse order */
+        f->hook_order_ok = 0;
+    f->last_layer = layer;
+}
+
+static void whole_graph_gradient(void **state)
+{
+    struct fixture f;
+    memset(&f, 0, sizeof f);
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("exec.yaml", NET, &f.net, &err), DL_OK);
+    assert_int_equal(dl_exec_init(&f.e, &f.net.graph, 3, 7, &err), DL_OK);
+    long count = 3 * dl_shape_count(f.net.graph.input);
+    f.x = calloc((size_t)count, sizeof *f.x);
+    struct dl_rng r;
+    dl_rng_seed(&r, 3);
+    for (long i = 0; i < count; i++)
+        f.x[i] = (dl_real)dl_rng_normal(&r);
+    for (int n = 0; n < 3; n++)
+        f.labels[n] = (int)dl_rng_below(&r, 4);
+
+    mean_loss(&f);
+    dl_exec_zero_grad(&f.e);
+    f.hook_order_ok = 1;
+    f.last_layer = f.net.graph.n;
+    f.e.grad_hook = hook;
+    f.e.grad_hook_ctx = &f;
+    dl_exec_backward(&f.e);
+    assert_int_equal(f.hook_calls, f.net.graph.n);
+    assert_true(f.hook_order_ok);
+    assert_int_equal(f.e.weight_begin[f.net.graph.n], f.e.n_weights);
+
+    dl_real *analytic = calloc((size_t)f.e.n_weights, sizeof *analytic);
+    memcpy(analytic, f.e.dweights, sizeof *analytic * (size_t)f.e.n_weights);
+    const double h = 1e-6;
+    for (long i = 0; i < f.e.n_weights; i++) {
+        dl_real keep = f.e.weights[i];
+        f.e.weights[i] = keep + h;
+        double lp = mean_loss(&f);
+        f.e.weights[i] = keep - h;
+        double lm = mean_loss(&f);
+        f.e.weights[i] = keep;
+        double numeric = (lp - lm) / (2 * h);
+        if (fabs(numeric - analytic[i]) > 1e-6 + 1e-5 * fabs(numeric)) {
+            print_error("weight %ld: analytic %.10g, numeric %.10g\n", i, (double)analytic[i], numeric);
+            fail();
+        }
+    }
+    free(analytic);
+    free(f.x);
+    dl_exec_free(&f.e);
+    dl_net_free(&f.net);
+}
+
+static void same_seed_same_weights(void **state)
+{
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("exec.yaml", NET, &net, &err), DL_OK);
+    struct dl_exec a, b, c;
+    assert_int_equal(dl_exec_init(&a, &net.graph, 2, 5, &err), DL_OK);
+    assert_int_equal(dl_exec_init(&b, &net.graph, 2, 5, &err), DL_OK);
+    assert_int_equal(dl_exec_init(&c, &net.graph, 2, 6, &err), DL_OK);
+    assert_memory_equal(a.weights, b.weights, sizeof(dl_real) * (size_t)a.n_weights);
+    assert_true(memcmp(a.weights, c.weights, sizeof(dl_real) * (size_t)a.n_weights) != 0);
+    /* batch-norm running variance starts at 1, running mean at 0 */
+    assert_int_equal(a.n_state, 6);
+    assert_true(a.state[0] == 0 && a.state[3] == 1);
+    dl_exec_free(&a);
+    dl_exec_free(&b);
+    dl_exec_free(&c);
+    dl_net_free(&net);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(whole_graph_gradient),
+        cmocka_unit_test(same_seed_same_weights),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
