@@ -1,1 +1,26 @@
-# src/comm
+# src/comm: communication backends (self always; mpi and nccl when found),
+# allreduce algorithms on top of send/recv, cost model, gradient codecs,
+# and the `dltrain bench comm` command.
+libdltrain_a_SOURCES += \
+	src/comm/comm.h src/comm/comm.c src/comm/self.c \
+	src/comm/allreduce.h src/comm/allreduce.c src/comm/allreduce_util.c \
+	src/comm/allreduce_ring.c src/comm/allreduce_recursive_doubling.c \
+	src/comm/allreduce_rabenseifner.c src/comm/allreduce_tree.c src/comm/allreduce_ps.c \
+	src/comm/costmodel.h src/comm/costmodel.c
+if HAVE_MPI
+libdltrain_a_SOURCES += src/comm/mpi.c
+endif
+if HAVE_CUDA
+libdltrain_a_SOURCES += src/comm/nccl.c
+endif
+libdltrain_a_SOURCES += \
+	src/comm/codec.h src/comm/codec.c src/comm/codec_1bit.c src/comm/codec_qsgd.c \
+	src/comm/codec_topk.c
+
+if HAVE_MPI
+check_PROGRAMS += tests/test_comm_mpi
+tests_test_comm_mpi_SOURCES = tests/test_comm_mpi.c
+tests_test_comm_mpi_LDADD = libdltrain.a $(DL_LIBS)
+endif
+TESTS += tests/test_comm_mpi.sh
+EXTRA_DIST += tests/test_comm_mpi.sh

@@ -1,0 +1,101 @@
+/* comm.h: the communication interface.  A backend (mpi, nccl, self) fills a
+ * table of function pointers; everything above it (collective algorithms,
+ * gradient codecs, the parallel planner) calls only these functions, so no
+ * caller ever #ifdefs on a backend.  Byte-moving calls take void buffers;
+ * the reductions (allreduce, reduce_scatter) sum float buffers. */
+#ifndef DL_COMM_H
+#define DL_COMM_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+struct dl_comm;
+
+/* A non-blocking operation in flight.  Caller-owned storage (no allocation per
+ * message); its contents belong to the backend until wait/test completes it. */
+struct dl_comm_req {
+    union {
+        void *ptr;
+        long long i;
+        unsigned char bytes[16];
+    } u;
+    int active; /* 1 between isend/irecv and completion */
+};
+
+struct dl_comm_ops {
+    const char *name;
+    /* New communicator of the ranks that passed the same color, ordered by
+     * key (ties by old rank).  color < 0: this rank joins none (*out = NULL). */
+    int (*split)(struct dl_comm *c, int color, int key, struct dl_comm **out,
+                 struct dl_error *err);
+    /* Point to point; messages between one pair with one tag arrive in order. */
+    int (*send)(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                struct dl_error *err);
+    int (*recv)(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag,
+                struct dl_error *err);
+    int (*isend)(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                 struct dl_comm_req *req, struct dl_error *err);
+    int (*irecv)(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag,
+                 struct dl_comm_req *req, struct dl_error *err);
+    int (*wait)(struct dl_comm *c, struct dl_comm_req *req, struct dl_error *err);
+    /* *done = 1 (and req completed) or 0 (still in flight). */
+    int (*test)(struct dl_comm *c, struct dl_comm_req *req, int *done, struct dl_error *err);
+    /* Native collectives.  allreduce: in-place sum of n floats.
+     * reduce_scatter: sum of size*count floats of send, this rank's block of
+     * count floats into recv.  allgather: bytes from each rank, rank order.
+     * bcast: bytes from root. */
+    int (*allreduce)(struct dl_comm *c, float *buf, size_t n, struct dl_error *err);
+    int (*reduce_scatter)(struct dl_comm *c, const float *send, float *recv, size_t count,
+                          struct dl_error *err);
+    int (*allgather)(struct dl_comm *c, const void *send, void *recv, size_t bytes,
+                     struct dl_error *err);
+    int (*bcast)(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err);
+    int (*barrier)(struct dl_comm *c, struct dl_error *err);
+    /* Ends every process of the job (for fatal errors on one rank). */
+    void (*abort)(struct dl_comm *c, int code);
+    /* Frees the backend part of c (and finalizes the runtime for the world). */
+    void (*destroy)(struct dl_comm *c);
+};
+
+struct dl_comm {
+    const struct dl_comm_ops *ops;
+    int rank;
+    int size;
+    void *impl;          /* backend state */
+    int thread_level;    /* 0 single, 1 funneled, 2 serialized, 3 multiple (granted) */
+    void *scratch;       /* reusable work space for the algorithms (dl_comm_scratch) */
+    size_t scratch_bytes;
+};
+
+/* Opens the world communicator of backend name: "auto", "mpi", "nccl" or
+ * "self".  auto = mpi when this build has MPI and the process was started by
+ * mpirun or srun with more than one task (or DLTRAIN_COMM names one), else
+ * self.  argc/argv may be NULL. */
+int dl_comm_open(const char *name, int *argc, char ***argv, struct dl_comm **out,
+                 struct dl_error *err);
+/* Frees c (world or split); NULL is fine.  Close split communicators first. */
+void dl_comm_close(struct dl_comm *c);
+/* 1 when this build contains backend name. */
+int dl_comm_available(const char *name);
+/* Comma-separated list of the backends this build contains. */
+const char *dl_comm_backends(void);
+
+/* Helpers built on the table. */
+/* Sends sbytes to dst while receiving rbytes from src (no deadlock). */
+int dl_comm_sendrecv(struct dl_comm *c, const void *sbuf, size_t sbytes, int dst,
+                     void *rbuf, size_t rbytes, int src, int tag, struct dl_error *err);
+/* Waits for reqs[0..n) (inactive ones are skipped). */
+int dl_comm_waitall(struct dl_comm *c, struct dl_comm_req *reqs, int n, struct dl_error *err);
+/* Work space of at least bytes owned by c, valid until the next call or close. */
+void *dl_comm_scratch(struct dl_comm *c, size_t bytes, struct dl_error *err);
+/* Allocates and zeroes a struct dl_comm for a backend constructor. */
+struct dl_comm *dl_comm_new(const struct dl_comm_ops *ops, int rank, int size,
+                            struct dl_error *err);
+
+/* Backend constructors, called by dl_comm_open (not by users). */
+int dl_comm_self_open(struct dl_comm **out, struct dl_error *err);
+int dl_comm_mpi_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
+int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
+
+#endif

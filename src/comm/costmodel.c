@@ -1,0 +1,252 @@
+/* costmodel.c: alpha-beta-gamma cost formulas of the allreduce algorithms
+ * (Thakur, Rabenseifner & Gropp 2005), the measurement of alpha, beta and
+ * gamma on the running machine, and their cache file (one per host and rank
+ * count, written to a temporary name and renamed). */
+#include "comm/costmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/allreduce.h"
+
+static double lg_floor(int p, int *p2)
+{
+    int q = 1, k = 0;
+    while (q * 2 <= p)
+        q *= 2, k++;
+    if (p2)
+        *p2 = q;
+    return k;
+}
+
+static double lg_ceil(int p)
+{
+    int q = 1, k = 0;
+    while (q < p)
+        q *= 2, k++;
+    return k;
+}
+
+/* Fix-up for p not a power of two: one whole vector in (and added), one out. */
+static double fixup(const struct dl_cost_params *cp, int p, int p2, double m)
+{
+    return p == p2 ? 0 : 2 * (cp->alpha + m * cp->beta) + m * cp->gamma;
+}
+
+double dl_cost_ring(const struct dl_cost_params *cp, int p, double m,
+                    const struct dl_allreduce_opts *opts)
+{
+    if (p <= 1)
+        return 0;
+    double f = (double)(p - 1) / p;
+    return 2 * (p - 1) * cp->alpha + 2 * f * m * cp->beta + f * m * cp->gamma;
+}
+
+double dl_cost_recursive_doubling(const struct dl_cost_params *cp, int p, double m,
+                                  const struct dl_allreduce_opts *opts)
+{
+    int p2;
+    double k = lg_floor(p, &p2);
+    return k * (cp->alpha + m * cp->beta + m * cp->gamma) + fixup(cp, p, p2, m);
+}
+
+double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
+                            const struct dl_allreduce_opts *opts)
+{
+    int p2;
+    double k = lg_floor(p, &p2), f = (double)(p2 - 1) / p2;
+    return 2 * k * cp->alpha + 2 * f * m * cp->beta + f * m * cp->gamma + fixup(cp, p, p2, m);
+}
+
+double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
+                    const struct dl_allreduce_opts *opts)
+{
+    double k = lg_ceil(p);
+    return 2 * k * (cp->alpha + m * cp->beta) + k * m * cp->gamma;
+}
+
+/* The busiest server receives p-1 shards of m/K and sends p-1 back. */
+double dl_cost_ps(const struct dl_cost_params *cp, int p, double m,
+                  const struct dl_allreduce_opts *opts)
+{
+    if (p <= 1)
+        return 0;
+    int k = opts && opts->ps_servers > 0 && opts->ps_servers < p ? opts->ps_servers : p;
+    double shard = m / k;
+    return 2 * (p - 1) * (cp->alpha + shard * cp->beta) + (p - 1) * shard * cp->gamma;
+}
+
+void dl_cost_defaults(struct dl_cost_params *cp)
+{
+    /* Open MPI over shared memory on a 2-core VM (see doc/comm.md). */
+    cp->alpha = 5e-6;
+    cp->beta = 1.0 / 1.5e9;
+    cp->gamma = 1.0 / 4e9;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median time of `reps` concurrent pairwise exchanges of `bytes` (rank r with
+ * r^1; the odd one out of an odd count idles), synchronised by barriers. */
+static int time_exchange(struct dl_comm *c, void *a, void *b, size_t bytes, int reps,
+                         double *out, struct dl_error *err)
+{
+    double t[32];
+    int peer = c->rank ^ 1, rc = DL_OK;
+    if (reps > 32)
+        reps = 32;
+    for (int i = 0; i < reps && rc == DL_OK; i++) {
+        rc = c->ops->barrier(c, err);
+        double t0 = now();
+        if (rc == DL_OK && peer < c->size)
+            rc = dl_comm_sendrecv(c, a, bytes, peer, b, bytes, peer, 99, err);
+        t[i] = now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *out = t[reps / 2];
+    return rc;
+}
+
+int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_error *err)
+{
+    const size_t big = 4u << 20; /* bytes: large enough to hide latency, fits caches poorly */
+    dl_cost_defaults(out);
+    if (c->size == 1)
+        return DL_OK;
+    float *a = dl_calloc(2 * big / sizeof(float), sizeof(float), err);
+    if (!a)
+        return DL_ERR_NOMEM;
+    float *b = a + big / sizeof(float);
+    for (size_t i = 0; i < big / sizeof(float); i++)
+        a[i] = (float)(i % 7), b[i] = 1;
+    double t_small = 0, t_big = 0;
+    int rc = time_exchange(c, a, b, 8, 5, &t_small, err); /* warm-up */
+    if (rc == DL_OK)
+        rc = time_exchange(c, a, b, 8, 31, &t_small, err);
+    if (rc == DL_OK)
+        rc = time_exchange(c, a, b, big, 9, &t_big, err);
+    /* gamma: every rank adds at once, as inside a collective. */
+    double tg[9];
+    for (int i = 0; i < 9 && rc == DL_OK; i++) {
+        rc = c->ops->barrier(c, err);
+        double t0 = now();
+        dl_reduce_add(a, b, big / sizeof(float));
+        tg[i] = now() - t0;
+    }
+    free(a);
+    if (rc != DL_OK)
+        return rc;
+    qsort(tg, 9, sizeof *tg, cmp_double);
+    double p[3] = {t_small, (t_big - t_small) / big, tg[4] / big};
+    if (p[1] <= 0)
+        p[1] = t_big / big;
+    rc = c->ops->bcast(c, p, sizeof p, 0, err);
+    out->alpha = p[0];
+    out->beta = p[1];
+    out->gamma = p[2];
+    return rc;
+}
+
+int dl_cost_cache_path(const struct dl_comm *c, char *path, size_t len, struct dl_error *err)
+{
+    char host[256] = "unknown";
+    gethostname(host, sizeof host - 1);
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int w;
+    if (xdg && *xdg)
+        w = snprintf(path, len, "%s/dltrain/comm-%s-p%d.txt", xdg, host, c->size);
+    else if (home && *home)
+        w = snprintf(path, len, "%s/.cache/dltrain/comm-%s-p%d.txt", home, host, c->size);
+    else
+        return dl_errorf(err, DL_ERR_IO, "no cache folder: neither XDG_CACHE_HOME nor HOME is set");
+    if (w < 0 || (size_t)w >= len)
+        return dl_errorf(err, DL_ERR_IO, "cache path too long");
+    return DL_OK;
+}
+
+static int read_cache(const char *path, struct dl_cost_params *cp)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    int ok = 0;
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' &&
+            sscanf(line, "%lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma) == 3)
+            ok = cp->alpha >= 0 && cp->beta > 0 && cp->gamma > 0;
+    fclose(f);
+    return ok;
+}
+
+/* mkdir -p of the folders above path. */
+static void make_parents(const char *path)
+{
+    char d[4096];
+    snprintf(d, sizeof d, "%s", path);
+    for (char *s = d + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            mkdir(d, 0755);
+            *s = '/';
+        }
+}
+
+static int write_cache(const char *path, const struct dl_cost_params *cp, struct dl_error *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    make_parents(path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return dl_errorf(err, DL_ERR_IO, "cannot write %s", tmp);
+    fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte) gamma (s/byte)\n"
+               "%.9g %.9g %.9g\n", cp->alpha, cp->beta, cp->gamma);
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return dl_errorf(err, DL_ERR_IO, "cannot write %s", path);
+    }
+    return DL_OK;
+}
+
+int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_params *out,
+                            int *cached, struct dl_error *err)
+{
+    char path[4096];
+    double p[4] = {0}; /* found, alpha, beta, gamma */
+    int have_path = c->rank == 0 && dl_cost_cache_path(c, path, sizeof path, NULL) == DL_OK;
+    if (have_path && !remeasure && read_cache(path, out))
+        p[0] = 1, p[1] = out->alpha, p[2] = out->beta, p[3] = out->gamma;
+    int rc = c->ops->bcast(c, p, sizeof p, 0, err);
+    if (rc != DL_OK)
+        return rc;
+    if (cached)
+        *cached = p[0] != 0;
+    if (p[0] != 0) {
+        out->alpha = p[1], out->beta = p[2], out->gamma = p[3];
+        return DL_OK;
+    }
+    rc = dl_cost_measure(c, out, err);
+    /* A cache that cannot be written only costs a new measurement next time. */
+    if (rc == DL_OK && have_path)
+        write_cache(path, out, NULL);
+    return rc;
+}

@@ -1,0 +1,54 @@
+/* costmodel.h: the alpha-beta-gamma model of collective algorithms (Thakur,
+ * Rabenseifner & Gropp, IJHPCA 2005): time = messages * alpha + bytes moved
+ * * beta + bytes reduced * gamma.  The three parameters are measured once
+ * per machine and rank count and cached; auto picks the cheapest algorithm. */
+#ifndef DL_COSTMODEL_H
+#define DL_COSTMODEL_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+
+struct dl_allreduce_opts;
+
+struct dl_cost_params {
+    double alpha; /* seconds per message (latency) */
+    double beta;  /* seconds per byte moved between two ranks */
+    double gamma; /* seconds per byte reduced (float additions) */
+};
+
+/* Predicted seconds to allreduce `bytes` over p ranks. */
+typedef double (*dl_cost_fn)(const struct dl_cost_params *cp, int p, double bytes,
+                             const struct dl_allreduce_opts *opts);
+
+double dl_cost_ring(const struct dl_cost_params *cp, int p, double bytes,
+                    const struct dl_allreduce_opts *opts);
+double dl_cost_recursive_doubling(const struct dl_cost_params *cp, int p, double bytes,
+                                  const struct dl_allreduce_opts *opts);
+double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double bytes,
+                            const struct dl_allreduce_opts *opts);
+double dl_cost_tree(const struct dl_cost_params *cp, int p, double bytes,
+                    const struct dl_allreduce_opts *opts);
+double dl_cost_ps(const struct dl_cost_params *cp, int p, double bytes,
+                  const struct dl_allreduce_opts *opts);
+
+/* Parameters typical of one shared-memory node, for when none were measured. */
+void dl_cost_defaults(struct dl_cost_params *cp);
+
+/* Measures alpha and beta by concurrent pairwise ping-pong (every rank busy,
+ * as inside a collective) and gamma by a local reduction loop run on every
+ * rank at once.  Collective: every rank of c calls it and gets rank 0's
+ * numbers. */
+int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_error *err);
+
+/* The cache file for this host and c->size:
+ * $XDG_CACHE_HOME/dltrain/comm-HOST-pN.txt (or ~/.cache/dltrain/...). */
+int dl_cost_cache_path(const struct dl_comm *c, char *path, size_t len, struct dl_error *err);
+
+/* Collective: reads the cached parameters on rank 0 or, when there are none
+ * (or remeasure is set), measures and writes them (temporary name + rename);
+ * every rank gets the same numbers.  *cached (may be NULL) tells which. */
+int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_params *out,
+                            int *cached, struct dl_error *err);
+
+#endif

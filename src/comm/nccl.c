@@ -1,0 +1,302 @@
+/* nccl.c: the NCCL backend (buffers are GPU device memory; built --with-cuda).
+ * NCCL needs a host-side bootstrap to share its unique id: this backend opens
+ * the mpi backend for that (self when the build has no MPI) and keeps it for
+ * barriers and splits.  Point to point uses ncclSend/ncclRecv: non-blocking
+ * calls are gathered into one NCCL group that the next wait/test closes,
+ * because NCCL has no tags and ungrouped pairs of send/recv can deadlock. */
+#include "comm/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+struct nccl_state {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    struct dl_comm *boot; /* host communicator with the same ranks */
+    int group_open;       /* ncclGroupStart issued by isend/irecv, not yet ended */
+};
+
+static struct nccl_state *st(struct dl_comm *c)
+{
+    return c->impl;
+}
+
+static int nccl_fail(struct dl_error *err, ncclResult_t r, const char *what)
+{
+    return dl_errorf(err, DL_ERR_COMM, "nccl: %s failed: %s", what, ncclGetErrorString(r));
+}
+
+static int cuda_fail(struct dl_error *err, cudaError_t r, const char *what)
+{
+    return dl_errorf(err, DL_ERR_COMM, "nccl: %s failed: %s", what, cudaGetErrorString(r));
+}
+
+#define NCCL_CALL(call, what)                                                                  \
+    do {                                                                                       \
+        ncclResult_t nccl_rc_ = (call);                                                        \
+        if (nccl_rc_ != ncclSuccess)                                                           \
+            return nccl_fail(err, nccl_rc_, what);                                             \
+    } while (0)
+
+/* Closes an open group and waits for everything queued on the stream. */
+static int nccl_sync(struct dl_comm *c, struct dl_error *err)
+{
+    struct nccl_state *s = st(c);
+    if (s->group_open) {
+        s->group_open = 0;
+        NCCL_CALL(ncclGroupEnd(), "ncclGroupEnd");
+    }
+    cudaError_t r = cudaStreamSynchronize(s->stream);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaStreamSynchronize");
+    return DL_OK;
+}
+
+static int nccl_post(struct dl_comm *c, int is_send, void *buf, size_t bytes, int peer,
+                     struct dl_comm_req *req, struct dl_error *err)
+{
+    struct nccl_state *s = st(c);
+    if (!s->group_open) {
+        NCCL_CALL(ncclGroupStart(), "ncclGroupStart");
+        s->group_open = 1;
+    }
+    if (is_send)
+        NCCL_CALL(ncclSend(buf, bytes, ncclChar, peer, s->comm, s->stream), "ncclSend");
+    else
+        NCCL_CALL(ncclRecv(buf, bytes, ncclChar, peer, s->comm, s->stream), "ncclRecv");
+    req->u.i = 1;
+    req->active = 1;
+    return DL_OK;
+}
+
+static int nccl_isend(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                      struct dl_comm_req *req, struct dl_error *err)
+{
+    return nccl_post(c, 1, (void *)buf, bytes, peer, req, err);
+}
+
+static int nccl_irecv(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag,
+                      struct dl_comm_req *req, struct dl_error *err)
+{
+    return nccl_post(c, 0, buf, bytes, peer, req, err);
+}
+
+static int nccl_wait(struct dl_comm *c, struct dl_comm_req *req, struct dl_error *err)
+{
+    if (!req->active)
+        return DL_OK;
+    req->active = 0;
+    return nccl_sync(c, err);
+}
+
+static int nccl_test(struct dl_comm *c, struct dl_comm_req *req, int *done, struct dl_error *err)
+{
+    *done = 1;
+    if (!req->active)
+        return DL_OK;
+    struct nccl_state *s = st(c);
+    if (s->group_open) {
+        s->group_open = 0;
+        NCCL_CALL(ncclGroupEnd(), "ncclGroupEnd");
+    }
+    cudaError_t r = cudaStreamQuery(s->stream);
+    if (r == cudaErrorNotReady) {
+        *done = 0;
+        return DL_OK;
+    }
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaStreamQuery");
+    req->active = 0;
+    return DL_OK;
+}
+
+static int nccl_send(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                     struct dl_error *err)
+{
+    struct dl_comm_req r;
+    int rc = nccl_isend(c, buf, bytes, peer, tag, &r, err);
+    return rc != DL_OK ? rc : nccl_wait(c, &r, err);
+}
+
+static int nccl_recv(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag,
+                     struct dl_error *err)
+{
+    struct dl_comm_req r;
+    int rc = nccl_irecv(c, buf, bytes, peer, tag, &r, err);
+    return rc != DL_OK ? rc : nccl_wait(c, &r, err);
+}
+
+static int nccl_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+{
+    NCCL_CALL(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, st(c)->comm, st(c)->stream),
+              "ncclAllReduce");
+    return nccl_sync(c, err);
+}
+
+static int nccl_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count,
+                               struct dl_error *err)
+{
+    NCCL_CALL(ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, st(c)->comm,
+                                st(c)->stream), "ncclReduceScatter");
+    return nccl_sync(c, err);
+}
+
+static int nccl_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes,
+                          struct dl_error *err)
+{
+    NCCL_CALL(ncclAllGather(send, recv, bytes, ncclChar, st(c)->comm, st(c)->stream),
+              "ncclAllGather");
+    return nccl_sync(c, err);
+}
+
+static int nccl_bcast(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err)
+{
+    NCCL_CALL(ncclBroadcast(buf, buf, bytes, ncclChar, root, st(c)->comm, st(c)->stream),
+              "ncclBroadcast");
+    return nccl_sync(c, err);
+}
+
+static int nccl_barrier(struct dl_comm *c, struct dl_error *err)
+{
+    int rc = nccl_sync(c, err);
+    return rc != DL_OK ? rc : st(c)->boot->ops->barrier(st(c)->boot, err);
+}
+
+static void nccl_abort(struct dl_comm *c, int code)
+{
+    ncclCommAbort(st(c)->comm);
+    st(c)->boot->ops->abort(st(c)->boot, code);
+}
+
+static void nccl_destroy(struct dl_comm *c)
+{
+    struct nccl_state *s = c->impl;
+    if (!s)
+        return;
+    if (s->comm)
+        ncclCommDestroy(s->comm);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    dl_comm_close(s->boot);
+    free(s);
+}
+
+static int nccl_wrap(struct dl_comm *boot, ncclComm_t comm, struct dl_comm **out,
+                     struct dl_error *err);
+
+static int nccl_split(struct dl_comm *c, int color, int key, struct dl_comm **out,
+                      struct dl_error *err)
+{
+    *out = NULL;
+    struct dl_comm *boot = NULL;
+    int rc = st(c)->boot->ops->split(st(c)->boot, color, key, &boot, err);
+    if (rc != DL_OK)
+        return rc;
+    ncclComm_t nc = NULL;
+    ncclResult_t r = ncclCommSplit(st(c)->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
+                                   &nc, NULL);
+    if (r != ncclSuccess) {
+        dl_comm_close(boot);
+        return nccl_fail(err, r, "ncclCommSplit");
+    }
+    if (!boot)
+        return DL_OK;
+    return nccl_wrap(boot, nc, out, err);
+}
+
+static const struct dl_comm_ops nccl_ops = {
+    .name = "nccl",
+    .split = nccl_split,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .isend = nccl_isend,
+    .irecv = nccl_irecv,
+    .wait = nccl_wait,
+    .test = nccl_test,
+    .allreduce = nccl_allreduce,
+    .reduce_scatter = nccl_reduce_scatter,
+    .allgather = nccl_allgather,
+    .bcast = nccl_bcast,
+    .barrier = nccl_barrier,
+    .abort = nccl_abort,
+    .destroy = nccl_destroy,
+};
+
+/* Takes ownership of boot and comm. */
+static int nccl_wrap(struct dl_comm *boot, ncclComm_t comm, struct dl_comm **out,
+                     struct dl_error *err)
+{
+    struct nccl_state *s = dl_calloc(1, sizeof *s, err);
+    struct dl_comm *c = s ? dl_comm_new(&nccl_ops, boot->rank, boot->size, err) : NULL;
+    if (!c) {
+        free(s);
+        ncclCommDestroy(comm);
+        dl_comm_close(boot);
+        return DL_ERR_NOMEM;
+    }
+    s->comm = comm;
+    s->boot = boot;
+    c->impl = s;
+    c->thread_level = boot->thread_level;
+    cudaError_t r = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (r != cudaSuccess) {
+        s->stream = NULL;
+        dl_comm_close(c);
+        return cuda_fail(err, r, "cudaStreamCreate");
+    }
+    *out = c;
+    return DL_OK;
+}
+
+/* The GPU of this rank: the local rank (from the launcher) modulo the count. */
+static int pick_device(struct dl_comm *boot, struct dl_error *err)
+{
+    int ndev = 0;
+    cudaError_t r = cudaGetDeviceCount(&ndev);
+    if (r != cudaSuccess || ndev == 0)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "nccl: no CUDA device (%s)",
+                         r != cudaSuccess ? cudaGetErrorString(r) : "count is 0");
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local)
+        local = getenv("SLURM_LOCALID");
+    int dev = (local ? atoi(local) : boot->rank) % ndev;
+    r = cudaSetDevice(dev);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaSetDevice");
+    return DL_OK;
+}
+
+int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err)
+{
+    *out = NULL;
+    struct dl_comm *boot = NULL;
+    int rc = dl_comm_open(dl_comm_available("mpi") ? "mpi" : "self", argc, argv, &boot, err);
+    if (rc != DL_OK)
+        return rc;
+    rc = pick_device(boot, err);
+    ncclUniqueId id;
+    if (rc == DL_OK && boot->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess)
+            rc = nccl_fail(err, r, "ncclGetUniqueId");
+    }
+    /* Every rank must reach the broadcast, or the others hang: abort instead. */
+    if (rc != DL_OK && boot->size > 1)
+        boot->ops->abort(boot, 1);
+    if (rc == DL_OK)
+        rc = boot->ops->bcast(boot, &id, sizeof id, 0, err);
+    ncclComm_t comm = NULL;
+    if (rc == DL_OK) {
+        ncclResult_t r = ncclCommInitRank(&comm, boot->size, id, boot->rank);
+        if (r != ncclSuccess)
+            rc = nccl_fail(err, r, "ncclCommInitRank");
+    }
+    if (rc != DL_OK) {
+        dl_comm_close(boot);
+        return rc;
+    }
+    return nccl_wrap(boot, comm, out, err);
+}
