@@ -1,0 +1,117 @@
+/* fc.c: fully connected layer (PyTorch Linear after flatten),
+ *   y[n,u] = b[u] + sum_i W[u,i] * x[n,i]
+ * where x[n,:] is sample n's (C,H,W) block read in (c,h,w) order, i over the
+ * F = C*H*W in features.  Input (C,H,W) -> output (units,1,1); weight
+ * [units, F], bias [units]. */
+#include "ops/op.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "ops/vec.h"
+
+struct fc_attr {
+    int units;
+    int bias;
+};
+
+static const struct dl_attr_desc fc_attrs[] = {
+    {.key = "units", .type = DL_ATTR_INT, .offset = offsetof(struct fc_attr, units), .required = 1,
+     .min = 1, .max = 1 << 24, .doc = "number of outputs; the input is flattened per sample"},
+    {.key = "bias", .type = DL_ATTR_BOOL, .offset = offsetof(struct fc_attr, bias), .def = 1,
+     .min = 0, .max = 1, .doc = "learn a bias per output"},
+};
+
+static int fc_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
+                    struct dl_error *err)
+{
+    const struct fc_attr *a = attr;
+    if (dl_shape_count(in[0]) > INT_MAX) {
+        char buf[48];
+        return dl_errorf(err, DL_ERR_SPEC, "input %s has %ld features, more than the %d fc supports",
+                         dl_shape_str(in[0], buf, sizeof buf), dl_shape_count(in[0]), INT_MAX);
+    }
+    *out = (struct dl_shape){a->units, 1, 1};
+    return DL_OK;
+}
+
+static int fc_params(const void *attr, const struct dl_shape *in, struct dl_shape out,
+                     struct dl_param_desc p[DL_MAX_PARAMS])
+{
+    const struct fc_attr *a = attr;
+    int U = a->units, F = (int)dl_shape_count(in[0]);
+    p[0] = (struct dl_param_desc){.name = "weight", .count = (long)U * F, .ndim = 2, .dims = {U, F},
+                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = F, .trainable = 1};
+    if (!a->bias)
+        return 1;
+    p[1] = (struct dl_param_desc){.name = "bias", .count = U, .ndim = 1, .dims = {U},
+                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = F, .trainable = 1};
+    return 2;
+}
+
+static double fc_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
+{
+    const struct fc_attr *a = attr;
+    return 2.0 * a->units * (double)dl_shape_count(in[0]) + (a->bias ? a->units : 0);
+}
+
+static void fc_forward(const struct dl_op_call *c)
+{
+    const struct fc_attr *a = c->attr;
+    long F = dl_shape_count(c->in_shape[0]), U = a->units, N = c->batch;
+    const dl_real *x = c->in[0], *w = c->param[0], *b = a->bias ? c->param[1] : NULL;
+    /* One dot product per (unit, sample); unit-major so that a weight row is
+     * reused by every sample while it is in cache. */
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < U * N; i++) {
+        long u = i / N, n = i % N;
+        double sum = b ? b[u] : 0;
+        c->out[n * U + u] = (dl_real)(sum + dl_vec_dot(w + u * F, x + n * F, F));
+    }
+}
+
+static void fc_backward(const struct dl_op_call *c)
+{
+    const struct fc_attr *a = c->attr;
+    long F = dl_shape_count(c->in_shape[0]), U = a->units, N = c->batch;
+    const dl_real *x = c->in[0], *w = c->param[0], *dy = c->dout;
+    /* dx[n,:] = sum_u dy[n,u] * W[u,:], one sample per iteration. */
+    if (c->din[0]) {
+        dl_real *dx = c->din[0];
+        #pragma omp parallel for schedule(static)
+        for (long n = 0; n < N; n++) {
+            memset(dx + n * F, 0, sizeof *dx * (size_t)F);
+            for (long u = 0; u < U; u++)
+                dl_vec_axpy(dx + n * F, dy[n * U + u], w + u * F, F);
+        }
+    }
+    /* dW[u,:] += sum_n dy[n,u] * x[n,:] and db[u] += sum_n dy[n,u]: one unit
+     * per iteration, samples added in order. */
+    dl_real *dw = c->dparam[0], *db = a->bias ? c->dparam[1] : NULL;
+    #pragma omp parallel for schedule(static)
+    for (long u = 0; u < U; u++) {
+        double sum = 0;
+        for (long n = 0; n < N; n++) {
+            dl_vec_axpy(dw + u * F, dy[n * U + u], x + n * F, F);
+            sum += dy[n * U + u];
+        }
+        if (db)
+            db[u] += (dl_real)sum;
+    }
+}
+
+const struct dl_op_kind dl_op_fc = {
+    .name = "fc",
+    .summary = "fully connected layer on the flattened sample (PyTorch Linear)",
+    .attr_size = sizeof(struct fc_attr),
+    .attrs = fc_attrs,
+    .n_attrs = sizeof fc_attrs / sizeof fc_attrs[0],
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = fc_infer,
+    .params = fc_params,
+    .forward = fc_forward,
+    .backward = fc_backward,
+    .flops = fc_flops,
+};
