@@ -24,3 +24,8 @@ tests_test_comm_mpi_LDADD = libdltrain.a $(DL_LIBS)
 endif
 TESTS += tests/test_comm_mpi.sh
 EXTRA_DIST += tests/test_comm_mpi.sh
+
+# `dltrain bench comm` and its default sizes (DeepBench, credited in bench/data/README.md)
+libdltrain_a_SOURCES += src/cli/bench_comm.c
+nobase_dist_pkgdata_DATA += bench/data/deepbench_allreduce.csv
+EXTRA_DIST += bench/data/README.md

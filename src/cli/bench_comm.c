@@ -1,0 +1,472 @@
+/* bench_comm.c: `dltrain bench comm` (run under mpirun -np N): times every
+ * allreduce algorithm on each message size (default: the DeepBench allreduce
+ * sizes shipped in bench/data), with algorithm and bus bandwidth, the cost
+ * model's prediction and the ratio to the backend's own allreduce; and for
+ * gradient codecs the bytes on the wire and the reconstruction error. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "comm/allreduce.h"
+#include "comm/codec.h"
+#include "comm/comm.h"
+#include "comm/costmodel.h"
+#include "core/rng.h"
+
+#define PROG "dltrain bench comm"
+#define MAX_SIZES 64
+#define MAX_ITEMS 16
+
+struct bench {
+    struct dl_comm *c;
+    size_t sizes[MAX_SIZES]; /* floats */
+    int nsizes;
+    const char *algos[MAX_ITEMS];
+    int nalgos;
+    char *codecs[MAX_ITEMS];
+    int ncodecs;
+    int repeat; /* 0: as many as fit in about 0.3 s, 3 to 1000 */
+    int csv;
+    struct dl_allreduce_opts opts;
+    struct dl_cost_params cost;
+};
+
+static void usage(FILE *f)
+{
+    fputs("Usage: mpirun -np N dltrain bench comm [OPTION]...\n"
+          "Time allreduce algorithms and gradient codecs on every rank of the job.\n"
+          "\n"
+          "  --comm NAME          backend: auto (default), mpi, nccl or self\n"
+          "  --sizes LIST         comma-separated sizes: a plain number counts floats,\n"
+          "                       a suffix K, M or G (KiB, MiB, GiB) gives bytes: 1M,16M,64M\n"
+          "  --suite deepbench    the DeepBench allreduce sizes (default when no --sizes)\n"
+          "  --algorithms LIST    ring,recursive_doubling,rabenseifner,tree,ps,native,auto\n"
+          "                       (default: all but auto)\n"
+          "  --compress LIST      codecs to measure as well: 1bit, qsgd:BITS, topk:FRACTION\n"
+          "  --repeat N           timed runs per case (default: about 0.3 s worth, 3 to 1000)\n"
+          "  --ps-servers K       parameter server ranks (default: every rank)\n"
+          "  --segment BYTES      pipelining segment of ring, rabenseifner, tree\n"
+          "  --remeasure          measure alpha, beta, gamma again (else the cached values)\n"
+          "  --csv                comma-separated output\n"
+          "  --help               print this help and exit\n"
+          "  --version            print the version and exit\n"
+          "\n"
+          "busbw = 2(p-1)/p x bytes / time; model = the alpha-beta-gamma prediction;\n"
+          "vs_native = native time / this time.  Only rank 0 prints.\n",
+          f);
+}
+
+/* Parses one size: a float count, or bytes with a K/M/G suffix. */
+static int parse_size(const char *s, size_t *floats)
+{
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || errno || v < 0)
+        return -1;
+    double mult = 0; /* 0: a count of floats */
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0; break;
+    case 'M': mult = 1024.0 * 1024; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; break;
+    case 'B': mult = 1; end--; break;
+    case 0: break;
+    default: return -1;
+    }
+    if (mult > 0) {
+        end++;
+        if (strcmp(end, "") && strcasecmp(end, "B") && strcasecmp(end, "iB"))
+            return -1;
+        v = v * mult / sizeof(float);
+    }
+    if (v != floor(v) || v > 1e11)
+        return -1;
+    *floats = (size_t)v;
+    return 0;
+}
+
+/* Splits a comma list in place into items[]; returns the count or -1. */
+static int split_list(char *s, char **items, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == max)
+            return -1;
+        items[n++] = tok;
+    }
+    return n;
+}
+
+/* The DeepBench allreduce sizes: DLTRAIN_DATADIR, the installed data folder,
+ * then the source tree (bench/data from here or from $top_srcdir). */
+static int load_deepbench(struct bench *b)
+{
+    const char *rel = "bench/data/deepbench_allreduce.csv";
+    const char *env = getenv("DLTRAIN_DATADIR"), *src = getenv("top_srcdir");
+    char paths[4][4096];
+    int np = 0;
+    if (env)
+        snprintf(paths[np++], sizeof paths[0], "%s/%s", env, rel);
+    snprintf(paths[np++], sizeof paths[0], "%s/%s", DL_DATADIR, rel);
+    snprintf(paths[np++], sizeof paths[0], "%s", rel);
+    if (src)
+        snprintf(paths[np++], sizeof paths[0], "%s/%s", src, rel);
+    FILE *f = NULL;
+    for (int i = 0; i < np && !f; i++)
+        f = fopen(paths[i], "r");
+    if (!f) {
+        fprintf(stderr, "%s: cannot find %s (looked in %s; set DLTRAIN_DATADIR)\n", PROG, rel,
+                DL_DATADIR);
+        return -1;
+    }
+    char line[256];
+    while (fgets(line, sizeof line, f) && b->nsizes < MAX_SIZES) {
+        char *end;
+        unsigned long long v = strtoull(line, &end, 10);
+        if (end != line && *end == ',')
+            b->sizes[b->nsizes++] = (size_t)v;
+    }
+    fclose(f);
+    return b->nsizes > 0 ? 0 : -1;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Slowest rank's time of one call. */
+static double max_over_ranks(struct dl_comm *c, double t)
+{
+    double all[1024];
+    if (c->size > 1024 || c->ops->allgather(c, &t, all, sizeof t, NULL) != DL_OK)
+        return t;
+    for (int i = 0; i < c->size; i++)
+        if (all[i] > t)
+            t = all[i];
+    return t;
+}
+
+/* Seconds per call of algo on buf (median of the per-call slowest-rank times);
+ * negative after an error. */
+static double time_algo(struct bench *b, const struct dl_allreduce_algo *a, float *buf, size_t n,
+                        struct dl_error *err)
+{
+    struct dl_comm *c = b->c;
+    double t0 = now();
+    if (a->run(c, buf, n, &b->opts, err) != DL_OK) /* warm-up */
+        return -1;
+    double once = max_over_ranks(c, now() - t0);
+    int reps = b->repeat;
+    if (reps <= 0) {
+        reps = once > 0 ? (int)(0.3 / once) : 1000;
+        reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
+    }
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!t)
+        return -1;
+    for (int i = 0; i < reps; i++) {
+        c->ops->barrier(c, NULL);
+        t0 = now();
+        if (a->run(c, buf, n, &b->opts, err) != DL_OK) {
+            free(t);
+            return -1;
+        }
+        t[i] = max_over_ranks(c, now() - t0);
+    }
+    /* insertion sort: reps is small */
+    for (int i = 1; i < reps; i++)
+        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    double med = t[reps / 2];
+    free(t);
+    return med;
+}
+
+static void print_header(const struct bench *b)
+{
+    if (b->csv)
+        printf("floats,bytes,algorithm,time_us,algbw_GBps,busbw_GBps,model_us,model_err_pct,"
+               "vs_native\n");
+    else
+        printf("%11s %11s %-19s %11s %8s %8s %11s %7s %7s\n", "floats", "bytes", "algorithm",
+               "time_us", "algbw", "busbw", "model_us", "err%", "/native");
+}
+
+static void print_row(const struct bench *b, size_t n, const char *name, double t,
+                      double model, double t_native)
+{
+    int p = b->c->size;
+    double bytes = (double)n * sizeof(float);
+    double algbw = t > 0 ? bytes / t / 1e9 : 0;
+    double busbw = algbw * (p > 1 ? 2.0 * (p - 1) / p : 0);
+    double err = model > 0 && t > 0 ? 100.0 * (model - t) / t : NAN;
+    double ratio = t_native > 0 && t > 0 ? t_native / t : NAN;
+    if (b->csv)
+        printf("%zu,%.0f,%s,%.2f,%.4f,%.4f,%.2f,%.1f,%.3f\n", n, bytes, name, t * 1e6, algbw,
+               busbw, model * 1e6, err, ratio);
+    else
+        printf("%11zu %11.0f %-19s %11.1f %8.3f %8.3f %11.1f %7.1f %7.3f\n", n, bytes, name,
+               t * 1e6, algbw, busbw, model * 1e6, err, ratio);
+}
+
+static int run_algorithms(struct bench *b, float *buf, size_t n, struct dl_error *err)
+{
+    const struct dl_allreduce_algo *native = dl_allreduce_find("native");
+    double t_native = -1;
+    memset(buf, 0, n * sizeof *buf);
+    for (int i = 0; i < b->nalgos; i++)
+        if (strcmp(b->algos[i], "native") == 0 &&
+            (t_native = time_algo(b, native, buf, n, err)) < 0)
+            return -1;
+    for (int i = 0; i < b->nalgos; i++) {
+        const struct dl_allreduce_algo *a = dl_allreduce_find(b->algos[i]);
+        double t = a == native ? t_native : time_algo(b, a, buf, n, err);
+        if (t < 0)
+            return -1;
+        const struct dl_allreduce_algo *m = a->cost ? a : NULL;
+        char name[64];
+        snprintf(name, sizeof name, "%s", a->name);
+        if (strcmp(a->name, "auto") == 0) {
+            m = dl_allreduce_choose(b->c, n, &b->opts);
+            snprintf(name, sizeof name, "auto:%s", m->name);
+        }
+        double model = m ? m->cost(&b->cost, b->c->size, (double)n * sizeof(float), &b->opts) : 0;
+        if (b->c->rank == 0)
+            print_row(b, n, name, t, model, t_native);
+    }
+    return 0;
+}
+
+/* Gaussian gradients, different on every rank, for the codec rows. */
+static void fill_gradient(float *g, size_t n, int rank)
+{
+    struct dl_rng r;
+    dl_rng_seed(&r, 1000 + (uint64_t)rank);
+    for (size_t i = 0; i < n; i++)
+        g[i] = (float)dl_rng_normal(&r);
+}
+
+static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *err)
+{
+    struct dl_comm *c = b->c;
+    float *exact = malloc((n + 1) * sizeof *exact);
+    if (!exact)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory"), -1;
+    fill_gradient(exact, n, c->rank);
+    int rc = c->ops->allreduce(c, exact, n, err);
+    for (int k = 0; k < b->ncodecs && rc == DL_OK; k++) {
+        struct dl_codec_spec spec;
+        struct dl_codec_state *st = NULL;
+        struct dl_codec_stats stats = {0};
+        rc = dl_codec_parse(b->codecs[k], &spec, err);
+        if (rc == DL_OK)
+            rc = dl_codec_state_create(&spec, n, 77 + (uint64_t)c->rank, &st, err);
+        /* one step from a zero residual: the error of a single exchange */
+        fill_gradient(buf, n, c->rank);
+        c->ops->barrier(c, NULL);
+        double t0 = now();
+        if (rc == DL_OK)
+            rc = dl_compressed_allreduce(c, st, buf, n, &stats, err);
+        double t = max_over_ranks(c, now() - t0);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < n; i++) {
+            num += (buf[i] - exact[i]) * (double)(buf[i] - exact[i]);
+            den += (double)exact[i] * exact[i];
+        }
+        if (rc == DL_OK && c->rank == 0) {
+            double ratio = stats.bytes_sent ? (double)stats.dense_bytes / stats.bytes_sent : 0;
+            const char *fmt = b->csv ? "%zu,%s,%.1f,%zu,%zu,%.1f,%.4g,%d\n"
+                                     : "%11zu %-19s %11.1f %13zu %13zu %8.1f %10.4g %5d\n";
+            printf(fmt, n, spec.text, t * 1e6, stats.bytes_sent, stats.dense_bytes, ratio,
+                   den > 0 ? sqrt(num / den) : 0.0, stats.went_dense);
+        }
+        dl_codec_state_free(st);
+    }
+    free(exact);
+    return rc == DL_OK ? 0 : -1;
+}
+
+enum {
+    OPT_COMM = DL_OPT_FIRST_LOCAL, OPT_SIZES, OPT_SUITE, OPT_ALGOS, OPT_COMPRESS, OPT_REPEAT,
+    OPT_PS, OPT_SEGMENT, OPT_REMEASURE, OPT_CSV
+};
+
+static const struct option long_opts[] = {
+    {"comm", required_argument, 0, OPT_COMM}, {"sizes", required_argument, 0, OPT_SIZES},
+    {"suite", required_argument, 0, OPT_SUITE}, {"algorithms", required_argument, 0, OPT_ALGOS},
+    {"compress", required_argument, 0, OPT_COMPRESS},
+    {"repeat", required_argument, 0, OPT_REPEAT}, {"ps-servers", required_argument, 0, OPT_PS},
+    {"segment", required_argument, 0, OPT_SEGMENT},
+    {"remeasure", no_argument, 0, OPT_REMEASURE}, {"csv", no_argument, 0, OPT_CSV},
+    {"help", no_argument, 0, DL_OPT_HELP}, {"version", no_argument, 0, DL_OPT_VERSION},
+    {0, 0, 0, 0}};
+
+static int bad(const char *opt, const char *val, const char *want)
+{
+    fprintf(stderr, "%s: --%s %s: %s\nTry '%s --help'.\n", PROG, opt, val, want, PROG);
+    return 2;
+}
+
+/* Parses argv into b; returns -1 to go on, else the exit status. */
+static int parse(struct bench *b, int argc, char **argv, const char **comm, int *remeasure)
+{
+    static char sizes_buf[4096], algos_buf[1024], codecs_buf[1024];
+    const char *suite = NULL;
+    int opt;
+    optind = 1;
+    opterr = 1;
+    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        char *end;
+        switch (opt) {
+        case OPT_COMM: *comm = optarg; break;
+        case OPT_SIZES: {
+            snprintf(sizes_buf, sizeof sizes_buf, "%s", optarg);
+            char *items[MAX_SIZES];
+            int n = split_list(sizes_buf, items, MAX_SIZES);
+            if (n <= 0)
+                return bad("sizes", optarg, "expected a comma-separated list of at most 64 sizes");
+            for (b->nsizes = 0; b->nsizes < n; b->nsizes++)
+                if (parse_size(items[b->nsizes], &b->sizes[b->nsizes]) != 0)
+                    return bad("sizes", items[b->nsizes],
+                               "expected a float count (1000) or bytes (4K, 16M, 1G)");
+            break;
+        }
+        case OPT_SUITE:
+            if (strcmp(optarg, "deepbench") != 0)
+                return bad("suite", optarg, "the only suite is deepbench");
+            suite = optarg;
+            break;
+        case OPT_ALGOS:
+            snprintf(algos_buf, sizeof algos_buf, "%s", optarg);
+            b->nalgos = split_list(algos_buf, (char **)b->algos, MAX_ITEMS);
+            if (b->nalgos <= 0)
+                return bad("algorithms", optarg, "expected a comma-separated list");
+            for (int i = 0; i < b->nalgos; i++)
+                if (!dl_allreduce_find(b->algos[i]))
+                    return bad("algorithms", b->algos[i],
+                               "unknown (ring, recursive_doubling, rabenseifner, tree, ps,"
+                               " native, auto)");
+            break;
+        case OPT_COMPRESS: {
+            snprintf(codecs_buf, sizeof codecs_buf, "%s", optarg);
+            b->ncodecs = split_list(codecs_buf, b->codecs, MAX_ITEMS);
+            struct dl_codec_spec spec;
+            struct dl_error err;
+            for (int i = 0; i < b->ncodecs; i++)
+                if (dl_codec_parse(b->codecs[i], &spec, &err) != DL_OK) {
+                    fprintf(stderr, "%s: %s\n", PROG, err.msg);
+                    return 2;
+                }
+            break;
+        }
+        case OPT_REPEAT:
+            b->repeat = (int)strtol(optarg, &end, 10);
+            if (*end || end == optarg || b->repeat < 1 || b->repeat > 1000000)
+                return bad("repeat", optarg, "expected a whole number from 1 to 1000000");
+            break;
+        case OPT_PS:
+            b->opts.ps_servers = (int)strtol(optarg, &end, 10);
+            if (*end || end == optarg || b->opts.ps_servers < 1)
+                return bad("ps-servers", optarg, "expected a positive whole number");
+            break;
+        case OPT_SEGMENT: {
+            size_t f;
+            if (parse_size(optarg, &f) != 0 || f == 0)
+                return bad("segment", optarg, "expected a size such as 256K");
+            b->opts.segment_bytes = f * sizeof(float);
+            break;
+        }
+        case OPT_REMEASURE: *remeasure = 1; break;
+        case OPT_CSV: b->csv = 1; break;
+        case DL_OPT_HELP: usage(stdout); return 0;
+        case DL_OPT_VERSION: dl_print_version(PROG); return 0;
+        default: fprintf(stderr, "Try '%s --help'.\n", PROG); return 2;
+        }
+    }
+    if (optind < argc)
+        return bad("", argv[optind], "unexpected argument");
+    if (b->nsizes == 0 || suite) {
+        b->nsizes = 0;
+        if (load_deepbench(b) != 0)
+            return 1;
+    }
+    if (b->nalgos == 0) {
+        static const char *all[] = {"native", "ring", "recursive_doubling", "rabenseifner",
+                                    "tree", "ps"};
+        b->nalgos = 6;
+        memcpy(b->algos, all, sizeof all);
+    }
+    return -1;
+}
+
+int dl_cli_bench_comm(int argc, char **argv)
+{
+    struct bench b = {0};
+    const char *comm = "auto";
+    int remeasure = 0;
+    int status = parse(&b, argc, argv, &comm, &remeasure);
+    if (status >= 0)
+        return status;
+    struct dl_error err = {0};
+    if (dl_comm_open(comm, &argc, &argv, &b.c, &err) != DL_OK) {
+        fprintf(stderr, "%s: %s\n", PROG, err.msg);
+        return err.code == DL_ERR_SPEC ? 2 : 1;
+    }
+    int cached = 0;
+    if (dl_cost_load_or_measure(b.c, remeasure, &b.cost, &cached, &err) != DL_OK)
+        goto fail;
+    b.opts.cost = &b.cost;
+    size_t maxn = 0;
+    for (int i = 0; i < b.nsizes; i++)
+        maxn = b.sizes[i] > maxn ? b.sizes[i] : maxn;
+    float *buf = malloc((maxn + 1) * sizeof *buf);
+    if (!buf) {
+        dl_errorf(&err, DL_ERR_NOMEM, "out of memory for %zu floats", maxn);
+        goto fail;
+    }
+    if (b.c->rank == 0) {
+        printf("# backend %s, %d ranks, thread level %d; cost model%s: alpha %.3g us,"
+               " 1/beta %.3g GB/s, 1/gamma %.3g GB/s\n", b.c->ops->name, b.c->size,
+               b.c->thread_level, cached ? " (cached)" : " (measured)", b.cost.alpha * 1e6,
+               1e-9 / b.cost.beta, 1e-9 / b.cost.gamma);
+        print_header(&b);
+    }
+    for (int i = 0; i < b.nsizes && status < 0; i++)
+        if (run_algorithms(&b, buf, b.sizes[i], &err) != 0)
+            status = 1;
+    if (b.ncodecs && status < 0 && b.c->rank == 0) {
+        if (b.csv)
+            puts("floats,codec,time_us,bytes_sent,fp32_ring_bytes,reduction,rel_error,went_dense");
+        else
+            printf("%11s %-19s %11s %13s %13s %8s %10s %5s\n", "floats", "codec", "time_us",
+                   "bytes_sent", "fp32_ring", "x_less", "rel_err", "dense");
+    }
+    for (int i = 0; i < b.nsizes && b.ncodecs && status < 0; i++)
+        if (run_codecs(&b, buf, b.sizes[i], &err) != 0)
+            status = 1;
+    free(buf);
+    if (status > 0)
+        goto fail;
+    dl_comm_close(b.c);
+    return 0;
+fail:
+    fprintf(stderr, "%s: rank %d: %s\n", PROG, b.c->rank, err.msg);
+    b.c->ops->abort(b.c, 1);
+    dl_comm_close(b.c);
+    return 1;
+}
