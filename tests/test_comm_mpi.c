@@ -4,7 +4,6 @@
  * collectives and the compressed allreduce.  Rank 0 prints one TAP line per
  * check without numbers ("ok - ..."); the shell script numbers them.
  * Usage: test_comm_mpi [--big] (adds a 64 MiB vector). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,13 +218,12 @@ static void check_codecs(void)
             num += (buf[i] - want) * (double)(buf[i] - want);
             den += (double)want * want;
         }
-        /* Exact: none and top-k keeping everything.  Lossy: a loose bound, as
-         * one step of a lossy codec is only right on average; QSGD's squared
-         * error may reach sqrt(n)/s of the squared norm (s = 7 levels). */
+        /* Exact: none and top-k keeping everything.  Lossy: a loose bound on
+         * the squared error, as one step of a lossy codec is only right on
+         * average (the codec tests check the statistics). */
         int exact = strcmp(specs[k], "none") == 0 || strcmp(specs[k], "topk:1") == 0;
         double rel = den > 0 ? num / den : 0;
-        double bound = strncmp(specs[k], "qsgd", 4) == 0 ? 2 * sqrt((double)n) / 7 + 1 : 1.0;
-        int ok = rc == DL_OK && (exact ? num == 0 : rel < bound);
+        int ok = rc == DL_OK && (exact ? num == 0 : rel < 1.0);
         char what[96], detail[1200];
         snprintf(what, sizeof what, "compressed allreduce %s (relative error %.3g)", specs[k],
                  rel);

@@ -29,3 +29,14 @@ EXTRA_DIST += tests/test_comm_mpi.sh
 libdltrain_a_SOURCES += src/cli/bench_comm.c
 nobase_dist_pkgdata_DATA += bench/data/deepbench_allreduce.csv
 EXTRA_DIST += bench/data/README.md
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_comm_self tests/test_codec
+tests_test_comm_self_SOURCES = tests/test_comm_self.c
+tests_test_comm_self_CFLAGS = $(TEST_CFLAGS)
+tests_test_comm_self_LDADD = $(TEST_LIBS)
+tests_test_codec_SOURCES = tests/test_codec.c
+tests_test_codec_CFLAGS = $(TEST_CFLAGS)
+tests_test_codec_LDADD = $(TEST_LIBS)
+TESTS += tests/test_comm_self tests/test_codec
+endif
