@@ -103,19 +103,33 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Median time of `reps` concurrent pairwise exchanges of `bytes` (rank r with
- * r^1; the odd one out of an odd count idles), synchronised by barriers. */
-static int time_exchange(struct dl_comm *c, void *a, void *b, size_t bytes, int reps,
+ * r^1; the odd one out of an odd count idles), synchronised by barriers.  The
+ * bytes travel in segments of DL_ALLREDUCE_SEGMENT, as in the algorithms,
+ * so that beta includes the per-segment protocol cost they pay. */
+static int time_exchange(struct dl_comm *c, char *a, char *b, size_t bytes, int reps,
                          double *out, struct dl_error *err)
 {
+    enum { MAXSEG = 64 };
     double t[32];
+    struct dl_comm_req req[2 * MAXSEG];
+    size_t seg = DL_ALLREDUCE_SEGMENT, nseg = bytes ? (bytes + seg - 1) / seg : 1;
     int peer = c->rank ^ 1, rc = DL_OK;
+    if (nseg > MAXSEG)
+        return dl_errorf(err, DL_ERR_INTERNAL, "cost model: %zu bytes is too many segments", bytes);
     if (reps > 32)
         reps = 32;
     for (int i = 0; i < reps && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
         double t0 = now();
-        if (rc == DL_OK && peer < c->size)
-            rc = dl_comm_sendrecv(c, a, bytes, peer, b, bytes, peer, 99, err);
+        memset(req, 0, sizeof req);
+        for (size_t j = 0; j < nseg && rc == DL_OK && peer < c->size; j++) {
+            size_t lo = j * seg, len = bytes - lo < seg ? bytes - lo : seg;
+            rc = c->ops->irecv(c, b + lo, len, peer, 99, &req[j], err);
+            if (rc == DL_OK)
+                rc = c->ops->isend(c, a + lo, len, peer, 99, &req[MAXSEG + j], err);
+        }
+        int rc2 = dl_comm_waitall(c, req, 2 * MAXSEG, err);
+        rc = rc != DL_OK ? rc : rc2;
         t[i] = now() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
@@ -136,11 +150,11 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     for (size_t i = 0; i < big / sizeof(float); i++)
         a[i] = (float)(i % 7), b[i] = 1;
     double t_small = 0, t_big = 0;
-    int rc = time_exchange(c, a, b, 8, 5, &t_small, err); /* warm-up */
+    int rc = time_exchange(c, (char *)a, (char *)b, 8, 5, &t_small, err); /* warm-up */
     if (rc == DL_OK)
-        rc = time_exchange(c, a, b, 8, 31, &t_small, err);
+        rc = time_exchange(c, (char *)a, (char *)b, 8, 31, &t_small, err);
     if (rc == DL_OK)
-        rc = time_exchange(c, a, b, big, 9, &t_big, err);
+        rc = time_exchange(c, (char *)a, (char *)b, big, 9, &t_big, err);
     /* gamma: every rank adds at once, as inside a collective. */
     double tg[9];
     for (int i = 0; i < 9 && rc == DL_OK; i++) {

@@ -10,7 +10,11 @@
 #include <stdlib.h>
 
 #include <cuda_runtime.h>
+/* nccl.h declares a few functions with () instead of (void). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <nccl.h>
+#pragma GCC diagnostic pop
 
 struct nccl_state {
     ncclComm_t comm;
@@ -116,7 +120,7 @@ static int nccl_test(struct dl_comm *c, struct dl_comm_req *req, int *done, stru
 static int nccl_send(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag,
                      struct dl_error *err)
 {
-    struct dl_comm_req r;
+    struct dl_comm_req r = {.active = 0};
     int rc = nccl_isend(c, buf, bytes, peer, tag, &r, err);
     return rc != DL_OK ? rc : nccl_wait(c, &r, err);
 }
@@ -124,7 +128,7 @@ static int nccl_send(struct dl_comm *c, const void *buf, size_t bytes, int peer,
 static int nccl_recv(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag,
                      struct dl_error *err)
 {
-    struct dl_comm_req r;
+    struct dl_comm_req r = {.active = 0};
     int rc = nccl_irecv(c, buf, bytes, peer, tag, &r, err);
     return rc != DL_OK ? rc : nccl_wait(c, &r, err);
 }

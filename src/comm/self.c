@@ -172,7 +172,7 @@ static int self_irecv(struct dl_comm *c, void *buf, size_t bytes, int peer, int 
 static int self_send(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag,
                      struct dl_error *err)
 {
-    struct dl_comm_req r;
+    struct dl_comm_req r = {.active = 0};
     int rc = self_isend(c, buf, bytes, peer, tag, &r, err);
     return rc != DL_OK ? rc : self_wait(c, &r, err);
 }
@@ -180,7 +180,7 @@ static int self_send(struct dl_comm *c, const void *buf, size_t bytes, int peer,
 static int self_recv(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag,
                      struct dl_error *err)
 {
-    struct dl_comm_req r;
+    struct dl_comm_req r = {.active = 0};
     int rc = self_irecv(c, buf, bytes, peer, tag, &r, err);
     if (rc != DL_OK)
         return rc;
