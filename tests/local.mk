@@ -61,3 +61,4 @@ tests_test_exec_CFLAGS = $(TEST_CFLAGS)
 tests_test_exec_LDADD = $(TEST_LIBS64)
 TESTS += tests/test_exec
 endif
+include $(srcdir)/tests/kernels.mk

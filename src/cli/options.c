@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/kernel.h"
 #include "core/threads.h"
 
 int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char *prog)
@@ -26,6 +27,14 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
             return -1;
         }
         o->threads = (int)v;
+        return 1;
+    }
+    if (opt == DL_OPT_KERNEL) { /* process-wide kernel choices, read by dl_exec_init() */
+        struct dl_error err = {0};
+        if (dl_kernel_choice_add(&dl_kernel_defaults, arg, &err)) {
+            fprintf(stderr, "%s: %s\n", prog, err.msg);
+            return -1;
+        }
         return 1;
     }
     if (opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS)
@@ -171,6 +180,8 @@ void dl_net_options_help(FILE *f)
           "  --limit-train N       use only the first N training samples\n"
           "  --limit-test N        use only the first N test samples\n"
           "  --threads N           threads for every kernel (default: all available cores)\n"
+          "  --kernel OP=NAME      run OP (or a layer name, or all) with kernel NAME, e.g.\n"
+          "                        conv=onednn, fc=openblas, all=reference (repeatable)\n"
           "  --help                print this help and exit\n"
           "  --version             print the version and exit\n",
           f);

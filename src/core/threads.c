@@ -1,10 +1,16 @@
-/* threads.c: applies the --threads setting to OpenMP (and, through it, to the
- * libraries that use OpenMP). */
+/* threads.c: applies the --threads setting to OpenMP (the project's loops
+ * and oneDNN, which Debian builds on OpenMP) and to OpenBLAS's own pthread
+ * pool. */
 #include "core/threads.h"
+
+#include "config.h"
 
 #include <sched.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#ifdef DL_HAVE_OPENBLAS
+#include <cblas.h>
 #endif
 
 static int current = 1; /* set once at start-up by the CLI */
@@ -27,6 +33,9 @@ void dl_threads_set(int n)
     current = n;
 #ifdef _OPENMP
     omp_set_num_threads(n);
+#endif
+#ifdef DL_HAVE_OPENBLAS
+    openblas_set_num_threads(n);
 #endif
 }
 

@@ -1,24 +1,33 @@
 /* exec.h: the executor.  Owns every buffer of one model replica (activations,
- * their gradients, forward->backward scratch, weights, weight gradients and
- * non-trainable state such as batch-norm running statistics) and runs the
- * graph forward and backward over a batch.
+ * their gradients, kernel state kept from forward to backward, workspace,
+ * weights, weight gradients and non-trainable state such as batch-norm
+ * running statistics) and runs the graph forward and backward over a batch.
+ *
+ * Each layer runs through a kernel (backends/kernel.h) chosen per layer;
+ * where a producer's memory layout differs from what a consumer wants, an
+ * explicit reorder step sits between them.  Activations, gradients, kernel
+ * state and workspace live in ONE arena whose offsets the memory planner
+ * (plan/plan.h) derived from their lifetimes: nothing is allocated per step.
  *
  * Weights, their gradients and the state are each ONE contiguous array in
- * graph order, so that the optimizer and the gradient allreduce see flat
- * vectors; per-layer parameter pointers point into them. */
+ * graph order (PyTorch layouts), so that the optimizer and the gradient
+ * allreduce see flat vectors; per-layer parameter pointers point into them. */
 #ifndef DL_EXEC_H
 #define DL_EXEC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "backends/kernel.h"
 #include "graph/graph.h"
+
+struct dl_exec_impl; /* steps, tensors, kernel instances, arena: exec_impl.h */
 
 struct dl_exec {
     const struct dl_graph *g;
     int max_batch;
-    dl_real **act;                         /* [layer] max_batch x out_shape */
-    dl_real **grad;                        /* [layer] gradient of the loss w.r.t. act */
-    dl_real **saved;                       /* [layer] op scratch kept from forward to backward */
+    dl_real **act;                         /* [layer] its output, in the layout of act_layout[layer] */
+    enum dl_layout *act_layout;            /* [layer] */
     dl_real *(*param)[DL_MAX_PARAMS];      /* [layer][j] into weights or state */
     dl_real *(*dparam)[DL_MAX_PARAMS];     /* [layer][j] into dweights (NULL for state) */
     struct dl_rng *rng;                    /* [layer] for dropout */
@@ -26,27 +35,41 @@ struct dl_exec {
     long n_weights;
     dl_real *state;                        /* non-trainable parameters, flat */
     long n_state;
-    dl_real *scratch[DL_MAX_INPUTS];       /* gradient of a fan-out input, before it is added */
-    int n_scratch;
     const dl_real *input;                  /* the batch being run */
     const int *labels;
     int batch;                             /* size of the batch being run */
-    int *grad_ready;                       /* [layer] backward bookkeeping */
     long *weight_begin;                    /* [layer] first index of its weights in dweights */
     /* Called right after layer i's backward, when its weight gradients (the
      * dweights range [weight_begin[i], weight_begin[i+1])) are final for the
      * step: data parallelism starts the allreduce of full buckets here. */
     void (*grad_hook)(void *ctx, int layer);
     void *grad_hook_ctx;
+    const struct dl_kernel **kernel;       /* [layer] the kernel that runs it */
+    size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
+    size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */
+    /* Per-layer timing (dl_exec_timing_enable): seconds summed over calls;
+     * reorder steps count towards the layer that consumes their output. */
+    double *time_fwd, *time_bwd;
+    int status;                            /* nonzero: a kernel instance could not be made (see err) */
+    struct dl_error err;
+    struct dl_exec_impl *impl;
 };
 
 /* Allocates everything for batches of up to max_batch samples and initialises
- * the parameters from seed (deterministically, in graph order). */
+ * the parameters from seed (deterministically, in graph order).  Kernels
+ * follow dl_kernel_defaults (set by --kernel). */
 int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
                  struct dl_error *err);
+/* The same with explicit kernel choices (NULL: the defaults of each op). */
+int dl_exec_init_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
+                      const struct dl_kernel_choices *kernels, struct dl_error *err);
+/* Chooses kernels and plans memory without allocating the arena or the
+ * parameters: fills kernel[], arena_bytes and unplanned_bytes only. */
+int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,
+                 const struct dl_kernel_choices *kernels, struct dl_error *err);
 void dl_exec_free(struct dl_exec *e);
 
-/* Forward over batch samples of x (batch x input shape) with labels.
+/* Forward over batch samples of x (batch x input shape, NCHW) with labels.
  * training selects batch statistics and dropout. */
 void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int batch, int training);
 
@@ -59,5 +82,10 @@ void dl_exec_zero_grad(struct dl_exec *e);
 double dl_exec_loss_sum(const struct dl_exec *e);
 /* Number of samples of the last forward whose arg-max logit equals the label. */
 int dl_exec_correct(const struct dl_exec *e);
+
+/* Starts recording per-layer times into time_fwd/time_bwd (zeroed). */
+int dl_exec_timing_enable(struct dl_exec *e, struct dl_error *err);
+/* Number of reorder steps the executor inserted. */
+int dl_exec_reorders(const struct dl_exec *e);
 
 #endif

@@ -1,0 +1,89 @@
+/* fc.c: fully connected layer as three GEMMs, on OpenBLAS ("openblas") or
+ * oneDNN's JIT sgemm ("dnnl-gemm"): y = x W^T + b, dx = dy W, dW += dy^T x
+ * (beta = 1 accumulates across micro-batches), db += column sums of dy.
+ * x is the NCHW sample flattened (a (C,1,1) vector in nChw16c with C a
+ * multiple of 16 is the same memory, so no reorder is needed there). */
+#include "backends/cpu_blas/blas.h"
+
+#include <stdlib.h>
+
+#include "backends/cpu_blas/gemm.h"
+#include "ops/kinds.h"
+
+struct fc_inst {
+    enum dl_gemm_lib lib;
+    long F, U;
+    int bias;
+};
+
+static int fc_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, enum dl_gemm_lib lib,
+                     void **inst, struct dl_error *err)
+{
+    struct fc_inst *f = dl_calloc(1, sizeof *f, err);
+    if (!f)
+        return DL_ERR_NOMEM;
+    *f = (struct fc_inst){lib, dl_shape_count(l->in_shape[0]), l->out_shape.c, l->n_params > 1};
+    *inst = f;
+    return DL_OK;
+}
+
+static int fc_create_openblas(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                              struct dl_error *err)
+{
+    return fc_create(l, cfg, DL_GEMM_OPENBLAS, inst, err);
+}
+
+static int fc_create_dnnl(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                          struct dl_error *err)
+{
+    return fc_create(l, cfg, DL_GEMM_DNNL, inst, err);
+}
+
+static void fc_destroy(void *inst)
+{
+    free(inst);
+}
+
+static void fc_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct fc_inst *f = inst;
+    const struct dl_op_call *c = &a->c;
+    long N = c->batch;
+    if (f->bias)
+        for (long n = 0; n < N; n++)
+            for (long u = 0; u < f->U; u++)
+                c->out[n * f->U + u] = c->param[1][u];
+    dl_sgemm(f->lib, 0, 1, N, f->U, f->F, 1, c->in[0], f->F, c->param[0], f->F, f->bias ? 1 : 0, c->out, f->U);
+}
+
+static void fc_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    const struct fc_inst *f = inst;
+    const struct dl_op_call *c = &a->c;
+    if (c->din[0])
+        dl_sgemm(f->lib, 0, 0, c->batch, f->F, f->U, 1, c->dout, f->U, c->param[0], f->F, 0, c->din[0], f->F);
+}
+
+static void fc_backward_weights(void *inst, const struct dl_kernel_args *a)
+{
+    const struct fc_inst *f = inst;
+    const struct dl_op_call *c = &a->c;
+    if (c->dparam[0])
+        dl_sgemm(f->lib, 1, 0, f->U, f->F, c->batch, 1, c->dout, f->U, c->in[0], f->F, 1, c->dparam[0], f->F);
+    if (f->bias && c->dparam[1])
+        for (long u = 0; u < f->U; u++) {
+            double s = 0;
+            for (long n = 0; n < c->batch; n++)
+                s += c->dout[n * f->U + u];
+            c->dparam[1][u] += (float)s;
+        }
+}
+
+#define FC_KERNEL(SYM, NAME, LIB)                                                                \
+    const struct dl_kernel SYM = {                                                               \
+        .name = NAME, .backend = "cpu_blas", .op = &dl_op_fc, .create = fc_create_##LIB,         \
+        .destroy = fc_destroy, .forward = fc_forward, .backward_data = fc_backward_data,         \
+        .backward_weights = fc_backward_weights,                                                 \
+    };
+FC_KERNEL(dl_kernel_openblas_fc, "openblas", openblas)
+FC_KERNEL(dl_kernel_dnnl_gemm_fc, "dnnl-gemm", dnnl)

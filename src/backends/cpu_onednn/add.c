@@ -1,0 +1,99 @@
+/* add.c: element-wise sum of several tensors (the residual connections of
+ * ResNets) with oneDNN's sum primitive, in the layout of the first input
+ * (the others are reordered to it by the executor); backward copies the
+ * output gradient to every input (padding included, which stays zero). */
+#include "backends/cpu_onednn/onednn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu_onednn/common.h"
+
+struct add_inst {
+    struct dl_dnnl_prim sum;
+    int n;
+    size_t bytes; /* one tensor of mb samples */
+};
+
+static void add_destroy(void *p)
+{
+    struct add_inst *q = p;
+    if (!q)
+        return;
+    dl_dnnl_prim_free(&q->sum);
+    free(q);
+}
+
+static int add_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                      struct dl_error *err)
+{
+    struct add_inst *q = dl_calloc(1, sizeof *q, err);
+    if (!q)
+        return DL_ERR_NOMEM;
+    q->n = l->n_in;
+    q->bytes = sizeof(float) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->out, l->out_shape);
+    dnnl_memory_desc_t md[DL_MAX_INPUTS];
+    float scales[DL_MAX_INPUTS];
+    int args[DL_MAX_INPUTS + 2];
+    for (int i = 0; i < l->n_in; i++) {
+        dl_dnnl_md(&md[i], cfg->mb, l->in_shape[i], cfg->in[i]);
+        scales[i] = 1;
+        args[i] = DNNL_ARG_MULTIPLE_SRC + i;
+    }
+    args[l->n_in] = DNNL_ARG_DST;
+    args[l->n_in + 1] = 0;
+    dnnl_primitive_attr_t attr;
+    int rc = dl_dnnl_check(dnnl_primitive_attr_create(&attr), "attributes", err);
+    if (!rc) {
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+        memset(&q->sum, 0, sizeof q->sum);
+        rc = dl_dnnl_check(dnnl_sum_primitive_desc_create(&q->sum.pd, &md[0], l->n_in, scales, md,
+                                                          attr, dl_dnnl_engine()), "sum", err);
+        dnnl_primitive_attr_destroy(attr);
+    }
+    if (!rc)
+        rc = dl_dnnl_prim_adopt(&q->sum, args, err);
+    if (rc) {
+        add_destroy(q);
+        return rc;
+    }
+    *inst = q;
+    return DL_OK;
+}
+
+static size_t add_ws(const void *inst, enum dl_dir dir)
+{
+    const struct add_inst *q = inst;
+    return dir == DL_DIR_FORWARD ? q->sum.scratch : 0;
+}
+
+static void add_forward(void *inst, const struct dl_kernel_args *a)
+{
+    struct add_inst *q = inst;
+    void *ptr[DL_MAX_INPUTS + 1];
+    for (int i = 0; i < q->n; i++)
+        ptr[i] = (void *)a->c.in[i];
+    ptr[q->n] = a->c.out;
+    dl_dnnl_prim_run(&q->sum, ptr, a->workspace);
+}
+
+static void add_backward(void *inst, const struct dl_kernel_args *a)
+{
+    struct add_inst *q = inst;
+    long n = (long)(q->bytes / sizeof(float));
+    for (int i = 0; i < q->n; i++) {
+        float *dx = a->c.din[i];
+        const float *dy = a->c.dout;
+        if (!dx)
+            continue;
+        #pragma omp parallel for simd schedule(static)
+        for (long j = 0; j < n; j++)
+            dx[j] = dy[j];
+    }
+}
+
+const struct dl_kernel dl_kernel_onednn_add = {
+    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_add, .layouts = dl_dnnl_follow_layouts,
+    .create = add_create, .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward,
+    .backward_data = add_backward,
+};

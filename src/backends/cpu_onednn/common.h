@@ -1,0 +1,69 @@
+/* common.h: what every oneDNN kernel shares: the CPU engine and stream (made
+ * once per process), memory descriptors for the executor's layouts, and
+ * struct dl_dnnl_prim, a primitive with one memory object per argument made
+ * at creation, whose data handles are re-pointed on every call (nothing is
+ * allocated per step).  Scratchpads are user-managed: they come from the
+ * executor's workspace. */
+#ifndef DL_ONEDNN_COMMON_H
+#define DL_ONEDNN_COMMON_H
+
+#include <dnnl.h>
+
+#include "backends/kernel.h"
+
+#define DL_DNNL_MAX_ARGS 12
+
+struct dl_dnnl_prim {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    int n;
+    int arg[DL_DNNL_MAX_ARGS];
+    dnnl_memory_t mem[DL_DNNL_MAX_ARGS];
+    size_t scratch;              /* scratchpad bytes */
+};
+
+dnnl_engine_t dl_dnnl_engine(void);
+dnnl_stream_t dl_dnnl_stream(void);
+
+/* Turns a oneDNN status into an error naming what failed. */
+int dl_dnnl_check(dnnl_status_t st, const char *what, struct dl_error *err);
+
+/* 4-D descriptor of n samples of s in layout l. */
+void dl_dnnl_md(dnnl_memory_desc_t *md, int n, struct dl_shape s, enum dl_layout l);
+/* The layout whose descriptor equals md, or -1. */
+int dl_dnnl_layout_of(const dnnl_memory_desc_t *md, int n, struct dl_shape s);
+
+/* Creates the primitive of op_desc (hint: the forward pd for backward ones)
+ * and memory objects for the listed args (0-terminated; the scratchpad is
+ * added last when the primitive has one). */
+int dl_dnnl_prim_init(struct dl_dnnl_prim *p, const void *op_desc, const_dnnl_primitive_desc_t hint,
+                      const int *args, struct dl_error *err);
+/* Memory objects and the primitive for a pd already in p->pd. */
+int dl_dnnl_prim_adopt(struct dl_dnnl_prim *p, const int *args, struct dl_error *err);
+/* The pd alone (for queries); caller destroys. */
+int dl_dnnl_pd(dnnl_primitive_desc_t *pd, const void *op_desc, const_dnnl_primitive_desc_t hint);
+void dl_dnnl_prim_free(struct dl_dnnl_prim *p);
+const dnnl_memory_desc_t *dl_dnnl_prim_md(const struct dl_dnnl_prim *p, int arg);
+size_t dl_dnnl_prim_bytes(const struct dl_dnnl_prim *p, int arg);
+
+/* Executes with ptr[i] as the data of args[i] (same order as at init) and
+ * scratch as the scratchpad; waits for completion. */
+void dl_dnnl_prim_run(const struct dl_dnnl_prim *p, void *const *ptr, void *scratch);
+
+/* A reorder between two descriptors; accumulate: dst += reorder(src). */
+int dl_dnnl_reorder_init(struct dl_dnnl_prim *p, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
+                         int accumulate, struct dl_error *err);
+
+/* Rounds up to a 64-byte multiple (workspace partitions). */
+static inline size_t dl_dnnl_align(size_t b)
+{
+    return (b + 63) / 64 * 64;
+}
+
+/* The layouts of kernels that keep whatever their first input arrives in
+ * (pooling, batch norm, activations, add): every input and the output in the
+ * layout of input 0. */
+void dl_dnnl_follow_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,
+                            enum dl_layout *out);
+
+#endif

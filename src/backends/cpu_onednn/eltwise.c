@@ -1,0 +1,101 @@
+/* eltwise.c: oneDNN element-wise activations (relu, leaky_relu, sigmoid,
+ * tanh), forward and backward from the saved input, in whatever layout the
+ * input arrives.  One instance type; the op kind selects the algorithm. */
+#include "backends/cpu_onednn/onednn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/attr.h"
+#include "backends/cpu_onednn/common.h"
+
+struct elt_inst {
+    struct dl_dnnl_prim fwd, bwd;
+};
+
+static dnnl_alg_kind_t elt_alg(const struct dl_layer *l, float *alpha)
+{
+    *alpha = 0;
+    if (l->kind == &dl_op_leaky_relu) {
+        *alpha = (float)dl_attr_float(l, "slope", 0.01);
+        return dnnl_eltwise_relu;
+    }
+    if (l->kind == &dl_op_sigmoid)
+        return dnnl_eltwise_logistic;
+    if (l->kind == &dl_op_tanh)
+        return dnnl_eltwise_tanh;
+    return dnnl_eltwise_relu;
+}
+
+static void elt_destroy(void *p)
+{
+    struct elt_inst *q = p;
+    if (!q)
+        return;
+    dl_dnnl_prim_free(&q->fwd);
+    dl_dnnl_prim_free(&q->bwd);
+    free(q);
+}
+
+static int elt_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                      struct dl_error *err)
+{
+    struct elt_inst *q = dl_calloc(1, sizeof *q, err);
+    if (!q)
+        return DL_ERR_NOMEM;
+    float alpha;
+    dnnl_alg_kind_t alg = elt_alg(l, &alpha);
+    dnnl_memory_desc_t md;
+    dl_dnnl_md(&md, cfg->mb, l->in_shape[0], cfg->in[0]);
+    dnnl_eltwise_desc_t fd, bd;
+    int rc = dl_dnnl_check(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &md, alpha, 0),
+                           "eltwise descriptor", err);
+    if (!rc)
+        rc = dl_dnnl_check(dnnl_eltwise_backward_desc_init(&bd, alg, &md, &md, alpha, 0),
+                           "eltwise backward descriptor", err);
+    static const int fa[] = {DNNL_ARG_SRC, DNNL_ARG_DST, 0};
+    static const int ba[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, 0};
+    if (!rc)
+        rc = dl_dnnl_prim_init(&q->fwd, &fd, NULL, fa, err);
+    if (!rc)
+        rc = dl_dnnl_prim_init(&q->bwd, &bd, q->fwd.pd, ba, err);
+    if (rc) {
+        elt_destroy(q);
+        return rc;
+    }
+    *inst = q;
+    return DL_OK;
+}
+
+static size_t elt_ws(const void *inst, enum dl_dir dir)
+{
+    const struct elt_inst *q = inst;
+    return dir == DL_DIR_FORWARD ? q->fwd.scratch : dir == DL_DIR_BACKWARD_DATA ? q->bwd.scratch : 0;
+}
+
+static void elt_forward(void *inst, const struct dl_kernel_args *a)
+{
+    struct elt_inst *q = inst;
+    void *ptr[2] = {(void *)a->c.in[0], a->c.out};
+    dl_dnnl_prim_run(&q->fwd, ptr, a->workspace);
+}
+
+static void elt_backward(void *inst, const struct dl_kernel_args *a)
+{
+    struct elt_inst *q = inst;
+    if (!a->c.din[0])
+        return;
+    void *ptr[3] = {(void *)a->c.in[0], (void *)a->c.dout, a->c.din[0]};
+    dl_dnnl_prim_run(&q->bwd, ptr, a->workspace);
+}
+
+#define ELT_KERNEL(SYM, OP)                                                                      \
+    const struct dl_kernel SYM = {                                                               \
+        .name = "onednn", .backend = "cpu_onednn", .op = &OP, .layouts = dl_dnnl_follow_layouts, \
+        .create = elt_create, .destroy = elt_destroy, .workspace_bytes = elt_ws,                 \
+        .forward = elt_forward, .backward_data = elt_backward,                                   \
+    };
+ELT_KERNEL(dl_kernel_onednn_relu, dl_op_relu)
+ELT_KERNEL(dl_kernel_onednn_leaky_relu, dl_op_leaky_relu)
+ELT_KERNEL(dl_kernel_onednn_sigmoid, dl_op_sigmoid)
+ELT_KERNEL(dl_kernel_onednn_tanh, dl_op_tanh)

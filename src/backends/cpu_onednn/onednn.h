@@ -1,0 +1,21 @@
+/* onednn.h: the oneDNN (dnnl.h C API) kernels.  DL_ONEDNN_KERNELS_FIRST are
+ * the defaults of their op kinds (registry order = preference); the Winograd
+ * convolution comes first where it supports a layer (3x3, stride 1). */
+#ifndef DL_BACKENDS_ONEDNN_H
+#define DL_BACKENDS_ONEDNN_H
+
+#include "backends/kernel.h"
+#include "ops/kinds.h"
+
+extern const struct dl_kernel dl_kernel_onednn_conv, dl_kernel_onednn_conv_wino, dl_kernel_onednn_maxpool,
+    dl_kernel_onednn_avgpool, dl_kernel_onednn_global_avgpool, dl_kernel_onednn_batchnorm, dl_kernel_onednn_relu,
+    dl_kernel_onednn_leaky_relu, dl_kernel_onednn_sigmoid, dl_kernel_onednn_tanh, dl_kernel_onednn_add;
+
+#define DL_ONEDNN_KERNELS_FIRST                                                                   \
+    &dl_kernel_onednn_conv_wino, &dl_kernel_onednn_conv, &dl_kernel_onednn_maxpool,              \
+    &dl_kernel_onednn_avgpool, &dl_kernel_onednn_global_avgpool, &dl_kernel_onednn_batchnorm,    \
+    &dl_kernel_onednn_relu, &dl_kernel_onednn_leaky_relu, &dl_kernel_onednn_sigmoid,             \
+    &dl_kernel_onednn_tanh, &dl_kernel_onednn_add,
+#define DL_ONEDNN_KERNELS_LAST
+
+#endif

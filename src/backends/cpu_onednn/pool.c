@@ -1,0 +1,118 @@
+/* pool.c: oneDNN pooling kernels for maxpool, avgpool (fixed or uniform
+ * adaptive windows) and global_avgpool, forward and backward, in whatever
+ * layout the input arrives (nChw16c after a oneDNN convolution).  Max pooling
+ * keeps oneDNN's workspace (the winners) from forward to backward in saved. */
+#include "backends/cpu_onednn/onednn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/attr.h"
+#include "backends/cpu_onednn/common.h"
+
+struct pool_inst {
+    struct dl_dnnl_prim fwd, bwd;
+    int max;
+};
+
+static dnnl_alg_kind_t pool_alg(const struct dl_layer *l, const struct dl_pool_geom *pg)
+{
+    if (strcmp(l->kind->name, "maxpool") == 0)
+        return dnnl_pooling_max;
+    return pg->exclude_pad ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_avg_include_padding;
+}
+
+/* PyTorch clips an include-padding divisor at the right padding; oneDNN
+ * does not, so avgpool needs the right padding to equal the left. */
+static int pool_supports(const struct dl_layer *l)
+{
+    struct dl_pool_geom pg;
+    if (!dl_pool_geom(l, &pg) || pg.pr_h < 0 || pg.pr_w < 0)
+        return 0;
+    if (pool_alg(l, &pg) == dnnl_pooling_avg_include_padding && (pg.pr_h > pg.ph || pg.pr_w > pg.pw))
+        return 0;
+    return 1;
+}
+
+static void pool_destroy(void *p)
+{
+    struct pool_inst *q = p;
+    if (!q)
+        return;
+    dl_dnnl_prim_free(&q->fwd);
+    dl_dnnl_prim_free(&q->bwd);
+    free(q);
+}
+
+static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                       struct dl_error *err)
+{
+    struct dl_pool_geom pg;
+    dl_pool_geom(l, &pg);
+    struct pool_inst *q = dl_calloc(1, sizeof *q, err);
+    if (!q)
+        return DL_ERR_NOMEM;
+    dnnl_alg_kind_t alg = pool_alg(l, &pg);
+    q->max = alg == dnnl_pooling_max;
+    dnnl_memory_desc_t src, dst;
+    dl_dnnl_md(&src, cfg->mb, l->in_shape[0], cfg->in[0]);
+    dl_dnnl_md(&dst, cfg->mb, l->out_shape, cfg->out);
+    dnnl_dims_t k = {pg.kh, pg.kw}, s = {pg.sh, pg.sw}, pl = {pg.ph, pg.pw}, pr = {pg.pr_h, pg.pr_w};
+    dnnl_pooling_desc_t fd, bd;
+    int rc = dl_dnnl_check(dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, alg, &src, &dst, s, k, pl, pr),
+                           "pooling descriptor", err);
+    if (!rc)
+        rc = dl_dnnl_check(dnnl_pooling_backward_desc_init(&bd, alg, &src, &dst, s, k, pl, pr),
+                           "pooling backward descriptor", err);
+    int fa[] = {DNNL_ARG_SRC, DNNL_ARG_DST, q->max ? DNNL_ARG_WORKSPACE : 0, 0};
+    int ba[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, q->max ? DNNL_ARG_WORKSPACE : 0, 0};
+    if (!rc)
+        rc = dl_dnnl_prim_init(&q->fwd, &fd, NULL, fa, err);
+    if (!rc)
+        rc = dl_dnnl_prim_init(&q->bwd, &bd, q->fwd.pd, ba, err);
+    if (rc) {
+        pool_destroy(q);
+        return rc;
+    }
+    *inst = q;
+    return DL_OK;
+}
+
+static size_t pool_ws(const void *inst, enum dl_dir dir)
+{
+    const struct pool_inst *q = inst;
+    return dir == DL_DIR_FORWARD ? q->fwd.scratch : dir == DL_DIR_BACKWARD_DATA ? q->bwd.scratch : 0;
+}
+
+static size_t pool_saved(const void *inst)
+{
+    const struct pool_inst *q = inst;
+    return q->max ? dl_dnnl_prim_bytes(&q->fwd, DNNL_ARG_WORKSPACE) : 0;
+}
+
+static void pool_forward(void *inst, const struct dl_kernel_args *a)
+{
+    struct pool_inst *q = inst;
+    void *ptr[3] = {(void *)a->c.in[0], a->c.out, a->c.saved};
+    dl_dnnl_prim_run(&q->fwd, ptr, a->workspace);
+}
+
+static void pool_backward(void *inst, const struct dl_kernel_args *a)
+{
+    struct pool_inst *q = inst;
+    if (!a->c.din[0])
+        return;
+    void *ptr[3] = {(void *)a->c.dout, a->c.din[0], a->c.saved};
+    dl_dnnl_prim_run(&q->bwd, ptr, a->workspace);
+}
+
+#define POOL_KERNEL(SYM, OP)                                                                     \
+    const struct dl_kernel SYM = {                                                               \
+        .name = "onednn", .backend = "cpu_onednn", .op = &OP, .supports = pool_supports,         \
+        .layouts = dl_dnnl_follow_layouts, .create = pool_create, .destroy = pool_destroy,       \
+        .workspace_bytes = pool_ws, .saved_bytes = pool_saved, .forward = pool_forward,          \
+        .backward_data = pool_backward,                                                          \
+    };
+POOL_KERNEL(dl_kernel_onednn_maxpool, dl_op_maxpool)
+POOL_KERNEL(dl_kernel_onednn_avgpool, dl_op_avgpool)
+POOL_KERNEL(dl_kernel_onednn_global_avgpool, dl_op_global_avgpool)

@@ -1,0 +1,120 @@
+/* kernel.h: the kernel interface.  A kernel is one implementation of one op
+ * kind on one library (oneDNN direct or Winograd convolution, im2col + sgemm,
+ * the plain-C reference, later cuDNN); several kernels may serve one op kind
+ * and the executor (today: a default order or --kernel; later: the tuner)
+ * picks one per layer.  Kernels never see the graph or YAML: only one layer.
+ *
+ * Life cycle.  create() builds an instance for ONE micro-batch size mb and the
+ * memory layouts negotiated by layouts(); anything expensive (oneDNN
+ * primitives, packed weights descriptors) is made there, once, and reused by
+ * every call.  The same layer may have instances for several mb (the last
+ * partial batch, evaluation, the tuner's micro-batch plans).
+ *
+ * Micro-batches.  A call runs on a slice of mb samples: every pointer in
+ * args->c already points at the slice's first sample and c.batch == mb.
+ * Activations are batch-major in every layout, so slice j of a tensor starts
+ * at j*mb*per-sample-count.  saved points at the slice's own saved_bytes()
+ * region.  Forward and backward_data OVERWRITE their outputs; backward_weights
+ * ACCUMULATES (+=) into dparam[], so weight gradients add up across
+ * micro-batches (the executor zeroes them once per step).  A kernel whose
+ * statistics span the whole batch (batch normalisation) reports
+ * whole_batch = 1 and must be run with mb = the batch.
+ *
+ * Workspace.  workspace_bytes(inst, dir) is the scratch that direction needs
+ * for mb samples; the caller passes at least that much in args->workspace and
+ * may share it between layers (nothing survives a call).  dl_kernel_workspace()
+ * answers workspace_bytes(layer, mb) without keeping an instance, for the tuner.
+ *
+ * Layouts.  Tensors are NCHW at the graph's edges; a kernel may ask for and
+ * produce a blocked layout (layout.h).  The executor inserts explicit reorder
+ * steps where a producer's layout differs from what a consumer wants:
+ * kernels never reorder activations behind the caller's back.  Gradients
+ * travel in the layout of the tensor they belong to. */
+#ifndef DL_BACKENDS_KERNEL_H
+#define DL_BACKENDS_KERNEL_H
+
+#include <stddef.h>
+
+#include "backends/layout.h"
+#include "graph/graph.h"
+
+enum dl_dir { DL_DIR_FORWARD, DL_DIR_BACKWARD_DATA, DL_DIR_BACKWARD_WEIGHTS, DL_N_DIRS };
+
+/* What an instance is created for. */
+struct dl_kernel_config {
+    int mb;                                 /* samples per call */
+    enum dl_layout in[DL_MAX_INPUTS];       /* layout of each input (and its gradient) */
+    enum dl_layout out;                     /* layout of the output (and its gradient) */
+};
+
+struct dl_kernel_args {
+    struct dl_op_call c;  /* as for the reference ops, on the slice (see above) */
+    void *workspace;      /* >= workspace_bytes(dir) bytes, 64-byte aligned */
+};
+
+struct dl_kernel {
+    const char *name;              /* "reference", "onednn", "onednn-wino", "openblas", ... */
+    const char *backend;           /* library folder: "reference", "cpu_onednn", "cpu_blas" */
+    const struct dl_op_kind *op;   /* the op kind served; NULL: every kind (the reference) */
+    int whole_batch;               /* 1: mb must equal the batch (batch statistics) */
+    /* 1 when this kernel can run layer l (attributes, shapes); may be NULL (all). */
+    int (*supports)(const struct dl_layer *l);
+    /* Given the layouts the producers offer, the layout wanted for each input
+     * and the one produced.  NULL: plain (NCHW) everywhere. */
+    void (*layouts)(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,
+                    enum dl_layout *out);
+    int (*create)(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                  struct dl_error *err);
+    void (*destroy)(void *inst);
+    size_t (*workspace_bytes)(const void *inst, enum dl_dir dir); /* NULL: none */
+    size_t (*saved_bytes)(const void *inst);  /* forward -> backward state for mb samples; NULL: none */
+    void (*forward)(void *inst, const struct dl_kernel_args *a);
+    /* Writes din[i] (skipping NULL ones). */
+    void (*backward_data)(void *inst, const struct dl_kernel_args *a);
+    /* Accumulates dparam[j] (skipping NULL ones).  NULL when backward_data
+     * computes the weight gradients too (the reference ops do both in one
+     * pass): callers then run backward_data even when no din is wanted. */
+    void (*backward_weights)(void *inst, const struct dl_kernel_args *a);
+};
+
+/* ---------------------------------------------------------------- registry */
+/* NULL-terminated table of every kernel of this build; for one op kind the
+ * default (fastest measured, see bench/README.md) comes first and the
+ * reference last. */
+extern const struct dl_kernel *const dl_kernels[];
+
+/* The kernel called name serving op kind op (the reference serves all), or NULL. */
+const struct dl_kernel *dl_kernel_find(const struct dl_op_kind *op, const char *name);
+
+/* Kernel choices: "OP=NAME" or "LAYER=NAME" or "all=NAME", later ones winning
+ * over earlier ones; a choice that cannot run a layer falls back to the
+ * default for that layer. */
+#define DL_MAX_KERNEL_CHOICES 32
+struct dl_kernel_choices {
+    int n;
+    char key[DL_MAX_KERNEL_CHOICES][64];
+    char name[DL_MAX_KERNEL_CHOICES][32];
+};
+
+/* Adds "KEY=NAME" to ch, checking that NAME is a kernel of this build (and,
+ * when KEY is an op kind, that it serves KEY). */
+int dl_kernel_choice_add(struct dl_kernel_choices *ch, const char *spec, struct dl_error *err);
+
+/* The kernel that runs layer l: the last matching choice that supports l,
+ * else the first registered kernel that supports l. */
+const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct dl_kernel_choices *ch);
+
+/* Process-wide choices set once at start-up by the CLI (--kernel), used by
+ * dl_exec_init(). */
+extern struct dl_kernel_choices dl_kernel_defaults;
+
+/* workspace_bytes(layer, mb) per direction, for plain layouts around l:
+ * creates an instance, asks and destroys it. */
+int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int mb,
+                        size_t ws[DL_N_DIRS], struct dl_error *err);
+
+/* The layouts k negotiates for l given what the producers offer. */
+void dl_kernel_layouts(const struct dl_kernel *k, const struct dl_layer *l, const enum dl_layout *offered,
+                       enum dl_layout *in, enum dl_layout *out);
+
+#endif

@@ -1,0 +1,73 @@
+/* layout.c: sizes of and reorders between the activation layouts (see
+ * layout.h).  Plain C with OpenMP over (sample, channel block) pairs, so the
+ * double-precision test build has them too. */
+#include "backends/layout.h"
+
+#include <string.h>
+
+const char *const dl_layout_names[DL_N_LAYOUTS] = {"nchw", "nChw8c", "nChw16c"};
+
+int dl_layout_block(enum dl_layout l)
+{
+    return l == DL_LAYOUT_BLOCK16 ? 16 : l == DL_LAYOUT_BLOCK8 ? 8 : 1;
+}
+
+long dl_layout_count(enum dl_layout l, struct dl_shape s)
+{
+    long b = dl_layout_block(l);
+    return (s.c + b - 1) / b * b * (long)s.h * s.w;
+}
+
+int dl_layout_same(enum dl_layout a, enum dl_layout b, struct dl_shape s)
+{
+    return a == b || (s.h == 1 && s.w == 1 && s.c % dl_layout_block(a) == 0 && s.c % dl_layout_block(b) == 0);
+}
+
+/* Moves one (sample, block) between plain x (C x HW) and blocked b (HW x bs). */
+static void block_copy(const dl_real *src, dl_real *dst, int to_blocked, int bs, int c0, int nc, long hw, int acc)
+{
+    for (long i = 0; i < hw; i++)
+        for (int j = 0; j < bs; j++) {
+            long p = (long)(c0 + j) * hw + i, b = i * bs + j;
+            if (to_blocked) {
+                dl_real v = j < nc ? src[p] : 0;
+                if (acc)
+                    dst[b] += v;
+                else
+                    dst[b] = v;
+            } else if (j < nc) {
+                if (acc)
+                    dst[p] += src[b];
+                else
+                    dst[p] = src[b];
+            }
+        }
+}
+
+void dl_layout_reorder(const dl_real *src, enum dl_layout from, dl_real *dst, enum dl_layout to, int n,
+                       struct dl_shape s, int accumulate)
+{
+    long hw = (long)s.h * s.w;
+    long in_count = dl_layout_count(from, s), out_count = dl_layout_count(to, s);
+    if (dl_layout_same(from, to, s)) {
+        long total = (long)n * in_count;
+        #pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < total; i++)
+            dst[i] = accumulate ? dst[i] + src[i] : src[i];
+        return;
+    }
+    int to_blocked = to != DL_LAYOUT_PLAIN;
+    int bs = dl_layout_block(to_blocked ? to : from);
+    long cb = (s.c + bs - 1) / bs;
+    #pragma omp parallel for schedule(static)
+    for (long t = 0; t < (long)n * cb; t++) {
+        long smp = t / cb, b = t % cb;
+        int c0 = (int)(b * bs), nc = s.c - c0 < bs ? s.c - c0 : bs;
+        const dl_real *sp = src + smp * in_count;
+        dl_real *dp = dst + smp * out_count;
+        if (to_blocked)
+            block_copy(sp, dp + b * hw * bs, 1, bs, c0, nc, hw, accumulate);
+        else
+            block_copy(sp + b * hw * bs, dp, 0, bs, c0, nc, hw, accumulate);
+    }
+}

@@ -1,0 +1,21 @@
+# src/backends: the kernel interface and registry, layouts and reorders, the
+# reference kernel (both precisions), and the fast CPU kernels (float only).
+DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c \
+	src/backends/layout.c src/backends/layout.h \
+	src/backends/reference/reference.c src/backends/reference/reference.h
+# Float-only fast kernels (the double-precision test library has the
+# reference kernel alone: see registry.c).
+libdltrain_a_SOURCES += src/backends/attr.c src/backends/attr.h
+if HAVE_DNNL
+libdltrain_a_SOURCES += \
+	src/backends/cpu_onednn/onednn.h \
+	src/backends/cpu_onednn/common.c src/backends/cpu_onednn/common.h \
+	src/backends/cpu_onednn/conv.c src/backends/cpu_onednn/pool.c \
+	src/backends/cpu_onednn/batchnorm.c src/backends/cpu_onednn/eltwise.c \
+	src/backends/cpu_onednn/add.c
+endif
+if HAVE_DNNL
+libdltrain_a_SOURCES += \
+	src/backends/cpu_blas/blas.h src/backends/cpu_blas/gemm.c src/backends/cpu_blas/gemm.h \
+	src/backends/cpu_blas/fc.c src/backends/cpu_blas/conv_im2col.c
+endif

@@ -1,0 +1,121 @@
+/* registry.c: the table of every kernel of this build and the rules that
+ * pick one per layer (--kernel choices, else the first registered kernel that
+ * supports the layer: the fastest measured on the project's machine, see
+ * bench/README.md).  The only #ifdefs on libraries in the project are here. */
+#include "backends/kernel.h"
+
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/reference/reference.h"
+#if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_DNNL)
+#include "backends/cpu_onednn/onednn.h"
+#include "backends/cpu_blas/blas.h"
+#define DL_FAST_KERNELS 1
+#endif
+
+const struct dl_kernel *const dl_kernels[] = {
+#ifdef DL_FAST_KERNELS
+    DL_ONEDNN_KERNELS_FIRST
+    DL_BLAS_KERNELS
+    DL_ONEDNN_KERNELS_LAST
+#endif
+    &dl_kernel_reference,
+    NULL,
+};
+
+struct dl_kernel_choices dl_kernel_defaults;
+
+static int serves(const struct dl_kernel *k, const struct dl_op_kind *op)
+{
+    return !k->op || !op || k->op == op;
+}
+
+const struct dl_kernel *dl_kernel_find(const struct dl_op_kind *op, const char *name)
+{
+    for (int i = 0; dl_kernels[i]; i++)
+        if (strcmp(dl_kernels[i]->name, name) == 0 && serves(dl_kernels[i], op))
+            return dl_kernels[i];
+    return NULL;
+}
+
+int dl_kernel_choice_add(struct dl_kernel_choices *ch, const char *spec, struct dl_error *err)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || !eq[1])
+        return dl_errorf(err, DL_ERR_SPEC, "--kernel: expected OP=NAME (e.g. conv=onednn or all=reference), "
+                         "found '%s'", spec);
+    size_t klen = (size_t)(eq - spec);
+    if (klen >= sizeof ch->key[0] || strlen(eq + 1) >= sizeof ch->name[0])
+        return dl_errorf(err, DL_ERR_SPEC, "--kernel: '%s' is too long", spec);
+    if (ch->n == DL_MAX_KERNEL_CHOICES)
+        return dl_errorf(err, DL_ERR_SPEC, "--kernel: more than %d choices", DL_MAX_KERNEL_CHOICES);
+    char key[64];
+    memcpy(key, spec, klen);
+    key[klen] = 0;
+    const struct dl_op_kind *op = strcmp(key, "all") == 0 ? NULL : dl_op_find(key);
+    if (!dl_kernel_find(op, eq + 1)) {
+        char list[512] = "";
+        for (int i = 0; dl_kernels[i]; i++) {
+            if (!serves(dl_kernels[i], op) || strstr(list, dl_kernels[i]->name))
+                continue;
+            strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, dl_kernels[i]->name, sizeof list - strlen(list) - 1);
+        }
+        return dl_errorf(err, DL_ERR_SPEC, "--kernel %s: no kernel '%s'%s%s in this build; expected one of %s",
+                         spec, eq + 1, op ? " for op " : "", op ? key : "", list);
+    }
+    snprintf(ch->key[ch->n], sizeof ch->key[0], "%s", key);
+    snprintf(ch->name[ch->n], sizeof ch->name[0], "%s", eq + 1);
+    ch->n++;
+    return DL_OK;
+}
+
+static int usable(const struct dl_kernel *k, const struct dl_layer *l)
+{
+    return k && serves(k, l->kind) && (!k->supports || k->supports(l));
+}
+
+const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct dl_kernel_choices *ch)
+{
+    for (int i = ch ? ch->n - 1 : -1; i >= 0; i--) {
+        if (strcmp(ch->key[i], "all") != 0 && strcmp(ch->key[i], l->kind->name) != 0 &&
+            strcmp(ch->key[i], l->name) != 0)
+            continue;
+        const struct dl_kernel *k = dl_kernel_find(l->kind, ch->name[i]);
+        if (usable(k, l))
+            return k;
+    }
+    for (int i = 0; dl_kernels[i]; i++)
+        if (usable(dl_kernels[i], l))
+            return dl_kernels[i];
+    return &dl_kernel_reference;
+}
+
+void dl_kernel_layouts(const struct dl_kernel *k, const struct dl_layer *l, const enum dl_layout *offered,
+                       enum dl_layout *in, enum dl_layout *out)
+{
+    for (int i = 0; i < l->n_in; i++)
+        in[i] = DL_LAYOUT_PLAIN;
+    *out = DL_LAYOUT_PLAIN;
+    if (k->layouts)
+        k->layouts(l, offered, in, out);
+}
+
+int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int mb, size_t ws[DL_N_DIRS],
+                        struct dl_error *err)
+{
+    struct dl_kernel_config cfg = {.mb = mb};
+    enum dl_layout offered[DL_MAX_INPUTS] = {DL_LAYOUT_PLAIN};
+    dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
+    void *inst = NULL;
+    int rc = k->create(l, &cfg, &inst, err);
+    if (rc)
+        return rc;
+    for (int d = 0; d < DL_N_DIRS; d++)
+        ws[d] = k->workspace_bytes ? k->workspace_bytes(inst, (enum dl_dir)d) : 0;
+    k->destroy(inst);
+    return DL_OK;
+}

@@ -1,0 +1,184 @@
+/* run.c: forward and backward over the executor's steps (see exec.h).
+ * Backward visits the steps in reverse.  When a tensor feeds several steps,
+ * the first consumer to run backward writes its gradient in place and the
+ * others write into a scratch buffer that is then added, which keeps the
+ * kernels' "overwrite din" contract simple; a reorder's backward converts its
+ * gradient back and adds it into the source's. */
+#include "exec/exec_impl.h"
+
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a, int training)
+{
+    const struct dl_exec_impl *m = e->impl;
+    const struct dl_layer *l = &e->g->layers[s->layer];
+    struct dl_op_call *c = &a->c;
+    memset(a, 0, sizeof *a);
+    c->attr = l->attr;
+    c->batch = e->batch;
+    c->n_in = l->n_in;
+    for (int k = 0; k < l->n_in; k++) {
+        c->in_shape[k] = l->in_shape[k];
+        c->in[k] = m->tensors[s->in[k]].data;
+    }
+    c->out_shape = l->out_shape;
+    c->out = m->tensors[s->out].data;
+    for (int j = 0; j < l->n_params; j++) {
+        c->param[j] = e->param[s->layer][j];
+        c->dparam[j] = e->dparam[s->layer][j];
+    }
+    c->saved = (dl_real *)s->saved;
+    c->training = training;
+    c->rng = &e->rng[s->layer];
+    c->labels = e->labels;
+    a->workspace = m->workspace;
+}
+
+static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
+{
+    const struct dl_exec_tensor *src = &e->impl->tensors[s->src], *dst = &e->impl->tensors[s->out];
+    dl_layout_reorder(src->data, src->layout, dst->data, dst->layout, e->batch, src->shape, 0);
+}
+
+void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int batch, int training)
+{
+    struct dl_exec_impl *m = e->impl;
+    e->input = x;
+    e->labels = labels;
+    e->batch = batch;
+    m->tensors[0].data = (dl_real *)x;
+    for (int i = 0; i < m->n_steps; i++) {
+        struct dl_exec_step *s = &m->steps[i];
+        double t0 = e->time_fwd ? now_s() : 0;
+        if (s->layer < 0) {
+            reorder_forward(e, s);
+        } else {
+            void *inst = dl_exec_instance(e, s, batch);
+            if (!inst)
+                return;
+            struct dl_kernel_args a;
+            fill_args(e, s, &a, training);
+            s->kernel->forward(inst, &a);
+        }
+        if (e->time_fwd)
+            e->time_fwd[s->timed_layer] += now_s() - t0;
+    }
+}
+
+void dl_exec_zero_grad(struct dl_exec *e)
+{
+    memset(e->dweights, 0, sizeof(dl_real) * (size_t)(e->n_weights > 0 ? e->n_weights : 1));
+}
+
+static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
+    if (!src->needs_grad)
+        return;
+    dl_layout_reorder(dst->grad, dst->layout, src->grad, src->layout, e->batch, src->shape, m->written[s->src]);
+    m->written[s->src] = 1;
+}
+
+static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void *inst)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_layer *l = &e->g->layers[s->layer];
+    struct dl_kernel_args a;
+    fill_args(e, s, &a, 1);
+    struct dl_exec_tensor *out = &m->tensors[s->out];
+    if (!m->written[s->out]) /* nothing consumed it: zero gradient */
+        memset(out->grad, 0, sizeof(dl_real) * (size_t)(out->count * e->batch));
+    a.c.dout = out->grad;
+    int any = 0;
+    for (int k = 0; k < l->n_in; k++) {
+        struct dl_exec_tensor *t = &m->tensors[s->in[k]];
+        if (!t->needs_grad)
+            continue;
+        a.c.din[k] = s->via_scratch[k] ? s->scratch[k] : t->grad;
+        any = 1;
+    }
+    if (any || !s->kernel->backward_weights)
+        s->kernel->backward_data(inst, &a);
+    if (s->kernel->backward_weights && l->n_params)
+        s->kernel->backward_weights(inst, &a);
+    for (int k = 0; k < l->n_in; k++) {
+        struct dl_exec_tensor *t = &m->tensors[s->in[k]];
+        if (!a.c.din[k])
+            continue;
+        if (s->via_scratch[k]) {
+            long count = t->count * e->batch;
+            const dl_real *sc = s->scratch[k];
+            dl_real *dst = t->grad;
+            #pragma omp parallel for simd schedule(static)
+            for (long i = 0; i < count; i++)
+                dst[i] += sc[i];
+        }
+        m->written[s->in[k]] = 1;
+    }
+}
+
+void dl_exec_backward(struct dl_exec *e)
+{
+    const struct dl_graph *g = e->g;
+    struct dl_exec_impl *m = e->impl;
+    if (e->status)
+        return;
+    memset(m->written, 0, sizeof *m->written * (size_t)m->n_tensors);
+    /* d(mean loss)/d(per-sample loss) = 1/N */
+    struct dl_exec_tensor *loss = &m->tensors[m->out_tensor[g->loss]];
+    for (int n = 0; n < e->batch; n++)
+        loss->grad[n] = (dl_real)(1.0 / e->batch);
+    m->written[m->out_tensor[g->loss]] = 1;
+    for (int i = m->n_steps - 1; i >= 0; i--) {
+        struct dl_exec_step *s = &m->steps[i];
+        double t0 = e->time_bwd ? now_s() : 0;
+        if (s->layer < 0) {
+            reorder_backward(e, s);
+        } else {
+            void *inst = dl_exec_instance(e, s, e->batch);
+            if (!inst)
+                return;
+            layer_backward(e, s, inst);
+            if (e->grad_hook)
+                e->grad_hook(e->grad_hook_ctx, s->layer);
+        }
+        if (e->time_bwd)
+            e->time_bwd[s->timed_layer] += now_s() - t0;
+    }
+}
+
+double dl_exec_loss_sum(const struct dl_exec *e)
+{
+    double s = 0;
+    for (int n = 0; n < e->batch; n++)
+        s += e->act[e->g->loss][n];
+    return s;
+}
+
+/* The logits are plain (C,1,1) vectors or blocked ones with the same memory:
+ * kernels feeding a loss produce NCHW. */
+int dl_exec_correct(const struct dl_exec *e)
+{
+    const struct dl_layer *l = &e->g->layers[e->g->logits];
+    long c = dl_layout_count(e->act_layout[e->g->logits], l->out_shape);
+    long classes = dl_shape_count(l->out_shape);
+    const dl_real *z = e->act[e->g->logits];
+    int correct = 0;
+    for (int n = 0; n < e->batch; n++) {
+        long best = 0;
+        for (long k = 1; k < classes; k++)
+            if (z[n * c + k] > z[n * c + best])
+                best = k;
+        correct += best == e->labels[n];
+    }
+    return correct;
+}

@@ -1,0 +1,230 @@
+/* steps.c: turns the graph into the executor's step list.  For each layer in
+ * topological order: choose its kernel, negotiate layouts with its producers,
+ * insert an explicit reorder step for every input whose layout differs (one
+ * per tensor and layout, shared by the consumers), then describe every buffer
+ * (activation, gradient, kernel state, fan-out scratch, workspace) with its
+ * lifetime for the memory planner and point them into the arena. */
+#include "exec/exec_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int add_tensor(struct dl_exec_impl *m, int step, struct dl_shape s, enum dl_layout l, int needs_grad)
+{
+    struct dl_exec_tensor *t = &m->tensors[m->n_tensors];
+    *t = (struct dl_exec_tensor){.step = step, .shape = s, .layout = l, .count = dl_layout_count(l, s),
+                                 .needs_grad = needs_grad, .last_use = step, .buf_data = -1, .buf_grad = -1};
+    return m->n_tensors++;
+}
+
+/* The tensor holding src's values in layout want: src itself when the
+ * memory is the same, else a (possibly shared) reordered copy. */
+static int reordered(struct dl_exec *e, int src, enum dl_layout want, int layer)
+{
+    struct dl_exec_impl *m = e->impl;
+    struct dl_exec_tensor *t = &m->tensors[src];
+    if (dl_layout_same(t->layout, want, t->shape))
+        return src;
+    if (t->layout != DL_LAYOUT_PLAIN && want != DL_LAYOUT_PLAIN) /* blocked to blocked: via NCHW */
+        return reordered(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), want, layer);
+    for (int s = 0; s < m->n_steps; s++)
+        if (m->steps[s].layer < 0 && m->steps[s].src == src && m->tensors[m->steps[s].out].layout == want)
+            return m->steps[s].out;
+    struct dl_exec_step *st = &m->steps[m->n_steps];
+    memset(st, 0, sizeof *st);
+    st->layer = -1;
+    st->src = src;
+    st->timed_layer = layer;
+    st->buf_saved = -1;
+    st->out = add_tensor(m, m->n_steps, t->shape, want, t->needs_grad);
+    m->tensors[src].last_use = m->n_steps;
+    m->n_steps++;
+    return st->out;
+}
+
+static int make_instance(struct dl_exec_step *s, const struct dl_layer *l, int mb, struct dl_error *err)
+{
+    struct dl_kernel_config cfg = s->cfg;
+    cfg.mb = mb;
+    void *inst = NULL;
+    int rc = s->kernel->create(l, &cfg, &inst, err);
+    if (rc) {
+        dl_error_prefix(err, "layer '%s' (kernel %s)", l->name, s->kernel->name);
+        return rc;
+    }
+    s->inst[s->n_inst++] = (struct dl_exec_instance){mb, inst};
+    return DL_OK;
+}
+
+int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
+{
+    const struct dl_graph *g = e->g;
+    struct dl_exec_impl *m = e->impl;
+    int max_steps = g->n * (1 + DL_MAX_INPUTS) + 1;
+    m->steps = dl_calloc((size_t)max_steps, sizeof *m->steps, err);
+    m->tensors = dl_calloc((size_t)max_steps + 1, sizeof *m->tensors, err);
+    m->out_tensor = dl_calloc((size_t)g->n, sizeof *m->out_tensor, err);
+    m->written = dl_calloc((size_t)max_steps + 1, sizeof *m->written, err);
+    if (!m->steps || !m->tensors || !m->out_tensor || !m->written)
+        return DL_ERR_NOMEM;
+    int input = add_tensor(m, -1, g->input, DL_LAYOUT_PLAIN, 0);
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        const struct dl_kernel *k = dl_kernel_select(l, ch);
+        enum dl_layout offered[DL_MAX_INPUTS], want[DL_MAX_INPUTS], out;
+        int src[DL_MAX_INPUTS];
+        for (int j = 0; j < l->n_in; j++) {
+            src[j] = l->in[j] == DL_GRAPH_INPUT ? input : m->out_tensor[l->in[j]];
+            offered[j] = m->tensors[src[j]].layout;
+        }
+        dl_kernel_layouts(k, l, offered, want, &out);
+        int in[DL_MAX_INPUTS];
+        for (int j = 0; j < l->n_in; j++)
+            in[j] = reordered(e, src[j], want[j], i);
+        struct dl_exec_step *s = &m->steps[m->n_steps];
+        memset(s, 0, sizeof *s);
+        s->layer = i;
+        s->timed_layer = i;
+        s->kernel = k;
+        e->kernel[i] = k;
+        s->cfg.mb = e->max_batch;
+        s->cfg.out = out;
+        for (int j = 0; j < l->n_in; j++) {
+            s->in[j] = in[j];
+            s->cfg.in[j] = m->tensors[in[j]].layout;
+            m->tensors[in[j]].last_use = m->n_steps;
+        }
+        s->out = add_tensor(m, m->n_steps, l->out_shape, out, 1);
+        m->out_tensor[i] = s->out;
+        e->act_layout[i] = out;
+        m->n_steps++;
+        int rc = make_instance(s, l, e->max_batch, err);
+        if (rc)
+            return rc;
+        s->saved_bytes = k->saved_bytes ? k->saved_bytes(s->inst[0].inst) : 0;
+        for (int d = 0; d < DL_N_DIRS; d++) {
+            size_t w = k->workspace_bytes ? k->workspace_bytes(s->inst[0].inst, (enum dl_dir)d) : 0;
+            if (w > m->workspace_bytes)
+                m->workspace_bytes = w;
+        }
+    }
+    return DL_OK;
+}
+
+void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
+{
+    for (int i = 0; i < s->n_inst; i++)
+        if (s->inst[i].mb == mb)
+            return s->inst[i].inst;
+    const struct dl_layer *l = &e->g->layers[s->layer];
+    if (s->n_inst == DL_EXEC_MAX_INSTANCES) { /* keep the max_batch one, recycle the others */
+        s->kernel->destroy(s->inst[s->n_inst - 1].inst);
+        s->n_inst--;
+    }
+    if (make_instance(s, l, mb, &e->err)) {
+        e->status = e->err.code;
+        return NULL;
+    }
+    void *inst = s->inst[s->n_inst - 1].inst;
+    struct dl_exec_impl *m = e->impl;
+    size_t need = 0;
+    for (int d = 0; d < DL_N_DIRS; d++) {
+        size_t w = s->kernel->workspace_bytes ? s->kernel->workspace_bytes(inst, (enum dl_dir)d) : 0;
+        if (w > need)
+            need = w;
+    }
+    size_t saved = s->kernel->saved_bytes ? s->kernel->saved_bytes(inst) : 0;
+    if (saved > s->saved_bytes) {
+        e->status = dl_errorf(&e->err, DL_ERR_INTERNAL, "layer '%s' (kernel %s): state for %d samples "
+                              "exceeds the plan for %d", l->name, s->kernel->name, mb, e->max_batch);
+        return NULL;
+    }
+    if (need > m->workspace_bytes) { /* outside the steady state: a new batch size */
+        void *w = NULL;
+        if (posix_memalign(&w, DL_PLAN_ALIGN, need)) {
+            e->status = dl_errorf(&e->err, DL_ERR_NOMEM, "out of memory (%zu bytes of workspace)", need);
+            return NULL;
+        }
+        free(m->own_workspace);
+        m->own_workspace = m->workspace = w;
+        m->workspace_bytes = need;
+    }
+    return inst;
+}
+
+static int add_buf(struct dl_exec_impl *m, size_t bytes, int first, int last)
+{
+    m->bufs[m->n_bufs] = (struct dl_plan_buf){.bytes = bytes, .first = first, .last = last};
+    return m->n_bufs++;
+}
+
+/* Which consumer writes each input gradient in place: the first to run in
+ * backward (the last in forward); the others go through scratch and add. */
+static void mark_scratch(struct dl_exec *e)
+{
+    struct dl_exec_impl *m = e->impl;
+    memset(m->written, 0, sizeof *m->written * (size_t)m->n_tensors);
+    for (int s = m->n_steps - 1; s >= 0; s--) {
+        struct dl_exec_step *st = &m->steps[s];
+        if (st->layer < 0) { /* a reorder's backward adds into its source */
+            m->written[st->src] = 1;
+            continue;
+        }
+        const struct dl_layer *l = &e->g->layers[st->layer];
+        for (int j = 0; j < l->n_in; j++) {
+            int t = st->in[j];
+            st->via_scratch[j] = m->written[t];
+            m->written[t] = 1;
+        }
+    }
+}
+
+int dl_exec_place(struct dl_exec *e, struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_graph *g = e->g;
+    int S = m->n_steps, end = 2 * S - 1;
+    m->bufs = dl_calloc((size_t)(2 * m->n_tensors + (DL_MAX_INPUTS + 1) * S + 1), sizeof *m->bufs, err);
+    if (!m->bufs)
+        return DL_ERR_NOMEM;
+    size_t real = sizeof(dl_real), N = (size_t)e->max_batch;
+    for (int t = 1; t < m->n_tensors; t++) { /* tensor 0: the caller's input */
+        struct dl_exec_tensor *x = &m->tensors[t];
+        int bwd = end - x->step;
+        int keep = m->steps[x->step].layer == g->loss || m->steps[x->step].layer == g->logits;
+        x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : bwd);
+        if (x->needs_grad)
+            x->buf_grad = add_buf(m, N * (size_t)x->count * real, end - x->last_use, bwd);
+    }
+    mark_scratch(e);
+    for (int s = 0; s < S; s++) {
+        struct dl_exec_step *st = &m->steps[s];
+        st->buf_saved = -1;
+        if (st->layer < 0)
+            continue;
+        st->buf_saved = add_buf(m, st->saved_bytes, s, end - s);
+        for (int j = 0; j < g->layers[st->layer].n_in; j++) {
+            const struct dl_exec_tensor *x = &m->tensors[st->in[j]];
+            st->buf_scratch[j] = st->via_scratch[j] && x->needs_grad
+                                     ? add_buf(m, N * (size_t)x->count * real, end - s, end - s) : -1;
+        }
+    }
+    m->buf_workspace = add_buf(m, m->workspace_bytes, 0, end);
+    e->unplanned_bytes = dl_plan_total(m->bufs, m->n_bufs);
+    return dl_plan(m->bufs, m->n_bufs, &e->arena_bytes, err);
+}
+
+void dl_exec_free_steps(struct dl_exec *e)
+{
+    struct dl_exec_impl *m = e->impl;
+    for (int s = 0; m->steps && s < m->n_steps; s++)
+        for (int i = 0; i < m->steps[s].n_inst; i++)
+            m->steps[s].kernel->destroy(m->steps[s].inst[i].inst);
+    free(m->steps);
+    free(m->tensors);
+    free(m->out_tensor);
+    free(m->written);
+    free(m->bufs);
+    free(m->arena);
+    free(m->own_workspace);
+}

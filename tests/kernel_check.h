@@ -1,0 +1,27 @@
+/* kernel_check.h: helpers of the kernel tests: a one-layer graph from YAML,
+ * random tensors, the relative error used by every comparison (max |a-b|
+ * over max |b|), and running one kernel on a layer in plain NCHW tensors
+ * (reordering to and from the layouts it negotiates, as the executor does). */
+#ifndef DL_TESTS_KERNEL_CHECK_H
+#define DL_TESTS_KERNEL_CHECK_H
+
+#include "backends/kernel.h"
+#include "spec/netfile.h"
+
+/* Everything one pass over a layer reads and writes, plain NCHW. */
+struct kc_tensors {
+    int batch;
+    float *x[DL_MAX_INPUTS], *y, *dy, *dx[DL_MAX_INPUTS];
+    float *param[DL_MAX_PARAMS], *dparam[DL_MAX_PARAMS];
+};
+
+double kc_rel_err(const float *a, const float *b, long n);
+void kc_fill(float *v, long n, uint64_t seed);
+/* Allocates and fills inputs, parameters (positive variances for batch
+ * norm), output gradients and pre-set weight gradients (to check += ). */
+void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed);
+void kc_free(struct kc_tensors *t, const struct dl_layer *l);
+/* forward (training mode) then backward of k on l in slices of mb samples. */
+int kc_run(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb);
+
+#endif

@@ -1,0 +1,140 @@
+/* test_kernels.c: every fast kernel against the reference op on random
+ * inputs: forward output, input gradient, weight gradients (accumulated onto
+ * non-zero values) and batch-norm running statistics, relative error at most
+ * 1e-4 in fp32, over odd sizes, stride, padding, dilation, groups and
+ * non-square kernels; each kernel also run as two micro-batches (weight
+ * gradients accumulating across them) where it allows that. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/reference/reference.h"
+#include "kernel_check.h"
+
+#define TOL 1e-4
+
+struct kcase {
+    const char *name;
+    const char *input; /* [C, H, W] */
+    const char *layer; /* flow-style YAML of the layer under test */
+    int batch;
+    const char *second; /* NULL, or a second input's producer for add: a layer on the input */
+};
+
+static const struct kcase cases[] = {
+    {"conv_3x3_pad", "[16, 9, 7]", "{type: conv, filters: 32, kernel: 3, pad: 1}", 4, NULL},
+    {"conv_3x3_wino_shape", "[32, 12, 12]", "{type: conv, filters: 32, kernel: 3, pad: 1, bias: false}", 2, NULL},
+    {"conv_first_layer", "[3, 13, 11]", "{type: conv, filters: 16, kernel: 7, stride: 2, pad: 3}", 2, NULL},
+    {"conv_lenet1", "[1, 28, 28]", "{type: conv, filters: 6, kernel: 5, pad: 2}", 4, NULL},
+    {"conv_lenet2", "[6, 14, 14]", "{type: conv, filters: 16, kernel: 5}", 4, NULL},
+    {"conv_stride2_odd", "[5, 9, 8]", "{type: conv, filters: 7, kernel: 3, stride: 2, pad: 1}", 2, NULL},
+    {"conv_dilation", "[4, 11, 9]", "{type: conv, filters: 5, kernel: 3, dilation: 2, pad: 2}", 2, NULL},
+    {"conv_groups", "[8, 7, 7]", "{type: conv, filters: 12, kernel: 3, groups: 4, pad: 1}", 2, NULL},
+    {"conv_depthwise", "[16, 8, 8]", "{type: conv, filters: 16, kernel: 3, groups: 16, pad: 1}", 2, NULL},
+    {"conv_rect_mixed", "[6, 9, 10]",
+     "{type: conv, filters: 4, kernel: [2, 3], stride: [1, 2], pad: [2, 1], dilation: [3, 1], groups: 2, bias: false}",
+     2, NULL},
+    {"conv_1x1", "[32, 7, 5]", "{type: conv, filters: 48, kernel: 1, bias: false}", 2, NULL},
+    {"conv_1x1_stride2", "[32, 7, 7]", "{type: conv, filters: 16, kernel: 1, stride: 2}", 2, NULL},
+    {"conv_stride_over_kernel", "[2, 8, 7]", "{type: conv, filters: 3, kernel: 2, stride: 3}", 2, NULL},
+    {"maxpool_2x2", "[6, 10, 9]", "{type: maxpool, kernel: 2, stride: 2}", 2, NULL},
+    {"maxpool_3x3_s2_p1", "[16, 11, 11]", "{type: maxpool, kernel: 3, stride: 2, pad: 1}", 2, NULL},
+    {"maxpool_ceil", "[3, 7, 8]", "{type: maxpool, kernel: [3, 2], stride: 2, ceil_mode: true}", 2, NULL},
+    {"avgpool_pad", "[5, 9, 9]", "{type: avgpool, kernel: 3, stride: 2, pad: 1}", 2, NULL},
+    {"avgpool_exclude", "[5, 9, 9]", "{type: avgpool, kernel: 3, stride: 2, pad: 1, count_include_pad: false}",
+     2, NULL},
+    {"avgpool_adaptive", "[4, 8, 6]", "{type: avgpool, output: [2, 3]}", 2, NULL},
+    {"global_avgpool", "[20, 5, 7]", "{type: global_avgpool}", 2, NULL},
+    {"batchnorm_2d", "[19, 5, 6]", "{type: batchnorm}", 3, NULL},
+    {"batchnorm_1d", "[24, 1, 1]", "{type: batchnorm, momentum: 0.3}", 5, NULL},
+    {"relu", "[17, 3, 5]", "{type: relu}", 2, NULL},
+    {"leaky_relu", "[7, 3, 5]", "{type: leaky_relu, slope: 0.2}", 2, NULL},
+    {"sigmoid", "[7, 3, 5]", "{type: sigmoid}", 2, NULL},
+    {"tanh", "[7, 3, 5]", "{type: tanh}", 2, NULL},
+    {"add", "[18, 4, 3]", "{type: add, inputs: [input, input]}", 2, NULL},
+    {"fc_vector", "[37, 1, 1]", "{type: fc, units: 19}", 4, NULL},
+    {"fc_3d", "[3, 5, 7]", "{type: fc, units: 10, bias: false}", 4, NULL},
+};
+
+/* The layer of a two-layer net (the tested one, then an fc to the loss). */
+static int load(const struct kcase *kc, struct dl_net *net)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "input: {shape: %s, classes: 3}\nlayers:\n  - %.*s, name: t}\n  - {type: fc, units: 3}\n"
+             "loss: softmax_cross_entropy\n",
+             kc->input, (int)strlen(kc->layer) - 1, kc->layer);
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("case.yaml", text, net, &err);
+    if (rc)
+        print_message("# %s: %s\n", kc->name, err.msg);
+    return rc;
+}
+
+/* Compares everything k computed with the reference; returns the worst error. */
+static double compare(const struct dl_layer *l, const struct kc_tensors *a, const struct kc_tensors *r)
+{
+    int N = a->batch;
+    double e = kc_rel_err(a->y, r->y, N * dl_shape_count(l->out_shape));
+    if (e > TOL)
+        print_message("#   output: relative error %.2e\n", e);
+    for (int i = 0; i < l->n_in; i++) {
+        double d = kc_rel_err(a->dx[i], r->dx[i], N * dl_shape_count(l->in_shape[i]));
+        if (d > TOL)
+            print_message("#   input gradient %d: relative error %.2e\n", i, d);
+        e = d > e ? d : e;
+    }
+    for (int j = 0; j < l->n_params; j++) {
+        double d = kc_rel_err(a->dparam[j] ? a->dparam[j] : a->param[j], r->dparam[j] ? r->dparam[j] : r->param[j],
+                              l->param[j].count);
+        e = d > e ? d : e;
+        if (d > TOL)
+            print_message("#   parameter %s: relative error %.2e\n", l->param[j].name, d);
+    }
+    return e;
+}
+
+static void run_case(void **state)
+{
+    const struct kcase *kc = *state;
+    struct dl_net net;
+    assert_int_equal(load(kc, &net), 0);
+    const struct dl_layer *l = &net.graph.layers[0];
+    struct kc_tensors ref;
+    kc_alloc(&ref, l, kc->batch, 11);
+    assert_int_equal(kc_run(&dl_kernel_reference, l, &ref, kc->batch), 0);
+    int tested = 0;
+    for (int i = 0; dl_kernels[i]; i++) {
+        const struct dl_kernel *k = dl_kernels[i];
+        if (k == &dl_kernel_reference || k->op != l->kind || (k->supports && !k->supports(l)))
+            continue;
+        int mbs[2] = {kc->batch, k->whole_batch || kc->batch % 2 ? 0 : kc->batch / 2};
+        for (int m = 0; m < 2 && mbs[m]; m++) {
+            struct kc_tensors t;
+            kc_alloc(&t, l, kc->batch, 11);
+            assert_int_equal(kc_run(k, l, &t, mbs[m]), 0);
+            double e = compare(l, &t, &ref);
+            print_message("# %-24s %-12s mb %d: relative error %.2e\n", kc->name, k->name, mbs[m], e);
+            assert_true(e <= TOL);
+            kc_free(&t, l);
+            tested++;
+        }
+    }
+    print_message("# %s: %d kernel runs compared\n", kc->name, tested);
+    kc_free(&ref, l);
+    dl_net_free(&net);
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[sizeof cases / sizeof cases[0]];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
