@@ -19,7 +19,7 @@ layers:
 loss: softmax_cross_entropy
 YAML
 expect_status 2 "a bad network file exits with status 2" -- $DLTRAIN --net "$TMPDIR_TEST/bad.yaml"
-expect_output "bad.yaml:3:39: layer 'conv1' \(conv\): unknown key 'kernal'" "the message names file:line:col, layer and key"
+expect_output "bad.yaml:3:43: layer 'conv1' \(conv\): unknown key 'kernal'" "the message names file:line:col, layer and key"
 expect_status 2 "check of a bad network file exits with status 2" -- $DLTRAIN check --net "$TMPDIR_TEST/bad.yaml"
 expect_status 2 "a bad option value exits with status 2" -- $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --batch 0
 expect_output "--batch: expected an integer in \[1, [0-9]+\], found '0'" "the message names the option and the value"

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/kernel.h"
 #include "core/threads.h"
@@ -138,6 +139,20 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
     return dl_errorf(err, DL_ERR_INTERNAL, "unhandled option %d", code);
 }
 
+/* --net NAME without a slash that is not a file: the shipped network
+ * NAME(.yaml) installed under $(pkgdatadir)/nets (DLTRAIN_DATADIR overrides). */
+static const char *resolve_net(const char *path, char *buf, size_t size)
+{
+    if (strchr(path, '/') || access(path, F_OK) == 0)
+        return path;
+    const char *dir = getenv("DLTRAIN_DATADIR");
+    if (!dir || !*dir)
+        dir = DL_DATADIR;
+    const char *ext = strstr(path, ".yaml") ? "" : ".yaml";
+    snprintf(buf, size, "%s/nets/%s%s", dir, path, ext);
+    return access(buf, R_OK) == 0 ? buf : path;
+}
+
 int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog)
 {
     struct dl_error err = {0};
@@ -145,7 +160,8 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
         fprintf(stderr, "%s: missing --net FILE (try --help)\n", prog);
         return 2;
     }
-    int rc = dl_net_load(o->net_path, net, &err);
+    char installed[1200];
+    int rc = dl_net_load(resolve_net(o->net_path, installed, sizeof installed), net, &err);
     for (int i = 0; !rc && i < o->n; i++)
         rc = apply(net, o->codes[i], o->values[i], &err);
     if (!rc && net->train.optim.nesterov && (net->train.optim.kind != DL_OPTIM_SGD || net->train.optim.momentum <= 0))
@@ -163,7 +179,8 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
 void dl_net_options_help(FILE *f)
 {
     fputs("Network and training options (override the network file):\n"
-          "  --net FILE            network description (YAML; see dltrain-net(5)) [required]\n"
+          "  --net FILE            network description (YAML; see dltrain-net(5)) [required];\n"
+          "                        a bare NAME such as resnet50 means the installed nets/NAME.yaml\n"
           "  --epochs N            number of epochs\n"
           "  --batch N             mini-batch size (over all processes)\n"
           "  --max-steps N         stop after N steps\n"

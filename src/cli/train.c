@@ -8,12 +8,18 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "comm/allreduce.h"
+#include "comm/comm.h"
 #include "core/threads.h"
 #include "data/dataset.h"
 #include "io/metrics.h"
 #include "train/trainer.h"
 
-enum { OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET };
+enum {
+    OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
+    OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
+    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_DUMP_WEIGHTS
+};
 
 struct printer {
     const char *net_path;
@@ -31,7 +37,8 @@ static void fmt_time(double s, char *buf, size_t n)
         snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-static void on_start(void *ctx, const struct dl_net *net, long train_n, long test_n, long steps)
+static void on_start(void *ctx, const struct dl_net *net, long train_n, long test_n, long steps, int ranks,
+                     const char *strategy)
 {
     struct printer *p = ctx;
     if (p->quiet)
@@ -39,6 +46,8 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
     const struct dl_train_spec *t = &net->train;
     printf("dltrain: training %s (%s) on %s: %ld training / %ld test samples\n", net->name, p->net_path,
            dl_dataset_kind_name(net->data.kind), train_n, test_n);
+    if (ranks > 1)
+        printf("  %d ranks, %s\n", ranks, strategy);
     printf("  %d layers, %ld parameters, batch %d, %ld steps/epoch, %d epoch%s, %s lr %g, %d thread%s, seed %llu\n",
            net->graph.n, dl_graph_param_count(&net->graph), t->batch, steps, t->epochs, t->epochs == 1 ? "" : "s",
            dl_optim_names[t->optim.kind], t->optim.lr, dl_threads_get(), dl_threads_get() == 1 ? "" : "s",
@@ -49,16 +58,20 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
 static void on_step(void *ctx, const struct dl_step_report *r)
 {
     struct printer *p = ctx;
-    static const char *const keys[] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s"};
+    static const char *const keys[] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s",
+                                       "comm_s", "exposed_comm_s", "worker", "staleness"};
     double vals[] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
-                     r->samples_per_s};
-    dl_metrics_write(&p->metrics, "step", 7, keys, vals);
+                     r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, r->worker, r->staleness};
+    dl_metrics_write(&p->metrics, "step", r->worker >= 0 ? 11 : 9, keys, vals);
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;
     char eta[32];
     fmt_time(r->eta_s, eta, sizeof eta);
-    printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f samples/s  ETA %s\n", r->epoch,
-           r->epochs, r->step, r->steps_per_epoch, r->loss, 100 * r->accuracy, r->lr, r->samples_per_s, eta);
+    char who[48] = "";
+    if (r->worker >= 0)
+        snprintf(who, sizeof who, "  worker %d staleness %d", r->worker, r->staleness);
+    printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f samples/s  ETA %s%s\n", r->epoch,
+           r->epochs, r->step, r->steps_per_epoch, r->loss, 100 * r->accuracy, r->lr, r->samples_per_s, eta, who);
     fflush(stdout);
 }
 
@@ -72,10 +85,87 @@ static void on_epoch(void *ctx, const struct dl_epoch_report *r)
     dl_metrics_write(&p->metrics, "epoch", 7, keys, vals);
     if (p->quiet)
         return;
-    printf("epoch %d/%d done: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f samples/s\n",
+    printf("epoch %d/%d done: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f samples/s",
            r->epoch, r->epochs, r->train_loss, 100 * r->train_accuracy, r->test_loss, 100 * r->test_accuracy,
            r->seconds, r->samples_per_s);
+    if (r->comm_seconds > 0)
+        printf(" | allreduce %.2f s, %.0f%% hidden", r->comm_seconds,
+               100 * (1 - (r->exposed_comm_seconds < r->comm_seconds ? r->exposed_comm_seconds / r->comm_seconds : 1)));
+    printf("\n");
     fflush(stdout);
+}
+
+static void on_warning(void *ctx, const char *msg)
+{
+    fprintf(stderr, "dltrain: %s\n", msg);
+    fflush(stderr);
+}
+
+static int parse_count(const char *opt, const char *s, long min, long max, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < min || v > max) {
+        fprintf(stderr, "dltrain: %s: expected an integer in [%ld, %ld], found '%s'\n", opt, min, max, s);
+        return 1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Sizes such as 4096, 64K, 25M, 1G. */
+static int parse_bytes(const char *opt, const char *s, long *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mult = *end == 'K' || *end == 'k' ? 1024 : *end == 'M' || *end == 'm' ? 1048576 : *end == 'G' || *end == 'g' ? 1073741824 : 1;
+    if (mult > 1)
+        end++;
+    if (!*s || *end || !(v * mult >= 4) || v * mult > 1e12) {
+        fprintf(stderr, "dltrain: %s: expected a byte count such as 4096, 64K or 25M, found '%s'\n", opt, s);
+        return 1;
+    }
+    *out = (long)(v * mult);
+    return 0;
+}
+
+static int parse_seconds(const char *opt, const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !(v > 0) || v > 1e7) {
+        fprintf(stderr, "dltrain: %s: expected a positive number of seconds, found '%s'\n", opt, s);
+        return 1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* --parallel (or the file's parallel.strategy) against what this build can
+ * do with this many ranks. */
+static int check_parallel(const char *cli, const struct dl_net *net, const struct dl_comm *comm)
+{
+    int kind = (int)net->parallel.kind;
+    if (cli) {
+        kind = -1;
+        for (int i = 0; dl_parallel_names[i]; i++)
+            if (strcmp(dl_parallel_names[i], cli) == 0)
+                kind = i;
+        if (kind < 0) {
+            fprintf(stderr, "dltrain: --parallel: expected auto, none, data, model, pipeline or hybrid, found '%s'\n",
+                    cli);
+            return 2;
+        }
+    }
+    if (comm->size == 1 || kind == DL_PAR_AUTO || kind == DL_PAR_DATA)
+        return 0;
+    if (kind == DL_PAR_NONE) {
+        fprintf(stderr, "dltrain: parallel strategy 'none' but %d ranks are running\n", comm->size);
+        return 2;
+    }
+    fprintf(stderr, "dltrain: parallel strategy '%s' is not implemented yet in this version; use data\n",
+            dl_parallel_names[kind]);
+    return 2;
 }
 
 static void help(void)
@@ -87,7 +177,20 @@ static void help(void)
     fputs("\nOutput options:\n"
           "  --metrics FILE        also write every step and epoch as JSON lines to FILE\n"
           "  --log-every N         print a progress line every N steps (default 100)\n"
-          "  --quiet               print only the final result\n\n"
+          "  --quiet               print only the final result\n"
+          "  --dump-weights FILE   write the final weights as raw float32 (graph order) to FILE\n\n"
+          "Parallel options (several processes under mpirun or srun; rank 0 prints):\n"
+          "  --comm NAME           auto (default), mpi, nccl or self\n"
+          "  --parallel NAME       auto (default: data when several ranks run), none or data\n"
+          "  --consistency MODE    sync (default), ssp:S, async or local-sgd:K\n"
+          "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
+          "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
+          "  --bucket-bytes N      gradient fusion bucket size (default 25 MiB; K, M suffixes)\n"
+          "  --no-overlap          start the allreduces after backward instead of during it\n"
+          "  --ps-servers K        parameter-server ranks for ssp/async (default 1)\n"
+          "  --stall-warning S     name ranks missing from a step's allreduce after S s (default 60)\n"
+          "  --stall-timeout S     abort the job after S s (default 600)\n"
+          "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n\n"
           "Exit status: 0 success, 1 run-time failure, 2 bad network file or option.\n",
           stdout);
 }
@@ -99,10 +202,25 @@ int dl_cli_train(int argc, char **argv)
         {"metrics", required_argument, 0, OPT_METRICS},
         {"log-every", required_argument, 0, OPT_LOG_EVERY},
         {"quiet", no_argument, 0, OPT_QUIET},
+        {"comm", required_argument, 0, OPT_COMM},
+        {"parallel", required_argument, 0, OPT_PARALLEL},
+        {"allreduce", required_argument, 0, OPT_ALLREDUCE},
+        {"compress", required_argument, 0, OPT_COMPRESS},
+        {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
+        {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
+        {"consistency", required_argument, 0, OPT_CONSISTENCY},
+        {"ps-servers", required_argument, 0, OPT_PS_SERVERS},
+        {"stall-warning", required_argument, 0, OPT_STALL_WARNING},
+        {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
+        {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
+        {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
         {0, 0, 0, 0}};
     struct dl_net_options no = {0};
     struct printer p = {.log_every = 100};
-    const char *metrics_path = NULL;
+    struct dl_train_opts to;
+    dl_train_opts_defaults(&to);
+    const char *metrics_path = NULL, *comm_name = "auto", *parallel = NULL;
+    struct dl_error err = {0};
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -111,22 +229,61 @@ int dl_cli_train(int argc, char **argv)
             return 2;
         if (r > 0)
             continue;
+        int bad = 0;
         switch (opt) {
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain"); return 0;
         case OPT_METRICS: metrics_path = optarg; break;
-        case OPT_LOG_EVERY: {
-            char *end;
-            p.log_every = strtol(optarg, &end, 10);
-            if (*end || p.log_every < 1) {
-                fprintf(stderr, "dltrain: --log-every: expected a positive integer, found '%s'\n", optarg);
-                return 2;
+        case OPT_LOG_EVERY: bad = parse_count("--log-every", optarg, 1, 1L << 40, &p.log_every); break;
+        case OPT_QUIET: p.quiet = 1; break;
+        case OPT_COMM: comm_name = optarg; break;
+        case OPT_PARALLEL: parallel = optarg; break;
+        case OPT_ALLREDUCE:
+            to.parallel.allreduce = optarg;
+            if (!dl_allreduce_find(optarg)) {
+                fprintf(stderr, "dltrain: --allreduce: unknown algorithm '%s' (ring, recursive_doubling, "
+                                "rabenseifner, tree, ps, native or auto)\n", optarg);
+                bad = 1;
             }
             break;
+        case OPT_COMPRESS:
+            if (dl_codec_parse(optarg, &to.parallel.codec, &err)) {
+                fprintf(stderr, "dltrain: --compress: %s\n", err.msg);
+                bad = 1;
+            }
+            break;
+        case OPT_BUCKET_BYTES: {
+            long v;
+            bad = parse_bytes("--bucket-bytes", optarg, &v);
+            to.parallel.bucket_bytes = (size_t)v;
+            break;
         }
-        case OPT_QUIET: p.quiet = 1; break;
+        case OPT_NO_OVERLAP: to.parallel.overlap = 0; break;
+        case OPT_CONSISTENCY:
+            if (dl_consistency_parse(optarg, &to.parallel, &err)) {
+                fprintf(stderr, "dltrain: %s\n", err.msg);
+                bad = 1;
+            }
+            break;
+        case OPT_PS_SERVERS: {
+            long v;
+            bad = parse_count("--ps-servers", optarg, 1, 1 << 20, &v);
+            to.parallel.ps_servers = (int)v;
+            break;
+        }
+        case OPT_STALL_WARNING: bad = parse_seconds("--stall-warning", optarg, &to.parallel.stall_warning_s); break;
+        case OPT_STALL_TIMEOUT: bad = parse_seconds("--stall-timeout", optarg, &to.parallel.stall_timeout_s); break;
+        case OPT_SLOW_RANK:
+            if (sscanf(optarg, "%d:%lf", &to.parallel.slow_rank, &to.parallel.slow_rank_ms) != 2) {
+                fprintf(stderr, "dltrain: --debug-slow-rank: expected RANK:MILLISECONDS, found '%s'\n", optarg);
+                bad = 1;
+            }
+            break;
+        case OPT_DUMP_WEIGHTS: to.dump_weights = optarg; break;
         default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
         }
+        if (bad)
+            return 2;
     }
     if (optind < argc) {
         fprintf(stderr, "dltrain: unexpected argument '%s' (try --help)\n", argv[optind]);
@@ -137,26 +294,49 @@ int dl_cli_train(int argc, char **argv)
     if (status)
         return status;
     p.net_path = no.net_path;
-    struct dl_error err = {0};
-    if (metrics_path && dl_metrics_open(&p.metrics, metrics_path, &err)) {
+    struct dl_comm *comm = NULL;
+    if (dl_comm_open(comm_name, &argc, &argv, &comm, &err)) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         dl_net_free(&net);
-        return 1;
+        return err.code == DL_ERR_SPEC ? 2 : 1;
     }
-    struct dl_train_hooks hooks = {.ctx = &p, .on_start = on_start, .on_step = on_step, .on_epoch = on_epoch};
+    to.comm = comm;
+    status = check_parallel(parallel, &net, comm);
+    if (comm->rank != 0)
+        p.quiet = 1;
+    if (!status && metrics_path && comm->rank == 0 && dl_metrics_open(&p.metrics, metrics_path, &err)) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
+        status = 1;
+    }
+    struct dl_train_hooks hooks = {.ctx = &p, .on_start = on_start, .on_step = on_step, .on_epoch = on_epoch,
+                                   .on_warning = on_warning};
     struct dl_train_result res;
-    int rc = dl_train(&net, &hooks, &res, &err);
-    if (!rc && metrics_path)
+    int rc = status ? DL_OK : dl_train(&net, &to, &hooks, &res, &err);
+    if (!status && !rc && p.metrics.open)
         rc = dl_metrics_close(&p.metrics, &err);
-    else if (metrics_path)
+    else if (p.metrics.open)
         dl_metrics_close(&p.metrics, NULL);
-    if (rc) {
+    if (!status && rc) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
-        dl_net_free(&net);
-        return rc == DL_ERR_SPEC ? 2 : 1;
+        fflush(stderr);
+        status = rc == DL_ERR_SPEC ? 2 : 1;
+        if (rc == DL_ERR_COMM && comm->size > 1)
+            comm->ops->abort(comm, status); /* peers may be stuck in a collective */
     }
-    printf("final: test accuracy %.2f%% (%ld samples), test loss %.4f, after %ld steps in %.1f s\n",
-           100 * res.last.test_accuracy, res.last.test_samples, res.last.test_loss, res.steps, res.seconds);
+    if (!status && comm->rank == 0) {
+        printf("final: test accuracy %.2f%% (%ld samples), test loss %.4f, after %ld steps in %.1f s\n",
+               100 * res.last.test_accuracy, res.last.test_samples, res.last.test_loss, res.steps, res.seconds);
+        if (res.max_staleness > 0 || to.parallel.consistency == DL_CONS_SSP)
+            printf("parameter server: largest staleness %d\n", res.max_staleness);
+        if (res.comm_seconds > 0)
+            printf("gradient allreduce: %.2f s in total, %.2f s not hidden behind backward (%.0f%% hidden); "
+                   "%.1f MB sent by rank 0 (%.1f MB uncompressed)\n",
+                   res.comm_seconds, res.exposed_comm_seconds,
+                   100 * (1 - (res.exposed_comm_seconds < res.comm_seconds ? res.exposed_comm_seconds / res.comm_seconds
+                                                                          : 1)),
+                   res.bytes_sent / 1e6, res.dense_bytes / 1e6);
+    }
     dl_net_free(&net);
-    return 0;
+    dl_comm_close(comm);
+    return status;
 }

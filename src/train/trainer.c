@@ -1,7 +1,9 @@
-/* trainer.c: the single-process training loop (see trainer.h).  Every random
- * choice (initial weights, shuffles, dropout masks) derives from the
- * train.seed, so two runs with the same seed and thread count print the same
- * losses bit for bit. */
+/* trainer.c: the training loop of one rank (see trainer.h).  Every random
+ * choice (initial weights, shuffles, dropout masks) derives from train.seed,
+ * so two runs with the same seed, thread count and rank count print the same
+ * losses bit for bit.  Ranks of a data-parallel job see disjoint slices of
+ * the same global batches; a parameter-server job splits the ranks into
+ * servers (running dl_ps_serve) and workers (running this loop). */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -12,8 +14,31 @@
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "exec/exec.h"
+#include "io/atomic_file.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+#include "parallel/param_server.h"
+
+struct run {
+    const struct dl_net *net;
+    const struct dl_train_opts *opts;
+    const struct dl_train_hooks *hooks;
+    struct dl_comm *comm;
+    int own_comm;
+    int reporter;                   /* rank 0: the one that reports */
+    int ps;                         /* parameter-server consistency */
+    int server;                     /* this rank is a parameter server */
+    int workers, worker;            /* data shards: count and this rank's index */
+    struct dl_dataset train, test;
+    struct dl_batcher batcher;
+    struct dl_exec exec;
+    struct dl_optim optim;
+    struct dl_strategy *strategy;
+    float *x;
+    int *y;
+    long steps_per_epoch, total;
+    double run_start;
+};
 
 static double now_s(void)
 {
@@ -22,113 +47,349 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void dl_evaluate(struct dl_exec *exec, const struct dl_dataset *ds, int batch, double *loss, double *accuracy)
+void dl_train_opts_defaults(struct dl_train_opts *o)
 {
-    long count = dl_shape_count(ds->shape);
-    double loss_sum = 0;
-    long correct = 0;
-    for (long start = 0; start < ds->n; start += batch) {
-        int b = (int)(ds->n - start < batch ? ds->n - start : batch);
-        dl_exec_forward(exec, ds->x + start * count, ds->y + start, b, 0);
-        loss_sum += dl_exec_loss_sum(exec);
-        correct += dl_exec_correct(exec);
-    }
-    *loss = ds->n ? loss_sum / (double)ds->n : 0;
-    *accuracy = ds->n ? (double)correct / (double)ds->n : 0;
+    memset(o, 0, sizeof *o);
+    o->parallel.consistency = DL_CONS_SYNC;
+    o->parallel.allreduce = "auto";
+    o->parallel.bucket_bytes = 25u << 20;
+    o->parallel.overlap = 1;
+    o->parallel.ps_servers = 1;
+    o->parallel.stall_warning_s = 60;
+    o->parallel.stall_timeout_s = 600;
+    o->parallel.slow_rank = -1;
 }
 
-int dl_train(const struct dl_net *net, const struct dl_train_hooks *hooks, struct dl_train_result *res,
-             struct dl_error *err)
+void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
+                       double *loss_sum, long *correct)
 {
+    long c = dl_shape_count(ds->shape);
+    *loss_sum = 0;
+    *correct = 0;
+    for (long start = first; start < first + count; start += batch) {
+        int b = (int)(first + count - start < batch ? first + count - start : batch);
+        dl_exec_forward(exec, ds->x + start * c, ds->y + start, b, 0);
+        *loss_sum += dl_exec_loss_sum(exec);
+        *correct += dl_exec_correct(exec);
+    }
+}
+
+/* Sums n values over the ranks (small metric vectors; float is exact for
+ * the sample counts involved). */
+static int sum_over_ranks(struct run *r, double *v, int n, struct dl_error *err)
+{
+    if (r->comm->size == 1)
+        return DL_OK;
+    float f[8];
+    for (int i = 0; i < n; i++)
+        f[i] = (float)v[i];
+    int rc = r->comm->ops->allreduce(r->comm, f, (size_t)n, err);
+    for (int i = 0; i < n; i++)
+        v[i] = f[i];
+    return rc;
+}
+
+/* Test loss and accuracy: every rank of a data-parallel job evaluates its
+ * slice of the test split; a parameter-server job evaluates on rank 0. */
+static int evaluate(struct run *r, struct dl_epoch_report *er, struct dl_error *err)
+{
+    long n = r->test.n, first = 0, count = n;
+    int p = r->comm->size, k = r->comm->rank;
+    if (r->ps) {
+        if (!r->reporter)
+            return DL_OK;
+    } else {
+        first = n * k / p;
+        count = n * (k + 1) / p - first;
+    }
+    double loss = 0;
+    long correct = 0;
+    dl_evaluate_range(&r->exec, &r->test, first, count, r->net->train.batch, &loss, &correct);
+    double v[2] = {loss, (double)correct};
+    if (!r->ps) {
+        int rc = sum_over_ranks(r, v, 2, err);
+        if (rc)
+            return rc;
+    }
+    er->test_loss = n ? v[0] / (double)n : 0;
+    er->test_accuracy = n ? v[1] / (double)n : 0;
+    er->test_samples = n;
+    er->evaluated = 1;
+    return DL_OK;
+}
+
+static void stall_warning(void *ctx, const char *msg)
+{
+    struct run *r = ctx;
+    if (r->hooks && r->hooks->on_warning)
+        r->hooks->on_warning(r->hooks->ctx, msg);
+}
+
+static int setup(struct run *r, struct dl_error *err)
+{
+    const struct dl_net *net = r->net;
     const struct dl_train_spec *ts = &net->train;
-    const struct dl_graph *g = &net->graph;
-    struct dl_dataset train = {0}, test = {0};
-    struct dl_batcher batcher = {0};
-    struct dl_exec exec = {0};
-    struct dl_optim opt = {0};
-    float *x = NULL;
-    int *y = NULL;
-    memset(res, 0, sizeof *res);
-    int rc = dl_dataset_load(&net->data, 1, g->input, g->classes, ts->seed, &train, err);
+    const struct dl_parallel_opts *po = &r->opts->parallel;
+    int rc = DL_OK;
+    if (r->opts->comm)
+        r->comm = r->opts->comm;
+    else {
+        rc = dl_comm_open("self", NULL, NULL, &r->comm, err);
+        r->own_comm = 1;
+        if (rc)
+            return rc;
+    }
+    int p = r->comm->size, k = r->comm->rank;
+    r->reporter = k == 0;
+    r->ps = p > 1 && (po->consistency == DL_CONS_SSP || po->consistency == DL_CONS_ASYNC);
+    r->workers = p;
+    r->worker = k;
+    if (r->ps) {
+        int servers = dl_ps_servers(po, p);
+        r->server = k < servers;
+        r->workers = p - servers;
+        r->worker = k - servers;
+    }
+    if (ts->batch < r->workers)
+        return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least one "
+                         "sample (use --batch %d or more)", ts->batch, r->workers, r->workers);
+    rc = dl_dataset_load(&net->data, 1, net->graph.input, net->graph.classes, ts->seed, &r->train, err);
     if (!rc)
-        rc = dl_dataset_load(&net->data, 0, g->input, g->classes, ts->seed, &test, err);
+        rc = dl_dataset_load(&net->data, 0, net->graph.input, net->graph.classes, ts->seed, &r->test, err);
     if (!rc)
-        rc = dl_batcher_init(&batcher, &train, ts->batch, 0, 1, 1, ts->seed, 0, err);
+        rc = dl_batcher_init(&r->batcher, &r->train, ts->batch, r->server ? 0 : r->worker, r->workers, 1, ts->seed, 0,
+                             err);
     if (!rc)
-        rc = dl_exec_init(&exec, g, ts->batch, ts->seed, err);
+        rc = dl_exec_init(&r->exec, &net->graph, ts->batch, ts->seed, err);
     if (!rc)
-        rc = dl_optim_init(&opt, &ts->optim, exec.n_weights, err);
+        rc = dl_optim_init(&r->optim, &ts->optim, r->exec.n_weights, err);
+    if (!rc && !r->server)
+        rc = dl_strategy_create(r->comm, &r->exec, &r->optim, po, ts->seed, stall_warning, r, &r->strategy, err);
     if (!rc) {
-        x = dl_calloc((size_t)ts->batch * (size_t)dl_shape_count(g->input), sizeof *x, err);
-        y = dl_calloc((size_t)ts->batch, sizeof *y, err);
-        if (!x || !y)
+        int local = dl_batcher_max_local(&r->batcher);
+        r->x = dl_calloc((size_t)local * (size_t)dl_shape_count(net->graph.input), sizeof *r->x, err);
+        r->y = dl_calloc((size_t)local, sizeof *r->y, err);
+        if (!r->x || !r->y)
             rc = DL_ERR_NOMEM;
     }
     if (rc)
-        goto done;
-    long steps_per_epoch = dl_batcher_steps_per_epoch(&batcher);
-    long total = steps_per_epoch * ts->epochs;
-    if (ts->max_steps > 0 && ts->max_steps < total)
-        total = ts->max_steps;
-    if (hooks && hooks->on_start)
-        hooks->on_start(hooks->ctx, net, train.n, test.n, steps_per_epoch);
-    double run_start = now_s();
+        return rc;
+    r->steps_per_epoch = dl_batcher_steps_per_epoch(&r->batcher);
+    r->total = r->steps_per_epoch * ts->epochs;
+    if (ts->max_steps > 0 && ts->max_steps < r->total)
+        r->total = ts->max_steps;
+    return DL_OK;
+}
+
+static void teardown(struct run *r)
+{
+    free(r->x);
+    free(r->y);
+    dl_strategy_free(r->strategy);
+    dl_optim_free(&r->optim);
+    dl_exec_free(&r->exec);
+    dl_batcher_free(&r->batcher);
+    dl_dataset_free(&r->train);
+    dl_dataset_free(&r->test);
+    if (r->own_comm)
+        dl_comm_close(r->comm);
+}
+
+static void slow_down(const struct run *r)
+{
+    const struct dl_parallel_opts *po = &r->opts->parallel;
+    if (po->slow_rank == r->comm->rank && po->slow_rank_ms > 0) {
+        struct timespec ts = {(time_t)(po->slow_rank_ms / 1000),
+                              (long)(fmod(po->slow_rank_ms, 1000.0) * 1e6)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ------------------------------------------------------------ workers */
+static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_error *err)
+{
+    const struct dl_train_spec *ts = &r->net->train;
     long global = 0;
-    for (int epoch = 0; epoch < ts->epochs && global < total; epoch++) {
-        dl_batcher_start_epoch(&batcher, epoch);
-        double epoch_start = now_s(), loss_sum = 0;
-        long seen = 0, correct = 0;
+    int rc = DL_OK;
+    for (int epoch = 0; epoch < ts->epochs && global < r->total && !rc; epoch++) {
+        dl_batcher_start_epoch(&r->batcher, epoch);
+        double epoch_start = now_s(), loss_sum = 0, correct = 0, comm_s = 0, exposed_s = 0;
+        long seen = 0, step = 0;
         int b;
-        long step = 0;
-        while (global < total && (b = dl_batcher_next(&batcher, x, y)) > 0) {
-            double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, global, steps_per_epoch, total);
-            dl_exec_zero_grad(&exec);
-            dl_exec_forward(&exec, x, y, b, 1);
-            double loss = dl_exec_loss_sum(&exec);
-            int ok = dl_exec_correct(&exec);
-            if (!isfinite(loss)) {
-                rc = dl_errorf(err, DL_ERR_DATA, "epoch %d step %ld: the loss is %g (not finite); lower the "
-                               "learning rate (now %g)", epoch + 1, step + 1, loss, lr);
-                goto done;
+        while (!rc && global < r->total && (b = dl_batcher_next(&r->batcher, r->x, r->y)) > 0) {
+            int gb = r->batcher.last_global;
+            double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, global, r->steps_per_epoch, r->total);
+            dl_exec_zero_grad(&r->exec);
+            rc = r->strategy->ops->begin(r->strategy, b, gb, err);
+            if (rc)
+                break;
+            dl_exec_forward(&r->exec, r->x, r->y, b, 1);
+            double m[2] = {dl_exec_loss_sum(&r->exec), (double)dl_exec_correct(&r->exec)};
+            dl_exec_backward(&r->exec);
+            slow_down(r);
+            struct dl_step_stats st = {0};
+            rc = r->strategy->ops->finish(r->strategy, global + 1, lr, &st, err);
+            if (!rc && !r->ps)
+                rc = sum_over_ranks(r, m, 2, err);
+            if (rc)
+                break;
+            int batch = r->ps ? b : gb;
+            if (!isfinite(m[0])) {
+                rc = dl_errorf(err, DL_ERR_DATA, "epoch %d step %ld: the loss is %g (not finite); lower the learning "
+                               "rate (now %g)", epoch + 1, step + 1, m[0], lr);
+                break;
             }
-            dl_exec_backward(&exec);
-            dl_optim_step(&opt, lr, exec.weights, exec.dweights);
-            loss_sum += loss;
-            correct += ok;
-            seen += b;
+            loss_sum += m[0];
+            correct += m[1];
+            seen += gb;
             step++;
             global++;
-            if (hooks && hooks->on_step) {
+            comm_s += st.comm_seconds;
+            exposed_s += st.exposed_seconds;
+            res->bytes_sent += st.bytes_sent;
+            res->dense_bytes += st.dense_bytes;
+            if (r->reporter && r->hooks && r->hooks->on_step) {
                 double t = now_s();
-                struct dl_step_report r = {
-                    .epoch = epoch + 1, .epochs = ts->epochs, .step = step, .steps_per_epoch = steps_per_epoch,
-                    .global_step = global, .total_steps = total, .loss = loss / b,
-                    .accuracy = (double)ok / b, .lr = lr,
-                    .samples_per_s = (double)seen / (t - epoch_start + 1e-12),
-                    .eta_s = (t - run_start) / (double)global * (double)(total - global)};
-                hooks->on_step(hooks->ctx, &r);
+                struct dl_step_report sr = {
+                    .epoch = epoch + 1, .epochs = ts->epochs, .step = step, .steps_per_epoch = r->steps_per_epoch,
+                    .global_step = global, .total_steps = r->total, .loss = m[0] / batch,
+                    .accuracy = m[1] / batch, .lr = lr, .samples_per_s = (double)seen / (t - epoch_start + 1e-12),
+                    .eta_s = (t - r->run_start) / (double)global * (double)(r->total - global),
+                    .comm_seconds = st.comm_seconds, .exposed_comm_seconds = st.exposed_seconds, .worker = -1};
+                r->hooks->on_step(r->hooks->ctx, &sr);
             }
         }
+        if (rc)
+            break;
         struct dl_epoch_report er = {.epoch = epoch + 1, .epochs = ts->epochs,
                                      .train_loss = seen ? loss_sum / (double)seen : 0,
-                                     .train_accuracy = seen ? (double)correct / (double)seen : 0};
+                                     .train_accuracy = seen ? correct / (double)seen : 0};
         er.seconds = now_s() - epoch_start;
         er.samples_per_s = (double)seen / (er.seconds + 1e-12);
-        dl_evaluate(&exec, &test, ts->batch, &er.test_loss, &er.test_accuracy);
-        er.test_samples = test.n;
+        er.comm_seconds = comm_s;
+        er.exposed_comm_seconds = exposed_s;
+        res->comm_seconds += comm_s;
+        res->exposed_comm_seconds += exposed_s;
+        if (!r->ps && epoch + 1 < ts->epochs && global < r->total) { /* the last one comes after end() */
+            rc = evaluate(r, &er, err);
+            if (!rc && r->reporter && r->hooks && r->hooks->on_epoch)
+                r->hooks->on_epoch(r->hooks->ctx, &er);
+        }
         res->last = er;
-        if (hooks && hooks->on_epoch)
-            hooks->on_epoch(hooks->ctx, &er);
     }
     res->steps = global;
-    res->seconds = now_s() - run_start;
-done:
-    free(x);
-    free(y);
-    dl_optim_free(&opt);
-    dl_exec_free(&exec);
-    dl_batcher_free(&batcher);
-    dl_dataset_free(&train);
-    dl_dataset_free(&test);
+    if (!rc)
+        rc = r->strategy->ops->end(r->strategy, err);
+    return rc;
+}
+
+/* ------------------------------------------------------------ servers */
+struct server_ctx {
+    struct run *r;
+    long updates_per_step;   /* workers: one update each per global step */
+    double start;
+    double loss_sum, correct; /* over the updates of the last epoch */
+    long samples;
+};
+
+/* Each worker's gradient averages B/W samples, so W updates stand for one
+ * synchronous step of batch B: each gets lr/W, which keeps the expected
+ * progress per epoch that of synchronous SGD with the same settings. */
+static double server_lr(void *ctx, long update)
+{
+    struct server_ctx *s = ctx;
+    const struct dl_train_spec *ts = &s->r->net->train;
+    return dl_schedule_lr(&ts->sched, ts->optim.lr, update / s->updates_per_step, s->r->steps_per_epoch,
+                          s->r->total) / (double)s->updates_per_step;
+}
+
+static void server_update(void *ctx, const struct dl_ps_update *u)
+{
+    struct server_ctx *s = ctx;
+    struct run *r = s->r;
+    const struct dl_train_spec *ts = &r->net->train;
+    if (u->clock > (long)(ts->epochs - 1) * r->steps_per_epoch) {
+        s->loss_sum += u->loss * u->batch;
+        s->correct += u->accuracy * u->batch;
+        s->samples += u->batch;
+    }
+    if (!r->reporter || !r->hooks || !r->hooks->on_step)
+        return;
+    double t = now_s();
+    long step = (u->clock - 1) % r->steps_per_epoch + 1;
+    struct dl_step_report sr = {
+        .epoch = (int)((u->clock - 1) / r->steps_per_epoch) + 1, .epochs = ts->epochs, .step = step,
+        .steps_per_epoch = r->steps_per_epoch, .global_step = u->clock, .total_steps = r->total, .loss = u->loss,
+        .accuracy = u->accuracy, .lr = server_lr(s, u->updates - 1),
+        .samples_per_s = (double)u->updates * u->batch / (t - s->start + 1e-12),
+        .eta_s = (t - s->start) / (double)u->updates * (double)(r->total * s->updates_per_step - u->updates),
+        .staleness = u->staleness, .worker = u->worker};
+    r->hooks->on_step(r->hooks->ctx, &sr);
+}
+
+static int serve(struct run *r, struct dl_train_result *res, struct dl_error *err)
+{
+    struct server_ctx sc = {.r = r, .updates_per_step = r->workers, .start = now_s()};
+    struct dl_optim_spec spec = r->net->train.optim;
+    spec.momentum = dl_ps_momentum(spec.momentum, r->workers);
+    if (spec.momentum == 0)
+        spec.nesterov = 0;
+    struct dl_ps_server_args a = {.comm = r->comm, .exec = &r->exec, .optim = &spec,
+                                  .servers = r->comm->size - r->workers,
+                                  .staleness = r->opts->parallel.consistency == DL_CONS_ASYNC ? -1
+                                                                                                : r->opts->parallel.staleness,
+                                  .lr_at = server_lr, .lr_ctx = &sc, .on_update = server_update, .update_ctx = &sc};
+    struct dl_ps_result pr;
+    int rc = dl_ps_serve(&a, &pr, err);
+    res->steps = pr.updates;
+    res->max_staleness = pr.max_staleness;
+    res->last.train_loss = sc.samples ? sc.loss_sum / (double)sc.samples : 0;
+    res->last.train_accuracy = sc.samples ? sc.correct / (double)sc.samples : 0;
+    res->last.seconds = now_s() - sc.start;
+    res->last.samples_per_s = (double)pr.updates * (double)r->net->train.batch / (double)r->workers /
+                              (res->last.seconds + 1e-12);
+    return rc;
+}
+
+int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
+             struct dl_train_result *res, struct dl_error *err)
+{
+    struct run r;
+    memset(&r, 0, sizeof r);
+    memset(res, 0, sizeof *res);
+    r.net = net;
+    r.opts = opts;
+    r.hooks = hooks;
+    int rc = setup(&r, err);
+    if (!rc) {
+        char how[256];
+        if (r.ps)
+            snprintf(how, sizeof how, "%s parameter server: %d server%s, %d workers, momentum %g -> %g (asynchrony "
+                     "adds its own)", opts->parallel.consistency == DL_CONS_ASYNC ? "asynchronous" : "stale-synchronous",
+                     r.comm->size - r.workers, r.comm->size - r.workers > 1 ? "s" : "", r.workers,
+                     net->train.optim.momentum, dl_ps_momentum(net->train.optim.momentum, r.workers));
+        else
+            snprintf(how, sizeof how, "%s", r.strategy->ops->name);
+        if (r.reporter && hooks && hooks->on_start)
+            hooks->on_start(hooks->ctx, net, r.train.n, r.test.n, r.steps_per_epoch, r.comm->size, how);
+        r.run_start = now_s();
+        rc = r.server ? serve(&r, res, err) : train_epochs(&r, res, err);
+    }
+    if (!rc) {
+        struct dl_epoch_report er = res->last;
+        er.epoch = er.epochs = net->train.epochs;
+        rc = evaluate(&r, &er, err);
+        if (!rc && er.evaluated) {
+            res->last = er;
+            if (r.reporter && hooks && hooks->on_epoch)
+                hooks->on_epoch(hooks->ctx, &er);
+        }
+    }
+    if (!rc && r.reporter && opts->dump_weights)
+        rc = dl_atomic_write_file(opts->dump_weights, r.exec.weights, sizeof(float) * (size_t)r.exec.n_weights, err);
+    res->seconds = now_s() - r.run_start;
+    if (rc && r.comm && r.comm->size > 1)
+        dl_error_prefix(err, "rank %d", r.comm->rank);
+    teardown(&r);
     return rc;
 }

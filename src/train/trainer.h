@@ -1,21 +1,29 @@
-/* trainer.h: the training loop.  Loads the data, builds the executor and the
- * optimizer, runs epochs of mini-batch steps with the learning-rate schedule,
- * evaluates on the test split after every epoch, and reports progress through
- * callbacks (the library never prints; src/cli/ does). */
+/* trainer.h: the training loop.  Loads the data (this rank's shard), builds
+ * the executor, the optimizer and the consistency strategy (serial, sync
+ * data parallel, local SGD, parameter server), runs epochs of mini-batch
+ * steps with the learning-rate schedule, evaluates on the test split, and
+ * reports progress through callbacks on rank 0 only (the library never
+ * prints; src/cli/ does). */
 #ifndef DL_TRAINER_H
 #define DL_TRAINER_H
 
+#include "comm/comm.h"
+#include "parallel/strategy.h"
 #include "spec/netfile.h"
 
 struct dl_step_report {
     int epoch, epochs;          /* 1-based epoch */
     long step, steps_per_epoch; /* 1-based step within the epoch */
     long global_step, total_steps;
-    double loss;                /* mean loss of this batch */
+    double loss;                /* mean loss of this (global) batch */
     double accuracy;            /* fraction correct in this batch */
     double lr;
-    double samples_per_s;       /* since the start of the epoch */
+    double samples_per_s;       /* global, since the start of the epoch */
     double eta_s;               /* estimated seconds left in the run */
+    double comm_seconds;        /* gradient exchange time of this step */
+    double exposed_comm_seconds;/* the part of it backward did not hide */
+    int staleness;              /* parameter server: clock gap of this update */
+    int worker;                 /* parameter server: which worker (-1 otherwise) */
 };
 
 struct dl_epoch_report {
@@ -24,29 +32,46 @@ struct dl_epoch_report {
     double test_loss, test_accuracy;   /* over the whole test split */
     long test_samples;
     double seconds, samples_per_s;
+    double comm_seconds, exposed_comm_seconds; /* summed over the epoch */
+    int evaluated;                     /* 0 when this epoch had no evaluation */
 };
 
 struct dl_train_hooks {
     void *ctx;
     void (*on_start)(void *ctx, const struct dl_net *net, long train_samples, long test_samples,
-                     long steps_per_epoch);
+                     long steps_per_epoch, int ranks, const char *strategy);
     void (*on_step)(void *ctx, const struct dl_step_report *r);
     void (*on_epoch)(void *ctx, const struct dl_epoch_report *r);
+    void (*on_warning)(void *ctx, const char *msg);
+};
+
+struct dl_train_opts {
+    struct dl_comm *comm;             /* the world; NULL = one process */
+    struct dl_parallel_opts parallel;
+    const char *dump_weights;         /* rank 0 writes the final flat weights (raw float32) here */
 };
 
 struct dl_train_result {
-    struct dl_epoch_report last;
+    struct dl_epoch_report last;      /* the final evaluation */
     long steps;
     double seconds;
+    int max_staleness;                /* parameter server */
+    double comm_seconds, exposed_comm_seconds;
+    size_t bytes_sent, dense_bytes;   /* gradient exchange, this rank, whole run */
 };
 
-int dl_train(const struct dl_net *net, const struct dl_train_hooks *hooks, struct dl_train_result *res,
-             struct dl_error *err);
+/* Defaults of the parallel options (sync, auto allreduce, 25 MiB buckets,
+ * overlap on, stall warning 60 s, timeout 600 s). */
+void dl_train_opts_defaults(struct dl_train_opts *o);
 
-/* Evaluates the model of exec on a whole dataset in inference mode. */
+int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
+             struct dl_train_result *res, struct dl_error *err);
+
+/* Evaluates samples [first, first + count) of ds in inference mode; returns
+ * the loss sum and the number correct. */
 struct dl_exec;
 struct dl_dataset;
-void dl_evaluate(struct dl_exec *exec, const struct dl_dataset *ds, int batch, double *loss,
-                 double *accuracy);
+void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
+                       double *loss_sum, long *correct);
 
 #endif

@@ -1,0 +1,268 @@
+/* grad_sync.c: bucketed, overlapped gradient allreduce (see grad_sync.h).
+ * The communication thread takes buckets in the order they became ready,
+ * which is the same on every rank, so every rank runs the same sequence of
+ * collectives. */
+#include "parallel/grad_sync.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct bucket {
+    long lo, hi;                    /* range of dweights */
+    struct dl_codec_state *codec;
+};
+
+struct dl_grad_sync {
+    struct dl_comm *comm;
+    struct dl_exec *exec;
+    struct dl_grad_sync_opts opts;
+    struct bucket *buckets;         /* buckets[0] holds the LAST weights */
+    int n_buckets, cap;
+    double scale;
+    int next_ready;                 /* buckets[0..next_ready) handed over */
+    /* communication thread */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int queued;                     /* buckets[0..queued) may be reduced */
+    int done;                       /* buckets[0..done) are reduced */
+    int failed;
+    int quit;
+    struct dl_error thread_err;
+    double comm_seconds;
+    size_t bytes_sent, dense_bytes;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error *err)
+{
+    if (s->n_buckets == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        struct bucket *nb = realloc(s->buckets, sizeof *nb * (size_t)cap);
+        if (!nb)
+            return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+        s->buckets = nb;
+        s->cap = cap;
+    }
+    s->buckets[s->n_buckets++] = (struct bucket){lo, hi, NULL};
+    return DL_OK;
+}
+
+static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
+{
+    float *buf = s->exec->dweights + b->lo;
+    size_t n = (size_t)(b->hi - b->lo);
+    size_t dense = s->comm->size > 1 ? (size_t)(2.0 * (s->comm->size - 1) / s->comm->size * 4.0 * (double)n) : 0;
+    s->dense_bytes += dense;
+    if (b->codec) {
+        struct dl_codec_stats st = {0};
+        int rc = dl_compressed_allreduce(s->comm, b->codec, buf, n, &st, err);
+        s->bytes_sent += st.bytes_sent;
+        return rc;
+    }
+    s->bytes_sent += dense;
+    return dl_allreduce(s->comm, s->opts.algorithm, buf, n, &s->opts.ar, err);
+}
+
+static void scale_bucket(struct dl_grad_sync *s, const struct bucket *b)
+{
+    if (s->scale == 1.0)
+        return;
+    float *g = s->exec->dweights;
+    float f = (float)s->scale;
+    for (long i = b->lo; i < b->hi; i++)
+        g[i] *= f;
+}
+
+static void *comm_main(void *arg)
+{
+    struct dl_grad_sync *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->quit && s->done == s->queued)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->quit)
+            break;
+        int k = s->done;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = now_s();
+        struct dl_error e = {0};
+        int rc = s->failed ? DL_OK : reduce_bucket(s, &s->buckets[k], &e);
+        double dt = now_s() - t0;
+        pthread_mutex_lock(&s->mu);
+        s->comm_seconds += dt;
+        if (rc && !s->failed) {
+            s->failed = rc;
+            s->thread_err = e;
+        }
+        s->done = k + 1;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void hand_over(struct dl_grad_sync *s, long boundary)
+{
+    int first = s->next_ready;
+    while (s->next_ready < s->n_buckets && s->buckets[s->next_ready].lo >= boundary)
+        scale_bucket(s, &s->buckets[s->next_ready++]);
+    if (s->next_ready == first)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->queued = s->next_ready;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_grad_ready(void *ctx, int layer)
+{
+    struct dl_grad_sync *s = ctx;
+    if (s->opts.overlap)
+        hand_over(s, s->exec->weight_begin[layer]);
+}
+
+int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_grad_sync_opts *o,
+                        struct dl_grad_sync **out, struct dl_error *err)
+{
+    struct dl_grad_sync *s = dl_calloc(1, sizeof *s, err);
+    if (!s)
+        return DL_ERR_NOMEM;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->comm = c;
+    s->exec = e;
+    s->opts = *o;
+    if (!s->opts.algorithm)
+        s->opts.algorithm = "auto";
+    if (!dl_allreduce_find(s->opts.algorithm)) {
+        dl_grad_sync_free(s);
+        return dl_errorf(err, DL_ERR_SPEC, "--allreduce: unknown algorithm '%s'", o->algorithm);
+    }
+    long per = (long)((o->bucket_bytes ? o->bucket_bytes : 25u << 20) / sizeof(float));
+    if (per < 1)
+        per = 1;
+    /* Walk the layers backwards, growing the open bucket [lo, hi) one
+     * layer's weights at a time; close it before it would overflow, and cut a
+     * layer larger than a bucket into bucket-sized pieces. */
+    long hi = e->n_weights, lo = e->n_weights;
+    int rc = DL_OK;
+    for (int l = e->g->n - 1; l >= 0 && !rc; l--) {
+        long wl = e->weight_begin[l];
+        if (wl == lo)
+            continue; /* no weights */
+        if (hi - wl > per && lo < hi) {
+            rc = push_bucket(s, lo, hi, err);
+            hi = lo;
+        }
+        lo = wl;
+        while (!rc && hi - lo > per) {
+            rc = push_bucket(s, hi - per, hi, err);
+            hi -= per;
+        }
+    }
+    if (!rc && lo < hi)
+        rc = push_bucket(s, lo, hi, err);
+    if (rc) {
+        dl_grad_sync_free(s);
+        return rc;
+    }
+    if (o->codec.ops)
+        for (int k = 0; k < s->n_buckets; k++) {
+            uint64_t seed = o->seed * 1000003u + (uint64_t)c->rank * 7919u + (uint64_t)k;
+            rc = dl_codec_state_create(&o->codec, (size_t)(s->buckets[k].hi - s->buckets[k].lo), seed,
+                                           &s->buckets[k].codec, err);
+            if (rc) {
+                dl_grad_sync_free(s);
+                return rc;
+            }
+        }
+    if (pthread_create(&s->thread, NULL, comm_main, s) != 0) {
+        dl_grad_sync_free(s);
+        return dl_errorf(err, DL_ERR_INTERNAL, "cannot start the communication thread");
+    }
+    s->thread_started = 1;
+    *out = s;
+    return DL_OK;
+}
+
+void dl_grad_sync_free(struct dl_grad_sync *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    for (int k = 0; k < s->n_buckets; k++)
+        dl_codec_state_free(s->buckets[k].codec);
+    free(s->buckets);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+void dl_grad_sync_begin(struct dl_grad_sync *s, double scale)
+{
+    s->scale = scale;
+    s->next_ready = 0;
+    pthread_mutex_lock(&s->mu);
+    s->queued = s->done = 0;
+    s->comm_seconds = 0;
+    s->bytes_sent = s->dense_bytes = 0;
+    pthread_mutex_unlock(&s->mu);
+    s->exec->grad_hook = on_grad_ready;
+    s->exec->grad_hook_ctx = s;
+}
+
+int dl_grad_sync_end(struct dl_grad_sync *s, dl_grad_sync_poll_fn poll, void *poll_ctx,
+                     struct dl_grad_sync_stats *stats, struct dl_error *err)
+{
+    hand_over(s, 0); /* layers without weights may not have triggered the last buckets */
+    double t0 = now_s();
+    int rc = DL_OK;
+    pthread_mutex_lock(&s->mu);
+    while (s->done < s->n_buckets) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        double until = (double)dl.tv_sec + 1e-9 * (double)dl.tv_nsec + 0.2;
+        dl.tv_sec = (time_t)until;
+        dl.tv_nsec = (long)((until - (double)dl.tv_sec) * 1e9);
+        pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+        if (s->done < s->n_buckets && poll) {
+            pthread_mutex_unlock(&s->mu);
+            rc = poll(poll_ctx, now_s() - t0, err);
+            pthread_mutex_lock(&s->mu);
+            if (rc)
+                break;
+        }
+    }
+    if (!rc && s->failed) {
+        rc = s->failed;
+        if (err)
+            *err = s->thread_err;
+    }
+    pthread_mutex_unlock(&s->mu);
+    s->exec->grad_hook = NULL;
+    if (stats) {
+        stats->comm_seconds = s->comm_seconds;
+        stats->exposed_seconds = now_s() - t0;
+        stats->bytes_sent = s->bytes_sent;
+        stats->dense_bytes = s->dense_bytes;
+        stats->buckets = s->n_buckets;
+    }
+    return rc;
+}

@@ -1,0 +1,55 @@
+/* grad_sync.h: data-parallel gradient averaging with tensor fusion and
+ * overlap.  The flat gradient vector is cut into buckets of at most
+ * bucket_bytes, from the last layer backwards (the order backward produces
+ * them).  As soon as backward has finished every layer of a bucket, the
+ * bucket is handed to a communication thread that sums it over the ranks
+ * (any allreduce algorithm, optionally compressed) while backward goes on. */
+#ifndef DL_GRAD_SYNC_H
+#define DL_GRAD_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/allreduce.h"
+#include "comm/codec.h"
+#include "exec/exec.h"
+
+struct dl_grad_sync_opts {
+    const char *algorithm;          /* allreduce algorithm name ("auto", "ring", ...) */
+    struct dl_allreduce_opts ar;
+    struct dl_codec_spec codec;     /* ops == NULL: no compression */
+    size_t bucket_bytes;            /* fusion size (0: 25 MiB) */
+    int overlap;                    /* 1: buckets start during backward; 0: after it */
+    uint64_t seed;                  /* for stochastic codecs (made per rank inside) */
+};
+
+struct dl_grad_sync_stats {
+    double comm_seconds;            /* time spent in allreduces this step */
+    double exposed_seconds;         /* time backward's caller waited for them */
+    size_t bytes_sent;              /* by this rank (codecs), or the dense estimate */
+    size_t dense_bytes;             /* what an uncompressed ring would send */
+    int buckets;
+};
+
+struct dl_grad_sync;
+
+int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_grad_sync_opts *o,
+                        struct dl_grad_sync **out, struct dl_error *err);
+void dl_grad_sync_free(struct dl_grad_sync *s);
+
+/* Before backward: every gradient is multiplied by scale (this rank's
+ * share of the global batch, b_local / b_global) as its bucket is sent, so the
+ * sum over ranks is the gradient of the global mean loss.  Installs the
+ * executor's grad_hook. */
+void dl_grad_sync_begin(struct dl_grad_sync *s, double scale);
+/* Called about every 0.2 s while dl_grad_sync_end waits, with the seconds
+ * waited so far; a non-zero return stops the wait with that status (this is
+ * how stall detection gives up on a peer that never joins). */
+typedef int (*dl_grad_sync_poll_fn)(void *ctx, double waited_s, struct dl_error *err);
+
+/* After backward: waits until every bucket is summed.  Fails when an
+ * allreduce failed or when poll (may be NULL) gives up. */
+int dl_grad_sync_end(struct dl_grad_sync *s, dl_grad_sync_poll_fn poll, void *poll_ctx,
+                     struct dl_grad_sync_stats *stats, struct dl_error *err);
+
+#endif

@@ -1,0 +1,73 @@
+/* local_sgd.c: local SGD / model averaging (Stich 2019; Lin et al. 2020):
+ * every rank steps its own optimizer on its own gradient; every K steps (and
+ * at the end) the weights and the batch-norm statistics are averaged over
+ * the ranks with one allreduce each. */
+#include "parallel/strategy.h"
+
+#include <stdlib.h>
+
+#include "comm/allreduce.h"
+
+struct local_impl {
+    int k;
+    const char *algorithm;
+    long since;   /* local steps since the last average */
+};
+
+static int average(struct dl_strategy *s, struct dl_error *err)
+{
+    struct local_impl *im = s->impl;
+    float *bufs[2] = {s->exec->weights, s->exec->state};
+    long counts[2] = {s->exec->n_weights, s->exec->n_state};
+    float inv = 1.0f / (float)s->comm->size;
+    for (int b = 0; b < 2; b++) {
+        if (counts[b] == 0)
+            continue;
+        int rc = dl_allreduce(s->comm, im->algorithm, bufs[b], (size_t)counts[b], NULL, err);
+        if (rc)
+            return rc;
+        for (long i = 0; i < counts[b]; i++)
+            bufs[b][i] *= inv;
+    }
+    im->since = 0;
+    return DL_OK;
+}
+
+static int local_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
+{
+    return DL_OK;
+}
+
+static int local_finish(struct dl_strategy *s, long step, double lr, struct dl_step_stats *st, struct dl_error *err)
+{
+    struct local_impl *im = s->impl;
+    dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+    if (++im->since >= im->k)
+        return average(s, err);
+    return DL_OK;
+}
+
+static int local_end(struct dl_strategy *s, struct dl_error *err)
+{
+    struct local_impl *im = s->impl;
+    return im->since ? average(s, err) : DL_OK;
+}
+
+static void local_destroy(struct dl_strategy *s)
+{
+    free(s->impl);
+}
+
+static const struct dl_strategy_ops local_ops = {"local-sgd", local_begin, local_finish, local_end, local_destroy};
+
+int dl_strategy_local_sgd(struct dl_strategy *s, const struct dl_parallel_opts *po, struct dl_error *err)
+{
+    struct local_impl *im = dl_calloc(1, sizeof *im, err);
+    if (!im)
+        return DL_ERR_NOMEM;
+    im->k = po->local_steps > 0 ? po->local_steps : 1;
+    im->algorithm = po->allreduce ? po->allreduce : "auto";
+    s->impl = im;
+    s->ops = &local_ops;
+    return DL_OK;
+}

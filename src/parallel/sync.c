@@ -1,0 +1,76 @@
+/* sync.c: synchronous data parallelism: every rank's gradient, scaled by its
+ * share of the global batch, is summed over the ranks in buckets that
+ * overlap with backward (grad_sync.c), with stall detection (stall.c); then
+ * every rank applies the same optimizer step to the same weights. */
+#include "parallel/strategy.h"
+
+#include <stdlib.h>
+
+#include "parallel/grad_sync.h"
+#include "parallel/stall.h"
+
+struct sync_impl {
+    struct dl_grad_sync *gs;
+    struct dl_stall *stall;
+    long step;
+};
+
+static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
+{
+    struct sync_impl *im = s->impl;
+    dl_grad_sync_begin(im->gs, (double)local_batch / (double)global_batch);
+    return DL_OK;
+}
+
+static int sync_finish(struct dl_strategy *s, long step, double lr, struct dl_step_stats *st, struct dl_error *err)
+{
+    struct sync_impl *im = s->impl;
+    int rc = dl_stall_arrive(im->stall, step, err);
+    struct dl_grad_sync_stats gst = {0};
+    if (!rc)
+        rc = dl_grad_sync_end(im->gs, dl_stall_poll, im->stall, &gst, err);
+    if (rc)
+        return rc;
+    st->comm_seconds = gst.comm_seconds;
+    st->exposed_seconds = gst.exposed_seconds;
+    st->bytes_sent = gst.bytes_sent;
+    st->dense_bytes = gst.dense_bytes;
+    dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+    return DL_OK;
+}
+
+static int sync_end(struct dl_strategy *s, struct dl_error *err)
+{
+    struct sync_impl *im = s->impl;
+    return dl_stall_finish(im->stall, err);
+}
+
+static void sync_destroy(struct dl_strategy *s)
+{
+    struct sync_impl *im = s->impl;
+    if (!im)
+        return;
+    dl_grad_sync_free(im->gs);
+    dl_stall_free(im->stall);
+    free(im);
+}
+
+static const struct dl_strategy_ops sync_ops = {"sync", sync_begin, sync_finish, sync_end, sync_destroy};
+
+int dl_strategy_sync(struct dl_strategy *s, const struct dl_parallel_opts *po, uint64_t seed,
+                     void (*warn)(void *ctx, const char *msg), void *warn_ctx, struct dl_error *err)
+{
+    struct sync_impl *im = dl_calloc(1, sizeof *im, err);
+    if (!im)
+        return DL_ERR_NOMEM;
+    s->impl = im;
+    s->ops = &sync_ops;
+    struct dl_grad_sync_opts go = {.algorithm = po->allreduce, .codec = po->codec,
+                                   .bucket_bytes = po->bucket_bytes, .overlap = po->overlap, .seed = seed};
+    int rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
+    if (!rc)
+        rc = dl_stall_create(s->comm, po->stall_warning_s, po->stall_timeout_s, warn, warn_ctx, &im->stall, err);
+    if (rc)
+        sync_destroy(s);
+    return rc;
+}

@@ -1,0 +1,87 @@
+#!/bin/sh
+# test_parallel.sh: data-parallel training under mpirun with real processes
+# and real Fashion-MNIST.  Synchronous training on 4 ranks must equal 1 rank
+# with the same global batch (every allreduce algorithm, small buckets,
+# with and without overlap); the parameter server must respect the SSP
+# staleness bound when a rank is slowed; a stalled or killed rank must end the
+# whole job with a message that names it, leaving no process behind.
+. "$top_srcdir/tests/tap.sh"
+if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
+    echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
+fi
+MPI="mpirun --oversubscribe -np 4"
+NET="$top_srcdir/nets/lenet5.yaml"
+BASE="--net $NET --limit-train 3200 --limit-test 500 --epochs 1 --threads 1 --quiet"
+tap_plan 19
+
+# compare M1 W1 M2 W2: per-step losses within 1e-5 relative, weights within 1e-5.
+compare() {
+    /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+import numpy as np
+m1, w1, m2, w2 = sys.argv[1:5]
+a = np.array([json.loads(l)["loss"] for l in open(m1) if '"step"' in l])
+b = np.array([json.loads(l)["loss"] for l in open(m2) if '"step"' in l])
+assert len(a) == 50 and len(b) == 50, (len(a), len(b))
+rel = np.max(np.abs(a - b) / np.abs(a))
+x, y = np.fromfile(w1, dtype=np.float32), np.fromfile(w2, dtype=np.float32)
+assert x.size == y.size == 61706, (x.size, y.size)
+wd = np.max(np.abs(x - y))
+print("# max relative loss difference %.3g over 50 steps, max weight difference %.3g" % (rel, wd))
+sys.exit(0 if rel <= 1e-5 and wd <= 1e-5 else 1)
+PY
+}
+
+expect_status 0 "serial reference run (batch 64, 50 steps)" -- \
+    $DLTRAIN $BASE --metrics "$TMPDIR_TEST/m1.jsonl" --dump-weights "$TMPDIR_TEST/w1.bin"
+for algo in auto ring rabenseifner recursive_doubling tree ps native; do
+    expect_status 0 "4 ranks, sync, --allreduce $algo" -- $MPI $DLTRAIN $BASE --allreduce $algo \
+        --metrics "$TMPDIR_TEST/m4.jsonl" --dump-weights "$TMPDIR_TEST/w4.bin"
+    compare "$TMPDIR_TEST/m1.jsonl" "$TMPDIR_TEST/w1.bin" "$TMPDIR_TEST/m4.jsonl" "$TMPDIR_TEST/w4.bin"
+    tap_result $? "4 ranks x batch 16 with $algo equal 1 rank x batch 64 (losses and weights within 1e-5)"
+done
+expect_status 0 "4 ranks, 16 KiB buckets overlapping backward" -- $MPI $DLTRAIN $BASE --bucket-bytes 16K \
+    --allreduce ring --metrics "$TMPDIR_TEST/m4.jsonl" --dump-weights "$TMPDIR_TEST/w4.bin"
+compare "$TMPDIR_TEST/m1.jsonl" "$TMPDIR_TEST/w1.bin" "$TMPDIR_TEST/m4.jsonl" "$TMPDIR_TEST/w4.bin"
+tap_result $? "many small buckets sent during backward give the same training"
+
+# SSP: rank 3 (a worker) sleeps 30 ms per step; no worker may get more than 2 steps ahead.
+expect_status 0 "ssp:2 with a slowed rank" -- $MPI $DLTRAIN $BASE --consistency ssp:2 --debug-slow-rank 3:30
+s=$(echo "$OUT" | sed -n 's/^parameter server: largest staleness \([0-9]*\)/\1/p')
+echo "# ssp:2 largest staleness: $s"
+[ -n "$s" ] && [ "$s" -le 2 ]; tap_result $? "the staleness bound holds (largest $s <= 2)"
+expect_status 0 "async with the same slowed rank" -- $MPI $DLTRAIN $BASE --consistency async --debug-slow-rank 3:30
+s=$(echo "$OUT" | sed -n 's/^parameter server: largest staleness \([0-9]*\)/\1/p')
+echo "# async largest staleness: $s"
+[ -n "$s" ] && [ "$s" -gt 2 ]; tap_result $? "without the bound the slowed worker falls behind (largest $s > 2)"
+
+# A rank that stops responding: rank 2 sleeps 10 minutes in its first step.
+start=$(date +%s)
+expect_status 1 "a stalled rank ends the job" -- $MPI $DLTRAIN $BASE --debug-slow-rank 2:600000 \
+    --stall-warning 1 --stall-timeout 4 --metrics "$TMPDIR_TEST/stall.jsonl"
+end=$(date +%s)
+expect_output "rank 2 has not joined the gradient exchange of step 1" "rank 0 warns which rank is missing and in which step"
+expect_output "rank 2 did not join the gradient exchange of step 1 within 4 s" "the abort message names the stalled rank"
+[ $((end - start)) -lt 60 ]; tap_result $? "the job ended within the timeout ($((end - start)) s)"
+sleep 1
+! pgrep -f -- "$TMPDIR_TEST/stall" >/dev/null; tap_result $? "no process is left behind after a stall"
+
+# A rank that is killed.
+$MPI $DLTRAIN --net "$NET" --epochs 5 --threads 1 --quiet --metrics "$TMPDIR_TEST/kill.jsonl" > "$TMPDIR_TEST/kill.txt" 2>&1 &
+mpipid=$!
+victim=""
+for i in $(seq 1 100); do
+    victim=$(pgrep -f -- "dltrain --net.*$TMPDIR_TEST/kill" | sort -n | sed -n 3p)
+    [ -n "$victim" ] && break
+    sleep 0.1
+done
+sleep 2
+kill -9 $victim 2>/dev/null
+for i in $(seq 1 300); do kill -0 $mpipid 2>/dev/null || break; sleep 0.1; done
+! kill -0 $mpipid 2>/dev/null; tap_result $? "killing one rank ends mpirun within 30 s"
+kill -9 $mpipid 2>/dev/null
+sleep 1
+! pgrep -f -- "$TMPDIR_TEST/kill" >/dev/null; tap_result $? "no process is left behind after a kill"
+grep -Eq "rank [0-9]+ with PID $victim .*(signal 9|Killed)" "$TMPDIR_TEST/kill.txt"
+tap_result $? "the job's output names the killed rank"
+sed 's/^/#   /' "$TMPDIR_TEST/kill.txt" | head -12
