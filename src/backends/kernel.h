@@ -113,6 +113,11 @@ extern struct dl_kernel_choices dl_kernel_defaults;
 int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int mb,
                         size_t ws[DL_N_DIRS], struct dl_error *err);
 
+/* The machine's measured sgemm peak: the faster of the GEMM libraries of
+ * this build on an n^3 product (median of a few runs), in GFLOP/s; *lib
+ * names it and *blas_core gives OpenBLAS's detected core.  0 without any. */
+double dl_kernel_sgemm_peak(int n, const char **lib, const char **blas_core);
+
 /* The layouts k negotiates for l given what the producers offer. */
 void dl_kernel_layouts(const struct dl_kernel *k, const struct dl_layer *l, const enum dl_layout *offered,
                        enum dl_layout *in, enum dl_layout *out);

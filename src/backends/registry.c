@@ -13,6 +13,7 @@
 #if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_DNNL)
 #include "backends/cpu_onednn/onednn.h"
 #include "backends/cpu_blas/blas.h"
+#include "backends/cpu_blas/gemm.h"
 #define DL_FAST_KERNELS 1
 #endif
 
@@ -118,4 +119,18 @@ int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int
         ws[d] = k->workspace_bytes ? k->workspace_bytes(inst, (enum dl_dir)d) : 0;
     k->destroy(inst);
     return DL_OK;
+}
+
+double dl_kernel_sgemm_peak(int n, const char **lib, const char **blas_core)
+{
+    *lib = "none";
+    *blas_core = "none";
+#ifdef DL_FAST_KERNELS
+    double d = dl_gemm_gflops(DL_GEMM_DNNL, n, 5), o = dl_gemm_gflops(DL_GEMM_OPENBLAS, n, 5);
+    *blas_core = dl_gemm_openblas_core();
+    *lib = d >= o ? "dnnl_sgemm" : "openblas";
+    return d >= o ? d : o;
+#else
+    return 0;
+#endif
 }

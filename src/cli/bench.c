@@ -8,7 +8,11 @@ int dl_cli_bench(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "comm") == 0)
         return dl_cli_bench_comm(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "step") == 0)
+        return dl_cli_bench_step(argc - 1, argv + 1);
     FILE *f = argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr;
-    fputs("Usage: dltrain bench comm [options]   allreduce algorithms and gradient codecs\n", f);
+    fputs("Usage: dltrain bench comm [options]   allreduce algorithms and gradient codecs\n"
+          "       dltrain bench step --net FILE [--batch N] [--threads N]\n"
+          "                                      training-step time per layer, samples/s, GFLOP/s\n", f);
     return f == stdout ? 0 : 2;
 }

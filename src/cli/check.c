@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "exec/exec.h"
 
 static void help(void)
 {
@@ -83,6 +84,17 @@ int dl_cli_check(int argc, char **argv)
     char f[32];
     human(flops, f, sizeof f);
     printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
+    struct dl_exec plan;
+    struct dl_error err = {0};
+    if (dl_exec_plan(&plan, g, net.train.batch, &dl_kernel_defaults, &err) == DL_OK) {
+        double params = 3.0 * (double)dl_graph_param_count(g) * sizeof(float); /* weights, gradients, momentum */
+        printf("planned peak: %.0f bytes for batch %d (arena %zu bytes: activations, gradients, kernel state and "
+               "workspace, %zu without reuse; parameters, gradients and optimizer state %.0f bytes)\n",
+               (double)plan.arena_bytes + params, net.train.batch, plan.arena_bytes, plan.unplanned_bytes, params);
+        dl_exec_free(&plan);
+    } else {
+        printf("planned peak: unknown (%s)\n", err.msg);
+    }
     dl_net_free(&net);
     return 0;
 }

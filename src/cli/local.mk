@@ -2,4 +2,5 @@
 libdltrain_a_SOURCES += \
 	src/cli/cli.h src/cli/dispatch.c \
 	src/cli/options.c src/cli/options.h \
-	src/cli/train.c src/cli/check.c src/cli/help.c src/cli/bench.c
+	src/cli/train.c src/cli/check.c src/cli/help.c src/cli/bench.c \
+	src/cli/bench_step.c

@@ -4,6 +4,8 @@
 #include "config.h"
 
 #include <dnnl.h>
+#include <stdlib.h>
+#include <time.h>
 #ifdef DL_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -29,4 +31,36 @@ const char *dl_gemm_openblas_core(void)
 #else
     return "none";
 #endif
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double dl_gemm_gflops(enum dl_gemm_lib lib, int n, int reps)
+{
+    size_t nn = (size_t)n * (size_t)n;
+    float *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b), *c = malloc(nn * sizeof *c);
+    double t[16], best = 0;
+    if (a && b && c && reps > 0) {
+        for (size_t i = 0; i < nn; i++)
+            a[i] = b[i] = (float)(i % 7) * 0.25f;
+        reps = reps > 16 ? 16 : reps;
+        dl_sgemm(lib, 0, 0, n, n, n, 1, a, n, b, n, 0, c, n); /* warm-up */
+        for (int r = 0; r < reps; r++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            dl_sgemm(lib, 0, 0, n, n, n, 1, a, n, b, n, 0, c, n);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        }
+        qsort(t, (size_t)reps, sizeof *t, by_value);
+        best = 2.0 * n * (double)n * n / t[reps / 2] / 1e9;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
 }

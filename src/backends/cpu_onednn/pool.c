@@ -1,7 +1,10 @@
 /* pool.c: oneDNN pooling kernels for maxpool, avgpool (fixed or uniform
  * adaptive windows) and global_avgpool, forward and backward, in whatever
- * layout the input arrives (nChw16c after a oneDNN convolution).  Max pooling
- * keeps oneDNN's workspace (the winners) from forward to backward in saved. */
+ * layout the input arrives (nChw8c/nChw16c after a oneDNN convolution).  Max
+ * pooling keeps oneDNN's workspace (the winners) from forward to backward in
+ * saved.  On NCHW input oneDNN 2.6 only has a generic implementation, about
+ * 3x slower than the reference loops (LeNet-5 maxpool1, bench/README.md), so
+ * there the instance runs the op's reference forward and backward. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
@@ -13,6 +16,8 @@
 struct pool_inst {
     struct dl_dnnl_prim fwd, bwd;
     int max;
+    const struct dl_layer *plain; /* NCHW: the reference op of this layer */
+    size_t plain_saved;
 };
 
 static dnnl_alg_kind_t pool_alg(const struct dl_layer *l, const struct dl_pool_geom *pg)
@@ -52,6 +57,13 @@ static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *
     struct pool_inst *q = dl_calloc(1, sizeof *q, err);
     if (!q)
         return DL_ERR_NOMEM;
+    if (cfg->in[0] == DL_LAYOUT_PLAIN) {
+        q->plain = l;
+        long n = l->kind->saved_size ? l->kind->saved_size(l->attr, cfg->mb, l->in_shape, l->out_shape) : 0;
+        q->plain_saved = sizeof(float) * (size_t)n;
+        *inst = q;
+        return DL_OK;
+    }
     dnnl_alg_kind_t alg = pool_alg(l, &pg);
     q->max = alg == dnnl_pooling_max;
     dnnl_memory_desc_t src, dst;
@@ -87,12 +99,18 @@ static size_t pool_ws(const void *inst, enum dl_dir dir)
 static size_t pool_saved(const void *inst)
 {
     const struct pool_inst *q = inst;
+    if (q->plain)
+        return q->plain_saved;
     return q->max ? dl_dnnl_prim_bytes(&q->fwd, DNNL_ARG_WORKSPACE) : 0;
 }
 
 static void pool_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct pool_inst *q = inst;
+    if (q->plain) {
+        q->plain->kind->forward(&a->c);
+        return;
+    }
     void *ptr[3] = {(void *)a->c.in[0], a->c.out, a->c.saved};
     dl_dnnl_prim_run(&q->fwd, ptr, a->workspace);
 }
@@ -102,6 +120,10 @@ static void pool_backward(void *inst, const struct dl_kernel_args *a)
     struct pool_inst *q = inst;
     if (!a->c.din[0])
         return;
+    if (q->plain) {
+        q->plain->kind->backward(&a->c);
+        return;
+    }
     void *ptr[3] = {(void *)a->c.dout, a->c.din[0], a->c.saved};
     dl_dnnl_prim_run(&q->bwd, ptr, a->workspace);
 }

@@ -1,0 +1,173 @@
+/* bench_step.c: `dltrain bench step --net FILE --batch N [--threads N]`:
+ * times whole training steps (zero grad, forward, backward, optimizer) on
+ * random data of the network's input shape and prints per-layer forward and
+ * backward times with the kernel and layout of each layer, then the step
+ * time (median), samples/s, achieved GFLOP/s (3x the forward FLOPs: forward,
+ * backward data, backward weights) and its share of the machine's measured
+ * sgemm peak, and the planned arena bytes. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/options.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "exec/exec.h"
+#include "optim/optim.h"
+
+enum { OPT_STEPS = DL_OPT_FIRST_LOCAL, OPT_WARMUP, OPT_NO_PEAK };
+
+static void help(void)
+{
+    fputs("Usage: dltrain bench step --net FILE [--batch N] [--threads N] [options]\n"
+          "Times training steps on random data and prints per-layer forward/backward times, the step time,\n"
+          "samples/s, GFLOP/s and the share of the measured sgemm peak.\n\n"
+          "  --steps N             timed steps (default 10; the median is reported)\n"
+          "  --warmup N            untimed steps first (default 3)\n"
+          "  --no-peak             skip measuring the sgemm peak\n\n",
+          stdout);
+    dl_net_options_help(stdout);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int parse_count(const char *opt, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 0 || v > 100000) {
+        fprintf(stderr, "dltrain bench step: --%s: expected an integer in [0, 100000], found '%s'\n", opt, s);
+        return 2;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static void print_layers(const struct dl_exec *e, int steps)
+{
+    const struct dl_graph *g = e->g;
+    printf("%-4s %-26s %-15s %-12s %-8s %10s %10s %9s\n", "#", "layer", "type", "kernel", "layout", "fwd ms",
+           "bwd ms", "GFLOP/s");
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        double f = e->time_fwd[i] / steps, b = e->time_bwd[i] / steps;
+        double gf = f + b > 0 ? 3 * l->flops * e->batch / (f + b) / 1e9 : 0;
+        printf("%-4d %-26s %-15s %-12s %-8s %10.3f %10.3f %9.1f\n", i, l->name, l->kind->name, e->kernel[i]->name,
+               dl_layout_names[e->act_layout[i]], 1e3 * f, 1e3 * b, gf);
+    }
+}
+
+int dl_cli_bench_step(int argc, char **argv)
+{
+    static const struct option long_opts[] = {DL_NET_OPTIONS,
+                                              {"steps", required_argument, 0, OPT_STEPS},
+                                              {"warmup", required_argument, 0, OPT_WARMUP},
+                                              {"no-peak", no_argument, 0, OPT_NO_PEAK},
+                                              {0, 0, 0, 0}};
+    struct dl_net_options no = {0};
+    int opt, steps = 10, warmup = 3, peak = 1;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        int r = dl_net_option(&no, opt, optarg, "dltrain bench step");
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        switch (opt) {
+        case OPT_STEPS: if (parse_count("steps", optarg, &steps)) return 2; break;
+        case OPT_WARMUP: if (parse_count("warmup", optarg, &warmup)) return 2; break;
+        case OPT_NO_PEAK: peak = 0; break;
+        case DL_OPT_HELP: help(); return 0;
+        case DL_OPT_VERSION: dl_print_version("dltrain bench step"); return 0;
+        default: fprintf(stderr, "Try 'dltrain bench step --help'.\n"); return 2;
+        }
+    }
+    if (steps < 1)
+        steps = 1;
+    struct dl_net net;
+    int status = dl_net_options_load(&no, &net, "dltrain bench step");
+    if (status)
+        return status;
+    const struct dl_graph *g = &net.graph;
+    int N = net.train.batch;
+    struct dl_error err = {0};
+    struct dl_exec e;
+    struct dl_optim o = {0};
+    long count = (long)N * dl_shape_count(g->input);
+    float *x = malloc(sizeof *x * (size_t)count);
+    int *y = malloc(sizeof *y * (size_t)N);
+    double *t = malloc(sizeof *t * (size_t)steps);
+    int rc = !x || !y || !t ? dl_errorf(&err, DL_ERR_NOMEM, "out of memory") : DL_OK;
+    if (!rc)
+        rc = dl_exec_init(&e, g, N, net.train.seed, &err);
+    if (!rc && (rc = dl_optim_init(&o, &net.train.optim, e.n_weights, &err)) != 0)
+        dl_exec_free(&e);
+    if (rc) {
+        fprintf(stderr, "dltrain bench step: %s\n", err.msg);
+        free(x), free(y), free(t);
+        dl_net_free(&net);
+        return 1;
+    }
+    struct dl_rng r;
+    dl_rng_seed(&r, 1);
+    for (long i = 0; i < count; i++)
+        x[i] = (float)dl_rng_normal(&r);
+    for (int n = 0; n < N; n++)
+        y[n] = (int)dl_rng_below(&r, (uint64_t)g->classes);
+    for (int s = 0; s < warmup + steps; s++) {
+        if (s == warmup)
+            dl_exec_timing_enable(&e, &err);
+        double t0 = now_s();
+        dl_exec_zero_grad(&e);
+        dl_exec_forward(&e, x, y, N, 1);
+        dl_exec_backward(&e);
+        dl_optim_step(&o, net.train.optim.lr, e.weights, e.dweights);
+        if (s >= warmup)
+            t[s - warmup] = now_s() - t0;
+    }
+    if (e.status) {
+        fprintf(stderr, "dltrain bench step: %s\n", e.err.msg);
+        rc = 1;
+    } else {
+        double flops = 0;
+        for (int i = 0; i < g->n; i++)
+            flops += g->layers[i].flops;
+        qsort(t, (size_t)steps, sizeof *t, cmp_double);
+        double med = t[steps / 2], gflops = 3 * flops * N / med / 1e9;
+        printf("network %s, batch %d, %d threads, %d timed steps after %d warm-up, %d reorder steps\n", net.name,
+               N, dl_threads_get(), steps, warmup, dl_exec_reorders(&e));
+        print_layers(&e, steps);
+        printf("step time: %.3f ms (median; min %.3f, max %.3f)\n", 1e3 * med, 1e3 * t[0], 1e3 * t[steps - 1]);
+        printf("samples/s: %.1f\n", N / med);
+        printf("achieved: %.1f GFLOP/s (%.3f GFLOP per step)\n", gflops, 3 * flops * N / 1e9);
+        printf("planned arena: %zu bytes (%.1f MiB; %.1f MiB without reuse); parameters %.1f MiB\n", e.arena_bytes,
+               e.arena_bytes / 1048576.0, e.unplanned_bytes / 1048576.0, 3.0 * e.n_weights * 4 / 1048576.0);
+        if (peak) {
+            const char *lib, *core;
+            double p = dl_kernel_sgemm_peak(1024, &lib, &core);
+            printf("sgemm peak: %.1f GFLOP/s (%s, 1024^3; OpenBLAS core %s); share %.1f%%\n", p, lib, core,
+                   p > 0 ? 100 * gflops / p : 0);
+        }
+    }
+    dl_optim_free(&o);
+    dl_exec_free(&e);
+    free(x), free(y), free(t);
+    dl_net_free(&net);
+    return rc;
+}
