@@ -1,0 +1,98 @@
+/* numerics.c: locating the first non-finite value of a training step (see
+ * numerics.h). */
+#include "train/numerics.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "backends/layout.h"
+
+/* Index of the first non-finite value of x[0..n), or -1. */
+static long first_bad(const dl_real *x, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
+}
+
+int dl_numerics_all_finite(const dl_real *x, long n)
+{
+    /* Summing x*0 turns any NaN or infinity into NaN; the vectorised sum is
+     * far cheaper than a branch per element on the hot path. */
+    dl_real acc = 0;
+    for (long i = 0; i < n; i++)
+        acc += x[i] * 0;
+    return acc == 0;
+}
+
+int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfinite *nf)
+{
+    const struct dl_graph *g = e->g;
+    for (int i = 0; i < g->n; i++) {
+        long n = dl_layout_count(e->act_layout[i], g->layers[i].out_shape) * e->batch;
+        long at = first_bad(e->act[i], n);
+        if (at >= 0) {
+            *nf = (struct dl_nonfinite){DL_NF_OUTPUT, i, at, e->act[i][at]};
+            return 1;
+        }
+    }
+    *nf = (struct dl_nonfinite){DL_NF_NONE, -1, -1, 0};
+    return 0;
+}
+
+static void watch_hook(void *ctx, int layer)
+{
+    struct dl_numerics_watch *w = ctx;
+    struct dl_exec *e = w->e;
+    if (w->first.where == DL_NF_NONE) {
+        long lo = e->weight_begin[layer], hi = e->weight_begin[layer + 1];
+        if (!dl_numerics_all_finite(e->dweights + lo, hi - lo)) {
+            long at = first_bad(e->dweights + lo, hi - lo);
+            w->first = (struct dl_nonfinite){DL_NF_WEIGHT_GRAD, layer, at, e->dweights[lo + at]};
+        }
+    }
+    if (w->next)
+        w->next(w->next_ctx, layer);
+}
+
+void dl_numerics_watch_install(struct dl_numerics_watch *w, struct dl_exec *e)
+{
+    w->e = e;
+    w->next = e->grad_hook;
+    w->next_ctx = e->grad_hook_ctx;
+    e->grad_hook = watch_hook;
+    e->grad_hook_ctx = w;
+    dl_numerics_watch_reset(w);
+}
+
+void dl_numerics_watch_reset(struct dl_numerics_watch *w)
+{
+    w->first = (struct dl_nonfinite){DL_NF_NONE, -1, -1, 0};
+}
+
+void dl_numerics_watch_uninstall(struct dl_numerics_watch *w)
+{
+    if (w->e && w->e->grad_hook == watch_hook && w->e->grad_hook_ctx == w) {
+        w->e->grad_hook = w->next;
+        w->e->grad_hook_ctx = w->next_ctx;
+    }
+    w->e = NULL;
+}
+
+int dl_numerics_error(const struct dl_graph *g, long global_step, double loss, const struct dl_nonfinite *nf,
+                      struct dl_error *err)
+{
+    char where[600] = "not found in the layer outputs or weight gradients";
+    if (nf && nf->where != DL_NF_NONE && nf->layer >= 0 && nf->layer < g->n) {
+        const struct dl_layer *l = &g->layers[nf->layer];
+        snprintf(where, sizeof where, "%s of layer '%s' (%s), element %ld = %g",
+                 nf->where == DL_NF_OUTPUT ? "output" : "weight gradient", l->name, l->kind->name, nf->index,
+                 nf->value);
+    }
+    return dl_errorf(err, DL_ERR_DATA,
+                     "step %ld: %s %g; first non-finite value: %s (lower the learning rate, or check the data; "
+                     "the last checkpoint is kept)",
+                     global_step, isfinite(loss) ? "the loss is finite but the gradients are not: loss" : "the loss is",
+                     loss, where);
+}

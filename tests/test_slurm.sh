@@ -1,0 +1,168 @@
+#!/bin/sh
+# test_slurm.sh: a real one-node Slurm cluster on this machine (Debian's
+# slurm-wlm and munge): munged, slurmctld and slurmd -N localhost with a
+# slurm.conf of their own in a temporary folder.  Submits a 2-task job, then
+# runs examples/slurm/preemptible.sh with a stand-in trainer through a
+# preemption signal and a requeue, and, once dltrain has --resume, the same
+# with real training.  Skipped (1..0 # SKIP) only where Slurm cannot start.
+. "${top_srcdir:-.}/tests/tap.sh"
+skip() { echo "1..0 # SKIP $*"; exit 0; }
+[ "$(id -u)" -eq 0 ] || skip "needs root to start munged, slurmctld and slurmd"
+for p in munged slurmctld slurmd sbatch scontrol sinfo setpriv; do
+    command -v $p >/dev/null 2>&1 || skip "$p not found (Debian packages slurm-wlm and munge)"
+done
+id munge >/dev/null 2>&1 || skip "no munge user (Debian package munge)"
+
+T=$(mktemp -d /tmp/dltrain-slurm.XXXXXX)
+chmod 755 "$T"
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    sleep 0.5
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$T" "$TMPDIR_TEST"
+}
+trap cleanup EXIT INT TERM
+
+# ---------------------------------------------------------------- munge
+mkdir -p "$T/munge"
+dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 2>/dev/null
+chown -R munge:munge "$T/munge"
+chmod 700 "$T/munge"
+chmod 600 "$T/munge/munge.key"
+SOCK="$T/munge/munge.socket"
+setpriv --reuid=munge --regid=munge --clear-groups munged -F --force --socket="$SOCK" \
+    --key-file="$T/munge/munge.key" --pid-file="$T/munge/munged.pid" \
+    --log-file="$T/munge/munged.log" --seed-file="$T/munge/munged.seed" 2>"$T/munged.err" &
+PIDS="$PIDS $!"
+
+# ---------------------------------------------------------------- slurm
+# Ports from the process id, so that parallel runs of this test do not clash.
+P=$((20000 + ($$ % 4000) * 2))
+mkdir -p "$T/state" "$T/spool"
+export SLURM_CONF="$T/slurm.conf"
+cat > "$SLURM_CONF" <<CONF
+ClusterName=dltest$$
+SlurmctldHost=localhost
+SlurmctldPort=$P
+SlurmdPort=$((P + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$SOCK
+CredType=cred/munge
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldLogFile=$T/slurmctld.log
+SlurmdLogFile=$T/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+SchedulerType=sched/backfill
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+KillWait=5
+MinJobAge=300
+NodeName=localhost CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+for i in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+[ -S "$SOCK" ] || skip "munged did not start: $(tail -3 "$T/munged.err" "$T/munge/munged.log" 2>/dev/null | tr '\n' ' ')"
+slurmctld -D -i -f "$SLURM_CONF" >"$T/slurmctld.err" 2>&1 &
+PIDS="$PIDS $!"
+slurmd -D -N localhost -f "$SLURM_CONF" >"$T/slurmd.err" 2>&1 &
+PIDS="$PIDS $!"
+state=""
+for i in $(seq 100); do
+    state=$(sinfo -h -n localhost -o %T 2>/dev/null)
+    [ "$state" = idle ] && break
+    sleep 0.2
+done
+[ "$state" = idle ] || skip "the Slurm node did not become idle (state '$state'): $(tail -3 "$T/slurmctld.log" "$T/slurmd.log" 2>/dev/null | tr '\n' ' ')"
+
+# Slurm keeps a requeued job pending for a while (Reason=BeginTime, about two
+# minutes); the test moves its start to now instead of waiting.
+release_requeued() {
+    for i in $(seq 100); do
+        [ "$(restarts "$1")" = 1 ] && [ "$(job_state "$1")" = PENDING ] && break
+        sleep 0.2
+    done
+    scontrol update JobId="$1" StartTime=now
+}
+job_state() { scontrol -o show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+restarts() { scontrol -o show job "$1" 2>/dev/null | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p'; }
+# wait_job ID SECONDS: until the job has COMPLETED (0) or failed/timed out (1).
+wait_job() {
+    n=$(($2 * 5))
+    while [ $n -gt 0 ]; do
+        case $(job_state "$1") in
+        COMPLETED) return 0 ;;
+        FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) return 1 ;;
+        esac
+        sleep 0.2; n=$((n - 1))
+    done
+    echo "# job $1 still $(job_state "$1") after $2 s: $(scontrol -o show job "$1" | grep -o 'Reason=[^ ]*\|BeginTime=[^ ]*\|Restarts=[^ ]*' | tr '\n' ' ')"
+    sinfo -h -o '# node %n %T' 2>/dev/null
+    return 1
+}
+with_resume=0
+[ -x "$DLTRAIN" ] && "$DLTRAIN" --help 2>&1 | grep -q -- --resume && with_resume=1
+tap_plan $((5 + 3 * with_resume))
+
+# ---------------------------------------------------------------- 1: a 2-task job
+id=$(sbatch --parsable -n 2 -o "$T/hostname.out" --wrap 'srun hostname')
+wait_job "$id" 60; tap_result $? "sbatch -n 2 --wrap 'srun hostname' completes"
+[ "$(grep -c "^$(hostname)\$" "$T/hostname.out" 2>/dev/null)" -eq 2 ]
+tap_result $? "both tasks ran ($(tr '\n' ' ' < "$T/hostname.out" 2>/dev/null))"
+
+# ---------------------------------------------------------------- 2: preemption plumbing
+# preemptible.sh with the stand-in trainer: USR1 to the tasks (what
+# --signal=USR1@120 does at the time limit), exit 75, requeue, resume.
+EX="$top_srcdir/examples/slurm/preemptible.sh"
+mkdir -p "$T/fake"
+id=$(cd "$T" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 -o "$T/fake.out" \
+    --export=ALL,DLTRAIN="$top_srcdir/tests/fake_dltrain.sh",CKPT_DIR="$T/fake",FAKE_STEPS=40 "$EX")
+for i in $(seq 100); do [ "$(cat "$T/fake/step" 2>/dev/null || echo 0)" -ge 5 ] && break; sleep 0.1; done
+scancel --signal=USR1 "$id"
+release_requeued "$id"
+wait_job "$id" 60; tap_result $? "the preemptible job completes after a USR1 and a requeue"
+grep -q "exit 75" "$T/fake.out" && grep -q "requeueing job $id" "$T/fake.out"
+tap_result $? "the tasks stopped with status 75 and the script requeued the job"
+grep -q "attempt 2" "$T/fake.out" && grep -Eq "rank 0 starts at step [1-9]" "$T/fake.out" &&
+    grep -q "rank 0 finished at step 40" "$T/fake.out"
+tap_result $? "the requeued job resumed from the checkpoint and finished (restarts: $(restarts "$id"))"
+[ $tap_failed -eq 0 ] || sed 's/^/#   /' "$T/fake.out"
+
+# ---------------------------------------------------------------- 3: real training
+if [ $with_resume -eq 1 ]; then
+    NETF="$T/tiny.yaml"
+    cat > "$NETF" <<NET
+name: tiny
+input: {shape: [1, 8, 8], classes: 4}
+data: {dataset: synthetic, synthetic_train: 2048, synthetic_test: 64}
+layers:
+  - {name: conv1, type: conv, filters: 4, kernel: 3}
+  - {type: relu}
+  - {name: fc1, type: fc, units: 4}
+loss: softmax_cross_entropy
+train: {batch: 16, epochs: 4, seed: 3, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+NET
+    mkdir -p "$T/real"
+    id=$(cd "$T" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 -o "$T/real.out" \
+        --export=ALL,DLTRAIN="$DLTRAIN",NET="$NETF",CKPT_DIR="$T/real",DLTRAIN_ARGS="--checkpoint-every 20 --log-every 1" "$EX")
+    for i in $(seq 300); do ls "$T/real" 2>/dev/null | grep -q safetensors && break; sleep 0.1; done
+    scancel --signal=USR1 "$id"
+    release_requeued "$id"
+    wait_job "$id" 300; tap_result $? "real training: the preemptible job completes after USR1 and requeue"
+    grep -q "requeueing job $id" "$T/real.out"; tap_result $? "real training: dltrain exited 75 after a checkpoint"
+    grep -qi "resum" "$T/real.out" && grep -q "^final:" "$T/real.out"
+    tap_result $? "real training: the requeued job resumed from the checkpoint and finished"
+    [ $tap_failed -eq 0 ] || tail -30 "$T/real.out" | sed 's/^/#   /'
+fi
+[ $tap_failed -eq 0 ]
