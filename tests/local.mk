@@ -46,12 +46,14 @@ tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 TESTS += tests/test_netfile tests/test_optim
 endif
-TESTS += tests/test_cli.sh
-EXTRA_DIST += tests/test_cli.sh tests/optim_reference.py
+TESTS += tests/test_cli.sh tests/test_parallel.sh
+EXTRA_DIST += tests/test_cli.sh tests/test_parallel.sh tests/optim_reference.py
 
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
+include $(srcdir)/tests/grad_pool_bn.mk
 include $(srcdir)/tests/grad_misc.mk
+include $(srcdir)/tests/nets.mk
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_exec
@@ -61,5 +63,5 @@ tests_test_exec_CFLAGS = $(TEST_CFLAGS)
 tests_test_exec_LDADD = $(TEST_LIBS64)
 TESTS += tests/test_exec
 endif
-include $(srcdir)/tests/kernels.mk
 include $(srcdir)/tests/checkpoint.mk
+include $(srcdir)/tests/kernels.mk
