@@ -145,7 +145,7 @@ if [ $with_resume -eq 1 ]; then
     cat > "$NETF" <<NET
 name: tiny
 input: {shape: [1, 8, 8], classes: 4}
-data: {dataset: synthetic, synthetic_train: 2048, synthetic_test: 64}
+data: {dataset: synthetic, train_samples: 2048, test_samples: 64}
 layers:
   - {name: conv1, type: conv, filters: 4, kernel: 3}
   - {type: relu}
