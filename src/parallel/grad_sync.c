@@ -28,10 +28,13 @@ struct dl_grad_sync {
     int thread_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int queued;                     /* buckets[0..queued) may be reduced */
-    int done;                       /* buckets[0..done) are reduced */
+    int queued;                     /* jobs[0..queued) may run: buckets, then the extra values */
+    int done;                       /* jobs[0..done) have run */
+    float extra[8];
+    int n_extra;
     int failed;
     int quit;
+    int stuck;                      /* a wait gave up: the thread may never return */
     struct dl_error thread_err;
     double comm_seconds;
     size_t bytes_sent, dense_bytes;
@@ -97,10 +100,13 @@ static void *comm_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         double t0 = now_s();
         struct dl_error e = {0};
-        int rc = s->failed ? DL_OK : reduce_bucket(s, &s->buckets[k], &e);
+        int rc = DL_OK;
+        if (!s->failed)
+            rc = k < s->n_buckets ? reduce_bucket(s, &s->buckets[k], &e)
+                                  : s->comm->ops->allreduce(s->comm, s->extra, (size_t)s->n_extra, &e);
         double dt = now_s() - t0;
         pthread_mutex_lock(&s->mu);
-        s->comm_seconds += dt;
+        s->comm_seconds += k < s->n_buckets ? dt : 0;
         if (rc && !s->failed) {
             s->failed = rc;
             s->thread_err = e;
@@ -200,6 +206,13 @@ void dl_grad_sync_free(struct dl_grad_sync *s)
 {
     if (!s)
         return;
+    if (s->stuck) {
+        /* The thread is blocked in a collective that will never finish: it
+         * cannot be joined, and it still uses s.  The caller is about to
+         * abort the job, so s is left to the process's end. */
+        pthread_detach(s->thread);
+        return;
+    }
     if (s->thread_started) {
         pthread_mutex_lock(&s->mu);
         s->quit = 1;
@@ -228,26 +241,35 @@ void dl_grad_sync_begin(struct dl_grad_sync *s, double scale)
     s->exec->grad_hook_ctx = s;
 }
 
-int dl_grad_sync_end(struct dl_grad_sync *s, dl_grad_sync_poll_fn poll, void *poll_ctx,
-                     struct dl_grad_sync_stats *stats, struct dl_error *err)
+int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad_sync_poll_fn poll,
+                     void *poll_ctx, struct dl_grad_sync_stats *stats, struct dl_error *err)
 {
     hand_over(s, 0); /* layers without weights may not have triggered the last buckets */
     double t0 = now_s();
-    int rc = DL_OK;
+    int rc = DL_OK, jobs = s->n_buckets;
     pthread_mutex_lock(&s->mu);
-    while (s->done < s->n_buckets) {
+    if (n_extra > 0) {
+        s->n_extra = n_extra < 8 ? n_extra : 8;
+        for (int i = 0; i < s->n_extra; i++)
+            s->extra[i] = (float)extra[i];
+        s->queued = ++jobs;
+        pthread_cond_broadcast(&s->cv);
+    }
+    while (s->done < jobs) {
         struct timespec dl;
         clock_gettime(CLOCK_REALTIME, &dl);
         double until = (double)dl.tv_sec + 1e-9 * (double)dl.tv_nsec + 0.2;
         dl.tv_sec = (time_t)until;
         dl.tv_nsec = (long)((until - (double)dl.tv_sec) * 1e9);
         pthread_cond_timedwait(&s->cv, &s->mu, &dl);
-        if (s->done < s->n_buckets && poll) {
+        if (s->done < jobs && poll) {
             pthread_mutex_unlock(&s->mu);
             rc = poll(poll_ctx, now_s() - t0, err);
             pthread_mutex_lock(&s->mu);
-            if (rc)
+            if (rc) {
+                s->stuck = 1;
                 break;
+            }
         }
     }
     if (!rc && s->failed) {
@@ -255,6 +277,8 @@ int dl_grad_sync_end(struct dl_grad_sync *s, dl_grad_sync_poll_fn poll, void *po
         if (err)
             *err = s->thread_err;
     }
+    for (int i = 0; !rc && i < n_extra && i < 8; i++)
+        extra[i] = s->extra[i];
     pthread_mutex_unlock(&s->mu);
     s->exec->grad_hook = NULL;
     if (stats) {

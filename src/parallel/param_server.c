@@ -89,7 +89,8 @@ static int worker_begin(struct dl_strategy *s, int local_batch, int global_batch
     return DL_OK;
 }
 
-static int worker_finish(struct dl_strategy *s, long step, double lr, struct dl_step_stats *st, struct dl_error *err)
+static int worker_finish(struct dl_strategy *s, long step, double lr, double metrics[2],
+                         struct dl_step_stats *st, struct dl_error *err)
 {
     struct worker_impl *im = s->impl;
     struct dl_comm *c = s->comm;

@@ -134,12 +134,16 @@ int dl_stall_poll(void *ctx, double waited_s, struct dl_error *err)
     int rc = drain(s, err);
     if (rc)
         return rc;
-    if (waited_s < s->warn_s && (s->timeout_s <= 0 || waited_s < s->timeout_s))
+    /* Rank 0 gives up first, so that its message naming the missing ranks is
+     * the one the job ends with; rank 1 (which watches rank 0) next; the
+     * others last, in case both of those are gone. */
+    double timeout = s->timeout_s + (s->c->rank == 0 ? 0 : s->c->rank == 1 ? 1.5 : 3.0);
+    if (waited_s < s->warn_s && (s->timeout_s <= 0 || waited_s < timeout))
         return DL_OK;
     char list[256];
     int count;
     missing_list(s, list, sizeof list, &count);
-    if (s->timeout_s > 0 && waited_s >= s->timeout_s) {
+    if (s->timeout_s > 0 && waited_s >= timeout) {
         if (count)
             return dl_errorf(err, DL_ERR_COMM, "stall: rank%s %s did not join the gradient exchange of step %ld "
                              "within %.0f s (--stall-timeout); aborting the job", count > 1 ? "s" : "", list,

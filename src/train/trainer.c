@@ -228,9 +228,7 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
             dl_exec_backward(&r->exec);
             slow_down(r);
             struct dl_step_stats st = {0};
-            rc = r->strategy->ops->finish(r->strategy, global + 1, lr, &st, err);
-            if (!rc && !r->ps)
-                rc = sum_over_ranks(r, m, 2, err);
+            rc = r->strategy->ops->finish(r->strategy, global + 1, lr, m, &st, err);
             if (rc)
                 break;
             int batch = r->ps ? b : gb;
