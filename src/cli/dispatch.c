@@ -11,6 +11,7 @@ static void usage(FILE *f)
 {
     fputs("Usage: dltrain [train] --net FILE [options]   train a network (the default)\n"
           "       dltrain check --net FILE [options]     validate a network, print its layers\n"
+          "       dltrain tune --net FILE --batch N      pick kernels and micro-batch splits (cached)\n"
           "       dltrain bench comm [options]           benchmark allreduce algorithms\n"
           "       dltrain help layers                    list every layer type and its keys\n"
           "       dltrain COMMAND --help                 options of one command\n"
@@ -30,6 +31,8 @@ int dl_cli_main(int argc, char **argv)
         return dl_cli_train(argc - 1, argv + 1);
     if (strcmp(cmd, "check") == 0)
         return dl_cli_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "tune") == 0)
+        return dl_cli_tune(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return dl_cli_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0)

@@ -3,15 +3,75 @@
 
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "backends/kernel.h"
 #include "core/threads.h"
+#include "exec/exec.h"
+
+struct dl_tune_options dl_net_tune = {.policy = DL_TUNE_POWER_OF_TWO, .warmup = 1, .repeats = 5};
+
+int dl_parse_bytes(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || errno || !isfinite(v) || v < 0)
+        return -1;
+    int shift = 0;
+    if (*end) { /* k, M, G, T with an optional B or iB: binary multiples */
+        static const char units[] = "kmgt";
+        const char *u = strchr(units, tolower((unsigned char)*end));
+        if (!u)
+            return -1;
+        shift = 10 * (int)(u - units + 1);
+        end++;
+        if (*end && strcasecmp(end, "b") != 0 && strcasecmp(end, "ib") != 0)
+            return -1;
+    }
+    double b = ldexp(v, shift);
+    if (b > 1e18)
+        return -1;
+    *out = (size_t)b;
+    return 0;
+}
+
+/* --tune and the tuner's settings (see options.h). */
+static int tune_option(int opt, const char *arg, const char *prog)
+{
+    size_t bytes;
+    switch (opt) {
+    case DL_OPT_TUNE:
+        dl_exec_tuner_default = (struct dl_exec_tuner){dl_tune_exec_plan, &dl_net_tune};
+        return 1;
+    case DL_OPT_WORKSPACE_LIMIT:
+    case DL_OPT_WORKSPACE_TOTAL:
+        if (dl_parse_bytes(arg, &bytes)) {
+            fprintf(stderr, "%s: --workspace-%s: expected bytes such as 67108864, 64M or 1GiB, found '%s'\n", prog,
+                    opt == DL_OPT_WORKSPACE_LIMIT ? "limit" : "total", arg);
+            return -1;
+        }
+        *(opt == DL_OPT_WORKSPACE_LIMIT ? &dl_net_tune.workspace_limit : &dl_net_tune.workspace_total) = bytes;
+        return 1;
+    case DL_OPT_TUNE_DB: dl_net_tune.db_path = arg; return 1;
+    case DL_OPT_TUNE_POLICY:
+        for (int i = 0; dl_tune_policy_names[i]; i++)
+            if (strcmp(arg, dl_tune_policy_names[i]) == 0) {
+                dl_net_tune.policy = (enum dl_tune_policy)i;
+                return 1;
+            }
+        fprintf(stderr, "%s: --tune-policy: expected undivided, powerOfTwo or all, found '%s'\n", prog, arg);
+        return -1;
+    }
+    return 0;
+}
 
 int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char *prog)
 {
@@ -38,6 +98,8 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
         }
         return 1;
     }
+    if (opt >= DL_OPT_TUNE && opt <= DL_OPT_TUNE_POLICY)
+        return tune_option(opt, arg, prog);
     if (opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS)
         return 0;
     if (o->n == DL_MAX_OVERRIDES) {
@@ -199,6 +261,12 @@ void dl_net_options_help(FILE *f)
           "  --threads N           threads for every kernel (default: all available cores)\n"
           "  --kernel OP=NAME      run OP (or a layer name, or all) with kernel NAME, e.g.\n"
           "                        conv=onednn, fc=openblas, all=reference (repeatable)\n"
+          "  --tune                pick each layer's kernel and micro-batch split by measuring\n"
+          "                        (cached in the tuning database; see dltrain tune)\n"
+          "  --workspace-limit BYTES  workspace per layer and direction for the tuner (e.g. 64M)\n"
+          "  --workspace-total BYTES  divide this total workspace over the layers (ILP)\n"
+          "  --tune-db FILE        tuning database (default ~/.cache/dltrain/tune.sqlite)\n"
+          "  --tune-policy P       micro-batch sizes: undivided, powerOfTwo (default) or all\n"
           "  --help                print this help and exit\n"
           "  --version             print the version and exit\n",
           f);

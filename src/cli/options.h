@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "spec/netfile.h"
+#include "tune/tune.h"
 
 /* getopt_long codes of the shared options (above the ASCII range). */
 enum {
@@ -16,6 +17,7 @@ enum {
     DL_OPT_NESTEROV, DL_OPT_WEIGHT_DECAY, DL_OPT_SCHEDULE, DL_OPT_WARMUP, DL_OPT_SEED, DL_OPT_DATA,
     DL_OPT_DATASET, DL_OPT_LIMIT_TRAIN, DL_OPT_LIMIT_TEST, DL_OPT_MAX_STEPS, DL_OPT_THREADS,
     DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL,
+    DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
     DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
@@ -29,7 +31,10 @@ enum {
     {"dataset", required_argument, 0, DL_OPT_DATASET}, {"limit-train", required_argument, 0, DL_OPT_LIMIT_TRAIN}, \
     {"limit-test", required_argument, 0, DL_OPT_LIMIT_TEST}, {"max-steps", required_argument, 0, DL_OPT_MAX_STEPS}, \
     {"threads", required_argument, 0, DL_OPT_THREADS}, {"help", no_argument, 0, DL_OPT_HELP}, \
-    {"version", no_argument, 0, DL_OPT_VERSION}, {"kernel", required_argument, 0, DL_OPT_KERNEL}
+    {"version", no_argument, 0, DL_OPT_VERSION}, {"kernel", required_argument, 0, DL_OPT_KERNEL}, \
+    {"tune", no_argument, 0, DL_OPT_TUNE}, {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT}, \
+    {"workspace-total", required_argument, 0, DL_OPT_WORKSPACE_TOTAL}, \
+    {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY}
 
 #define DL_MAX_OVERRIDES 32
 
@@ -49,6 +54,14 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
  * count.  Prints the error and returns the exit status (2 for a bad file or
  * value) on failure, 0 on success. */
 int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog);
+
+/* Tuner settings of --workspace-limit, --workspace-total, --tune-db and
+ * --tune-policy (start-up defaults like --kernel's); --tune also makes
+ * dl_exec_init() plan every executor with them (dl_exec_tuner_default). */
+extern struct dl_tune_options dl_net_tune;
+
+/* "268435456", "256M", "256MiB", "64k", "1G" (binary multiples) -> bytes. */
+int dl_parse_bytes(const char *s, size_t *out);
 
 /* Help text of the shared options. */
 void dl_net_options_help(FILE *f);

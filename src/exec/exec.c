@@ -52,8 +52,25 @@ void dl_exec_free(struct dl_exec *e)
     memset(e, 0, sizeof *e);
 }
 
-int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,
-                 const struct dl_kernel_choices *kernels, struct dl_error *err)
+struct dl_exec_tuner dl_exec_tuner_default;
+
+static int copy_mbplan(struct dl_mbplan *dst, const struct dl_mbplan *src, const struct dl_graph *g,
+                       struct dl_error *err)
+{
+    if (!src || !src->batch)
+        return DL_OK;
+    if (src->n_layers != g->n)
+        return dl_errorf(err, DL_ERR_SPEC, "micro-batch plan for %d layers, the network has %d", src->n_layers, g->n);
+    int rc = dl_mbplan_alloc(dst, g->n, src->batch, err);
+    if (!rc) {
+        memcpy(dst->layer, src->layer, sizeof *dst->layer * (size_t)g->n);
+        dst->workspace_bytes = src->workspace_bytes;
+    }
+    return rc;
+}
+
+static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
+                     const struct dl_kernel_choices *kernels, const struct dl_mbplan *mbplan, struct dl_error *err)
 {
     memset(e, 0, sizeof *e);
     e->g = g;
@@ -65,6 +82,8 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->impl = dl_calloc(1, sizeof *e->impl, err);
     int rc = !e->act || !e->act_layout || !e->kernel || !e->impl ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
+        rc = copy_mbplan(&e->impl->mbplan, mbplan, g, err);
+    if (!rc)
         rc = dl_exec_build_steps(e, kernels, err);
     if (!rc)
         rc = dl_exec_place(e, err);
@@ -73,6 +92,12 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,
         return err->code ? err->code : rc;
     }
     return DL_OK;
+}
+
+int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,
+                 const struct dl_kernel_choices *kernels, struct dl_error *err)
+{
+    return plan_with(e, g, max_batch, kernels, NULL, err);
 }
 
 /* Points every tensor, state block, scratch and the workspace into the arena. */
@@ -150,10 +175,10 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_error *err)
     return DL_OK;
 }
 
-int dl_exec_init_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                      const struct dl_kernel_choices *kernels, struct dl_error *err)
+int dl_exec_init_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
+                      const struct dl_kernel_choices *kernels, const struct dl_mbplan *mbplan, struct dl_error *err)
 {
-    int rc = dl_exec_plan(e, g, max_batch, kernels, err);
+    int rc = plan_with(e, g, max_batch, kernels, mbplan, err);
     if (rc)
         return rc;
     rc = alloc_arena(e, err);
@@ -166,10 +191,24 @@ int dl_exec_init_with(struct dl_exec *e, const struct dl_graph *g, int max_batch
     return DL_OK;
 }
 
+int dl_exec_init_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
+                      const struct dl_kernel_choices *kernels, struct dl_error *err)
+{
+    return dl_exec_init_plan(e, g, max_batch, seed, kernels, NULL, err);
+}
+
 int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
                  struct dl_error *err)
 {
-    return dl_exec_init_with(e, g, max_batch, seed, &dl_kernel_defaults, err);
+    const struct dl_exec_tuner *t = &dl_exec_tuner_default;
+    if (!t->plan)
+        return dl_exec_init_with(e, g, max_batch, seed, &dl_kernel_defaults, err);
+    struct dl_mbplan plan = {0};
+    int rc = t->plan(t->ctx, g, max_batch, &dl_kernel_defaults, &plan, err);
+    if (!rc)
+        rc = dl_exec_init_plan(e, g, max_batch, seed, &dl_kernel_defaults, &plan, err);
+    dl_mbplan_free(&plan);
+    return rc;
 }
 
 int dl_exec_timing_enable(struct dl_exec *e, struct dl_error *err)

@@ -57,12 +57,32 @@ struct dl_exec {
 
 /* Allocates everything for batches of up to max_batch samples and initialises
  * the parameters from seed (deterministically, in graph order).  Kernels
- * follow dl_kernel_defaults (set by --kernel). */
+ * follow dl_kernel_defaults (set by --kernel); with dl_exec_tuner_default set
+ * (--tune), the tuner's micro-batch plan. */
 int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
                  struct dl_error *err);
 /* The same with explicit kernel choices (NULL: the defaults of each op). */
 int dl_exec_init_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
                       const struct dl_kernel_choices *kernels, struct dl_error *err);
+/* The same running the layers that plan tunes as sequences of micro-batches
+ * (plan/mbplan.h; plan->batch 0 or NULL: none).  The plan is copied; it must
+ * be for at most max_batch samples, and batches of another size run
+ * undivided.  A plan that a kernel cannot follow (layouts, workspace slice
+ * too small, state kept across a different split) is rejected (DL_ERR_SPEC). */
+struct dl_mbplan;
+int dl_exec_init_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
+                      const struct dl_kernel_choices *kernels, const struct dl_mbplan *plan, struct dl_error *err);
+
+/* Start-up default read by dl_exec_init() (set once by the CLI for --tune,
+ * like dl_kernel_defaults for --kernel): when plan is not NULL it is asked
+ * for the micro-batch plan of every executor made with dl_exec_init(). */
+struct dl_exec_tuner {
+    int (*plan)(void *ctx, const struct dl_graph *g, int batch, const struct dl_kernel_choices *kernels,
+                struct dl_mbplan *out, struct dl_error *err);
+    void *ctx;
+};
+extern struct dl_exec_tuner dl_exec_tuner_default;
+
 /* Chooses kernels and plans memory without allocating the arena or the
  * parameters: fills kernel[], arena_bytes and unplanned_bytes only. */
 int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,

@@ -5,9 +5,10 @@
 #define DL_EXEC_IMPL_H
 
 #include "exec/exec.h"
+#include "plan/mbplan.h"
 #include "plan/plan.h"
 
-#define DL_EXEC_MAX_INSTANCES 8 /* batch sizes with a kernel instance per layer */
+#define DL_EXEC_MAX_INSTANCES 32 /* (kernel, batch size) pairs with an instance per layer */
 
 /* A value flowing between steps: the graph input, a layer's output, or a
  * reordered copy of one of those. */
@@ -23,6 +24,7 @@ struct dl_exec_tensor {
 };
 
 struct dl_exec_instance {
+    const struct dl_kernel *kernel;
     int mb;
     void *inst;
 };
@@ -41,8 +43,9 @@ struct dl_exec_step {
     int timed_layer;                    /* layer whose time this step counts towards */
     const struct dl_kernel *kernel;
     struct dl_kernel_config cfg;
-    int n_inst;
+    int n_inst, n_fixed;                /* inst[0, n_fixed): made at set-up, never recycled */
     struct dl_exec_instance inst[DL_EXEC_MAX_INSTANCES];
+    const struct dl_mbplan_layer *mbplan; /* layer: its micro-batch plan (NULL: undivided) */
 };
 
 struct dl_exec_impl {
@@ -58,14 +61,29 @@ struct dl_exec_impl {
     void *arena;
     void *workspace;                    /* arena + its offset, or a larger block of its own */
     void *own_workspace;
+    struct dl_mbplan mbplan;            /* copy of the plan given to dl_exec_init_plan (batch 0: none) */
 };
 
 /* steps.c */
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);
+int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, const struct dl_kernel *k, int mb,
+                          struct dl_error *err);
 int dl_exec_place(struct dl_exec *e, struct dl_error *err);
 void dl_exec_free_steps(struct dl_exec *e);
 /* The instance of step s for mb samples, made on first use (NULL after
  * setting e->status when it cannot be made). */
 void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb);
+
+/* micro.c: layers run as a sequence of micro-batches (plan/mbplan.h).
+ * Checks the plan of step s against the layouts its producers offer, makes
+ * an instance per (kernel, micro-batch size), sizes its kernel state and
+ * raises *ws to the workspace the plan needs. */
+int dl_exec_micro_setup(struct dl_exec *e, struct dl_exec_step *s, const enum dl_layout *offered, size_t *ws,
+                        struct dl_error *err);
+/* Runs direction dir of step s over the parts of its plan; a holds the
+ * whole batch's arguments.  Returns 0 when the step has no plan for this
+ * batch size (the caller then runs it undivided). */
+int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const struct dl_kernel_args *a, enum dl_dir dir,
+                      int any_din);
 
 #endif

@@ -3,7 +3,8 @@
  * the first consumer to run backward writes its gradient in place and the
  * others write into a scratch buffer that is then added, which keeps the
  * kernels' "overwrite din" contract simple; a reorder's backward converts its
- * gradient back and adds it into the source's. */
+ * gradient back and adds it into the source's.  A layer with a micro-batch
+ * plan runs each direction as its parts (micro.c). */
 #include "exec/exec_impl.h"
 
 #include <string.h>
@@ -66,7 +67,8 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
                 return;
             struct dl_kernel_args a;
             fill_args(e, s, &a, training);
-            s->kernel->forward(inst, &a);
+            if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
+                s->kernel->forward(inst, &a);
         }
         if (e->time_fwd)
             e->time_fwd[s->timed_layer] += now_s() - t0;
@@ -106,9 +108,9 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         a.c.din[k] = s->via_scratch[k] ? s->scratch[k] : t->grad;
         any = 1;
     }
-    if (any || !s->kernel->backward_weights)
+    if (!dl_exec_micro_run(e, s, &a, DL_DIR_BACKWARD_DATA, any) && (any || !s->kernel->backward_weights))
         s->kernel->backward_data(inst, &a);
-    if (s->kernel->backward_weights && l->n_params)
+    if (l->n_params && !dl_exec_micro_run(e, s, &a, DL_DIR_BACKWARD_WEIGHTS, any) && s->kernel->backward_weights)
         s->kernel->backward_weights(inst, &a);
     for (int k = 0; k < l->n_in; k++) {
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];

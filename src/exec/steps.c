@@ -3,7 +3,8 @@
  * insert an explicit reorder step for every input whose layout differs (one
  * per tensor and layout, shared by the consumers), then describe every buffer
  * (activation, gradient, kernel state, fan-out scratch, workspace) with its
- * lifetime for the memory planner and point them into the arena. */
+ * lifetime for the memory planner and point them into the arena.  Layers with
+ * a micro-batch plan get their kernel from it (micro.c checks the rest). */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -42,18 +43,34 @@ static int reordered(struct dl_exec *e, int src, enum dl_layout want, int layer)
     return st->out;
 }
 
-static int make_instance(struct dl_exec_step *s, const struct dl_layer *l, int mb, struct dl_error *err)
+int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, const struct dl_kernel *k, int mb,
+                          struct dl_error *err)
 {
     struct dl_kernel_config cfg = s->cfg;
     cfg.mb = mb;
     void *inst = NULL;
-    int rc = s->kernel->create(l, &cfg, &inst, err);
+    if (s->n_inst == DL_EXEC_MAX_INSTANCES)
+        return dl_errorf(err, DL_ERR_INTERNAL, "layer '%s': more than %d kernel instances", l->name,
+                         DL_EXEC_MAX_INSTANCES);
+    int rc = k->create(l, &cfg, &inst, err);
     if (rc) {
-        dl_error_prefix(err, "layer '%s' (kernel %s)", l->name, s->kernel->name);
+        dl_error_prefix(err, "layer '%s' (kernel %s)", l->name, k->name);
         return rc;
     }
-    s->inst[s->n_inst++] = (struct dl_exec_instance){mb, inst};
+    s->inst[s->n_inst++] = (struct dl_exec_instance){k, mb, inst};
     return DL_OK;
+}
+
+/* The kernel that runs layer i: the plan's (first part of the first
+ * direction that runs) when the layer is tuned, else the registry's. */
+static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
+{
+    const struct dl_mbplan *p = &e->impl->mbplan;
+    if (p->batch && p->layer[i].tuned)
+        for (int d = 0; d < DL_N_DIRS; d++)
+            if (p->layer[i].dir[d].n)
+                return p->layer[i].dir[d].part[0].kernel;
+    return dl_kernel_select(&e->g->layers[i], ch);
 }
 
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
@@ -70,7 +87,7 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     int input = add_tensor(m, -1, g->input, DL_LAYOUT_PLAIN, 0);
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
-        const struct dl_kernel *k = dl_kernel_select(l, ch);
+        const struct dl_kernel *k = layer_kernel(e, i, ch);
         enum dl_layout offered[DL_MAX_INPUTS], want[DL_MAX_INPUTS], out;
         int src[DL_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++) {
@@ -98,10 +115,18 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         m->out_tensor[i] = s->out;
         e->act_layout[i] = out;
         m->n_steps++;
-        int rc = make_instance(s, l, e->max_batch, err);
+        int rc = dl_exec_make_instance(s, l, k, e->max_batch, err);
         if (rc)
             return rc;
         s->saved_bytes = k->saved_bytes ? k->saved_bytes(s->inst[0].inst) : 0;
+        s->n_fixed = 1;
+        if (m->mbplan.batch && m->mbplan.layer[i].tuned) { /* its own slice, not the shared workspace */
+            s->mbplan = &m->mbplan.layer[i];
+            rc = dl_exec_micro_setup(e, s, offered, &m->workspace_bytes, err);
+            if (rc)
+                return rc;
+            continue;
+        }
         for (int d = 0; d < DL_N_DIRS; d++) {
             size_t w = k->workspace_bytes ? k->workspace_bytes(s->inst[0].inst, (enum dl_dir)d) : 0;
             if (w > m->workspace_bytes)
@@ -114,14 +139,14 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
 void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
 {
     for (int i = 0; i < s->n_inst; i++)
-        if (s->inst[i].mb == mb)
+        if (s->inst[i].mb == mb && s->inst[i].kernel == s->kernel)
             return s->inst[i].inst;
     const struct dl_layer *l = &e->g->layers[s->layer];
-    if (s->n_inst == DL_EXEC_MAX_INSTANCES) { /* keep the max_batch one, recycle the others */
-        s->kernel->destroy(s->inst[s->n_inst - 1].inst);
+    if (s->n_inst == DL_EXEC_MAX_INSTANCES && s->n_inst > s->n_fixed) { /* recycle the last one */
+        s->inst[s->n_inst - 1].kernel->destroy(s->inst[s->n_inst - 1].inst);
         s->n_inst--;
     }
-    if (make_instance(s, l, mb, &e->err)) {
+    if (dl_exec_make_instance(s, l, s->kernel, mb, &e->err)) {
         e->status = e->err.code;
         return NULL;
     }
@@ -219,7 +244,7 @@ void dl_exec_free_steps(struct dl_exec *e)
     struct dl_exec_impl *m = e->impl;
     for (int s = 0; m->steps && s < m->n_steps; s++)
         for (int i = 0; i < m->steps[s].n_inst; i++)
-            m->steps[s].kernel->destroy(m->steps[s].inst[i].inst);
+            m->steps[s].inst[i].kernel->destroy(m->steps[s].inst[i].inst);
     free(m->steps);
     free(m->tensors);
     free(m->out_tensor);
@@ -227,4 +252,5 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->bufs);
     free(m->arena);
     free(m->own_workspace);
+    dl_mbplan_free(&m->mbplan);
 }

@@ -1,0 +1,324 @@
+/* bench_conv.c: `dltrain bench conv`: convolution suites under the tuner, as
+ * in the mu-cuDNN paper: for each shape (the DeepBench training list, the
+ * ResNet-50 layers, or one --shape) the best undivided time and the
+ * micro-batched time of forward + backward data + backward weights within a
+ * workspace limit, their speedup and workspaces, then the geometric-mean
+ * speedup.  Measurements come from (and go to) the tuning database. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/options.h"
+#include "core/threads.h"
+#include "spec/netfile.h"
+#include "tune/tune.h"
+
+enum { OPT_SUITE = DL_OPT_FIRST_LOCAL, OPT_SUITE_FILE, OPT_SHAPE, OPT_CSV, OPT_ROWS, OPT_REPEATS, OPT_NO_MEASURE };
+
+/* One convolution: batch n, input c x h x w, k filters of r x s (height x width). */
+struct shape {
+    char name[64];
+    int n, c, h, w, k, r, s, ph, pw, sh, sw, count;
+};
+
+static void help(void)
+{
+    fputs("Usage: dltrain bench conv --suite deepbench|resnet50 [--batch N] [options]\n"
+          "       dltrain bench conv --shape N,C,H,W,K,R,S[,PAD_H,PAD_W[,STRIDE_H,STRIDE_W]] [options]\n"
+          "Best undivided vs micro-batched time (forward + backward data + backward weights) per\n"
+          "convolution within a workspace limit, the speedup, and the geometric mean.\n\n"
+          "  --suite NAME          deepbench: the DeepBench training list (its own batch sizes);\n"
+          "                        resnet50: the 20 distinct conv shapes of ResNet-50 (batch from --batch)\n"
+          "  --suite-file FILE     read the suite from FILE instead of the installed copy\n"
+          "  --shape ...           one convolution (R: filter height, S: filter width)\n"
+          "  --batch N             mini-batch (resnet50 default 16; overrides DeepBench's)\n"
+          "  --rows N              only the first N rows of the suite\n"
+          "  --workspace-limit BYTES  per direction (default: none)\n"
+          "  --tune-policy P       undivided, powerOfTwo (default) or all\n"
+          "  --tune-db FILE        tuning database (default ~/.cache/dltrain/tune.sqlite)\n"
+          "  --threads N           threads (default: all available cores)\n"
+          "  --repeats N           timed calls per candidate (default 5)\n"
+          "  --no-measure          use the database only\n"
+          "  --csv                 comma-separated output for plotting\n",
+          stdout);
+}
+
+static int parse_ints(const char *s, int *v, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        errno = 0;
+        long x = strtol(s, &end, 10);
+        if (end == s || errno || x < 0 || x > 1 << 24)
+            return -1;
+        v[n++] = (int)x;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return *s ? -1 : n;
+}
+
+/* DLTRAIN_DATADIR, the installed data folder, then bench/data of the current
+ * folder and of $top_srcdir. */
+static FILE *open_suite(const char *file, char *path, size_t size)
+{
+    const char *dirs[] = {getenv("DLTRAIN_DATADIR"), DL_DATADIR, ".", getenv("top_srcdir")};
+    for (int i = 0; i < 4; i++) {
+        if (!dirs[i] || !*dirs[i])
+            continue;
+        snprintf(path, size, "%s/bench/data/%s", dirs[i], file);
+        FILE *f = fopen(path, "r");
+        if (f)
+            return f;
+    }
+    return NULL;
+}
+
+static int column(char *const *cols, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(cols[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static int split_csv(char *line, char **cols, int max)
+{
+    int n = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    for (char *p = strtok(line, ","); p && n < max; p = strtok(NULL, ","))
+        cols[n++] = p;
+    return n;
+}
+
+/* Reads a suite CSV (DeepBench or ResNet-50 columns, see bench/data/README.md). */
+static int read_suite(FILE *f, const char *path, int resnet, int batch, struct shape **out, int *n_out)
+{
+    char line[512], *hdr[32], *v[32];
+    char header[512];
+    if (!fgets(header, sizeof header, f)) {
+        fprintf(stderr, "dltrain bench conv: %s: empty file\n", path);
+        return 1;
+    }
+    int nh = split_csv(header, hdr, 32);
+    static const char *const db_cols[] = {"n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w"};
+    static const char *const rn_cols[] = {"c", "h", "w", "k", "r", "s", "pad", "stride", "count", "name"};
+    int idx[11];
+    int ncol = resnet ? 10 : 11;
+    for (int i = 0; i < ncol; i++)
+        if ((idx[i] = column(hdr, nh, resnet ? rn_cols[i] : db_cols[i])) < 0) {
+            fprintf(stderr, "dltrain bench conv: %s: no column '%s'\n", path, resnet ? rn_cols[i] : db_cols[i]);
+            return 1;
+        }
+    int n = 0, cap = 0;
+    struct shape *s = NULL;
+    for (int row = 2; fgets(line, sizeof line, f); row++) {
+        if (line[0] == '\n' || line[0] == '#')
+            continue;
+        int nv = split_csv(line, v, 32);
+        if (nv < nh) {
+            fprintf(stderr, "dltrain bench conv: %s:%d: expected %d fields, found %d\n", path, row, nh, nv);
+            free(s);
+            return 1;
+        }
+        if (n == cap) {
+            struct shape *t = realloc(s, sizeof *s * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!t) {
+                free(s);
+                return 1;
+            }
+            s = t;
+        }
+        struct shape *x = &s[n++];
+        memset(x, 0, sizeof *x);
+        if (resnet) {
+            int a[9];
+            for (int i = 0; i < 9; i++)
+                a[i] = atoi(v[idx[i]]);
+            *x = (struct shape){.n = batch, .c = a[0], .h = a[1], .w = a[2], .k = a[3], .r = a[4], .s = a[5],
+                                .ph = a[6], .pw = a[6], .sh = a[7], .sw = a[7], .count = a[8]};
+            snprintf(x->name, sizeof x->name, "%s", v[idx[9]]);
+        } else {
+            *x = (struct shape){.n = batch ? batch : atoi(v[idx[0]]), .c = atoi(v[idx[1]]), .h = atoi(v[idx[2]]),
+                                .w = atoi(v[idx[3]]), .k = atoi(v[idx[4]]), .r = atoi(v[idx[5]]),
+                                .s = atoi(v[idx[6]]), .ph = atoi(v[idx[7]]), .pw = atoi(v[idx[8]]),
+                                .sh = atoi(v[idx[9]]), .sw = atoi(v[idx[10]]), .count = 1};
+            snprintf(x->name, sizeof x->name, "deepbench-%d", row - 1);
+        }
+    }
+    *out = s;
+    *n_out = n;
+    return 0;
+}
+
+/* Tunes the one convolution of a tiny network made for x. */
+static int tune_shape(const struct shape *x, const struct dl_tune_options *o, struct dl_tune_layer_report *lr,
+                      char plans[DL_N_DIRS][128], struct dl_error *err)
+{
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml,
+             "name: bench-conv\ninput: {shape: [%d, %d, %d], classes: %d}\nlayers:\n"
+             "  - {name: conv, type: conv, filters: %d, kernel: [%d, %d], pad: [%d, %d], stride: [%d, %d], bias: false}\n"
+             "  - {type: global_avgpool}\nloss: softmax_cross_entropy\ntrain: {batch: %d}\n",
+             x->c, x->h, x->w, x->k, x->k, x->r, x->s, x->ph, x->pw, x->sh, x->sw, x->n);
+    struct dl_net net;
+    int rc = dl_net_load_string(x->name, yaml, &net, err);
+    if (rc)
+        return rc;
+    struct dl_mbplan plan;
+    struct dl_tune_report rep;
+    rc = dl_tune_net(&net.graph, x->n, o, &plan, &rep, err);
+    if (!rc) {
+        *lr = rep.layer[0];
+        for (int d = 0; d < DL_N_DIRS; d++)
+            dl_mbplan_dir_str(&plan.layer[0].dir[d], plans[d], sizeof plans[d]);
+        dl_tune_report_free(&rep);
+        dl_mbplan_free(&plan);
+    }
+    dl_net_free(&net);
+    return rc;
+}
+
+static int run_suite(const struct shape *s, int n, const struct dl_tune_options *o, int csv)
+{
+    double log_sum = 0, t_undiv = 0, t_micro = 0;
+    int counted = 0;
+    if (csv)
+        printf("name,n,c,h,w,k,r,s,pad_h,pad_w,stride_h,stride_w,count,limit_bytes,undivided_ms,undivided_ws,"
+               "micro_ms,micro_ws,speedup,fwd_plan,bwd_data_plan,bwd_weights_plan\n");
+    else
+        printf("%-34s %-28s %10s %9s %10s %9s %8s  %s\n", "layer", "N,C,HxW,K,RxS,pad,stride", "undiv ms", "MiB",
+               "micro ms", "MiB", "speedup", "plan fwd | bwd-data | bwd-weights");
+    for (int i = 0; i < n; i++) {
+        const struct shape *x = &s[i];
+        struct dl_tune_layer_report lr;
+        char plans[DL_N_DIRS][128];
+        struct dl_error err = {0};
+        if (tune_shape(x, o, &lr, plans, &err)) {
+            fprintf(stderr, "dltrain bench conv: %s: %s\n", x->name, err.msg);
+            continue;
+        }
+        double sp = lr.undivided_s > 0 && lr.time_s > 0 ? lr.undivided_s / lr.time_s : NAN;
+        if (!isnan(sp)) {
+            log_sum += log(sp);
+            counted++;
+            t_undiv += lr.undivided_s * x->count;
+            t_micro += lr.time_s * x->count;
+        }
+        if (csv) {
+            printf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%zu,%.4f,%zu,%.4f,%zu,%.4f,%s,%s,%s\n", x->name, x->n, x->c,
+                   x->h, x->w, x->k, x->r, x->s, x->ph, x->pw, x->sh, x->sw, x->count, o->workspace_limit,
+                   1e3 * lr.undivided_s, lr.undivided_ws, 1e3 * lr.time_s, lr.ws, sp, plans[0], plans[1], plans[2]);
+        } else {
+            char geo[64];
+            snprintf(geo, sizeof geo, "%d,%d,%dx%d,%d,%dx%d,%d,%d", x->n, x->c, x->h, x->w, x->k, x->r, x->s, x->ph,
+                     x->sh);
+            printf("%-34s %-28s %10.3f %9.2f %10.3f %9.2f %7.2fx  %s | %s | %s\n", x->name, geo, 1e3 * lr.undivided_s,
+                   lr.undivided_ws / 1048576.0, 1e3 * lr.time_s, lr.ws / 1048576.0, sp, plans[0], plans[1], plans[2]);
+        }
+        fflush(stdout);
+    }
+    if (counted)
+        fprintf(csv ? stderr : stdout,
+                "geometric-mean speedup: %.3fx over %d shapes (total time, weighted by count: %.3fx)\n",
+                exp(log_sum / counted), counted, t_micro > 0 ? t_undiv / t_micro : 0);
+    return counted == n ? 0 : 1;
+}
+
+int dl_cli_bench_conv(int argc, char **argv)
+{
+    static const struct option long_opts[] = {
+        {"suite", required_argument, 0, OPT_SUITE}, {"suite-file", required_argument, 0, OPT_SUITE_FILE},
+        {"shape", required_argument, 0, OPT_SHAPE}, {"csv", no_argument, 0, OPT_CSV},
+        {"rows", required_argument, 0, OPT_ROWS}, {"repeats", required_argument, 0, OPT_REPEATS},
+        {"no-measure", no_argument, 0, OPT_NO_MEASURE}, {"batch", required_argument, 0, DL_OPT_BATCH},
+        {"threads", required_argument, 0, DL_OPT_THREADS}, {"help", no_argument, 0, DL_OPT_HELP},
+        {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT},
+        {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY},
+        {0, 0, 0, 0}};
+    struct dl_net_options no = {0};
+    const char *suite = NULL, *suite_file = NULL, *shape = NULL;
+    int opt, csv = 0, rows = 0, batch = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        int iv[1];
+        if (opt != DL_OPT_BATCH) {
+            int r = dl_net_option(&no, opt, optarg, "dltrain bench conv");
+            if (r < 0)
+                return 2;
+            if (r > 0)
+                continue;
+        }
+        switch (opt) {
+        case OPT_SUITE: suite = optarg; break;
+        case OPT_SUITE_FILE: suite_file = optarg; break;
+        case OPT_SHAPE: shape = optarg; break;
+        case OPT_CSV: csv = 1; break;
+        case OPT_NO_MEASURE: dl_net_tune.no_measure = 1; break;
+        case OPT_ROWS:
+        case OPT_REPEATS:
+        case DL_OPT_BATCH:
+            if (parse_ints(optarg, iv, 1) != 1 || iv[0] < 1) {
+                fprintf(stderr, "dltrain bench conv: expected a positive integer, found '%s'\n", optarg);
+                return 2;
+            }
+            *(opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &dl_net_tune.repeats) = iv[0];
+            break;
+        case DL_OPT_HELP: help(); return 0;
+        default: fprintf(stderr, "Try 'dltrain bench conv --help'.\n"); return 2;
+        }
+    }
+    if (!!suite + !!shape != 1 || (suite && strcmp(suite, "deepbench") != 0 && strcmp(suite, "resnet50") != 0)) {
+        fprintf(stderr, "dltrain bench conv: expected --suite deepbench, --suite resnet50 or --shape (try --help)\n");
+        return 2;
+    }
+    dl_threads_set(no.threads);
+    struct shape *s = NULL;
+    int n = 0;
+    if (shape) {
+        int v[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+        int k = parse_ints(shape, v, 11);
+        if (k != 7 && k != 9 && k != 11) {
+            fprintf(stderr, "dltrain bench conv: --shape: expected N,C,H,W,K,R,S[,PAD_H,PAD_W[,STRIDE_H,STRIDE_W]], "
+                            "found '%s'\n", shape);
+            return 2;
+        }
+        s = calloc(1, sizeof *s);
+        if (!s)
+            return 1;
+        *s = (struct shape){.n = batch ? batch : v[0], .c = v[1], .h = v[2], .w = v[3], .k = v[4], .r = v[5],
+                            .s = v[6], .ph = v[7], .pw = v[8], .sh = v[9], .sw = v[10], .count = 1};
+        snprintf(s->name, sizeof s->name, "shape");
+        n = 1;
+    } else {
+        int resnet = strcmp(suite, "resnet50") == 0;
+        char path[1200];
+        const char *file = resnet ? "resnet50_conv_layers.csv" : "deepbench_conv_train.csv";
+        FILE *f = suite_file ? fopen(suite_file, "r") : open_suite(file, path, sizeof path);
+        if (!f) {
+            fprintf(stderr, "dltrain bench conv: cannot open %s (give --suite-file FILE)\n", suite_file ? suite_file : file);
+            return 1;
+        }
+        int rc = read_suite(f, suite_file ? suite_file : path, resnet, resnet && !batch ? 16 : batch, &s, &n);
+        fclose(f);
+        if (rc)
+            return 1;
+        if (rows && rows < n)
+            n = rows;
+    }
+    struct dl_tune_options o = dl_net_tune;
+    o.all_dirs = 1;
+    if (!csv)
+        printf("bench conv: %d shapes, %d threads, policy %s, workspace limit %s%zu bytes\n", n, dl_threads_get(),
+               dl_tune_policy_names[o.policy], o.workspace_limit ? "" : "none, ", o.workspace_limit);
+    int rc = run_suite(s, n, &o, csv);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,135 @@
+/* tune.c: `dltrain tune --net FILE --batch N`: fills the tuning database
+ * (measuring only what it lacks) and prints, per tuned layer, the chosen
+ * plan (kernel and micro-batch sizes per direction), its time and workspace
+ * against the best undivided plan within the same limit, then the totals. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/options.h"
+#include "core/threads.h"
+#include "tune/tune.h"
+
+enum { OPT_REPEATS = DL_OPT_FIRST_LOCAL, OPT_NO_MEASURE };
+
+static void help(void)
+{
+    fputs("Usage: dltrain tune --net FILE --batch N [--workspace-limit BYTES | --workspace-total BYTES]\n"
+          "                    [--tune-policy P] [--tune-db FILE] [options]\n"
+          "Measures every kernel on every micro-batch size of the policy for each convolution, fully\n"
+          "connected, pooling and activation layer (forward, backward data, backward weights), stores the\n"
+          "times in the tuning database, and prints the plan: per layer and direction the kernel and\n"
+          "micro-batch sizes, the time and workspace, against the best undivided plan.\n\n"
+          "  --repeats N           timed calls per candidate (default 5; the median is kept)\n"
+          "  --no-measure          use the database only\n\n",
+          stdout);
+    dl_net_options_help(stdout);
+}
+
+static void print_plan(const struct dl_graph *g, const struct dl_mbplan *p, const struct dl_tune_report *r)
+{
+    static const char *const dirs[DL_N_DIRS] = {"fwd", "bwd-data", "bwd-weights"};
+    double total = 0, undiv = 0;
+    int all_undiv = 1;
+    printf("%-26s %-8s %-12s %-44s %10s %10s %10s %8s\n", "layer", "type", "direction", "plan (kernel mb x count)",
+           "ms", "MiB", "undiv ms", "speedup");
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_tune_layer_report *lr = &r->layer[i];
+        if (!p->layer[i].tuned)
+            continue;
+        for (int d = 0; d < DL_N_DIRS; d++) {
+            const struct dl_mbplan_dir *pd = &p->layer[i].dir[d];
+            if (!pd->n)
+                continue;
+            char s[256];
+            dl_mbplan_dir_str(pd, s, sizeof s);
+            printf("%-26s %-8s %-12s %-44s %10.3f %10.2f", g->layers[i].name, g->layers[i].kind->name, dirs[d], s,
+                   1e3 * pd->time_s, pd->ws_bytes / 1048576.0);
+            if (lr->dir_undivided[d] > 0)
+                printf(" %10.3f %7.2fx\n", 1e3 * lr->dir_undivided[d],
+                       pd->time_s > 0 ? lr->dir_undivided[d] / pd->time_s : 1.0);
+            else
+                printf(" %10s %8s\n", pd->time_s > 0 ? "n/a" : "(above)", "");
+        }
+        total += lr->time_s;
+        undiv += lr->undivided_s;
+        all_undiv &= lr->undivided_s > 0 || lr->time_s == 0;
+    }
+    printf("total: %.3f ms per step for the tuned layers, workspace %.2f MiB", 1e3 * total,
+           p->workspace_bytes / 1048576.0);
+    if (all_undiv && total > 0)
+        printf("; best undivided %.3f ms: %.2fx\n", 1e3 * undiv, undiv / total);
+    else
+        printf("; no undivided plan fits the limit on every layer\n");
+}
+
+int dl_cli_tune(int argc, char **argv)
+{
+    static const struct option long_opts[] = {DL_NET_OPTIONS,
+                                              {"repeats", required_argument, 0, OPT_REPEATS},
+                                              {"no-measure", no_argument, 0, OPT_NO_MEASURE},
+                                              {0, 0, 0, 0}};
+    struct dl_net_options no = {0};
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        int r = dl_net_option(&no, opt, optarg, "dltrain tune");
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        switch (opt) {
+        case OPT_REPEATS: {
+            char *end;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || errno || v < 1 || v > 64) {
+                fprintf(stderr, "dltrain tune: --repeats: expected an integer in [1, 64], found '%s'\n", optarg);
+                return 2;
+            }
+            dl_net_tune.repeats = (int)v;
+            break;
+        }
+        case OPT_NO_MEASURE: dl_net_tune.no_measure = 1; break;
+        case DL_OPT_HELP: help(); return 0;
+        case DL_OPT_VERSION: dl_print_version("dltrain tune"); return 0;
+        default: fprintf(stderr, "Try 'dltrain tune --help'.\n"); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dltrain tune: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    struct dl_net net;
+    int status = dl_net_options_load(&no, &net, "dltrain tune");
+    if (status)
+        return status;
+    struct dl_tune_options o = dl_net_tune;
+    o.kernels = &dl_kernel_defaults;
+    struct dl_mbplan plan;
+    struct dl_tune_report rep;
+    struct dl_error err = {0};
+    int rc = dl_tune_net(&net.graph, net.train.batch, &o, &plan, &rep, &err);
+    if (rc) {
+        fprintf(stderr, "dltrain tune: %s\n", err.msg);
+        dl_net_free(&net);
+        return rc == DL_ERR_SPEC ? 2 : 1;
+    }
+    char lim[64] = "none", tot[64] = "none";
+    if (o.workspace_limit)
+        snprintf(lim, sizeof lim, "%.2f MiB", o.workspace_limit / 1048576.0);
+    if (o.workspace_total)
+        snprintf(tot, sizeof tot, "%.2f MiB", o.workspace_total / 1048576.0);
+    printf("network %s, batch %d, %d threads, policy %s, workspace limit %s, total %s\n", net.name,
+           net.train.batch, dl_threads_get(), dl_tune_policy_names[o.policy], lim, tot);
+    print_plan(&net.graph, &plan, &rep);
+    printf("candidates: %ld measured (%.1f s), %ld from the database; %.2f s in all\n", rep.measured,
+           rep.tune_seconds, rep.cached, rep.total_seconds);
+    dl_tune_report_free(&rep);
+    dl_mbplan_free(&plan);
+    dl_net_free(&net);
+    return 0;
+}

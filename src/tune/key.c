@@ -1,0 +1,105 @@
+/* key.c: what identifies a measurement in the tuning database: the op (kind,
+ * every attribute from its schema table, input and output shapes), the
+ * kernel, direction, micro-batch size, thread count, the library versions
+ * found at run time and the device.  Versions are looked up by symbol name
+ * (dlsym), so that no #ifdef on a library is needed here and a library
+ * upgrade invalidates old timings by itself. */
+#include "tune/tune_impl.h"
+
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/threads.h"
+
+static void appendf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(char *buf, size_t size, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    if (len + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+static void attrs_str(const struct dl_layer *l, char *buf, size_t size)
+{
+    const struct dl_op_kind *op = l->kind;
+    for (int i = 0; i < op->n_attrs; i++) {
+        const struct dl_attr_desc *d = &op->attrs[i];
+        const unsigned char *p = (const unsigned char *)l->attr + d->offset;
+        int iv[2];
+        double dv;
+        switch (d->type) {
+        case DL_ATTR_INT:
+        case DL_ATTR_BOOL: memcpy(iv, p, sizeof(int)); appendf(buf, size, ",%s=%d", d->key, iv[0]); break;
+        case DL_ATTR_INT2: memcpy(iv, p, 2 * sizeof(int)); appendf(buf, size, ",%s=%dx%d", d->key, iv[0], iv[1]); break;
+        case DL_ATTR_FLOAT: memcpy(&dv, p, sizeof dv); appendf(buf, size, ",%s=%.9g", d->key, dv); break;
+        case DL_ATTR_ENUM: memcpy(iv, p, sizeof(int)); appendf(buf, size, ",%s=%s", d->key, d->choices[iv[0]]); break;
+        }
+    }
+}
+
+/* The CPU model from /proc/cpuinfo; a GPU backend names its device instead
+ * (the backend field of its kernels tells them apart). */
+static void device_str(const struct dl_kernel *k, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", k->backend);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *v = strchr(line, ':');
+        v = v ? v + 1 : line;
+        while (*v == ' ')
+            v++;
+        snprintf(buf, size, "%.*s", (int)strcspn(v, "\n"), v);
+        break;
+    }
+    if (f)
+        fclose(f);
+}
+
+/* dnnl_version() returns {int major, minor, patch; const char *hash; ...}. */
+struct onednn_version {
+    int major, minor, patch;
+    const char *hash;
+};
+
+static void versions_str(char *buf, size_t size)
+{
+    snprintf(buf, size, "dltrain %s", PACKAGE_VERSION);
+    void *sym = dlsym(RTLD_DEFAULT, "dnnl_version");
+    if (sym) {
+        const struct onednn_version *(*fn)(void);
+        memcpy(&fn, &sym, sizeof fn);
+        const struct onednn_version *v = fn();
+        appendf(buf, size, "; onednn %d.%d.%d", v->major, v->minor, v->patch);
+    }
+    sym = dlsym(RTLD_DEFAULT, "openblas_get_config");
+    if (sym) {
+        char *(*fn)(void);
+        memcpy(&fn, &sym, sizeof fn);
+        appendf(buf, size, "; %s", fn());
+    }
+}
+
+void dl_tune_key_layer(struct dl_tune_key *k, const struct dl_layer *l, const struct dl_kernel *kernel)
+{
+    memset(k, 0, sizeof *k);
+    snprintf(k->op, sizeof k->op, "%s", l->kind->name);
+    attrs_str(l, k->op, sizeof k->op);
+    for (int i = 0; i < l->n_in; i++)
+        appendf(k->op, sizeof k->op, " in=%dx%dx%d", l->in_shape[i].c, l->in_shape[i].h, l->in_shape[i].w);
+    appendf(k->op, sizeof k->op, " out=%dx%dx%d", l->out_shape.c, l->out_shape.h, l->out_shape.w);
+    k->kernel = kernel->name;
+    k->threads = dl_threads_get();
+    versions_str(k->versions, sizeof k->versions);
+    device_str(kernel, k->device, sizeof k->device);
+}
