@@ -12,7 +12,7 @@ fi
 MPI="mpirun --oversubscribe -np 4"
 NET="$top_srcdir/nets/lenet5.yaml"
 BASE="--net $NET --limit-train 3200 --limit-test 500 --epochs 1 --threads 1 --quiet"
-tap_plan 29
+tap_plan 35
 
 # compare M1 W1 M2 W2: per-step losses within 1e-5 relative, weights within 1e-5.
 compare() {
@@ -44,6 +44,44 @@ expect_status 0 "4 ranks, 16 KiB buckets overlapping backward" -- $MPI $DLTRAIN 
     --allreduce ring --metrics "$TMPDIR_TEST/m4.jsonl" --dump-weights "$TMPDIR_TEST/w4.bin"
 compare "$TMPDIR_TEST/m1.jsonl" "$TMPDIR_TEST/w1.bin" "$TMPDIR_TEST/m4.jsonl" "$TMPDIR_TEST/w4.bin"
 tap_result $? "many small buckets sent during backward give the same training"
+
+# Synchronised batch normalisation: statistics over the global batch.
+cat > "$TMPDIR_TEST/bn.yaml" <<'YAML'
+input: {shape: [1, 28, 28], classes: 10}
+layers:
+  - {name: conv1, type: conv, filters: 8, kernel: 3, pad: 1, bias: false}
+  - {name: bn1, type: batchnorm}
+  - {type: relu}
+  - {type: maxpool, kernel: 2}
+  - {name: conv2, type: conv, filters: 16, kernel: 3, pad: 1, bias: false}
+  - {name: bn2, type: batchnorm}
+  - {type: relu}
+  - {type: global_avgpool}
+  - {name: fc, type: fc, units: 10}
+loss: softmax_cross_entropy
+train: {batch: 64, epochs: 1, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+YAML
+BN="--net $TMPDIR_TEST/bn.yaml --limit-train 3200 --limit-test 500 --threads 1 --quiet"
+# max relative per-step loss difference of two metrics files, printed
+loss_diff() {
+    /usr/bin/python3 -c '
+import json, sys
+import numpy as np
+a, b = ([json.loads(l)["loss"] for l in open(f) if "\"step\"" in l] for f in sys.argv[1:3])
+assert len(a) == len(b) == 50, (len(a), len(b))
+print("%.3g" % np.max(np.abs(np.array(a) - np.array(b)) / np.abs(np.array(a))))' "$1" "$2"
+}
+expect_status 0 "serial batch-norm network (reference batch-norm kernel)" -- \
+    $DLTRAIN $BN --kernel batchnorm=reference --metrics "$TMPDIR_TEST/bn1.jsonl"
+expect_status 0 "4 ranks with --sync-bn" -- $MPI $DLTRAIN $BN --sync-bn --metrics "$TMPDIR_TEST/bn4s.jsonl"
+d=$(loss_diff "$TMPDIR_TEST/bn1.jsonl" "$TMPDIR_TEST/bn4s.jsonl")
+echo "# --sync-bn vs serial: $d"
+awk "BEGIN { exit !($d <= 1e-5) }"; tap_result $? "--sync-bn on 4 ranks equals 1 rank (max relative loss difference $d)"
+expect_status 0 "4 ranks with per-rank batch-norm statistics" -- $MPI $DLTRAIN $BN --kernel batchnorm=reference \
+    --metrics "$TMPDIR_TEST/bn4.jsonl"
+d=$(loss_diff "$TMPDIR_TEST/bn1.jsonl" "$TMPDIR_TEST/bn4.jsonl")
+echo "# per-rank statistics vs serial: $d"
+awk "BEGIN { exit !($d > 1e-3) }"; tap_result $? "per-rank statistics differ from the global batch's ($d)"
 
 # SSP: rank 3 (a worker) sleeps 30 ms per step; no worker may get more than 2 steps ahead.
 expect_status 0 "ssp:2 with a slowed rank" -- $MPI $DLTRAIN $BASE --consistency ssp:2 --debug-slow-rank 3:30

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/kernel.h"
 #include "cli/options.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
@@ -18,7 +19,7 @@
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
-    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_DUMP_WEIGHTS
+    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_DUMP_WEIGHTS, OPT_SYNC_BN
 };
 
 struct printer {
@@ -187,6 +188,7 @@ static void help(void)
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
           "  --bucket-bytes N      gradient fusion bucket size (default 25 MiB; K, M suffixes)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
+          "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
           "  --ps-servers K        parameter-server ranks for ssp/async (default 1)\n"
           "  --stall-warning S     name ranks missing from a step's allreduce after S s (default 60)\n"
           "  --stall-timeout S     abort the job after S s (default 600)\n"
@@ -214,6 +216,7 @@ int dl_cli_train(int argc, char **argv)
         {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
         {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
         {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
+        {"sync-bn", no_argument, 0, OPT_SYNC_BN},
         {0, 0, 0, 0}};
     struct dl_net_options no = {0};
     struct printer p = {.log_every = 100};
@@ -280,6 +283,15 @@ int dl_cli_train(int argc, char **argv)
             }
             break;
         case OPT_DUMP_WEIGHTS: to.dump_weights = optarg; break;
+        case OPT_SYNC_BN:
+            /* The op's reference code does the cross-rank sums; library
+             * batch-norm kernels keep per-rank statistics. */
+            to.parallel.sync_bn = 1;
+            if (dl_kernel_choice_add(&dl_kernel_defaults, "batchnorm=reference", &err)) {
+                fprintf(stderr, "dltrain: --sync-bn: %s\n", err.msg);
+                bad = 1;
+            }
+            break;
         default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
         }
         if (bad)

@@ -44,6 +44,10 @@ struct dl_exec {
      * step: data parallelism starts the allreduce of full buckets here. */
     void (*grad_hook)(void *ctx, int layer);
     void *grad_hook_ctx;
+    /* Passed to every op call (struct dl_op_call.sync_sum): synchronised
+     * batch-normalisation statistics across data-parallel ranks. */
+    void (*sync_sum)(void *ctx, double *v, int n);
+    void *sync_ctx;
     const struct dl_kernel **kernel;       /* [layer] the kernel that runs it */
     size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
     size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */

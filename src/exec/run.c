@@ -40,6 +40,8 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->training = training;
     c->rng = &e->rng[s->layer];
     c->labels = e->labels;
+    c->sync_sum = e->sync_sum;
+    c->sync_ctx = e->sync_ctx;
     a->workspace = m->workspace;
 }
 

@@ -48,11 +48,47 @@ static int batchnorm_params(const void *attr, const struct dl_shape *in, struct 
     return 4;
 }
 
-/* saved = mean[C] then inv_std[C] of the last training-mode forward. */
+/* saved = mean[C], inv_std[C] and the number of values per channel over
+ * every rank (M, for backward) of the last training-mode forward. */
 static long batchnorm_saved_size(const void *attr, int batch, const struct dl_shape *in,
                                  struct dl_shape out)
 {
-    return 2L * in[0].c;
+    return 2L * in[0].c + 1;
+}
+
+/* Sums over channel ch of f(x) for every value of the batch, in a fixed order. */
+static double channel_sum(const struct dl_op_call *c, int ch, double shift, int squared)
+{
+    int N = c->batch, C = c->in_shape[0].c;
+    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
+    double s = 0;
+    for (int n = 0; n < N; n++) {
+        const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
+        for (long i = 0; i < HW; i++)
+            s += squared ? ((double)x[i] - shift) * ((double)x[i] - shift) : (double)x[i];
+    }
+    return s;
+}
+
+/* Batch statistics: mean, then squared deviations from it (two passes, to
+ * avoid cancellation), each summed over the ranks when c->sync_sum is set. */
+static void batch_statistics(const struct dl_op_call *c, double *mean, double *var, double *count)
+{
+    int C = c->in_shape[0].c;
+    #pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < C; ch++)
+        mean[ch] = channel_sum(c, ch, 0, 0);
+    mean[C] = (double)c->batch * c->in_shape[0].h * c->in_shape[0].w;
+    if (c->sync_sum)
+        c->sync_sum(c->sync_ctx, mean, C + 1);
+    *count = mean[C];
+    for (int ch = 0; ch < C; ch++)
+        mean[ch] /= *count;
+    #pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < C; ch++)
+        var[ch] = channel_sum(c, ch, mean[ch], 1);
+    if (c->sync_sum)
+        c->sync_sum(c->sync_ctx, var, C);
 }
 
 static void batchnorm_forward(const struct dl_op_call *c)
@@ -60,42 +96,31 @@ static void batchnorm_forward(const struct dl_op_call *c)
     const struct batchnorm_attr *a = c->attr;
     int N = c->batch, C = c->in_shape[0].c;
     long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
-    long M = N * HW; /* values per channel */
-    /* Channels are independent; each sums over (n, i) in a fixed order. */
+    double mean[C + 1], sq[C], M = 0;
+    if (c->training)
+        batch_statistics(c, mean, sq, &M);
     #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < C; ch++) {
-        double mean, var;
+        double mu, var;
         if (c->training) {
-            /* Two passes (mean, then squared deviations) to avoid cancellation. */
-            double sum = 0, sq = 0;
-            for (int n = 0; n < N; n++) {
-                const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
-                for (long i = 0; i < HW; i++)
-                    sum += x[i];
-            }
-            mean = sum / (double)M;
-            for (int n = 0; n < N; n++) {
-                const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
-                for (long i = 0; i < HW; i++)
-                    sq += ((double)x[i] - mean) * ((double)x[i] - mean);
-            }
-            var = sq / (double)M;
+            mu = mean[ch];
+            var = sq[ch] / M;
             dl_real *rm = c->param[BN_RUNNING_MEAN], *rv = c->param[BN_RUNNING_VAR];
-            rm[ch] = (dl_real)((1 - a->momentum) * rm[ch] + a->momentum * mean);
+            rm[ch] = (dl_real)((1 - a->momentum) * rm[ch] + a->momentum * mu);
             /* The unbiased variance is undefined for one value per channel:
              * the running variance is then left as it is. */
             if (M > 1)
-                rv[ch] = (dl_real)((1 - a->momentum) * rv[ch] + a->momentum * sq / (double)(M - 1));
+                rv[ch] = (dl_real)((1 - a->momentum) * rv[ch] + a->momentum * sq[ch] / (M - 1));
         } else {
-            mean = c->param[BN_RUNNING_MEAN][ch];
+            mu = c->param[BN_RUNNING_MEAN][ch];
             var = c->param[BN_RUNNING_VAR][ch];
         }
         double inv_std = 1 / sqrt(var + a->eps);
         if (c->training) {
-            c->saved[ch] = (dl_real)mean;
+            c->saved[ch] = (dl_real)mu;
             c->saved[C + ch] = (dl_real)inv_std;
         }
-        dl_real m = (dl_real)mean;
+        dl_real m = (dl_real)mu;
         dl_real scale = (dl_real)(c->param[BN_WEIGHT][ch] * inv_std);
         dl_real shift = c->param[BN_BIAS][ch];
         for (int n = 0; n < N; n++) {
@@ -105,18 +130,21 @@ static void batchnorm_forward(const struct dl_op_call *c)
                 y[i] = (x[i] - m) * scale + shift;
         }
     }
+    if (c->training)
+        c->saved[2 * C] = (dl_real)M;
 }
 
 /* With xhat = (x - mean) * inv_std: dbias = sum dy, dweight = sum dy*xhat.
  * Inference mode (constant statistics): dx = dy * weight * inv_std.
  * Training mode (mean and inv_std depend on every x of the channel):
- * dx = weight * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)). */
+ * dx = weight * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)), the
+ * means taken over every rank's values with --sync-bn. */
 static void batchnorm_backward(const struct dl_op_call *c)
 {
     int N = c->batch, C = c->in_shape[0].c;
     long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
-    long M = N * HW;
     const struct batchnorm_attr *a = c->attr;
+    double sums[2 * C]; /* sum dy[C], then sum dy*xhat[C] */
     #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < C; ch++) {
         double mean, inv_std;
@@ -136,16 +164,35 @@ static void batchnorm_backward(const struct dl_op_call *c)
                 sum_dy_xhat += dy[i] * ((x[i] - mean) * inv_std);
             }
         }
+        /* This rank's share: the gradient allreduce adds the others'. */
         if (c->dparam[BN_WEIGHT])
             c->dparam[BN_WEIGHT][ch] += (dl_real)sum_dy_xhat;
         if (c->dparam[BN_BIAS])
             c->dparam[BN_BIAS][ch] += (dl_real)sum_dy;
-        if (!c->din[0])
-            continue;
+        sums[ch] = sum_dy;
+        sums[C + ch] = sum_dy_xhat;
+    }
+    if (!c->din[0])
+        return;
+    double M = (double)N * HW;
+    if (c->training && c->sync_sum) {
+        c->sync_sum(c->sync_ctx, sums, 2 * C);
+        M = c->saved[2 * C];
+    }
+    #pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < C; ch++) {
+        double mean, inv_std;
+        if (c->training) {
+            mean = c->saved[ch];
+            inv_std = c->saved[C + ch];
+        } else {
+            mean = c->param[BN_RUNNING_MEAN][ch];
+            inv_std = 1 / sqrt((double)c->param[BN_RUNNING_VAR][ch] + a->eps);
+        }
         dl_real m = (dl_real)mean, is = (dl_real)inv_std;
         dl_real k = (dl_real)(c->param[BN_WEIGHT][ch] * inv_std);
-        dl_real mean_dy = c->training ? (dl_real)(sum_dy / (double)M) : 0;
-        dl_real mean_dy_xhat = c->training ? (dl_real)(sum_dy_xhat / (double)M) : 0;
+        dl_real mean_dy = c->training ? (dl_real)(sums[ch] / M) : 0;
+        dl_real mean_dy_xhat = c->training ? (dl_real)(sums[C + ch] / M) : 0;
         for (int n = 0; n < N; n++) {
             const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
             const dl_real *dy = c->dout + ((long)n * C + ch) * HW;

@@ -85,6 +85,11 @@ struct dl_op_call {
     int training;                       /* 1: training mode (dropout, batch statistics) */
     struct dl_rng *rng;                 /* for dropout; owned by the layer */
     const int *labels;                  /* loss ops only: N class indices */
+    /* Cross-replica sums for statistics that span the global batch (batch
+     * normalisation with --sync-bn): replaces v[0..n) by its sum over the
+     * data-parallel ranks, the same on every rank.  NULL: this rank only. */
+    void (*sync_sum)(void *ctx, double *v, int n);
+    void *sync_ctx;
 };
 
 /* ---------------------------------------------------------------- op kind */

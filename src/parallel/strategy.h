@@ -26,6 +26,7 @@ struct dl_parallel_opts {
     size_t bucket_bytes;
     int overlap;
     double stall_warning_s, stall_timeout_s;
+    int sync_bn;               /* batch-norm statistics over every rank's samples */
     double slow_rank_ms;       /* testing aid: sleep per step on slow_rank */
     int slow_rank;
 };

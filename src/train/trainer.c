@@ -18,6 +18,7 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "parallel/param_server.h"
+#include "parallel/sync_bn.h"
 
 struct run {
     const struct dl_net *net;
@@ -34,6 +35,7 @@ struct run {
     struct dl_exec exec;
     struct dl_optim optim;
     struct dl_strategy *strategy;
+    struct dl_sync_bn *sync_bn;
     float *x;
     int *y;
     long steps_per_epoch, total;
@@ -163,6 +165,11 @@ static int setup(struct run *r, struct dl_error *err)
         rc = dl_exec_init(&r->exec, &net->graph, ts->batch, ts->seed, err);
     if (!rc)
         rc = dl_optim_init(&r->optim, &ts->optim, r->exec.n_weights, err);
+    if (!rc && po->sync_bn && p > 1 && !r->ps) {
+        rc = dl_sync_bn_create(r->comm, &r->sync_bn, err);
+        r->exec.sync_sum = dl_sync_bn_sum;
+        r->exec.sync_ctx = r->sync_bn;
+    }
     if (!rc && !r->server)
         rc = dl_strategy_create(r->comm, &r->exec, &r->optim, po, ts->seed, stall_warning, r, &r->strategy, err);
     if (!rc) {
@@ -186,6 +193,7 @@ static void teardown(struct run *r)
     free(r->x);
     free(r->y);
     dl_strategy_free(r->strategy);
+    dl_sync_bn_free(r->sync_bn);
     dl_optim_free(&r->optim);
     dl_exec_free(&r->exec);
     dl_batcher_free(&r->batcher);
@@ -226,6 +234,8 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
             dl_exec_forward(&r->exec, r->x, r->y, b, 1);
             double m[2] = {dl_exec_loss_sum(&r->exec), (double)dl_exec_correct(&r->exec)};
             dl_exec_backward(&r->exec);
+            if ((rc = dl_sync_bn_status(r->sync_bn, err)))
+                break;
             slow_down(r);
             struct dl_step_stats st = {0};
             rc = r->strategy->ops->finish(r->strategy, global + 1, lr, m, &st, err);
