@@ -65,3 +65,4 @@ TESTS += tests/test_exec
 endif
 include $(srcdir)/tests/checkpoint.mk
 include $(srcdir)/tests/kernels.mk
+include $(srcdir)/tests/tune.mk

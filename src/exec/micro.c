@@ -24,17 +24,19 @@ static void *find_instance(const struct dl_exec_step *s, const struct dl_kernel 
     return NULL;
 }
 
-/* The part's kernel can run layer l with the layouts the step negotiated. */
+/* The part's kernel can run layer l and wants the layouts the step's kernel
+ * negotiated with the producers. */
 static int check_kernel(const struct dl_exec_step *s, const struct dl_layer *l, const struct dl_kernel *k,
                         const enum dl_layout *offered, struct dl_error *err)
 {
     if ((k->op && k->op != l->kind) || (k->supports && !k->supports(l)))
         return dl_errorf(err, DL_ERR_SPEC, "layer '%s': kernel %s cannot run it", l->name, k->name);
-    enum dl_layout in[DL_MAX_INPUTS], out;
+    enum dl_layout in[DL_MAX_INPUTS], out, in0[DL_MAX_INPUTS], out0;
     dl_kernel_layouts(k, l, offered, in, &out);
-    int same = out == s->cfg.out;
+    dl_kernel_layouts(s->kernel, l, offered, in0, &out0);
+    int same = out == out0;
     for (int j = 0; j < l->n_in; j++)
-        same = same && in[j] == s->cfg.in[j];
+        same = same && in[j] == in0[j];
     if (!same)
         return dl_errorf(err, DL_ERR_SPEC, "layer '%s': the plan mixes kernels %s and %s, whose memory layouts differ",
                          l->name, s->kernel->name, k->name);
@@ -102,7 +104,7 @@ int dl_exec_micro_setup(struct dl_exec *e, struct dl_exec_step *s, const enum dl
     }
     coupled |= l->n_params && !s->kernel->backward_weights;
     for (int d = DL_DIR_BACKWARD_DATA; coupled && d < DL_N_DIRS; d++)
-        if (!dl_mbplan_dir_same(f, &pl->dir[d]))
+        if (pl->dir[d].n && !dl_mbplan_dir_same(f, &pl->dir[d]))
             return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its kernels keep state from forward to backward, so the %s "
                              "plan must split the batch as the forward does", l->name, dir_names[d]);
     if (saved > s->saved_bytes)
