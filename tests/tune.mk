@@ -1,7 +1,7 @@
 # tests/tune.mk: the autotuner: DP, Pareto, ILP and database on synthetic
 # tables (test_tune), the tuner on small networks and micro-batched training
 # equal to undivided training (test_tune_net), and the commands with several
-# processes sharing one database (test_tune.sh).
+# processes sharing one database (test_tune_cli.sh).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_tune tests/test_tune_net
 tests_test_tune_SOURCES = tests/test_tune.c
@@ -12,5 +12,5 @@ tests_test_tune_net_CFLAGS = $(TEST_CFLAGS)
 tests_test_tune_net_LDADD = $(TEST_LIBS)
 TESTS += tests/test_tune tests/test_tune_net
 endif
-TESTS += tests/test_tune.sh
-EXTRA_DIST += tests/test_tune.sh
+TESTS += tests/test_tune_cli.sh
+EXTRA_DIST += tests/test_tune_cli.sh

@@ -52,7 +52,7 @@ static void print_plan(const struct dl_graph *g, const struct dl_mbplan *p, cons
                 printf(" %10.3f %7.2fx\n", 1e3 * lr->dir_undivided[d],
                        pd->time_s > 0 ? lr->dir_undivided[d] / pd->time_s : 1.0);
             else
-                printf(" %10s %8s\n", pd->time_s > 0 ? "n/a" : "(above)", "");
+                printf(" %10s %8s\n", pd->time_s > 0 ? "n/a" : "(in fwd)", "");
         }
         total += lr->time_s;
         undiv += lr->undivided_s;

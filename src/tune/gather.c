@@ -15,7 +15,6 @@
 
 #define MEASURE_CAP ((size_t)2 << 30) /* never allocate more workspace than this to time a candidate */
 
-
 static int same_layouts(const struct dl_kernel *a, const struct dl_kernel *b, const struct dl_layer *l)
 {
     for (int off = 0; off < DL_N_LAYOUTS; off++) {

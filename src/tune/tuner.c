@@ -176,8 +176,8 @@ static int to_plan(const struct dl_tune_layer *L, const struct unit *u, int n, c
     return DL_OK;
 }
 
-static void report_layers(const struct dl_tune_layer *L, const struct unit *u, int n, const int *pick,
-                          const int *undiv, struct dl_tune_report *rep)
+static void report_layers(const struct unit *u, int n, const int *pick, const int *undiv,
+                          struct dl_tune_report *rep)
 {
     for (int i = 0; i < n; i++) {
         struct dl_tune_layer_report *r = &rep->layer[u[i].layer];
@@ -194,7 +194,6 @@ static void report_layers(const struct dl_tune_layer *L, const struct unit *u, i
             r->undivided_ws = u[i].conf[1].ws > r->undivided_ws ? u[i].conf[1].ws : r->undivided_ws;
         }
     }
-    (void)L;
 }
 
 /* The desirable set of every unit, then the ILP over all of them. */
@@ -286,7 +285,7 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
         }
     }
     if (!rc) {
-        report_layers(L, u, n, pick, undiv, rep);
+        report_layers(u, n, pick, undiv, rep);
         if (o->workspace_total) { /* the ILP replaces the per-layer picks */
             rc = ilp_plan(L, u, n, batch, o->workspace_total, pick, err);
             for (int i = 0; !rc && i < g->n; i++)

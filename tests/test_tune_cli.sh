@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_tune.sh: the tuner's commands: dltrain tune fills a database and a
+# test_tune_cli.sh: the tuner's commands: dltrain tune fills a database and a
 # second run measures nothing; several processes tuning at once into one
 # database all succeed and leave it complete; dltrain bench conv on one
 # shape (table and CSV); training with --tune; bad option values.
