@@ -37,7 +37,7 @@ tests_fuzz_replay_safetensors_SOURCES = tests/fuzz_replay.c fuzz/fuzz_safetensor
 tests_fuzz_replay_safetensors_CPPFLAGS = $(FUZZ_REPLAY_CPPFLAGS) -DFUZZ_TARGET='"safetensors"'
 tests_fuzz_replay_safetensors_LDADD = libdltrain.a $(DL_LIBS)
 TESTS += tests/fuzz_replay_netfile tests/fuzz_replay_idx tests/fuzz_replay_safetensors
-EXTRA_DIST += fuzz/run fuzz/corpus tests/fuzz-regressions
+EXTRA_DIST += fuzz/run fuzz/corpus fuzz/netfile.dict fuzz/safetensors.dict tests/fuzz-regressions
 
 # For fuzz/run, which links the targets with clang outside this build.
 print-dl-libs:
