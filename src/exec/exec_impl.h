@@ -8,7 +8,7 @@
 #include "plan/mbplan.h"
 #include "plan/plan.h"
 
-#define DL_EXEC_MAX_INSTANCES 32 /* (kernel, batch size) pairs with an instance per layer */
+#define DL_EXEC_MAX_INSTANCES 64 /* (kernel, batch size) pairs with an instance per layer */
 
 /* A value flowing between steps: the graph input, a layer's output, or a
  * reordered copy of one of those. */

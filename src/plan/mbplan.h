@@ -11,7 +11,7 @@
 
 #include "backends/kernel.h"
 
-#define DL_MBPLAN_MAX_GROUPS 8 /* distinct (kernel, micro-batch) runs per direction */
+#define DL_MBPLAN_MAX_GROUPS 16 /* distinct (kernel, micro-batch) runs per direction */
 
 /* count consecutive micro-batches of mb samples, each run by kernel. */
 struct dl_mbpart {
