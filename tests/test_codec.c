@@ -106,14 +106,19 @@ static void onebit_sends_under_a_25th(void **state)
     assert_int_equal(dl_codec_parse("1bit", &s, NULL), DL_OK);
     for (size_t n = 1000; n <= 1000000; n *= 10)
         assert_true(s.ops->encoded_bytes(&s, n) * 25 <= n * sizeof(float));
-    /* decoding puts back the two means */
-    float v[6] = {3, -1, 5, -3, 0, 1}, dec[6] = {0};
-    unsigned char enc[16];
-    s.ops->encode(&s, v, 6, enc, NULL);
-    s.ops->decode_add(&s, enc, 6, dec);
-    float want[6] = {3, -4.0f / 3, 3, -4.0f / 3, -4.0f / 3, 3};
-    for (int i = 0; i < 6; i++)
-        assert_true(fabsf(dec[i] - want[i]) < 1e-6f);
+    /* decoding puts back the two means of each group of 128 (as bfloat16:
+     * 8 significant bits) */
+    float v[200], dec[200] = {0}, want[200];
+    for (int i = 0; i < 200; i++)
+        v[i] = i < 128 ? (float[]){3, -1, 5, -3, 0, 1, 1, -4}[i % 8] : (float)(i % 2 ? 100 : -50);
+    unsigned char enc[64];
+    assert_true(s.ops->encoded_bytes(&s, 200) <= sizeof enc);
+    s.ops->encode(&s, v, 200, enc, NULL);
+    s.ops->decode_add(&s, enc, 200, dec);
+    for (int i = 0; i < 200; i++)
+        want[i] = i < 128 ? (v[i] > 0 ? 2.5f : -2.0f) : (v[i] > 0 ? 100.0f : -50.0f);
+    for (int i = 0; i < 200; i++)
+        assert_true(fabsf(dec[i] - want[i]) <= fabsf(want[i]) / 256);
 }
 
 /* Error feedback: what one step leaves out is sent later, so the sum of the

@@ -3,14 +3,18 @@
  * where the bit is 1 and the mean of the others where it is 0.  As in the
  * paper (which keeps one pair of means per matrix column), the means are kept
  * per group of DL_1BIT_GROUP consecutive elements: one pair for a whole
- * gradient bucket mixes layers whose scales differ by orders of magnitude,
- * and training with it diverged.  Layout: ceil(n/G) pairs of floats (mean of
+ * bucket mixes layers whose scales differ by orders of magnitude, and LeNet-5
+ * on 4 ranks then reached 66% where 128 reached 69% and uncompressed 75%
+ * (200 steps).  The means travel as bfloat16, which keeps the encoding at
+ * 1/8 + 4/128 bytes per element: 1/25.6 of fp32.  Error feedback (codec.c)
+ * absorbs their rounding.  Layout: ceil(n/G) pairs of bfloat16 (mean of the
  * positives, mean of the rest), then one bit per element. */
+#include <stdint.h>
 #include <string.h>
 
 #include "comm/codec.h"
 
-#define DL_1BIT_GROUP 512
+#define DL_1BIT_GROUP 128
 
 static size_t groups(size_t n)
 {
@@ -19,14 +23,31 @@ static size_t groups(size_t n)
 
 static size_t bytes_1bit(const struct dl_codec_spec *s, size_t n)
 {
-    return groups(n) * 2 * sizeof(float) + (n + 7) / 8;
+    return groups(n) * 2 * sizeof(uint16_t) + (n + 7) / 8;
+}
+
+/* float -> bfloat16 (the upper half of the IEEE bits), rounding to nearest even. */
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + (u >> 16 & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 static void encode_1bit(const struct dl_codec_spec *s, const float *v, size_t n, void *out,
                         struct dl_rng *rng)
 {
-    float *means = out;
-    unsigned char *bits = (unsigned char *)out + groups(n) * 2 * sizeof(float);
+    unsigned char *means = out;
+    unsigned char *bits = means + groups(n) * 2 * sizeof(uint16_t);
     memset(bits, 0, (n + 7) / 8);
     for (size_t g = 0; g < groups(n); g++) {
         size_t lo = g * DL_1BIT_GROUP, hi = lo + DL_1BIT_GROUP < n ? lo + DL_1BIT_GROUP : n;
@@ -41,20 +62,23 @@ static void encode_1bit(const struct dl_codec_spec *s, const float *v, size_t n,
                 neg += v[i];
             }
         }
-        float m[2] = {npos ? (float)(pos / (double)npos) : 0.0f,
-                      hi - lo > npos ? (float)(neg / (double)(hi - lo - npos)) : 0.0f};
-        memcpy(means + 2 * g, m, sizeof m);
+        uint16_t m[2] = {to_bf16(npos ? (float)(pos / (double)npos) : 0.0f),
+                         to_bf16(hi - lo > npos ? (float)(neg / (double)(hi - lo - npos)) : 0.0f)};
+        memcpy(means + g * sizeof m, m, sizeof m);
     }
 }
 
 static void decode_add_1bit(const struct dl_codec_spec *s, const void *in, size_t n, float *out)
 {
-    const float *means = in;
-    const unsigned char *bits = (const unsigned char *)in + groups(n) * 2 * sizeof(float);
-    for (size_t i = 0; i < n; i++) {
-        float m[2];
-        memcpy(m, means + 2 * (i / DL_1BIT_GROUP), sizeof m);
-        out[i] += bits[i / 8] >> (i % 8) & 1u ? m[0] : m[1];
+    const unsigned char *means = in;
+    const unsigned char *bits = means + groups(n) * 2 * sizeof(uint16_t);
+    for (size_t g = 0; g < groups(n); g++) {
+        uint16_t m[2];
+        memcpy(m, means + g * sizeof m, sizeof m);
+        float pos = from_bf16(m[0]), neg = from_bf16(m[1]);
+        size_t lo = g * DL_1BIT_GROUP, hi = lo + DL_1BIT_GROUP < n ? lo + DL_1BIT_GROUP : n;
+        for (size_t i = lo; i < hi; i++)
+            out[i] += bits[i / 8] >> (i % 8) & 1u ? pos : neg;
     }
 }
 
