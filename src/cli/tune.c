@@ -58,6 +58,8 @@ static void print_plan(const struct dl_graph *g, const struct dl_mbplan *p, cons
         undiv += lr->undivided_s;
         all_undiv &= lr->undivided_s > 0 || lr->time_s == 0;
     }
+    printf("(undiv: the layer's best plan without micro-batches, whose kernels may differ; \"in fwd\": kernels\n"
+           " keeping state from forward to backward split every direction alike, timed together)\n");
     printf("total: %.3f ms per step for the tuned layers, workspace %.2f MiB", 1e3 * total,
            p->workspace_bytes / 1048576.0);
     if (all_undiv && total > 0)
