@@ -87,12 +87,14 @@ done
 [ "$state" = idle ] || skip "the Slurm node did not become idle (state '$state'): $(tail -3 "$T/slurmctld.log" "$T/slurmd.log" 2>/dev/null | tr '\n' ' ')"
 
 # Slurm keeps a requeued job pending for a while (Reason=BeginTime, about two
-# minutes); the test moves its start to now instead of waiting.
+# minutes); once the node is idle again, the test moves its start to now.
 release_requeued() {
     for i in $(seq 100); do
-        [ "$(restarts "$1")" = 1 ] && [ "$(job_state "$1")" = PENDING ] && break
+        [ "$(restarts "$1")" = 1 ] && [ "$(job_state "$1")" = PENDING ] &&
+            [ "$(sinfo -h -n localhost -o %T)" = idle ] && break
         sleep 0.2
     done
+    sleep 1   # let slurmd forget the first attempt: a launch of the same job id too early fails
     scontrol update JobId="$1" StartTime=now
 }
 job_state() { scontrol -o show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
@@ -103,7 +105,9 @@ wait_job() {
     while [ $n -gt 0 ]; do
         case $(job_state "$1") in
         COMPLETED) return 0 ;;
-        FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) return 1 ;;
+        FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)
+            echo "# job $1 ended $(job_state "$1"): $(scontrol -o show job "$1" | grep -o 'Reason=[^ ]*\|Restarts=[^ ]*\|ExitCode=[^ ]*' | tr '\n' ' ')"
+            return 1 ;;
         esac
         sleep 0.2; n=$((n - 1))
     done
