@@ -46,8 +46,8 @@ tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 TESTS += tests/test_netfile tests/test_optim
 endif
-TESTS += tests/test_cli.sh tests/test_parallel.sh
-EXTRA_DIST += tests/test_cli.sh tests/test_parallel.sh tests/optim_reference.py
+TESTS += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh
+EXTRA_DIST += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh tests/optim_reference.py
 
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
@@ -66,3 +66,8 @@ endif
 include $(srcdir)/tests/checkpoint.mk
 include $(srcdir)/tests/kernels.mk
 include $(srcdir)/tests/tune.mk
+
+# The full-size accuracy runs of issue 6 (about 20 minutes on 2 cores).
+check-slow: dltrain
+	DLTRAIN_FULL_ACCURACY=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS=tests/parallel_accuracy.sh
+.PHONY: check-slow

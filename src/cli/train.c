@@ -14,12 +14,15 @@
 #include "core/threads.h"
 #include "data/dataset.h"
 #include "io/metrics.h"
+#include "train/checkpoint_dir.h"
+#include "train/signals.h"
 #include "train/trainer.h"
 
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
-    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_DUMP_WEIGHTS, OPT_SYNC_BN
+    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
+    OPT_STRICT_CKPT
 };
 
 struct printer {
@@ -101,6 +104,7 @@ static void on_warning(void *ctx, const char *msg)
     fprintf(stderr, "dltrain: %s\n", msg);
     fflush(stderr);
 }
+
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out)
 {
@@ -193,6 +197,14 @@ static void help(void)
           "  --stall-warning S     name ranks missing from a step's allreduce after S s (default 60)\n"
           "  --stall-timeout S     abort the job after S s (default 600)\n"
           "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n\n"
+          "Checkpoints (safetensors; see dltrain(1)):\n"
+          "  --checkpoint-dir DIR  write DIR/ckpt-STEP.safetensors (rank 0), and one when SIGTERM,\n"
+          "                        SIGINT or SIGUSR1 stops the run (exit status 75)\n"
+          "  --checkpoint-every N  every N steps, or a time such as 90s, 15m, 2h\n"
+          "  --keep N              keep the N newest checkpoints (default: all)\n"
+          "  --resume[=FILE]       continue from FILE, or from the newest valid checkpoint in DIR\n"
+          "                        (starts from the beginning when there is none)\n"
+          "  --strict-checkpoints  stop training when a checkpoint cannot be written\n\n"
           "Exit status: 0 success, 1 run-time failure, 2 bad network file or option.\n",
           stdout);
 }
@@ -217,6 +229,11 @@ int dl_cli_train(int argc, char **argv)
         {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
         {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
         {"sync-bn", no_argument, 0, OPT_SYNC_BN},
+        {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
+        {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
+        {"keep", required_argument, 0, OPT_KEEP},
+        {"resume", optional_argument, 0, OPT_RESUME},
+        {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
         {0, 0, 0, 0}};
     struct dl_net_options no = {0};
     struct printer p = {.log_every = 100};
@@ -283,6 +300,28 @@ int dl_cli_train(int argc, char **argv)
             }
             break;
         case OPT_DUMP_WEIGHTS: to.dump_weights = optarg; break;
+        case OPT_CKPT_DIR: to.checkpoint_dir = optarg; break;
+        case OPT_CKPT_EVERY: {
+            struct dl_checkpoint_every ev = {0};
+            if (dl_checkpoint_parse_every(optarg, &ev, &err)) {
+                fprintf(stderr, "dltrain: --checkpoint-every: %s\n", err.msg);
+                bad = 1;
+            }
+            to.every_steps = ev.steps;
+            to.every_seconds = ev.seconds;
+            break;
+        }
+        case OPT_KEEP: {
+            long v;
+            bad = parse_count("--keep", optarg, 1, 1000000, &v);
+            to.keep = (int)v;
+            break;
+        }
+        case OPT_RESUME:
+            to.resume = 1;
+            to.resume_path = optarg;
+            break;
+        case OPT_STRICT_CKPT: to.strict_checkpoints = 1; break;
         case OPT_SYNC_BN:
             /* The op's reference code does the cross-rank sums; library
              * batch-norm kernels keep per-rank statistics. */
@@ -313,6 +352,10 @@ int dl_cli_train(int argc, char **argv)
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
     to.comm = comm;
+    to.net_path = no.net_path;
+    if (to.checkpoint_dir && !to.every_steps && !to.every_seconds)
+        to.every_steps = 1000;
+    dl_signals_install();
     status = check_parallel(parallel, &net, comm);
     if (comm->rank != 0)
         p.quiet = 1;
@@ -328,6 +371,17 @@ int dl_cli_train(int argc, char **argv)
         rc = dl_metrics_close(&p.metrics, &err);
     else if (p.metrics.open)
         dl_metrics_close(&p.metrics, NULL);
+    if (!status && rc == DL_STOPPED) {
+        if (comm->rank == 0)
+            printf("stopped by a signal after step %ld%s%s; continue with --resume\n", res.steps,
+                   res.last_checkpoint[0] ? ": checkpoint " : "", res.last_checkpoint);
+        fflush(stdout);
+        status = res.last_checkpoint[0] || comm->rank != 0 ? DL_EXIT_PREEMPTED : 1;
+        rc = DL_OK;
+        dl_net_free(&net);
+        dl_comm_close(comm);
+        return status;
+    }
     if (!status && rc) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         fflush(stderr);
@@ -335,6 +389,8 @@ int dl_cli_train(int argc, char **argv)
         if (rc == DL_ERR_COMM && comm->size > 1)
             comm->ops->abort(comm, status); /* peers may be stuck in a collective */
     }
+    if (!status && comm->rank == 0 && res.last_checkpoint[0])
+        printf("last checkpoint: %s\n", res.last_checkpoint);
     if (!status && comm->rank == 0) {
         printf("final: test accuracy %.2f%% (%ld samples), test loss %.4f, after %ld steps in %.1f s\n",
                100 * res.last.test_accuracy, res.last.test_samples, res.last.test_loss, res.steps, res.seconds);

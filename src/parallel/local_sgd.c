@@ -38,16 +38,18 @@ static int local_begin(struct dl_strategy *s, int local_batch, int global_batch,
     return DL_OK;
 }
 
-static int local_finish(struct dl_strategy *s, long step, double lr, double metrics[2],
+static int local_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
                          struct dl_step_stats *st, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
-    float m[2] = {(float)metrics[0], (float)metrics[1]};
-    int rc = s->comm->ops->allreduce(s->comm, m, 2, err);
+    float m[DL_STEP_METRICS];
+    for (int i = 0; i < DL_STEP_METRICS; i++)
+        m[i] = (float)metrics[i];
+    int rc = s->comm->ops->allreduce(s->comm, m, DL_STEP_METRICS, err);
     if (rc)
         return rc;
-    metrics[0] = m[0];
-    metrics[1] = m[1];
+    for (int i = 0; i < DL_STEP_METRICS; i++)
+        metrics[i] = m[i];
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
     if (++im->since >= im->k)
         return average(s, err);

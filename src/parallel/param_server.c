@@ -89,7 +89,7 @@ static int worker_begin(struct dl_strategy *s, int local_batch, int global_batch
     return DL_OK;
 }
 
-static int worker_finish(struct dl_strategy *s, long step, double lr, double metrics[2],
+static int worker_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
                          struct dl_step_stats *st, struct dl_error *err)
 {
     struct worker_impl *im = s->impl;

@@ -7,7 +7,7 @@ static int serial_begin(struct dl_strategy *s, int local_batch, int global_batch
     return DL_OK;
 }
 
-static int serial_finish(struct dl_strategy *s, long step, double lr, double metrics[2],
+static int serial_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
                          struct dl_step_stats *st, struct dl_error *err)
 {
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);

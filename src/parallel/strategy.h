@@ -40,6 +40,10 @@ struct dl_step_stats {
     int max_staleness;                    /* parameter server: largest clock gap seen */
 };
 
+/* Values every step sums over the ranks: loss sum, number correct, a stop
+ * signal pending on some rank, a checkpoint due (rank 0's clock decides). */
+#define DL_STEP_METRICS 4
+
 struct dl_strategy;
 
 struct dl_strategy_ops {
@@ -47,9 +51,10 @@ struct dl_strategy_ops {
     /* Before backward; local/global batch sizes of this step. */
     int (*begin)(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err);
     /* After backward: from this rank's gradient (exec->dweights) to the new
-     * weights of step (1-based) with learning rate lr.  metrics[0..2) (loss
-     * sum, number correct) are summed over the data-parallel ranks on the way. */
-    int (*finish)(struct dl_strategy *s, long step, double lr, double metrics[2], struct dl_step_stats *st,
+     * weights of step (1-based) with learning rate lr.  metrics (loss sum,
+     * number correct, signal pending, checkpoint due: see DL_STEP_METRICS)
+     * are summed over the data-parallel ranks on the way. */
+    int (*finish)(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS], struct dl_step_stats *st,
                   struct dl_error *err);
     /* After the last step: leaves the final weights on every rank. */
     int (*end)(struct dl_strategy *s, struct dl_error *err);

@@ -22,14 +22,14 @@ static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, 
     return DL_OK;
 }
 
-static int sync_finish(struct dl_strategy *s, long step, double lr, double metrics[2],
+static int sync_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
                          struct dl_step_stats *st, struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
     int rc = dl_stall_arrive(im->stall, step, err);
     struct dl_grad_sync_stats gst = {0};
     if (!rc)
-        rc = dl_grad_sync_end(im->gs, metrics, 2, dl_stall_poll, im->stall, &gst, err);
+        rc = dl_grad_sync_end(im->gs, metrics, DL_STEP_METRICS, dl_stall_poll, im->stall, &gst, err);
     if (rc)
         return rc;
     st->comm_seconds = gst.comm_seconds;

@@ -6,7 +6,9 @@
  * servers (running dl_ps_serve) and workers (running this loop). */
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +21,10 @@
 #include "optim/schedule.h"
 #include "parallel/param_server.h"
 #include "parallel/sync_bn.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
+#include "train/numerics.h"
+#include "train/signals.h"
 
 struct run {
     const struct dl_net *net;
@@ -40,6 +46,14 @@ struct run {
     int *y;
     long steps_per_epoch, total;
     double run_start;
+    uint32_t net_crc;
+    /* resume point (from a checkpoint) */
+    int resumed;
+    long start_epoch, start_global;
+    struct dl_checkpoint_meta resume;
+    /* checkpoint schedule */
+    long steps_since_ckpt;
+    double last_ckpt_time;
 };
 
 static double now_s(void)
@@ -152,6 +166,16 @@ static int setup(struct run *r, struct dl_error *err)
         r->workers = p - servers;
         r->worker = k - servers;
     }
+    if (r->ps && (r->opts->checkpoint_dir || r->opts->resume))
+        return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with a parameter server (ssp, async) yet; "
+                         "use sync or local-sgd");
+    if (r->opts->net_path && r->opts->checkpoint_dir)
+        rc = dl_checkpoint_net_hash(r->opts->net_path, &r->net_crc, err);
+    if (!rc && r->opts->checkpoint_dir && mkdir(r->opts->checkpoint_dir, 0777) != 0 && errno != EEXIST)
+        rc = dl_errorf(err, DL_ERR_IO, "%s: cannot create the checkpoint folder: %s", r->opts->checkpoint_dir,
+                       strerror(errno));
+    if (rc)
+        return rc;
     if (ts->batch < r->workers)
         return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least one "
                          "sample (use --batch %d or more)", ts->batch, r->workers, r->workers);
@@ -213,16 +237,123 @@ static void slow_down(const struct run *r)
     }
 }
 
+/* ------------------------------------------------------------ checkpoints */
+static void warn(struct run *r, const char *msg)
+{
+    if (r->reporter && r->hooks && r->hooks->on_warning)
+        r->hooks->on_warning(r->hooks->ctx, msg);
+}
+
+/* --resume: every rank loads the same file before the first batch. */
+static int resume(struct run *r, struct dl_train_result *res, struct dl_error *err)
+{
+    const struct dl_train_opts *o = r->opts;
+    char path[1100], warnings[2048] = "";
+    int found = 1, rc = DL_OK;
+    if (o->resume_path)
+        snprintf(path, sizeof path, "%s", o->resume_path);
+    else if (o->checkpoint_dir)
+        rc = dl_checkpoint_find_latest(o->checkpoint_dir, path, sizeof path, &found, warnings, sizeof warnings, err);
+    else
+        return dl_errorf(err, DL_ERR_SPEC, "--resume needs --checkpoint-dir DIR or --resume FILE");
+    if (rc)
+        return rc;
+    if (*warnings)
+        warn(r, warnings);
+    if (!found) {
+        char msg[1300];
+        snprintf(msg, sizeof msg, "no checkpoint in %s: starting from the beginning", o->checkpoint_dir);
+        warn(r, msg);
+        return DL_OK;
+    }
+    struct dl_run_view v = {&r->net->graph, &r->exec, &r->optim};
+    rc = dl_checkpoint_load(path, &v, &r->resume, err);
+    if (rc)
+        return rc;
+    if (r->resume.seed != r->net->train.seed)
+        return dl_errorf(err, DL_ERR_SPEC, "%s was written with seed %llu, this run has seed %llu: the data order "
+                         "would differ (pass --seed %llu)", path, (unsigned long long)r->resume.seed,
+                         (unsigned long long)r->net->train.seed, (unsigned long long)r->resume.seed);
+    if (r->resume.net_crc32 && r->net_crc && r->resume.net_crc32 != r->net_crc) {
+        char msg[1300];
+        snprintf(msg, sizeof msg, "warning: the network file changed since %s was written", path);
+        warn(r, msg);
+    }
+    rc = dl_batcher_seek(&r->batcher, r->resume.epoch, r->resume.step, err);
+    if (rc)
+        return rc;
+    r->resumed = 1;
+    r->start_epoch = r->resume.epoch;
+    r->start_global = r->resume.global_step;
+    res->resumed_step = r->resume.global_step;
+    char msg[1300];
+    snprintf(msg, sizeof msg, "resuming from %s: step %ld (epoch %ld, batch %ld), written by %d rank%s", path,
+             r->resume.global_step, r->resume.epoch + 1, r->resume.step, r->resume.world_size,
+             r->resume.world_size == 1 ? "" : "s");
+    warn(r, msg);
+    return DL_OK;
+}
+
+/* Rank 0 writes the checkpoint of the state after global step `global`.  A
+ * failed write keeps the previous checkpoint and, unless the user asked
+ * for strictness, lets training go on. */
+static int save_checkpoint(struct run *r, long global, double loss_sum, long seen, long correct,
+                           struct dl_train_result *res, struct dl_error *err)
+{
+    r->steps_since_ckpt = 0;
+    r->last_ckpt_time = now_s();
+    if (!r->reporter)
+        return DL_OK;
+    const struct dl_train_opts *o = r->opts;
+    struct dl_checkpoint_meta m = {.global_step = global, .epoch = r->batcher.epoch, .step = r->batcher.step,
+                                   .seed = r->net->train.seed, .epoch_loss_sum = loss_sum, .epoch_seen = seen,
+                                   .epoch_correct = correct, .net_crc32 = r->net_crc, .world_size = r->comm->size,
+                                   .dp = r->workers, .tp = 1, .pp = 1};
+    struct dl_run_view v = {&r->net->graph, &r->exec, &r->optim};
+    char path[1100];
+    struct dl_error e = {0};
+    int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global, &e);
+    if (!rc)
+        rc = dl_checkpoint_save(path, &v, &m, &e);
+    if (!rc && o->keep > 0) {
+        int removed;
+        rc = dl_checkpoint_rotate(o->checkpoint_dir, o->keep, &removed, &e);
+    }
+    if (!rc) {
+        snprintf(res->last_checkpoint, sizeof res->last_checkpoint, "%s", path);
+        return DL_OK;
+    }
+    if (o->strict_checkpoints) {
+        *err = e;
+        return rc;
+    }
+    char msg[1200];
+    snprintf(msg, sizeof msg, "warning: checkpoint not written (training goes on; the previous one is kept): %s",
+             e.msg);
+    warn(r, msg);
+    return DL_OK;
+}
+
 /* ------------------------------------------------------------ workers */
 static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_error *err)
 {
     const struct dl_train_spec *ts = &r->net->train;
-    long global = 0;
-    int rc = DL_OK;
-    for (int epoch = 0; epoch < ts->epochs && global < r->total && !rc; epoch++) {
-        dl_batcher_start_epoch(&r->batcher, epoch);
+    long global = r->start_global;
+    int rc = DL_OK, stop = 0;
+    struct dl_numerics_watch watch;
+    memset(&watch, 0, sizeof watch);
+    r->last_ckpt_time = now_s();
+    for (int epoch = (int)r->start_epoch; epoch < ts->epochs && global < r->total && !rc && !stop; epoch++) {
         double epoch_start = now_s(), loss_sum = 0, correct = 0, comm_s = 0, exposed_s = 0;
-        long seen = 0, step = 0;
+        long seen = 0, step = 0, seen_before = 0; /* seen_before: samples of this epoch done before a resume */
+        if (r->resumed && epoch == r->start_epoch) { /* the cursor is already in place */
+            loss_sum = r->resume.epoch_loss_sum;
+            seen = r->resume.epoch_seen;
+            correct = (double)r->resume.epoch_correct;
+            step = r->resume.step;
+            seen_before = seen;
+        } else
+            dl_batcher_start_epoch(&r->batcher, epoch);
         int b;
         while (!rc && global < r->total && (b = dl_batcher_next(&r->batcher, r->x, r->y)) > 0) {
             int gb = r->batcher.last_global;
@@ -232,19 +363,33 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
             if (rc)
                 break;
             dl_exec_forward(&r->exec, r->x, r->y, b, 1);
-            double m[2] = {dl_exec_loss_sum(&r->exec), (double)dl_exec_correct(&r->exec)};
+            double m[DL_STEP_METRICS] = {dl_exec_loss_sum(&r->exec), (double)dl_exec_correct(&r->exec)};
+            /* Where a NaN first appeared must be found now: backward reuses the memory. */
+            struct dl_nonfinite nf = {.where = DL_NF_NONE};
+            if (!isfinite(m[0]))
+                dl_numerics_first_nonfinite_output(&r->exec, &nf);
+            dl_numerics_watch_install(&watch, &r->exec);
+            dl_numerics_watch_reset(&watch);
             dl_exec_backward(&r->exec);
+            dl_numerics_watch_uninstall(&watch);
+            if (nf.where == DL_NF_NONE)
+                nf = watch.first;
             if ((rc = dl_sync_bn_status(r->sync_bn, err)))
                 break;
             slow_down(r);
+            r->steps_since_ckpt++;
+            m[2] = dl_signals_pending() ? 1 : 0;
+            m[3] = r->reporter && r->opts->checkpoint_dir &&
+                   dl_checkpoint_due(&(struct dl_checkpoint_every){r->opts->every_steps, r->opts->every_seconds},
+                                     r->steps_since_ckpt, now_s() - r->last_ckpt_time);
             struct dl_step_stats st = {0};
             rc = r->strategy->ops->finish(r->strategy, global + 1, lr, m, &st, err);
             if (rc)
                 break;
             int batch = r->ps ? b : gb;
-            if (!isfinite(m[0])) {
-                rc = dl_errorf(err, DL_ERR_DATA, "epoch %d step %ld: the loss is %g (not finite); lower the learning "
-                               "rate (now %g)", epoch + 1, step + 1, m[0], lr);
+            if (!isfinite(m[0])) { /* every rank sees the summed loss: all stop here */
+                rc = dl_numerics_error(&r->net->graph, global + 1, m[0], &nf, err);
+                dl_error_prefix(err, "lower the learning rate (now %g); no checkpoint written for this step", lr);
                 break;
             }
             loss_sum += m[0];
@@ -261,19 +406,25 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
                 struct dl_step_report sr = {
                     .epoch = epoch + 1, .epochs = ts->epochs, .step = step, .steps_per_epoch = r->steps_per_epoch,
                     .global_step = global, .total_steps = r->total, .loss = m[0] / batch,
-                    .accuracy = m[1] / batch, .lr = lr, .samples_per_s = (double)seen / (t - epoch_start + 1e-12),
-                    .eta_s = (t - r->run_start) / (double)global * (double)(r->total - global),
+                    .accuracy = m[1] / batch, .lr = lr, .samples_per_s = (double)(seen - seen_before) / (t - epoch_start + 1e-12),
+                    .eta_s = (t - r->run_start) / (double)(global - r->start_global) * (double)(r->total - global),
                     .comm_seconds = st.comm_seconds, .exposed_comm_seconds = st.exposed_seconds, .worker = -1};
                 r->hooks->on_step(r->hooks->ctx, &sr);
             }
+            if (r->opts->checkpoint_dir && (m[2] > 0 || m[3] > 0))
+                rc = save_checkpoint(r, global, loss_sum, seen, (long)correct, res, err);
+            if (!rc && m[2] > 0) {
+                stop = 1;
+                break;
+            }
         }
-        if (rc)
+        if (rc || stop)
             break;
         struct dl_epoch_report er = {.epoch = epoch + 1, .epochs = ts->epochs,
                                      .train_loss = seen ? loss_sum / (double)seen : 0,
                                      .train_accuracy = seen ? correct / (double)seen : 0};
         er.seconds = now_s() - epoch_start;
-        er.samples_per_s = (double)seen / (er.seconds + 1e-12);
+        er.samples_per_s = (double)(seen - seen_before) / (er.seconds + 1e-12);
         er.comm_seconds = comm_s;
         er.exposed_comm_seconds = exposed_s;
         res->comm_seconds += comm_s;
@@ -286,8 +437,14 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
         res->last = er;
     }
     res->steps = global;
-    if (!rc)
+    if (!rc && !stop)
         rc = r->strategy->ops->end(r->strategy, err);
+    if (!rc && stop) {
+        res->preempted = 1;
+        if (!r->opts->checkpoint_dir)
+            warn(r, "stopped by a signal without --checkpoint-dir: nothing was saved");
+        return DL_STOPPED;
+    }
     return rc;
 }
 
@@ -381,7 +538,15 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
         if (r.reporter && hooks && hooks->on_start)
             hooks->on_start(hooks->ctx, net, r.train.n, r.test.n, r.steps_per_epoch, r.comm->size, how);
         r.run_start = now_s();
-        rc = r.server ? serve(&r, res, err) : train_epochs(&r, res, err);
+        if (opts->resume)
+            rc = resume(&r, res, err);
+        if (!rc)
+            rc = r.server ? serve(&r, res, err) : train_epochs(&r, res, err);
+    }
+    if (rc == DL_STOPPED) {
+        res->seconds = now_s() - r.run_start;
+        teardown(&r);
+        return rc;
     }
     if (!rc) {
         struct dl_epoch_report er = res->last;

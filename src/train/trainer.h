@@ -49,6 +49,16 @@ struct dl_train_opts {
     struct dl_comm *comm;             /* the world; NULL = one process */
     struct dl_parallel_opts parallel;
     const char *dump_weights;         /* rank 0 writes the final flat weights (raw float32) here */
+    /* Checkpoints (train/checkpoint.h): rank 0 writes DIR/ckpt-STEP.safetensors
+     * when due and when a stop signal (SIGTERM, SIGINT, SIGUSR1) arrives. */
+    const char *net_path;             /* its CRC goes into the checkpoint */
+    const char *checkpoint_dir;       /* NULL: no checkpoints */
+    long every_steps;                 /* > 0: every this many steps */
+    double every_seconds;             /* > 0: every this many seconds (rank 0's clock) */
+    int keep;                         /* checkpoints kept in the folder (0: all) */
+    int strict_checkpoints;           /* 1: a failed write stops training */
+    int resume;                       /* 1: continue from resume_path, or the latest in the folder */
+    const char *resume_path;
 };
 
 struct dl_train_result {
@@ -58,7 +68,14 @@ struct dl_train_result {
     int max_staleness;                /* parameter server */
     double comm_seconds, exposed_comm_seconds;
     size_t bytes_sent, dense_bytes;   /* gradient exchange, this rank, whole run */
+    int preempted;                    /* stopped by a signal (the status is DL_EXIT_PREEMPTED) */
+    char last_checkpoint[1100];       /* the last checkpoint written ("" if none) */
+    long resumed_step;                /* > 0: the run continued from this step */
 };
+
+/* dl_train's status when a stop signal ended the run after a checkpoint was
+ * written (the CLI exits with DL_EXIT_PREEMPTED, 75). */
+#define DL_STOPPED 100
 
 /* Defaults of the parallel options (sync, auto allreduce, 25 MiB buckets,
  * overlap on, stall warning 60 s, timeout 600 s). */
