@@ -21,7 +21,7 @@ else
     RUN="--net $top_srcdir/nets/lenet5.yaml --epochs 1 --limit-train 30000 --threads 1 --quiet"
     GAP=8; FLOOR=70
 fi
-tap_plan 12
+tap_plan 13
 
 accuracy() { echo "$OUT" | sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p'; }
 

@@ -116,7 +116,7 @@ wait_job() {
     return 1
 }
 with_resume=0
-[ -x "$DLTRAIN" ] && "$DLTRAIN" --help 2>&1 | grep -q -- --resume && with_resume=1
+[ -x "$DLTRAIN" ] && "$DLTRAIN" train --help 2>&1 | grep -q -- --resume && with_resume=1
 tap_plan $((5 + 3 * with_resume))
 
 # ---------------------------------------------------------------- 1: a 2-task job
