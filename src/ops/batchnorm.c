@@ -139,22 +139,29 @@ static void batchnorm_forward(const struct dl_op_call *c)
  * Training mode (mean and inv_std depend on every x of the channel):
  * dx = weight * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)), the
  * means taken over every rank's values with --sync-bn. */
+/* The mean and 1/std that forward normalised channel ch with. */
+static void used_statistics(const struct dl_op_call *c, int ch, double *mean, double *inv_std)
+{
+    const struct batchnorm_attr *a = c->attr;
+    int C = c->in_shape[0].c;
+    if (c->training) {
+        *mean = c->saved[ch];
+        *inv_std = c->saved[C + ch];
+    } else {
+        *mean = c->param[BN_RUNNING_MEAN][ch];
+        *inv_std = 1 / sqrt((double)c->param[BN_RUNNING_VAR][ch] + a->eps);
+    }
+}
+
 static void batchnorm_backward(const struct dl_op_call *c)
 {
     int N = c->batch, C = c->in_shape[0].c;
     long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
-    const struct batchnorm_attr *a = c->attr;
     double sums[2 * C]; /* sum dy[C], then sum dy*xhat[C] */
     #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < C; ch++) {
         double mean, inv_std;
-        if (c->training) {
-            mean = c->saved[ch];
-            inv_std = c->saved[C + ch];
-        } else {
-            mean = c->param[BN_RUNNING_MEAN][ch];
-            inv_std = 1 / sqrt((double)c->param[BN_RUNNING_VAR][ch] + a->eps);
-        }
+        used_statistics(c, ch, &mean, &inv_std);
         double sum_dy = 0, sum_dy_xhat = 0;
         for (int n = 0; n < N; n++) {
             const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
@@ -182,13 +189,7 @@ static void batchnorm_backward(const struct dl_op_call *c)
     #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < C; ch++) {
         double mean, inv_std;
-        if (c->training) {
-            mean = c->saved[ch];
-            inv_std = c->saved[C + ch];
-        } else {
-            mean = c->param[BN_RUNNING_MEAN][ch];
-            inv_std = 1 / sqrt((double)c->param[BN_RUNNING_VAR][ch] + a->eps);
-        }
+        used_statistics(c, ch, &mean, &inv_std);
         dl_real m = (dl_real)mean, is = (dl_real)inv_std;
         dl_real k = (dl_real)(c->param[BN_WEIGHT][ch] * inv_std);
         dl_real mean_dy = c->training ? (dl_real)(sums[ch] / M) : 0;
