@@ -158,8 +158,10 @@ loss: softmax_cross_entropy
 train: {batch: 16, epochs: 4, seed: 3, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
 NET
     mkdir -p "$T/real"
+    # rank 0 sleeps 20 ms a step (the others wait for it), so the 512 steps last
+    # about 10 s and the USR1 arrives while the job trains.
     id=$(cd "$T" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 -o "$T/real.out" \
-        --export=ALL,DLTRAIN="$DLTRAIN",NET="$NETF",CKPT_DIR="$T/real",DLTRAIN_ARGS="--checkpoint-every 20 --log-every 1" "$EX")
+        --export=ALL,DLTRAIN="$DLTRAIN",NET="$NETF",CKPT_DIR="$T/real",DLTRAIN_ARGS="--checkpoint-every 20 --log-every 1 --debug-slow-rank 0:20" "$EX")
     for i in $(seq 300); do ls "$T/real" 2>/dev/null | grep -q safetensors && break; sleep 0.1; done
     scancel --signal=USR1 "$id"
     release_requeued "$id"
