@@ -517,17 +517,25 @@ static void every_parsing_and_due(void **state)
 
 /* ---------------------------------------------------------------- signals, NaN */
 
+/* Sends sig to the process (as kill(1) or Slurm does) and waits up to 2 s for
+ * the signal thread to record something. */
+static int send_and_wait(int sig, int want)
+{
+    kill(getpid(), sig);
+    for (int i = 0; i < 200 && dl_signals_pending() != want; i++)
+        usleep(10000);
+    return dl_signals_pending();
+}
+
 static void signals_set_a_flag(void **state)
 {
     assert_int_equal(dl_signals_install(), 0);
     assert_int_equal(dl_signals_pending(), 0);
-    raise(SIGUSR1);
-    assert_int_equal(dl_signals_pending(), SIGUSR1);
-    raise(SIGTERM); /* the first signal is the one reported */
+    assert_int_equal(send_and_wait(SIGUSR1, SIGUSR1), SIGUSR1);
+    send_and_wait(SIGTERM, -1); /* the first signal is the one reported */
     assert_int_equal(dl_signals_pending(), SIGUSR1);
     dl_signals_clear();
-    raise(SIGTERM);
-    assert_int_equal(dl_signals_pending(), SIGTERM);
+    assert_int_equal(send_and_wait(SIGTERM, SIGTERM), SIGTERM);
     assert_string_equal(dl_signal_name(SIGTERM), "SIGTERM");
     assert_string_equal(dl_signal_name(SIGUSR1), "SIGUSR1");
     dl_signals_uninstall();

@@ -5,9 +5,11 @@
  * the project keeps, because a signal handler cannot be given a context. */
 #include "train/signals.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t pending;
 static const int watched[] = {SIGTERM, SIGINT, SIGUSR1};
@@ -20,9 +22,42 @@ static void on_signal(int sig)
         pending = sig;
 }
 
+/* The signals are blocked in the installing thread, and so in every thread
+ * it starts later (OpenMP, oneDNN, the communication thread), and taken by
+ * this thread with sigwait: a stop signal then never interrupts a library's
+ * own waits.  (Delivered to an arbitrary thread, SIGTERM sometimes ended in
+ * a corrupted heap inside oneDNN's sgemm, about one run in ten.)  A second
+ * SIGINT ends the process at once, as a second Ctrl-C should. */
+static void *signal_thread(void *arg)
+{
+    sigset_t *set = arg;
+    for (;;) {
+        int sig;
+        if (sigwait(set, &sig) != 0)
+            continue;
+        if (pending && sig == SIGINT)
+            _exit(130);
+        if (!pending)
+            pending = sig;
+    }
+    return NULL;
+}
+
 int dl_signals_install(void)
 {
+    static sigset_t set;
+    static pthread_t thread;
+    static int started;
     pending = 0;
+    if (!started) {
+        sigemptyset(&set);
+        for (int i = 0; i < 3; i++)
+            sigaddset(&set, watched[i]);
+        if (pthread_sigmask(SIG_BLOCK, &set, NULL) == 0 && pthread_create(&thread, NULL, signal_thread, &set) == 0) {
+            pthread_detach(thread);
+            started = 1;
+        }
+    }
     for (int i = 0; i < 3; i++) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

@@ -437,7 +437,10 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
         res->last = er;
     }
     res->steps = global;
-    if (!rc && !stop)
+    /* Every rank stops at the same step, so end() (collective: the stall
+     * watchdog's final messages, local SGD's last average) runs on a stop too;
+     * leaving its messages in flight made MPI_Finalize abort. */
+    if (!rc)
         rc = r->strategy->ops->end(r->strategy, err);
     if (!rc && stop) {
         res->preempted = 1;
