@@ -151,7 +151,8 @@ void dl_exec_backward(struct dl_exec *e)
             void *inst = dl_exec_instance(e, s, e->batch);
             if (!inst)
                 return;
-            layer_backward(e, s, inst);
+            if (m->tensors[s->out].needs_grad) /* else nothing upstream learns */
+                layer_backward(e, s, inst);
             if (e->grad_hook)
                 e->grad_hook(e->grad_hook_ctx, s->layer);
         }

@@ -111,7 +111,11 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             s->cfg.in[j] = m->tensors[in[j]].layout;
             m->tensors[in[j]].last_use = m->n_steps;
         }
-        s->out = add_tensor(m, m->n_steps, l->out_shape, out, 1);
+        /* A gradient flows into this output only when something upstream learns. */
+        int needs_grad = l->n_params > 0;
+        for (int j = 0; j < l->n_in; j++)
+            needs_grad |= m->tensors[in[j]].needs_grad;
+        s->out = add_tensor(m, m->n_steps, l->out_shape, out, needs_grad);
         m->out_tensor[i] = s->out;
         e->act_layout[i] = out;
         m->n_steps++;

@@ -23,8 +23,22 @@ struct im2col_inst {
     long HW, PQ, rows; /* rows = C/G*R*S */
 };
 
+/* The output columns q in [*lo, *hi) whose input column q*sw - pw + s*dw
+ * falls inside the image (the rest read zero padding). */
+static void valid_cols(const struct dl_conv_geom *g, int s, int *lo, int *hi)
+{
+    int off = s * g->dw - g->pw; /* iw = q*sw + off */
+    int a = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int b = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
+    *lo = a < g->Q ? a : g->Q;
+    *hi = b < g->Q ? b : g->Q;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
 /* col[row, n*PQ + p*Q+q] = x[n, c, p*sh-ph+r*dh, q*sw-pw+s*dw] (0 outside)
- * for the channels of group gi. */
+ * for the channels of group gi.  The bounds are worked out per output row,
+ * so the inner loop is a plain (or strided) copy. */
 static void im2col(const struct im2col_inst *m, const float *x, int mb, int gi, float *col)
 {
     const struct dl_conv_geom *g = &m->g;
@@ -32,14 +46,26 @@ static void im2col(const struct im2col_inst *m, const float *x, int mb, int gi, 
     for (long row = 0; row < m->rows; row++)
         for (int n = 0; n < mb; n++) {
             int c = (int)(row / (g->R * g->S)) + gi * g->Cg, r = (int)(row / g->S % g->R), s = (int)(row % g->S);
+            int lo, hi, off = s * g->dw - g->pw;
+            valid_cols(g, s, &lo, &hi);
             float *dst = col + (row * mb + n) * m->PQ;
             const float *xc = x + ((long)n * g->C + c) * m->HW;
-            for (int p = 0; p < g->P; p++) {
+            for (int p = 0; p < g->P; p++, dst += g->Q) {
                 int ih = p * g->sh - g->ph + r * g->dh;
-                for (int q = 0; q < g->Q; q++) {
-                    int iw = q * g->sw - g->pw + s * g->dw;
-                    dst[p * g->Q + q] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xc[(long)ih * g->W + iw] : 0;
+                if (ih < 0 || ih >= g->H) {
+                    memset(dst, 0, sizeof *dst * (size_t)g->Q);
+                    continue;
                 }
+                const float *xr = xc + (long)ih * g->W + off;
+                for (int q = 0; q < lo; q++)
+                    dst[q] = 0;
+                if (g->sw == 1)
+                    memcpy(dst + lo, xr + lo, sizeof *dst * (size_t)(hi - lo));
+                else
+                    for (int q = lo; q < hi; q++)
+                        dst[q] = xr[(long)q * g->sw];
+                for (int q = hi; q < g->Q; q++)
+                    dst[q] = 0;
             }
         }
 }
@@ -55,17 +81,21 @@ static void col2im(const struct im2col_inst *m, const float *col, int mb, int gi
         for (int cl = 0; cl < g->Cg; cl++) {
             float *xc = dx + ((long)n * g->C + cl + gi * g->Cg) * m->HW;
             for (int t = 0; t < RS; t++) {
-                int r = t / g->S, s = t % g->S;
+                int r = t / g->S, s = t % g->S, lo, hi, off = s * g->dw - g->pw;
+                valid_cols(g, s, &lo, &hi);
                 const float *src = col + (((long)cl * RS + t) * mb + n) * m->PQ;
                 for (int p = 0; p < g->P; p++) {
                     int ih = p * g->sh - g->ph + r * g->dh;
                     if (ih < 0 || ih >= g->H)
                         continue;
-                    for (int q = 0; q < g->Q; q++) {
-                        int iw = q * g->sw - g->pw + s * g->dw;
-                        if (iw >= 0 && iw < g->W)
-                            xc[(long)ih * g->W + iw] += src[p * g->Q + q];
-                    }
+                    float *xr = xc + (long)ih * g->W + off;
+                    const float *sr = src + (long)p * g->Q;
+                    if (g->sw == 1)
+                        for (int q = lo; q < hi; q++)
+                            xr[q] += sr[q];
+                    else
+                        for (int q = lo; q < hi; q++)
+                            xr[(long)q * g->sw] += sr[q];
                 }
             }
         }

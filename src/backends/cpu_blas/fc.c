@@ -70,12 +70,12 @@ static void fc_backward_weights(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     if (c->dparam[0])
         dl_sgemm(f->lib, 1, 0, f->U, f->F, c->batch, 1, c->dout, f->U, c->in[0], f->F, 1, c->dparam[0], f->F);
-    if (f->bias && c->dparam[1])
-        for (long u = 0; u < f->U; u++) {
-            double s = 0;
-            for (long n = 0; n < c->batch; n++)
-                s += c->dout[n * f->U + u];
-            c->dparam[1][u] += (float)s;
+    if (f->bias && c->dparam[1]) /* row by row: contiguous, so it vectorizes */
+        for (long n = 0; n < c->batch; n++) {
+            const float *restrict dy = c->dout + n * f->U;
+            float *restrict db = c->dparam[1];
+            for (long u = 0; u < f->U; u++)
+                db[u] += dy[u];
         }
 }
 
