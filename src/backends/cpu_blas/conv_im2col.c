@@ -1,25 +1,30 @@
-/* conv_im2col.c: convolution as im2col + GEMM, one GEMM per group over the
- * whole micro-batch, on OpenBLAS ("openblas") or oneDNN's JIT sgemm
- * ("dnnl-gemm"), NCHW.  With col = the (C/G*R*S) x (mb*P*Q) matrix of input
- * taps of one group and Y = the Kg x (mb*P*Q) output of that group:
- *   forward          Y = W_g col, scattered into y (+ bias)
- *   backward data    dx = col2im(W_g^T dY)
- *   backward weights dW_g += dY col^T, db += row sums of dy.
- * One large GEMM instead of one per sample keeps the threads busy (few
- * parallel regions); the price is a workspace that grows with mb. */
+/* conv_im2col.c: convolution as im2col + GEMM on OpenBLAS ("openblas") or
+ * oneDNN's JIT sgemm ("dnnl-gemm"), NCHW.  Parallel over the samples of the
+ * micro-batch: each thread unfolds one sample at a time into its own col
+ * buffer (the (C/G*R*S) x (P*Q) matrix of input taps of one group; it stays
+ * in cache) and runs a single-threaded GEMM on it, so a pass is one parallel
+ * region however small the layer, and nothing is regrouped:
+ *   forward          y_n,g = W_g col + b
+ *   backward data    dx_n = col2im(W_g^T dy_n,g)
+ *   backward weights dW_g += sum_n dy_n,g col^T, in one accumulator per
+ *                    thread, summed at the end (db += sums of dy).
+ * The workspace is per thread, so the instance remembers the thread count it
+ * was sized for and never runs more. */
 #include "backends/cpu_blas/blas.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/attr.h"
 #include "backends/cpu_blas/gemm.h"
+#include "core/threads.h"
 #include "ops/kinds.h"
 
 struct im2col_inst {
     enum dl_gemm_lib lib;
     struct dl_conv_geom g;
-    int mb;
+    int threads;       /* the workspace holds this many per-thread areas */
     long HW, PQ, rows; /* rows = C/G*R*S */
 };
 
@@ -36,88 +41,62 @@ static void valid_cols(const struct dl_conv_geom *g, int s, int *lo, int *hi)
         *hi = *lo;
 }
 
-/* col[row, n*PQ + p*Q+q] = x[n, c, p*sh-ph+r*dh, q*sw-pw+s*dw] (0 outside)
- * for the channels of group gi.  The bounds are worked out per output row,
- * so the inner loop is a plain (or strided) copy. */
-static void im2col(const struct im2col_inst *m, const float *x, int mb, int gi, float *col)
+/* col[row, p*Q+q] = x[c, p*sh-ph+r*dh, q*sw-pw+s*dw] (0 outside) for the
+ * channels of group gi of one sample x.  The bounds are worked out per output
+ * row, so the inner loop is a plain (or strided) copy. */
+static void im2col(const struct im2col_inst *m, const float *x, int gi, float *col)
 {
     const struct dl_conv_geom *g = &m->g;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (long row = 0; row < m->rows; row++)
-        for (int n = 0; n < mb; n++) {
-            int c = (int)(row / (g->R * g->S)) + gi * g->Cg, r = (int)(row / g->S % g->R), s = (int)(row % g->S);
-            int lo, hi, off = s * g->dw - g->pw;
-            valid_cols(g, s, &lo, &hi);
-            float *dst = col + (row * mb + n) * m->PQ;
-            const float *xc = x + ((long)n * g->C + c) * m->HW;
-            for (int p = 0; p < g->P; p++, dst += g->Q) {
-                int ih = p * g->sh - g->ph + r * g->dh;
-                if (ih < 0 || ih >= g->H) {
-                    memset(dst, 0, sizeof *dst * (size_t)g->Q);
-                    continue;
-                }
-                const float *xr = xc + (long)ih * g->W + off;
-                for (int q = 0; q < lo; q++)
-                    dst[q] = 0;
-                if (g->sw == 1)
-                    memcpy(dst + lo, xr + lo, sizeof *dst * (size_t)(hi - lo));
-                else
-                    for (int q = lo; q < hi; q++)
-                        dst[q] = xr[(long)q * g->sw];
-                for (int q = hi; q < g->Q; q++)
-                    dst[q] = 0;
+    for (long row = 0; row < m->rows; row++) {
+        int c = (int)(row / (g->R * g->S)) + gi * g->Cg, r = (int)(row / g->S % g->R), s = (int)(row % g->S);
+        int lo, hi, off = s * g->dw - g->pw;
+        valid_cols(g, s, &lo, &hi);
+        float *dst = col + row * m->PQ;
+        const float *xc = x + (long)c * m->HW;
+        for (int p = 0; p < g->P; p++, dst += g->Q) {
+            int ih = p * g->sh - g->ph + r * g->dh;
+            if (ih < 0 || ih >= g->H) {
+                memset(dst, 0, sizeof *dst * (size_t)g->Q);
+                continue;
             }
+            const float *xr = xc + (long)ih * g->W + off;
+            for (int q = 0; q < lo; q++)
+                dst[q] = 0;
+            if (g->sw == 1)
+                memcpy(dst + lo, xr + lo, sizeof *dst * (size_t)(hi - lo));
+            else
+                for (int q = lo; q < hi; q++)
+                    dst[q] = xr[(long)q * g->sw];
+            for (int q = hi; q < g->Q; q++)
+                dst[q] = 0;
         }
+    }
 }
 
-/* The adjoint: dx[n, c, ...] += col[row, n*PQ + ...]; parallel over
- * (sample, channel), so no two threads add into the same value. */
-static void col2im(const struct im2col_inst *m, const float *col, int mb, int gi, float *dx)
+/* The adjoint, for one sample: dx[c, ...] += col[row, ...]. */
+static void col2im(const struct im2col_inst *m, const float *col, int gi, float *dx)
 {
     const struct dl_conv_geom *g = &m->g;
-    int RS = g->R * g->S;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int n = 0; n < mb; n++)
-        for (int cl = 0; cl < g->Cg; cl++) {
-            float *xc = dx + ((long)n * g->C + cl + gi * g->Cg) * m->HW;
-            for (int t = 0; t < RS; t++) {
-                int r = t / g->S, s = t % g->S, lo, hi, off = s * g->dw - g->pw;
-                valid_cols(g, s, &lo, &hi);
-                const float *src = col + (((long)cl * RS + t) * mb + n) * m->PQ;
-                for (int p = 0; p < g->P; p++) {
-                    int ih = p * g->sh - g->ph + r * g->dh;
-                    if (ih < 0 || ih >= g->H)
-                        continue;
-                    float *xr = xc + (long)ih * g->W + off;
-                    const float *sr = src + (long)p * g->Q;
-                    if (g->sw == 1)
-                        for (int q = lo; q < hi; q++)
-                            xr[q] += sr[q];
-                    else
-                        for (int q = lo; q < hi; q++)
-                            xr[(long)q * g->sw] += sr[q];
-                }
-            }
+    for (long row = 0; row < m->rows; row++) {
+        int c = (int)(row / (g->R * g->S)) + gi * g->Cg, r = (int)(row / g->S % g->R), s = (int)(row % g->S);
+        int lo, hi, off = s * g->dw - g->pw;
+        valid_cols(g, s, &lo, &hi);
+        const float *src = col + row * m->PQ;
+        float *xc = dx + (long)c * m->HW;
+        for (int p = 0; p < g->P; p++) {
+            int ih = p * g->sh - g->ph + r * g->dh;
+            if (ih < 0 || ih >= g->H)
+                continue;
+            float *xr = xc + (long)ih * g->W + off;
+            const float *sr = src + (long)p * g->Q;
+            if (g->sw == 1)
+                for (int q = lo; q < hi; q++)
+                    xr[q] += sr[q];
+            else
+                for (int q = lo; q < hi; q++)
+                    xr[(long)q * g->sw] += sr[q];
         }
-}
-
-/* Between the NCHW tensor t (channels of group gi) and Y[k, n*PQ + i]:
- * to_y = 1 gathers, 0 scatters (adding bias when given). */
-static void regroup(const struct im2col_inst *m, float *t, float *Y, int mb, int gi, int to_y, const float *bias)
-{
-    const struct dl_conv_geom *g = &m->g;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int k = 0; k < g->Kg; k++)
-        for (int n = 0; n < mb; n++) {
-            float *tp = t + ((long)n * g->K + gi * g->Kg + k) * m->PQ, *yp = Y + ((long)k * mb + n) * m->PQ;
-            float b = bias ? bias[gi * g->Kg + k] : 0;
-            for (long i = 0; i < m->PQ; i++) {
-                if (to_y)
-                    yp[i] = tp[i];
-                else
-                    tp[i] = yp[i] + b;
-            }
-        }
+    }
 }
 
 static int im2col_create(const struct dl_layer *l, int mb, enum dl_gemm_lib lib, void **inst,
@@ -127,7 +106,7 @@ static int im2col_create(const struct dl_layer *l, int mb, enum dl_gemm_lib lib,
     if (!m)
         return DL_ERR_NOMEM;
     m->lib = lib;
-    m->mb = mb;
+    m->threads = dl_threads_get();
     m->g = dl_conv_geom(l);
     const struct dl_conv_geom *g = &m->g;
     m->HW = (long)g->H * g->W;
@@ -154,11 +133,22 @@ static void im2col_destroy(void *inst)
     free(inst);
 }
 
-/* col (or dcol), then Y (or dY): the same in every direction. */
+/* Per thread: a col buffer, and for backward weights a dW accumulator. */
+static size_t col_floats(const struct im2col_inst *m)
+{
+    return (size_t)m->rows * (size_t)m->PQ;
+}
+
+static size_t dw_floats(const struct im2col_inst *m)
+{
+    return (size_t)m->g.K * (size_t)m->rows;
+}
+
 static size_t im2col_ws(const void *inst, enum dl_dir dir)
 {
     const struct im2col_inst *m = inst;
-    return sizeof(float) * (size_t)((m->rows + m->g.Kg) * m->mb * m->PQ);
+    size_t per_thread = col_floats(m) + (dir == DL_DIR_BACKWARD_WEIGHTS ? dw_floats(m) : 0);
+    return sizeof(float) * per_thread * (size_t)m->threads;
 }
 
 static void im2col_forward(void *inst, const struct dl_kernel_args *a)
@@ -166,13 +156,18 @@ static void im2col_forward(void *inst, const struct dl_kernel_args *a)
     const struct im2col_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    int mb = c->batch;
-    float *col = a->workspace, *Y = col + m->rows * mb * m->PQ;
-    for (int gi = 0; gi < g->G; gi++) {
-        im2col(m, c->in[0], mb, gi, col);
-        dl_sgemm(m->lib, 0, 0, g->Kg, mb * m->PQ, m->rows, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
-                 col, mb * m->PQ, 0, Y, mb * m->PQ);
-        regroup(m, c->out, Y, mb, gi, 0, g->bias ? c->param[1] : NULL);
+    #pragma omp parallel for num_threads(m->threads) schedule(static)
+    for (int n = 0; n < c->batch; n++) {
+        float *col = (float *)a->workspace + col_floats(m) * (size_t)omp_get_thread_num();
+        float *y = c->out + (long)n * g->K * m->PQ;
+        for (int k = 0; k < g->K; k++)
+            for (long i = 0; i < m->PQ; i++)
+                y[k * m->PQ + i] = g->bias ? c->param[1][k] : 0;
+        for (int gi = 0; gi < g->G; gi++) {
+            im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
+            dl_sgemm(m->lib, 0, 0, g->Kg, m->PQ, m->rows, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
+                     col, m->PQ, 1, y + (long)gi * g->Kg * m->PQ, m->PQ);
+        }
     }
 }
 
@@ -181,16 +176,18 @@ static void im2col_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct im2col_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    int mb = c->batch;
     if (!c->din[0])
         return;
-    float *dcol = a->workspace, *dY = dcol + m->rows * mb * m->PQ;
-    memset(c->din[0], 0, sizeof(float) * (size_t)mb * (size_t)g->C * (size_t)m->HW);
-    for (int gi = 0; gi < g->G; gi++) {
-        regroup(m, (float *)c->dout, dY, mb, gi, 1, NULL);
-        dl_sgemm(m->lib, 1, 0, m->rows, mb * m->PQ, g->Kg, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
-                 dY, mb * m->PQ, 0, dcol, mb * m->PQ);
-        col2im(m, dcol, mb, gi, c->din[0]);
+    #pragma omp parallel for num_threads(m->threads) schedule(static)
+    for (int n = 0; n < c->batch; n++) {
+        float *dcol = (float *)a->workspace + col_floats(m) * (size_t)omp_get_thread_num();
+        float *dx = c->din[0] + (long)n * g->C * m->HW;
+        memset(dx, 0, sizeof *dx * (size_t)g->C * (size_t)m->HW);
+        for (int gi = 0; gi < g->G; gi++) {
+            dl_sgemm(m->lib, 1, 0, m->rows, m->PQ, g->Kg, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
+                     c->dout + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, 0, dcol, m->PQ);
+            col2im(m, dcol, gi, dx);
+        }
     }
 }
 
@@ -199,20 +196,34 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
     const struct im2col_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    int mb = c->batch;
-    float *col = a->workspace, *dY = col + m->rows * mb * m->PQ;
-    for (int gi = 0; gi < g->G; gi++) {
-        im2col(m, c->in[0], mb, gi, col);
-        regroup(m, (float *)c->dout, dY, mb, gi, 1, NULL);
-        dl_sgemm(m->lib, 0, 1, g->Kg, m->rows, mb * m->PQ, 1, dY, mb * m->PQ, col, mb * m->PQ, 1,
-                 c->dparam[0] + (long)gi * g->Kg * m->rows, m->rows);
+    size_t stride = col_floats(m) + dw_floats(m);
+    if (c->dparam[0]) {
+        #pragma omp parallel num_threads(m->threads)
+        {
+            float *col = (float *)a->workspace + stride * (size_t)omp_get_thread_num(), *dw = col + col_floats(m);
+            memset(dw, 0, sizeof *dw * dw_floats(m));
+            #pragma omp for schedule(static)
+            for (int n = 0; n < c->batch; n++)
+                for (int gi = 0; gi < g->G; gi++) {
+                    im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
+                    dl_sgemm(m->lib, 0, 1, g->Kg, m->rows, m->PQ, 1,
+                             c->dout + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, col, m->PQ, 1,
+                             dw + (long)gi * g->Kg * m->rows, m->rows);
+                }
+            /* Threads that got no sample hold zeros: summing every area is exact. */
+            int team = omp_get_num_threads();
+            #pragma omp for schedule(static)
+            for (size_t i = 0; i < dw_floats(m); i++)
+                for (int t = 0; t < team; t++)
+                    c->dparam[0][i] += ((float *)a->workspace)[stride * (size_t)t + col_floats(m) + i];
+        }
     }
     if (!g->bias || !c->dparam[1])
         return;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int k = 0; k < g->K; k++) {
         double s = 0;
-        for (int n = 0; n < mb; n++)
+        for (int n = 0; n < c->batch; n++)
             for (long i = 0; i < m->PQ; i++)
                 s += c->dout[((long)n * g->K + k) * m->PQ + i];
         c->dparam[1][k] += (float)s;
