@@ -8,6 +8,10 @@
 
 #include "ops/pool_geometry.h"
 
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
 #define MAXPOOL_MAX_PLANE (1L << 24) /* largest integer every float holds exactly */
 
 static const struct dl_attr_desc maxpool_attrs[] = {
@@ -39,6 +43,22 @@ static long maxpool_saved_size(const void *attr, int batch, const struct dl_shap
     return (long)batch * dl_shape_count(out);
 }
 
+/* An integer that orders like the value (NaN above everything), so the
+ * window scan below compiles to conditional moves: on real data "is this one
+ * larger?" is a coin toss that a branch predictor loses half the time. */
+#define NAN_KEY INT64_MAX
+
+static int64_t order_key(dl_real v)
+{
+    if (isnan(v))
+        return NAN_KEY;
+    double d = (double)v; /* exact for float and double: one key type for both */
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    uint64_t negative = 0 - (bits >> 63); /* all ones for a negative value */
+    return (int64_t)(bits ^ (negative >> 1)); /* negative: reverse the magnitude order */
+}
+
 static void maxpool_forward(const struct dl_op_call *c)
 {
     const struct dl_pool_attr *a = c->attr;
@@ -60,11 +80,13 @@ static void maxpool_forward(const struct dl_op_call *c)
                 dl_pool_window(ow, W, a->kernel[1], sw, a->pad[1], &w0, &w1);
                 /* Every window holds at least one input element (pad <= kernel/2). */
                 long best = (long)h0 * W + w0;
+                int64_t top = order_key(x[best]);
                 for (int ih = h0; ih < h1; ih++)
                     for (int iw = w0; iw < w1; iw++) {
-                        dl_real v = x[ih * W + iw];
-                        if (v > x[best] || v != v)
-                            best = (long)ih * W + iw;
+                        int64_t k = order_key(x[ih * W + iw]);
+                        int64_t take = -(int64_t)((k > top) | (k == NAN_KEY)); /* all ones or 0 */
+                        best ^= (best ^ ((long)ih * W + iw)) & take;
+                        top ^= (top ^ k) & take;
                     }
                 y[oh * OW + ow] = x[best];
                 arg[oh * OW + ow] = (dl_real)best;
