@@ -52,7 +52,7 @@ static int64_t order_key(dl_real v)
 {
     if (isnan(v))
         return NAN_KEY;
-    double d = (double)v; /* exact for float and double: one key type for both */
+    double d = (double)v + 0.0; /* exact for float and double; -0 becomes +0, equal as in "v > m" */
     uint64_t bits;
     memcpy(&bits, &d, sizeof bits);
     uint64_t negative = 0 - (bits >> 63); /* all ones for a negative value */
