@@ -160,9 +160,11 @@ static void im2col_forward(void *inst, const struct dl_kernel_args *a)
     for (int n = 0; n < c->batch; n++) {
         float *col = (float *)a->workspace + col_floats(m) * (size_t)omp_get_thread_num();
         float *y = c->out + (long)n * g->K * m->PQ;
-        for (int k = 0; k < g->K; k++)
+        for (int k = 0; k < g->K; k++) {
+            float b = g->bias ? c->param[1][k] : 0;
             for (long i = 0; i < m->PQ; i++)
-                y[k * m->PQ + i] = g->bias ? c->param[1][k] : 0;
+                y[k * m->PQ + i] = b;
+        }
         for (int gi = 0; gi < g->G; gi++) {
             im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
             dl_sgemm(m->lib, 0, 0, g->Kg, m->PQ, m->rows, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
@@ -223,9 +225,12 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int k = 0; k < g->K; k++) {
         double s = 0;
-        for (int n = 0; n < c->batch; n++)
+        for (int n = 0; n < c->batch; n++) {
+            const float *dy = c->dout + ((long)n * g->K + k) * m->PQ;
+            #pragma omp simd reduction(+ : s)
             for (long i = 0; i < m->PQ; i++)
-                s += c->dout[((long)n * g->K + k) * m->PQ + i];
+                s += dy[i];
+        }
         c->dparam[1][k] += (float)s;
     }
 }
