@@ -86,9 +86,15 @@ static float *to_layout(const float *src, enum dl_layout lo, int n, struct dl_sh
 
 int kc_run(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb)
 {
+    return kc_run_offered(k, l, t, mb, DL_LAYOUT_PLAIN);
+}
+
+int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
+                   enum dl_layout offer)
+{
     struct dl_error err = {0};
     struct dl_kernel_config cfg = {.mb = mb};
-    enum dl_layout offered[DL_MAX_INPUTS] = {DL_LAYOUT_PLAIN};
+    enum dl_layout offered[DL_MAX_INPUTS] = {offer};
     dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
     void *inst = NULL;
     int rc = k->create(l, &cfg, &inst, &err);

@@ -23,5 +23,9 @@ void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_
 void kc_free(struct kc_tensors *t, const struct dl_layer *l);
 /* forward (training mode) then backward of k on l in slices of mb samples. */
 int kc_run(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb);
+/* The same with input 0's producer offering layout offer (a blocked conv
+ * output, say): the kernel negotiates from that. */
+int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
+                   enum dl_layout offer);
 
 #endif

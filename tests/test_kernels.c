@@ -3,7 +3,9 @@
  * non-zero values) and batch-norm running statistics, relative error at most
  * 1e-4 in fp32, over odd sizes, stride, padding, dilation, groups and
  * non-square kernels; each kernel also run as two micro-batches (weight
- * gradients accumulating across them) where it allows that. */
+ * gradients accumulating across them) where it allows that.  A second table
+ * offers the input in a blocked layout, as a oneDNN convolution produces it
+ * (the fc kernels on inputs straight from such a layer). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +62,25 @@ static const struct kcase cases[] = {
     {"add", "[18, 4, 3]", "{type: add, inputs: [input, input]}", 2, NULL},
     {"fc_vector", "[37, 1, 1]", "{type: fc, units: 19}", 4, NULL},
     {"fc_3d", "[3, 5, 7]", "{type: fc, units: 10, bias: false}", 4, NULL},
+    {"fc_odd", "[7, 3, 1]", "{type: fc, units: 1}", 6, NULL},
+    {"fc_wide", "[300, 1, 1]", "{type: fc, units: 65}", 8, NULL},
+    {"fc_lenet1", "[16, 5, 5]", "{type: fc, units: 120}", 4, NULL},
+};
+
+/* Layers whose input a blocked producer offers (a oneDNN convolution's or
+ * pooling's nChw8c / nChw16c output): kernels that take it as it is get it
+ * in that layout, the others plain (the executor's reorder). */
+struct bcase {
+    struct kcase k;
+    enum dl_layout offer;
+};
+
+static const struct bcase blocked[] = {
+    {{"fc_lenet1_block8", "[16, 5, 5]", "{type: fc, units: 120}", 4, NULL}, DL_LAYOUT_BLOCK8},
+    {{"fc_padded_block8", "[20, 5, 7]", "{type: fc, units: 13}", 6, NULL}, DL_LAYOUT_BLOCK8},
+    {{"fc_odd_block8", "[3, 3, 5]", "{type: fc, units: 7, bias: false}", 2, NULL}, DL_LAYOUT_BLOCK8},
+    {{"fc_padded_block16", "[21, 3, 5]", "{type: fc, units: 11}", 4, NULL}, DL_LAYOUT_BLOCK16},
+    {{"fc_vector_block8", "[24, 1, 1]", "{type: fc, units: 5}", 4, NULL}, DL_LAYOUT_BLOCK8},
 };
 
 /* The layer of a two-layer net (the tested one, then an fc to the loss). */
@@ -100,9 +121,8 @@ static double compare(const struct dl_layer *l, const struct kc_tensors *a, cons
     return e;
 }
 
-static void run_case(void **state)
+static void run_kcase(const struct kcase *kc, enum dl_layout offer)
 {
-    const struct kcase *kc = *state;
     struct dl_net net;
     assert_int_equal(load(kc, &net), 0);
     const struct dl_layer *l = &net.graph.layers[0];
@@ -118,9 +138,12 @@ static void run_case(void **state)
         for (int m = 0; m < 2 && mbs[m]; m++) {
             struct kc_tensors t;
             kc_alloc(&t, l, kc->batch, 11);
-            assert_int_equal(kc_run(k, l, &t, mbs[m]), 0);
+            assert_int_equal(kc_run_offered(k, l, &t, mbs[m], offer), 0);
             double e = compare(l, &t, &ref);
-            print_message("# %-24s %-12s mb %d: relative error %.2e\n", kc->name, k->name, mbs[m], e);
+            enum dl_layout in[DL_MAX_INPUTS], out, offered[DL_MAX_INPUTS] = {offer};
+            dl_kernel_layouts(k, l, offered, in, &out);
+            print_message("# %-24s %-12s mb %d in %-7s: relative error %.2e\n", kc->name, k->name, mbs[m],
+                          dl_layout_names[in[0]], e);
             assert_true(e <= TOL);
             kc_free(&t, l);
             tested++;
@@ -131,10 +154,26 @@ static void run_case(void **state)
     dl_net_free(&net);
 }
 
+static void run_case(void **state)
+{
+    run_kcase(*state, DL_LAYOUT_PLAIN);
+}
+
+static void run_blocked(void **state)
+{
+    const struct bcase *bc = *state;
+    run_kcase(&bc->k, bc->offer);
+}
+
+#define N_CASES (sizeof cases / sizeof cases[0])
+#define N_BLOCKED (sizeof blocked / sizeof blocked[0])
+
 int main(void)
 {
-    struct CMUnitTest tests[sizeof cases / sizeof cases[0]];
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    struct CMUnitTest tests[N_CASES + N_BLOCKED];
+    for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
+    for (size_t i = 0; i < N_BLOCKED; i++)
+        tests[N_CASES + i] = (struct CMUnitTest){blocked[i].k.name, run_blocked, NULL, NULL, (void *)&blocked[i]};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

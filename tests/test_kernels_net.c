@@ -4,7 +4,9 @@
  * global average pool, fc) give the same losses within 1e-4 relative, also
  * for a smaller last batch; the fast path repeats itself bit for bit for a
  * fixed seed and thread count; and the planned arena is used without any
- * allocation per step (the executor has nothing to allocate with). */
+ * allocation per step (the executor has nothing to allocate with).  A small
+ * conv net also runs on oneDNN kernels alone (all=onednn), where fc1 (the
+ * inner product) takes the blocked max-pool output without a reorder step. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +63,21 @@ static const char *const RESNET =
     "  - {name: fc, type: fc, units: 7}\n"
     "loss: softmax_cross_entropy\n";
 
+/* conv2 (on oneDNN) makes nChw8c activations, which relu and max pool keep
+ * on oneDNN and fc1 gets as they are on the oneDNN inner product. */
+static const char *const BLOCKED_FC =
+    "input: {shape: [3, 12, 12], classes: 5}\n"
+    "layers:\n"
+    "  - {name: conv1, type: conv, filters: 16, kernel: 3, pad: 1}\n"
+    "  - {type: relu}\n"
+    "  - {name: conv2, type: conv, filters: 20, kernel: 3, pad: 1}\n"
+    "  - {type: relu}\n"
+    "  - {type: maxpool, kernel: 2, stride: 2}\n"
+    "  - {name: fc1, type: fc, units: 30}\n"
+    "  - {type: relu}\n"
+    "  - {name: fc2, type: fc, units: 5}\n"
+    "loss: softmax_cross_entropy\n";
+
 /* Losses of STEPS SGD steps (the last one on a smaller batch) and the
  * final weights. */
 static void train(const char *text, const char *kernels, int batch, double *loss, float **weights, long *n)
@@ -100,14 +118,15 @@ static void train(const char *text, const char *kernels, int batch, double *loss
     dl_net_free(&net);
 }
 
-static void fast_vs_reference(const char *text, int batch)
+/* kernels: NULL (the defaults) or a --kernel choice for the fast run. */
+static void fast_vs_reference(const char *text, const char *kernels, int batch)
 {
     double lf[STEPS], lr[STEPS], l2[STEPS];
     float *wf, *wr, *w2;
     long n;
-    train(text, NULL, batch, lf, &wf, &n);
+    train(text, kernels, batch, lf, &wf, &n);
     train(text, "all=reference", batch, lr, &wr, &n);
-    train(text, NULL, batch, l2, &w2, &n);
+    train(text, kernels, batch, l2, &w2, &n);
     for (int s = 0; s < STEPS; s++) {
         double rel = fabs(lf[s] - lr[s]) / fabs(lr[s]);
         print_message("# step %d: loss %.7f fast, %.7f reference, relative difference %.1e\n", s + 1, lf[s], lr[s],
@@ -130,12 +149,57 @@ static void fast_vs_reference(const char *text, int batch)
 
 static void lenet5(void **state)
 {
-    fast_vs_reference(LENET, 16);
+    fast_vs_reference(LENET, NULL, 16);
+}
+
+/* Every layer on a oneDNN kernel where there is one: fc1 (the inner
+ * product) reads the oneDNN max pool's blocked output as it is. */
+static void blocked_onednn_fc(void **state)
+{
+    fast_vs_reference(BLOCKED_FC, "all=onednn", 8);
 }
 
 static void resnet_like(void **state)
 {
-    fast_vs_reference(RESNET, 8);
+    fast_vs_reference(RESNET, NULL, 8);
+}
+
+/* The number of reorder steps of net text with all=onednn and then fc=fc;
+ * *n_on: fc layers on kernel fc. */
+static int reorders(const char *text, const char *fc, int *n_on)
+{
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("net.yaml", text, &net, &err), 0);
+    struct dl_kernel_choices ch = {0};
+    char spec[64];
+    snprintf(spec, sizeof spec, "fc=%s", fc);
+    assert_int_equal(dl_kernel_choice_add(&ch, "all=onednn", &err), 0);
+    assert_int_equal(dl_kernel_choice_add(&ch, spec, &err), 0);
+    struct dl_exec e;
+    assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &ch, &err), 0);
+    *n_on = 0;
+    for (int i = 0; i < net.graph.n; i++)
+        *n_on += strcmp(e.kernel[i]->name, fc) == 0 && strcmp(net.graph.layers[i].kind->name, "fc") == 0;
+    int r = dl_exec_reorders(&e);
+    dl_exec_free(&e);
+    dl_net_free(&net);
+    return r;
+}
+
+/* With oneDNN convolutions and pooling (blocked activations), the oneDNN
+ * inner product takes the pool output as it is, without the reorder step
+ * the GEMM fc needs. */
+static void onednn_fc_saves_reorder(void **state)
+{
+    int gemm_fc, onednn_fc;
+    int r_gemm = reorders(BLOCKED_FC, "dnnl-gemm", &gemm_fc);
+    int r_onednn = reorders(BLOCKED_FC, "onednn", &onednn_fc);
+    print_message("# all=onednn: %d reorder steps with fc=dnnl-gemm (%d fc layers), %d with fc=onednn "
+                  "(%d)\n", r_gemm, gemm_fc, r_onednn, onednn_fc);
+    assert_int_equal(gemm_fc, 2);
+    assert_int_equal(onednn_fc, 2);
+    assert_int_equal(r_onednn, r_gemm - 1);
 }
 
 /* The fast path really is fast kernels with blocked layouts here. */
@@ -159,6 +223,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lenet5),
+        cmocka_unit_test(blocked_onednn_fc),
+        cmocka_unit_test(onednn_fc_saves_reorder),
         cmocka_unit_test(resnet_like),
         cmocka_unit_test(resnet_uses_fast_kernels),
     };

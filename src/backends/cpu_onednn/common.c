@@ -3,6 +3,7 @@
 #include "backends/cpu_onednn/common.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static dnnl_engine_t engine;
@@ -158,4 +159,150 @@ void dl_dnnl_follow_layouts(const struct dl_layer *l, const enum dl_layout *offe
     for (int i = 0; i < l->n_in; i++)
         in[i] = offered[0];
     *out = offered[0];
+}
+
+int dl_dnnl_all_jit(const void *const *descs, int n)
+{
+    dnnl_primitive_desc_t fwd = NULL;
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        dnnl_primitive_desc_t pd;
+        if (dl_dnnl_pd(&pd, descs[i], fwd) != dnnl_success) {
+            ok = 0;
+            break;
+        }
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        ok = impl && strncmp(impl, "ref", 3) != 0;
+        if (i == 0)
+            fwd = pd;
+        else
+            dnnl_primitive_desc_destroy(pd);
+    }
+    if (fwd)
+        dnnl_primitive_desc_destroy(fwd);
+    return ok;
+}
+
+/* ------------------------------------------------------- layers with weights */
+
+void dl_dnnl_wprim_destroy(void *inst)
+{
+    struct dl_dnnl_wprim *w = inst;
+    if (!w)
+        return;
+    struct dl_dnnl_prim *all[] = {&w->fwd, &w->bwd_data, &w->bwd_w, &w->w_fwd, &w->w_bd, &w->dw_back};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dl_dnnl_prim_free(all[i]);
+    free(w->dbias);
+    free(w);
+}
+
+/* A reorder between the user weights and the layout arg of p wants: into it
+ * (none when equal), or back from it accumulating (to_user). */
+static int weights_reorder(const dnnl_memory_desc_t *user, const struct dl_dnnl_prim *p, int arg, int to_user,
+                           struct dl_dnnl_prim *r, struct dl_error *err)
+{
+    const dnnl_memory_desc_t *md = dl_dnnl_prim_md(p, arg);
+    if (!to_user && dnnl_memory_desc_equal(md, user))
+        return DL_OK;
+    return to_user ? dl_dnnl_reorder_init(r, md, user, 1, err) : dl_dnnl_reorder_init(r, user, md, 0, err);
+}
+
+int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const dnnl_memory_desc_t *user_w,
+                         int n_bias, void **inst, struct dl_error *err)
+{
+    struct dl_dnnl_wprim *w = dl_calloc(1, sizeof *w, err);
+    if (!w)
+        return DL_ERR_NOMEM;
+    w->n_bias = n_bias;
+    w->dbias = dl_calloc(n_bias ? (size_t)n_bias : 1, sizeof *w->dbias, err);
+    const int fa[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, n_bias ? DNNL_ARG_BIAS : 0, 0};
+    const int da[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC, 0};
+    const int wa[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, n_bias ? DNNL_ARG_DIFF_BIAS : 0, 0};
+    int rc = w->dbias ? DL_OK : DL_ERR_NOMEM;
+    if (!rc)
+        rc = dl_dnnl_prim_init(&w->fwd, fwd, NULL, fa, err);
+    if (!rc)
+        rc = dl_dnnl_prim_init(&w->bwd_data, bd, w->fwd.pd, da, err);
+    if (!rc)
+        rc = dl_dnnl_prim_init(&w->bwd_w, bw, w->fwd.pd, wa, err);
+    if (!rc)
+        rc = weights_reorder(user_w, &w->fwd, DNNL_ARG_WEIGHTS, 0, &w->w_fwd, err);
+    if (!rc)
+        rc = weights_reorder(user_w, &w->bwd_data, DNNL_ARG_WEIGHTS, 0, &w->w_bd, err);
+    if (!rc)
+        rc = weights_reorder(user_w, &w->bwd_w, DNNL_ARG_DIFF_WEIGHTS, 1, &w->dw_back, err);
+    if (rc) {
+        dl_dnnl_wprim_destroy(w);
+        return rc;
+    }
+    *inst = w;
+    return DL_OK;
+}
+
+/* A pass's workspace: max(primitive, reorder scratchpads), then the weights
+ * (or weight gradient) in the primitive's layout at pass_weights_at. */
+static size_t pass_scratch(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r)
+{
+    return dl_dnnl_align(p->scratch > r->scratch ? p->scratch : r->scratch);
+}
+
+static size_t pass_ws(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, int arg)
+{
+    return pass_scratch(p, r) + dl_dnnl_align(dl_dnnl_prim_bytes(p, arg));
+}
+
+size_t dl_dnnl_wprim_ws(const void *inst, enum dl_dir dir)
+{
+    const struct dl_dnnl_wprim *w = inst;
+    switch (dir) {
+    case DL_DIR_FORWARD: return pass_ws(&w->fwd, &w->w_fwd, DNNL_ARG_WEIGHTS);
+    case DL_DIR_BACKWARD_DATA: return pass_ws(&w->bwd_data, &w->w_bd, DNNL_ARG_WEIGHTS);
+    default: return pass_ws(&w->bwd_w, &w->dw_back, DNNL_ARG_DIFF_WEIGHTS);
+    }
+}
+
+/* Weights for a pass: the user's, or reordered into the workspace. */
+static void *pass_weights(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const float *user, void *ws)
+{
+    if (!r->prim)
+        return (void *)user;
+    void *w = (char *)ws + pass_scratch(p, r);
+    void *ptr[2] = {(void *)user, w};
+    dl_dnnl_prim_run(r, ptr, ws);
+    return w;
+}
+
+void dl_dnnl_wprim_forward(void *inst, const struct dl_kernel_args *a)
+{
+    struct dl_dnnl_wprim *w = inst;
+    void *wt = pass_weights(&w->fwd, &w->w_fwd, a->c.param[0], a->workspace);
+    void *ptr[4] = {(void *)a->c.in[0], wt, a->c.out, w->n_bias ? a->c.param[1] : NULL};
+    dl_dnnl_prim_run(&w->fwd, ptr, a->workspace);
+}
+
+void dl_dnnl_wprim_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    struct dl_dnnl_wprim *w = inst;
+    if (!a->c.din[0])
+        return;
+    void *wt = pass_weights(&w->bwd_data, &w->w_bd, a->c.param[0], a->workspace);
+    void *ptr[3] = {(void *)a->c.dout, wt, a->c.din[0]};
+    dl_dnnl_prim_run(&w->bwd_data, ptr, a->workspace);
+}
+
+void dl_dnnl_wprim_backward_weights(void *inst, const struct dl_kernel_args *a)
+{
+    struct dl_dnnl_wprim *w = inst;
+    void *dw = (char *)a->workspace + pass_scratch(&w->bwd_w, &w->dw_back);
+    void *ptr[4] = {(void *)a->c.in[0], (void *)a->c.dout, dw, w->dbias};
+    dl_dnnl_prim_run(&w->bwd_w, ptr, a->workspace);
+    if (a->c.dparam[0]) {
+        void *rp[2] = {dw, a->c.dparam[0]};
+        dl_dnnl_prim_run(&w->dw_back, rp, a->workspace);
+    }
+    if (w->n_bias && a->c.dparam[1])
+        for (int k = 0; k < w->n_bias; k++)
+            a->c.dparam[1][k] += w->dbias[k];
 }

@@ -54,6 +54,40 @@ void dl_dnnl_prim_run(const struct dl_dnnl_prim *p, void *const *ptr, void *scra
 int dl_dnnl_reorder_init(struct dl_dnnl_prim *p, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
                          int accumulate, struct dl_error *err);
 
+/* 1 when the primitives of the n descriptors (descs[0] the forward one, the
+ * hint of the others) all have an optimised implementation, not oneDNN's
+ * generic "ref" one (for mb = the batch the descriptors were made for). */
+int dl_dnnl_all_jit(const void *const *descs, int n);
+
+/* A layer with weights in the executor's flat vector (convolution, inner
+ * product): forward, backward data and backward weights primitives whose
+ * weights layout oneDNN chose (format any).  Each call reorders the user
+ * weights (PyTorch's layout, user_w) into the pass's layout in the
+ * workspace; backward weights computes dW into the workspace and reorders it
+ * back with a sum post-op, and adds db, so both accumulate across
+ * micro-batches.  The instance of such a kernel is this struct: its
+ * create() builds the three op descriptors and calls dl_dnnl_wprim_create,
+ * and the other entry points are the functions below. */
+struct dl_dnnl_wprim {
+    struct dl_dnnl_prim fwd, bwd_data, bwd_w;
+    struct dl_dnnl_prim w_fwd, w_bd, dw_back; /* weight reorders (prim NULL: none needed) */
+    int n_bias;                               /* bias values (0: no bias) */
+    float *dbias;                             /* n_bias */
+};
+
+/* fwd, bd, bw: the op descriptors of the three passes (src/dst layouts
+ * fixed, weights "any"). */
+int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const dnnl_memory_desc_t *user_w,
+                         int n_bias, void **inst, struct dl_error *err);
+void dl_dnnl_wprim_destroy(void *inst);
+size_t dl_dnnl_wprim_ws(const void *inst, enum dl_dir dir);
+/* in[0], param[0] (weights), param[1] (bias) -> out */
+void dl_dnnl_wprim_forward(void *inst, const struct dl_kernel_args *a);
+/* dout, param[0] -> din[0] (nothing when din[0] is NULL) */
+void dl_dnnl_wprim_backward_data(void *inst, const struct dl_kernel_args *a);
+/* in[0], dout -> dparam[0] +=, dparam[1] += (NULL ones skipped) */
+void dl_dnnl_wprim_backward_weights(void *inst, const struct dl_kernel_args *a);
+
 /* Rounds up to a 64-byte multiple (workspace partitions). */
 static inline size_t dl_dnnl_align(size_t b)
 {

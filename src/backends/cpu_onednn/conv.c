@@ -4,21 +4,13 @@
  * nChw8c with AVX2, nchw for a few-channel first layer); the weights live in PyTorch's [K, C/G, R, S]
  * layout in the executor's flat vector, so each call reorders them into the
  * primitive's blocked layout in the workspace, and the weight gradient is
- * reordered back with a sum post-op (accumulating across micro-batches). */
+ * reordered back with a sum post-op (accumulating across micro-batches): the
+ * instance is a struct dl_dnnl_wprim (common.h), shared with the inner
+ * product (fc.c); this file only builds the convolution descriptors. */
 #include "backends/cpu_onednn/onednn.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 #include "backends/attr.h"
 #include "backends/cpu_onednn/common.h"
-
-struct conv_inst {
-    struct dl_conv_geom g;
-    struct dl_dnnl_prim fwd, bwd_data, bwd_w;
-    struct dl_dnnl_prim w_fwd, w_bd, dw_back; /* weight reorders (prim NULL: none needed) */
-    float *dbias;                             /* K */
-};
 
 /* Descriptors of the three passes for mb samples; src/dst layouts < 0 mean "any". */
 struct conv_descs {
@@ -99,25 +91,7 @@ static int conv_supports_alg(const struct dl_layer *l, dnnl_alg_kind_t alg)
     if (conv_init_descs(&g, alg, 16, in, out, &d) != dnnl_success)
         return 0;
     const void *descs[3] = {&d.fwd, &d.bd, &d.bw};
-    dnnl_primitive_desc_t fwd = NULL;
-    int ok = 1;
-    for (int i = 0; i < 3 && ok; i++) {
-        dnnl_primitive_desc_t pd;
-        if (dl_dnnl_pd(&pd, descs[i], fwd) != dnnl_success) {
-            ok = 0;
-            break;
-        }
-        const char *impl = NULL;
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        ok = impl && strncmp(impl, "ref", 3) != 0;
-        if (i == 0)
-            fwd = pd;
-        else
-            dnnl_primitive_desc_destroy(pd);
-    }
-    if (fwd)
-        dnnl_primitive_desc_destroy(fwd);
-    return ok;
+    return dl_dnnl_all_jit(descs, 3);
 }
 
 static int conv_supports_direct(const struct dl_layer *l)
@@ -153,68 +127,16 @@ static void conv_layouts_wino(const struct dl_layer *l, const enum dl_layout *of
     conv_layouts_alg(l, dnnl_convolution_winograd, in, out);
 }
 
-static void conv_destroy(void *p)
-{
-    struct conv_inst *c = p;
-    if (!c)
-        return;
-    struct dl_dnnl_prim *all[] = {&c->fwd, &c->bwd_data, &c->bwd_w, &c->w_fwd, &c->w_bd, &c->dw_back};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        dl_dnnl_prim_free(all[i]);
-    free(c->dbias);
-    free(c);
-}
-
-/* A reorder of the user weights into the layout arg of p wants (none when equal). */
-static int weights_reorder(const struct conv_inst *c, const struct dl_dnnl_prim *p, int arg, int to_user,
-                           struct dl_dnnl_prim *r, struct dl_error *err)
-{
-    dnnl_memory_desc_t user;
-    weights_md(&c->g, &user, 0);
-    const dnnl_memory_desc_t *md = dl_dnnl_prim_md(p, arg);
-    if (!to_user && dnnl_memory_desc_equal(md, &user))
-        return DL_OK;
-    return to_user ? dl_dnnl_reorder_init(r, md, &user, 1, err) : dl_dnnl_reorder_init(r, &user, md, 0, err);
-}
-
 static int conv_create_alg(const struct dl_layer *l, const struct dl_kernel_config *cfg, dnnl_alg_kind_t alg,
                            void **inst, struct dl_error *err)
 {
-    struct conv_inst *c = dl_calloc(1, sizeof *c, err);
-    if (!c)
-        return DL_ERR_NOMEM;
-    c->g = dl_conv_geom(l);
-    c->dbias = dl_calloc((size_t)c->g.K, sizeof *c->dbias, err);
+    struct dl_conv_geom g = dl_conv_geom(l);
     struct conv_descs d;
-    int rc = !c->dbias ? DL_ERR_NOMEM
-                       : dl_dnnl_check(conv_init_descs(&c->g, alg, cfg->mb, cfg->in[0], cfg->out, &d),
-                                       "convolution descriptor", err);
-    static const int fa[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS, 0};
-    static const int da[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC, 0};
-    static const int wa[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS, 0};
-    int fb[5], wb[5];
-    memcpy(fb, fa, sizeof fa);
-    memcpy(wb, wa, sizeof wa);
-    if (!c->g.bias)
-        fb[3] = wb[3] = 0;
-    if (!rc)
-        rc = dl_dnnl_prim_init(&c->fwd, &d.fwd, NULL, fb, err);
-    if (!rc)
-        rc = dl_dnnl_prim_init(&c->bwd_data, &d.bd, c->fwd.pd, da, err);
-    if (!rc)
-        rc = dl_dnnl_prim_init(&c->bwd_w, &d.bw, c->fwd.pd, wb, err);
-    if (!rc)
-        rc = weights_reorder(c, &c->fwd, DNNL_ARG_WEIGHTS, 0, &c->w_fwd, err);
-    if (!rc)
-        rc = weights_reorder(c, &c->bwd_data, DNNL_ARG_WEIGHTS, 0, &c->w_bd, err);
-    if (!rc)
-        rc = weights_reorder(c, &c->bwd_w, DNNL_ARG_DIFF_WEIGHTS, 1, &c->dw_back, err);
-    if (rc) {
-        conv_destroy(c);
-        return rc;
-    }
-    *inst = c;
-    return DL_OK;
+    dnnl_memory_desc_t user;
+    weights_md(&g, &user, 0);
+    int rc = dl_dnnl_check(conv_init_descs(&g, alg, cfg->mb, cfg->in[0], cfg->out, &d), "convolution descriptor",
+                           err);
+    return rc ? rc : dl_dnnl_wprim_create(&d.fwd, &d.bd, &d.bw, &user, g.bias ? g.K : 0, inst, err);
 }
 
 static int conv_create_direct(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
@@ -229,77 +151,14 @@ static int conv_create_wino(const struct dl_layer *l, const struct dl_kernel_con
     return conv_create_alg(l, cfg, dnnl_convolution_winograd, inst, err);
 }
 
-/* Workspace of a pass: max(primitive, reorder scratchpads), then the
- * reordered weights. */
-static size_t pass_ws(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, int arg)
-{
-    size_t s = p->scratch > r->scratch ? p->scratch : r->scratch;
-    return dl_dnnl_align(s) + dl_dnnl_align(dl_dnnl_prim_bytes(p, arg));
-}
-
-static size_t conv_ws(const void *inst, enum dl_dir dir)
-{
-    const struct conv_inst *c = inst;
-    switch (dir) {
-    case DL_DIR_FORWARD: return pass_ws(&c->fwd, &c->w_fwd, DNNL_ARG_WEIGHTS);
-    case DL_DIR_BACKWARD_DATA: return pass_ws(&c->bwd_data, &c->w_bd, DNNL_ARG_WEIGHTS);
-    default: return pass_ws(&c->bwd_w, &c->dw_back, DNNL_ARG_DIFF_WEIGHTS);
-    }
-}
-
-/* Weights for a pass: the user's, or reordered into the workspace. */
-static void *pass_weights(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const float *user, void *ws)
-{
-    if (!r->prim)
-        return (void *)user;
-    size_t s = p->scratch > r->scratch ? p->scratch : r->scratch;
-    void *w = (char *)ws + dl_dnnl_align(s);
-    void *ptr[2] = {(void *)user, w};
-    dl_dnnl_prim_run(r, ptr, ws);
-    return w;
-}
-
-static void conv_forward(void *inst, const struct dl_kernel_args *a)
-{
-    struct conv_inst *c = inst;
-    void *w = pass_weights(&c->fwd, &c->w_fwd, a->c.param[0], a->workspace);
-    void *ptr[4] = {(void *)a->c.in[0], w, a->c.out, c->g.bias ? a->c.param[1] : NULL};
-    dl_dnnl_prim_run(&c->fwd, ptr, a->workspace);
-}
-
-static void conv_backward_data(void *inst, const struct dl_kernel_args *a)
-{
-    struct conv_inst *c = inst;
-    if (!a->c.din[0])
-        return;
-    void *w = pass_weights(&c->bwd_data, &c->w_bd, a->c.param[0], a->workspace);
-    void *ptr[3] = {(void *)a->c.dout, w, a->c.din[0]};
-    dl_dnnl_prim_run(&c->bwd_data, ptr, a->workspace);
-}
-
-static void conv_backward_weights(void *inst, const struct dl_kernel_args *a)
-{
-    struct conv_inst *c = inst;
-    size_t s = c->bwd_w.scratch > c->dw_back.scratch ? c->bwd_w.scratch : c->dw_back.scratch;
-    void *dw = (char *)a->workspace + dl_dnnl_align(s);
-    void *ptr[4] = {(void *)a->c.in[0], (void *)a->c.dout, dw, c->dbias};
-    dl_dnnl_prim_run(&c->bwd_w, ptr, a->workspace);
-    if (a->c.dparam[0]) {
-        void *rp[2] = {dw, a->c.dparam[0]};
-        dl_dnnl_prim_run(&c->dw_back, rp, a->workspace);
-    }
-    if (c->g.bias && a->c.dparam[1])
-        for (int k = 0; k < c->g.K; k++)
-            a->c.dparam[1][k] += c->dbias[k];
-}
-
 #define CONV_KERNEL(SYM, NAME, VARIANT)                                                         \
     const struct dl_kernel SYM = {                                                              \
         .name = NAME, .backend = "cpu_onednn", .op = &dl_op_conv,                               \
         .supports = conv_supports_##VARIANT, .layouts = conv_layouts_##VARIANT,                 \
-        .create = conv_create_##VARIANT, .destroy = conv_destroy, .workspace_bytes = conv_ws,   \
-        .forward = conv_forward, .backward_data = conv_backward_data,                           \
-        .backward_weights = conv_backward_weights,                                              \
+        .create = conv_create_##VARIANT, .destroy = dl_dnnl_wprim_destroy,                      \
+        .workspace_bytes = dl_dnnl_wprim_ws, .forward = dl_dnnl_wprim_forward,                  \
+        .backward_data = dl_dnnl_wprim_backward_data,                                           \
+        .backward_weights = dl_dnnl_wprim_backward_weights,                                     \
     };
 CONV_KERNEL(dl_kernel_onednn_conv, "onednn", direct)
 CONV_KERNEL(dl_kernel_onednn_conv_wino, "onednn-wino", wino)
