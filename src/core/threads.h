@@ -5,7 +5,13 @@
 
 /* Cores this process may run on (sched_getaffinity), at least 1. */
 int dl_threads_available(void);
-/* Sets the thread count everywhere; n <= 0 means dl_threads_available(). */
+/* Ranks of this job on this node according to the launcher (1: none). */
+int dl_threads_local_ranks(void);
+/* The default thread count: the available cores shared among the ranks of
+ * the node that can see them (at least 1), so that 4 unbound ranks on a
+ * 2-core node do not run 8 spinning OpenMP threads. */
+int dl_threads_default(void);
+/* Sets the thread count everywhere; n <= 0 means dl_threads_default(). */
 void dl_threads_set(int n);
 int dl_threads_get(void);
 
