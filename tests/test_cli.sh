@@ -4,7 +4,7 @@
 # option, a short real training run on Fashion-MNIST that learns, identical
 # losses for the same seed, and the JSON-lines metrics file.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 26
+tap_plan 30
 
 for cmd in "" "train" "check"; do
     expect_status 0 "dltrain $cmd --help" -- $DLTRAIN $cmd --help
@@ -29,6 +29,17 @@ expect_output "nowhere" "the message names the folder"
 
 expect_status 0 "dltrain check lenet5" -- $DLTRAIN check --net "$top_srcdir/nets/lenet5.yaml"
 expect_output "total: 61706 trainable parameters" "lenet5 has 61706 parameters"
+
+# The default thread count: the process's CPUs, shared among the ranks a
+# launcher says it started on this node unless they are bound to their own.
+ncpu=$(nproc)
+share=$((ncpu / 2)); [ "$share" -ge 1 ] || share=1
+expect_status 0 "two unbound ranks on the node share its CPUs" -- \
+    env OMPI_COMM_WORLD_LOCAL_SIZE=2 $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --max-steps 1 --limit-test 64
+expect_output ", $share threads?," "each gets $share of the $ncpu CPUs"
+expect_status 0 "a rank bound to one CPU uses one thread" -- \
+    env OMPI_COMM_WORLD_LOCAL_SIZE=2 taskset -c 0 $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --max-steps 1 --limit-test 64
+expect_output ", 1 thread," "its one CPU"
 
 # A short real run: 4000 Fashion-MNIST images, one epoch, 1000 test images.
 RUN="$DLTRAIN --net $top_srcdir/nets/lenet5.yaml --epochs 1 --limit-train 4000 --limit-test 1000 --threads 2 --log-every 10"
