@@ -1,7 +1,7 @@
 # tests/kernels.mk: the kernel, executor-with-fast-kernels and memory-planner
 # tests (float build, libdltrain.a).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_kernels tests/test_kernels_net tests/test_plan
+check_PROGRAMS += tests/test_kernels tests/test_kernels_net tests/test_plan tests/test_openblas_core
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/kernel_check.c tests/kernel_check.h
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
@@ -11,5 +11,8 @@ tests_test_kernels_net_LDADD = $(TEST_LIBS)
 tests_test_plan_SOURCES = tests/test_plan.c
 tests_test_plan_CFLAGS = $(TEST_CFLAGS)
 tests_test_plan_LDADD = $(TEST_LIBS)
-TESTS += tests/test_kernels tests/test_kernels_net tests/test_plan
+tests_test_openblas_core_SOURCES = tests/test_openblas_core.c
+tests_test_openblas_core_CFLAGS = $(TEST_CFLAGS)
+tests_test_openblas_core_LDADD = $(TEST_LIBS)
+TESTS += tests/test_kernels tests/test_kernels_net tests/test_plan tests/test_openblas_core
 endif
