@@ -203,6 +203,47 @@ static void onednn_fc_saves_reorder(void **state)
 }
 
 /* The fast path really is fast kernels with blocked layouts here. */
+/* A batch norm after an NCHW convolution asks for oneDNN's blocked layout
+ * (its NCHW implementation is several times slower); the relu and pooling
+ * after it keep that layout; with 4 channels it stays NCHW.  Same results as
+ * the reference kernels either way. */
+static const char *const PLAIN_STEM =
+    "input: {shape: [3, 12, 12], classes: 5}\n"
+    "layers:\n"
+    "  - {name: stem, type: conv, filters: %d, kernel: 3, pad: 1, bias: false}\n"
+    "  - {name: bn, type: batchnorm}\n"
+    "  - {name: relu, type: relu}\n"
+    "  - {name: pool, type: maxpool, kernel: 3, stride: 2, pad: 1}\n"
+    "  - {name: fc, type: fc, units: 5}\n"
+    "loss: softmax_cross_entropy\n";
+
+static void bn_after_plain_conv_goes_blocked(void **state)
+{
+    for (int filters = 4; filters <= 16; filters += 12) {
+        char text[1024];
+        snprintf(text, sizeof text, PLAIN_STEM, filters);
+        struct dl_net net;
+        struct dl_error err = {0};
+        assert_int_equal(dl_net_load_string("net.yaml", text, &net, &err), 0);
+        struct dl_kernel_choices ch = {0};
+        assert_int_equal(dl_kernel_choice_add(&ch, "conv=dnnl-gemm", &err), 0);
+        struct dl_exec e;
+        assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &ch, &err), 0);
+        print_message("# %d filters: stem %s, bn %s, pool %s\n", filters, dl_layout_names[e.act_layout[0]],
+                      dl_layout_names[e.act_layout[1]], dl_layout_names[e.act_layout[3]]);
+        assert_int_equal(e.act_layout[0], DL_LAYOUT_PLAIN);
+        if (filters >= 8) {
+            assert_int_not_equal(e.act_layout[1], DL_LAYOUT_PLAIN);
+            assert_int_equal(e.act_layout[3], e.act_layout[1]);
+        } else {
+            assert_int_equal(e.act_layout[1], DL_LAYOUT_PLAIN);
+        }
+        dl_exec_free(&e);
+        dl_net_free(&net);
+        fast_vs_reference(text, "conv=dnnl-gemm", 8);
+    }
+}
+
 static void resnet_uses_fast_kernels(void **state)
 {
     struct dl_net net;
@@ -227,6 +268,7 @@ int main(void)
         cmocka_unit_test(onednn_fc_saves_reorder),
         cmocka_unit_test(resnet_like),
         cmocka_unit_test(resnet_uses_fast_kernels),
+        cmocka_unit_test(bn_after_plain_conv_goes_blocked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

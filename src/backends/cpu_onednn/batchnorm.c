@@ -132,6 +132,6 @@ static void bn_backward(void *inst, const struct dl_kernel_args *a)
 
 const struct dl_kernel dl_kernel_onednn_batchnorm = {
     .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_batchnorm, .whole_batch = 1,
-    .layouts = dl_dnnl_follow_layouts, .create = bn_create, .destroy = bn_destroy,
+    .layouts = dl_dnnl_blocked_layouts, .create = bn_create, .destroy = bn_destroy,
     .workspace_bytes = bn_ws, .saved_bytes = bn_saved, .forward = bn_forward, .backward_data = bn_backward,
 };

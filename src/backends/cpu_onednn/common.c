@@ -306,3 +306,25 @@ void dl_dnnl_wprim_backward_weights(void *inst, const struct dl_kernel_args *a)
         for (int k = 0; k < w->n_bias; k++)
             a->c.dparam[1][k] += w->dbias[k];
 }
+
+/* oneDNN's own block on this CPU: 16 channels with AVX-512, else 8 (what its
+ * convolutions pick, see conv.c). */
+static enum dl_layout native_block(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? DL_LAYOUT_BLOCK16 : DL_LAYOUT_BLOCK8;
+}
+
+void dl_dnnl_blocked_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,
+                             enum dl_layout *out)
+{
+    struct dl_shape s = l->in_shape[0];
+    if (offered[0] != DL_LAYOUT_PLAIN || s.c < 8 || (long)s.h * s.w <= 1) {
+        dl_dnnl_follow_layouts(l, offered, in, out);
+        return;
+    }
+    enum dl_layout want = native_block();
+    for (int i = 0; i < l->n_in; i++)
+        in[i] = want;
+    *out = want;
+}
