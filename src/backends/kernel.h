@@ -108,6 +108,11 @@ const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct 
  * dl_exec_init(). */
 extern struct dl_kernel_choices dl_kernel_defaults;
 
+/* An instance of k for l and mb samples whose input is offered in NCHW (the
+ * layouts k then wants are in *cfg), as the tuner measures kernels. */
+int dl_kernel_create_plain(const struct dl_kernel *k, const struct dl_layer *l, int mb,
+                           struct dl_kernel_config *cfg, void **inst, struct dl_error *err);
+
 /* workspace_bytes(layer, mb) per direction, for plain layouts around l:
  * creates an instance, asks and destroys it. */
 int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int mb,

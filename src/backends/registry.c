@@ -105,14 +105,22 @@ void dl_kernel_layouts(const struct dl_kernel *k, const struct dl_layer *l, cons
         k->layouts(l, offered, in, out);
 }
 
+int dl_kernel_create_plain(const struct dl_kernel *k, const struct dl_layer *l, int mb,
+                           struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
+{
+    *cfg = (struct dl_kernel_config){.mb = mb};
+    enum dl_layout offered[DL_MAX_INPUTS] = {DL_LAYOUT_PLAIN};
+    dl_kernel_layouts(k, l, offered, cfg->in, &cfg->out);
+    *inst = NULL;
+    return k->create(l, cfg, inst, err);
+}
+
 int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int mb, size_t ws[DL_N_DIRS],
                         struct dl_error *err)
 {
-    struct dl_kernel_config cfg = {.mb = mb};
-    enum dl_layout offered[DL_MAX_INPUTS] = {DL_LAYOUT_PLAIN};
-    dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
-    void *inst = NULL;
-    int rc = k->create(l, &cfg, &inst, err);
+    struct dl_kernel_config cfg;
+    void *inst;
+    int rc = dl_kernel_create_plain(k, l, mb, &cfg, &inst, err);
     if (rc)
         return rc;
     for (int d = 0; d < DL_N_DIRS; d++)

@@ -89,11 +89,9 @@ static int fill_args(const struct dl_layer *l, const struct dl_kernel_config *cf
 int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb, const int want[DL_N_DIRS],
                     int warmup, int repeats, size_t ws_cap, struct dl_tune_row row[DL_N_DIRS], struct dl_error *err)
 {
-    struct dl_kernel_config cfg = {.mb = mb};
-    enum dl_layout offered[DL_MAX_INPUTS] = {DL_LAYOUT_PLAIN};
-    dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
-    void *inst = NULL;
-    int rc = k->create(l, &cfg, &inst, err);
+    struct dl_kernel_config cfg;
+    void *inst;
+    int rc = dl_kernel_create_plain(k, l, mb, &cfg, &inst, err);
     if (rc)
         return rc;
     size_t ws = 0, saved = k->saved_bytes ? k->saved_bytes(inst) : 0;
