@@ -4,7 +4,7 @@
 #   make check (CI):        30000 training images, 1 epoch: guards against
 #                           breakage (a broken codec or server ends near 10%):
 #                           codecs within 8 points of uncompressed (1-bit is
-#                           the slowest starter: 5.0 behind here), ssp/async/
+#                           the slowest starter: 4.3 behind here), ssp/async/
 #                           local-sgd >= 70% (measured 75.7, 75.7, 80.6);
 #   make check-slow (full): 60000 images, 3 epochs (nets/lenet5.yaml); codecs
 #                           within 1.5 points of uncompressed, ssp/async/

@@ -13,6 +13,7 @@
 struct bucket {
     long lo, hi;                    /* range of dweights */
     struct dl_codec_state *codec;
+    float *velocity;                /* momentum correction: hi - lo floats, or NULL */
 };
 
 struct dl_grad_sync {
@@ -57,8 +58,22 @@ static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error
         s->buckets = nb;
         s->cap = cap;
     }
-    s->buckets[s->n_buckets++] = (struct bucket){lo, hi, NULL};
+    s->buckets[s->n_buckets++] = (struct bucket){lo, hi, NULL, NULL};
     return DL_OK;
+}
+
+/* Momentum correction (grad_sync.h): replaces the bucket's (scaled) gradient
+ * by this rank's share of the SGD step. */
+static void correct_momentum(struct dl_grad_sync *s, struct bucket *b)
+{
+    float *g = s->exec->dweights + b->lo, *u = b->velocity;
+    const float *w = s->exec->weights + b->lo;
+    const float mu = (float)s->opts.momentum, wd = (float)(s->opts.weight_decay * s->scale);
+    for (long i = 0; i < b->hi - b->lo; i++) {
+        float d = g[i] + wd * w[i];
+        u[i] = mu * u[i] + d;
+        g[i] = s->opts.nesterov ? d + mu * u[i] : u[i];
+    }
 }
 
 static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
@@ -69,6 +84,8 @@ static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_err
     s->dense_bytes += dense;
     if (b->codec) {
         struct dl_codec_stats st = {0};
+        if (b->velocity)
+            correct_momentum(s, b);
         int rc = dl_compressed_allreduce(s->comm, b->codec, buf, n, &st, err);
         s->bytes_sent += st.bytes_sent;
         return rc;
@@ -186,8 +203,12 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
     if (o->codec.ops)
         for (int k = 0; k < s->n_buckets; k++) {
             uint64_t seed = o->seed * 1000003u + (uint64_t)c->rank * 7919u + (uint64_t)k;
-            rc = dl_codec_state_create(&o->codec, (size_t)(s->buckets[k].hi - s->buckets[k].lo), seed,
-                                           &s->buckets[k].codec, err);
+            size_t n = (size_t)(s->buckets[k].hi - s->buckets[k].lo);
+            rc = dl_codec_state_create(&o->codec, n, seed, &s->buckets[k].codec, err);
+            if (!rc && o->momentum > 0) {
+                s->buckets[k].velocity = dl_calloc(n, sizeof(float), err);
+                rc = s->buckets[k].velocity ? DL_OK : DL_ERR_NOMEM;
+            }
             if (rc) {
                 dl_grad_sync_free(s);
                 return rc;
@@ -220,8 +241,10 @@ void dl_grad_sync_free(struct dl_grad_sync *s)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->thread, NULL);
     }
-    for (int k = 0; k < s->n_buckets; k++)
+    for (int k = 0; k < s->n_buckets; k++) {
         dl_codec_state_free(s->buckets[k].codec);
+        free(s->buckets[k].velocity);
+    }
     free(s->buckets);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

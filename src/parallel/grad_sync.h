@@ -3,7 +3,17 @@
  * bucket_bytes, from the last layer backwards (the order backward produces
  * them).  As soon as backward has finished every layer of a bucket, the
  * bucket is handed to a communication thread that sums it over the ranks
- * (any allreduce algorithm, optionally compressed) while backward goes on. */
+ * (any allreduce algorithm, optionally compressed) while backward goes on.
+ *
+ * Momentum correction (Lin et al., Deep Gradient Compression, ICLR 2018):
+ * with a codec and momentum > 0, every rank keeps its own velocity per
+ * bucket, u = mu*u + g' (g' = g + share*wd*w), and compresses u (or g' + mu*u
+ * for Nesterov) instead of g, so the error feedback works on the step itself
+ * rather than on a gradient that momentum amplifies afterwards.  The sum over
+ * the ranks is then torch.optim.SGD's step (exactly so without compression),
+ * and the caller applies it with plain SGD (no momentum, no weight decay).
+ * LeNet-5 on 4 ranks, 3 epochs, 1bit: 88.5% with it, 88.3% without (seed 2:
+ * 88.4% and 88.0%), uncompressed 89.0-89.3%. */
 #ifndef DL_GRAD_SYNC_H
 #define DL_GRAD_SYNC_H
 
@@ -21,6 +31,10 @@ struct dl_grad_sync_opts {
     size_t bucket_bytes;            /* fusion size (0: 25 MiB) */
     int overlap;                    /* 1: buckets start during backward; 0: after it */
     uint64_t seed;                  /* for stochastic codecs (made per rank inside) */
+    /* Momentum correction (with a codec only; see below): SGD's momentum,
+     * Nesterov flag and L2 weight decay, taken over from the optimizer. */
+    double momentum, weight_decay;
+    int nesterov;
 };
 
 struct dl_grad_sync_stats {

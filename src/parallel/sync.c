@@ -1,7 +1,9 @@
 /* sync.c: synchronous data parallelism: every rank's gradient, scaled by its
  * share of the global batch, is summed over the ranks in buckets that
  * overlap with backward (grad_sync.c), with stall detection (stall.c); then
- * every rank applies the same optimizer step to the same weights. */
+ * every rank applies the same optimizer step to the same weights.  With a
+ * codec, SGD's momentum and weight decay move into the gradient path
+ * (momentum correction, grad_sync.h) and the optimizer takes plain steps. */
 #include "parallel/strategy.h"
 
 #include <stdlib.h>
@@ -13,6 +15,7 @@ struct sync_impl {
     struct dl_grad_sync *gs;
     struct dl_stall *stall;
     long step;
+    int corrected;  /* momentum correction: the optimizer steps without momentum */
 };
 
 static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
@@ -36,7 +39,18 @@ static int sync_finish(struct dl_strategy *s, long step, double lr, double metri
     st->exposed_seconds = gst.exposed_seconds;
     st->bytes_sent = gst.bytes_sent;
     st->dense_bytes = gst.dense_bytes;
-    dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+    if (im->corrected) {
+        /* The summed buckets already are the momentum step: apply them as they
+         * are.  The optimizer's momentum buffer stays zero. */
+        struct dl_optim_spec keep = s->optim->spec;
+        s->optim->spec.momentum = 0;
+        s->optim->spec.weight_decay = 0;
+        s->optim->spec.nesterov = 0;
+        dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+        s->optim->spec = keep;
+    } else {
+        dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+    }
     return DL_OK;
 }
 
@@ -68,6 +82,13 @@ int dl_strategy_sync(struct dl_strategy *s, const struct dl_parallel_opts *po, u
     s->ops = &sync_ops;
     struct dl_grad_sync_opts go = {.algorithm = po->allreduce, .codec = po->codec,
                                    .bucket_bytes = po->bucket_bytes, .overlap = po->overlap, .seed = seed};
+    const struct dl_optim_spec *os = &s->optim->spec;
+    im->corrected = po->codec.ops && os->kind == DL_OPTIM_SGD && os->momentum > 0;
+    if (im->corrected) {
+        go.momentum = os->momentum;
+        go.weight_decay = os->weight_decay;
+        go.nesterov = os->nesterov;
+    }
     int rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
     if (!rc)
         rc = dl_stall_create(s->comm, po->stall_warning_s, po->stall_timeout_s, warn, warn_ctx, &im->stall, err);
