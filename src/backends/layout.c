@@ -44,6 +44,30 @@ static void block_copy(const dl_real *src, dl_real *dst, int to_blocked, int bs,
         }
 }
 
+/* The same for a full block (nc == bs), without a branch per value: the
+ * common case, and a transpose of bs rows of hw values that the compiler can
+ * unroll and vectorize. */
+static void full_block_copy(const dl_real *restrict src, dl_real *restrict dst, int to_blocked, int bs, int c0,
+                            long hw, int acc)
+{
+    const dl_real *x = to_blocked ? src + (long)c0 * hw : src;
+    dl_real *y = to_blocked ? dst : dst + (long)c0 * hw;
+    for (long i = 0; i < hw; i++) {
+        if (to_blocked && !acc)
+            for (int j = 0; j < bs; j++)
+                y[i * bs + j] = x[j * hw + i];
+        else if (to_blocked)
+            for (int j = 0; j < bs; j++)
+                y[i * bs + j] += x[j * hw + i];
+        else if (!acc)
+            for (int j = 0; j < bs; j++)
+                y[j * hw + i] = x[i * bs + j];
+        else
+            for (int j = 0; j < bs; j++)
+                y[j * hw + i] += x[i * bs + j];
+    }
+}
+
 void dl_layout_reorder(const dl_real *src, enum dl_layout from, dl_real *dst, enum dl_layout to, int n,
                        struct dl_shape s, int accumulate)
 {
@@ -65,7 +89,10 @@ void dl_layout_reorder(const dl_real *src, enum dl_layout from, dl_real *dst, en
         int c0 = (int)(b * bs), nc = s.c - c0 < bs ? s.c - c0 : bs;
         const dl_real *sp = src + smp * in_count;
         dl_real *dp = dst + smp * out_count;
-        if (to_blocked)
+        if (nc == bs)
+            full_block_copy(to_blocked ? sp : sp + b * hw * bs, to_blocked ? dp + b * hw * bs : dp, to_blocked, bs,
+                            c0, hw, accumulate);
+        else if (to_blocked)
             block_copy(sp, dp + b * hw * bs, 1, bs, c0, nc, hw, accumulate);
         else
             block_copy(sp + b * hw * bs, dp, 0, bs, c0, nc, hw, accumulate);
