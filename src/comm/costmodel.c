@@ -24,18 +24,20 @@ static double lg_floor(int p, int *p2)
     return k;
 }
 
-static double lg_ceil(int p)
+double dl_cost_beta(const struct dl_cost_params *cp, int active, int p)
 {
-    int q = 1, k = 0;
-    while (q < p)
-        q *= 2, k++;
-    return k;
+    if (cp->beta_pair <= 0 || p <= 2 || active >= p)
+        return cp->beta;
+    if (active <= 2)
+        return cp->beta_pair;
+    return cp->beta_pair + (cp->beta - cp->beta_pair) * (active - 2) / (p - 2);
 }
 
-/* Fix-up for p not a power of two: one whole vector in (and added), one out. */
+/* Fix-up for p not a power of two: one whole vector in (and added), one out,
+ * between the 2(p-p2) ranks that pair up. */
 static double fixup(const struct dl_cost_params *cp, int p, int p2, double m)
 {
-    return p == p2 ? 0 : 2 * (cp->alpha + m * cp->beta) + m * cp->gamma;
+    return p == p2 ? 0 : 2 * (cp->alpha + m * dl_cost_beta(cp, 2 * (p - p2), p)) + m * cp->gamma;
 }
 
 double dl_cost_ring(const struct dl_cost_params *cp, int p, double m,
@@ -52,7 +54,7 @@ double dl_cost_recursive_doubling(const struct dl_cost_params *cp, int p, double
 {
     int p2;
     double k = lg_floor(p, &p2);
-    return k * (cp->alpha + m * cp->beta + m * cp->gamma) + fixup(cp, p, p2, m);
+    return k * (cp->alpha + m * dl_cost_beta(cp, p2, p) + m * cp->gamma) + fixup(cp, p, p2, m);
 }
 
 double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
@@ -60,14 +62,22 @@ double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
 {
     int p2;
     double k = lg_floor(p, &p2), f = (double)(p2 - 1) / p2;
-    return 2 * k * cp->alpha + 2 * f * m * cp->beta + f * m * cp->gamma + fixup(cp, p, p2, m);
+    return 2 * k * cp->alpha + 2 * f * m * dl_cost_beta(cp, p2, p) + f * m * cp->gamma + fixup(cp, p, p2, m);
 }
 
+/* Step j of the binomial reduce (and of the broadcast) pairs rank r with
+ * r + 2^j for r a multiple of 2^(j+1): fewer ranks work at each step. */
 double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
                     const struct dl_allreduce_opts *opts)
 {
-    double k = lg_ceil(p);
-    return 2 * k * (cp->alpha + m * cp->beta) + k * m * cp->gamma;
+    double t = 0;
+    for (int d = 1; d < p; d *= 2) {
+        int pairs = 0;
+        for (int r = 0; r + d < p; r += 2 * d)
+            pairs++;
+        t += 2 * (cp->alpha + m * dl_cost_beta(cp, 2 * pairs, p)) + m * cp->gamma;
+    }
+    return t;
 }
 
 /* The busiest server receives p-1 shards of m/K and sends p-1 back. */
@@ -87,6 +97,7 @@ void dl_cost_defaults(struct dl_cost_params *cp)
     cp->alpha = 5e-6;
     cp->beta = 1.0 / 1.5e9;
     cp->gamma = 1.0 / 4e9;
+    cp->beta_pair = 0;
 }
 
 static double now(void)
@@ -102,18 +113,46 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median time of `reps` concurrent pairwise exchanges of `bytes` (rank r with
- * r^1; the odd one out of an odd count idles), synchronised by barriers.  The
- * bytes travel in segments of DL_ALLREDUCE_SEGMENT, as in the algorithms,
- * so that beta includes the per-segment protocol cost they pay. */
-static int time_exchange(struct dl_comm *c, char *a, char *b, size_t bytes, int reps,
+/* Ranks whose times the calibration compares (beyond, each rank's own). */
+#define DL_COST_MAX_RANKS 1024
+
+/* *out = the largest of every rank's mine (its own when there are more
+ * ranks than DL_COST_MAX_RANKS). */
+static int slowest(struct dl_comm *c, double mine, double *out, struct dl_error *err)
+{
+    double all[DL_COST_MAX_RANKS];
+    *out = mine;
+    if (c->size > DL_COST_MAX_RANKS)
+        return DL_OK;
+    int rc = c->ops->allgather(c, &mine, all, sizeof mine, err);
+    for (int r = 0; rc == DL_OK && r < c->size; r++)
+        *out = all[r] > *out ? all[r] : *out;
+    return rc;
+}
+
+/* Who exchanges with whom while beta is measured. */
+enum pattern {
+    PAIRS,    /* rank r with r^1, all at once (the odd one out of an odd count idles) */
+    RING,     /* every rank sends to r+1 and receives from r-1 */
+    ONE_PAIR, /* ranks 0 and 1 only; the others wait */
+};
+
+/* Median time of `reps` exchanges of `bytes` in the pattern, synchronised by
+ * barriers; a repetition takes as long as its slowest rank (as a collective
+ * does: with more ranks than cores, ranks finish far apart).  The bytes
+ * travel in segments of DL_ALLREDUCE_SEGMENT, as in the algorithms, so that
+ * beta includes the per-segment protocol cost they pay. */
+static int time_exchange(struct dl_comm *c, enum pattern pat, char *a, char *b, size_t bytes, int reps,
                          double *out, struct dl_error *err)
 {
     enum { MAXSEG = 64 };
     double t[32];
     struct dl_comm_req req[2 * MAXSEG];
     size_t seg = DL_ALLREDUCE_SEGMENT, nseg = bytes ? (bytes + seg - 1) / seg : 1;
-    int peer = c->rank ^ 1, rc = DL_OK;
+    int p = c->size, to = c->rank ^ 1, from = to, rc = DL_OK;
+    if (pat == RING)
+        to = (c->rank + 1) % p, from = (c->rank + p - 1) % p;
+    int active = to < p && (pat != ONE_PAIR || c->rank < 2);
     if (nseg > MAXSEG)
         return dl_errorf(err, DL_ERR_INTERNAL, "cost model: %zu bytes is too many segments", bytes);
     if (reps > 32)
@@ -122,15 +161,15 @@ static int time_exchange(struct dl_comm *c, char *a, char *b, size_t bytes, int 
         rc = c->ops->barrier(c, err);
         double t0 = now();
         memset(req, 0, sizeof req);
-        for (size_t j = 0; j < nseg && rc == DL_OK && peer < c->size; j++) {
+        for (size_t j = 0; j < nseg && rc == DL_OK && active; j++) {
             size_t lo = j * seg, len = bytes - lo < seg ? bytes - lo : seg;
-            rc = c->ops->irecv(c, b + lo, len, peer, 99, &req[j], err);
+            rc = c->ops->irecv(c, b + lo, len, from, 99, &req[j], err);
             if (rc == DL_OK)
-                rc = c->ops->isend(c, a + lo, len, peer, 99, &req[MAXSEG + j], err);
+                rc = c->ops->isend(c, a + lo, len, to, 99, &req[MAXSEG + j], err);
         }
         int rc2 = dl_comm_waitall(c, req, 2 * MAXSEG, err);
         rc = rc != DL_OK ? rc : rc2;
-        t[i] = now() - t0;
+        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &t[i], err);
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     *out = t[reps / 2];
@@ -139,7 +178,9 @@ static int time_exchange(struct dl_comm *c, char *a, char *b, size_t bytes, int 
 
 int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_error *err)
 {
-    const size_t big = 4u << 20; /* bytes: large enough to hide latency, fits caches poorly */
+    /* bytes: large enough to hide latency and to span several scheduler time
+     * slices when ranks share cores, so that the median is steady */
+    const size_t big = 16u << 20;
     dl_cost_defaults(out);
     if (c->size == 1)
         return DL_OK;
@@ -149,31 +190,37 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     float *b = a + big / sizeof(float);
     for (size_t i = 0; i < big / sizeof(float); i++)
         a[i] = (float)(i % 7), b[i] = 1;
-    double t_small = 0, t_big = 0;
-    int rc = time_exchange(c, (char *)a, (char *)b, 8, 5, &t_small, err); /* warm-up */
+    double t_small = 0, t_ring = 0, t_pair = 0;
+    int rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 5, &t_small, err); /* warm-up */
     if (rc == DL_OK)
-        rc = time_exchange(c, (char *)a, (char *)b, 8, 31, &t_small, err);
+        rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 31, &t_small, err);
     if (rc == DL_OK)
-        rc = time_exchange(c, (char *)a, (char *)b, big, 9, &t_big, err);
-    /* gamma: every rank adds at once, as inside a collective. */
+        rc = time_exchange(c, RING, (char *)a, (char *)b, big, 15, &t_ring, err);
+    if (rc == DL_OK)
+        rc = time_exchange(c, ONE_PAIR, (char *)a, (char *)b, big, 15, &t_pair, err);
+    /* gamma: every rank adds at once, as inside a collective, and the slowest
+     * one counts. */
     double tg[9];
     for (int i = 0; i < 9 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
         double t0 = now();
         dl_reduce_add(a, b, big / sizeof(float));
-        tg[i] = now() - t0;
+        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tg[i], err);
     }
     free(a);
     if (rc != DL_OK)
         return rc;
     qsort(tg, 9, sizeof *tg, cmp_double);
-    double p[3] = {t_small, (t_big - t_small) / big, tg[4] / big};
+    double p[4] = {t_small, (t_ring - t_small) / big, tg[4] / big, (t_pair - t_small) / big};
     if (p[1] <= 0)
-        p[1] = t_big / big;
+        p[1] = t_ring / big;
+    if (p[3] <= 0)
+        p[3] = t_pair / big;
     rc = c->ops->bcast(c, p, sizeof p, 0, err);
     out->alpha = p[0];
     out->beta = p[1];
     out->gamma = p[2];
+    out->beta_pair = p[3];
     return rc;
 }
 
@@ -203,8 +250,8 @@ static int read_cache(const char *path, struct dl_cost_params *cp)
     int ok = 0;
     while (fgets(line, sizeof line, f))
         if (line[0] != '#' &&
-            sscanf(line, "%lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma) == 3)
-            ok = cp->alpha >= 0 && cp->beta > 0 && cp->gamma > 0;
+            sscanf(line, "%lg %lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma, &cp->beta_pair) == 4)
+            ok = cp->alpha >= 0 && cp->beta > 0 && cp->gamma > 0 && cp->beta_pair >= 0;
     fclose(f);
     return ok;
 }
@@ -230,8 +277,9 @@ static int write_cache(const char *path, const struct dl_cost_params *cp, struct
     FILE *f = fopen(tmp, "w");
     if (!f)
         return dl_errorf(err, DL_ERR_IO, "cannot write %s", tmp);
-    fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte) gamma (s/byte)\n"
-               "%.9g %.9g %.9g\n", cp->alpha, cp->beta, cp->gamma);
+    fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte, all ranks) gamma (s/byte) "
+               "beta_pair (s/byte, one pair)\n%.9g %.9g %.9g %.9g\n", cp->alpha, cp->beta, cp->gamma,
+            cp->beta_pair);
     int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
@@ -245,17 +293,17 @@ int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_par
                             int *cached, struct dl_error *err)
 {
     char path[4096];
-    double p[4] = {0}; /* found, alpha, beta, gamma */
+    double p[5] = {0}; /* found, alpha, beta, gamma, beta_pair */
     int have_path = c->rank == 0 && dl_cost_cache_path(c, path, sizeof path, NULL) == DL_OK;
     if (have_path && !remeasure && read_cache(path, out))
-        p[0] = 1, p[1] = out->alpha, p[2] = out->beta, p[3] = out->gamma;
+        p[0] = 1, p[1] = out->alpha, p[2] = out->beta, p[3] = out->gamma, p[4] = out->beta_pair;
     int rc = c->ops->bcast(c, p, sizeof p, 0, err);
     if (rc != DL_OK)
         return rc;
     if (cached)
         *cached = p[0] != 0;
     if (p[0] != 0) {
-        out->alpha = p[1], out->beta = p[2], out->gamma = p[3];
+        out->alpha = p[1], out->beta = p[2], out->gamma = p[3], out->beta_pair = p[4];
         return DL_OK;
     }
     rc = dl_cost_measure(c, out, err);
