@@ -24,20 +24,43 @@ static double lg_floor(int p, int *p2)
     return k;
 }
 
-double dl_cost_beta(const struct dl_cost_params *cp, int active, int p)
+/* Linear between (2, at_two) and (p, at_p) in the active ranks. */
+static double by_active(double at_two, double at_p, int active, int p)
 {
-    if (cp->beta_pair <= 0 || p <= 2 || active >= p)
-        return cp->beta;
+    if (at_two <= 0 || p <= 2 || active >= p)
+        return at_p;
     if (active <= 2)
-        return cp->beta_pair;
-    return cp->beta_pair + (cp->beta - cp->beta_pair) * (active - 2) / (p - 2);
+        return at_two;
+    return at_two + (at_p - at_two) * (active - 2) / (p - 2);
+}
+
+#define SMALL_VECTOR (1u << 20) /* bytes: the calibration sizes of beta_small and beta */
+#define LARGE_VECTOR (16u << 20)
+
+double dl_cost_beta(const struct dl_cost_params *cp, int active, int p, double bytes)
+{
+    double b = by_active(cp->beta_pair, cp->beta, active, p);
+    if (cp->beta_small <= 0 || bytes >= LARGE_VECTOR)
+        return b;
+    double f = bytes <= SMALL_VECTOR ? 0 : log(bytes / SMALL_VECTOR) / log((double)LARGE_VECTOR / SMALL_VECTOR);
+    return b * (cp->beta_small / cp->beta + f * (1 - cp->beta_small / cp->beta));
+}
+
+double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p)
+{
+    if (cp->gamma_one <= 0 || active >= p)
+        return cp->gamma;
+    if (active <= 1)
+        return cp->gamma_one;
+    return cp->gamma_one + (cp->gamma - cp->gamma_one) * (active - 1) / (p - 1);
 }
 
 /* Fix-up for p not a power of two: one whole vector in (and added), one out,
  * between the 2(p-p2) ranks that pair up. */
 static double fixup(const struct dl_cost_params *cp, int p, int p2, double m)
 {
-    return p == p2 ? 0 : 2 * (cp->alpha + m * dl_cost_beta(cp, 2 * (p - p2), p)) + m * cp->gamma;
+    return p == p2 ? 0
+                   : 2 * (cp->alpha + m * dl_cost_beta(cp, 2 * (p - p2), p, m)) + m * dl_cost_gamma(cp, p - p2, p);
 }
 
 double dl_cost_ring(const struct dl_cost_params *cp, int p, double m,
@@ -46,7 +69,7 @@ double dl_cost_ring(const struct dl_cost_params *cp, int p, double m,
     if (p <= 1)
         return 0;
     double f = (double)(p - 1) / p;
-    return 2 * (p - 1) * cp->alpha + 2 * f * m * cp->beta + f * m * cp->gamma;
+    return 2 * (p - 1) * cp->alpha + 2 * f * m * dl_cost_beta(cp, p, p, m) + f * m * dl_cost_gamma(cp, p, p);
 }
 
 double dl_cost_recursive_doubling(const struct dl_cost_params *cp, int p, double m,
@@ -54,7 +77,7 @@ double dl_cost_recursive_doubling(const struct dl_cost_params *cp, int p, double
 {
     int p2;
     double k = lg_floor(p, &p2);
-    return k * (cp->alpha + m * dl_cost_beta(cp, p2, p) + m * cp->gamma) + fixup(cp, p, p2, m);
+    return k * (cp->alpha + m * dl_cost_beta(cp, p2, p, m) + m * dl_cost_gamma(cp, p2, p)) + fixup(cp, p, p2, m);
 }
 
 double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
@@ -62,11 +85,14 @@ double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
 {
     int p2;
     double k = lg_floor(p, &p2), f = (double)(p2 - 1) / p2;
-    return 2 * k * cp->alpha + 2 * f * m * dl_cost_beta(cp, p2, p) + f * m * cp->gamma + fixup(cp, p, p2, m);
+    return 2 * k * cp->alpha + 2 * f * m * dl_cost_beta(cp, p2, p, m) + f * m * dl_cost_gamma(cp, p2, p) +
+           fixup(cp, p, p2, m);
 }
 
 /* Step j of the binomial reduce (and of the broadcast) pairs rank r with
- * r + 2^j for r a multiple of 2^(j+1): fewer ranks work at each step. */
+ * r + 2^j for r a multiple of 2^(j+1): fewer ranks work at each step.  The
+ * parent adds each segment while the next one arrives (allreduce_tree.c), so
+ * a reduce step costs the slower of moving and adding, not their sum. */
 double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
                     const struct dl_allreduce_opts *opts)
 {
@@ -75,7 +101,8 @@ double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
         int pairs = 0;
         for (int r = 0; r + d < p; r += 2 * d)
             pairs++;
-        t += 2 * (cp->alpha + m * dl_cost_beta(cp, 2 * pairs, p)) + m * cp->gamma;
+        double move = m * dl_cost_beta(cp, 2 * pairs, p, m), add = m * dl_cost_gamma(cp, pairs, p);
+        t += 2 * cp->alpha + (move > add ? move : add) + move;
     }
     return t;
 }
@@ -88,7 +115,8 @@ double dl_cost_ps(const struct dl_cost_params *cp, int p, double m,
         return 0;
     int k = opts && opts->ps_servers > 0 && opts->ps_servers < p ? opts->ps_servers : p;
     double shard = m / k;
-    return 2 * (p - 1) * (cp->alpha + shard * cp->beta) + (p - 1) * shard * cp->gamma;
+    int busy = k < p ? k : p; /* ranks adding at once */
+    return 2 * (p - 1) * (cp->alpha + shard * dl_cost_beta(cp, p, p, m)) + (p - 1) * shard * dl_cost_gamma(cp, busy, p);
 }
 
 void dl_cost_defaults(struct dl_cost_params *cp)
@@ -97,7 +125,7 @@ void dl_cost_defaults(struct dl_cost_params *cp)
     cp->alpha = 5e-6;
     cp->beta = 1.0 / 1.5e9;
     cp->gamma = 1.0 / 4e9;
-    cp->beta_pair = 0;
+    cp->beta_pair = cp->beta_small = cp->gamma_one = 0;
 }
 
 static double now(void)
@@ -176,6 +204,12 @@ static int time_exchange(struct dl_comm *c, enum pattern pat, char *a, char *b, 
     return rc;
 }
 
+/* Seconds per byte of an exchange of `bytes` that took t, latency t_small. */
+static double per_byte(double t, double t_small, size_t bytes)
+{
+    return (t > t_small ? t - t_small : t) / (double)bytes;
+}
+
 int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_error *err)
 {
     /* bytes: large enough to hide latency and to span several scheduler time
@@ -190,7 +224,7 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     float *b = a + big / sizeof(float);
     for (size_t i = 0; i < big / sizeof(float); i++)
         a[i] = (float)(i % 7), b[i] = 1;
-    double t_small = 0, t_ring = 0, t_pair = 0;
+    double t_small = 0, t_ring = 0, t_pair = 0, t_ring1 = 0;
     int rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 5, &t_small, err); /* warm-up */
     if (rc == DL_OK)
         rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 31, &t_small, err);
@@ -198,29 +232,37 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
         rc = time_exchange(c, RING, (char *)a, (char *)b, big, 15, &t_ring, err);
     if (rc == DL_OK)
         rc = time_exchange(c, ONE_PAIR, (char *)a, (char *)b, big, 15, &t_pair, err);
+    if (rc == DL_OK)
+        rc = time_exchange(c, RING, (char *)a, (char *)b, SMALL_VECTOR, 31, &t_ring1, err);
     /* gamma: every rank adds at once, as inside a collective, and the slowest
-     * one counts. */
-    double tg[9];
+     * one counts; gamma_one: rank 0 alone. */
+    double tg[9], tg1[9];
     for (int i = 0; i < 9 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
         double t0 = now();
         dl_reduce_add(a, b, big / sizeof(float));
         rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tg[i], err);
+        if (rc == DL_OK)
+            rc = c->ops->barrier(c, err);
+        t0 = now();
+        if (c->rank == 0)
+            dl_reduce_add(a, b, big / sizeof(float));
+        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tg1[i], err);
     }
     free(a);
     if (rc != DL_OK)
         return rc;
     qsort(tg, 9, sizeof *tg, cmp_double);
-    double p[4] = {t_small, (t_ring - t_small) / big, tg[4] / big, (t_pair - t_small) / big};
-    if (p[1] <= 0)
-        p[1] = t_ring / big;
-    if (p[3] <= 0)
-        p[3] = t_pair / big;
+    qsort(tg1, 9, sizeof *tg1, cmp_double);
+    double p[6] = {t_small, per_byte(t_ring, t_small, big), tg[4] / big, per_byte(t_pair, t_small, big),
+                   per_byte(t_ring1, t_small, SMALL_VECTOR), tg1[4] / big};
     rc = c->ops->bcast(c, p, sizeof p, 0, err);
     out->alpha = p[0];
     out->beta = p[1];
     out->gamma = p[2];
     out->beta_pair = p[3];
+    out->beta_small = p[4];
+    out->gamma_one = p[5];
     return rc;
 }
 
@@ -250,8 +292,10 @@ static int read_cache(const char *path, struct dl_cost_params *cp)
     int ok = 0;
     while (fgets(line, sizeof line, f))
         if (line[0] != '#' &&
-            sscanf(line, "%lg %lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma, &cp->beta_pair) == 4)
-            ok = cp->alpha >= 0 && cp->beta > 0 && cp->gamma > 0 && cp->beta_pair >= 0;
+            sscanf(line, "%lg %lg %lg %lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma, &cp->beta_pair,
+                   &cp->beta_small, &cp->gamma_one) == 6)
+            ok = cp->alpha >= 0 && cp->beta > 0 && cp->gamma > 0 && cp->beta_pair >= 0 && cp->beta_small >= 0 &&
+                 cp->gamma_one >= 0;
     fclose(f);
     return ok;
 }
@@ -277,9 +321,10 @@ static int write_cache(const char *path, const struct dl_cost_params *cp, struct
     FILE *f = fopen(tmp, "w");
     if (!f)
         return dl_errorf(err, DL_ERR_IO, "cannot write %s", tmp);
-    fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte, all ranks) gamma (s/byte) "
-               "beta_pair (s/byte, one pair)\n%.9g %.9g %.9g %.9g\n", cp->alpha, cp->beta, cp->gamma,
-            cp->beta_pair);
+    fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte, all ranks, 16 MiB) gamma (s/byte, "
+               "all ranks) beta_pair (s/byte, one pair) beta_small (s/byte, all ranks, 1 MiB) gamma_one (s/byte, "
+               "one rank)\n%.9g %.9g %.9g %.9g %.9g %.9g\n", cp->alpha, cp->beta, cp->gamma, cp->beta_pair,
+            cp->beta_small, cp->gamma_one);
     int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
@@ -293,10 +338,12 @@ int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_par
                             int *cached, struct dl_error *err)
 {
     char path[4096];
-    double p[5] = {0}; /* found, alpha, beta, gamma, beta_pair */
+    double p[7] = {0}; /* found, then the parameters in the order of struct dl_cost_params */
     int have_path = c->rank == 0 && dl_cost_cache_path(c, path, sizeof path, NULL) == DL_OK;
-    if (have_path && !remeasure && read_cache(path, out))
+    if (have_path && !remeasure && read_cache(path, out)) {
         p[0] = 1, p[1] = out->alpha, p[2] = out->beta, p[3] = out->gamma, p[4] = out->beta_pair;
+        p[5] = out->beta_small, p[6] = out->gamma_one;
+    }
     int rc = c->ops->bcast(c, p, sizeof p, 0, err);
     if (rc != DL_OK)
         return rc;
@@ -304,6 +351,7 @@ int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_par
         *cached = p[0] != 0;
     if (p[0] != 0) {
         out->alpha = p[1], out->beta = p[2], out->gamma = p[3], out->beta_pair = p[4];
+        out->beta_small = p[5], out->gamma_one = p[6];
         return DL_OK;
     }
     rc = dl_cost_measure(c, out, err);

@@ -11,23 +11,30 @@
 
 struct dl_allreduce_opts;
 
-/* Bytes move at a speed that depends on how many ranks move data at the
- * same time: on a node with fewer cores than ranks they share the cores (and
- * on any node, the memory bandwidth).  So beta is measured twice: with every
- * rank sending to its right neighbour and receiving from its left one (the
- * ring's pattern, and what every step of recursive doubling, Rabenseifner and
- * the sharded parameter server does), and with only one pair exchanging while
- * the others wait (the last steps of a binomial tree).  Steps in between
- * interpolate linearly in the number of active ranks. */
+/* Bytes move and add at speeds that depend on how many ranks work at the
+ * same time (on a node with fewer cores than ranks they share the cores; on
+ * any node, the memory bandwidth) and on whether the vector fits in cache.
+ * So beta is measured with every rank sending to its right neighbour and
+ * receiving from its left one (the ring's pattern, and what every step of
+ * recursive doubling, Rabenseifner and the sharded parameter server does),
+ * on a 16 MiB and a 1 MiB vector, and with only one pair exchanging while
+ * the others wait (the last steps of a binomial tree); gamma with every rank
+ * adding at once and with one rank alone.  Steps in between interpolate
+ * linearly in the number of active ranks, sizes in between in log(size). */
 struct dl_cost_params {
-    double alpha;     /* seconds per message (latency) */
-    double beta;      /* seconds per byte moved, every rank moving data at once */
-    double gamma;     /* seconds per byte reduced (float additions) */
-    double beta_pair; /* seconds per byte moved by one pair alone; 0 = beta */
+    double alpha;      /* seconds per message (latency) */
+    double beta;       /* seconds per byte moved, every rank moving data at once, 16 MiB vectors */
+    double gamma;      /* seconds per byte reduced (float additions), every rank at once */
+    double beta_pair;  /* seconds per byte moved by one pair alone; 0 = beta */
+    double beta_small; /* as beta, for 1 MiB vectors; 0 = beta */
+    double gamma_one;  /* seconds per byte reduced by one rank alone; 0 = gamma */
 };
 
-/* Seconds per byte when `active` of the p ranks move data at once. */
-double dl_cost_beta(const struct dl_cost_params *cp, int active, int p);
+/* Seconds per byte when `active` of the p ranks move data at once, for an
+ * allreduce of a vector of `bytes`. */
+double dl_cost_beta(const struct dl_cost_params *cp, int active, int p, double bytes);
+/* Seconds per byte reduced when `active` of the p ranks add at once. */
+double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p);
 
 /* Predicted seconds to allreduce `bytes` over p ranks. */
 typedef double (*dl_cost_fn)(const struct dl_cost_params *cp, int p, double bytes,
@@ -47,11 +54,12 @@ double dl_cost_ps(const struct dl_cost_params *cp, int p, double bytes,
 /* Parameters typical of one shared-memory node, for when none were measured. */
 void dl_cost_defaults(struct dl_cost_params *cp);
 
-/* Measures alpha by concurrent pairwise exchanges of 8 bytes, beta by a ring
- * shift of 4 MiB (every rank busy, as inside a collective), beta_pair by one
- * pair exchanging 4 MiB alone, and gamma by a local reduction loop run on
- * every rank at once.  Collective: every rank of c calls it and gets rank 0's
- * numbers. */
+/* Measures alpha by concurrent pairwise exchanges of 8 bytes, beta and
+ * beta_small by ring shifts of 16 MiB and 1 MiB (every rank busy, as inside a
+ * collective), beta_pair by one pair exchanging 16 MiB alone, gamma by a
+ * reduction loop run on every rank at once and gamma_one on one rank; each
+ * time is the slowest rank's.  Collective: every rank of c calls it and gets
+ * rank 0's numbers. */
 int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_error *err);
 
 /* The cache file for this host and c->size:
