@@ -168,9 +168,31 @@ static void cost_formulas(void **state)
                      (6e-6 + 1.75 * m * 1e-9 + 0.875 * m * 2e-10)) < 1e-12);
     /* not a power of two costs more than the power of two below it */
     assert_true(dl_cost_rabenseifner(&cp, 6, m, NULL) > dl_cost_rabenseifner(&cp, 4, m, NULL));
-    /* tree: 2 ceil(lg p) (alpha + m beta) + ceil(lg p) m gamma */
-    assert_true(fabs(dl_cost_tree(&cp, 5, m, NULL) -
-                     (6 * (1e-6 + m * 1e-9) + 3 * m * 2e-10)) < 1e-12);
+    /* tree: 2 ceil(lg p) (alpha + m beta), the adds hidden behind receiving
+     * (gamma < beta); when adding is slower, it replaces the reduce's move */
+    assert_true(fabs(dl_cost_tree(&cp, 5, m, NULL) - 6 * (1e-6 + m * 1e-9)) < 1e-12);
+    struct dl_cost_params slow_add = {.alpha = 1e-6, .beta = 1e-9, .gamma = 3e-9};
+    assert_true(fabs(dl_cost_tree(&slow_add, 4, m, NULL) - (4e-6 + 2 * m * 1e-9 + 2 * m * 3e-9)) < 1e-12);
+    /* beta by the ranks active at once: the tree's last step (one pair of 8
+     * ranks) moves at beta_pair, the ring (all 8) at beta, 4 of 8 in between */
+    struct dl_cost_params cp2 = {.alpha = 1e-6, .beta = 2e-9, .gamma = 2e-10, .beta_pair = 1e-9};
+    assert_true(fabs(dl_cost_beta(&cp2, 2, 8, m) - 1e-9) < 1e-18);
+    assert_true(fabs(dl_cost_beta(&cp2, 8, 8, m) - 2e-9) < 1e-18);
+    assert_true(fabs(dl_cost_beta(&cp2, 5, 8, m) - 1.5e-9) < 1e-18);
+    struct dl_cost_params cp2_all = cp2;
+    cp2_all.beta_pair = 0;
+    assert_true(dl_cost_tree(&cp2, 8, m, NULL) < dl_cost_tree(&cp2_all, 8, m, NULL));
+    assert_true(fabs(dl_cost_ring(&cp2, 8, m, NULL) - dl_cost_ring(&cp2_all, 8, m, NULL)) < 1e-15);
+    /* vectors that fit in cache move at beta_small, in between by log(size) */
+    struct dl_cost_params cp3 = {.alpha = 1e-6, .beta = 2e-9, .gamma = 2e-10, .beta_small = 1e-9};
+    assert_true(fabs(dl_cost_beta(&cp3, 4, 4, 1 << 20) - 1e-9) < 1e-18);
+    assert_true(fabs(dl_cost_beta(&cp3, 4, 4, 4 << 20) - 1.5e-9) < 1e-18);
+    assert_true(fabs(dl_cost_beta(&cp3, 4, 4, 64 << 20) - 2e-9) < 1e-18);
+    /* gamma: one rank alone at gamma_one, every rank at gamma */
+    struct dl_cost_params cp4 = {.alpha = 1e-6, .beta = 2e-9, .gamma = 4e-10, .gamma_one = 2e-10};
+    assert_true(fabs(dl_cost_gamma(&cp4, 1, 5) - 2e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp4, 5, 5) - 4e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp4, 3, 5) - 3e-10) < 1e-18);
     /* one server carries everything; p servers are the ring's bandwidth */
     struct dl_allreduce_opts one = {.ps_servers = 1};
     assert_true(dl_cost_ps(&cp, 4, m, &one) > 3 * dl_cost_ps(&cp, 4, m, NULL));
