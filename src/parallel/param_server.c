@@ -21,16 +21,6 @@ struct ps_header {
     double batch;
 };
 
-/* Asynchronous workers add momentum of their own, about 1 - 1/W for W
- * workers (Mitliagkas et al. 2016, "Asynchrony begets momentum"); the
- * server lowers the explicit momentum so that the total stays near the
- * configured one: 1 - mu' = (1 - mu) * W. */
-double dl_ps_momentum(double momentum, int workers)
-{
-    double m = 1.0 - (1.0 - momentum) * (double)workers;
-    return m > 0 ? m : 0;
-}
-
 int dl_ps_servers(const struct dl_parallel_opts *po, int size)
 {
     int k = po->ps_servers > 0 ? po->ps_servers : 1;

@@ -42,9 +42,6 @@ struct dl_ps_result {
  * weights (and the first worker's batch-norm statistics) on rank 0. */
 int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, struct dl_error *err);
 
-/* The explicit momentum a server uses with W workers for a configured mu. */
-double dl_ps_momentum(double momentum, int workers);
-
 /* 1 when rank is a server under these options. */
 int dl_ps_is_server(const struct dl_parallel_opts *po, int rank);
 /* Number of servers for the options and world size (at least 1, at most size-1). */
