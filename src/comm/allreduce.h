@@ -10,8 +10,12 @@
 #include "comm/comm.h"
 #include "comm/costmodel.h"
 
-/* Pipelining segment when opts->segment_bytes is 0. */
-#define DL_ALLREDUCE_SEGMENT (256u * 1024u)
+/* Pipelining segment when opts->segment_bytes is 0.  1 MiB: at 16 MiB on 4
+ * ranks sharing 2 cores, ring and Rabenseifner took 0.87-1.03x Open MPI's
+ * time with 256 KiB segments and 0.92-1.11x with 1 MiB (3 runs each; every
+ * segment is a handshake that may wait for the scheduler); at 64 MiB all
+ * sizes were 1.2-1.8x (doc/comm.md). */
+#define DL_ALLREDUCE_SEGMENT (1024u * 1024u)
 
 struct dl_allreduce_opts {
     int ps_servers;       /* parameter server: server ranks 0..K-1; 0 = every rank (sharded) */
