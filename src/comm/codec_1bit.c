@@ -74,31 +74,47 @@ static unsigned code(float ref, float m)
     return (unsigned)c;
 }
 
+/* One group of m <= GROUP values: their sign bits (a byte per 8 values, the
+ * first value in bit 0), the sum of the positive ones, the magnitude of the
+ * sum of the others, and how many are positive.  Arithmetic instead of
+ * branches on the sign (a coin toss on gradients), so that it vectorizes. */
+static void group_sums(const float *v, size_t m, unsigned char *bits, float *pos, float *neg, size_t *npos)
+{
+    float p = 0, all = 0;
+    unsigned count = 0;
+    #pragma omp simd reduction(+ : p, all, count)
+    for (size_t i = 0; i < m; i++) {
+        p += fmaxf(v[i], 0.0f);
+        all += v[i];
+        count += v[i] > 0.0f;
+    }
+    for (size_t i = 0; i < m; i += 8) {
+        unsigned byte = 0;
+        for (size_t j = 0; j < 8 && i + j < m; j++)
+            byte |= (unsigned)(v[i + j] > 0.0f) << j;
+        bits[i / 8] = (unsigned char)byte;
+    }
+    *pos = p;
+    *neg = p - all;
+    *npos = count;
+}
+
 static void encode_1bit(const struct dl_codec_spec *s, const float *v, size_t n, void *out,
                         struct dl_rng *rng)
 {
     unsigned char *refs = out;
     unsigned char *codes = refs + ceil_div(n, SUPER) * sizeof(uint16_t);
     unsigned char *bits = codes + ceil_div(n, GROUP);
-    memset(bits, 0, ceil_div(n, 8));
     float mean[2 * (SUPER / GROUP)];
     for (size_t lo = 0; lo < n; lo += SUPER) {
         size_t hi = lo + SUPER < n ? lo + SUPER : n, ng = ceil_div(hi - lo, GROUP);
-        float top = 0;
+        float top = 0, pos, neg;
+        size_t npos;
         for (size_t g = 0; g < ng; g++) {
-            size_t a = lo + g * GROUP, b = a + GROUP < hi ? a + GROUP : hi, npos = 0;
-            double pos = 0, neg = 0;
-            for (size_t i = a; i < b; i++) {
-                if (v[i] > 0) {
-                    bits[i / 8] |= (unsigned char)(1u << (i % 8));
-                    pos += v[i];
-                    npos++;
-                } else {
-                    neg -= v[i];
-                }
-            }
-            mean[2 * g] = npos ? (float)(pos / (double)npos) : 0.0f;
-            mean[2 * g + 1] = b - a > npos ? (float)(neg / (double)(b - a - npos)) : 0.0f;
+            size_t a = lo + g * GROUP, b = a + GROUP < hi ? a + GROUP : hi;
+            group_sums(v + a, b - a, bits + a / 8, &pos, &neg, &npos);
+            mean[2 * g] = npos ? pos / (float)npos : 0.0f;
+            mean[2 * g + 1] = b - a > npos ? neg / (float)(b - a - npos) : 0.0f;
             top = fmaxf(top, fmaxf(mean[2 * g], mean[2 * g + 1]));
         }
         uint16_t r = to_bf16(top);
@@ -122,10 +138,18 @@ static void decode_add_1bit(const struct dl_codec_spec *s, const void *in, size_
         size_t hi = lo + SUPER < n ? lo + SUPER : n;
         for (size_t a = lo; a < hi; a += GROUP) {
             unsigned char c = codes[a / GROUP];
-            float pos = level(ref, c & 15u), neg = -level(ref, c >> 4);
+            float pos = level(ref, c & 15u), neg = -level(ref, c >> 4), step = pos - neg;
             size_t b = a + GROUP < hi ? a + GROUP : hi;
-            for (size_t i = a; i < b; i++)
-                out[i] += bits[i / 8] >> (i % 8) & 1u ? pos : neg;
+            /* neg + bit * (pos - neg): no branch, and a byte's 8 values at once */
+            for (size_t i = a; i < b; i += 8) {
+                unsigned byte = bits[i / 8];
+                if (b - i >= 8)
+                    for (size_t j = 0; j < 8; j++)
+                        out[i + j] += neg + (float)(byte >> j & 1u) * step;
+                else
+                    for (size_t j = 0; j < b - i; j++)
+                        out[i + j] += neg + (float)(byte >> j & 1u) * step;
+            }
         }
     }
 }
