@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "exec/exec.h"
 #include "spec/netfile.h"
+#include "train_steps.h"
 
 #define STEPS 4
 
@@ -90,30 +91,7 @@ static void train(const char *text, const char *kernels, int batch, double *loss
         assert_int_equal(dl_kernel_choice_add(&ch, kernels, &err), 0);
     struct dl_exec e;
     assert_int_equal(dl_exec_init_with(&e, &net.graph, batch, 3, &ch, &err), 0);
-    long count = (long)batch * dl_shape_count(net.graph.input);
-    float *x = malloc(sizeof *x * (size_t)count);
-    int *y = malloc(sizeof *y * (size_t)batch);
-    struct dl_rng r;
-    dl_rng_seed(&r, 9);
-    for (int s = 0; s < STEPS; s++) {
-        int b = s == STEPS - 1 ? batch - 3 : batch;
-        for (long i = 0; i < count; i++)
-            x[i] = (float)dl_rng_normal(&r);
-        for (int k = 0; k < batch; k++)
-            y[k] = (int)dl_rng_below(&r, (uint64_t)net.graph.classes);
-        dl_exec_zero_grad(&e);
-        dl_exec_forward(&e, x, y, b, 1);
-        loss[s] = dl_exec_loss_sum(&e) / b;
-        dl_exec_backward(&e);
-        assert_int_equal(e.status, 0);
-        for (long i = 0; i < e.n_weights; i++)
-            e.weights[i] -= 0.05f * e.dweights[i];
-    }
-    *n = e.n_weights;
-    *weights = malloc(sizeof **weights * (size_t)e.n_weights);
-    memcpy(*weights, e.weights, sizeof **weights * (size_t)e.n_weights);
-    free(x);
-    free(y);
+    train_steps(&e, net.graph.classes, batch, STEPS, loss, weights, n);
     dl_exec_free(&e);
     dl_net_free(&net);
 }

@@ -22,6 +22,7 @@
 #include "core/threads.h"
 #include "exec/exec.h"
 #include "spec/netfile.h"
+#include "train_steps.h"
 #include "tune/tune.h"
 
 #define STEPS 20
@@ -96,30 +97,7 @@ static void train(const struct dl_net *net, const struct dl_mbplan *plan, double
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, 0);
-    long count = (long)BATCH * dl_shape_count(net->graph.input);
-    float *x = malloc(sizeof *x * (size_t)count);
-    int *y = malloc(sizeof *y * BATCH);
-    struct dl_rng r;
-    dl_rng_seed(&r, 9);
-    for (int s = 0; s < STEPS; s++) {
-        int b = s == STEPS - 1 ? BATCH - 3 : BATCH;
-        for (long i = 0; i < count; i++)
-            x[i] = (float)dl_rng_normal(&r);
-        for (int k = 0; k < BATCH; k++)
-            y[k] = (int)dl_rng_below(&r, (uint64_t)net->graph.classes);
-        dl_exec_zero_grad(&e);
-        dl_exec_forward(&e, x, y, b, 1);
-        loss[s] = dl_exec_loss_sum(&e) / b;
-        dl_exec_backward(&e);
-        assert_int_equal(e.status, 0);
-        for (long i = 0; i < e.n_weights; i++)
-            e.weights[i] -= 0.05f * e.dweights[i];
-    }
-    *n = e.n_weights;
-    *w = malloc(sizeof **w * (size_t)e.n_weights);
-    memcpy(*w, e.weights, sizeof **w * (size_t)e.n_weights);
-    free(x);
-    free(y);
+    train_steps(&e, net->graph.classes, BATCH, STEPS, loss, w, n);
     dl_exec_free(&e);
 }
 

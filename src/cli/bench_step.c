@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/options.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "exec/exec.h"
 #include "optim/optim.h"
+#include "tune/tune.h"
 
 enum { OPT_STEPS = DL_OPT_FIRST_LOCAL, OPT_WARMUP, OPT_NO_PEAK };
 
@@ -31,13 +31,6 @@ static void help(void)
           "  --no-peak             skip measuring the sgemm peak\n\n",
           stdout);
     dl_net_options_help(stdout);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -133,13 +126,13 @@ int dl_cli_bench_step(int argc, char **argv)
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             dl_exec_timing_enable(&e, &err);
-        double t0 = now_s();
+        double t0 = dl_tune_clock();
         dl_exec_zero_grad(&e);
         dl_exec_forward(&e, x, y, N, 1);
         dl_exec_backward(&e);
         dl_optim_step(&o, net.train.optim.lr, e.weights, e.dweights);
         if (s >= warmup)
-            t[s - warmup] = now_s() - t0;
+            t[s - warmup] = dl_tune_clock() - t0;
     }
     if (e.status) {
         fprintf(stderr, "dltrain bench step: %s\n", e.err.msg);
