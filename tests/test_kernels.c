@@ -12,10 +12,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu_simd/simd.h"
 #include "backends/reference/reference.h"
 #include "core/threads.h"
 #include "kernel_check.h"
@@ -52,6 +54,10 @@ static const struct kcase cases[] = {
     {"maxpool_2x2", "[6, 10, 9]", "{type: maxpool, kernel: 2, stride: 2}", 2, NULL},
     {"maxpool_3x3_s2_p1", "[16, 11, 11]", "{type: maxpool, kernel: 3, stride: 2, pad: 1}", 2, NULL},
     {"maxpool_ceil", "[3, 7, 8]", "{type: maxpool, kernel: [3, 2], stride: 2, ceil_mode: true}", 2, NULL},
+    /* rows of 18 outputs: vector runs of 8 and an overlapping last run */
+    {"maxpool_2x2_wide", "[3, 10, 36]", "{type: maxpool, kernel: 2}", 2, NULL},
+    {"maxpool_2x2_pad", "[4, 9, 21]", "{type: maxpool, kernel: 2, stride: 2, pad: 1}", 2, NULL},
+    {"maxpool_3x2_s1", "[2, 7, 13]", "{type: maxpool, kernel: [3, 2], stride: 1, pad: [1, 0]}", 2, NULL},
     {"avgpool_pad", "[5, 9, 9]", "{type: avgpool, kernel: 3, stride: 2, pad: 1}", 2, NULL},
     {"avgpool_exclude", "[5, 9, 9]", "{type: avgpool, kernel: 3, stride: 2, pad: 1, count_include_pad: false}",
      2, NULL},
@@ -169,6 +175,57 @@ static void run_blocked(void **state)
     run_kcase(&bc->k, bc->offer);
 }
 
+/* The vectorized max pooling against the reference op on inputs full of
+ * ties, signed zeros and NaNs (random inputs have none): the same outputs
+ * and the same saved winners, bit for bit, which decide where backward sends
+ * each gradient. */
+static void maxpool_ties_and_nans(void **state)
+{
+    static const struct kcase pools[] = {
+        {"lenet", "[3, 24, 24]", "{type: maxpool, kernel: 2}", 3, NULL},
+        {"pad", "[2, 9, 21]", "{type: maxpool, kernel: 2, stride: 2, pad: 1}", 2, NULL},
+        {"3x3", "[2, 11, 11]", "{type: maxpool, kernel: 3, stride: 2, pad: 1}", 2, NULL},
+        {"ceil", "[3, 7, 8]", "{type: maxpool, kernel: [3, 2], stride: 2, ceil_mode: true}", 2, NULL},
+    };
+    const float values[] = {-1.0f, -0.0f, 0.0f, 1.0f, NAN};
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+        struct dl_net net;
+        assert_int_equal(load(&pools[i], &net), 0);
+        const struct dl_layer *l = &net.graph.layers[0];
+        long nin = pools[i].batch * dl_shape_count(l->in_shape[0]), nout = pools[i].batch * dl_shape_count(l->out_shape);
+        float *x = malloc(sizeof *x * (size_t)nin), *y[2], *arg[2];
+        for (int v = 0; v < 2; v++) {
+            y[v] = malloc(sizeof(float) * (size_t)nout);
+            arg[v] = malloc(sizeof(float) * (size_t)nout);
+        }
+        uint64_t r = 7 + i;
+        for (long j = 0; j < nin; j++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            int pick = (int)(r >> 33) % 32; /* NaN rarely, so most windows have none */
+            x[j] = values[pick < 30 ? pick % 4 : 4];
+        }
+        struct dl_op_call c = {.attr = l->attr, .batch = pools[i].batch, .n_in = 1, .out_shape = l->out_shape,
+                               .training = 1};
+        c.in_shape[0] = l->in_shape[0];
+        c.in[0] = x;
+        for (int v = 0; v < 2; v++) {
+            c.out = y[v];
+            c.saved = arg[v];
+            if (v == 0)
+                l->kind->forward(&c);
+            else
+                dl_simd_maxpool_forward(&c);
+        }
+        assert_memory_equal(y[0], y[1], sizeof(float) * (size_t)nout);
+        assert_memory_equal(arg[0], arg[1], sizeof(float) * (size_t)nout);
+        print_message("# maxpool ties and NaNs, %s: %ld outputs equal\n", pools[i].name, nout);
+        for (int v = 0; v < 2; v++)
+            free(y[v]), free(arg[v]);
+        free(x);
+        dl_net_free(&net);
+    }
+}
+
 #define N_CASES (sizeof cases / sizeof cases[0])
 #define N_BLOCKED (sizeof blocked / sizeof blocked[0])
 
@@ -178,10 +235,11 @@ int main(void)
      * kernels' per-thread buffers and their final sums run as in training,
      * with some threads getting no sample of a small micro-batch. */
     dl_threads_set(3);
-    struct CMUnitTest tests[N_CASES + N_BLOCKED];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + 1];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
         tests[N_CASES + i] = (struct CMUnitTest){blocked[i].k.name, run_blocked, NULL, NULL, (void *)&blocked[i]};
+    tests[N_CASES + N_BLOCKED] = (struct CMUnitTest){"maxpool_ties_and_nans", maxpool_ties_and_nans, NULL, NULL, NULL};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

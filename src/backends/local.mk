@@ -6,7 +6,8 @@ DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c \
 # Float-only fast kernels (the double-precision test library has the
 # reference kernel alone: see registry.c).
 libdltrain_a_SOURCES += src/backends/attr.c src/backends/attr.h \
-	src/backends/cpu_blas/openblas_core.c src/backends/cpu_blas/openblas_core.h
+	src/backends/cpu_blas/openblas_core.c src/backends/cpu_blas/openblas_core.h \
+	src/backends/cpu_simd/maxpool_nchw.c src/backends/cpu_simd/simd.h
 if HAVE_DNNL
 libdltrain_a_SOURCES += \
 	src/backends/cpu_onednn/onednn.h \

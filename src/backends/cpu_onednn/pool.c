@@ -4,7 +4,8 @@
  * pooling keeps oneDNN's workspace (the winners) from forward to backward in
  * saved.  On NCHW input oneDNN 2.6 only has a generic implementation, about
  * 3x slower than the reference loops (LeNet-5 maxpool1, bench/README.md), so
- * there the instance runs the op's reference forward and backward. */
+ * there the instance runs the project's vectorized max pooling forward
+ * (cpu_simd) and otherwise the op's reference forward and backward. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "backends/attr.h"
 #include "backends/cpu_onednn/common.h"
+#include "backends/cpu_simd/simd.h"
 
 struct pool_inst {
     struct dl_dnnl_prim fwd, bwd;
@@ -108,7 +110,10 @@ static void pool_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct pool_inst *q = inst;
     if (q->plain) {
-        q->plain->kind->forward(&a->c);
+        if (q->plain->kind == &dl_op_maxpool)
+            dl_simd_maxpool_forward(&a->c);
+        else
+            q->plain->kind->forward(&a->c);
         return;
     }
     void *ptr[3] = {(void *)a->c.in[0], a->c.out, a->c.saved};
