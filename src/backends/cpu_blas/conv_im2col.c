@@ -9,7 +9,11 @@
  *   backward weights dW_g += sum_n dy_n,g col^T, in one accumulator per
  *                    thread, summed at the end (db += sums of dy).
  * The workspace is per thread, so the instance remembers the thread count it
- * was sized for and never runs more. */
+ * was sized for and never runs more.  When the micro-batch's col matrices
+ * take at most IM2COL_SAVE_BYTES, forward unfolds into the layer's saved
+ * memory instead and backward weights reads them from there: unfolding is
+ * about as slow as the GEMM on small layers (LeNet-5, bench/README.md), and
+ * this does it once per step instead of twice. */
 #include "backends/cpu_blas/blas.h"
 
 #include <omp.h>
@@ -21,11 +25,16 @@
 #include "core/threads.h"
 #include "ops/kinds.h"
 
+/* Largest col matrices of one micro-batch kept from forward to backward. */
+#define IM2COL_SAVE_BYTES (16L << 20)
+
 struct im2col_inst {
     enum dl_gemm_lib lib;
     struct dl_conv_geom g;
     int threads;       /* the workspace holds this many per-thread areas */
     long HW, PQ, rows; /* rows = C/G*R*S */
+    int mb;
+    int save_col;      /* forward leaves sample n, group gi's col at saved + (n*G + gi) col_floats */
 };
 
 /* The output columns q in [*lo, *hi) whose input column q*sw - pw + s*dw
@@ -112,6 +121,8 @@ static int im2col_create(const struct dl_layer *l, int mb, enum dl_gemm_lib lib,
     m->HW = (long)g->H * g->W;
     m->PQ = (long)g->P * g->Q;
     m->rows = (long)g->Cg * g->R * g->S;
+    m->mb = mb;
+    m->save_col = sizeof(float) * (double)m->rows * m->PQ * g->G * mb <= IM2COL_SAVE_BYTES;
     *inst = m;
     return DL_OK;
 }
@@ -147,8 +158,26 @@ static size_t dw_floats(const struct im2col_inst *m)
 static size_t im2col_ws(const void *inst, enum dl_dir dir)
 {
     const struct im2col_inst *m = inst;
-    size_t per_thread = col_floats(m) + (dir == DL_DIR_BACKWARD_WEIGHTS ? dw_floats(m) : 0);
+    size_t col = col_floats(m);
+    if (m->save_col && dir != DL_DIR_BACKWARD_DATA)
+        col = 0;
+    size_t per_thread = col + (dir == DL_DIR_BACKWARD_WEIGHTS ? dw_floats(m) : 0);
     return sizeof(float) * per_thread * (size_t)m->threads;
+}
+
+static size_t im2col_saved(const void *inst)
+{
+    const struct im2col_inst *m = inst;
+    return m->save_col ? sizeof(float) * col_floats(m) * (size_t)m->g.G * (size_t)m->mb : 0;
+}
+
+/* Sample n, group gi's col: in saved memory, or the thread's workspace area
+ * (whose areas are `stride` floats apart). */
+static float *col_of(const struct im2col_inst *m, const struct dl_kernel_args *a, int n, int gi, size_t stride)
+{
+    if (m->save_col)
+        return a->c.saved + ((size_t)n * (size_t)m->g.G + (size_t)gi) * col_floats(m);
+    return (float *)a->workspace + stride * (size_t)omp_get_thread_num();
 }
 
 static void im2col_forward(void *inst, const struct dl_kernel_args *a)
@@ -158,7 +187,6 @@ static void im2col_forward(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
-        float *col = (float *)a->workspace + col_floats(m) * (size_t)omp_get_thread_num();
         float *y = c->out + (long)n * g->K * m->PQ;
         for (int k = 0; k < g->K; k++) {
             float b = g->bias ? c->param[1][k] : 0;
@@ -166,6 +194,7 @@ static void im2col_forward(void *inst, const struct dl_kernel_args *a)
                 y[k * m->PQ + i] = b;
         }
         for (int gi = 0; gi < g->G; gi++) {
+            float *col = col_of(m, a, n, gi, col_floats(m));
             im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
             dl_sgemm(m->lib, 0, 0, g->Kg, m->PQ, m->rows, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
                      col, m->PQ, 1, y + (long)gi * g->Kg * m->PQ, m->PQ);
@@ -198,16 +227,19 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
     const struct im2col_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    size_t stride = col_floats(m) + dw_floats(m);
+    /* Per thread: [col unless saved] dW accumulator. */
+    size_t col_ws = m->save_col ? 0 : col_floats(m), stride = col_ws + dw_floats(m);
     if (c->dparam[0]) {
         #pragma omp parallel num_threads(m->threads)
         {
-            float *col = (float *)a->workspace + stride * (size_t)omp_get_thread_num(), *dw = col + col_floats(m);
+            float *dw = (float *)a->workspace + stride * (size_t)omp_get_thread_num() + col_ws;
             memset(dw, 0, sizeof *dw * dw_floats(m));
             #pragma omp for schedule(static)
             for (int n = 0; n < c->batch; n++)
                 for (int gi = 0; gi < g->G; gi++) {
-                    im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
+                    float *col = col_of(m, a, n, gi, stride);
+                    if (!m->save_col)
+                        im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
                     dl_sgemm(m->lib, 0, 1, g->Kg, m->rows, m->PQ, 1,
                              c->dout + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, col, m->PQ, 1,
                              dw + (long)gi * g->Kg * m->rows, m->rows);
@@ -217,7 +249,7 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
             #pragma omp for schedule(static)
             for (size_t i = 0; i < dw_floats(m); i++)
                 for (int t = 0; t < team; t++)
-                    c->dparam[0][i] += ((float *)a->workspace)[stride * (size_t)t + col_floats(m) + i];
+                    c->dparam[0][i] += ((float *)a->workspace)[stride * (size_t)t + col_ws + i];
         }
     }
     if (!g->bias || !c->dparam[1])
@@ -238,7 +270,8 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
 #define IM2COL_KERNEL(SYM, NAME, LIB)                                                            \
     const struct dl_kernel SYM = {                                                               \
         .name = NAME, .backend = "cpu_blas", .op = &dl_op_conv, .create = im2col_create_##LIB,   \
-        .destroy = im2col_destroy, .workspace_bytes = im2col_ws, .forward = im2col_forward,      \
+        .destroy = im2col_destroy, .workspace_bytes = im2col_ws, .saved_bytes = im2col_saved,    \
+        .forward = im2col_forward,                                                               \
         .backward_data = im2col_backward_data, .backward_weights = im2col_backward_weights,      \
     };
 IM2COL_KERNEL(dl_kernel_openblas_conv, "openblas", openblas)
