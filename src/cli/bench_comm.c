@@ -158,43 +158,63 @@ static double max_over_ranks(struct dl_comm *c, double t)
     return t;
 }
 
-/* Seconds per call of algo on buf (median of the per-call slowest-rank times);
- * negative after an error. */
-static double time_algo(struct bench *b, const struct dl_allreduce_algo *a, float *buf, size_t n,
-                        struct dl_error *err)
+static void sort_doubles(double *t, int n)
 {
-    struct dl_comm *c = b->c;
-    double t0 = now();
-    if (a->run(c, buf, n, &b->opts, err) != DL_OK) /* warm-up */
-        return -1;
-    double once = max_over_ranks(c, now() - t0);
-    int reps = b->repeat;
-    if (reps <= 0) {
-        reps = once > 0 ? (int)(0.3 / once) : 1000;
-        reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
-    }
-    double *t = malloc((size_t)reps * sizeof *t);
-    if (!t)
-        return -1;
-    for (int i = 0; i < reps; i++) {
-        c->ops->barrier(c, NULL);
-        t0 = now();
-        if (a->run(c, buf, n, &b->opts, err) != DL_OK) {
-            free(t);
-            return -1;
-        }
-        t[i] = max_over_ranks(c, now() - t0);
-    }
-    /* insertion sort: reps is small */
-    for (int i = 1; i < reps; i++)
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
         for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
             double x = t[j];
             t[j] = t[j - 1];
             t[j - 1] = x;
         }
-    double med = t[reps / 2];
+}
+
+/* One call of a on buf: the slowest rank's seconds, or < 0 after an error. */
+static double time_once(struct bench *b, const struct dl_allreduce_algo *a, float *buf, size_t n,
+                        struct dl_error *err)
+{
+    struct dl_comm *c = b->c;
+    c->ops->barrier(c, NULL);
+    double t0 = now();
+    if (a->run(c, buf, n, &b->opts, err) != DL_OK)
+        return -1;
+    return max_over_ranks(c, now() - t0);
+}
+
+/* Seconds per call of each of the k algorithms on buf: the median of the
+ * per-call slowest-rank times, after a warm-up call each.  The repetitions
+ * go round the algorithms (1, 2, ..., k, 1, 2, ...) so that a machine whose
+ * speed drifts slows them all alike and their ratios stay meaningful.
+ * Returns 0, or -1 after an error. */
+static int time_algos(struct bench *b, const struct dl_allreduce_algo *const *a, int k, float *buf, size_t n,
+                      double *out, struct dl_error *err)
+{
+    double slowest = 0;
+    for (int j = 0; j < k; j++) {
+        double once = time_once(b, a[j], buf, n, err);
+        if (once < 0)
+            return -1;
+        slowest = once > slowest ? once : slowest;
+    }
+    int reps = b->repeat;
+    if (reps <= 0) { /* about 0.3 s per algorithm */
+        reps = slowest > 0 ? (int)(0.3 / slowest) : 1000;
+        reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
+    }
+    double *t = malloc((size_t)reps * (size_t)k * sizeof *t);
+    if (!t)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory"), -1;
+    for (int i = 0; i < reps; i++)
+        for (int j = 0; j < k; j++)
+            if ((t[(size_t)j * reps + i] = time_once(b, a[j], buf, n, err)) < 0) {
+                free(t);
+                return -1;
+            }
+    for (int j = 0; j < k; j++) {
+        sort_doubles(t + (size_t)j * reps, reps);
+        out[j] = t[(size_t)j * reps + reps / 2];
+    }
     free(t);
-    return med;
+    return 0;
 }
 
 static void print_header(const struct bench *b)
@@ -227,27 +247,27 @@ static void print_row(const struct bench *b, size_t n, const char *name, double 
 static int run_algorithms(struct bench *b, float *buf, size_t n, struct dl_error *err)
 {
     const struct dl_allreduce_algo *native = dl_allreduce_find("native");
-    double t_native = -1;
-    memset(buf, 0, n * sizeof *buf);
+    const struct dl_allreduce_algo *a[MAX_ITEMS];
+    double t[MAX_ITEMS], t_native = -1;
     for (int i = 0; i < b->nalgos; i++)
-        if (strcmp(b->algos[i], "native") == 0 &&
-            (t_native = time_algo(b, native, buf, n, err)) < 0)
-            return -1;
+        a[i] = dl_allreduce_find(b->algos[i]);
+    memset(buf, 0, n * sizeof *buf);
+    if (time_algos(b, a, b->nalgos, buf, n, t, err))
+        return -1;
+    for (int i = 0; i < b->nalgos; i++)
+        if (a[i] == native)
+            t_native = t[i];
     for (int i = 0; i < b->nalgos; i++) {
-        const struct dl_allreduce_algo *a = dl_allreduce_find(b->algos[i]);
-        double t = a == native ? t_native : time_algo(b, a, buf, n, err);
-        if (t < 0)
-            return -1;
-        const struct dl_allreduce_algo *m = a->cost ? a : NULL;
+        const struct dl_allreduce_algo *m = a[i]->cost ? a[i] : NULL;
         char name[64];
-        snprintf(name, sizeof name, "%s", a->name);
-        if (strcmp(a->name, "auto") == 0) {
+        snprintf(name, sizeof name, "%s", a[i]->name);
+        if (strcmp(a[i]->name, "auto") == 0) {
             m = dl_allreduce_choose(b->c, n, &b->opts);
             snprintf(name, sizeof name, "auto:%s", m->name);
         }
         double model = m ? m->cost(&b->cost, b->c->size, (double)n * sizeof(float), &b->opts) : 0;
         if (b->c->rank == 0)
-            print_row(b, n, name, t, model, t_native);
+            print_row(b, n, name, t[i], model, t_native);
     }
     return 0;
 }
@@ -302,12 +322,8 @@ static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *er
             struct dl_codec_stats warm = {0};
             rc = dl_compressed_allreduce(c, st, buf, n, &warm, err);
             tw[i] = max_over_ranks(c, now() - t0);
-            for (int j = i; j > 0 && tw[j - 1] > tw[j]; j--) { /* insertion sort */
-                double x = tw[j];
-                tw[j] = tw[j - 1];
-                tw[j - 1] = x;
-            }
         }
+        sort_doubles(tw, reps);
         if (rc == DL_OK)
             t = tw[reps / 2];
         free(tw);

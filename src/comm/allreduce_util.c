@@ -5,8 +5,12 @@
 
 #include <stdlib.h>
 
-void dl_reduce_add(float *restrict dst, const float *restrict src, size_t n)
+/* Vectorized (the simd pragma: at -O2 GCC leaves a loop that needs a scalar
+ * tail unvectorized) for AVX2 and the baseline, picked at load time. */
+__attribute__((target_clones("avx2", "default"))) void dl_reduce_add(float *restrict dst,
+                                                                      const float *restrict src, size_t n)
 {
+    #pragma omp simd
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
 }

@@ -124,9 +124,11 @@ static void encode_with_feedback(struct dl_codec_state *st, float *v, size_t n, 
 {
     const struct dl_codec_ops *ops = st->spec.ops;
     ops->encode(&st->spec, v, n, out, &st->rng);
+    #pragma omp simd
     for (size_t i = 0; i < n; i++)
         v[i] = -v[i];
     ops->decode_add(&st->spec, out, n, v);
+    #pragma omp simd
     for (size_t i = 0; i < n; i++)
         v[i] = -v[i];
 }
@@ -232,6 +234,7 @@ static int dense_allreduce(struct dl_comm *c, struct dl_codec_state *st, float *
         return DL_ERR_NOMEM;
     float *v = (float *)w, *sum = v + n;
     unsigned char *mine = w + (fbytes + 7) / 8 * 8, *theirs = mine + total;
+    #pragma omp simd
     for (size_t i = 0; i < n; i++)
         v[i] = buf[i] + st->residual[i];
     int rc = scatter_encoded(c, st, v, mine, theirs, sum, sent, err);
@@ -265,6 +268,7 @@ int dl_compressed_allreduce(struct dl_comm *c, struct dl_codec_state *st, float 
         return dl_allreduce_ring(c, buf, n, NULL, err);
     }
     if (st->spec.ops->sparse) {
+        #pragma omp simd
         for (size_t i = 0; i < n; i++)
             buf[i] += st->residual[i];
         return dl_topk_allreduce(c, &st->spec, buf, n, st->residual, stats, err);

@@ -128,6 +128,11 @@ void dl_cost_defaults(struct dl_cost_params *cp)
     cp->beta_pair = cp->beta_small = cp->gamma_one = 0;
 }
 
+/* In the cache file's name: bumped when the measured quantities change
+ * meaning (v2: gamma with the vectorized addition), so older files are left
+ * alone and measured again. */
+#define COST_CACHE_VERSION 2
+
 static double now(void)
 {
     struct timespec ts;
@@ -273,9 +278,9 @@ int dl_cost_cache_path(const struct dl_comm *c, char *path, size_t len, struct d
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int w;
     if (xdg && *xdg)
-        w = snprintf(path, len, "%s/dltrain/comm-%s-p%d.txt", xdg, host, c->size);
+        w = snprintf(path, len, "%s/dltrain/comm-v%d-%s-p%d.txt", xdg, COST_CACHE_VERSION, host, c->size);
     else if (home && *home)
-        w = snprintf(path, len, "%s/.cache/dltrain/comm-%s-p%d.txt", home, host, c->size);
+        w = snprintf(path, len, "%s/.cache/dltrain/comm-v%d-%s-p%d.txt", home, COST_CACHE_VERSION, host, c->size);
     else
         return dl_errorf(err, DL_ERR_IO, "no cache folder: neither XDG_CACHE_HOME nor HOME is set");
     if (w < 0 || (size_t)w >= len)

@@ -63,7 +63,7 @@ void dl_cost_defaults(struct dl_cost_params *cp);
 int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_error *err);
 
 /* The cache file for this host and c->size:
- * $XDG_CACHE_HOME/dltrain/comm-HOST-pN.txt (or ~/.cache/dltrain/...). */
+ * $XDG_CACHE_HOME/dltrain/comm-vV-HOST-pN.txt (or ~/.cache/dltrain/...). */
 int dl_cost_cache_path(const struct dl_comm *c, char *path, size_t len, struct dl_error *err);
 
 /* Collective: reads the cached parameters on rank 0 or, when there are none
