@@ -7,11 +7,13 @@
 static void adagrad_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
                          dl_real *sum, long n)
 {
-    #pragma omp parallel for schedule(static)
+    /* Constants in locals and a simd loop: vectorized, same arithmetic. */
+    const double wd = s->weight_decay, eps = s->eps;
+    #pragma omp parallel for simd schedule(static)
     for (long i = 0; i < n; i++) {
-        double d = g[i] + s->weight_decay * w[i];
+        double d = g[i] + wd * w[i];
         sum[i] += (dl_real)(d * d);
-        w[i] -= (dl_real)(lr * d / (sqrt((double)sum[i]) + s->eps));
+        w[i] -= (dl_real)(lr * d / (sqrt((double)sum[i]) + eps));
     }
 }
 
