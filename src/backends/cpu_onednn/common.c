@@ -191,7 +191,8 @@ void dl_dnnl_wprim_destroy(void *inst)
     struct dl_dnnl_wprim *w = inst;
     if (!w)
         return;
-    struct dl_dnnl_prim *all[] = {&w->fwd, &w->bwd_data, &w->bwd_w, &w->w_fwd, &w->w_bd, &w->dw_back};
+    struct dl_dnnl_prim *all[] = {&w->fwd,  &w->bwd_data, &w->bwd_w,  &w->w_fwd,
+                                  &w->w_bd, &w->dw_back,  &w->src_bw, &w->dsrc_back};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         dl_dnnl_prim_free(all[i]);
     free(w->dbias);
@@ -233,6 +234,11 @@ int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const 
         rc = weights_reorder(user_w, &w->bwd_data, DNNL_ARG_WEIGHTS, 0, &w->w_bd, err);
     if (!rc)
         rc = weights_reorder(user_w, &w->bwd_w, DNNL_ARG_DIFF_WEIGHTS, 1, &w->dw_back, err);
+    const dnnl_memory_desc_t *src = dl_dnnl_prim_md(&w->fwd, DNNL_ARG_SRC);
+    if (!rc && !dnnl_memory_desc_equal(src, dl_dnnl_prim_md(&w->bwd_w, DNNL_ARG_SRC)))
+        rc = dl_dnnl_reorder_init(&w->src_bw, src, dl_dnnl_prim_md(&w->bwd_w, DNNL_ARG_SRC), 0, err);
+    if (!rc && !dnnl_memory_desc_equal(src, dl_dnnl_prim_md(&w->bwd_data, DNNL_ARG_DIFF_SRC)))
+        rc = dl_dnnl_reorder_init(&w->dsrc_back, dl_dnnl_prim_md(&w->bwd_data, DNNL_ARG_DIFF_SRC), src, 0, err);
     if (rc) {
         dl_dnnl_wprim_destroy(w);
         return rc;
@@ -242,33 +248,46 @@ int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const 
 }
 
 /* A pass's workspace: max(primitive, reorder scratchpads), then the weights
- * (or weight gradient) in the primitive's layout at pass_weights_at. */
-static size_t pass_scratch(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r)
+ * (or weight gradient) in the primitive's layout at pass_scratch(), then,
+ * when the pass reorders the layer's input (or its gradient), that tensor in
+ * the pass's layout (act_at()). */
+static size_t pass_scratch(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act)
 {
-    return dl_dnnl_align(p->scratch > r->scratch ? p->scratch : r->scratch);
+    size_t s = p->scratch > r->scratch ? p->scratch : r->scratch;
+    return dl_dnnl_align(s > act->scratch ? s : act->scratch);
 }
 
-static size_t pass_ws(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, int arg)
+static size_t act_at(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act,
+                     int warg)
 {
-    return pass_scratch(p, r) + dl_dnnl_align(dl_dnnl_prim_bytes(p, arg));
+    return pass_scratch(p, r, act) + dl_dnnl_align(dl_dnnl_prim_bytes(p, warg));
+}
+
+static size_t pass_ws(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act,
+                      int warg, int aarg)
+{
+    return act_at(p, r, act, warg) + (act->prim ? dl_dnnl_align(dl_dnnl_prim_bytes(p, aarg)) : 0);
 }
 
 size_t dl_dnnl_wprim_ws(const void *inst, enum dl_dir dir)
 {
     const struct dl_dnnl_wprim *w = inst;
+    static const struct dl_dnnl_prim none;
     switch (dir) {
-    case DL_DIR_FORWARD: return pass_ws(&w->fwd, &w->w_fwd, DNNL_ARG_WEIGHTS);
-    case DL_DIR_BACKWARD_DATA: return pass_ws(&w->bwd_data, &w->w_bd, DNNL_ARG_WEIGHTS);
-    default: return pass_ws(&w->bwd_w, &w->dw_back, DNNL_ARG_DIFF_WEIGHTS);
+    case DL_DIR_FORWARD: return pass_ws(&w->fwd, &w->w_fwd, &none, DNNL_ARG_WEIGHTS, 0);
+    case DL_DIR_BACKWARD_DATA:
+        return pass_ws(&w->bwd_data, &w->w_bd, &w->dsrc_back, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC);
+    default: return pass_ws(&w->bwd_w, &w->dw_back, &w->src_bw, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_SRC);
     }
 }
 
 /* Weights for a pass: the user's, or reordered into the workspace. */
-static void *pass_weights(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const float *user, void *ws)
+static void *pass_weights(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act,
+                          const float *user, void *ws)
 {
     if (!r->prim)
         return (void *)user;
-    void *w = (char *)ws + pass_scratch(p, r);
+    void *w = (char *)ws + pass_scratch(p, r, act);
     void *ptr[2] = {(void *)user, w};
     dl_dnnl_prim_run(r, ptr, ws);
     return w;
@@ -277,7 +296,8 @@ static void *pass_weights(const struct dl_dnnl_prim *p, const struct dl_dnnl_pri
 void dl_dnnl_wprim_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct dl_dnnl_wprim *w = inst;
-    void *wt = pass_weights(&w->fwd, &w->w_fwd, a->c.param[0], a->workspace);
+    static const struct dl_dnnl_prim none;
+    void *wt = pass_weights(&w->fwd, &w->w_fwd, &none, a->c.param[0], a->workspace);
     void *ptr[4] = {(void *)a->c.in[0], wt, a->c.out, w->n_bias ? a->c.param[1] : NULL};
     dl_dnnl_prim_run(&w->fwd, ptr, a->workspace);
 }
@@ -287,16 +307,29 @@ void dl_dnnl_wprim_backward_data(void *inst, const struct dl_kernel_args *a)
     struct dl_dnnl_wprim *w = inst;
     if (!a->c.din[0])
         return;
-    void *wt = pass_weights(&w->bwd_data, &w->w_bd, a->c.param[0], a->workspace);
-    void *ptr[3] = {(void *)a->c.dout, wt, a->c.din[0]};
+    void *wt = pass_weights(&w->bwd_data, &w->w_bd, &w->dsrc_back, a->c.param[0], a->workspace);
+    void *dsrc = a->c.din[0];
+    if (w->dsrc_back.prim)
+        dsrc = (char *)a->workspace + act_at(&w->bwd_data, &w->w_bd, &w->dsrc_back, DNNL_ARG_WEIGHTS);
+    void *ptr[3] = {(void *)a->c.dout, wt, dsrc};
     dl_dnnl_prim_run(&w->bwd_data, ptr, a->workspace);
+    if (w->dsrc_back.prim) {
+        void *rp[2] = {dsrc, a->c.din[0]};
+        dl_dnnl_prim_run(&w->dsrc_back, rp, a->workspace);
+    }
 }
 
 void dl_dnnl_wprim_backward_weights(void *inst, const struct dl_kernel_args *a)
 {
     struct dl_dnnl_wprim *w = inst;
-    void *dw = (char *)a->workspace + pass_scratch(&w->bwd_w, &w->dw_back);
-    void *ptr[4] = {(void *)a->c.in[0], (void *)a->c.dout, dw, w->dbias};
+    void *dw = (char *)a->workspace + pass_scratch(&w->bwd_w, &w->dw_back, &w->src_bw);
+    void *src = (void *)a->c.in[0];
+    if (w->src_bw.prim) {
+        src = (char *)a->workspace + act_at(&w->bwd_w, &w->dw_back, &w->src_bw, DNNL_ARG_DIFF_WEIGHTS);
+        void *rp[2] = {(void *)a->c.in[0], src};
+        dl_dnnl_prim_run(&w->src_bw, rp, a->workspace);
+    }
+    void *ptr[4] = {src, (void *)a->c.dout, dw, w->dbias};
     dl_dnnl_prim_run(&w->bwd_w, ptr, a->workspace);
     if (a->c.dparam[0]) {
         void *rp[2] = {dw, a->c.dparam[0]};

@@ -65,18 +65,25 @@ int dl_dnnl_all_jit(const void *const *descs, int n);
  * weights (PyTorch's layout, user_w) into the pass's layout in the
  * workspace; backward weights computes dW into the workspace and reorders it
  * back with a sum post-op, and adds db, so both accumulate across
- * micro-batches.  The instance of such a kernel is this struct: its
- * create() builds the three op descriptors and calls dl_dnnl_wprim_create,
- * and the other entry points are the functions below. */
+ * micro-batches.  When the backward passes want the input in another layout
+ * than forward reads it (a few-channel convolution: forward only has a JIT
+ * implementation on NCHW input, the backward passes only on blocked), they
+ * reorder it, and the input gradient back, in their workspace: the layer's
+ * input and its gradient stay in forward's layout for the executor.  The
+ * instance of such a kernel is this struct: its create() builds the three op
+ * descriptors and calls dl_dnnl_wprim_create, and the other entry points are
+ * the functions below. */
 struct dl_dnnl_wprim {
     struct dl_dnnl_prim fwd, bwd_data, bwd_w;
     struct dl_dnnl_prim w_fwd, w_bd, dw_back; /* weight reorders (prim NULL: none needed) */
+    struct dl_dnnl_prim src_bw, dsrc_back;    /* input into backward weights' layout, input gradient back */
     int n_bias;                               /* bias values (0: no bias) */
     float *dbias;                             /* n_bias */
 };
 
-/* fwd, bd, bw: the op descriptors of the three passes (src/dst layouts
- * fixed, weights "any"). */
+/* fwd, bd, bw: the op descriptors of the three passes (dst layouts fixed,
+ * the same src layout as fwd's or one of the backward passes' own, weights
+ * "any"). */
 int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const dnnl_memory_desc_t *user_w,
                          int n_bias, void **inst, struct dl_error *err);
 void dl_dnnl_wprim_destroy(void *inst);

@@ -39,11 +39,13 @@ static void act_md(dnnl_memory_desc_t *md, int mb, struct dl_shape s, int layout
     }
 }
 
+/* bwd_in_l: the backward passes' src layout (in_l, or -1 to let them pick). */
 static int conv_init_descs(const struct dl_conv_geom *g, dnnl_alg_kind_t alg, int mb, int in_l, int out_l,
-                           struct conv_descs *d)
+                           int bwd_in_l, struct conv_descs *d)
 {
-    dnnl_memory_desc_t src, dst, w, b;
+    dnnl_memory_desc_t src, bsrc, dst, w, b;
     act_md(&src, mb, (struct dl_shape){g->C, g->H, g->W}, in_l);
+    act_md(&bsrc, mb, (struct dl_shape){g->C, g->H, g->W}, bwd_in_l);
     act_md(&dst, mb, (struct dl_shape){g->K, g->P, g->Q}, out_l);
     weights_md(g, &w, 1);
     dnnl_dims_t bd = {g->K};
@@ -54,9 +56,9 @@ static int conv_init_descs(const struct dl_conv_geom *g, dnnl_alg_kind_t alg, in
     dnnl_status_t st = dnnl_dilated_convolution_forward_desc_init(&d->fwd, dnnl_forward_training, alg, &src, &w,
                                                                   bias, &dst, strides, dil, pl, pr);
     if (st == dnnl_success)
-        st = dnnl_dilated_convolution_backward_data_desc_init(&d->bd, alg, &src, &w, &dst, strides, dil, pl, pr);
+        st = dnnl_dilated_convolution_backward_data_desc_init(&d->bd, alg, &bsrc, &w, &dst, strides, dil, pl, pr);
     if (st == dnnl_success)
-        st = dnnl_dilated_convolution_backward_weights_desc_init(&d->bw, alg, &src, &w, bias, &dst, strides,
+        st = dnnl_dilated_convolution_backward_weights_desc_init(&d->bw, alg, &bsrc, &w, bias, &dst, strides,
                                                                  dil, pl, pr);
     return st;
 }
@@ -71,7 +73,7 @@ static int conv_pick(const struct dl_layer *l, dnnl_alg_kind_t alg, enum dl_layo
     struct dl_conv_geom g = dl_conv_geom(l);
     struct conv_descs d;
     dnnl_primitive_desc_t pd;
-    if (conv_init_descs(&g, alg, 16, -1, -1, &d) != dnnl_success || dl_dnnl_pd(&pd, &d.fwd, NULL) != dnnl_success)
+    if (conv_init_descs(&g, alg, 16, -1, -1, -1, &d) != dnnl_success || dl_dnnl_pd(&pd, &d.fwd, NULL) != dnnl_success)
         return -1;
     int li = dl_dnnl_layout_of(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), 16, l->in_shape[0]);
     int lo = dl_dnnl_layout_of(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 16, l->out_shape);
@@ -81,25 +83,39 @@ static int conv_pick(const struct dl_layer *l, dnnl_alg_kind_t alg, enum dl_layo
     return 0;
 }
 
-/* Usable when every pass that runs has a JIT (not "ref") implementation:
- * backward data never runs on a layer that reads the network's input (no
+/* Whether every pass that runs has a JIT (not "ref") implementation with the
+ * backward passes on the input layout of forward's (0), only with one of
+ * their own (1; they then reorder the input in their workspace: a
+ * few-channel layer such as LeNet's 6 -> 16, whose forward is JIT only on
+ * NCHW input and whose backward only on blocked), or not at all (-1).
+ * Backward data never runs on a layer that reads the network's input (no
  * gradient flows there), which lets the first convolution of an image
- * network (3 channels, NCHW in, blocked out) run on oneDNN. */
-static int conv_supports_alg(const struct dl_layer *l, dnnl_alg_kind_t alg)
+ * network (3 channels, NCHW in, blocked out) run on oneDNN.  Their own
+ * layout pads the channels to a block: not used below 4 channels (LeNet's
+ * 1-channel first layer would do 8x the work; the im2col kernel serves it). */
+static int conv_bwd_src(const struct dl_layer *l, dnnl_alg_kind_t alg)
 {
     enum dl_layout in, out;
     if (conv_pick(l, alg, &in, &out))
-        return 0;
+        return -1;
     struct dl_conv_geom g = dl_conv_geom(l);
-    struct conv_descs d;
-    if (conv_init_descs(&g, alg, 16, in, out, &d) != dnnl_success)
-        return 0;
-    if (l->in[0] == DL_GRAPH_INPUT) {
-        const void *passes[2] = {&d.fwd, &d.bw};
-        return dl_dnnl_all_jit(passes, 2);
+    int n = l->in[0] == DL_GRAPH_INPUT ? 2 : 3;
+    for (int own = 0; own < 2; own++) {
+        struct conv_descs d;
+        if (own && (in != DL_LAYOUT_PLAIN || g.C < 4))
+            break;
+        if (conv_init_descs(&g, alg, 16, in, out, own ? -1 : (int)in, &d) != dnnl_success)
+            return -1;
+        const void *descs[3] = {&d.fwd, &d.bw, &d.bd};
+        if (dl_dnnl_all_jit(descs, n))
+            return own;
     }
-    const void *descs[3] = {&d.fwd, &d.bd, &d.bw};
-    return dl_dnnl_all_jit(descs, 3);
+    return -1;
+}
+
+static int conv_supports_alg(const struct dl_layer *l, dnnl_alg_kind_t alg)
+{
+    return conv_bwd_src(l, alg) >= 0;
 }
 
 static int conv_supports_direct(const struct dl_layer *l)
@@ -142,8 +158,9 @@ static int conv_create_alg(const struct dl_layer *l, const struct dl_kernel_conf
     struct conv_descs d;
     dnnl_memory_desc_t user;
     weights_md(&g, &user, 0);
-    int rc = dl_dnnl_check(conv_init_descs(&g, alg, cfg->mb, cfg->in[0], cfg->out, &d), "convolution descriptor",
-                           err);
+    int own = conv_bwd_src(l, alg) == 1 && cfg->in[0] == DL_LAYOUT_PLAIN;
+    int rc = dl_dnnl_check(conv_init_descs(&g, alg, cfg->mb, cfg->in[0], cfg->out, own ? -1 : (int)cfg->in[0], &d),
+                           "convolution descriptor", err);
     return rc ? rc : dl_dnnl_wprim_create(&d.fwd, &d.bd, &d.bw, &user, g.bias ? g.K : 0, inst, err);
 }
 
