@@ -183,6 +183,11 @@ static void cost_formulas(void **state)
     cp2_all.beta_pair = 0;
     assert_true(dl_cost_tree(&cp2, 8, m, NULL) < dl_cost_tree(&cp2_all, 8, m, NULL));
     assert_true(fabs(dl_cost_ring(&cp2, 8, m, NULL) - dl_cost_ring(&cp2_all, 8, m, NULL)) < 1e-15);
+    /* the tree's steps move data one way: at beta_oneway when measured,
+     * whatever beta (exchanges) is */
+    struct dl_cost_params one_way = {.alpha = 1e-6, .beta = 2e-9, .gamma = 2e-10, .beta_oneway = 1e-9};
+    assert_true(fabs(dl_cost_tree(&one_way, 4, m, NULL) - 2 * (2e-6 + 2 * m * 1e-9)) < 1e-12);
+    assert_true(fabs(dl_cost_ring(&one_way, 4, m, NULL) - dl_cost_ring(&cp2_all, 4, m, NULL)) < 1e-15);
     /* vectors that fit in cache move at beta_small, in between by log(size) */
     struct dl_cost_params cp3 = {.alpha = 1e-6, .beta = 2e-9, .gamma = 2e-10, .beta_small = 1e-9};
     assert_true(fabs(dl_cost_beta(&cp3, 4, 4, 1 << 20) - 1e-9) < 1e-18);

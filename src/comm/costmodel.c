@@ -37,13 +37,20 @@ static double by_active(double at_two, double at_p, int active, int p)
 #define SMALL_VECTOR (1u << 20) /* bytes: the calibration sizes of beta_small and beta */
 #define LARGE_VECTOR (16u << 20)
 
+/* How much faster than at 16 MiB bytes move in a vector of `bytes` (1 at
+ * 16 MiB and above, beta_small/beta at 1 MiB and below, by log(size) in
+ * between). */
+static double size_factor(const struct dl_cost_params *cp, double bytes)
+{
+    if (cp->beta_small <= 0 || bytes >= LARGE_VECTOR)
+        return 1;
+    double f = bytes <= SMALL_VECTOR ? 0 : log(bytes / SMALL_VECTOR) / log((double)LARGE_VECTOR / SMALL_VECTOR);
+    return cp->beta_small / cp->beta + f * (1 - cp->beta_small / cp->beta);
+}
+
 double dl_cost_beta(const struct dl_cost_params *cp, int active, int p, double bytes)
 {
-    double b = by_active(cp->beta_pair, cp->beta, active, p);
-    if (cp->beta_small <= 0 || bytes >= LARGE_VECTOR)
-        return b;
-    double f = bytes <= SMALL_VECTOR ? 0 : log(bytes / SMALL_VECTOR) / log((double)LARGE_VECTOR / SMALL_VECTOR);
-    return b * (cp->beta_small / cp->beta + f * (1 - cp->beta_small / cp->beta));
+    return by_active(cp->beta_pair, cp->beta, active, p) * size_factor(cp, bytes);
 }
 
 double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p)
@@ -90,9 +97,11 @@ double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
 }
 
 /* Step j of the binomial reduce (and of the broadcast) pairs rank r with
- * r + 2^j for r a multiple of 2^(j+1): fewer ranks work at each step.  The
- * parent adds each segment while the next one arrives (allreduce_tree.c), so
- * a reduce step costs the slower of moving and adding, not their sum. */
+ * r + 2^j for r a multiple of 2^(j+1): fewer ranks work at each step, and
+ * data moves one way (child to parent, parent to child), at beta_oneway when
+ * it was measured.  The parent adds each segment while the next one arrives
+ * (allreduce_tree.c), so a reduce step costs the slower of moving and adding,
+ * not their sum. */
 double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
                     const struct dl_allreduce_opts *opts)
 {
@@ -101,7 +110,8 @@ double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
         int pairs = 0;
         for (int r = 0; r + d < p; r += 2 * d)
             pairs++;
-        double move = m * dl_cost_beta(cp, 2 * pairs, p, m), add = m * dl_cost_gamma(cp, pairs, p);
+        double beta = cp->beta_oneway > 0 ? cp->beta_oneway * size_factor(cp, m) : dl_cost_beta(cp, 2 * pairs, p, m);
+        double move = m * beta, add = m * dl_cost_gamma(cp, pairs, p);
         t += 2 * cp->alpha + (move > add ? move : add) + move;
     }
     return t;
@@ -125,13 +135,13 @@ void dl_cost_defaults(struct dl_cost_params *cp)
     cp->alpha = 5e-6;
     cp->beta = 1.0 / 1.5e9;
     cp->gamma = 1.0 / 4e9;
-    cp->beta_pair = cp->beta_small = cp->gamma_one = 0;
+    cp->beta_pair = cp->beta_small = cp->gamma_one = cp->beta_oneway = 0;
 }
 
 /* In the cache file's name: bumped when the measured quantities change
- * meaning (v2: gamma with the vectorized addition), so older files are left
- * alone and measured again. */
-#define COST_CACHE_VERSION 2
+ * meaning (v2: gamma with the vectorized addition; v3: beta_oneway), so older
+ * files are left alone and measured again. */
+#define COST_CACHE_VERSION 3
 
 static double now(void)
 {
@@ -168,6 +178,7 @@ enum pattern {
     PAIRS,    /* rank r with r^1, all at once (the odd one out of an odd count idles) */
     RING,     /* every rank sends to r+1 and receives from r-1 */
     ONE_PAIR, /* ranks 0 and 1 only; the others wait */
+    ONE_WAY,  /* odd rank r sends to r-1, which only receives, all pairs at once */
 };
 
 /* Median time of `reps` exchanges of `bytes` in the pattern, synchronised by
@@ -186,6 +197,7 @@ static int time_exchange(struct dl_comm *c, enum pattern pat, char *a, char *b, 
     if (pat == RING)
         to = (c->rank + 1) % p, from = (c->rank + p - 1) % p;
     int active = to < p && (pat != ONE_PAIR || c->rank < 2);
+    int sends = active && (pat != ONE_WAY || c->rank % 2 == 1), recvs = active && (pat != ONE_WAY || c->rank % 2 == 0);
     if (nseg > MAXSEG)
         return dl_errorf(err, DL_ERR_INTERNAL, "cost model: %zu bytes is too many segments", bytes);
     if (reps > 32)
@@ -196,8 +208,9 @@ static int time_exchange(struct dl_comm *c, enum pattern pat, char *a, char *b, 
         memset(req, 0, sizeof req);
         for (size_t j = 0; j < nseg && rc == DL_OK && active; j++) {
             size_t lo = j * seg, len = bytes - lo < seg ? bytes - lo : seg;
-            rc = c->ops->irecv(c, b + lo, len, from, 99, &req[j], err);
-            if (rc == DL_OK)
+            if (recvs)
+                rc = c->ops->irecv(c, b + lo, len, from, 99, &req[j], err);
+            if (rc == DL_OK && sends)
                 rc = c->ops->isend(c, a + lo, len, to, 99, &req[MAXSEG + j], err);
         }
         int rc2 = dl_comm_waitall(c, req, 2 * MAXSEG, err);
@@ -229,7 +242,7 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     float *b = a + big / sizeof(float);
     for (size_t i = 0; i < big / sizeof(float); i++)
         a[i] = (float)(i % 7), b[i] = 1;
-    double t_small = 0, t_ring = 0, t_pair = 0, t_ring1 = 0;
+    double t_small = 0, t_ring = 0, t_pair = 0, t_ring1 = 0, t_oneway = 0;
     int rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 5, &t_small, err); /* warm-up */
     if (rc == DL_OK)
         rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 31, &t_small, err);
@@ -239,6 +252,8 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
         rc = time_exchange(c, ONE_PAIR, (char *)a, (char *)b, big, 15, &t_pair, err);
     if (rc == DL_OK)
         rc = time_exchange(c, RING, (char *)a, (char *)b, SMALL_VECTOR, 31, &t_ring1, err);
+    if (rc == DL_OK)
+        rc = time_exchange(c, ONE_WAY, (char *)a, (char *)b, big, 15, &t_oneway, err);
     /* gamma: every rank adds at once, as inside a collective, and the slowest
      * one counts; gamma_one: rank 0 alone. */
     double tg[9], tg1[9];
@@ -259,8 +274,8 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
         return rc;
     qsort(tg, 9, sizeof *tg, cmp_double);
     qsort(tg1, 9, sizeof *tg1, cmp_double);
-    double p[6] = {t_small, per_byte(t_ring, t_small, big), tg[4] / big, per_byte(t_pair, t_small, big),
-                   per_byte(t_ring1, t_small, SMALL_VECTOR), tg1[4] / big};
+    double p[7] = {t_small, per_byte(t_ring, t_small, big), tg[4] / big, per_byte(t_pair, t_small, big),
+                   per_byte(t_ring1, t_small, SMALL_VECTOR), tg1[4] / big, per_byte(t_oneway, t_small, big)};
     rc = c->ops->bcast(c, p, sizeof p, 0, err);
     out->alpha = p[0];
     out->beta = p[1];
@@ -268,6 +283,7 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     out->beta_pair = p[3];
     out->beta_small = p[4];
     out->gamma_one = p[5];
+    out->beta_oneway = p[6];
     return rc;
 }
 
@@ -297,10 +313,10 @@ static int read_cache(const char *path, struct dl_cost_params *cp)
     int ok = 0;
     while (fgets(line, sizeof line, f))
         if (line[0] != '#' &&
-            sscanf(line, "%lg %lg %lg %lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma, &cp->beta_pair,
-                   &cp->beta_small, &cp->gamma_one) == 6)
+            sscanf(line, "%lg %lg %lg %lg %lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma, &cp->beta_pair,
+                   &cp->beta_small, &cp->gamma_one, &cp->beta_oneway) == 7)
             ok = cp->alpha >= 0 && cp->beta > 0 && cp->gamma > 0 && cp->beta_pair >= 0 && cp->beta_small >= 0 &&
-                 cp->gamma_one >= 0;
+                 cp->gamma_one >= 0 && cp->beta_oneway >= 0;
     fclose(f);
     return ok;
 }
@@ -328,8 +344,8 @@ static int write_cache(const char *path, const struct dl_cost_params *cp, struct
         return dl_errorf(err, DL_ERR_IO, "cannot write %s", tmp);
     fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte, all ranks, 16 MiB) gamma (s/byte, "
                "all ranks) beta_pair (s/byte, one pair) beta_small (s/byte, all ranks, 1 MiB) gamma_one (s/byte, "
-               "one rank)\n%.9g %.9g %.9g %.9g %.9g %.9g\n", cp->alpha, cp->beta, cp->gamma, cp->beta_pair,
-            cp->beta_small, cp->gamma_one);
+               "one rank) beta_oneway (s/byte, half the ranks receiving)\n%.9g %.9g %.9g %.9g %.9g %.9g %.9g\n",
+            cp->alpha, cp->beta, cp->gamma, cp->beta_pair, cp->beta_small, cp->gamma_one, cp->beta_oneway);
     int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
@@ -343,11 +359,11 @@ int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_par
                             int *cached, struct dl_error *err)
 {
     char path[4096];
-    double p[7] = {0}; /* found, then the parameters in the order of struct dl_cost_params */
+    double p[8] = {0}; /* found, then the parameters in the order of struct dl_cost_params */
     int have_path = c->rank == 0 && dl_cost_cache_path(c, path, sizeof path, NULL) == DL_OK;
     if (have_path && !remeasure && read_cache(path, out)) {
         p[0] = 1, p[1] = out->alpha, p[2] = out->beta, p[3] = out->gamma, p[4] = out->beta_pair;
-        p[5] = out->beta_small, p[6] = out->gamma_one;
+        p[5] = out->beta_small, p[6] = out->gamma_one, p[7] = out->beta_oneway;
     }
     int rc = c->ops->bcast(c, p, sizeof p, 0, err);
     if (rc != DL_OK)
@@ -356,7 +372,7 @@ int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_par
         *cached = p[0] != 0;
     if (p[0] != 0) {
         out->alpha = p[1], out->beta = p[2], out->gamma = p[3], out->beta_pair = p[4];
-        out->beta_small = p[5], out->gamma_one = p[6];
+        out->beta_small = p[5], out->gamma_one = p[6], out->beta_oneway = p[7];
         return DL_OK;
     }
     rc = dl_cost_measure(c, out, err);

@@ -17,9 +17,11 @@ struct dl_allreduce_opts;
  * So beta is measured with every rank sending to its right neighbour and
  * receiving from its left one (the ring's pattern, and what every step of
  * recursive doubling, Rabenseifner and the sharded parameter server does),
- * on a 16 MiB and a 1 MiB vector, and with only one pair exchanging while
- * the others wait (the last steps of a binomial tree); gamma with every rank
- * adding at once and with one rank alone.  Steps in between interpolate
+ * on a 16 MiB and a 1 MiB vector, with only one pair exchanging while the
+ * others wait, and with every odd rank sending to its even partner, which
+ * only receives (a binomial tree's steps move data one way: half the copies
+ * of an exchange); gamma with every rank adding at once and with one rank
+ * alone.  Steps in between interpolate
  * linearly in the number of active ranks, sizes in between in log(size). */
 struct dl_cost_params {
     double alpha;      /* seconds per message (latency) */
@@ -28,6 +30,8 @@ struct dl_cost_params {
     double beta_pair;  /* seconds per byte moved by one pair alone; 0 = beta */
     double beta_small; /* as beta, for 1 MiB vectors; 0 = beta */
     double gamma_one;  /* seconds per byte reduced by one rank alone; 0 = gamma */
+    double beta_oneway; /* seconds per byte when half the ranks each receive from a partner that only
+                           sends (a binomial tree's steps), all pairs at once, 16 MiB; 0 = beta */
 };
 
 /* Seconds per byte when `active` of the p ranks move data at once, for an
@@ -56,7 +60,8 @@ void dl_cost_defaults(struct dl_cost_params *cp);
 
 /* Measures alpha by concurrent pairwise exchanges of 8 bytes, beta and
  * beta_small by ring shifts of 16 MiB and 1 MiB (every rank busy, as inside a
- * collective), beta_pair by one pair exchanging 16 MiB alone, gamma by a
+ * collective), beta_pair by one pair exchanging 16 MiB alone, beta_oneway by
+ * odd ranks sending 16 MiB to their even partners, gamma by a
  * reduction loop run on every rank at once and gamma_one on one rank; each
  * time is the slowest rank's.  Collective: every rank of c calls it and gets
  * rank 0's numbers. */
