@@ -191,23 +191,36 @@ void dl_dnnl_wprim_destroy(void *inst)
     struct dl_dnnl_wprim *w = inst;
     if (!w)
         return;
-    struct dl_dnnl_prim *all[] = {&w->fwd,  &w->bwd_data, &w->bwd_w,  &w->w_fwd,
-                                  &w->w_bd, &w->dw_back,  &w->src_bw, &w->dsrc_back};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        dl_dnnl_prim_free(all[i]);
+    struct dl_dnnl_wpass *all[] = {&w->fwd, &w->bwd_data, &w->bwd_w};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        dl_dnnl_prim_free(&all[i]->prim);
+        dl_dnnl_prim_free(&all[i]->weights);
+        dl_dnnl_prim_free(&all[i]->act);
+    }
     free(w->dbias);
     free(w);
 }
 
-/* A reorder between the user weights and the layout arg of p wants: into it
+/* A reorder between the user weights and the layout the pass wants: into it
  * (none when equal), or back from it accumulating (to_user). */
-static int weights_reorder(const dnnl_memory_desc_t *user, const struct dl_dnnl_prim *p, int arg, int to_user,
-                           struct dl_dnnl_prim *r, struct dl_error *err)
+static int weights_reorder(const dnnl_memory_desc_t *user, struct dl_dnnl_wpass *p, int to_user,
+                           struct dl_error *err)
 {
-    const dnnl_memory_desc_t *md = dl_dnnl_prim_md(p, arg);
+    const dnnl_memory_desc_t *md = dl_dnnl_prim_md(&p->prim, p->warg);
     if (!to_user && dnnl_memory_desc_equal(md, user))
         return DL_OK;
-    return to_user ? dl_dnnl_reorder_init(r, md, user, 1, err) : dl_dnnl_reorder_init(r, user, md, 0, err);
+    return to_user ? dl_dnnl_reorder_init(&p->weights, md, user, 1, err)
+                   : dl_dnnl_reorder_init(&p->weights, user, md, 0, err);
+}
+
+/* A reorder between forward's input layout and the one the pass wants for
+ * its aarg (none when equal): into it, or back from it (to_src). */
+static int act_reorder(const dnnl_memory_desc_t *src, struct dl_dnnl_wpass *p, int to_src, struct dl_error *err)
+{
+    const dnnl_memory_desc_t *md = dl_dnnl_prim_md(&p->prim, p->aarg);
+    if (dnnl_memory_desc_equal(md, src))
+        return DL_OK;
+    return to_src ? dl_dnnl_reorder_init(&p->act, md, src, 0, err) : dl_dnnl_reorder_init(&p->act, src, md, 0, err);
 }
 
 int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const dnnl_memory_desc_t *user_w,
@@ -218,27 +231,30 @@ int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const 
         return DL_ERR_NOMEM;
     w->n_bias = n_bias;
     w->dbias = dl_calloc(n_bias ? (size_t)n_bias : 1, sizeof *w->dbias, err);
+    w->fwd.warg = w->bwd_data.warg = DNNL_ARG_WEIGHTS;
+    w->bwd_w.warg = DNNL_ARG_DIFF_WEIGHTS;
+    w->bwd_data.aarg = DNNL_ARG_DIFF_SRC;
+    w->bwd_w.aarg = DNNL_ARG_SRC;
     const int fa[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, n_bias ? DNNL_ARG_BIAS : 0, 0};
     const int da[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC, 0};
     const int wa[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, n_bias ? DNNL_ARG_DIFF_BIAS : 0, 0};
     int rc = w->dbias ? DL_OK : DL_ERR_NOMEM;
     if (!rc)
-        rc = dl_dnnl_prim_init(&w->fwd, fwd, NULL, fa, err);
+        rc = dl_dnnl_prim_init(&w->fwd.prim, fwd, NULL, fa, err);
     if (!rc)
-        rc = dl_dnnl_prim_init(&w->bwd_data, bd, w->fwd.pd, da, err);
+        rc = dl_dnnl_prim_init(&w->bwd_data.prim, bd, w->fwd.prim.pd, da, err);
     if (!rc)
-        rc = dl_dnnl_prim_init(&w->bwd_w, bw, w->fwd.pd, wa, err);
+        rc = dl_dnnl_prim_init(&w->bwd_w.prim, bw, w->fwd.prim.pd, wa, err);
     if (!rc)
-        rc = weights_reorder(user_w, &w->fwd, DNNL_ARG_WEIGHTS, 0, &w->w_fwd, err);
+        rc = weights_reorder(user_w, &w->fwd, 0, err);
     if (!rc)
-        rc = weights_reorder(user_w, &w->bwd_data, DNNL_ARG_WEIGHTS, 0, &w->w_bd, err);
+        rc = weights_reorder(user_w, &w->bwd_data, 0, err);
     if (!rc)
-        rc = weights_reorder(user_w, &w->bwd_w, DNNL_ARG_DIFF_WEIGHTS, 1, &w->dw_back, err);
-    const dnnl_memory_desc_t *src = dl_dnnl_prim_md(&w->fwd, DNNL_ARG_SRC);
-    if (!rc && !dnnl_memory_desc_equal(src, dl_dnnl_prim_md(&w->bwd_w, DNNL_ARG_SRC)))
-        rc = dl_dnnl_reorder_init(&w->src_bw, src, dl_dnnl_prim_md(&w->bwd_w, DNNL_ARG_SRC), 0, err);
-    if (!rc && !dnnl_memory_desc_equal(src, dl_dnnl_prim_md(&w->bwd_data, DNNL_ARG_DIFF_SRC)))
-        rc = dl_dnnl_reorder_init(&w->dsrc_back, dl_dnnl_prim_md(&w->bwd_data, DNNL_ARG_DIFF_SRC), src, 0, err);
+        rc = weights_reorder(user_w, &w->bwd_w, 1, err);
+    if (!rc)
+        rc = act_reorder(dl_dnnl_prim_md(&w->fwd.prim, DNNL_ARG_SRC), &w->bwd_data, 1, err);
+    if (!rc)
+        rc = act_reorder(dl_dnnl_prim_md(&w->fwd.prim, DNNL_ARG_SRC), &w->bwd_w, 0, err);
     if (rc) {
         dl_dnnl_wprim_destroy(w);
         return rc;
@@ -247,93 +263,82 @@ int dl_dnnl_wprim_create(const void *fwd, const void *bd, const void *bw, const 
     return DL_OK;
 }
 
-/* A pass's workspace: max(primitive, reorder scratchpads), then the weights
- * (or weight gradient) in the primitive's layout at pass_scratch(), then,
- * when the pass reorders the layer's input (or its gradient), that tensor in
- * the pass's layout (act_at()). */
-static size_t pass_scratch(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act)
+/* A pass's workspace: the largest scratchpad of its primitive and reorders,
+ * then the weights (or weight gradient) in the primitive's layout at
+ * weights_at(), then, when the pass reorders the layer's input (or its
+ * gradient), that tensor in the pass's layout at act_at(). */
+static size_t weights_at(const struct dl_dnnl_wpass *p)
 {
-    size_t s = p->scratch > r->scratch ? p->scratch : r->scratch;
-    return dl_dnnl_align(s > act->scratch ? s : act->scratch);
+    size_t s = p->prim.scratch > p->weights.scratch ? p->prim.scratch : p->weights.scratch;
+    return dl_dnnl_align(s > p->act.scratch ? s : p->act.scratch);
 }
 
-static size_t act_at(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act,
-                     int warg)
+static size_t act_at(const struct dl_dnnl_wpass *p)
 {
-    return pass_scratch(p, r, act) + dl_dnnl_align(dl_dnnl_prim_bytes(p, warg));
+    return weights_at(p) + dl_dnnl_align(dl_dnnl_prim_bytes(&p->prim, p->warg));
 }
 
-static size_t pass_ws(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act,
-                      int warg, int aarg)
+static size_t pass_ws(const struct dl_dnnl_wpass *p)
 {
-    return act_at(p, r, act, warg) + (act->prim ? dl_dnnl_align(dl_dnnl_prim_bytes(p, aarg)) : 0);
+    return act_at(p) + (p->act.prim ? dl_dnnl_align(dl_dnnl_prim_bytes(&p->prim, p->aarg)) : 0);
 }
 
 size_t dl_dnnl_wprim_ws(const void *inst, enum dl_dir dir)
 {
     const struct dl_dnnl_wprim *w = inst;
-    static const struct dl_dnnl_prim none;
-    switch (dir) {
-    case DL_DIR_FORWARD: return pass_ws(&w->fwd, &w->w_fwd, &none, DNNL_ARG_WEIGHTS, 0);
-    case DL_DIR_BACKWARD_DATA:
-        return pass_ws(&w->bwd_data, &w->w_bd, &w->dsrc_back, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC);
-    default: return pass_ws(&w->bwd_w, &w->dw_back, &w->src_bw, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_SRC);
-    }
+    return pass_ws(dir == DL_DIR_FORWARD ? &w->fwd : dir == DL_DIR_BACKWARD_DATA ? &w->bwd_data : &w->bwd_w);
 }
 
 /* Weights for a pass: the user's, or reordered into the workspace. */
-static void *pass_weights(const struct dl_dnnl_prim *p, const struct dl_dnnl_prim *r, const struct dl_dnnl_prim *act,
-                          const float *user, void *ws)
+static void *pass_weights(const struct dl_dnnl_wpass *p, const float *user, void *ws)
 {
-    if (!r->prim)
+    if (!p->weights.prim)
         return (void *)user;
-    void *w = (char *)ws + pass_scratch(p, r, act);
+    void *w = (char *)ws + weights_at(p);
     void *ptr[2] = {(void *)user, w};
-    dl_dnnl_prim_run(r, ptr, ws);
+    dl_dnnl_prim_run(&p->weights, ptr, ws);
     return w;
 }
 
 void dl_dnnl_wprim_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct dl_dnnl_wprim *w = inst;
-    static const struct dl_dnnl_prim none;
-    void *wt = pass_weights(&w->fwd, &w->w_fwd, &none, a->c.param[0], a->workspace);
+    void *wt = pass_weights(&w->fwd, a->c.param[0], a->workspace);
     void *ptr[4] = {(void *)a->c.in[0], wt, a->c.out, w->n_bias ? a->c.param[1] : NULL};
-    dl_dnnl_prim_run(&w->fwd, ptr, a->workspace);
+    dl_dnnl_prim_run(&w->fwd.prim, ptr, a->workspace);
 }
 
 void dl_dnnl_wprim_backward_data(void *inst, const struct dl_kernel_args *a)
 {
-    struct dl_dnnl_wprim *w = inst;
+    const struct dl_dnnl_wpass *p = &((struct dl_dnnl_wprim *)inst)->bwd_data;
     if (!a->c.din[0])
         return;
-    void *wt = pass_weights(&w->bwd_data, &w->w_bd, &w->dsrc_back, a->c.param[0], a->workspace);
-    void *dsrc = a->c.din[0];
-    if (w->dsrc_back.prim)
-        dsrc = (char *)a->workspace + act_at(&w->bwd_data, &w->w_bd, &w->dsrc_back, DNNL_ARG_WEIGHTS);
+    void *wt = pass_weights(p, a->c.param[0], a->workspace);
+    void *dsrc = p->act.prim ? (char *)a->workspace + act_at(p) : (void *)a->c.din[0];
     void *ptr[3] = {(void *)a->c.dout, wt, dsrc};
-    dl_dnnl_prim_run(&w->bwd_data, ptr, a->workspace);
-    if (w->dsrc_back.prim) {
+    dl_dnnl_prim_run(&p->prim, ptr, a->workspace);
+    if (p->act.prim) {
         void *rp[2] = {dsrc, a->c.din[0]};
-        dl_dnnl_prim_run(&w->dsrc_back, rp, a->workspace);
+        dl_dnnl_prim_run(&p->act, rp, a->workspace);
     }
 }
 
 void dl_dnnl_wprim_backward_weights(void *inst, const struct dl_kernel_args *a)
 {
     struct dl_dnnl_wprim *w = inst;
-    void *dw = (char *)a->workspace + pass_scratch(&w->bwd_w, &w->dw_back, &w->src_bw);
+    const struct dl_dnnl_wpass *p = &w->bwd_w;
+    void *dw = (char *)a->workspace + weights_at(p);
     void *src = (void *)a->c.in[0];
-    if (w->src_bw.prim) {
-        src = (char *)a->workspace + act_at(&w->bwd_w, &w->dw_back, &w->src_bw, DNNL_ARG_DIFF_WEIGHTS);
+    if (p->act.prim) {
+        src = (char *)a->workspace + act_at(p);
         void *rp[2] = {(void *)a->c.in[0], src};
-        dl_dnnl_prim_run(&w->src_bw, rp, a->workspace);
+        dl_dnnl_prim_run(&p->act, rp, a->workspace);
     }
     void *ptr[4] = {src, (void *)a->c.dout, dw, w->dbias};
-    dl_dnnl_prim_run(&w->bwd_w, ptr, a->workspace);
+    dl_dnnl_prim_run(&p->prim, ptr, a->workspace);
     if (a->c.dparam[0]) {
         void *rp[2] = {dw, a->c.dparam[0]};
-        dl_dnnl_prim_run(&w->dw_back, rp, a->workspace);
+        dl_dnnl_prim_run(&p->weights, rp, a->workspace);
     }
     if (w->n_bias && a->c.dparam[1])
         for (int k = 0; k < w->n_bias; k++)

@@ -73,12 +73,17 @@ int dl_dnnl_all_jit(const void *const *descs, int n);
  * instance of such a kernel is this struct: its create() builds the three op
  * descriptors and calls dl_dnnl_wprim_create, and the other entry points are
  * the functions below. */
+struct dl_dnnl_wpass {
+    struct dl_dnnl_prim prim;
+    struct dl_dnnl_prim weights; /* user weights into prim's layout (backward weights: dW back, summing) */
+    struct dl_dnnl_prim act;     /* input into prim's layout (backward data: input gradient back) */
+    int warg, aarg;              /* prim's arguments those two reorders serve */
+};                               /* a reorder whose prim is NULL is not needed */
+
 struct dl_dnnl_wprim {
-    struct dl_dnnl_prim fwd, bwd_data, bwd_w;
-    struct dl_dnnl_prim w_fwd, w_bd, dw_back; /* weight reorders (prim NULL: none needed) */
-    struct dl_dnnl_prim src_bw, dsrc_back;    /* input into backward weights' layout, input gradient back */
-    int n_bias;                               /* bias values (0: no bias) */
-    float *dbias;                             /* n_bias */
+    struct dl_dnnl_wpass fwd, bwd_data, bwd_w;
+    int n_bias;   /* bias values (0: no bias) */
+    float *dbias; /* n_bias */
 };
 
 /* fwd, bd, bw: the op descriptors of the three passes (dst layouts fixed,
