@@ -75,12 +75,19 @@ void kc_free(struct kc_tensors *t, const struct dl_layer *l)
     }
 }
 
-/* A buffer of n samples of s in layout lo holding plain src (or zeros). */
+/* A buffer of n samples of s in layout lo holding plain src, or, for a
+ * kernel's output, NaN everywhere: forward and backward_data overwrite their
+ * outputs (kernel.h), so a value left unwritten shows as NaN; in training the
+ * arena hands out buffers holding what earlier layers left. */
 static float *to_layout(const float *src, enum dl_layout lo, int n, struct dl_shape s)
 {
-    float *d = vec((long)n * dl_layout_count(lo, s));
+    long count = (long)n * dl_layout_count(lo, s);
+    float *d = vec(count);
     if (src)
         dl_layout_reorder(src, DL_LAYOUT_PLAIN, d, lo, n, s, 0);
+    else
+        for (long i = 0; i < count; i++)
+            d[i] = NAN;
     return d;
 }
 
