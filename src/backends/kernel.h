@@ -123,6 +123,12 @@ int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int
  * names it and *blas_core gives OpenBLAS's detected core.  0 without any. */
 double dl_kernel_sgemm_peak(int n, const char **lib, const char **blas_core);
 
+/* The layouts of kernels that keep whatever their first input arrives in
+ * (pooling, batch norm, activations, add): every input and the output in the
+ * layout of input 0.  For kernel tables' .layouts. */
+void dl_kernel_follow_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,
+                              enum dl_layout *out);
+
 /* The layouts k negotiates for l given what the producers offer. */
 void dl_kernel_layouts(const struct dl_kernel *k, const struct dl_layer *l, const enum dl_layout *offered,
                        enum dl_layout *in, enum dl_layout *out);

@@ -14,11 +14,13 @@
 #include "backends/cpu_onednn/onednn.h"
 #include "backends/cpu_blas/blas.h"
 #include "backends/cpu_blas/gemm.h"
+#include "backends/cpu_simd/simd.h"
 #define DL_FAST_KERNELS 1
 #endif
 
 const struct dl_kernel *const dl_kernels[] = {
 #ifdef DL_FAST_KERNELS
+    DL_SIMD_KERNELS
     DL_ONEDNN_KERNELS_FIRST
     DL_BLAS_KERNELS
     DL_ONEDNN_KERNELS_LAST
@@ -93,6 +95,14 @@ const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct 
         if (usable(dl_kernels[i], l))
             return dl_kernels[i];
     return &dl_kernel_reference;
+}
+
+void dl_kernel_follow_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,
+                              enum dl_layout *out)
+{
+    for (int i = 0; i < l->n_in; i++)
+        in[i] = offered[0];
+    *out = offered[0];
 }
 
 void dl_kernel_layouts(const struct dl_kernel *k, const struct dl_layer *l, const enum dl_layout *offered,

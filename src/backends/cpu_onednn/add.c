@@ -93,7 +93,7 @@ static void add_backward(void *inst, const struct dl_kernel_args *a)
 }
 
 const struct dl_kernel dl_kernel_onednn_add = {
-    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_add, .layouts = dl_dnnl_follow_layouts,
+    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_add, .layouts = dl_kernel_follow_layouts,
     .create = add_create, .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward,
     .backward_data = add_backward,
 };

@@ -153,14 +153,6 @@ void dl_dnnl_prim_run(const struct dl_dnnl_prim *p, void *const *ptr, void *scra
     dnnl_stream_wait(dl_dnnl_stream());
 }
 
-void dl_dnnl_follow_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,
-                            enum dl_layout *out)
-{
-    for (int i = 0; i < l->n_in; i++)
-        in[i] = offered[0];
-    *out = offered[0];
-}
-
 int dl_dnnl_all_jit(const void *const *descs, int n)
 {
     dnnl_primitive_desc_t fwd = NULL;
@@ -358,7 +350,7 @@ void dl_dnnl_blocked_layouts(const struct dl_layer *l, const enum dl_layout *off
 {
     struct dl_shape s = l->in_shape[0];
     if (offered[0] != DL_LAYOUT_PLAIN || s.c < 8 || (long)s.h * s.w <= 1) {
-        dl_dnnl_follow_layouts(l, offered, in, out);
+        dl_kernel_follow_layouts(l, offered, in, out);
         return;
     }
     enum dl_layout want = native_block();

@@ -106,15 +106,9 @@ static inline size_t dl_dnnl_align(size_t b)
     return (b + 63) / 64 * 64;
 }
 
-/* The layouts of kernels that keep whatever their first input arrives in
- * (pooling, batch norm, activations, add): every input and the output in the
- * layout of input 0. */
-void dl_dnnl_follow_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,
-                            enum dl_layout *out);
-
-/* The same, except that a plain input of at least 8 channels and more than
- * one pixel is asked for in oneDNN's blocked layout (the graph inserts the
- * reorder): for batch norm, whose NCHW implementation is several times
+/* dl_kernel_follow_layouts (kernel.h), except that a plain input of at
+ * least 8 channels and more than one pixel is asked for in oneDNN's blocked
+ * layout (the graph inserts the reorder): for batch norm, whose NCHW implementation is several times
  * slower (ResNet's stem after its NCHW first convolution: bench/README.md),
  * and which leaves the activations and pooling after it blocked too. */
 void dl_dnnl_blocked_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,

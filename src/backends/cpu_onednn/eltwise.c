@@ -91,7 +91,7 @@ static void elt_backward(void *inst, const struct dl_kernel_args *a)
 
 #define ELT_KERNEL(SYM, OP)                                                                      \
     const struct dl_kernel SYM = {                                                               \
-        .name = "onednn", .backend = "cpu_onednn", .op = &OP, .layouts = dl_dnnl_follow_layouts, \
+        .name = "onednn", .backend = "cpu_onednn", .op = &OP, .layouts = dl_kernel_follow_layouts, \
         .create = elt_create, .destroy = elt_destroy, .workspace_bytes = elt_ws,                 \
         .forward = elt_forward, .backward_data = elt_backward,                                   \
     };

@@ -4,8 +4,9 @@
  * pooling keeps oneDNN's workspace (the winners) from forward to backward in
  * saved.  On NCHW input oneDNN 2.6 only has a generic implementation, about
  * 3x slower than the reference loops (LeNet-5 maxpool1, bench/README.md), so
- * there the instance runs the project's vectorized max pooling forward
- * (cpu_simd) and otherwise the op's reference forward and backward. */
+ * there the instance runs the op's reference forward and backward.  For
+ * maxpool the "simd" kernel (cpu_simd) comes first: it is faster in every
+ * layout. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
@@ -13,7 +14,6 @@
 
 #include "backends/attr.h"
 #include "backends/cpu_onednn/common.h"
-#include "backends/cpu_simd/simd.h"
 
 struct pool_inst {
     struct dl_dnnl_prim fwd, bwd;
@@ -110,10 +110,7 @@ static void pool_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct pool_inst *q = inst;
     if (q->plain) {
-        if (q->plain->kind == &dl_op_maxpool)
-            dl_simd_maxpool_forward(&a->c);
-        else
-            q->plain->kind->forward(&a->c);
+        q->plain->kind->forward(&a->c);
         return;
     }
     void *ptr[3] = {(void *)a->c.in[0], a->c.out, a->c.saved};
@@ -136,7 +133,7 @@ static void pool_backward(void *inst, const struct dl_kernel_args *a)
 #define POOL_KERNEL(SYM, OP)                                                                     \
     const struct dl_kernel SYM = {                                                               \
         .name = "onednn", .backend = "cpu_onednn", .op = &OP, .supports = pool_supports,         \
-        .layouts = dl_dnnl_follow_layouts, .create = pool_create, .destroy = pool_destroy,       \
+        .layouts = dl_kernel_follow_layouts, .create = pool_create, .destroy = pool_destroy,       \
         .workspace_bytes = pool_ws, .saved_bytes = pool_saved, .forward = pool_forward,          \
         .backward_data = pool_backward,                                                          \
     };

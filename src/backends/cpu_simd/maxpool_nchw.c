@@ -3,20 +3,15 @@
  * JIT pooling (plain layout: its generic implementation and the reorder to a
  * blocked layout both cost more than the op; bench/README.md).  Same result
  * and same saved winners as the reference op (src/ops/maxpool.c): the first
- * largest element of each window in row-major order, a NaN taking over from
- * anything (the last NaN wins), -0 and +0 equal.  Where the reference
- * compares integer keys, this compares floats, which orders the same way:
- * "v > top or v is NaN".  Each output row is done in three parts: the
- * columns whose window is cut by the left padding, the interior (every
- * window wholly inside the row, vectorized across output columns: 2x2
- * windows at stride 2 in one pass, others in one pass per window tap), and
- * the columns cut by the right edge. */
+ * largest element of each window in row-major order (max_rule.h).  Each
+ * output row is done in three parts: the columns whose window is cut by the
+ * left padding, the interior (every window wholly inside the row, vectorized
+ * across output columns: 2x2 windows at stride 2 in one pass, others in one
+ * pass per window tap), and the columns cut by the right edge. */
 #include "backends/cpu_simd/simd.h"
 
+#include "backends/cpu_simd/max_rule.h"
 #include "ops/pool_geometry.h"
-
-#include <stdint.h>
-#include <string.h>
 
 /* Scalar: output column ow of one output row whose window rows are [h0, h1). */
 static void window_max(const float *x, int W, int h0, int h1, int w0, int w1, float *y, float *arg)
@@ -35,19 +30,6 @@ static void window_max(const float *x, int W, int h0, int h1, int w0, int w1, fl
     *arg = (float)best;
 }
 
-/* top, at = v, idx if v is larger than top or NaN (else unchanged), as a
- * blend of bits: no branch, so loops over it vectorize and their scalar
- * tails do not mispredict. */
-static inline __attribute__((always_inline)) void take_if_larger(float v, float idx, float *top, float *at)
-{
-    uint32_t vb, tb, ib, ab;
-    memcpy(&vb, &v, 4), memcpy(&tb, top, 4), memcpy(&ib, &idx, 4), memcpy(&ab, at, 4);
-    uint32_t take = 0u - (uint32_t)((v > *top) | (v != v));
-    vb = (vb & take) | (tb & ~take);
-    ib = (ib & take) | (ab & ~take);
-    memcpy(top, &vb, 4), memcpy(at, &ib, 4);
-}
-
 /* 2x2 windows at stride 2 whose rows h0, h0 + 1 are both inside, output
  * columns [ow0, ow0 + n): the winner kept in registers, one pass. */
 static inline __attribute__((always_inline)) void max_2x2_run(const float *x, int W, int base, int ow0, int n,
@@ -57,9 +39,9 @@ static inline __attribute__((always_inline)) void max_2x2_run(const float *x, in
     for (int k = 0; k < n; k++) {
         int i = base + 2 * (ow0 + k);
         float top = x[i], at = (float)i;
-        take_if_larger(x[i + 1], (float)(i + 1), &top, &at);
-        take_if_larger(x[i + W], (float)(i + W), &top, &at);
-        take_if_larger(x[i + W + 1], (float)(i + W + 1), &top, &at);
+        dl_simd_take_if_larger(x[i + 1], (float)(i + 1), &top, &at);
+        dl_simd_take_if_larger(x[i + W], (float)(i + W), &top, &at);
+        dl_simd_take_if_larger(x[i + W + 1], (float)(i + W + 1), &top, &at);
         y[ow0 + k] = top;
         arg[ow0 + k] = at;
     }
@@ -103,7 +85,7 @@ static inline __attribute__((always_inline)) void interior_max(const float *x, i
             #pragma omp simd
             for (int ow = lo; ow < hi; ow++) {
                 float top = y[ow], at = arg[ow];
-                take_if_larger(x[base + ow * sw], (float)(base + ow * sw), &top, &at);
+                dl_simd_take_if_larger(x[base + ow * sw], (float)(base + ow * sw), &top, &at);
                 y[ow] = top;
                 arg[ow] = at;
             }

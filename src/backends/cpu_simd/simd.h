@@ -1,14 +1,26 @@
 /* simd.h: the project's own vectorized loops for the few ops where the
  * libraries have nothing fast for a layout we use (oneDNN 2.6 has no JIT
- * pooling on NCHW).  Each function has the signature and the results of its
- * op's reference forward or backward, so a kernel can call either. */
+ * pooling on NCHW, and its blocked JIT pooling is slow on small planes), and
+ * the kernels built on them.  Each loop has the results of its op's
+ * reference forward or backward (src/ops), saved state included. */
 #ifndef DL_BACKENDS_SIMD_H
 #define DL_BACKENDS_SIMD_H
 
+#include "backends/kernel.h"
 #include "ops/op.h"
 
 /* Max pooling forward (float, NCHW): y and the saved winners, bit for bit
  * those of dl_op_maxpool's forward. */
 void dl_simd_maxpool_forward(const struct dl_op_call *c);
+
+/* The same on nChw8c (block 8) or nChw16c (block 16) tensors: y and the
+ * winners (each channel's reference index) in the output's layout; backward
+ * writes din[0] (the padding channels' gradient as zeros). */
+void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, int block);
+void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, int block);
+
+/* Kernels (registry order = preference: these come first for their ops). */
+extern const struct dl_kernel dl_kernel_simd_maxpool;
+#define DL_SIMD_KERNELS &dl_kernel_simd_maxpool,
 
 #endif
