@@ -37,6 +37,14 @@ static const struct kcase cases[] = {
     {"conv_3x3_wino_shape", "[32, 12, 12]", "{type: conv, filters: 32, kernel: 3, pad: 1, bias: false}", 2, NULL},
     {"conv_first_layer", "[3, 13, 11]", "{type: conv, filters: 16, kernel: 7, stride: 2, pad: 3}", 2, NULL},
     {"conv_lenet1", "[1, 28, 28]", "{type: conv, filters: 6, kernel: 5, pad: 2}", 4, NULL},
+    /* few input channels at stride 1 (the direct kernel): output channel
+     * groups of 6 plus a remainder, rows of 16 columns plus a tail, kernel
+     * widths 1 to 7, rectangular kernels, uneven padding */
+    {"conv_few_channels", "[3, 19, 37]", "{type: conv, filters: 13, kernel: 3, pad: 1}", 3, NULL},
+    {"conv_few_7x7", "[2, 12, 9]", "{type: conv, filters: 7, kernel: 7, pad: 3, bias: false}", 2, NULL},
+    {"conv_few_rect", "[4, 6, 33]", "{type: conv, filters: 5, kernel: [4, 2], pad: [0, 1]}", 2, NULL},
+    {"conv_few_1x1", "[1, 5, 17]", "{type: conv, filters: 1, kernel: 1}", 3, NULL},
+    {"conv_few_6x6", "[2, 8, 16]", "{type: conv, filters: 12, kernel: 6, pad: 2}", 2, NULL},
     {"conv_lenet2", "[6, 14, 14]", "{type: conv, filters: 16, kernel: 5}", 4, NULL},
     {"conv_stride2_odd", "[5, 9, 8]", "{type: conv, filters: 7, kernel: 3, stride: 2, pad: 1}", 2, NULL},
     {"conv_dilation", "[4, 11, 9]", "{type: conv, filters: 5, kernel: 3, dilation: 2, pad: 2}", 2, NULL},

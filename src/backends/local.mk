@@ -8,7 +8,8 @@ DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c \
 libdltrain_a_SOURCES += src/backends/attr.c src/backends/attr.h \
 	src/backends/cpu_blas/openblas_core.c src/backends/cpu_blas/openblas_core.h \
 	src/backends/cpu_simd/maxpool_nchw.c src/backends/cpu_simd/maxpool_blocked.c \
-	src/backends/cpu_simd/maxpool_kernel.c src/backends/cpu_simd/max_rule.h src/backends/cpu_simd/simd.h
+	src/backends/cpu_simd/maxpool_kernel.c src/backends/cpu_simd/max_rule.h src/backends/cpu_simd/simd.h \
+	src/backends/cpu_simd/conv_direct.c src/backends/conv_bias.c
 if HAVE_DNNL
 libdltrain_a_SOURCES += \
 	src/backends/cpu_onednn/onednn.h \

@@ -252,19 +252,8 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
                     c->dparam[0][i] += ((float *)a->workspace)[stride * (size_t)t + col_ws + i];
         }
     }
-    if (!g->bias || !c->dparam[1])
-        return;
-    #pragma omp parallel for num_threads(m->threads) schedule(static)
-    for (int k = 0; k < g->K; k++) {
-        double s = 0;
-        for (int n = 0; n < c->batch; n++) {
-            const float *dy = c->dout + ((long)n * g->K + k) * m->PQ;
-            #pragma omp simd reduction(+ : s)
-            for (long i = 0; i < m->PQ; i++)
-                s += dy[i];
-        }
-        c->dparam[1][k] += (float)s;
-    }
+    if (g->bias && c->dparam[1])
+        dl_conv_bias_backward(c, g->K, m->PQ, m->threads);
 }
 
 #define IM2COL_KERNEL(SYM, NAME, LIB)                                                            \

@@ -1,7 +1,8 @@
-/* simd.h: the project's own vectorized loops for the few ops where the
- * libraries have nothing fast for a layout we use (oneDNN 2.6 has no JIT
- * pooling on NCHW, and its blocked JIT pooling is slow on small planes), and
- * the kernels built on them.  Each loop has the results of its op's
+/* simd.h: the project's own vectorized loops for the few ops and shapes
+ * where the libraries have nothing fast (oneDNN 2.6 has no JIT pooling on
+ * NCHW, its blocked JIT pooling is slow on small planes, and no library runs
+ * a convolution with one input channel well), and the kernels built on
+ * them.  Each loop has the results of its op's
  * reference forward or backward (src/ops), saved state included. */
 #ifndef DL_BACKENDS_SIMD_H
 #define DL_BACKENDS_SIMD_H
@@ -19,8 +20,9 @@ void dl_simd_maxpool_forward(const struct dl_op_call *c);
 void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, int block);
 void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, int block);
 
-/* Kernels (registry order = preference: these come first for their ops). */
-extern const struct dl_kernel dl_kernel_simd_maxpool;
-#define DL_SIMD_KERNELS &dl_kernel_simd_maxpool,
+/* Kernels (registry order = preference: these come first for their ops;
+ * the direct convolution supports only few-channel, stride-1 layers). */
+extern const struct dl_kernel dl_kernel_simd_maxpool, dl_kernel_direct_conv;
+#define DL_SIMD_KERNELS &dl_kernel_simd_maxpool, &dl_kernel_direct_conv,
 
 #endif
