@@ -16,7 +16,8 @@
  *   backward weights for each input channel, kernel row and pair of output
  *                    channels: 2 x S vector accumulators (S = kernel width,
  *                    a compile-time constant up to 7), kept per thread as
- *                    vectors across samples and summed once at the end.
+ *                    vectors across samples and summed once at the end
+ *                    (the bias gradient too, from the padded dy).
  * The loops are written with GCC vector types and compiled twice, for
  * AVX2 + FMA and for the baseline, picked from the CPU's flags; this file
  * lets the compiler fuse a * b + c into one FMA (C17 mode forbids it
@@ -141,6 +142,10 @@ static inline __attribute__((always_inline)) void corr_sample(const struct corr 
             int o0 = 0;
             for (; o0 + OC_GROUP <= k->n_out; o0 += OC_GROUP)
                 corr_run(k, in, w, bias, o0, p, q0, out, OC_GROUP);
+            if (o0 + 4 <= k->n_out) {
+                corr_run(k, in, w, bias, o0, p, q0, out, 4);
+                o0 += 4;
+            }
             for (; o0 < k->n_out; o0++)
                 corr_run(k, in, w, bias, o0, p, q0, out, 1);
         }
@@ -148,7 +153,8 @@ static inline __attribute__((always_inline)) void corr_sample(const struct corr 
 
 /* Backward weights of one sample for kernel width S: acc holds, per
  * (output channel, input channel, kernel row, column), a vector of partial
- * sums; dy is padded to rows of `cols` floats (zeros past Q). */
+ * sums, then per output channel the bias gradient's; dy is padded to rows of
+ * `cols` floats (zeros past Q). */
 static inline __attribute__((always_inline)) void wgrad_sample(const struct direct_inst *m, const float *in,
                                                                const float *dy, int cols, v8 *acc, const int S)
 {
@@ -188,9 +194,17 @@ static inline __attribute__((always_inline)) void wgrad_sample(const struct dire
                         dst[1][s] = a[1][s];
                 }
             }
+    v8 *bias = acc + (size_t)g->K * g->C * g->R * S;
+    for (int k = 0; k < g->K; k++) {
+        v8 t = bias[k];
+        for (long i = 0; i < (long)g->P * cols; i += VL)
+            t += LOAD8(dy + (size_t)k * g->P * cols + i);
+        bias[k] = t;
+    }
 }
 
-static inline __attribute__((always_inline)) void wgrad_any(const struct direct_inst *m, const float *in, const float *dy, int cols, v8 *acc)
+static inline __attribute__((always_inline)) void wgrad_any(const struct direct_inst *m, const float *in,
+                                                            const float *dy, int cols, v8 *acc)
 {
     switch (m->g.S) {
     case 1: wgrad_sample(m, in, dy, cols, acc, 1); break;
@@ -263,7 +277,7 @@ static int direct_create(const struct dl_layer *l, const struct dl_kernel_config
     size_t dw = (size_t)g->K * g->C * g->R * g->S;
     m->fwd_area = (size_t)round_up((int)padded_floats(&m->fwd.in, g->C), 16);
     m->bwd_area = (size_t)round_up((int)padded_floats(&m->bwd.in, g->K), 16);
-    m->wgt_area = m->fwd_area + (size_t)g->K * g->P * round_up(g->Q, VL) + dw * VL;
+    m->wgt_area = m->fwd_area + (size_t)g->K * g->P * round_up(g->Q, VL) + (dw + (size_t)g->K) * VL;
     *inst = m;
     return DL_OK;
 }
@@ -326,41 +340,43 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
     const struct direct_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    if (c->dparam[0]) {
-        const struct direct_loops *f = loops();
-        size_t taps = (size_t)g->K * g->C * g->R * g->S;
-        int cols = round_up(g->Q, VL);
-        struct padded dyp = {g->P, cols};
-        #pragma omp parallel num_threads(m->threads)
-        {
-            float *pad = (float *)a->workspace + m->wgt_area * (size_t)omp_get_thread_num();
-            float *dy = pad + m->fwd_area;
-            v8 *acc = (v8 *)(dy + (size_t)g->K * g->P * cols);
-            memset(acc, 0, sizeof *acc * taps);
-            #pragma omp for schedule(static)
-            for (int n = 0; n < c->batch; n++) {
-                pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in,
-                           pad);
-                pad_planes(c->dout + (size_t)n * g->K * g->P * g->Q, g->K, g->P, g->Q, 0, 0, &dyp, dy);
-                f->wgrad(m, pad, dy, cols, acc);
+    float *db = g->bias ? c->dparam[1] : NULL;
+    if (!c->dparam[0] && !db)
+        return;
+    const struct direct_loops *f = loops();
+    size_t taps = (size_t)g->K * g->C * g->R * g->S, sums = taps + (size_t)g->K;
+    int cols = round_up(g->Q, VL);
+    struct padded dyp = {g->P, cols};
+    /* Per thread: padded input, padded dy, the vector sums (weights, bias). */
+    size_t sums_at = m->fwd_area + (size_t)g->K * g->P * cols;
+    #pragma omp parallel num_threads(m->threads)
+    {
+        float *pad = (float *)a->workspace + m->wgt_area * (size_t)omp_get_thread_num();
+        float *dy = pad + m->fwd_area;
+        v8 *acc = (v8 *)(pad + sums_at);
+        memset(acc, 0, sizeof *acc * sums);
+        #pragma omp for schedule(static)
+        for (int n = 0; n < c->batch; n++) {
+            pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in, pad);
+            pad_planes(c->dout + (size_t)n * g->K * g->P * g->Q, g->K, g->P, g->Q, 0, 0, &dyp, dy);
+            f->wgrad(m, pad, dy, cols, acc);
+        }
+        /* Threads that got no sample hold zeros: summing every area is exact. */
+        int team = omp_get_num_threads();
+        #pragma omp for schedule(static)
+        for (size_t i = 0; i < sums; i++) {
+            float s = 0;
+            for (int t = 0; t < team; t++) {
+                const float *v = (const float *)a->workspace + m->wgt_area * (size_t)t + sums_at + i * VL;
+                for (int j = 0; j < VL; j++)
+                    s += v[j];
             }
-            /* Threads that got no sample hold zeros: summing every area is exact. */
-            int team = omp_get_num_threads();
-            #pragma omp for schedule(static)
-            for (size_t i = 0; i < taps; i++) {
-                float s = 0;
-                for (int t = 0; t < team; t++) {
-                    const float *v = (const float *)a->workspace + m->wgt_area * (size_t)t + m->fwd_area +
-                                     (size_t)g->K * g->P * cols + i * VL;
-                    for (int j = 0; j < VL; j++)
-                        s += v[j];
-                }
+            if (i < taps && c->dparam[0])
                 c->dparam[0][i] += s;
-            }
+            else if (i >= taps && db)
+                db[i - taps] += s;
         }
     }
-    if (g->bias && c->dparam[1])
-        dl_conv_bias_backward(c, g->K, (long)g->P * g->Q, m->threads);
 }
 
 const struct dl_kernel dl_kernel_direct_conv = {
