@@ -6,7 +6,9 @@
  * fixed seed and thread count; and the planned arena is used without any
  * allocation per step (the executor has nothing to allocate with).  A small
  * conv net also runs on oneDNN kernels alone (all=onednn), where fc1 (the
- * inner product) takes the blocked max-pool output without a reorder step. */
+ * inner product) takes the blocked max-pool output without a reorder step.
+ * A ReLU folded into the convolution before it trains bit for bit like the
+ * ReLU layer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,6 +132,61 @@ static void lenet5(void **state)
     fast_vs_reference(LENET, NULL, 16);
 }
 
+/* Few input channels at stride 1 (the direct convolution, which folds a
+ * following ReLU in), the second ReLU also read by a residual add, so only
+ * the first is folded. */
+static const char *const FUSABLE =
+    "input: {shape: [3, 11, 13], classes: 4}\n"
+    "layers:\n"
+    "  - {name: c1, type: conv, filters: 4, kernel: 3, pad: 1}\n"
+    "  - {name: r1, type: relu}\n"
+    "  - {name: c2, type: conv, filters: 4, kernel: 3, pad: 1}\n"
+    "  - {name: r2, type: relu}\n"
+    "  - {name: sum, type: add, inputs: [r2, c2]}\n"
+    "  - {name: fc, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n";
+
+/* SGD steps with and without folding ReLUs into convolutions; returns how
+ * many layers were folded. */
+static int train_fusion(const char *text, int no_fusion, int batch, double *loss, float **weights, long *n)
+{
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("net.yaml", text, &net, &err), 0);
+    struct dl_kernel_choices ch = {.no_fusion = no_fusion};
+    struct dl_exec e;
+    assert_int_equal(dl_exec_init_with(&e, &net.graph, batch, 3, &ch, &err), 0);
+    int fused = 0;
+    for (int i = 0; i < net.graph.n; i++)
+        fused += e.fused[i];
+    train_steps(&e, net.graph.classes, batch, STEPS, loss, weights, n);
+    dl_exec_free(&e);
+    dl_net_free(&net);
+    return fused;
+}
+
+/* A folded ReLU computes what the ReLU layer does, bit for bit: the same
+ * losses and weights as with --no-fusion. */
+static void relu_fused_into_conv(void **state)
+{
+    const char *nets[] = {LENET, FUSABLE};
+    const int expect[] = {1, 1}; /* LeNet: conv1's ReLU (conv2 runs on oneDNN); FUSABLE: r1, not r2 */
+    for (int k = 0; k < 2; k++) {
+        double lf[STEPS], lu[STEPS];
+        float *wf, *wu;
+        long n;
+        int fused = train_fusion(nets[k], 0, 8, lf, &wf, &n);
+        assert_int_equal(train_fusion(nets[k], 1, 8, lu, &wu, &n), 0);
+        print_message("# net %d: %d ReLU folded; last loss %.7f fused, %.7f not\n", k, fused, lf[STEPS - 1],
+                      lu[STEPS - 1]);
+        assert_int_equal(fused, expect[k]);
+        assert_memory_equal(lf, lu, sizeof lf);
+        assert_memory_equal(wf, wu, sizeof *wf * (size_t)n);
+        free(wf);
+        free(wu);
+    }
+}
+
 /* Every layer on a oneDNN kernel where there is one: fc1 (the inner
  * product) reads the oneDNN max pool's blocked output as it is. */
 static void blocked_onednn_fc(void **state)
@@ -242,6 +299,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lenet5),
+        cmocka_unit_test(relu_fused_into_conv),
         cmocka_unit_test(blocked_onednn_fc),
         cmocka_unit_test(onednn_fc_saves_reorder),
         cmocka_unit_test(resnet_like),

@@ -29,7 +29,13 @@
  * produce a blocked layout (layout.h).  The executor inserts explicit reorder
  * steps where a producer's layout differs from what a consumer wants:
  * kernels never reorder activations behind the caller's back.  Gradients
- * travel in the layout of the tensor they belong to. */
+ * travel in the layout of the tensor they belong to.
+ *
+ * Fused ReLU.  A kernel with fuses_relu may be created with cfg.relu = 1
+ * when the executor folds the ReLU layer that alone consumes its output
+ * into it: forward then writes max(y, 0) (the ReLU's output, NaN as 0 like
+ * the op), and backward's dout is the gradient of that output, which the
+ * kernel masks by out > 0 itself (c.out still holds the forward output). */
 #ifndef DL_BACKENDS_KERNEL_H
 #define DL_BACKENDS_KERNEL_H
 
@@ -45,6 +51,7 @@ struct dl_kernel_config {
     int mb;                                 /* samples per call */
     enum dl_layout in[DL_MAX_INPUTS];       /* layout of each input (and its gradient) */
     enum dl_layout out;                     /* layout of the output (and its gradient) */
+    int relu;                               /* 1: a ReLU is fused after the op (fuses_relu kernels) */
 };
 
 struct dl_kernel_args {
@@ -57,6 +64,7 @@ struct dl_kernel {
     const char *backend;           /* library folder: "reference", "cpu_onednn", "cpu_blas" */
     const struct dl_op_kind *op;   /* the op kind served; NULL: every kind (the reference) */
     int whole_batch;               /* 1: mb must equal the batch (batch statistics) */
+    int fuses_relu;                /* 1: can be created with cfg.relu (see above) */
     /* 1 when this kernel can run layer l (attributes, shapes); may be NULL (all). */
     int (*supports)(const struct dl_layer *l);
     /* Given the layouts the producers offer, the layout wanted for each input
@@ -91,6 +99,7 @@ const struct dl_kernel *dl_kernel_find(const struct dl_op_kind *op, const char *
  * default for that layer. */
 #define DL_MAX_KERNEL_CHOICES 32
 struct dl_kernel_choices {
+    int no_fusion;  /* 1: never fold a ReLU into its producer (--no-fusion) */
     int n;
     char key[DL_MAX_KERNEL_CHOICES][64];
     char name[DL_MAX_KERNEL_CHOICES][32];

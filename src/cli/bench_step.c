@@ -61,7 +61,8 @@ static void print_layers(const struct dl_exec *e, int steps)
         const struct dl_layer *l = &g->layers[i];
         double f = e->time_fwd[i] / steps, b = e->time_bwd[i] / steps;
         double gf = f + b > 0 ? 3 * l->flops * e->batch / (f + b) / 1e9 : 0;
-        printf("%-4d %-26s %-15s %-12s %-8s %10.3f %10.3f %9.1f\n", i, l->name, l->kind->name, e->kernel[i]->name,
+        printf("%-4d %-26s %-15s %-12s %-8s %10.3f %10.3f %9.1f\n", i, l->name, l->kind->name,
+               e->fused[i] ? "fused" : e->kernel[i]->name,
                dl_layout_names[e->act_layout[i]], 1e3 * f, 1e3 * b, gf);
     }
 }

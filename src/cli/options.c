@@ -98,6 +98,10 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
         }
         return 1;
     }
+    if (opt == DL_OPT_NO_FUSION) {
+        dl_kernel_defaults.no_fusion = 1;
+        return 1;
+    }
     if (opt >= DL_OPT_TUNE && opt <= DL_OPT_TUNE_POLICY)
         return tune_option(opt, arg, prog);
     if (opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS)
@@ -262,6 +266,8 @@ void dl_net_options_help(FILE *f)
           "                        shared among this node's ranks when they are not bound)\n"
           "  --kernel OP=NAME      run OP (or a layer name, or all) with kernel NAME, e.g.\n"
           "                        conv=onednn, fc=openblas, all=reference (repeatable)\n"
+          "  --no-fusion           run every ReLU as its own layer (by default a ReLU after a\n"
+          "                        convolution whose kernel can apply it is folded into it)\n"
           "  --tune                pick each layer's kernel and micro-batch split by measuring\n"
           "                        (cached in the tuning database; see dltrain tune)\n"
           "  --workspace-limit BYTES  workspace per layer and direction for the tuner (e.g. 64M)\n"

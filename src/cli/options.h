@@ -16,7 +16,7 @@ enum {
     DL_OPT_NET = 1000, DL_OPT_EPOCHS, DL_OPT_BATCH, DL_OPT_LR, DL_OPT_OPTIMIZER, DL_OPT_MOMENTUM,
     DL_OPT_NESTEROV, DL_OPT_WEIGHT_DECAY, DL_OPT_SCHEDULE, DL_OPT_WARMUP, DL_OPT_SEED, DL_OPT_DATA,
     DL_OPT_DATASET, DL_OPT_LIMIT_TRAIN, DL_OPT_LIMIT_TEST, DL_OPT_MAX_STEPS, DL_OPT_THREADS,
-    DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL,
+    DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL, DL_OPT_NO_FUSION,
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
     DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
@@ -32,6 +32,7 @@ enum {
     {"limit-test", required_argument, 0, DL_OPT_LIMIT_TEST}, {"max-steps", required_argument, 0, DL_OPT_MAX_STEPS}, \
     {"threads", required_argument, 0, DL_OPT_THREADS}, {"help", no_argument, 0, DL_OPT_HELP}, \
     {"version", no_argument, 0, DL_OPT_VERSION}, {"kernel", required_argument, 0, DL_OPT_KERNEL}, \
+    {"no-fusion", no_argument, 0, DL_OPT_NO_FUSION}, \
     {"tune", no_argument, 0, DL_OPT_TUNE}, {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT}, \
     {"workspace-total", required_argument, 0, DL_OPT_WORKSPACE_TOTAL}, \
     {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY}

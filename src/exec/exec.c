@@ -40,6 +40,7 @@ void dl_exec_free(struct dl_exec *e)
     free(e->act);
     free(e->act_layout);
     free(e->kernel);
+    free(e->fused);
     free(e->param);
     free(e->dparam);
     free(e->rng);
@@ -79,8 +80,9 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->act = dl_calloc(n, sizeof *e->act, err);
     e->act_layout = dl_calloc(n, sizeof *e->act_layout, err);
     e->kernel = dl_calloc(n, sizeof *e->kernel, err);
+    e->fused = dl_calloc(n, sizeof *e->fused, err);
     e->impl = dl_calloc(1, sizeof *e->impl, err);
-    int rc = !e->act || !e->act_layout || !e->kernel || !e->impl ? DL_ERR_NOMEM : DL_OK;
+    int rc = !e->act || !e->act_layout || !e->kernel || !e->fused || !e->impl ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
         rc = copy_mbplan(&e->impl->mbplan, mbplan, g, err);
     if (!rc)

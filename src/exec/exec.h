@@ -49,6 +49,10 @@ struct dl_exec {
     void (*sync_sum)(void *ctx, double *v, int n);
     void *sync_ctx;
     const struct dl_kernel **kernel;       /* [layer] the kernel that runs it */
+    /* [layer] 1: a ReLU folded into its producer's kernel (kernel.h, "Fused
+     * ReLU"): no step of its own, its output is the producer's tensor;
+     * kernel[] then names the producer's kernel. */
+    int *fused;
     size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
     size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */
     /* Per-layer timing (dl_exec_timing_enable): seconds summed over calls;

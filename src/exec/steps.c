@@ -4,11 +4,16 @@
  * per tensor and layout, shared by the consumers), then describe every buffer
  * (activation, gradient, kernel state, fan-out scratch, workspace) with its
  * lifetime for the memory planner and point them into the arena.  Layers with
- * a micro-batch plan get their kernel from it (micro.c checks the rest). */
+ * a micro-batch plan get their kernel from it (micro.c checks the rest).
+ * A ReLU that alone consumes a convolution's output is folded into the
+ * convolution's kernel when that kernel can apply it (kernel.h, "Fused
+ * ReLU"): it gets no step, and its output is the convolution's tensor. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "ops/kinds.h"
 
 static int add_tensor(struct dl_exec_impl *m, int step, struct dl_shape s, enum dl_layout l, int needs_grad)
 {
@@ -73,6 +78,25 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
     return dl_kernel_select(&e->g->layers[i], ch);
 }
 
+/* 1 when layer i (run by k) takes the ReLU after it into its kernel: the
+ * ReLU reads only i's output and is its only consumer, neither layer has a
+ * micro-batch plan, the ReLU is not the logits, and no --kernel choice
+ * steers the ReLU away from its default. */
+static int fuses_next_relu(const struct dl_exec *e, int i, const struct dl_kernel *k,
+                           const struct dl_kernel_choices *ch)
+{
+    const struct dl_graph *g = e->g;
+    const struct dl_mbplan *p = &e->impl->mbplan;
+    if (!k->fuses_relu || (ch && ch->no_fusion) || i + 1 >= g->n || g->layers[i].n_consumers != 1)
+        return 0;
+    const struct dl_layer *r = &g->layers[i + 1];
+    if (r->kind != &dl_op_relu || r->n_in != 1 || r->in[0] != i || i + 1 == g->logits || i == g->logits)
+        return 0;
+    if (p->batch && (p->layer[i].tuned || p->layer[i + 1].tuned))
+        return 0;
+    return dl_kernel_select(r, ch) == dl_kernel_select(r, NULL);
+}
+
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
 {
     const struct dl_graph *g = e->g;
@@ -87,6 +111,12 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     int input = add_tensor(m, -1, g->input, DL_LAYOUT_PLAIN, 0);
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
+        if (e->fused[i]) { /* its producer, layer i - 1, applies it */
+            m->out_tensor[i] = m->out_tensor[i - 1];
+            e->kernel[i] = e->kernel[i - 1];
+            e->act_layout[i] = e->act_layout[i - 1];
+            continue;
+        }
         const struct dl_kernel *k = layer_kernel(e, i, ch);
         enum dl_layout offered[DL_MAX_INPUTS], want[DL_MAX_INPUTS], out;
         int src[DL_MAX_INPUTS];
@@ -106,6 +136,9 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         e->kernel[i] = k;
         s->cfg.mb = e->max_batch;
         s->cfg.out = out;
+        s->cfg.relu = fuses_next_relu(e, i, k, ch);
+        if (s->cfg.relu)
+            e->fused[i + 1] = 1;
         for (int j = 0; j < l->n_in; j++) {
             s->in[j] = in[j];
             s->cfg.in[j] = m->tensors[in[j]].layout;

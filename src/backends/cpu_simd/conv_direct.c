@@ -18,6 +18,9 @@
  *                    a compile-time constant up to 7), kept per thread as
  *                    vectors across samples and summed once at the end
  *                    (the bias gradient too, from the padded dy).
+ * A fused ReLU (kernel.h) costs nothing extra: forward clamps the
+ * accumulators before storing them, and both backward passes mask dy by
+ * the saved output while copying it into their padded planes.
  * The loops are written with GCC vector types and compiled twice, for
  * AVX2 + FMA and for the baseline, picked from the CPU's flags; this file
  * lets the compiler fuse a * b + c into one FMA (C17 mode forbids it
@@ -25,6 +28,7 @@
 #include "backends/cpu_simd/simd.h"
 
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +50,7 @@
 
 typedef float v8 __attribute__((vector_size(VL * sizeof(float))));
 typedef float v8u __attribute__((vector_size(VL * sizeof(float)), aligned(sizeof(float)))); /* unaligned */
+typedef int v8i __attribute__((vector_size(VL * sizeof(int))));
 #define LOAD8(p) (*(const v8u *)(p))
 #define STORE8(p, v) (*(v8u *)(p) = (v))
 
@@ -60,6 +65,7 @@ struct padded {
  * w[((o*n_in + i)*R + r)*S + s] * in[i][p + r][q + s]. */
 struct corr {
     int n_in, n_out, R, S, P, Q;
+    int relu;  /* 1: out = max(sum, 0) (a fused ReLU) */
     struct padded in;
 };
 
@@ -67,6 +73,7 @@ struct direct_inst {
     struct dl_conv_geom g;
     int threads;             /* the workspace holds this many per-thread areas */
     struct corr fwd, bwd;    /* forward; backward data (dy padded, weights flipped) */
+    int relu;                /* a fused ReLU: dy is masked by out > 0 */
     size_t fwd_area, bwd_area, wgt_area; /* floats per thread and direction */
 };
 
@@ -80,14 +87,53 @@ static size_t padded_floats(const struct padded *p, int planes)
     return (size_t)planes * (size_t)p->rows * (size_t)p->cols;
 }
 
-/* Copies n planes of h x w into pad at row top, column left (zeros around). */
-static void pad_planes(const float *src, int n, int h, int w, int top, int left, const struct padded *p, float *pad)
+/* dst = src where mask > 0, else 0 (a ReLU's backward, NaN in mask as 0),
+ * as a bits and without branches (half the values are masked): in vectors,
+ * the last moved back to end at w (recomputing a few), or one by one for
+ * rows shorter than a vector. */
+static inline __attribute__((always_inline)) void masked_row(float *dst, const float *src, const float *mask, int w)
+{
+    for (int j = 0; w >= VL && j < w; j += VL) {
+        int q = j + VL <= w ? j : w - VL;
+        STORE8(dst + q, (v8)((v8i)LOAD8(src + q) & (LOAD8(mask + q) > 0)));
+    }
+    for (int j = 0; w < VL && j < w; j++) {
+        uint32_t bits;
+        memcpy(&bits, src + j, sizeof bits);
+        bits &= 0u - (uint32_t)(mask[j] > 0);
+        memcpy(dst + j, &bits, sizeof bits);
+    }
+}
+
+/* The baseline's: 8-float vectors are not native there. */
+static void masked_row_base(float *dst, const float *src, const float *mask, int w)
+{
+    for (int j = 0; j < w; j++) {
+        uint32_t bits;
+        memcpy(&bits, src + j, sizeof bits);
+        bits &= 0u - (uint32_t)(mask[j] > 0);
+        memcpy(dst + j, &bits, sizeof bits);
+    }
+}
+
+typedef void masked_row_fn(float *dst, const float *src, const float *mask, int w);
+
+/* Copies n planes of h x w into pad at row top, column left (zeros around);
+ * with a mask (a fused ReLU's output, same shape as src), through masked
+ * (the ReLU's backward). */
+static void pad_planes(const float *src, const float *mask, masked_row_fn *masked, int n, int h, int w, int top,
+                       int left, const struct padded *p, float *pad)
 {
     memset(pad, 0, sizeof(float) * padded_floats(p, n));
     for (int i = 0; i < n; i++)
-        for (int r = 0; r < h; r++)
-            memcpy(pad + ((size_t)i * p->rows + (size_t)(r + top)) * p->cols + left, src + ((size_t)i * h + r) * w,
-                   sizeof(float) * (size_t)w);
+        for (int r = 0; r < h; r++) {
+            float *dst = pad + ((size_t)i * p->rows + (size_t)(r + top)) * p->cols + left;
+            size_t at = ((size_t)i * h + r) * w;
+            if (mask)
+                masked(dst, src + at, mask + at, w);
+            else
+                memcpy(dst, src + at, sizeof(float) * (size_t)w);
+        }
 }
 
 /* Output rows [p0, p0+1) of channels [o0, o0 + OCN) over one run of 16
@@ -120,6 +166,9 @@ static inline __attribute__((always_inline)) void corr_run(const struct corr *k,
     int n = k->Q - q0 < RUN ? k->Q - q0 : RUN;
     #pragma GCC unroll 6
     for (int o = 0; o < OCN; o++) {
+        if (k->relu) /* NaN > 0 is false: NaN becomes 0, as in the ReLU op */
+            for (int j = 0; j < 2; j++)
+                acc[o][j] = (v8)((v8i)acc[o][j] & (acc[o][j] > 0));
         float *y = out + ((size_t)(o0 + o) * k->P + p) * k->Q + q0;
         if (n == RUN) {
             STORE8(y, acc[o][0]);
@@ -221,6 +270,7 @@ static inline __attribute__((always_inline)) void wgrad_any(const struct direct_
 struct direct_loops {
     void (*corr)(const struct corr *k, const float *in, const float *w, const float *bias, float *out);
     void (*wgrad)(const struct direct_inst *m, const float *in, const float *dy, int cols, v8 *acc);
+    masked_row_fn *masked;
 };
 
 __attribute__((target("avx2,fma"))) static void corr_avx2(const struct corr *k, const float *in, const float *w,
@@ -235,6 +285,12 @@ __attribute__((target("avx2,fma"))) static void wgrad_avx2(const struct direct_i
     wgrad_any(m, in, dy, cols, acc);
 }
 
+__attribute__((target("avx2,fma"))) static void masked_row_avx2(float *dst, const float *src, const float *mask,
+                                                                int w)
+{
+    masked_row(dst, src, mask, w);
+}
+
 static void corr_base(const struct corr *k, const float *in, const float *w, const float *bias, float *out)
 {
     corr_sample(k, in, w, bias, out);
@@ -247,7 +303,8 @@ static void wgrad_base(const struct direct_inst *m, const float *in, const float
 
 static const struct direct_loops *loops(void)
 {
-    static const struct direct_loops avx2 = {corr_avx2, wgrad_avx2}, base = {corr_base, wgrad_base};
+    static const struct direct_loops avx2 = {corr_avx2, wgrad_avx2, masked_row_avx2},
+                                     base = {corr_base, wgrad_base, masked_row_base};
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &avx2 : &base;
 }
@@ -269,7 +326,8 @@ static int direct_create(const struct dl_layer *l, const struct dl_kernel_config
     m->threads = dl_threads_get();
     const struct dl_conv_geom *g = &m->g;
     /* Forward: rows P + R - 1 (ph on top), columns the runs + S - 1 (pw on the left). */
-    m->fwd = (struct corr){.n_in = g->C, .n_out = g->K, .R = g->R, .S = g->S, .P = g->P, .Q = g->Q,
+    m->relu = cfg->relu;
+    m->fwd = (struct corr){.n_in = g->C, .n_out = g->K, .R = g->R, .S = g->S, .P = g->P, .Q = g->Q, .relu = m->relu,
                            .in = {g->P + g->R - 1, round_up(g->Q, RUN) + g->S - 1}};
     /* Backward data: dy padded by R-1-ph on top and S-1-pw on the left. */
     m->bwd = (struct corr){.n_in = g->K, .n_out = g->C, .R = g->R, .S = g->S, .P = g->H, .Q = g->W,
@@ -305,7 +363,8 @@ static void direct_forward(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *pad = (float *)a->workspace + m->fwd_area * (size_t)omp_get_thread_num();
-        pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in, pad);
+        pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, NULL, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in,
+                   pad);
         f->corr(&m->fwd, pad, c->param[0], g->bias ? c->param[1] : NULL, c->out + (size_t)n * g->K * g->P * g->Q);
     }
 }
@@ -329,8 +388,9 @@ static void direct_backward_data(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *pad = areas + m->bwd_area * (size_t)omp_get_thread_num();
-        pad_planes(c->dout + (size_t)n * g->K * g->P * g->Q, g->K, g->P, g->Q, g->R - 1 - g->ph, g->S - 1 - g->pw,
-                   &m->bwd.in, pad);
+        size_t at = (size_t)n * g->K * g->P * g->Q;
+        pad_planes(c->dout + at, m->relu ? c->out + at : NULL, f->masked, g->K, g->P, g->Q, g->R - 1 - g->ph,
+                   g->S - 1 - g->pw, &m->bwd.in, pad);
         f->corr(&m->bwd, pad, wt, NULL, c->din[0] + (size_t)n * g->C * g->H * g->W);
     }
 }
@@ -357,8 +417,10 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
         memset(acc, 0, sizeof *acc * sums);
         #pragma omp for schedule(static)
         for (int n = 0; n < c->batch; n++) {
-            pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in, pad);
-            pad_planes(c->dout + (size_t)n * g->K * g->P * g->Q, g->K, g->P, g->Q, 0, 0, &dyp, dy);
+            size_t at = (size_t)n * g->K * g->P * g->Q;
+            pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, NULL, g->C, g->H, g->W, g->ph, g->pw,
+                       &m->fwd.in, pad);
+            pad_planes(c->dout + at, m->relu ? c->out + at : NULL, f->masked, g->K, g->P, g->Q, 0, 0, &dyp, dy);
             f->wgrad(m, pad, dy, cols, acc);
         }
         /* Threads that got no sample hold zeros: summing every area is exact. */
@@ -380,7 +442,7 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
 }
 
 const struct dl_kernel dl_kernel_direct_conv = {
-    .name = "direct", .backend = "cpu_simd", .op = &dl_op_conv, .supports = direct_supports,
+    .name = "direct", .backend = "cpu_simd", .op = &dl_op_conv, .fuses_relu = 1, .supports = direct_supports,
     .create = direct_create, .destroy = direct_destroy, .workspace_bytes = direct_ws,
     .forward = direct_forward, .backward_data = direct_backward_data, .backward_weights = direct_backward_weights,
 };
