@@ -195,9 +195,24 @@ static void cost_formulas(void **state)
     assert_true(fabs(dl_cost_beta(&cp3, 4, 4, 64 << 20) - 2e-9) < 1e-18);
     /* gamma: one rank alone at gamma_one, every rank at gamma */
     struct dl_cost_params cp4 = {.alpha = 1e-6, .beta = 2e-9, .gamma = 4e-10, .gamma_one = 2e-10};
-    assert_true(fabs(dl_cost_gamma(&cp4, 1, 5) - 2e-10) < 1e-18);
-    assert_true(fabs(dl_cost_gamma(&cp4, 5, 5) - 4e-10) < 1e-18);
-    assert_true(fabs(dl_cost_gamma(&cp4, 3, 5) - 3e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp4, 1, 5, 16 << 20) - 2e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp4, 5, 5, 16 << 20) - 4e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp4, 3, 5, 16 << 20) - 3e-10) < 1e-18);
+    /* additions on vectors that fit in cache run at gamma_small, in between
+     * by log(size), for any number of ranks adding */
+    struct dl_cost_params cp5 = {.alpha = 1e-6, .beta = 2e-9, .gamma = 4e-10, .gamma_one = 2e-10, .gamma_small = 1e-10};
+    assert_true(fabs(dl_cost_gamma(&cp5, 5, 5, 1 << 20) - 1e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp5, 5, 5, 4 << 20) - 2.5e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp5, 1, 5, 1 << 20) - 0.5e-10) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp5, 5, 5, 64 << 20) - 4e-10) < 1e-18);
+    /* past the last-level cache: towards beta_large and gamma_large by
+     * log(size) from 16 to 64 MiB, constant beyond */
+    struct dl_cost_params cp6 = {.alpha = 1e-6, .beta = 2e-9, .gamma = 4e-10, .beta_large = 3e-9, .gamma_large = 6e-10};
+    assert_true(fabs(dl_cost_beta(&cp6, 4, 4, 16 << 20) - 2e-9) < 1e-18);
+    assert_true(fabs(dl_cost_beta(&cp6, 4, 4, 32 << 20) - 2.5e-9) < 1e-18);
+    assert_true(fabs(dl_cost_beta(&cp6, 4, 4, 256u << 20) - 3e-9) < 1e-18);
+    assert_true(fabs(dl_cost_gamma(&cp6, 4, 4, 32 << 20) - 5e-10) < 1e-18);
+    assert_true(fabs(dl_cost_beta(&cp6, 4, 4, 1 << 20) - 2e-9) < 1e-18); /* no beta_small: the base rate */
     /* one server carries everything; p servers are the ring's bandwidth */
     struct dl_allreduce_opts one = {.ps_servers = 1};
     assert_true(dl_cost_ps(&cp, 4, m, &one) > 3 * dl_cost_ps(&cp, 4, m, NULL));

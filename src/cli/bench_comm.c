@@ -480,13 +480,16 @@ int dl_cli_bench_comm(int argc, char **argv)
     }
     if (b.c->rank == 0) {
         printf("# backend %s, %d ranks, thread level %d; cost model%s: alpha %.3g us, 1/beta %.3g GB/s (all "
-               "ranks; %.3g GB/s at 1 MiB), %.3g GB/s (one pair), %.3g GB/s (one way, half the ranks receiving), "
-               "1/gamma %.3g GB/s (all ranks), %.3g GB/s (one)\n",
+               "ranks; %.3g GB/s at 1 MiB, %.3g at 64 MiB), %.3g GB/s (one pair), %.3g GB/s (one way, half the ranks "
+               "receiving), 1/gamma %.3g GB/s (all ranks; %.3g GB/s at 1 MiB, %.3g at 64 MiB), %.3g GB/s (one)\n",
                b.c->ops->name, b.c->size, b.c->thread_level, cached ? " (cached)" : " (measured)",
                b.cost.alpha * 1e6, 1e-9 / b.cost.beta, 1e-9 / dl_cost_beta(&b.cost, b.c->size, b.c->size, 1 << 20),
+               1e-9 / dl_cost_beta(&b.cost, b.c->size, b.c->size, 64u << 20),
                1e-9 / dl_cost_beta(&b.cost, 2, b.c->size, 16u << 20),
                b.cost.beta_oneway > 0 ? 1e-9 / b.cost.beta_oneway : 1e-9 / b.cost.beta, 1e-9 / b.cost.gamma,
-               1e-9 / dl_cost_gamma(&b.cost, 1, b.c->size));
+               1e-9 / dl_cost_gamma(&b.cost, b.c->size, b.c->size, 1 << 20),
+               1e-9 / dl_cost_gamma(&b.cost, b.c->size, b.c->size, 64u << 20),
+               1e-9 / dl_cost_gamma(&b.cost, 1, b.c->size, 16u << 20));
         print_header(&b);
     }
     for (int i = 0; i < b.nsizes && status < 0; i++)

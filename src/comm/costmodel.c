@@ -34,18 +34,31 @@ static double by_active(double at_two, double at_p, int active, int p)
     return at_two + (at_p - at_two) * (active - 2) / (p - 2);
 }
 
-#define SMALL_VECTOR (1u << 20) /* bytes: the calibration sizes of beta_small and beta */
-#define LARGE_VECTOR (16u << 20)
+#define SMALL_VECTOR (1u << 20) /* bytes: the calibration sizes of beta_small, beta and beta_large */
+#define BASE_VECTOR (16u << 20)
+#define LARGE_VECTOR (64u << 20)
 
-/* How much faster than at 16 MiB bytes move in a vector of `bytes` (1 at
- * 16 MiB and above, beta_small/beta at 1 MiB and below, by log(size) in
- * between). */
+/* How much slower than at 16 MiB a vector of `bytes` is handled, given the
+ * per-byte rates at 1 MiB (small), 16 MiB (base) and 64 MiB (large): by
+ * log(size) between the calibration sizes, constant past them; a rate not
+ * measured (0) counts as the base one. */
+static double scale_by_size(double small, double base, double large, double bytes)
+{
+    if (bytes <= BASE_VECTOR) {
+        if (small <= 0)
+            return 1;
+        double f = bytes <= SMALL_VECTOR ? 0 : log(bytes / SMALL_VECTOR) / log((double)BASE_VECTOR / SMALL_VECTOR);
+        return small / base + f * (1 - small / base);
+    }
+    if (large <= 0)
+        return 1;
+    double f = bytes >= LARGE_VECTOR ? 1 : log(bytes / BASE_VECTOR) / log((double)LARGE_VECTOR / BASE_VECTOR);
+    return 1 + f * (large / base - 1);
+}
+
 static double size_factor(const struct dl_cost_params *cp, double bytes)
 {
-    if (cp->beta_small <= 0 || bytes >= LARGE_VECTOR)
-        return 1;
-    double f = bytes <= SMALL_VECTOR ? 0 : log(bytes / SMALL_VECTOR) / log((double)LARGE_VECTOR / SMALL_VECTOR);
-    return cp->beta_small / cp->beta + f * (1 - cp->beta_small / cp->beta);
+    return scale_by_size(cp->beta_small, cp->beta, cp->beta_large, bytes);
 }
 
 double dl_cost_beta(const struct dl_cost_params *cp, int active, int p, double bytes)
@@ -53,13 +66,12 @@ double dl_cost_beta(const struct dl_cost_params *cp, int active, int p, double b
     return by_active(cp->beta_pair, cp->beta, active, p) * size_factor(cp, bytes);
 }
 
-double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p)
+double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p, double bytes)
 {
-    if (cp->gamma_one <= 0 || active >= p)
-        return cp->gamma;
-    if (active <= 1)
-        return cp->gamma_one;
-    return cp->gamma_one + (cp->gamma - cp->gamma_one) * (active - 1) / (p - 1);
+    double g = cp->gamma;
+    if (cp->gamma_one > 0 && active < p)
+        g = active <= 1 ? cp->gamma_one : cp->gamma_one + (cp->gamma - cp->gamma_one) * (active - 1) / (p - 1);
+    return g * scale_by_size(cp->gamma_small, cp->gamma, cp->gamma_large, bytes);
 }
 
 /* Fix-up for p not a power of two: one whole vector in (and added), one out,
@@ -67,7 +79,8 @@ double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p)
 static double fixup(const struct dl_cost_params *cp, int p, int p2, double m)
 {
     return p == p2 ? 0
-                   : 2 * (cp->alpha + m * dl_cost_beta(cp, 2 * (p - p2), p, m)) + m * dl_cost_gamma(cp, p - p2, p);
+                   : 2 * (cp->alpha + m * dl_cost_beta(cp, 2 * (p - p2), p, m)) +
+                         m * dl_cost_gamma(cp, p - p2, p, m);
 }
 
 double dl_cost_ring(const struct dl_cost_params *cp, int p, double m,
@@ -76,7 +89,7 @@ double dl_cost_ring(const struct dl_cost_params *cp, int p, double m,
     if (p <= 1)
         return 0;
     double f = (double)(p - 1) / p;
-    return 2 * (p - 1) * cp->alpha + 2 * f * m * dl_cost_beta(cp, p, p, m) + f * m * dl_cost_gamma(cp, p, p);
+    return 2 * (p - 1) * cp->alpha + 2 * f * m * dl_cost_beta(cp, p, p, m) + f * m * dl_cost_gamma(cp, p, p, m);
 }
 
 double dl_cost_recursive_doubling(const struct dl_cost_params *cp, int p, double m,
@@ -84,7 +97,8 @@ double dl_cost_recursive_doubling(const struct dl_cost_params *cp, int p, double
 {
     int p2;
     double k = lg_floor(p, &p2);
-    return k * (cp->alpha + m * dl_cost_beta(cp, p2, p, m) + m * dl_cost_gamma(cp, p2, p)) + fixup(cp, p, p2, m);
+    return k * (cp->alpha + m * dl_cost_beta(cp, p2, p, m) + m * dl_cost_gamma(cp, p2, p, m)) +
+           fixup(cp, p, p2, m);
 }
 
 double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
@@ -92,7 +106,7 @@ double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
 {
     int p2;
     double k = lg_floor(p, &p2), f = (double)(p2 - 1) / p2;
-    return 2 * k * cp->alpha + 2 * f * m * dl_cost_beta(cp, p2, p, m) + f * m * dl_cost_gamma(cp, p2, p) +
+    return 2 * k * cp->alpha + 2 * f * m * dl_cost_beta(cp, p2, p, m) + f * m * dl_cost_gamma(cp, p2, p, m) +
            fixup(cp, p, p2, m);
 }
 
@@ -111,7 +125,7 @@ double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
         for (int r = 0; r + d < p; r += 2 * d)
             pairs++;
         double beta = cp->beta_oneway > 0 ? cp->beta_oneway * size_factor(cp, m) : dl_cost_beta(cp, 2 * pairs, p, m);
-        double move = m * beta, add = m * dl_cost_gamma(cp, pairs, p);
+        double move = m * beta, add = m * dl_cost_gamma(cp, pairs, p, m);
         t += 2 * cp->alpha + (move > add ? move : add) + move;
     }
     return t;
@@ -126,7 +140,8 @@ double dl_cost_ps(const struct dl_cost_params *cp, int p, double m,
     int k = opts && opts->ps_servers > 0 && opts->ps_servers < p ? opts->ps_servers : p;
     double shard = m / k;
     int busy = k < p ? k : p; /* ranks adding at once */
-    return 2 * (p - 1) * (cp->alpha + shard * dl_cost_beta(cp, p, p, m)) + (p - 1) * shard * dl_cost_gamma(cp, busy, p);
+    return 2 * (p - 1) * (cp->alpha + shard * dl_cost_beta(cp, p, p, m)) +
+           (p - 1) * shard * dl_cost_gamma(cp, busy, p, m);
 }
 
 void dl_cost_defaults(struct dl_cost_params *cp)
@@ -135,13 +150,15 @@ void dl_cost_defaults(struct dl_cost_params *cp)
     cp->alpha = 5e-6;
     cp->beta = 1.0 / 1.5e9;
     cp->gamma = 1.0 / 4e9;
-    cp->beta_pair = cp->beta_small = cp->gamma_one = cp->beta_oneway = 0;
+    cp->beta_pair = cp->beta_small = cp->gamma_one = cp->beta_oneway = cp->gamma_small = 0;
+    cp->beta_large = cp->gamma_large = 0;
 }
 
 /* In the cache file's name: bumped when the measured quantities change
- * meaning (v2: gamma with the vectorized addition; v3: beta_oneway), so older
- * files are left alone and measured again. */
-#define COST_CACHE_VERSION 3
+ * meaning (v2: gamma with the vectorized addition; v3: beta_oneway; v4:
+ * gamma_small; v5: beta_large, gamma_large), so older files are left alone and
+ * measured again. */
+#define COST_CACHE_VERSION 5
 
 static double now(void)
 {
@@ -232,17 +249,17 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
 {
     /* bytes: large enough to hide latency and to span several scheduler time
      * slices when ranks share cores, so that the median is steady */
-    const size_t big = 16u << 20;
+    const size_t big = BASE_VECTOR, large = LARGE_VECTOR;
     dl_cost_defaults(out);
     if (c->size == 1)
         return DL_OK;
-    float *a = dl_calloc(2 * big / sizeof(float), sizeof(float), err);
+    float *a = dl_calloc(2 * large / sizeof(float), sizeof(float), err);
     if (!a)
         return DL_ERR_NOMEM;
-    float *b = a + big / sizeof(float);
-    for (size_t i = 0; i < big / sizeof(float); i++)
+    float *b = a + large / sizeof(float);
+    for (size_t i = 0; i < large / sizeof(float); i++)
         a[i] = (float)(i % 7), b[i] = 1;
-    double t_small = 0, t_ring = 0, t_pair = 0, t_ring1 = 0, t_oneway = 0;
+    double t_small = 0, t_ring = 0, t_pair = 0, t_ring1 = 0, t_oneway = 0, t_ring64 = 0;
     int rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 5, &t_small, err); /* warm-up */
     if (rc == DL_OK)
         rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 31, &t_small, err);
@@ -254,9 +271,25 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
         rc = time_exchange(c, RING, (char *)a, (char *)b, SMALL_VECTOR, 31, &t_ring1, err);
     if (rc == DL_OK)
         rc = time_exchange(c, ONE_WAY, (char *)a, (char *)b, big, 15, &t_oneway, err);
+    if (rc == DL_OK)
+        rc = time_exchange(c, RING, (char *)a, (char *)b, large, 9, &t_ring64, err);
     /* gamma: every rank adds at once, as inside a collective, and the slowest
-     * one counts; gamma_one: rank 0 alone. */
-    double tg[9], tg1[9];
+     * one counts; gamma_one: rank 0 alone; gamma_small: every rank adds 1 MiB
+     * vectors that stay in cache, as an allreduce of 1 MiB does;
+     * gamma_large: 64 MiB vectors, from memory. */
+    double tg[9], tg1[9], tgs[31], tgl[5];
+    for (int i = 0; i < 5 && rc == DL_OK; i++) {
+        rc = c->ops->barrier(c, err);
+        double t0 = now();
+        dl_reduce_add(a, b, large / sizeof(float));
+        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tgl[i], err);
+    }
+    for (int i = 0; i < 31 && rc == DL_OK; i++) {
+        rc = c->ops->barrier(c, err);
+        double t0 = now();
+        dl_reduce_add(a, b, SMALL_VECTOR / sizeof(float));
+        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tgs[i], err);
+    }
     for (int i = 0; i < 9 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
         double t0 = now();
@@ -274,8 +307,11 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
         return rc;
     qsort(tg, 9, sizeof *tg, cmp_double);
     qsort(tg1, 9, sizeof *tg1, cmp_double);
-    double p[7] = {t_small, per_byte(t_ring, t_small, big), tg[4] / big, per_byte(t_pair, t_small, big),
-                   per_byte(t_ring1, t_small, SMALL_VECTOR), tg1[4] / big, per_byte(t_oneway, t_small, big)};
+    qsort(tgs, 31, sizeof *tgs, cmp_double);
+    qsort(tgl, 5, sizeof *tgl, cmp_double);
+    double p[10] = {t_small, per_byte(t_ring, t_small, big), tg[4] / big, per_byte(t_pair, t_small, big),
+                    per_byte(t_ring1, t_small, SMALL_VECTOR), tg1[4] / big, per_byte(t_oneway, t_small, big),
+                    tgs[15] / SMALL_VECTOR, per_byte(t_ring64, t_small, large), tgl[2] / large};
     rc = c->ops->bcast(c, p, sizeof p, 0, err);
     out->alpha = p[0];
     out->beta = p[1];
@@ -284,6 +320,9 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     out->beta_small = p[4];
     out->gamma_one = p[5];
     out->beta_oneway = p[6];
+    out->gamma_small = p[7];
+    out->beta_large = p[8];
+    out->gamma_large = p[9];
     return rc;
 }
 
@@ -313,10 +352,12 @@ static int read_cache(const char *path, struct dl_cost_params *cp)
     int ok = 0;
     while (fgets(line, sizeof line, f))
         if (line[0] != '#' &&
-            sscanf(line, "%lg %lg %lg %lg %lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma, &cp->beta_pair,
-                   &cp->beta_small, &cp->gamma_one, &cp->beta_oneway) == 7)
+            sscanf(line, "%lg %lg %lg %lg %lg %lg %lg %lg %lg %lg", &cp->alpha, &cp->beta, &cp->gamma,
+                   &cp->beta_pair, &cp->beta_small, &cp->gamma_one, &cp->beta_oneway, &cp->gamma_small,
+                   &cp->beta_large, &cp->gamma_large) == 10)
             ok = cp->alpha >= 0 && cp->beta > 0 && cp->gamma > 0 && cp->beta_pair >= 0 && cp->beta_small >= 0 &&
-                 cp->gamma_one >= 0 && cp->beta_oneway >= 0;
+                 cp->gamma_one >= 0 && cp->beta_oneway >= 0 && cp->gamma_small >= 0 && cp->beta_large >= 0 &&
+                 cp->gamma_large >= 0;
     fclose(f);
     return ok;
 }
@@ -344,8 +385,11 @@ static int write_cache(const char *path, const struct dl_cost_params *cp, struct
         return dl_errorf(err, DL_ERR_IO, "cannot write %s", tmp);
     fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte, all ranks, 16 MiB) gamma (s/byte, "
                "all ranks) beta_pair (s/byte, one pair) beta_small (s/byte, all ranks, 1 MiB) gamma_one (s/byte, "
-               "one rank) beta_oneway (s/byte, half the ranks receiving)\n%.9g %.9g %.9g %.9g %.9g %.9g %.9g\n",
-            cp->alpha, cp->beta, cp->gamma, cp->beta_pair, cp->beta_small, cp->gamma_one, cp->beta_oneway);
+               "one rank) beta_oneway (s/byte, half the ranks receiving) gamma_small (s/byte, all ranks, 1 MiB) "
+               "beta_large (s/byte, all ranks, 64 MiB) gamma_large (s/byte, all ranks, 64 MiB)\n"
+               "%.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n",
+            cp->alpha, cp->beta, cp->gamma, cp->beta_pair, cp->beta_small, cp->gamma_one, cp->beta_oneway,
+            cp->gamma_small, cp->beta_large, cp->gamma_large);
     int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
@@ -359,11 +403,12 @@ int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_par
                             int *cached, struct dl_error *err)
 {
     char path[4096];
-    double p[8] = {0}; /* found, then the parameters in the order of struct dl_cost_params */
+    double p[11] = {0}; /* found, then the parameters in the order of struct dl_cost_params */
     int have_path = c->rank == 0 && dl_cost_cache_path(c, path, sizeof path, NULL) == DL_OK;
     if (have_path && !remeasure && read_cache(path, out)) {
         p[0] = 1, p[1] = out->alpha, p[2] = out->beta, p[3] = out->gamma, p[4] = out->beta_pair;
-        p[5] = out->beta_small, p[6] = out->gamma_one, p[7] = out->beta_oneway;
+        p[5] = out->beta_small, p[6] = out->gamma_one, p[7] = out->beta_oneway, p[8] = out->gamma_small;
+        p[9] = out->beta_large, p[10] = out->gamma_large;
     }
     int rc = c->ops->bcast(c, p, sizeof p, 0, err);
     if (rc != DL_OK)
@@ -372,7 +417,8 @@ int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_par
         *cached = p[0] != 0;
     if (p[0] != 0) {
         out->alpha = p[1], out->beta = p[2], out->gamma = p[3], out->beta_pair = p[4];
-        out->beta_small = p[5], out->gamma_one = p[6], out->beta_oneway = p[7];
+        out->beta_small = p[5], out->gamma_one = p[6], out->beta_oneway = p[7], out->gamma_small = p[8];
+        out->beta_large = p[9], out->gamma_large = p[10];
         return DL_OK;
     }
     rc = dl_cost_measure(c, out, err);

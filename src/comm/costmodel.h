@@ -32,13 +32,18 @@ struct dl_cost_params {
     double gamma_one;  /* seconds per byte reduced by one rank alone; 0 = gamma */
     double beta_oneway; /* seconds per byte when half the ranks each receive from a partner that only
                            sends (a binomial tree's steps), all pairs at once, 16 MiB; 0 = beta */
+    double gamma_small; /* as gamma, adding 1 MiB vectors (in cache); 0 = gamma */
+    double beta_large;  /* as beta, for 64 MiB vectors (past the last-level cache); 0 = beta */
+    double gamma_large; /* as gamma, adding 64 MiB vectors; 0 = gamma */
 };
 
 /* Seconds per byte when `active` of the p ranks move data at once, for an
  * allreduce of a vector of `bytes`. */
 double dl_cost_beta(const struct dl_cost_params *cp, int active, int p, double bytes);
-/* Seconds per byte reduced when `active` of the p ranks add at once. */
-double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p);
+/* Seconds per byte reduced when `active` of the p ranks add at once, for
+ * an allreduce of a vector of `bytes` (towards gamma_small below 16 MiB and
+ * gamma_large above, by log(size) as beta). */
+double dl_cost_gamma(const struct dl_cost_params *cp, int active, int p, double bytes);
 
 /* Predicted seconds to allreduce `bytes` over p ranks. */
 typedef double (*dl_cost_fn)(const struct dl_cost_params *cp, int p, double bytes,
@@ -61,8 +66,10 @@ void dl_cost_defaults(struct dl_cost_params *cp);
 /* Measures alpha by concurrent pairwise exchanges of 8 bytes, beta and
  * beta_small by ring shifts of 16 MiB and 1 MiB (every rank busy, as inside a
  * collective), beta_pair by one pair exchanging 16 MiB alone, beta_oneway by
- * odd ranks sending 16 MiB to their even partners, gamma by a
- * reduction loop run on every rank at once and gamma_one on one rank; each
+ * odd ranks sending 16 MiB to their even partners, beta_large by ring shifts
+ * of 64 MiB, gamma, gamma_small and gamma_large by a reduction loop on
+ * 16 MiB, 1 MiB and 64 MiB run on every rank at once and gamma_one on one
+ * rank; each
  * time is the slowest rank's.  Collective: every rank of c calls it and gets
  * rank 0's numbers. */
 int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_error *err);
