@@ -45,6 +45,8 @@ static const struct kcase cases[] = {
     {"conv_few_rect", "[4, 6, 33]", "{type: conv, filters: 5, kernel: [4, 2], pad: [0, 1]}", 2, NULL},
     {"conv_few_1x1", "[1, 5, 17]", "{type: conv, filters: 1, kernel: 1}", 3, NULL},
     {"conv_few_6x6", "[2, 8, 16]", "{type: conv, filters: 12, kernel: 6, pad: 2}", 2, NULL},
+    /* rows narrower than a run: a run's spill covers several rows below */
+    {"conv_few_narrow", "[2, 9, 3]", "{type: conv, filters: 7, kernel: 3, pad: 1}", 3, NULL},
     {"conv_lenet2", "[6, 14, 14]", "{type: conv, filters: 16, kernel: 5}", 4, NULL},
     {"conv_stride2_odd", "[5, 9, 8]", "{type: conv, filters: 7, kernel: 3, stride: 2, pad: 1}", 2, NULL},
     {"conv_dilation", "[4, 11, 9]", "{type: conv, filters: 5, kernel: 3, dilation: 2, pad: 2}", 2, NULL},

@@ -136,8 +136,8 @@ static void pad_planes(const float *src, const float *mask, masked_row_fn *maske
         }
 }
 
-/* Output rows [p0, p0+1) of channels [o0, o0 + OCN) over one run of 16
- * columns starting at q0; columns past Q go to a scratch row. */
+/* Output row p of channels [o0, o0 + OCN) over one run of 16 columns
+ * starting at q0. */
 static inline __attribute__((always_inline)) void corr_run(const struct corr *k, const float *in, const float *w,
                                                            const float *bias, int o0, int p, int q0, float *out,
                                                            const int OCN, const int RELU)
@@ -163,14 +163,18 @@ static inline __attribute__((always_inline)) void corr_run(const struct corr *k,
                 }
             }
         }
-    int n = k->Q - q0 < RUN ? k->Q - q0 : RUN;
+    /* A run past the row's end may spill its extra columns into the rows
+     * below, which are written later, as long as they are in the plane;
+     * only the plane's last run goes through a scratch row (a memcpy per
+     * run cost 10% of LeNet conv1's forward). */
+    int whole = (long)p * k->Q + q0 + RUN <= (long)k->P * k->Q, n = k->Q - q0 < RUN ? k->Q - q0 : RUN;
     #pragma GCC unroll 6
     for (int o = 0; o < OCN; o++) {
         if (RELU) /* NaN > 0 is false: NaN becomes 0, as in the ReLU op */
             for (int j = 0; j < 2; j++)
                 acc[o][j] = (v8)((v8i)acc[o][j] & (acc[o][j] > 0));
         float *y = out + ((size_t)(o0 + o) * k->P + p) * k->Q + q0;
-        if (n == RUN) {
+        if (whole) {
             STORE8(y, acc[o][0]);
             STORE8(y + VL, acc[o][1]);
         } else {
