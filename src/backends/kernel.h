@@ -33,9 +33,10 @@
  *
  * Fused ReLU.  A kernel with fuses_relu may be created with cfg.relu = 1
  * when the executor folds the ReLU layer that alone consumes its output
- * into it: forward then writes max(y, 0) (the ReLU's output, NaN as 0 like
- * the op), and backward's dout is the gradient of that output, which the
- * kernel masks by out > 0 itself (c.out still holds the forward output). */
+ * into it (or, for max pooling, the ReLU before it, which commutes with
+ * it): forward then writes max(y, 0) (NaN as 0 like the op), and
+ * backward's dout is the gradient of that output, which the kernel masks
+ * by out > 0 itself (c.out still holds the forward output). */
 #ifndef DL_BACKENDS_KERNEL_H
 #define DL_BACKENDS_KERNEL_H
 

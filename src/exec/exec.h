@@ -49,9 +49,11 @@ struct dl_exec {
     void (*sync_sum)(void *ctx, double *v, int n);
     void *sync_ctx;
     const struct dl_kernel **kernel;       /* [layer] the kernel that runs it */
-    /* [layer] 1: a ReLU folded into its producer's kernel (kernel.h, "Fused
-     * ReLU"): no step of its own, its output is the producer's tensor;
-     * kernel[] then names the producer's kernel. */
+    /* [layer] a ReLU folded into another layer's kernel (kernel.h, "Fused
+     * ReLU"), with no step of its own: 1 into its producer (its output is
+     * the producer's tensor), 2 into the max pooling that reads it (which
+     * reads the ReLU's input instead; act[] then shows that input).
+     * kernel[] names the kernel that applies it. */
     int *fused;
     size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
     size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */

@@ -7,7 +7,9 @@
  * a micro-batch plan get their kernel from it (micro.c checks the rest).
  * A ReLU that alone consumes a convolution's output is folded into the
  * convolution's kernel when that kernel can apply it (kernel.h, "Fused
- * ReLU"): it gets no step, and its output is the convolution's tensor. */
+ * ReLU"): it gets no step, and its output is the convolution's tensor; a
+ * ReLU read only by a max pooling moves past it into the pooling's kernel
+ * the same way, and the pooling reads the ReLU's input. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -78,23 +80,46 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
     return dl_kernel_select(&e->g->layers[i], ch);
 }
 
+/* 1 when ReLU layer r may be folded into layer o's kernel (its producer or
+ * its consumer): fusion is on, r reads one tensor and is read by one layer,
+ * neither layer is the logits or has a micro-batch plan, and no --kernel
+ * choice steers r away from its default. */
+static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_kernel_choices *ch)
+{
+    const struct dl_graph *g = e->g;
+    const struct dl_mbplan *p = &e->impl->mbplan;
+    const struct dl_layer *l = &g->layers[r];
+    if ((ch && ch->no_fusion) || l->kind != &dl_op_relu || l->n_in != 1 || l->n_consumers != 1 ||
+        r == g->logits || o == g->logits)
+        return 0;
+    if (p->batch && (p->layer[r].tuned || p->layer[o].tuned))
+        return 0;
+    return dl_kernel_select(l, ch) == dl_kernel_select(l, NULL);
+}
+
 /* 1 when layer i (run by k) takes the ReLU after it into its kernel: the
- * ReLU reads only i's output and is its only consumer, neither layer has a
- * micro-batch plan, the ReLU is not the logits, and no --kernel choice
- * steers the ReLU away from its default. */
+ * ReLU reads i's output, which nothing else reads. */
 static int fuses_next_relu(const struct dl_exec *e, int i, const struct dl_kernel *k,
                            const struct dl_kernel_choices *ch)
 {
     const struct dl_graph *g = e->g;
-    const struct dl_mbplan *p = &e->impl->mbplan;
-    if (!k->fuses_relu || (ch && ch->no_fusion) || i + 1 >= g->n || g->layers[i].n_consumers != 1)
+    return k->fuses_relu && i + 1 < g->n && g->layers[i].n_consumers == 1 && g->layers[i + 1].in[0] == i &&
+           may_fold_relu(e, i + 1, i, ch);
+}
+
+/* 1 when ReLU layer i can move past the max pooling that alone reads it
+ * and be folded into the pooling's kernel: max(., 0) commutes with taking
+ * a window's maximum, and the gradient goes to the same winner (or nowhere
+ * when the window's maximum is not positive), so the pooling runs on the
+ * ReLU's input and clamps its smaller output instead.  (Only a NaN tells
+ * them apart: the ReLU turns it into 0 before the window, the pooling lets
+ * it win and then clamps it.) */
+static int relu_moves_into_pooling(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
+{
+    const struct dl_graph *g = e->g;
+    if (i + 1 >= g->n || g->layers[i + 1].kind != &dl_op_maxpool || g->layers[i + 1].in[0] != i)
         return 0;
-    const struct dl_layer *r = &g->layers[i + 1];
-    if (r->kind != &dl_op_relu || r->n_in != 1 || r->in[0] != i || i + 1 == g->logits || i == g->logits)
-        return 0;
-    if (p->batch && (p->layer[i].tuned || p->layer[i + 1].tuned))
-        return 0;
-    return dl_kernel_select(r, ch) == dl_kernel_select(r, NULL);
+    return layer_kernel(e, i + 1, ch)->fuses_relu && may_fold_relu(e, i, i + 1, ch);
 }
 
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
@@ -111,10 +136,13 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     int input = add_tensor(m, -1, g->input, DL_LAYOUT_PLAIN, 0);
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
-        if (e->fused[i]) { /* its producer, layer i - 1, applies it */
-            m->out_tensor[i] = m->out_tensor[i - 1];
-            e->kernel[i] = e->kernel[i - 1];
-            e->act_layout[i] = e->act_layout[i - 1];
+        if (!e->fused[i] && relu_moves_into_pooling(e, i, ch))
+            e->fused[i] = 2;
+        if (e->fused[i]) { /* its producer, layer i - 1, or its consumer, i + 1, applies it */
+            int src = l->in[0] == DL_GRAPH_INPUT ? input : m->out_tensor[l->in[0]];
+            m->out_tensor[i] = src;
+            e->kernel[i] = e->fused[i] == 1 ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
+            e->act_layout[i] = m->tensors[src].layout;
             continue;
         }
         const struct dl_kernel *k = layer_kernel(e, i, ch);
@@ -136,8 +164,10 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         e->kernel[i] = k;
         s->cfg.mb = e->max_batch;
         s->cfg.out = out;
-        s->cfg.relu = fuses_next_relu(e, i, k, ch);
-        if (s->cfg.relu)
+        int relu_before = l->in[0] >= 0 && e->fused[l->in[0]] == 2; /* moved here from layer i - 1 */
+        int relu_after = !relu_before && fuses_next_relu(e, i, k, ch);
+        s->cfg.relu = relu_before || relu_after;
+        if (relu_after)
             e->fused[i + 1] = 1;
         for (int j = 0; j < l->n_in; j++) {
             s->in[j] = in[j];

@@ -87,42 +87,11 @@ static size_t padded_floats(const struct padded *p, int planes)
     return (size_t)planes * (size_t)p->rows * (size_t)p->cols;
 }
 
-/* dst = src where mask > 0, else 0 (a ReLU's backward, NaN in mask as 0),
- * as a bits and without branches (half the values are masked): in vectors,
- * the last moved back to end at w (recomputing a few), or one by one for
- * rows shorter than a vector. */
-static inline __attribute__((always_inline)) void masked_row(float *dst, const float *src, const float *mask, int w)
-{
-    for (int j = 0; w >= VL && j < w; j += VL) {
-        int q = j + VL <= w ? j : w - VL;
-        STORE8(dst + q, (v8)((v8i)LOAD8(src + q) & (LOAD8(mask + q) > 0)));
-    }
-    for (int j = 0; w < VL && j < w; j++) {
-        uint32_t bits;
-        memcpy(&bits, src + j, sizeof bits);
-        bits &= 0u - (uint32_t)(mask[j] > 0);
-        memcpy(dst + j, &bits, sizeof bits);
-    }
-}
-
-/* The baseline's: 8-float vectors are not native there. */
-static void masked_row_base(float *dst, const float *src, const float *mask, int w)
-{
-    for (int j = 0; j < w; j++) {
-        uint32_t bits;
-        memcpy(&bits, src + j, sizeof bits);
-        bits &= 0u - (uint32_t)(mask[j] > 0);
-        memcpy(dst + j, &bits, sizeof bits);
-    }
-}
-
-typedef void masked_row_fn(float *dst, const float *src, const float *mask, int w);
-
 /* Copies n planes of h x w into pad at row top, column left (zeros around);
- * with a mask (a fused ReLU's output, same shape as src), through masked
- * (the ReLU's backward). */
-static void pad_planes(const float *src, const float *mask, masked_row_fn *masked, int n, int h, int w, int top,
-                       int left, const struct padded *p, float *pad)
+ * with a mask (a fused ReLU's output, same shape as src), only where it is
+ * positive (the ReLU's backward). */
+static void pad_planes(const float *src, const float *mask, int n, int h, int w, int top, int left,
+                       const struct padded *p, float *pad)
 {
     memset(pad, 0, sizeof(float) * padded_floats(p, n));
     for (int i = 0; i < n; i++)
@@ -130,7 +99,7 @@ static void pad_planes(const float *src, const float *mask, masked_row_fn *maske
             float *dst = pad + ((size_t)i * p->rows + (size_t)(r + top)) * p->cols + left;
             size_t at = ((size_t)i * h + r) * w;
             if (mask)
-                masked(dst, src + at, mask + at, w);
+                dl_simd_relu_mask(dst, src + at, mask + at, w);
             else
                 memcpy(dst, src + at, sizeof(float) * (size_t)w);
         }
@@ -286,7 +255,6 @@ static inline __attribute__((always_inline)) void wgrad_any(const struct direct_
 struct direct_loops {
     void (*corr)(const struct corr *k, const float *in, const float *w, const float *bias, float *out);
     void (*wgrad)(const struct direct_inst *m, const float *in, const float *dy, int cols, v8 *acc);
-    masked_row_fn *masked;
 };
 
 __attribute__((target("avx2,fma"))) static void corr_avx2(const struct corr *k, const float *in, const float *w,
@@ -301,12 +269,6 @@ __attribute__((target("avx2,fma"))) static void wgrad_avx2(const struct direct_i
     wgrad_any(m, in, dy, cols, acc);
 }
 
-__attribute__((target("avx2,fma"))) static void masked_row_avx2(float *dst, const float *src, const float *mask,
-                                                                int w)
-{
-    masked_row(dst, src, mask, w);
-}
-
 static void corr_base(const struct corr *k, const float *in, const float *w, const float *bias, float *out)
 {
     corr_sample(k, in, w, bias, out);
@@ -319,8 +281,7 @@ static void wgrad_base(const struct direct_inst *m, const float *in, const float
 
 static const struct direct_loops *loops(void)
 {
-    static const struct direct_loops avx2 = {corr_avx2, wgrad_avx2, masked_row_avx2},
-                                     base = {corr_base, wgrad_base, masked_row_base};
+    static const struct direct_loops avx2 = {corr_avx2, wgrad_avx2}, base = {corr_base, wgrad_base};
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &avx2 : &base;
 }
@@ -379,7 +340,7 @@ static void direct_forward(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *pad = (float *)a->workspace + m->fwd_area * (size_t)omp_get_thread_num();
-        pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, NULL, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in,
+        pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in,
                    pad);
         f->corr(&m->fwd, pad, c->param[0], g->bias ? c->param[1] : NULL, c->out + (size_t)n * g->K * g->P * g->Q);
     }
@@ -405,7 +366,7 @@ static void direct_backward_data(void *inst, const struct dl_kernel_args *a)
     for (int n = 0; n < c->batch; n++) {
         float *pad = areas + m->bwd_area * (size_t)omp_get_thread_num();
         size_t at = (size_t)n * g->K * g->P * g->Q;
-        pad_planes(c->dout + at, m->relu ? c->out + at : NULL, f->masked, g->K, g->P, g->Q, g->R - 1 - g->ph,
+        pad_planes(c->dout + at, m->relu ? c->out + at : NULL, g->K, g->P, g->Q, g->R - 1 - g->ph,
                    g->S - 1 - g->pw, &m->bwd.in, pad);
         f->corr(&m->bwd, pad, wt, NULL, c->din[0] + (size_t)n * g->C * g->H * g->W);
     }
@@ -434,9 +395,9 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
         #pragma omp for schedule(static)
         for (int n = 0; n < c->batch; n++) {
             size_t at = (size_t)n * g->K * g->P * g->Q;
-            pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, NULL, g->C, g->H, g->W, g->ph, g->pw,
+            pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw,
                        &m->fwd.in, pad);
-            pad_planes(c->dout + at, m->relu ? c->out + at : NULL, f->masked, g->K, g->P, g->Q, 0, 0, &dyp, dy);
+            pad_planes(c->dout + at, m->relu ? c->out + at : NULL, g->K, g->P, g->Q, 0, 0, &dyp, dy);
             f->wgrad(m, pad, dy, cols, acc);
         }
         /* Threads that got no sample hold zeros: summing every area is exact. */

@@ -3,16 +3,20 @@
  * (maxpool_nchw.c forward on NCHW, maxpool_blocked.c forward and backward on
  * nChw8c / nChw16c; the reference backward on NCHW, a scatter that is
  * already cheap there).  Its saved winners are the reference op's, in the
- * output's layout. */
+ * output's layout.  With a fused ReLU (kernel.h) it clamps its output and
+ * masks the incoming gradient by it in the workspace (relu_fold.c). */
 #include "backends/cpu_simd/simd.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/kinds.h"
 
 struct simd_maxpool {
     const struct dl_layer *l;
     int block; /* channels per block of the layout: 1 (NCHW), 8 or 16 */
+    int relu;  /* a fused ReLU */
+    long out_count; /* values per sample of the output, in its layout */
     size_t saved;
 };
 
@@ -24,7 +28,9 @@ static int maxpool_create(const struct dl_layer *l, const struct dl_kernel_confi
         return DL_ERR_NOMEM;
     q->l = l;
     q->block = dl_layout_block(cfg->in[0]);
-    q->saved = sizeof(float) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->out, l->out_shape);
+    q->relu = cfg->relu;
+    q->out_count = dl_layout_count(cfg->out, l->out_shape);
+    q->saved = sizeof(float) * (size_t)cfg->mb * (size_t)q->out_count;
     *inst = q;
     return DL_OK;
 }
@@ -39,6 +45,13 @@ static size_t maxpool_saved(const void *inst)
     return ((const struct simd_maxpool *)inst)->saved;
 }
 
+/* A fused ReLU's masked output gradient: as large as the saved winners. */
+static size_t maxpool_ws(const void *inst, enum dl_dir dir)
+{
+    const struct simd_maxpool *q = inst;
+    return q->relu && dir == DL_DIR_BACKWARD_DATA ? q->saved : 0;
+}
+
 static void maxpool_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct simd_maxpool *q = inst;
@@ -46,6 +59,11 @@ static void maxpool_forward(void *inst, const struct dl_kernel_args *a)
         dl_simd_maxpool_forward(&a->c);
     else
         dl_simd_maxpool_blocked_forward(&a->c, q->block);
+    if (!q->relu)
+        return;
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < a->c.batch; n++)
+        dl_simd_relu_inplace(a->c.out + (long)n * q->out_count, q->out_count);
 }
 
 static void maxpool_backward(void *inst, const struct dl_kernel_args *a)
@@ -53,14 +71,25 @@ static void maxpool_backward(void *inst, const struct dl_kernel_args *a)
     const struct simd_maxpool *q = inst;
     if (!a->c.din[0])
         return;
+    struct dl_op_call c = a->c;
+    if (q->relu) {
+        float *masked = a->workspace;
+        #pragma omp parallel for schedule(static)
+        for (int n = 0; n < c.batch; n++) {
+            long at = (long)n * q->out_count;
+            dl_simd_relu_mask(masked + at, c.dout + at, c.out + at, q->out_count);
+        }
+        c.dout = masked;
+    }
     if (q->block == 1)
-        q->l->kind->backward(&a->c);
+        q->l->kind->backward(&c);
     else
-        dl_simd_maxpool_blocked_backward(&a->c, q->block);
+        dl_simd_maxpool_blocked_backward(&c, q->block);
 }
 
 const struct dl_kernel dl_kernel_simd_maxpool = {
-    .name = "simd", .backend = "cpu_simd", .op = &dl_op_maxpool, .layouts = dl_kernel_follow_layouts,
-    .create = maxpool_create, .destroy = maxpool_destroy, .saved_bytes = maxpool_saved,
+    .name = "simd", .backend = "cpu_simd", .op = &dl_op_maxpool, .fuses_relu = 1,
+    .layouts = dl_kernel_follow_layouts, .create = maxpool_create, .destroy = maxpool_destroy,
+    .workspace_bytes = maxpool_ws, .saved_bytes = maxpool_saved,
     .forward = maxpool_forward, .backward_data = maxpool_backward,
 };

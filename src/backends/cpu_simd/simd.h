@@ -20,6 +20,11 @@ void dl_simd_maxpool_forward(const struct dl_op_call *c);
 void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, int block);
 void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, int block);
 
+/* A fused ReLU (relu_fold.c): y = max(y, 0) over n values, and dst = dy
+ * where y > 0, else 0 (NaN in y counting as not positive). */
+void dl_simd_relu_inplace(float *y, long n);
+void dl_simd_relu_mask(float *dst, const float *dy, const float *y, long n);
+
 /* Kernels (registry order = preference: these come first for their ops;
  * the direct convolution supports only few-channel, stride-1 layers). */
 extern const struct dl_kernel dl_kernel_simd_maxpool, dl_kernel_direct_conv;
