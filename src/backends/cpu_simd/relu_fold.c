@@ -24,17 +24,29 @@ static inline __attribute__((always_inline)) float keep_if(float v, uint32_t mas
     return v;
 }
 
-__attribute__((target_clones("avx2", "default"))) void dl_simd_relu_inplace(float *y, long n)
+/* The loops are static clones behind plain functions: clang emits the
+ * resolver of a target_clones function only where it is called. */
+__attribute__((target_clones("avx2", "default"))) static void relu_inplace(float *y, long n)
 {
     #pragma omp simd
     for (long i = 0; i < n; i++)
         y[i] = keep_if(y[i], positive_mask(y[i]));
 }
 
-__attribute__((target_clones("avx2", "default"))) void dl_simd_relu_mask(float *dst, const float *dy,
-                                                                        const float *y, long n)
+__attribute__((target_clones("avx2", "default"))) static void relu_mask(float *dst, const float *dy, const float *y,
+                                                                       long n)
 {
     #pragma omp simd
     for (long i = 0; i < n; i++)
         dst[i] = keep_if(dy[i], positive_mask(y[i]));
+}
+
+void dl_simd_relu_inplace(float *y, long n)
+{
+    relu_inplace(y, n);
+}
+
+void dl_simd_relu_mask(float *dst, const float *dy, const float *y, long n)
+{
+    relu_mask(dst, dy, y, n);
 }
