@@ -114,8 +114,9 @@ double dl_cost_rabenseifner(const struct dl_cost_params *cp, int p, double m,
  * r + 2^j for r a multiple of 2^(j+1): fewer ranks work at each step, and
  * data moves one way (child to parent, parent to child), at beta_oneway when
  * it was measured.  The parent adds each segment while the next one arrives
- * (allreduce_tree.c), so a reduce step costs the slower of moving and adding,
- * not their sum. */
+ * (allreduce_tree.c), but over shared memory its own CPU also does the
+ * copy, so a reduce step costs moving plus adding (with the slower of the
+ * two, the tree was predicted 21-42% too fast at 16-64 MiB on 4 ranks). */
 double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
                     const struct dl_allreduce_opts *opts)
 {
@@ -126,7 +127,7 @@ double dl_cost_tree(const struct dl_cost_params *cp, int p, double m,
             pairs++;
         double beta = cp->beta_oneway > 0 ? cp->beta_oneway * size_factor(cp, m) : dl_cost_beta(cp, 2 * pairs, p, m);
         double move = m * beta, add = m * dl_cost_gamma(cp, pairs, p, m);
-        t += 2 * cp->alpha + (move > add ? move : add) + move;
+        t += 2 * cp->alpha + move + add + move;
     }
     return t;
 }
