@@ -6,13 +6,20 @@
 #include <stdlib.h>
 
 /* Vectorized (the simd pragma: at -O2 GCC leaves a loop that needs a scalar
- * tail unvectorized) for AVX2 and the baseline, picked at load time. */
-__attribute__((target_clones("avx2", "default"))) void dl_reduce_add(float *restrict dst,
-                                                                      const float *restrict src, size_t n)
+ * tail unvectorized) for AVX2 and the baseline, picked at load time; a
+ * static clone behind a plain function, because clang exports a public
+ * target_clones function only as NAME.ifunc, which other files cannot call. */
+__attribute__((target_clones("avx2", "default"))) static void reduce_add(float *restrict dst,
+                                                                        const float *restrict src, size_t n)
 {
     #pragma omp simd
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
+}
+
+void dl_reduce_add(float *restrict dst, const float *restrict src, size_t n)
+{
+    reduce_add(dst, src, n);
 }
 
 size_t dl_segment_floats(const struct dl_allreduce_opts *opts)

@@ -24,8 +24,9 @@ static inline __attribute__((always_inline)) float keep_if(float v, uint32_t mas
     return v;
 }
 
-/* The loops are static clones behind plain functions: clang emits the
- * resolver of a target_clones function only where it is called. */
+/* The loops are static clones behind plain functions: clang exports a
+ * public target_clones function only as NAME.ifunc, which other files
+ * cannot call. */
 __attribute__((target_clones("avx2", "default"))) static void relu_inplace(float *y, long n)
 {
     #pragma omp simd
