@@ -22,11 +22,6 @@ struct dl_conv_geom {
 };
 struct dl_conv_geom dl_conv_geom(const struct dl_layer *l);
 
-/* A convolution's bias gradient: dparam[1][k] += the sum of c->dout's
- * channel k over the batch (planes of PQ values, NCHW), in double, over
- * `threads` threads (conv_bias.c). */
-void dl_conv_bias_backward(const struct dl_op_call *c, int K, long PQ, int threads);
-
 /* Window geometry of maxpool/avgpool/global_avgpool as one kernel, stride,
  * left and right padding; returns 0 when it is not expressible as uniform
  * windows (adaptive pooling with uneven windows). */

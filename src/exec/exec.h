@@ -23,6 +23,14 @@
 
 struct dl_exec_impl; /* steps, tensors, kernel instances, arena: exec_impl.h */
 
+/* How a layer is folded into another's kernel (dl_exec.fused). */
+enum dl_fused {
+    DL_NOT_FUSED,
+    DL_FUSED_INTO_PRODUCER, /* a ReLU applied by the layer before it; its output is that layer's tensor */
+    DL_FUSED_INTO_POOLING,  /* a ReLU moved into the max pooling that reads it, which reads the ReLU's
+                               input instead (act[] then shows that input) */
+};
+
 struct dl_exec {
     const struct dl_graph *g;
     int max_batch;
@@ -50,10 +58,8 @@ struct dl_exec {
     void *sync_ctx;
     const struct dl_kernel **kernel;       /* [layer] the kernel that runs it */
     /* [layer] a ReLU folded into another layer's kernel (kernel.h, "Fused
-     * ReLU"), with no step of its own: 1 into its producer (its output is
-     * the producer's tensor), 2 into the max pooling that reads it (which
-     * reads the ReLU's input instead; act[] then shows that input).
-     * kernel[] names the kernel that applies it. */
+     * ReLU"), with no step of its own (enum dl_fused); kernel[] names the
+     * kernel that applies it. */
     int *fused;
     size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
     size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */

@@ -137,11 +137,11 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         if (!e->fused[i] && relu_moves_into_pooling(e, i, ch))
-            e->fused[i] = 2;
+            e->fused[i] = DL_FUSED_INTO_POOLING;
         if (e->fused[i]) { /* its producer, layer i - 1, or its consumer, i + 1, applies it */
             int src = l->in[0] == DL_GRAPH_INPUT ? input : m->out_tensor[l->in[0]];
             m->out_tensor[i] = src;
-            e->kernel[i] = e->fused[i] == 1 ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
+            e->kernel[i] = e->fused[i] == DL_FUSED_INTO_PRODUCER ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
             e->act_layout[i] = m->tensors[src].layout;
             continue;
         }
@@ -164,11 +164,11 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         e->kernel[i] = k;
         s->cfg.mb = e->max_batch;
         s->cfg.out = out;
-        int relu_before = l->in[0] >= 0 && e->fused[l->in[0]] == 2; /* moved here from layer i - 1 */
+        int relu_before = l->in[0] >= 0 && e->fused[l->in[0]] == DL_FUSED_INTO_POOLING;
         int relu_after = !relu_before && fuses_next_relu(e, i, k, ch);
         s->cfg.relu = relu_before || relu_after;
         if (relu_after)
-            e->fused[i + 1] = 1;
+            e->fused[i + 1] = DL_FUSED_INTO_PRODUCER;
         for (int j = 0; j < l->n_in; j++) {
             s->in[j] = in[j];
             s->cfg.in[j] = m->tensors[in[j]].layout;

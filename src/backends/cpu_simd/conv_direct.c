@@ -69,12 +69,14 @@ struct corr {
     struct padded in;
 };
 
+struct direct_loops;
+
 struct direct_inst {
     struct dl_conv_geom g;
     int threads;             /* the workspace holds this many per-thread areas */
-    struct corr fwd, bwd;    /* forward; backward data (dy padded, weights flipped) */
-    int relu;                /* a fused ReLU: dy is masked by out > 0 */
+    struct corr fwd, bwd;    /* forward (fwd.relu: a fused ReLU, dy masked by out > 0); backward data */
     size_t fwd_area, bwd_area, wgt_area; /* floats per thread and direction */
+    const struct direct_loops *loops;    /* AVX2 + FMA or baseline, picked at create */
 };
 
 static int round_up(int v, int m)
@@ -155,7 +157,8 @@ static inline __attribute__((always_inline)) void corr_run(const struct corr *k,
     }
 }
 
-/* The whole correlation of one sample. */
+/* Every output row of one sample, in runs of 16 columns and groups of output
+ * channels (6, then 4, then single ones). */
 static inline __attribute__((always_inline)) void corr_rows(const struct corr *k, const float *in, const float *w,
                                                             const float *bias, float *out, const int RELU)
 {
@@ -303,8 +306,8 @@ static int direct_create(const struct dl_layer *l, const struct dl_kernel_config
     m->threads = dl_threads_get();
     const struct dl_conv_geom *g = &m->g;
     /* Forward: rows P + R - 1 (ph on top), columns the runs + S - 1 (pw on the left). */
-    m->relu = cfg->relu;
-    m->fwd = (struct corr){.n_in = g->C, .n_out = g->K, .R = g->R, .S = g->S, .P = g->P, .Q = g->Q, .relu = m->relu,
+    m->loops = loops();
+    m->fwd = (struct corr){.n_in = g->C, .n_out = g->K, .R = g->R, .S = g->S, .P = g->P, .Q = g->Q, .relu = cfg->relu,
                            .in = {g->P + g->R - 1, round_up(g->Q, RUN) + g->S - 1}};
     /* Backward data: dy padded by R-1-ph on top and S-1-pw on the left. */
     m->bwd = (struct corr){.n_in = g->K, .n_out = g->C, .R = g->R, .S = g->S, .P = g->H, .Q = g->W,
@@ -336,7 +339,7 @@ static void direct_forward(void *inst, const struct dl_kernel_args *a)
     const struct direct_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    const struct direct_loops *f = loops();
+    const struct direct_loops *f = m->loops;
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *pad = (float *)a->workspace + m->fwd_area * (size_t)omp_get_thread_num();
@@ -361,12 +364,12 @@ static void direct_backward_data(void *inst, const struct dl_kernel_args *a)
                 for (int s = 0; s < g->S; s++)
                     wt[(((size_t)ci * g->K + k) * g->R + (g->R - 1 - r)) * g->S + (g->S - 1 - s)] =
                         c->param[0][(((size_t)k * g->C + ci) * g->R + r) * g->S + s];
-    const struct direct_loops *f = loops();
+    const struct direct_loops *f = m->loops;
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *pad = areas + m->bwd_area * (size_t)omp_get_thread_num();
         size_t at = (size_t)n * g->K * g->P * g->Q;
-        pad_planes(c->dout + at, m->relu ? c->out + at : NULL, g->K, g->P, g->Q, g->R - 1 - g->ph,
+        pad_planes(c->dout + at, m->fwd.relu ? c->out + at : NULL, g->K, g->P, g->Q, g->R - 1 - g->ph,
                    g->S - 1 - g->pw, &m->bwd.in, pad);
         f->corr(&m->bwd, pad, wt, NULL, c->din[0] + (size_t)n * g->C * g->H * g->W);
     }
@@ -380,7 +383,7 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
     float *db = g->bias ? c->dparam[1] : NULL;
     if (!c->dparam[0] && !db)
         return;
-    const struct direct_loops *f = loops();
+    const struct direct_loops *f = m->loops;
     size_t taps = (size_t)g->K * g->C * g->R * g->S, sums = taps + (size_t)g->K;
     int cols = round_up(g->Q, VL);
     struct padded dyp = {g->P, cols};
@@ -397,7 +400,7 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
             size_t at = (size_t)n * g->K * g->P * g->Q;
             pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw,
                        &m->fwd.in, pad);
-            pad_planes(c->dout + at, m->relu ? c->out + at : NULL, g->K, g->P, g->Q, 0, 0, &dyp, dy);
+            pad_planes(c->dout + at, m->fwd.relu ? c->out + at : NULL, g->K, g->P, g->Q, 0, 0, &dyp, dy);
             f->wgrad(m, pad, dy, cols, acc);
         }
         /* Threads that got no sample hold zeros: summing every area is exact. */
