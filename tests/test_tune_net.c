@@ -1,17 +1,21 @@
 /* test_tune_net.c: the tuner and micro-batched execution on small networks.
- * Training LeNet-5 and a small ResNet for 20 SGD steps with a forced
- * micro-batched plan (odd sizes, two GEMM libraries inside one layer, other
- * splits per direction) gives the losses and weights of undivided training
- * within 1e-5 relative; so does the plan the tuner picks.  A warm database
- * measures nothing and gives the same plan; the tuned plan is never slower
- * than the best undivided one; the ILP's total is at most the DP's under the
- * DP plan's total workspace; plans a kernel cannot follow are rejected. */
+ * LeNet-5 and a small ResNet trained with a forced micro-batched plan (odd
+ * sizes, two GEMM libraries inside one layer, other splits per direction)
+ * and undivided, in lockstep, give each step the same loss and gradients
+ * within the rounding bound of re-associated sums (see same_training); so
+ * does the plan the tuner picks.  A warm database measures nothing and
+ * gives the same plan; the tuned plan is never slower than the best
+ * undivided one; under the tightest workspace limit the kernels of this
+ * machine allow (one byte less fails, naming what the layer needs) the
+ * ILP's total is at most the DP's under the DP plan's total workspace;
+ * plans a kernel cannot follow are rejected. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +24,13 @@
 
 #include "core/rng.h"
 #include "core/threads.h"
+#include "decisions.h"
 #include "exec/exec.h"
 #include "spec/netfile.h"
 #include "train_steps.h"
 #include "tune/tune.h"
 
 #define STEPS 20
-/* Steps for plans whose kernels the tuner picks by time.  Two kernels of
- * one layer differ in rounding (1e-7); after enough steps some ReLU or
- * max-pooling winner decided by that much flips and the runs part for
- * good: LeNet-5 with fc1 on the reference kernel instead of dnnl-gemm
- * agrees to 1e-7 for 18 steps, then its conv2 weight gradients differ by
- * 1e-3.  Forced plans keep the default kernels (and STEPS). */
-#define TUNED_STEPS 10
 #define BATCH 8
 
 /* A small ResNet unlike the kernels test's: leaky ReLU, average pooling, a
@@ -63,6 +61,19 @@ static const char *const RESNET =
 
 static char db_path[64];
 
+/* Everything a case allocates, freed by its teardown even when an assertion
+ * fails half-way (cmocka leaves the case by longjmp). */
+static struct fixture {
+    struct dl_net net;
+    int have_net;
+    struct dl_mbplan plan[2];
+    struct dl_tune_report report[2];
+    struct dl_exec exec[2];
+    float *x;
+    int *y;
+    double *grad;
+} fx;
+
 static int setup(void **state)
 {
     snprintf(db_path, sizeof db_path, "/tmp/dltrain-test-tune-net-%d.sqlite", (int)getpid());
@@ -81,59 +92,154 @@ static int teardown(void **state)
     return 0;
 }
 
-/* text NULL: the shipped LeNet-5 (nets/lenet5.yaml). */
-static void load(const char *text, struct dl_net *net)
+static int case_setup(void **state)
+{
+    memset(&fx, 0, sizeof fx);
+    return 0;
+}
+
+static int case_teardown(void **state)
+{
+    for (int i = 0; i < 2; i++) {
+        dl_exec_free(&fx.exec[i]);
+        dl_mbplan_free(&fx.plan[i]);
+        dl_tune_report_free(&fx.report[i]);
+    }
+    if (fx.have_net)
+        dl_net_free(&fx.net);
+    free(fx.x);
+    free(fx.y);
+    free(fx.grad);
+    memset(&fx, 0, sizeof fx);
+    return 0;
+}
+
+/* text NULL: the shipped LeNet-5 (nets/lenet5.yaml), into fx.net. */
+static void load(const char *text)
 {
     struct dl_error err = {0};
     char path[1024];
     const char *src = getenv("top_srcdir");
     snprintf(path, sizeof path, "%s/nets/lenet5.yaml", src ? src : ".");
-    int rc = text ? dl_net_load_string("net.yaml", text, net, &err) : dl_net_load(path, net, &err);
+    int rc = text ? dl_net_load_string("net.yaml", text, &fx.net, &err) : dl_net_load(path, &fx.net, &err);
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, 0);
+    fx.have_net = 1;
 }
 
-/* Losses of `steps` SGD steps on random data (the last on a smaller batch,
- * which runs undivided) and the final weights. */
-static void train(const struct dl_net *net, const struct dl_mbplan *plan, int steps, double *loss, float **w,
-                  long *n)
+static void init_exec(struct dl_exec *e, const struct dl_mbplan *plan)
 {
     struct dl_error err = {0};
-    struct dl_exec e;
-    int rc = dl_exec_init_plan(&e, &net->graph, BATCH, 3, NULL, plan, &err);
+    int rc = dl_exec_init_plan(e, &fx.net.graph, BATCH, 3, NULL, plan, &err);
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, 0);
-    train_steps(&e, net->graph.classes, BATCH, steps, loss, w, n);
-    dl_exec_free(&e);
 }
 
-/* Trains `steps` steps with and without plan; returns 1 when the weights differ at all
- * (evidence that the parts ran). */
-static int same_training(const struct dl_net *net, const struct dl_mbplan *plan, int steps)
+/* The longest sum of one step of g on batch samples: a weight gradient sums
+ * batch x output positions products, a forward output fan-in ones. */
+static long longest_sum(const struct dl_graph *g, int batch)
 {
-    double a[STEPS], b[STEPS];
-    float *wa, *wb;
-    long n;
-    train(net, NULL, steps, a, &wa, &n);
-    train(net, plan, steps, b, &wb, &n);
-    double worst = 0;
-    for (int s = 0; s < steps; s++)
-        worst = fmax(worst, fabs(a[s] - b[s]) / fabs(a[s]));
-    double num = 0, den = 1e-30;
-    int differ = 0;
-    for (long i = 0; i < n; i++) {
-        num = fmax(num, fabs((double)wa[i] - wb[i]));
-        den = fmax(den, fabs((double)wa[i]));
-        differ |= wa[i] != wb[i];
+    long n = 1;
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        long positions = (long)batch * l->out_shape.h * l->out_shape.w;
+        for (int j = 0; j < l->n_params; j++) {
+            n = positions > n ? positions : n;
+            n = l->param[j].fan_in > n ? l->param[j].fan_in : n;
+        }
     }
-    print_message("# %d steps: largest relative loss difference %.1e (last loss %.5f), weights %.1e\n", steps,
-                  worst, b[steps - 1], num / den);
-    assert_true(worst <= 1e-5);
-    assert_true(num / den <= 1e-5);
-    free(wa);
-    free(wb);
+    return n;
+}
+
+/* ||a - b|| / ||a|| over n values (0 when both are zero). */
+static double rel_diff(const float *a, const float *b, long n)
+{
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)a[i] * a[i];
+    }
+    return num == 0 ? 0 : den == 0 ? INFINITY : sqrt(num / den);
+}
+
+/* Trains `steps` plain SGD steps (train_steps.h's data) with the undivided
+ * executor and the one running plan in lockstep: each step both start from
+ * the same weights and see the same batch, so a difference is that step's
+ * rounding alone and cannot compound.  Micro-batching re-associates sums
+ * (a weight gradient's over the samples, and any kernel's whose blocking
+ * follows the batch size); a sum of n terms re-associated moves by at most
+ * gamma_n = n u / (1 - n u) times the sum of its terms' magnitudes (Higham,
+ * "Accuracy and Stability of Numerical Algorithms", 4.2).  Each step's loss
+ * and each parameter tensor's gradient (as a norm) must agree within twice
+ * gamma_n of the step's longest sum.  The gradient is compared only when
+ * both runs made the same ReLU and max-pooling choices (decisions.h): a
+ * value within rounding of a kink switches a gradient path on or off.
+ * Returns 1 when some gradient differed at all (evidence the parts ran). */
+static int same_training(const struct dl_mbplan *plan, int steps)
+{
+    const struct dl_graph *g = &fx.net.graph;
+    struct dl_exec *a = &fx.exec[0], *b = &fx.exec[1];
+    init_exec(a, NULL);
+    init_exec(b, plan);
+    const double u = FLT_EPSILON / 2, n = (double)longest_sum(g, BATCH);
+    const double tol = 2 * n * u / (1 - n * u);
+    long count = BATCH * dl_shape_count(g->input);
+    fx.x = malloc(sizeof *fx.x * (size_t)count);
+    fx.y = malloc(sizeof *fx.y * BATCH);
+    assert_true(fx.x && fx.y);
+    struct dl_rng r;
+    dl_rng_seed(&r, 9);
+    double worst_loss = 0, worst_grad = 0;
+    int differ = 0, compared = 0;
+    for (int s = 0; s < steps; s++) {
+        int batch = s == steps - 1 ? BATCH - 3 : BATCH; /* a smaller last batch runs undivided */
+        for (long i = 0; i < count; i++)
+            fx.x[i] = (float)dl_rng_normal(&r);
+        for (int k = 0; k < BATCH; k++)
+            fx.y[k] = (int)dl_rng_below(&r, (uint64_t)g->classes);
+        memcpy(b->weights, a->weights, sizeof *a->weights * (size_t)a->n_weights);
+        memcpy(b->state, a->state, sizeof *a->state * (size_t)a->n_state);
+        for (int e = 0; e < 2; e++) {
+            dl_exec_zero_grad(&fx.exec[e]);
+            dl_exec_forward(&fx.exec[e], fx.x, fx.y, batch, 1);
+        }
+        long kinks = forward_decisions_differ(a, b);
+        double la = dl_exec_loss_sum(a), lb = dl_exec_loss_sum(b);
+        worst_loss = fmax(worst_loss, fabs(la - lb) / fabs(la));
+        dl_exec_backward(a);
+        dl_exec_backward(b);
+        assert_int_equal(a->status, 0);
+        assert_int_equal(b->status, 0);
+        differ |= memcmp(a->dweights, b->dweights, sizeof *a->dweights * (size_t)a->n_weights) != 0;
+        if (kinks) /* one value at a kink: the step's gradients are not comparable by a rounding bound */
+            print_message("# step %d: %ld ReLU or max-pooling choices differ; gradients not compared\n", s, kinks);
+        for (int i = 0; !kinks && i < g->n; i++)
+            for (int j = 0; j < g->layers[i].n_params; j++) {
+                if (!a->dparam[i][j])
+                    continue;
+                double d = rel_diff(a->dparam[i][j], b->dparam[i][j], g->layers[i].param[j].count);
+                if (d > tol)
+                    print_message("# step %d: layer '%s' %s gradient differs by %.2e\n", s, g->layers[i].name,
+                                  g->layers[i].param[j].name, d);
+                worst_grad = fmax(worst_grad, d);
+            }
+        compared += !kinks;
+        assert_true(kinks <= 2); /* more is no rounding: the forward computed something else */
+        for (long i = 0; i < a->n_weights; i++)
+            a->weights[i] -= 0.05f * a->dweights[i];
+    }
+    print_message("# %d steps in lockstep (%d with gradients compared): largest relative difference of a loss "
+                  "%.1e, of a gradient %.1e; bound 2 gamma_%.0f = %.1e\n",
+                  steps, compared, worst_loss, worst_grad, n, tol);
+    assert_true(worst_loss <= tol);
+    assert_true(worst_grad <= tol);
+    assert_true(compared >= steps - 2);
+    dl_exec_free(a);
+    dl_exec_free(b);
+    free(fx.x), free(fx.y);
+    fx.x = NULL, fx.y = NULL;
     return differ;
 }
 
@@ -163,9 +269,9 @@ static int keeps_state(const struct dl_kernel *k, const struct dl_layer *l)
 /* Forward 4+3+1 (fc: dnnl-gemm, openblas, dnnl-gemm), backward data 5+3,
  * backward weights 2+2+2+2; the workspace of each direction exactly what
  * its largest part needs. */
-static void forced_plan(const struct dl_net *net, struct dl_mbplan *p)
+static void forced_plan(struct dl_mbplan *p)
 {
-    const struct dl_graph *g = &net->graph;
+    const struct dl_graph *g = &fx.net.graph;
     struct dl_error err = {0};
     assert_int_equal(dl_mbplan_alloc(p, g->n, BATCH, &err), 0);
     static const int split[DL_N_DIRS][4] = {{4, 3, 1, 0}, {5, 3, 0, 0}, {2, 2, 2, 2}};
@@ -197,13 +303,9 @@ static void forced_plan(const struct dl_net *net, struct dl_mbplan *p)
 
 static void forced_micro_batches(const char *text)
 {
-    struct dl_net net;
-    struct dl_mbplan plan;
-    load(text, &net);
-    forced_plan(&net, &plan);
-    assert_true(same_training(&net, &plan, STEPS)); /* equal within 1e-5, yet the parts did run */
-    dl_mbplan_free(&plan);
-    dl_net_free(&net);
+    load(text);
+    forced_plan(&fx.plan[0]);
+    assert_true(same_training(&fx.plan[0], STEPS)); /* equal within rounding, yet the parts did run */
 }
 
 static void lenet5_forced(void **state)
@@ -216,39 +318,48 @@ static void resnet_forced(void **state)
     forced_micro_batches(RESNET);
 }
 
-static void rejected(const struct dl_net *net, const struct dl_mbplan *p, const char *what)
+static void rejected(const struct dl_mbplan *p, const char *what)
 {
-    struct dl_exec e;
     struct dl_error err = {0};
-    assert_int_equal(dl_exec_init_plan(&e, &net->graph, BATCH, 3, NULL, p, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_exec_init_plan(&fx.exec[0], &fx.net.graph, BATCH, 3, NULL, p, &err), DL_ERR_SPEC);
     print_message("# rejected: %s\n", err.msg);
     assert_non_null(strstr(err.msg, what));
 }
 
+/* The first layer and direction of p whose first part needs workspace
+ * (-1: none); *d gets the direction. */
+static int needs_workspace(const struct dl_mbplan *p, int *d)
+{
+    for (int i = 0; i < fx.net.graph.n; i++)
+        for (*d = 0; *d < DL_N_DIRS; (*d)++) {
+            const struct dl_mbplan_dir *pd = &p->layer[i].dir[*d];
+            if (pd->n && part_ws(pd->part[0].kernel, &fx.net.graph.layers[i], pd->part[0].mb, *d) > 0)
+                return i;
+        }
+    return -1;
+}
+
 static void bad_plans(void **state)
 {
-    struct dl_net net;
-    struct dl_mbplan plan;
-    load(NULL, &net);
-    int fc1 = dl_graph_find(&net.graph, "fc1"), pool = 2;
-    forced_plan(&net, &plan);
-    plan.layer[fc1].dir[DL_DIR_FORWARD].part[0].count = 2; /* 8 + 3 + 1 samples */
-    rejected(&net, &plan, "covers 12 samples");
-    dl_mbplan_free(&plan);
-    forced_plan(&net, &plan);
-    plan.layer[fc1].dir[DL_DIR_FORWARD].ws_bytes = 0;
-    if (part_ws(plan.layer[fc1].dir[0].part[0].kernel, &net.graph.layers[fc1], 4, 0) > 0)
-        rejected(&net, &plan, "workspace");
-    dl_mbplan_free(&plan);
-    forced_plan(&net, &plan);
-    if (keeps_state(dl_kernel_select(&net.graph.layers[pool], NULL), &net.graph.layers[pool])) {
-        plan.layer[pool].dir[DL_DIR_BACKWARD_DATA] = plan.layer[pool].dir[DL_DIR_FORWARD];
-        plan.layer[pool].dir[DL_DIR_BACKWARD_DATA].part[0].mb = 2;
-        plan.layer[pool].dir[DL_DIR_BACKWARD_DATA].part[0].count = 2;
-        rejected(&net, &plan, "split the batch as the forward does");
-    }
-    dl_mbplan_free(&plan);
-    dl_net_free(&net);
+    load(NULL);
+    struct dl_mbplan *plan = &fx.plan[0];
+    int fc1 = dl_graph_find(&fx.net.graph, "fc1"), pool = 2, d;
+    forced_plan(plan);
+    plan->layer[fc1].dir[DL_DIR_FORWARD].part[0].count = 2; /* 8 + 3 + 1 samples */
+    rejected(plan, "covers 12 samples");
+    dl_mbplan_free(plan);
+    forced_plan(plan);
+    int ws_layer = needs_workspace(plan, &d); /* LeNet's conv1 runs the direct kernel on padded planes */
+    assert_true(ws_layer >= 0);
+    plan->layer[ws_layer].dir[d].ws_bytes = 0;
+    rejected(plan, "workspace");
+    dl_mbplan_free(plan);
+    forced_plan(plan);
+    assert_true(keeps_state(dl_kernel_select(&fx.net.graph.layers[pool], NULL), &fx.net.graph.layers[pool]));
+    plan->layer[pool].dir[DL_DIR_BACKWARD_DATA] = plan->layer[pool].dir[DL_DIR_FORWARD];
+    plan->layer[pool].dir[DL_DIR_BACKWARD_DATA].part[0].mb = 2;
+    plan->layer[pool].dir[DL_DIR_BACKWARD_DATA].part[0].count = 2;
+    rejected(plan, "split the batch as the forward does");
 }
 
 static void tune_opts(struct dl_tune_options *o, enum dl_tune_policy p)
@@ -268,81 +379,108 @@ static double plan_time(const struct dl_tune_report *r, int n)
     return t;
 }
 
+static void tune(const struct dl_tune_options *o, int which)
+{
+    struct dl_error err = {0};
+    int rc = dl_tune_net(&fx.net.graph, BATCH, o, &fx.plan[which], &fx.report[which], &err);
+    if (rc)
+        print_message("# %s\n", err.msg);
+    assert_int_equal(rc, 0);
+}
+
 static void warm_database_and_tuned_training(void **state)
 {
-    struct dl_net net;
-    load(NULL, &net);
+    load(NULL);
     struct dl_tune_options o;
     tune_opts(&o, DL_TUNE_ALL);
-    struct dl_mbplan p1, p2;
-    struct dl_tune_report r1, r2;
-    struct dl_error err = {0};
-    assert_int_equal(dl_tune_net(&net.graph, BATCH, &o, &p1, &r1, &err), 0);
-    assert_true(r1.measured > 0);
-    assert_int_equal(dl_tune_net(&net.graph, BATCH, &o, &p2, &r2, &err), 0);
-    print_message("# cold: %ld measured in %.2f s; warm: %ld measured, %ld cached, %.3f s\n", r1.measured,
-                  r1.total_seconds, r2.measured, r2.cached, r2.total_seconds);
-    assert_int_equal(r2.measured, 0);
-    assert_int_equal(r2.cached, r1.measured + r1.cached);
-    for (int i = 0; i < net.graph.n; i++) {
-        assert_int_equal(p1.layer[i].tuned, p2.layer[i].tuned);
+    tune(&o, 0);
+    tune(&o, 1);
+    const struct dl_tune_report *r1 = &fx.report[0], *r2 = &fx.report[1];
+    print_message("# cold: %ld measured in %.2f s; warm: %ld measured, %ld cached, %.3f s\n", r1->measured,
+                  r1->total_seconds, r2->measured, r2->cached, r2->total_seconds);
+    assert_true(r1->measured > 0);
+    assert_int_equal(r2->measured, 0);
+    assert_int_equal(r2->cached, r1->measured + r1->cached);
+    for (int i = 0; i < fx.net.graph.n; i++) {
+        assert_int_equal(fx.plan[0].layer[i].tuned, fx.plan[1].layer[i].tuned);
         for (int d = 0; d < DL_N_DIRS; d++)
-            assert_true(dl_mbplan_dir_same(&p1.layer[i].dir[d], &p2.layer[i].dir[d]));
-        if (r1.layer[i].tuned) /* the undivided plan is a candidate: never faster */
-            assert_true(r1.layer[i].time_s <= r1.layer[i].undivided_s * (1 + 1e-12));
+            assert_true(dl_mbplan_dir_same(&fx.plan[0].layer[i].dir[d], &fx.plan[1].layer[i].dir[d]));
+        if (r1->layer[i].tuned) /* the undivided plan is a candidate: never faster */
+            assert_true(r1->layer[i].time_s <= r1->layer[i].undivided_s * (1 + 1e-12));
     }
-    same_training(&net, &p1, TUNED_STEPS);
-    dl_mbplan_free(&p1), dl_mbplan_free(&p2);
-    dl_tune_report_free(&r1), dl_tune_report_free(&r2);
-    dl_net_free(&net);
+    same_training(&fx.plan[0], STEPS);
+}
+
+/* The tightest per-layer limit under which every layer still has a plan:
+ * the largest of the layers' least workspaces, as the kernels of this
+ * machine report them (an unlimited tuning run measures them all). */
+static size_t tightest_limit(const struct dl_tune_options *base)
+{
+    struct dl_tune_options o = *base;
+    o.workspace_limit = 0;
+    tune(&o, 0);
+    size_t limit = 1; /* 0 would mean no limit */
+    for (int i = 0; i < fx.net.graph.n; i++)
+        if (fx.report[0].layer[i].tuned) {
+            assert_true(fx.report[0].layer[i].least_ws != SIZE_MAX);
+            limit = fx.report[0].layer[i].least_ws > limit ? fx.report[0].layer[i].least_ws : limit;
+        }
+    dl_mbplan_free(&fx.plan[0]);
+    dl_tune_report_free(&fx.report[0]);
+    return limit;
 }
 
 static void ilp_not_worse_than_dp(void **state)
 {
-    struct dl_net net;
-    load(RESNET, &net);
+    load(RESNET);
+    const struct dl_graph *g = &fx.net.graph;
     struct dl_tune_options o;
     tune_opts(&o, DL_TUNE_POWER_OF_TWO);
-    o.workspace_limit = 48 << 10; /* tight: the DP must split some layers */
-    struct dl_mbplan dp, ilp;
-    struct dl_tune_report rd, ri;
+    size_t limit = o.workspace_limit = tightest_limit(&o);
     struct dl_error err = {0};
-    assert_int_equal(dl_tune_net(&net.graph, BATCH, &o, &dp, &rd, &err), 0);
+    if (o.workspace_limit > 1) { /* one byte less: some layer has no plan, and the message says what it needs */
+        struct dl_tune_options too_tight = o;
+        too_tight.workspace_limit--;
+        assert_int_equal(dl_tune_net(g, BATCH, &too_tight, &fx.plan[0], NULL, &err), DL_ERR_SPEC);
+        print_message("# %s\n", err.msg);
+        assert_non_null(strstr(err.msg, "the least it needs is"));
+    }
+    tune(&o, 0);
+    const struct dl_mbplan *dp = &fx.plan[0];
+    int split = 0; /* layers the DP divided */
+    for (int i = 0; i < g->n; i++)
+        for (int d = 0; d < DL_N_DIRS; d++)
+            split += dp->layer[i].dir[d].n && dp->layer[i].dir[d].part[0].mb < BATCH;
     /* the DP plan's total workspace, each direction (or state-sharing unit) counted once */
     size_t total = 0;
-    for (int i = 0; i < net.graph.n; i++)
+    for (int i = 0; i < g->n; i++)
         for (int d = 0; d < DL_N_DIRS; d++) {
-            const struct dl_mbplan_dir *x = &dp.layer[i].dir[d];
-            int dup = d > 0 && dl_mbplan_dir_same(x, &dp.layer[i].dir[0]) && dp.layer[i].dir[d].time_s == 0;
-            if (dp.layer[i].tuned && x->n && !dup)
+            const struct dl_mbplan_dir *x = &dp->layer[i].dir[d];
+            int dup = d > 0 && dl_mbplan_dir_same(x, &dp->layer[i].dir[0]) && dp->layer[i].dir[d].time_s == 0;
+            if (dp->layer[i].tuned && x->n && !dup)
                 total += (x->ws_bytes + 1023) / 1024 * 1024;
         }
     o.workspace_total = total ? total : 1024;
     o.workspace_limit = 0;
     o.no_measure = 1;
-    int rc = dl_tune_net(&net.graph, BATCH, &o, &ilp, &ri, &err);
-    if (rc)
-        print_message("# %s\n", err.msg);
-    assert_int_equal(rc, 0);
-    double td = plan_time(&rd, net.graph.n), ti = plan_time(&ri, net.graph.n);
-    print_message("# tuned in %.2f s; total workspace %zu bytes: DP %.3f ms, ILP %.3f ms (ILP plan workspace %zu)\n",
-                  rd.total_seconds, total, 1e3 * td, 1e3 * ti, ilp.workspace_bytes);
+    tune(&o, 1);
+    double td = plan_time(&fx.report[0], g->n), ti = plan_time(&fx.report[1], g->n);
+    print_message("# limit %zu bytes (%d directions split); total workspace %zu bytes: DP %.3f ms, ILP %.3f ms "
+                  "(ILP plan workspace %zu)\n",
+                  limit, split, total, 1e3 * td, 1e3 * ti, fx.plan[1].workspace_bytes);
     assert_true(ti <= td * (1 + 1e-9));
-    assert_true(ilp.workspace_bytes <= total + 64 * 3 * (size_t)net.graph.n);
-    same_training(&net, &ilp, TUNED_STEPS); /* the divided workspace runs too */
-    dl_mbplan_free(&dp), dl_mbplan_free(&ilp);
-    dl_tune_report_free(&rd), dl_tune_report_free(&ri);
-    dl_net_free(&net);
+    assert_true(fx.plan[1].workspace_bytes <= total + 64 * 3 * (size_t)g->n);
+    same_training(&fx.plan[1], STEPS); /* the divided workspace runs too */
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(lenet5_forced),
-        cmocka_unit_test(resnet_forced),
-        cmocka_unit_test(bad_plans),
-        cmocka_unit_test(warm_database_and_tuned_training),
-        cmocka_unit_test(ilp_not_worse_than_dp),
+        cmocka_unit_test_setup_teardown(lenet5_forced, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(resnet_forced, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(bad_plans, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(warm_database_and_tuned_training, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(ilp_not_worse_than_dp, case_setup, case_teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -34,6 +34,8 @@ struct dl_tune_layer_report {
     int tuned;
     double time_s, undivided_s;    /* chosen plan; best undivided plan within the same limit (<0: none fits) */
     size_t ws, undivided_ws;       /* largest workspace of a direction */
+    size_t least_ws;               /* the least workspace with which some plan of the layer runs (its
+                                      kernels' smallest need; the tightest feasible --workspace-limit) */
     double dir_time[DL_N_DIRS], dir_undivided[DL_N_DIRS];
 };
 

@@ -99,6 +99,46 @@ static void free_units(struct unit *u, int n)
     free(u);
 }
 
+/* The least workspace of unit u's candidates, timed or not (a candidate
+ * above the limit is recorded untimed, with its workspace); SIZE_MAX when
+ * no kernel of its group can run it. */
+static size_t unit_least_workspace(const struct dl_tune_layer *L, const struct unit *u)
+{
+    size_t least = SIZE_MAX;
+    for (int ki = 0; ki < L->n_k; ki++)
+        for (int si = 0; L->group[ki] == u->group && si < L->n_sizes; si++) {
+            const struct dl_tune_row *r = DL_TUNE_ROW(L, ki, si);
+            size_t ws = 0;
+            int runs = L->have[ki * L->n_sizes + si];
+            for (int d = 0; d < DL_N_DIRS; d++)
+                if (L->want[d] && (u->coupled || d == u->dir)) {
+                    runs &= !(r[d].time_s < 0);
+                    ws = r[d].ws > ws ? r[d].ws : ws;
+                }
+            least = runs && ws < least ? ws : least;
+        }
+    return least;
+}
+
+/* The least workspace limit under which the layer of units [a, end) has a
+ * plan: over its kernel groups, the largest of the units' least
+ * workspaces; SIZE_MAX when nothing can run it. */
+static size_t least_workspace(const struct dl_tune_layer *L, const struct unit *u, int a, int end)
+{
+    size_t least = SIZE_MAX;
+    while (a < end) {
+        size_t group_need = 0;
+        int b = a;
+        for (; b < end && u[b].group == u[a].group; b++) {
+            size_t need = unit_least_workspace(L, &u[b]);
+            group_need = need > group_need ? need : group_need;
+        }
+        least = group_need < least ? group_need : least;
+        a = b;
+    }
+    return least;
+}
+
 /* The DP's pick for every unit under limit (only_B: undivided only); for
  * each layer the group with the smallest total; chosen[u] = 1 for the units
  * of that group.  Layers where nothing fits get no chosen unit. */
@@ -277,11 +317,20 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
             undiv[i] = undiv[i] && u[i].n_conf;
         }
         dp_plan(g, L, u, n, batch, limit, 0, pick, layer_time);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n; i++)
             pick[i] = pick[i] && u[i].n_conf ? 0 : -1;
-            if (L[u[i].layer].tunable && !isfinite(layer_time[u[i].layer]))
-                rc = dl_errorf(err, DL_ERR_SPEC, "layer '%s': no kernel runs it within %zu bytes of workspace "
-                               "(raise --workspace-limit)", g->layers[u[i].layer].name, limit);
+        for (int i = 0, end; i < n; i = end) { /* units of one layer are consecutive */
+            for (end = i; end < n && u[end].layer == u[i].layer;)
+                end++;
+            struct dl_tune_layer_report *r = &rep->layer[u[i].layer];
+            r->least_ws = least_workspace(&L[u[i].layer], u, i, end);
+            if (!rc && !isfinite(layer_time[u[i].layer]))
+                rc = r->least_ws == SIZE_MAX
+                         ? dl_errorf(err, DL_ERR_SPEC, "layer '%s': no kernel could run it",
+                                     g->layers[u[i].layer].name)
+                         : dl_errorf(err, DL_ERR_SPEC, "layer '%s': no kernel runs it within %zu bytes of "
+                                     "workspace; the least it needs is %zu (raise --workspace-limit)",
+                                     g->layers[u[i].layer].name, limit, r->least_ws);
         }
     }
     if (!rc) {
