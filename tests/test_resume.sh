@@ -19,10 +19,12 @@ for l in open(sys.argv[1]):
         print(repr(r["loss"]))' "$1" "$2"
 }
 
-# stop_after FILE N SIGNAL PID: sends SIGNAL once the metrics file has N steps.
+# stop_after FILE N SIGNAL PID: sends SIGNAL once the metrics file has N
+# steps.  The run was started with --debug-hold-at-step N, so it waits there
+# for the signal (it cannot finish first) and stops after step N + 1.
 stop_after() {
-    for i in $(seq 1 600); do
-        [ "$(grep -c step "$1.partial" 2>/dev/null)" -ge "$2" ] 2>/dev/null && break
+    for i in $(seq 1 1200); do
+        [ "$(grep -c '"step"' "$1.partial" 2>/dev/null)" -ge "$2" ] 2>/dev/null && break
         sleep 0.05
     done
     kill -"$3" "$4"
@@ -31,12 +33,12 @@ stop_after() {
 expect_status 0 "an uninterrupted run" -- $DLTRAIN $B --metrics "$TMPDIR_TEST/a.jsonl"
 
 $DLTRAIN $B --checkpoint-dir "$D" --checkpoint-every 30 --keep 2 --metrics "$TMPDIR_TEST/b.jsonl" \
-    > "$TMPDIR_TEST/b.txt" 2>&1 &
+    --debug-hold-at-step 70 > "$TMPDIR_TEST/b.txt" 2>&1 &
 pid=$!
 stop_after "$TMPDIR_TEST/b.jsonl" 70 USR1 $pid
 wait $pid; st=$?
 [ $st -eq 75 ]; tap_result $? "SIGUSR1: the run writes a checkpoint and exits with status 75 (got $st)"
-grep -q "stopped by a signal after step [0-9]*: checkpoint" "$TMPDIR_TEST/b.txt"; tap_result $? "it says where the checkpoint is"
+grep -q "stopped by a signal after step 71: checkpoint" "$TMPDIR_TEST/b.txt"; tap_result $? "it stops after the step the signal arrived in and says where the checkpoint is"
 n=$(ls "$D" | grep -c '^ckpt-.*\.safetensors$')
 [ "$n" -eq 2 ]; tap_result $? "--keep 2 leaves two checkpoints ($n)"
 last=$(ls "$D" | sort | tail -1 | sed 's/ckpt-0*\([0-9]*\)\.safetensors/\1/')
@@ -50,11 +52,11 @@ expect_output "resuming from .*ckpt-0*$last\.safetensors: step $last" "it names 
 tap_result $? "the resumed losses equal the uninterrupted run's, bit for bit"
 
 rm -rf "$D"
-$DLTRAIN $B --checkpoint-dir "$D" --metrics "$TMPDIR_TEST/t.jsonl" > "$TMPDIR_TEST/t.txt" 2>&1 &
+$DLTRAIN $B --checkpoint-dir "$D" --metrics "$TMPDIR_TEST/t.jsonl" --debug-hold-at-step 20 > "$TMPDIR_TEST/t.txt" 2>&1 &
 pid=$!
 stop_after "$TMPDIR_TEST/t.jsonl" 20 TERM $pid
 wait $pid; st=$?
-[ $st -eq 75 ] && ls "$D" | grep -q '^ckpt-'; tap_result $? "SIGTERM also checkpoints and exits with 75 (got $st)"
+[ $st -eq 75 ] && ls "$D" | grep -q '^ckpt-0*21\.safetensors$'; tap_result $? "SIGTERM also checkpoints (step 21) and exits with 75 (got $st)"
 
 # Data parallel: 4 ranks stopped, resumed on 2 ranks; compared with 1 rank.
 if command -v mpirun >/dev/null; then
@@ -63,12 +65,13 @@ if command -v mpirun >/dev/null; then
     B="--net $NET --limit-train 3200 --limit-test 500 --epochs 1 --threads 1 --quiet"
     $DLTRAIN $B --metrics "$TMPDIR_TEST/a.jsonl" > /dev/null 2>&1
     mpirun --oversubscribe -np 4 $DLTRAIN $B --checkpoint-dir "$D" --metrics "$TMPDIR_TEST/p.jsonl" \
-        > "$TMPDIR_TEST/p.txt" 2>&1 &
+        --debug-hold-at-step 20 > "$TMPDIR_TEST/p.txt" 2>&1 &
     pid=$!
     stop_after "$TMPDIR_TEST/p.jsonl" 20 USR1 $pid
     wait $pid; st=$?
-    [ $st -eq 75 ]; tap_result $? "4 ranks: SIGUSR1 to mpirun stops every rank after a checkpoint (status $st)"
     last=$(ls "$D" | sort | tail -1 | sed 's/ckpt-0*\([0-9]*\)\.safetensors/\1/')
+    [ $st -eq 75 ] && [ "$last" = 21 ]
+    tap_result $? "4 ranks: SIGUSR1 to mpirun stops every rank after a checkpoint (status $st, step $last)"
     expect_status 0 "the 4-rank checkpoint resumes on 2 ranks" -- mpirun --oversubscribe -np 2 $DLTRAIN $B \
         --checkpoint-dir "$D" --resume --metrics "$TMPDIR_TEST/q.jsonl"
     expect_output "written by 4 ranks" "the message says which layout wrote it"

@@ -131,8 +131,8 @@ tap_result $? "both tasks ran ($(tr '\n' ' ' < "$T/hostname.out" 2>/dev/null))"
 EX="$top_srcdir/examples/slurm/preemptible.sh"
 mkdir -p "$T/fake"
 id=$(cd "$T" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 -o "$T/fake.out" \
-    --export=ALL,DLTRAIN="$top_srcdir/tests/fake_dltrain.sh",CKPT_DIR="$T/fake",FAKE_STEPS=40 "$EX")
-for i in $(seq 100); do [ "$(cat "$T/fake/step" 2>/dev/null || echo 0)" -ge 5 ] && break; sleep 0.1; done
+    --export=ALL,DLTRAIN="$top_srcdir/tests/fake_dltrain.sh",CKPT_DIR="$T/fake",FAKE_STEPS=40,FAKE_HOLD_AT=5 "$EX")
+for i in $(seq 300); do [ "$(cat "$T/fake/step" 2>/dev/null || echo 0)" -ge 5 ] && break; sleep 0.1; done
 scancel --signal=USR1 "$id"
 release_requeued "$id"
 wait_job "$id" 60; tap_result $? "the preemptible job completes after a USR1 and a requeue"
@@ -158,11 +158,12 @@ loss: softmax_cross_entropy
 train: {batch: 16, epochs: 4, seed: 3, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
 NET
     mkdir -p "$T/real"
-    # rank 0 sleeps 20 ms a step (the others wait for it), so the 512 steps last
-    # about 10 s and the USR1 arrives while the job trains.
+    # Every rank waits after step 40 (its checkpoint written) until the USR1
+    # arrives, so the signal always finds the job training; the requeued run
+    # resumes from step 41 and never waits again.
     id=$(cd "$T" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 -o "$T/real.out" \
-        --export=ALL,DLTRAIN="$DLTRAIN",NET="$NETF",CKPT_DIR="$T/real",DLTRAIN_ARGS="--checkpoint-every 20 --log-every 1 --debug-slow-rank 0:20" "$EX")
-    for i in $(seq 300); do ls "$T/real" 2>/dev/null | grep -q safetensors && break; sleep 0.1; done
+        --export=ALL,DLTRAIN="$DLTRAIN",NET="$NETF",CKPT_DIR="$T/real",DLTRAIN_ARGS="--checkpoint-every 20 --log-every 1 --debug-hold-at-step 40" "$EX")
+    for i in $(seq 600); do ls "$T/real" 2>/dev/null | grep -q 'ckpt-0*40\.safetensors$' && break; sleep 0.1; done
     scancel --signal=USR1 "$id"
     release_requeued "$id"
     wait_job "$id" 300; tap_result $? "real training: the preemptible job completes after USR1 and requeue"

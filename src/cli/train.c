@@ -21,7 +21,7 @@
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
-    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
+    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT
 };
 
@@ -196,7 +196,9 @@ static void help(void)
           "  --ps-servers K        parameter-server ranks for ssp/async (default 1)\n"
           "  --stall-warning S     name ranks missing from a step's allreduce after S s (default 60)\n"
           "  --stall-timeout S     abort the job after S s (default 600)\n"
-          "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n\n"
+          "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n"
+          "  --debug-hold-at-step N  testing aid: after step N wait (up to 10 minutes) for a\n"
+          "                        stop signal, which then stops the run after step N+1\n\n"
           "Checkpoints (safetensors; see dltrain(1)):\n"
           "  --checkpoint-dir DIR  write DIR/ckpt-STEP.safetensors (rank 0), and one when SIGTERM,\n"
           "                        SIGINT or SIGUSR1 stops the run (exit status 75)\n"
@@ -227,6 +229,7 @@ int dl_cli_train(int argc, char **argv)
         {"stall-warning", required_argument, 0, OPT_STALL_WARNING},
         {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
         {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
+        {"debug-hold-at-step", required_argument, 0, OPT_HOLD_AT_STEP},
         {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
         {"sync-bn", no_argument, 0, OPT_SYNC_BN},
         {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
@@ -299,6 +302,7 @@ int dl_cli_train(int argc, char **argv)
                 bad = 1;
             }
             break;
+        case OPT_HOLD_AT_STEP: bad = parse_count("--debug-hold-at-step", optarg, 1, 1L << 40, &to.hold_at_step); break;
         case OPT_DUMP_WEIGHTS: to.dump_weights = optarg; break;
         case OPT_CKPT_DIR: to.checkpoint_dir = optarg; break;
         case OPT_CKPT_EVERY: {

@@ -237,6 +237,17 @@ static void slow_down(const struct run *r)
     }
 }
 
+/* --debug-hold-at-step: waits for a stop signal (polling every 10 ms, at
+ * most 10 minutes); the next step then sees it on every rank. */
+static void hold_for_signal(const struct run *r, long global)
+{
+    if (r->opts->hold_at_step <= 0 || global != r->opts->hold_at_step)
+        return;
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 60000 && !dl_signals_pending(); i++)
+        nanosleep(&tick, NULL);
+}
+
 /* ------------------------------------------------------------ checkpoints */
 static void warn(struct run *r, const char *msg)
 {
@@ -417,6 +428,7 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
                 stop = 1;
                 break;
             }
+            hold_for_signal(r, global);
         }
         if (rc || stop)
             break;

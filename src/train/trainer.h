@@ -59,6 +59,10 @@ struct dl_train_opts {
     int strict_checkpoints;           /* 1: a failed write stops training */
     int resume;                       /* 1: continue from resume_path, or the latest in the folder */
     const char *resume_path;
+    /* Testing aid: after this global step (> 0) every rank waits, up to 10
+     * minutes, for a stop signal, so that a test's signal lands at a known
+     * step instead of racing the run's end. */
+    long hold_at_step;
 };
 
 struct dl_train_result {
