@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct dl_error err = {0};
     if (!ready) {
         if (dl_net_load_string("fuzz.yaml", DL_FUZZ_SMALL_NET, &net, &err) ||
-            dl_exec_init(&exec, &net.graph, 2, 1, &err) ||
+            dl_exec_init(&exec, &net.graph, 2, 1, NULL, &err) ||
             dl_optim_init(&optim, &net.train.optim, exec.n_weights, &err))
             abort();
         atexit(cleanup);

@@ -32,7 +32,7 @@ int main(int argc, char **argv)
     struct dl_net net;
     struct dl_exec e;
     struct dl_optim o;
-    if (dl_net_load_string("ckpt_tool.yaml", DL_FUZZ_SMALL_NET, &net, &err) || dl_exec_init(&e, &net.graph, 2, 5, &err) ||
+    if (dl_net_load_string("ckpt_tool.yaml", DL_FUZZ_SMALL_NET, &net, &err) || dl_exec_init(&e, &net.graph, 2, 5, NULL, &err) ||
         dl_optim_init(&o, &net.train.optim, e.n_weights, &err))
         return die(&err);
     struct dl_run_view v = {&net.graph, &e, &o};

@@ -56,7 +56,7 @@ static void run_open(struct run *r, const char *text, uint64_t seed)
     struct dl_error err = {0};
     memset(r, 0, sizeof *r);
     assert_int_equal(dl_net_load_string("test.yaml", text, &r->net, &err), 0);
-    assert_int_equal(dl_exec_init(&r->e, &r->net.graph, BATCH, seed, &err), 0);
+    assert_int_equal(dl_exec_init(&r->e, &r->net.graph, BATCH, seed, NULL, &err), 0);
     assert_int_equal(dl_optim_init(&r->o, &r->net.train.optim, r->e.n_weights, &err), 0);
     r->v = (struct dl_run_view){&r->net.graph, &r->e, &r->o};
 }

@@ -63,7 +63,7 @@ static void whole_graph_gradient(void **state)
     memset(&f, 0, sizeof f);
     struct dl_error err = {0};
     assert_int_equal(dl_net_load_string("exec.yaml", NET, &f.net, &err), DL_OK);
-    assert_int_equal(dl_exec_init(&f.e, &f.net.graph, 3, 7, &err), DL_OK);
+    assert_int_equal(dl_exec_init(&f.e, &f.net.graph, 3, 7, NULL, &err), DL_OK);
     long count = 3 * dl_shape_count(f.net.graph.input);
     f.x = calloc((size_t)count, sizeof *f.x);
     struct dl_rng r;
@@ -112,9 +112,9 @@ static void same_seed_same_weights(void **state)
     struct dl_error err = {0};
     assert_int_equal(dl_net_load_string("exec.yaml", NET, &net, &err), DL_OK);
     struct dl_exec a, b, c;
-    assert_int_equal(dl_exec_init(&a, &net.graph, 2, 5, &err), DL_OK);
-    assert_int_equal(dl_exec_init(&b, &net.graph, 2, 5, &err), DL_OK);
-    assert_int_equal(dl_exec_init(&c, &net.graph, 2, 6, &err), DL_OK);
+    assert_int_equal(dl_exec_init(&a, &net.graph, 2, 5, NULL, &err), DL_OK);
+    assert_int_equal(dl_exec_init(&b, &net.graph, 2, 5, NULL, &err), DL_OK);
+    assert_int_equal(dl_exec_init(&c, &net.graph, 2, 6, NULL, &err), DL_OK);
     assert_memory_equal(a.weights, b.weights, sizeof(dl_real) * (size_t)a.n_weights);
     assert_true(memcmp(a.weights, c.weights, sizeof(dl_real) * (size_t)a.n_weights) != 0);
     /* batch-norm running variance starts at 1, running mean at 0 */

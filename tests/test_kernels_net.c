@@ -92,7 +92,7 @@ static void train(const char *text, const char *kernels, int batch, double *loss
     if (kernels)
         assert_int_equal(dl_kernel_choice_add(&ch, kernels, &err), 0);
     struct dl_exec e;
-    assert_int_equal(dl_exec_init_with(&e, &net.graph, batch, 3, &ch, &err), 0);
+    assert_int_equal(dl_exec_init(&e, &net.graph, batch, 3, &(struct dl_exec_options){.kernels = &ch}, &err), 0);
     train_steps(&e, net.graph.classes, batch, STEPS, loss, weights, n);
     dl_exec_free(&e);
     dl_net_free(&net);
@@ -158,7 +158,7 @@ static int train_fusion(const char *text, int no_fusion, int batch, double *loss
     assert_int_equal(dl_net_load_string("net.yaml", text, &net, &err), 0);
     struct dl_kernel_choices ch = {.no_fusion = no_fusion};
     struct dl_exec e;
-    assert_int_equal(dl_exec_init_with(&e, &net.graph, batch, 3, &ch, &err), 0);
+    assert_int_equal(dl_exec_init(&e, &net.graph, batch, 3, &(struct dl_exec_options){.kernels = &ch}, &err), 0);
     int fused = 0;
     for (int i = 0; i < net.graph.n; i++)
         fused += e.fused[i] != 0;
@@ -217,7 +217,7 @@ static int reorders(const char *text, const char *fc, int *n_on)
     assert_int_equal(dl_kernel_choice_add(&ch, "all=onednn", &err), 0);
     assert_int_equal(dl_kernel_choice_add(&ch, spec, &err), 0);
     struct dl_exec e;
-    assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &ch, &err), 0);
+    assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &(struct dl_exec_options){.kernels = &ch}, &err), 0);
     *n_on = 0;
     for (int i = 0; i < net.graph.n; i++)
         *n_on += strcmp(e.kernel[i]->name, fc) == 0 && strcmp(net.graph.layers[i].kind->name, "fc") == 0;
@@ -268,7 +268,7 @@ static void bn_after_plain_conv_goes_blocked(void **state)
         struct dl_kernel_choices ch = {0};
         assert_int_equal(dl_kernel_choice_add(&ch, "conv=dnnl-gemm", &err), 0);
         struct dl_exec e;
-        assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &ch, &err), 0);
+        assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &(struct dl_exec_options){.kernels = &ch}, &err), 0);
         print_message("# %d filters: stem %s, bn %s, pool %s\n", filters, dl_layout_names[e.act_layout[0]],
                       dl_layout_names[e.act_layout[1]], dl_layout_names[e.act_layout[3]]);
         assert_int_equal(e.act_layout[0], DL_LAYOUT_PLAIN);
@@ -300,6 +300,60 @@ static void resnet_uses_fast_kernels(void **state)
     dl_net_free(&net);
 }
 
+static int sync_calls;
+static void count_sync(void *ctx, double *v, int n)
+{
+    sync_calls++;
+}
+
+/* Calls of the cross-rank statistics hook in one training step of the
+ * small ResNet whose executor is made with choices ch; *bn_kernel gets the
+ * kernel of its first batch norm. */
+static int sync_hook_calls(const struct dl_kernel_choices *ch, const struct dl_kernel **bn_kernel)
+{
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("net.yaml", RESNET, &net, &err), 0);
+    struct dl_exec e;
+    assert_int_equal(dl_exec_init(&e, &net.graph, 4, 3, &(struct dl_exec_options){.kernels = ch}, &err), 0);
+    e.sync_sum = count_sync;
+    *bn_kernel = e.kernel[dl_graph_find(&net.graph, "bn1")];
+    float x[4 * 3 * 20 * 20] = {0};
+    int y[4] = {0, 1, 2, 3};
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+        x[i] = (float)((i * 7919) % 13) - 6;
+    sync_calls = 0;
+    dl_exec_zero_grad(&e);
+    dl_exec_forward(&e, x, y, 4, 1);
+    dl_exec_backward(&e);
+    assert_int_equal(e.status, 0);
+    dl_exec_free(&e);
+    dl_net_free(&net);
+    return sync_calls;
+}
+
+/* --sync-bn's rule lives in the kernel choices: with sync_stats every batch
+ * norm runs on a kernel that honours the op's sync_sum hook (which is then
+ * called in forward and backward), even when a --kernel choice names one
+ * that does not; without it the default (oneDNN, per-rank statistics). */
+static void sync_stats_kernels(void **state)
+{
+    struct dl_kernel_choices ch = {0};
+    struct dl_error err = {0};
+    const struct dl_kernel *k;
+    int plain = sync_hook_calls(&ch, &k);
+    print_message("# default batch norm: %s, %d hook calls\n", k->name, plain);
+    assert_true(k->whole_batch && !k->sync_stats && plain == 0); /* the fast kernel keeps per-rank statistics */
+    ch.sync_stats = 1;
+    int synced = sync_hook_calls(&ch, &k);
+    print_message("# with sync_stats: %s, %d hook calls\n", k->name, synced);
+    assert_true(k->sync_stats);
+    assert_true(synced >= 2 * 4); /* four batch norms, forward and backward each */
+    assert_int_equal(dl_kernel_choice_add(&ch, "batchnorm=onednn", &err), 0);
+    assert_int_equal(sync_hook_calls(&ch, &k), synced);
+    assert_true(k->sync_stats);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +363,7 @@ int main(void)
         cmocka_unit_test(onednn_fc_saves_reorder),
         cmocka_unit_test(resnet_like),
         cmocka_unit_test(resnet_uses_fast_kernels),
+        cmocka_unit_test(sync_stats_kernels),
         cmocka_unit_test(bn_after_plain_conv_goes_blocked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

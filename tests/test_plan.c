@@ -96,7 +96,7 @@ static void executor_plan(void **state)
         if (!fast)
             assert_int_equal(dl_kernel_choice_add(&ch, "all=reference", &err), 0);
         struct dl_exec e;
-        assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &ch, &err), 0);
+        assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &(struct dl_exec_options){.kernels = &ch}, &err), 0);
         assert_true(e.arena_bytes > 0);
         assert_true(e.arena_bytes < e.unplanned_bytes);
         /* At least every activation of the batch must fit. */

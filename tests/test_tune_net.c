@@ -131,7 +131,7 @@ static void load(const char *text)
 static void init_exec(struct dl_exec *e, const struct dl_mbplan *plan)
 {
     struct dl_error err = {0};
-    int rc = dl_exec_init_plan(e, &fx.net.graph, BATCH, 3, NULL, plan, &err);
+    int rc = dl_exec_init(e, &fx.net.graph, BATCH, 3, &(struct dl_exec_options){.plan = plan}, &err);
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, 0);
@@ -321,7 +321,7 @@ static void resnet_forced(void **state)
 static void rejected(const struct dl_mbplan *p, const char *what)
 {
     struct dl_error err = {0};
-    assert_int_equal(dl_exec_init_plan(&fx.exec[0], &fx.net.graph, BATCH, 3, NULL, p, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_exec_init(&fx.exec[0], &fx.net.graph, BATCH, 3, &(struct dl_exec_options){.plan = p}, &err), DL_ERR_SPEC);
     print_message("# rejected: %s\n", err.msg);
     assert_non_null(strstr(err.msg, what));
 }

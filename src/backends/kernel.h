@@ -65,6 +65,11 @@ struct dl_kernel {
     const char *backend;           /* library folder: "reference", "cpu_onednn", "cpu_blas" */
     const struct dl_op_kind *op;   /* the op kind served; NULL: every kind (the reference) */
     int whole_batch;               /* 1: mb must equal the batch (batch statistics) */
+    /* 1: honours the op call's sync_sum hook (struct dl_op_call), so that
+     * with --sync-bn its batch statistics are summed over the data-parallel
+     * ranks.  A whole_batch kernel without it keeps per-rank statistics and
+     * is never chosen when the choices ask for synchronised statistics. */
+    int sync_stats;
     int fuses_relu;                /* 1: can be created with cfg.relu (see above) */
     /* 1 when this kernel can run layer l (attributes, shapes); may be NULL (all). */
     int (*supports)(const struct dl_layer *l);
@@ -101,6 +106,8 @@ const struct dl_kernel *dl_kernel_find(const struct dl_op_kind *op, const char *
 #define DL_MAX_KERNEL_CHOICES 32
 struct dl_kernel_choices {
     int no_fusion;  /* 1: never fold a ReLU into its producer (--no-fusion) */
+    int sync_stats; /* 1: batch statistics are summed over ranks (--sync-bn): whole_batch kernels
+                       without sync_stats cannot run a layer */
     int n;
     char key[DL_MAX_KERNEL_CHOICES][64];
     char name[DL_MAX_KERNEL_CHOICES][32];
@@ -110,13 +117,13 @@ struct dl_kernel_choices {
  * when KEY is an op kind, that it serves KEY). */
 int dl_kernel_choice_add(struct dl_kernel_choices *ch, const char *spec, struct dl_error *err);
 
-/* The kernel that runs layer l: the last matching choice that supports l,
- * else the first registered kernel that supports l. */
-const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct dl_kernel_choices *ch);
+/* 1 when k can run layer l under ch (NULL: no choices): it serves l's op
+ * kind, supports l, and honours ch->sync_stats. */
+int dl_kernel_usable(const struct dl_kernel *k, const struct dl_layer *l, const struct dl_kernel_choices *ch);
 
-/* Process-wide choices set once at start-up by the CLI (--kernel), used by
- * dl_exec_init(). */
-extern struct dl_kernel_choices dl_kernel_defaults;
+/* The kernel that runs layer l: the last matching choice usable for l,
+ * else the first registered kernel usable for l. */
+const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct dl_kernel_choices *ch);
 
 /* An instance of k for l and mb samples whose input is offered in NCHW (the
  * layouts k then wants are in *cfg), as the tuner measures kernels. */

@@ -29,8 +29,6 @@ const struct dl_kernel *const dl_kernels[] = {
     NULL,
 };
 
-struct dl_kernel_choices dl_kernel_defaults;
-
 static int serves(const struct dl_kernel *k, const struct dl_op_kind *op)
 {
     return !k->op || !op || k->op == op;
@@ -76,8 +74,10 @@ int dl_kernel_choice_add(struct dl_kernel_choices *ch, const char *spec, struct 
     return DL_OK;
 }
 
-static int usable(const struct dl_kernel *k, const struct dl_layer *l)
+int dl_kernel_usable(const struct dl_kernel *k, const struct dl_layer *l, const struct dl_kernel_choices *ch)
 {
+    if (ch && ch->sync_stats && k && k->whole_batch && !k->sync_stats)
+        return 0;
     return k && serves(k, l->kind) && (!k->supports || k->supports(l));
 }
 
@@ -88,11 +88,11 @@ const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct 
             strcmp(ch->key[i], l->name) != 0)
             continue;
         const struct dl_kernel *k = dl_kernel_find(l->kind, ch->name[i]);
-        if (usable(k, l))
+        if (dl_kernel_usable(k, l, ch))
             return k;
     }
     for (int i = 0; dl_kernels[i]; i++)
-        if (usable(dl_kernels[i], l))
+        if (dl_kernel_usable(dl_kernels[i], l, ch))
             return dl_kernels[i];
     return &dl_kernel_reference;
 }

@@ -246,7 +246,8 @@ int dl_cli_bench_conv(int argc, char **argv)
         {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT},
         {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY},
         {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options no;
+    dl_net_options_init(&no);
     const char *suite = NULL, *suite_file = NULL, *shape = NULL;
     int opt, csv = 0, rows = 0, batch = 0;
     optind = 1;
@@ -264,7 +265,7 @@ int dl_cli_bench_conv(int argc, char **argv)
         case OPT_SUITE_FILE: suite_file = optarg; break;
         case OPT_SHAPE: shape = optarg; break;
         case OPT_CSV: csv = 1; break;
-        case OPT_NO_MEASURE: dl_net_tune.no_measure = 1; break;
+        case OPT_NO_MEASURE: no.tune.no_measure = 1; break;
         case OPT_ROWS:
         case OPT_REPEATS:
         case DL_OPT_BATCH:
@@ -272,7 +273,7 @@ int dl_cli_bench_conv(int argc, char **argv)
                 fprintf(stderr, "dltrain bench conv: expected a positive integer, found '%s'\n", optarg);
                 return 2;
             }
-            *(opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &dl_net_tune.repeats) = iv[0];
+            *(opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &no.tune.repeats) = iv[0];
             break;
         case DL_OPT_HELP: help(); return 0;
         default: fprintf(stderr, "Try 'dltrain bench conv --help'.\n"); return 2;
@@ -316,7 +317,7 @@ int dl_cli_bench_conv(int argc, char **argv)
         if (rows && rows < n)
             n = rows;
     }
-    struct dl_tune_options o = dl_net_tune;
+    struct dl_tune_options o = no.tune;
     o.all_dirs = 1;
     if (!csv)
         printf("bench conv: %d shapes, %d threads, policy %s, workspace limit %s%zu bytes\n", n, dl_threads_get(),

@@ -74,7 +74,8 @@ int dl_cli_bench_step(int argc, char **argv)
                                               {"warmup", required_argument, 0, OPT_WARMUP},
                                               {"no-peak", no_argument, 0, OPT_NO_PEAK},
                                               {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options no;
+    dl_net_options_init(&no);
     int opt, steps = 10, warmup = 3, peak = 1;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -102,6 +103,8 @@ int dl_cli_bench_step(int argc, char **argv)
     int N = net.train.batch;
     struct dl_error err = {0};
     struct dl_exec e;
+    struct dl_exec_options eo;
+    dl_net_exec_options(&no, &eo);
     struct dl_optim o = {0};
     long count = (long)N * dl_shape_count(g->input);
     float *x = malloc(sizeof *x * (size_t)count);
@@ -109,7 +112,7 @@ int dl_cli_bench_step(int argc, char **argv)
     double *t = malloc(sizeof *t * (size_t)steps);
     int rc = !x || !y || !t ? dl_errorf(&err, DL_ERR_NOMEM, "out of memory") : DL_OK;
     if (!rc)
-        rc = dl_exec_init(&e, g, N, net.train.seed, &err);
+        rc = dl_exec_init(&e, g, N, net.train.seed, &eo, &err);
     if (!rc && (rc = dl_optim_init(&o, &net.train.optim, e.n_weights, &err)) != 0)
         dl_exec_free(&e);
     if (rc) {

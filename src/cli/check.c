@@ -33,7 +33,8 @@ static void human(double v, char *buf, size_t n)
 int dl_cli_check(int argc, char **argv)
 {
     static const struct option long_opts[] = {DL_NET_OPTIONS, {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options no;
+    dl_net_options_init(&no);
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -86,7 +87,9 @@ int dl_cli_check(int argc, char **argv)
     printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
     struct dl_exec plan;
     struct dl_error err = {0};
-    if (dl_exec_plan(&plan, g, net.train.batch, &dl_kernel_defaults, &err) == DL_OK) {
+    struct dl_exec_options eo;
+    dl_net_exec_options(&no, &eo);
+    if (dl_exec_plan(&plan, g, net.train.batch, &eo, &err) == DL_OK) {
         double params = 3.0 * (double)dl_graph_param_count(g) * sizeof(float); /* weights, gradients, momentum */
         printf("planned peak: %.0f bytes for batch %d (arena %zu bytes: activations, gradients, kernel state and "
                "workspace, %zu without reuse; parameters, gradients and optimizer state %.0f bytes)\n",

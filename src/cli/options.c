@@ -16,7 +16,18 @@
 #include "core/threads.h"
 #include "exec/exec.h"
 
-struct dl_tune_options dl_net_tune = {.policy = DL_TUNE_POWER_OF_TWO, .warmup = 1, .repeats = 5};
+void dl_net_options_init(struct dl_net_options *o)
+{
+    memset(o, 0, sizeof *o);
+    dl_tune_options_default(&o->tune);
+}
+
+void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out)
+{
+    *out = (struct dl_exec_options){.kernels = &o->kernels};
+    if (o->tune_on)
+        out->tuner = (struct dl_exec_tuner){dl_tune_exec_plan, &o->tune};
+}
 
 int dl_parse_bytes(const char *s, size_t *out)
 {
@@ -44,12 +55,12 @@ int dl_parse_bytes(const char *s, size_t *out)
 }
 
 /* --tune and the tuner's settings (see options.h). */
-static int tune_option(int opt, const char *arg, const char *prog)
+static int tune_option(struct dl_net_options *o, int opt, const char *arg, const char *prog)
 {
     size_t bytes;
     switch (opt) {
     case DL_OPT_TUNE:
-        dl_exec_tuner_default = (struct dl_exec_tuner){dl_tune_exec_plan, &dl_net_tune};
+        o->tune_on = 1;
         return 1;
     case DL_OPT_WORKSPACE_LIMIT:
     case DL_OPT_WORKSPACE_TOTAL:
@@ -58,13 +69,13 @@ static int tune_option(int opt, const char *arg, const char *prog)
                     opt == DL_OPT_WORKSPACE_LIMIT ? "limit" : "total", arg);
             return -1;
         }
-        *(opt == DL_OPT_WORKSPACE_LIMIT ? &dl_net_tune.workspace_limit : &dl_net_tune.workspace_total) = bytes;
+        *(opt == DL_OPT_WORKSPACE_LIMIT ? &o->tune.workspace_limit : &o->tune.workspace_total) = bytes;
         return 1;
-    case DL_OPT_TUNE_DB: dl_net_tune.db_path = arg; return 1;
+    case DL_OPT_TUNE_DB: o->tune.db_path = arg; return 1;
     case DL_OPT_TUNE_POLICY:
         for (int i = 0; dl_tune_policy_names[i]; i++)
             if (strcmp(arg, dl_tune_policy_names[i]) == 0) {
-                dl_net_tune.policy = (enum dl_tune_policy)i;
+                o->tune.policy = (enum dl_tune_policy)i;
                 return 1;
             }
         fprintf(stderr, "%s: --tune-policy: expected undivided, powerOfTwo or all, found '%s'\n", prog, arg);
@@ -90,20 +101,20 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
         o->threads = (int)v;
         return 1;
     }
-    if (opt == DL_OPT_KERNEL) { /* process-wide kernel choices, read by dl_exec_init() */
+    if (opt == DL_OPT_KERNEL) {
         struct dl_error err = {0};
-        if (dl_kernel_choice_add(&dl_kernel_defaults, arg, &err)) {
+        if (dl_kernel_choice_add(&o->kernels, arg, &err)) {
             fprintf(stderr, "%s: %s\n", prog, err.msg);
             return -1;
         }
         return 1;
     }
     if (opt == DL_OPT_NO_FUSION) {
-        dl_kernel_defaults.no_fusion = 1;
+        o->kernels.no_fusion = 1;
         return 1;
     }
     if (opt >= DL_OPT_TUNE && opt <= DL_OPT_TUNE_POLICY)
-        return tune_option(opt, arg, prog);
+        return tune_option(o, opt, arg, prog);
     if (opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS)
         return 0;
     if (o->n == DL_MAX_OVERRIDES) {

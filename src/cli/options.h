@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
+#include "exec/exec.h"
 #include "spec/netfile.h"
 #include "tune/tune.h"
 
@@ -45,7 +46,13 @@ struct dl_net_options {
     int n;                       /* overrides in command-line order */
     int codes[DL_MAX_OVERRIDES];
     const char *values[DL_MAX_OVERRIDES];
+    struct dl_kernel_choices kernels; /* --kernel, --no-fusion */
+    struct dl_tune_options tune;      /* --workspace-limit, --workspace-total, --tune-db, --tune-policy */
+    int tune_on;                      /* --tune: executors are planned by the tuner */
 };
+
+/* Empty options (no overrides, default kernels and tuner settings). */
+void dl_net_options_init(struct dl_net_options *o);
 
 /* Records one shared option.  Returns 1 when opt was one of them, 0 when it
  * is not a shared option, and -1 (after printing a message) on a bad value. */
@@ -56,10 +63,9 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
  * value) on failure, 0 on success. */
 int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog);
 
-/* Tuner settings of --workspace-limit, --workspace-total, --tune-db and
- * --tune-policy (start-up defaults like --kernel's); --tune also makes
- * dl_exec_init() plan every executor with them (dl_exec_tuner_default). */
-extern struct dl_tune_options dl_net_tune;
+/* The executor options of o: its kernel choices and, with --tune, the tuner
+ * with o's settings (out points into o, which must outlive it). */
+void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out);
 
 /* "268435456", "256M", "256MiB", "64k", "1G" (binary multiples) -> bytes. */
 int dl_parse_bytes(const char *s, size_t *out);

@@ -238,7 +238,8 @@ int dl_cli_train(int argc, char **argv)
         {"resume", optional_argument, 0, OPT_RESUME},
         {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
         {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options no;
+    dl_net_options_init(&no);
     struct printer p = {.log_every = 100};
     struct dl_train_opts to;
     dl_train_opts_defaults(&to);
@@ -327,13 +328,7 @@ int dl_cli_train(int argc, char **argv)
             break;
         case OPT_STRICT_CKPT: to.strict_checkpoints = 1; break;
         case OPT_SYNC_BN:
-            /* The op's reference code does the cross-rank sums; library
-             * batch-norm kernels keep per-rank statistics. */
-            to.parallel.sync_bn = 1;
-            if (dl_kernel_choice_add(&dl_kernel_defaults, "batchnorm=reference", &err)) {
-                fprintf(stderr, "dltrain: --sync-bn: %s\n", err.msg);
-                bad = 1;
-            }
+            to.parallel.sync_bn = 1; /* the trainer then picks kernels with sync_stats */
             break;
         default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
         }
@@ -370,6 +365,7 @@ int dl_cli_train(int argc, char **argv)
     struct dl_train_hooks hooks = {.ctx = &p, .on_start = on_start, .on_step = on_step, .on_epoch = on_epoch,
                                    .on_warning = on_warning};
     struct dl_train_result res;
+    dl_net_exec_options(&no, &to.exec);
     int rc = status ? DL_OK : dl_train(&net, &to, &hooks, &res, &err);
     if (!status && !rc && p.metrics.open)
         rc = dl_metrics_close(&p.metrics, &err);

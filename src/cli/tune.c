@@ -74,7 +74,8 @@ int dl_cli_tune(int argc, char **argv)
                                               {"repeats", required_argument, 0, OPT_REPEATS},
                                               {"no-measure", no_argument, 0, OPT_NO_MEASURE},
                                               {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options no;
+    dl_net_options_init(&no);
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -92,10 +93,10 @@ int dl_cli_tune(int argc, char **argv)
                 fprintf(stderr, "dltrain tune: --repeats: expected an integer in [1, 64], found '%s'\n", optarg);
                 return 2;
             }
-            dl_net_tune.repeats = (int)v;
+            no.tune.repeats = (int)v;
             break;
         }
-        case OPT_NO_MEASURE: dl_net_tune.no_measure = 1; break;
+        case OPT_NO_MEASURE: no.tune.no_measure = 1; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain tune"); return 0;
         default: fprintf(stderr, "Try 'dltrain tune --help'.\n"); return 2;
@@ -109,8 +110,8 @@ int dl_cli_tune(int argc, char **argv)
     int status = dl_net_options_load(&no, &net, "dltrain tune");
     if (status)
         return status;
-    struct dl_tune_options o = dl_net_tune;
-    o.kernels = &dl_kernel_defaults;
+    struct dl_tune_options o = no.tune;
+    o.kernels = &no.kernels;
     struct dl_mbplan plan;
     struct dl_tune_report rep;
     struct dl_error err = {0};

@@ -53,8 +53,6 @@ void dl_exec_free(struct dl_exec *e)
     memset(e, 0, sizeof *e);
 }
 
-struct dl_exec_tuner dl_exec_tuner_default;
-
 static int copy_mbplan(struct dl_mbplan *dst, const struct dl_mbplan *src, const struct dl_graph *g,
                        struct dl_error *err)
 {
@@ -96,10 +94,10 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     return DL_OK;
 }
 
-int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,
-                 const struct dl_kernel_choices *kernels, struct dl_error *err)
+int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
+                 struct dl_error *err)
 {
-    return plan_with(e, g, max_batch, kernels, NULL, err);
+    return plan_with(e, g, max_batch, o ? o->kernels : NULL, o ? o->plan : NULL, err);
 }
 
 /* Points every tensor, state block, scratch and the workspace into the arena. */
@@ -177,8 +175,8 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_error *err)
     return DL_OK;
 }
 
-int dl_exec_init_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                      const struct dl_kernel_choices *kernels, const struct dl_mbplan *mbplan, struct dl_error *err)
+static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
+                        const struct dl_kernel_choices *kernels, const struct dl_mbplan *mbplan, struct dl_error *err)
 {
     int rc = plan_with(e, g, max_batch, kernels, mbplan, err);
     if (rc)
@@ -193,22 +191,18 @@ int dl_exec_init_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch
     return DL_OK;
 }
 
-int dl_exec_init_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                      const struct dl_kernel_choices *kernels, struct dl_error *err)
-{
-    return dl_exec_init_plan(e, g, max_batch, seed, kernels, NULL, err);
-}
-
 int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                 struct dl_error *err)
+                 const struct dl_exec_options *o, struct dl_error *err)
 {
-    const struct dl_exec_tuner *t = &dl_exec_tuner_default;
-    if (!t->plan)
-        return dl_exec_init_with(e, g, max_batch, seed, &dl_kernel_defaults, err);
+    const struct dl_exec_options none = {0};
+    if (!o)
+        o = &none;
+    if (o->plan || !o->tuner.plan)
+        return init_planned(e, g, max_batch, seed, o->kernels, o->plan, err);
     struct dl_mbplan plan = {0};
-    int rc = t->plan(t->ctx, g, max_batch, &dl_kernel_defaults, &plan, err);
+    int rc = o->tuner.plan(o->tuner.ctx, g, max_batch, o->kernels, &plan, err);
     if (!rc)
-        rc = dl_exec_init_plan(e, g, max_batch, seed, &dl_kernel_defaults, &plan, err);
+        rc = init_planned(e, g, max_batch, seed, o->kernels, &plan, err);
     dl_mbplan_free(&plan);
     return rc;
 }

@@ -71,38 +71,42 @@ struct dl_exec {
     struct dl_exec_impl *impl;
 };
 
-/* Allocates everything for batches of up to max_batch samples and initialises
- * the parameters from seed (deterministically, in graph order).  Kernels
- * follow dl_kernel_defaults (set by --kernel); with dl_exec_tuner_default set
- * (--tune), the tuner's micro-batch plan. */
-int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                 struct dl_error *err);
-/* The same with explicit kernel choices (NULL: the defaults of each op). */
-int dl_exec_init_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                      const struct dl_kernel_choices *kernels, struct dl_error *err);
-/* The same running the layers that plan tunes as sequences of micro-batches
- * (plan/mbplan.h; plan->batch 0 or NULL: none).  The plan is copied; it must
- * be for at most max_batch samples, and batches of another size run
- * undivided.  A plan that a kernel cannot follow (layouts, workspace slice
- * too small, state kept across a different split) is rejected (DL_ERR_SPEC). */
+/* A micro-batch planner (the tuner, tune/tune.h's dl_tune_exec_plan) that
+ * dl_exec_init asks for the plan of the executor it makes. */
 struct dl_mbplan;
-int dl_exec_init_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                      const struct dl_kernel_choices *kernels, const struct dl_mbplan *plan, struct dl_error *err);
-
-/* Start-up default read by dl_exec_init() (set once by the CLI for --tune,
- * like dl_kernel_defaults for --kernel): when plan is not NULL it is asked
- * for the micro-batch plan of every executor made with dl_exec_init(). */
 struct dl_exec_tuner {
     int (*plan)(void *ctx, const struct dl_graph *g, int batch, const struct dl_kernel_choices *kernels,
                 struct dl_mbplan *out, struct dl_error *err);
     void *ctx;
 };
-extern struct dl_exec_tuner dl_exec_tuner_default;
+
+/* How an executor chooses its kernels and splits (all NULL: every op's
+ * default kernel, ReLU fusion on, undivided layers).  Everything an
+ * executor depends on is here, so two executors in one process may
+ * differ (pipeline stages, tests comparing kernels). */
+struct dl_exec_options {
+    const struct dl_kernel_choices *kernels; /* --kernel, --no-fusion, --sync-bn's kernel rule */
+    /* Layers this plan tunes run as sequences of micro-batches
+     * (plan/mbplan.h; batch 0: none).  The plan is copied; it must be for at
+     * most max_batch samples, and batches of another size run undivided.  A
+     * plan that a kernel cannot follow (layouts, workspace slice too small,
+     * state kept across a different split) is rejected (DL_ERR_SPEC). */
+    const struct dl_mbplan *plan;
+    /* With no plan: when tuner.plan is set, it is asked for one (--tune). */
+    struct dl_exec_tuner tuner;
+};
+
+/* Allocates everything for batches of up to max_batch samples and initialises
+ * the parameters from seed (deterministically, in graph order).  o may be
+ * NULL (the defaults). */
+int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
+                 const struct dl_exec_options *o, struct dl_error *err);
 
 /* Chooses kernels and plans memory without allocating the arena or the
- * parameters: fills kernel[], arena_bytes and unplanned_bytes only. */
-int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch,
-                 const struct dl_kernel_choices *kernels, struct dl_error *err);
+ * parameters: fills kernel[], arena_bytes and unplanned_bytes only (o's
+ * tuner is not asked). */
+int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
+                 struct dl_error *err);
 void dl_exec_free(struct dl_exec *e);
 
 /* Forward over batch samples of x (batch x input shape, NCHW) with labels.

@@ -61,7 +61,7 @@ struct dl_exec_impl {
     void *arena;
     void *workspace;                    /* arena + its offset, or a larger block of its own */
     void *own_workspace;
-    struct dl_mbplan mbplan;            /* copy of the plan given to dl_exec_init_plan (batch 0: none) */
+    struct dl_mbplan mbplan;            /* copy of the options' plan (batch 0: none) */
 };
 
 /* steps.c */

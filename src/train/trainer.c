@@ -141,6 +141,23 @@ static void stall_warning(void *ctx, const char *msg)
         r->hooks->on_warning(r->hooks->ctx, msg);
 }
 
+/* The executor, with kernels that sum batch statistics over the ranks when
+ * --sync-bn asks for it (whatever the caller's kernel choices). */
+static int init_exec(struct run *r, struct dl_error *err)
+{
+    struct dl_exec_options o = r->opts->exec;
+    struct dl_kernel_choices *kernels = dl_calloc(1, sizeof *kernels, err);
+    if (!kernels)
+        return DL_ERR_NOMEM;
+    if (o.kernels)
+        *kernels = *o.kernels;
+    kernels->sync_stats |= r->opts->parallel.sync_bn;
+    o.kernels = kernels;
+    int rc = dl_exec_init(&r->exec, &r->net->graph, r->net->train.batch, r->net->train.seed, &o, err);
+    free(kernels);
+    return rc;
+}
+
 static int setup(struct run *r, struct dl_error *err)
 {
     const struct dl_net *net = r->net;
@@ -186,7 +203,7 @@ static int setup(struct run *r, struct dl_error *err)
         rc = dl_batcher_init(&r->batcher, &r->train, ts->batch, r->server ? 0 : r->worker, r->workers, 1, ts->seed, 0,
                              err);
     if (!rc)
-        rc = dl_exec_init(&r->exec, &net->graph, ts->batch, ts->seed, err);
+        rc = init_exec(r, err);
     if (!rc)
         rc = dl_optim_init(&r->optim, &ts->optim, r->exec.n_weights, err);
     if (!rc && po->sync_bn && p > 1 && !r->ps) {

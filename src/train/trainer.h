@@ -47,6 +47,8 @@ struct dl_train_hooks {
 
 struct dl_train_opts {
     struct dl_comm *comm;             /* the world; NULL = one process */
+    struct dl_exec_options exec;      /* kernel choices, micro-batch plan or tuner (zero: the defaults);
+                                         parallel.sync_bn adds sync_stats to the kernel choices */
     struct dl_parallel_opts parallel;
     const char *dump_weights;         /* rank 0 writes the final flat weights (raw float32) here */
     /* Checkpoints (train/checkpoint.h): rank 0 writes DIR/ckpt-STEP.safetensors

@@ -38,7 +38,7 @@ static void candidates(const struct dl_layer *l, const struct dl_kernel_choices 
     }
     for (int i = 0; dl_kernels[i] && L->n_k < DL_TUNE_MAX_KERNELS; i++) {
         const struct dl_kernel *k = dl_kernels[i];
-        if ((k->op && k->op != l->kind) || (k->supports && !k->supports(l)) || k->whole_batch)
+        if (!dl_kernel_usable(k, l, ch) || k->whole_batch)
             continue;
         if ((chosen && k != chosen) || (!k->op && L->n_k > 0)) /* the reference only as a last resort */
             continue;

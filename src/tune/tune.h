@@ -69,7 +69,9 @@ double dl_tune_clock(void);
 /* $XDG_CACHE_HOME/dltrain/tune.sqlite, else $HOME/.cache/dltrain/tune.sqlite. */
 int dl_tune_db_default_path(char *buf, size_t size, struct dl_error *err);
 
-/* An adapter for dl_exec_tuner_default: ctx is a struct dl_tune_options. */
+/* The tuner as an executor's planner (struct dl_exec_tuner, exec/exec.h):
+ * ctx is a struct dl_tune_options, whose kernels are replaced by the
+ * executor's choices. */
 int dl_tune_exec_plan(void *ctx, const struct dl_graph *g, int batch, const struct dl_kernel_choices *kernels,
                       struct dl_mbplan *out, struct dl_error *err);
 

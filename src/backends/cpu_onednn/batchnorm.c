@@ -3,7 +3,9 @@
  * momentum and unbiased variance; inference: the running ones) and backward
  * (input, scale and shift gradients, the latter two added into dparam).  The
  * batch mean and variance go from forward to backward in saved.  Needs the
- * whole batch in one call (whole_batch). */
+ * whole batch in one call (whole_batch).  oneDNN computes the statistics and
+ * the backward's sums inside one primitive, with no hook to sum them over
+ * ranks, so this kernel has no sync_stats: --sync-bn runs the reference. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>

@@ -53,6 +53,7 @@ const struct dl_kernel dl_kernel_reference = {
     .name = "reference",
     .backend = "reference",
     .op = NULL,
+    .sync_stats = 1, /* the ops' reference code sums batch statistics through sync_sum */
     .create = ref_create,
     .destroy = ref_destroy,
     .saved_bytes = ref_saved_bytes,
