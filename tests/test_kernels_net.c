@@ -239,7 +239,8 @@ static void onednn_fc_saves_reorder(void **state)
                   "(%d)\n", r_gemm, gemm_fc, r_onednn, onednn_fc);
     assert_int_equal(gemm_fc, 2);
     assert_int_equal(onednn_fc, 2);
-    assert_int_equal(r_onednn, r_gemm - 1);
+    /* oneDNN picks plain layouts on CPUs without AVX2 (ONEDNN_MAX_CPU_ISA=SSE41): nothing to save */
+    assert_int_equal(r_onednn, r_gemm > 0 ? r_gemm - 1 : 0);
 }
 
 /* The fast path really is fast kernels with blocked layouts here. */
