@@ -42,6 +42,16 @@ static void registry_picks_and_rejects(void **state)
     if (!dl_comm_available("nccl")) {
         assert_int_equal(dl_comm_open("nccl", NULL, NULL, &c, &err), DL_ERR_UNSUPPORTED);
         assert_non_null(strstr(err.msg, "--with-cuda"));
+    } else { /* a --with-cuda build: without a GPU (or driver) it says so instead of failing later */
+        int rc = dl_comm_open("nccl", NULL, NULL, &c, &err);
+        if (rc == DL_OK)
+            dl_comm_close(c);
+        else {
+            print_message("# nccl: %s\n", err.msg);
+            assert_int_equal(rc, DL_ERR_UNSUPPORTED);
+            assert_non_null(strstr(err.msg, "no CUDA device"));
+        }
+        c = NULL;
     }
     /* auto without a launcher is self (the harness does not run us under mpirun) */
     unsetenv("OMPI_COMM_WORLD_SIZE");

@@ -1,8 +1,8 @@
 /* kernel.h: the kernel interface.  A kernel is one implementation of one op
  * kind on one library (oneDNN direct or Winograd convolution, im2col + sgemm,
- * the plain-C reference, later cuDNN); several kernels may serve one op kind
- * and the executor (today: a default order or --kernel; later: the tuner)
- * picks one per layer.  Kernels never see the graph or YAML: only one layer.
+ * the plain-C reference; cuDNN for the GPU backend to come); several kernels
+ * may serve one op kind and the executor picks one per layer (a default
+ * order, --kernel choices, or the tuner's micro-batch plan).  Kernels never see the graph or YAML: only one layer.
  *
  * Life cycle.  create() builds an instance for ONE micro-batch size mb and the
  * memory layouts negotiated by layouts(); anything expensive (oneDNN

@@ -1,7 +1,9 @@
 /* registry.c: the table of every kernel of this build and the rules that
  * pick one per layer (--kernel choices, else the first registered kernel that
  * supports the layer: the fastest measured on the project's machine, see
- * bench/README.md).  The only #ifdefs on libraries in the project are here. */
+ * bench/README.md).  Which kernels a build has is decided here, by the only
+ * #ifdefs on the kernel libraries outside their own wrappers (cpu_blas/gemm.c,
+ * openblas_core.c and core/threads.c, which set OpenBLAS's threads). */
 #include "backends/kernel.h"
 
 #include "config.h"

@@ -39,4 +39,13 @@ tests_test_codec_SOURCES = tests/test_codec.c
 tests_test_codec_CFLAGS = $(TEST_CFLAGS)
 tests_test_codec_LDADD = $(TEST_LIBS)
 TESTS += tests/test_comm_self tests/test_codec
+if HAVE_CUDA
+# The NCCL backend on a GPU; every case reports skipped where there is none.
+check_PROGRAMS += tests/test_nccl
+tests_test_nccl_SOURCES = tests/test_nccl.c
+tests_test_nccl_CFLAGS = $(TEST_CFLAGS)
+tests_test_nccl_LDADD = $(TEST_LIBS)
+TESTS += tests/test_nccl
 endif
+endif
+EXTRA_DIST += tests/test_nccl.c

@@ -4,7 +4,8 @@
  * that layer type: spec/ parses and documents them from this table), infers
  * its output shape, describes its parameters, and provides the plain-C
  * reference forward and backward that serve as ground truth for every fast
- * kernel.  Adding a layer type = one new file + one line in ops/registry.c.
+ * kernel.  Adding a layer type: doc/ARCHITECTURE.md's checklist (its file,
+ * one line in ops/kinds.h, a build fragment, a gradient check, the man page).
  *
  * Memory contract of the reference ops (all tensors NCHW, batch-major):
  *   forward  reads in[], param[], writes out[] (and saved[] for backward);

@@ -1,5 +1,5 @@
-/* registry.c: the table of every op kind.  Adding a layer type means adding
- * its file in src/ops/ and one line here. */
+/* registry.c: the table of every op kind, built from the list in kinds.h
+ * (adding a layer type: doc/ARCHITECTURE.md's checklist). */
 #include "ops/op.h"
 
 #include <string.h>

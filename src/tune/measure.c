@@ -2,7 +2,9 @@
  * direction asked for: buffers of random values in the layouts the kernel
  * negotiates from plain inputs, one forward first (kernel state for the
  * backward passes), then for each direction warm-up calls and the median of
- * the timed ones.  Everything goes through kernel.h, whatever the device. */
+ * the timed ones.  Kernels are called through kernel.h, but the buffers are
+ * host memory and the clock is the host's: a device backend needs both from
+ * its own memory space and clock (CUDA events) before it can be tuned. */
 #include "tune/tune_impl.h"
 
 #include <math.h>
