@@ -1,7 +1,8 @@
 /* test_comm_mpi.c: run under mpirun by test_comm_mpi.sh.  Every allreduce
  * algorithm must give the exact sum (integer-valued floats) for awkward sizes
  * on this rank count; also split, non-blocking test/wait, the native
- * collectives and the compressed allreduce.  Rank 0 prints one TAP line per
+ * collectives, the compressed allreduce and every dp x tp x pp grid's
+ * group communicators.  Rank 0 prints one TAP line per
  * check without numbers ("ok - ..."); the shell script numbers them.
  * Usage: test_comm_mpi [--big] (adds a 64 MiB vector). */
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "comm/allreduce.h"
 #include "comm/codec.h"
 #include "comm/comm.h"
+#include "parallel/grid.h"
 
 static struct dl_comm *world;
 
@@ -259,6 +261,51 @@ static void check_1bit_bytes(void)
     free(buf);
 }
 
+/* 1 when group c (of grid g) holds exactly the world ranks whose
+ * coordinates match this rank's except on axis (0 t, 1 d, 2 p), in the
+ * order of that coordinate. */
+static int group_is(struct dl_comm *c, const struct dl_grid *g, int axis, char *detail, size_t dlen)
+{
+    int n = axis == 0 ? g->dims.tp : axis == 1 ? g->dims.dp : g->dims.pp;
+    int *members = malloc(sizeof *members * (size_t)n), me = world->rank, ok = c && c->size == n;
+    struct dl_error err = {0};
+    if (ok && c->ops->allgather(c, &me, members, sizeof me, &err) != DL_OK)
+        ok = 0;
+    for (int i = 0; ok && i < n; i++) {
+        struct dl_grid_pos q = g->pos;
+        *(axis == 0 ? &q.t : axis == 1 ? &q.d : &q.p) = i;
+        ok = members[i] == dl_grid_rank(&g->dims, q);
+    }
+    if (!ok)
+        snprintf(detail, dlen, "axis %d of rank %d", axis, me);
+    free(members);
+    return ok;
+}
+
+/* Every grid of this world size: each rank's tensor, data and pipeline
+ * groups hold the ranks the layout formula says, in coordinate order. */
+static void check_grids(void)
+{
+    int P = world->size;
+    for (int tp = 1; tp <= P; tp++)
+        for (int pp = 1; tp * pp <= P; pp++) {
+            if (P % (tp * pp))
+                continue;
+            struct dl_grid_dims d = {P / (tp * pp), tp, pp};
+            struct dl_grid g;
+            struct dl_error err = {0};
+            char what[96], detail[128] = "";
+            snprintf(what, sizeof what, "grid dp=%d,tp=%d,pp=%d: group members", d.dp, d.tp, d.pp);
+            int ok = dl_grid_open(world, &d, &g, &err) == DL_OK;
+            if (!ok)
+                snprintf(detail, sizeof detail, "%s", err.msg);
+            ok = ok && group_is(g.tensor, &g, 0, detail, sizeof detail) && group_is(g.data, &g, 1, detail, sizeof detail) &&
+                 group_is(g.pipeline, &g, 2, detail, sizeof detail);
+            report(ok, what, detail);
+            dl_grid_close(&g);
+        }
+}
+
 int main(int argc, char **argv)
 {
     struct dl_error err = {0};
@@ -270,6 +317,7 @@ int main(int argc, char **argv)
     check_p2p_and_collectives();
     check_algorithms(big);
     check_split();
+    check_grids();
     check_codecs();
     if (world->size > 1)
         check_1bit_bytes();

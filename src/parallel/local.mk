@@ -1,9 +1,19 @@
 # src/parallel: consistency strategies (serial, sync data parallel with
-# bucketed overlapped allreduce, local SGD, parameter server) and stall detection.
+# bucketed overlapped allreduce, local SGD, parameter server), stall detection
+# and the data x tensor x pipeline grid of ranks.
 libdltrain_a_SOURCES += \
 	src/parallel/strategy.c src/parallel/strategy.h \
 	src/parallel/serial.c src/parallel/sync.c src/parallel/local_sgd.c \
 	src/parallel/grad_sync.c src/parallel/grad_sync.h \
 	src/parallel/stall.c src/parallel/stall.h \
 	src/parallel/param_server.c src/parallel/param_server.h \
-	src/parallel/sync_bn.c src/parallel/sync_bn.h
+	src/parallel/sync_bn.c src/parallel/sync_bn.h \
+	src/parallel/grid.c src/parallel/grid.h
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_grid
+tests_test_grid_SOURCES = tests/test_grid.c
+tests_test_grid_CFLAGS = $(TEST_CFLAGS)
+tests_test_grid_LDADD = $(TEST_LIBS)
+TESTS += tests/test_grid
+endif
