@@ -18,7 +18,7 @@ int dl_grid_parse(const char *text, struct dl_grid_dims *out, struct dl_error *e
         char *end;
         errno = 0;
         long v = strtol(s + 3, &end, 10);
-        if (end == s + 3 || errno || v < 1 || v > 1 << 20 || (*end && *end != ','))
+        if (end == s + 3 || errno || v < 1 || v > 1 << 20 || (*end && (*end != ',' || !end[1])))
             return dl_errorf(err, DL_ERR_SPEC, "--grid: %.2s must be a positive integer, found '%s'", s, text);
         if (*slot)
             return dl_errorf(err, DL_ERR_SPEC, "--grid: %.2s given twice in '%s'", s, text);
