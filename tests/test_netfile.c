@@ -242,6 +242,37 @@ static void sections_parsed(void **s)
     dl_net_free(&net);
 }
 
+/* The placement keys every layer takes: stage and split, kept on the layer
+ * for parallel/ (inside blocks too), with errors naming layer and key. */
+static void stage_and_split_keys(void **s)
+{
+    const char *text = HEAD "blocks:\n"
+                            "  b: {layers: [{name: c, type: conv, filters: 2, kernel: 1, split: channels}]}\n"
+                            "layers:\n"
+                            "  - {name: stem, type: conv, filters: 2, kernel: 1, split: filters}\n"
+                            "  - {name: blk, block: b}\n"
+                            "  - {name: head, type: fc, units: 3, stage: 1, split: row}\n"
+                            "loss: softmax_cross_entropy\n";
+    struct dl_net net;
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("good.yaml", text, &net, &err);
+    if (rc)
+        print_error("%s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+    const struct dl_graph *g = &net.graph;
+    const struct dl_layer *stem = &g->layers[dl_graph_find(g, "stem")], *c = &g->layers[dl_graph_find(g, "blk.c")],
+                          *head = &g->layers[dl_graph_find(g, "head")];
+    assert_true(stem->stage == -1 && stem->split == DL_SPLIT_FILTERS);
+    assert_true(c->stage == -1 && c->split == DL_SPLIT_CHANNELS);
+    assert_true(head->stage == 1 && head->split == DL_SPLIT_ROW);
+    assert_int_equal(g->layers[g->loss].split, DL_SPLIT_AUTO);
+    dl_net_free(&net);
+    expect_error(HEAD "layers:\n  - {type: fc, units: 3, split: diagonal}\nloss: softmax_cross_entropy\n",
+                 (const char *const[]){"bad.yaml:3:", "layer 'fc1', key 'split'", "column", "'diagonal'", NULL});
+    expect_error(HEAD "layers:\n  - {type: fc, units: 3, stage: -2}\nloss: softmax_cross_entropy\n",
+                 (const char *const[]){"bad.yaml:3:", "layer 'fc1', key 'stage'", "-2", NULL});
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +284,7 @@ int main(void)
         cmocka_unit_test(yaml_syntax), cmocka_unit_test(bad_inputs_count),
         cmocka_unit_test(unused_output), cmocka_unit_test(block_errors),
         cmocka_unit_test(good_dag_and_blocks), cmocka_unit_test(sections_parsed),
+        cmocka_unit_test(stage_and_split_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,14 @@ int dl_cli_help(int argc, char **argv)
         fputs("Usage: dltrain help layers\n", argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    fputs("Every layer also takes these keys:\n"
+          "  name     its name (default: type and a count)\n"
+          "  type     the layer type, one of those below\n"
+          "  inputs   the layers it reads (default: the item before it)\n"
+          "  stage    pipeline stage that begins at this layer (integer from 0; default: cut by dltrain)\n"
+          "  split    tensor-parallel split: auto (default), none, column, row (fc), filters, channels,\n"
+          "           height (conv)\n\n",
+          stdout);
     for (int i = 0; dl_op_kinds[i]; i++) {
         dl_attrs_print_doc(stdout, dl_op_kinds[i]);
         putchar('\n');

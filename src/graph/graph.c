@@ -23,6 +23,8 @@ static int loc_errorf(struct dl_error *err, const struct dl_loc *loc, const char
     return dl_errorf(err, DL_ERR_SPEC, "%s", msg);
 }
 
+const char *const dl_split_names[] = {"auto", "none", "column", "row", "filters", "channels", "height", NULL};
+
 int dl_graph_find(const struct dl_graph *g, const char *name)
 {
     for (int i = 0; i < g->n; i++)
@@ -201,6 +203,8 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
             l->kind = dd->kind;
             l->attr = dd->attr;
             l->loc = dd->loc;
+            l->stage = dd->stage;
+            l->split = dd->split;
             l->n_in = dd->n_in;
             for (int k = 0; k < dd->n_in; k++) {
                 int s = src[order[i]][k];

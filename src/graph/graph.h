@@ -11,6 +11,12 @@
 
 #define DL_GRAPH_INPUT (-1) /* producer index meaning "the network input" */
 
+/* How tensor parallelism splits a layer: the `split:` key of a layer
+ * (doc/parallel.md).  auto: the default rule; none: the layer stays whole. */
+enum dl_split { DL_SPLIT_AUTO, DL_SPLIT_NONE, DL_SPLIT_COLUMN, DL_SPLIT_ROW, DL_SPLIT_FILTERS, DL_SPLIT_CHANNELS,
+                DL_SPLIT_HEIGHT };
+extern const char *const dl_split_names[]; /* "auto", "none", "column", ..., NULL */
+
 /* Where a declaration came from, for messages. */
 struct dl_loc {
     const char *file; /* not owned */
@@ -26,6 +32,8 @@ struct dl_layer_decl {
     char *inputs[DL_MAX_INPUTS];       /* qualified producer names; "input" = network input */
     struct dl_loc loc;
     struct dl_loc input_loc[DL_MAX_INPUTS];
+    int stage;                         /* `stage:` key: first pipeline stage of this layer, -1: not given */
+    enum dl_split split;               /* `split:` key */
 };
 
 struct dl_layer {
@@ -41,6 +49,8 @@ struct dl_layer {
     int n_consumers;                   /* layers reading this layer's output */
     double flops;                      /* forward FLOPs per sample */
     struct dl_loc loc;
+    int stage;                         /* as declared (parallel/ places layers; graph/ never reads them) */
+    enum dl_split split;
 };
 
 struct dl_graph {

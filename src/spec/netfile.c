@@ -354,6 +354,17 @@ static int declare_layer(struct expander *x, const struct dl_ynode *item, const 
         return DL_ERR_NOMEM;
     if (dl_attrs_parse(k, item, d->name, d->attr, x->err))
         return DL_ERR_SPEC;
+    long stage = -1;
+    int split = DL_SPLIT_AUTO;
+    const struct dl_ynode *sn = dl_ymap_get(item, "stage"), *pn = dl_ymap_get(item, "split");
+    char what[2][200];
+    snprintf(what[0], sizeof what[0], "layer '%s', key 'stage'", d->name);
+    snprintf(what[1], sizeof what[1], "layer '%s', key 'split'", d->name);
+    if ((sn && dl_y_int(sn, what[0], 0, 1 << 20, &stage, x->err)) ||
+        (pn && dl_y_enum(pn, what[1], dl_split_names, &split, x->err)))
+        return DL_ERR_SPEC;
+    d->stage = (int)stage;
+    d->split = (enum dl_split)split;
     const struct dl_ynode *in = dl_ymap_get(item, "inputs");
     if (in) {
         const struct dl_ynode *one[1] = {in};
