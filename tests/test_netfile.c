@@ -41,6 +41,15 @@ static void expect_error(const char *text, const char *const *fragments)
         expect_error(text, frag);                                \
     } while (0)
 
+static void load_good(const char *text, struct dl_net *net)
+{
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("good.yaml", text, net, &err);
+    if (rc)
+        print_error("%s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+}
+
 static void unknown_layer_type(void **s)
 {
     EXPECT(HEAD "layers:\n  - {name: c1, type: convv, filters: 4, kernel: 3}\nloss: softmax_cross_entropy\n",
@@ -189,11 +198,7 @@ static void good_dag_and_blocks(void **s)
              "  - {name: head, type: fc, units: 3}\n"
              "loss: softmax_cross_entropy\n";
     struct dl_net net;
-    struct dl_error err = {0};
-    int rc = dl_net_load_string("good.yaml", text, &net, &err);
-    if (rc)
-        print_error("%s\n", err.msg);
-    assert_int_equal(rc, DL_OK);
+    load_good(text, &net);
     const struct dl_graph *g = &net.graph;
     assert_int_equal(g->n, 10);
     int i0 = dl_graph_find(g, "layer1.0.act"), i1 = dl_graph_find(g, "layer1.1.act");
@@ -222,11 +227,7 @@ static void sections_parsed(void **s)
                             "weight_decay: 0.01}, schedule: {type: cosine, warmup_epochs: 1}}\n"
                             "parallel: {strategy: hybrid, dp: 2, tp: 1, pp: 2, micro_batches: 4}\n";
     struct dl_net net;
-    struct dl_error err = {0};
-    int rc = dl_net_load_string("good.yaml", text, &net, &err);
-    if (rc)
-        print_error("%s\n", err.msg);
-    assert_int_equal(rc, DL_OK);
+    load_good(text, &net);
     assert_int_equal(net.data.kind, DL_DATASET_SYNTHETIC);
     assert_int_equal(net.data.synthetic_train, 100);
     assert_int_equal(net.data.normalize, 0);
@@ -254,11 +255,7 @@ static void stage_and_split_keys(void **s)
                             "  - {name: head, type: fc, units: 3, stage: 1, split: row}\n"
                             "loss: softmax_cross_entropy\n";
     struct dl_net net;
-    struct dl_error err = {0};
-    int rc = dl_net_load_string("good.yaml", text, &net, &err);
-    if (rc)
-        print_error("%s\n", err.msg);
-    assert_int_equal(rc, DL_OK);
+    load_good(text, &net);
     const struct dl_graph *g = &net.graph;
     const struct dl_layer *stem = &g->layers[dl_graph_find(g, "stem")], *c = &g->layers[dl_graph_find(g, "blk.c")],
                           *head = &g->layers[dl_graph_find(g, "head")];
