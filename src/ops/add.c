@@ -65,4 +65,5 @@ const struct dl_op_kind dl_op_add = {
     .forward = add_forward,
     .backward = add_backward,
     .flops = add_flops,
+    .channel_local = 1,
 };

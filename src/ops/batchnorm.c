@@ -225,4 +225,5 @@ const struct dl_op_kind dl_op_batchnorm = {
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,
     .flops = batchnorm_flops,
+    .channel_local = 1,
 };

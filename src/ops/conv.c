@@ -361,6 +361,20 @@ static void conv_backward(const struct dl_op_call *c)
     conv_backward_params(c, &g);
 }
 
+static int conv_tp_split(const void *attr, int by_output, int T, int keep_bias, void *local)
+{
+    const struct conv_attr *a = attr;
+    struct conv_attr *l = local;
+    if (a->groups != 1 || (by_output && a->filters % T))
+        return -1;
+    *l = *a;
+    if (by_output)
+        l->filters = a->filters / T;
+    else
+        l->bias = a->bias && keep_bias;
+    return 0;
+}
+
 const struct dl_op_kind dl_op_conv = {
     .name = "conv",
     .summary = "2-D convolution with optional groups, dilation and bias (PyTorch Conv2d)",
@@ -376,4 +390,5 @@ const struct dl_op_kind dl_op_conv = {
     .forward = conv_forward,
     .backward = conv_backward,
     .flops = conv_flops,
+    .tp_split = conv_tp_split,
 };

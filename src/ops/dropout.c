@@ -87,4 +87,5 @@ const struct dl_op_kind dl_op_dropout = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .flops = dl_eltwise_flops,
+    .channel_local = 1,
 };

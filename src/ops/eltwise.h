@@ -58,6 +58,7 @@ static inline double dl_eltwise_flops(const void *attr, const struct dl_shape *i
  * one input, output shape = input shape, the loops from DL_ELTWISE_LOOPS. */
 #define DL_ELTWISE_KIND_FIELDS(NAME)                                              \
     .min_inputs = 1, .max_inputs = 1, .infer = dl_eltwise_infer,                  \
-    .forward = NAME##_forward, .backward = NAME##_backward, .flops = dl_eltwise_flops
+    .forward = NAME##_forward, .backward = NAME##_backward, .flops = dl_eltwise_flops, \
+    .channel_local = 1
 
 #endif

@@ -101,6 +101,20 @@ static void fc_backward(const struct dl_op_call *c)
     }
 }
 
+static int fc_tp_split(const void *attr, int by_output, int T, int keep_bias, void *local)
+{
+    const struct fc_attr *a = attr;
+    struct fc_attr *l = local;
+    if (by_output && a->units % T)
+        return -1;
+    *l = *a;
+    if (by_output)
+        l->units = a->units / T;
+    else
+        l->bias = a->bias && keep_bias;
+    return 0;
+}
+
 const struct dl_op_kind dl_op_fc = {
     .name = "fc",
     .summary = "fully connected layer on the flattened sample (PyTorch Linear)",
@@ -114,4 +128,5 @@ const struct dl_op_kind dl_op_fc = {
     .forward = fc_forward,
     .backward = fc_backward,
     .flops = fc_flops,
+    .tp_split = fc_tp_split,
 };

@@ -40,4 +40,5 @@ const struct dl_op_kind dl_op_flatten = {
     .infer = flatten_infer,
     .forward = flatten_forward,
     .backward = flatten_backward,
+    .channel_local = 1,
 };

@@ -120,6 +120,21 @@ struct dl_op_kind {
     void (*backward)(const struct dl_op_call *c);
     /* Multiply-add counted as 2 FLOPs, forward pass, per sample (may be NULL: 0). */
     double (*flops)(const void *attr, const struct dl_shape *in, struct dl_shape out);
+
+    /* Tensor parallelism (doc/parallel.md, parallel/shard.c).  channel_local:
+     * the op treats channels (features) independently, so a tensor split into
+     * equal channel blocks goes through it block by block and comes out split
+     * the same way (flatten turns channel blocks into feature blocks); its
+     * parameters, if any, are one value per channel. */
+    int channel_local;
+    /* An op with weights [out, in, ...] and bias [out] (convolution, fully
+     * connected) that can be divided over T ranks: writes into local (a copy
+     * of attr) the attributes of one part, split by its outputs (by_output:
+     * filters, units) or by its inputs (channels, features: the input shape
+     * then shrinks, and the part keeps its bias only with keep_bias).
+     * Returns 0, or -1 when these attributes cannot be split so (T does not
+     * divide the outputs, a grouped convolution).  NULL: never split. */
+    int (*tp_split)(const void *attr, int by_output, int T, int keep_bias, void *local);
 };
 
 /* registry.c */

@@ -9,7 +9,8 @@ libdltrain_a_SOURCES += \
 	src/parallel/param_server.c src/parallel/param_server.h \
 	src/parallel/sync_bn.c src/parallel/sync_bn.h \
 	src/parallel/grid.c src/parallel/grid.h \
-	src/parallel/stages.c src/parallel/stages.h
+	src/parallel/stages.c src/parallel/stages.h \
+	src/parallel/shard.c src/parallel/shard.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_grid
@@ -20,5 +21,9 @@ check_PROGRAMS += tests/test_stages
 tests_test_stages_SOURCES = tests/test_stages.c
 tests_test_stages_CFLAGS = $(TEST_CFLAGS)
 tests_test_stages_LDADD = $(TEST_LIBS)
-TESTS += tests/test_grid tests/test_stages
+check_PROGRAMS += tests/test_shard
+tests_test_shard_SOURCES = tests/test_shard.c
+tests_test_shard_CFLAGS = $(TEST_CFLAGS)
+tests_test_shard_LDADD = $(TEST_LIBS)
+TESTS += tests/test_grid tests/test_stages tests/test_shard
 endif

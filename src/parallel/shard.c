@@ -1,0 +1,193 @@
+/* shard.c: a rank's view of the network (see shard.h).  The splits are
+ * decided in topological order from each layer's `split:` key and how its
+ * inputs are spread: every rank decides the same for every layer, so the
+ * plan is the same on all ranks without any message.  The default rule,
+ * the same for convolutions and fully connected layers: a whole input
+ * splits the layer by its outputs (filters, columns) when the tensor ranks
+ * divide them, a split input by its inputs (channels, rows), whose partial
+ * outputs are summed into a whole tensor again.  So fc layers pair up
+ * column/row as in Megatron-LM, convolutions alternate filters/channels as
+ * in Dryden et al. 2019, and an fc after a split convolution takes its
+ * channel blocks as row blocks.  Channel-local layers follow their inputs;
+ * anything else reads whole tensors. */
+#include "parallel/shard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int by_output_request(enum dl_split s)
+{
+    return s == DL_SPLIT_COLUMN || s == DL_SPLIT_FILTERS;
+}
+
+static int by_input_request(enum dl_split s)
+{
+    return s == DL_SPLIT_ROW || s == DL_SPLIT_CHANNELS;
+}
+
+/* The distribution of input k of layer i: 1 when split into channel blocks. */
+static int input_split(const struct dl_shard *s, const struct dl_layer *l, int k)
+{
+    return l->in[k] != DL_GRAPH_INPUT && s->layer[l->in[k]].split_out;
+}
+
+static int refuse(const struct dl_layer *l, const char *why, struct dl_error *err)
+{
+    return dl_errorf(err, DL_ERR_SPEC, "layer '%s' (%s), split %s: %s", l->name, l->kind->name,
+                     dl_split_names[l->split], why);
+}
+
+/* A layer with weights split by its outputs or inputs, or kept whole. */
+static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    struct dl_shard_layer *L = &s->layer[i];
+    int T = s->dims.tp, sh = input_split(s, l, 0);
+    enum dl_split want = l->split;
+    if (want == DL_SPLIT_HEIGHT)
+        return refuse(l, "spatial (height) splits are not available yet: use filters or channels", err);
+    /* 0 whole, 1 by outputs, 2 by inputs; auto takes a split input as it is */
+    int mode = by_output_request(want) ? 1 : by_input_request(want) ? 2 : want == DL_SPLIT_AUTO ? (sh ? 2 : 1) : 0;
+    if (mode == 2 && l->in_shape[0].c % T) {
+        char why[160];
+        snprintf(why, sizeof why, "%d tensor ranks do not divide its %d input channels", T, l->in_shape[0].c);
+        if (want != DL_SPLIT_AUTO)
+            return refuse(l, why, err);
+        mode = 1;
+    }
+    if (mode && l->kind->tp_split(l->attr, mode == 1, T, s->pos.t == 0, local_attr) != 0) {
+        if (want != DL_SPLIT_AUTO) {
+            char why[160];
+            snprintf(why, sizeof why, "%d tensor ranks do not divide its %d outputs (or it is a grouped convolution)",
+                     T, l->out_shape.c);
+            return refuse(l, why, err);
+        }
+        L->whole_because = "the tensor ranks do not divide its outputs (or it is a grouped convolution)";
+        mode = 0;
+    }
+    if (!mode)
+        memcpy(local_attr, l->attr, l->kind->attr_size);
+    L->split = mode == 1 ? DL_SPLIT_COLUMN : mode == 2 ? DL_SPLIT_ROW : DL_SPLIT_NONE;
+    L->by_output = mode == 1;
+    L->by_input = mode == 2;
+    L->split_out = mode == 1;
+    L->partial = mode == 2;
+    L->in[0] = mode == 2 ? (sh ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE) : (sh ? DL_TP_IN_GATHER : DL_TP_IN_AS_IS);
+    return DL_OK;
+}
+
+/* A layer without split weights: channel-local ones follow their inputs
+ * (a whole input of a multi-input layer whose others are split is cut to
+ * this rank's block), the rest read whole tensors. */
+static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    struct dl_shard_layer *L = &s->layer[i];
+    int T = s->dims.tp, any = 0;
+    if (l->split != DL_SPLIT_AUTO && l->split != DL_SPLIT_NONE)
+        return refuse(l, "only convolutions and fully connected layers are split; this layer follows its input "
+                      "(or stays whole with split none)", err);
+    for (int k = 0; k < l->n_in; k++)
+        any |= input_split(s, l, k);
+    int follow = any && l->kind->channel_local && l->split == DL_SPLIT_AUTO;
+    for (int k = 0; k < l->n_in && follow; k++)
+        follow = input_split(s, l, k) || l->in_shape[k].c % T == 0;
+    L->split = DL_SPLIT_NONE;
+    L->split_out = follow;
+    for (int k = 0; k < l->n_in; k++)
+        L->in[k] = input_split(s, l, k) ? (follow ? DL_TP_IN_AS_IS : DL_TP_IN_GATHER)
+                                        : (follow ? DL_TP_IN_SLICE : DL_TP_IN_AS_IS);
+    return DL_OK;
+}
+
+/* The rank's view of layer i from its decision: local input shapes, then
+ * the op's own shape inference, parameters and FLOPs. */
+static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    const struct dl_shard_layer *L = &s->layer[i];
+    struct dl_layer *v = &s->local.layers[i];
+    int T = s->dims.tp;
+    *v = *l;
+    v->attr = local_attr;
+    for (int k = 0; k < l->n_in; k++) {
+        struct dl_shape whole = l->in_shape[k];
+        v->in_shape[k] = L->in[k] == DL_TP_IN_AS_IS && l->in[k] != DL_GRAPH_INPUT ? s->local.layers[l->in[k]].out_shape
+                                                                                  : whole;
+        if (L->in[k] == DL_TP_IN_SLICE)
+            v->in_shape[k].c = whole.c / T;
+    }
+    struct dl_error e = {0};
+    if (l->kind->infer(v->attr, v->n_in, v->in_shape, &v->out_shape, &e))
+        return dl_errorf(err, DL_ERR_INTERNAL, "layer '%s': its part for %d tensor ranks: %s", l->name, T, e.msg);
+    v->n_params = l->kind->params ? l->kind->params(v->attr, v->in_shape, v->out_shape, v->param) : 0;
+    v->flops = l->kind->flops ? l->kind->flops(v->attr, v->in_shape, v->out_shape) : 0;
+    struct dl_shard_layer *W = &s->layer[i];
+    for (int j = 0; j < v->n_params; j++) {
+        const struct dl_param_desc *p = &v->param[j];
+        int dim = L->by_output || (L->split_out && !L->by_input) ? 0 : L->by_input && j == 0 ? 1 : -1;
+        W->slice[j] = dim < 0 ? (struct dl_param_slice){-1, 0, p->count}
+                              : (struct dl_param_slice){dim, (long)s->pos.t * p->dims[dim], p->dims[dim]};
+    }
+    return DL_OK;
+}
+
+void dl_shard_free(struct dl_shard *s)
+{
+    for (int i = 0; s->local.layers && s->g && i < s->g->n; i++)
+        if (s->local.layers[i].attr != s->g->layers[i].attr)
+            free(s->local.layers[i].attr);
+    free(s->local.layers);
+    free(s->layer);
+    dl_stages_free(&s->stages);
+    memset(s, 0, sizeof *s);
+}
+
+int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int rank, const double *cost,
+                  struct dl_shard *out, struct dl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    struct dl_shard *s = out;
+    s->g = g;
+    s->dims = *dims;
+    s->pos = dl_grid_position(dims, rank);
+    s->local = *g;
+    s->local.layers = calloc((size_t)g->n, sizeof *s->local.layers);
+    s->layer = calloc((size_t)g->n, sizeof *s->layer);
+    if (!s->local.layers || !s->layer) {
+        dl_shard_free(s);
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
+    }
+    int rc = dl_stages_cut(g, dims->pp, cost, &s->stages, err);
+    for (int i = 0; !rc && i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        void *local_attr = l->attr;
+        if (dims->tp > 1 && l->kind->tp_split) {
+            if (!(local_attr = calloc(1, l->kind->attr_size)))
+                rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
+            else
+                s->local.layers[i].attr = local_attr; /* owned from here, freed with the shard */
+            if (!rc)
+                rc = decide_linear(s, i, local_attr, err);
+        } else if (dims->tp > 1) {
+            rc = decide_follower(s, i, err);
+        } else {
+            s->layer[i].split = DL_SPLIT_NONE;
+        }
+        if (!rc)
+            rc = local_view(s, i, local_attr, err);
+    }
+    if (!rc) {
+        s->first = s->stages.first[s->pos.p];
+        s->end = s->stages.first[s->pos.p + 1];
+    }
+    if (rc)
+        dl_shard_free(s);
+    return rc;
+}
+
+int dl_shard_whole(const struct dl_graph *g, struct dl_shard *out, struct dl_error *err)
+{
+    const struct dl_grid_dims one = {1, 1, 1};
+    return dl_shard_make(g, &one, 0, NULL, out, err);
+}

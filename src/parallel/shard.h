@@ -1,0 +1,75 @@
+/* shard.h: what one rank of the grid runs (doc/parallel.md): its pipeline
+ * stage, and for tensor parallelism each layer's split, how every tensor
+ * is spread over the tensor group, the rank's view of each layer (the
+ * attributes, shapes and parameters of its part, in a struct dl_graph with
+ * the whole network's layer indices, so kernels, tuner and memory planner
+ * work on it unchanged) and where each local parameter sits in the whole
+ * tensor.  Tensors are either whole on every tensor rank or split into T
+ * equal channel (feature) blocks, rank t holding block t. */
+#ifndef DL_PARALLEL_SHARD_H
+#define DL_PARALLEL_SHARD_H
+
+#include "parallel/grid.h"
+#include "parallel/stages.h"
+
+/* How an input reaches a layer from its producer, and (backward) how the
+ * layer's input gradient goes back:
+ *   AS_IS   the producer's tensor as it is; its gradient as computed,
+ *           except that a layer split by its outputs computes a partial sum
+ *           of it, which is allreduced;
+ *   SLICE   a whole tensor cut to this rank's channel block (free); the
+ *           blocks' gradients are allgathered into the whole gradient;
+ *   GATHER  a split tensor allgathered whole; of the whole gradient the
+ *           rank keeps its block (summed over the ranks first with a
+ *           reduce-scatter when the layer is split by its outputs). */
+enum dl_tp_in { DL_TP_IN_AS_IS, DL_TP_IN_SLICE, DL_TP_IN_GATHER };
+
+/* Where local parameter j of a layer sits in the whole tensor: along
+ * dimension dim (of the PyTorch layout) it holds [offset, offset + count);
+ * dim -1: the whole tensor. */
+struct dl_param_slice {
+    int dim;
+    long offset, count;
+};
+
+struct dl_shard_layer {
+    enum dl_split split;        /* as resolved: none, column/filters (by output), row/channels (by input) */
+    int by_output, by_input;
+    int split_out;              /* its output is split into channel blocks over the tensor group */
+    int partial;                /* its output is a partial sum, allreduced right after it (input splits) */
+    enum dl_tp_in in[DL_MAX_INPUTS];
+    struct dl_param_slice slice[DL_MAX_PARAMS]; /* for the local params (an input split's bias lives on
+                                                   tensor rank 0 only: the others have one param less) */
+    const char *whole_because;  /* a layer that could be split but stays whole: why (printed once) */
+};
+
+struct dl_shard {
+    const struct dl_graph *g;   /* the whole network (not owned) */
+    struct dl_grid_dims dims;
+    struct dl_grid_pos pos;
+    struct dl_stages stages;    /* pipeline cuts */
+    int first, end;             /* this rank's layers [first, end) */
+    struct dl_graph local;      /* this rank's view of every layer (same indices as g) */
+    struct dl_shard_layer *layer; /* [g->n] */
+};
+
+/* The view of grid rank `rank` (position from dims).  cost: per-layer
+ * costs for the stage cuts (NULL: estimated).  Errors (DL_ERR_SPEC) for a
+ * split the layer or its input cannot have (e.g. `split: row` on a
+ * convolution, filters not divisible by the tensor ranks), naming the
+ * layer, the split and the rule; stage errors as dl_stages_cut. */
+int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int rank, const double *cost,
+                  struct dl_shard *out, struct dl_error *err);
+void dl_shard_free(struct dl_shard *s);
+
+/* 1 when layer i runs on this rank. */
+static inline int dl_shard_runs(const struct dl_shard *s, int i)
+{
+    return i >= s->first && i < s->end;
+}
+
+/* The one-process view (dims 1 x 1 x 1) that dl_exec uses when it is given
+ * none; returns like dl_shard_make. */
+int dl_shard_whole(const struct dl_graph *g, struct dl_shard *out, struct dl_error *err);
+
+#endif

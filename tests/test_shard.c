@@ -1,0 +1,209 @@
+/* test_shard.c: a rank's view of the network for tensor parallelism (the
+ * executor's equivalence with one process is tested under mpirun).  The
+ * default rule pairs fc layers column/row and alternates convolutions
+ * filters/channels, channel-local layers follow their inputs, the loss
+ * gets gathered logits; every parameter's slices over the tensor ranks
+ * tile the whole tensor exactly once (an input split's bias on rank 0);
+ * a layer the tensor ranks do not divide stays whole (auto) or is refused
+ * (explicit split); pipeline ranks get their stage's layers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/shard.h"
+#include "spec/netfile.h"
+
+static const char *const CNN =
+    "input: {shape: [3, 8, 8], classes: 6}\n"
+    "layers:\n"
+    "  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
+    "  - {name: bn1, type: batchnorm}\n"
+    "  - {name: r1, type: relu}\n"
+    "  - {name: c2, type: conv, filters: 4, kernel: 3, pad: 1}\n"
+    "  - {name: r2, type: relu}\n"
+    "  - {name: c3, type: conv, filters: 4, kernel: 1}\n"
+    "  - {name: sum, type: add, inputs: [c3, r2]}\n"
+    "  - {name: pool, type: maxpool, kernel: 2, stride: 2}\n"
+    "  - {name: f1, type: fc, units: 12}\n"
+    "  - {name: f2, type: fc, units: 6}\n"
+    "loss: softmax_cross_entropy\n";
+
+static void load(const char *text, struct dl_net *net)
+{
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("net.yaml", text, net, &err);
+    if (rc)
+        print_message("# %s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+}
+
+static void make(const struct dl_net *net, int dp, int tp, int pp, int rank, struct dl_shard *s)
+{
+    struct dl_grid_dims d = {dp, tp, pp};
+    struct dl_error err = {0};
+    int rc = dl_shard_make(&net->graph, &d, rank, NULL, s, &err);
+    if (rc)
+        print_message("# %s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+}
+
+static const struct dl_shard_layer *L(const struct dl_shard *s, const char *name)
+{
+    int i = dl_graph_find(s->g, name);
+    assert_true(i >= 0);
+    return &s->layer[i];
+}
+
+static const struct dl_layer *V(const struct dl_shard *s, const char *name)
+{
+    return &s->local.layers[dl_graph_find(s->g, name)];
+}
+
+static void default_rule(void **state)
+{
+    struct dl_net net;
+    load(CNN, &net);
+    struct dl_shard s;
+    make(&net, 1, 2, 1, 1, &s);
+    assert_true(L(&s, "c1")->by_output && L(&s, "c1")->split_out && L(&s, "c1")->in[0] == DL_TP_IN_AS_IS);
+    assert_int_equal(V(&s, "c1")->out_shape.c, 4);
+    assert_true(L(&s, "bn1")->split_out && V(&s, "bn1")->param[0].count == 4); /* channel-local, its own channels */
+    assert_true(L(&s, "r1")->split_out);
+    assert_true(L(&s, "c2")->by_input && L(&s, "c2")->partial && !L(&s, "c2")->split_out);
+    assert_int_equal(V(&s, "c2")->in_shape[0].c, 4);
+    assert_int_equal(V(&s, "c2")->n_params, 1); /* the bias of an input split lives on tensor rank 0 */
+    assert_true(L(&s, "c3")->by_output);
+    assert_true(L(&s, "sum")->split_out && L(&s, "sum")->in[0] == DL_TP_IN_AS_IS && L(&s, "sum")->in[1] == DL_TP_IN_SLICE);
+    assert_true(L(&s, "pool")->split_out);
+    assert_true(L(&s, "f1")->by_input && V(&s, "f1")->in_shape[0].c == 2); /* channel blocks as row blocks */
+    assert_true(L(&s, "f2")->by_output && V(&s, "f2")->out_shape.c == 3);
+    const struct dl_shard_layer *loss = &s.layer[s.g->loss];
+    assert_true(loss->in[0] == DL_TP_IN_GATHER && !loss->split_out);
+    dl_shard_free(&s);
+    make(&net, 1, 2, 1, 0, &s);
+    assert_int_equal(V(&s, "c2")->n_params, 2);
+    dl_shard_free(&s);
+    dl_net_free(&net);
+}
+
+/* Every parameter's slices over the T tensor ranks tile the whole tensor once. */
+static void slices_tile(const struct dl_net *net, int T)
+{
+    const struct dl_graph *g = &net->graph;
+    struct dl_shard *s = calloc((size_t)T, sizeof *s);
+    for (int t = 0; t < T; t++)
+        make(net, 1, T, 1, t, &s[t]);
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++) {
+            const struct dl_param_desc *whole = &g->layers[i].param[j];
+            long covered = 0;
+            int holders = 0;
+            for (int t = 0; t < T; t++) {
+                const struct dl_layer *v = &s[t].local.layers[i];
+                if (j >= v->n_params)
+                    continue;
+                const struct dl_param_slice *sl = &s[t].layer[i].slice[j];
+                holders++;
+                if (sl->dim < 0) {
+                    assert_int_equal(v->param[j].count, whole->count);
+                    covered = whole->count;
+                    continue;
+                }
+                assert_int_equal(sl->offset, (long)sl->count * t); /* block t, in order */
+                assert_int_equal(v->param[j].count * whole->dims[sl->dim], whole->count * sl->count);
+                covered += v->param[j].count;
+            }
+            assert_true(holders >= 1);
+            assert_int_equal(covered, whole->count);
+        }
+    for (int t = 0; t < T; t++)
+        dl_shard_free(&s[t]);
+    free(s);
+}
+
+static void slices(void **state)
+{
+    struct dl_net net;
+    load(CNN, &net);
+    slices_tile(&net, 2);
+    slices_tile(&net, 4);
+    dl_net_free(&net);
+}
+
+static void refused_or_whole(void **state)
+{
+    struct dl_net net;
+    load(CNN, &net);
+    struct dl_shard s;
+    make(&net, 1, 3, 1, 0, &s); /* 3 divides nothing here but f1's 12 units */
+    assert_true(L(&s, "c1")->split == DL_SPLIT_NONE && L(&s, "c1")->whole_because);
+    assert_true(L(&s, "f1")->by_output);
+    dl_shard_free(&s);
+    dl_net_free(&net);
+    static const char *const bad[][2] = {
+        {"  - {name: c, type: conv, filters: 6, kernel: 1, split: filters}\n", "4 tensor ranks do not divide its 6 outputs"},
+        {"  - {name: c, type: conv, filters: 8, kernel: 1, split: channels}\n", "do not divide its 3 input channels"},
+        {"  - {name: c, type: conv, filters: 8, kernel: 1, split: height}\n", "not available yet"},
+        {"  - {name: c, type: relu, split: column}\n", "this layer follows its input"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char text[512];
+        snprintf(text, sizeof text, "input: {shape: [3, 4, 4], classes: 2}\nlayers:\n%s  - {name: f, type: fc, units: 2}\n"
+                 "loss: softmax_cross_entropy\n", bad[k][0]);
+        load(text, &net);
+        struct dl_grid_dims d = {1, 4, 1};
+        struct dl_error err = {0};
+        assert_int_equal(dl_shard_make(&net.graph, &d, 0, NULL, &s, &err), DL_ERR_SPEC);
+        print_message("# %s\n", err.msg);
+        assert_non_null(strstr(err.msg, "layer 'c'"));
+        assert_non_null(strstr(err.msg, bad[k][1]));
+        dl_net_free(&net);
+    }
+}
+
+static void one_rank_and_pipeline(void **state)
+{
+    struct dl_net net;
+    load(CNN, &net);
+    struct dl_shard s;
+    struct dl_error err = {0};
+    assert_int_equal(dl_shard_whole(&net.graph, &s, &err), DL_OK);
+    assert_true(s.first == 0 && s.end == net.graph.n);
+    for (int i = 0; i < net.graph.n; i++) {
+        assert_true(dl_shape_eq(s.local.layers[i].out_shape, net.graph.layers[i].out_shape));
+        assert_int_equal(s.local.layers[i].n_params, net.graph.layers[i].n_params);
+        assert_true(s.layer[i].slice[0].dim == -1 || !net.graph.layers[i].n_params);
+    }
+    dl_shard_free(&s);
+    int prev_end = 0;
+    for (int p = 0; p < 3; p++) { /* dp=2 x pp=3: ranks 2p and 2p+1 hold stage p */
+        for (int d = 0; d < 2; d++) {
+            make(&net, 2, 1, 3, 2 * p + d, &s);
+            assert_int_equal(s.pos.p, p);
+            assert_int_equal(s.first, prev_end);
+            assert_true(s.end > s.first);
+            if (d == 1)
+                prev_end = s.end;
+            dl_shard_free(&s);
+        }
+    }
+    assert_int_equal(prev_end, net.graph.n);
+    dl_net_free(&net);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(default_rule),
+        cmocka_unit_test(slices),
+        cmocka_unit_test(refused_or_whole),
+        cmocka_unit_test(one_rank_and_pipeline),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
