@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "parallel/grid.h"
+#include "plan/rank_grid.h"
 
 static void parses(void **state)
 {

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/shard.h"
+#include "plan/shard.h"
 #include "spec/netfile.h"
 
 static const char *const CNN =

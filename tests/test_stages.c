@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "parallel/stages.h"
+#include "plan/stages.h"
 #include "spec/netfile.h"
 
 #define LAYERS 9

@@ -1,5 +1,5 @@
 /* stages.c: pipeline stages (see stages.h). */
-#include "parallel/stages.h"
+#include "plan/stages.h"
 
 #include <math.h>
 #include <stdlib.h>

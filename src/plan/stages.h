@@ -3,8 +3,8 @@
  * file's `stage:` keys say, else by dynamic programming so that the
  * costliest stage is as cheap as possible (PipeDream's partitioner).  The
  * loss stays with the last stage. */
-#ifndef DL_PARALLEL_STAGES_H
-#define DL_PARALLEL_STAGES_H
+#ifndef DL_PLAN_STAGES_H
+#define DL_PLAN_STAGES_H
 
 #include "graph/graph.h"
 

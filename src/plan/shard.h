@@ -6,11 +6,11 @@
  * work on it unchanged) and where each local parameter sits in the whole
  * tensor.  Tensors are either whole on every tensor rank or split into T
  * equal channel (feature) blocks, rank t holding block t. */
-#ifndef DL_PARALLEL_SHARD_H
-#define DL_PARALLEL_SHARD_H
+#ifndef DL_PLAN_SHARD_H
+#define DL_PLAN_SHARD_H
 
-#include "parallel/grid.h"
-#include "parallel/stages.h"
+#include "plan/rank_grid.h"
+#include "plan/stages.h"
 
 /* How an input reaches a layer from its producer, and (backward) how the
  * layer's input gradient goes back:

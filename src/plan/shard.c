@@ -10,7 +10,7 @@
  * in Dryden et al. 2019, and an fc after a split convolution takes its
  * channel blocks as row blocks.  Channel-local layers follow their inputs;
  * anything else reads whole tensors. */
-#include "parallel/shard.h"
+#include "plan/shard.h"
 
 #include <stdlib.h>
 #include <string.h>
