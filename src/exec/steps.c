@@ -185,7 +185,7 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         int rc = dl_exec_make_instance(s, l, k, e->max_batch, err);
         if (rc)
             return rc;
-        s->saved_bytes = k->saved_bytes ? k->saved_bytes(s->inst[0].inst) : 0;
+        s->saved_bytes = dl_kernel_saved_bytes(k, s->inst[0].inst);
         s->n_fixed = 1;
         if (m->mbplan.batch && m->mbplan.layer[i].tuned) { /* its own slice, not the shared workspace */
             s->mbplan = &m->mbplan.layer[i];
@@ -194,11 +194,9 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
                 return rc;
             continue;
         }
-        for (int d = 0; d < DL_N_DIRS; d++) {
-            size_t w = k->workspace_bytes ? k->workspace_bytes(s->inst[0].inst, (enum dl_dir)d) : 0;
-            if (w > m->workspace_bytes)
-                m->workspace_bytes = w;
-        }
+        size_t w = dl_kernel_workspace_max(k, s->inst[0].inst);
+        if (w > m->workspace_bytes)
+            m->workspace_bytes = w;
     }
     return DL_OK;
 }
@@ -219,13 +217,8 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
     }
     void *inst = s->inst[s->n_inst - 1].inst;
     struct dl_exec_impl *m = e->impl;
-    size_t need = 0;
-    for (int d = 0; d < DL_N_DIRS; d++) {
-        size_t w = s->kernel->workspace_bytes ? s->kernel->workspace_bytes(inst, (enum dl_dir)d) : 0;
-        if (w > need)
-            need = w;
-    }
-    size_t saved = s->kernel->saved_bytes ? s->kernel->saved_bytes(inst) : 0;
+    size_t need = dl_kernel_workspace_max(s->kernel, inst);
+    size_t saved = dl_kernel_saved_bytes(s->kernel, inst);
     if (saved > s->saved_bytes) {
         e->status = dl_errorf(&e->err, DL_ERR_INTERNAL, "layer '%s' (kernel %s): state for %d samples "
                               "exceeds the plan for %d", l->name, s->kernel->name, mb, e->max_batch);
