@@ -55,7 +55,7 @@ static long winner(const float *x, struct dl_shape in, const struct dl_pool_geom
 static long pooling_differs(const struct dl_exec *a, const struct dl_exec *b, const struct dl_layer *l)
 {
     struct dl_pool_geom pg;
-    assert_true(dl_pool_geom(l, &pg));
+    assert_true(dl_maxpool_geom(l, &pg));
     int p = l->in[0];
     struct dl_shape in = l->in_shape[0], out = l->out_shape;
     int clamp = p >= 0 && a->g->layers[p].kind == &dl_op_relu;

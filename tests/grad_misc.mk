@@ -1,6 +1,7 @@
 # tests/grad_misc.mk: gradient, forward-value and error tests of flatten, add,
 # concat and softmax_cross_entropy (test_grad_activations, which covers the
-# activations and dropout, is registered in tests/local.mk).
+# activations and dropout, is registered in tests/local.mk), and the op kinds'
+# capability flags checked against their reference ops (test_op_caps).
 EXTRA_DIST += tests/optest.h
 
 if HAVE_CMOCKA
@@ -10,4 +11,13 @@ tests_test_grad_merge_loss_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
 tests_test_grad_merge_loss_CFLAGS = $(TEST_CFLAGS)
 tests_test_grad_merge_loss_LDADD = $(TEST_LIBS64)
 TESTS += tests/test_grad_merge_loss
+endif
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_op_caps
+tests_test_op_caps_SOURCES = tests/test_op_caps.c tests/optest.h
+tests_test_op_caps_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
+tests_test_op_caps_CFLAGS = $(TEST_CFLAGS)
+tests_test_op_caps_LDADD = $(TEST_LIBS64)
+TESTS += tests/test_op_caps
 endif

@@ -107,11 +107,8 @@ int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct k
     int rc = k->create(l, &cfg, &inst, &err);
     if (rc)
         return rc;
-    size_t ws_bytes = 64, saved_bytes = k->saved_bytes ? k->saved_bytes(inst) : 0;
-    for (int d = 0; d < DL_N_DIRS; d++) {
-        size_t w = k->workspace_bytes ? k->workspace_bytes(inst, (enum dl_dir)d) : 0;
-        ws_bytes = w > ws_bytes ? w : ws_bytes;
-    }
+    size_t ws_bytes = dl_kernel_workspace_max(k, inst), saved_bytes = dl_kernel_saved_bytes(k, inst);
+    ws_bytes = ws_bytes > 64 ? ws_bytes : 64;
     int slices = t->batch / mb;
     void *ws = NULL;
     unsigned char *saved = calloc((size_t)slices * saved_bytes + 64, 1);
@@ -150,11 +147,10 @@ int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct k
             c->training = 1;
             a.workspace = ws;
             if (pass == 0) {
-                k->forward(inst, &a);
+                dl_kernel_run(k, inst, &a, DL_DIR_FORWARD, l->n_params > 0, 1);
             } else {
-                k->backward_data(inst, &a);
-                if (k->backward_weights)
-                    k->backward_weights(inst, &a);
+                dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_DATA, l->n_params > 0, 1);
+                dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_WEIGHTS, l->n_params > 0, 1);
             }
         }
     dl_layout_reorder(y, cfg.out, t->y, DL_LAYOUT_PLAIN, t->batch, l->out_shape, 0);

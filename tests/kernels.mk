@@ -1,10 +1,13 @@
-# tests/kernels.mk: the kernel, executor-with-fast-kernels and memory-planner
-# tests (float build, libdltrain.a).
+# tests/kernels.mk: the kernel, kernel attribute access, executor-with-fast-
+# kernels and memory-planner tests (float build, libdltrain.a).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_kernels tests/test_kernels_net tests/test_plan tests/test_openblas_core
+check_PROGRAMS += tests/test_kernels tests/test_attr tests/test_kernels_net tests/test_plan tests/test_openblas_core
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/kernel_check.c tests/kernel_check.h
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
+tests_test_attr_SOURCES = tests/test_attr.c
+tests_test_attr_CFLAGS = $(TEST_CFLAGS)
+tests_test_attr_LDADD = $(TEST_LIBS)
 tests_test_kernels_net_SOURCES = tests/test_kernels_net.c tests/train_steps.c tests/train_steps.h
 tests_test_kernels_net_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_net_LDADD = $(TEST_LIBS)
@@ -14,5 +17,5 @@ tests_test_plan_LDADD = $(TEST_LIBS)
 tests_test_openblas_core_SOURCES = tests/test_openblas_core.c
 tests_test_openblas_core_CFLAGS = $(TEST_CFLAGS)
 tests_test_openblas_core_LDADD = $(TEST_LIBS)
-TESTS += tests/test_kernels tests/test_kernels_net tests/test_plan tests/test_openblas_core
+TESTS += tests/test_kernels tests/test_attr tests/test_kernels_net tests/test_plan tests/test_openblas_core
 endif

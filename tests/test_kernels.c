@@ -5,7 +5,8 @@
  * non-square kernels; each kernel also run as two micro-batches (weight
  * gradients accumulating across them) where it allows that.  A second table
  * offers the input in a blocked layout, as a oneDNN convolution produces it
- * (the fc kernels on inputs straight from such a layer). */
+ * (the fc kernels on inputs straight from such a layer).  Every kernel of
+ * the build meets some case of its kind (every_kernel_has_a_case). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -275,17 +276,54 @@ static void maxpool_ties_and_nans(void **state)
 #define N_CASES (sizeof cases / sizeof cases[0])
 #define N_BLOCKED (sizeof blocked / sizeof blocked[0])
 
+/* Every kernel of the build but the reference (which hands the layer to its
+ * op and reads no attribute by key) meets layers of the kind it serves in
+ * the tables above: its supports() reads their attributes, and it runs on
+ * those it supports (none for a kernel this CPU cannot run: oneDNN's
+ * Winograd convolution needs AVX-512).  So every attribute a kernel reads
+ * resolves against its kind's table here (backends/attr.h stops the
+ * program otherwise): a key renamed in an op file fails this program. */
+static void every_kernel_has_a_case(void **state)
+{
+    int served[64] = {0}, runs[64] = {0}, n_kernels = 0;
+    while (dl_kernels[n_kernels])
+        n_kernels++;
+    assert_true(n_kernels <= 64);
+    for (size_t c = 0; c < N_CASES + N_BLOCKED; c++) {
+        const struct kcase *kc = c < N_CASES ? &cases[c] : &blocked[c - N_CASES].k;
+        struct dl_net net;
+        assert_int_equal(load(kc, &net), 0);
+        const struct dl_layer *l = &net.graph.layers[0];
+        for (int i = 0; i < n_kernels; i++) {
+            const struct dl_kernel *k = dl_kernels[i];
+            served[i] += k->op == l->kind;
+            runs[i] += k->op == l->kind && (!k->supports || k->supports(l));
+        }
+        dl_net_free(&net);
+    }
+    int missing = 0;
+    for (int i = 0; i < n_kernels; i++) {
+        const struct dl_kernel *k = dl_kernels[i];
+        if (k == &dl_kernel_reference)
+            continue;
+        print_message("# kernel %-12s for %-15s: %2d layers, runs on %d\n", k->name, k->op->name, served[i], runs[i]);
+        missing += served[i] == 0;
+    }
+    assert_int_equal(missing, 0);
+}
+
 int main(void)
 {
     /* Three threads, more than the CPUs of a small machine: the sample-parallel
      * kernels' per-thread buffers and their final sums run as in training,
      * with some threads getting no sample of a small micro-batch. */
     dl_threads_set(3);
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + 1];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + 2];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
         tests[N_CASES + i] = (struct CMUnitTest){blocked[i].k.name, run_blocked, NULL, NULL, (void *)&blocked[i]};
     tests[N_CASES + N_BLOCKED] = (struct CMUnitTest){"maxpool_ties_and_nans", maxpool_ties_and_nans, NULL, NULL, NULL};
+    tests[N_CASES + N_BLOCKED + 1] = (struct CMUnitTest){"every_kernel_has_a_case", every_kernel_has_a_case, NULL, NULL, NULL};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

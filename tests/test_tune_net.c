@@ -261,9 +261,9 @@ static int keeps_state(const struct dl_kernel *k, const struct dl_layer *l)
     void *inst;
     struct dl_error err = {0};
     assert_int_equal(k->create(l, &cfg, &inst, &err), 0);
-    size_t saved = k->saved_bytes ? k->saved_bytes(inst) : 0;
+    size_t saved = dl_kernel_saved_bytes(k, inst);
     k->destroy(inst);
-    return saved > 0 || (l->n_params && !k->backward_weights);
+    return dl_kernel_couples(k, saved, l->n_params > 0);
 }
 
 /* Forward 4+3+1 (fc: dnnl-gemm, openblas, dnnl-gemm), backward data 5+3,

@@ -87,9 +87,80 @@ struct dl_kernel {
     void (*backward_data)(void *inst, const struct dl_kernel_args *a);
     /* Accumulates dparam[j] (skipping NULL ones).  NULL when backward_data
      * computes the weight gradients too (the reference ops do both in one
-     * pass): callers then run backward_data even when no din is wanted. */
+     * pass): dl_kernel_run() then runs backward_data even when no din is
+     * wanted. */
     void (*backward_weights)(void *inst, const struct dl_kernel_args *a);
 };
+
+/* ---------------------------------------------------------------- calling one
+ * Every caller asks and runs a kernel through these, so that the rules for
+ * the optional entries live here once: no workspace_bytes or saved_bytes
+ * means none, and a kernel without backward_weights computes the weight
+ * gradients inside backward_data. */
+
+/* Scratch bytes direction dir of instance inst needs. */
+static inline size_t dl_kernel_workspace_bytes(const struct dl_kernel *k, const void *inst, enum dl_dir dir)
+{
+    return k->workspace_bytes ? k->workspace_bytes(inst, dir) : 0;
+}
+
+/* The most any direction of inst needs. */
+static inline size_t dl_kernel_workspace_max(const struct dl_kernel *k, const void *inst)
+{
+    size_t most = 0;
+    for (int d = 0; d < DL_N_DIRS; d++) {
+        size_t w = dl_kernel_workspace_bytes(k, inst, (enum dl_dir)d);
+        most = w > most ? w : most;
+    }
+    return most;
+}
+
+/* Bytes of state inst keeps from forward to backward. */
+static inline size_t dl_kernel_saved_bytes(const struct dl_kernel *k, const void *inst)
+{
+    return k->saved_bytes ? k->saved_bytes(inst) : 0;
+}
+
+/* 1 when k computes weight gradients inside backward_data. */
+static inline int dl_kernel_weights_in_data(const struct dl_kernel *k)
+{
+    return !k->backward_weights;
+}
+
+/* 1 when direction dir calls into k for a layer that has parameters
+ * (has_params) and whose input gradients are wanted (any_din): backward
+ * data runs for input gradients or for the weight gradients it computes,
+ * backward weights only when it exists and there are parameters. */
+static inline int dl_kernel_runs(const struct dl_kernel *k, enum dl_dir dir, int has_params, int any_din)
+{
+    if (dir == DL_DIR_FORWARD)
+        return 1;
+    if (dir == DL_DIR_BACKWARD_DATA)
+        return any_din || (has_params && dl_kernel_weights_in_data(k));
+    return has_params && !dl_kernel_weights_in_data(k);
+}
+
+/* Direction dir of k on a, when dl_kernel_runs() says it has work. */
+static inline void dl_kernel_run(const struct dl_kernel *k, void *inst, const struct dl_kernel_args *a,
+                                 enum dl_dir dir, int has_params, int any_din)
+{
+    if (!dl_kernel_runs(k, dir, has_params, any_din))
+        return;
+    if (dir == DL_DIR_FORWARD)
+        k->forward(inst, a);
+    else if (dir == DL_DIR_BACKWARD_DATA)
+        k->backward_data(inst, a);
+    else
+        k->backward_weights(inst, a);
+}
+
+/* 1 when backward must split the batch exactly as forward did with this
+ * kernel: an instance keeps saved bytes of state per micro-batch, or the
+ * weight gradients of a layer with parameters come out of backward_data. */
+static inline int dl_kernel_couples(const struct dl_kernel *k, size_t saved, int has_params)
+{
+    return saved > 0 || (has_params && dl_kernel_weights_in_data(k));
+}
 
 /* ---------------------------------------------------------------- registry */
 /* NULL-terminated table of every kernel of this build; for one op kind the

@@ -136,7 +136,7 @@ int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int
     if (rc)
         return rc;
     for (int d = 0; d < DL_N_DIRS; d++)
-        ws[d] = k->workspace_bytes ? k->workspace_bytes(inst, (enum dl_dir)d) : 0;
+        ws[d] = dl_kernel_workspace_bytes(k, inst, (enum dl_dir)d);
     k->destroy(inst);
     return DL_OK;
 }

@@ -67,7 +67,7 @@ static int setup_dir(struct dl_exec *e, struct dl_exec_step *s, int d, const enu
                 return rc;
             inst = s->inst[s->n_inst - 1].inst;
         }
-        size_t need = k->workspace_bytes ? k->workspace_bytes(inst, (enum dl_dir)d) : 0;
+        size_t need = dl_kernel_workspace_bytes(k, inst, (enum dl_dir)d);
         if (need > pd->ws_bytes)
             return dl_errorf(err, DL_ERR_SPEC, "layer '%s': kernel %s needs %zu bytes of %s workspace for %d samples, "
                              "the plan gives %zu", l->name, k->name, need, dir_names[d], mb, pd->ws_bytes);
@@ -97,12 +97,12 @@ int dl_exec_micro_setup(struct dl_exec *e, struct dl_exec_step *s, const enum dl
     size_t saved = 0;
     int coupled = 0;
     for (int p = 0; p < f->n; p++) {
-        size_t b = f->part[p].kernel->saved_bytes ? f->part[p].kernel->saved_bytes(find_instance(s, f->part[p].kernel,
-                                                                                                f->part[p].mb)) : 0;
+        const struct dl_kernel *k = f->part[p].kernel;
+        size_t b = dl_kernel_saved_bytes(k, find_instance(s, k, f->part[p].mb));
         saved += align_up(b) * (size_t)f->part[p].count;
-        coupled |= b > 0 || (l->n_params && !f->part[p].kernel->backward_weights);
+        coupled |= dl_kernel_couples(k, b, l->n_params > 0);
     }
-    coupled |= l->n_params && !s->kernel->backward_weights;
+    coupled |= l->n_params && dl_kernel_weights_in_data(s->kernel);
     for (int d = DL_DIR_BACKWARD_DATA; coupled && d < DL_N_DIRS; d++)
         if (pl->dir[d].n && !dl_mbplan_dir_same(f, &pl->dir[d]))
             return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its kernels keep state from forward to backward, so the %s "
@@ -128,7 +128,7 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
         const struct dl_kernel *k = pd->part[p].kernel;
         int mb = pd->part[p].mb;
         void *inst = find_instance(s, k, mb);
-        size_t saved = k->saved_bytes ? align_up(k->saved_bytes(inst)) : 0;
+        size_t saved = align_up(dl_kernel_saved_bytes(k, inst));
         for (int c = 0; c < pd->part[p].count; c++, n0 += mb, saved_off += saved) {
             struct dl_kernel_args b = *a;
             b.c.batch = mb;
@@ -142,12 +142,7 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
             b.c.labels = a->c.labels ? a->c.labels + n0 : NULL;
             b.c.saved = a->c.saved ? (dl_real *)((unsigned char *)a->c.saved + saved_off) : NULL;
             b.workspace = (unsigned char *)m->workspace + pd->ws_offset;
-            if (dir == DL_DIR_FORWARD)
-                k->forward(inst, &b);
-            else if (dir == DL_DIR_BACKWARD_DATA && (any_din || !k->backward_weights))
-                k->backward_data(inst, &b);
-            else if (dir == DL_DIR_BACKWARD_WEIGHTS && k->backward_weights)
-                k->backward_weights(inst, &b);
+            dl_kernel_run(k, inst, &b, dir, l->n_params > 0, any_din);
         }
     }
     return 1;

@@ -110,10 +110,9 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         a.c.din[k] = s->via_scratch[k] ? s->scratch[k] : t->grad;
         any = 1;
     }
-    if (!dl_exec_micro_run(e, s, &a, DL_DIR_BACKWARD_DATA, any) && (any || !s->kernel->backward_weights))
-        s->kernel->backward_data(inst, &a);
-    if (l->n_params && !dl_exec_micro_run(e, s, &a, DL_DIR_BACKWARD_WEIGHTS, any) && s->kernel->backward_weights)
-        s->kernel->backward_weights(inst, &a);
+    for (int d = DL_DIR_BACKWARD_DATA; d < DL_N_DIRS; d++)
+        if (!dl_exec_micro_run(e, s, &a, (enum dl_dir)d, any))
+            dl_kernel_run(s->kernel, inst, &a, (enum dl_dir)d, l->n_params > 0, any);
     for (int k = 0; k < l->n_in; k++) {
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];
         if (!a.c.din[k])

@@ -5,17 +5,16 @@
  * (activation, gradient, kernel state, fan-out scratch, workspace) with its
  * lifetime for the memory planner and point them into the arena.  Layers with
  * a micro-batch plan get their kernel from it (micro.c checks the rest).
- * A ReLU that alone consumes a convolution's output is folded into the
- * convolution's kernel when that kernel can apply it (kernel.h, "Fused
- * ReLU"): it gets no step, and its output is the convolution's tensor; a
- * ReLU read only by a max pooling moves past it into the pooling's kernel
- * the same way, and the pooling reads the ReLU's input. */
+ * A ReLU (a kind with is_relu, ops/op.h) that alone consumes a layer's
+ * output is folded into that layer's kernel when the kernel can apply it
+ * (fuses_relu, kernel.h "Fused ReLU": the direct convolution): it gets no
+ * step, and its output is the producer's tensor; a ReLU read only by a layer
+ * whose kind has commutes_with_relu (max pooling) moves past it into that
+ * layer's kernel the same way, and the pooling reads the ReLU's input. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include "ops/kinds.h"
 
 static int add_tensor(struct dl_exec_impl *m, int step, struct dl_shape s, enum dl_layout l, int needs_grad)
 {
@@ -89,7 +88,7 @@ static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_
     const struct dl_graph *g = e->g;
     const struct dl_mbplan *p = &e->impl->mbplan;
     const struct dl_layer *l = &g->layers[r];
-    if ((ch && ch->no_fusion) || l->kind != &dl_op_relu || l->n_in != 1 || l->n_consumers != 1 ||
+    if ((ch && ch->no_fusion) || !l->kind->is_relu || l->n_in != 1 || l->n_consumers != 1 ||
         r == g->logits || o == g->logits)
         return 0;
     if (p->batch && (p->layer[r].tuned || p->layer[o].tuned))
@@ -107,17 +106,17 @@ static int fuses_next_relu(const struct dl_exec *e, int i, const struct dl_kerne
            may_fold_relu(e, i + 1, i, ch);
 }
 
-/* 1 when ReLU layer i can move past the max pooling that alone reads it
- * and be folded into the pooling's kernel: max(., 0) commutes with taking
- * a window's maximum, and the gradient goes to the same winner (or nowhere
- * when the window's maximum is not positive), so the pooling runs on the
- * ReLU's input and clamps its smaller output instead.  (Only a NaN tells
- * them apart: the ReLU turns it into 0 before the window, the pooling lets
- * it win and then clamps it.) */
+/* 1 when ReLU layer i can move past the layer that alone reads it and be
+ * folded into that layer's kernel: the layer's kind commutes with ReLU (max
+ * pooling: max(., 0) commutes with taking a window's maximum, and the
+ * gradient goes to the same winner, or nowhere when the window's maximum is
+ * not positive), so it runs on the ReLU's input and clamps its (for pooling
+ * 4x smaller) output instead.  (Only a NaN tells them apart: the ReLU turns
+ * it into 0 before the window, the pooling lets it win and then clamps it.) */
 static int relu_moves_into_pooling(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
 {
     const struct dl_graph *g = e->g;
-    if (i + 1 >= g->n || g->layers[i + 1].kind != &dl_op_maxpool || g->layers[i + 1].in[0] != i)
+    if (i + 1 >= g->n || !g->layers[i + 1].kind->commutes_with_relu || g->layers[i + 1].in[0] != i)
         return 0;
     return layer_kernel(e, i + 1, ch)->fuses_relu && may_fold_relu(e, i, i + 1, ch);
 }
@@ -185,7 +184,7 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         int rc = dl_exec_make_instance(s, l, k, e->max_batch, err);
         if (rc)
             return rc;
-        s->saved_bytes = k->saved_bytes ? k->saved_bytes(s->inst[0].inst) : 0;
+        s->saved_bytes = dl_kernel_saved_bytes(k, s->inst[0].inst);
         s->n_fixed = 1;
         if (m->mbplan.batch && m->mbplan.layer[i].tuned) { /* its own slice, not the shared workspace */
             s->mbplan = &m->mbplan.layer[i];
@@ -194,11 +193,9 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
                 return rc;
             continue;
         }
-        for (int d = 0; d < DL_N_DIRS; d++) {
-            size_t w = k->workspace_bytes ? k->workspace_bytes(s->inst[0].inst, (enum dl_dir)d) : 0;
-            if (w > m->workspace_bytes)
-                m->workspace_bytes = w;
-        }
+        size_t w = dl_kernel_workspace_max(k, s->inst[0].inst);
+        if (w > m->workspace_bytes)
+            m->workspace_bytes = w;
     }
     return DL_OK;
 }
@@ -219,13 +216,8 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
     }
     void *inst = s->inst[s->n_inst - 1].inst;
     struct dl_exec_impl *m = e->impl;
-    size_t need = 0;
-    for (int d = 0; d < DL_N_DIRS; d++) {
-        size_t w = s->kernel->workspace_bytes ? s->kernel->workspace_bytes(inst, (enum dl_dir)d) : 0;
-        if (w > need)
-            need = w;
-    }
-    size_t saved = s->kernel->saved_bytes ? s->kernel->saved_bytes(inst) : 0;
+    size_t need = dl_kernel_workspace_max(s->kernel, inst);
+    size_t saved = dl_kernel_saved_bytes(s->kernel, inst);
     if (saved > s->saved_bytes) {
         e->status = dl_errorf(&e->err, DL_ERR_INTERNAL, "layer '%s' (kernel %s): state for %d samples "
                               "exceeds the plan for %d", l->name, s->kernel->name, mb, e->max_batch);

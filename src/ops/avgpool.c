@@ -145,6 +145,7 @@ const struct dl_op_kind dl_op_avgpool = {
     .n_attrs = sizeof avgpool_attrs / sizeof avgpool_attrs[0],
     .min_inputs = 1,
     .max_inputs = 1,
+    .micro_batch = 1,
     .check = avgpool_check,
     .infer = avgpool_infer,
     .forward = avgpool_forward,

@@ -383,6 +383,7 @@ const struct dl_op_kind dl_op_conv = {
     .n_attrs = sizeof conv_attrs / sizeof conv_attrs[0],
     .min_inputs = 1,
     .max_inputs = 1,
+    .micro_batch = 1,
     .check = conv_check,
     .infer = conv_infer,
     .params = conv_params,

@@ -123,6 +123,7 @@ const struct dl_op_kind dl_op_fc = {
     .n_attrs = sizeof fc_attrs / sizeof fc_attrs[0],
     .min_inputs = 1,
     .max_inputs = 1,
+    .micro_batch = 1,
     .infer = fc_infer,
     .params = fc_params,
     .forward = fc_forward,

@@ -53,6 +53,7 @@ const struct dl_op_kind dl_op_global_avgpool = {
     .n_attrs = 0,
     .min_inputs = 1,
     .max_inputs = 1,
+    .micro_batch = 1,
     .infer = global_avgpool_infer,
     .forward = global_avgpool_forward,
     .backward = global_avgpool_backward,

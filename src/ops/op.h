@@ -103,6 +103,29 @@ struct dl_op_kind {
     int min_inputs, max_inputs;
     int is_loss;            /* consumes labels; output is the per-sample loss (1,1,1) */
 
+    /* Capabilities: what the tuner and the executor may do with a layer of
+     * this kind.  They decide; nothing compares kind names or symbols.
+     *
+     * micro_batch: the tuner may split a batch into micro-batches (tune/):
+     * each sample's output and input gradient depend on that sample alone and
+     * the weight gradients are sums over samples.  Set on conv, fc, the
+     * poolings and the activations; never on batch normalisation (statistics
+     * over the batch) or dropout (a random stream drawn in batch order); the
+     * cheap reshaping, merging and loss kinds are left undivided too.
+     *
+     * is_relu: out = max(x, 0) element-wise (NaN as 0), input gradient dout
+     * where out > 0: a kernel with fuses_relu (backends/kernel.h) can apply
+     * it to its own output in place of this layer (exec/steps.c).
+     *
+     * commutes_with_relu: op(max(x, 0)) = max(op(x), 0), and backward sends
+     * each gradient to the same input either way (max pooling: the window's
+     * winner), so a ReLU just before the layer may move after it.  Only a
+     * NaN tells the two orders apart: the ReLU zeroes it before the window,
+     * the moved one lets it win and then clamps it. */
+    int micro_batch;
+    int is_relu;
+    int commutes_with_relu;
+
     /* Cross-field checks after all attributes were parsed (may be NULL).
      * The message names the attribute(s) and the expected vs found value. */
     int (*check)(const void *attr, struct dl_error *err);

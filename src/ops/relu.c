@@ -19,5 +19,6 @@ DL_ELTWISE_LOOPS(relu)
 const struct dl_op_kind dl_op_relu = {
     .name = "relu",
     .summary = "rectified linear unit, max(x, 0)",
+    .is_relu = 1,
     DL_ELTWISE_KIND_FIELDS(relu),
 };

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define BUSY_TIMEOUT_MS 120000
+
 struct dl_tune_db {
     sqlite3 *db;
     sqlite3_stmt *get, *put;
@@ -64,6 +66,20 @@ int dl_tune_db_default_path(char *buf, size_t size, struct dl_error *err)
     return DL_OK;
 }
 
+/* Turns a new file's journal into WAL (a no-op once it is).  The switch
+ * needs an exclusive lock, and SQLite answers SQLITE_BUSY at once, without
+ * the busy handler, while another process that opened the new file at the
+ * same moment holds a shared one: retry for as long as the busy timeout. */
+static int set_wal(sqlite3 *db)
+{
+    int rc;
+    for (int waited_ms = 0; (rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL;", NULL, NULL, NULL)) == SQLITE_BUSY &&
+                            waited_ms < BUSY_TIMEOUT_MS;
+         waited_ms += 10)
+        sqlite3_sleep(10);
+    return rc;
+}
+
 int dl_tune_db_open(struct dl_tune_db **out, const char *path, struct dl_error *err)
 {
     char def[1024];
@@ -88,8 +104,9 @@ int dl_tune_db_open(struct dl_tune_db **out, const char *path, struct dl_error *
         SQLITE_OK)
         rc = db_error(d, err, path);
     if (!rc) {
-        sqlite3_busy_timeout(d->db, 120000); /* a writer holds the lock for one short transaction */
-        if (sqlite3_exec(d->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_busy_timeout(d->db, BUSY_TIMEOUT_MS); /* a writer holds the lock for one short transaction */
+        if (set_wal(d->db) != SQLITE_OK ||
+            sqlite3_exec(d->db, "PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(d->db, schema, NULL, NULL, NULL) != SQLITE_OK)
             rc = db_error(d, err, path);
     }

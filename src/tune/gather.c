@@ -163,7 +163,7 @@ int dl_tune_gather(const struct dl_graph *g, int B, const struct dl_tune_options
         if (!L[i].rows || !L[i].have)
             return DL_ERR_NOMEM;
     }
-    struct dl_tune_db *db;
+    struct dl_tune_db *db = NULL;
     int rc = dl_tune_db_open(&db, o->db_path, err), missing = 0;
     for (int i = 0; !rc && i < g->n; i++) /* first without the lock: a warm database needs nothing else */
         if (L[i].tunable)

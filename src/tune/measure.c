@@ -46,16 +46,6 @@ static void *buf(struct bufs *b, size_t bytes, struct dl_rng *r, int fill)
     return p;
 }
 
-static void run(const struct dl_kernel *k, void *inst, const struct dl_kernel_args *a, int d)
-{
-    if (d == DL_DIR_FORWARD)
-        k->forward(inst, a);
-    else if (d == DL_DIR_BACKWARD_DATA)
-        k->backward_data(inst, a);
-    else
-        k->backward_weights(inst, a);
-}
-
 static int fill_args(const struct dl_layer *l, const struct dl_kernel_config *cfg, size_t saved, size_t ws,
                      struct bufs *b, struct dl_rng *r, struct dl_kernel_args *a)
 {
@@ -96,10 +86,10 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
     int rc = dl_kernel_create_plain(k, l, mb, &cfg, &inst, err);
     if (rc)
         return rc;
-    size_t ws = 0, saved = k->saved_bytes ? k->saved_bytes(inst) : 0;
+    size_t ws = 0, saved = dl_kernel_saved_bytes(k, inst);
     for (int d = 0; d < DL_N_DIRS; d++) {
         row[d] = (struct dl_tune_row){.time_s = 0, .saved = saved};
-        row[d].ws = k->workspace_bytes ? k->workspace_bytes(inst, (enum dl_dir)d) : 0;
+        row[d].ws = dl_kernel_workspace_bytes(k, inst, (enum dl_dir)d);
         if (want[d] && row[d].ws > ws)
             ws = row[d].ws;
     }
@@ -123,17 +113,17 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
                        k->name, mb);
     } else {
         k->forward(inst, &a);
-        for (int d = 0; d < DL_N_DIRS; d++) {
-            int has = d == DL_DIR_FORWARD || (d == DL_DIR_BACKWARD_DATA && k->backward_data) ||
-                      (d == DL_DIR_BACKWARD_WEIGHTS && k->backward_weights && l->n_params);
-            if (!want[d] || !has)
+        int has_params = l->n_params > 0;
+        for (int d = 0; d < DL_N_DIRS; d++) { /* every input gradient wanted (fill_args) */
+            enum dl_dir dir = (enum dl_dir)d;
+            if (!want[d] || !dl_kernel_runs(k, dir, has_params, 1))
                 continue;
             for (int i = 0; i < warmup; i++)
-                run(k, inst, &a, d);
+                dl_kernel_run(k, inst, &a, dir, has_params, 1);
             int n = 0;
             for (double spent = 0; n < repeats; n++) {
                 double t0 = dl_tune_clock();
-                run(k, inst, &a, d);
+                dl_kernel_run(k, inst, &a, dir, has_params, 1);
                 t[n] = dl_tune_clock() - t0;
                 spent += t[n];
                 if (n >= 2 && spent > 1.0) /* slow calls: three are enough for a median */

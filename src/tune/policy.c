@@ -1,8 +1,8 @@
 /* policy.c: what may be tuned and how: the micro-batch policies (undivided,
- * powerOfTwo, all, as mu-cuDNN names them), the option defaults and which op
- * kinds are independent per sample (never batch normalisation, whose
- * statistics span the batch, nor dropout, whose random stream is drawn in
- * batch order). */
+ * powerOfTwo, all, as mu-cuDNN names them), the option defaults and which
+ * layers are tuned: those whose op kind allows micro-batches (micro_batch in
+ * ops/op.h; never batch normalisation, whose statistics span the batch, nor
+ * dropout, whose random stream is drawn in batch order). */
 #include "tune/tune.h"
 
 #include <string.h>
@@ -34,10 +34,5 @@ int dl_tune_policy_sizes(enum dl_tune_policy p, int B, int *sizes)
 
 int dl_tune_layer_tunable(const struct dl_layer *l)
 {
-    static const char *const kinds[] = {"conv", "fc", "maxpool", "avgpool", "global_avgpool",
-                                        "relu", "leaky_relu", "sigmoid", "tanh", NULL};
-    for (int i = 0; kinds[i]; i++)
-        if (strcmp(l->kind->name, kinds[i]) == 0)
-            return 1;
-    return 0;
+    return l->kind->micro_batch;
 }

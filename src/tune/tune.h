@@ -55,8 +55,8 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
                 struct dl_tune_report *report, struct dl_error *err);
 void dl_tune_report_free(struct dl_tune_report *r);
 
-/* 1 when layer l's work is independent per sample, so that it may be split
- * into micro-batches (convolution, fully connected, pooling, activations). */
+/* 1 when layer l's op kind allows micro-batches (micro_batch, ops/op.h:
+ * convolution, fully connected, pooling, activations). */
 int dl_tune_layer_tunable(const struct dl_layer *l);
 
 /* The micro-batch sizes the policy allows for a batch of B, ascending

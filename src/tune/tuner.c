@@ -26,7 +26,7 @@ static int coupled(const struct dl_layer *l, const struct dl_tune_layer *L, int 
     for (int ki = 0; ki < L->n_k; ki++) {
         if (L->group[ki] != grp)
             continue;
-        if (L->want[DL_DIR_BACKWARD_WEIGHTS] && !L->k[ki]->backward_weights)
+        if (L->want[DL_DIR_BACKWARD_WEIGHTS] && dl_kernel_weights_in_data(L->k[ki]))
             return 1;
         for (int si = 0; si < L->n_sizes; si++)
             if (L->have[ki * L->n_sizes + si] && DL_TUNE_ROW(L, ki, si)[0].saved > 0)

@@ -46,11 +46,11 @@ static int bn_create(const struct dl_layer *l, const struct dl_kernel_config *cf
         return DL_ERR_NOMEM;
     b->C = l->in_shape[0].c;
     b->M = (long)cfg->mb * l->in_shape[0].h * l->in_shape[0].w;
-    b->momentum = dl_attr_float(l, "momentum", 0.1);
+    b->momentum = dl_attr_float(l, "momentum");
     b->dscale = dl_calloc(2 * (size_t)b->C, sizeof *b->dscale, err);
     if (l->in[0] == DL_GRAPH_INPUT)
         b->sink = sizeof(float) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->in[0], l->in_shape[0]);
-    float eps = (float)dl_attr_float(l, "eps", 1e-5);
+    float eps = (float)dl_attr_float(l, "eps");
     dnnl_memory_desc_t md;
     dl_dnnl_md(&md, cfg->mb, l->in_shape[0], cfg->in[0]);
     unsigned ss = dnnl_use_scale | dnnl_use_shift;

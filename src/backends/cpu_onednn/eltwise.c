@@ -1,6 +1,7 @@
 /* eltwise.c: oneDNN element-wise activations (relu, leaky_relu, sigmoid,
  * tanh), forward and backward from the saved input, in whatever layout the
- * input arrives.  One instance type; the op kind selects the algorithm. */
+ * input arrives.  One instance type; each kind's kernel table names its
+ * oneDNN algorithm. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
@@ -13,18 +14,10 @@ struct elt_inst {
     struct dl_dnnl_prim fwd, bwd;
 };
 
-static dnnl_alg_kind_t elt_alg(const struct dl_layer *l, float *alpha)
+/* leaky_relu's alpha: the slope for negative inputs. */
+static float leaky_slope(const struct dl_layer *l)
 {
-    *alpha = 0;
-    if (l->kind == &dl_op_leaky_relu) {
-        *alpha = (float)dl_attr_float(l, "slope", 0.01);
-        return dnnl_eltwise_relu;
-    }
-    if (l->kind == &dl_op_sigmoid)
-        return dnnl_eltwise_logistic;
-    if (l->kind == &dl_op_tanh)
-        return dnnl_eltwise_tanh;
-    return dnnl_eltwise_relu;
+    return (float)dl_attr_float(l, "slope");
 }
 
 static void elt_destroy(void *p)
@@ -37,14 +30,14 @@ static void elt_destroy(void *p)
     free(q);
 }
 
+/* alg and its alpha (alpha_of NULL: 0) are those of the kernel's op kind. */
 static int elt_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
-                      struct dl_error *err)
+                      struct dl_error *err, dnnl_alg_kind_t alg, float (*alpha_of)(const struct dl_layer *l))
 {
     struct elt_inst *q = dl_calloc(1, sizeof *q, err);
     if (!q)
         return DL_ERR_NOMEM;
-    float alpha;
-    dnnl_alg_kind_t alg = elt_alg(l, &alpha);
+    float alpha = alpha_of ? alpha_of(l) : 0;
     dnnl_memory_desc_t md;
     dl_dnnl_md(&md, cfg->mb, l->in_shape[0], cfg->in[0]);
     dnnl_eltwise_desc_t fd, bd;
@@ -89,13 +82,20 @@ static void elt_backward(void *inst, const struct dl_kernel_args *a)
     dl_dnnl_prim_run(&q->bwd, ptr, a->workspace);
 }
 
-#define ELT_KERNEL(SYM, OP)                                                                      \
+/* One kernel table per activation kind, creating oneDNN's algorithm ALG
+ * with alpha ALPHA(l) (NULL: 0). */
+#define ELT_KERNEL(SYM, OP, ALG, ALPHA)                                                          \
+    static int SYM##_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, \
+                            struct dl_error *err)                                                \
+    {                                                                                            \
+        return elt_create(l, cfg, inst, err, ALG, ALPHA);                                        \
+    }                                                                                            \
     const struct dl_kernel SYM = {                                                               \
         .name = "onednn", .backend = "cpu_onednn", .op = &OP, .layouts = dl_kernel_follow_layouts, \
-        .create = elt_create, .destroy = elt_destroy, .workspace_bytes = elt_ws,                 \
+        .create = SYM##_create, .destroy = elt_destroy, .workspace_bytes = elt_ws,               \
         .forward = elt_forward, .backward_data = elt_backward,                                   \
     };
-ELT_KERNEL(dl_kernel_onednn_relu, dl_op_relu)
-ELT_KERNEL(dl_kernel_onednn_leaky_relu, dl_op_leaky_relu)
-ELT_KERNEL(dl_kernel_onednn_sigmoid, dl_op_sigmoid)
-ELT_KERNEL(dl_kernel_onednn_tanh, dl_op_tanh)
+ELT_KERNEL(dl_kernel_onednn_relu, dl_op_relu, dnnl_eltwise_relu, NULL)
+ELT_KERNEL(dl_kernel_onednn_leaky_relu, dl_op_leaky_relu, dnnl_eltwise_relu, leaky_slope)
+ELT_KERNEL(dl_kernel_onednn_sigmoid, dl_op_sigmoid, dnnl_eltwise_logistic, NULL)
+ELT_KERNEL(dl_kernel_onednn_tanh, dl_op_tanh, dnnl_eltwise_tanh, NULL)

@@ -10,7 +10,6 @@
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "backends/attr.h"
 #include "backends/cpu_onednn/common.h"
@@ -22,21 +21,22 @@ struct pool_inst {
     size_t plain_saved;
 };
 
-static dnnl_alg_kind_t pool_alg(const struct dl_layer *l, const struct dl_pool_geom *pg)
+static dnnl_alg_kind_t pool_alg(const struct dl_pool_geom *pg)
 {
-    if (strcmp(l->kind->name, "maxpool") == 0)
+    if (pg->max)
         return dnnl_pooling_max;
     return pg->exclude_pad ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_avg_include_padding;
 }
 
 /* PyTorch clips an include-padding divisor at the right padding; oneDNN
- * does not, so avgpool needs the right padding to equal the left. */
-static int pool_supports(const struct dl_layer *l)
+ * does not, so avgpool needs the right padding to equal the left.  geom:
+ * the geometry of the kernel's op kind (attr.h). */
+static int pool_supports(const struct dl_layer *l, dl_pool_geom_fn *geom)
 {
     struct dl_pool_geom pg;
-    if (!dl_pool_geom(l, &pg) || pg.pr_h < 0 || pg.pr_w < 0)
+    if (!geom(l, &pg) || pg.pr_h < 0 || pg.pr_w < 0)
         return 0;
-    if (pool_alg(l, &pg) == dnnl_pooling_avg_include_padding && (pg.pr_h > pg.ph || pg.pr_w > pg.pw))
+    if (pool_alg(&pg) == dnnl_pooling_avg_include_padding && (pg.pr_h > pg.ph || pg.pr_w > pg.pw))
         return 0;
     return 1;
 }
@@ -52,10 +52,10 @@ static void pool_destroy(void *p)
 }
 
 static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
-                       struct dl_error *err)
+                       struct dl_error *err, dl_pool_geom_fn *geom)
 {
     struct dl_pool_geom pg;
-    dl_pool_geom(l, &pg);
+    geom(l, &pg);
     struct pool_inst *q = dl_calloc(1, sizeof *q, err);
     if (!q)
         return DL_ERR_NOMEM;
@@ -66,7 +66,7 @@ static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *
         *inst = q;
         return DL_OK;
     }
-    dnnl_alg_kind_t alg = pool_alg(l, &pg);
+    dnnl_alg_kind_t alg = pool_alg(&pg);
     q->max = alg == dnnl_pooling_max;
     dnnl_memory_desc_t src, dst;
     dl_dnnl_md(&src, cfg->mb, l->in_shape[0], cfg->in[0]);
@@ -130,13 +130,24 @@ static void pool_backward(void *inst, const struct dl_kernel_args *a)
     dl_dnnl_prim_run(&q->bwd, ptr, a->workspace);
 }
 
-#define POOL_KERNEL(SYM, OP)                                                                     \
+/* One kernel table per pooling kind, with supports and create reading that
+ * kind's geometry (GEOM, attr.h). */
+#define POOL_KERNEL(SYM, OP, GEOM)                                                               \
+    static int SYM##_supports(const struct dl_layer *l)                                          \
+    {                                                                                            \
+        return pool_supports(l, GEOM);                                                           \
+    }                                                                                            \
+    static int SYM##_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, \
+                            struct dl_error *err)                                                \
+    {                                                                                            \
+        return pool_create(l, cfg, inst, err, GEOM);                                             \
+    }                                                                                            \
     const struct dl_kernel SYM = {                                                               \
-        .name = "onednn", .backend = "cpu_onednn", .op = &OP, .supports = pool_supports,         \
-        .layouts = dl_kernel_follow_layouts, .create = pool_create, .destroy = pool_destroy,       \
+        .name = "onednn", .backend = "cpu_onednn", .op = &OP, .supports = SYM##_supports,        \
+        .layouts = dl_kernel_follow_layouts, .create = SYM##_create, .destroy = pool_destroy,    \
         .workspace_bytes = pool_ws, .saved_bytes = pool_saved, .forward = pool_forward,          \
         .backward_data = pool_backward,                                                          \
     };
-POOL_KERNEL(dl_kernel_onednn_maxpool, dl_op_maxpool)
-POOL_KERNEL(dl_kernel_onednn_avgpool, dl_op_avgpool)
-POOL_KERNEL(dl_kernel_onednn_global_avgpool, dl_op_global_avgpool)
+POOL_KERNEL(dl_kernel_onednn_maxpool, dl_op_maxpool, dl_maxpool_geom)
+POOL_KERNEL(dl_kernel_onednn_avgpool, dl_op_avgpool, dl_avgpool_geom)
+POOL_KERNEL(dl_kernel_onednn_global_avgpool, dl_op_global_avgpool, dl_global_avgpool_geom)
