@@ -46,6 +46,15 @@ tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 TESTS += tests/test_netfile tests/test_optim
 endif
+
+# Pipeline schedules: generated, checked, timed against the bubble formulas.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_schedule
+tests_test_schedule_SOURCES = tests/test_schedule.c
+tests_test_schedule_CFLAGS = $(TEST_CFLAGS)
+tests_test_schedule_LDADD = $(TEST_LIBS)
+TESTS += tests/test_schedule
+endif
 TESTS += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh tests/test_checklist.sh
 EXTRA_DIST += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh tests/optim_reference.py \
 	tests/test_checklist.sh

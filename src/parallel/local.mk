@@ -1,6 +1,7 @@
 # src/parallel: consistency strategies (serial, sync data parallel with
 # bucketed overlapped allreduce, local SGD, parameter server), stall detection
-# and the data x tensor x pipeline grid of ranks.
+# and the data x tensor x pipeline grid of ranks, pipeline schedules (generated,
+# checked and timed).
 libdltrain_a_SOURCES += \
 	src/parallel/strategy.c src/parallel/strategy.h \
 	src/parallel/serial.c src/parallel/sync.c src/parallel/local_sgd.c \
@@ -8,5 +9,6 @@ libdltrain_a_SOURCES += \
 	src/parallel/stall.c src/parallel/stall.h \
 	src/parallel/param_server.c src/parallel/param_server.h \
 	src/parallel/sync_bn.c src/parallel/sync_bn.h \
-	src/parallel/grid.c src/parallel/grid.h
+	src/parallel/grid.c src/parallel/grid.h \
+	src/parallel/schedule.c src/parallel/schedule.h src/parallel/schedule_check.c
 
