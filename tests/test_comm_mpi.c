@@ -12,6 +12,7 @@
 #include "comm/allreduce.h"
 #include "comm/codec.h"
 #include "comm/comm.h"
+#include "mpi_report.h"
 #include "parallel/grid.h"
 
 static struct dl_comm *world;
@@ -22,21 +23,9 @@ static float value(size_t i, int r)
     return (float)((long)((i * 7 + (size_t)r * 13) % 61) - 30);
 }
 
-/* Agrees on one verdict: ok on every rank.  Prints on rank 0. */
 static void report(int ok, const char *what, const char *detail)
 {
-    float bad = ok ? 0.0f : 1.0f;
-    struct dl_error err;
-    if (world->ops->allreduce(world, &bad, 1, &err) != DL_OK)
-        bad = 1;
-    if (world->rank == 0) {
-        if (bad == 0)
-            printf("ok - P=%d %s\n", world->size, what);
-        else
-            printf("not ok - P=%d %s%s%s (failed on %g ranks)\n", world->size, what,
-                   ok ? "" : ": ", ok ? "" : detail, bad);
-        fflush(stdout);
-    }
+    mpi_report(world, ok, what, detail);
 }
 
 /* Checks one algorithm on every size; returns 1 when all sums were exact. */

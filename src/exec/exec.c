@@ -1,7 +1,9 @@
 /* exec.c: the executor's set-up and tear-down (see exec.h): kernel choice and
  * memory plan (steps.c), one arena for activations, gradients, kernel state
  * and workspace, the flat parameter vectors and their deterministic
- * initialisation in graph order. */
+ * initialisation in graph order: every parameter of the whole network is
+ * drawn from the seed in order, and a rank of a parallel run keeps the
+ * slices its shard holds, so every grid starts from one process's weights. */
 #include "exec/exec_impl.h"
 
 #include <math.h>
@@ -13,41 +15,67 @@ static dl_real *alloc_real(long n, struct dl_error *err)
     return dl_calloc((size_t)(n > 0 ? n : 1), sizeof(dl_real), err);
 }
 
-static void init_param(const struct dl_param_desc *p, dl_real *w, struct dl_rng *rng)
+static dl_real draw(const struct dl_param_desc *p, struct dl_rng *rng)
 {
     double fan = p->fan_in > 0 ? (double)p->fan_in : 1.0;
+    switch (p->init) {
+    case DL_INIT_ZERO: return 0;
+    case DL_INIT_ONE: return 1;
+    case DL_INIT_UNIFORM_FAN_IN: return (dl_real)((2.0 * dl_rng_uniform(rng) - 1.0) / sqrt(fan));
+    case DL_INIT_HE_NORMAL: return (dl_real)(dl_rng_normal(rng) * sqrt(2.0 / fan));
+    }
+    return 0;
+}
+
+/* Draws every value of the whole parameter p in order and keeps in w (NULL:
+ * none) those of slice sl, in their order. */
+static void init_param(const struct dl_param_desc *p, const struct dl_param_slice *sl, dl_real *w, struct dl_rng *rng)
+{
+    long stride = 1, extent = 1;
+    if (sl && sl->dim >= 0) {
+        for (int d = sl->dim + 1; d < p->ndim; d++)
+            stride *= p->dims[d];
+        extent = p->dims[sl->dim];
+    }
     for (long i = 0; i < p->count; i++) {
-        switch (p->init) {
-        case DL_INIT_ZERO: w[i] = 0; break;
-        case DL_INIT_ONE: w[i] = 1; break;
-        case DL_INIT_UNIFORM_FAN_IN: {
-            double bound = 1.0 / sqrt(fan);
-            w[i] = (dl_real)((2.0 * dl_rng_uniform(rng) - 1.0) * bound);
-            break;
+        dl_real v = draw(p, rng);
+        if (!w)
+            continue;
+        if (!sl || sl->dim < 0) {
+            w[i] = v;
+            continue;
         }
-        case DL_INIT_HE_NORMAL: w[i] = (dl_real)(dl_rng_normal(rng) * sqrt(2.0 / fan)); break;
-        }
+        long coord = i / stride % extent;
+        if (coord >= sl->offset && coord < sl->offset + sl->count)
+            w[i / (stride * extent) * (sl->count * stride) + (coord - sl->offset) * stride + i % stride] = v;
     }
 }
 
 void dl_exec_free(struct dl_exec *e)
 {
-    if (!e->g)
+    if (!e->g && !e->impl)
         return;
-    if (e->impl)
-        dl_exec_free_steps(e);
+    int shared = e->impl && e->impl->shares_params;
+    if (e->impl) {
+        if (e->impl->steps)
+            dl_exec_free_steps(e);
+        if (e->impl->own_shard.g)
+            dl_shard_free(&e->impl->own_shard);
+    }
     free(e->impl);
     free(e->act);
     free(e->act_layout);
     free(e->kernel);
     free(e->fused);
-    free(e->param);
-    free(e->dparam);
     free(e->rng);
-    free(e->weights);
-    free(e->dweights);
-    free(e->state);
-    free(e->weight_begin);
+    if (!shared) {
+        free(e->param);
+        free(e->dparam);
+        free(e->weights);
+        free(e->dweights);
+        free(e->state);
+        free(e->weight_begin);
+    }
     free(e->time_fwd);
     free(e->time_bwd);
     memset(e, 0, sizeof *e);
@@ -68,23 +96,57 @@ static int copy_mbplan(struct dl_mbplan *dst, const struct dl_mbplan *src, const
     return rc;
 }
 
-static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
-                     const struct dl_kernel_choices *kernels, const struct dl_mbplan *mbplan, struct dl_error *err)
+/* The shard e runs (the options', or the whole network's) and the
+ * communicators it needs. */
+static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct dl_exec_options *o,
+                      struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (o->shard) {
+        if (o->shard->g != g)
+            return dl_errorf(err, DL_ERR_INTERNAL, "the shard was planned for another graph");
+        e->shard = o->shard;
+    } else {
+        int rc = dl_shard_whole(g, &m->own_shard, err);
+        if (rc)
+            return rc;
+        e->shard = &m->own_shard;
+    }
+    const struct dl_grid_dims *d = &e->shard->dims;
+    if (d->tp > 1 && (!o->tensor_comm || o->tensor_comm->size != d->tp))
+        return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d tensor ranks needs their communicator", d->tp);
+    if (d->pp > 1 && (!o->pipeline_comm || o->pipeline_comm->size != d->pp))
+        return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d pipeline stages needs their communicator", d->pp);
+    m->tensor_comm = o->tensor_comm;
+    m->pipeline_comm = o->pipeline_comm;
+    e->g = &e->shard->local;
+    return DL_OK;
+}
+
+static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
+                     const struct dl_mbplan *mbplan, struct dl_error *err)
 {
     memset(e, 0, sizeof *e);
-    e->g = g;
+    e->impl = dl_calloc(1, sizeof *e->impl, err);
+    if (!e->impl)
+        return DL_ERR_NOMEM;
+    int rc = take_shard(e, g, o, err);
+    if (rc) {
+        dl_exec_free(e);
+        return rc;
+    }
+    g = e->g;
     e->max_batch = max_batch;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
     e->act_layout = dl_calloc(n, sizeof *e->act_layout, err);
     e->kernel = dl_calloc(n, sizeof *e->kernel, err);
     e->fused = dl_calloc(n, sizeof *e->fused, err);
-    e->impl = dl_calloc(1, sizeof *e->impl, err);
-    int rc = !e->act || !e->act_layout || !e->kernel || !e->fused || !e->impl ? DL_ERR_NOMEM : DL_OK;
+    rc = !e->act || !e->act_layout || !e->kernel || !e->fused ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
         rc = copy_mbplan(&e->impl->mbplan, mbplan, g, err);
     if (!rc)
-        rc = dl_exec_build_steps(e, kernels, err);
+        rc = dl_exec_build_steps(e, o->kernels, err);
     if (!rc)
         rc = dl_exec_place(e, err);
     if (rc) {
@@ -97,7 +159,8 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
 int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
                  struct dl_error *err)
 {
-    return plan_with(e, g, max_batch, o ? o->kernels : NULL, o ? o->plan : NULL, err);
+    const struct dl_exec_options none = {0};
+    return plan_with(e, g, max_batch, o ? o : &none, o ? o->plan : NULL, err);
 }
 
 /* Points every tensor, state block, scratch and the workspace into the arena. */
@@ -111,34 +174,50 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
     unsigned char *base = m->arena;
     memset(base, 0, e->arena_bytes);
 #define AT(b) ((b) >= 0 ? (void *)(base + m->bufs[b].offset) : NULL)
-    for (int t = 0; t < m->n_tensors; t++) {
-        m->tensors[t].data = AT(m->tensors[t].buf_data);
-        m->tensors[t].grad = AT(m->tensors[t].buf_grad);
+    for (int t = 0; t < m->n_tensors; t++) { /* an alias's tensor comes before it */
+        struct dl_exec_tensor *x = &m->tensors[t];
+        x->data = x->alias >= 0 ? m->tensors[x->alias].data : AT(x->buf_data);
+        x->grad = AT(x->buf_grad);
     }
     for (int s = 0; s < m->n_steps; s++) {
         struct dl_exec_step *st = &m->steps[s];
         st->saved = AT(st->buf_saved);
-        for (int j = 0; st->layer >= 0 && j < e->g->layers[st->layer].n_in; j++)
+        for (int j = 0; j < DL_MAX_INPUTS; j++)
             st->scratch[j] = AT(st->buf_scratch[j]);
     }
     m->workspace = AT(m->buf_workspace);
 #undef AT
     for (int i = 0; i < e->g->n; i++)
-        e->act[i] = m->tensors[m->out_tensor[i]].data;
+        e->act[i] = m->out_tensor[i] >= 0 ? m->tensors[m->out_tensor[i]].data : NULL;
     return DL_OK;
 }
 
-static int init_params(struct dl_exec *e, uint64_t seed, struct dl_error *err)
+/* Parameters of the layers e runs (their slices), drawn in the whole
+ * network's order; or another executor's. */
+static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, struct dl_error *err)
 {
-    const struct dl_graph *g = e->g;
+    const struct dl_graph *g = e->g, *whole = e->shard->g;
     size_t n = (size_t)g->n;
-    e->param = dl_calloc(n, sizeof *e->param, err);
-    e->dparam = dl_calloc(n, sizeof *e->dparam, err);
     e->rng = dl_calloc(n, sizeof *e->rng, err);
-    e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
-    if (!e->param || !e->dparam || !e->rng || !e->weight_begin)
+    if (!e->rng)
         return DL_ERR_NOMEM;
     for (int i = 0; i < g->n; i++)
+        dl_rng_seed(&e->rng[i], seed ^ (0x5bd1e995ULL * (uint64_t)(i + 1)));
+    if (share) {
+        if (share->shard != e->shard)
+            return dl_errorf(err, DL_ERR_INTERNAL, "executors sharing parameters must run the same shard");
+        e->impl->shares_params = 1;
+        e->param = share->param, e->dparam = share->dparam, e->weight_begin = share->weight_begin;
+        e->weights = share->weights, e->dweights = share->dweights, e->state = share->state;
+        e->n_weights = share->n_weights, e->n_state = share->n_state;
+        return DL_OK;
+    }
+    e->param = dl_calloc(n, sizeof *e->param, err);
+    e->dparam = dl_calloc(n, sizeof *e->dparam, err);
+    e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
+    if (!e->param || !e->dparam || !e->weight_begin)
+        return DL_ERR_NOMEM;
+    for (int i = e->shard->first; i < e->shard->end; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {
             if (g->layers[i].param[j].trainable)
                 e->n_weights += g->layers[i].param[j].count;
@@ -155,20 +234,20 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_error *err)
     long wo = 0, so = 0;
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
-        dl_rng_seed(&e->rng[i], seed ^ (0x5bd1e995ULL * (uint64_t)(i + 1)));
+        int runs = dl_shard_runs(e->shard, i);
         e->weight_begin[i] = wo;
-        for (int j = 0; j < l->n_params; j++) {
-            const struct dl_param_desc *p = &l->param[j];
-            if (p->trainable) {
+        for (int j = 0; j < whole->layers[i].n_params; j++) {
+            const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
+            if (p && p->trainable) {
                 e->param[i][j] = e->weights + wo;
                 e->dparam[i][j] = e->dweights + wo;
                 wo += p->count;
-            } else {
+            } else if (p) {
                 e->param[i][j] = e->state + so;
-                e->dparam[i][j] = NULL;
                 so += p->count;
             }
-            init_param(p, e->param[i][j], &init);
+            init_param(&whole->layers[i].param[j], p ? &e->shard->layer[i].slice[j] : NULL,
+                       p ? e->param[i][j] : NULL, &init);
         }
     }
     e->weight_begin[g->n] = wo;
@@ -176,14 +255,14 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_error *err)
 }
 
 static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
-                        const struct dl_kernel_choices *kernels, const struct dl_mbplan *mbplan, struct dl_error *err)
+                        const struct dl_exec_options *o, const struct dl_mbplan *mbplan, struct dl_error *err)
 {
-    int rc = plan_with(e, g, max_batch, kernels, mbplan, err);
+    int rc = plan_with(e, g, max_batch, o, mbplan, err);
     if (rc)
         return rc;
     rc = alloc_arena(e, err);
     if (!rc)
-        rc = init_params(e, seed, err);
+        rc = init_params(e, seed, o->share_params, err);
     if (rc) {
         dl_exec_free(e);
         return err->code ? err->code : rc;
@@ -198,11 +277,11 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     if (!o)
         o = &none;
     if (o->plan || !o->tuner.plan)
-        return init_planned(e, g, max_batch, seed, o->kernels, o->plan, err);
-    struct dl_mbplan plan = {0};
-    int rc = o->tuner.plan(o->tuner.ctx, g, max_batch, o->kernels, &plan, err);
+        return init_planned(e, g, max_batch, seed, o, o->plan, err);
+    struct dl_mbplan plan = {0}; /* the tuner plans the layers as this rank runs them */
+    int rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
     if (!rc)
-        rc = init_planned(e, g, max_batch, seed, o->kernels, &plan, err);
+        rc = init_planned(e, g, max_batch, seed, o, &plan, err);
     dl_mbplan_free(&plan);
     return rc;
 }
@@ -224,6 +303,6 @@ int dl_exec_reorders(const struct dl_exec *e)
 {
     int r = 0;
     for (int s = 0; s < e->impl->n_steps; s++)
-        r += e->impl->steps[s].layer < 0;
+        r += e->impl->steps[s].kind == DL_STEP_REORDER;
     return r;
 }

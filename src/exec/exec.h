@@ -19,7 +19,9 @@
 #include <stdint.h>
 
 #include "backends/kernel.h"
+#include "comm/comm.h"
 #include "graph/graph.h"
+#include "plan/shard.h"
 
 struct dl_exec_impl; /* steps, tensors, kernel instances, arena: exec_impl.h */
 
@@ -32,7 +34,12 @@ enum dl_fused {
 };
 
 struct dl_exec {
+    /* The layers as this executor runs them: the network, or with a shard
+     * (struct dl_exec_options) the rank's view of it (same layer indices;
+     * only layers the shard runs have steps, kernels, activations and
+     * parameters: the others have NULL act[], kernel[] and param[]). */
     const struct dl_graph *g;
+    const struct dl_shard *shard;          /* NULL: the whole network on this process */
     int max_batch;
     dl_real **act;                         /* [layer] its output, in the layout of act_layout[layer] */
     enum dl_layout *act_layout;            /* [layer] */
@@ -46,6 +53,11 @@ struct dl_exec {
     const dl_real *input;                  /* the batch being run */
     const int *labels;
     int batch;                             /* size of the batch being run */
+    /* Gradient of the mean loss seeds backward as loss_norm per sample (0:
+     * 1/batch, the mean over this batch); chunks of a mini-batch set
+     * 1/(mini-batch) so that their gradients add up to the mini-batch's. */
+    double loss_norm;
+    int chunk;                             /* pipeline chunk of the next forward/backward (message tags) */
     long *weight_begin;                    /* [layer] first index of its weights in dweights */
     /* Called right after layer i's backward, when its weight gradients (the
      * dweights range [weight_begin[i], weight_begin[i+1])) are final for the
@@ -94,6 +106,20 @@ struct dl_exec_options {
     const struct dl_mbplan *plan;
     /* With no plan: when tuner.plan is set, it is asked for one (--tune). */
     struct dl_exec_tuner tuner;
+    /* A rank's part of a parallel run (plan/shard.h, doc/parallel.md; NULL:
+     * the whole network).  The executor holds the layers of the shard's
+     * pipeline stage in its local view; tensors from earlier stages arrive
+     * by receive steps and go to later ones by send steps (pipeline), and
+     * tensor-parallel slices, gathers and sums are steps too, planned in
+     * the same arena.  Parameters are drawn whole from the seed exactly as
+     * one process draws them, and each rank keeps its slices. */
+    const struct dl_shard *shard;
+    struct dl_comm *tensor_comm;           /* the shard's tensor group (tp > 1) */
+    struct dl_comm *pipeline_comm;         /* the shard's pipeline group (pp > 1), ranks in stage order */
+    /* Another executor of the same network and shard whose weights,
+     * gradients and state this one uses (a pipeline's chunks in flight):
+     * only its arena is its own. */
+    struct dl_exec *share_params;
 };
 
 /* Allocates everything for batches of up to max_batch samples and initialises
@@ -118,9 +144,10 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
 void dl_exec_backward(struct dl_exec *e);
 void dl_exec_zero_grad(struct dl_exec *e);
 
-/* Sum of the per-sample losses of the last forward (in double). */
+/* Sum of the per-sample losses of the last forward (in double), and the
+ * number of samples whose arg-max logit equals the label: on the pipeline
+ * stage that holds the loss (0 on the others). */
 double dl_exec_loss_sum(const struct dl_exec *e);
-/* Number of samples of the last forward whose arg-max logit equals the label. */
 int dl_exec_correct(const struct dl_exec *e);
 
 /* Starts recording per-layer times into time_fwd/time_bwd (zeroed). */

@@ -1,6 +1,7 @@
 /* exec_impl.h: the executor's private structures, shared by exec.c (set-up,
- * parameters), steps.c (kernel choice, layouts, reorder steps, memory plan)
- * and run.c (forward and backward over the steps). */
+ * parameters), steps.c (kernel choice, layouts, reorder and communication
+ * steps, memory plan), run.c (forward and backward over the steps) and
+ * comm_steps.c (the communication steps of a parallel run). */
 #ifndef DL_EXEC_IMPL_H
 #define DL_EXEC_IMPL_H
 
@@ -14,6 +15,7 @@
  * reordered copy of one of those. */
 struct dl_exec_tensor {
     int step;               /* producing step; -1: the graph input */
+    int alias;              /* >= 0: its values are this tensor's (no buffer of its own) */
     struct dl_shape shape;
     enum dl_layout layout;
     long count;             /* values per sample in layout */
@@ -29,10 +31,23 @@ struct dl_exec_instance {
     void *inst;
 };
 
-/* One step: a layer through its kernel, or a reorder from tensor src to dst. */
+enum dl_step_kind {
+    DL_STEP_LAYER,     /* a layer through its kernel */
+    DL_STEP_REORDER,   /* src's values into out, another memory layout; backward the other way */
+    DL_STEP_TP,        /* tensor parallelism: src reaches a layer as out (tp_in: sliced, gathered, or as
+                          it is with its gradient summed over the tensor group: tp_sum_grad) */
+    DL_STEP_ALLREDUCE, /* out, a layer's partial sums, summed over the tensor group in place */
+    DL_STEP_RECV,      /* pipeline: out (layer `peer_layer`'s output) received from stage peer;
+                          backward sends its gradient back */
+    DL_STEP_SEND,      /* pipeline: src sent to stage peer; backward receives the gradient stage peer
+                          computed for it and adds it into src's */
+};
+
+/* One step: a layer through its kernel, a reorder, or a communication. */
 struct dl_exec_step {
-    int layer;                          /* -1: reorder */
-    int src;                            /* reorder: source tensor */
+    enum dl_step_kind kind;
+    int layer;                          /* the layer (DL_STEP_LAYER), else -1 */
+    int src;                            /* reorder, TP, send: source tensor */
     int out;                            /* produced tensor */
     int in[DL_MAX_INPUTS];              /* layer: input tensors */
     int via_scratch[DL_MAX_INPUTS];     /* layer: input gradient goes through scratch, then is added */
@@ -46,6 +61,10 @@ struct dl_exec_step {
     int n_inst, n_fixed;                /* inst[0, n_fixed): made at set-up, never recycled */
     struct dl_exec_instance inst[DL_EXEC_MAX_INSTANCES];
     const struct dl_mbplan_layer *mbplan; /* layer: its micro-batch plan (NULL: undivided) */
+    enum dl_tp_in tp_in;                /* TP: how src reaches the layer */
+    int tp_sum_grad;                    /* TP: the layer's input gradient is a partial sum (output split) */
+    int peer, peer_layer;               /* RECV, SEND: the other stage; the layer whose output travels */
+    struct dl_comm_req req;             /* SEND forward, RECV backward: the send in flight */
 };
 
 struct dl_exec_impl {
@@ -62,7 +81,19 @@ struct dl_exec_impl {
     void *workspace;                    /* arena + its offset, or a larger block of its own */
     void *own_workspace;
     struct dl_mbplan mbplan;            /* copy of the options' plan (batch 0: none) */
+    struct dl_shard own_shard;          /* the whole network's, when the options gave none */
+    struct dl_comm *tensor_comm, *pipeline_comm;
+    int shares_params;                  /* weights, gradients and state belong to another executor */
 };
+
+/* comm_steps.c: forward and backward of the communication steps (TP,
+ * ALLREDUCE, RECV, SEND); errors set e->status and e->err.  The workspace
+ * a TP step needs for batch samples (a whole tensor to reorder blocks in). */
+void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s);
+void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s);
+size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
+/* Waits for the sends still in flight (before their buffers are reused). */
+void dl_exec_comm_complete(struct dl_exec *e);
 
 /* steps.c */
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);

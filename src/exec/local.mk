@@ -1,4 +1,13 @@
 # src/exec: the executor (kernel choice, steps with explicit reorders, the
 # planned arena, parameters, forward and backward).
 DL_REAL_SOURCES += src/exec/exec.c src/exec/exec.h src/exec/exec_impl.h \
-	src/exec/steps.c src/exec/run.c src/exec/micro.c
+	src/exec/steps.c src/exec/run.c src/exec/micro.c src/exec/comm_steps.c
+
+# One executor step of every tensor x pipeline grid against one process, under mpirun.
+if HAVE_MPI
+check_PROGRAMS += tests/test_exec_mpi
+tests_test_exec_mpi_SOURCES = tests/test_exec_mpi.c tests/mpi_report.c tests/mpi_report.h
+tests_test_exec_mpi_LDADD = libdltrain.a $(DL_LIBS)
+endif
+TESTS += tests/test_exec_mpi.sh
+EXTRA_DIST += tests/test_exec_mpi.sh

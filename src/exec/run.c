@@ -4,7 +4,8 @@
  * others write into a scratch buffer that is then added, which keeps the
  * kernels' "overwrite din" contract simple; a reorder's backward converts its
  * gradient back and adds it into the source's.  A layer with a micro-batch
- * plan runs each direction as its parts (micro.c). */
+ * plan runs each direction as its parts (micro.c); communication steps run
+ * in comm_steps.c. */
 #include "exec/exec_impl.h"
 
 #include <string.h>
@@ -58,11 +59,14 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     e->labels = labels;
     e->batch = batch;
     m->tensors[0].data = (dl_real *)x;
-    for (int i = 0; i < m->n_steps; i++) {
+    dl_exec_comm_complete(e); /* the last backward's gradient sends, before their buffers are overwritten */
+    for (int i = 0; i < m->n_steps && !e->status; i++) {
         struct dl_exec_step *s = &m->steps[i];
         double t0 = e->time_fwd ? now_s() : 0;
-        if (s->layer < 0) {
+        if (s->kind == DL_STEP_REORDER) {
             reorder_forward(e, s);
+        } else if (s->kind != DL_STEP_LAYER) {
+            dl_exec_comm_forward(e, s);
         } else {
             void *inst = dl_exec_instance(e, s, batch);
             if (!inst)
@@ -135,17 +139,21 @@ void dl_exec_backward(struct dl_exec *e)
     struct dl_exec_impl *m = e->impl;
     if (e->status)
         return;
+    dl_exec_comm_complete(e); /* the forward's activation sends, before backward reuses their buffers */
     memset(m->written, 0, sizeof *m->written * (size_t)m->n_tensors);
-    /* d(mean loss)/d(per-sample loss) = 1/N */
-    struct dl_exec_tensor *loss = &m->tensors[m->out_tensor[g->loss]];
-    for (int n = 0; n < e->batch; n++)
-        loss->grad[n] = (dl_real)(1.0 / e->batch);
-    m->written[m->out_tensor[g->loss]] = 1;
-    for (int i = m->n_steps - 1; i >= 0; i--) {
+    if (dl_shard_runs(e->shard, g->loss)) { /* d(mean loss)/d(per-sample loss) = 1/N */
+        struct dl_exec_tensor *loss = &m->tensors[m->out_tensor[g->loss]];
+        for (int n = 0; n < e->batch; n++)
+            loss->grad[n] = (dl_real)(e->loss_norm > 0 ? e->loss_norm : 1.0 / e->batch);
+        m->written[m->out_tensor[g->loss]] = 1;
+    }
+    for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
         double t0 = e->time_bwd ? now_s() : 0;
-        if (s->layer < 0) {
+        if (s->kind == DL_STEP_REORDER) {
             reorder_backward(e, s);
+        } else if (s->kind != DL_STEP_LAYER) {
+            dl_exec_comm_backward(e, s);
         } else {
             void *inst = dl_exec_instance(e, s, e->batch);
             if (!inst)
@@ -163,24 +171,26 @@ void dl_exec_backward(struct dl_exec *e)
 double dl_exec_loss_sum(const struct dl_exec *e)
 {
     double s = 0;
-    for (int n = 0; n < e->batch; n++)
+    for (int n = 0; e->act[e->g->loss] && n < e->batch; n++)
         s += e->act[e->g->loss][n];
     return s;
 }
 
-/* The logits are plain (C,1,1) vectors or blocked ones with the same memory:
- * kernels feeding a loss produce NCHW. */
+/* The loss reads the logits as plain (C,1,1) vectors (or blocked ones with
+ * the same memory), whole: a tensor-parallel run gathers them first. */
 int dl_exec_correct(const struct dl_exec *e)
 {
-    const struct dl_layer *l = &e->g->layers[e->g->logits];
-    long c = dl_layout_count(e->act_layout[e->g->logits], l->out_shape);
-    long classes = dl_shape_count(l->out_shape);
-    const dl_real *z = e->act[e->g->logits];
+    const struct dl_exec_impl *m = e->impl;
+    if (!dl_shard_runs(e->shard, e->g->loss))
+        return 0;
+    const struct dl_exec_tensor *z = &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
+    long classes = dl_shape_count(z->shape);
     int correct = 0;
     for (int n = 0; n < e->batch; n++) {
+        const dl_real *row = z->data + n * z->count;
         long best = 0;
         for (long k = 1; k < classes; k++)
-            if (z[n * c + k] > z[n * c + best])
+            if (row[k] > row[best])
                 best = k;
         correct += best == e->labels[n];
     }

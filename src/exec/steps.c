@@ -10,7 +10,13 @@
  * (fuses_relu, kernel.h "Fused ReLU": the direct convolution): it gets no
  * step, and its output is the producer's tensor; a ReLU read only by a layer
  * whose kind has commutes_with_relu (max pooling) moves past it into that
- * layer's kernel the same way, and the pooling reads the ReLU's input. */
+ * layer's kernel the same way, and the pooling reads the ReLU's input.
+ * With a shard (plan/shard.h) only the layers of its stage get steps: a
+ * tensor an earlier stage made is a receive step, a tensor a later stage
+ * reads is followed by a send step, and the shard's tensor-parallel
+ * adapters (slice, gather, the sum of a partial input gradient) and the
+ * sums of partial outputs are steps between producer and consumer, in
+ * plain layout, as reorders are. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -19,9 +25,27 @@
 static int add_tensor(struct dl_exec_impl *m, int step, struct dl_shape s, enum dl_layout l, int needs_grad)
 {
     struct dl_exec_tensor *t = &m->tensors[m->n_tensors];
-    *t = (struct dl_exec_tensor){.step = step, .shape = s, .layout = l, .count = dl_layout_count(l, s),
+    *t = (struct dl_exec_tensor){.step = step, .alias = -1, .shape = s, .layout = l, .count = dl_layout_count(l, s),
                                  .needs_grad = needs_grad, .last_use = step, .buf_data = -1, .buf_grad = -1};
     return m->n_tensors++;
+}
+
+/* A new step of kind k at the end of the list. */
+static struct dl_exec_step *add_step(struct dl_exec_impl *m, enum dl_step_kind k, int src, int timed_layer)
+{
+    struct dl_exec_step *st = &m->steps[m->n_steps];
+    memset(st, 0, sizeof *st);
+    st->kind = k;
+    st->layer = -1;
+    st->src = src;
+    st->out = -1;
+    st->timed_layer = timed_layer;
+    st->buf_saved = -1;
+    for (int j = 0; j < DL_MAX_INPUTS; j++)
+        st->buf_scratch[j] = -1;
+    if (src >= 0)
+        m->tensors[src].last_use = m->n_steps;
+    return st;
 }
 
 /* The tensor holding src's values in layout want: src itself when the
@@ -35,18 +59,104 @@ static int reordered(struct dl_exec *e, int src, enum dl_layout want, int layer)
     if (t->layout != DL_LAYOUT_PLAIN && want != DL_LAYOUT_PLAIN) /* blocked to blocked: via NCHW */
         return reordered(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), want, layer);
     for (int s = 0; s < m->n_steps; s++)
-        if (m->steps[s].layer < 0 && m->steps[s].src == src && m->tensors[m->steps[s].out].layout == want)
+        if (m->steps[s].kind == DL_STEP_REORDER && m->steps[s].src == src && m->tensors[m->steps[s].out].layout == want)
             return m->steps[s].out;
-    struct dl_exec_step *st = &m->steps[m->n_steps];
-    memset(st, 0, sizeof *st);
-    st->layer = -1;
-    st->src = src;
-    st->timed_layer = layer;
-    st->buf_saved = -1;
+    struct dl_exec_step *st = add_step(m, DL_STEP_REORDER, src, layer);
     st->out = add_tensor(m, m->n_steps, t->shape, want, t->needs_grad);
-    m->tensors[src].last_use = m->n_steps;
     m->n_steps++;
     return st->out;
+}
+
+/* 1 when layer i's output gets a gradient: it or a layer before it learns
+ * (decided on the whole network, so that the stages on both sides of a
+ * pipeline edge agree whether a gradient message exists). */
+static int learns(const struct dl_graph *g, int i)
+{
+    const struct dl_layer *l = &g->layers[i];
+    if (l->n_params > 0)
+        return 1;
+    for (int k = 0; k < l->n_in; k++)
+        if (l->in[k] != DL_GRAPH_INPUT && learns(g, l->in[k]))
+            return 1;
+    return 0;
+}
+
+/* Layer p's output, made by an earlier pipeline stage: received once, by a
+ * step in front of its first reader i. */
+static int received(struct dl_exec *e, int p, int i)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (m->out_tensor[p] >= 0)
+        return m->out_tensor[p];
+    struct dl_exec_step *st = add_step(m, DL_STEP_RECV, -1, i);
+    st->peer = dl_stages_of(&e->shard->stages, p);
+    st->peer_layer = p;
+    st->out = add_tensor(m, m->n_steps, e->g->layers[p].out_shape, DL_LAYOUT_PLAIN, learns(e->shard->g, p));
+    m->out_tensor[p] = st->out;
+    e->act_layout[p] = DL_LAYOUT_PLAIN;
+    m->n_steps++;
+    return st->out;
+}
+
+/* The tensor layer i reads as input k once tensor parallelism has sliced
+ * or gathered src, or (a layer split by its outputs) will sum its partial
+ * input gradient; src itself when nothing is needed.  Adapters of one
+ * tensor are shared by the layers that need the same one. */
+static int tp_adapted(struct dl_exec *e, int src, int i, int k)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_shard_layer *L = &e->shard->layer[i];
+    enum dl_tp_in how = L->in[k];
+    int sum_grad = how != DL_TP_IN_SLICE && L->by_output && m->tensors[src].needs_grad;
+    if (e->shard->dims.tp == 1 || (how == DL_TP_IN_AS_IS && !sum_grad))
+        return src;
+    src = reordered(e, src, DL_LAYOUT_PLAIN, i);
+    for (int s = 0; s < m->n_steps; s++)
+        if (m->steps[s].kind == DL_STEP_TP && m->steps[s].src == src && m->steps[s].tp_in == how &&
+            m->steps[s].tp_sum_grad == sum_grad)
+            return m->steps[s].out;
+    struct dl_exec_step *st = add_step(m, DL_STEP_TP, src, i);
+    st->tp_in = how;
+    st->tp_sum_grad = sum_grad;
+    st->out = add_tensor(m, m->n_steps, e->g->layers[i].in_shape[k], DL_LAYOUT_PLAIN, m->tensors[src].needs_grad);
+    if (how == DL_TP_IN_AS_IS) /* the same values; only the gradient is summed */
+        m->tensors[st->out].alias = src;
+    m->n_steps++;
+    return st->out;
+}
+
+/* The tensor layer i reads as its input k: the graph input, a layer's
+ * output (received from the stage that made it), as tensor parallelism
+ * delivers it. */
+static int input_of(struct dl_exec *e, int i, int k, int graph_input)
+{
+    const struct dl_layer *l = &e->g->layers[i];
+    int p = l->in[k];
+    int t = p == DL_GRAPH_INPUT ? graph_input : dl_shard_runs(e->shard, p) ? e->impl->out_tensor[p] : received(e, p, i);
+    return tp_adapted(e, t, i, k);
+}
+
+/* After the stage's layers: a send step for every output a later stage
+ * reads, one per reading stage. */
+static void add_sends(struct dl_exec *e)
+{
+    const struct dl_shard *sh = e->shard;
+    const struct dl_graph *g = sh->g;
+    struct dl_exec_impl *m = e->impl;
+    for (int p = sh->first; p < sh->end; p++)
+        for (int stage = sh->pos.p + 1; stage < sh->stages.P; stage++) {
+            int read = 0;
+            for (int j = sh->stages.first[stage]; j < sh->stages.first[stage + 1] && !read; j++)
+                for (int k = 0; k < g->layers[j].n_in; k++)
+                    read |= g->layers[j].in[k] == p;
+            if (!read)
+                continue;
+            int src = reordered(e, m->out_tensor[p], DL_LAYOUT_PLAIN, p);
+            struct dl_exec_step *st = add_step(m, DL_STEP_SEND, src, p);
+            st->peer = stage;
+            st->peer_layer = p;
+            m->n_steps++;
+        }
 }
 
 int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, const struct dl_kernel *k, int mb,
@@ -89,8 +199,10 @@ static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_
     const struct dl_mbplan *p = &e->impl->mbplan;
     const struct dl_layer *l = &g->layers[r];
     if ((ch && ch->no_fusion) || !l->kind->is_relu || l->n_in != 1 || l->n_consumers != 1 ||
-        r == g->logits || o == g->logits)
+        r == g->logits || o == g->logits || !dl_shard_runs(e->shard, r) || !dl_shard_runs(e->shard, o))
         return 0;
+    if (e->shard->layer[r].split_out != e->shard->layer[o].split_out || e->shard->layer[r < o ? r : o].partial)
+        return 0; /* a ReLU after partial sums waits for their sum */
     if (p->batch && (p->layer[r].tuned || p->layer[o].tuned))
         return 0;
     return dl_kernel_select(l, ch) == dl_kernel_select(l, NULL);
@@ -124,16 +236,19 @@ static int relu_moves_into_pooling(const struct dl_exec *e, int i, const struct 
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
 {
     const struct dl_graph *g = e->g;
+    const struct dl_shard *sh = e->shard;
     struct dl_exec_impl *m = e->impl;
-    int max_steps = g->n * (1 + DL_MAX_INPUTS) + 1;
+    int max_steps = g->n * (4 + 4 * DL_MAX_INPUTS) + 8;
     m->steps = dl_calloc((size_t)max_steps, sizeof *m->steps, err);
     m->tensors = dl_calloc((size_t)max_steps + 1, sizeof *m->tensors, err);
     m->out_tensor = dl_calloc((size_t)g->n, sizeof *m->out_tensor, err);
     m->written = dl_calloc((size_t)max_steps + 1, sizeof *m->written, err);
     if (!m->steps || !m->tensors || !m->out_tensor || !m->written)
         return DL_ERR_NOMEM;
+    for (int i = 0; i < g->n; i++)
+        m->out_tensor[i] = -1;
     int input = add_tensor(m, -1, g->input, DL_LAYOUT_PLAIN, 0);
-    for (int i = 0; i < g->n; i++) {
+    for (int i = sh->first; i < sh->end; i++) {
         const struct dl_layer *l = &g->layers[i];
         if (!e->fused[i] && relu_moves_into_pooling(e, i, ch))
             e->fused[i] = DL_FUSED_INTO_POOLING;
@@ -148,17 +263,15 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         enum dl_layout offered[DL_MAX_INPUTS], want[DL_MAX_INPUTS], out;
         int src[DL_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++) {
-            src[j] = l->in[j] == DL_GRAPH_INPUT ? input : m->out_tensor[l->in[j]];
+            src[j] = input_of(e, i, j, input);
             offered[j] = m->tensors[src[j]].layout;
         }
         dl_kernel_layouts(k, l, offered, want, &out);
         int in[DL_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++)
             in[j] = reordered(e, src[j], want[j], i);
-        struct dl_exec_step *s = &m->steps[m->n_steps];
-        memset(s, 0, sizeof *s);
+        struct dl_exec_step *s = add_step(m, DL_STEP_LAYER, -1, i);
         s->layer = i;
-        s->timed_layer = i;
         s->kernel = k;
         e->kernel[i] = k;
         s->cfg.mb = e->max_batch;
@@ -186,6 +299,12 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             return rc;
         s->saved_bytes = dl_kernel_saved_bytes(k, s->inst[0].inst);
         s->n_fixed = 1;
+        if (sh->layer[i].partial) { /* partial sums over the tensor group: summed in place */
+            struct dl_exec_step *ar = add_step(m, DL_STEP_ALLREDUCE, -1, i);
+            ar->out = m->out_tensor[i];
+            m->n_steps++;
+            s = &m->steps[m->n_steps - 2];
+        }
         if (m->mbplan.batch && m->mbplan.layer[i].tuned) { /* its own slice, not the shared workspace */
             s->mbplan = &m->mbplan.layer[i];
             rc = dl_exec_micro_setup(e, s, offered, &m->workspace_bytes, err);
@@ -194,6 +313,12 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             continue;
         }
         size_t w = dl_kernel_workspace_max(k, s->inst[0].inst);
+        if (w > m->workspace_bytes)
+            m->workspace_bytes = w;
+    }
+    add_sends(e);
+    for (int s = 0; s < m->n_steps; s++) {
+        size_t w = dl_exec_comm_workspace(e, &m->steps[s], e->max_batch);
         if (w > m->workspace_bytes)
             m->workspace_bytes = w;
     }
@@ -250,15 +375,18 @@ static void mark_scratch(struct dl_exec *e)
     memset(m->written, 0, sizeof *m->written * (size_t)m->n_tensors);
     for (int s = m->n_steps - 1; s >= 0; s--) {
         struct dl_exec_step *st = &m->steps[s];
-        if (st->layer < 0) { /* a reorder's backward adds into its source */
+        if (st->kind == DL_STEP_REORDER || st->kind == DL_STEP_TP) { /* their backward adds into the source */
             m->written[st->src] = 1;
-            continue;
-        }
-        const struct dl_layer *l = &e->g->layers[st->layer];
-        for (int j = 0; j < l->n_in; j++) {
-            int t = st->in[j];
-            st->via_scratch[j] = m->written[t];
-            m->written[t] = 1;
+        } else if (st->kind == DL_STEP_SEND) { /* receives a gradient for src */
+            st->via_scratch[0] = m->written[st->src];
+            m->written[st->src] = 1;
+        } else if (st->kind == DL_STEP_LAYER) {
+            const struct dl_layer *l = &e->g->layers[st->layer];
+            for (int j = 0; j < l->n_in; j++) {
+                int t = st->in[j];
+                st->via_scratch[j] = m->written[t];
+                m->written[t] = 1;
+            }
         }
     }
 }
@@ -275,16 +403,21 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     for (int t = 1; t < m->n_tensors; t++) { /* tensor 0: the caller's input */
         struct dl_exec_tensor *x = &m->tensors[t];
         int bwd = end - x->step;
-        int keep = m->steps[x->step].layer == g->loss || m->steps[x->step].layer == g->logits;
-        x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : bwd);
-        if (x->needs_grad)
-            x->buf_grad = add_buf(m, N * (size_t)x->count * real, end - x->last_use, bwd);
+        const struct dl_exec_step *made = &m->steps[x->step];
+        int keep = made->kind == DL_STEP_LAYER && (made->layer == g->loss || made->layer == g->logits);
+        if (x->alias < 0)
+            x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : bwd);
+        if (x->needs_grad) /* a received tensor's gradient is sent at the end: kept till then */
+            x->buf_grad = add_buf(m, N * (size_t)x->count * real, end - x->last_use,
+                                  made->kind == DL_STEP_RECV ? end : bwd);
     }
     mark_scratch(e);
     for (int s = 0; s < S; s++) {
         struct dl_exec_step *st = &m->steps[s];
         st->buf_saved = -1;
-        if (st->layer < 0)
+        if (st->kind == DL_STEP_SEND && st->via_scratch[0] && m->tensors[st->src].needs_grad)
+            st->buf_scratch[0] = add_buf(m, N * (size_t)m->tensors[st->src].count * real, end - s, end - s);
+        if (st->kind != DL_STEP_LAYER)
             continue;
         st->buf_saved = add_buf(m, st->saved_bytes, s, end - s);
         for (int j = 0; j < g->layers[st->layer].n_in; j++) {

@@ -1,0 +1,207 @@
+/* comm_steps.c: the communication steps of a parallel run (doc/parallel.md):
+ * tensor parallelism's slices, gathers and sums over the tensor group, and
+ * a pipeline's receives and sends of the tensors that cross a stage edge.
+ * Their tensors are plain (NCHW): a rank's channel block t of a tensor of C
+ * channels holds channels [t*C/T, (t+1)*C/T) of every sample.  Every rank of
+ * a tensor group has the same step list, so their collectives come in the
+ * same order.  Sends are non-blocking (completed before their buffer is
+ * reused, dl_exec_comm_complete); receives wait. */
+#include "exec/exec_impl.h"
+
+#include <string.h>
+
+/* Pipeline message tags: (chunk, layer, direction), chunks numbered modulo
+ * what keeps the tag below 2^30 (messages of one pair and tag arrive in
+ * order, so only chunks far apart could share one). */
+#define PIPELINE_TAG_BASE (1 << 20)
+
+static int pipeline_tag(const struct dl_exec *e, int layer, int grad)
+{
+    long per_chunk = 2L * e->g->n;
+    long chunks = ((1L << 30) - PIPELINE_TAG_BASE) / per_chunk;
+    return PIPELINE_TAG_BASE + (int)(((e->chunk % chunks) * e->g->n + layer) * 2 + grad);
+}
+
+/* [T][N][B] (a collective's rank order, B values per sample and rank) to
+ * [N][T][B] (the whole tensor's sample order), added when acc. */
+static void ranks_to_samples(const dl_real *byrank, dl_real *whole, int N, long B, int T, int acc)
+{
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++) {
+            const dl_real *src = byrank + ((long)t * N + n) * B;
+            dl_real *dst = whole + ((long)n * T + t) * B;
+            for (long i = 0; i < B; i++)
+                dst[i] = acc ? dst[i] + src[i] : src[i];
+        }
+}
+
+static void samples_to_ranks(const dl_real *whole, dl_real *byrank, int N, long B, int T)
+{
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++)
+            memcpy(byrank + ((long)t * N + n) * B, whole + ((long)n * T + t) * B, sizeof *byrank * (size_t)B);
+}
+
+/* Block t of whole ([N][T][B]) into block ([N][B]), or added back into it. */
+static void block_of(dl_real *whole, dl_real *block, int N, long B, int T, int t, int into_whole, int acc)
+{
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        dl_real *w = whole + ((long)n * T + t) * B, *b = block + (long)n * B;
+        for (long i = 0; i < B; i++) {
+            if (!into_whole)
+                b[i] = acc ? b[i] + w[i] : w[i];
+            else
+                w[i] = acc ? w[i] + b[i] : b[i];
+        }
+    }
+}
+
+static void add_into(dl_real *dst, const dl_real *src, long n, int acc)
+{
+    if (!acc) {
+        memcpy(dst, src, sizeof *dst * (size_t)n);
+        return;
+    }
+    #pragma omp parallel for simd schedule(static)
+    for (long i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+/* The sums of the communicators are single precision: the double build
+ * (gradient checks) has no tensor parallelism. */
+static int sum_all(struct dl_comm *c, dl_real *buf, size_t n, struct dl_error *err)
+{
+#ifdef DL_REAL_DOUBLE
+    return dl_errorf(err, DL_ERR_UNSUPPORTED, "tensor parallelism runs in single precision only");
+#else
+    return c->ops->allreduce(c, buf, n, err);
+#endif
+}
+
+static int sum_scatter(struct dl_comm *c, const dl_real *send, dl_real *recv, size_t count, struct dl_error *err)
+{
+#ifdef DL_REAL_DOUBLE
+    return dl_errorf(err, DL_ERR_UNSUPPORTED, "tensor parallelism runs in single precision only");
+#else
+    return c->ops->reduce_scatter(c, send, recv, count, err);
+#endif
+}
+
+static void failed(struct dl_exec *e, int rc)
+{
+    if (rc && !e->status)
+        e->status = rc;
+}
+
+size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch)
+{
+    if (s->kind != DL_STEP_TP || s->tp_in == DL_TP_IN_AS_IS)
+        return 0;
+    const struct dl_exec_impl *m = e->impl;
+    long a = m->tensors[s->src].count, b = m->tensors[s->out].count;
+    return sizeof(dl_real) * (size_t)batch * (size_t)(a + b); /* the whole tensor by rank, and a block */
+}
+
+static void tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
+    struct dl_comm *c = m->tensor_comm;
+    int N = e->batch, T = c->size;
+    if (s->tp_in == DL_TP_IN_SLICE) {
+        block_of((dl_real *)src->data, dst->data, N, dst->count, T, c->rank, 0, 0);
+    } else if (s->tp_in == DL_TP_IN_GATHER) {
+        dl_real *byrank = m->workspace;
+        failed(e, c->ops->allgather(c, src->data, byrank, sizeof *byrank * (size_t)N * (size_t)src->count, &e->err));
+        ranks_to_samples(byrank, dst->data, N, src->count, T, 0);
+    } /* as it is: the same memory (an alias) */
+}
+
+static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
+    struct dl_comm *c = m->tensor_comm;
+    int N = e->batch, T = c->size, acc = m->written[s->src];
+    if (!src->needs_grad)
+        return;
+    dl_real *byrank = m->workspace;
+    if (s->tp_in == DL_TP_IN_SLICE) { /* every rank's block of the gradient, whole again */
+        failed(e, c->ops->allgather(c, dst->grad, byrank, sizeof *byrank * (size_t)N * (size_t)dst->count, &e->err));
+        ranks_to_samples(byrank, src->grad, N, dst->count, T, acc);
+    } else if (s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad) { /* partial whole gradients: summed, blocked */
+        dl_real *block = byrank + (long)N * dst->count;
+        samples_to_ranks(dst->grad, byrank, N, src->count, T);
+        failed(e, sum_scatter(c, byrank, block, (size_t)N * (size_t)src->count, &e->err));
+        add_into(src->grad, block, (long)N * src->count, acc);
+    } else if (s->tp_in == DL_TP_IN_GATHER) { /* the whole gradient on every rank: keep the block */
+        block_of(dst->grad, src->grad, N, src->count, T, c->rank, 0, acc);
+    } else { /* as it is, the consumer's partial input gradient: summed */
+        failed(e, sum_all(c, dst->grad, (size_t)N * (size_t)dst->count, &e->err));
+        add_into(src->grad, dst->grad, (long)N * src->count, acc);
+    }
+    m->written[s->src] = 1;
+}
+
+void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s)
+{
+    struct dl_exec_impl *m = e->impl;
+    struct dl_comm *p = m->pipeline_comm;
+    size_t bytes;
+    switch (s->kind) {
+    case DL_STEP_TP:
+        tp_forward(e, s);
+        break;
+    case DL_STEP_ALLREDUCE:
+        failed(e, sum_all(m->tensor_comm, m->tensors[s->out].data, (size_t)e->batch * (size_t)m->tensors[s->out].count,
+                          &e->err));
+        break;
+    case DL_STEP_RECV:
+        bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)m->tensors[s->out].count;
+        failed(e, p->ops->recv(p, m->tensors[s->out].data, bytes, s->peer, pipeline_tag(e, s->peer_layer, 0), &e->err));
+        break;
+    case DL_STEP_SEND:
+        bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)m->tensors[s->src].count;
+        failed(e, p->ops->isend(p, m->tensors[s->src].data, bytes, s->peer, pipeline_tag(e, s->peer_layer, 0),
+                                &s->req, &e->err));
+        break;
+    default:
+        break;
+    }
+}
+
+void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
+{
+    struct dl_exec_impl *m = e->impl;
+    struct dl_comm *p = m->pipeline_comm;
+    if (s->kind == DL_STEP_TP) {
+        tp_backward(e, s);
+    } else if (s->kind == DL_STEP_RECV && m->tensors[s->out].needs_grad) { /* the gradient goes back */
+        struct dl_exec_tensor *t = &m->tensors[s->out];
+        size_t bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)t->count;
+        if (!m->written[s->out]) /* nothing here read it */
+            memset(t->grad, 0, bytes);
+        failed(e, p->ops->isend(p, t->grad, bytes, s->peer, pipeline_tag(e, s->peer_layer, 1), &s->req, &e->err));
+    } else if (s->kind == DL_STEP_SEND && m->tensors[s->src].needs_grad) { /* what a later stage computed for it */
+        struct dl_exec_tensor *t = &m->tensors[s->src];
+        long n = (long)e->batch * t->count;
+        dl_real *into = s->via_scratch[0] ? s->scratch[0] : t->grad;
+        failed(e, p->ops->recv(p, into, sizeof *into * (size_t)n, s->peer, pipeline_tag(e, s->peer_layer, 1), &e->err));
+        if (s->via_scratch[0])
+            add_into(t->grad, into, n, 1);
+        m->written[s->src] = 1;
+    }
+}
+
+void dl_exec_comm_complete(struct dl_exec *e)
+{
+    struct dl_exec_impl *m = e->impl;
+    for (int i = 0; i < m->n_steps; i++) {
+        struct dl_exec_step *s = &m->steps[i];
+        if (s->req.active)
+            failed(e, m->pipeline_comm->ops->wait(m->pipeline_comm, &s->req, &e->err));
+    }
+}

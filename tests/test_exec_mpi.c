@@ -1,0 +1,213 @@
+/* test_exec_mpi.c: run under mpirun by test_exec_mpi.sh.  For every grid
+ * of this many ranks (tensor x pipeline; data parallelism adds nothing to
+ * one executor), each rank runs its shard of a network through one
+ * forward and backward on the same batch as one process, and checks
+ * against that process's executor (run on every rank): its initial weights
+ * are exactly the slices of the serial ones, the loss (on the last stage)
+ * and every gradient slice agree within float rounding.  The networks have
+ * convolutions split both ways, batch norm, a residual add across the
+ * splits, max pooling, a column/row fc pair and an odd last fc, so every
+ * slice, gather, sum and stage edge runs.  Rank 0 prints one TAP line per
+ * check ("ok - ..."), numbered by the script. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "exec/exec.h"
+#include "parallel/grid.h"
+#include "spec/netfile.h"
+#include "mpi_report.h"
+
+#define BATCH 6
+
+static struct dl_comm *world;
+
+/* name, network, and for explicit splits the tensor ranks must divide this
+ * (else the shard must refuse, naming layer c2) */
+static const char *const NETS[][3] = {
+    {"cnn", "input: {shape: [3, 8, 8], classes: 6}\n"
+            "layers:\n"
+            "  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
+            "  - {name: bn1, type: batchnorm}\n"
+            "  - {name: r1, type: relu}\n"
+            "  - {name: c2, type: conv, filters: 4, kernel: 3, pad: 1}\n"
+            "  - {name: r2, type: tanh}\n"
+            "  - {name: c3, type: conv, filters: 4, kernel: 1}\n"
+            "  - {name: sum, type: add, inputs: [c3, r2]}\n"
+            "  - {name: pool, type: maxpool, kernel: 2, stride: 2}\n"
+            "  - {name: f1, type: fc, units: 12}\n"
+            "  - {name: s1, type: sigmoid}\n"
+            "  - {name: f2, type: fc, units: 8}\n"
+            "  - {name: f3, type: fc, units: 6}\n"
+            "loss: softmax_cross_entropy\n"},
+    {"mlp", "input: {shape: [12, 1, 1], classes: 4}\n"
+            "layers:\n"
+            "  - {name: f1, type: fc, units: 16}\n"
+            "  - {name: a1, type: tanh}\n"
+            "  - {name: f2, type: fc, units: 8}\n"
+            "  - {name: a2, type: leaky_relu}\n"
+            "  - {name: f3, type: fc, units: 4}\n"
+            "loss: softmax_cross_entropy\n"},
+    /* every other way in: a filter split of a split input (gathered, its
+     * gradient reduce-scattered), a whole layer after a split one
+     * (gathered, its gradient cut), a row split of a whole input (sliced,
+     * its gradient allgathered) */
+    {"splits", "input: {shape: [4, 6, 6], classes: 4}\n"
+               "layers:\n"
+               "  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
+               "  - {name: c2, type: conv, filters: 8, kernel: 3, pad: 1, split: filters}\n"
+               "  - {name: r2, type: relu, split: none}\n"
+               "  - {name: c3, type: conv, filters: 4, kernel: 1, split: channels}\n"
+               "  - {name: f1, type: fc, units: 8, split: row}\n"
+               "  - {name: f2, type: fc, units: 4}\n"
+               "loss: softmax_cross_entropy\n", "8"},
+};
+
+static void report(int ok, const char *what, const char *detail)
+{
+    mpi_report(world, ok, what, detail);
+}
+
+/* Largest |a - b| over the slice of whole (the serial tensor) that local
+ * holds; *scale raised to the largest |b| of the whole tensor. */
+static double slice_diff(const struct dl_param_desc *p, const struct dl_param_slice *sl, const float *local,
+                         const float *whole, double *scale)
+{
+    long stride = 1, extent = 1;
+    if (sl->dim >= 0) {
+        for (int d = sl->dim + 1; d < p->ndim; d++)
+            stride *= p->dims[d];
+        extent = p->dims[sl->dim];
+    }
+    double num = 0;
+    for (long i = 0; i < p->count; i++) {
+        *scale = fmax(*scale, fabs((double)whole[i]));
+        long coord = sl->dim < 0 ? 0 : i / stride % extent;
+        if (sl->dim >= 0 && (coord < sl->offset || coord >= sl->offset + sl->count))
+            continue;
+        long j = sl->dim < 0 ? i : i / (stride * extent) * (sl->count * stride) + (coord - sl->offset) * stride + i % stride;
+        num = fmax(num, fabs((double)local[j] - whole[i]));
+    }
+    return num;
+}
+
+/* The largest difference between local's and whole's tensors (param[] or
+ * dparam[]) of layer i, relative to the largest value of the layer's whole
+ * tensors (a bias before batch norm has a gradient of rounding noise). */
+static double layer_diff(const struct dl_graph *g, const struct dl_shard *sh, int i, float *const *local,
+                         float *const *whole)
+{
+    double num = 0, scale = 1e-30;
+    for (int j = 0; j < sh->local.layers[i].n_params; j++)
+        if (local[j])
+            num = fmax(num, slice_diff(&g->layers[i].param[j], &sh->layer[i].slice[j], local[j], whole[j], &scale));
+    return num / scale;
+}
+
+/* A grid whose tensor ranks an explicit split does not fit: refused before
+ * anything runs, naming the layer. */
+static void check_refused(const char *name, const struct dl_net *net, const struct dl_grid_dims *d)
+{
+    struct dl_shard shard;
+    struct dl_error err = {0};
+    char what[128];
+    snprintf(what, sizeof what, "%s on tp=%d,pp=%d is refused", name, d->tp, d->pp);
+    int rc = dl_shard_make(&net->graph, d, world->rank, NULL, &shard, &err);
+    if (rc == DL_OK)
+        dl_shard_free(&shard);
+    report(rc == DL_ERR_SPEC && strstr(err.msg, "layer 'c2'"), what, rc ? err.msg : "it was accepted");
+}
+
+static void check_grid(const char *name, const struct dl_net *net, const struct dl_grid_dims *d)
+{
+    const struct dl_graph *g = &net->graph;
+    struct dl_error err = {0};
+    char what[128], detail[256] = "";
+    snprintf(what, sizeof what, "%s on tp=%d,pp=%d", name, d->tp, d->pp);
+    struct dl_kernel_choices ch = {0};
+    dl_kernel_choice_add(&ch, "all=reference", &err);
+    struct dl_exec serial, part;
+    struct dl_grid grid;
+    struct dl_shard shard;
+    int ok = dl_grid_open(world, d, &grid, &err) == DL_OK;
+    ok = ok && dl_shard_make(g, d, world->rank, NULL, &shard, &err) == DL_OK;
+    struct dl_exec_options so = {.kernels = &ch}, po = {.kernels = &ch, .shard = &shard, .tensor_comm = grid.tensor,
+                                                         .pipeline_comm = grid.pipeline};
+    ok = ok && dl_exec_init(&serial, g, BATCH, 11, &so, &err) == DL_OK;
+    ok = ok && dl_exec_init(&part, g, BATCH, 11, &po, &err) == DL_OK;
+    if (!ok) {
+        snprintf(detail, sizeof detail, "%s", err.msg);
+        report(0, what, detail);
+        return;
+    }
+    long count = (long)BATCH * dl_shape_count(g->input);
+    float *x = malloc(sizeof *x * (size_t)count);
+    int y[BATCH];
+    struct dl_rng r;
+    dl_rng_seed(&r, 3);
+    for (long i = 0; i < count; i++)
+        x[i] = (float)dl_rng_normal(&r);
+    for (int n = 0; n < BATCH; n++)
+        y[n] = (int)dl_rng_below(&r, (uint64_t)g->classes);
+    double init = 0, grad = 0;
+    for (int i = shard.first; i < shard.end; i++)
+        init = fmax(init, layer_diff(g, &shard, i, part.param[i], serial.param[i]));
+    snprintf(detail, sizeof detail, "initial weights differ by %.1e", init);
+    report(init == 0, what, detail);
+    for (struct dl_exec *e = &serial; e; e = e == &serial ? &part : NULL) {
+        dl_exec_zero_grad(e);
+        dl_exec_forward(e, x, y, BATCH, 1);
+        dl_exec_backward(e);
+    }
+    ok = !serial.status && !part.status;
+    if (!ok)
+        snprintf(detail, sizeof detail, "%s", part.status ? part.err.msg : serial.err.msg);
+    double loss = dl_shard_runs(&shard, g->loss) ? fabs(dl_exec_loss_sum(&part) - dl_exec_loss_sum(&serial)) /
+                                                       fabs(dl_exec_loss_sum(&serial))
+                                                 : 0;
+    for (int i = shard.first; ok && i < shard.end; i++) {
+        double dd = layer_diff(g, &shard, i, part.dparam[i], serial.dparam[i]);
+        if (dd > grad)
+            snprintf(detail, sizeof detail, "loss %.1e; layer '%s' gradients differ by %.1e", loss, g->layers[i].name, dd);
+        grad = fmax(grad, dd);
+    }
+    char w2[200];
+    snprintf(w2, sizeof w2, "%s: loss and gradients as one process (loss %.1e, gradients %.1e on rank 0)", what, loss,
+             grad);
+    report(ok && loss <= 1e-5 && grad <= 1e-5, w2, detail);
+    free(x);
+    dl_exec_free(&part);
+    dl_exec_free(&serial);
+    dl_shard_free(&shard);
+    dl_grid_close(&grid);
+}
+
+int main(int argc, char **argv)
+{
+    struct dl_error err = {0};
+    if (dl_comm_open("mpi", &argc, &argv, &world, &err) != DL_OK) {
+        printf("not ok - open mpi: %s\n", err.msg);
+        return 1;
+    }
+    int P = world->size;
+    for (size_t k = 0; k < sizeof NETS / sizeof NETS[0]; k++) {
+        struct dl_net net;
+        if (dl_net_load_string(NETS[k][0], NETS[k][1], &net, &err) != DL_OK) {
+            report(0, NETS[k][0], err.msg);
+            continue;
+        }
+        for (int tp = 1; tp <= P; tp++)
+            if (P % tp == 0) {
+                struct dl_grid_dims d = {1, tp, P / tp};
+                if (NETS[k][2] && atoi(NETS[k][2]) % tp)
+                    check_refused(NETS[k][0], &net, &d);
+                else
+                    check_grid(NETS[k][0], &net, &d);
+            }
+        dl_net_free(&net);
+    }
+    dl_comm_close(world);
+    return 0;
+}
