@@ -16,7 +16,6 @@
 
 struct ot_run {
     struct dl_op_call call;
-    struct dl_rng rng;
     void *attr;
     long in_count[DL_MAX_INPUTS], out_count, saved_count;
 };
@@ -36,8 +35,7 @@ static inline void ot_setup(struct ot_run *r, const struct dl_op_kind *op, const
     c->batch = batch;
     c->n_in = n_in;
     c->training = training;
-    dl_rng_seed(&r->rng, 42);
-    c->rng = &r->rng;
+    c->key = 42;
     c->labels = labels;
     memcpy(c->in_shape, in, sizeof *in * (size_t)n_in);
     if (op->infer(r->attr, n_in, in, &c->out_shape, &err))

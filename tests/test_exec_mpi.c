@@ -6,7 +6,9 @@
  * are exactly the slices of the serial ones, the loss (on the last stage)
  * and every gradient slice agree within float rounding.  The networks have
  * convolutions split both ways, batch norm, a residual add across the
- * splits, max pooling, a column/row fc pair and an odd last fc, so every
+ * splits, max pooling, dropout on split features (the mask each rank draws
+ * for its channels must be one process's), a column/row fc pair and an odd
+ * last fc, so every
  * slice, gather, sum and stage edge runs.  Rank 0 prints one TAP line per
  * check ("ok - ..."), numbered by the script. */
 #include <math.h>
@@ -40,6 +42,7 @@ static const char *const NETS[][3] = {
             "  - {name: f1, type: fc, units: 12}\n"
             "  - {name: s1, type: sigmoid}\n"
             "  - {name: f2, type: fc, units: 8}\n"
+            "  - {name: d1, type: dropout, rate: 0.4}\n"
             "  - {name: f3, type: fc, units: 6}\n"
             "loss: softmax_cross_entropy\n"},
     {"mlp", "input: {shape: [12, 1, 1], classes: 4}\n"

@@ -171,8 +171,8 @@ static void dropout_statistics(void **state)
     ot_free(&r);
 }
 
-/* The mask depends on the random state only: same bits for 1, 2 and 3
- * threads; another seed gives another mask. */
+/* The mask depends on the key only: same bits for 1, 2 and 3 threads;
+ * another key gives another mask. */
 static void dropout_deterministic(void **state)
 {
     (void)state;
@@ -192,22 +192,58 @@ static void dropout_deterministic(void **state)
     struct ot_run other;
     struct dl_shape in = {DROP_C, DROP_HW, DROP_HW};
     ot_setup(&other, &dl_op_dropout, "{rate: 0.3}", DROP_N, 1, &in, &ref.call.in[0], NULL, 1);
-    dl_rng_seed(&other.rng, 43);
+    other.call.key = 43;
     dl_op_dropout.forward(&other.call);
     assert_memory_not_equal(other.call.out, ref.call.out, sizeof(dl_real) * (size_t)ref.out_count);
     ot_free(&other);
     ot_free(&ref);
 }
 
-/* Inference: out = x and din = dout exactly, and no random numbers drawn. */
+/* Any split of the batch (data-parallel ranks, pipeline chunks,
+ * micro-batches: sample0) or of the channels (tensor parallelism:
+ * channel0) draws the whole call's mask. */
+static void dropout_mask_ignores_splits(void **state)
+{
+    (void)state;
+    struct ot_run whole;
+    dropout_run_ones(&whole, 1);
+    const long per = (long)DROP_C * DROP_HW * DROP_HW, plane = (long)DROP_HW * DROP_HW;
+    for (int cut = 1; cut < DROP_N; cut++) { /* samples [0, cut) and [cut, N) */
+        struct dl_shape in = {DROP_C, DROP_HW, DROP_HW};
+        for (int part = 0; part < 2; part++) {
+            int first = part ? cut : 0, n = part ? DROP_N - cut : cut;
+            struct ot_run r;
+            ot_setup(&r, &dl_op_dropout, "{rate: 0.3}", n, 1, &in, NULL, NULL, 1);
+            for (long i = 0; i < r.in_count[0]; i++)
+                ((dl_real *)r.call.in[0])[i] = 1;
+            r.call.sample0 = first;
+            dl_op_dropout.forward(&r.call);
+            assert_memory_equal(r.call.out, whole.call.out + first * per, sizeof(dl_real) * (size_t)(n * per));
+            ot_free(&r);
+        }
+    }
+    for (int c0 = 0; c0 < DROP_C; c0 += 5) { /* a block of 5 channels */
+        struct dl_shape in = {5, DROP_HW, DROP_HW};
+        struct ot_run r;
+        ot_setup(&r, &dl_op_dropout, "{rate: 0.3}", DROP_N, 1, &in, NULL, NULL, 1);
+        for (long i = 0; i < r.in_count[0]; i++)
+            ((dl_real *)r.call.in[0])[i] = 1;
+        r.call.channel0 = c0;
+        dl_op_dropout.forward(&r.call);
+        for (int n = 0; n < DROP_N; n++)
+            assert_memory_equal(r.call.out + n * 5 * plane, whole.call.out + n * per + c0 * plane,
+                                sizeof(dl_real) * (size_t)(5 * plane));
+        ot_free(&r);
+    }
+    ot_free(&whole);
+}
+
+/* Inference: out = x and din = dout exactly. */
 static void dropout_inference_identity(void **state)
 {
     (void)state;
     struct ot_run r;
     dropout_run_ones(&r, 0);
-    struct dl_rng fresh;
-    dl_rng_seed(&fresh, 42);
-    assert_memory_equal(&r.rng, &fresh, sizeof fresh);
     for (long i = 0; i < r.out_count; i++)
         assert_true(r.call.out[i] == 1 && r.call.din[0][i] == 1);
     ot_free(&r);
@@ -239,6 +275,7 @@ int main(void)
         cmocka_unit_test(activation_saturation),
         cmocka_unit_test(dropout_statistics),
         cmocka_unit_test(dropout_deterministic),
+        cmocka_unit_test(dropout_mask_ignores_splits),
         cmocka_unit_test(dropout_inference_identity),
         cmocka_unit_test(attribute_errors),
     };

@@ -103,6 +103,7 @@ static void run_slice(const struct dl_op_kind *op, const struct example *e, stru
     long sx = t->nx / t->batch, sy = t->ny / t->batch;
     const dl_real *x = t->x + n0 * sx;
     ot_setup(&r, op, e->attrs, mb, 1, &e->in, &x, NULL, 1);
+    r.call.sample0 = n0; /* as the executor's micro-batches say where their samples sit */
     memcpy((dl_real *)r.call.dout, t->dy + n0 * sy, sizeof(dl_real) * (size_t)(mb * sy));
     for (int j = 0; j < t->n_params; j++) {
         r.call.param[j] = t->param[j];

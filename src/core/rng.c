@@ -69,3 +69,15 @@ void dl_rng_shuffle(struct dl_rng *r, int *idx, long n)
         idx[j] = t;
     }
 }
+
+uint64_t dl_rng_hash(uint64_t key, uint64_t index)
+{
+    uint64_t x = key ^ (index * 0xd1b54a32d192ed03ULL);
+    (void)splitmix64(&x); /* two rounds of splitmix64's finaliser over key and index */
+    return splitmix64(&x);
+}
+
+float dl_rng_hash_uniform(uint64_t key, uint64_t index)
+{
+    return (float)(dl_rng_hash(key, index) >> 40) * (1.0f / 16777216.0f);
+}

@@ -22,4 +22,11 @@ double dl_rng_normal(struct dl_rng *r);
 /* Fisher-Yates shuffle of idx[0..n). */
 void dl_rng_shuffle(struct dl_rng *r, int *idx, long n);
 
+/* Counter-based draws: a pure function of (key, index), for random choices
+ * that must not depend on how the work is split (dropout masks are the
+ * same whatever the ranks, chunks, micro-batches or threads). */
+uint64_t dl_rng_hash(uint64_t key, uint64_t index);
+/* Uniform in [0, 1) with 24 random bits, from dl_rng_hash. */
+float dl_rng_hash_uniform(uint64_t key, uint64_t index);
+
 #endif

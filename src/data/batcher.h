@@ -49,6 +49,12 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y);
 
 long dl_batcher_steps_per_epoch(const struct dl_batcher *b);
 
+/* Index, in the global batch last returned, of this rank's first sample. */
+static inline long dl_batcher_last_offset(const struct dl_batcher *b)
+{
+    return (long)b->rank * b->last_global / b->nranks;
+}
+
 /* Largest slice dl_batcher_next can return on this rank (buffer sizing). */
 int dl_batcher_max_local(const struct dl_batcher *b);
 

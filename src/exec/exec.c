@@ -198,6 +198,7 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
 {
     const struct dl_graph *g = e->g, *whole = e->shard->g;
     size_t n = (size_t)g->n;
+    e->seed = seed;
     e->rng = dl_calloc(n, sizeof *e->rng, err);
     if (!e->rng)
         return DL_ERR_NOMEM;

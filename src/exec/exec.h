@@ -45,7 +45,7 @@ struct dl_exec {
     enum dl_layout *act_layout;            /* [layer] */
     dl_real *(*param)[DL_MAX_PARAMS];      /* [layer][j] into weights or state */
     dl_real *(*dparam)[DL_MAX_PARAMS];     /* [layer][j] into dweights (NULL for state) */
-    struct dl_rng *rng;                    /* [layer] for dropout */
+    struct dl_rng *rng;                    /* [layer] its random state: dropout's key comes from it (and the step) */
     dl_real *weights, *dweights;           /* trainable parameters, flat */
     long n_weights;
     dl_real *state;                        /* non-trainable parameters, flat */
@@ -58,6 +58,12 @@ struct dl_exec {
      * 1/(mini-batch) so that their gradients add up to the mini-batch's. */
     double loss_norm;
     int chunk;                             /* pipeline chunk of the next forward/backward (message tags) */
+    /* What random choices (dropout) depend on besides the seed: the
+     * training step, and the index of this executor's first sample in the
+     * mini-batch (a data-parallel rank's or a pipeline chunk's offset). */
+    uint64_t step;
+    long sample0;
+    uint64_t seed;
     long *weight_begin;                    /* [layer] first index of its weights in dweights */
     /* Called right after layer i's backward, when its weight gradients (the
      * dweights range [weight_begin[i], weight_begin[i+1])) are final for the

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/rng.h"
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -39,7 +41,10 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     }
     c->saved = (dl_real *)s->saved;
     c->training = training;
-    c->rng = &e->rng[s->layer];
+    c->key = dl_rng_hash(dl_rng_hash(e->rng[s->layer].s[0], e->rng[s->layer].s[1]), e->step);
+    c->sample0 = e->sample0;
+    if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
+        c->channel0 = e->shard->pos.t * l->out_shape.c;
     c->labels = e->labels;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;

@@ -1,11 +1,17 @@
 /* dropout.c: inverted dropout.  Training: out = x * m with m = 1/(1-rate)
  * with probability 1-rate and 0 otherwise, so E[out] = x and inference is
  * the identity.  The mask m (N x C x H x W, the input's layout) is kept in
- * saved[] for backward: din = dout * m (training) or dout (inference). */
+ * saved[] for backward: din = dout * m (training) or dout (inference).
+ * Each mask element is a hash of the call's key and the element's place in
+ * the whole mini-batch (sample, then channel, row, column), so any split of
+ * the batch or of the channels, and any thread count, draws the same mask
+ * as one process. */
 #include "ops/eltwise.h"
 
 #include <stddef.h>
 #include <string.h>
+
+#include "core/rng.h"
 
 struct dropout_attr {
     double rate;
@@ -42,13 +48,17 @@ static void dropout_forward(const struct dl_op_call *c)
         memcpy(y, x, sizeof *y * (size_t)n);
         return;
     }
-    /* The mask is drawn in one sequential pass, element 0 first, so it depends
-     * only on the state of c->rng and never on the number of threads.  Keeping
-     * an element when u >= rate has probability 1 - rate for u uniform in [0, 1). */
+    /* Keeping an element when u >= rate has probability 1 - rate for u
+     * uniform in [0, 1). */
     dl_real *m = c->saved;
     dl_real keep = (dl_real)(1 / (1 - a->rate));
-    for (long i = 0; i < n; i++)
-        m[i] = dl_rng_uniform(c->rng) >= a->rate ? keep : 0;
+    long per = dl_shape_count(c->out_shape), first = (long)c->channel0 * c->out_shape.h * c->out_shape.w;
+    #pragma omp parallel for schedule(static)
+    for (int s = 0; s < c->batch; s++) {
+        uint64_t sample = dl_rng_hash(c->key, (uint64_t)(c->sample0 + s));
+        for (long i = 0; i < per; i++)
+            m[s * per + i] = dl_rng_hash_uniform(sample, (uint64_t)(first + i)) >= a->rate ? keep : 0;
+    }
     #pragma omp parallel for simd schedule(static)
     for (long i = 0; i < n; i++)
         y[i] = x[i] * m[i];
@@ -87,5 +97,6 @@ const struct dl_op_kind dl_op_dropout = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .flops = dl_eltwise_flops,
+    .micro_batch = 1, /* each sample's mask is its own */
     .channel_local = 1,
 };

@@ -84,7 +84,15 @@ struct dl_op_call {
     dl_real *din[DL_MAX_INPUTS];        /* overwritten by backward; NULL = not needed */
     dl_real *saved;                     /* saved_size() elements, forward -> backward */
     int training;                       /* 1: training mode (dropout, batch statistics) */
-    struct dl_rng *rng;                 /* for dropout; owned by the layer */
+    /* Random choices (dropout's mask) are a function of these, never of a
+     * stream, so that any split of the batch (ranks, pipeline chunks,
+     * micro-batches) or of the channels (tensor parallelism) draws what one
+     * process draws: key (the layer and the training step, from the
+     * executor), the index in the mini-batch of the call's first sample,
+     * and the index in the whole tensor of its first channel. */
+    uint64_t key;
+    long sample0;
+    int channel0;
     const int *labels;                  /* loss ops only: N class indices */
     /* Cross-replica sums for statistics that span the global batch (batch
      * normalisation with --sync-bn): replaces v[0..n) by its sum over the
@@ -109,9 +117,10 @@ struct dl_op_kind {
      * micro_batch: the tuner may split a batch into micro-batches (tune/):
      * each sample's output and input gradient depend on that sample alone and
      * the weight gradients are sums over samples.  Set on conv, fc, the
-     * poolings and the activations; never on batch normalisation (statistics
-     * over the batch) or dropout (a random stream drawn in batch order); the
-     * cheap reshaping, merging and loss kinds are left undivided too.
+     * poolings, the activations and dropout (its mask is a function of each
+     * sample's place); never on batch normalisation (statistics over the
+     * batch); the cheap reshaping, merging and loss kinds are left undivided
+     * too.
      *
      * is_relu: out = max(x, 0) element-wise (NaN as 0), input gradient dout
      * where out > 0: a kernel with fuses_relu (backends/kernel.h) can apply

@@ -387,6 +387,8 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
             int gb = r->batcher.last_global;
             double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, global, r->steps_per_epoch, r->total);
             dl_exec_zero_grad(&r->exec);
+            r->exec.step = (uint64_t)global; /* dropout's masks: this step's, this rank's samples */
+            r->exec.sample0 = dl_batcher_last_offset(&r->batcher);
             rc = r->strategy->ops->begin(r->strategy, b, gb, err);
             if (rc)
                 break;

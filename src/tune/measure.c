@@ -104,7 +104,7 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
     dl_rng_seed(&r, 12345);
     struct dl_kernel_args a;
     memset(&a, 0, sizeof a);
-    a.c.rng = &r;
+    a.c.key = 12345;
     double t[64];
     if (repeats > 64)
         repeats = 64;
