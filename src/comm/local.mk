@@ -19,11 +19,11 @@ libdltrain_a_SOURCES += \
 
 if HAVE_MPI
 check_PROGRAMS += tests/test_comm_mpi
-tests_test_comm_mpi_SOURCES = tests/test_comm_mpi.c
+tests_test_comm_mpi_SOURCES = tests/test_comm_mpi.c tests/mpi_report.c tests/mpi_report.h
 tests_test_comm_mpi_LDADD = libdltrain.a $(DL_LIBS)
 endif
 TESTS += tests/test_comm_mpi.sh
-EXTRA_DIST += tests/test_comm_mpi.sh
+EXTRA_DIST += tests/test_comm_mpi.sh tests/mpi_tap.sh
 
 # `dltrain bench comm` and its default sizes (DeepBench, credited in bench/data/README.md)
 libdltrain_a_SOURCES += src/cli/bench_comm.c
