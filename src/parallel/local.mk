@@ -7,3 +7,13 @@ libdltrain_a_SOURCES += \
 	src/parallel/stall.c src/parallel/stall.h \
 	src/parallel/param_server.c src/parallel/param_server.h \
 	src/parallel/sync_bn.c src/parallel/sync_bn.h
+
+# The strategies driven directly under mpirun against their serial
+# counterparts (tests/test_strategy_mpi.c, run by test_strategy_mpi.sh).
+if HAVE_MPI
+check_PROGRAMS += tests/test_strategy_mpi
+tests_test_strategy_mpi_SOURCES = tests/test_strategy_mpi.c tests/mpi_report.c tests/mpi_report.h
+tests_test_strategy_mpi_LDADD = libdltrain.a $(DL_LIBS)
+endif
+TESTS += tests/test_strategy_mpi.sh
+EXTRA_DIST += tests/test_strategy_mpi.sh
