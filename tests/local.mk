@@ -46,8 +46,10 @@ tests_test_optim_CFLAGS = $(TEST_CFLAGS)
 tests_test_optim_LDADD = $(TEST_LIBS)
 TESTS += tests/test_netfile tests/test_optim
 endif
-TESTS += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh
-EXTRA_DIST += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh tests/optim_reference.py
+TESTS += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/parallel_accuracy.sh \
+	tests/test_resume.sh
+EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/parallel_accuracy.sh \
+	tests/test_resume.sh tests/optim_reference.py
 
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
