@@ -73,3 +73,11 @@ include $(srcdir)/tests/tune.mk
 check-slow: dltrain
 	DLTRAIN_FULL_ACCURACY=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS=tests/parallel_accuracy.sh
 .PHONY: check-slow
+
+# Mutation testing (doc/testing.md): every bug in tests/mutations/ must be
+# caught by the tests its patch names.  Not part of check (about 8 minutes):
+# it rebuilds a private copy of the source tree once per mutation.
+mutate:
+	$(top_srcdir)/tools/mutate
+.PHONY: mutate
+EXTRA_DIST += tools/mutate tests/mutations doc/testing.md
