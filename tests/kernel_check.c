@@ -99,8 +99,14 @@ int kc_run(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensor
 int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
                    enum dl_layout offer)
 {
+    return kc_run_fused(k, l, t, mb, offer, 0);
+}
+
+int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
+                 enum dl_layout offer, int relu)
+{
     struct dl_error err = {0};
-    struct dl_kernel_config cfg = {.mb = mb};
+    struct dl_kernel_config cfg = {.mb = mb, .relu = relu};
     enum dl_layout offered[DL_MAX_INPUTS] = {offer};
     dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
     void *inst = NULL;

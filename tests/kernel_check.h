@@ -27,5 +27,9 @@ int kc_run(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensor
  * output, say): the kernel negotiates from that. */
 int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
                    enum dl_layout offer);
+/* The same with a ReLU fused into the kernel when relu is 1 (cfg.relu,
+ * kernel.h: t->y gets max(y, 0) and t->dy is that output's gradient). */
+int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
+                 enum dl_layout offer, int relu);
 
 #endif

@@ -55,9 +55,10 @@ tests_test_schedule_CFLAGS = $(TEST_CFLAGS)
 tests_test_schedule_LDADD = $(TEST_LIBS)
 TESTS += tests/test_schedule
 endif
-TESTS += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh tests/test_checklist.sh
-EXTRA_DIST += tests/test_cli.sh tests/test_parallel.sh tests/parallel_accuracy.sh tests/test_resume.sh tests/optim_reference.py \
-	tests/test_checklist.sh
+TESTS += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/parallel_accuracy.sh \
+	tests/test_resume.sh tests/test_checklist.sh
+EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/parallel_accuracy.sh \
+	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh
 
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
@@ -81,3 +82,11 @@ include $(srcdir)/tests/tune.mk
 check-slow: dltrain
 	DLTRAIN_FULL_ACCURACY=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS=tests/parallel_accuracy.sh
 .PHONY: check-slow
+
+# Mutation testing (doc/testing.md): every bug in tests/mutations/ must be
+# caught by the tests its patch names.  Not part of check (about 8 minutes):
+# it rebuilds a private copy of the source tree once per mutation.
+mutate:
+	$(top_srcdir)/tools/mutate
+.PHONY: mutate
+EXTRA_DIST += tools/mutate tests/mutations doc/testing.md

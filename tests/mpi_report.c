@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-void mpi_report(struct dl_comm *world, int ok, const char *what, const char *detail)
+int mpi_report(struct dl_comm *world, int ok, const char *what, const char *detail)
 {
     float bad = ok ? 0.0f : 1.0f;
     struct dl_error err;
@@ -13,8 +13,11 @@ void mpi_report(struct dl_comm *world, int ok, const char *what, const char *det
         if (bad == 0)
             printf("ok - P=%d %s\n", world->size, what);
         else
-            printf("not ok - P=%d %s: %s (failed on %g ranks)\n", world->size, what,
-                   ok ? "fine on rank 0" : detail, bad);
+            printf("not ok - P=%d %s%s%s (failed on %g ranks)\n", world->size, what, ok ? "" : ": ",
+                   ok ? "" : detail, bad);
         fflush(stdout);
+    } else if (!ok) {
+        fprintf(stderr, "rank %d: %s: %s\n", world->rank, what, detail);
     }
+    return bad == 0;
 }

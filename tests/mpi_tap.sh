@@ -1,20 +1,24 @@
-# mpi_tap.sh: sourced by the tests that run a C program under mpirun
-# (test_comm_mpi.sh, test_exec_mpi.sh).  The program prints "ok - ..." and
-# "not ok - ..." lines on rank 0; mpi_tap_run numbers them into one TAP
-# stream, and a failing mpirun becomes a "not ok" with its output.  Call
-# mpi_tap_end to print the plan.  Without the program or mpirun the whole
-# test is skipped.
-# Usage: . mpi_tap.sh PROG; mpi_tap_run P [ARGS...]; ...; mpi_tap_end
-mpi_prog=$1
-if [ ! -x "$mpi_prog" ] || ! command -v mpirun >/dev/null 2>&1; then
-    echo "1..0 # SKIP no MPI"
-    exit 0
-fi
+# mpi_tap.sh: sourced by the shell tests that run a C test program under
+# mpirun (test_comm_mpi.sh, test_strategy_mpi.sh).  The program prints
+# "ok - ..." / "not ok - ..." lines on rank 0 (tests/mpi_report.h);
+# mpi_run numbers them into one TAP stream, a failed mpirun counting as one
+# more failure, and mpi_done prints the plan.  Without MPI (no program, no
+# mpirun) mpi_tap_init skips the whole test.
+: "${top_builddir:=.}"
+mpi_n=0
 mpi_out=$(mktemp) || exit 1
 trap 'rm -f "$mpi_out" "$mpi_out.run" "$mpi_out.res"' EXIT
-mpi_n=0
 
-mpi_tap_emit() {
+# mpi_tap_init PROG: sets $mpi_prog, or prints a skip plan and exits.
+mpi_tap_init() {
+    mpi_prog=$1
+    if [ ! -x "$mpi_prog" ] || ! command -v mpirun >/dev/null 2>&1; then
+        echo "1..0 # SKIP no MPI"
+        exit 0
+    fi
+}
+
+mpi_emit() {
     mpi_n=$((mpi_n + 1))
     case $1 in
     "not ok"*) echo "not ok $mpi_n ${1#not ok }" ;;
@@ -22,23 +26,24 @@ mpi_tap_emit() {
     esac
 }
 
-# mpi_tap_run P [ARGS...]: the program on P ranks (oversubscribed).
-mpi_tap_run() {
+# mpi_run P [ARGS...]: the program on P ranks (5 minutes at most).
+mpi_run() {
     p=$1
     shift
     timeout 300 mpirun --oversubscribe -np "$p" "$mpi_prog" "$@" >"$mpi_out.run" 2>"$mpi_out"
     status=$?
     grep -E '^(ok|not ok) - ' "$mpi_out.run" >"$mpi_out.res"
     while IFS= read -r line; do
-        mpi_tap_emit "$line"
+        mpi_emit "$line"
     done <"$mpi_out.res"
+    grep '^#' "$mpi_out.run"
     rm -f "$mpi_out.res"
     if [ "$status" -ne 0 ]; then
-        mpi_tap_emit "not ok - P=$p mpirun exited with status $status"
+        mpi_emit "not ok - P=$p mpirun exited with status $status"
         sed 's/^/# /' "$mpi_out" | head -20
     fi
 }
 
-mpi_tap_end() {
+mpi_done() {
     echo "1..$mpi_n"
 }

@@ -9,6 +9,9 @@
 #   make check-slow (full): 60000 images, 3 epochs (nets/lenet5.yaml); codecs
 #                           within 1.5 points of uncompressed, ssp/async/
 #                           local-sgd >= 87% (issue 6's acceptance figures).
+# These floors only catch breakage: the codecs, the parameter server, local
+# SGD and sync training are tested against their exact counterparts in
+# test_comm_mpi, test_strategy_mpi and test_parallel.sh (doc/testing.md).
 . "$top_srcdir/tests/tap.sh"
 if [ ! -x "$(command -v mpirun)" ] || [ ! -d /usr/share/datasets/fashion-mnist ]; then
     echo "1..0 # SKIP needs mpirun and Debian's dataset-fashion-mnist"; exit 0

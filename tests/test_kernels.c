@@ -5,8 +5,11 @@
  * non-square kernels; each kernel also run as two micro-batches (weight
  * gradients accumulating across them) where it allows that.  A second table
  * offers the input in a blocked layout, as a oneDNN convolution produces it
- * (the fc kernels on inputs straight from such a layer).  Every kernel of
- * the build meets some case of its kind (every_kernel_has_a_case). */
+ * (the fc kernels on inputs straight from such a layer).  Kernels that can
+ * fuse a ReLU are also run fused, against themselves unfused followed by a
+ * ReLU, bit for bit, in every case and layout.  Every kernel of the build
+ * meets some case of its kind (every_kernel_has_a_case), and the last case
+ * checks that every kernel the CPU can run was compared at least once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -160,6 +163,69 @@ static double compare(const struct dl_layer *l, const struct kc_tensors *a, cons
     return e;
 }
 
+/* Comparisons per kernel (index in dl_kernels), with the reference and,
+ * for kernels that can fuse a ReLU, fused against unfused; checked at the
+ * end (every_kernel_compared), so that a registry or supports() change that
+ * hides a kernel from every case fails instead of passing untested. */
+#define MAX_KERNELS 64
+static int compared[MAX_KERNELS], compared_fused[MAX_KERNELS];
+
+static int kernel_index(const struct dl_kernel *k)
+{
+    for (int i = 0; dl_kernels[i] && i < MAX_KERNELS; i++)
+        if (dl_kernels[i] == k)
+            return i;
+    fail_msg("kernel %s is not in the registry", k->name);
+    return 0;
+}
+
+/* Number of elements where a and b differ (bit for bit: a fused ReLU
+ * computes exactly what the kernel and a ReLU after it do). */
+static long differing(const float *a, const float *b, long n)
+{
+    long d = 0;
+    for (long i = 0; i < n; i++)
+        d += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    return d;
+}
+
+/* k with cfg.relu against k followed by a ReLU (kernel.h): the output is
+ * max(y, 0), and from that output's gradient dy the input and weight
+ * gradients are those of the unfused kernel given dy masked by y > 0. */
+static void fused_vs_unfused(const struct dl_kernel *k, const struct dl_layer *l, const char *name, int batch,
+                             int mb, enum dl_layout offer)
+{
+    struct kc_tensors plain, masked, fused;
+    kc_alloc(&plain, l, batch, 11);
+    kc_alloc(&masked, l, batch, 11);
+    kc_alloc(&fused, l, batch, 11);
+    assert_int_equal(kc_run_fused(k, l, &plain, mb, offer, 0), 0);
+    long ny = batch * dl_shape_count(l->out_shape), positive = 0;
+    for (long i = 0; i < ny; i++) {
+        positive += plain.y[i] > 0;
+        if (!(plain.y[i] > 0)) {
+            plain.y[i] = 0.0f; /* the ReLU's output */
+            masked.dy[i] = 0.0f;
+        }
+    }
+    assert_int_equal(kc_run_fused(k, l, &masked, mb, offer, 0), 0);
+    assert_int_equal(kc_run_fused(k, l, &fused, mb, offer, 1), 0);
+    long d = differing(fused.y, plain.y, ny);
+    for (int i = 0; i < l->n_in; i++)
+        d += differing(fused.dx[i], masked.dx[i], batch * dl_shape_count(l->in_shape[i]));
+    for (int j = 0; j < l->n_params; j++)
+        if (fused.dparam[j])
+            d += differing(fused.dparam[j], masked.dparam[j], l->param[j].count);
+    print_message("# %-24s %-12s mb %d fused ReLU: %ld of %ld outputs positive, %ld values differ from the "
+                  "unfused kernel and a ReLU\n", name, k->name, mb, positive, ny, d);
+    assert_int_equal(d, 0);
+    kc_free(&plain, l);
+    kc_free(&masked, l);
+    kc_free(&fused, l);
+    if (positive > 0 && positive < ny) /* the mask mattered */
+        compared_fused[kernel_index(k)]++;
+}
+
 static void run_kcase(const struct kcase *kc, enum dl_layout offer)
 {
     struct dl_net net;
@@ -186,6 +252,9 @@ static void run_kcase(const struct kcase *kc, enum dl_layout offer)
             assert_true(e <= TOL);
             kc_free(&t, l);
             tested++;
+            compared[kernel_index(k)]++;
+            if (k->fuses_relu)
+                fused_vs_unfused(k, l, kc->name, kc->batch, mbs[m], offer);
         }
     }
     print_message("# %s: %d kernel runs compared\n", kc->name, tested);
@@ -273,6 +342,38 @@ static void maxpool_ties_and_nans(void **state)
     }
 }
 
+/* 0 for a kernel that has no implementation on this CPU: oneDNN's Winograd
+ * convolution exists for AVX-512 only (elsewhere its supports() declines
+ * every layer). */
+static int runs_on_this_cpu(const struct dl_kernel *k)
+{
+    __builtin_cpu_init();
+    return strcmp(k->name, "onednn-wino") != 0 || __builtin_cpu_supports("avx512f");
+}
+
+/* Every kernel of this build that this CPU can run was compared with the
+ * reference in some case above, and every kernel that fuses a ReLU was
+ * compared fused where the ReLU's mask mattered. */
+static void every_kernel_compared(void **state)
+{
+    int missing = 0;
+    for (int i = 0; dl_kernels[i] && i < MAX_KERNELS; i++) {
+        const struct dl_kernel *k = dl_kernels[i];
+        if (k == &dl_kernel_reference)
+            continue;
+        if (!runs_on_this_cpu(k)) {
+            print_message("# %-12s (%s): not on this CPU, %d comparisons\n", k->name, k->op ? k->op->name : "any op",
+                          compared[i]);
+            continue;
+        }
+        print_message("# %-12s (%s): %d comparisons with the reference", k->name, k->op ? k->op->name : "any op",
+                      compared[i]);
+        print_message(k->fuses_relu ? ", %d fused against unfused\n" : "\n", compared_fused[i]);
+        missing += compared[i] == 0 || (k->fuses_relu && compared_fused[i] == 0);
+    }
+    assert_int_equal(missing, 0);
+}
+
 #define N_CASES (sizeof cases / sizeof cases[0])
 #define N_BLOCKED (sizeof blocked / sizeof blocked[0])
 
@@ -318,12 +419,15 @@ int main(void)
      * kernels' per-thread buffers and their final sums run as in training,
      * with some threads getting no sample of a small micro-batch. */
     dl_threads_set(3);
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + 2];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + 3];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
         tests[N_CASES + i] = (struct CMUnitTest){blocked[i].k.name, run_blocked, NULL, NULL, (void *)&blocked[i]};
     tests[N_CASES + N_BLOCKED] = (struct CMUnitTest){"maxpool_ties_and_nans", maxpool_ties_and_nans, NULL, NULL, NULL};
     tests[N_CASES + N_BLOCKED + 1] = (struct CMUnitTest){"every_kernel_has_a_case", every_kernel_has_a_case, NULL, NULL, NULL};
+    /* last: it counts what the cases before it compared */
+    tests[N_CASES + N_BLOCKED + 2] = (struct CMUnitTest){"every_kernel_compared", every_kernel_compared, NULL, NULL,
+                                                         NULL};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,8 +7,9 @@
  * allocation per step (the executor has nothing to allocate with).  A small
  * conv net also runs on oneDNN kernels alone (all=onednn), where fc1 (the
  * inner product) takes the blocked max-pool output without a reorder step.
- * A ReLU folded into the convolution before it trains bit for bit like the
- * ReLU layer. */
+ * A ReLU folded into the convolution before it (first or not, so that the
+ * input gradient goes through the folded ReLU's mask) or into the max
+ * pooling after it (NCHW or blocked) trains bit for bit like the ReLU layer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -149,6 +150,23 @@ static const char *const FUSABLE =
     "  - {name: fc, type: fc, units: 4}\n"
     "loss: softmax_cross_entropy\n";
 
+/* Every convolution on the direct kernel (at most 4 input channels), each
+ * with its ReLU folded in: c2's and c3's input gradients are computed
+ * through the folded ReLU's mask, which c1 (reading the network's input)
+ * never needs. */
+static const char *const DIRECT_CHAIN =
+    "input: {shape: [3, 11, 13], classes: 4}\n"
+    "layers:\n"
+    "  - {name: c1, type: conv, filters: 4, kernel: 3, pad: 1}\n"
+    "  - {name: r1, type: relu}\n"
+    "  - {name: c2, type: conv, filters: 4, kernel: 3, pad: 1}\n"
+    "  - {name: r2, type: relu}\n"
+    "  - {name: c3, type: conv, filters: 6, kernel: [3, 2], pad: [1, 0]}\n"
+    "  - {name: r3, type: relu}\n"
+    "  - {name: pool, type: maxpool, kernel: 2}\n"
+    "  - {name: fc, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n";
+
 /* SGD steps with and without folding ReLUs into convolutions; returns how
  * many layers were folded. */
 static int train_fusion(const char *text, int no_fusion, int batch, double *loss, float **weights, long *n)
@@ -172,11 +190,12 @@ static int train_fusion(const char *text, int no_fusion, int batch, double *loss
  * without NaNs): the same losses and weights as with --no-fusion. */
 static void relu_fused_into_conv(void **state)
 {
-    const char *nets[] = {LENET, FUSABLE};
+    const char *nets[] = {LENET, FUSABLE, DIRECT_CHAIN};
     /* LeNet: relu1 into conv1, relu2 (conv2 runs on oneDNN) into maxpool2
-     * (nChw8c); FUSABLE: r1 into c1, r3 into pool (NCHW), not r2 */
-    const int expect[] = {2, 2};
-    for (int k = 0; k < 2; k++) {
+     * (nChw8c); FUSABLE: r1 into c1, r3 into pool (NCHW), not r2;
+     * DIRECT_CHAIN: each ReLU into its convolution */
+    const int expect[] = {2, 2, 3};
+    for (int k = 0; k < 3; k++) {
         double lf[STEPS], lu[STEPS];
         float *wf, *wu;
         long n;

@@ -1,7 +1,8 @@
 /* test_optim.c: optimizers and schedules against numbers computed by
  * PyTorch 1.13's torch.optim (tests/optim_reference.py prints them): a
  * 3-element weight vector, the fixed gradient sequence g_t = (0.5, -1.0, 2.0)
- * * (t + 1) / 2, five steps each. */
+ * * (t + 1) / 2, five steps each; each optimizer also with every term of
+ * its rule large enough to show (weight decay, eps, betas). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,6 +68,8 @@ static void sgd_nesterov(void **st)
     s.momentum = 0.9;
     s.nesterov = 1;
     run(&s, REF_SGD_NESTEROV);
+    s.weight_decay = 0.1;
+    run(&s, REF_SGD_NESTEROV_WD);
 }
 
 static void adagrad(void **st)
@@ -74,6 +77,9 @@ static void adagrad(void **st)
     struct dl_optim_spec s = base(DL_OPTIM_ADAGRAD, 0.1);
     s.eps = 1e-10;
     run(&s, REF_ADAGRAD);
+    s.eps = 0.5;
+    s.weight_decay = 0.1;
+    run(&s, REF_ADAGRAD_WD_EPS);
 }
 
 static void rmsprop(void **st)
@@ -82,6 +88,10 @@ static void rmsprop(void **st)
     run(&s, REF_RMSPROP);
     s.momentum = 0.9;
     run(&s, REF_RMSPROP_MOMENTUM);
+    s.alpha = 0.9;
+    s.eps = 0.5;
+    s.weight_decay = 0.1;
+    run(&s, REF_RMSPROP_MOMENTUM_WD_EPS);
 }
 
 static void adam(void **st)
@@ -89,6 +99,10 @@ static void adam(void **st)
     struct dl_optim_spec s = base(DL_OPTIM_ADAM, 0.01);
     s.weight_decay = 0.1;
     run(&s, REF_ADAM_WD);
+    s.beta1 = 0.8;
+    s.beta2 = 0.9;
+    s.eps = 0.5;
+    run(&s, REF_ADAM_EPS);
 }
 
 static void adamw(void **st)
@@ -96,6 +110,10 @@ static void adamw(void **st)
     struct dl_optim_spec s = base(DL_OPTIM_ADAMW, 0.01);
     s.weight_decay = 0.1;
     run(&s, REF_ADAMW);
+    s.beta1 = 0.8;
+    s.beta2 = 0.9;
+    s.eps = 0.5;
+    run(&s, REF_ADAMW_EPS);
 }
 
 static void schedules(void **st)

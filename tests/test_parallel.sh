@@ -2,7 +2,9 @@
 # test_parallel.sh: data-parallel training under mpirun with real processes
 # and real Fashion-MNIST.  Synchronous training on 4 ranks must equal 1 rank
 # with the same global batch (every allreduce algorithm, small buckets,
-# with and without overlap); the parameter server must respect the SSP
+# with and without overlap), and so must 3 and 6 ranks (uneven slices of the
+# batch: 22+21+21 and 11x4+10x2), with and without overlap; the parameter
+# server must respect the SSP
 # staleness bound when a rank is slowed; a stalled or killed rank must end the
 # whole job with a message that names it, leaving no process behind.
 . "$top_srcdir/tests/tap.sh"
@@ -12,7 +14,7 @@ fi
 MPI="mpirun --oversubscribe -np 4"
 NET="$top_srcdir/nets/lenet5.yaml"
 BASE="--net $NET --limit-train 3200 --limit-test 500 --epochs 1 --threads 1 --quiet"
-tap_plan 34
+tap_plan 44
 
 # compare M1 W1 M2 W2: per-step losses within 1e-5 relative, weights within 1e-5.
 compare() {
@@ -44,6 +46,21 @@ expect_status 0 "4 ranks, 16 KiB buckets overlapping backward" -- $MPI $DLTRAIN 
     --allreduce ring --metrics "$TMPDIR_TEST/m4.jsonl" --dump-weights "$TMPDIR_TEST/w4.bin"
 compare "$TMPDIR_TEST/m1.jsonl" "$TMPDIR_TEST/w1.bin" "$TMPDIR_TEST/m4.jsonl" "$TMPDIR_TEST/w4.bin"
 tap_result $? "many small buckets sent during backward give the same training"
+
+expect_status 0 "4 ranks, allreduce after backward (--no-overlap)" -- $MPI $DLTRAIN $BASE --no-overlap \
+    --bucket-bytes 64K --allreduce ring --metrics "$TMPDIR_TEST/m4.jsonl" --dump-weights "$TMPDIR_TEST/w4.bin"
+compare "$TMPDIR_TEST/m1.jsonl" "$TMPDIR_TEST/w1.bin" "$TMPDIR_TEST/m4.jsonl" "$TMPDIR_TEST/w4.bin"
+tap_result $? "--no-overlap gives the same training"
+
+# Rank counts that are not powers of two: each rank's slice of a batch of
+# 64 is uneven, so its gradient's share of the sum is too.
+for run in "3 rabenseifner" "3 recursive_doubling --no-overlap" "6 ring" "6 tree --no-overlap"; do
+    set -- $run
+    expect_status 0 "$1 ranks, --allreduce $2${3:+ $3}" -- mpirun --oversubscribe -np $1 $DLTRAIN $BASE --allreduce $2 $3 \
+        --bucket-bytes 64K --metrics "$TMPDIR_TEST/mp.jsonl" --dump-weights "$TMPDIR_TEST/wp.bin"
+    compare "$TMPDIR_TEST/m1.jsonl" "$TMPDIR_TEST/w1.bin" "$TMPDIR_TEST/mp.jsonl" "$TMPDIR_TEST/wp.bin"
+    tap_result $? "$1 ranks with $2 ${3:-overlapping backward} equal 1 rank x batch 64 (within 1e-5)"
+done
 
 # Synchronised batch normalisation: statistics over the global batch.
 cat > "$TMPDIR_TEST/bn.yaml" <<'YAML'

@@ -13,6 +13,8 @@ int dl_cli_bench(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "conv") == 0)
         return dl_cli_bench_conv(argc - 1, argv + 1);
     FILE *f = argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr;
+    if (f == stderr && argc >= 2)
+        fprintf(stderr, "dltrain bench: unknown benchmark '%s' (expected comm, step or conv)\n", argv[1]);
     fputs("Usage: dltrain bench comm [options]   allreduce algorithms and gradient codecs\n"
           "       dltrain bench step --net FILE [--batch N] [--threads N]\n"
           "                                      training-step time per layer, samples/s, GFLOP/s\n"

@@ -463,7 +463,7 @@ int dl_cli_bench_comm(int argc, char **argv)
         return status;
     struct dl_error err = {0};
     if (dl_comm_open(comm, &argc, &argv, &b.c, &err) != DL_OK) {
-        fprintf(stderr, "%s: %s\n", PROG, err.msg);
+        fprintf(stderr, "%s: %s%s\n", PROG, err.code == DL_ERR_SPEC ? "--comm: " : "", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
     int cached = 0;

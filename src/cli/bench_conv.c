@@ -270,7 +270,8 @@ int dl_cli_bench_conv(int argc, char **argv)
         case OPT_REPEATS:
         case DL_OPT_BATCH:
             if (parse_ints(optarg, iv, 1) != 1 || iv[0] < 1) {
-                fprintf(stderr, "dltrain bench conv: expected a positive integer, found '%s'\n", optarg);
+                fprintf(stderr, "dltrain bench conv: --%s: expected a positive integer, found '%s'\n",
+                        opt == OPT_ROWS ? "rows" : opt == OPT_REPEATS ? "repeats" : "batch", optarg);
                 return 2;
             }
             *(opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &no.tune.repeats) = iv[0];

@@ -39,13 +39,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int parse_count(const char *opt, const char *s, int *out)
+static int parse_count(const char *opt, const char *s, long min, int *out)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < 0 || v > 100000) {
-        fprintf(stderr, "dltrain bench step: --%s: expected an integer in [0, 100000], found '%s'\n", opt, s);
+    if (!*s || *end || errno || v < min || v > 100000) {
+        fprintf(stderr, "dltrain bench step: --%s: expected an integer in [%ld, 100000], found '%s'\n", opt, min, s);
         return 2;
     }
     *out = (int)v;
@@ -85,16 +85,14 @@ int dl_cli_bench_step(int argc, char **argv)
         if (r > 0)
             continue;
         switch (opt) {
-        case OPT_STEPS: if (parse_count("steps", optarg, &steps)) return 2; break;
-        case OPT_WARMUP: if (parse_count("warmup", optarg, &warmup)) return 2; break;
+        case OPT_STEPS: if (parse_count("steps", optarg, 1, &steps)) return 2; break;
+        case OPT_WARMUP: if (parse_count("warmup", optarg, 0, &warmup)) return 2; break;
         case OPT_NO_PEAK: peak = 0; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain bench step"); return 0;
         default: fprintf(stderr, "Try 'dltrain bench step --help'.\n"); return 2;
         }
     }
-    if (steps < 1)
-        steps = 1;
     struct dl_net net;
     int status = dl_net_options_load(&no, &net, "dltrain bench step");
     if (status)

@@ -9,9 +9,15 @@
 
 int dl_cli_help(int argc, char **argv)
 {
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs("Usage: dltrain help layers\n", stdout);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "layers") != 0) {
-        fputs("Usage: dltrain help layers\n", argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        if (argc >= 2)
+            fprintf(stderr, "dltrain help: unknown topic '%s' (expected layers)\n", argv[1]);
+        fputs("Usage: dltrain help layers\n", stderr);
+        return 2;
     }
     fputs("Every layer also takes these keys:\n"
           "  name     its name (default: type and a count)\n"

@@ -230,6 +230,27 @@ static const char *resolve_net(const char *path, char *buf, size_t size)
     return access(buf, R_OK) == 0 ? buf : path;
 }
 
+/* Every --kernel choice names all, an op kind, or a layer of this network
+ * whose op the kernel serves (dl_kernel_choice_add could only check the
+ * first two: layer names are known once the network is loaded). */
+static int check_kernel_choices(const struct dl_graph *g, const struct dl_kernel_choices *ch, struct dl_error *err)
+{
+    for (int c = 0; c < ch->n; c++) {
+        if (strcmp(ch->key[c], "all") == 0 || dl_op_find(ch->key[c]))
+            continue;
+        int i = 0;
+        while (i < g->n && strcmp(g->layers[i].name, ch->key[c]) != 0)
+            i++;
+        if (i == g->n)
+            return dl_errorf(err, DL_ERR_SPEC, "--kernel %s=%s: '%s' is neither an op kind nor a layer of this "
+                             "network", ch->key[c], ch->name[c], ch->key[c]);
+        if (!dl_kernel_find(g->layers[i].kind, ch->name[c]))
+            return dl_errorf(err, DL_ERR_SPEC, "--kernel %s=%s: kernel '%s' cannot run layer '%s' (%s)", ch->key[c],
+                             ch->name[c], ch->name[c], ch->key[c], g->layers[i].kind->name);
+    }
+    return DL_OK;
+}
+
 int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog)
 {
     struct dl_error err = {0};
@@ -243,6 +264,8 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
         rc = apply(net, o->codes[i], o->values[i], &err);
     if (!rc && net->train.optim.nesterov && (net->train.optim.kind != DL_OPTIM_SGD || net->train.optim.momentum <= 0))
         rc = dl_errorf(&err, DL_ERR_SPEC, "--nesterov needs the sgd optimizer with momentum > 0");
+    if (!rc)
+        rc = check_kernel_choices(&net->graph, &o->kernels, &err);
     if (rc) {
         fprintf(stderr, "%s: %s\n", prog, err.msg);
         if (net->doc)

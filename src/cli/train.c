@@ -297,12 +297,15 @@ int dl_cli_train(int argc, char **argv)
         }
         case OPT_STALL_WARNING: bad = parse_seconds("--stall-warning", optarg, &to.parallel.stall_warning_s); break;
         case OPT_STALL_TIMEOUT: bad = parse_seconds("--stall-timeout", optarg, &to.parallel.stall_timeout_s); break;
-        case OPT_SLOW_RANK:
-            if (sscanf(optarg, "%d:%lf", &to.parallel.slow_rank, &to.parallel.slow_rank_ms) != 2) {
+        case OPT_SLOW_RANK: {
+            int used = 0;
+            if (sscanf(optarg, "%d:%lf%n", &to.parallel.slow_rank, &to.parallel.slow_rank_ms, &used) != 2 ||
+                optarg[used]) {
                 fprintf(stderr, "dltrain: --debug-slow-rank: expected RANK:MILLISECONDS, found '%s'\n", optarg);
                 bad = 1;
             }
             break;
+        }
         case OPT_HOLD_AT_STEP: bad = parse_count("--debug-hold-at-step", optarg, 1, 1L << 40, &to.hold_at_step); break;
         case OPT_DUMP_WEIGHTS: to.dump_weights = optarg; break;
         case OPT_CKPT_DIR: to.checkpoint_dir = optarg; break;
@@ -346,7 +349,7 @@ int dl_cli_train(int argc, char **argv)
     p.net_path = no.net_path;
     struct dl_comm *comm = NULL;
     if (dl_comm_open(comm_name, &argc, &argv, &comm, &err)) {
-        fprintf(stderr, "dltrain: %s\n", err.msg);
+        fprintf(stderr, "dltrain: %s%s\n", err.code == DL_ERR_SPEC ? "--comm: " : "", err.msg);
         dl_net_free(&net);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }

@@ -98,6 +98,11 @@ const float *dl_codec_residual(const struct dl_codec_state *st)
     return st->residual;
 }
 
+const float *dl_codec_server_residual(const struct dl_codec_state *st)
+{
+    return st->server_residual;
+}
+
 void dl_bits_put(unsigned char *out, size_t i, int bits, uint32_t code)
 {
     size_t bit = i * (size_t)bits;

@@ -59,6 +59,12 @@ int dl_codec_state_create(const struct dl_codec_spec *spec, size_t n, uint64_t s
 void dl_codec_state_free(struct dl_codec_state *st);
 /* The error feedback (n floats) kept for the next step (read-only view). */
 const float *dl_codec_residual(const struct dl_codec_state *st);
+/* The error feedback of the summed block this rank re-encodes (dense codecs:
+ * n floats, of which this rank's block of dl_compressed_allreduce is used,
+ * zeros elsewhere; all zeros for top-k).  With dl_codec_residual it makes the
+ * codec's invariant checkable: over any number of steps, the sum of the
+ * outputs plus every rank's two residuals equals the sum of the inputs. */
+const float *dl_codec_server_residual(const struct dl_codec_state *st);
 
 /* Sums buf[0..n) over the ranks of c through the codec of st (n must equal
  * the state's size) and adds this rank's compression error to the next

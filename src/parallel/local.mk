@@ -12,3 +12,12 @@ libdltrain_a_SOURCES += \
 	src/parallel/grid.c src/parallel/grid.h \
 	src/parallel/schedule.c src/parallel/schedule.h src/parallel/schedule_check.c
 
+# The strategies driven directly under mpirun against their serial
+# counterparts (tests/test_strategy_mpi.c, run by test_strategy_mpi.sh).
+if HAVE_MPI
+check_PROGRAMS += tests/test_strategy_mpi
+tests_test_strategy_mpi_SOURCES = tests/test_strategy_mpi.c tests/mpi_report.c tests/mpi_report.h
+tests_test_strategy_mpi_LDADD = libdltrain.a $(DL_LIBS)
+endif
+TESTS += tests/test_strategy_mpi.sh
+EXTRA_DIST += tests/test_strategy_mpi.sh

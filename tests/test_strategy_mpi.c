@@ -1,0 +1,651 @@
+/* test_strategy_mpi.c: the consistency strategies of src/parallel driven
+ * directly, on a small real network (conv, batch norm, relu, fc) and real MPI
+ * processes (test_strategy_mpi.sh runs it at several rank counts), each
+ * against its exact serial counterpart:
+ *   sync         after every step, the weights equal one serial optimizer
+ *                step on the sum of the ranks' gradients, each scaled by its
+ *                share of the global batch (uneven local batches); also with
+ *                tiny buckets and no overlap, and with momentum correction
+ *                through a codec that loses nothing (topk:1);
+ *   local-sgd:K  between averages every rank steps as a serial optimizer on
+ *                its own gradients would; every K steps and at the end the
+ *                weights and batch-norm statistics are the ranks' mean;
+ *   ssp:S/async  (one and two servers, a slowed worker) every server's
+ *                weights equal a serial replay of the gradients the workers
+ *                sent, in the order the server applied them, through the
+ *                same optimizer; every answer a worker got is a state of that
+ *                replay at or after its own update; rank 0 ends with the
+ *                replayed weights and the first worker's statistics; and,
+ *                from the workers' own clocks, no worker ever received its
+ *                step-c answer before every other worker had sent step c-S.
+ * Rank 0 prints "ok - ..." lines (tests/mpi_report.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/allreduce.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "exec/exec.h"
+#include "mpi_report.h"
+#include "parallel/param_server.h"
+#include "parallel/strategy.h"
+#include "spec/netfile.h"
+
+#define CLASSES 4
+
+/* An optimizer: a short name for the messages, and the network file's text. */
+struct optimizer {
+    const char *name, *yaml;
+};
+
+static const struct optimizer SGD = {"sgd with momentum", "{type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.01}"};
+static const struct optimizer NESTEROV = {"nesterov",
+                                          "{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.01}"};
+static const struct optimizer ADAM = {"adam", "{type: adam, lr: 0.01, weight_decay: 0.01}"};
+#define FEPS 5.9604644775390625e-8 /* float rounding unit, 2^-24 */
+
+static struct dl_comm *world;
+
+static const char *const NET_TEMPLATE =
+    "input: {shape: [2, 6, 6], classes: 4}\n"
+    "layers:\n"
+    "  - {name: conv, type: conv, filters: 3, kernel: 3, pad: 1}\n"
+    "  - {name: bn, type: batchnorm}\n"
+    "  - {type: relu}\n"
+    "  - {name: fc, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n"
+    "train: {batch: 16, seed: 5, optimizer: %s}\n";
+
+/* One rank's model: the network, its executor (weights from seed 5, the
+ * same on every rank) and an optimizer. */
+struct model {
+    struct dl_net net;
+    struct dl_exec e;
+    struct dl_optim opt;
+    float *x;
+    int *y;
+};
+
+static int model_open(struct model *m, const struct optimizer *optimizer, char *detail, size_t dlen)
+{
+    char text[1024];
+    snprintf(text, sizeof text, NET_TEMPLATE, optimizer->yaml);
+    struct dl_error err = {0};
+    memset(m, 0, sizeof *m);
+    int rc = dl_net_load_string("strategy.yaml", text, &m->net, &err);
+    if (!rc)
+        rc = dl_exec_init(&m->e, &m->net.graph, m->net.train.batch, m->net.train.seed, NULL, &err);
+    if (!rc)
+        rc = dl_optim_init(&m->opt, &m->net.train.optim, m->e.n_weights, &err);
+    m->x = malloc(sizeof *m->x * (size_t)m->net.train.batch * 72);
+    m->y = malloc(sizeof *m->y * (size_t)m->net.train.batch);
+    if (rc)
+        snprintf(detail, dlen, "set-up: %s", err.msg);
+    return rc;
+}
+
+static void model_close(struct model *m)
+{
+    dl_optim_free(&m->opt);
+    dl_exec_free(&m->e);
+    dl_net_free(&m->net);
+    free(m->x);
+    free(m->y);
+}
+
+/* Forward and backward of b samples that only (who, step) decide; the
+ * strategy's begin must come first (sync hands buckets over during
+ * backward). */
+static void forward_backward(struct model *m, int who, long step, int b)
+{
+    struct dl_rng r;
+    dl_rng_seed(&r, 1000003u * (uint64_t)(who + 1) + (uint64_t)step);
+    for (int i = 0; i < b * 72; i++)
+        m->x[i] = (float)dl_rng_normal(&r);
+    for (int i = 0; i < b; i++)
+        m->y[i] = (int)dl_rng_below(&r, CLASSES);
+    dl_exec_forward(&m->e, m->x, m->y, b, 1);
+    dl_exec_backward(&m->e);
+}
+
+static float *copy_of(const float *v, long n)
+{
+    float *c = malloc(sizeof *c * (size_t)(n > 0 ? n : 1));
+    memcpy(c, v, sizeof *c * (size_t)n);
+    return c;
+}
+
+/* Every rank's n floats, rank after rank (malloc'ed), or NULL on failure. */
+static float *gather(const float *v, long n)
+{
+    struct dl_error err;
+    float *all = malloc(sizeof *all * (size_t)(n > 0 ? n : 1) * (size_t)world->size);
+    if (all && world->ops->allgather(world, v, all, sizeof *v * (size_t)n, &err) != DL_OK) {
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The model, the strategy of po on it, and a serial optimizer of the same
+ * kind for the counterpart; returns a status (detail says what failed). */
+static int strategy_open(struct model *m, const struct optimizer *optimizer, const struct dl_parallel_opts *po,
+                         struct dl_strategy **s, struct dl_optim *serial, char *detail, size_t dlen)
+{
+    struct dl_error err = {0};
+    int rc = model_open(m, optimizer, detail, dlen);
+    if (!rc)
+        rc = dl_strategy_create(world, &m->e, &m->opt, po, 5, NULL, NULL, s, &err);
+    if (!rc)
+        rc = dl_optim_init(serial, &m->net.train.optim, m->e.n_weights, &err);
+    if (rc && !*detail)
+        snprintf(detail, dlen, "%s", err.msg);
+    return rc;
+}
+
+static double lr_at_step(long step)
+{
+    return 0.05 / (1.0 + 0.1 * (double)step);
+}
+
+/* ------------------------------------------------------------------ sync */
+
+static int local_batch(int rank)
+{
+    return 2 + rank % 3;
+}
+
+/* T steps of the sync strategy under po, each compared with the serial
+ * optimizer step on the batch-weighted sum of every rank's gradient. */
+static void check_sync(const char *title, const struct optimizer *optimizer, struct dl_parallel_opts po)
+{
+    enum { T = 6 };
+    int p = world->size, me = world->rank, global = 0;
+    for (int r = 0; r < p; r++)
+        global += local_batch(r);
+    char detail[1200] = "", what[300];
+    struct model m;
+    struct dl_error err = {0};
+    struct dl_strategy *s = NULL;
+    struct dl_optim serial = {0};
+    int rc = strategy_open(&m, optimizer, &po, &s, &serial, detail, sizeof detail);
+    long n = m.e.n_weights;
+    float *ws = rc ? NULL : copy_of(m.e.weights, n), *sum = malloc(sizeof *sum * (size_t)(n > 0 ? n : 1));
+    double worst = 0, worst_loss = 0;
+    int same = 1;
+    for (long step = 1; step <= T && !rc; step++) {
+        int b = local_batch(me);
+        /* This rank's gradient, first without the strategy: with overlap,
+         * its buckets are summed in place while backward goes on. */
+        dl_exec_zero_grad(&m.e);
+        forward_backward(&m, me, step, b);
+        float *g = gather(m.e.dweights, n), loss = (float)dl_exec_loss_sum(&m.e), *losses = gather(&loss, 1);
+        dl_exec_zero_grad(&m.e);
+        rc = s->ops->begin(s, b, global, &err);
+        forward_backward(&m, me, step, b);
+        double metrics[DL_STEP_METRICS] = {dl_exec_loss_sum(&m.e), dl_exec_correct(&m.e), 0, 0};
+        struct dl_step_stats st = {0};
+        if (!rc)
+            rc = s->ops->finish(s, step, lr_at_step(step), metrics, &st, &err);
+        if (rc || !g || !losses) {
+            snprintf(detail, sizeof detail, "step %ld: %s", step, rc ? err.msg : "allgather failed");
+            rc = rc ? rc : DL_ERR_COMM;
+        }
+        /* the serial step on sum_r (b_r / B) g_r, summed in double */
+        for (long i = 0; !rc && i < n; i++) {
+            double acc = 0;
+            for (int r = 0; r < p; r++)
+                acc += (double)local_batch(r) / global * g[(size_t)r * (size_t)n + (size_t)i];
+            sum[i] = (float)acc;
+        }
+        double want_loss = 0;
+        for (int r = 0; !rc && r < p; r++)
+            want_loss += losses[r];
+        if (!rc) {
+            dl_optim_step(&serial, lr_at_step(step), ws, sum);
+            double d = 0, scale = 1e-30;
+            for (long i = 0; i < n; i++) {
+                d = fmax(d, fabs((double)m.e.weights[i] - ws[i]));
+                scale = fmax(scale, fabs((double)ws[i]));
+            }
+            worst = fmax(worst, d / scale);
+            worst_loss = fmax(worst_loss, fabs(metrics[0] - want_loss) / fabs(want_loss));
+            float *all = gather(m.e.weights, n);
+            for (int r = 0; all && r < p; r++)
+                same = same && memcmp(all + (size_t)r * (size_t)n, m.e.weights, sizeof *all * (size_t)n) == 0;
+            same = same && all;
+            free(all);
+        }
+        free(g);
+        free(losses);
+    }
+    if (!rc)
+        rc = s->ops->end(s, &err);
+    /* The serial step is summed in double and the strategy in float over
+     * the ranks' order: 1e-5 of the largest weight over 6 steps (measured
+     * up to 1e-7); a gradient scaled by 1/p instead of b/B, a lost bucket or
+     * a wrong momentum is 1e-3 or more. */
+    int ok = !rc && same && worst <= 1e-5 && worst_loss <= 1e-6;
+    if (!rc && !same)
+        snprintf(detail, sizeof detail, "the ranks hold different weights");
+    else if (!rc && !ok)
+        snprintf(detail, sizeof detail, "weights %.3g (of the largest) from the serial step, loss sum %.3g", worst,
+                 worst_loss);
+    snprintf(what, sizeof what, "sync, %s, %s: %d steps equal the serial optimizer on the summed gradient "
+             "(within %.2g), same weights on every rank, summed metrics", title, optimizer->name, T, worst);
+    mpi_report(world, ok, what, detail);
+    free(ws);
+    free(sum);
+    dl_optim_free(&serial);
+    dl_strategy_free(s);
+    model_close(&m);
+}
+
+/* ------------------------------------------------------------- local SGD */
+
+/* |got - mean of the ranks' values| within the rounding of a float sum over
+ * p ranks and a scaling by 1/p; returns the worst ratio to that bound. */
+static double mean_error(const float *got, const float *all, long n, int p)
+{
+    double worst = 0;
+    for (long i = 0; i < n; i++) {
+        double mean = 0, mag = 0;
+        for (int r = 0; r < p; r++) {
+            mean += all[(size_t)r * (size_t)n + (size_t)i];
+            mag += fabs(all[(size_t)r * (size_t)n + (size_t)i]);
+        }
+        mean /= p;
+        double bound = ((double)p * p + 2) * FEPS * mag / p + 1e-30;
+        worst = fmax(worst, fabs(got[i] - mean) / bound);
+    }
+    return worst;
+}
+
+static int same_floats(const float *a, const float *b, long n)
+{
+    return n == 0 || memcmp(a, b, sizeof *a * (size_t)n) == 0;
+}
+
+/* local-sgd:k over 2k+1 steps (the last, partial round is averaged by end). */
+static void check_local_sgd(int k, const struct optimizer *optimizer)
+{
+    int p = world->size, me = world->rank;
+    long steps = 2L * k + 1;
+    char detail[1200] = "", what[300];
+    struct model m;
+    struct dl_error err = {0};
+    struct dl_strategy *s = NULL;
+    struct dl_optim serial = {0};
+    struct dl_parallel_opts po = {.consistency = DL_CONS_LOCAL_SGD, .local_steps = k, .allreduce = "auto"};
+    int rc = strategy_open(&m, optimizer, &po, &s, &serial, detail, sizeof detail);
+    long n = m.e.n_weights, ns = m.e.n_state;
+    float *ws = rc ? NULL : copy_of(m.e.weights, n), *state = NULL;
+    double worst = 0;
+    int local_ok = 1, metrics_ok = 1, averages = 0;
+    for (long step = 1; step <= steps + 1 && !rc; step++) {
+        int last = step == steps + 1; /* end(), not a step */
+        double metrics[DL_STEP_METRICS] = {0};
+        if (!last) {
+            dl_exec_zero_grad(&m.e);
+            rc = s->ops->begin(s, 4, 4 * p, &err);
+            forward_backward(&m, me, step, 4);
+            free(state);
+            state = copy_of(m.e.state, ns); /* this rank's statistics before any average */
+            dl_optim_step(&serial, lr_at_step(step), ws, m.e.dweights);
+            metrics[0] = dl_exec_loss_sum(&m.e);
+            metrics[2] = me == p - 1;
+            struct dl_step_stats st = {0};
+            float loss = (float)metrics[0], *losses = gather(&loss, 1);
+            if (!rc)
+                rc = s->ops->finish(s, step, lr_at_step(step), metrics, &st, &err);
+            double want = 0;
+            for (int r = 0; losses && r < p; r++)
+                want += losses[r];
+            metrics_ok = metrics_ok && losses && fabs(metrics[0] - want) <= 1e-6 * fabs(want) && metrics[2] == 1;
+            free(losses);
+        } else {
+            rc = s->ops->end(s, &err);
+        }
+        if (rc) {
+            snprintf(detail, sizeof detail, "step %ld: %s", step, err.msg);
+            break;
+        }
+        int averaged = last ? steps % k != 0 : step % k == 0;
+        if (!averaged) {
+            local_ok = local_ok && same_floats(m.e.weights, ws, n) && same_floats(m.e.state, state, ns);
+            continue;
+        }
+        averages++;
+        float *all_w = gather(ws, n), *all_s = gather(state, ns);
+        if (!all_w || !all_s) {
+            rc = DL_ERR_COMM;
+            snprintf(detail, sizeof detail, "allgather failed");
+        } else {
+            worst = fmax(worst, mean_error(m.e.weights, all_w, n, p));
+            worst = fmax(worst, mean_error(m.e.state, all_s, ns, p));
+        }
+        /* the serial replay goes on from the average */
+        memcpy(ws, m.e.weights, sizeof *ws * (size_t)n);
+        memcpy(state, m.e.state, sizeof *state * (size_t)ns);
+        free(all_w);
+        free(all_s);
+    }
+    int want_averages = (int)(steps / k) + (steps % k != 0);
+    int ok = !rc && local_ok && metrics_ok && worst <= 1 && averages == want_averages;
+    if (!rc && !ok)
+        snprintf(detail, sizeof detail, "%s%s%d averages (expected %d), %.3g of the rounding bound from the mean",
+                 local_ok ? "" : "local steps differ from the serial optimizer; ",
+                 metrics_ok ? "" : "metrics not summed over the ranks; ", averages, want_averages, worst);
+    snprintf(what, sizeof what, "local-sgd:%d, %s: local steps equal the serial optimizer, weights and batch-norm "
+             "statistics are the ranks' mean at every average (%.2f of the rounding bound)", k, optimizer->name,
+             worst);
+    mpi_report(world, ok, what, detail);
+    free(ws);
+    free(state);
+    dl_optim_free(&serial);
+    dl_strategy_free(s);
+    model_close(&m);
+}
+
+/* ------------------------------------------------------ parameter server */
+
+enum { PS_STEPS = 10, PS_BATCH = 4, PS_SLOW_MS = 15 };
+enum { TAG_GRADS = 9301, TAG_ANSWERS, TAG_LOSSES, TAG_TIMES, TAG_STATE, TAG_SHARD };
+
+struct ps_log {
+    long count;
+    struct dl_ps_update u[64 * PS_STEPS];
+};
+
+static void ps_record(void *ctx, const struct dl_ps_update *u)
+{
+    struct ps_log *log = ctx;
+    if (log->count < (long)(sizeof log->u / sizeof log->u[0]))
+        log->u[log->count] = *u;
+    log->count++;
+}
+
+static double ps_lr(void *ctx, long update)
+{
+    return 0.05 / (1.0 + 0.05 * (double)update);
+}
+
+/* What every worker recorded: its gradients and the weights it got back
+ * per step (PS_STEPS x n floats each), its losses, and when it sent and got
+ * each step (CLOCK_MONOTONIC, common to the processes of one machine). */
+struct ps_worker_log {
+    float *grads, *answers;
+    double loss[PS_STEPS], sent[PS_STEPS], got[PS_STEPS];
+};
+
+/* Server side of the check: replays the updates of log on this server's
+ * shard of w0 and compares with what the server holds and what every
+ * worker got.  Returns 1 when everything matches. */
+static int ps_replay(const struct model *m, const float *w0, const struct ps_log *log, int servers,
+                     struct ps_worker_log *wl, int workers, float *replayed, char *detail, size_t dlen)
+{
+    long n = m->e.n_weights, lo = (long)dl_block_lo((size_t)n, servers, world->rank),
+         hi = (long)dl_block_lo((size_t)n, servers, world->rank + 1), len = hi - lo;
+    long updates = (long)workers * PS_STEPS;
+    if (log->count != updates) {
+        snprintf(detail, dlen, "server %d applied %ld updates, expected %ld", world->rank, log->count, updates);
+        return 0;
+    }
+    long pos[64][PS_STEPS];
+    long next[64] = {0};
+    for (long u = 0; u < updates; u++) {
+        const struct dl_ps_update *up = &log->u[u];
+        if (up->worker < 0 || up->worker >= workers || up->clock != next[up->worker] + 1) {
+            snprintf(detail, dlen, "update %ld: worker %d clock %ld out of order", u, up->worker, up->clock);
+            return 0;
+        }
+        pos[up->worker][next[up->worker]++] = u;
+        double want = wl[up->worker].loss[up->clock - 1] / PS_BATCH;
+        if (up->batch != PS_BATCH || up->loss != want) {
+            snprintf(detail, dlen, "update %ld: loss %.9g batch %d, the worker had %.9g and %d", u, up->loss,
+                     up->batch, want, PS_BATCH);
+            return 0;
+        }
+    }
+    struct dl_optim opt;
+    struct dl_error err;
+    if (dl_optim_init(&opt, &m->net.train.optim, len, &err)) {
+        snprintf(detail, dlen, "%s", err.msg);
+        return 0;
+    }
+    float *snap = malloc(sizeof *snap * (size_t)(len > 0 ? len : 1) * (size_t)(updates + 1));
+    memcpy(replayed, w0 + lo, sizeof *replayed * (size_t)len);
+    for (long u = 0; u < updates; u++) {
+        const struct dl_ps_update *up = &log->u[u];
+        const float *g = wl[up->worker].grads + (size_t)(up->clock - 1) * (size_t)n + (size_t)lo;
+        dl_optim_step(&opt, ps_lr(NULL, u), replayed, g);
+        memcpy(snap + (size_t)u * (size_t)len, replayed, sizeof *snap * (size_t)len);
+    }
+    dl_optim_free(&opt);
+    int ok = same_floats(m->e.weights + lo, replayed, len);
+    if (!ok)
+        snprintf(detail, dlen, "server %d: its weights differ from the serial replay of the %ld updates",
+                 world->rank, updates);
+    /* Each answer: a replay state at or after the worker's own update,
+     * never older than the previous answer's. */
+    for (int w = 0; ok && w < workers; w++) {
+        long at = 0;
+        for (int c = 0; ok && c < PS_STEPS; c++) {
+            const float *got = wl[w].answers + (size_t)c * (size_t)n + (size_t)lo;
+            long u = pos[w][c] > at ? pos[w][c] : at;
+            while (u < updates && !same_floats(snap + (size_t)u * (size_t)len, got, len))
+                u++;
+            if (u == updates) {
+                snprintf(detail, dlen, "server %d: worker %d's step-%d answer is no state of the replay after "
+                         "its update %ld", world->rank, w, c + 1, pos[w][c]);
+                ok = 0;
+            }
+            at = u;
+        }
+    }
+    free(snap);
+    return ok;
+}
+
+/* From the workers' clocks: the largest lead any worker had, c minus the
+ * fewest steps another worker had sent when it got its step-c answer. */
+static int ps_lead(const struct ps_worker_log *wl, int workers)
+{
+    int lead = 0;
+    for (int i = 0; i < workers; i++)
+        for (int c = 1; c <= PS_STEPS; c++)
+            for (int j = 0; j < workers; j++) {
+                if (j == i)
+                    continue;
+                int sent = 0;
+                while (sent < PS_STEPS && wl[j].sent[sent] < wl[i].got[c - 1])
+                    sent++;
+                lead = c - sent > lead ? c - sent : lead;
+            }
+    return lead;
+}
+
+static void check_param_server(int servers, int staleness, const struct optimizer *optimizer)
+{
+    int p = world->size, me = world->rank, workers = p - servers, slow = p - 1;
+    char detail[1200] = "", what[300], mode[32];
+    if (staleness >= 0)
+        snprintf(mode, sizeof mode, "ssp:%d", staleness);
+    else
+        snprintf(mode, sizeof mode, "async");
+    if (workers < 1 || workers > 64)
+        return;
+    struct model m;
+    struct dl_error err = {0};
+    int rc = model_open(&m, optimizer, detail, sizeof detail);
+    long n = m.e.n_weights;
+    float *w0 = rc ? NULL : copy_of(m.e.weights, n);
+    struct dl_parallel_opts po = {.consistency = staleness >= 0 ? DL_CONS_SSP : DL_CONS_ASYNC,
+                                  .staleness = staleness, .ps_servers = servers};
+    struct ps_log *log = calloc(1, sizeof *log);
+    struct ps_worker_log mine = {0};
+    int server = dl_ps_is_server(&po, me);
+    if (!rc && server) {
+        struct dl_ps_server_args a = {.comm = world, .exec = &m.e, .optim = &m.net.train.optim,
+                                      .servers = servers, .staleness = staleness, .lr_at = ps_lr,
+                                      .on_update = ps_record, .update_ctx = log};
+        struct dl_ps_result res;
+        rc = dl_ps_serve(&a, &res, &err);
+    } else if (!rc) {
+        struct dl_strategy *s = NULL;
+        mine.grads = malloc(sizeof(float) * (size_t)n * PS_STEPS);
+        mine.answers = malloc(sizeof(float) * (size_t)n * PS_STEPS);
+        rc = dl_strategy_create(world, &m.e, &m.opt, &po, 5, NULL, NULL, &s, &err);
+        for (long c = 1; c <= PS_STEPS && !rc; c++) {
+            dl_exec_zero_grad(&m.e);
+            rc = s->ops->begin(s, PS_BATCH, PS_BATCH * workers, &err);
+            forward_backward(&m, me, c, PS_BATCH);
+            memcpy(mine.grads + (size_t)(c - 1) * (size_t)n, m.e.dweights, sizeof(float) * (size_t)n);
+            mine.loss[c - 1] = dl_exec_loss_sum(&m.e);
+            if (me == slow && workers > 1)
+                nanosleep(&(struct timespec){0, PS_SLOW_MS * 1000000L}, NULL);
+            double metrics[DL_STEP_METRICS] = {0};
+            struct dl_step_stats st = {0};
+            mine.sent[c - 1] = now_s();
+            if (!rc)
+                rc = s->ops->finish(s, c, 0.0, metrics, &st, &err);
+            mine.got[c - 1] = now_s();
+            memcpy(mine.answers + (size_t)(c - 1) * (size_t)n, m.e.weights, sizeof(float) * (size_t)n);
+        }
+        if (!rc)
+            rc = s->ops->end(s, &err);
+        dl_strategy_free(s);
+    }
+    if (rc) {
+        snprintf(detail, sizeof detail, "%s", err.msg);
+        world->ops->abort(world, 1); /* the others would wait forever */
+    }
+    /* Every worker hands its record to every server, and its clocks to rank 0. */
+    struct ps_worker_log *wl = calloc((size_t)workers, sizeof *wl);
+    for (int w = 0; w < workers; w++)
+        if (server) {
+            wl[w].grads = malloc(sizeof(float) * (size_t)n * PS_STEPS);
+            wl[w].answers = malloc(sizeof(float) * (size_t)n * PS_STEPS);
+            size_t bytes = sizeof(float) * (size_t)n * PS_STEPS;
+            rc = rc ? rc : world->ops->recv(world, wl[w].grads, bytes, servers + w, TAG_GRADS, &err);
+            rc = rc ? rc : world->ops->recv(world, wl[w].answers, bytes, servers + w, TAG_ANSWERS, &err);
+            rc = rc ? rc : world->ops->recv(world, wl[w].loss, sizeof wl[w].loss, servers + w, TAG_LOSSES, &err);
+            if (me == 0) {
+                rc = rc ? rc : world->ops->recv(world, wl[w].sent, sizeof wl[w].sent, servers + w, TAG_TIMES, &err);
+                rc = rc ? rc : world->ops->recv(world, wl[w].got, sizeof wl[w].got, servers + w, TAG_TIMES, &err);
+            }
+        } else if (me == servers + w) {
+            size_t bytes = sizeof(float) * (size_t)n * PS_STEPS;
+            for (int sv = 0; sv < servers && !rc; sv++) {
+                rc = world->ops->send(world, mine.grads, bytes, sv, TAG_GRADS, &err);
+                rc = rc ? rc : world->ops->send(world, mine.answers, bytes, sv, TAG_ANSWERS, &err);
+                rc = rc ? rc : world->ops->send(world, mine.loss, sizeof mine.loss, sv, TAG_LOSSES, &err);
+            }
+            rc = rc ? rc : world->ops->send(world, mine.sent, sizeof mine.sent, 0, TAG_TIMES, &err);
+            rc = rc ? rc : world->ops->send(world, mine.got, sizeof mine.got, 0, TAG_TIMES, &err);
+        }
+    /* The first worker's batch-norm statistics are the ones rank 0 ends with. */
+    long ns = m.e.n_state;
+    float *first_state = malloc(sizeof(float) * (size_t)(ns > 0 ? ns : 1));
+    if (!rc && me == servers)
+        rc = world->ops->send(world, m.e.state, sizeof(float) * (size_t)ns, 0, TAG_STATE, &err);
+    if (!rc && me == 0)
+        rc = world->ops->recv(world, first_state, sizeof(float) * (size_t)ns, servers, TAG_STATE, &err);
+    int ok = !rc;
+    if (rc)
+        snprintf(detail, sizeof detail, "exchanging the records: %s", err.msg);
+    float *replayed = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (ok && server)
+        ok = ps_replay(&m, w0, log, servers, wl, workers, replayed, detail, sizeof detail);
+    /* Rank 0 holds every server's replayed shard at the end. */
+    for (int sv = 1; sv < servers; sv++) {
+        long lo = (long)dl_block_lo((size_t)n, servers, sv), hi = (long)dl_block_lo((size_t)n, servers, sv + 1);
+        if (me == sv)
+            rc = world->ops->send(world, replayed, sizeof(float) * (size_t)(hi - lo), 0, TAG_SHARD, &err);
+        if (me == 0) {
+            float *shard = malloc(sizeof(float) * (size_t)(hi - lo > 0 ? hi - lo : 1));
+            rc = world->ops->recv(world, shard, sizeof(float) * (size_t)(hi - lo), sv, TAG_SHARD, &err);
+            if (ok && (rc || !same_floats(m.e.weights + lo, shard, hi - lo))) {
+                ok = 0;
+                snprintf(detail, sizeof detail, "rank 0's final weights lack server %d's replayed shard", sv);
+            }
+            free(shard);
+        }
+    }
+    if (ok && me == 0 && !same_floats(m.e.state, first_state, ns)) {
+        ok = 0;
+        snprintf(detail, sizeof detail, "rank 0's final batch-norm statistics are not the first worker's");
+    }
+    int lead = me == 0 && workers > 1 ? ps_lead(wl, workers) : 0;
+    if (ok && me == 0 && workers > 1) {
+        /* ssp:S lets the fast workers run exactly S steps ahead of the
+         * slowed one (it sleeps PS_SLOW_MS per step, ages for a worker
+         * that waits on nothing), and never more; async lets them run away. */
+        if (staleness >= 0 ? lead != staleness : lead < 3) {
+            ok = 0;
+            snprintf(detail, sizeof detail, "largest lead seen by the workers' clocks: %d", lead);
+        }
+    }
+    snprintf(what, sizeof what, "%s, %d server%s, %d worker%s, %s: the servers' weights are the serial replay of "
+             "the workers' gradients, every answer a replay state after the worker's update%s (largest lead %d)",
+             mode, servers, servers > 1 ? "s" : "", workers, workers > 1 ? "s" : "", optimizer->name,
+             workers > 1 ? (staleness >= 0 ? ", the bound holds and is reached" : ", the slowed worker falls behind")
+                         : "", lead);
+    mpi_report(world, ok, what, detail);
+    for (int w = 0; w < workers; w++) {
+        free(wl[w].grads);
+        free(wl[w].answers);
+    }
+    free(wl);
+    free(mine.grads);
+    free(mine.answers);
+    free(first_state);
+    free(replayed);
+    free(log);
+    free(w0);
+    model_close(&m);
+}
+
+int main(int argc, char **argv)
+{
+    struct dl_error err = {0};
+    if (dl_comm_open("mpi", &argc, &argv, &world, &err) != DL_OK) {
+        printf("not ok - open mpi: %s\n", err.msg);
+        return 1;
+    }
+    dl_threads_set(1);
+    if (world->size > 1) {
+        struct dl_parallel_opts plain = {.consistency = DL_CONS_SYNC, .allreduce = "ring", .overlap = 1,
+                                         .bucket_bytes = 25u << 20, .stall_warning_s = 60, .stall_timeout_s = 600};
+        check_sync("one bucket, overlapped", &SGD, plain);
+        struct dl_parallel_opts small = plain;
+        small.allreduce = "recursive_doubling";
+        small.bucket_bytes = 256;
+        small.overlap = 0;
+        check_sync("256-byte buckets, no overlap", &ADAM, small);
+        struct dl_parallel_opts corrected = plain;
+        corrected.bucket_bytes = 512;
+        if (dl_codec_parse("topk:1", &corrected.codec, &err) != DL_OK)
+            printf("not ok - topk:1: %s\n", err.msg);
+        check_sync("momentum correction through topk:1", &NESTEROV, corrected);
+        check_local_sgd(3, &SGD);
+        check_local_sgd(1, &ADAM);
+        check_param_server(1, 0, &NESTEROV);
+        check_param_server(1, 2, &SGD);
+        check_param_server(1, -1, &ADAM);
+        check_param_server(2, 1, &SGD);
+        check_param_server(2, -1, &NESTEROV);
+    }
+    dl_comm_close(world);
+    return 0;
+}
