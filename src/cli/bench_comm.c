@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -20,6 +19,7 @@
 #include "comm/codec.h"
 #include "comm/comm.h"
 #include "comm/costmodel.h"
+#include "core/clock.h"
 #include "core/rng.h"
 
 #define PROG "dltrain bench comm"
@@ -139,13 +139,6 @@ static int load_deepbench(struct bench *b)
     return b->nsizes > 0 ? 0 : -1;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Slowest rank's time of one call. */
 static double max_over_ranks(struct dl_comm *c, double t)
 {
@@ -174,10 +167,10 @@ static double time_once(struct bench *b, const struct dl_allreduce_algo *a, floa
 {
     struct dl_comm *c = b->c;
     c->ops->barrier(c, NULL);
-    double t0 = now();
+    double t0 = dl_clock_now();
     if (a->run(c, buf, n, &b->opts, err) != DL_OK)
         return -1;
-    return max_over_ranks(c, now() - t0);
+    return max_over_ranks(c, dl_clock_now() - t0);
 }
 
 /* Seconds per call of each of the k algorithms on buf: the median of the
@@ -299,10 +292,10 @@ static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *er
         /* one step from a zero residual: the error of a single exchange */
         fill_gradient(buf, n, c->rank);
         c->ops->barrier(c, NULL);
-        double t0 = now();
+        double t0 = dl_clock_now();
         if (rc == DL_OK)
             rc = dl_compressed_allreduce(c, st, buf, n, &stats, err);
-        double t = max_over_ranks(c, now() - t0);
+        double t = max_over_ranks(c, dl_clock_now() - t0);
         double num = 0, den = 0;
         for (size_t i = 0; i < n; i++) {
             num += (buf[i] - exact[i]) * (double)(buf[i] - exact[i]);
@@ -318,10 +311,10 @@ static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *er
         for (int i = 0; i < reps && rc == DL_OK; i++) {
             fill_gradient(buf, n, c->rank);
             c->ops->barrier(c, NULL);
-            t0 = now();
+            t0 = dl_clock_now();
             struct dl_codec_stats warm = {0};
             rc = dl_compressed_allreduce(c, st, buf, n, &warm, err);
-            tw[i] = max_over_ranks(c, now() - t0);
+            tw[i] = max_over_ranks(c, dl_clock_now() - t0);
         }
         sort_doubles(tw, reps);
         if (rc == DL_OK)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "core/clock.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "exec/exec.h"
@@ -31,12 +32,6 @@ static void help(void)
           "  --no-peak             skip measuring the sgemm peak\n\n",
           stdout);
     dl_net_options_help(stdout);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static int parse_count(const char *opt, const char *s, int *out)
@@ -127,13 +122,13 @@ int dl_cli_bench_step(int argc, char **argv)
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             dl_exec_timing_enable(&e, &err);
-        double t0 = dl_tune_clock();
+        double t0 = dl_clock_now();
         dl_exec_zero_grad(&e);
         dl_exec_forward(&e, x, y, N, 1);
         dl_exec_backward(&e);
         dl_optim_step(&o, net.train.optim.lr, e.weights, e.dweights);
         if (s >= warmup)
-            t[s - warmup] = dl_tune_clock() - t0;
+            t[s - warmup] = dl_clock_now() - t0;
     }
     if (e.status) {
         fprintf(stderr, "dltrain bench step: %s\n", e.err.msg);
@@ -142,8 +137,7 @@ int dl_cli_bench_step(int argc, char **argv)
         double flops = 0;
         for (int i = 0; i < g->n; i++)
             flops += g->layers[i].flops;
-        qsort(t, (size_t)steps, sizeof *t, cmp_double);
-        double med = t[steps / 2], gflops = 3 * flops * N / med / 1e9;
+        double med = dl_median(t, steps), gflops = 3 * flops * N / med / 1e9;
         printf("network %s, batch %d, %d threads, %d timed steps after %d warm-up, %d reorder steps\n", net.name,
                N, dl_threads_get(), steps, warmup, dl_exec_reorders(&e));
         print_layers(&e, steps);

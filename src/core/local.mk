@@ -1,5 +1,7 @@
-# src/core: errors, shapes, the random number generator.
+# src/core: errors, shapes, the random number generator, the clock, option
+# value parsers.
 DL_REAL_SOURCES += \
+	src/core/clock.c src/core/clock.h \
 	src/core/error.c src/core/error.h \
 	src/core/rng.c src/core/rng.h \
 	src/core/real.h src/core/shape.h \

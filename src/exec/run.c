@@ -8,14 +8,8 @@
 #include "exec/exec_impl.h"
 
 #include <string.h>
-#include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "core/clock.h"
 
 static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a, int training)
 {
@@ -60,7 +54,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     m->tensors[0].data = (dl_real *)x;
     for (int i = 0; i < m->n_steps; i++) {
         struct dl_exec_step *s = &m->steps[i];
-        double t0 = e->time_fwd ? now_s() : 0;
+        double t0 = e->time_fwd ? dl_clock_now() : 0;
         if (s->layer < 0) {
             reorder_forward(e, s);
         } else {
@@ -73,7 +67,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
                 s->kernel->forward(inst, &a);
         }
         if (e->time_fwd)
-            e->time_fwd[s->timed_layer] += now_s() - t0;
+            e->time_fwd[s->timed_layer] += dl_clock_now() - t0;
     }
 }
 
@@ -144,7 +138,7 @@ void dl_exec_backward(struct dl_exec *e)
     m->written[m->out_tensor[g->loss]] = 1;
     for (int i = m->n_steps - 1; i >= 0; i--) {
         struct dl_exec_step *s = &m->steps[i];
-        double t0 = e->time_bwd ? now_s() : 0;
+        double t0 = e->time_bwd ? dl_clock_now() : 0;
         if (s->layer < 0) {
             reorder_backward(e, s);
         } else {
@@ -157,7 +151,7 @@ void dl_exec_backward(struct dl_exec *e)
                 e->grad_hook(e->grad_hook_ctx, s->layer);
         }
         if (e->time_bwd)
-            e->time_bwd[s->timed_layer] += now_s() - t0;
+            e->time_bwd[s->timed_layer] += dl_clock_now() - t0;
     }
 }
 

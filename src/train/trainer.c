@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "exec/exec.h"
@@ -55,13 +56,6 @@ struct run {
     long steps_since_ckpt;
     double last_ckpt_time;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void dl_train_opts_defaults(struct dl_train_opts *o)
 {
@@ -312,7 +306,7 @@ static int save_checkpoint(struct run *r, long global, double loss_sum, long see
                            struct dl_train_result *res, struct dl_error *err)
 {
     r->steps_since_ckpt = 0;
-    r->last_ckpt_time = now_s();
+    r->last_ckpt_time = dl_clock_now();
     if (!r->reporter)
         return DL_OK;
     const struct dl_train_opts *o = r->opts;
@@ -353,9 +347,9 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
     int rc = DL_OK, stop = 0;
     struct dl_numerics_watch watch;
     memset(&watch, 0, sizeof watch);
-    r->last_ckpt_time = now_s();
+    r->last_ckpt_time = dl_clock_now();
     for (int epoch = (int)r->start_epoch; epoch < ts->epochs && global < r->total && !rc && !stop; epoch++) {
-        double epoch_start = now_s(), loss_sum = 0, correct = 0, comm_s = 0, exposed_s = 0;
+        double epoch_start = dl_clock_now(), loss_sum = 0, correct = 0, comm_s = 0, exposed_s = 0;
         long seen = 0, step = 0, seen_before = 0; /* seen_before: samples of this epoch done before a resume */
         if (r->resumed && epoch == r->start_epoch) { /* the cursor is already in place */
             loss_sum = r->resume.epoch_loss_sum;
@@ -392,7 +386,7 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
             m[2] = dl_signals_pending() ? 1 : 0;
             m[3] = r->reporter && r->opts->checkpoint_dir &&
                    dl_checkpoint_due(&(struct dl_checkpoint_every){r->opts->every_steps, r->opts->every_seconds},
-                                     r->steps_since_ckpt, now_s() - r->last_ckpt_time);
+                                     r->steps_since_ckpt, dl_clock_now() - r->last_ckpt_time);
             struct dl_step_stats st = {0};
             rc = r->strategy->ops->finish(r->strategy, global + 1, lr, m, &st, err);
             if (rc)
@@ -413,7 +407,7 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
             res->bytes_sent += st.bytes_sent;
             res->dense_bytes += st.dense_bytes;
             if (r->reporter && r->hooks && r->hooks->on_step) {
-                double t = now_s();
+                double t = dl_clock_now();
                 struct dl_step_report sr = {
                     .epoch = epoch + 1, .epochs = ts->epochs, .step = step, .steps_per_epoch = r->steps_per_epoch,
                     .global_step = global, .total_steps = r->total, .loss = m[0] / batch,
@@ -435,7 +429,7 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
         struct dl_epoch_report er = {.epoch = epoch + 1, .epochs = ts->epochs,
                                      .train_loss = seen ? loss_sum / (double)seen : 0,
                                      .train_accuracy = seen ? correct / (double)seen : 0};
-        er.seconds = now_s() - epoch_start;
+        er.seconds = dl_clock_now() - epoch_start;
         er.samples_per_s = (double)(seen - seen_before) / (er.seconds + 1e-12);
         er.comm_seconds = comm_s;
         er.exposed_comm_seconds = exposed_s;
@@ -495,7 +489,7 @@ static void server_update(void *ctx, const struct dl_ps_update *u)
     }
     if (!r->reporter || !r->hooks || !r->hooks->on_step)
         return;
-    double t = now_s();
+    double t = dl_clock_now();
     long step = (u->clock - 1) % r->steps_per_epoch + 1;
     struct dl_step_report sr = {
         .epoch = (int)((u->clock - 1) / r->steps_per_epoch) + 1, .epochs = ts->epochs, .step = step,
@@ -509,7 +503,7 @@ static void server_update(void *ctx, const struct dl_ps_update *u)
 
 static int serve(struct run *r, struct dl_train_result *res, struct dl_error *err)
 {
-    struct server_ctx sc = {.r = r, .updates_per_step = r->workers, .start = now_s()};
+    struct server_ctx sc = {.r = r, .updates_per_step = r->workers, .start = dl_clock_now()};
     /* The configured momentum, per update: W updates decay the velocity as
      * much as mu^W, and asynchrony adds momentum of its own (about 1 - 1/W,
      * Mitliagkas et al. 2016); together they land near mu per global step.
@@ -529,7 +523,7 @@ static int serve(struct run *r, struct dl_train_result *res, struct dl_error *er
     res->max_staleness = pr.max_staleness;
     res->last.train_loss = sc.samples ? sc.loss_sum / (double)sc.samples : 0;
     res->last.train_accuracy = sc.samples ? sc.correct / (double)sc.samples : 0;
-    res->last.seconds = now_s() - sc.start;
+    res->last.seconds = dl_clock_now() - sc.start;
     res->last.samples_per_s = (double)pr.updates * (double)r->net->train.batch / (double)r->workers /
                               (res->last.seconds + 1e-12);
     return rc;
@@ -556,14 +550,14 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
             snprintf(how, sizeof how, "%s", r.strategy->ops->name);
         if (r.reporter && hooks && hooks->on_start)
             hooks->on_start(hooks->ctx, net, r.train.n, r.test.n, r.steps_per_epoch, r.comm->size, how);
-        r.run_start = now_s();
+        r.run_start = dl_clock_now();
         if (opts->resume)
             rc = resume(&r, res, err);
         if (!rc)
             rc = r.server ? serve(&r, res, err) : train_epochs(&r, res, err);
     }
     if (rc == DL_STOPPED) {
-        res->seconds = now_s() - r.run_start;
+        res->seconds = dl_clock_now() - r.run_start;
         teardown(&r);
         return rc;
     }
@@ -579,7 +573,7 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     }
     if (!rc && r.reporter && opts->dump_weights)
         rc = dl_atomic_write_file(opts->dump_weights, r.exec.weights, sizeof(float) * (size_t)r.exec.n_weights, err);
-    res->seconds = now_s() - r.run_start;
+    res->seconds = dl_clock_now() - r.run_start;
     if (rc && r.comm && r.comm->size > 1)
         dl_error_prefix(err, "rank %d", r.comm->rank);
     teardown(&r);
