@@ -7,13 +7,13 @@
  * sgemm peak, and the planned arena bytes. */
 #include "cli/cli.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/options.h"
 #include "core/clock.h"
+#include "core/parse.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "exec/exec.h"
@@ -32,19 +32,6 @@ static void help(void)
           "  --no-peak             skip measuring the sgemm peak\n\n",
           stdout);
     dl_net_options_help(stdout);
-}
-
-static int parse_count(const char *opt, const char *s, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < 0 || v > 100000) {
-        fprintf(stderr, "dltrain bench step: --%s: expected an integer in [0, 100000], found '%s'\n", opt, s);
-        return 2;
-    }
-    *out = (int)v;
-    return 0;
 }
 
 static void print_layers(const struct dl_exec *e, int steps)
@@ -79,8 +66,15 @@ int dl_cli_bench_step(int argc, char **argv)
         if (r > 0)
             continue;
         switch (opt) {
-        case OPT_STEPS: if (parse_count("steps", optarg, &steps)) return 2; break;
-        case OPT_WARMUP: if (parse_count("warmup", optarg, &warmup)) return 2; break;
+        case OPT_STEPS:
+        case OPT_WARMUP: {
+            struct dl_error perr = {0};
+            if (dl_option_refused("dltrain bench step",
+                                  dl_parse_int(opt == OPT_STEPS ? "--steps" : "--warmup", optarg, 0, 100000,
+                                               opt == OPT_STEPS ? &steps : &warmup, &perr), &perr))
+                return 2;
+            break;
+        }
         case OPT_NO_PEAK: peak = 0; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain bench step"); return 0;

@@ -61,8 +61,9 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
  * dl_exec_init() plan every executor with them (dl_exec_tuner_default). */
 extern struct dl_tune_options dl_net_tune;
 
-/* "268435456", "256M", "256MiB", "64k", "1G" (binary multiples) -> bytes. */
-int dl_parse_bytes(const char *s, size_t *out);
+/* Prints "PROG: message" when rc (the status of a core/parse.h parser or of
+ * another function that fills err) is an error; returns 1 then, else 0. */
+int dl_option_refused(const char *prog, int rc, const struct dl_error *err);
 
 /* Help text of the shared options. */
 void dl_net_options_help(FILE *f);

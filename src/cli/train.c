@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
+#include "core/parse.h"
 #include "core/threads.h"
 #include "data/dataset.h"
 #include "io/metrics.h"
@@ -105,45 +106,22 @@ static void on_warning(void *ctx, const char *msg)
     fflush(stderr);
 }
 
-
-static int parse_count(const char *opt, const char *s, long min, long max, long *out)
+/* Prints the message of a refused option value; returns 1 when there was one. */
+static int refused(int rc, const struct dl_error *err)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < min || v > max) {
-        fprintf(stderr, "dltrain: %s: expected an integer in [%ld, %ld], found '%s'\n", opt, min, max, s);
-        return 1;
-    }
-    *out = v;
-    return 0;
+    return dl_option_refused("dltrain", rc, err);
 }
 
-/* Sizes such as 4096, 64K, 25M, 1G. */
-static int parse_bytes(const char *opt, const char *s, long *out)
+/* --debug-slow-rank RANK:MILLISECONDS */
+static int parse_slow_rank(const char *text, struct dl_parallel_opts *po, struct dl_error *err)
 {
-    char *end;
-    double v = strtod(s, &end);
-    double mult = *end == 'K' || *end == 'k' ? 1024 : *end == 'M' || *end == 'm' ? 1048576 : *end == 'G' || *end == 'g' ? 1073741824 : 1;
-    if (mult > 1)
-        end++;
-    if (!*s || *end || !(v * mult >= 4) || v * mult > 1e12) {
-        fprintf(stderr, "dltrain: %s: expected a byte count such as 4096, 64K or 25M, found '%s'\n", opt, s);
-        return 1;
-    }
-    *out = (long)(v * mult);
-    return 0;
-}
-
-static int parse_seconds(const char *opt, const char *s, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v > 0) || v > 1e7) {
-        fprintf(stderr, "dltrain: %s: expected a positive number of seconds, found '%s'\n", opt, s);
-        return 1;
-    }
-    *out = v;
-    return 0;
+    const char *colon = strchr(text, ':');
+    char rank[32];
+    if (!colon || colon - text >= (long)sizeof rank)
+        return dl_errorf(err, DL_ERR_SPEC, "--debug-slow-rank: expected RANK:MILLISECONDS, found '%s'", text);
+    snprintf(rank, sizeof rank, "%.*s", (int)(colon - text), text);
+    int rc = dl_parse_int("--debug-slow-rank RANK", rank, 0, 1 << 20, &po->slow_rank, err);
+    return rc ? rc : dl_parse_double("--debug-slow-rank MILLISECONDS", colon + 1, 0, 1e9, &po->slow_rank_ms, err);
 }
 
 /* --parallel (or the file's parallel.strategy) against what this build can
@@ -190,12 +168,12 @@ static void help(void)
           "  --consistency MODE    sync (default), ssp:S, async or local-sgd:K\n"
           "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
-          "  --bucket-bytes N      gradient fusion bucket size (default 25 MiB; K, M suffixes)\n"
+          "  --bucket-bytes SIZE   gradient fusion bucket size (default 25M)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
           "  --ps-servers K        parameter-server ranks for ssp/async (default 1)\n"
-          "  --stall-warning S     name ranks missing from a step's allreduce after S s (default 60)\n"
-          "  --stall-timeout S     abort the job after S s (default 600)\n"
+          "  --stall-warning TIME  name ranks missing from a step's allreduce after TIME (default 60s)\n"
+          "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
           "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n"
           "  --debug-hold-at-step N  testing aid: after step N wait (up to 10 minutes) for a\n"
           "                        stop signal, which then stops the run after step N+1\n\n"
@@ -207,6 +185,9 @@ static void help(void)
           "  --resume[=FILE]       continue from FILE, or from the newest valid checkpoint in DIR\n"
           "                        (starts from the beginning when there is none)\n"
           "  --strict-checkpoints  stop training when a checkpoint cannot be written\n\n"
+          "SIZE: bytes, or a number with a unit: K, M, G, T (= KiB, MiB, GiB, TiB: powers of\n"
+          "1024) or KB, MB, GB, TB (powers of 1000), e.g. 25M = 26214400, 25MB = 25000000.\n"
+          "TIME: seconds, or a number with a unit s, m or h, e.g. 90, 15m, 2h.\n\n"
           "Exit status: 0 success, 1 run-time failure, 2 bad network file or option.\n",
           stdout);
 }
@@ -257,7 +238,9 @@ int dl_cli_train(int argc, char **argv)
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain"); return 0;
         case OPT_METRICS: metrics_path = optarg; break;
-        case OPT_LOG_EVERY: bad = parse_count("--log-every", optarg, 1, 1L << 40, &p.log_every); break;
+        case OPT_LOG_EVERY:
+            bad = refused(dl_parse_long("--log-every", optarg, 1, 1L << 40, &p.log_every, &err), &err);
+            break;
         case OPT_QUIET: p.quiet = 1; break;
         case OPT_COMM: comm_name = optarg; break;
         case OPT_PARALLEL: parallel = optarg; break;
@@ -270,57 +253,39 @@ int dl_cli_train(int argc, char **argv)
             }
             break;
         case OPT_COMPRESS:
-            if (dl_codec_parse(optarg, &to.parallel.codec, &err)) {
-                fprintf(stderr, "dltrain: --compress: %s\n", err.msg);
-                bad = 1;
-            }
+            bad = refused(dl_codec_parse(optarg, &to.parallel.codec, &err), &err);
             break;
-        case OPT_BUCKET_BYTES: {
-            long v;
-            bad = parse_bytes("--bucket-bytes", optarg, &v);
-            to.parallel.bucket_bytes = (size_t)v;
+        case OPT_BUCKET_BYTES:
+            bad = refused(dl_parse_bytes("--bucket-bytes", optarg, 4, (size_t)1 << 40, &to.parallel.bucket_bytes, &err),
+                          &err);
             break;
-        }
         case OPT_NO_OVERLAP: to.parallel.overlap = 0; break;
         case OPT_CONSISTENCY:
-            if (dl_consistency_parse(optarg, &to.parallel, &err)) {
-                fprintf(stderr, "dltrain: %s\n", err.msg);
-                bad = 1;
-            }
+            bad = refused(dl_consistency_parse(optarg, &to.parallel, &err), &err);
             break;
-        case OPT_PS_SERVERS: {
-            long v;
-            bad = parse_count("--ps-servers", optarg, 1, 1 << 20, &v);
-            to.parallel.ps_servers = (int)v;
+        case OPT_PS_SERVERS:
+            bad = refused(dl_parse_int("--ps-servers", optarg, 1, 1 << 20, &to.parallel.ps_servers, &err), &err);
             break;
-        }
-        case OPT_STALL_WARNING: bad = parse_seconds("--stall-warning", optarg, &to.parallel.stall_warning_s); break;
-        case OPT_STALL_TIMEOUT: bad = parse_seconds("--stall-timeout", optarg, &to.parallel.stall_timeout_s); break;
-        case OPT_SLOW_RANK:
-            if (sscanf(optarg, "%d:%lf", &to.parallel.slow_rank, &to.parallel.slow_rank_ms) != 2) {
-                fprintf(stderr, "dltrain: --debug-slow-rank: expected RANK:MILLISECONDS, found '%s'\n", optarg);
-                bad = 1;
-            }
+        case OPT_STALL_WARNING:
+            bad = refused(dl_parse_seconds("--stall-warning", optarg, 1e7, &to.parallel.stall_warning_s, &err), &err);
             break;
-        case OPT_HOLD_AT_STEP: bad = parse_count("--debug-hold-at-step", optarg, 1, 1L << 40, &to.hold_at_step); break;
+        case OPT_STALL_TIMEOUT:
+            bad = refused(dl_parse_seconds("--stall-timeout", optarg, 1e7, &to.parallel.stall_timeout_s, &err), &err);
+            break;
+        case OPT_SLOW_RANK: bad = refused(parse_slow_rank(optarg, &to.parallel, &err), &err); break;
+        case OPT_HOLD_AT_STEP:
+            bad = refused(dl_parse_long("--debug-hold-at-step", optarg, 1, 1L << 40, &to.hold_at_step, &err), &err);
+            break;
         case OPT_DUMP_WEIGHTS: to.dump_weights = optarg; break;
         case OPT_CKPT_DIR: to.checkpoint_dir = optarg; break;
         case OPT_CKPT_EVERY: {
             struct dl_checkpoint_every ev = {0};
-            if (dl_checkpoint_parse_every(optarg, &ev, &err)) {
-                fprintf(stderr, "dltrain: --checkpoint-every: %s\n", err.msg);
-                bad = 1;
-            }
+            bad = refused(dl_checkpoint_parse_every(optarg, &ev, &err), &err);
             to.every_steps = ev.steps;
             to.every_seconds = ev.seconds;
             break;
         }
-        case OPT_KEEP: {
-            long v;
-            bad = parse_count("--keep", optarg, 1, 1000000, &v);
-            to.keep = (int)v;
-            break;
-        }
+        case OPT_KEEP: bad = refused(dl_parse_int("--keep", optarg, 1, 1000000, &to.keep, &err), &err); break;
         case OPT_RESUME:
             to.resume = 1;
             to.resume_path = optarg;

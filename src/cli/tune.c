@@ -4,12 +4,12 @@
  * against the best undivided plan within the same limit, then the totals. */
 #include "cli/cli.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/options.h"
+#include "core/parse.h"
 #include "core/threads.h"
 #include "tune/tune.h"
 
@@ -85,14 +85,10 @@ int dl_cli_tune(int argc, char **argv)
             continue;
         switch (opt) {
         case OPT_REPEATS: {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || errno || v < 1 || v > 64) {
-                fprintf(stderr, "dltrain tune: --repeats: expected an integer in [1, 64], found '%s'\n", optarg);
+            struct dl_error err = {0};
+            if (dl_option_refused("dltrain tune", dl_parse_int("--repeats", optarg, 1, 64, &dl_net_tune.repeats, &err),
+                                  &err))
                 return 2;
-            }
-            dl_net_tune.repeats = (int)v;
             break;
         }
         case OPT_NO_MEASURE: dl_net_tune.no_measure = 1; break;

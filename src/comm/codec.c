@@ -5,13 +5,13 @@
  * share of the vector as the fp32 ring. */
 #include "comm/codec.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/allreduce.h"
+#include "core/parse.h"
 
 struct dl_codec_state {
     struct dl_codec_spec spec;
@@ -34,29 +34,28 @@ int dl_codec_parse(const char *text, struct dl_codec_spec *out, struct dl_error 
         return DL_OK;
     }
     const char *arg = strchr(text, ':');
-    char *end = NULL;
+    struct dl_error detail; /* the messages below say more */
     if (arg && strncmp(text, "qsgd:", 5) == 0) {
-        errno = 0;
-        long bits = strtol(arg + 1, &end, 10);
-        if (end == arg + 1 || *end || errno || bits < 2 || bits > 16)
+        if (dl_parse_int("--compress qsgd:BITS", arg + 1, 2, 16, &out->bits, &detail))
             return dl_errorf(err, DL_ERR_SPEC,
                              "--compress %s: QSGD needs a whole number of bits per element"
                              " from 2 to 16 (sign included), e.g. qsgd:4", text);
         out->ops = &dl_codec_qsgd;
-        out->bits = (int)bits;
         return DL_OK;
     }
     if (arg && strncmp(text, "topk:", 5) == 0) {
-        errno = 0;
-        double f = strtod(arg + 1, &end);
-        if (end != arg + 1 && *end == '%' && end[1] == 0)
-            f /= 100, end++;
-        if (end == arg + 1 || *end || errno || !(f > 0 && f <= 1))
+        size_t len = strlen(arg + 1);
+        int percent = len > 0 && arg[len] == '%';
+        char number[64];
+        snprintf(number, sizeof number, "%.*s", (int)(len - (size_t)percent), arg + 1);
+        double f = 0;
+        if (len >= sizeof number ||
+            dl_parse_double("--compress topk:FRACTION", number, 0, percent ? 100 : 1, &f, &detail) || !(f > 0))
             return dl_errorf(err, DL_ERR_SPEC,
                              "--compress %s: top-k needs the share of elements kept, a number"
                              " in (0, 1] or a percentage, e.g. topk:0.01 or topk:1%%", text);
         out->ops = &dl_codec_topk;
-        out->fraction = f;
+        out->fraction = percent ? f / 100 : f;
         return DL_OK;
     }
     return dl_errorf(err, DL_ERR_SPEC,

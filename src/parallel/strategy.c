@@ -1,25 +1,13 @@
 /* strategy.c: option parsing and the choice of a consistency strategy. */
 #include "parallel/strategy.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int parse_count(const char *s, const char *what, long min, long *out, struct dl_error *err)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < min || v > 1000000)
-        return dl_errorf(err, DL_ERR_SPEC, "--consistency %s: expected an integer in [%ld, 1000000], found '%s'",
-                         what, min, s);
-    *out = v;
-    return DL_OK;
-}
+#include "core/parse.h"
 
 int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl_error *err)
 {
-    long v;
     if (strcmp(text, "sync") == 0) {
         o->consistency = DL_CONS_SYNC;
         return DL_OK;
@@ -30,18 +18,16 @@ int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl
         return DL_OK;
     }
     if (strncmp(text, "ssp:", 4) == 0) {
-        if (parse_count(text + 4, "ssp:S", 0, &v, err))
-            return DL_ERR_SPEC;
-        o->consistency = DL_CONS_SSP;
-        o->staleness = (int)v;
-        return DL_OK;
+        int rc = dl_parse_int("--consistency ssp:S", text + 4, 0, 1000000, &o->staleness, err);
+        if (!rc)
+            o->consistency = DL_CONS_SSP;
+        return rc;
     }
     if (strncmp(text, "local-sgd:", 10) == 0) {
-        if (parse_count(text + 10, "local-sgd:K", 1, &v, err))
-            return DL_ERR_SPEC;
-        o->consistency = DL_CONS_LOCAL_SGD;
-        o->local_steps = (int)v;
-        return DL_OK;
+        int rc = dl_parse_int("--consistency local-sgd:K", text + 10, 1, 1000000, &o->local_steps, err);
+        if (!rc)
+            o->consistency = DL_CONS_LOCAL_SGD;
+        return rc;
     }
     return dl_errorf(err, DL_ERR_SPEC, "--consistency: expected sync, ssp:S, async or local-sgd:K, found '%s'", text);
 }
