@@ -147,8 +147,6 @@ static size_t block_offset(const struct dl_codec_state *st, int p, int b)
     return off;
 }
 
-enum { TAG_SCATTER = 21, TAG_GATHER = 22 };
-
 /* Reduce-scatter of encoded blocks: block q of v goes to rank q; this rank
  * decodes and sums the p encodings of its own block into sum. */
 static int scatter_encoded(struct dl_comm *c, struct dl_codec_state *st, float *v,
@@ -167,11 +165,11 @@ static int scatter_encoded(struct dl_comm *c, struct dl_codec_state *st, float *
         return DL_ERR_NOMEM;
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r)
-            rc = c->ops->irecv(c, theirs + (size_t)q * rb, rb, q, TAG_SCATTER, &req[q], err);
+            rc = c->ops->irecv(c, theirs + (size_t)q * rb, rb, q, DL_TAG_CODEC_SCATTER, &req[q], err);
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r) {
             size_t b = block_bytes(st, p, q);
-            rc = c->ops->isend(c, mine + block_offset(st, p, q), b, q, TAG_SCATTER, &req[p + q],
+            rc = c->ops->isend(c, mine + block_offset(st, p, q), b, q, DL_TAG_CODEC_SCATTER, &req[p + q],
                                err);
             *sent += b;
         }
@@ -202,10 +200,10 @@ static int gather_encoded(struct dl_comm *c, struct dl_codec_state *st, unsigned
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r)
             rc = c->ops->irecv(c, all + block_offset(st, p, q), block_bytes(st, p, q), q,
-                               TAG_GATHER, &req[q], err);
+                               DL_TAG_CODEC_GATHER, &req[q], err);
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r) {
-            rc = c->ops->isend(c, own, rb, q, TAG_GATHER, &req[p + q], err);
+            rc = c->ops->isend(c, own, rb, q, DL_TAG_CODEC_GATHER, &req[p + q], err);
             *sent += rb;
         }
     rc = rc == DL_OK ? dl_comm_waitall(c, req, 2 * p, err) : rc;

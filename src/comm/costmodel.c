@@ -214,9 +214,9 @@ static int time_exchange(struct dl_comm *c, enum pattern pat, char *a, char *b, 
         for (size_t j = 0; j < nseg && rc == DL_OK && active; j++) {
             size_t lo = j * seg, len = bytes - lo < seg ? bytes - lo : seg;
             if (recvs)
-                rc = c->ops->irecv(c, b + lo, len, from, 99, &req[j], err);
+                rc = c->ops->irecv(c, b + lo, len, from, DL_TAG_COST_EXCHANGE, &req[j], err);
             if (rc == DL_OK && sends)
-                rc = c->ops->isend(c, a + lo, len, to, 99, &req[MAXSEG + j], err);
+                rc = c->ops->isend(c, a + lo, len, to, DL_TAG_COST_EXCHANGE, &req[MAXSEG + j], err);
         }
         int rc2 = dl_comm_waitall(c, req, 2 * MAXSEG, err);
         rc = rc != DL_OK ? rc : rc2;

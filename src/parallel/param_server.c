@@ -10,10 +10,6 @@
 
 #include "comm/allreduce.h"
 
-#define TAG_GRAD 7201
-#define TAG_WEIGHTS 7202
-#define TAG_FINAL 7203
-
 struct ps_header {
     double clock;    /* < 0: the worker is done */
     double loss_sum;
@@ -49,16 +45,16 @@ static int gather_final(struct dl_comm *c, struct dl_exec *e, int servers, struc
         for (int s = 1; s < servers && !rc; s++) {
             long lo, hi;
             shard(e->n_weights, servers, s, &lo, &hi);
-            rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), s, TAG_FINAL, err);
+            rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), s, DL_TAG_PS_FINAL, err);
         }
         if (!rc && e->n_state)
-            rc = c->ops->recv(c, e->state, sizeof(float) * (size_t)e->n_state, servers, TAG_FINAL, err);
+            rc = c->ops->recv(c, e->state, sizeof(float) * (size_t)e->n_state, servers, DL_TAG_PS_FINAL, err);
     } else if (c->rank < servers) {
         long lo, hi;
         shard(e->n_weights, servers, c->rank, &lo, &hi);
-        rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), 0, TAG_FINAL, err);
+        rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), 0, DL_TAG_PS_FINAL, err);
     } else if (c->rank == servers && e->n_state) {
-        rc = c->ops->send(c, e->state, sizeof(float) * (size_t)e->n_state, 0, TAG_FINAL, err);
+        rc = c->ops->send(c, e->state, sizeof(float) * (size_t)e->n_state, 0, DL_TAG_PS_FINAL, err);
     }
     return rc;
 }
@@ -91,14 +87,14 @@ static int worker_finish(struct dl_strategy *s, long step, double lr, double met
         shard(e->n_weights, im->servers, sv, &lo, &hi);
         memcpy(im->msg, &h, sizeof h);
         memcpy(im->msg + sizeof h, e->dweights + lo, sizeof(float) * (size_t)(hi - lo));
-        int rc = c->ops->send(c, im->msg, sizeof h + sizeof(float) * (size_t)(hi - lo), sv, TAG_GRAD, err);
+        int rc = c->ops->send(c, im->msg, sizeof h + sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_GRADIENT, err);
         if (rc)
             return rc;
     }
     for (int sv = 0; sv < im->servers; sv++) {
         long lo, hi;
         shard(e->n_weights, im->servers, sv, &lo, &hi);
-        int rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), sv, TAG_WEIGHTS, err);
+        int rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_WEIGHTS, err);
         if (rc)
             return rc;
     }
@@ -110,7 +106,7 @@ static int worker_end(struct dl_strategy *s, struct dl_error *err)
     struct worker_impl *im = s->impl;
     struct ps_header h = {-1, 0, 0, 0};
     for (int sv = 0; sv < im->servers; sv++) {
-        int rc = s->comm->ops->send(s->comm, &h, sizeof h, sv, TAG_GRAD, err);
+        int rc = s->comm->ops->send(s->comm, &h, sizeof h, sv, DL_TAG_PS_GRADIENT, err);
         if (rc)
             return rc;
     }
@@ -178,7 +174,7 @@ int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, str
     int rc = w && grad ? dl_optim_init(&opt, a->optim, hi - lo, err) : DL_ERR_NOMEM;
     for (int i = 0; !rc && i < workers; i++) {
         w[i].msg = dl_calloc(bytes, 1, err);
-        rc = w[i].msg ? c->ops->irecv(c, w[i].msg, bytes, a->servers + i, TAG_GRAD, &w[i].req, err) : DL_ERR_NOMEM;
+        rc = w[i].msg ? c->ops->irecv(c, w[i].msg, bytes, a->servers + i, DL_TAG_PS_GRADIENT, &w[i].req, err) : DL_ERR_NOMEM;
     }
     memset(res, 0, sizeof *res);
     int active = workers;
@@ -223,10 +219,10 @@ int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, str
                 continue;
             if (gap > res->max_staleness)
                 res->max_staleness = (int)gap;
-            rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), a->servers + i, TAG_WEIGHTS, err);
+            rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), a->servers + i, DL_TAG_PS_WEIGHTS, err);
             w[i].waiting = 0;
             if (!rc)
-                rc = c->ops->irecv(c, w[i].msg, bytes, a->servers + i, TAG_GRAD, &w[i].req, err);
+                rc = c->ops->irecv(c, w[i].msg, bytes, a->servers + i, DL_TAG_PS_GRADIENT, &w[i].req, err);
             progress = 1;
         }
         if (!progress) {
