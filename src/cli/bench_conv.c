@@ -250,13 +250,13 @@ int dl_cli_bench_conv(int argc, char **argv)
         {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT},
         {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY},
         {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options net_options = {0};
     const char *suite = NULL, *suite_file = NULL, *shape = NULL;
     int opt, csv = 0, rows = 0, batch = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         if (opt != DL_OPT_BATCH) {
-            int r = dl_net_option(&no, opt, optarg, "dltrain bench conv");
+            int r = dl_net_option(&net_options, opt, optarg, "dltrain bench conv");
             if (r < 0)
                 return 2;
             if (r > 0)
@@ -271,13 +271,10 @@ int dl_cli_bench_conv(int argc, char **argv)
         case OPT_ROWS:
         case OPT_REPEATS:
         case DL_OPT_BATCH: {
+            const char *name = opt == OPT_ROWS ? "--rows" : opt == DL_OPT_BATCH ? "--batch" : "--repeats";
+            int *value = opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &dl_net_tune.repeats;
             struct dl_error err = {0};
-            if (dl_option_refused("dltrain bench conv",
-                                  dl_parse_int(opt == OPT_ROWS ? "--rows" : opt == DL_OPT_BATCH ? "--batch" : "--repeats",
-                                               optarg, 1, 1 << 24,
-                                               opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch
-                                                                                           : &dl_net_tune.repeats,
-                                               &err), &err))
+            if (dl_option_refused("dltrain bench conv", dl_parse_int(name, optarg, 1, 1 << 24, value, &err), &err))
                 return 2;
             break;
         }
@@ -289,7 +286,7 @@ int dl_cli_bench_conv(int argc, char **argv)
         fprintf(stderr, "dltrain bench conv: expected --suite deepbench, --suite resnet50 or --shape (try --help)\n");
         return 2;
     }
-    dl_threads_set(no.threads);
+    dl_threads_set(net_options.threads);
     struct shape *s = NULL;
     int n = 0;
     if (shape) {

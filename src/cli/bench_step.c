@@ -56,11 +56,11 @@ int dl_cli_bench_step(int argc, char **argv)
                                               {"warmup", required_argument, 0, OPT_WARMUP},
                                               {"no-peak", no_argument, 0, OPT_NO_PEAK},
                                               {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options net_options = {0};
     int opt, steps = 10, warmup = 3, peak = 1;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, "dltrain bench step");
+        int r = dl_net_option(&net_options, opt, optarg, "dltrain bench step");
         if (r < 0)
             return 2;
         if (r > 0)
@@ -84,7 +84,7 @@ int dl_cli_bench_step(int argc, char **argv)
     if (steps < 1)
         steps = 1;
     struct dl_net net;
-    int status = dl_net_options_load(&no, &net, "dltrain bench step");
+    int status = dl_net_options_load(&net_options, &net, "dltrain bench step");
     if (status)
         return status;
     const struct dl_graph *g = &net.graph;

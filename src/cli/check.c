@@ -33,11 +33,11 @@ static void human(double v, char *buf, size_t n)
 int dl_cli_check(int argc, char **argv)
 {
     static const struct option long_opts[] = {DL_NET_OPTIONS, {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options net_options = {0};
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, "dltrain check");
+        int r = dl_net_option(&net_options, opt, optarg, "dltrain check");
         if (r < 0)
             return 2;
         if (r > 0)
@@ -53,12 +53,12 @@ int dl_cli_check(int argc, char **argv)
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&no, &net, "dltrain check");
+    int status = dl_net_options_load(&net_options, &net, "dltrain check");
     if (status)
         return status;
     const struct dl_graph *g = &net.graph;
     char shape[64];
-    printf("network %s (%s): input %s, %d classes, %d layers\n", net.name, no.net_path,
+    printf("network %s (%s): input %s, %d classes, %d layers\n", net.name, net_options.net_path,
            dl_shape_str(g->input, shape, sizeof shape), g->classes, g->n);
     printf("%-4s %-28s %-22s %-30s %-14s %12s %10s\n", "#", "layer", "type", "inputs", "output", "params",
            "FLOPs");

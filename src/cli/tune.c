@@ -74,11 +74,11 @@ int dl_cli_tune(int argc, char **argv)
                                               {"repeats", required_argument, 0, OPT_REPEATS},
                                               {"no-measure", no_argument, 0, OPT_NO_MEASURE},
                                               {0, 0, 0, 0}};
-    struct dl_net_options no = {0};
+    struct dl_net_options net_options = {0};
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, "dltrain tune");
+        int r = dl_net_option(&net_options, opt, optarg, "dltrain tune");
         if (r < 0)
             return 2;
         if (r > 0)
@@ -102,7 +102,7 @@ int dl_cli_tune(int argc, char **argv)
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&no, &net, "dltrain tune");
+    int status = dl_net_options_load(&net_options, &net, "dltrain tune");
     if (status)
         return status;
     struct dl_tune_options o = dl_net_tune;

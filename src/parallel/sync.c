@@ -101,5 +101,5 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
 }
 
 const struct dl_strategy_ops dl_strategy_sync = {
-    .name = "sync", .layout = dl_layout_data_parallel, .create = sync_create, .begin = sync_begin, .finish = sync_finish,
-    .end = sync_end, .destroy = sync_destroy};
+    .name = "sync", .layout = dl_layout_data_parallel, .create = sync_create, .begin = sync_begin,
+    .finish = sync_finish, .end = sync_end, .destroy = sync_destroy};

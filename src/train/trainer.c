@@ -162,8 +162,8 @@ static int setup(struct trainer *tr, struct dl_error *err)
         return rc;
     int shards = tr->layout.data_ranks;
     if (ts->batch < shards)
-        return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least one "
-                         "sample (use --batch %d or more)", ts->batch, shards, shards);
+        return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least "
+                         "one sample (use --batch %d or more)", ts->batch, shards, shards);
     rc = dl_dataset_load(&net->data, 1, net->graph.input, net->graph.classes, ts->seed, &tr->train, err);
     if (!rc)
         rc = dl_dataset_load(&net->data, 0, net->graph.input, net->graph.classes, ts->seed, &tr->test, err);
