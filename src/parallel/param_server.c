@@ -26,7 +26,9 @@ struct ps_header {
     double batch;
 };
 
-int dl_ps_servers(const struct dl_parallel_opts *po, int size)
+/* Ranks 0..K-1 serve: K for the options and rank count (at least 1, at most
+ * size - 1). */
+static int ps_servers(const struct dl_parallel_opts *po, int size)
 {
     int k = po->ps_servers > 0 ? po->ps_servers : 1;
     if (k > size - 1)
@@ -43,7 +45,7 @@ struct ps_config {
 
 static struct ps_config ps_config(const struct dl_parallel_opts *po, int size)
 {
-    return (struct ps_config){dl_ps_servers(po, size), po->consistency == DL_CONS_ASYNC ? -1 : po->staleness};
+    return (struct ps_config){ps_servers(po, size), po->consistency == DL_CONS_ASYNC ? -1 : po->staleness};
 }
 
 static void shard(long n, int servers, int s, long *lo, long *hi)
@@ -56,7 +58,7 @@ static void shard(long n, int servers, int s, long *lo, long *hi)
  * up with the whole model. */
 static void ps_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
 {
-    int servers = dl_ps_servers(po, size);
+    int servers = ps_servers(po, size);
     out->role = rank < servers ? DL_ROLE_SERVER : DL_ROLE_WORKER;
     out->data_ranks = size - servers;
     out->data_rank = rank < servers ? 0 : rank - servers;

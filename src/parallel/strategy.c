@@ -61,7 +61,9 @@ static const struct dl_strategy_ops *pick(const struct dl_parallel_opts *po, int
     case DL_CONS_SSP:
     case DL_CONS_ASYNC: break;
     }
-    return rank < dl_ps_servers(po, size) ? &dl_strategy_ps_server : &dl_strategy_ps_worker;
+    struct dl_rank_layout ps = {0}; /* both parameter-server tables share their layout */
+    dl_strategy_ps_worker.layout(po, size, rank, &ps);
+    return ps.role == DL_ROLE_SERVER ? &dl_strategy_ps_server : &dl_strategy_ps_worker;
 }
 
 void dl_strategy_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)

@@ -179,9 +179,7 @@ void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
 
 /* The implementations (one file each). */
 extern const struct dl_strategy_ops dl_strategy_serial, dl_strategy_sync, dl_strategy_local_sgd;
+/* The parameter server's two roles; they share one layout function. */
 extern const struct dl_strategy_ops dl_strategy_ps_worker, dl_strategy_ps_server;
-/* Parameter server: ranks 0..K-1 serve, for the options and rank count
- * (at least 1, at most size - 1). */
-int dl_ps_servers(const struct dl_parallel_opts *po, int size);
 
 #endif
