@@ -16,11 +16,14 @@ TEST_LIBS64 = libdlref64.a $(DL_LIBS) $(CMOCKA_LIBS)
 EXTRA_DIST += tests/tap.sh
 
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_rng
+check_PROGRAMS += tests/test_rng tests/test_parse
 tests_test_rng_SOURCES = tests/test_rng.c
 tests_test_rng_CFLAGS = $(TEST_CFLAGS)
 tests_test_rng_LDADD = $(TEST_LIBS)
-TESTS += tests/test_rng
+tests_test_parse_SOURCES = tests/test_parse.c
+tests_test_parse_CFLAGS = $(TEST_CFLAGS)
+tests_test_parse_LDADD = $(TEST_LIBS)
+TESTS += tests/test_rng tests/test_parse
 endif
 
 # Gradient checks link the double-precision build of the ops (libdlref64.a).

@@ -4,7 +4,7 @@
 # option, a short real training run on Fashion-MNIST that learns, identical
 # losses for the same seed, and the JSON-lines metrics file.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 30
+tap_plan 35
 
 for cmd in "" "train" "check"; do
     expect_status 0 "dltrain $cmd --help" -- $DLTRAIN $cmd --help
@@ -23,6 +23,15 @@ expect_output "bad.yaml:3:43: layer 'conv1' \(conv\): unknown key 'kernal'" "the
 expect_status 2 "check of a bad network file exits with status 2" -- $DLTRAIN check --net "$TMPDIR_TEST/bad.yaml"
 expect_status 2 "a bad option value exits with status 2" -- $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --batch 0
 expect_output "--batch: expected an integer in \[1, [0-9]+\], found '0'" "the message names the option and the value"
+# Every size option reads sizes the same way (core/parse.h): --bucket-bytes
+# once refused the MiB units that --workspace-limit took.
+expect_status 0 "--bucket-bytes 25MiB is a size like any other" -- \
+    $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --bucket-bytes 25MiB --max-steps 1 --limit-test 64 --quiet
+expect_status 2 "a bad size exits with status 2" -- $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --bucket-bytes 25MiBs
+expect_output "^dltrain: --bucket-bytes: expected a size in bytes .*, found '25MiBs'" "the message names the option and the value"
+expect_status 2 "a size that is not a whole number of bytes exits with status 2" -- \
+    $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --workspace-limit 0.1K
+expect_output "^dltrain: --workspace-limit: expected a whole number of bytes, found '0.1K'" "the message names the option"
 expect_status 1 "a missing dataset folder is a run-time error" -- \
     $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --data "$TMPDIR_TEST/nowhere" --max-steps 1
 expect_output "nowhere" "the message names the folder"

@@ -2,9 +2,10 @@
  * algorithm must give the exact sum (integer-valued floats) for awkward sizes
  * on this rank count; also split, non-blocking test/wait, the native
  * collectives, and the compressed allreduce: exact codecs exact, the lossy
- * ones' error feedback on both sides checked as an invariant over steps.
- * Rank 0 prints one TAP line per check without numbers ("ok - ..."); the
- * shell script numbers them.
+ * ones' error feedback on both sides checked as an invariant over steps;
+ * the step metrics' sum over the ranks (dl_comm_sum_small); every grid's
+ * group communicators.  Rank 0 prints one TAP line per check without
+ * numbers ("ok - ..."); the shell script numbers them.
  * Usage: test_comm_mpi [--big] (adds a 64 MiB vector). */
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include "comm/codec.h"
 #include "comm/comm.h"
 #include "parallel/grid.h"
+#include "parallel/strategy.h"
 #include "mpi_report.h"
 
 static struct dl_comm *world;
@@ -446,6 +448,41 @@ static void check_grids(void)
         }
 }
 
+/* The step metrics as the strategies sum them: packed, summed with
+ * dl_comm_sum_small, unpacked.  A stop signal on the last rank and a
+ * checkpoint due on rank 0 reach every rank; losses and counts add up; more
+ * than DL_COMM_SMALL_SUM_MAX values are refused; one rank leaves the values
+ * as they are (no rounding through float). */
+static void check_step_metrics(void)
+{
+    int p = world->size, r = world->rank;
+    struct dl_step_metrics m = {.loss_sum = 0.5 * (r + 1), .correct = 3 * r, .stop_requested = r == p - 1,
+                                .checkpoint_due = r == 0};
+    double v[DL_COMM_SMALL_SUM_MAX + 1];
+    dl_step_metrics_pack(&m, v);
+    struct dl_error err = {0};
+    int rc = dl_comm_sum_small(world, v, DL_STEP_METRICS, &err);
+    struct dl_step_metrics sum = {0};
+    dl_step_metrics_unpack(v, &sum);
+    char detail[256];
+    snprintf(detail, sizeof detail, "rc %d (%s): loss %g correct %g stop %d checkpoint %d", rc, err.msg,
+             sum.loss_sum, sum.correct, sum.stop_requested, sum.checkpoint_due);
+    int ok = rc == DL_OK && sum.loss_sum == 0.25 * p * (p + 1) && sum.correct == 1.5 * p * (p - 1) &&
+             sum.stop_requested && sum.checkpoint_due;
+    m.stop_requested = 0; /* a checkpoint without a stop */
+    dl_step_metrics_pack(&m, v);
+    rc = dl_comm_sum_small(world, v, DL_STEP_METRICS, &err);
+    dl_step_metrics_unpack(v, &sum);
+    ok = ok && rc == DL_OK && !sum.stop_requested && sum.checkpoint_due;
+    report(ok, "step metrics summed over the ranks (stop on the last rank, checkpoint on rank 0)", detail);
+    for (int i = 0; i <= DL_COMM_SMALL_SUM_MAX; i++)
+        v[i] = 0.1;
+    rc = dl_comm_sum_small(world, v, DL_COMM_SMALL_SUM_MAX + 1, &err);
+    report(rc == DL_ERR_INTERNAL && v[0] == 0.1, "dl_comm_sum_small refuses more values than it holds", err.msg);
+    rc = dl_comm_sum_small(world, v, 1, &err);
+    report(rc == DL_OK && (p > 1 || v[0] == 0.1), "dl_comm_sum_small on one rank leaves the value exact", err.msg);
+}
+
 int main(int argc, char **argv)
 {
     struct dl_error err = {0};
@@ -459,6 +496,7 @@ int main(int argc, char **argv)
     check_split();
     check_grids();
     check_codecs();
+    check_step_metrics();
     if (world->size > 1)
         check_1bit_bytes();
     dl_comm_close(world);

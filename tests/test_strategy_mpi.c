@@ -30,7 +30,6 @@
 #include "core/threads.h"
 #include "exec/exec.h"
 #include "mpi_report.h"
-#include "parallel/param_server.h"
 #include "parallel/strategy.h"
 #include "spec/netfile.h"
 
@@ -191,12 +190,12 @@ static void check_sync(const char *title, const struct optimizer *optimizer, str
         forward_backward(&m, me, step, b);
         float *g = gather(m.e.dweights, n), loss = (float)dl_exec_loss_sum(&m.e), *losses = gather(&loss, 1);
         dl_exec_zero_grad(&m.e);
-        rc = s->ops->begin(s, b, global, &err);
+        rc = dl_strategy_begin(s, b, global, &err);
         forward_backward(&m, me, step, b);
-        double metrics[DL_STEP_METRICS] = {dl_exec_loss_sum(&m.e), dl_exec_correct(&m.e), 0, 0};
+        struct dl_step_metrics metrics = {.loss_sum = dl_exec_loss_sum(&m.e), .correct = dl_exec_correct(&m.e)};
         struct dl_step_stats st = {0};
         if (!rc)
-            rc = s->ops->finish(s, step, lr_at_step(step), metrics, &st, &err);
+            rc = dl_strategy_finish(s, step, lr_at_step(step), &metrics, &st, &err);
         if (rc || !g || !losses) {
             snprintf(detail, sizeof detail, "step %ld: %s", step, rc ? err.msg : "allgather failed");
             rc = rc ? rc : DL_ERR_COMM;
@@ -219,7 +218,7 @@ static void check_sync(const char *title, const struct optimizer *optimizer, str
                 scale = fmax(scale, fabs((double)ws[i]));
             }
             worst = fmax(worst, d / scale);
-            worst_loss = fmax(worst_loss, fabs(metrics[0] - want_loss) / fabs(want_loss));
+            worst_loss = fmax(worst_loss, fabs(metrics.loss_sum - want_loss) / fabs(want_loss));
             float *all = gather(m.e.weights, n);
             for (int r = 0; all && r < p; r++)
                 same = same && memcmp(all + (size_t)r * (size_t)n, m.e.weights, sizeof *all * (size_t)n) == 0;
@@ -230,7 +229,7 @@ static void check_sync(const char *title, const struct optimizer *optimizer, str
         free(losses);
     }
     if (!rc)
-        rc = s->ops->end(s, &err);
+        rc = dl_strategy_end(s, &err);
     /* The serial step is summed in double and the strategy in float over
      * the ranks' order: 1e-5 of the largest weight over 6 steps (measured
      * up to 1e-7); a gradient scaled by 1/p instead of b/B, a lost bucket or
@@ -294,27 +293,27 @@ static void check_local_sgd(int k, const struct optimizer *optimizer)
     int local_ok = 1, metrics_ok = 1, averages = 0;
     for (long step = 1; step <= steps + 1 && !rc; step++) {
         int last = step == steps + 1; /* end(), not a step */
-        double metrics[DL_STEP_METRICS] = {0};
+        struct dl_step_metrics metrics = {0};
         if (!last) {
             dl_exec_zero_grad(&m.e);
-            rc = s->ops->begin(s, 4, 4 * p, &err);
+            rc = dl_strategy_begin(s, 4, 4 * p, &err);
             forward_backward(&m, me, step, 4);
             free(state);
             state = copy_of(m.e.state, ns); /* this rank's statistics before any average */
             dl_optim_step(&serial, lr_at_step(step), ws, m.e.dweights);
-            metrics[0] = dl_exec_loss_sum(&m.e);
-            metrics[2] = me == p - 1;
+            metrics.loss_sum = dl_exec_loss_sum(&m.e);
+            metrics.stop_requested = me == p - 1;
             struct dl_step_stats st = {0};
-            float loss = (float)metrics[0], *losses = gather(&loss, 1);
+            float loss = (float)metrics.loss_sum, *losses = gather(&loss, 1);
             if (!rc)
-                rc = s->ops->finish(s, step, lr_at_step(step), metrics, &st, &err);
+                rc = dl_strategy_finish(s, step, lr_at_step(step), &metrics, &st, &err);
             double want = 0;
             for (int r = 0; losses && r < p; r++)
                 want += losses[r];
-            metrics_ok = metrics_ok && losses && fabs(metrics[0] - want) <= 1e-6 * fabs(want) && metrics[2] == 1;
+            metrics_ok = metrics_ok && losses && fabs(metrics.loss_sum - want) <= 1e-6 * fabs(want) && metrics.stop_requested;
             free(losses);
         } else {
-            rc = s->ops->end(s, &err);
+            rc = dl_strategy_end(s, &err);
         }
         if (rc) {
             snprintf(detail, sizeof detail, "step %ld: %s", step, err.msg);
@@ -364,10 +363,10 @@ enum { TAG_GRADS = 9301, TAG_ANSWERS, TAG_LOSSES, TAG_TIMES, TAG_STATE, TAG_SHAR
 
 struct ps_log {
     long count;
-    struct dl_ps_update u[64 * PS_STEPS];
+    struct dl_served_update u[64 * PS_STEPS];
 };
 
-static void ps_record(void *ctx, const struct dl_ps_update *u)
+static void ps_record(void *ctx, const struct dl_served_update *u)
 {
     struct ps_log *log = ctx;
     if (log->count < (long)(sizeof log->u / sizeof log->u[0]))
@@ -375,6 +374,8 @@ static void ps_record(void *ctx, const struct dl_ps_update *u)
     log->count++;
 }
 
+/* The schedule's rate at a 0-based global step (a server's update u, of W
+ * workers, gets ps_lr(u / W) / W). */
 static double ps_lr(void *ctx, long update)
 {
     return 0.05 / (1.0 + 0.05 * (double)update);
@@ -404,13 +405,13 @@ static int ps_replay(const struct model *m, const float *w0, const struct ps_log
     long pos[64][PS_STEPS];
     long next[64] = {0};
     for (long u = 0; u < updates; u++) {
-        const struct dl_ps_update *up = &log->u[u];
-        if (up->worker < 0 || up->worker >= workers || up->clock != next[up->worker] + 1) {
-            snprintf(detail, dlen, "update %ld: worker %d clock %ld out of order", u, up->worker, up->clock);
+        const struct dl_served_update *up = &log->u[u];
+        if (up->worker < 0 || up->worker >= workers || up->step != next[up->worker] + 1) {
+            snprintf(detail, dlen, "update %ld: worker %d clock %ld out of order", u, up->worker, up->step);
             return 0;
         }
         pos[up->worker][next[up->worker]++] = u;
-        double want = wl[up->worker].loss[up->clock - 1] / PS_BATCH;
+        double want = wl[up->worker].loss[up->step - 1] / PS_BATCH;
         if (up->batch != PS_BATCH || up->loss != want) {
             snprintf(detail, dlen, "update %ld: loss %.9g batch %d, the worker had %.9g and %d", u, up->loss,
                      up->batch, want, PS_BATCH);
@@ -426,9 +427,16 @@ static int ps_replay(const struct model *m, const float *w0, const struct ps_log
     float *snap = malloc(sizeof *snap * (size_t)(len > 0 ? len : 1) * (size_t)(updates + 1));
     memcpy(replayed, w0 + lo, sizeof *replayed * (size_t)len);
     for (long u = 0; u < updates; u++) {
-        const struct dl_ps_update *up = &log->u[u];
-        const float *g = wl[up->worker].grads + (size_t)(up->clock - 1) * (size_t)n + (size_t)lo;
-        dl_optim_step(&opt, ps_lr(NULL, u), replayed, g);
+        const struct dl_served_update *up = &log->u[u];
+        const float *g = wl[up->worker].grads + (size_t)(up->step - 1) * (size_t)n + (size_t)lo;
+        double lr = ps_lr(NULL, u / workers) / workers;
+        if (up->lr != lr) {
+            snprintf(detail, dlen, "update %ld: learning rate %.9g, the schedule says %.9g", u, up->lr, lr);
+            free(snap);
+            dl_optim_free(&opt);
+            return 0;
+        }
+        dl_optim_step(&opt, lr, replayed, g);
         memcpy(snap + (size_t)u * (size_t)len, replayed, sizeof *snap * (size_t)len);
     }
     dl_optim_free(&opt);
@@ -494,13 +502,19 @@ static void check_param_server(int servers, int staleness, const struct optimize
                                   .staleness = staleness, .ps_servers = servers};
     struct ps_log *log = calloc(1, sizeof *log);
     struct ps_worker_log mine = {0};
-    int server = dl_ps_is_server(&po, me);
+    struct dl_rank_layout layout;
+    dl_strategy_layout(&po, p, me, &layout);
+    int server = layout.role == DL_ROLE_SERVER;
     if (!rc && server) {
-        struct dl_ps_server_args a = {.comm = world, .exec = &m.e, .optim = &m.net.train.optim,
-                                      .servers = servers, .staleness = staleness, .lr_at = ps_lr,
-                                      .on_update = ps_record, .update_ctx = log};
-        struct dl_ps_result res;
-        rc = dl_ps_serve(&a, &res, &err);
+        struct dl_strategy *s = NULL;
+        struct dl_serve_hooks hooks = {.ctx = log, .lr_at = ps_lr, .on_update = ps_record};
+        struct dl_serve_result res;
+        rc = dl_strategy_create(world, &m.e, &m.opt, &po, 5, NULL, NULL, &s, &err);
+        if (!rc)
+            rc = dl_strategy_serve(s, &hooks, &res, &err);
+        if (!rc)
+            rc = dl_strategy_end(s, &err);
+        dl_strategy_free(s);
     } else if (!rc) {
         struct dl_strategy *s = NULL;
         mine.grads = malloc(sizeof(float) * (size_t)n * PS_STEPS);
@@ -508,22 +522,23 @@ static void check_param_server(int servers, int staleness, const struct optimize
         rc = dl_strategy_create(world, &m.e, &m.opt, &po, 5, NULL, NULL, &s, &err);
         for (long c = 1; c <= PS_STEPS && !rc; c++) {
             dl_exec_zero_grad(&m.e);
-            rc = s->ops->begin(s, PS_BATCH, PS_BATCH * workers, &err);
+            rc = dl_strategy_begin(s, PS_BATCH, PS_BATCH * workers, &err);
             forward_backward(&m, me, c, PS_BATCH);
             memcpy(mine.grads + (size_t)(c - 1) * (size_t)n, m.e.dweights, sizeof(float) * (size_t)n);
             mine.loss[c - 1] = dl_exec_loss_sum(&m.e);
             if (me == slow && workers > 1)
                 nanosleep(&(struct timespec){0, PS_SLOW_MS * 1000000L}, NULL);
-            double metrics[DL_STEP_METRICS] = {0};
+            struct dl_step_metrics metrics = {.loss_sum = mine.loss[c - 1], .correct = dl_exec_correct(&m.e),
+                                              .samples = PS_BATCH};
             struct dl_step_stats st = {0};
             mine.sent[c - 1] = now_s();
             if (!rc)
-                rc = s->ops->finish(s, c, 0.0, metrics, &st, &err);
+                rc = dl_strategy_finish(s, c, 0.0, &metrics, &st, &err);
             mine.got[c - 1] = now_s();
             memcpy(mine.answers + (size_t)(c - 1) * (size_t)n, m.e.weights, sizeof(float) * (size_t)n);
         }
         if (!rc)
-            rc = s->ops->end(s, &err);
+            rc = dl_strategy_end(s, &err);
         dl_strategy_free(s);
     }
     if (rc) {

@@ -5,14 +5,11 @@
  * gradient codecs the bytes on the wire and the reconstruction error. */
 #include "config.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -20,6 +17,8 @@
 #include "comm/codec.h"
 #include "comm/comm.h"
 #include "comm/costmodel.h"
+#include "core/clock.h"
+#include "core/parse.h"
 #include "core/rng.h"
 
 #define PROG "dltrain bench comm"
@@ -47,14 +46,16 @@ static void usage(FILE *f)
           "\n"
           "  --comm NAME          backend: auto (default), mpi, nccl or self\n"
           "  --sizes LIST         comma-separated sizes: a plain number counts floats,\n"
-          "                       a suffix K, M or G (KiB, MiB, GiB) gives bytes: 1M,16M,64M\n"
+          "                       a unit gives bytes: 1M,16M,64M (K, M, G, T = KiB, MiB,\n"
+          "                       GiB, TiB; KB, MB, GB, TB = powers of 1000)\n"
           "  --suite deepbench    the DeepBench allreduce sizes (default when no --sizes)\n"
           "  --algorithms LIST    ring,recursive_doubling,rabenseifner,tree,ps,native,auto\n"
           "                       (default: all but auto)\n"
           "  --compress LIST      codecs to measure as well: 1bit, qsgd:BITS, topk:FRACTION\n"
           "  --repeat N           timed runs per case (default: about 0.3 s worth, 3 to 1000)\n"
           "  --ps-servers K       parameter server ranks (default: every rank)\n"
-          "  --segment BYTES      pipelining segment of ring, rabenseifner, tree\n"
+          "  --segment SIZE       pipelining segment of ring, rabenseifner, tree, in bytes\n"
+          "                       (units as in --sizes; default 1M)\n"
           "  --remeasure          measure alpha, beta, gamma again (else the cached values)\n"
           "  --csv                comma-separated output\n"
           "  --help               print this help and exit\n"
@@ -65,33 +66,25 @@ static void usage(FILE *f)
           f);
 }
 
-/* Parses one size: a float count, or bytes with a K/M/G suffix. */
-static int parse_size(const char *s, size_t *floats)
+/* One --sizes item: a plain number counts floats; with a unit (4K, 16MiB,
+ * 1GB: core/parse.h) it is bytes, a whole number of floats. */
+static int parse_size(const char *s, size_t *floats, struct dl_error *err)
 {
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
-        return -1;
-    double mult = 0; /* 0: a count of floats */
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; break;
-    case 'M': mult = 1024.0 * 1024; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; break;
-    case 'B': mult = 1; end--; break;
-    case 0: break;
-    default: return -1;
+    const size_t max_bytes = (size_t)1 << 40;
+    if (*s && strspn(s, "0123456789") == strlen(s)) {
+        long count;
+        int rc = dl_parse_long("--sizes", s, 0, (long)(max_bytes / sizeof(float)), &count, err);
+        if (!rc)
+            *floats = (size_t)count;
+        return rc;
     }
-    if (mult > 0) {
-        end++;
-        if (strcmp(end, "") && strcasecmp(end, "B") && strcasecmp(end, "iB"))
-            return -1;
-        v = v * mult / sizeof(float);
-    }
-    if (v != floor(v) || v > 1e11)
-        return -1;
-    *floats = (size_t)v;
-    return 0;
+    size_t bytes;
+    int rc = dl_parse_bytes("--sizes", s, 0, max_bytes, &bytes, err);
+    if (!rc && bytes % sizeof(float))
+        rc = dl_errorf(err, DL_ERR_SPEC, "--sizes: expected a whole number of floats (4 bytes each), found '%s'", s);
+    if (!rc)
+        *floats = bytes / sizeof(float);
+    return rc;
 }
 
 /* Splits a comma list in place into items[]; returns the count or -1. */
@@ -139,13 +132,6 @@ static int load_deepbench(struct bench *b)
     return b->nsizes > 0 ? 0 : -1;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Slowest rank's time of one call. */
 static double max_over_ranks(struct dl_comm *c, double t)
 {
@@ -174,10 +160,10 @@ static double time_once(struct bench *b, const struct dl_allreduce_algo *a, floa
 {
     struct dl_comm *c = b->c;
     c->ops->barrier(c, NULL);
-    double t0 = now();
+    double t0 = dl_clock_now();
     if (a->run(c, buf, n, &b->opts, err) != DL_OK)
         return -1;
-    return max_over_ranks(c, now() - t0);
+    return max_over_ranks(c, dl_clock_now() - t0);
 }
 
 /* Seconds per call of each of the k algorithms on buf: the median of the
@@ -299,10 +285,10 @@ static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *er
         /* one step from a zero residual: the error of a single exchange */
         fill_gradient(buf, n, c->rank);
         c->ops->barrier(c, NULL);
-        double t0 = now();
+        double t0 = dl_clock_now();
         if (rc == DL_OK)
             rc = dl_compressed_allreduce(c, st, buf, n, &stats, err);
-        double t = max_over_ranks(c, now() - t0);
+        double t = max_over_ranks(c, dl_clock_now() - t0);
         double num = 0, den = 0;
         for (size_t i = 0; i < n; i++) {
             num += (buf[i] - exact[i]) * (double)(buf[i] - exact[i]);
@@ -318,10 +304,10 @@ static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *er
         for (int i = 0; i < reps && rc == DL_OK; i++) {
             fill_gradient(buf, n, c->rank);
             c->ops->barrier(c, NULL);
-            t0 = now();
+            t0 = dl_clock_now();
             struct dl_codec_stats warm = {0};
             rc = dl_compressed_allreduce(c, st, buf, n, &warm, err);
-            tw[i] = max_over_ranks(c, now() - t0);
+            tw[i] = max_over_ranks(c, dl_clock_now() - t0);
         }
         sort_doubles(tw, reps);
         if (rc == DL_OK)
@@ -361,6 +347,13 @@ static int bad(const char *opt, const char *val, const char *want)
     return 2;
 }
 
+/* A value refused by a parser that filled err. */
+static int refused(const struct dl_error *err)
+{
+    fprintf(stderr, "%s: %s\nTry '%s --help'.\n", PROG, err->msg, PROG);
+    return 2;
+}
+
 /* Parses argv into b; returns -1 to go on, else the exit status. */
 static int parse(struct bench *b, int argc, char **argv, const char **comm, int *remeasure)
 {
@@ -370,7 +363,7 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
     optind = 1;
     opterr = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        char *end;
+        struct dl_error err = {0};
         switch (opt) {
         case OPT_COMM: *comm = optarg; break;
         case OPT_SIZES: {
@@ -380,9 +373,8 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
             if (n <= 0)
                 return bad("sizes", optarg, "expected a comma-separated list of at most 64 sizes");
             for (b->nsizes = 0; b->nsizes < n; b->nsizes++)
-                if (parse_size(items[b->nsizes], &b->sizes[b->nsizes]) != 0)
-                    return bad("sizes", items[b->nsizes],
-                               "expected a float count (1000) or bytes (4K, 16M, 1G)");
+                if (parse_size(items[b->nsizes], &b->sizes[b->nsizes], &err) != 0)
+                    return refused(&err);
             break;
         }
         case OPT_SUITE:
@@ -405,7 +397,6 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
             snprintf(codecs_buf, sizeof codecs_buf, "%s", optarg);
             b->ncodecs = split_list(codecs_buf, b->codecs, MAX_ITEMS);
             struct dl_codec_spec spec;
-            struct dl_error err;
             for (int i = 0; i < b->ncodecs; i++)
                 if (dl_codec_parse(b->codecs[i], &spec, &err) != DL_OK) {
                     fprintf(stderr, "%s: %s\n", PROG, err.msg);
@@ -414,22 +405,17 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
             break;
         }
         case OPT_REPEAT:
-            b->repeat = (int)strtol(optarg, &end, 10);
-            if (*end || end == optarg || b->repeat < 1 || b->repeat > 1000000)
-                return bad("repeat", optarg, "expected a whole number from 1 to 1000000");
+            if (dl_parse_int("--repeat", optarg, 1, 1000000, &b->repeat, &err))
+                return refused(&err);
             break;
         case OPT_PS:
-            b->opts.ps_servers = (int)strtol(optarg, &end, 10);
-            if (*end || end == optarg || b->opts.ps_servers < 1)
-                return bad("ps-servers", optarg, "expected a positive whole number");
+            if (dl_parse_int("--ps-servers", optarg, 1, 1 << 20, &b->opts.ps_servers, &err))
+                return refused(&err);
             break;
-        case OPT_SEGMENT: {
-            size_t f;
-            if (parse_size(optarg, &f) != 0 || f == 0)
-                return bad("segment", optarg, "expected a size such as 256K");
-            b->opts.segment_bytes = f * sizeof(float);
+        case OPT_SEGMENT:
+            if (dl_parse_bytes("--segment", optarg, sizeof(float), (size_t)1 << 40, &b->opts.segment_bytes, &err))
+                return refused(&err);
             break;
-        }
         case OPT_REMEASURE: *remeasure = 1; break;
         case OPT_CSV: b->csv = 1; break;
         case DL_OPT_HELP: usage(stdout); return 0;

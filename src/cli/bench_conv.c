@@ -6,7 +6,6 @@
  * speedup.  Measurements come from (and go to) the tuning database. */
 #include "cli/cli.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "core/parse.h"
 #include "core/threads.h"
 #include "spec/netfile.h"
 #include "tune/tune.h"
@@ -48,21 +48,25 @@ static void help(void)
           stdout);
 }
 
-static int parse_ints(const char *s, int *v, int max)
+/* --shape: a comma list of at most max integers in [0, 2^24]; returns their
+ * number, or -1. */
+static int parse_ints(const char *text, int *v, int max)
 {
-    int n = 0;
-    while (*s && n < max) {
-        char *end;
-        errno = 0;
-        long x = strtol(s, &end, 10);
-        if (end == s || errno || x < 0 || x > 1 << 24)
+    struct dl_error err;
+    for (int n = 0;; n++) {
+        const char *comma = strchr(text, ',');
+        size_t len = comma ? (size_t)(comma - text) : strlen(text);
+        char item[32];
+        if (n == max || len >= sizeof item)
             return -1;
-        v[n++] = (int)x;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
+        memcpy(item, text, len);
+        item[len] = 0;
+        if (dl_parse_int("--shape", item, 0, 1 << 24, &v[n], &err))
             return -1;
+        if (!comma)
+            return n + 1;
+        text = comma + 1;
     }
-    return *s ? -1 : n;
 }
 
 /* DLTRAIN_DATADIR, the installed data folder, then bench/data of the current
@@ -246,15 +250,14 @@ int dl_cli_bench_conv(int argc, char **argv)
         {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT},
         {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY},
         {0, 0, 0, 0}};
-    struct dl_net_options no;
-    dl_net_options_init(&no);
+    struct dl_net_options net_options;
+    dl_net_options_init(&net_options);
     const char *suite = NULL, *suite_file = NULL, *shape = NULL;
     int opt, csv = 0, rows = 0, batch = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int iv[1];
         if (opt != DL_OPT_BATCH) {
-            int r = dl_net_option(&no, opt, optarg, "dltrain bench conv");
+            int r = dl_net_option(&net_options, opt, optarg, "dltrain bench conv");
             if (r < 0)
                 return 2;
             if (r > 0)
@@ -265,17 +268,17 @@ int dl_cli_bench_conv(int argc, char **argv)
         case OPT_SUITE_FILE: suite_file = optarg; break;
         case OPT_SHAPE: shape = optarg; break;
         case OPT_CSV: csv = 1; break;
-        case OPT_NO_MEASURE: no.tune.no_measure = 1; break;
+        case OPT_NO_MEASURE: net_options.tune.no_measure = 1; break;
         case OPT_ROWS:
         case OPT_REPEATS:
-        case DL_OPT_BATCH:
-            if (parse_ints(optarg, iv, 1) != 1 || iv[0] < 1) {
-                fprintf(stderr, "dltrain bench conv: --%s: expected a positive integer, found '%s'\n",
-                        opt == OPT_ROWS ? "rows" : opt == OPT_REPEATS ? "repeats" : "batch", optarg);
+        case DL_OPT_BATCH: {
+            const char *name = opt == OPT_ROWS ? "--rows" : opt == DL_OPT_BATCH ? "--batch" : "--repeats";
+            int *value = opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &net_options.tune.repeats;
+            struct dl_error err = {0};
+            if (dl_option_refused("dltrain bench conv", dl_parse_int(name, optarg, 1, 1 << 24, value, &err), &err))
                 return 2;
-            }
-            *(opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &no.tune.repeats) = iv[0];
             break;
+        }
         case DL_OPT_HELP: help(); return 0;
         default: fprintf(stderr, "Try 'dltrain bench conv --help'.\n"); return 2;
         }
@@ -284,7 +287,7 @@ int dl_cli_bench_conv(int argc, char **argv)
         fprintf(stderr, "dltrain bench conv: expected --suite deepbench, --suite resnet50 or --shape (try --help)\n");
         return 2;
     }
-    dl_threads_set(no.threads);
+    dl_threads_set(net_options.threads);
     struct shape *s = NULL;
     int n = 0;
     if (shape) {
@@ -318,7 +321,7 @@ int dl_cli_bench_conv(int argc, char **argv)
         if (rows && rows < n)
             n = rows;
     }
-    struct dl_tune_options o = no.tune;
+    struct dl_tune_options o = net_options.tune;
     o.all_dirs = 1;
     if (!csv)
         printf("bench conv: %d shapes, %d threads, policy %s, workspace limit %s%zu bytes\n", n, dl_threads_get(),

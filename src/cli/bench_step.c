@@ -7,12 +7,13 @@
  * sgemm peak, and the planned arena bytes. */
 #include "cli/cli.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/options.h"
+#include "core/clock.h"
+#include "core/parse.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "exec/exec.h"
@@ -31,25 +32,6 @@ static void help(void)
           "  --no-peak             skip measuring the sgemm peak\n\n",
           stdout);
     dl_net_options_help(stdout);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int parse_count(const char *opt, const char *s, long min, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < min || v > 100000) {
-        fprintf(stderr, "dltrain bench step: --%s: expected an integer in [%ld, 100000], found '%s'\n", opt, min, s);
-        return 2;
-    }
-    *out = (int)v;
-    return 0;
 }
 
 static void print_layers(const struct dl_exec *e, int steps)
@@ -74,19 +56,27 @@ int dl_cli_bench_step(int argc, char **argv)
                                               {"warmup", required_argument, 0, OPT_WARMUP},
                                               {"no-peak", no_argument, 0, OPT_NO_PEAK},
                                               {0, 0, 0, 0}};
-    struct dl_net_options no;
-    dl_net_options_init(&no);
+    struct dl_net_options net_options;
+    dl_net_options_init(&net_options);
     int opt, steps = 10, warmup = 3, peak = 1;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, "dltrain bench step");
+        int r = dl_net_option(&net_options, opt, optarg, "dltrain bench step");
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
         switch (opt) {
-        case OPT_STEPS: if (parse_count("steps", optarg, 1, &steps)) return 2; break;
-        case OPT_WARMUP: if (parse_count("warmup", optarg, 0, &warmup)) return 2; break;
+        case OPT_STEPS:
+        case OPT_WARMUP: {
+            struct dl_error perr = {0};
+            if (dl_option_refused("dltrain bench step",
+                                  dl_parse_int(opt == OPT_STEPS ? "--steps" : "--warmup", optarg,
+                                               opt == OPT_STEPS ? 1 : 0, 100000,
+                                               opt == OPT_STEPS ? &steps : &warmup, &perr), &perr))
+                return 2;
+            break;
+        }
         case OPT_NO_PEAK: peak = 0; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain bench step"); return 0;
@@ -94,7 +84,7 @@ int dl_cli_bench_step(int argc, char **argv)
         }
     }
     struct dl_net net;
-    int status = dl_net_options_load(&no, &net, "dltrain bench step");
+    int status = dl_net_options_load(&net_options, &net, "dltrain bench step");
     if (status)
         return status;
     const struct dl_graph *g = &net.graph;
@@ -102,7 +92,7 @@ int dl_cli_bench_step(int argc, char **argv)
     struct dl_error err = {0};
     struct dl_exec e;
     struct dl_exec_options eo;
-    dl_net_exec_options(&no, &eo);
+    dl_net_exec_options(&net_options, &eo);
     struct dl_optim o = {0};
     long count = (long)N * dl_shape_count(g->input);
     float *x = malloc(sizeof *x * (size_t)count);
@@ -128,13 +118,13 @@ int dl_cli_bench_step(int argc, char **argv)
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             dl_exec_timing_enable(&e, &err);
-        double t0 = dl_tune_clock();
+        double t0 = dl_clock_now();
         dl_exec_zero_grad(&e);
         dl_exec_forward(&e, x, y, N, 1);
         dl_exec_backward(&e);
         dl_optim_step(&o, net.train.optim.lr, e.weights, e.dweights);
         if (s >= warmup)
-            t[s - warmup] = dl_tune_clock() - t0;
+            t[s - warmup] = dl_clock_now() - t0;
     }
     if (e.status) {
         fprintf(stderr, "dltrain bench step: %s\n", e.err.msg);
@@ -143,8 +133,7 @@ int dl_cli_bench_step(int argc, char **argv)
         double flops = 0;
         for (int i = 0; i < g->n; i++)
             flops += g->layers[i].flops;
-        qsort(t, (size_t)steps, sizeof *t, cmp_double);
-        double med = t[steps / 2], gflops = 3 * flops * N / med / 1e9;
+        double med = dl_median(t, steps), gflops = 3 * flops * N / med / 1e9;
         printf("network %s, batch %d, %d threads, %d timed steps after %d warm-up, %d reorder steps\n", net.name,
                N, dl_threads_get(), steps, warmup, dl_exec_reorders(&e));
         print_layers(&e, steps);

@@ -33,12 +33,12 @@ static void human(double v, char *buf, size_t n)
 int dl_cli_check(int argc, char **argv)
 {
     static const struct option long_opts[] = {DL_NET_OPTIONS, {0, 0, 0, 0}};
-    struct dl_net_options no;
-    dl_net_options_init(&no);
+    struct dl_net_options net_options;
+    dl_net_options_init(&net_options);
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, "dltrain check");
+        int r = dl_net_option(&net_options, opt, optarg, "dltrain check");
         if (r < 0)
             return 2;
         if (r > 0)
@@ -54,12 +54,12 @@ int dl_cli_check(int argc, char **argv)
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&no, &net, "dltrain check");
+    int status = dl_net_options_load(&net_options, &net, "dltrain check");
     if (status)
         return status;
     const struct dl_graph *g = &net.graph;
     char shape[64];
-    printf("network %s (%s): input %s, %d classes, %d layers\n", net.name, no.net_path,
+    printf("network %s (%s): input %s, %d classes, %d layers\n", net.name, net_options.net_path,
            dl_shape_str(g->input, shape, sizeof shape), g->classes, g->n);
     printf("%-4s %-28s %-22s %-30s %-14s %12s %10s\n", "#", "layer", "type", "inputs", "output", "params",
            "FLOPs");
@@ -88,7 +88,7 @@ int dl_cli_check(int argc, char **argv)
     struct dl_exec plan;
     struct dl_error err = {0};
     struct dl_exec_options eo;
-    dl_net_exec_options(&no, &eo);
+    dl_net_exec_options(&net_options, &eo);
     if (dl_exec_plan(&plan, g, net.train.batch, &eo, &err) == DL_OK) {
         double params = 3.0 * (double)dl_graph_param_count(g) * sizeof(float); /* weights, gradients, momentum */
         printf("planned peak: %.0f bytes for batch %d (arena %zu bytes: activations, gradients, kernel state and "

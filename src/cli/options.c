@@ -3,16 +3,13 @@
 
 #include "config.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "backends/kernel.h"
+#include "core/parse.h"
 #include "core/threads.h"
 #include "exec/exec.h"
 
@@ -29,46 +26,21 @@ void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out)
         out->tuner = (struct dl_exec_tuner){dl_tune_exec_plan, &o->tune};
 }
 
-int dl_parse_bytes(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || errno || !isfinite(v) || v < 0)
-        return -1;
-    int shift = 0;
-    if (*end) { /* k, M, G, T with an optional B or iB: binary multiples */
-        static const char units[] = "kmgt";
-        const char *u = strchr(units, tolower((unsigned char)*end));
-        if (!u)
-            return -1;
-        shift = 10 * (int)(u - units + 1);
-        end++;
-        if (*end && strcasecmp(end, "b") != 0 && strcasecmp(end, "ib") != 0)
-            return -1;
-    }
-    double b = ldexp(v, shift);
-    if (b > 1e18)
-        return -1;
-    *out = (size_t)b;
-    return 0;
-}
-
 /* --tune and the tuner's settings (see options.h). */
 static int tune_option(struct dl_net_options *o, int opt, const char *arg, const char *prog)
 {
     size_t bytes;
+    struct dl_error err = {0};
     switch (opt) {
     case DL_OPT_TUNE:
         o->tune_on = 1;
         return 1;
     case DL_OPT_WORKSPACE_LIMIT:
     case DL_OPT_WORKSPACE_TOTAL:
-        if (dl_parse_bytes(arg, &bytes)) {
-            fprintf(stderr, "%s: --workspace-%s: expected bytes such as 67108864, 64M or 1GiB, found '%s'\n", prog,
-                    opt == DL_OPT_WORKSPACE_LIMIT ? "limit" : "total", arg);
+        if (dl_option_refused(prog, dl_parse_bytes(opt == DL_OPT_WORKSPACE_LIMIT ? "--workspace-limit"
+                                                                                  : "--workspace-total",
+                                                   arg, 0, (size_t)1 << 60, &bytes, &err), &err))
             return -1;
-        }
         *(opt == DL_OPT_WORKSPACE_LIMIT ? &o->tune.workspace_limit : &o->tune.workspace_total) = bytes;
         return 1;
     case DL_OPT_TUNE_DB: o->tune.db_path = arg; return 1;
@@ -91,15 +63,8 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
         return 1;
     }
     if (opt == DL_OPT_THREADS) {
-        char *end;
-        errno = 0;
-        long v = strtol(arg, &end, 10);
-        if (*arg == 0 || *end || errno || v < 1 || v > 4096) {
-            fprintf(stderr, "%s: --threads: expected an integer in [1, 4096], found '%s'\n", prog, arg);
-            return -1;
-        }
-        o->threads = (int)v;
-        return 1;
+        struct dl_error err = {0};
+        return dl_option_refused(prog, dl_parse_int("--threads", arg, 1, 4096, &o->threads, &err), &err) ? -1 : 1;
     }
     if (opt == DL_OPT_KERNEL) {
         struct dl_error err = {0};
@@ -126,28 +91,6 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
     return 1;
 }
 
-static int parse_long(const char *opt, const char *s, long min, long max, long *out, struct dl_error *err)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < min || v > max)
-        return dl_errorf(err, DL_ERR_SPEC, "--%s: expected an integer in [%ld, %ld], found '%s'", opt, min, max, s);
-    *out = v;
-    return DL_OK;
-}
-
-static int parse_double(const char *opt, const char *s, double min, double max, double *out, struct dl_error *err)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !isfinite(v) || v < min || v > max)
-        return dl_errorf(err, DL_ERR_SPEC, "--%s: expected a number in [%g, %g], found '%s'", opt, min, max, s);
-    *out = v;
-    return DL_OK;
-}
-
 static int parse_choice(const char *opt, const char *s, const char *const *names, int *out, struct dl_error *err)
 {
     char list[256] = "";
@@ -159,7 +102,7 @@ static int parse_choice(const char *opt, const char *s, const char *const *names
         strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
         strncat(list, names[i], sizeof list - strlen(list) - 1);
     }
-    return dl_errorf(err, DL_ERR_SPEC, "--%s: expected one of %s, found '%s'", opt, list, s);
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of %s, found '%s'", opt, list, s);
 }
 
 static int apply(struct dl_net *net, int code, const char *v, struct dl_error *err)
@@ -170,32 +113,26 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
     int k;
     switch (code) {
     case DL_OPT_EPOCHS:
-        if (parse_long("epochs", v, 1, 1 << 24, &l, err))
-            return DL_ERR_SPEC;
-        t->epochs = (int)l;
-        return DL_OK;
+        return dl_parse_int("--epochs", v, 1, 1 << 24, &t->epochs, err);
     case DL_OPT_BATCH:
-        if (parse_long("batch", v, 1, 1 << 24, &l, err))
-            return DL_ERR_SPEC;
-        t->batch = (int)l;
-        return DL_OK;
-    case DL_OPT_LR: return parse_double("lr", v, 0, 1e6, &o->lr, err);
+        return dl_parse_int("--batch", v, 1, 1 << 24, &t->batch, err);
+    case DL_OPT_LR: return dl_parse_double("--lr", v, 0, 1e6, &o->lr, err);
     case DL_OPT_OPTIMIZER:
-        if (parse_choice("optimizer", v, dl_optim_names, &k, err))
+        if (parse_choice("--optimizer", v, dl_optim_names, &k, err))
             return DL_ERR_SPEC;
         o->kind = (enum dl_optim_kind)k;
         return DL_OK;
-    case DL_OPT_MOMENTUM: return parse_double("momentum", v, 0, 0.999999, &o->momentum, err);
+    case DL_OPT_MOMENTUM: return dl_parse_double("--momentum", v, 0, 0.999999, &o->momentum, err);
     case DL_OPT_NESTEROV: o->nesterov = 1; return DL_OK;
-    case DL_OPT_WEIGHT_DECAY: return parse_double("weight-decay", v, 0, 1e3, &o->weight_decay, err);
+    case DL_OPT_WEIGHT_DECAY: return dl_parse_double("--weight-decay", v, 0, 1e3, &o->weight_decay, err);
     case DL_OPT_SCHEDULE:
-        if (parse_choice("schedule", v, dl_sched_names, &k, err))
+        if (parse_choice("--schedule", v, dl_sched_names, &k, err))
             return DL_ERR_SPEC;
         t->sched.kind = (enum dl_sched_kind)k;
         return DL_OK;
-    case DL_OPT_WARMUP: return parse_double("warmup-epochs", v, 0, 1e9, &t->sched.warmup_epochs, err);
+    case DL_OPT_WARMUP: return dl_parse_double("--warmup-epochs", v, 0, 1e9, &t->sched.warmup_epochs, err);
     case DL_OPT_SEED:
-        if (parse_long("seed", v, 0, LONG_MAX, &l, err))
+        if (dl_parse_long("--seed", v, 0, LONG_MAX, &l, err))
             return DL_ERR_SPEC;
         t->seed = (uint64_t)l;
         return DL_OK;
@@ -205,13 +142,13 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
         snprintf(net->data.dir, sizeof net->data.dir, "%s", v);
         return DL_OK;
     case DL_OPT_DATASET:
-        if (parse_choice("dataset", v, dl_dataset_names, &k, err))
+        if (parse_choice("--dataset", v, dl_dataset_names, &k, err))
             return DL_ERR_SPEC;
         net->data.kind = (enum dl_dataset_kind)k;
         return DL_OK;
-    case DL_OPT_LIMIT_TRAIN: return parse_long("limit-train", v, 1, 1L << 40, &net->data.limit_train, err);
-    case DL_OPT_LIMIT_TEST: return parse_long("limit-test", v, 1, 1L << 40, &net->data.limit_test, err);
-    case DL_OPT_MAX_STEPS: return parse_long("max-steps", v, 1, 1L << 40, &t->max_steps, err);
+    case DL_OPT_LIMIT_TRAIN: return dl_parse_long("--limit-train", v, 1, 1L << 40, &net->data.limit_train, err);
+    case DL_OPT_LIMIT_TEST: return dl_parse_long("--limit-test", v, 1, 1L << 40, &net->data.limit_test, err);
+    case DL_OPT_MAX_STEPS: return dl_parse_long("--max-steps", v, 1, 1L << 40, &t->max_steps, err);
     }
     return dl_errorf(err, DL_ERR_INTERNAL, "unhandled option %d", code);
 }
@@ -305,13 +242,21 @@ void dl_net_options_help(FILE *f)
           "                        when their kernels can apply it)\n"
           "  --tune                pick each layer's kernel and micro-batch split by measuring\n"
           "                        (cached in the tuning database; see dltrain tune)\n"
-          "  --workspace-limit BYTES  workspace per layer and direction for the tuner (e.g. 64M)\n"
-          "  --workspace-total BYTES  divide this total workspace over the layers (ILP)\n"
+          "  --workspace-limit SIZE  workspace per layer and direction for the tuner (e.g. 64M,\n"
+          "                        1GiB; K, M, G, T are powers of 1024, KB, MB, GB, TB of 1000)\n"
+          "  --workspace-total SIZE  divide this total workspace over the layers (ILP)\n"
           "  --tune-db FILE        tuning database (default ~/.cache/dltrain/tune.sqlite)\n"
           "  --tune-policy P       micro-batch sizes: undivided, powerOfTwo (default) or all\n"
           "  --help                print this help and exit\n"
           "  --version             print the version and exit\n",
           f);
+}
+
+int dl_option_refused(const char *prog, int rc, const struct dl_error *err)
+{
+    if (rc)
+        fprintf(stderr, "%s: %s\n", prog, err->msg);
+    return rc != 0;
 }
 
 void dl_print_version(const char *prog)

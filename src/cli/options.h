@@ -67,8 +67,9 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
  * with o's settings (out points into o, which must outlive it). */
 void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out);
 
-/* "268435456", "256M", "256MiB", "64k", "1G" (binary multiples) -> bytes. */
-int dl_parse_bytes(const char *s, size_t *out);
+/* Prints "PROG: message" when rc (the status of a core/parse.h parser or of
+ * another function that fills err) is an error; returns 1 then, else 0. */
+int dl_option_refused(const char *prog, int rc, const struct dl_error *err);
 
 /* Help text of the shared options. */
 void dl_net_options_help(FILE *f);

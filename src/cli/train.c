@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
+#include "core/parse.h"
 #include "core/threads.h"
 #include "data/dataset.h"
 #include "io/metrics.h"
@@ -105,45 +106,26 @@ static void on_warning(void *ctx, const char *msg)
     fflush(stderr);
 }
 
-
-static int parse_count(const char *opt, const char *s, long min, long max, long *out)
+/* Prints the message of a refused option value; returns 1 when there was one. */
+static int refused(int rc, const struct dl_error *err)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < min || v > max) {
-        fprintf(stderr, "dltrain: %s: expected an integer in [%ld, %ld], found '%s'\n", opt, min, max, s);
-        return 1;
-    }
-    *out = v;
-    return 0;
+    return dl_option_refused("dltrain", rc, err);
 }
 
-/* Sizes such as 4096, 64K, 25M, 1G. */
-static int parse_bytes(const char *opt, const char *s, long *out)
+/* --debug-slow-rank RANK:MILLISECONDS */
+static int parse_slow_rank(const char *text, struct dl_parallel_opts *po, struct dl_error *err)
 {
-    char *end;
-    double v = strtod(s, &end);
-    double mult = *end == 'K' || *end == 'k' ? 1024 : *end == 'M' || *end == 'm' ? 1048576 : *end == 'G' || *end == 'g' ? 1073741824 : 1;
-    if (mult > 1)
-        end++;
-    if (!*s || *end || !(v * mult >= 4) || v * mult > 1e12) {
-        fprintf(stderr, "dltrain: %s: expected a byte count such as 4096, 64K or 25M, found '%s'\n", opt, s);
-        return 1;
-    }
-    *out = (long)(v * mult);
-    return 0;
-}
-
-static int parse_seconds(const char *opt, const char *s, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v > 0) || v > 1e7) {
-        fprintf(stderr, "dltrain: %s: expected a positive number of seconds, found '%s'\n", opt, s);
-        return 1;
-    }
-    *out = v;
-    return 0;
+    const char *colon = strchr(text, ':');
+    char rank[32];
+    if (!colon || colon - text >= (long)sizeof rank)
+        return dl_errorf(err, DL_ERR_SPEC, "--debug-slow-rank: expected RANK:MILLISECONDS, found '%s'", text);
+    snprintf(rank, sizeof rank, "%.*s", (int)(colon - text), text);
+    int rc = dl_parse_int("--debug-slow-rank RANK", rank, 0, 1 << 20, &po->slow_rank, err);
+    if (!rc)
+        rc = dl_parse_double("--debug-slow-rank MILLISECONDS", colon + 1, 0, 1e9, &po->slow_rank_ms, err);
+    if (rc)
+        dl_error_prefix(err, "--debug-slow-rank %s", text);
+    return rc;
 }
 
 /* --parallel (or the file's parallel.strategy) against what this build can
@@ -190,12 +172,12 @@ static void help(void)
           "  --consistency MODE    sync (default), ssp:S, async or local-sgd:K\n"
           "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
-          "  --bucket-bytes N      gradient fusion bucket size (default 25 MiB; K, M suffixes)\n"
+          "  --bucket-bytes SIZE   gradient fusion bucket size (default 25M)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
           "  --ps-servers K        parameter-server ranks for ssp/async (default 1)\n"
-          "  --stall-warning S     name ranks missing from a step's allreduce after S s (default 60)\n"
-          "  --stall-timeout S     abort the job after S s (default 600)\n"
+          "  --stall-warning TIME  name ranks missing from a step's allreduce after TIME (default 60s)\n"
+          "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
           "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n"
           "  --debug-hold-at-step N  testing aid: after step N wait (up to 10 minutes) for a\n"
           "                        stop signal, which then stops the run after step N+1\n\n"
@@ -207,205 +189,234 @@ static void help(void)
           "  --resume[=FILE]       continue from FILE, or from the newest valid checkpoint in DIR\n"
           "                        (starts from the beginning when there is none)\n"
           "  --strict-checkpoints  stop training when a checkpoint cannot be written\n\n"
+          "SIZE: bytes, or a number with a unit: K, M, G, T (= KiB, MiB, GiB, TiB: powers of\n"
+          "1024) or KB, MB, GB, TB (powers of 1000), e.g. 25M = 26214400, 25MB = 25000000.\n"
+          "TIME: seconds, or a number with a unit s, m or h, e.g. 90, 15m, 2h.\n\n"
           "Exit status: 0 success, 1 run-time failure, 2 bad network file or option.\n",
           stdout);
 }
 
-int dl_cli_train(int argc, char **argv)
+static const struct option long_opts[] = {
+    DL_NET_OPTIONS,
+    {"metrics", required_argument, 0, OPT_METRICS},
+    {"log-every", required_argument, 0, OPT_LOG_EVERY},
+    {"quiet", no_argument, 0, OPT_QUIET},
+    {"comm", required_argument, 0, OPT_COMM},
+    {"parallel", required_argument, 0, OPT_PARALLEL},
+    {"allreduce", required_argument, 0, OPT_ALLREDUCE},
+    {"compress", required_argument, 0, OPT_COMPRESS},
+    {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
+    {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
+    {"consistency", required_argument, 0, OPT_CONSISTENCY},
+    {"ps-servers", required_argument, 0, OPT_PS_SERVERS},
+    {"stall-warning", required_argument, 0, OPT_STALL_WARNING},
+    {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
+    {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
+    {"debug-hold-at-step", required_argument, 0, OPT_HOLD_AT_STEP},
+    {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
+    {"sync-bn", no_argument, 0, OPT_SYNC_BN},
+    {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
+    {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
+    {"keep", required_argument, 0, OPT_KEEP},
+    {"resume", optional_argument, 0, OPT_RESUME},
+    {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
+    {0, 0, 0, 0}};
+
+/* Everything the command line asks for. */
+struct train_command {
+    struct dl_net_options net_options;   /* --net and the network file's overrides */
+    struct dl_train_opts train_options;
+    struct printer printer;              /* output options */
+    const char *metrics_path, *comm_name, *parallel;
+};
+
+/* One of train's own options; returns -1 to go on, else the exit status
+ * (0 after --help or --version, 2 for a bad value). */
+static int train_option(struct train_command *cmd, int opt, const char *arg)
 {
-    static const struct option long_opts[] = {
-        DL_NET_OPTIONS,
-        {"metrics", required_argument, 0, OPT_METRICS},
-        {"log-every", required_argument, 0, OPT_LOG_EVERY},
-        {"quiet", no_argument, 0, OPT_QUIET},
-        {"comm", required_argument, 0, OPT_COMM},
-        {"parallel", required_argument, 0, OPT_PARALLEL},
-        {"allreduce", required_argument, 0, OPT_ALLREDUCE},
-        {"compress", required_argument, 0, OPT_COMPRESS},
-        {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
-        {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
-        {"consistency", required_argument, 0, OPT_CONSISTENCY},
-        {"ps-servers", required_argument, 0, OPT_PS_SERVERS},
-        {"stall-warning", required_argument, 0, OPT_STALL_WARNING},
-        {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
-        {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
-        {"debug-hold-at-step", required_argument, 0, OPT_HOLD_AT_STEP},
-        {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
-        {"sync-bn", no_argument, 0, OPT_SYNC_BN},
-        {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
-        {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
-        {"keep", required_argument, 0, OPT_KEEP},
-        {"resume", optional_argument, 0, OPT_RESUME},
-        {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
-        {0, 0, 0, 0}};
-    struct dl_net_options no;
-    dl_net_options_init(&no);
-    struct printer p = {.log_every = 100};
-    struct dl_train_opts to;
-    dl_train_opts_defaults(&to);
-    const char *metrics_path = NULL, *comm_name = "auto", *parallel = NULL;
+    struct dl_train_opts *train = &cmd->train_options;
+    struct dl_parallel_opts *par = &train->parallel;
     struct dl_error err = {0};
+    int bad = 0;
+    switch (opt) {
+    case DL_OPT_HELP: help(); return 0;
+    case DL_OPT_VERSION: dl_print_version("dltrain"); return 0;
+    case OPT_METRICS: cmd->metrics_path = arg; break;
+    case OPT_LOG_EVERY:
+        bad = refused(dl_parse_long("--log-every", arg, 1, 1L << 40, &cmd->printer.log_every, &err), &err);
+        break;
+    case OPT_QUIET: cmd->printer.quiet = 1; break;
+    case OPT_COMM: cmd->comm_name = arg; break;
+    case OPT_PARALLEL: cmd->parallel = arg; break;
+    case OPT_ALLREDUCE:
+        par->allreduce = arg;
+        if (!dl_allreduce_find(arg)) {
+            fprintf(stderr, "dltrain: --allreduce: unknown algorithm '%s' (ring, recursive_doubling, "
+                            "rabenseifner, tree, ps, native or auto)\n", arg);
+            bad = 1;
+        }
+        break;
+    case OPT_COMPRESS: bad = refused(dl_codec_parse(arg, &par->codec, &err), &err); break;
+    case OPT_BUCKET_BYTES:
+        bad = refused(dl_parse_bytes("--bucket-bytes", arg, 4, (size_t)1 << 40, &par->bucket_bytes, &err), &err);
+        break;
+    case OPT_NO_OVERLAP: par->overlap = 0; break;
+    case OPT_CONSISTENCY: bad = refused(dl_consistency_parse(arg, par, &err), &err); break;
+    case OPT_PS_SERVERS:
+        bad = refused(dl_parse_int("--ps-servers", arg, 1, 1 << 20, &par->ps_servers, &err), &err);
+        break;
+    case OPT_STALL_WARNING:
+        bad = refused(dl_parse_seconds("--stall-warning", arg, 1e7, &par->stall_warning_s, &err), &err);
+        break;
+    case OPT_STALL_TIMEOUT:
+        bad = refused(dl_parse_seconds("--stall-timeout", arg, 1e7, &par->stall_timeout_s, &err), &err);
+        break;
+    case OPT_SLOW_RANK: bad = refused(parse_slow_rank(arg, par, &err), &err); break;
+    case OPT_HOLD_AT_STEP:
+        bad = refused(dl_parse_long("--debug-hold-at-step", arg, 1, 1L << 40, &train->hold_at_step, &err), &err);
+        break;
+    case OPT_DUMP_WEIGHTS: train->dump_weights = arg; break;
+    case OPT_CKPT_DIR: train->checkpoint_dir = arg; break;
+    case OPT_CKPT_EVERY: {
+        struct dl_checkpoint_every ev = {0};
+        bad = refused(dl_checkpoint_parse_every(arg, &ev, &err), &err);
+        train->every_steps = ev.steps;
+        train->every_seconds = ev.seconds;
+        break;
+    }
+    case OPT_KEEP: bad = refused(dl_parse_int("--keep", arg, 1, 1000000, &train->keep, &err), &err); break;
+    case OPT_RESUME:
+        train->resume = 1;
+        train->resume_path = arg;
+        break;
+    case OPT_STRICT_CKPT: train->strict_checkpoints = 1; break;
+    case OPT_SYNC_BN: par->sync_bn = 1; break; /* the trainer then picks kernels with sync_stats */
+    default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
+    }
+    return bad ? 2 : -1;
+}
+
+/* Parses argv into cmd; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct train_command *cmd)
+{
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, "dltrain");
+        int r = dl_net_option(&cmd->net_options, opt, optarg, "dltrain");
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
-        int bad = 0;
-        switch (opt) {
-        case DL_OPT_HELP: help(); return 0;
-        case DL_OPT_VERSION: dl_print_version("dltrain"); return 0;
-        case OPT_METRICS: metrics_path = optarg; break;
-        case OPT_LOG_EVERY: bad = parse_count("--log-every", optarg, 1, 1L << 40, &p.log_every); break;
-        case OPT_QUIET: p.quiet = 1; break;
-        case OPT_COMM: comm_name = optarg; break;
-        case OPT_PARALLEL: parallel = optarg; break;
-        case OPT_ALLREDUCE:
-            to.parallel.allreduce = optarg;
-            if (!dl_allreduce_find(optarg)) {
-                fprintf(stderr, "dltrain: --allreduce: unknown algorithm '%s' (ring, recursive_doubling, "
-                                "rabenseifner, tree, ps, native or auto)\n", optarg);
-                bad = 1;
-            }
-            break;
-        case OPT_COMPRESS:
-            if (dl_codec_parse(optarg, &to.parallel.codec, &err)) {
-                fprintf(stderr, "dltrain: --compress: %s\n", err.msg);
-                bad = 1;
-            }
-            break;
-        case OPT_BUCKET_BYTES: {
-            long v;
-            bad = parse_bytes("--bucket-bytes", optarg, &v);
-            to.parallel.bucket_bytes = (size_t)v;
-            break;
-        }
-        case OPT_NO_OVERLAP: to.parallel.overlap = 0; break;
-        case OPT_CONSISTENCY:
-            if (dl_consistency_parse(optarg, &to.parallel, &err)) {
-                fprintf(stderr, "dltrain: %s\n", err.msg);
-                bad = 1;
-            }
-            break;
-        case OPT_PS_SERVERS: {
-            long v;
-            bad = parse_count("--ps-servers", optarg, 1, 1 << 20, &v);
-            to.parallel.ps_servers = (int)v;
-            break;
-        }
-        case OPT_STALL_WARNING: bad = parse_seconds("--stall-warning", optarg, &to.parallel.stall_warning_s); break;
-        case OPT_STALL_TIMEOUT: bad = parse_seconds("--stall-timeout", optarg, &to.parallel.stall_timeout_s); break;
-        case OPT_SLOW_RANK: {
-            int used = 0;
-            if (sscanf(optarg, "%d:%lf%n", &to.parallel.slow_rank, &to.parallel.slow_rank_ms, &used) != 2 ||
-                optarg[used]) {
-                fprintf(stderr, "dltrain: --debug-slow-rank: expected RANK:MILLISECONDS, found '%s'\n", optarg);
-                bad = 1;
-            }
-            break;
-        }
-        case OPT_HOLD_AT_STEP: bad = parse_count("--debug-hold-at-step", optarg, 1, 1L << 40, &to.hold_at_step); break;
-        case OPT_DUMP_WEIGHTS: to.dump_weights = optarg; break;
-        case OPT_CKPT_DIR: to.checkpoint_dir = optarg; break;
-        case OPT_CKPT_EVERY: {
-            struct dl_checkpoint_every ev = {0};
-            if (dl_checkpoint_parse_every(optarg, &ev, &err)) {
-                fprintf(stderr, "dltrain: --checkpoint-every: %s\n", err.msg);
-                bad = 1;
-            }
-            to.every_steps = ev.steps;
-            to.every_seconds = ev.seconds;
-            break;
-        }
-        case OPT_KEEP: {
-            long v;
-            bad = parse_count("--keep", optarg, 1, 1000000, &v);
-            to.keep = (int)v;
-            break;
-        }
-        case OPT_RESUME:
-            to.resume = 1;
-            to.resume_path = optarg;
-            break;
-        case OPT_STRICT_CKPT: to.strict_checkpoints = 1; break;
-        case OPT_SYNC_BN:
-            to.parallel.sync_bn = 1; /* the trainer then picks kernels with sync_stats */
-            break;
-        default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
-        }
-        if (bad)
-            return 2;
+        int status = train_option(cmd, opt, optarg);
+        if (status >= 0)
+            return status;
     }
     if (optind < argc) {
         fprintf(stderr, "dltrain: unexpected argument '%s' (try --help)\n", argv[optind]);
         return 2;
     }
-    struct dl_net net;
-    int status = dl_net_options_load(&no, &net, "dltrain");
-    if (status)
-        return status;
-    p.net_path = no.net_path;
-    struct dl_comm *comm = NULL;
-    if (dl_comm_open(comm_name, &argc, &argv, &comm, &err)) {
+    return -1;
+}
+
+/* Opens the world communicator and settles what depends on it (--parallel,
+ * who prints, the metrics file on rank 0); returns 0 or the exit status. */
+static int open_world(struct train_command *cmd, const struct dl_net *net, int *argc, char ***argv,
+                      struct dl_comm **comm)
+{
+    struct dl_error err = {0};
+    if (dl_comm_open(cmd->comm_name, argc, argv, comm, &err)) {
         fprintf(stderr, "dltrain: %s%s\n", err.code == DL_ERR_SPEC ? "--comm: " : "", err.msg);
-        dl_net_free(&net);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
-    to.comm = comm;
-    to.net_path = no.net_path;
-    if (to.checkpoint_dir && !to.every_steps && !to.every_seconds)
-        to.every_steps = 1000;
+    struct dl_train_opts *train = &cmd->train_options;
+    train->comm = *comm;
+    train->net_path = cmd->net_options.net_path;
+    if (train->checkpoint_dir && !train->every_steps && !train->every_seconds)
+        train->every_steps = 1000;
     dl_signals_install();
-    status = check_parallel(parallel, &net, comm);
-    if (comm->rank != 0)
-        p.quiet = 1;
-    if (!status && metrics_path && comm->rank == 0 && dl_metrics_open(&p.metrics, metrics_path, &err)) {
+    int status = check_parallel(cmd->parallel, net, *comm);
+    if ((*comm)->rank != 0)
+        cmd->printer.quiet = 1;
+    if (!status && cmd->metrics_path && (*comm)->rank == 0 &&
+        dl_metrics_open(&cmd->printer.metrics, cmd->metrics_path, &err)) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         status = 1;
     }
-    struct dl_train_hooks hooks = {.ctx = &p, .on_start = on_start, .on_step = on_step, .on_epoch = on_epoch,
-                                   .on_warning = on_warning};
-    struct dl_train_result res;
-    dl_net_exec_options(&no, &to.exec);
-    int rc = status ? DL_OK : dl_train(&net, &to, &hooks, &res, &err);
-    if (!status && !rc && p.metrics.open)
-        rc = dl_metrics_close(&p.metrics, &err);
-    else if (p.metrics.open)
-        dl_metrics_close(&p.metrics, NULL);
-    if (!status && rc == DL_STOPPED) {
+    return status;
+}
+
+/* Trains, with progress printed through the hooks; closes the metrics file. */
+static int run(struct train_command *cmd, const struct dl_net *net, struct dl_train_result *res,
+               struct dl_error *err)
+{
+    struct dl_train_hooks hooks = {.ctx = &cmd->printer, .on_start = on_start, .on_step = on_step,
+                                   .on_epoch = on_epoch, .on_warning = on_warning};
+    dl_net_exec_options(&cmd->net_options, &cmd->train_options.exec);
+    int rc = dl_train(net, &cmd->train_options, &hooks, res, err);
+    if (!rc && cmd->printer.metrics.open)
+        rc = dl_metrics_close(&cmd->printer.metrics, err);
+    else if (cmd->printer.metrics.open)
+        dl_metrics_close(&cmd->printer.metrics, NULL);
+    return rc;
+}
+
+/* The end of the run (rank 0 prints the summary); returns the exit status. */
+static int report(const struct train_command *cmd, struct dl_comm *comm, int rc, const struct dl_train_result *res,
+                  const struct dl_error *err)
+{
+    if (rc == DL_STOPPED) {
         if (comm->rank == 0)
-            printf("stopped by a signal after step %ld%s%s; continue with --resume\n", res.steps,
-                   res.last_checkpoint[0] ? ": checkpoint " : "", res.last_checkpoint);
+            printf("stopped by a signal after step %ld%s%s; continue with --resume\n", res->steps,
+                   res->last_checkpoint[0] ? ": checkpoint " : "", res->last_checkpoint);
         fflush(stdout);
-        status = res.last_checkpoint[0] || comm->rank != 0 ? DL_EXIT_PREEMPTED : 1;
-        rc = DL_OK;
-        dl_net_free(&net);
-        dl_comm_close(comm);
-        return status;
+        return res->last_checkpoint[0] || comm->rank != 0 ? DL_EXIT_PREEMPTED : 1;
     }
-    if (!status && rc) {
-        fprintf(stderr, "dltrain: %s\n", err.msg);
+    if (rc) {
+        fprintf(stderr, "dltrain: %s\n", err->msg);
         fflush(stderr);
-        status = rc == DL_ERR_SPEC ? 2 : 1;
+        int status = rc == DL_ERR_SPEC ? 2 : 1;
         if (rc == DL_ERR_COMM && comm->size > 1)
             comm->ops->abort(comm, status); /* peers may be stuck in a collective */
+        return status;
     }
-    if (!status && comm->rank == 0 && res.last_checkpoint[0])
-        printf("last checkpoint: %s\n", res.last_checkpoint);
-    if (!status && comm->rank == 0) {
-        printf("final: test accuracy %.2f%% (%ld samples), test loss %.4f, after %ld steps in %.1f s\n",
-               100 * res.last.test_accuracy, res.last.test_samples, res.last.test_loss, res.steps, res.seconds);
-        if (res.max_staleness > 0 || to.parallel.consistency == DL_CONS_SSP)
-            printf("parameter server: largest staleness %d\n", res.max_staleness);
-        if (res.comm_seconds > 0)
-            printf("gradient allreduce: %.2f s in total, %.2f s not hidden behind backward (%.0f%% hidden); "
-                   "%.1f MB sent by rank 0 (%.1f MB uncompressed)\n",
-                   res.comm_seconds, res.exposed_comm_seconds,
-                   100 * (1 - (res.exposed_comm_seconds < res.comm_seconds ? res.exposed_comm_seconds / res.comm_seconds
-                                                                          : 1)),
-                   res.bytes_sent / 1e6, res.dense_bytes / 1e6);
+    if (comm->rank != 0)
+        return 0;
+    if (res->last_checkpoint[0])
+        printf("last checkpoint: %s\n", res->last_checkpoint);
+    printf("final: test accuracy %.2f%% (%ld samples), test loss %.4f, after %ld steps in %.1f s\n",
+           100 * res->last.test_accuracy, res->last.test_samples, res->last.test_loss, res->steps, res->seconds);
+    if (res->max_staleness > 0 || cmd->train_options.parallel.consistency == DL_CONS_SSP)
+        printf("parameter server: largest staleness %d\n", res->max_staleness);
+    if (res->comm_seconds > 0)
+        printf("gradient allreduce: %.2f s in total, %.2f s not hidden behind backward (%.0f%% hidden); "
+               "%.1f MB sent by rank 0 (%.1f MB uncompressed)\n",
+               res->comm_seconds, res->exposed_comm_seconds,
+               100 * (1 - (res->exposed_comm_seconds < res->comm_seconds ? res->exposed_comm_seconds / res->comm_seconds
+                                                                        : 1)),
+               res->bytes_sent / 1e6, res->dense_bytes / 1e6);
+    return 0;
+}
+
+int dl_cli_train(int argc, char **argv)
+{
+    struct train_command cmd = {.printer = {.log_every = 100}, .comm_name = "auto"};
+    dl_net_options_init(&cmd.net_options);
+    dl_train_opts_defaults(&cmd.train_options);
+    int status = parse_args(argc, argv, &cmd);
+    if (status >= 0)
+        return status;
+    struct dl_net net;
+    status = dl_net_options_load(&cmd.net_options, &net, "dltrain");
+    if (status)
+        return status;
+    cmd.printer.net_path = cmd.net_options.net_path;
+    struct dl_comm *comm = NULL;
+    status = open_world(&cmd, &net, &argc, &argv, &comm);
+    if (!status) {
+        struct dl_train_result res;
+        struct dl_error err = {0};
+        int rc = run(&cmd, &net, &res, &err);
+        status = report(&cmd, comm, rc, &res, &err);
     }
     dl_net_free(&net);
     dl_comm_close(comm);

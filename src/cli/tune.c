@@ -4,12 +4,12 @@
  * against the best undivided plan within the same limit, then the totals. */
 #include "cli/cli.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/options.h"
+#include "core/parse.h"
 #include "core/threads.h"
 #include "tune/tune.h"
 
@@ -74,29 +74,25 @@ int dl_cli_tune(int argc, char **argv)
                                               {"repeats", required_argument, 0, OPT_REPEATS},
                                               {"no-measure", no_argument, 0, OPT_NO_MEASURE},
                                               {0, 0, 0, 0}};
-    struct dl_net_options no;
-    dl_net_options_init(&no);
+    struct dl_net_options net_options;
+    dl_net_options_init(&net_options);
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, "dltrain tune");
+        int r = dl_net_option(&net_options, opt, optarg, "dltrain tune");
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
         switch (opt) {
         case OPT_REPEATS: {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || errno || v < 1 || v > 64) {
-                fprintf(stderr, "dltrain tune: --repeats: expected an integer in [1, 64], found '%s'\n", optarg);
+            struct dl_error err = {0};
+            if (dl_option_refused("dltrain tune", dl_parse_int("--repeats", optarg, 1, 64, &net_options.tune.repeats, &err),
+                                  &err))
                 return 2;
-            }
-            no.tune.repeats = (int)v;
             break;
         }
-        case OPT_NO_MEASURE: no.tune.no_measure = 1; break;
+        case OPT_NO_MEASURE: net_options.tune.no_measure = 1; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain tune"); return 0;
         default: fprintf(stderr, "Try 'dltrain tune --help'.\n"); return 2;
@@ -107,11 +103,11 @@ int dl_cli_tune(int argc, char **argv)
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&no, &net, "dltrain tune");
+    int status = dl_net_options_load(&net_options, &net, "dltrain tune");
     if (status)
         return status;
-    struct dl_tune_options o = no.tune;
-    o.kernels = &no.kernels;
+    struct dl_tune_options o = net_options.tune;
+    o.kernels = &net_options.kernels;
     struct dl_mbplan plan;
     struct dl_tune_report rep;
     struct dl_error err = {0};

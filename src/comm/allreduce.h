@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "comm/costmodel.h"
+#include "comm/tags.h"
 
 /* Pipelining segment when opts->segment_bytes is 0.  1 MiB: at 16 MiB on 4
  * ranks sharing 2 cores, ring and Rabenseifner took 0.87-1.03x Open MPI's

@@ -7,8 +7,6 @@
 
 #include <stdlib.h>
 
-enum { TAG_PUSH = 11, TAG_PULL = 12 };
-
 int dl_allreduce_ps(struct dl_comm *c, float *buf, size_t n,
                     const struct dl_allreduce_opts *opts, struct dl_error *err)
 {
@@ -25,12 +23,12 @@ int dl_allreduce_ps(struct dl_comm *c, float *buf, size_t n,
     /* Push: the server posts one receive per other rank, then all send. */
     for (int q = 0, slot = 0; q < p && r < k && rc == DL_OK; q++)
         if (q != r)
-            rc = c->ops->irecv(c, tmp + (size_t)slot++ * mylen, mylen * sizeof *tmp, q, TAG_PUSH,
+            rc = c->ops->irecv(c, tmp + (size_t)slot++ * mylen, mylen * sizeof *tmp, q, DL_TAG_PS_ALLREDUCE_PUSH,
                                &req[q], err);
     for (int s = 0; s < k && rc == DL_OK; s++) {
         size_t lo = dl_block_lo(n, k, s), hi = dl_block_lo(n, k, s + 1);
         if (s != r)
-            rc = c->ops->isend(c, buf + lo, (hi - lo) * sizeof *buf, s, TAG_PUSH, &req[p + s],
+            rc = c->ops->isend(c, buf + lo, (hi - lo) * sizeof *buf, s, DL_TAG_PS_ALLREDUCE_PUSH, &req[p + s],
                                err);
     }
     for (int q = 0, slot = 0; q < p && r < k && rc == DL_OK; q++) {
@@ -46,12 +44,12 @@ int dl_allreduce_ps(struct dl_comm *c, float *buf, size_t n,
     for (int s = 0; s < k && rc == DL_OK; s++) {
         size_t lo = dl_block_lo(n, k, s), hi = dl_block_lo(n, k, s + 1);
         if (s != r)
-            rc = c->ops->irecv(c, buf + lo, (hi - lo) * sizeof *buf, s, TAG_PULL, &req[p + s],
+            rc = c->ops->irecv(c, buf + lo, (hi - lo) * sizeof *buf, s, DL_TAG_PS_ALLREDUCE_PULL, &req[p + s],
                                err);
     }
     for (int q = 0; q < p && r < k && rc == DL_OK; q++)
         if (q != r)
-            rc = c->ops->isend(c, buf + mylo, mylen * sizeof *buf, q, TAG_PULL, &req[q], err);
+            rc = c->ops->isend(c, buf + mylo, mylen * sizeof *buf, q, DL_TAG_PS_ALLREDUCE_PULL, &req[q], err);
     int rc2 = dl_comm_waitall(c, req, p + k, rc == DL_OK ? err : NULL);
     free(req);
     return rc != DL_OK ? rc : rc2;

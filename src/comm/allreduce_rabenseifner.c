@@ -5,9 +5,6 @@
  * fix-up (fold the extra ranks in first, hand them the result at the end). */
 #include "comm/allreduce.h"
 
-/* Tags: halving rounds use their mask, doubling rounds mask + 1024. */
-enum { TAG_GATHER = 1024 };
-
 static int halving_doubling(struct dl_comm *c, float *buf, size_t n, float *tmp, int v,
                             int p2, const struct dl_allreduce_opts *opts, struct dl_error *err)
 {
@@ -22,7 +19,7 @@ static int halving_doubling(struct dl_comm *c, float *buf, size_t n, float *tmp,
         size_t klo = dl_block_lo(n, p2, keep_lo), khi = dl_block_lo(n, p2, keep_lo + mask);
         size_t slo = dl_block_lo(n, p2, send_lo), shi = dl_block_lo(n, p2, send_lo + mask);
         rc = dl_exchange_add(c, dl_pow2_real(v ^ mask, c->size), buf + slo, shi - slo,
-                             buf + klo, khi - klo, tmp + klo, seg, mask, err);
+                             buf + klo, khi - klo, tmp + klo, seg, DL_TAG_HALVING + mask, err);
     }
     /* Doubling: swap the summed parts, growing by a factor of two a round. */
     for (int mask = 1; mask < p2 && rc == DL_OK; mask *= 2) {
@@ -31,7 +28,7 @@ static int halving_doubling(struct dl_comm *c, float *buf, size_t n, float *tmp,
         size_t tlo = dl_block_lo(n, p2, theirs), thi = dl_block_lo(n, p2, theirs + mask);
         int peer = dl_pow2_real(v ^ mask, c->size);
         rc = dl_comm_sendrecv(c, buf + mlo, (mhi - mlo) * sizeof *buf, peer, buf + tlo,
-                              (thi - tlo) * sizeof *buf, peer, TAG_GATHER + mask, err);
+                              (thi - tlo) * sizeof *buf, peer, DL_TAG_DOUBLING + mask, err);
     }
     return rc;
 }

@@ -11,7 +11,7 @@ static int butterfly(struct dl_comm *c, float *buf, size_t n, float *tmp, int v,
     for (int mask = 1; mask < p2; mask <<= 1) {
         int peer = dl_pow2_real(v ^ mask, c->size);
         int rc = dl_comm_sendrecv(c, buf, n * sizeof *buf, peer, tmp, n * sizeof *tmp, peer,
-                                  mask, err);
+                                  DL_TAG_RECURSIVE_DOUBLING + mask, err);
         if (rc != DL_OK)
             return rc;
         dl_reduce_add(buf, tmp, n);

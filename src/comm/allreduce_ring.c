@@ -12,7 +12,7 @@ struct ring {
     float *buf;
     size_t n, seg, maxseg; /* segment length; most segments in one block */
     int left, right;
-    int tagbase;           /* keeps the two phases' messages apart */
+    int tagbase;           /* step s sends with tagbase + s: DL_TAG_RING, then DL_TAG_RING + p */
     float *tmp;            /* reduce-scatter: two block-sized receive areas; else NULL */
     size_t tmp_stride;     /* floats per receive area */
     struct dl_comm_req *rreq[2], *sreq[2]; /* per step parity, maxseg each */
@@ -113,7 +113,10 @@ int dl_allreduce_ring(struct dl_comm *c, float *buf, size_t n,
     int p = c->size;
     if (p == 1 || n == 0)
         return DL_OK;
-    struct ring g = {.c = c, .buf = buf, .n = n, .seg = dl_segment_floats(opts)};
+    if (p > DL_TAG_MAX_RANKS)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "%d ranks: the ring's message tags are laid out for at most %d "
+                         "(comm/tags.h); use --allreduce tree, ps or native", p, DL_TAG_MAX_RANKS);
+    struct ring g = {.c = c, .buf = buf, .n = n, .seg = dl_segment_floats(opts), .tagbase = DL_TAG_RING};
     g.left = mod(c->rank - 1, p);
     g.right = mod(c->rank + 1, p);
     size_t maxblock = block_len(&g, 0);
@@ -132,7 +135,7 @@ int dl_allreduce_ring(struct dl_comm *c, float *buf, size_t n,
     int rc = g.tmp ? ring_phase(&g, c->rank, err) : DL_ERR_NOMEM;
     if (rc == DL_OK) {
         g.tmp = NULL;
-        g.tagbase = p;
+        g.tagbase = DL_TAG_RING + p;
         rc = ring_phase(&g, c->rank + 1, err);
     }
     free(reqs);

@@ -4,8 +4,6 @@
  * vectors are received in segments and added as they arrive. */
 #include "comm/allreduce.h"
 
-enum { TAG_REDUCE = 1, TAG_BCAST = 2 };
-
 int dl_allreduce_tree(struct dl_comm *c, float *buf, size_t n,
                       const struct dl_allreduce_opts *opts, struct dl_error *err)
 {
@@ -22,18 +20,18 @@ int dl_allreduce_tree(struct dl_comm *c, float *buf, size_t n,
     for (; mask < p && rc == DL_OK; mask <<= 1) {
         if (r & mask) {
             /* in the same segments as the parent receives them */
-            rc = dl_exchange_add(c, r - mask, buf, n, NULL, 0, NULL, seg, TAG_REDUCE, err);
+            rc = dl_exchange_add(c, r - mask, buf, n, NULL, 0, NULL, seg, DL_TAG_TREE_REDUCE, err);
             break;
         }
         if (r + mask < p)
-            rc = dl_exchange_add(c, r + mask, NULL, 0, buf, n, tmp, seg, TAG_REDUCE, err);
+            rc = dl_exchange_add(c, r + mask, NULL, 0, buf, n, tmp, seg, DL_TAG_TREE_REDUCE, err);
     }
     /* Broadcast: the same tree walked back from the root; a rank receives
      * from its parent (the round where it sent) and forwards to children. */
     if (rc == DL_OK && r != 0)
-        rc = c->ops->recv(c, buf, n * sizeof *buf, r - mask, TAG_BCAST, err);
+        rc = c->ops->recv(c, buf, n * sizeof *buf, r - mask, DL_TAG_TREE_BCAST, err);
     for (mask >>= 1; mask > 0 && rc == DL_OK; mask >>= 1)
         if (r + mask < p)
-            rc = c->ops->send(c, buf, n * sizeof *buf, r + mask, TAG_BCAST, err);
+            rc = c->ops->send(c, buf, n * sizeof *buf, r + mask, DL_TAG_TREE_BCAST, err);
     return rc;
 }

@@ -62,9 +62,6 @@ int dl_exchange_add(struct dl_comm *c, int peer, const float *s, size_t sn, floa
     return rc != DL_OK ? rc : rc2;
 }
 
-/* Tags of the fix-up messages (the algorithms use small tags of their own). */
-enum { TAG_FOLD = 0x7f01, TAG_UNFOLD = 0x7f02 };
-
 static int largest_pow2(int p)
 {
     int p2 = 1;
@@ -79,23 +76,26 @@ int dl_pow2_run(struct dl_comm *c, float *buf, size_t n, const struct dl_allredu
     int r = c->rank, p = c->size, p2 = largest_pow2(p), rem = p - p2, rc = DL_OK;
     if (p == 1 || n == 0)
         return DL_OK;
+    if (p > DL_TAG_MAX_RANKS)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "%d ranks: the allreduce algorithms' message tags are laid out "
+                         "for at most %d (comm/tags.h); use --allreduce tree, ps or native", p, DL_TAG_MAX_RANKS);
     float *tmp = dl_comm_scratch(c, n * sizeof *tmp, err);
     if (!tmp)
         return DL_ERR_NOMEM;
     size_t bytes = n * sizeof *buf;
     if (r < 2 * rem && r % 2 == 0) { /* sits out */
-        rc = c->ops->send(c, buf, bytes, r + 1, TAG_FOLD, err);
-        return rc == DL_OK ? c->ops->recv(c, buf, bytes, r + 1, TAG_UNFOLD, err) : rc;
+        rc = c->ops->send(c, buf, bytes, r + 1, DL_TAG_POW2_FOLD, err);
+        return rc == DL_OK ? c->ops->recv(c, buf, bytes, r + 1, DL_TAG_POW2_UNFOLD, err) : rc;
     }
     if (r < 2 * rem) {
-        rc = c->ops->recv(c, tmp, bytes, r - 1, TAG_FOLD, err);
+        rc = c->ops->recv(c, tmp, bytes, r - 1, DL_TAG_POW2_FOLD, err);
         if (rc != DL_OK)
             return rc;
         dl_reduce_add(buf, tmp, n);
     }
     rc = core(c, buf, n, tmp, r < 2 * rem ? r / 2 : r - rem, p2, opts, err);
     if (rc == DL_OK && r < 2 * rem)
-        rc = c->ops->send(c, buf, bytes, r - 1, TAG_UNFOLD, err);
+        rc = c->ops->send(c, buf, bytes, r - 1, DL_TAG_POW2_UNFOLD, err);
     return rc;
 }
 

@@ -5,13 +5,13 @@
  * share of the vector as the fp32 ring. */
 #include "comm/codec.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/allreduce.h"
+#include "core/parse.h"
 
 struct dl_codec_state {
     struct dl_codec_spec spec;
@@ -34,29 +34,28 @@ int dl_codec_parse(const char *text, struct dl_codec_spec *out, struct dl_error 
         return DL_OK;
     }
     const char *arg = strchr(text, ':');
-    char *end = NULL;
+    struct dl_error detail; /* the messages below say more */
     if (arg && strncmp(text, "qsgd:", 5) == 0) {
-        errno = 0;
-        long bits = strtol(arg + 1, &end, 10);
-        if (end == arg + 1 || *end || errno || bits < 2 || bits > 16)
+        if (dl_parse_int("--compress qsgd:BITS", arg + 1, 2, 16, &out->bits, &detail))
             return dl_errorf(err, DL_ERR_SPEC,
                              "--compress %s: QSGD needs a whole number of bits per element"
                              " from 2 to 16 (sign included), e.g. qsgd:4", text);
         out->ops = &dl_codec_qsgd;
-        out->bits = (int)bits;
         return DL_OK;
     }
     if (arg && strncmp(text, "topk:", 5) == 0) {
-        errno = 0;
-        double f = strtod(arg + 1, &end);
-        if (end != arg + 1 && *end == '%' && end[1] == 0)
-            f /= 100, end++;
-        if (end == arg + 1 || *end || errno || !(f > 0 && f <= 1))
+        size_t len = strlen(arg + 1);
+        int percent = len > 0 && arg[len] == '%';
+        char number[64];
+        snprintf(number, sizeof number, "%.*s", (int)(len - (size_t)percent), arg + 1);
+        double f = 0;
+        if (len >= sizeof number ||
+            dl_parse_double("--compress topk:FRACTION", number, 0, percent ? 100 : 1, &f, &detail) || !(f > 0))
             return dl_errorf(err, DL_ERR_SPEC,
                              "--compress %s: top-k needs the share of elements kept, a number"
                              " in (0, 1] or a percentage, e.g. topk:0.01 or topk:1%%", text);
         out->ops = &dl_codec_topk;
-        out->fraction = f;
+        out->fraction = percent ? f / 100 : f;
         return DL_OK;
     }
     return dl_errorf(err, DL_ERR_SPEC,
@@ -153,8 +152,6 @@ static size_t block_offset(const struct dl_codec_state *st, int p, int b)
     return off;
 }
 
-enum { TAG_SCATTER = 21, TAG_GATHER = 22 };
-
 /* Reduce-scatter of encoded blocks: block q of v goes to rank q; this rank
  * decodes and sums the p encodings of its own block into sum. */
 static int scatter_encoded(struct dl_comm *c, struct dl_codec_state *st, float *v,
@@ -173,11 +170,11 @@ static int scatter_encoded(struct dl_comm *c, struct dl_codec_state *st, float *
         return DL_ERR_NOMEM;
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r)
-            rc = c->ops->irecv(c, theirs + (size_t)q * rb, rb, q, TAG_SCATTER, &req[q], err);
+            rc = c->ops->irecv(c, theirs + (size_t)q * rb, rb, q, DL_TAG_CODEC_SCATTER, &req[q], err);
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r) {
             size_t b = block_bytes(st, p, q);
-            rc = c->ops->isend(c, mine + block_offset(st, p, q), b, q, TAG_SCATTER, &req[p + q],
+            rc = c->ops->isend(c, mine + block_offset(st, p, q), b, q, DL_TAG_CODEC_SCATTER, &req[p + q],
                                err);
             *sent += b;
         }
@@ -208,10 +205,10 @@ static int gather_encoded(struct dl_comm *c, struct dl_codec_state *st, unsigned
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r)
             rc = c->ops->irecv(c, all + block_offset(st, p, q), block_bytes(st, p, q), q,
-                               TAG_GATHER, &req[q], err);
+                               DL_TAG_CODEC_GATHER, &req[q], err);
     for (int q = 0; q < p && rc == DL_OK; q++)
         if (q != r) {
-            rc = c->ops->isend(c, own, rb, q, TAG_GATHER, &req[p + q], err);
+            rc = c->ops->isend(c, own, rb, q, DL_TAG_CODEC_GATHER, &req[p + q], err);
             *sent += rb;
         }
     rc = rc == DL_OK ? dl_comm_waitall(c, req, 2 * p, err) : rc;

@@ -135,7 +135,6 @@ struct tk {
     struct dl_codec_stats *stats;
 };
 
-enum { TAG_HDR = 31, TAG_IDX = 32, TAG_VAL = 33, TAG_DENSE = 34 };
 #define TK_DENSE ((uint64_t)-1)
 
 static int to_dense(struct tk *t, struct tk_set *s, struct dl_error *err)
@@ -188,16 +187,16 @@ static int send_set(struct tk *t, int peer, struct dl_error *err)
 {
     struct dl_comm *c = t->c;
     uint64_t hdr = t->cur.dense ? TK_DENSE : t->cur.nnz;
-    int rc = c->ops->send(c, &hdr, sizeof hdr, peer, TAG_HDR, err);
+    int rc = c->ops->send(c, &hdr, sizeof hdr, peer, DL_TAG_TOPK_HEADER, err);
     t->stats->bytes_sent += sizeof hdr;
     if (rc == DL_OK && t->cur.dense) {
         t->stats->bytes_sent += t->n * sizeof(float);
-        return c->ops->send(c, t->cur.dense, t->n * sizeof(float), peer, TAG_DENSE, err);
+        return c->ops->send(c, t->cur.dense, t->n * sizeof(float), peer, DL_TAG_TOPK_DENSE, err);
     }
     if (rc == DL_OK)
-        rc = c->ops->send(c, t->cur.idx, t->cur.nnz * sizeof(uint32_t), peer, TAG_IDX, err);
+        rc = c->ops->send(c, t->cur.idx, t->cur.nnz * sizeof(uint32_t), peer, DL_TAG_TOPK_INDICES, err);
     if (rc == DL_OK)
-        rc = c->ops->send(c, t->cur.val, t->cur.nnz * sizeof(float), peer, TAG_VAL, err);
+        rc = c->ops->send(c, t->cur.val, t->cur.nnz * sizeof(float), peer, DL_TAG_TOPK_VALUES, err);
     t->stats->bytes_sent += t->cur.nnz * (sizeof(uint32_t) + sizeof(float));
     return rc;
 }
@@ -208,13 +207,13 @@ static int recv_set(struct tk *t, int peer, int into_cur, struct dl_error *err)
     struct dl_comm *c = t->c;
     struct tk_set *s = into_cur ? &t->cur : &t->in;
     uint64_t hdr;
-    int rc = c->ops->recv(c, &hdr, sizeof hdr, peer, TAG_HDR, err);
+    int rc = c->ops->recv(c, &hdr, sizeof hdr, peer, DL_TAG_TOPK_HEADER, err);
     if (rc != DL_OK)
         return rc;
     if (hdr == TK_DENSE) {
         if ((rc = to_dense(t, s, err)) != DL_OK)
             return rc;
-        return c->ops->recv(c, s->dense, t->n * sizeof(float), peer, TAG_DENSE, err);
+        return c->ops->recv(c, s->dense, t->n * sizeof(float), peer, DL_TAG_TOPK_DENSE, err);
     }
     if (hdr > t->cap)
         return dl_errorf(err, DL_ERR_COMM, "top-k: peer %d sent %llu pairs (at most %zu)", peer,
@@ -222,8 +221,8 @@ static int recv_set(struct tk *t, int peer, int into_cur, struct dl_error *err)
     free(s->dense); /* a dense set received in an earlier round is stale */
     s->dense = NULL;
     s->nnz = (size_t)hdr;
-    rc = c->ops->recv(c, s->idx, s->nnz * sizeof(uint32_t), peer, TAG_IDX, err);
-    return rc == DL_OK ? c->ops->recv(c, s->val, s->nnz * sizeof(float), peer, TAG_VAL, err) : rc;
+    rc = c->ops->recv(c, s->idx, s->nnz * sizeof(uint32_t), peer, DL_TAG_TOPK_INDICES, err);
+    return rc == DL_OK ? c->ops->recv(c, s->val, s->nnz * sizeof(float), peer, DL_TAG_TOPK_VALUES, err) : rc;
 }
 
 /* One round with a partner: the lower rank sends first, so blocking calls

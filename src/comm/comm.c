@@ -1,5 +1,6 @@
 /* comm.c: the backend registry (dl_comm_open picks mpi, nccl or self) and the
- * small helpers every algorithm shares (sendrecv, waitall, scratch space).
+ * small helpers every algorithm shares (sendrecv, waitall, scratch space, the
+ * sum of a few values).
  * This is the only file that knows which backends the build contains. */
 #include "config.h"
 
@@ -156,4 +157,19 @@ void *dl_comm_scratch(struct dl_comm *c, size_t bytes, struct dl_error *err)
     }
     c->scratch_bytes = rounded;
     return c->scratch;
+}
+
+int dl_comm_sum_small(struct dl_comm *c, double *v, int n, struct dl_error *err)
+{
+    if (n < 0 || n > DL_COMM_SMALL_SUM_MAX)
+        return dl_errorf(err, DL_ERR_INTERNAL, "dl_comm_sum_small: %d values, at most %d", n, DL_COMM_SMALL_SUM_MAX);
+    if (c->size == 1)
+        return DL_OK;
+    float staged[DL_COMM_SMALL_SUM_MAX];
+    for (int i = 0; i < n; i++)
+        staged[i] = (float)v[i];
+    int rc = c->ops->allreduce(c, staged, (size_t)n, err);
+    for (int i = 0; !rc && i < n; i++)
+        v[i] = staged[i];
+    return rc;
 }

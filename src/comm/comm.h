@@ -76,6 +76,14 @@ int dl_comm_open(const char *name, int *argc, char ***argv, struct dl_comm **out
                  struct dl_error *err);
 /* Frees c (world or split); NULL is fine.  Close split communicators first. */
 void dl_comm_close(struct dl_comm *c);
+/* Most values dl_comm_sum_small sums in one call. */
+#define DL_COMM_SMALL_SUM_MAX 8
+/* Sums v[0..n) over the ranks with the backend's allreduce, through float:
+ * exact for counts below 2^24 (step metrics, evaluation sums).  Nothing
+ * happens on one rank.  More than DL_COMM_SMALL_SUM_MAX values is
+ * DL_ERR_INTERNAL. */
+int dl_comm_sum_small(struct dl_comm *c, double *v, int n, struct dl_error *err);
+
 /* 1 when this build contains backend name. */
 int dl_comm_available(const char *name);
 /* Comma-separated list of the backends this build contains. */

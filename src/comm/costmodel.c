@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/allreduce.h"
+#include "core/clock.h"
 
 static double lg_floor(int p, int *p2)
 {
@@ -161,19 +161,6 @@ void dl_cost_defaults(struct dl_cost_params *cp)
  * measured again. */
 #define COST_CACHE_VERSION 5
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Ranks whose times the calibration compares (beyond, each rank's own). */
 #define DL_COST_MAX_RANKS 1024
 
@@ -222,21 +209,20 @@ static int time_exchange(struct dl_comm *c, enum pattern pat, char *a, char *b, 
         reps = 32;
     for (int i = 0; i < reps && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
-        double t0 = now();
+        double t0 = dl_clock_now();
         memset(req, 0, sizeof req);
         for (size_t j = 0; j < nseg && rc == DL_OK && active; j++) {
             size_t lo = j * seg, len = bytes - lo < seg ? bytes - lo : seg;
             if (recvs)
-                rc = c->ops->irecv(c, b + lo, len, from, 99, &req[j], err);
+                rc = c->ops->irecv(c, b + lo, len, from, DL_TAG_COST_EXCHANGE, &req[j], err);
             if (rc == DL_OK && sends)
-                rc = c->ops->isend(c, a + lo, len, to, 99, &req[MAXSEG + j], err);
+                rc = c->ops->isend(c, a + lo, len, to, DL_TAG_COST_EXCHANGE, &req[MAXSEG + j], err);
         }
         int rc2 = dl_comm_waitall(c, req, 2 * MAXSEG, err);
         rc = rc != DL_OK ? rc : rc2;
-        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &t[i], err);
+        rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &t[i], err);
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    *out = t[reps / 2];
+    *out = dl_median(t, reps);
     return rc;
 }
 
@@ -281,38 +267,35 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     double tg[9], tg1[9], tgs[31], tgl[5];
     for (int i = 0; i < 5 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
-        double t0 = now();
+        double t0 = dl_clock_now();
         dl_reduce_add(a, b, large / sizeof(float));
-        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tgl[i], err);
+        rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tgl[i], err);
     }
     for (int i = 0; i < 31 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
-        double t0 = now();
+        double t0 = dl_clock_now();
         dl_reduce_add(a, b, SMALL_VECTOR / sizeof(float));
-        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tgs[i], err);
+        rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tgs[i], err);
     }
     for (int i = 0; i < 9 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
-        double t0 = now();
+        double t0 = dl_clock_now();
         dl_reduce_add(a, b, big / sizeof(float));
-        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tg[i], err);
+        rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tg[i], err);
         if (rc == DL_OK)
             rc = c->ops->barrier(c, err);
-        t0 = now();
+        t0 = dl_clock_now();
         if (c->rank == 0)
             dl_reduce_add(a, b, big / sizeof(float));
-        rc = rc != DL_OK ? rc : slowest(c, now() - t0, &tg1[i], err);
+        rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tg1[i], err);
     }
     free(a);
     if (rc != DL_OK)
         return rc;
-    qsort(tg, 9, sizeof *tg, cmp_double);
-    qsort(tg1, 9, sizeof *tg1, cmp_double);
-    qsort(tgs, 31, sizeof *tgs, cmp_double);
-    qsort(tgl, 5, sizeof *tgl, cmp_double);
-    double p[10] = {t_small, per_byte(t_ring, t_small, big), tg[4] / big, per_byte(t_pair, t_small, big),
-                    per_byte(t_ring1, t_small, SMALL_VECTOR), tg1[4] / big, per_byte(t_oneway, t_small, big),
-                    tgs[15] / SMALL_VECTOR, per_byte(t_ring64, t_small, large), tgl[2] / large};
+    double p[10] = {t_small, per_byte(t_ring, t_small, big), dl_median(tg, 9) / big, per_byte(t_pair, t_small, big),
+                    per_byte(t_ring1, t_small, SMALL_VECTOR), dl_median(tg1, 9) / big,
+                    per_byte(t_oneway, t_small, big), dl_median(tgs, 31) / SMALL_VECTOR,
+                    per_byte(t_ring64, t_small, large), dl_median(tgl, 5) / large};
     rc = c->ops->bcast(c, p, sizeof p, 0, err);
     out->alpha = p[0];
     out->beta = p[1];

@@ -1,6 +1,9 @@
-# src/core: errors, shapes, the random number generator.
+# src/core: errors, shapes, the random number generator, the clock, option
+# value parsers.
 DL_REAL_SOURCES += \
+	src/core/clock.c src/core/clock.h \
 	src/core/error.c src/core/error.h \
+	src/core/parse.c src/core/parse.h \
 	src/core/rng.c src/core/rng.h \
 	src/core/real.h src/core/shape.h \
 	src/core/threads.c src/core/threads.h

@@ -9,16 +9,9 @@
 #include "exec/exec_impl.h"
 
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/rng.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a, int training)
 {
@@ -67,7 +60,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     dl_exec_comm_complete(e); /* the last backward's gradient sends, before their buffers are overwritten */
     for (int i = 0; i < m->n_steps && !e->status; i++) {
         struct dl_exec_step *s = &m->steps[i];
-        double t0 = e->time_fwd ? now_s() : 0;
+        double t0 = e->time_fwd ? dl_clock_now() : 0;
         if (s->kind == DL_STEP_REORDER) {
             reorder_forward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
@@ -82,7 +75,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
                 s->kernel->forward(inst, &a);
         }
         if (e->time_fwd)
-            e->time_fwd[s->timed_layer] += now_s() - t0;
+            e->time_fwd[s->timed_layer] += dl_clock_now() - t0;
     }
 }
 
@@ -154,7 +147,7 @@ void dl_exec_backward(struct dl_exec *e)
     }
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
-        double t0 = e->time_bwd ? now_s() : 0;
+        double t0 = e->time_bwd ? dl_clock_now() : 0;
         if (s->kind == DL_STEP_REORDER) {
             reorder_backward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
@@ -169,7 +162,7 @@ void dl_exec_backward(struct dl_exec *e)
                 e->grad_hook(e->grad_hook_ctx, s->layer);
         }
         if (e->time_bwd)
-            e->time_bwd[s->timed_layer] += now_s() - t0;
+            e->time_bwd[s->timed_layer] += dl_clock_now() - t0;
     }
 }
 

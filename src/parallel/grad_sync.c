@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
+
 struct bucket {
     long lo, hi;                    /* range of dweights */
     struct dl_codec_state *codec;
@@ -31,7 +33,7 @@ struct dl_grad_sync {
     pthread_cond_t cv;
     int queued;                     /* jobs[0..queued) may run: buckets, then the extra values */
     int done;                       /* jobs[0..done) have run */
-    float extra[8];
+    double extra[DL_COMM_SMALL_SUM_MAX]; /* the caller's extra values, summed in place */
     int n_extra;
     int failed;
     int quit;
@@ -40,13 +42,6 @@ struct dl_grad_sync {
     double comm_seconds;
     size_t bytes_sent, dense_bytes;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error *err)
 {
@@ -115,13 +110,13 @@ static void *comm_main(void *arg)
             break;
         int k = s->done;
         pthread_mutex_unlock(&s->mu);
-        double t0 = now_s();
+        double t0 = dl_clock_now();
         struct dl_error e = {0};
         int rc = DL_OK;
         if (!s->failed)
             rc = k < s->n_buckets ? reduce_bucket(s, &s->buckets[k], &e)
-                                  : s->comm->ops->allreduce(s->comm, s->extra, (size_t)s->n_extra, &e);
-        double dt = now_s() - t0;
+                                  : dl_comm_sum_small(s->comm, s->extra, s->n_extra, &e);
+        double dt = dl_clock_now() - t0;
         pthread_mutex_lock(&s->mu);
         s->comm_seconds += k < s->n_buckets ? dt : 0;
         if (rc && !s->failed) {
@@ -267,14 +262,16 @@ void dl_grad_sync_begin(struct dl_grad_sync *s, double scale)
 int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad_sync_poll_fn poll,
                      void *poll_ctx, struct dl_grad_sync_stats *stats, struct dl_error *err)
 {
+    if (n_extra > DL_COMM_SMALL_SUM_MAX)
+        return dl_errorf(err, DL_ERR_INTERNAL, "dl_grad_sync_end: %d extra values, at most %d", n_extra,
+                         DL_COMM_SMALL_SUM_MAX);
     hand_over(s, 0); /* layers without weights may not have triggered the last buckets */
-    double t0 = now_s();
+    double t0 = dl_clock_now();
     int rc = DL_OK, jobs = s->n_buckets;
     pthread_mutex_lock(&s->mu);
     if (n_extra > 0) {
-        s->n_extra = n_extra < 8 ? n_extra : 8;
-        for (int i = 0; i < s->n_extra; i++)
-            s->extra[i] = (float)extra[i];
+        s->n_extra = n_extra;
+        memcpy(s->extra, extra, sizeof *extra * (size_t)n_extra);
         s->queued = ++jobs;
         pthread_cond_broadcast(&s->cv);
     }
@@ -287,7 +284,7 @@ int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad
         pthread_cond_timedwait(&s->cv, &s->mu, &dl);
         if (s->done < jobs && poll) {
             pthread_mutex_unlock(&s->mu);
-            rc = poll(poll_ctx, now_s() - t0, err);
+            rc = poll(poll_ctx, dl_clock_now() - t0, err);
             pthread_mutex_lock(&s->mu);
             if (rc) {
                 s->stuck = 1;
@@ -300,13 +297,13 @@ int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad
         if (err)
             *err = s->thread_err;
     }
-    for (int i = 0; !rc && i < n_extra && i < 8; i++)
-        extra[i] = s->extra[i];
+    if (!rc && n_extra > 0)
+        memcpy(extra, s->extra, sizeof *extra * (size_t)n_extra);
     pthread_mutex_unlock(&s->mu);
     s->exec->grad_hook = NULL;
     if (stats) {
         stats->comm_seconds = s->comm_seconds;
-        stats->exposed_seconds = now_s() - t0;
+        stats->exposed_seconds = dl_clock_now() - t0;
         stats->bytes_sent = s->bytes_sent;
         stats->dense_bytes = s->dense_bytes;
         stats->buckets = s->n_buckets;

@@ -61,8 +61,9 @@ void dl_grad_sync_begin(struct dl_grad_sync *s, double scale);
  * how stall detection gives up on a peer that never joins). */
 typedef int (*dl_grad_sync_poll_fn)(void *ctx, double waited_s, struct dl_error *err);
 
-/* After backward: sums extra[0..n_extra) (the step's metrics, at most 8
- * values) over the ranks after the last bucket, on the same thread, and waits
+/* After backward: sums extra[0..n_extra) (the step's metrics, at most
+ * DL_COMM_SMALL_SUM_MAX values: more is DL_ERR_INTERNAL) over the ranks
+ * after the last bucket, on the same thread (dl_comm_sum_small), and waits
  * until everything is summed.  Fails when an allreduce failed or when poll
  * (may be NULL) gives up: every collective of a step is watched. */
 int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad_sync_poll_fn poll,

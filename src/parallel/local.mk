@@ -7,7 +7,7 @@ libdltrain_a_SOURCES += \
 	src/parallel/serial.c src/parallel/sync.c src/parallel/local_sgd.c \
 	src/parallel/grad_sync.c src/parallel/grad_sync.h \
 	src/parallel/stall.c src/parallel/stall.h \
-	src/parallel/param_server.c src/parallel/param_server.h \
+	src/parallel/param_server.c \
 	src/parallel/sync_bn.c src/parallel/sync_bn.h \
 	src/parallel/grid.c src/parallel/grid.h \
 	src/parallel/schedule.c src/parallel/schedule.h src/parallel/schedule_check.c

@@ -11,8 +11,11 @@
 struct local_impl {
     int k;
     const char *algorithm;
-    long since;   /* local steps since the last average */
+    long since;        /* local steps since the last average */
+    int global_batch;  /* of the step in progress */
 };
+
+
 
 static int average(struct dl_strategy *s, struct dl_error *err)
 {
@@ -35,21 +38,22 @@ static int average(struct dl_strategy *s, struct dl_error *err)
 
 static int local_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
 {
+    struct local_impl *im = s->impl;
+    im->global_batch = global_batch;
     return DL_OK;
 }
 
-static int local_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
-                         struct dl_step_stats *st, struct dl_error *err)
+static int local_finish(struct dl_strategy *s, long step, double lr, struct dl_step_metrics *m,
+                        struct dl_step_stats *st, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
-    float m[DL_STEP_METRICS];
-    for (int i = 0; i < DL_STEP_METRICS; i++)
-        m[i] = (float)metrics[i];
-    int rc = s->comm->ops->allreduce(s->comm, m, DL_STEP_METRICS, err);
+    double summed[DL_STEP_METRICS];
+    dl_step_metrics_pack(m, summed);
+    int rc = dl_comm_sum_small(s->comm, summed, DL_STEP_METRICS, err);
     if (rc)
         return rc;
-    for (int i = 0; i < DL_STEP_METRICS; i++)
-        metrics[i] = m[i];
+    dl_step_metrics_unpack(summed, m);
+    m->samples = im->global_batch;
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
     if (++im->since >= im->k)
         return average(s, err);
@@ -67,9 +71,8 @@ static void local_destroy(struct dl_strategy *s)
     free(s->impl);
 }
 
-static const struct dl_strategy_ops local_ops = {"local-sgd", local_begin, local_finish, local_end, local_destroy};
-
-int dl_strategy_local_sgd(struct dl_strategy *s, const struct dl_parallel_opts *po, struct dl_error *err)
+static int local_create(struct dl_strategy *s, const struct dl_parallel_opts *po, uint64_t seed,
+                        struct dl_error *err)
 {
     struct local_impl *im = dl_calloc(1, sizeof *im, err);
     if (!im)
@@ -77,6 +80,9 @@ int dl_strategy_local_sgd(struct dl_strategy *s, const struct dl_parallel_opts *
     im->k = po->local_steps > 0 ? po->local_steps : 1;
     im->algorithm = po->allreduce ? po->allreduce : "auto";
     s->impl = im;
-    s->ops = &local_ops;
     return DL_OK;
 }
+
+const struct dl_strategy_ops dl_strategy_local_sgd = {
+    .name = "local-sgd", .layout = dl_layout_data_parallel, .create = local_create, .begin = local_begin,
+    .finish = local_finish, .end = local_end, .destroy = local_destroy};

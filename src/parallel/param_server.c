@@ -1,18 +1,23 @@
-/* param_server.c: the parameter-server roles (see param_server.h): the
- * worker strategy (push gradient shards, pull weight shards) and the server
- * loop (apply gradients as they arrive, hold back fast workers past the
- * staleness bound). */
-#include "parallel/param_server.h"
+/* param_server.c: asynchronous and stale-synchronous training with a sharded
+ * parameter server (Li et al. 2014; Ho et al. 2013), as two strategies, one
+ * per role.  Ranks 0..K-1 are servers, each owning a contiguous shard of the
+ * weights and the optimizer state for it; the other ranks are workers.  A
+ * worker sends its gradient of step c to every server and waits for the fresh
+ * shards.  A server applies gradients in the order they arrive and answers a
+ * worker at clock c only when the slowest unfinished worker has reached
+ * c - S (SSP; async: S = infinity), so no worker runs more than S steps ahead
+ * of the slowest.  Each worker's gradient averages B/W samples, so W updates
+ * stand for one synchronous step of batch B: each gets lr/W.  At the end the
+ * final weights (and the first worker's batch-norm statistics) are gathered
+ * on rank 0, which alone evaluates them; no checkpoints yet. */
+#include "parallel/strategy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "comm/allreduce.h"
-
-#define TAG_GRAD 7201
-#define TAG_WEIGHTS 7202
-#define TAG_FINAL 7203
 
 struct ps_header {
     double clock;    /* < 0: the worker is done */
@@ -21,7 +26,9 @@ struct ps_header {
     double batch;
 };
 
-int dl_ps_servers(const struct dl_parallel_opts *po, int size)
+/* Ranks 0..K-1 serve: K for the options and rank count (at least 1, at most
+ * size - 1). */
+static int ps_servers(const struct dl_parallel_opts *po, int size)
 {
     int k = po->ps_servers > 0 ? po->ps_servers : 1;
     if (k > size - 1)
@@ -29,15 +36,43 @@ int dl_ps_servers(const struct dl_parallel_opts *po, int size)
     return k < 1 ? 1 : k;
 }
 
-int dl_ps_is_server(const struct dl_parallel_opts *po, int rank)
+/* What both roles take from the options; the first member of both
+ * implementations. */
+struct ps_config {
+    int servers;     /* K */
+    int staleness;   /* S; < 0: async */
+};
+
+static struct ps_config ps_config(const struct dl_parallel_opts *po, int size)
 {
-    return rank < (po->ps_servers > 0 ? po->ps_servers : 1);
+    return (struct ps_config){ps_servers(po, size), po->consistency == DL_CONS_ASYNC ? -1 : po->staleness};
 }
 
 static void shard(long n, int servers, int s, long *lo, long *hi)
 {
     *lo = (long)dl_block_lo((size_t)n, servers, s);
     *hi = (long)dl_block_lo((size_t)n, servers, s + 1);
+}
+
+/* Both roles: the workers share the global batches; rank 0 (a server) ends
+ * up with the whole model. */
+static void ps_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
+{
+    int servers = ps_servers(po, size);
+    out->role = rank < servers ? DL_ROLE_SERVER : DL_ROLE_WORKER;
+    out->data_ranks = size - servers;
+    out->data_rank = rank < servers ? 0 : rank - servers;
+    out->eval = DL_EVAL_RANK0_FINAL;
+    out->checkpoint_writer = -1;
+}
+
+static void ps_describe(const struct dl_strategy *s, char *buf, size_t size)
+{
+    const struct ps_config *cfg = s->impl;
+    int workers = s->layout.data_ranks;
+    snprintf(buf, size, "%s parameter server: %d server%s, %d workers, lr/%d and momentum %g per update",
+             cfg->staleness < 0 ? "asynchronous" : "stale-synchronous", cfg->servers, cfg->servers > 1 ? "s" : "",
+             workers, workers, s->optim->spec.momentum);
 }
 
 /* The first worker sends its batch-norm statistics, every server its shard,
@@ -49,56 +84,52 @@ static int gather_final(struct dl_comm *c, struct dl_exec *e, int servers, struc
         for (int s = 1; s < servers && !rc; s++) {
             long lo, hi;
             shard(e->n_weights, servers, s, &lo, &hi);
-            rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), s, TAG_FINAL, err);
+            rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), s, DL_TAG_PS_FINAL, err);
         }
         if (!rc && e->n_state)
-            rc = c->ops->recv(c, e->state, sizeof(float) * (size_t)e->n_state, servers, TAG_FINAL, err);
+            rc = c->ops->recv(c, e->state, sizeof(float) * (size_t)e->n_state, servers, DL_TAG_PS_FINAL, err);
     } else if (c->rank < servers) {
         long lo, hi;
         shard(e->n_weights, servers, c->rank, &lo, &hi);
-        rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), 0, TAG_FINAL, err);
+        rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), 0, DL_TAG_PS_FINAL, err);
     } else if (c->rank == servers && e->n_state) {
-        rc = c->ops->send(c, e->state, sizeof(float) * (size_t)e->n_state, 0, TAG_FINAL, err);
+        rc = c->ops->send(c, e->state, sizeof(float) * (size_t)e->n_state, 0, DL_TAG_PS_FINAL, err);
     }
     return rc;
 }
 
 /* ------------------------------------------------------------ worker */
 struct worker_impl {
-    int servers;
+    struct ps_config cfg;
     unsigned char *msg;   /* header + largest gradient shard */
-    int local_batch;
-    double loss_sum;
-    double correct;
 };
 
 static int worker_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
 {
-    struct worker_impl *im = s->impl;
-    im->local_batch = local_batch;
     return DL_OK;
 }
 
-static int worker_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
+/* The metrics stay this worker's own: no sum over the ranks. */
+static int worker_finish(struct dl_strategy *s, long step, double lr, struct dl_step_metrics *m,
                          struct dl_step_stats *st, struct dl_error *err)
 {
     struct worker_impl *im = s->impl;
     struct dl_comm *c = s->comm;
     struct dl_exec *e = s->exec;
-    struct ps_header h = {(double)step, dl_exec_loss_sum(e), (double)dl_exec_correct(e), (double)im->local_batch};
-    for (int sv = 0; sv < im->servers; sv++) {
+    struct ps_header h = {(double)step, m->loss_sum, m->correct, (double)m->samples};
+    for (int sv = 0; sv < im->cfg.servers; sv++) {
         long lo, hi;
-        shard(e->n_weights, im->servers, sv, &lo, &hi);
+        shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
         memcpy(im->msg, &h, sizeof h);
         memcpy(im->msg + sizeof h, e->dweights + lo, sizeof(float) * (size_t)(hi - lo));
-        int rc = c->ops->send(c, im->msg, sizeof h + sizeof(float) * (size_t)(hi - lo), sv, TAG_GRAD, err);
+        int rc = c->ops->send(c, im->msg, sizeof h + sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_GRADIENT, err);
         if (rc)
             return rc;
     }
-    for (int sv = 0; sv < im->servers; sv++) {
+    for (int sv = 0; sv < im->cfg.servers; sv++) {
         long lo, hi;
-        shard(e->n_weights, im->servers, sv, &lo, &hi);
-        int rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), sv, TAG_WEIGHTS, err);
+        shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
+        int rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_WEIGHTS, err);
         if (rc)
             return rc;
     }
@@ -109,12 +140,12 @@ static int worker_end(struct dl_strategy *s, struct dl_error *err)
 {
     struct worker_impl *im = s->impl;
     struct ps_header h = {-1, 0, 0, 0};
-    for (int sv = 0; sv < im->servers; sv++) {
-        int rc = s->comm->ops->send(s->comm, &h, sizeof h, sv, TAG_GRAD, err);
+    for (int sv = 0; sv < im->cfg.servers; sv++) {
+        int rc = s->comm->ops->send(s->comm, &h, sizeof h, sv, DL_TAG_PS_GRADIENT, err);
         if (rc)
             return rc;
     }
-    return gather_final(s->comm, s->exec, im->servers, err);
+    return gather_final(s->comm, s->exec, im->cfg.servers, err);
 }
 
 static void worker_destroy(struct dl_strategy *s)
@@ -125,28 +156,30 @@ static void worker_destroy(struct dl_strategy *s)
     free(im);
 }
 
-static const struct dl_strategy_ops worker_ops = {"parameter-server worker", worker_begin, worker_finish, worker_end,
-                                                  worker_destroy};
-
-int dl_strategy_ps_worker(struct dl_strategy *s, const struct dl_parallel_opts *po, struct dl_error *err)
+static int worker_create(struct dl_strategy *s, const struct dl_parallel_opts *po, uint64_t seed,
+                         struct dl_error *err)
 {
     struct worker_impl *im = dl_calloc(1, sizeof *im, err);
     if (!im)
         return DL_ERR_NOMEM;
-    im->servers = dl_ps_servers(po, s->comm->size);
+    im->cfg = ps_config(po, s->comm->size);
     long lo, hi;
-    shard(s->exec->n_weights, im->servers, 0, &lo, &hi); /* shard 0 is the largest */
+    shard(s->exec->n_weights, im->cfg.servers, 0, &lo, &hi); /* shard 0 is the largest */
     im->msg = dl_calloc(sizeof(struct ps_header) + sizeof(float) * (size_t)(hi - lo), 1, err);
     if (!im->msg) {
         free(im);
         return DL_ERR_NOMEM;
     }
     s->impl = im;
-    s->ops = &worker_ops;
     return DL_OK;
 }
 
+const struct dl_strategy_ops dl_strategy_ps_worker = {
+    .name = "parameter server", .layout = ps_layout, .create = worker_create, .begin = worker_begin,
+    .finish = worker_finish, .end = worker_end, .describe = ps_describe, .destroy = worker_destroy};
+
 /* ------------------------------------------------------------ server */
+/* What the server knows of one worker. */
 struct slot {
     unsigned char *msg;
     struct dl_comm_req req;
@@ -157,30 +190,39 @@ struct slot {
 
 static long slowest(const struct slot *w, int n)
 {
-    long m = -1;
+    long least = -1;
     for (int i = 0; i < n; i++)
-        if (!w[i].finished && (m < 0 || w[i].clock < m))
-            m = w[i].clock;
-    return m;
+        if (!w[i].finished && (least < 0 || w[i].clock < least))
+            least = w[i].clock;
+    return least;
 }
 
-int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, struct dl_error *err)
+static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hooks, struct dl_serve_result *res,
+                        struct dl_error *err)
 {
-    struct dl_comm *c = a->comm;
-    struct dl_exec *e = a->exec;
-    int workers = c->size - a->servers;
+    const struct ps_config *cfg = s->impl;
+    struct dl_comm *c = s->comm;
+    struct dl_exec *e = s->exec;
+    int workers = c->size - cfg->servers;
     long lo, hi;
-    shard(e->n_weights, a->servers, c->rank, &lo, &hi);
+    shard(e->n_weights, cfg->servers, c->rank, &lo, &hi);
     size_t bytes = sizeof(struct ps_header) + sizeof(float) * (size_t)(hi - lo);
+    /* The configured momentum, per update: W updates decay the velocity as
+     * much as mu^W, and asynchrony adds momentum of its own (about 1 - 1/W,
+     * Mitliagkas et al. 2016); together they land near mu per global step.
+     * Measured, LeNet-5, 4 ranks (3 workers), 3 epochs, per-update momentum
+     * 0.7 (the 1-(1-mu)W correction) / 0.8 / 0.85 / 0.9 / 0.965 (mu^(1/W)):
+     * ssp:2 87.2 / 88.1 / 88.4 / 89.1 / 87.9%, async 87.2 / 88.2 / 88.6 /
+     * 89.4 / 86.9%; sync 89.3%. */
     struct dl_optim opt = {0};
     struct slot *w = dl_calloc((size_t)workers, sizeof *w, err);
     float *grad = dl_calloc((size_t)(hi - lo > 0 ? hi - lo : 1), sizeof *grad, err);
-    int rc = w && grad ? dl_optim_init(&opt, a->optim, hi - lo, err) : DL_ERR_NOMEM;
+    int rc = w && grad ? dl_optim_init(&opt, &s->optim->spec, hi - lo, err) : DL_ERR_NOMEM;
     for (int i = 0; !rc && i < workers; i++) {
         w[i].msg = dl_calloc(bytes, 1, err);
-        rc = w[i].msg ? c->ops->irecv(c, w[i].msg, bytes, a->servers + i, TAG_GRAD, &w[i].req, err) : DL_ERR_NOMEM;
+        rc = w[i].msg ? c->ops->irecv(c, w[i].msg, bytes, cfg->servers + i, DL_TAG_PS_GRADIENT, &w[i].req, err)
+                      : DL_ERR_NOMEM;
     }
-    memset(res, 0, sizeof *res);
     int active = workers;
     while (!rc && active > 0) {
         int progress = 0;
@@ -200,17 +242,20 @@ int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, str
                 continue;
             }
             memcpy(grad, w[i].msg + sizeof h, sizeof(float) * (size_t)(hi - lo));
-            double lr = a->lr_at(a->lr_ctx, res->updates);
+            /* update u stands for 1/W of global step u / W */
+            double lr = hooks->lr_at(hooks->ctx, res->updates / workers) / (double)workers;
             dl_optim_step(&opt, lr, e->weights + lo, grad);
             res->updates++;
             w[i].clock = (long)h.clock;
             w[i].waiting = 1;
-            if (a->on_update) {
-                struct dl_ps_update u = {i, w[i].clock, res->updates, h.batch > 0 ? h.loss_sum / h.batch : 0,
-                                         h.batch > 0 ? h.correct / h.batch : 0, (int)h.batch, 0};
+            if (hooks->on_update) {
                 long slow = slowest(w, workers);
-                u.staleness = slow >= 0 ? (int)(w[i].clock - slow) : 0;
-                a->on_update(a->update_ctx, &u);
+                struct dl_served_update u = {.worker = i, .step = w[i].clock, .updates = res->updates,
+                                             .loss = h.batch > 0 ? h.loss_sum / h.batch : 0,
+                                             .accuracy = h.batch > 0 ? h.correct / h.batch : 0,
+                                             .batch = (int)h.batch,
+                                             .staleness = slow >= 0 ? (int)(w[i].clock - slow) : 0, .lr = lr};
+                hooks->on_update(hooks->ctx, &u);
             }
         }
         /* Answer every waiting worker that is within the bound. */
@@ -219,14 +264,15 @@ int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, str
             if (!w[i].waiting)
                 continue;
             long gap = w[i].clock - slow;
-            if (a->staleness >= 0 && gap > a->staleness)
+            if (cfg->staleness >= 0 && gap > cfg->staleness)
                 continue;
             if (gap > res->max_staleness)
                 res->max_staleness = (int)gap;
-            rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), a->servers + i, TAG_WEIGHTS, err);
+            rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), cfg->servers + i,
+                              DL_TAG_PS_WEIGHTS, err);
             w[i].waiting = 0;
             if (!rc)
-                rc = c->ops->irecv(c, w[i].msg, bytes, a->servers + i, TAG_GRAD, &w[i].req, err);
+                rc = c->ops->irecv(c, w[i].msg, bytes, cfg->servers + i, DL_TAG_PS_GRADIENT, &w[i].req, err);
             progress = 1;
         }
         if (!progress) {
@@ -235,7 +281,7 @@ int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, str
         }
     }
     if (!rc)
-        rc = gather_final(c, e, a->servers, err);
+        rc = gather_final(c, e, cfg->servers, err);
     for (int i = 0; w && i < workers; i++)
         free(w[i].msg);
     free(w);
@@ -243,3 +289,23 @@ int dl_ps_serve(const struct dl_ps_server_args *a, struct dl_ps_result *res, str
     dl_optim_free(&opt);
     return rc;
 }
+
+static void server_destroy(struct dl_strategy *s)
+{
+    free(s->impl);
+}
+
+static int server_create(struct dl_strategy *s, const struct dl_parallel_opts *po, uint64_t seed,
+                         struct dl_error *err)
+{
+    struct ps_config *cfg = dl_calloc(1, sizeof *cfg, err);
+    if (!cfg)
+        return DL_ERR_NOMEM;
+    *cfg = ps_config(po, s->comm->size);
+    s->impl = cfg;
+    return DL_OK;
+}
+
+const struct dl_strategy_ops dl_strategy_ps_server = {
+    .name = "parameter server", .layout = ps_layout, .create = server_create, .serve = server_serve,
+    .describe = ps_describe, .destroy = server_destroy};

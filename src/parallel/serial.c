@@ -2,27 +2,33 @@
  * gradient. */
 #include "parallel/strategy.h"
 
+static void serial_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
+{
+    out->role = DL_ROLE_WORKER;
+    out->data_ranks = 1;
+    out->data_rank = 0;
+    out->eval = DL_EVAL_SPLIT;
+    out->checkpoint_writer = 0;
+}
+
+static int serial_create(struct dl_strategy *s, const struct dl_parallel_opts *po, uint64_t seed,
+                         struct dl_error *err)
+{
+    return DL_OK;
+}
+
 static int serial_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
 {
     return DL_OK;
 }
 
-static int serial_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
+static int serial_finish(struct dl_strategy *s, long step, double lr, struct dl_step_metrics *m,
                          struct dl_step_stats *st, struct dl_error *err)
 {
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
     return DL_OK;
 }
 
-static int serial_end(struct dl_strategy *s, struct dl_error *err)
-{
-    return DL_OK;
-}
-
-static const struct dl_strategy_ops serial_ops = {"serial", serial_begin, serial_finish, serial_end, NULL};
-
-int dl_strategy_serial(struct dl_strategy *s, struct dl_error *err)
-{
-    s->ops = &serial_ops;
-    return DL_OK;
-}
+const struct dl_strategy_ops dl_strategy_serial = {
+    .name = "serial", .layout = serial_layout, .create = serial_create, .begin = serial_begin,
+    .finish = serial_finish};

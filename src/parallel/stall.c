@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TAG_ARRIVE 7101
+#include "comm/tags.h"
 
 struct watch {
     int peer;
@@ -33,7 +33,7 @@ struct dl_stall {
 
 static int post(struct dl_stall *s, struct watch *w, struct dl_error *err)
 {
-    return s->c->ops->irecv(s->c, &w->msg, sizeof w->msg, w->peer, TAG_ARRIVE, &w->req, err);
+    return s->c->ops->irecv(s->c, &w->msg, sizeof w->msg, w->peer, DL_TAG_STALL_ARRIVE, &w->req, err);
 }
 
 int dl_stall_create(struct dl_comm *c, double warn_s, double timeout_s,
@@ -79,9 +79,9 @@ static int send_step(struct dl_stall *s, long value, struct dl_error *err)
         return rc;
     s->out = value;
     if (c->rank != 0)
-        rc = c->ops->isend(c, &s->out, sizeof s->out, 0, TAG_ARRIVE, &s->out_req[0], err);
+        rc = c->ops->isend(c, &s->out, sizeof s->out, 0, DL_TAG_STALL_ARRIVE, &s->out_req[0], err);
     else
-        rc = c->ops->isend(c, &s->out, sizeof s->out, 1, TAG_ARRIVE, &s->out_req[1], err);
+        rc = c->ops->isend(c, &s->out, sizeof s->out, 1, DL_TAG_STALL_ARRIVE, &s->out_req[1], err);
     return rc;
 }
 

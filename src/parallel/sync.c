@@ -14,27 +14,32 @@
 struct sync_impl {
     struct dl_grad_sync *gs;
     struct dl_stall *stall;
-    long step;
-    int corrected;  /* momentum correction: the optimizer steps without momentum */
+    int global_batch; /* of the step in progress */
+    int corrected;    /* momentum correction: the optimizer steps without momentum */
 };
 
 static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
+    im->global_batch = global_batch;
     dl_grad_sync_begin(im->gs, (double)local_batch / (double)global_batch);
     return DL_OK;
 }
 
-static int sync_finish(struct dl_strategy *s, long step, double lr, double metrics[DL_STEP_METRICS],
-                         struct dl_step_stats *st, struct dl_error *err)
+static int sync_finish(struct dl_strategy *s, long step, double lr, struct dl_step_metrics *m,
+                       struct dl_step_stats *st, struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
+    double summed[DL_STEP_METRICS];
+    dl_step_metrics_pack(m, summed);
     int rc = dl_stall_arrive(im->stall, step, err);
     struct dl_grad_sync_stats gst = {0};
     if (!rc)
-        rc = dl_grad_sync_end(im->gs, metrics, DL_STEP_METRICS, dl_stall_poll, im->stall, &gst, err);
+        rc = dl_grad_sync_end(im->gs, summed, DL_STEP_METRICS, dl_stall_poll, im->stall, &gst, err);
     if (rc)
         return rc;
+    dl_step_metrics_unpack(summed, m);
+    m->samples = im->global_batch;
     st->comm_seconds = gst.comm_seconds;
     st->exposed_seconds = gst.exposed_seconds;
     st->bytes_sent = gst.bytes_sent;
@@ -70,16 +75,13 @@ static void sync_destroy(struct dl_strategy *s)
     free(im);
 }
 
-static const struct dl_strategy_ops sync_ops = {"sync", sync_begin, sync_finish, sync_end, sync_destroy};
-
-int dl_strategy_sync(struct dl_strategy *s, const struct dl_parallel_opts *po, uint64_t seed,
-                     void (*warn)(void *ctx, const char *msg), void *warn_ctx, struct dl_error *err)
+static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po, uint64_t seed,
+                       struct dl_error *err)
 {
     struct sync_impl *im = dl_calloc(1, sizeof *im, err);
     if (!im)
         return DL_ERR_NOMEM;
     s->impl = im;
-    s->ops = &sync_ops;
     struct dl_grad_sync_opts go = {.algorithm = po->allreduce, .codec = po->codec,
                                    .bucket_bytes = po->bucket_bytes, .overlap = po->overlap, .seed = seed};
     const struct dl_optim_spec *os = &s->optim->spec;
@@ -91,8 +93,13 @@ int dl_strategy_sync(struct dl_strategy *s, const struct dl_parallel_opts *po, u
     }
     int rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
     if (!rc)
-        rc = dl_stall_create(s->comm, po->stall_warning_s, po->stall_timeout_s, warn, warn_ctx, &im->stall, err);
+        rc = dl_stall_create(s->comm, po->stall_warning_s, po->stall_timeout_s, s->warn, s->warn_ctx, &im->stall,
+                             err);
     if (rc)
         sync_destroy(s);
     return rc;
 }
+
+const struct dl_strategy_ops dl_strategy_sync = {
+    .name = "sync", .layout = dl_layout_data_parallel, .create = sync_create, .begin = sync_begin,
+    .finish = sync_finish, .end = sync_end, .destroy = sync_destroy};

@@ -2,6 +2,7 @@
  * checkpoints in one folder (see checkpoint_dir.h). */
 #include "train/checkpoint_dir.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/parse.h"
 #include "train/checkpoint.h"
 
 #define PREFIX "ckpt-"
@@ -153,28 +155,12 @@ int dl_checkpoint_rotate(const char *dir, int keep, int *removed, struct dl_erro
 int dl_checkpoint_parse_every(const char *text, struct dl_checkpoint_every *every, struct dl_error *err)
 {
     memset(every, 0, sizeof *every);
-    char *end;
-    errno = 0;
-    double x = strtod(text, &end);
-    double unit = 0;
-    if (end != text && !errno) {
-        if (!strcmp(end, ""))
-            unit = -1;
-        else if (!strcmp(end, "s"))
-            unit = 1;
-        else if (!strcmp(end, "m"))
-            unit = 60;
-        else if (!strcmp(end, "h"))
-            unit = 3600;
-    }
-    if (unit == -1 && x >= 1 && x <= 1e15 && x == (double)(long)x) {
-        every->steps = (long)x;
+    size_t n = strlen(text);
+    struct dl_error detail;
+    if (n && isdigit((unsigned char)text[n - 1]) /* no unit: a number of steps */
+            ? !dl_parse_long("--checkpoint-every", text, 1, 1000000000000000L, &every->steps, &detail)
+            : !dl_parse_seconds("--checkpoint-every", text, 1e9, &every->seconds, &detail))
         return DL_OK;
-    }
-    if (unit > 0 && x > 0 && x * unit <= 1e9) {
-        every->seconds = x * unit;
-        return DL_OK;
-    }
     return dl_errorf(err, DL_ERR_SPEC, "--checkpoint-every: expected a number of steps (500) or a time "
                      "(90s, 15m, 2h), found '%s'", text);
 }

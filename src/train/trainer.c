@@ -1,9 +1,10 @@
 /* trainer.c: the training loop of one rank (see trainer.h).  Every random
  * choice (initial weights, shuffles, dropout masks) derives from train.seed,
  * so two runs with the same seed, thread count and rank count print the same
- * losses bit for bit.  Ranks of a data-parallel job see disjoint slices of
- * the same global batches; a parameter-server job splits the ranks into
- * servers (running dl_ps_serve) and workers (running this loop). */
+ * losses bit for bit.  The consistency strategy (parallel/strategy.h) decides
+ * the rank's role and data shard, turns a worker's gradient into new weights,
+ * and says who evaluates and who writes checkpoints; this file is the same
+ * loop for every strategy: workers run epochs of steps, servers serve. */
 #include "train/trainer.h"
 
 #include <errno.h>
@@ -13,67 +14,66 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "exec/exec.h"
 #include "io/atomic_file.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
-#include "parallel/param_server.h"
-#include "parallel/sync_bn.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/numerics.h"
 #include "train/signals.h"
 
-struct run {
+/* Everything one rank's run holds. */
+struct trainer {
     const struct dl_net *net;
     const struct dl_train_opts *opts;
     const struct dl_train_hooks *hooks;
     struct dl_comm *comm;
     int own_comm;
     int reporter;                   /* rank 0: the one that reports */
-    int ps;                         /* parameter-server consistency */
-    int server;                     /* this rank is a parameter server */
-    int workers, worker;            /* data shards: count and this rank's index */
+    struct dl_rank_layout layout;   /* role, data shard, evaluation, checkpoint writer */
     struct dl_dataset train, test;
     struct dl_batcher batcher;
     struct dl_exec exec;
     struct dl_optim optim;
     struct dl_strategy *strategy;
-    struct dl_sync_bn *sync_bn;
-    float *x;
+    float *x;                       /* this rank's part of the batch */
     int *y;
-    long steps_per_epoch, total;
+    long steps_per_epoch, total_steps;
     double run_start;
     uint32_t net_crc;
     /* resume point (from a checkpoint) */
     int resumed;
-    long start_epoch, start_global;
+    long start_epoch, start_step;   /* start_step: global steps already done */
     struct dl_checkpoint_meta resume;
     /* checkpoint schedule */
-    long steps_since_ckpt;
-    double last_ckpt_time;
+    long steps_since_checkpoint;
+    double last_checkpoint_time;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+/* The running sums of the epoch in progress. */
+struct epoch_tally {
+    double start;                   /* clock at the epoch's start */
+    double loss_sum, correct;       /* over the samples seen */
+    long seen, step;                /* samples and steps so far, a resumed epoch's earlier ones included */
+    long seen_before;               /* samples done before a resume */
+    double comm_seconds, exposed_seconds;
+};
+
+/* What one training step produced. */
+struct step_outcome {
+    struct dl_step_metrics metrics;
+    struct dl_step_stats stats;
+    struct dl_nonfinite nonfinite;  /* where a NaN or infinity first appeared */
+};
 
 void dl_train_opts_defaults(struct dl_train_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->parallel.consistency = DL_CONS_SYNC;
-    o->parallel.allreduce = "auto";
-    o->parallel.bucket_bytes = 25u << 20;
-    o->parallel.overlap = 1;
-    o->parallel.ps_servers = 1;
-    o->parallel.stall_warning_s = 60;
-    o->parallel.stall_timeout_s = 600;
-    o->parallel.slow_rank = -1;
+    dl_parallel_opts_defaults(&o->parallel);
 }
 
 void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
@@ -83,171 +83,151 @@ void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long f
     *loss_sum = 0;
     *correct = 0;
     for (long start = first; start < first + count; start += batch) {
-        int b = (int)(first + count - start < batch ? first + count - start : batch);
-        dl_exec_forward(exec, ds->x + start * c, ds->y + start, b, 0);
+        int n = (int)(first + count - start < batch ? first + count - start : batch);
+        dl_exec_forward(exec, ds->x + start * c, ds->y + start, n, 0);
         *loss_sum += dl_exec_loss_sum(exec);
         *correct += dl_exec_correct(exec);
     }
 }
 
-/* Sums n values over the ranks (small metric vectors; float is exact for
- * the sample counts involved). */
-static int sum_over_ranks(struct run *r, double *v, int n, struct dl_error *err)
+/* Test loss and accuracy, where the strategy's layout says: a slice per rank,
+ * summed, or the whole split on rank 0. */
+static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
 {
-    if (r->comm->size == 1)
-        return DL_OK;
-    float f[8];
-    for (int i = 0; i < n; i++)
-        f[i] = (float)v[i];
-    int rc = r->comm->ops->allreduce(r->comm, f, (size_t)n, err);
-    for (int i = 0; i < n; i++)
-        v[i] = f[i];
-    return rc;
-}
-
-/* Test loss and accuracy: every rank of a data-parallel job evaluates its
- * slice of the test split; a parameter-server job evaluates on rank 0. */
-static int evaluate(struct run *r, struct dl_epoch_report *er, struct dl_error *err)
-{
-    long n = r->test.n, first = 0, count = n;
-    int p = r->comm->size, k = r->comm->rank;
-    if (r->ps) {
-        if (!r->reporter)
-            return DL_OK;
-    } else {
+    long n = tr->test.n, first = 0, count = n;
+    int split = tr->layout.eval == DL_EVAL_SPLIT;
+    if (split) {
+        int p = tr->comm->size, k = tr->comm->rank;
         first = n * k / p;
         count = n * (k + 1) / p - first;
+    } else if (tr->comm->rank != 0) {
+        return DL_OK;
     }
     double loss = 0;
     long correct = 0;
-    dl_evaluate_range(&r->exec, &r->test, first, count, r->net->train.batch, &loss, &correct);
-    double v[2] = {loss, (double)correct};
-    if (!r->ps) {
-        int rc = sum_over_ranks(r, v, 2, err);
+    dl_evaluate_range(&tr->exec, &tr->test, first, count, tr->net->train.batch, &loss, &correct);
+    double sums[2] = {loss, (double)correct};
+    if (split) {
+        int rc = dl_comm_sum_small(tr->comm, sums, 2, err);
         if (rc)
             return rc;
     }
-    er->test_loss = n ? v[0] / (double)n : 0;
-    er->test_accuracy = n ? v[1] / (double)n : 0;
+    er->test_loss = n ? sums[0] / (double)n : 0;
+    er->test_accuracy = n ? sums[1] / (double)n : 0;
     er->test_samples = n;
     er->evaluated = 1;
     return DL_OK;
 }
 
-static void stall_warning(void *ctx, const char *msg)
+/* Warnings of any rank (stall detection names missing ranks from rank 0 or 1). */
+static void forward_warning(void *ctx, const char *msg)
 {
-    struct run *r = ctx;
-    if (r->hooks && r->hooks->on_warning)
-        r->hooks->on_warning(r->hooks->ctx, msg);
+    struct trainer *tr = ctx;
+    if (tr->hooks && tr->hooks->on_warning)
+        tr->hooks->on_warning(tr->hooks->ctx, msg);
+}
+
+/* Warnings of the run, reported by rank 0. */
+static void warn(struct trainer *tr, const char *msg)
+{
+    if (tr->reporter)
+        forward_warning(tr, msg);
 }
 
 /* The executor, with kernels that sum batch statistics over the ranks when
  * --sync-bn asks for it (whatever the caller's kernel choices). */
-static int init_exec(struct run *r, struct dl_error *err)
+static int init_exec(struct trainer *tr, struct dl_error *err)
 {
-    struct dl_exec_options o = r->opts->exec;
+    struct dl_exec_options o = tr->opts->exec;
     struct dl_kernel_choices *kernels = dl_calloc(1, sizeof *kernels, err);
     if (!kernels)
         return DL_ERR_NOMEM;
     if (o.kernels)
         *kernels = *o.kernels;
-    kernels->sync_stats |= r->opts->parallel.sync_bn;
+    kernels->sync_stats |= tr->opts->parallel.sync_bn;
     o.kernels = kernels;
-    int rc = dl_exec_init(&r->exec, &r->net->graph, r->net->train.batch, r->net->train.seed, &o, err);
+    int rc = dl_exec_init(&tr->exec, &tr->net->graph, tr->net->train.batch, tr->net->train.seed, &o, err);
     free(kernels);
     return rc;
 }
 
-static int setup(struct run *r, struct dl_error *err)
+static int setup(struct trainer *tr, struct dl_error *err)
 {
-    const struct dl_net *net = r->net;
+    const struct dl_net *net = tr->net;
     const struct dl_train_spec *ts = &net->train;
-    const struct dl_parallel_opts *po = &r->opts->parallel;
+    const struct dl_train_opts *o = tr->opts;
     int rc = DL_OK;
-    if (r->opts->comm)
-        r->comm = r->opts->comm;
+    if (o->comm)
+        tr->comm = o->comm;
     else {
-        rc = dl_comm_open("self", NULL, NULL, &r->comm, err);
-        r->own_comm = 1;
+        rc = dl_comm_open("self", NULL, NULL, &tr->comm, err);
+        tr->own_comm = 1;
         if (rc)
             return rc;
     }
-    int p = r->comm->size, k = r->comm->rank;
-    r->reporter = k == 0;
-    r->ps = p > 1 && (po->consistency == DL_CONS_SSP || po->consistency == DL_CONS_ASYNC);
-    r->workers = p;
-    r->worker = k;
-    if (r->ps) {
-        int servers = dl_ps_servers(po, p);
-        r->server = k < servers;
-        r->workers = p - servers;
-        r->worker = k - servers;
-    }
-    if (r->ps && (r->opts->checkpoint_dir || r->opts->resume))
-        return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with a parameter server (ssp, async) yet; "
-                         "use sync or local-sgd");
-    if (r->opts->net_path && r->opts->checkpoint_dir)
-        rc = dl_checkpoint_net_hash(r->opts->net_path, &r->net_crc, err);
-    if (!rc && r->opts->checkpoint_dir && mkdir(r->opts->checkpoint_dir, 0777) != 0 && errno != EEXIST)
-        rc = dl_errorf(err, DL_ERR_IO, "%s: cannot create the checkpoint folder: %s", r->opts->checkpoint_dir,
+    tr->reporter = tr->comm->rank == 0;
+    dl_strategy_layout(&o->parallel, tr->comm->size, tr->comm->rank, &tr->layout);
+    if (tr->layout.checkpoint_writer < 0 && (o->checkpoint_dir || o->resume))
+        return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with the %s strategy yet; use sync or "
+                         "local-sgd", tr->layout.strategy);
+    if (o->net_path && o->checkpoint_dir)
+        rc = dl_checkpoint_net_hash(o->net_path, &tr->net_crc, err);
+    if (!rc && o->checkpoint_dir && mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
+        rc = dl_errorf(err, DL_ERR_IO, "%s: cannot create the checkpoint folder: %s", o->checkpoint_dir,
                        strerror(errno));
     if (rc)
         return rc;
-    if (ts->batch < r->workers)
-        return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least one "
-                         "sample (use --batch %d or more)", ts->batch, r->workers, r->workers);
-    rc = dl_dataset_load(&net->data, 1, net->graph.input, net->graph.classes, ts->seed, &r->train, err);
+    int shards = tr->layout.data_ranks;
+    if (ts->batch < shards)
+        return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least "
+                         "one sample (use --batch %d or more)", ts->batch, shards, shards);
+    rc = dl_dataset_load(&net->data, 1, net->graph.input, net->graph.classes, ts->seed, &tr->train, err);
     if (!rc)
-        rc = dl_dataset_load(&net->data, 0, net->graph.input, net->graph.classes, ts->seed, &r->test, err);
+        rc = dl_dataset_load(&net->data, 0, net->graph.input, net->graph.classes, ts->seed, &tr->test, err);
     if (!rc)
-        rc = dl_batcher_init(&r->batcher, &r->train, ts->batch, r->server ? 0 : r->worker, r->workers, 1, ts->seed, 0,
-                             err);
+        rc = dl_batcher_init(&tr->batcher, &tr->train, ts->batch, tr->layout.data_rank, shards, 1, ts->seed, 0, err);
     if (!rc)
-        rc = init_exec(r, err);
+        rc = init_exec(tr, err);
     if (!rc)
-        rc = dl_optim_init(&r->optim, &ts->optim, r->exec.n_weights, err);
-    if (!rc && po->sync_bn && p > 1 && !r->ps) {
-        rc = dl_sync_bn_create(r->comm, &r->sync_bn, err);
-        r->exec.sync_sum = dl_sync_bn_sum;
-        r->exec.sync_ctx = r->sync_bn;
-    }
-    if (!rc && !r->server)
-        rc = dl_strategy_create(r->comm, &r->exec, &r->optim, po, ts->seed, stall_warning, r, &r->strategy, err);
+        rc = dl_optim_init(&tr->optim, &ts->optim, tr->exec.n_weights, err);
+    if (!rc)
+        rc = dl_strategy_create(tr->comm, &tr->exec, &tr->optim, &o->parallel, ts->seed, forward_warning, tr,
+                                &tr->strategy, err);
     if (!rc) {
-        int local = dl_batcher_max_local(&r->batcher);
-        r->x = dl_calloc((size_t)local * (size_t)dl_shape_count(net->graph.input), sizeof *r->x, err);
-        r->y = dl_calloc((size_t)local, sizeof *r->y, err);
-        if (!r->x || !r->y)
+        int local = dl_batcher_max_local(&tr->batcher);
+        tr->x = dl_calloc((size_t)local * (size_t)dl_shape_count(net->graph.input), sizeof *tr->x, err);
+        tr->y = dl_calloc((size_t)local, sizeof *tr->y, err);
+        if (!tr->x || !tr->y)
             rc = DL_ERR_NOMEM;
     }
     if (rc)
         return rc;
-    r->steps_per_epoch = dl_batcher_steps_per_epoch(&r->batcher);
-    r->total = r->steps_per_epoch * ts->epochs;
-    if (ts->max_steps > 0 && ts->max_steps < r->total)
-        r->total = ts->max_steps;
+    tr->steps_per_epoch = dl_batcher_steps_per_epoch(&tr->batcher);
+    tr->total_steps = tr->steps_per_epoch * ts->epochs;
+    if (ts->max_steps > 0 && ts->max_steps < tr->total_steps)
+        tr->total_steps = ts->max_steps;
     return DL_OK;
 }
 
-static void teardown(struct run *r)
+static void teardown(struct trainer *tr)
 {
-    free(r->x);
-    free(r->y);
-    dl_strategy_free(r->strategy);
-    dl_sync_bn_free(r->sync_bn);
-    dl_optim_free(&r->optim);
-    dl_exec_free(&r->exec);
-    dl_batcher_free(&r->batcher);
-    dl_dataset_free(&r->train);
-    dl_dataset_free(&r->test);
-    if (r->own_comm)
-        dl_comm_close(r->comm);
+    free(tr->x);
+    free(tr->y);
+    dl_strategy_free(tr->strategy);
+    dl_optim_free(&tr->optim);
+    dl_exec_free(&tr->exec);
+    dl_batcher_free(&tr->batcher);
+    dl_dataset_free(&tr->train);
+    dl_dataset_free(&tr->test);
+    if (tr->own_comm)
+        dl_comm_close(tr->comm);
 }
 
-static void slow_down(const struct run *r)
+/* --debug-slow-rank: this rank sleeps every step. */
+static void slow_down(const struct trainer *tr)
 {
-    const struct dl_parallel_opts *po = &r->opts->parallel;
-    if (po->slow_rank == r->comm->rank && po->slow_rank_ms > 0) {
+    const struct dl_parallel_opts *po = &tr->opts->parallel;
+    if (po->slow_rank == tr->comm->rank && po->slow_rank_ms > 0) {
         struct timespec ts = {(time_t)(po->slow_rank_ms / 1000),
                               (long)(fmod(po->slow_rank_ms, 1000.0) * 1e6)};
         nanosleep(&ts, NULL);
@@ -256,9 +236,9 @@ static void slow_down(const struct run *r)
 
 /* --debug-hold-at-step: waits for a stop signal (polling every 10 ms, at
  * most 10 minutes); the next step then sees it on every rank. */
-static void hold_for_signal(const struct run *r, long global)
+static void hold_for_signal(const struct trainer *tr, long global_step)
 {
-    if (r->opts->hold_at_step <= 0 || global != r->opts->hold_at_step)
+    if (tr->opts->hold_at_step <= 0 || global_step != tr->opts->hold_at_step)
         return;
     struct timespec tick = {0, 10 * 1000 * 1000};
     for (int i = 0; i < 60000 && !dl_signals_pending(); i++)
@@ -266,16 +246,10 @@ static void hold_for_signal(const struct run *r, long global)
 }
 
 /* ------------------------------------------------------------ checkpoints */
-static void warn(struct run *r, const char *msg)
-{
-    if (r->reporter && r->hooks && r->hooks->on_warning)
-        r->hooks->on_warning(r->hooks->ctx, msg);
-}
-
 /* --resume: every rank loads the same file before the first batch. */
-static int resume(struct run *r, struct dl_train_result *res, struct dl_error *err)
+static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
 {
-    const struct dl_train_opts *o = r->opts;
+    const struct dl_train_opts *o = tr->opts;
     char path[1100], warnings[2048] = "";
     int found = 1, rc = DL_OK;
     if (o->resume_path)
@@ -287,62 +261,74 @@ static int resume(struct run *r, struct dl_train_result *res, struct dl_error *e
     if (rc)
         return rc;
     if (*warnings)
-        warn(r, warnings);
+        warn(tr, warnings);
     if (!found) {
         char msg[1300];
         snprintf(msg, sizeof msg, "no checkpoint in %s: starting from the beginning", o->checkpoint_dir);
-        warn(r, msg);
+        warn(tr, msg);
         return DL_OK;
     }
-    struct dl_run_view v = {&r->net->graph, &r->exec, &r->optim};
-    rc = dl_checkpoint_load(path, &v, &r->resume, err);
+    struct dl_run_view v = {&tr->net->graph, &tr->exec, &tr->optim};
+    rc = dl_checkpoint_load(path, &v, &tr->resume, err);
     if (rc)
         return rc;
-    if (r->resume.seed != r->net->train.seed)
+    if (tr->resume.seed != tr->net->train.seed)
         return dl_errorf(err, DL_ERR_SPEC, "%s was written with seed %llu, this run has seed %llu: the data order "
-                         "would differ (pass --seed %llu)", path, (unsigned long long)r->resume.seed,
-                         (unsigned long long)r->net->train.seed, (unsigned long long)r->resume.seed);
-    if (r->resume.net_crc32 && r->net_crc && r->resume.net_crc32 != r->net_crc) {
+                         "would differ (pass --seed %llu)", path, (unsigned long long)tr->resume.seed,
+                         (unsigned long long)tr->net->train.seed, (unsigned long long)tr->resume.seed);
+    if (tr->resume.net_crc32 && tr->net_crc && tr->resume.net_crc32 != tr->net_crc) {
         char msg[1300];
         snprintf(msg, sizeof msg, "warning: the network file changed since %s was written", path);
-        warn(r, msg);
+        warn(tr, msg);
     }
-    rc = dl_batcher_seek(&r->batcher, r->resume.epoch, r->resume.step, err);
+    rc = dl_batcher_seek(&tr->batcher, tr->resume.epoch, tr->resume.step, err);
     if (rc)
         return rc;
-    r->resumed = 1;
-    r->start_epoch = r->resume.epoch;
-    r->start_global = r->resume.global_step;
-    res->resumed_step = r->resume.global_step;
+    tr->resumed = 1;
+    tr->start_epoch = tr->resume.epoch;
+    tr->start_step = tr->resume.global_step;
+    res->resumed_step = tr->resume.global_step;
     char msg[1300];
     snprintf(msg, sizeof msg, "resuming from %s: step %ld (epoch %ld, batch %ld), written by %d rank%s", path,
-             r->resume.global_step, r->resume.epoch + 1, r->resume.step, r->resume.world_size,
-             r->resume.world_size == 1 ? "" : "s");
-    warn(r, msg);
+             tr->resume.global_step, tr->resume.epoch + 1, tr->resume.step, tr->resume.world_size,
+             tr->resume.world_size == 1 ? "" : "s");
+    warn(tr, msg);
     return DL_OK;
 }
 
-/* Rank 0 writes the checkpoint of the state after global step `global`.  A
- * failed write keeps the previous checkpoint and, unless the user asked
+/* The checkpoint writer's clock decides; every rank learns it with the
+ * step's metrics. */
+static int checkpoint_due(struct trainer *tr)
+{
+    const struct dl_train_opts *o = tr->opts;
+    tr->steps_since_checkpoint++;
+    return tr->comm->rank == tr->layout.checkpoint_writer && o->checkpoint_dir &&
+           dl_checkpoint_due(&(struct dl_checkpoint_every){o->every_steps, o->every_seconds},
+                             tr->steps_since_checkpoint, dl_clock_now() - tr->last_checkpoint_time);
+}
+
+/* The checkpoint writer saves the state after global step `global_step`.
+ * A failed write keeps the previous checkpoint and, unless the user asked
  * for strictness, lets training go on. */
-static int save_checkpoint(struct run *r, long global, double loss_sum, long seen, long correct,
+static int save_checkpoint(struct trainer *tr, long global_step, const struct epoch_tally *tally,
                            struct dl_train_result *res, struct dl_error *err)
 {
-    r->steps_since_ckpt = 0;
-    r->last_ckpt_time = now_s();
-    if (!r->reporter)
+    tr->steps_since_checkpoint = 0;
+    tr->last_checkpoint_time = dl_clock_now();
+    if (tr->comm->rank != tr->layout.checkpoint_writer)
         return DL_OK;
-    const struct dl_train_opts *o = r->opts;
-    struct dl_checkpoint_meta m = {.global_step = global, .epoch = r->batcher.epoch, .step = r->batcher.step,
-                                   .seed = r->net->train.seed, .epoch_loss_sum = loss_sum, .epoch_seen = seen,
-                                   .epoch_correct = correct, .net_crc32 = r->net_crc, .world_size = r->comm->size,
-                                   .dp = r->workers, .tp = 1, .pp = 1};
-    struct dl_run_view v = {&r->net->graph, &r->exec, &r->optim};
+    const struct dl_train_opts *o = tr->opts;
+    struct dl_checkpoint_meta meta = {
+        .global_step = global_step, .epoch = tr->batcher.epoch, .step = tr->batcher.step,
+        .seed = tr->net->train.seed, .epoch_loss_sum = tally->loss_sum, .epoch_seen = tally->seen,
+        .epoch_correct = (long)tally->correct, .net_crc32 = tr->net_crc, .world_size = tr->comm->size,
+        .dp = tr->layout.data_ranks, .tp = 1, .pp = 1};
+    struct dl_run_view v = {&tr->net->graph, &tr->exec, &tr->optim};
     char path[1100];
     struct dl_error e = {0};
-    int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global, &e);
+    int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
     if (!rc)
-        rc = dl_checkpoint_save(path, &v, &m, &e);
+        rc = dl_checkpoint_save(path, &v, &meta, &e);
     if (!rc && o->keep > 0) {
         int removed;
         rc = dl_checkpoint_rotate(o->checkpoint_dir, o->keep, &removed, &e);
@@ -358,249 +344,278 @@ static int save_checkpoint(struct run *r, long global, double loss_sum, long see
     char msg[1200];
     snprintf(msg, sizeof msg, "warning: checkpoint not written (training goes on; the previous one is kept): %s",
              e.msg);
-    warn(r, msg);
+    warn(tr, msg);
     return DL_OK;
 }
 
-/* ------------------------------------------------------------ workers */
-static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_error *err)
+/* ------------------------------------------------------------ worker ranks */
+/* One step on this rank's part of the batch: forward, backward, and the
+ * strategy's exchange and update (global_step is 1-based). */
+static int train_step(struct trainer *tr, int local_batch, int global_batch, long global_step, double lr,
+                      struct dl_numerics_watch *watch, struct step_outcome *out, struct dl_error *err)
 {
-    const struct dl_train_spec *ts = &r->net->train;
-    long global = r->start_global;
-    int rc = DL_OK, stop = 0;
+    memset(out, 0, sizeof *out);
+    dl_exec_zero_grad(&tr->exec);
+    tr->exec.step = (uint64_t)(global_step - 1); /* dropout's masks: this step's, this rank's samples */
+    tr->exec.sample0 = dl_batcher_last_offset(&tr->batcher);
+    int rc = dl_strategy_begin(tr->strategy, local_batch, global_batch, err);
+    if (rc)
+        return rc;
+    dl_exec_forward(&tr->exec, tr->x, tr->y, local_batch, 1);
+    struct dl_step_metrics *m = &out->metrics;
+    m->loss_sum = dl_exec_loss_sum(&tr->exec);
+    m->correct = (double)dl_exec_correct(&tr->exec);
+    m->samples = local_batch;
+    /* Where a NaN first appeared must be found now: backward reuses the memory. */
+    out->nonfinite.where = DL_NF_NONE;
+    if (!isfinite(m->loss_sum))
+        dl_numerics_first_nonfinite_output(&tr->exec, &out->nonfinite);
+    dl_numerics_watch_install(watch, &tr->exec);
+    dl_numerics_watch_reset(watch);
+    dl_exec_backward(&tr->exec);
+    dl_numerics_watch_uninstall(watch);
+    if (out->nonfinite.where == DL_NF_NONE)
+        out->nonfinite = watch->first;
+    slow_down(tr);
+    m->stop_requested = dl_signals_pending() != 0;
+    m->checkpoint_due = checkpoint_due(tr);
+    return dl_strategy_finish(tr->strategy, global_step, lr, m, &out->stats, err);
+}
+
+static void report_step(const struct trainer *tr, int epoch, const struct epoch_tally *tally, long global_step,
+                        double lr, const struct step_outcome *out)
+{
+    if (!tr->reporter || !tr->hooks || !tr->hooks->on_step)
+        return;
+    const struct dl_step_metrics *m = &out->metrics;
+    double now = dl_clock_now();
+    struct dl_step_report sr = {
+        .epoch = epoch + 1, .epochs = tr->net->train.epochs, .step = tally->step,
+        .steps_per_epoch = tr->steps_per_epoch, .global_step = global_step, .total_steps = tr->total_steps,
+        .loss = m->loss_sum / m->samples, .accuracy = m->correct / m->samples, .lr = lr,
+        .samples_per_s = (double)(tally->seen - tally->seen_before) / (now - tally->start + 1e-12),
+        .eta_s = (now - tr->run_start) / (double)(global_step - tr->start_step) *
+                 (double)(tr->total_steps - global_step),
+        .comm_seconds = out->stats.comm_seconds, .exposed_comm_seconds = out->stats.exposed_seconds,
+        .worker = -1};
+    tr->hooks->on_step(tr->hooks->ctx, &sr);
+}
+
+/* The sums start at zero, or where the checkpoint left a resumed epoch (the
+ * batcher's cursor is already in place then). */
+static void start_epoch(struct trainer *tr, int epoch, struct epoch_tally *tally)
+{
+    memset(tally, 0, sizeof *tally);
+    tally->start = dl_clock_now();
+    if (tr->resumed && epoch == tr->start_epoch) {
+        tally->loss_sum = tr->resume.epoch_loss_sum;
+        tally->seen = tr->resume.epoch_seen;
+        tally->correct = (double)tr->resume.epoch_correct;
+        tally->step = tr->resume.step;
+        tally->seen_before = tally->seen;
+    } else {
+        dl_batcher_start_epoch(&tr->batcher, epoch);
+    }
+}
+
+/* The epoch's report, with a test evaluation when the model is whole on
+ * every rank and this is not the last epoch (that one is evaluated after
+ * end()). */
+static int finish_epoch(struct trainer *tr, int epoch, const struct epoch_tally *tally, long global_step,
+                        struct dl_train_result *res, struct dl_error *err)
+{
+    const struct dl_train_spec *ts = &tr->net->train;
+    struct dl_epoch_report er = {.epoch = epoch + 1, .epochs = ts->epochs,
+                                 .train_loss = tally->seen ? tally->loss_sum / (double)tally->seen : 0,
+                                 .train_accuracy = tally->seen ? tally->correct / (double)tally->seen : 0};
+    er.seconds = dl_clock_now() - tally->start;
+    er.samples_per_s = (double)(tally->seen - tally->seen_before) / (er.seconds + 1e-12);
+    er.comm_seconds = tally->comm_seconds;
+    er.exposed_comm_seconds = tally->exposed_seconds;
+    res->comm_seconds += tally->comm_seconds;
+    res->exposed_comm_seconds += tally->exposed_seconds;
+    int rc = DL_OK;
+    if (tr->layout.eval == DL_EVAL_SPLIT && epoch + 1 < ts->epochs && global_step < tr->total_steps) {
+        rc = evaluate(tr, &er, err);
+        if (!rc && tr->reporter && tr->hooks && tr->hooks->on_epoch)
+            tr->hooks->on_epoch(tr->hooks->ctx, &er);
+    }
+    res->last = er;
+    return rc;
+}
+
+/* The steps of one epoch, until its data or the run's steps run out or a
+ * stop signal arrives (*stop); *global_step counts the steps done. */
+static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop, struct dl_train_result *res,
+                     struct dl_error *err)
+{
+    const struct dl_train_spec *ts = &tr->net->train;
     struct dl_numerics_watch watch;
     memset(&watch, 0, sizeof watch);
-    r->last_ckpt_time = now_s();
-    for (int epoch = (int)r->start_epoch; epoch < ts->epochs && global < r->total && !rc && !stop; epoch++) {
-        double epoch_start = now_s(), loss_sum = 0, correct = 0, comm_s = 0, exposed_s = 0;
-        long seen = 0, step = 0, seen_before = 0; /* seen_before: samples of this epoch done before a resume */
-        if (r->resumed && epoch == r->start_epoch) { /* the cursor is already in place */
-            loss_sum = r->resume.epoch_loss_sum;
-            seen = r->resume.epoch_seen;
-            correct = (double)r->resume.epoch_correct;
-            step = r->resume.step;
-            seen_before = seen;
-        } else
-            dl_batcher_start_epoch(&r->batcher, epoch);
-        int b;
-        while (!rc && global < r->total && (b = dl_batcher_next(&r->batcher, r->x, r->y)) > 0) {
-            int gb = r->batcher.last_global;
-            double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, global, r->steps_per_epoch, r->total);
-            dl_exec_zero_grad(&r->exec);
-            r->exec.step = (uint64_t)global; /* dropout's masks: this step's, this rank's samples */
-            r->exec.sample0 = dl_batcher_last_offset(&r->batcher);
-            rc = r->strategy->ops->begin(r->strategy, b, gb, err);
-            if (rc)
-                break;
-            dl_exec_forward(&r->exec, r->x, r->y, b, 1);
-            double m[DL_STEP_METRICS] = {dl_exec_loss_sum(&r->exec), (double)dl_exec_correct(&r->exec)};
-            /* Where a NaN first appeared must be found now: backward reuses the memory. */
-            struct dl_nonfinite nf = {.where = DL_NF_NONE};
-            if (!isfinite(m[0]))
-                dl_numerics_first_nonfinite_output(&r->exec, &nf);
-            dl_numerics_watch_install(&watch, &r->exec);
-            dl_numerics_watch_reset(&watch);
-            dl_exec_backward(&r->exec);
-            dl_numerics_watch_uninstall(&watch);
-            if (nf.where == DL_NF_NONE)
-                nf = watch.first;
-            if ((rc = dl_sync_bn_status(r->sync_bn, err)))
-                break;
-            slow_down(r);
-            r->steps_since_ckpt++;
-            m[2] = dl_signals_pending() ? 1 : 0;
-            m[3] = r->reporter && r->opts->checkpoint_dir &&
-                   dl_checkpoint_due(&(struct dl_checkpoint_every){r->opts->every_steps, r->opts->every_seconds},
-                                     r->steps_since_ckpt, now_s() - r->last_ckpt_time);
-            struct dl_step_stats st = {0};
-            rc = r->strategy->ops->finish(r->strategy, global + 1, lr, m, &st, err);
-            if (rc)
-                break;
-            int batch = r->ps ? b : gb;
-            if (!isfinite(m[0])) { /* every rank sees the summed loss: all stop here */
-                rc = dl_numerics_error(&r->net->graph, global + 1, m[0], &nf, err);
-                dl_error_prefix(err, "lower the learning rate (now %g); no checkpoint written for this step", lr);
-                break;
-            }
-            loss_sum += m[0];
-            correct += m[1];
-            seen += gb;
-            step++;
-            global++;
-            comm_s += st.comm_seconds;
-            exposed_s += st.exposed_seconds;
-            res->bytes_sent += st.bytes_sent;
-            res->dense_bytes += st.dense_bytes;
-            if (r->reporter && r->hooks && r->hooks->on_step) {
-                double t = now_s();
-                struct dl_step_report sr = {
-                    .epoch = epoch + 1, .epochs = ts->epochs, .step = step, .steps_per_epoch = r->steps_per_epoch,
-                    .global_step = global, .total_steps = r->total, .loss = m[0] / batch,
-                    .accuracy = m[1] / batch, .lr = lr, .samples_per_s = (double)(seen - seen_before) / (t - epoch_start + 1e-12),
-                    .eta_s = (t - r->run_start) / (double)(global - r->start_global) * (double)(r->total - global),
-                    .comm_seconds = st.comm_seconds, .exposed_comm_seconds = st.exposed_seconds, .worker = -1};
-                r->hooks->on_step(r->hooks->ctx, &sr);
-            }
-            if (r->opts->checkpoint_dir && (m[2] > 0 || m[3] > 0))
-                rc = save_checkpoint(r, global, loss_sum, seen, (long)correct, res, err);
-            if (!rc && m[2] > 0) {
-                stop = 1;
-                break;
-            }
-            hold_for_signal(r, global);
+    struct epoch_tally tally;
+    start_epoch(tr, epoch, &tally);
+    int rc = DL_OK, local_batch;
+    while (!rc && *global_step < tr->total_steps && (local_batch = dl_batcher_next(&tr->batcher, tr->x, tr->y)) > 0) {
+        double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, *global_step, tr->steps_per_epoch, tr->total_steps);
+        struct step_outcome out;
+        rc = train_step(tr, local_batch, tr->batcher.last_global, *global_step + 1, lr, &watch, &out, err);
+        if (rc)
+            return rc;
+        const struct dl_step_metrics *m = &out.metrics;
+        if (!isfinite(m->loss_sum)) { /* every rank sees the summed loss: all stop here */
+            rc = dl_numerics_error(&tr->net->graph, *global_step + 1, m->loss_sum, &out.nonfinite, err);
+            dl_error_prefix(err, "lower the learning rate (now %g); no checkpoint written for this step", lr);
+            return rc;
         }
-        if (rc || stop)
-            break;
-        struct dl_epoch_report er = {.epoch = epoch + 1, .epochs = ts->epochs,
-                                     .train_loss = seen ? loss_sum / (double)seen : 0,
-                                     .train_accuracy = seen ? correct / (double)seen : 0};
-        er.seconds = now_s() - epoch_start;
-        er.samples_per_s = (double)(seen - seen_before) / (er.seconds + 1e-12);
-        er.comm_seconds = comm_s;
-        er.exposed_comm_seconds = exposed_s;
-        res->comm_seconds += comm_s;
-        res->exposed_comm_seconds += exposed_s;
-        if (!r->ps && epoch + 1 < ts->epochs && global < r->total) { /* the last one comes after end() */
-            rc = evaluate(r, &er, err);
-            if (!rc && r->reporter && r->hooks && r->hooks->on_epoch)
-                r->hooks->on_epoch(r->hooks->ctx, &er);
+        tally.loss_sum += m->loss_sum;
+        tally.correct += m->correct;
+        tally.seen += m->samples;
+        tally.step++;
+        ++*global_step;
+        tally.comm_seconds += out.stats.comm_seconds;
+        tally.exposed_seconds += out.stats.exposed_seconds;
+        res->bytes_sent += out.stats.bytes_sent;
+        res->dense_bytes += out.stats.dense_bytes;
+        report_step(tr, epoch, &tally, *global_step, lr, &out);
+        if (tr->opts->checkpoint_dir && (m->stop_requested || m->checkpoint_due))
+            rc = save_checkpoint(tr, *global_step, &tally, res, err);
+        if (!rc && m->stop_requested) {
+            *stop = 1;
+            return DL_OK;
         }
-        res->last = er;
+        hold_for_signal(tr, *global_step);
     }
-    res->steps = global;
+    return rc ? rc : finish_epoch(tr, epoch, &tally, *global_step, res, err);
+}
+
+static int train_epochs(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
+{
+    long global_step = tr->start_step;
+    int rc = DL_OK, stop = 0;
+    tr->last_checkpoint_time = dl_clock_now();
+    for (int epoch = (int)tr->start_epoch;
+         epoch < tr->net->train.epochs && global_step < tr->total_steps && !rc && !stop; epoch++)
+        rc = run_epoch(tr, epoch, &global_step, &stop, res, err);
+    res->steps = global_step;
     /* Every rank stops at the same step, so end() (collective: the stall
      * watchdog's final messages, local SGD's last average) runs on a stop too;
      * leaving its messages in flight made MPI_Finalize abort. */
     if (!rc)
-        rc = r->strategy->ops->end(r->strategy, err);
+        rc = dl_strategy_end(tr->strategy, err);
     if (!rc && stop) {
         res->preempted = 1;
-        if (!r->opts->checkpoint_dir)
-            warn(r, "stopped by a signal without --checkpoint-dir: nothing was saved");
+        if (!tr->opts->checkpoint_dir)
+            warn(tr, "stopped by a signal without --checkpoint-dir: nothing was saved");
         return DL_STOPPED;
     }
     return rc;
 }
 
-/* ------------------------------------------------------------ servers */
-struct server_ctx {
-    struct run *r;
-    long updates_per_step;   /* workers: one update each per global step */
+/* ------------------------------------------------------------ server ranks */
+/* A server's view of the run: it reports every update it applies (rank 0)
+ * and sums the last epoch's for the final train loss. */
+struct served_tally {
+    struct trainer *tr;
     double start;
-    double loss_sum, correct; /* over the updates of the last epoch */
+    double loss_sum, correct;   /* over the updates of the last epoch */
     long samples;
 };
 
-/* Each worker's gradient averages B/W samples, so W updates stand for one
- * synchronous step of batch B: each gets lr/W, which keeps the expected
- * progress per epoch that of synchronous SGD with the same settings. */
-static double server_lr(void *ctx, long update)
+static double scheduled_lr(void *ctx, long global_step)
 {
-    struct server_ctx *s = ctx;
-    const struct dl_train_spec *ts = &s->r->net->train;
-    return dl_schedule_lr(&ts->sched, ts->optim.lr, update / s->updates_per_step, s->r->steps_per_epoch,
-                          s->r->total) / (double)s->updates_per_step;
+    const struct trainer *tr = ((struct served_tally *)ctx)->tr;
+    const struct dl_train_spec *ts = &tr->net->train;
+    return dl_schedule_lr(&ts->sched, ts->optim.lr, global_step, tr->steps_per_epoch, tr->total_steps);
 }
 
-static void server_update(void *ctx, const struct dl_ps_update *u)
+static void on_served_update(void *ctx, const struct dl_served_update *u)
 {
-    struct server_ctx *s = ctx;
-    struct run *r = s->r;
-    const struct dl_train_spec *ts = &r->net->train;
-    if (u->clock > (long)(ts->epochs - 1) * r->steps_per_epoch) {
-        s->loss_sum += u->loss * u->batch;
-        s->correct += u->accuracy * u->batch;
-        s->samples += u->batch;
+    struct served_tally *st = ctx;
+    const struct trainer *tr = st->tr;
+    const struct dl_train_spec *ts = &tr->net->train;
+    if (u->step > (long)(ts->epochs - 1) * tr->steps_per_epoch) {
+        st->loss_sum += u->loss * u->batch;
+        st->correct += u->accuracy * u->batch;
+        st->samples += u->batch;
     }
-    if (!r->reporter || !r->hooks || !r->hooks->on_step)
+    if (!tr->reporter || !tr->hooks || !tr->hooks->on_step)
         return;
-    double t = now_s();
-    long step = (u->clock - 1) % r->steps_per_epoch + 1;
+    double now = dl_clock_now();
+    long updates_per_step = tr->layout.data_ranks; /* one per worker */
     struct dl_step_report sr = {
-        .epoch = (int)((u->clock - 1) / r->steps_per_epoch) + 1, .epochs = ts->epochs, .step = step,
-        .steps_per_epoch = r->steps_per_epoch, .global_step = u->clock, .total_steps = r->total, .loss = u->loss,
-        .accuracy = u->accuracy, .lr = server_lr(s, u->updates - 1),
-        .samples_per_s = (double)u->updates * u->batch / (t - s->start + 1e-12),
-        .eta_s = (t - s->start) / (double)u->updates * (double)(r->total * s->updates_per_step - u->updates),
+        .epoch = (int)((u->step - 1) / tr->steps_per_epoch) + 1, .epochs = ts->epochs,
+        .step = (u->step - 1) % tr->steps_per_epoch + 1, .steps_per_epoch = tr->steps_per_epoch,
+        .global_step = u->step, .total_steps = tr->total_steps, .loss = u->loss, .accuracy = u->accuracy,
+        .lr = u->lr, .samples_per_s = (double)u->updates * u->batch / (now - st->start + 1e-12),
+        .eta_s = (now - st->start) / (double)u->updates * (double)(tr->total_steps * updates_per_step - u->updates),
         .staleness = u->staleness, .worker = u->worker};
-    r->hooks->on_step(r->hooks->ctx, &sr);
+    tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
-static int serve(struct run *r, struct dl_train_result *res, struct dl_error *err)
+static int serve(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
 {
-    struct server_ctx sc = {.r = r, .updates_per_step = r->workers, .start = now_s()};
-    /* The configured momentum, per update: W updates decay the velocity as
-     * much as mu^W, and asynchrony adds momentum of its own (about 1 - 1/W,
-     * Mitliagkas et al. 2016); together they land near mu per global step.
-     * Measured, LeNet-5, 4 ranks (3 workers), 3 epochs, per-update momentum
-     * 0.7 (the 1-(1-mu)W correction) / 0.8 / 0.85 / 0.9 / 0.965 (mu^(1/W)):
-     * ssp:2 87.2 / 88.1 / 88.4 / 89.1 / 87.9%, async 87.2 / 88.2 / 88.6 /
-     * 89.4 / 86.9%; sync 89.3%. */
-    struct dl_optim_spec spec = r->net->train.optim;
-    struct dl_ps_server_args a = {.comm = r->comm, .exec = &r->exec, .optim = &spec,
-                                  .servers = r->comm->size - r->workers,
-                                  .staleness = r->opts->parallel.consistency == DL_CONS_ASYNC ? -1
-                                                                                                : r->opts->parallel.staleness,
-                                  .lr_at = server_lr, .lr_ctx = &sc, .on_update = server_update, .update_ctx = &sc};
-    struct dl_ps_result pr;
-    int rc = dl_ps_serve(&a, &pr, err);
-    res->steps = pr.updates;
-    res->max_staleness = pr.max_staleness;
-    res->last.train_loss = sc.samples ? sc.loss_sum / (double)sc.samples : 0;
-    res->last.train_accuracy = sc.samples ? sc.correct / (double)sc.samples : 0;
-    res->last.seconds = now_s() - sc.start;
-    res->last.samples_per_s = (double)pr.updates * (double)r->net->train.batch / (double)r->workers /
+    struct served_tally st = {.tr = tr, .start = dl_clock_now()};
+    struct dl_serve_hooks hooks = {.ctx = &st, .lr_at = scheduled_lr, .on_update = on_served_update};
+    struct dl_serve_result sr;
+    int rc = dl_strategy_serve(tr->strategy, &hooks, &sr, err);
+    res->steps = sr.updates;
+    res->max_staleness = sr.max_staleness;
+    res->last.train_loss = st.samples ? st.loss_sum / (double)st.samples : 0;
+    res->last.train_accuracy = st.samples ? st.correct / (double)st.samples : 0;
+    res->last.seconds = dl_clock_now() - st.start;
+    res->last.samples_per_s = (double)sr.updates * (double)tr->net->train.batch / (double)tr->layout.data_ranks /
                               (res->last.seconds + 1e-12);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the run */
+/* After the last step: the test evaluation wherever the model now is. */
+static int evaluate_final(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
+{
+    struct dl_epoch_report er = res->last;
+    er.epoch = er.epochs = tr->net->train.epochs;
+    int rc = evaluate(tr, &er, err);
+    if (!rc && er.evaluated) {
+        res->last = er;
+        if (tr->reporter && tr->hooks && tr->hooks->on_epoch)
+            tr->hooks->on_epoch(tr->hooks->ctx, &er);
+    }
     return rc;
 }
 
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
              struct dl_train_result *res, struct dl_error *err)
 {
-    struct run r;
-    memset(&r, 0, sizeof r);
+    struct trainer tr;
+    memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
-    r.net = net;
-    r.opts = opts;
-    r.hooks = hooks;
-    int rc = setup(&r, err);
+    tr.net = net;
+    tr.opts = opts;
+    tr.hooks = hooks;
+    int rc = setup(&tr, err);
     if (!rc) {
         char how[256];
-        if (r.ps)
-            snprintf(how, sizeof how, "%s parameter server: %d server%s, %d workers, lr/%d and momentum %g per "
-                     "update", opts->parallel.consistency == DL_CONS_ASYNC ? "asynchronous" : "stale-synchronous",
-                     r.comm->size - r.workers, r.comm->size - r.workers > 1 ? "s" : "", r.workers, r.workers,
-                     net->train.optim.momentum);
-        else
-            snprintf(how, sizeof how, "%s", r.strategy->ops->name);
-        if (r.reporter && hooks && hooks->on_start)
-            hooks->on_start(hooks->ctx, net, r.train.n, r.test.n, r.steps_per_epoch, r.comm->size, how);
-        r.run_start = now_s();
+        dl_strategy_describe(tr.strategy, how, sizeof how);
+        if (tr.reporter && hooks && hooks->on_start)
+            hooks->on_start(hooks->ctx, net, tr.train.n, tr.test.n, tr.steps_per_epoch, tr.comm->size, how);
+        tr.run_start = dl_clock_now();
         if (opts->resume)
-            rc = resume(&r, res, err);
+            rc = resume(&tr, res, err);
         if (!rc)
-            rc = r.server ? serve(&r, res, err) : train_epochs(&r, res, err);
+            rc = tr.layout.role == DL_ROLE_SERVER ? serve(&tr, res, err) : train_epochs(&tr, res, err);
     }
     if (rc == DL_STOPPED) {
-        res->seconds = now_s() - r.run_start;
-        teardown(&r);
+        res->seconds = dl_clock_now() - tr.run_start;
+        teardown(&tr);
         return rc;
     }
-    if (!rc) {
-        struct dl_epoch_report er = res->last;
-        er.epoch = er.epochs = net->train.epochs;
-        rc = evaluate(&r, &er, err);
-        if (!rc && er.evaluated) {
-            res->last = er;
-            if (r.reporter && hooks && hooks->on_epoch)
-                hooks->on_epoch(hooks->ctx, &er);
-        }
-    }
-    if (!rc && r.reporter && opts->dump_weights)
-        rc = dl_atomic_write_file(opts->dump_weights, r.exec.weights, sizeof(float) * (size_t)r.exec.n_weights, err);
-    res->seconds = now_s() - r.run_start;
-    if (rc && r.comm && r.comm->size > 1)
-        dl_error_prefix(err, "rank %d", r.comm->rank);
-    teardown(&r);
+    if (!rc)
+        rc = evaluate_final(&tr, res, err);
+    if (!rc && tr.reporter && opts->dump_weights)
+        rc = dl_atomic_write_file(opts->dump_weights, tr.exec.weights, sizeof(float) * (size_t)tr.exec.n_weights, err);
+    res->seconds = dl_clock_now() - tr.run_start;
+    if (rc && tr.comm && tr.comm->size > 1)
+        dl_error_prefix(err, "rank %d", tr.comm->rank);
+    teardown(&tr);
     return rc;
 }

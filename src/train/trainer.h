@@ -83,8 +83,8 @@ struct dl_train_result {
  * written (the CLI exits with DL_EXIT_PREEMPTED, 75). */
 #define DL_STOPPED 100
 
-/* Defaults of the parallel options (sync, auto allreduce, 25 MiB buckets,
- * overlap on, stall warning 60 s, timeout 600 s). */
+/* No checkpoints, no dumps, and the parallel options' defaults
+ * (dl_parallel_opts_defaults: sync, 25 MiB buckets, overlap on, ...). */
 void dl_train_opts_defaults(struct dl_train_opts *o);
 
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,

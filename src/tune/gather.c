@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
+
 #define MEASURE_CAP ((size_t)2 << 30) /* never allocate more workspace than this to time a candidate */
 
 static int same_layouts(const struct dl_kernel *a, const struct dl_kernel *b, const struct dl_layer *l)
@@ -169,13 +171,13 @@ int dl_tune_gather(const struct dl_graph *g, int B, const struct dl_tune_options
         if (L[i].tunable)
             rc = gather_layer(db, &g->layers[i], &L[i], 0, o, cap, rep, &missing, err);
     if (!rc && missing && !o->no_measure) {
-        double t0 = dl_tune_clock();
+        double t0 = dl_clock_now();
         rc = dl_tune_db_lock(db, err);
         for (int i = 0; !rc && i < g->n; i++)
             if (L[i].tunable)
                 rc = gather_layer(db, &g->layers[i], &L[i], 1, o, cap, rep, &missing, err);
         dl_tune_db_unlock(db);
-        rep->tune_seconds = dl_tune_clock() - t0;
+        rep->tune_seconds = dl_clock_now() - t0;
     }
     dl_tune_db_close(db);
     return rc;

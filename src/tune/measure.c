@@ -10,23 +10,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/rng.h"
 #include "plan/plan.h"
-
-double dl_tune_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The buffers of one measurement, in one list so they are freed together. */
 struct bufs {
@@ -122,16 +109,15 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
                 dl_kernel_run(k, inst, &a, dir, has_params, 1);
             int n = 0;
             for (double spent = 0; n < repeats; n++) {
-                double t0 = dl_tune_clock();
+                double t0 = dl_clock_now();
                 dl_kernel_run(k, inst, &a, dir, has_params, 1);
-                t[n] = dl_tune_clock() - t0;
+                t[n] = dl_clock_now() - t0;
                 spent += t[n];
                 if (n >= 2 && spent > 1.0) /* slow calls: three are enough for a median */
                     break;
             }
             n += n < repeats;
-            qsort(t, (size_t)n, sizeof *t, cmp_double);
-            row[d].time_s = t[n / 2];
+            row[d].time_s = dl_median(t, n);
         }
     }
     for (int i = 0; i < b.n; i++)

@@ -63,9 +63,6 @@ int dl_tune_layer_tunable(const struct dl_layer *l);
  * (always ending with B); returns their number (at most B). */
 int dl_tune_policy_sizes(enum dl_tune_policy p, int B, int *sizes);
 
-/* Monotonic clock in seconds. */
-double dl_tune_clock(void);
-
 /* $XDG_CACHE_HOME/dltrain/tune.sqlite, else $HOME/.cache/dltrain/tune.sqlite. */
 int dl_tune_db_default_path(char *buf, size_t size, struct dl_error *err);
 

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
+
 /* A unit of layer L in kernel group grp: its directions and candidates. */
 struct unit {
     int layer, group, coupled, dir; /* dir: the direction (coupled: all wanted) */
@@ -286,7 +288,7 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
     if (!rep)
         rep = &own;
     memset(rep, 0, sizeof *rep);
-    double t0 = dl_tune_clock();
+    double t0 = dl_clock_now();
     memset(plan, 0, sizeof *plan);
     size_t limit = o->workspace_limit ? o->workspace_limit : SIZE_MAX;
     int *sizes = dl_calloc((size_t)batch + 1, sizeof *sizes, err);
@@ -358,7 +360,7 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
     free(pick), free(undiv), free(layer_time), free(sizes);
     dl_tune_layers_free(L, g->n);
     free(L);
-    rep->total_seconds = dl_tune_clock() - t0;
+    rep->total_seconds = dl_clock_now() - t0;
     if (rc || rep == &own)
         dl_tune_report_free(rep);
     return rc;

@@ -5,10 +5,11 @@
 
 #include <dnnl.h>
 #include <stdlib.h>
-#include <time.h>
 #ifdef DL_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
+
+#include "core/clock.h"
 
 void dl_sgemm(enum dl_gemm_lib lib, int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A,
               long lda, const float *B, long ldb, float beta, float *C, long ldc)
@@ -33,12 +34,6 @@ const char *dl_gemm_openblas_core(void)
 #endif
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double dl_gemm_gflops(enum dl_gemm_lib lib, int n, int reps)
 {
     size_t nn = (size_t)n * (size_t)n;
@@ -50,14 +45,11 @@ double dl_gemm_gflops(enum dl_gemm_lib lib, int n, int reps)
         reps = reps > 16 ? 16 : reps;
         dl_sgemm(lib, 0, 0, n, n, n, 1, a, n, b, n, 0, c, n); /* warm-up */
         for (int r = 0; r < reps; r++) {
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
+            double t0 = dl_clock_now();
             dl_sgemm(lib, 0, 0, n, n, n, 1, a, n, b, n, 0, c, n);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            t[r] = dl_clock_now() - t0;
         }
-        qsort(t, (size_t)reps, sizeof *t, by_value);
-        best = 2.0 * n * (double)n * n / t[reps / 2] / 1e9;
+        best = 2.0 * n * (double)n * n / dl_median(t, reps) / 1e9;
     }
     free(a);
     free(b);

@@ -1,0 +1,62 @@
+/* tags.h: every point-to-point message tag of the project, in one list, so
+ * that a new protocol takes tags nobody else uses.  A tag only has to differ
+ * from those of the protocols that can have messages in flight on the same
+ * communicator at the same time: the stall detector and the parameter server
+ * run on the main thread while the gradient allreduces and codecs run on the
+ * communication thread (parallel/grad_sync.c); synchronised batch norm has a
+ * communicator of its own.  Keeping all of them distinct makes that argument
+ * unnecessary.  Protocols whose tags grow with the rank count take a range of
+ * DL_TAG_MAX_RANKS or 2 x DL_TAG_MAX_RANKS tags; every tag stays below 32768,
+ * the least upper bound MPI guarantees (MPI_TAG_UB). */
+#ifndef DL_COMM_TAGS_H
+#define DL_COMM_TAGS_H
+
+/* Largest communicator the rank-dependent ranges below are sized for
+ * (dl_allreduce refuses more). */
+#define DL_TAG_MAX_RANKS 4096
+
+enum dl_tag {
+    /* comm/allreduce_tree.c: binomial reduce to rank 0, then broadcast. */
+    DL_TAG_TREE_REDUCE = 1,
+    DL_TAG_TREE_BCAST,
+    /* comm/allreduce_ps.c: shards pushed to their server, sums pulled back. */
+    DL_TAG_PS_ALLREDUCE_PUSH,
+    DL_TAG_PS_ALLREDUCE_PULL,
+    /* comm/allreduce_util.c: the power-of-two fix-up (extra ranks fold their
+     * vector in before the algorithm and get the sum back after it). */
+    DL_TAG_POW2_FOLD,
+    DL_TAG_POW2_UNFOLD,
+    /* comm/codec.c: compressed reduce-scatter and allgather of encodings. */
+    DL_TAG_CODEC_SCATTER,
+    DL_TAG_CODEC_GATHER,
+    /* comm/codec_topk.c: a sparse set as header, indices, values, or dense. */
+    DL_TAG_TOPK_HEADER,
+    DL_TAG_TOPK_INDICES,
+    DL_TAG_TOPK_VALUES,
+    DL_TAG_TOPK_DENSE,
+    /* comm/costmodel.c: the calibration's timed exchanges. */
+    DL_TAG_COST_EXCHANGE,
+    /* parallel/stall.c: "reached step s" messages to rank 0 (and 1). */
+    DL_TAG_STALL_ARRIVE,
+    /* parallel/param_server.c: a worker's gradient shard (or its "done"), the
+     * server's fresh weight shard, and the final weights gathered on rank 0. */
+    DL_TAG_PS_GRADIENT,
+    DL_TAG_PS_WEIGHTS,
+    DL_TAG_PS_FINAL,
+    DL_TAG_FIXED_END, /* the fixed tags end here */
+
+    /* Ranges: base + an offset below the range's width. */
+    /* comm/allreduce_recursive_doubling.c: round with partner v ^ mask: + mask. */
+    DL_TAG_RECURSIVE_DOUBLING = 256,
+    /* comm/allreduce_rabenseifner.c: halving round + mask, doubling round + mask. */
+    DL_TAG_HALVING = DL_TAG_RECURSIVE_DOUBLING + DL_TAG_MAX_RANKS,
+    DL_TAG_DOUBLING = DL_TAG_HALVING + DL_TAG_MAX_RANKS,
+    /* comm/allreduce_ring.c: reduce-scatter step s: + s; allgather step s: + p + s. */
+    DL_TAG_RING = DL_TAG_DOUBLING + DL_TAG_MAX_RANKS,
+    DL_TAG_END = DL_TAG_RING + 2 * DL_TAG_MAX_RANKS
+};
+
+_Static_assert(DL_TAG_FIXED_END <= DL_TAG_RECURSIVE_DOUBLING, "fixed tags run into the ranges");
+_Static_assert(DL_TAG_END <= 32767, "tags above 32767 need more than MPI guarantees (MPI_TAG_UB)");
+
+#endif

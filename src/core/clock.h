@@ -1,0 +1,15 @@
+/* clock.h: timing: the one clock for elapsed times (step and epoch times,
+ * kernel and allreduce timings, stall and checkpoint schedules), seconds on
+ * the monotonic clock, which never jumps when the wall clock is set; and the
+ * median that every benchmark and calibration takes of repeated timings. */
+#ifndef DL_CLOCK_H
+#define DL_CLOCK_H
+
+/* Seconds since an arbitrary fixed point (CLOCK_MONOTONIC): only differences
+ * between two readings mean anything. */
+double dl_clock_now(void);
+
+/* Sorts t[0..n) ascending in place and returns t[n / 2] (n > 0). */
+double dl_median(double *t, int n);
+
+#endif

@@ -1,0 +1,38 @@
+/* parse.h: the parsers of option values, one per kind of value, so that every
+ * option of every subcommand accepts the same forms and rejects bad ones with
+ * the same kind of message, naming the option and quoting the value:
+ *   --keep: expected an integer in [1, 1000000], found 'x'
+ * opt is the option as the user wrote it ("--bucket-bytes"); bad input is
+ * DL_ERR_SPEC (exit status 2) and leaves *out unchanged. */
+#ifndef DL_PARSE_H
+#define DL_PARSE_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+/* A decimal integer in [min, max]: an optional '-' and digits, nothing else
+ * (no spaces, no '+', no hexadecimal). */
+int dl_parse_long(const char *opt, const char *text, long min, long max, long *out, struct dl_error *err);
+int dl_parse_int(const char *opt, const char *text, int min, int max, int *out, struct dl_error *err);
+
+/* A finite decimal number in [min, max] (as strtod reads it, without leading
+ * spaces, infinities or NaN). */
+int dl_parse_double(const char *opt, const char *text, double min, double max, double *out,
+                    struct dl_error *err);
+
+/* A size in bytes in [min, max], the grammar of GNU coreutils' sizes:
+ * digits with an optional fraction, then an optional unit, letters in any case:
+ *   none or B            bytes
+ *   K, M, G, T           powers of 1024 (KiB, MiB, GiB, TiB mean the same)
+ *   KB, MB, GB, TB       powers of 1000
+ * so 25M = 25MiB = 26214400 and 25MB = 25000000.  The result must be a whole
+ * number of bytes (1.5K = 1536 is one, 0.1K is not). */
+int dl_parse_bytes(const char *opt, const char *text, size_t min, size_t max, size_t *out,
+                   struct dl_error *err);
+
+/* A time in seconds, greater than 0 and at most max: a number (as
+ * dl_parse_double) with an optional unit s, m or h (90, 90s, 1.5m, 2h). */
+int dl_parse_seconds(const char *opt, const char *text, double max, double *out, struct dl_error *err);
+
+#endif
