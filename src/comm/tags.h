@@ -56,6 +56,13 @@ enum dl_tag {
     DL_TAG_END = DL_TAG_RING + 2 * DL_TAG_MAX_RANKS
 };
 
+/* exec/comm_steps.c: the tensors that cross a pipeline-stage edge travel on
+ * the pipeline group's own communicator (parallel/grid.h), where nothing
+ * else is sent, so they take every tag below this bound: (chunk modulo what
+ * fits, producing layer, forward or gradient).  Messages of one pair and
+ * tag arrive in order, so chunks far apart may share a tag. */
+#define DL_TAG_PIPELINE_END 32767
+
 _Static_assert(DL_TAG_FIXED_END <= DL_TAG_RECURSIVE_DOUBLING, "fixed tags run into the ranges");
 _Static_assert(DL_TAG_END <= 32767, "tags above 32767 need more than MPI guarantees (MPI_TAG_UB)");
 

@@ -8,18 +8,17 @@
  * reused, dl_exec_comm_complete); receives wait. */
 #include "exec/exec_impl.h"
 
+#include "comm/tags.h"
+
 #include <string.h>
 
-/* Pipeline message tags: (chunk, layer, direction), chunks numbered modulo
- * what keeps the tag below 2^30 (messages of one pair and tag arrive in
- * order, so only chunks far apart could share one). */
-#define PIPELINE_TAG_BASE (1 << 20)
-
+/* Pipeline message tags (comm/tags.h): (chunk, layer, direction) on the
+ * pipeline group's communicator, chunks numbered modulo what fits. */
 static int pipeline_tag(const struct dl_exec *e, int layer, int grad)
 {
     long per_chunk = 2L * e->g->n;
-    long chunks = ((1L << 30) - PIPELINE_TAG_BASE) / per_chunk;
-    return PIPELINE_TAG_BASE + (int)(((e->chunk % chunks) * e->g->n + layer) * 2 + grad);
+    long chunks = DL_TAG_PIPELINE_END / per_chunk;
+    return (int)(((e->chunk % (chunks > 0 ? chunks : 1)) * e->g->n + layer) * 2 + grad);
 }
 
 /* [T][N][B] (a collective's rank order, B values per sample and rank) to
