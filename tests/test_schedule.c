@@ -22,7 +22,7 @@
 
 struct kind_case {
     const char *option;
-    enum dl_sched_kind kind;
+    enum dl_pipe_schedule kind;
     int V;
 };
 
@@ -211,7 +211,7 @@ static void parse_names_and_refusals(void **state)
 {
     (void)state;
     for (size_t k = 0; k < N_KINDS; k++) {
-        enum dl_sched_kind kind;
+        enum dl_pipe_schedule kind;
         int V = 0;
         struct dl_error err = {0};
         assert_int_equal(dl_schedule_parse(kinds[k].option, &kind, &V, &err), DL_OK);
@@ -221,7 +221,7 @@ static void parse_names_and_refusals(void **state)
     static const char *const bad[] = {"", "GPipe", "1f1b ", "zb-h2", "interleaved", "interleaved:", "interleaved:1",
                                       "interleaved:0", "interleaved:-2", "interleaved:2x", "interleaved:513"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        enum dl_sched_kind kind;
+        enum dl_pipe_schedule kind;
         int V;
         struct dl_error err = {0};
         assert_int_equal(dl_schedule_parse(bad[i], &kind, &V, &err), DL_ERR_SPEC);
@@ -233,7 +233,7 @@ static void parse_names_and_refusals(void **state)
     }
 }
 
-static void expect_refusal(enum dl_sched_kind kind, int P, int M, int V, const char *rule)
+static void expect_refusal(enum dl_pipe_schedule kind, int P, int M, int V, const char *rule)
 {
     struct dl_schedule s;
     struct dl_error err = {0};
@@ -345,7 +345,7 @@ static void expect_rejected(const struct dl_schedule *s, const char *what, const
     print_message("# rejected: %s\n", err.msg);
 }
 
-static struct dl_schedule made(enum dl_sched_kind kind, int P, int M, int V)
+static struct dl_schedule made(enum dl_pipe_schedule kind, int P, int M, int V)
 {
     struct dl_schedule s;
     struct dl_error err = {0};

@@ -23,7 +23,7 @@ enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
-    OPT_STRICT_CKPT
+    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE
 };
 
 struct printer {
@@ -128,9 +128,11 @@ static int parse_slow_rank(const char *text, struct dl_parallel_opts *po, struct
     return rc;
 }
 
-/* --parallel (or the file's parallel.strategy) against what this build can
- * do with this many ranks. */
-static int check_parallel(const char *cli, const struct dl_net *net, const struct dl_comm *comm)
+/* The grid of the run: --parallel (or the file's parallel.strategy) and
+ * --grid (or the file's dp, tp, pp) on this many ranks; --grid alone means
+ * hybrid.  Returns 0 or the exit status after a message. */
+static int resolve_grid(const char *cli, const char *grid, const struct dl_net *net, const struct dl_comm *comm,
+                        struct dl_train_opts *train)
 {
     int kind = (int)net->parallel.kind;
     if (cli) {
@@ -143,16 +145,19 @@ static int check_parallel(const char *cli, const struct dl_net *net, const struc
                     cli);
             return 2;
         }
+    } else if (grid) {
+        kind = DL_PAR_HYBRID;
     }
-    if (comm->size == 1 || kind == DL_PAR_AUTO || kind == DL_PAR_DATA)
-        return 0;
-    if (kind == DL_PAR_NONE) {
-        fprintf(stderr, "dltrain: parallel strategy 'none' but %d ranks are running\n", comm->size);
+    struct dl_grid_dims want = {net->parallel.dp, net->parallel.tp, net->parallel.pp};
+    struct dl_error err = {0};
+    if ((grid && dl_grid_parse(grid, &want, &err)) ||
+        dl_grid_resolve((enum dl_parallel_kind)kind, want, comm->size, &train->grid, &err)) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
         return 2;
     }
-    fprintf(stderr, "dltrain: parallel strategy '%s' is not implemented yet in this version; use data\n",
-            dl_parallel_names[kind]);
-    return 2;
+    if (!train->pipeline_chunks && net->parallel.micro_batches)
+        train->pipeline_chunks = net->parallel.micro_batches;
+    return 0;
 }
 
 static void help(void)
@@ -168,7 +173,13 @@ static void help(void)
           "  --dump-weights FILE   write the final weights as raw float32 (graph order) to FILE\n\n"
           "Parallel options (several processes under mpirun or srun; rank 0 prints):\n"
           "  --comm NAME           auto (default), mpi, nccl or self\n"
-          "  --parallel NAME       auto (default: data when several ranks run), none or data\n"
+          "  --parallel NAME       auto (default: data when several ranks run), none, data, model\n"
+          "                        (tensor parallel), pipeline or hybrid (see --grid)\n"
+          "  --grid dp=D,tp=T,pp=P the data x tensor x pipeline grid of ranks (any factor may be\n"
+          "                        left out: 1, and dp takes the ranks left); implies hybrid\n"
+          "  --pipeline-chunks M   chunks per mini-batch (default 4*pp with a pipeline, else 1;\n"
+          "                        on one process: gradient accumulation)\n"
+          "  --pipeline-schedule S gpipe or 1f1b (default)\n"
           "  --consistency MODE    sync (default), ssp:S, async or local-sgd:K\n"
           "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
@@ -220,6 +231,9 @@ static const struct option long_opts[] = {
     {"keep", required_argument, 0, OPT_KEEP},
     {"resume", optional_argument, 0, OPT_RESUME},
     {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
+    {"grid", required_argument, 0, OPT_GRID},
+    {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
+    {"pipeline-schedule", required_argument, 0, OPT_SCHEDULE},
     {0, 0, 0, 0}};
 
 /* Everything the command line asks for. */
@@ -227,7 +241,7 @@ struct train_command {
     struct dl_net_options net_options;   /* --net and the network file's overrides */
     struct dl_train_opts train_options;
     struct printer printer;              /* output options */
-    const char *metrics_path, *comm_name, *parallel;
+    const char *metrics_path, *comm_name, *parallel, *grid;
 };
 
 /* One of train's own options; returns -1 to go on, else the exit status
@@ -290,6 +304,14 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         train->resume_path = arg;
         break;
     case OPT_STRICT_CKPT: train->strict_checkpoints = 1; break;
+    case OPT_GRID: cmd->grid = arg; break;
+    case OPT_CHUNKS: bad = refused(dl_parse_int("--pipeline-chunks", arg, 1, DL_SCHED_MAX_CHUNKS,
+                                                &train->pipeline_chunks, &err), &err); break;
+    case OPT_SCHEDULE: {
+        int v;
+        bad = refused(dl_schedule_parse(arg, &train->pipeline_schedule, &v, &err), &err);
+        break;
+    }
     case OPT_SYNC_BN: par->sync_bn = 1; break; /* the trainer then picks kernels with sync_stats */
     default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
     }
@@ -334,7 +356,7 @@ static int open_world(struct train_command *cmd, const struct dl_net *net, int *
     if (train->checkpoint_dir && !train->every_steps && !train->every_seconds)
         train->every_steps = 1000;
     dl_signals_install();
-    int status = check_parallel(cmd->parallel, net, *comm);
+    int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train);
     if ((*comm)->rank != 0)
         cmd->printer.quiet = 1;
     if (!status && cmd->metrics_path && (*comm)->rank == 0 &&

@@ -43,6 +43,8 @@ enum dl_tag {
     DL_TAG_PS_GRADIENT,
     DL_TAG_PS_WEIGHTS,
     DL_TAG_PS_FINAL,
+    /* exec/gather.c: a grid rank's parameter slices, to world rank 0. */
+    DL_TAG_GATHER_PARAMS,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

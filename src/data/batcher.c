@@ -110,3 +110,10 @@ int dl_batcher_max_local(const struct dl_batcher *b)
     /* floor((r+1)g/p) - floor(rg/p) <= ceil(g/p) <= ceil(B/p) for g <= B. */
     return (b->global_batch + b->nranks - 1) / b->nranks;
 }
+
+void dl_batcher_min_slice(struct dl_batcher *b, int samples)
+{
+    long rest = b->ds->n % b->global_batch;
+    if (rest > 0 && rest < (long)b->nranks * samples && b->steps > b->ds->n / b->global_batch)
+        b->steps--;
+}

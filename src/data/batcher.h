@@ -49,6 +49,10 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y);
 
 long dl_batcher_steps_per_epoch(const struct dl_batcher *b);
 
+/* Every rank's slice must hold at least `samples` (a pipeline's chunks): the
+ * last global batch of an epoch is dropped when it is too small for that. */
+void dl_batcher_min_slice(struct dl_batcher *b, int samples);
+
 /* Index, in the global batch last returned, of this rank's first sample. */
 static inline long dl_batcher_last_offset(const struct dl_batcher *b)
 {

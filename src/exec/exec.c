@@ -31,23 +31,11 @@ static dl_real draw(const struct dl_param_desc *p, struct dl_rng *rng)
  * none) those of slice sl, in their order. */
 static void init_param(const struct dl_param_desc *p, const struct dl_param_slice *sl, dl_real *w, struct dl_rng *rng)
 {
-    long stride = 1, extent = 1;
-    if (sl && sl->dim >= 0) {
-        for (int d = sl->dim + 1; d < p->ndim; d++)
-            stride *= p->dims[d];
-        extent = p->dims[sl->dim];
-    }
     for (long i = 0; i < p->count; i++) {
         dl_real v = draw(p, rng);
-        if (!w)
-            continue;
-        if (!sl || sl->dim < 0) {
-            w[i] = v;
-            continue;
-        }
-        long coord = i / stride % extent;
-        if (coord >= sl->offset && coord < sl->offset + sl->count)
-            w[i / (stride * extent) * (sl->count * stride) + (coord - sl->offset) * stride + i % stride] = v;
+        long at = w ? dl_param_slice_index(p, sl, i) : -1;
+        if (at >= 0)
+            w[at] = v;
     }
 }
 

@@ -156,6 +156,21 @@ void dl_exec_zero_grad(struct dl_exec *e);
 double dl_exec_loss_sum(const struct dl_exec *e);
 int dl_exec_correct(const struct dl_exec *e);
 
+/* gather.c.  Which parameters a flat vector holds: the trainable ones
+ * (weights, their gradients, each optimizer slot) or the others (state). */
+enum dl_param_set { DL_PARAMS_TRAINABLE, DL_PARAMS_STATE };
+/* Gathers the whole network's vector of set (graph order, PyTorch layouts:
+ * what one process's e->weights or e->state holds) on rank 0 of world from
+ * every rank's local vector `mine` (this executor's shard of it).  Every
+ * rank of the grid calls it; the first data-parallel replica (d = 0) sends.
+ * whole: on rank 0 only, dl_exec_param_count(whole network, set) values. */
+int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
+                   dl_real *whole, struct dl_error *err);
+/* The reverse without messages: this executor's part of a whole vector. */
+void dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine);
+/* Values of set in the whole network g. */
+long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set);
+
 /* Starts recording per-layer times into time_fwd/time_bwd (zeroed). */
 int dl_exec_timing_enable(struct dl_exec *e, struct dl_error *err);
 /* Number of reorder steps the executor inserted. */

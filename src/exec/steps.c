@@ -253,7 +253,8 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         if (!e->fused[i] && relu_moves_into_pooling(e, i, ch))
             e->fused[i] = DL_FUSED_INTO_POOLING;
         if (e->fused[i]) { /* its producer, layer i - 1, or its consumer, i + 1, applies it */
-            int src = l->in[0] == DL_GRAPH_INPUT ? input : m->out_tensor[l->in[0]];
+            int p = l->in[0];
+            int src = p == DL_GRAPH_INPUT ? input : dl_shard_runs(sh, p) ? m->out_tensor[p] : received(e, p, i);
             m->out_tensor[i] = src;
             e->kernel[i] = e->fused[i] == DL_FUSED_INTO_PRODUCER ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
             e->act_layout[i] = m->tensors[src].layout;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *dl_schedule_kind_name(enum dl_sched_kind kind)
+const char *dl_schedule_kind_name(enum dl_pipe_schedule kind)
 {
     switch (kind) {
     case DL_SCHED_GPIPE: return "gpipe";
@@ -23,9 +23,9 @@ const char *dl_schedule_kind_name(enum dl_sched_kind kind)
     return "?";
 }
 
-int dl_schedule_parse(const char *text, enum dl_sched_kind *kind, int *V, struct dl_error *err)
+int dl_schedule_parse(const char *text, enum dl_pipe_schedule *kind, int *V, struct dl_error *err)
 {
-    static const enum dl_sched_kind plain[] = {DL_SCHED_GPIPE, DL_SCHED_1F1B, DL_SCHED_ZB_H1};
+    static const enum dl_pipe_schedule plain[] = {DL_SCHED_GPIPE, DL_SCHED_1F1B, DL_SCHED_ZB_H1};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
         if (strcmp(text, dl_schedule_kind_name(plain[i])) == 0) {
             *kind = plain[i];
@@ -50,7 +50,7 @@ int dl_schedule_parse(const char *text, enum dl_sched_kind *kind, int *V, struct
 }
 
 /* The rules of dl_schedule_make, each refusal naming its rule. */
-static int validate(enum dl_sched_kind kind, int P, int M, int V, struct dl_error *err)
+static int validate(enum dl_pipe_schedule kind, int P, int M, int V, struct dl_error *err)
 {
     const char *name = dl_schedule_kind_name(kind);
     if ((unsigned)kind > DL_SCHED_ZB_H1)
@@ -219,7 +219,7 @@ void dl_schedule_free(struct dl_schedule *s)
     s->n = NULL;
 }
 
-int dl_schedule_make(enum dl_sched_kind kind, int P, int M, int V, struct dl_schedule *out,
+int dl_schedule_make(enum dl_pipe_schedule kind, int P, int M, int V, struct dl_schedule *out,
                      struct dl_error *err)
 {
     memset(out, 0, sizeof *out);

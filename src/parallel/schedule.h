@@ -24,8 +24,8 @@
  * buffer is free) and waits where the list says RECV, so communication
  * overlaps the compute before it.  Messages are told apart by their tag,
  * dl_schedule_message_tag(), which both ends compute from their own action. */
-#ifndef DL_SCHEDULE_H
-#define DL_SCHEDULE_H
+#ifndef DL_PARALLEL_SCHEDULE_H
+#define DL_PARALLEL_SCHEDULE_H
 
 #include <stddef.h>
 
@@ -37,7 +37,7 @@
 #define DL_SCHED_MAX_CHUNKS 4096 /* M */
 #define DL_SCHED_TAG_BASE 65536   /* pipeline tags start here, above the fixed ones */
 
-enum dl_sched_kind {
+enum dl_pipe_schedule {
     DL_SCHED_GPIPE,       /* all forwards, then all backwards (Huang et al. 2019) */
     DL_SCHED_1F1B,        /* PipeDream-Flush (Narayanan et al. 2021): warm-up, one forward one backward, cool-down */
     DL_SCHED_INTERLEAVED, /* 1F1B over V virtual stages per rank (Narayanan et al. SC'21, Megatron-LM) */
@@ -67,7 +67,7 @@ struct dl_sched_action {
 };
 
 struct dl_schedule {
-    enum dl_sched_kind kind;
+    enum dl_pipe_schedule kind;
     int P;                     /* pipeline ranks */
     int M;                     /* chunks per mini-batch */
     int V;                     /* virtual stages per rank (1 unless interleaved) */
@@ -77,9 +77,9 @@ struct dl_schedule {
 
 /* "gpipe", "1f1b", "interleaved:V" (V >= 2) or "zb-h1"; *V is 1 for all but
  * interleaved.  Errors (DL_ERR_SPEC) name --pipeline-schedule. */
-int dl_schedule_parse(const char *text, enum dl_sched_kind *kind, int *V, struct dl_error *err);
+int dl_schedule_parse(const char *text, enum dl_pipe_schedule *kind, int *V, struct dl_error *err);
 /* The option spelling of a kind ("interleaved" without its V). */
-const char *dl_schedule_kind_name(enum dl_sched_kind kind);
+const char *dl_schedule_kind_name(enum dl_pipe_schedule kind);
 
 /* Generates the lists of all P ranks.  Refused with DL_ERR_SPEC and a
  * message naming the rule: P >= 1; M >= P (a pipeline needs a chunk per
@@ -87,7 +87,7 @@ const char *dl_schedule_kind_name(enum dl_sched_kind kind);
  * and M a multiple of P (Megatron-LM's interleaved schedule runs the chunks
  * in groups of P); P*V <= DL_SCHED_MAX_STAGES, M <= DL_SCHED_MAX_CHUNKS.
  * The result is checked (dl_schedule_check) before it is returned. */
-int dl_schedule_make(enum dl_sched_kind kind, int P, int M, int V, struct dl_schedule *out,
+int dl_schedule_make(enum dl_pipe_schedule kind, int P, int M, int V, struct dl_schedule *out,
                      struct dl_error *err);
 /* Frees the lists (not s itself); s may be zeroed or already freed. */
 void dl_schedule_free(struct dl_schedule *s);

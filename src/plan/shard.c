@@ -132,6 +132,19 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
     return DL_OK;
 }
 
+long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_slice *sl, long i)
+{
+    if (sl->dim < 0)
+        return i;
+    long stride = 1;
+    for (int d = sl->dim + 1; d < p->ndim; d++)
+        stride *= p->dims[d];
+    long extent = p->dims[sl->dim], coord = i / stride % extent;
+    if (coord < sl->offset || coord >= sl->offset + sl->count)
+        return -1;
+    return i / (stride * extent) * (sl->count * stride) + (coord - sl->offset) * stride + i % stride;
+}
+
 void dl_shard_free(struct dl_shard *s)
 {
     for (int i = 0; s->local.layers && s->g && i < s->g->n; i++)

@@ -62,6 +62,11 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
                   struct dl_shard *out, struct dl_error *err);
 void dl_shard_free(struct dl_shard *s);
 
+/* Where element i of the whole parameter p (row-major in its PyTorch
+ * layout) sits in the slice sl a rank holds, or -1 when it holds another
+ * part. */
+long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_slice *sl, long i);
+
 /* 1 when layer i runs on this rank. */
 static inline int dl_shard_runs(const struct dl_shard *s, int i)
 {

@@ -32,6 +32,8 @@ int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfin
 {
     const struct dl_graph *g = e->g;
     for (int i = 0; i < g->n; i++) {
+        if (!e->act[i]) /* a layer of another pipeline stage */
+            continue;
         long n = dl_layout_count(e->act_layout[i], g->layers[i].out_shape) * e->batch;
         long at = first_bad(e->act[i], n);
         if (at >= 0) {

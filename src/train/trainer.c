@@ -4,7 +4,11 @@
  * losses bit for bit.  The consistency strategy (parallel/strategy.h) decides
  * the rank's role and data shard, turns a worker's gradient into new weights,
  * and says who evaluates and who writes checkpoints; this file is the same
- * loop for every strategy: workers run epochs of steps, servers serve. */
+ * loop for every strategy: workers run epochs of steps, servers serve.  A
+ * step's forward and backward passes are a schedule's (train/pipeline.h):
+ * with a grid of tensor and pipeline ranks (doc/parallel.md) this rank runs
+ * its shard of the network over chunks of its batch, the strategy works on
+ * the data-parallel group, and the step's sums are agreed over the grid. */
 #include "train/trainer.h"
 
 #include <errno.h>
@@ -21,9 +25,11 @@
 #include "io/atomic_file.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+#include "parallel/grid.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/numerics.h"
+#include "train/pipeline.h"
 #include "train/signals.h"
 
 /* Everything one rank's run holds. */
@@ -37,7 +43,11 @@ struct trainer {
     struct dl_rank_layout layout;   /* role, data shard, evaluation, checkpoint writer */
     struct dl_dataset train, test;
     struct dl_batcher batcher;
-    struct dl_exec exec;
+    struct dl_pipeline pipe;        /* the executors of this rank's step */
+    int sharded;                    /* a grid of tensor or pipeline ranks: */
+    struct dl_grid grid;            /*   this rank's place and group communicators */
+    struct dl_shard shard;          /*   its part of the network */
+    struct dl_comm *data_comm;      /* the data-parallel group: the world, or the grid's */
     struct dl_optim optim;
     struct dl_strategy *strategy;
     float *x;                       /* this rank's part of the batch */
@@ -74,6 +84,7 @@ void dl_train_opts_defaults(struct dl_train_opts *o)
 {
     memset(o, 0, sizeof *o);
     dl_parallel_opts_defaults(&o->parallel);
+    o->pipeline_schedule = DL_SCHED_1F1B;
 }
 
 void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
@@ -90,28 +101,45 @@ void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long f
     }
 }
 
-/* Test loss and accuracy, where the strategy's layout says: a slice per rank,
- * summed, or the whole split on rank 0. */
+/* With a grid, the step's and the evaluation's sums (the first `sums`
+ * values of v) are this rank's to count only on the stage that holds the
+ * loss, and there on tensor rank 0 (the others hold copies); every rank
+ * counts its flags (the rest of v).  Summed over the tensor and pipeline
+ * groups, every rank of the grid then holds the totals. */
+static int agree_over_grid(struct trainer *tr, double *v, int n, int sums, struct dl_error *err)
+{
+    if (!tr->sharded)
+        return DL_OK;
+    if (tr->shard.pos.t != 0 || !dl_shard_runs(&tr->shard, tr->net->graph.loss))
+        for (int i = 0; i < sums; i++)
+            v[i] = 0;
+    int rc = dl_comm_sum_small(tr->grid.tensor, v, n, err);
+    return rc ? rc : dl_comm_sum_small(tr->grid.pipeline, v, n, err);
+}
+
+/* Test loss and accuracy, where the strategy's layout says: a slice per
+ * data-parallel rank, summed, or the whole split on rank 0. */
 static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
 {
     long n = tr->test.n, first = 0, count = n;
     int split = tr->layout.eval == DL_EVAL_SPLIT;
     if (split) {
-        int p = tr->comm->size, k = tr->comm->rank;
+        int p = tr->data_comm->size, k = tr->data_comm->rank;
         first = n * k / p;
         count = n * (k + 1) / p - first;
     } else if (tr->comm->rank != 0) {
         return DL_OK;
     }
     double loss = 0;
-    long correct = 0;
-    dl_evaluate_range(&tr->exec, &tr->test, first, count, tr->net->train.batch, &loss, &correct);
+    long correct = 0, c = dl_shape_count(tr->test.shape);
+    int rc = dl_pipeline_evaluate(&tr->pipe, tr->test.x + first * c, tr->test.y + first, count, &loss, &correct, err);
     double sums[2] = {loss, (double)correct};
-    if (split) {
-        int rc = dl_comm_sum_small(tr->comm, sums, 2, err);
-        if (rc)
-            return rc;
-    }
+    if (!rc && split)
+        rc = dl_comm_sum_small(tr->data_comm, sums, 2, err);
+    if (!rc)
+        rc = agree_over_grid(tr, sums, 2, 2, err);
+    if (rc)
+        return rc;
     er->test_loss = n ? sums[0] / (double)n : 0;
     er->test_accuracy = n ? sums[1] / (double)n : 0;
     er->test_samples = n;
@@ -134,9 +162,10 @@ static void warn(struct trainer *tr, const char *msg)
         forward_warning(tr, msg);
 }
 
-/* The executor, with kernels that sum batch statistics over the ranks when
- * --sync-bn asks for it (whatever the caller's kernel choices). */
-static int init_exec(struct trainer *tr, struct dl_error *err)
+/* The executors of a step: with kernels that sum batch statistics over the
+ * ranks when --sync-bn asks for it (whatever the caller's kernel choices),
+ * and with a grid, this rank's shard and group communicators. */
+static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct dl_error *err)
 {
     struct dl_exec_options o = tr->opts->exec;
     struct dl_kernel_choices *kernels = dl_calloc(1, sizeof *kernels, err);
@@ -146,9 +175,50 @@ static int init_exec(struct trainer *tr, struct dl_error *err)
         *kernels = *o.kernels;
     kernels->sync_stats |= tr->opts->parallel.sync_bn;
     o.kernels = kernels;
-    int rc = dl_exec_init(&tr->exec, &tr->net->graph, tr->net->train.batch, tr->net->train.seed, &o, err);
+    if (tr->sharded) {
+        o.shard = &tr->shard;
+        o.tensor_comm = tr->grid.tensor;
+        o.pipeline_comm = tr->grid.pipeline;
+    }
+    int rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
+                              tr->net->train.seed, err);
     free(kernels);
     return rc;
+}
+
+/* With tensor or pipeline ranks: this rank's place, group communicators and
+ * shard, and what the grid cannot do yet. */
+static int open_grid(struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    struct dl_grid_dims d = o->grid;
+    tr->data_comm = tr->comm;
+    if (d.tp * d.pp <= 1)
+        return DL_OK;
+    if ((long)d.dp * d.tp * d.pp != tr->comm->size)
+        return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d x tp=%d x pp=%d, but %d ranks are running", d.dp, d.tp, d.pp,
+                         tr->comm->size);
+    if (o->parallel.consistency != DL_CONS_SYNC)
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency: tensor and pipeline ranks train with sync only (the "
+                         "data-parallel group of each position sums its gradients every step)");
+    if (o->checkpoint_dir || o->resume)
+        return dl_errorf(err, DL_ERR_SPEC, "checkpoints of tensor- or pipeline-parallel runs are not available yet "
+                         "(use --parallel data)");
+    int rc = dl_grid_open(tr->comm, &d, &tr->grid, err);
+    if (!rc)
+        rc = dl_shard_make(&tr->net->graph, &d, tr->comm->rank, NULL, &tr->shard, err);
+    if (rc)
+        return rc;
+    tr->sharded = 1;
+    tr->data_comm = tr->grid.data;
+    for (int i = 0; i < tr->net->graph.n; i++)
+        if (tr->shard.layer[i].whole_because && tr->reporter) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "layer '%s' stays whole on every tensor rank: %s", tr->net->graph.layers[i].name,
+                     tr->shard.layer[i].whole_because);
+            forward_warning(tr, msg);
+        }
+    return DL_OK;
 }
 
 static int setup(struct trainer *tr, struct dl_error *err)
@@ -166,7 +236,10 @@ static int setup(struct trainer *tr, struct dl_error *err)
             return rc;
     }
     tr->reporter = tr->comm->rank == 0;
-    dl_strategy_layout(&o->parallel, tr->comm->size, tr->comm->rank, &tr->layout);
+    rc = open_grid(tr, err);
+    if (rc)
+        return rc;
+    dl_strategy_layout(&o->parallel, tr->data_comm->size, tr->data_comm->rank, &tr->layout);
     if (tr->layout.checkpoint_writer < 0 && (o->checkpoint_dir || o->resume))
         return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with the %s strategy yet; use sync or "
                          "local-sgd", tr->layout.strategy);
@@ -186,13 +259,19 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = dl_dataset_load(&net->data, 0, net->graph.input, net->graph.classes, ts->seed, &tr->test, err);
     if (!rc)
         rc = dl_batcher_init(&tr->batcher, &tr->train, ts->batch, tr->layout.data_rank, shards, 1, ts->seed, 0, err);
+    int chunks = o->pipeline_chunks ? o->pipeline_chunks : o->grid.pp > 1 ? 4 * o->grid.pp : 1;
     if (!rc)
-        rc = init_exec(tr, err);
+        dl_batcher_min_slice(&tr->batcher, chunks);
     if (!rc)
-        rc = dl_optim_init(&tr->optim, &ts->optim, tr->exec.n_weights, err);
+        rc = init_pipeline(tr, dl_batcher_max_local(&tr->batcher), chunks, err);
     if (!rc)
-        rc = dl_strategy_create(tr->comm, &tr->exec, &tr->optim, &o->parallel, ts->seed, forward_warning, tr,
-                                &tr->strategy, err);
+        rc = dl_optim_init(&tr->optim, &ts->optim, dl_pipeline_exec(&tr->pipe)->n_weights, err);
+    struct dl_parallel_opts po = o->parallel;
+    if (chunks > 1) /* the gradients are final after the last chunk only */
+        po.overlap = 0;
+    if (!rc)
+        rc = dl_strategy_create(tr->data_comm, dl_pipeline_exec(&tr->pipe), &tr->optim, &po, ts->seed,
+                                forward_warning, tr, &tr->strategy, err);
     if (!rc) {
         int local = dl_batcher_max_local(&tr->batcher);
         tr->x = dl_calloc((size_t)local * (size_t)dl_shape_count(net->graph.input), sizeof *tr->x, err);
@@ -215,7 +294,11 @@ static void teardown(struct trainer *tr)
     free(tr->y);
     dl_strategy_free(tr->strategy);
     dl_optim_free(&tr->optim);
-    dl_exec_free(&tr->exec);
+    dl_pipeline_free(&tr->pipe);
+    if (tr->sharded) {
+        dl_shard_free(&tr->shard);
+        dl_grid_close(&tr->grid);
+    }
     dl_batcher_free(&tr->batcher);
     dl_dataset_free(&tr->train);
     dl_dataset_free(&tr->test);
@@ -268,7 +351,7 @@ static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_err
         warn(tr, msg);
         return DL_OK;
     }
-    struct dl_run_view v = {&tr->net->graph, &tr->exec, &tr->optim};
+    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
     rc = dl_checkpoint_load(path, &v, &tr->resume, err);
     if (rc)
         return rc;
@@ -323,7 +406,7 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
         .seed = tr->net->train.seed, .epoch_loss_sum = tally->loss_sum, .epoch_seen = tally->seen,
         .epoch_correct = (long)tally->correct, .net_crc32 = tr->net_crc, .world_size = tr->comm->size,
         .dp = tr->layout.data_ranks, .tp = 1, .pp = 1};
-    struct dl_run_view v = {&tr->net->graph, &tr->exec, &tr->optim};
+    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
     char path[1100];
     struct dl_error e = {0};
     int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
@@ -349,37 +432,51 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
 }
 
 /* ------------------------------------------------------------ worker ranks */
-/* One step on this rank's part of the batch: forward, backward, and the
- * strategy's exchange and update (global_step is 1-based). */
+/* After a chunk's forward: when its loss is not finite, where the first
+ * non-finite value appeared (before backward reuses the memory). */
+static void locate_nonfinite(void *ctx, const struct dl_exec *e)
+{
+    struct dl_nonfinite *nf = ctx;
+    if (nf->where == DL_NF_NONE && !isfinite(dl_exec_loss_sum(e)))
+        dl_numerics_first_nonfinite_output(e, nf);
+}
+
+/* One step on this rank's part of the batch: the schedule's forward and
+ * backward passes, the strategy's exchange and update (global_step is
+ * 1-based), and with a grid the step's sums agreed over it. */
 static int train_step(struct trainer *tr, int local_batch, int global_batch, long global_step, double lr,
                       struct dl_numerics_watch *watch, struct step_outcome *out, struct dl_error *err)
 {
     memset(out, 0, sizeof *out);
-    dl_exec_zero_grad(&tr->exec);
-    tr->exec.step = (uint64_t)(global_step - 1); /* dropout's masks: this step's, this rank's samples */
-    tr->exec.sample0 = dl_batcher_last_offset(&tr->batcher);
+    struct dl_exec *e = dl_pipeline_exec(&tr->pipe);
+    dl_exec_zero_grad(e);
     int rc = dl_strategy_begin(tr->strategy, local_batch, global_batch, err);
     if (rc)
         return rc;
-    dl_exec_forward(&tr->exec, tr->x, tr->y, local_batch, 1);
     struct dl_step_metrics *m = &out->metrics;
-    m->loss_sum = dl_exec_loss_sum(&tr->exec);
-    m->correct = (double)dl_exec_correct(&tr->exec);
-    m->samples = local_batch;
-    /* Where a NaN first appeared must be found now: backward reuses the memory. */
     out->nonfinite.where = DL_NF_NONE;
-    if (!isfinite(m->loss_sum))
-        dl_numerics_first_nonfinite_output(&tr->exec, &out->nonfinite);
-    dl_numerics_watch_install(watch, &tr->exec);
+    struct dl_pipeline_hook hook = {locate_nonfinite, &out->nonfinite};
+    dl_numerics_watch_install(watch, e);
     dl_numerics_watch_reset(watch);
-    dl_exec_backward(&tr->exec);
+    rc = dl_pipeline_step(&tr->pipe, tr->x, tr->y, local_batch, dl_batcher_last_offset(&tr->batcher),
+                          (uint64_t)(global_step - 1), &hook, &m->loss_sum, &m->correct, err);
     dl_numerics_watch_uninstall(watch);
+    if (rc)
+        return rc;
+    m->samples = local_batch;
     if (out->nonfinite.where == DL_NF_NONE)
         out->nonfinite = watch->first;
     slow_down(tr);
     m->stop_requested = dl_signals_pending() != 0;
     m->checkpoint_due = checkpoint_due(tr);
-    return dl_strategy_finish(tr->strategy, global_step, lr, m, &out->stats, err);
+    rc = dl_strategy_finish(tr->strategy, global_step, lr, m, &out->stats, err);
+    if (!rc && tr->sharded) {
+        double v[DL_STEP_METRICS];
+        dl_step_metrics_pack(m, v);
+        rc = agree_over_grid(tr, v, DL_STEP_METRICS, DL_STEP_CORRECT + 1, err);
+        dl_step_metrics_unpack(v, m);
+    }
+    return rc;
 }
 
 static void report_step(const struct trainer *tr, int epoch, const struct epoch_tally *tally, long global_step,
@@ -569,6 +666,22 @@ static int serve(struct trainer *tr, struct dl_train_result *res, struct dl_erro
 }
 
 /* ------------------------------------------------------------ the run */
+/* --dump-weights: rank 0 writes the whole network's weights, gathered from
+ * the shards of a grid. */
+static int dump_weights(struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_exec *e = dl_pipeline_exec(&tr->pipe);
+    long n = dl_exec_param_count(&tr->net->graph, DL_PARAMS_TRAINABLE);
+    float *whole = tr->reporter ? dl_calloc((size_t)(n ? n : 1), sizeof *whole, err) : NULL;
+    if (tr->reporter && !whole)
+        return DL_ERR_NOMEM;
+    int rc = dl_exec_gather(e, tr->comm, DL_PARAMS_TRAINABLE, e->weights, whole, err);
+    if (!rc && tr->reporter)
+        rc = dl_atomic_write_file(tr->opts->dump_weights, whole, sizeof *whole * (size_t)n, err);
+    free(whole);
+    return rc;
+}
+
 /* After the last step: the test evaluation wherever the model now is. */
 static int evaluate_final(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
 {
@@ -611,8 +724,8 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     }
     if (!rc)
         rc = evaluate_final(&tr, res, err);
-    if (!rc && tr.reporter && opts->dump_weights)
-        rc = dl_atomic_write_file(opts->dump_weights, tr.exec.weights, sizeof(float) * (size_t)tr.exec.n_weights, err);
+    if (!rc && opts->dump_weights)
+        rc = dump_weights(&tr, err);
     res->seconds = dl_clock_now() - tr.run_start;
     if (rc && tr.comm && tr.comm->size > 1)
         dl_error_prefix(err, "rank %d", tr.comm->rank);

@@ -8,6 +8,8 @@
 #define DL_TRAINER_H
 
 #include "comm/comm.h"
+#include "plan/rank_grid.h"
+#include "parallel/schedule.h"
 #include "parallel/strategy.h"
 #include "spec/netfile.h"
 
@@ -50,6 +52,13 @@ struct dl_train_opts {
     struct dl_exec_options exec;      /* kernel choices, micro-batch plan or tuner (zero: the defaults);
                                          parallel.sync_bn adds sync_stats to the kernel choices */
     struct dl_parallel_opts parallel;
+    /* Model, pipeline and hybrid parallelism (doc/parallel.md): the grid
+     * (zero: data parallelism over every rank), the chunks each rank's
+     * part of a mini-batch is cut into (0: 1 without a pipeline, 4 x pp
+     * with one) and the pipeline schedule. */
+    struct dl_grid_dims grid;
+    int pipeline_chunks;
+    enum dl_pipe_schedule pipeline_schedule;
     const char *dump_weights;         /* rank 0 writes the final flat weights (raw float32) here */
     /* Checkpoints (train/checkpoint.h): rank 0 writes DIR/ckpt-STEP.safetensors
      * when due and when a stop signal (SIGTERM, SIGINT, SIGUSR1) arrives. */

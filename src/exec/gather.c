@@ -1,0 +1,113 @@
+/* gather.c: the whole network's parameters from the shards of a grid (see
+ * exec.h): what checkpoints and --dump-weights write, in one process's
+ * order and layouts, whatever the grid.  Rank 0 knows every rank's shard
+ * (dl_shard_make is a pure function of the grid and the rank), so a rank
+ * sends only its values and rank 0 puts each slice in its place. */
+#include "exec/exec_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/tags.h"
+
+static int in_set(const struct dl_param_desc *p, enum dl_param_set set)
+{
+    return set == DL_PARAMS_TRAINABLE ? p->trainable : !p->trainable;
+}
+
+long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set)
+{
+    long n = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            n += in_set(&g->layers[i].param[j], set) ? g->layers[i].param[j].count : 0;
+    return n;
+}
+
+/* Walks the parameters of set that shard sh holds, in the order of a local
+ * vector, with where each lives in the whole vector: for every whole
+ * element of a held slice, copy(ctx, local index, whole index). */
+static long walk(const struct dl_shard *sh, enum dl_param_set set, void (*copy)(void *ctx, long local, long whole),
+                 void *ctx)
+{
+    const struct dl_graph *g = sh->g;
+    long at_local = 0, at_whole = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++) {
+            const struct dl_param_desc *p = &g->layers[i].param[j];
+            if (!in_set(p, set))
+                continue;
+            if (dl_shard_runs(sh, i) && j < sh->local.layers[i].n_params) {
+                for (long k = 0; copy && k < p->count; k++) {
+                    long l = dl_param_slice_index(p, &sh->layer[i].slice[j], k);
+                    if (l >= 0)
+                        copy(ctx, at_local + l, at_whole + k);
+                }
+                at_local += sh->local.layers[i].param[j].count;
+            }
+            at_whole += p->count;
+        }
+    return at_local;
+}
+
+struct copy_ctx {
+    const dl_real *from;
+    dl_real *to;
+};
+
+static void to_whole(void *ctx, long local, long whole)
+{
+    struct copy_ctx *c = ctx;
+    c->to[whole] = c->from[local];
+}
+
+static void to_local(void *ctx, long local, long whole)
+{
+    struct copy_ctx *c = ctx;
+    c->to[local] = c->from[whole];
+}
+
+void dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine)
+{
+    struct copy_ctx c = {whole, mine};
+    walk(e->shard, set, to_local, &c);
+}
+
+int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
+                   dl_real *whole, struct dl_error *err)
+{
+    const struct dl_shard *sh = e->shard;
+    const struct dl_grid_dims *d = &sh->dims;
+    long n = walk(sh, set, NULL, NULL);
+    if (d->tp * d->pp == 1) { /* every rank holds the whole network: rank 0's is it */
+        if (world->rank == 0)
+            memcpy(whole, mine, sizeof *whole * (size_t)n);
+        return DL_OK;
+    }
+    if (world->rank != 0)
+        return sh->pos.d == 0 ? world->ops->send(world, mine, sizeof *mine * (size_t)n, 0, DL_TAG_GATHER_PARAMS, err)
+                              : DL_OK;
+    int rc = DL_OK;
+    for (int t = 0; t < d->tp && !rc; t++)
+        for (int p = 0; p < d->pp && !rc; p++) {
+            int r = dl_grid_rank(d, (struct dl_grid_pos){t, 0, p});
+            struct dl_shard other;
+            rc = r == 0 ? DL_OK : dl_shard_make(sh->g, d, r, NULL, &other, err);
+            if (rc)
+                break;
+            const struct dl_shard *theirs = r == 0 ? sh : &other;
+            long count = walk(theirs, set, NULL, NULL);
+            dl_real *buf = r == 0 ? (dl_real *)mine : dl_calloc((size_t)(count ? count : 1), sizeof *buf, err);
+            rc = buf ? DL_OK : DL_ERR_NOMEM;
+            if (!rc && r != 0)
+                rc = world->ops->recv(world, buf, sizeof *buf * (size_t)count, r, DL_TAG_GATHER_PARAMS, err);
+            struct copy_ctx c = {buf, whole};
+            if (!rc)
+                walk(theirs, set, to_whole, &c);
+            if (r != 0) {
+                free(buf);
+                dl_shard_free(&other);
+            }
+        }
+    return rc;
+}
