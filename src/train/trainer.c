@@ -76,18 +76,26 @@ void dl_train_opts_defaults(struct dl_train_opts *o)
     o->parallel.slow_rank = -1;
 }
 
-void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
-                       double *loss_sum, long *correct)
+int dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
+                      double *loss_sum, long *correct, struct dl_error *err)
 {
-    long c = dl_shape_count(ds->shape);
     *loss_sum = 0;
     *correct = 0;
-    for (long start = first; start < first + count; start += batch) {
-        int b = (int)(first + count - start < batch ? first + count - start : batch);
-        dl_exec_forward(exec, ds->x + start * c, ds->y + start, b, 0);
+    struct dl_batcher reader;
+    int rc = dl_batcher_init_range(&reader, ds, batch, first, count, err), b = 0;
+    const float *x;
+    const int *y;
+    while (!rc && (b = dl_batcher_next_view(&reader, &x, &y)) > 0) {
+        dl_exec_forward(exec, x, y, b, 0);
         *loss_sum += dl_exec_loss_sum(exec);
         *correct += dl_exec_correct(exec);
     }
+    if (!rc && b < 0) {
+        *err = reader.error;
+        rc = err->code ? err->code : DL_ERR_INTERNAL;
+    }
+    dl_batcher_free(&reader);
+    return rc;
 }
 
 /* Sums n values over the ranks (small metric vectors; float is exact for
@@ -120,13 +128,13 @@ static int evaluate(struct run *r, struct dl_epoch_report *er, struct dl_error *
     }
     double loss = 0;
     long correct = 0;
-    dl_evaluate_range(&r->exec, &r->test, first, count, r->net->train.batch, &loss, &correct);
+    int rc = dl_evaluate_range(&r->exec, &r->test, first, count, r->net->train.batch, &loss, &correct, err);
     double v[2] = {loss, (double)correct};
-    if (!r->ps) {
-        int rc = sum_over_ranks(r, v, 2, err);
-        if (rc)
-            return rc;
+    if (!rc && !r->ps) {
+        rc = sum_over_ranks(r, v, 2, err);
     }
+    if (rc)
+        return rc;
     er->test_loss = n ? v[0] / (double)n : 0;
     er->test_accuracy = n ? v[1] / (double)n : 0;
     er->test_samples = n;
@@ -202,8 +210,10 @@ static int setup(struct run *r, struct dl_error *err)
     if (!rc)
         rc = dl_batcher_init(&r->batcher, &r->train, ts->batch, r->server ? 0 : r->worker, r->workers, 1, ts->seed, 0,
                              err);
-    if (!rc)
+    if (!rc) {
+        dl_batcher_set_warning(&r->batcher, stall_warning, r);
         rc = init_exec(r, err);
+    }
     if (!rc)
         rc = dl_optim_init(&r->optim, &ts->optim, r->exec.n_weights, err);
     if (!rc && po->sync_bn && p > 1 && !r->ps) {
@@ -382,7 +392,7 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
             seen_before = seen;
         } else
             dl_batcher_start_epoch(&r->batcher, epoch);
-        int b;
+        int b = 0;
         while (!rc && global < r->total && (b = dl_batcher_next(&r->batcher, r->x, r->y)) > 0) {
             int gb = r->batcher.last_global;
             double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, global, r->steps_per_epoch, r->total);
@@ -446,6 +456,10 @@ static int train_epochs(struct run *r, struct dl_train_result *res, struct dl_er
                 break;
             }
             hold_for_signal(r, global);
+        }
+        if (!rc && b < 0) {
+            *err = r->batcher.error;
+            rc = err->code ? err->code : DL_ERR_INTERNAL;
         }
         if (rc || stop)
             break;
@@ -585,8 +599,10 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
         return rc;
     }
     if (!rc) {
-        struct dl_epoch_report er = res->last;
-        er.epoch = er.epochs = net->train.epochs;
+        struct dl_epoch_report er = res->last; /* the epoch the run ended in (--max-steps may end it early) */
+        er.epochs = net->train.epochs;
+        if (er.epoch < 1)
+            er.epoch = net->train.epochs;
         rc = evaluate(&r, &er, err);
         if (!rc && er.evaluated) {
             res->last = er;
