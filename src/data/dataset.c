@@ -411,6 +411,9 @@ static int load_split(const struct dl_data_spec *spec, int train, struct dl_shap
     if (classes < 1)
         return dl_errorf(err, DL_ERR_SPEC, "%s: the network has %d classes: expected >= 1",
                          ds->name, classes);
+    if (spec->classes > classes)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: the dataset has %d classes but the network only %d outputs "
+                         "(input.classes)", ds->name, spec->classes, classes);
     int rc;
     switch (spec->kind) {
     case DL_DATASET_FASHION_MNIST:

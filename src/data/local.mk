@@ -27,5 +27,6 @@ endif
 check_PROGRAMS += tests/image_tool
 tests_image_tool_SOURCES = tests/image_tool.c
 tests_image_tool_LDADD = libdltrain.a $(DL_LIBS)
-TESTS += tests/test_images.sh
-EXTRA_DIST += tests/test_images.sh tests/test_images.py tests/make_image_set.py
+TESTS += tests/test_images.sh tests/test_datasets.sh
+EXTRA_DIST += tests/test_images.sh tests/test_images.py tests/make_image_set.py tests/test_datasets.sh \
+	tests/nets/resnet-tiny.yaml
