@@ -8,7 +8,7 @@ nobase_dist_pkgdata_DATA += \
 	datasets/cifar100.yaml \
 	datasets/imagenet.yaml \
 	datasets/imagefolder.yaml
-nobase_dist_pkgdata_SCRIPTS = \
+nobase_dist_pkgdata_SCRIPTS += \
 	datasets/prepare-imagenet \
 	datasets/prepare-cifar \
 	datasets/prepare-mnist

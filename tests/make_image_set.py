@@ -5,14 +5,15 @@ for the image tests and the data benchmark.  No download: the digits come
 from Debian's dataset-fashion-mnist package.
 
   make_image_set.py DIR [--per-class N] [--val-per-class N] [--classes K]
-                        [--size WxH] [--jpeg-only] [--bad] [--seed S]
+                        [--size WxH] [--jpeg-only] [--texture] [--bad] [--seed S]
 
 Without --size every image gets its own size (24..96 pixels a side, rarely
 square) and the files cycle through the modes a real folder holds: grey,
 RGB and CMYK JPEG (baseline 4:2:0, 4:4:4, progressive), grey, RGB, palette,
 grey+alpha and RGBA PNG (some interlaced).  --bad adds unreadable files to
 the training split: a truncated JPEG, a truncated PNG, an empty file and a
-text file named .jpg (their names start with 'bad-')."""
+text file named .jpg (their names start with 'bad-').  --texture adds
+photo-like detail, so that JPEGs weigh what photos do (for benchmarks)."""
 import argparse
 import gzip
 import io
@@ -43,6 +44,18 @@ def colourise(grey, rng):
     bg = rng.uniform(0.0, 0.3, 3)
     rgb = g[..., None] * fg + (1 - g[..., None]) * bg
     return Image.fromarray((rgb * 255 + 0.5).astype(np.uint8), "RGB")
+
+
+def add_texture(img, rng):
+    """Fine detail (noise at two scales), so that a JPEG weighs what a photo
+    of its size does (about 0.5 bytes per pixel at quality 90) instead of a
+    smooth drawing's few kilobytes: entropy decoding then costs what it
+    costs on real photos."""
+    a = np.asarray(img).astype(np.float32)
+    h, w = a.shape[:2]
+    coarse = rng.normal(0, 18, (h // 4 + 1, w // 4 + 1, 3)).repeat(4, 0).repeat(4, 1)[:h, :w]
+    fine = rng.normal(0, 10, (h, w, 3))
+    return Image.fromarray(np.clip(a + coarse + fine, 0, 255).astype(np.uint8), "RGB")
 
 
 def encode(img, mode):
@@ -79,6 +92,8 @@ def write_split(root, split, images, labels, per_class, classes, args, rng, star
             else:
                 w, h = int(rng.integers(24, 97)), int(rng.integers(24, 97))
             img = colourise(images[i], rng).resize((w, h), Image.BILINEAR)
+            if args.texture:
+                img = add_texture(img, rng)
             mode = "jpeg-RGB" if args.jpeg_only else MODES[(k + c) % len(MODES)]
             data, ext = encode(img, mode)
             with open(os.path.join(folder, "%05d%s" % (k, ext)), "wb") as f:
@@ -111,6 +126,7 @@ def main():
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--size", type=lambda s: tuple(int(v) for v in s.split("x")), default=None)
     p.add_argument("--jpeg-only", action="store_true")
+    p.add_argument("--texture", action="store_true", help="photo-like detail (benchmarks)")
     p.add_argument("--bad", action="store_true")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
