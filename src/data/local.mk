@@ -30,3 +30,11 @@ tests_image_tool_LDADD = libdltrain.a $(DL_LIBS)
 TESTS += tests/test_images.sh tests/test_datasets.sh
 EXTRA_DIST += tests/test_images.sh tests/test_images.py tests/make_image_set.py tests/test_datasets.sh \
 	tests/nets/resnet-tiny.yaml
+
+# Replays the image decoder's fuzz corpus and regressions (fuzz/fuzz_image.c).
+check_PROGRAMS += tests/fuzz_replay_image
+tests_fuzz_replay_image_SOURCES = tests/fuzz_replay.c fuzz/fuzz_image.c fuzz/fuzz.h
+tests_fuzz_replay_image_CPPFLAGS = $(FUZZ_REPLAY_CPPFLAGS) -DFUZZ_TARGET='"image"'
+tests_fuzz_replay_image_LDADD = libdltrain.a $(DL_LIBS)
+TESTS += tests/fuzz_replay_image
+EXTRA_DIST += fuzz/fuzz_image.c fuzz/image.dict
