@@ -4,13 +4,13 @@
 # generated image folder past chance; data-parallel training on an image
 # folder equals serial training (each rank decodes only its slices); list
 # files; CIFAR binaries (and a truncated one); prepare-imagenet on miniature
-# tarballs; --max-steps reports the epoch the run ended in.
+# tarballs; --max-steps reports the epoch the run ended in; --net NAME.yaml.
 . "$top_srcdir/tests/tap.sh"
 PY=/usr/bin/python3
 if ! $PY -c "import PIL, numpy" 2>/dev/null || [ ! -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     echo "1..0 # SKIP python3-pil or dataset-fashion-mnist missing (tools/deps installs them)"; exit 0
 fi
-tap_plan 26
+tap_plan 28
 TINY="$top_srcdir/tests/nets/resnet-tiny.yaml"
 D="$TMPDIR_TEST/folder"
 $PY "$top_srcdir/tests/make_image_set.py" "$D" --per-class 50 --val-per-class 20 --bad >/dev/null
@@ -38,6 +38,11 @@ YAML
 expect_status 2 "an unknown key in a dataset file exits with status 2" -- \
     $DLTRAIN check --net "$TINY" --dataset "$TMPDIR_TEST/bad-key.yaml"
 expect_output "bad-key.yaml:3:1: dataset: unknown key 'stdev'" "the message names the key"
+
+# --net NAME.yaml, as the README writes it, finds the shipped network.
+expect_status 0 "--net resnet18.yaml from another folder finds the shipped file" -- \
+    sh -c "cd '$TMPDIR_TEST' && DLTRAIN_DATADIR='$top_srcdir' '$DLTRAIN' check --net resnet18.yaml --dataset imagenet"
+expect_output "total: 11689512 trainable parameters" "ResNet-18"
 
 # Learning on the generated folder (50 images per class, 4 unreadable files).
 expect_status 0 "resnet-tiny trains on a generated image folder" -- \
