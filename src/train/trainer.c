@@ -130,9 +130,8 @@ static int evaluate(struct run *r, struct dl_epoch_report *er, struct dl_error *
     long correct = 0;
     int rc = dl_evaluate_range(&r->exec, &r->test, first, count, r->net->train.batch, &loss, &correct, err);
     double v[2] = {loss, (double)correct};
-    if (!rc && !r->ps) {
+    if (!rc && !r->ps)
         rc = sum_over_ranks(r, v, 2, err);
-    }
     if (rc)
         return rc;
     er->test_loss = n ? v[0] / (double)n : 0;
