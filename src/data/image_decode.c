@@ -158,8 +158,9 @@ static int is_png(const unsigned char *buf, size_t len)
     return len >= 8 && png_sig_cmp(buf, 0, 8) == 0;
 }
 
-/* Sets up a decompressor on buf and reads the header.  Returns nonzero (with
- * f->msg) when libjpeg failed; the caller must have called setjmp. */
+/* Sets up a decompressor on buf and reads the header.  libjpeg's errors
+ * longjmp to f->jump (with the message in f->msg): the caller has called
+ * setjmp on it. */
 static void jpeg_begin(struct jpeg_decompress_struct *cinfo, struct jpeg_fail *f,
                        const unsigned char *buf, size_t len)
 {
