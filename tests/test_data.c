@@ -1,7 +1,9 @@
 /* test_data.c: the IDX reader (round trips and every kind of damaged file),
  * dataset loading (IDX paths, MNIST-style folders, the real Fashion-MNIST when
- * installed, synthetic data, normalisation with training statistics) and the
- * batcher (coverage, seeded order, data-parallel shards, drop_last, seek).
+ * installed, synthetic data, normalisation with training statistics), the
+ * batcher (coverage, seeded order, data-parallel shards, drop_last, seek),
+ * the batcher over a sample source on decode threads (order, seeds, seek,
+ * unreadable samples, range reading), CIFAR-100 and image-folder listings.
  * Fixture files are written at run time into a temporary folder. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,9 +21,12 @@
 #include <zlib.h>
 
 #include "config.h"
+#include "core/rng.h"
 #include "data/batcher.h"
+#include "data/cifar.h"
 #include "data/dataset.h"
 #include "data/idx.h"
+#include "data/imagefolder.h"
 
 struct fixture {
     char dir[512];
@@ -791,14 +796,14 @@ static void batcher_drop_last(void **state)
     dl_dataset_free(&ds);
 }
 
-static void batcher_seek(void **state)
+/* Reads epoch 3 of a 2-rank slice, then checks that a fresh batcher seeked
+ * to step 5 (after reading one batch of epoch 0 when busy: for a source,
+ * batches are then being decoded) continues identically; returns it. */
+static void seek_continues(struct dl_dataset *ds, int busy, struct dl_batcher *b)
 {
-    (void)state;
-    struct dl_dataset ds;
-    make_counting(&ds, 64);
-    struct dl_batcher a, b;
+    struct dl_batcher a;
     struct dl_error err = {0};
-    assert_int_equal(dl_batcher_init(&a, &ds, 8, 1, 2, 1, 5, 0, &err), DL_OK);
+    assert_int_equal(dl_batcher_init(&a, ds, 8, 1, 2, 1, 5, 0, &err), DL_OK);
     float xa[8][8], xb[8];
     int ya[8][4], yb[4];
     dl_batcher_start_epoch(&a, 3);
@@ -806,22 +811,341 @@ static void batcher_seek(void **state)
         assert_int_equal(dl_batcher_next(&a, xa[s], ya[s]), 4);
     assert_int_equal(a.epoch, 3);
     assert_int_equal(a.step, 8);
-    /* A fresh batcher resumed at the saved cursor continues identically. */
-    assert_int_equal(dl_batcher_init(&b, &ds, 8, 1, 2, 1, 5, 0, &err), DL_OK);
-    assert_int_equal(dl_batcher_seek(&b, 3, 5, &err), DL_OK);
+    assert_int_equal(dl_batcher_init(b, ds, 8, 1, 2, 1, 5, 0, &err), DL_OK);
+    if (busy)
+        assert_int_equal(dl_batcher_next(b, xb, yb), 4);
+    assert_int_equal(dl_batcher_seek(b, 3, 5, &err), DL_OK);
     for (int s = 5; s < 8; s++) {
-        assert_int_equal(dl_batcher_next(&b, xb, yb), 4);
+        assert_int_equal(dl_batcher_next(b, xb, yb), 4);
         assert_memory_equal(xb, xa[s], sizeof xb);
         assert_memory_equal(yb, ya[s], sizeof yb);
     }
-    assert_int_equal(dl_batcher_next(&b, xb, yb), 0);
+    assert_int_equal(dl_batcher_next(b, xb, yb), 0);
+    dl_batcher_free(&a);
+}
+
+static void batcher_seek(void **state)
+{
+    (void)state;
+    struct dl_dataset ds;
+    make_counting(&ds, 64);
+    struct dl_batcher b;
+    struct dl_error err = {0};
+    float xb[8];
+    int yb[4];
+    seek_continues(&ds, 0, &b);
     assert_int_equal(dl_batcher_seek(&b, 3, 8, &err), DL_OK); /* at epoch end */
     assert_int_equal(dl_batcher_next(&b, xb, yb), 0);
     expect_error(dl_batcher_seek(&b, 3, 9, &err), &err, DL_ERR_DATA, "step 9", "0..8", NULL);
     expect_error(dl_batcher_seek(&b, -1, 0, &err), &err, DL_ERR_DATA, "epoch -1", NULL);
-    dl_batcher_free(&a);
     dl_batcher_free(&b);
     dl_dataset_free(&ds);
+}
+
+
+/* ---------------------------------------------------------------- sample sources */
+
+/* A source whose sample i is (i, a number drawn from its augmentation seed);
+ * the indices in `bad` cannot be read (DL_ERR_DATA), `fatal` fails hard. */
+struct counting_source {
+    struct dl_sample_source base;
+    long bad[4];
+    int nbad;
+    long fatal;
+};
+
+static int counting_load(const struct dl_sample_source *s, long i, uint64_t seed, float *x, struct dl_error *err)
+{
+    const struct counting_source *c = (const struct counting_source *)s;
+    for (int k = 0; k < c->nbad; k++)
+        if (c->bad[k] == i)
+            return dl_errorf(err, DL_ERR_DATA, "sample-%ld: unreadable", i);
+    if (i == c->fatal)
+        return dl_errorf(err, DL_ERR_NOMEM, "sample-%ld: out of memory", i);
+    struct dl_rng r;
+    dl_rng_seed(&r, seed);
+    x[0] = (float)i;
+    x[1] = dl_rng_uniform(&r);
+    return DL_OK;
+}
+
+static void counting_free(struct dl_sample_source *s)
+{
+    free(s);
+}
+
+static const struct dl_sample_source_ops counting_ops = {counting_load, counting_free};
+
+/* n samples made by a counting source on `threads` threads, labels i mod 3. */
+static struct counting_source *make_source(struct dl_dataset *ds, long n, int threads)
+{
+    make_counting(ds, n);
+    free(ds->x);
+    ds->x = NULL;
+    struct counting_source *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    c->base.ops = &counting_ops;
+    c->fatal = -1;
+    ds->source = &c->base;
+    ds->threads = threads;
+    ds->prefetch = 2;
+    return c;
+}
+
+/* One epoch's batches of batcher b, concatenated (x pairs, then labels). */
+static long read_epoch(struct dl_batcher *b, long epoch, float *x, int *y)
+{
+    long n = 0;
+    int k;
+    dl_batcher_start_epoch(b, epoch);
+    while ((k = dl_batcher_next(b, x + 2 * n, y + n)) > 0)
+        n += k;
+    assert_int_equal(k, 0);
+    return n;
+}
+
+static void source_order_and_seeds(void **state)
+{
+    (void)state;
+    struct dl_dataset mem, src1, src3;
+    make_counting(&mem, 61);
+    make_source(&src1, 61, 1);
+    make_source(&src3, 61, 3);
+    struct dl_batcher bm, b1, b3;
+    struct dl_error err = {0};
+    assert_int_equal(dl_batcher_init(&bm, &mem, 8, 0, 1, 1, 9, 0, &err), DL_OK);
+    assert_int_equal(dl_batcher_init(&b1, &src1, 8, 0, 1, 1, 9, 0, &err), DL_OK);
+    assert_int_equal(dl_batcher_init(&b3, &src3, 8, 0, 1, 1, 9, 0, &err), DL_OK);
+    float xm[122], x1[122], x3[122], x1b[122];
+    int ym[61], y1[61], y3[61];
+    assert_int_equal(read_epoch(&bm, 2, xm, ym), 61);
+    assert_int_equal(read_epoch(&b1, 2, x1, y1), 61);
+    assert_int_equal(read_epoch(&b3, 2, x3, y3), 61);
+    for (int i = 0; i < 61; i++) {
+        assert_true(x1[2 * i] == xm[2 * i]); /* the shuffled order of the in-memory batcher */
+        assert_int_equal(y1[i], ym[i]);
+    }
+    assert_memory_equal(x1, x3, sizeof x1); /* augmentation seeds independent of threads */
+    assert_memory_equal(y1, y3, sizeof y1);
+    assert_int_equal(read_epoch(&b1, 3, x1b, y1), 61);
+    int moved = 0;
+    for (int i = 0; i < 61; i++)
+        for (int j = 0; j < 61; j++)
+            if (x1b[2 * j] == x1[2 * i] && x1b[2 * j + 1] != x1[2 * i + 1])
+                moved++;
+    assert_int_equal(moved, 61); /* every sample gets new random choices next epoch */
+    dl_batcher_free(&bm);
+    dl_batcher_free(&b1);
+    dl_batcher_free(&b3);
+    dl_dataset_free(&mem);
+    dl_dataset_free(&src1);
+    dl_dataset_free(&src3);
+}
+
+static void source_seek(void **state)
+{
+    (void)state;
+    struct dl_dataset ds;
+    make_source(&ds, 64, 2);
+    struct dl_batcher b;
+    seek_continues(&ds, 1, &b);
+    dl_batcher_free(&b);
+    dl_dataset_free(&ds);
+}
+
+struct warnings {
+    int n;
+    char text[4096];
+};
+
+static void collect_warning(void *ctx, const char *msg)
+{
+    struct warnings *w = ctx;
+    w->n++;
+    strncat(w->text, msg, sizeof w->text - strlen(w->text) - 2);
+    strcat(w->text, "\n");
+}
+
+static void source_unreadable(void **state)
+{
+    (void)state;
+    struct dl_dataset ds;
+    struct counting_source *c = make_source(&ds, 10, 2);
+    c->bad[0] = 4;
+    c->bad[1] = 5;
+    c->bad[2] = 9;
+    c->nbad = 3;
+    struct dl_batcher b;
+    struct dl_error err = {0};
+    struct warnings w = {0};
+    assert_int_equal(dl_batcher_init(&b, &ds, 10, 0, 1, 0, 1, 0, &err), DL_OK); /* no shuffle */
+    dl_batcher_set_warning(&b, collect_warning, &w);
+    float x[20];
+    int y[10];
+    assert_int_equal(dl_batcher_next(&b, x, y), 10);
+    /* 4 and 5 become 6 (the next readable), 9 wraps to 0; labels follow. */
+    const int want[10] = {0, 1, 2, 3, 6, 6, 6, 7, 8, 0};
+    for (int i = 0; i < 10; i++) {
+        assert_true(x[2 * i] == (float)want[i]);
+        assert_int_equal(y[i], want[i] % 3);
+    }
+    assert_int_equal(dl_batcher_bad_samples(&b), 3);
+    assert_int_equal(dl_batcher_next(&b, x, y), 0); /* epoch end: the count */
+    assert_int_equal(w.n, 4);
+    assert_non_null(strstr(w.text, "sample-4: unreadable"));
+    assert_non_null(strstr(w.text, "sample-5: unreadable"));
+    assert_non_null(strstr(w.text, "sample-9: unreadable"));
+    assert_non_null(strstr(w.text, "3 unreadable samples skipped"));
+    read_epoch(&b, 1, x, y);
+    assert_int_equal(w.n, 4); /* each file is reported once */
+    dl_batcher_free(&b);
+    /* --bad-samples fail: the batch fails with the sample's message. */
+    ds.bad_samples = DL_BAD_FAIL;
+    assert_int_equal(dl_batcher_init(&b, &ds, 4, 0, 1, 0, 1, 0, &err), DL_OK);
+    assert_int_equal(dl_batcher_next(&b, x, y), 4);
+    assert_int_equal(dl_batcher_next(&b, x, y), -1);
+    assert_non_null(strstr(b.error.msg, "sample-4: unreadable"));
+    assert_non_null(strstr(b.error.msg, "--bad-samples fail"));
+    dl_batcher_free(&b);
+    /* A hard error stops whatever the policy. */
+    ds.bad_samples = DL_BAD_SKIP;
+    c->fatal = 2;
+    assert_int_equal(dl_batcher_init(&b, &ds, 4, 0, 1, 0, 1, 0, &err), DL_OK);
+    assert_int_equal(dl_batcher_next(&b, x, y), -1);
+    assert_int_equal(b.error.code, DL_ERR_NOMEM);
+    dl_batcher_free(&b);
+    dl_dataset_free(&ds);
+}
+
+static void range_reader(void **state)
+{
+    (void)state;
+    struct dl_dataset mem, src;
+    make_counting(&mem, 23);
+    make_source(&src, 23, 2);
+    struct dl_batcher bm, bs;
+    struct dl_error err = {0};
+    assert_int_equal(dl_batcher_init_range(&bm, &mem, 5, 7, 13, &err), DL_OK);
+    assert_int_equal(dl_batcher_init_range(&bs, &src, 5, 7, 13, &err), DL_OK);
+    const float *xm, *xs;
+    const int *ym, *ys;
+    int sizes[] = {5, 5, 3, 0}, first = 7;
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(dl_batcher_next_view(&bm, &xm, &ym), sizes[k]);
+        assert_int_equal(dl_batcher_next_view(&bs, &xs, &ys), sizes[k]);
+        if (!sizes[k])
+            break;
+        assert_ptr_equal(xm, mem.x + 2 * first); /* in memory: no copy */
+        for (int i = 0; i < sizes[k]; i++) {
+            assert_true(xs[2 * i] == (float)(first + i));
+            assert_int_equal(ys[i], ym[i]);
+        }
+        first += sizes[k];
+    }
+    assert_int_equal(first, 20);
+    dl_batcher_free(&bm);
+    dl_batcher_free(&bs);
+    dl_dataset_free(&mem);
+    dl_dataset_free(&src);
+}
+
+/* ---------------------------------------------------------------- CIFAR */
+
+static void write_bytes(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+static void cifar100_fine_labels(void **state)
+{
+    struct fixture *fx = *state;
+    enum { N = 5, REC = 2 + 3072 };
+    static unsigned char buf[N * REC];
+    for (int i = 0; i < N; i++) {
+        buf[i * REC] = (unsigned char)(i % 20);   /* coarse */
+        buf[i * REC + 1] = (unsigned char)(90 + i); /* fine */
+        for (int j = 0; j < 3072; j++)
+            buf[i * REC + 2 + j] = (unsigned char)(i + j);
+    }
+    char p[600];
+    snprintf(p, sizeof p, "%s/train.bin", fx->dir);
+    write_bytes(p, buf, sizeof buf);
+    struct dl_cifar c;
+    struct dl_error err = {0};
+    assert_int_equal(dl_cifar_read(fx->dir, 1, 1, 100, &c, &err), DL_OK);
+    assert_int_equal(c.n, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(c.labels[i], 90 + i);
+        assert_int_equal(c.pixels[(size_t)i * 3072 + 3071], (unsigned char)(i + 3071));
+    }
+    dl_cifar_free(&c);
+    expect_error(dl_cifar_read(fx->dir, 1, 1, 10, &c, &err), &err, DL_ERR_DATA, "CIFAR-100 has 100 classes",
+                 "10 outputs", NULL);
+    buf[3 * REC + 1] = 100;
+    write_bytes(p, buf, sizeof buf);
+    expect_error(dl_cifar_read(fx->dir, 1, 1, 100, &c, &err), &err, DL_ERR_DATA, "train.bin", "record 3",
+                 "label 100", NULL);
+    write_bytes(p, buf, sizeof buf - 1);
+    expect_error(dl_cifar_read(fx->dir, 1, 1, 100, &c, &err), &err, DL_ERR_DATA, "train.bin",
+                 "not a whole number of 3074-byte records", NULL);
+    expect_error(dl_cifar_read(fx->dir, 1, 0, 100, &c, &err), &err, DL_ERR_DATA, "test.bin", "cannot open", NULL);
+}
+
+/* ---------------------------------------------------------------- file lists */
+
+static void file_lists(void **state)
+{
+    struct fixture *fx = *state;
+    char p[700], d[700];
+    snprintf(p, sizeof p, "%s/train.txt", fx->dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("# comment\na/x 1.jpg 2\n/abs/y.png 0\n\nz.jpg 7\n", f);
+    fclose(f);
+    struct dl_file_list l;
+    struct dl_error err = {0};
+    assert_int_equal(dl_file_list_read(NULL, p, NULL, &l, &err), DL_OK);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.classes, 8);
+    char want[700];
+    snprintf(want, sizeof want, "%s/a/x 1.jpg", fx->dir);
+    assert_string_equal(dl_file_list_path(&l, 0), want);
+    assert_string_equal(dl_file_list_path(&l, 1), "/abs/y.png");
+    assert_int_equal(l.labels[2], 7);
+    dl_file_list_free(&l);
+    f = fopen(p, "w");
+    fputs("a.jpg 1\nb.jpg x\n", f);
+    fclose(f);
+    expect_error(dl_file_list_read(NULL, p, NULL, &l, &err), &err, DL_ERR_DATA, "train.txt:2",
+                 "integer label", NULL);
+    /* Folders: classes sorted, validation numbered by the training names. */
+    const char *dirs[] = {"tr", "tr/b", "tr/a", "tr/a/sub", "va", "va/b", "va/c"};
+    for (int i = 0; i < 7; i++) {
+        snprintf(d, sizeof d, "%s/%s", fx->dir, dirs[i]);
+        assert_int_equal(mkdir(d, 0777), 0);
+    }
+    const char *files[] = {"tr/b/1.PNG", "tr/a/2.jpg", "tr/a/sub/3.jpeg", "tr/a/notes.txt", "va/b/4.jpg",
+                           "va/c/5.jpg"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(d, sizeof d, "%s/%s", fx->dir, files[i]);
+        write_bytes(d, (const unsigned char *)"x", 1);
+    }
+    snprintf(d, sizeof d, "%s/tr", fx->dir);
+    assert_int_equal(dl_file_list_read(d, NULL, NULL, &l, &err), DL_OK);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.classes, 2);
+    assert_string_equal(l.class_names[0], "a");
+    assert_non_null(strstr(dl_file_list_path(&l, 0), "tr/a/2.jpg"));
+    assert_non_null(strstr(dl_file_list_path(&l, 1), "tr/a/sub/3.jpeg"));
+    assert_int_equal(l.labels[2], 1);
+    snprintf(d, sizeof d, "%s/va", fx->dir);
+    struct dl_file_list v;
+    expect_error(dl_file_list_read(d, NULL, &l, &v, &err), &err, DL_ERR_DATA, "class 'c' is not in the training split",
+                 NULL);
+    dl_file_list_free(&l);
 }
 
 int main(void)
@@ -844,6 +1168,12 @@ int main(void)
         cmocka_unit_test(batcher_shards),
         cmocka_unit_test(batcher_drop_last),
         cmocka_unit_test(batcher_seek),
+        cmocka_unit_test(source_order_and_seeds),
+        cmocka_unit_test(source_seek),
+        cmocka_unit_test(source_unreadable),
+        cmocka_unit_test(range_reader),
+        cmocka_unit_test_setup_teardown(cifar100_fine_labels, setup, teardown),
+        cmocka_unit_test_setup_teardown(file_lists, setup, teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,8 @@ int dl_cli_bench(int argc, char **argv)
         return dl_cli_bench_step(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "conv") == 0)
         return dl_cli_bench_conv(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "data") == 0)
+        return dl_cli_bench_data(argc - 1, argv + 1);
     FILE *f = argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr;
     if (f == stderr && argc >= 2)
         fprintf(stderr, "dltrain bench: unknown benchmark '%s' (expected comm, step or conv)\n", argv[1]);
@@ -19,6 +21,8 @@ int dl_cli_bench(int argc, char **argv)
           "       dltrain bench step --net FILE [--batch N] [--threads N]\n"
           "                                      training-step time per layer, samples/s, GFLOP/s\n"
           "       dltrain bench conv --suite deepbench|resnet50 | --shape ... [--workspace-limit BYTES]\n"
-          "                                      undivided vs micro-batched convolutions (tuner)\n", f);
+          "                                      undivided vs micro-batched convolutions (tuner)\n"
+          "       dltrain bench data --data DIR [--data-threads 1,2] [--net FILE]\n"
+          "                                      decoded images/s vs torchvision; exposed input time\n", f);
     return f == stdout ? 0 : 2;
 }

@@ -13,10 +13,11 @@ static void usage(FILE *f)
           "       dltrain check --net FILE [options]     validate a network, print its layers\n"
           "       dltrain tune --net FILE --batch N      pick kernels and micro-batch splits (cached)\n"
           "       dltrain bench comm [options]           benchmark allreduce algorithms\n"
+          "       dltrain bench data --data DIR          decoded images/s vs torchvision\n"
           "       dltrain help layers                    list every layer type and its keys\n"
           "       dltrain COMMAND --help                 options of one command\n"
           "       dltrain --version\n"
-          "See dltrain(1) and dltrain-net(5).\n",
+          "See dltrain(1), dltrain-net(5) and dltrain-data(5).\n",
           f);
 }
 

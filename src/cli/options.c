@@ -12,6 +12,7 @@
 #include "core/parse.h"
 #include "core/threads.h"
 #include "exec/exec.h"
+#include "spec/datafile.h"
 
 void dl_net_options_init(struct dl_net_options *o)
 {
@@ -80,7 +81,7 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
     }
     if (opt >= DL_OPT_TUNE && opt <= DL_OPT_TUNE_POLICY)
         return tune_option(o, opt, arg, prog);
-    if (opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS)
+    if ((opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS) && opt != DL_OPT_DATA_THREADS && opt != DL_OPT_BAD_SAMPLES)
         return 0;
     if (o->n == DL_MAX_OVERRIDES) {
         fprintf(stderr, "%s: too many options\n", prog);
@@ -141,10 +142,16 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
             return dl_errorf(err, DL_ERR_SPEC, "--data: path too long");
         snprintf(net->data.dir, sizeof net->data.dir, "%s", v);
         return DL_OK;
-    case DL_OPT_DATASET:
-        if (parse_choice("--dataset", v, dl_dataset_names, &k, err))
+    case DL_OPT_DATASET: return dl_data_use_dataset(&net->data, v, NULL, err);
+    case DL_OPT_DATA_THREADS:
+        if (dl_parse_long("--data-threads", v, 1, 1024, &l, err))
             return DL_ERR_SPEC;
-        net->data.kind = (enum dl_dataset_kind)k;
+        net->data.threads = (int)l;
+        return DL_OK;
+    case DL_OPT_BAD_SAMPLES:
+        if (parse_choice("--bad-samples", v, (const char *const[]){"skip", "fail", NULL}, &k, err))
+            return DL_ERR_SPEC;
+        net->data.bad_samples = (enum dl_bad_samples)k;
         return DL_OK;
     case DL_OPT_LIMIT_TRAIN: return dl_parse_long("--limit-train", v, 1, 1L << 40, &net->data.limit_train, err);
     case DL_OPT_LIMIT_TEST: return dl_parse_long("--limit-test", v, 1, 1L << 40, &net->data.limit_test, err);
@@ -153,18 +160,24 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
     return dl_errorf(err, DL_ERR_INTERNAL, "unhandled option %d", code);
 }
 
-/* --net NAME without a slash that is not a file: the shipped network
- * NAME(.yaml) installed under $(pkgdatadir)/nets (DLTRAIN_DATADIR overrides). */
+/* --net NAME or NAME.yaml, without a slash, that is not a file here: the
+ * shipped network nets/NAME.yaml under $DLTRAIN_DATADIR, the installed data
+ * folder, or the current folder (a source tree). */
 static const char *resolve_net(const char *path, char *buf, size_t size)
 {
     if (strchr(path, '/') || access(path, F_OK) == 0)
         return path;
-    const char *dir = getenv("DLTRAIN_DATADIR");
-    if (!dir || !*dir)
-        dir = DL_DATADIR;
-    const char *ext = strstr(path, ".yaml") ? "" : ".yaml";
-    snprintf(buf, size, "%s/nets/%s%s", dir, path, ext);
-    return access(buf, R_OK) == 0 ? buf : path;
+    size_t len = strlen(path);
+    const char *ext = len > 5 && strcmp(path + len - 5, ".yaml") == 0 ? "" : ".yaml";
+    const char *dirs[] = {getenv("DLTRAIN_DATADIR"), DL_DATADIR, "."};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        if (!dirs[i] || !*dirs[i])
+            continue;
+        snprintf(buf, size, "%s/nets/%s%s", dirs[i], path, ext);
+        if (access(buf, R_OK) == 0)
+            return buf;
+    }
+    return path;
 }
 
 /* Every --kernel choice names all, an op kind, or a layer of this network
@@ -197,8 +210,11 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
     }
     char installed[1200];
     int rc = dl_net_load(resolve_net(o->net_path, installed, sizeof installed), net, &err);
-    for (int i = 0; !rc && i < o->n; i++)
-        rc = apply(net, o->codes[i], o->values[i], &err);
+    /* --dataset first: it sets the dataset's own folder, which --data overrides. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; !rc && i < o->n; i++)
+            if ((o->codes[i] == DL_OPT_DATASET) == (pass == 0))
+                rc = apply(net, o->codes[i], o->values[i], &err);
     if (!rc && net->train.optim.nesterov && (net->train.optim.kind != DL_OPTIM_SGD || net->train.optim.momentum <= 0))
         rc = dl_errorf(&err, DL_ERR_SPEC, "--nesterov needs the sgd optimizer with momentum > 0");
     if (!rc)
@@ -217,7 +233,8 @@ void dl_net_options_help(FILE *f)
 {
     fputs("Network and training options (override the network file):\n"
           "  --net FILE            network description (YAML; see dltrain-net(5)) [required];\n"
-          "                        a bare NAME such as resnet50 means the installed nets/NAME.yaml\n"
+          "                        a bare NAME or NAME.yaml such as resnet50 means the shipped\n"
+          "                        nets/NAME.yaml (installed, or in the current folder)\n"
           "  --epochs N            number of epochs\n"
           "  --batch N             mini-batch size (over all processes)\n"
           "  --max-steps N         stop after N steps\n"
@@ -229,8 +246,14 @@ void dl_net_options_help(FILE *f)
           "  --schedule NAME       constant, step or cosine\n"
           "  --warmup-epochs X     linear learning-rate warm-up\n"
           "  --seed N              seed of every random choice (default 1)\n"
-          "  --dataset NAME        fashion-mnist, mnist, idx or synthetic\n"
-          "  --data DIR            folder with the dataset's IDX files\n"
+          "  --dataset NAME        a dataset file datasets/NAME.yaml (fashion-mnist, mnist,\n"
+          "                        cifar10, cifar100, imagenet, imagefolder; see dltrain-data(5)),\n"
+          "                        a path to one, or a format: idx or synthetic\n"
+          "  --data DIR            the dataset's folder (IDX files, CIFAR binaries, or an image\n"
+          "                        folder with train/ and val/ holding a subfolder per class)\n"
+          "  --data-threads N      threads decoding images ahead of the step (default 2)\n"
+          "  --bad-samples skip|fail  an unreadable image is replaced by the next readable one\n"
+          "                        with a warning (skip, the default) or stops the run (fail)\n"
           "  --limit-train N       use only the first N training samples\n"
           "  --limit-test N        use only the first N test samples\n"
           "  --threads N           threads for every kernel (default: the available cores,\n"

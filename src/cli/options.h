@@ -19,6 +19,7 @@ enum {
     DL_OPT_DATASET, DL_OPT_LIMIT_TRAIN, DL_OPT_LIMIT_TEST, DL_OPT_MAX_STEPS, DL_OPT_THREADS,
     DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL, DL_OPT_NO_FUSION,
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
+    DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES,
     DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
@@ -36,7 +37,8 @@ enum {
     {"no-fusion", no_argument, 0, DL_OPT_NO_FUSION}, \
     {"tune", no_argument, 0, DL_OPT_TUNE}, {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT}, \
     {"workspace-total", required_argument, 0, DL_OPT_WORKSPACE_TOTAL}, \
-    {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY}
+    {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY}, \
+    {"data-threads", required_argument, 0, DL_OPT_DATA_THREADS}, {"bad-samples", required_argument, 0, DL_OPT_BAD_SAMPLES}
 
 #define DL_MAX_OVERRIDES 32
 

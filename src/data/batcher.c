@@ -1,12 +1,34 @@
 /* batcher.c: seeded per-epoch permutation and the contiguous per-rank slice
- * [r*B/p, (r+1)*B/p) of every global batch. */
+ * [r*B/p, (r+1)*B/p) of every global batch; for sample sources, the decode
+ * pool's callbacks (which sample a slot holds, its augmentation seed, the
+ * replacement of unreadable samples) and the delivery of their warnings. */
 #include "data/batcher.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
+#include "data/prefetch.h"
+
+#define DEFAULT_THREADS 2
+#define DEFAULT_PREFETCH 3
+
+static int start_prefetch(struct dl_batcher *b, struct dl_error *err);
+
+/* The common end of both initialisations: the decode pool, then epoch 0. */
+static int start(struct dl_batcher *b, struct dl_error *err)
+{
+    b->epoch = -1;
+    int rc = start_prefetch(b, err);
+    if (rc) {
+        dl_batcher_free(b);
+        return rc;
+    }
+    dl_batcher_start_epoch(b, 0);
+    return DL_OK;
+}
 
 int dl_batcher_init(struct dl_batcher *b, const struct dl_dataset *ds, int global_batch,
                     int rank, int nranks, int shuffle, uint64_t seed, int drop_last,
@@ -41,21 +63,201 @@ int dl_batcher_init(struct dl_batcher *b, const struct dl_dataset *ds, int globa
                          "%s: %ld samples make no batch of %d%s", ds->name, ds->n, global_batch,
                          drop_last ? " with drop_last" : " across the ranks");
     }
-    dl_batcher_start_epoch(b, 0);
-    return DL_OK;
+    return start(b, err);
+}
+
+int dl_batcher_init_range(struct dl_batcher *b, const struct dl_dataset *ds, int batch, long first,
+                          long count, struct dl_error *err)
+{
+    memset(b, 0, sizeof *b);
+    if (batch < 1 || first < 0 || count < 0 || first + count > ds->n)
+        return dl_errorf(err, DL_ERR_INTERNAL, "batcher: samples %ld..%ld of %ld in batches of %d", first,
+                         first + count - 1, ds->n, batch);
+    b->ds = ds;
+    b->range = 1;
+    b->first = first;
+    b->count = count;
+    b->global_batch = batch;
+    b->nranks = 1;
+    b->steps = (count + batch - 1) / batch;
+    return start(b, err);
+}
+
+void dl_batcher_set_warning(struct dl_batcher *b, dl_batcher_warn_fn fn, void *ctx)
+{
+    b->warn = fn;
+    b->warn_ctx = ctx;
+}
+
+/* ------------------------------------------------------------ slices */
+
+/* Positions [*lo, *hi) of the epoch's order that this rank takes in step;
+ * returns the global batch's size. */
+static long slice(const struct dl_batcher *b, long step, long *lo, long *hi)
+{
+    long n = b->range ? b->count : b->ds->n;
+    long start = step * b->global_batch;
+    long gsize = n - start < b->global_batch ? n - start : b->global_batch;
+    *lo = start + (long)b->rank * gsize / b->nranks;
+    *hi = start + (long)(b->rank + 1) * gsize / b->nranks;
+    return gsize;
+}
+
+static long sample_at(const struct dl_batcher *b, long pos)
+{
+    return b->range ? b->first + pos : b->perm[pos];
+}
+
+/* ------------------------------------------------------------ sample sources */
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Records that sample s cannot be read; the first time, queues a warning
+ * (the decode threads never call the user's callback themselves). */
+static void note_bad(struct dl_batcher *b, long s, const struct dl_error *e)
+{
+    pthread_mutex_lock(&b->bad_mu);
+    if (!b->bad[s]) {
+        b->bad[s] = 1;
+        b->bad_count++;
+        if (b->pending < DL_BATCHER_PENDING_WARNINGS)
+            snprintf(b->pending_msg[b->pending++], sizeof b->pending_msg[0], "warning: %s: skipped: %s",
+                     b->ds->name, e->msg);
+    }
+    pthread_mutex_unlock(&b->bad_mu);
+}
+
+static int is_bad(struct dl_batcher *b, long s)
+{
+    pthread_mutex_lock(&b->bad_mu);
+    int bad = b->bad[s];
+    pthread_mutex_unlock(&b->bad_mu);
+    return bad;
+}
+
+/* Sample s with its own seed; when it cannot be read, the next readable
+ * sample after it (wrapping) takes its place, with s's seed. */
+static int make_sample(struct dl_batcher *b, long s, uint64_t seed, float *x, int *y, struct dl_error *err)
+{
+    const struct dl_dataset *ds = b->ds;
+    for (long t = 0; t < ds->n; t++) {
+        long k = (s + t) % ds->n;
+        if (is_bad(b, k))
+            continue;
+        struct dl_error e = {0};
+        int rc = ds->source->ops->load(ds->source, k, seed, x, &e);
+        if (rc == DL_OK) {
+            *y = ds->y[k];
+            return DL_OK;
+        }
+        if (rc != DL_ERR_DATA) {
+            *err = e;
+            return rc;
+        }
+        if (ds->bad_samples == DL_BAD_FAIL) {
+            dl_errorf(err, DL_ERR_DATA, "%s: %s (stopping: --bad-samples fail; 'skip' would go on without it)",
+                      ds->name, e.msg);
+            return DL_ERR_DATA;
+        }
+        note_bad(b, k, &e);
+    }
+    return dl_errorf(err, DL_ERR_DATA, "%s: none of the %ld samples can be read", ds->name, ds->n);
+}
+
+static int pool_count(void *ctx, long step)
+{
+    long lo, hi;
+    slice(ctx, step, &lo, &hi);
+    return (int)(hi - lo);
+}
+
+static int pool_load(void *ctx, long step, int j, float *x, int *y, struct dl_error *err)
+{
+    struct dl_batcher *b = ctx;
+    long lo, hi;
+    slice(b, step, &lo, &hi);
+    long s = sample_at(b, lo + j);
+    uint64_t seed = mix64(b->seed ^ mix64((uint64_t)b->epoch * 0x9e3779b97f4a7c15ULL + (uint64_t)s));
+    return make_sample(b, s, seed, x, y, err);
+}
+
+static int start_prefetch(struct dl_batcher *b, struct dl_error *err)
+{
+    const struct dl_dataset *ds = b->ds;
+    pthread_mutex_init(&b->bad_mu, NULL);
+    if (!ds->source)
+        return DL_OK;
+    b->bad = dl_calloc((size_t)ds->n, 1, err);
+    if (!b->bad)
+        return DL_ERR_NOMEM;
+    static const struct dl_prefetch_ops ops = {pool_count, pool_load};
+    return dl_prefetch_create(&ops, b, ds->threads > 0 ? ds->threads : DEFAULT_THREADS,
+                              ds->prefetch > 0 ? ds->prefetch : DEFAULT_PREFETCH, (size_t)dl_shape_count(ds->shape),
+                              dl_batcher_max_local(b), &b->prefetch, err);
+}
+
+/* Hands the queued warnings to the callback, on the caller's thread. */
+static void deliver_warnings(struct dl_batcher *b, int summary)
+{
+    if (!b->ds || !b->ds->source)
+        return;
+    char msgs[DL_BATCHER_PENDING_WARNINGS][320];
+    pthread_mutex_lock(&b->bad_mu);
+    int n = b->pending;
+    memcpy(msgs, b->pending_msg, sizeof msgs[0] * (size_t)n);
+    b->pending = 0;
+    long count = b->bad_count, unreported = b->bad_count - b->bad_reported;
+    if (summary)
+        b->bad_reported = b->bad_count;
+    pthread_mutex_unlock(&b->bad_mu);
+    if (!b->warn)
+        return;
+    for (int i = 0; i < n; i++)
+        b->warn(b->warn_ctx, msgs[i]);
+    if (summary && unreported > 0) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "warning: %s: %ld unreadable sample%s skipped so far (each replaced by the next "
+                 "readable one; --bad-samples fail stops instead)", b->ds->name, count, count == 1 ? "" : "s");
+        b->warn(b->warn_ctx, msg);
+    }
+}
+
+long dl_batcher_bad_samples(struct dl_batcher *b)
+{
+    if (!b->bad)
+        return 0;
+    pthread_mutex_lock(&b->bad_mu);
+    long n = b->bad_count;
+    pthread_mutex_unlock(&b->bad_mu);
+    return n;
 }
 
 void dl_batcher_free(struct dl_batcher *b)
 {
-    if (!b)
+    if (!b || !b->ds)
         return;
+    dl_prefetch_free(b->prefetch);
+    deliver_warnings(b, 1);
     free(b->perm);
+    free(b->bad);
+    free(b->view_x);
+    free(b->view_y);
+    pthread_mutex_destroy(&b->bad_mu);
     memset(b, 0, sizeof *b);
 }
 
 void dl_batcher_start_epoch(struct dl_batcher *b, long epoch)
 {
-    for (long i = 0; i < b->ds->n; i++)
+    if (epoch == b->epoch && b->step == 0)
+        return; /* already there (and the first batches may be decoding) */
+    if (b->prefetch) /* the threads read perm and epoch: stop them first */
+        dl_prefetch_restart(b->prefetch, 0, 0);
+    for (long i = 0; b->perm && i < b->ds->n; i++)
         b->perm[i] = (int)i;
     if (b->shuffle) {
         /* dl_rng_seed runs the value through splitmix64, so neighbouring
@@ -67,6 +269,8 @@ void dl_batcher_start_epoch(struct dl_batcher *b, long epoch)
     b->epoch = epoch;
     b->step = 0;
     b->last_global = 0;
+    if (b->prefetch)
+        dl_prefetch_restart(b->prefetch, 0, b->steps);
 }
 
 int dl_batcher_seek(struct dl_batcher *b, long epoch, long step, struct dl_error *err)
@@ -78,26 +282,64 @@ int dl_batcher_seek(struct dl_batcher *b, long epoch, long step, struct dl_error
                          b->ds->name, epoch, step, b->steps);
     dl_batcher_start_epoch(b, epoch);
     b->step = step;
+    if (b->prefetch)
+        dl_prefetch_restart(b->prefetch, step, b->steps);
     return DL_OK;
 }
 
 int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
 {
-    if (b->step >= b->steps)
+    if (b->step >= b->steps) {
+        deliver_warnings(b, 1);
         return 0;
-    long start = b->step * b->global_batch;
-    long gsize = b->ds->n - start < b->global_batch ? b->ds->n - start : b->global_batch;
-    long lo = start + (long)b->rank * gsize / b->nranks;
-    long hi = start + (long)(b->rank + 1) * gsize / b->nranks;
-    long count = dl_shape_count(b->ds->shape);
-    for (long i = lo; i < hi; i++) {
-        long s = b->perm[i];
-        memcpy(x + (i - lo) * count, b->ds->x + s * count, (size_t)count * sizeof *x);
-        y[i - lo] = b->ds->y[s];
+    }
+    long lo, hi;
+    long gsize = slice(b, b->step, &lo, &hi);
+    if (b->prefetch) {
+        int got = dl_prefetch_next(b->prefetch, x, y, &b->waited_s, &b->error);
+        deliver_warnings(b, 0);
+        if (got < 0)
+            return -1;
+        if (got != hi - lo) {
+            dl_errorf(&b->error, DL_ERR_INTERNAL, "batcher: step %ld brought %d samples, expected %ld", b->step,
+                      got, hi - lo);
+            return -1;
+        }
+    } else {
+        long count = dl_shape_count(b->ds->shape);
+        for (long i = lo; i < hi; i++) {
+            long s = sample_at(b, i);
+            memcpy(x + (i - lo) * count, b->ds->x + s * count, (size_t)count * sizeof *x);
+            y[i - lo] = b->ds->y[s];
+        }
     }
     b->step++;
     b->last_global = (int)gsize;
     return (int)(hi - lo);
+}
+
+int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y)
+{
+    if (b->range && !b->ds->source) { /* consecutive samples: no copy */
+        if (b->step >= b->steps)
+            return 0;
+        long lo, hi;
+        b->last_global = (int)slice(b, b->step, &lo, &hi);
+        b->step++;
+        *x = b->ds->x + (b->first + lo) * dl_shape_count(b->ds->shape);
+        *y = b->ds->y + b->first + lo;
+        return (int)(hi - lo);
+    }
+    if (!b->view_x) {
+        size_t local = (size_t)dl_batcher_max_local(b);
+        b->view_x = dl_calloc(local * (size_t)dl_shape_count(b->ds->shape), sizeof *b->view_x, &b->error);
+        b->view_y = dl_calloc(local, sizeof *b->view_y, &b->error);
+        if (!b->view_x || !b->view_y)
+            return -1;
+    }
+    *x = b->view_x;
+    *y = b->view_y;
+    return dl_batcher_next(b, b->view_x, b->view_y);
 }
 
 long dl_batcher_steps_per_epoch(const struct dl_batcher *b)

@@ -2,14 +2,30 @@
  * with a seeded shuffle and data-parallel sharding.  Every rank computes the
  * same global order; global batch k is split into contiguous per-rank slices,
  * so the ranks' slices concatenated in rank order are exactly the batch one
- * process would see: this is what makes data-parallel training equal serial. */
+ * process would see: this is what makes data-parallel training equal serial.
+ * For a dataset with a sample source (image folders) each rank makes only its
+ * own slices, on a pool of decode threads that keeps `prefetch` batches ready
+ * ahead of the step; a sample's random transform is seeded from (seed, epoch,
+ * sample), so the result does not depend on the thread or rank count.  A
+ * sample that cannot be read is replaced by the next readable one of the
+ * dataset (same slot, same seed: still independent of threads and ranks),
+ * with a warning naming its file, unless bad_samples is DL_BAD_FAIL. */
 #ifndef DL_BATCHER_H
 #define DL_BATCHER_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "core/error.h"
 #include "data/dataset.h"
+
+struct dl_prefetch;
+
+/* Warnings (unreadable samples) go to this callback, on the thread that
+ * calls dl_batcher_next, never on a decode thread. */
+typedef void (*dl_batcher_warn_fn)(void *ctx, const char *msg);
+
+#define DL_BATCHER_PENDING_WARNINGS 8
 
 struct dl_batcher {
     const struct dl_dataset *ds; /* borrowed: must outlive the batcher */
@@ -21,6 +37,23 @@ struct dl_batcher {
     long steps;                  /* global batches per epoch */
     long epoch, step;            /* cursor: the next batch is `step` of `epoch` */
     int last_global;             /* size of the global batch last returned */
+    /* range mode (dl_batcher_init_range): samples first.. in order */
+    int range;
+    long first, count;
+    /* sample sources */
+    struct dl_prefetch *prefetch;
+    double waited_s;             /* time dl_batcher_next spent waiting for decoding */
+    struct dl_error error;       /* why dl_batcher_next returned -1 */
+    float *view_x;               /* dl_batcher_next_view's buffers */
+    int *view_y;
+    /* unreadable samples (guarded by bad_mu: decode threads find them) */
+    pthread_mutex_t bad_mu;
+    unsigned char *bad;          /* one flag per sample */
+    long bad_count, bad_reported;
+    int pending;                 /* warnings not yet delivered */
+    char pending_msg[DL_BATCHER_PENDING_WARNINGS][320];
+    dl_batcher_warn_fn warn;
+    void *warn_ctx;
 };
 
 /* Prepares iteration and positions the cursor at epoch 0, step 0.  Requires
@@ -33,6 +66,14 @@ int dl_batcher_init(struct dl_batcher *b, const struct dl_dataset *ds, int globa
                     struct dl_error *err);
 void dl_batcher_free(struct dl_batcher *b);
 
+/* Sequential reading (evaluation): samples first..first+count-1 in order, in
+ * batches of `batch` (the last one smaller); one process, no shuffle. */
+int dl_batcher_init_range(struct dl_batcher *b, const struct dl_dataset *ds, int batch, long first,
+                          long count, struct dl_error *err);
+
+/* Where warnings go (default: nowhere). */
+void dl_batcher_set_warning(struct dl_batcher *b, dl_batcher_warn_fn fn, void *ctx);
+
 /* Moves to step 0 of epoch: the order is a shuffle of 0..n-1 seeded from
  * (seed, epoch) only, the same on every rank and on every resume. */
 void dl_batcher_start_epoch(struct dl_batcher *b, long epoch);
@@ -44,8 +85,17 @@ int dl_batcher_seek(struct dl_batcher *b, long epoch, long step, struct dl_error
 /* Copies this rank's slice of the next global batch into x (size x
  * dl_shape_count floats) and y (size labels) and returns its size, which is
  * at least 1 and at most dl_batcher_max_local(b); returns 0 at the end of the
- * epoch.  The global batch size is then in b->last_global. */
+ * epoch, and -1 when a sample could not be made (an unreadable one with
+ * DL_BAD_FAIL, or out of memory): the message is in b->error.  The global
+ * batch size is then in b->last_global. */
 int dl_batcher_next(struct dl_batcher *b, float *x, int *y);
+
+/* Same, returning pointers (valid until the next call) instead of copying:
+ * into the dataset itself for in-memory data read in range mode. */
+int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y);
+
+/* Unreadable samples met so far. */
+long dl_batcher_bad_samples(struct dl_batcher *b);
 
 long dl_batcher_steps_per_epoch(const struct dl_batcher *b);
 

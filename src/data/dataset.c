@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 
 #include "core/rng.h"
+#include "data/cifar.h"
 #include "data/idx.h"
+#include "data/imagefolder.h"
 
 /* Largest per-sample element count accepted for a network input. */
 #define DL_DATA_MAX_SAMPLE (1L << 30)
@@ -27,6 +29,9 @@ const char *dl_dataset_kind_name(enum dl_dataset_kind kind)
     case DL_DATASET_MNIST: return "mnist";
     case DL_DATASET_IDX: return "idx";
     case DL_DATASET_SYNTHETIC: return "synthetic";
+    case DL_DATASET_CIFAR10: return "cifar10";
+    case DL_DATASET_CIFAR100: return "cifar100";
+    case DL_DATASET_IMAGEFOLDER: return "imagefolder";
     }
     return "unknown";
 }
@@ -37,6 +42,8 @@ void dl_dataset_free(struct dl_dataset *ds)
         return;
     free(ds->x);
     free(ds->y);
+    if (ds->source)
+        ds->source->ops->free(ds->source);
     free(ds->mean);
     free(ds->std);
     memset(ds, 0, sizeof *ds);
@@ -196,6 +203,143 @@ static int load_synthetic(const struct dl_data_spec *spec, int train, struct dl_
     return DL_OK;
 }
 
+/* ---------------------------------------------------------------- image folders */
+
+/* ImageNet's channel statistics, torchvision's usual Normalize values: the
+ * default of image folders whose dataset file gives none. */
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+
+/* The statistics per network channel: as given, or their luminance mix for
+ * a 1-channel network (PIL's L weights), or none (0, 1) without normalize. */
+static void image_stats(const struct dl_data_spec *spec, int channels, float *mean, float *std)
+{
+    const float *m = spec->has_stats ? spec->mean : imagenet_mean;
+    const float *sd = spec->has_stats ? spec->std : imagenet_std;
+    static const float lum[3] = {0.299f, 0.587f, 0.114f};
+    for (int c = 0; c < channels; c++) {
+        mean[c] = 0;
+        std[c] = 1;
+    }
+    if (!spec->normalize)
+        return;
+    if (channels == 3) {
+        for (int c = 0; c < 3; c++) {
+            mean[c] = m[c];
+            std[c] = sd[c];
+        }
+    } else {
+        mean[0] = std[0] = 0;
+        for (int c = 0; c < 3; c++) {
+            mean[0] += lum[c] * m[c];
+            std[0] += lum[c] * sd[c];
+        }
+    }
+}
+
+/* DIR/SPLIT (a folder of class folders) or DIR/SPLIT.txt (a list file). */
+static int split_path(const struct dl_data_spec *spec, const char *split, char *path, size_t n, int *is_list,
+                      const struct dl_dataset *ds, struct dl_error *err)
+{
+    struct stat st;
+    if (!spec->dir[0])
+        return dl_errorf(err, DL_ERR_SPEC, "%s: no data folder given: pass --data DIR (DIR/train and DIR/val, "
+                         "each with a subfolder per class, or list files DIR/train.txt and DIR/val.txt)", ds->name);
+    if (stat(spec->dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found", ds->name, spec->dir);
+    for (*is_list = 0; *is_list < 2; ++*is_list) {
+        if ((size_t)snprintf(path, n, "%s/%s%s", spec->dir, split, *is_list ? ".txt" : "") >= n)
+            return dl_errorf(err, DL_ERR_SPEC, "%s: data folder path too long: %s", ds->name, spec->dir);
+        if (stat(path, &st) == 0 && (*is_list ? S_ISREG(st.st_mode) : S_ISDIR(st.st_mode)))
+            return DL_OK;
+    }
+    return dl_errorf(err, DL_ERR_IO, "%s: neither the folder %s/%s nor the list file %s/%s.txt exists", ds->name,
+                     spec->dir, split, spec->dir, split);
+}
+
+static int load_imagefolder(const struct dl_data_spec *spec, int train, struct dl_shape want, int classes,
+                            struct dl_dataset *ds, struct dl_error *err)
+{
+    char path[DL_PATH_MAX + 16];
+    int is_list;
+    int rc = split_path(spec, train ? "train" : "val", path, sizeof path, &is_list, ds, err);
+    if (rc)
+        return rc;
+    struct dl_file_list files, like = {0};
+    if (!train && !is_list) { /* validation classes are numbered as the training ones */
+        char tpath[DL_PATH_MAX + 16];
+        int tlist;
+        rc = split_path(spec, "train", tpath, sizeof tpath, &tlist, ds, err);
+        if (!rc && !tlist)
+            rc = dl_file_list_classes(tpath, &like, err);
+        if (rc)
+            return rc;
+    }
+    rc = dl_file_list_read(is_list ? NULL : path, is_list ? path : NULL, like.class_names ? &like : NULL, &files, err);
+    dl_file_list_free(&like);
+    if (rc)
+        return rc;
+    if (files.classes > classes) {
+        rc = dl_errorf(err, DL_ERR_DATA, "%s: %s has %d classes but the network has %d outputs", ds->name, path,
+                       files.classes, classes);
+        dl_file_list_free(&files);
+        return rc;
+    }
+    dl_file_list_thin(&files, limit_of(spec, train));
+    ds->shape = want;
+    ds->n = files.n;
+    ds->y = dl_calloc((size_t)files.n, sizeof *ds->y, err);
+    ds->mean = dl_calloc(3, sizeof *ds->mean, err);
+    ds->std = dl_calloc(3, sizeof *ds->std, err);
+    if (!ds->y || !ds->mean || !ds->std) {
+        dl_file_list_free(&files);
+        return DL_ERR_NOMEM;
+    }
+    memcpy(ds->y, files.labels, (size_t)files.n * sizeof *ds->y);
+    image_stats(spec, want.c, ds->mean, ds->std);
+    rc = dl_imagefolder_source(&files, train ? &spec->train_transform : &spec->eval_transform, want, ds->mean,
+                               ds->std, &ds->source, err);
+    dl_file_list_free(&files);
+    ds->threads = spec->threads;
+    ds->prefetch = spec->prefetch;
+    ds->bad_samples = spec->bad_samples;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- CIFAR */
+
+static int load_cifar(const struct dl_data_spec *spec, int train, struct dl_shape want, int classes,
+                      struct dl_dataset *ds, struct dl_error *err)
+{
+    int hundred = spec->kind == DL_DATASET_CIFAR100;
+    if (!spec->dir[0])
+        return dl_errorf(err, DL_ERR_SPEC, "%s: no data folder given: pass --data DIR (the folder of the binary "
+                         "version's %s; see datasets/README.md)", ds->name,
+                         hundred ? "train.bin and test.bin" : "data_batch_1.bin ... test_batch.bin");
+    if (want.c != 3 || want.h != DL_CIFAR_SIDE || want.w != DL_CIFAR_SIDE) {
+        char buf[64];
+        return dl_errorf(err, DL_ERR_DATA, "network input is %s but %s images are 3x32x32", dl_shape_str(want, buf,
+                         sizeof buf), ds->name);
+    }
+    struct dl_cifar c;
+    int rc = dl_cifar_read(spec->dir, hundred, train, classes, &c, err);
+    if (rc)
+        return rc;
+    long n = c.n, limit = limit_of(spec, train);
+    if (limit > 0 && limit < n)
+        n = limit;
+    ds->shape = want;
+    rc = alloc_samples(ds, n, err);
+    if (!rc) {
+        size_t total = (size_t)n * DL_CIFAR_SAMPLE_BYTES;
+        for (size_t i = 0; i < total; i++)
+            ds->x[i] = c.pixels[i] * (1.0f / 255.0f);
+        memcpy(ds->y, c.labels, (size_t)n * sizeof *ds->y);
+    }
+    dl_cifar_free(&c);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- normalisation */
 
 void dl_dataset_channel_stats(const struct dl_dataset *ds, float *mean, float *std)
@@ -256,7 +400,7 @@ static int load_split(const struct dl_data_spec *spec, int train, struct dl_shap
                       int classes, uint64_t seed, struct dl_dataset *ds, struct dl_error *err)
 {
     memset(ds, 0, sizeof *ds);
-    snprintf(ds->name, sizeof ds->name, "%s %s", dl_dataset_kind_name(spec->kind),
+    snprintf(ds->name, sizeof ds->name, "%s %s", spec->name[0] ? spec->name : dl_dataset_kind_name(spec->kind),
              train ? "train" : "test");
     ds->classes = classes;
     if (want.c < 1 || want.h < 1 || want.w < 1 || want.c > DL_DATA_MAX_SAMPLE ||
@@ -267,6 +411,9 @@ static int load_split(const struct dl_data_spec *spec, int train, struct dl_shap
     if (classes < 1)
         return dl_errorf(err, DL_ERR_SPEC, "%s: the network has %d classes: expected >= 1",
                          ds->name, classes);
+    if (spec->classes > classes)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: the dataset has %d classes but the network only %d outputs "
+                         "(input.classes)", ds->name, spec->classes, classes);
     int rc;
     switch (spec->kind) {
     case DL_DATASET_FASHION_MNIST:
@@ -278,6 +425,13 @@ static int load_split(const struct dl_data_spec *spec, int train, struct dl_shap
         break;
     case DL_DATASET_SYNTHETIC:
         rc = load_synthetic(spec, train, want, classes, seed, ds, err);
+        break;
+    case DL_DATASET_CIFAR10:
+    case DL_DATASET_CIFAR100:
+        rc = load_cifar(spec, train, want, classes, ds, err);
+        break;
+    case DL_DATASET_IMAGEFOLDER:
+        rc = load_imagefolder(spec, train, want, classes, ds, err);
         break;
     default:
         rc = dl_errorf(err, DL_ERR_INTERNAL, "unknown dataset kind %d", (int)spec->kind);
@@ -291,8 +445,14 @@ int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape 
                     int classes, uint64_t seed, struct dl_dataset *out, struct dl_error *err)
 {
     int rc = load_split(spec, train, want_shape, classes, seed, out, err);
-    if (rc != DL_OK || !spec->normalize)
+    if (rc != DL_OK || !spec->normalize || out->source)
         return rc;
+    if (spec->has_stats && want_shape.c == 3) { /* the dataset file's statistics */
+        rc = dl_dataset_normalize(out, spec->mean, spec->std, err);
+        if (rc != DL_OK)
+            dl_dataset_free(out);
+        return rc;
+    }
     struct dl_dataset tr;
     const struct dl_dataset *src = out;
     if (!train) {

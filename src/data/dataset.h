@@ -1,7 +1,9 @@
-/* dataset.h: a whole dataset split in memory as float NCHW inputs and integer
- * labels, loaded from IDX files (MNIST, Fashion-MNIST, explicit paths) or
- * generated (synthetic).  The loader checks the data against the network's
- * input shape and class count, so a mismatch is reported here, by name. */
+/* dataset.h: a dataset split: integer labels in memory, and inputs either in
+ * memory as float NCHW (IDX files of MNIST and Fashion-MNIST, CIFAR binaries,
+ * synthetic data) or made on demand by a sample source (image folders:
+ * decoded and transformed when the batcher asks).  The loader checks the data
+ * against the network's input shape and class count, so a mismatch is
+ * reported here, by name. */
 #ifndef DL_DATASET_H
 #define DL_DATASET_H
 
@@ -15,11 +17,31 @@
 #define DL_SYNTHETIC_DEFAULT_TRAIN 1024
 #define DL_SYNTHETIC_DEFAULT_TEST 256
 
+struct dl_sample_source;
+
+/* Samples made on demand.  load may run on several threads at once (for
+ * distinct x). */
+struct dl_sample_source_ops {
+    /* Writes sample i (dl_shape_count floats) into x.  aug_seed seeds its
+     * random transforms.  DL_ERR_DATA: this sample cannot be read (the message
+     * names it); any other error is fatal. */
+    int (*load)(const struct dl_sample_source *s, long i, uint64_t aug_seed, float *x,
+                struct dl_error *err);
+    void (*free)(struct dl_sample_source *s);
+};
+
+struct dl_sample_source {
+    const struct dl_sample_source_ops *ops;
+};
+
 struct dl_dataset {
     long n;                /* number of samples */
     struct dl_shape shape; /* per-sample C, H, W */
     int classes;
-    float *x;              /* n x dl_shape_count(shape) floats, NCHW */
+    float *x;              /* n x dl_shape_count(shape) floats, NCHW; NULL with a source */
+    struct dl_sample_source *source; /* owned; non-NULL: inputs made on demand */
+    int threads, prefetch; /* decode threads and ready batches queued (sources only) */
+    enum dl_bad_samples bad_samples;
     int *y;                /* n labels in [0, classes) */
     char name[64];         /* e.g. "fashion-mnist train" */
     float *mean, *std;     /* shape.c per-channel statistics subtracted and divided
@@ -48,7 +70,8 @@ void dl_dataset_channel_stats(const struct dl_dataset *ds, float *mean, float *s
 int dl_dataset_normalize(struct dl_dataset *ds, const float *mean, const float *std,
                          struct dl_error *err);
 
-/* "fashion-mnist", "mnist", "idx" or "synthetic". */
+/* "fashion-mnist", "mnist", "idx", "synthetic", "cifar10", "cifar100" or
+ * "imagefolder". */
 const char *dl_dataset_kind_name(enum dl_dataset_kind kind);
 
 #endif

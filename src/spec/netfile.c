@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "spec/attrs.h"
+#include "spec/datafile.h"
 
-const char *const dl_dataset_names[] = {"fashion-mnist", "mnist", "idx", "synthetic", NULL};
 const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", NULL};
 const char *const dl_sched_names[] = {"constant", "step", "cosine", NULL};
 const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
@@ -21,10 +21,7 @@ void dl_net_defaults(struct dl_net *net)
 {
     memset(net, 0, sizeof *net);
     snprintf(net->name, sizeof net->name, "net");
-    net->data.kind = DL_DATASET_FASHION_MNIST;
-    net->data.synthetic_train = 1024;
-    net->data.synthetic_test = 256;
-    net->data.normalize = 1;
+    dl_data_defaults(&net->data);
     net->train.batch = 64;
     net->train.epochs = 1;
     net->train.seed = 1;
@@ -42,67 +39,6 @@ void dl_net_defaults(struct dl_net *net)
 }
 
 /* ------------------------------------------------------------ small sections */
-static int read_int(const struct dl_ynode *map, const char *key, const char *what, long min, long max,
-                    long *out, struct dl_error *err)
-{
-    const struct dl_ynode *v = dl_ymap_get(map, key);
-    if (!v)
-        return DL_OK;
-    char w[128];
-    snprintf(w, sizeof w, "%s.%s", what, key);
-    return dl_y_int(v, w, min, max, out, err);
-}
-
-static int read_float(const struct dl_ynode *map, const char *key, const char *what, double min,
-                      double max, double *out, struct dl_error *err)
-{
-    const struct dl_ynode *v = dl_ymap_get(map, key);
-    if (!v)
-        return DL_OK;
-    char w[128];
-    snprintf(w, sizeof w, "%s.%s", what, key);
-    return dl_y_float(v, w, min, max, out, err);
-}
-
-static int read_bool(const struct dl_ynode *map, const char *key, const char *what, int *out,
-                     struct dl_error *err)
-{
-    const struct dl_ynode *v = dl_ymap_get(map, key);
-    if (!v)
-        return DL_OK;
-    char w[128];
-    snprintf(w, sizeof w, "%s.%s", what, key);
-    return dl_y_bool(v, w, out, err);
-}
-
-static int read_enum(const struct dl_ynode *map, const char *key, const char *what,
-                     const char *const *choices, int *out, struct dl_error *err)
-{
-    const struct dl_ynode *v = dl_ymap_get(map, key);
-    if (!v)
-        return DL_OK;
-    char w[128];
-    snprintf(w, sizeof w, "%s.%s", what, key);
-    return dl_y_enum(v, w, choices, out, err);
-}
-
-static int read_path(const struct dl_ynode *map, const char *key, const char *what, char *out,
-                     size_t size, struct dl_error *err)
-{
-    const struct dl_ynode *v = dl_ymap_get(map, key);
-    if (!v)
-        return DL_OK;
-    char w[128];
-    snprintf(w, sizeof w, "%s.%s", what, key);
-    const char *s;
-    if (dl_y_string(v, w, &s, err))
-        return DL_ERR_SPEC;
-    if (strlen(s) >= size)
-        return dl_yerrorf(err, DL_ERR_SPEC, v, "%s: path longer than %zu characters", w, size - 1);
-    snprintf(out, size, "%s", s);
-    return DL_OK;
-}
-
 static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *classes, struct dl_error *err)
 {
     static const char *const keys[] = {"shape", "classes", NULL};
@@ -131,31 +67,6 @@ static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *cl
     return DL_OK;
 }
 
-static int parse_data(const struct dl_ynode *m, struct dl_data_spec *d, struct dl_error *err)
-{
-    static const char *const keys[] = {"dataset", "dir", "train_images", "train_labels", "test_images",
-                                       "test_labels", "train_samples", "test_samples", "normalize", NULL};
-    if (dl_y_check_keys(m, "data", keys, NULL, err))
-        return DL_ERR_SPEC;
-    int kind = (int)d->kind;
-    if (read_enum(m, "dataset", "data", dl_dataset_names, &kind, err) ||
-        read_path(m, "dir", "data", d->dir, sizeof d->dir, err) ||
-        read_path(m, "train_images", "data", d->train_images, sizeof d->train_images, err) ||
-        read_path(m, "train_labels", "data", d->train_labels, sizeof d->train_labels, err) ||
-        read_path(m, "test_images", "data", d->test_images, sizeof d->test_images, err) ||
-        read_path(m, "test_labels", "data", d->test_labels, sizeof d->test_labels, err) ||
-        read_int(m, "train_samples", "data", 1, 1L << 40, &d->synthetic_train, err) ||
-        read_int(m, "test_samples", "data", 1, 1L << 40, &d->synthetic_test, err) ||
-        read_bool(m, "normalize", "data", &d->normalize, err))
-        return DL_ERR_SPEC;
-    d->kind = (enum dl_dataset_kind)kind;
-    if (d->kind == DL_DATASET_IDX && (!d->train_images[0] || !d->train_labels[0] || !d->test_images[0] ||
-                                      !d->test_labels[0]))
-        return dl_yerrorf(err, DL_ERR_SPEC, m,
-                          "data: dataset 'idx' needs train_images, train_labels, test_images and test_labels");
-    return DL_OK;
-}
-
 static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, struct dl_error *err)
 {
     static const char *const keys[] = {"type", "lr", "momentum", "nesterov", "weight_decay", "beta1",
@@ -163,15 +74,15 @@ static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, st
     if (dl_y_check_keys(m, "train.optimizer", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)o->kind;
-    if (read_enum(m, "type", "train.optimizer", dl_optim_names, &kind, err) ||
-        read_float(m, "lr", "train.optimizer", 0, 1e6, &o->lr, err) ||
-        read_float(m, "momentum", "train.optimizer", 0, 0.999999, &o->momentum, err) ||
-        read_bool(m, "nesterov", "train.optimizer", &o->nesterov, err) ||
-        read_float(m, "weight_decay", "train.optimizer", 0, 1e3, &o->weight_decay, err) ||
-        read_float(m, "beta1", "train.optimizer", 0, 0.999999, &o->beta1, err) ||
-        read_float(m, "beta2", "train.optimizer", 0, 0.999999999, &o->beta2, err) ||
-        read_float(m, "alpha", "train.optimizer", 0, 0.999999999, &o->alpha, err) ||
-        read_float(m, "eps", "train.optimizer", 1e-30, 1, &o->eps, err))
+    if (dl_ymap_enum(m, "type", "train.optimizer", dl_optim_names, &kind, err) ||
+        dl_ymap_float(m, "lr", "train.optimizer", 0, 1e6, &o->lr, err) ||
+        dl_ymap_float(m, "momentum", "train.optimizer", 0, 0.999999, &o->momentum, err) ||
+        dl_ymap_bool(m, "nesterov", "train.optimizer", &o->nesterov, err) ||
+        dl_ymap_float(m, "weight_decay", "train.optimizer", 0, 1e3, &o->weight_decay, err) ||
+        dl_ymap_float(m, "beta1", "train.optimizer", 0, 0.999999, &o->beta1, err) ||
+        dl_ymap_float(m, "beta2", "train.optimizer", 0, 0.999999999, &o->beta2, err) ||
+        dl_ymap_float(m, "alpha", "train.optimizer", 0, 0.999999999, &o->alpha, err) ||
+        dl_ymap_float(m, "eps", "train.optimizer", 1e-30, 1, &o->eps, err))
         return DL_ERR_SPEC;
     o->kind = (enum dl_optim_kind)kind;
     if (o->nesterov && (o->kind != DL_OPTIM_SGD || o->momentum <= 0))
@@ -186,11 +97,11 @@ static int parse_schedule(const struct dl_ynode *m, struct dl_sched_spec *s, str
     if (dl_y_check_keys(m, "train.schedule", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)s->kind;
-    if (read_enum(m, "type", "train.schedule", dl_sched_names, &kind, err) ||
-        read_float(m, "step_epochs", "train.schedule", 1e-6, 1e9, &s->step_epochs, err) ||
-        read_float(m, "gamma", "train.schedule", 0, 1, &s->gamma, err) ||
-        read_float(m, "min_lr", "train.schedule", 0, 1e6, &s->min_lr, err) ||
-        read_float(m, "warmup_epochs", "train.schedule", 0, 1e9, &s->warmup_epochs, err))
+    if (dl_ymap_enum(m, "type", "train.schedule", dl_sched_names, &kind, err) ||
+        dl_ymap_float(m, "step_epochs", "train.schedule", 1e-6, 1e9, &s->step_epochs, err) ||
+        dl_ymap_float(m, "gamma", "train.schedule", 0, 1, &s->gamma, err) ||
+        dl_ymap_float(m, "min_lr", "train.schedule", 0, 1e6, &s->min_lr, err) ||
+        dl_ymap_float(m, "warmup_epochs", "train.schedule", 0, 1e9, &s->warmup_epochs, err))
         return DL_ERR_SPEC;
     s->kind = (enum dl_sched_kind)kind;
     return DL_OK;
@@ -202,10 +113,10 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
     if (dl_y_check_keys(m, "train", keys, NULL, err))
         return DL_ERR_SPEC;
     long batch = t->batch, epochs = t->epochs, seed = (long)t->seed;
-    if (read_int(m, "batch", "train", 1, 1 << 24, &batch, err) ||
-        read_int(m, "epochs", "train", 1, 1 << 24, &epochs, err) ||
-        read_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
-        read_int(m, "seed", "train", 0, 1L << 62, &seed, err))
+    if (dl_ymap_int(m, "batch", "train", 1, 1 << 24, &batch, err) ||
+        dl_ymap_int(m, "epochs", "train", 1, 1 << 24, &epochs, err) ||
+        dl_ymap_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
+        dl_ymap_int(m, "seed", "train", 0, 1L << 62, &seed, err))
         return DL_ERR_SPEC;
     t->batch = (int)batch;
     t->epochs = (int)epochs;
@@ -226,10 +137,10 @@ static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, 
         return DL_ERR_SPEC;
     int kind = (int)p->kind;
     long dp = p->dp, tp = p->tp, pp = p->pp, mb = p->micro_batches;
-    if (read_enum(m, "strategy", "parallel", dl_parallel_names, &kind, err) ||
-        read_int(m, "dp", "parallel", 1, 1 << 20, &dp, err) || read_int(m, "tp", "parallel", 1, 1 << 20, &tp, err) ||
-        read_int(m, "pp", "parallel", 1, 1 << 20, &pp, err) ||
-        read_int(m, "micro_batches", "parallel", 1, 1 << 20, &mb, err))
+    if (dl_ymap_enum(m, "strategy", "parallel", dl_parallel_names, &kind, err) ||
+        dl_ymap_int(m, "dp", "parallel", 1, 1 << 20, &dp, err) || dl_ymap_int(m, "tp", "parallel", 1, 1 << 20, &tp, err) ||
+        dl_ymap_int(m, "pp", "parallel", 1, 1 << 20, &pp, err) ||
+        dl_ymap_int(m, "micro_batches", "parallel", 1, 1 << 20, &mb, err))
         return DL_ERR_SPEC;
     p->kind = (enum dl_parallel_kind)kind;
     p->dp = (int)dp;
@@ -623,7 +534,7 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
     if (parse_input(in, &input, &classes, err))
         return DL_ERR_SPEC;
     const struct dl_ynode *sec;
-    if ((sec = dl_ymap_get(root, "data")) && parse_data(sec, &net->data, err))
+    if ((sec = dl_ymap_get(root, "data")) && dl_data_section_parse(sec, &net->data, err))
         return DL_ERR_SPEC;
     if ((sec = dl_ymap_get(root, "train")) && parse_train(sec, &net->train, err))
         return DL_ERR_SPEC;

@@ -15,11 +15,35 @@ enum dl_dataset_kind {
     DL_DATASET_FASHION_MNIST, /* gzipped IDX from dataset-fashion-mnist, or dir */
     DL_DATASET_MNIST,         /* same file names, MNIST digits */
     DL_DATASET_IDX,           /* explicit IDX file paths (raw or .gz) */
-    DL_DATASET_SYNTHETIC      /* random inputs and labels of the network's shape */
+    DL_DATASET_SYNTHETIC,     /* random inputs and labels of the network's shape */
+    DL_DATASET_CIFAR10,       /* CIFAR-10 binary batches (data_batch_*.bin, test_batch.bin) */
+    DL_DATASET_CIFAR100,      /* CIFAR-100 binary (train.bin, test.bin; fine labels) */
+    DL_DATASET_IMAGEFOLDER    /* dir/train and dir/val: a subfolder per class, or list files */
 };
+
+#define DL_DATASET_NAME_MAX 64
+
+/* How an image of any size becomes a network input (torchvision's
+ * RandomResizedCrop + RandomHorizontalFlip for training, Resize + CenterCrop
+ * for evaluation). */
+enum dl_crop_kind {
+    DL_CROP_RANDOM_RESIZED, /* a random box of area scale[] x the image's and aspect ratio[] */
+    DL_CROP_CENTER          /* shorter side to resize x the input side, then the centre */
+};
+
+struct dl_transform_spec {
+    enum dl_crop_kind crop;
+    double scale[2];      /* random-resized: area fraction range (0.08, 1) */
+    double ratio[2];      /* random-resized: width/height range (3/4, 4/3), log-uniform */
+    double resize;        /* center: resize the shorter side to resize x input side (8/7) */
+    int flip;             /* mirror left-right with probability 1/2 */
+};
+
+enum dl_bad_samples { DL_BAD_SKIP, DL_BAD_FAIL };
 
 struct dl_data_spec {
     enum dl_dataset_kind kind;
+    char name[DL_DATASET_NAME_MAX]; /* the dataset's name (datasets/NAME.yaml), or the kind's */
     char dir[DL_PATH_MAX];          /* folder holding the 4 IDX files ("" = default) */
     char train_images[DL_PATH_MAX]; /* DL_DATASET_IDX: explicit files */
     char train_labels[DL_PATH_MAX];
@@ -30,6 +54,13 @@ struct dl_data_spec {
     int normalize;                  /* 1: standardise with the training set's mean/std */
     long limit_train;               /* >0: use only the first N training samples */
     long limit_test;                /* >0: use only the first N test samples */
+    int classes;                    /* the dataset's class count (0: not said) */
+    int has_stats;                  /* mean/std given (dataset file): not computed */
+    float mean[3], std[3];          /* per-channel statistics of pixel values in [0, 1] */
+    struct dl_transform_spec train_transform, eval_transform; /* image folders */
+    int threads;                    /* decode threads of image datasets (0: default) */
+    int prefetch;                   /* ready batches queued ahead (0: default) */
+    enum dl_bad_samples bad_samples;
 };
 
 enum dl_optim_kind {

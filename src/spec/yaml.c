@@ -482,3 +482,58 @@ int dl_y_check_keys(const struct dl_ynode *map, const char *what, const char *co
     }
     return DL_OK;
 }
+
+/* ------------------------------------------------------------ optional map keys */
+const struct dl_ynode *dl_ymap_key(const struct dl_ynode *map, const char *key, const char *what, char *name,
+                                   size_t size)
+{
+    snprintf(name, size, "%s.%s", what, key);
+    return dl_ymap_get(map, key);
+}
+
+int dl_ymap_int(const struct dl_ynode *map, const char *key, const char *what, long min, long max, long *out,
+                struct dl_error *err)
+{
+    char w[128];
+    const struct dl_ynode *v = dl_ymap_key(map, key, what, w, sizeof w);
+    return v ? dl_y_int(v, w, min, max, out, err) : DL_OK;
+}
+
+int dl_ymap_float(const struct dl_ynode *map, const char *key, const char *what, double min, double max,
+                  double *out, struct dl_error *err)
+{
+    char w[128];
+    const struct dl_ynode *v = dl_ymap_key(map, key, what, w, sizeof w);
+    return v ? dl_y_float(v, w, min, max, out, err) : DL_OK;
+}
+
+int dl_ymap_bool(const struct dl_ynode *map, const char *key, const char *what, int *out, struct dl_error *err)
+{
+    char w[128];
+    const struct dl_ynode *v = dl_ymap_key(map, key, what, w, sizeof w);
+    return v ? dl_y_bool(v, w, out, err) : DL_OK;
+}
+
+int dl_ymap_enum(const struct dl_ynode *map, const char *key, const char *what, const char *const *choices,
+                 int *out, struct dl_error *err)
+{
+    char w[128];
+    const struct dl_ynode *v = dl_ymap_key(map, key, what, w, sizeof w);
+    return v ? dl_y_enum(v, w, choices, out, err) : DL_OK;
+}
+
+int dl_ymap_path(const struct dl_ynode *map, const char *key, const char *what, char *out, size_t size,
+                 struct dl_error *err)
+{
+    char w[128];
+    const struct dl_ynode *v = dl_ymap_key(map, key, what, w, sizeof w);
+    const char *s;
+    if (!v)
+        return DL_OK;
+    if (dl_y_string(v, w, &s, err))
+        return DL_ERR_SPEC;
+    if (strlen(s) >= size)
+        return dl_yerrorf(err, DL_ERR_SPEC, v, "%s: path longer than %zu characters", w, size - 1);
+    snprintf(out, size, "%s", s);
+    return DL_OK;
+}

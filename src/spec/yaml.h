@@ -66,4 +66,22 @@ int dl_y_enum(const struct dl_ynode *n, const char *what, const char *const *cho
 int dl_y_check_keys(const struct dl_ynode *map, const char *what, const char *const *allowed,
                     const char *const *allowed2, struct dl_error *err);
 
+/* map[key] (NULL when absent), with "what.key" written to name for messages. */
+const struct dl_ynode *dl_ymap_key(const struct dl_ynode *map, const char *key, const char *what, char *name,
+                                   size_t size);
+
+/* Optional keys of a map: each reads map[key] with the typed reader above
+ * (naming it "what.key" in messages) and leaves *out alone when the key is
+ * absent.  dl_ymap_path copies a string of fewer than size bytes. */
+int dl_ymap_int(const struct dl_ynode *map, const char *key, const char *what, long min, long max,
+                long *out, struct dl_error *err);
+int dl_ymap_float(const struct dl_ynode *map, const char *key, const char *what, double min,
+                  double max, double *out, struct dl_error *err);
+int dl_ymap_bool(const struct dl_ynode *map, const char *key, const char *what, int *out,
+                 struct dl_error *err);
+int dl_ymap_enum(const struct dl_ynode *map, const char *key, const char *what,
+                 const char *const *choices, int *out, struct dl_error *err);
+int dl_ymap_path(const struct dl_ynode *map, const char *key, const char *what, char *out,
+                 size_t size, struct dl_error *err);
+
 #endif

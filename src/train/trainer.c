@@ -87,20 +87,6 @@ void dl_train_opts_defaults(struct dl_train_opts *o)
     o->pipeline_schedule = DL_SCHED_1F1B;
 }
 
-void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
-                       double *loss_sum, long *correct)
-{
-    long c = dl_shape_count(ds->shape);
-    *loss_sum = 0;
-    *correct = 0;
-    for (long start = first; start < first + count; start += batch) {
-        int n = (int)(first + count - start < batch ? first + count - start : batch);
-        dl_exec_forward(exec, ds->x + start * c, ds->y + start, n, 0);
-        *loss_sum += dl_exec_loss_sum(exec);
-        *correct += dl_exec_correct(exec);
-    }
-}
-
 /* With a grid, the step's and the evaluation's sums (the first `sums`
  * values of v) are this rank's to count only on the stage that holds the
  * loss, and there on tensor rank 0 (the others hold copies); every rank
@@ -130,10 +116,25 @@ static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_er
     } else if (tr->comm->rank != 0) {
         return DL_OK;
     }
-    double loss = 0;
-    long correct = 0, c = dl_shape_count(tr->test.shape);
-    int rc = dl_pipeline_evaluate(&tr->pipe, tr->test.x + first * c, tr->test.y + first, count, &loss, &correct, err);
-    double sums[2] = {loss, (double)correct};
+    /* the samples are views of the split, or decoded from files on the way */
+    struct dl_batcher reader;
+    int rc = dl_batcher_init_range(&reader, &tr->test, dl_pipeline_exec(&tr->pipe)->max_batch, first, count, err);
+    int b = 0;
+    const float *x;
+    const int *y;
+    double sums[2] = {0, 0};
+    while (!rc && (b = dl_batcher_next_view(&reader, &x, &y)) > 0) {
+        double loss;
+        long correct;
+        rc = dl_pipeline_evaluate(&tr->pipe, x, y, b, &loss, &correct, err);
+        sums[0] += loss;
+        sums[1] += (double)correct;
+    }
+    if (!rc && b < 0) {
+        *err = reader.error;
+        rc = err->code ? err->code : DL_ERR_INTERNAL;
+    }
+    dl_batcher_free(&reader);
     if (!rc && split)
         rc = dl_comm_sum_small(tr->data_comm, sums, 2, err);
     if (!rc)
@@ -259,6 +260,8 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = dl_dataset_load(&net->data, 0, net->graph.input, net->graph.classes, ts->seed, &tr->test, err);
     if (!rc)
         rc = dl_batcher_init(&tr->batcher, &tr->train, ts->batch, tr->layout.data_rank, shards, 1, ts->seed, 0, err);
+    if (!rc)
+        dl_batcher_set_warning(&tr->batcher, forward_warning, tr);
     int chunks = o->pipeline_chunks ? o->pipeline_chunks : o->grid.pp > 1 ? 4 * o->grid.pp : 1;
     if (!rc)
         dl_batcher_min_slice(&tr->batcher, chunks);
@@ -551,7 +554,7 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
     memset(&watch, 0, sizeof watch);
     struct epoch_tally tally;
     start_epoch(tr, epoch, &tally);
-    int rc = DL_OK, local_batch;
+    int rc = DL_OK, local_batch = 0;
     while (!rc && *global_step < tr->total_steps && (local_batch = dl_batcher_next(&tr->batcher, tr->x, tr->y)) > 0) {
         double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, *global_step, tr->steps_per_epoch, tr->total_steps);
         struct step_outcome out;
@@ -581,6 +584,10 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
             return DL_OK;
         }
         hold_for_signal(tr, *global_step);
+    }
+    if (!rc && local_batch < 0) { /* a sample could not be read */
+        *err = tr->batcher.error;
+        rc = err->code ? err->code : DL_ERR_INTERNAL;
     }
     return rc ? rc : finish_epoch(tr, epoch, &tally, *global_step, res, err);
 }
@@ -686,7 +693,9 @@ static int dump_weights(struct trainer *tr, struct dl_error *err)
 static int evaluate_final(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
 {
     struct dl_epoch_report er = res->last;
-    er.epoch = er.epochs = tr->net->train.epochs;
+    er.epochs = tr->net->train.epochs; /* the epoch the run ended in: --max-steps may end it early */
+    if (er.epoch < 1)
+        er.epoch = er.epochs;
     int rc = evaluate(tr, &er, err);
     if (!rc && er.evaluated) {
         res->last = er;

@@ -100,10 +100,11 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
              struct dl_train_result *res, struct dl_error *err);
 
 /* Evaluates samples [first, first + count) of ds in inference mode; returns
- * the loss sum and the number correct. */
+ * the loss sum and the number correct (a status: samples of a source are
+ * read from files on the way). */
 struct dl_exec;
 struct dl_dataset;
-void dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
-                       double *loss_sum, long *correct);
+int dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
+                      double *loss_sum, long *correct, struct dl_error *err);
 
 #endif
