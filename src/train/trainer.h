@@ -99,12 +99,4 @@ void dl_train_opts_defaults(struct dl_train_opts *o);
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
              struct dl_train_result *res, struct dl_error *err);
 
-/* Evaluates samples [first, first + count) of ds in inference mode; returns
- * the loss sum and the number correct (a status: samples of a source are
- * read from files on the way). */
-struct dl_exec;
-struct dl_dataset;
-int dl_evaluate_range(struct dl_exec *exec, const struct dl_dataset *ds, long first, long count, int batch,
-                      double *loss_sum, long *correct, struct dl_error *err);
-
 #endif
