@@ -118,8 +118,11 @@ start=$(date +%s)
 expect_status 1 "a stalled rank ends the job" -- $MPI $DLTRAIN $BASE --debug-slow-rank 2:600000 \
     --stall-warning 1 --stall-timeout 4 --metrics "$TMPDIR_TEST/stall.jsonl"
 end=$(date +%s)
-expect_output "rank 2 has not joined the gradient exchange of step 1" "rank 0 warns which rank is missing and in which step"
-expect_output "rank 2 did not join the gradient exchange of step 1 within 4 s" "the abort message names the stalled rank"
+# Under load other ranks may still be starting when the 1 s warning fires:
+# the list must name rank 2, whoever else is in it.
+with_rank_2='ranks? ([0-9]+, )*2(, [0-9]+)*'
+expect_output "$with_rank_2 (has|have) not joined the gradient exchange of step 1" "rank 0 warns which rank is missing and in which step"
+expect_output "$with_rank_2 did not join the gradient exchange of step 1 within 4 s" "the abort message names the stalled rank"
 [ $((end - start)) -lt 60 ]; tap_result $? "the job ended within the timeout ($((end - start)) s)"
 sleep 1
 ! pgrep -f -- "$TMPDIR_TEST/stall" >/dev/null; tap_result $? "no process is left behind after a stall"

@@ -4,7 +4,8 @@
 # slurm.conf of their own in a temporary folder.  Submits a 2-task job, then
 # runs examples/slurm/preemptible.sh with a stand-in trainer through a
 # preemption signal and a requeue, and, once dltrain has --resume, the same
-# with real training.  Skipped (1..0 # SKIP) only where Slurm cannot start.
+# with real training, and examples/slurm/hybrid.sh on a tp=2 x pp=2 grid
+# against one process.  Skipped (1..0 # SKIP) only where Slurm cannot start.
 . "${top_srcdir:-.}/tests/tap.sh"
 skip() { echo "1..0 # SKIP $*"; exit 0; }
 [ "$(id -u)" -eq 0 ] || skip "needs root to start munged, slurmctld and slurmd"
@@ -69,7 +70,8 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 KillWait=5
 MinJobAge=300
-NodeName=localhost CPUs=2 State=UNKNOWN
+NodeName=localhost CPUs=4 State=UNKNOWN
+SlurmdParameters=config_overrides
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 for i in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
@@ -117,7 +119,9 @@ wait_job() {
 }
 with_resume=0
 [ -x "$DLTRAIN" ] && "$DLTRAIN" train --help 2>&1 | grep -q -- --resume && with_resume=1
-tap_plan $((5 + 3 * with_resume))
+with_grid=0
+[ -x "$DLTRAIN" ] && "$DLTRAIN" train --help 2>&1 | grep -q -- --grid && with_grid=1
+tap_plan $((5 + 3 * with_resume + 2 * with_grid))
 
 # ---------------------------------------------------------------- 1: a 2-task job
 id=$(sbatch --parsable -n 2 -o "$T/hostname.out" --wrap 'srun hostname')
@@ -171,5 +175,43 @@ NET
     grep -qi "resum" "$T/real.out" && grep -q "^final:" "$T/real.out"
     tap_result $? "real training: the requeued job resumed from the checkpoint and finished"
     [ $tap_failed -eq 0 ] || tail -30 "$T/real.out" | sed 's/^/#   /'
+fi
+
+# ---------------------------------------------------------------- 4: hybrid.sh, a 2 x 2 grid
+# examples/slurm/hybrid.sh as a user submits it, the grid from the network
+# file's parallel: section (tp=2, pp=2), 4 tasks on the node (slurm.conf
+# declares 4 CPUs, config_overrides, so that they fit on 2 cores); its
+# per-step losses must equal one process's.
+if [ $with_grid -eq 1 ]; then
+    cat > "$T/grid.yaml" <<NET
+name: tiny-grid
+input: {shape: [1, 8, 8], classes: 4}
+data: {dataset: synthetic, train_samples: 320, test_samples: 64}
+parallel: {strategy: hybrid, dp: 1, tp: 2, pp: 2}
+layers:
+  - {name: conv1, type: conv, filters: 4, kernel: 3}
+  - {type: relu}
+  - {name: fc1, type: fc, units: 4}
+loss: softmax_cross_entropy
+train: {batch: 16, epochs: 1, seed: 3, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+NET
+    grep -v '^parallel:' "$T/grid.yaml" > "$T/one.yaml"
+    id=$(cd "$T" && sbatch --parsable --nodes=1 --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 \
+        -o "$T/hybrid.out" --export=ALL,DLTRAIN="$DLTRAIN",NET="$T/grid.yaml",DLTRAIN_ARGS="--metrics $T/grid.jsonl" \
+        "$top_srcdir/examples/slurm/hybrid.sh")
+    wait_job "$id" 300; tap_result $? "hybrid.sh: a tp=2 x pp=2 grid trains under srun"
+    "$DLTRAIN" --net "$T/one.yaml" --threads 1 --quiet --metrics "$T/one.jsonl" >/dev/null 2>&1
+    /usr/bin/python3 - "$T/grid.jsonl" "$T/one.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return [json.loads(l)["loss"] for l in open(p) if '"step"' in l]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 20, (len(a), len(b))
+rel = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+print("# max relative loss difference %.3g over 20 steps" % rel)
+sys.exit(0 if rel <= 1e-5 else 1)
+PY
+    tap_result $? "hybrid.sh: the grid's losses equal one process's"
+    [ $tap_failed -eq 0 ] || tail -20 "$T/hybrid.out" | sed 's/^/#   /'
 fi
 [ $tap_failed -eq 0 ]

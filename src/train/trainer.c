@@ -705,6 +705,22 @@ static int evaluate_final(struct trainer *tr, struct dl_train_result *res, struc
     return rc;
 }
 
+/* How the ranks share the run, for the start banner: the grid and pipeline
+ * schedule when there is one, then the data-parallel strategy. */
+static void describe_layout(const struct trainer *tr, char *buf, size_t size)
+{
+    char strategy[256];
+    dl_strategy_describe(tr->strategy, strategy, sizeof strategy);
+    if (!tr->sharded) {
+        snprintf(buf, size, "%s", strategy);
+        return;
+    }
+    const struct dl_grid_dims *d = &tr->opts->grid;
+    snprintf(buf, size, "grid dp=%d x tp=%d x pp=%d, %d pipeline chunk%s (%s); data-parallel groups: %s", d->dp, d->tp,
+             d->pp, tr->pipe.chunks, tr->pipe.chunks == 1 ? "" : "s", dl_schedule_kind_name(tr->opts->pipeline_schedule),
+             d->dp > 1 ? strategy : "none");
+}
+
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
              struct dl_train_result *res, struct dl_error *err)
 {
@@ -716,8 +732,8 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     tr.hooks = hooks;
     int rc = setup(&tr, err);
     if (!rc) {
-        char how[256];
-        dl_strategy_describe(tr.strategy, how, sizeof how);
+        char how[384];
+        describe_layout(&tr, how, sizeof how);
         if (tr.reporter && hooks && hooks->on_start)
             hooks->on_start(hooks->ctx, net, tr.train.n, tr.test.n, tr.steps_per_epoch, tr.comm->size, how);
         tr.run_start = dl_clock_now();
