@@ -13,7 +13,7 @@ TEST_EXTENSIONS = .sh
 TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 TEST_LIBS = libdltrain.a $(DL_LIBS) $(CMOCKA_LIBS)
 TEST_LIBS64 = libdlref64.a $(DL_LIBS) $(CMOCKA_LIBS)
-EXTRA_DIST += tests/tap.sh
+EXTRA_DIST += tests/tap.sh tests/rank_faults.sh
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_rng tests/test_parse

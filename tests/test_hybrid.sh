@@ -9,13 +9,15 @@
 # ranks and one of 8, a small ResNet (batch norm split by channels, skip
 # connections across stage cuts) and AlexNet at 63x63 (dropout on split
 # features, the large fc layers split column/row) on synthetic data; gpipe
-# and 1f1b give the same numbers; what a grid cannot do exits 2 naming why.
+# and 1f1b give the same numbers; what a grid cannot do exits 2 naming why;
+# a stalled or killed rank of a tp=2 x pp=2 grid ends the job, named.
 . "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/rank_faults.sh"
 if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
     echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
 fi
 T="$TMPDIR_TEST"
-tap_plan 29
+tap_plan 37
 
 # compare NAME REF RUN: losses and weights of run T/RUN against T/REF.
 compare() {
@@ -139,3 +141,16 @@ expect_status 2 "an asynchronous parameter server on a pipeline" -- $MPI2 $DLTRA
 expect_output "sync only" "the message says what works"
 expect_status 2 "an unknown schedule" -- $DLTRAIN $LENET --pipeline-schedule zigzag
 expect_output "--pipeline-schedule" "the message names the option"
+
+# A stalled rank of a tp=2 x pp=2 grid: rank 2 sleeps 10 minutes in step 1;
+# the ranks blocked in its tensor and pipeline groups' calls warn after 1 s
+# and end the job after 4 s, naming the group (or the peer) that holds rank 2.
+with_rank_2='(ranks ([0-9]+, )*2(, [0-9]+)*\)|(from|to) rank 2 )'
+stall_a_rank grid-stall "warning: rank [0-9] .* has waited 1 s in .*$with_rank_2 in step 1" \
+    "stall: rank [0-9] .* has waited 4 s in .*$with_rank_2.*aborting the job" \
+    mpirun --oversubscribe -np 4 $DLTRAIN $LENET --grid tp=2,pp=2 --debug-slow-rank 2:600000 --stall-warning 1 \
+    --stall-timeout 4 --metrics "$T/grid-stall.jsonl"
+
+# A rank of a tp=2 x pp=2 grid killed mid-pipeline.
+kill_a_rank grid-kill mpirun --oversubscribe -np 4 $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --epochs 5 \
+    --threads 1 --quiet --grid tp=2,pp=2 --metrics "$T/grid-kill.jsonl"

@@ -8,6 +8,7 @@
 # staleness bound when a rank is slowed; a stalled or killed rank must end the
 # whole job with a message that names it, leaving no process behind.
 . "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/rank_faults.sh"
 if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
     echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
 fi
@@ -114,37 +115,12 @@ echo "# async largest staleness: $s"
 [ -n "$s" ] && [ "$s" -gt 2 ]; tap_result $? "without the bound the slowed worker falls behind (largest $s > 2)"
 
 # A rank that stops responding: rank 2 sleeps 10 minutes in its first step.
-start=$(date +%s)
-expect_status 1 "a stalled rank ends the job" -- $MPI $DLTRAIN $BASE --debug-slow-rank 2:600000 \
-    --stall-warning 1 --stall-timeout 4 --metrics "$TMPDIR_TEST/stall.jsonl"
-end=$(date +%s)
 # Under load other ranks may still be starting when the 1 s warning fires:
 # the list must name rank 2, whoever else is in it.
 with_rank_2='ranks? ([0-9]+, )*2(, [0-9]+)*'
-expect_output "$with_rank_2 (has|have) not joined the gradient exchange of step 1" "rank 0 warns which rank is missing and in which step"
-expect_output "$with_rank_2 did not join the gradient exchange of step 1 within 4 s" "the abort message names the stalled rank"
-[ $((end - start)) -lt 60 ]; tap_result $? "the job ended within the timeout ($((end - start)) s)"
-sleep 1
-! pgrep -f -- "$TMPDIR_TEST/stall" >/dev/null; tap_result $? "no process is left behind after a stall"
+stall_a_rank stall "$with_rank_2 (has|have) not joined the gradient exchange of step 1" \
+    "$with_rank_2 did not join the gradient exchange of step 1 within 4 s" \
+    $MPI $DLTRAIN $BASE --debug-slow-rank 2:600000 --stall-warning 1 --stall-timeout 4 --metrics "$TMPDIR_TEST/stall.jsonl"
 
 # A rank that is killed.
-$MPI $DLTRAIN --net "$NET" --epochs 5 --threads 1 --quiet --metrics "$TMPDIR_TEST/kill.jsonl" > "$TMPDIR_TEST/kill.txt" 2>&1 &
-mpipid=$!
-victim=""
-for i in $(seq 1 100); do
-    victim=$(pgrep -f -- "dltrain --net.*$TMPDIR_TEST/kill" | sort -n | sed -n 3p)
-    [ -n "$victim" ] && break
-    sleep 0.1
-done
-sleep 2
-vrank=$(tr '\0' '\n' < /proc/$victim/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-echo "# killing rank $vrank (pid $victim)"
-kill -9 $victim 2>/dev/null
-for i in $(seq 1 300); do kill -0 $mpipid 2>/dev/null || break; sleep 0.1; done
-! kill -0 $mpipid 2>/dev/null; tap_result $? "killing one rank ends mpirun within 30 s"
-kill -9 $mpipid 2>/dev/null
-sleep 1
-! pgrep -f -- "$TMPDIR_TEST/kill" >/dev/null; tap_result $? "no process is left behind after a kill"
-[ -n "$vrank" ] && grep -Eq "process rank $vrank with PID [0-9]+ .*(signal 9|Killed)" "$TMPDIR_TEST/kill.txt"
-tap_result $? "the job's output names the killed rank"
-sed 's/^/#   /' "$TMPDIR_TEST/kill.txt" | head -12
+kill_a_rank kill $MPI $DLTRAIN --net "$NET" --epochs 5 --threads 1 --quiet --metrics "$TMPDIR_TEST/kill.jsonl"

@@ -26,6 +26,7 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "parallel/grid.h"
+#include "parallel/watchdog.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/numerics.h"
@@ -48,6 +49,7 @@ struct trainer {
     struct dl_grid grid;            /*   this rank's place and group communicators */
     struct dl_shard shard;          /*   its part of the network */
     struct dl_comm *data_comm;      /* the data-parallel group: the world, or the grid's */
+    struct dl_watchdog *watchdog;   /* stalls in the tensor and pipeline groups' blocking calls */
     struct dl_optim optim;
     struct dl_strategy *strategy;
     float *x;                       /* this rank's part of the batch */
@@ -109,6 +111,7 @@ static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_er
 {
     long n = tr->test.n, first = 0, count = n;
     int split = tr->layout.eval == DL_EVAL_SPLIT;
+    dl_watchdog_set_step(tr->watchdog, 0);
     if (split) {
         int p = tr->data_comm->size, k = tr->data_comm->rank;
         first = n * k / p;
@@ -187,6 +190,26 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
     return rc;
 }
 
+/* The tensor and pipeline groups' blocking calls under the stall watchdog
+ * (--stall-warning, --stall-timeout), which names the rank a wait is for. */
+static int watch_grid(struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_parallel_opts *po = &tr->opts->parallel;
+    const struct dl_grid_dims *d = &tr->grid.dims;
+    if (po->stall_warning_s <= 0 && po->stall_timeout_s <= 0)
+        return DL_OK;
+    int rc = dl_watchdog_start(tr->comm, d, po->stall_warning_s, po->stall_timeout_s, forward_warning, tr,
+                               &tr->watchdog, err);
+    int tensor[d->tp], pipeline[d->pp];
+    for (int i = 0; i < d->tp; i++)
+        tensor[i] = dl_grid_rank(d, (struct dl_grid_pos){i, tr->grid.pos.d, tr->grid.pos.p});
+    for (int i = 0; i < d->pp; i++)
+        pipeline[i] = dl_grid_rank(d, (struct dl_grid_pos){tr->grid.pos.t, tr->grid.pos.d, i});
+    if (!rc)
+        rc = dl_watch_comm(&tr->grid.tensor, tr->watchdog, "tensor", tensor, err);
+    return rc ? rc : dl_watch_comm(&tr->grid.pipeline, tr->watchdog, "pipeline", pipeline, err);
+}
+
 /* With tensor or pipeline ranks: this rank's place, group communicators and
  * shard, and what the grid cannot do yet. */
 static int open_grid(struct trainer *tr, struct dl_error *err)
@@ -206,6 +229,8 @@ static int open_grid(struct trainer *tr, struct dl_error *err)
         return dl_errorf(err, DL_ERR_SPEC, "checkpoints of tensor- or pipeline-parallel runs are not available yet "
                          "(use --parallel data)");
     int rc = dl_grid_open(tr->comm, &d, &tr->grid, err);
+    if (!rc)
+        rc = watch_grid(tr, err);
     if (!rc)
         rc = dl_shard_make(&tr->net->graph, &d, tr->comm->rank, NULL, &tr->shard, err);
     if (rc)
@@ -298,10 +323,10 @@ static void teardown(struct trainer *tr)
     dl_strategy_free(tr->strategy);
     dl_optim_free(&tr->optim);
     dl_pipeline_free(&tr->pipe);
-    if (tr->sharded) {
+    if (tr->sharded)
         dl_shard_free(&tr->shard);
-        dl_grid_close(&tr->grid);
-    }
+    dl_grid_close(&tr->grid); /* (nothing without a grid) */
+    dl_watchdog_stop(tr->watchdog);
     dl_batcher_free(&tr->batcher);
     dl_dataset_free(&tr->train);
     dl_dataset_free(&tr->test);
@@ -451,6 +476,7 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
                       struct dl_numerics_watch *watch, struct step_outcome *out, struct dl_error *err)
 {
     memset(out, 0, sizeof *out);
+    dl_watchdog_set_step(tr->watchdog, global_step);
     struct dl_exec *e = dl_pipeline_exec(&tr->pipe);
     dl_exec_zero_grad(e);
     int rc = dl_strategy_begin(tr->strategy, local_batch, global_batch, err);
