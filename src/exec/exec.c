@@ -252,6 +252,10 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     rc = alloc_arena(e, err);
     if (!rc)
         rc = init_params(e, seed, o->share_params, err);
+    if (!rc && o->trace) {
+        e->trace = o->trace;
+        rc = dl_exec_trace_prepare(e, err);
+    }
     if (rc) {
         dl_exec_free(e);
         return err->code ? err->code : rc;
