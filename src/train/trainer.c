@@ -64,11 +64,13 @@ struct trainer {
     /* checkpoint schedule */
     long steps_since_checkpoint;
     double last_checkpoint_time;
-    /* --trace: the recorder (NULL: off), and whether the run ended at the
-     * same step on every rank (a non-finite loss), so they can still meet
-     * to gather their events */
+    /* --trace: the recorder (NULL: off); whether a non-finite loss, which
+     * every rank sees at the same step, ended the training loop; and
+     * whether every rank left the loop together (it ran out, a stop
+     * signal, or that loss), so that they can meet to gather their events
+     * whatever happens after it */
     struct dl_trace *trace;
-    int ended_together;
+    int nonfinite_stop, left_loop_together;
 };
 
 /* The running sums of the epoch in progress. */
@@ -266,10 +268,10 @@ static int open_trace(struct trainer *tr, struct dl_error *err)
 }
 
 /* --trace at the end of the run (status rc): every rank's events into one
- * file when the ranks ended together (done, stopped by a signal, or a
- * non-finite loss that every rank saw), else each rank's alone (nothing
- * when no step began).  A failed write is the run's error when it had
- * none, else a warning. */
+ * file when the ranks left the training loop together (an evaluation or
+ * weight dump failing after it on some rank does not keep them from
+ * meeting), else each rank's alone (nothing when no step began).  A failed
+ * write is the run's error when it had none, else a warning. */
 static int finish_trace(struct trainer *tr, int rc, struct dl_error *err)
 {
     if (!tr->trace)
@@ -278,7 +280,7 @@ static int finish_trace(struct trainer *tr, int rc, struct dl_error *err)
     struct dl_error e = {0};
     int trc = DL_OK;
     char msg[1400];
-    if (rc == DL_OK || rc == DL_STOPPED || tr->ended_together) {
+    if (tr->left_loop_together) {
         trc = dl_trace_gather_write(tr->trace, tr->comm, path, &e);
     } else if (tr->trace->first_step) {
         char written[1100];
@@ -656,7 +658,7 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         const struct dl_step_metrics *m = &out.metrics;
         if (!isfinite(m->loss_sum)) { /* every rank sees the summed loss: all stop here */
             dl_trace_step_end(tr->trace, t_step, 1);
-            tr->ended_together = 1;
+            tr->nonfinite_stop = 1;
             rc = dl_numerics_error(&tr->net->graph, *global_step + 1, m->loss_sum, &out.nonfinite, err);
             dl_error_prefix(err, "lower the learning rate (now %g); no checkpoint written for this step", lr);
             return rc;
@@ -820,6 +822,7 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
             rc = resume(&tr, res, err);
         if (!rc)
             rc = tr.layout.role == DL_ROLE_SERVER ? serve(&tr, res, err) : train_epochs(&tr, res, err);
+        tr.left_loop_together = rc == DL_OK || rc == DL_STOPPED || tr.nonfinite_stop;
     }
     if (rc == DL_STOPPED) {
         res->seconds = dl_clock_now() - tr.run_start;
