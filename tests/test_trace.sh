@@ -26,6 +26,17 @@ traced() {
     fi
 }
 
+# stop_after NAME N SIGNAL PID: sends SIGNAL to PID once T/NAME.jsonl.partial
+# (--metrics) has N steps; the run holds there (--debug-hold-at-step N).
+stop_after() {
+    for i in $(seq 1 1200); do
+        [ "$(grep -c '"step"' "$T/$1.jsonl.partial" 2>/dev/null)" -ge "$2" ] 2>/dev/null && break
+        sleep 0.05
+    done
+    kill -"$3" "$4"
+    wait "$4"
+}
+
 # shows NAME: what went wrong with a run.
 shows() {
     sed 's/^/#   /' "$T/$1.txt" | head -8
@@ -63,13 +74,7 @@ PY
     # would not): steps 1-3 recorded on every rank.
     mpirun --oversubscribe -np 4 $DLTRAIN $LENET --pipeline-chunks 4 --grid tp=2,pp=2 \
         --metrics "$T/stop.jsonl" --debug-hold-at-step 2 --trace "$T/stop.json" > "$T/stop.txt" 2>&1 &
-    pid=$!
-    for i in $(seq 1 1200); do
-        [ "$(grep -c '"step"' "$T/stop.jsonl.partial" 2>/dev/null)" -ge 2 ] 2>/dev/null && break
-        sleep 0.05
-    done
-    kill -USR1 $pid
-    wait $pid
+    stop_after stop 2 USR1 $!
     grep -q "stopped by a signal after step 3" "$T/stop.txt" && $CHECK "$T/stop.json" --grid 1,2,2 --chunks 4 --steps 3
     tap_result $? "4 ranks stopped by a signal after step 3: the file holds steps 1-3 of every rank"
 
@@ -89,13 +94,7 @@ tap_result $? "one process stopped by a non-finite loss (status $st): the file h
 
 $DLTRAIN $LENET --max-steps 2 --trace-steps 0 --pipeline-chunks 2 --debug-hold-at-step 1 --trace "$T/stop1.json" \
     --metrics "$T/stop1.jsonl" > "$T/stop1.txt" 2>&1 &
-pid=$!
-for i in $(seq 1 1200); do
-    [ "$(grep -c '"step"' "$T/stop1.jsonl.partial" 2>/dev/null)" -ge 1 ] 2>/dev/null && break
-    sleep 0.05
-done
-kill -TERM $pid
-wait $pid
+stop_after stop1 1 TERM $!
 grep -q "stopped by a signal after step 2" "$T/stop1.txt" && $CHECK "$T/stop1.json" --chunks 2 --steps 2
 tap_result $? "one process stopped by SIGTERM after step 2: a complete file"
 
