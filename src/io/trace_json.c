@@ -226,7 +226,7 @@ int dl_trace_json_rank(const struct dl_trace *tr, struct dl_trace_text *out, str
     put(&s, "{\"rank\":%d,\"position\":{\"d\":%d,\"t\":%d,\"p\":%d},\"clock_offset_us\":%.3f,\"clock_rtt_us\":%.3f,"
         "\"first_step\":%ld,\"steps_recorded\":%ld,\"busy_s\":%.6f,\"idle_s\":%.6f,\"idle_fraction\":%.4f,"
         "\"events\":%ld,\"dropped_events\":%ld}",
-        tr->rank, tr->d, tr->t, tr->p, 1e6 * (tr->offset + tr->skew), 1e6 * tr->rtt, tr->first_step, sum.steps,
+        tr->rank, tr->d, tr->t, tr->p, 1e6 * tr->offset, 1e6 * tr->rtt, tr->first_step, sum.steps,
         sum.busy, sum.idle, wall > 0 ? sum.idle / wall : 0, events, dropped);
     if (b.failed || s.failed) {
         free(b.s);
