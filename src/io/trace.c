@@ -64,13 +64,13 @@ void dl_trace_step_begin(struct dl_trace *tr, long step)
 
 void dl_trace_step_end(struct dl_trace *tr, double t0, int happened)
 {
-    if (!dl_trace_on(tr))
+    if (!tr)
         return;
-    if (happened) {
+    if (!happened) {
+        tr->lane[DL_TRACE_COMPUTE].step--; /* later events belong to the step before */
+    } else if (tr->recording) {
         dl_trace_span(tr, DL_TRACE_STEP, "step", t0);
         tr->steps++;
-    } else {
-        tr->lane[DL_TRACE_COMPUTE].step--; /* later events belong to the step before */
     }
     tr->recording = 0;
 }

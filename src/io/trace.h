@@ -113,6 +113,12 @@ static inline double dl_trace_now(const struct dl_trace *tr)
     return dl_trace_on(tr) ? dl_clock_now() : 0;
 }
 
+/* The step the main thread is in (or was in last). */
+static inline long dl_trace_step(const struct dl_trace *tr)
+{
+    return tr->lane[DL_TRACE_COMPUTE].step;
+}
+
 /* The main thread starts global step `step` (1-based): recorded in detail
  * when it is among the first max_steps of the run. */
 void dl_trace_step_begin(struct dl_trace *tr, long step);

@@ -56,18 +56,23 @@ static void put(struct text *b, const char *fmt, ...)
     }
 }
 
-/* s as a JSON string. */
+/* s as a JSON string: runs of plain characters copied as they are. */
 static void put_string(struct text *b, const char *s)
 {
     put(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    while (*s) {
+        size_t plain = strcspn(s, "\"\\\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11"
+                                  "\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f");
+        if (plain)
+            put(b, "%.*s", (int)plain, s);
+        s += plain;
+        if (!*s)
+            break;
+        unsigned char c = (unsigned char)*s++;
         if (c == '"' || c == '\\')
             put(b, "\\%c", c);
-        else if (c < 0x20)
-            put(b, "\\u%04x", c);
         else
-            put(b, "%c", c);
+            put(b, "\\u%04x", c);
     }
     put(b, "\"");
 }

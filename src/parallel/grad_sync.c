@@ -288,7 +288,7 @@ void dl_grad_sync_begin(struct dl_grad_sync *s, double scale)
     s->next_ready = 0;
     pthread_mutex_lock(&s->mu);
     s->queued = s->done = 0;
-    s->trace_step = dl_trace_on(s->exec->trace) ? s->exec->trace->lane[DL_TRACE_COMPUTE].step : 0;
+    s->trace_step = dl_trace_on(s->exec->trace) ? dl_trace_step(s->exec->trace) : 0;
     s->comm_seconds = 0;
     s->bytes_sent = s->dense_bytes = 0;
     pthread_mutex_unlock(&s->mu);
