@@ -54,6 +54,9 @@ train --net $NET|--stall-timeout x|x
 train --net $NET|--debug-slow-rank x|x
 train --net $NET|--debug-slow-rank 1:2x|1:2x
 train --net $NET|--debug-hold-at-step 0|0
+train --net $NET|--trace-steps x|x
+train --net $NET|--trace-steps -1|-1
+train --net $NET|--debug-trace-skew 1|1
 train --net $NET|--checkpoint-every 5y|5y
 train --net $NET|--keep 0|0
 train --net $NET|--workspace-limit lots|lots
@@ -68,6 +71,7 @@ tune --net $NET --batch 8|--tune-policy bogus|bogus
 tune --net $NET --batch 8|--bogus|
 bench step --net $NET|--steps 0|0
 bench step --net $NET|--warmup -1|-1
+bench step --net $NET|--trace-steps x|x
 bench step --net $NET|--batch 0|0
 bench step --net $NET|--bogus|
 bench comm --sizes 1K|--comm bogus|bogus

@@ -17,7 +17,7 @@ if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
     echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
 fi
 T="$TMPDIR_TEST"
-tap_plan 37
+tap_plan 38
 
 # compare NAME REF RUN: losses and weights of run T/RUN against T/REF.
 compare() {
@@ -77,6 +77,8 @@ grid lenet-tp4 lenet1 4 $LENET --pipeline-chunks 4 --grid tp=4
 grid lenet-dp2-tp2-pp2 lenet1 8 $LENET --pipeline-chunks 4 --grid dp=2,tp=2,pp=2
 run 1 lenet-acc $LENET --pipeline-chunks 8 && run 1 lenet-plain $LENET && compare lenet-acc lenet-plain lenet-acc
 tap_result $? "--pipeline-chunks 8 on one process accumulates the gradient of the whole batch"
+run 1 lenet-gpipe1 $LENET --pipeline-chunks 4 --pipeline-schedule gpipe && compare lenet-gpipe1 lenet1 lenet-gpipe1
+tap_result $? "gpipe on one process (4 executors sharing the parameters) as 1f1b (one)"
 
 MLP="--net $top_srcdir/nets/mlp.yaml --limit-train 640 --limit-test 200 --epochs 1 --batch 32 --threads 1 --quiet"
 run 1 mlp1 $MLP --pipeline-chunks 2; tap_result $? "MLP on one process, 2 chunks"

@@ -4,7 +4,8 @@
  * backward times with the kernel and layout of each layer, then the step
  * time (median), samples/s, achieved GFLOP/s (3x the forward FLOPs: forward,
  * backward data, backward weights) and its share of the machine's measured
- * sgemm peak, and the planned arena bytes. */
+ * sgemm peak, and the planned arena bytes.  --trace FILE writes the steps'
+ * timeline (io/trace_json.h). */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -17,10 +18,15 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "exec/exec.h"
+#include "io/trace.h"
 #include "optim/optim.h"
+#include "parallel/trace_ranks.h"
 #include "tune/tune.h"
 
-enum { OPT_STEPS = DL_OPT_FIRST_LOCAL, OPT_WARMUP, OPT_NO_PEAK };
+enum { OPT_STEPS = DL_OPT_FIRST_LOCAL, OPT_WARMUP, OPT_NO_PEAK, OPT_TRACE, OPT_TRACE_STEPS };
+
+/* Steps --trace records unless --trace-steps says (warm-up steps count). */
+#define TRACE_DEFAULT_STEPS 20
 
 static void help(void)
 {
@@ -29,7 +35,10 @@ static void help(void)
           "samples/s, GFLOP/s and the share of the measured sgemm peak.\n\n"
           "  --steps N             timed steps (default 10; the median is reported)\n"
           "  --warmup N            untimed steps first (default 3)\n"
-          "  --no-peak             skip measuring the sgemm peak\n\n",
+          "  --no-peak             skip measuring the sgemm peak\n"
+          "  --trace FILE          write the steps' timeline (Chrome trace-event JSON: layers,\n"
+          "                        reorders, optimizer) for chrome://tracing or ui.perfetto.dev\n"
+          "  --trace-steps N       steps it records, warm-up included (default 20; 0: all)\n\n",
           stdout);
     dl_net_options_help(stdout);
 }
@@ -55,10 +64,14 @@ int dl_cli_bench_step(int argc, char **argv)
                                               {"steps", required_argument, 0, OPT_STEPS},
                                               {"warmup", required_argument, 0, OPT_WARMUP},
                                               {"no-peak", no_argument, 0, OPT_NO_PEAK},
+                                              {"trace", required_argument, 0, OPT_TRACE},
+                                              {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
                                               {0, 0, 0, 0}};
     struct dl_net_options net_options;
     dl_net_options_init(&net_options);
     int opt, steps = 10, warmup = 3, peak = 1;
+    const char *trace_path = NULL;
+    long trace_steps = TRACE_DEFAULT_STEPS;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         int r = dl_net_option(&net_options, opt, optarg, "dltrain bench step");
@@ -78,6 +91,14 @@ int dl_cli_bench_step(int argc, char **argv)
             break;
         }
         case OPT_NO_PEAK: peak = 0; break;
+        case OPT_TRACE: trace_path = optarg; break;
+        case OPT_TRACE_STEPS: {
+            struct dl_error perr = {0};
+            if (dl_option_refused("dltrain bench step",
+                                  dl_parse_long("--trace-steps", optarg, 0, 1L << 40, &trace_steps, &perr), &perr))
+                return 2;
+            break;
+        }
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain bench step"); return 0;
         default: fprintf(stderr, "Try 'dltrain bench step --help'.\n"); return 2;
@@ -99,6 +120,12 @@ int dl_cli_bench_step(int argc, char **argv)
     int *y = malloc(sizeof *y * (size_t)N);
     double *t = malloc(sizeof *t * (size_t)steps);
     int rc = !x || !y || !t ? dl_errorf(&err, DL_ERR_NOMEM, "out of memory") : DL_OK;
+    struct dl_trace *trace = NULL;
+    if (!rc && trace_path) {
+        trace = dl_trace_create(trace_steps, 0, 0, 0, 0, &err);
+        rc = trace ? dl_trace_align(trace, NULL, &err) : DL_ERR_NOMEM;
+        eo.trace = trace;
+    }
     if (!rc)
         rc = dl_exec_init(&e, g, N, net.train.seed, &eo, &err);
     if (!rc && (rc = dl_optim_init(&o, &net.train.optim, e.n_weights, &err)) != 0)
@@ -106,6 +133,7 @@ int dl_cli_bench_step(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "dltrain bench step: %s\n", err.msg);
         free(x), free(y), free(t);
+        dl_trace_free(trace);
         dl_net_free(&net);
         return 1;
     }
@@ -118,13 +146,22 @@ int dl_cli_bench_step(int argc, char **argv)
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             dl_exec_timing_enable(&e, &err);
+        dl_trace_step_begin(trace, s + 1);
         double t0 = dl_clock_now();
         dl_exec_zero_grad(&e);
         dl_exec_forward(&e, x, y, N, 1);
         dl_exec_backward(&e);
+        double t_optim = dl_trace_now(trace);
         dl_optim_step(&o, net.train.optim.lr, e.weights, e.dweights);
+        if (dl_trace_on(trace))
+            dl_trace_span(trace, DL_TRACE_OPTIMIZER, "optimizer", t_optim);
         if (s >= warmup)
             t[s - warmup] = dl_clock_now() - t0;
+        dl_trace_step_end(trace, t0, 1);
+    }
+    if (trace && dl_trace_gather_write(trace, NULL, trace_path, &err)) {
+        fprintf(stderr, "dltrain bench step: %s\n", err.msg);
+        rc = 1;
     }
     if (e.status) {
         fprintf(stderr, "dltrain bench step: %s\n", e.err.msg);
@@ -151,6 +188,7 @@ int dl_cli_bench_step(int argc, char **argv)
     }
     dl_optim_free(&o);
     dl_exec_free(&e);
+    dl_trace_free(trace);
     free(x), free(y), free(t);
     dl_net_free(&net);
     return rc;

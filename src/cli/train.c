@@ -23,7 +23,7 @@ enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
-    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE
+    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW
 };
 
 struct printer {
@@ -112,19 +112,21 @@ static int refused(int rc, const struct dl_error *err)
     return dl_option_refused("dltrain", rc, err);
 }
 
-/* --debug-slow-rank RANK:MILLISECONDS */
-static int parse_slow_rank(const char *text, struct dl_parallel_opts *po, struct dl_error *err)
+/* RANK:MILLISECONDS of option opt (--debug-slow-rank, --debug-trace-skew). */
+static int parse_rank_ms(const char *opt, const char *text, int *rank, double *ms, struct dl_error *err)
 {
     const char *colon = strchr(text, ':');
-    char rank[32];
-    if (!colon || colon - text >= (long)sizeof rank)
-        return dl_errorf(err, DL_ERR_SPEC, "--debug-slow-rank: expected RANK:MILLISECONDS, found '%s'", text);
-    snprintf(rank, sizeof rank, "%.*s", (int)(colon - text), text);
-    int rc = dl_parse_int("--debug-slow-rank RANK", rank, 0, 1 << 20, &po->slow_rank, err);
+    char r[32], what[64];
+    if (!colon || colon - text >= (long)sizeof r)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected RANK:MILLISECONDS, found '%s'", opt, text);
+    snprintf(r, sizeof r, "%.*s", (int)(colon - text), text);
+    snprintf(what, sizeof what, "%s RANK", opt);
+    int rc = dl_parse_int(what, r, 0, 1 << 20, rank, err);
+    snprintf(what, sizeof what, "%s MILLISECONDS", opt);
     if (!rc)
-        rc = dl_parse_double("--debug-slow-rank MILLISECONDS", colon + 1, 0, 1e9, &po->slow_rank_ms, err);
+        rc = dl_parse_double(what, colon + 1, 0, 1e9, ms, err);
     if (rc)
-        dl_error_prefix(err, "--debug-slow-rank %s", text);
+        dl_error_prefix(err, "%s %s", opt, text);
     return rc;
 }
 
@@ -170,7 +172,12 @@ static void help(void)
           "  --metrics FILE        also write every step and epoch as JSON lines to FILE\n"
           "  --log-every N         print a progress line every N steps (default 100)\n"
           "  --quiet               print only the final result\n"
-          "  --dump-weights FILE   write the final weights as raw float32 (graph order) to FILE\n\n"
+          "  --dump-weights FILE   write the final weights as raw float32 (graph order) to FILE\n"
+          "  --trace FILE          write a timeline of every rank (Chrome trace-event JSON for\n"
+          "                        chrome://tracing or ui.perfetto.dev): steps, pipeline passes,\n"
+          "                        layers, messages, allreduces, optimizer, idle time\n"
+          "  --trace-steps N       record the first N steps in detail (default 20; 0: all, whose\n"
+          "                        memory grows with the run)\n\n"
           "Parallel options (several processes under mpirun or srun; rank 0 prints):\n"
           "  --comm NAME           auto (default), mpi, nccl or self\n"
           "  --parallel NAME       auto (default: data when several ranks run), none, data, model\n"
@@ -191,7 +198,9 @@ static void help(void)
           "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
           "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n"
           "  --debug-hold-at-step N  testing aid: after step N wait (up to 10 minutes) for a\n"
-          "                        stop signal, which then stops the run after step N+1\n\n"
+          "                        stop signal, which then stops the run after step N+1\n"
+          "  --debug-trace-skew R:MS  testing aid: rank R's --trace clock runs MS milliseconds\n"
+          "                        ahead, which the clock alignment must take out\n\n"
           "Checkpoints (safetensors; see dltrain(1)):\n"
           "  --checkpoint-dir DIR  write DIR/ckpt-STEP.safetensors (rank 0), and one when SIGTERM,\n"
           "                        SIGINT or SIGUSR1 stops the run (exit status 75)\n"
@@ -234,6 +243,9 @@ static const struct option long_opts[] = {
     {"grid", required_argument, 0, OPT_GRID},
     {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
     {"pipeline-schedule", required_argument, 0, OPT_SCHEDULE},
+    {"trace", required_argument, 0, OPT_TRACE},
+    {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
+    {"debug-trace-skew", required_argument, 0, OPT_TRACE_SKEW},
     {0, 0, 0, 0}};
 
 /* Everything the command line asks for. */
@@ -285,7 +297,19 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
     case OPT_STALL_TIMEOUT:
         bad = refused(dl_parse_seconds("--stall-timeout", arg, 1e7, &par->stall_timeout_s, &err), &err);
         break;
-    case OPT_SLOW_RANK: bad = refused(parse_slow_rank(arg, par, &err), &err); break;
+    case OPT_SLOW_RANK:
+        bad = refused(parse_rank_ms("--debug-slow-rank", arg, &par->slow_rank, &par->slow_rank_ms, &err), &err);
+        break;
+    case OPT_TRACE: train->trace_path = arg; break;
+    case OPT_TRACE_STEPS:
+        bad = refused(dl_parse_long("--trace-steps", arg, 0, 1L << 40, &train->trace_steps, &err), &err);
+        break;
+    case OPT_TRACE_SKEW: {
+        double ms = 0;
+        bad = refused(parse_rank_ms("--debug-trace-skew", arg, &train->trace_skew_rank, &ms, &err), &err);
+        train->trace_skew_s = ms / 1e3;
+        break;
+    }
     case OPT_HOLD_AT_STEP:
         bad = refused(dl_parse_long("--debug-hold-at-step", arg, 1, 1L << 40, &train->hold_at_step, &err), &err);
         break;

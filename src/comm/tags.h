@@ -45,6 +45,10 @@ enum dl_tag {
     DL_TAG_PS_FINAL,
     /* exec/gather.c: a grid rank's parameter slices, to world rank 0. */
     DL_TAG_GATHER_PARAMS,
+    /* parallel/trace_ranks.c: --trace's clock exchanges with rank 0 at the
+     * start, and each rank's events sent to rank 0 at the end. */
+    DL_TAG_TRACE_CLOCK,
+    DL_TAG_TRACE_EVENTS,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

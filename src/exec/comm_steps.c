@@ -9,6 +9,7 @@
 #include "exec/exec_impl.h"
 
 #include "comm/tags.h"
+#include "io/trace.h"
 
 #include <string.h>
 
@@ -198,9 +199,18 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
 void dl_exec_comm_complete(struct dl_exec *e)
 {
     struct dl_exec_impl *m = e->impl;
+    double t0 = dl_trace_now(e->trace);
+    int waited = 0;
     for (int i = 0; i < m->n_steps; i++) {
         struct dl_exec_step *s = &m->steps[i];
-        if (s->req.active)
+        if (s->req.active) {
             failed(e, m->pipeline_comm->ops->wait(m->pipeline_comm, &s->req, &e->err));
+            waited = 1;
+        }
+    }
+    if (waited && dl_trace_on(e->trace)) {
+        struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = "wait sends", .chunk = -1, .peer = -1,
+                                    .index = -1, .kind = DL_TRACE_SEND};
+        dl_trace_add(e->trace, DL_TRACE_COMPUTE, &ev);
     }
 }

@@ -180,6 +180,13 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
     return DL_OK;
 }
 
+/* a and b run the same shard: the options gave both the same one, or
+ * neither got one and both run the whole network of one graph. */
+static int same_shard(const struct dl_exec *a, const struct dl_exec *b)
+{
+    return a->shard == b->shard || (a->impl->own_shard.g && b->impl->own_shard.g && a->shard->g == b->shard->g);
+}
+
 /* Parameters of the layers e runs (their slices), drawn in the whole
  * network's order; or another executor's. */
 static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, struct dl_error *err)
@@ -193,7 +200,7 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     for (int i = 0; i < g->n; i++)
         dl_rng_seed(&e->rng[i], seed ^ (0x5bd1e995ULL * (uint64_t)(i + 1)));
     if (share) {
-        if (share->shard != e->shard)
+        if (!same_shard(share, e))
             return dl_errorf(err, DL_ERR_INTERNAL, "executors sharing parameters must run the same shard");
         e->impl->shares_params = 1;
         e->param = share->param, e->dparam = share->dparam, e->weight_begin = share->weight_begin;
@@ -252,6 +259,10 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     rc = alloc_arena(e, err);
     if (!rc)
         rc = init_params(e, seed, o->share_params, err);
+    if (!rc && o->trace) {
+        e->trace = o->trace;
+        rc = dl_exec_trace_prepare(e, err);
+    }
     if (rc) {
         dl_exec_free(e);
         return err->code ? err->code : rc;

@@ -24,6 +24,7 @@
 #include "plan/shard.h"
 
 struct dl_exec_impl; /* steps, tensors, kernel instances, arena: exec_impl.h */
+struct dl_trace;     /* io/trace.h */
 
 /* How a layer is folded into another's kernel (dl_exec.fused). */
 enum dl_fused {
@@ -84,6 +85,9 @@ struct dl_exec {
     /* Per-layer timing (dl_exec_timing_enable): seconds summed over calls;
      * reorder steps count towards the layer that consumes their output. */
     double *time_fwd, *time_bwd;
+    /* --trace (the options'): every step of a recorded training step
+     * appends an event (exec/trace_steps.c); NULL: off. */
+    struct dl_trace *trace;
     int status;                            /* nonzero: a kernel instance could not be made (see err) */
     struct dl_error err;
     struct dl_exec_impl *impl;
@@ -126,6 +130,9 @@ struct dl_exec_options {
      * gradients and state this one uses (a pipeline's chunks in flight):
      * only its arena is its own. */
     struct dl_exec *share_params;
+    /* --trace: the recorder the executor's steps append to while it
+     * records (io/trace.h); NULL: no tracing. */
+    struct dl_trace *trace;
 };
 
 /* Allocates everything for batches of up to max_batch samples and initialises

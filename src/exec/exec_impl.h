@@ -65,6 +65,14 @@ struct dl_exec_step {
     int tp_sum_grad;                    /* TP: the layer's input gradient is a partial sum (output split) */
     int peer, peer_layer;               /* RECV, SEND: the other stage; the layer whose output travels */
     struct dl_comm_req req;             /* SEND forward, RECV backward: the send in flight */
+    /* --trace (trace_steps.c), per direction (0 forward, 1 backward): the
+     * event's name (NULL: the step does nothing that way), kind (enum
+     * dl_trace_kind), kernel or layouts, and the micro-batch plan's text
+     * (NULL: none); messages name the tensor and its size per sample. */
+    const char *trace_name[2], *trace_detail[2], *trace_plan[2];
+    unsigned char trace_kind[2];
+    const char *trace_tensor;
+    long trace_count;
 };
 
 struct dl_exec_impl {
@@ -94,6 +102,12 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s);
 size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
 /* Waits for the sends still in flight (before their buffers are reused). */
 void dl_exec_comm_complete(struct dl_exec *e);
+
+/* trace_steps.c: each step's names and details in the recorder's strings
+ * (at set-up, when e->trace is set), and the event of step s's run in one
+ * direction that started at t0 (while the trace records). */
+int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err);
+void dl_exec_trace_step(struct dl_exec *e, const struct dl_exec_step *s, int backward, double t0);
 
 /* steps.c */
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);

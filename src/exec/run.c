@@ -5,13 +5,15 @@
  * kernels' "overwrite din" contract simple; a reorder's backward converts its
  * gradient back and adds it into the source's.  A layer with a micro-batch
  * plan runs each direction as its parts (micro.c); communication steps run
- * in comm_steps.c. */
+ * in comm_steps.c.  While a --trace records, every step's run is an event
+ * (trace_steps.c). */
 #include "exec/exec_impl.h"
 
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/rng.h"
+#include "io/trace.h"
 
 static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a, int training)
 {
@@ -60,7 +62,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     dl_exec_comm_complete(e); /* the last backward's gradient sends, before their buffers are overwritten */
     for (int i = 0; i < m->n_steps && !e->status; i++) {
         struct dl_exec_step *s = &m->steps[i];
-        double t0 = e->time_fwd ? dl_clock_now() : 0;
+        double t0 = e->time_fwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         if (s->kind == DL_STEP_REORDER) {
             reorder_forward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
@@ -76,6 +78,8 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
         }
         if (e->time_fwd)
             e->time_fwd[s->timed_layer] += dl_clock_now() - t0;
+        if (dl_trace_on(e->trace))
+            dl_exec_trace_step(e, s, 0, t0);
     }
 }
 
@@ -147,7 +151,7 @@ void dl_exec_backward(struct dl_exec *e)
     }
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
-        double t0 = e->time_bwd ? dl_clock_now() : 0;
+        double t0 = e->time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         if (s->kind == DL_STEP_REORDER) {
             reorder_backward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
@@ -163,6 +167,8 @@ void dl_exec_backward(struct dl_exec *e)
         }
         if (e->time_bwd)
             e->time_bwd[s->timed_layer] += dl_clock_now() - t0;
+        if (dl_trace_on(e->trace))
+            dl_exec_trace_step(e, s, 1, t0);
     }
 }
 

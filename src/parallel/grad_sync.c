@@ -6,11 +6,13 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/clock.h"
+#include "io/trace.h"
 
 struct bucket {
     long lo, hi;                    /* range of dweights */
@@ -41,6 +43,11 @@ struct dl_grad_sync {
     struct dl_error thread_err;
     double comm_seconds;
     size_t bytes_sent, dense_bytes;
+    /* --trace: the step whose jobs the communication thread records (0:
+     * not recorded; set by begin, read by the thread under mu), and the
+     * algorithm's name in the recorder's strings. */
+    long trace_step;
+    const char *trace_algorithm;
 };
 
 static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error *err)
@@ -99,6 +106,23 @@ static void scale_bucket(struct dl_grad_sync *s, const struct bucket *b)
         g[i] *= f;
 }
 
+/* --trace, on the communication thread: job k (a bucket, or the step's
+ * metrics after the last one) ran from t0 to t1. */
+static void trace_job(struct dl_grad_sync *s, int k, long step, double t0, double t1)
+{
+    struct dl_trace *tr = s->exec->trace;
+    int bucket = k < s->n_buckets;
+    struct dl_trace_event ev = {.t0 = t0, .t1 = t1, .name = bucket ? "allreduce bucket" : "allreduce step metrics",
+                                .detail = s->trace_algorithm, .chunk = -1, .peer = -1, .index = bucket ? k : -1,
+                                .kind = DL_TRACE_ALLREDUCE};
+    if (bucket)
+        ev.bytes = (long)sizeof(float) * (s->buckets[k].hi - s->buckets[k].lo);
+    else
+        ev.bytes = (long)sizeof(double) * s->n_extra;
+    dl_trace_lane_step(tr, DL_TRACE_COMM, step);
+    dl_trace_add(tr, DL_TRACE_COMM, &ev);
+}
+
 static void *comm_main(void *arg)
 {
     struct dl_grad_sync *s = arg;
@@ -109,6 +133,7 @@ static void *comm_main(void *arg)
         if (s->quit)
             break;
         int k = s->done;
+        long trace_step = s->trace_step;
         pthread_mutex_unlock(&s->mu);
         double t0 = dl_clock_now();
         struct dl_error e = {0};
@@ -117,6 +142,8 @@ static void *comm_main(void *arg)
             rc = k < s->n_buckets ? reduce_bucket(s, &s->buckets[k], &e)
                                   : dl_comm_sum_small(s->comm, s->extra, s->n_extra, &e);
         double dt = dl_clock_now() - t0;
+        if (trace_step)
+            trace_job(s, k, trace_step, t0, t0 + dt);
         pthread_mutex_lock(&s->mu);
         s->comm_seconds += k < s->n_buckets ? dt : 0;
         if (rc && !s->failed) {
@@ -209,6 +236,15 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
                 return rc;
             }
         }
+    if (e->trace) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", o->codec.ops ? "compressed, " : "", s->opts.algorithm);
+        s->trace_algorithm = dl_trace_intern(e->trace, name, err);
+        if (!s->trace_algorithm) {
+            dl_grad_sync_free(s);
+            return DL_ERR_NOMEM;
+        }
+    }
     if (pthread_create(&s->thread, NULL, comm_main, s) != 0) {
         dl_grad_sync_free(s);
         return dl_errorf(err, DL_ERR_INTERNAL, "cannot start the communication thread");
@@ -252,6 +288,7 @@ void dl_grad_sync_begin(struct dl_grad_sync *s, double scale)
     s->next_ready = 0;
     pthread_mutex_lock(&s->mu);
     s->queued = s->done = 0;
+    s->trace_step = dl_trace_on(s->exec->trace) ? dl_trace_step(s->exec->trace) : 0;
     s->comm_seconds = 0;
     s->bytes_sent = s->dense_bytes = 0;
     pthread_mutex_unlock(&s->mu);
@@ -301,6 +338,11 @@ int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad
         memcpy(extra, s->extra, sizeof *extra * (size_t)n_extra);
     pthread_mutex_unlock(&s->mu);
     s->exec->grad_hook = NULL;
+    if (dl_trace_on(s->exec->trace)) {
+        struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = "wait allreduces", .chunk = -1,
+                                    .peer = -1, .index = -1, .kind = DL_TRACE_GRAD_WAIT};
+        dl_trace_add(s->exec->trace, DL_TRACE_COMPUTE, &ev);
+    }
     if (stats) {
         stats->comm_seconds = s->comm_seconds;
         stats->exposed_seconds = dl_clock_now() - t0;

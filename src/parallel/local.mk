@@ -11,7 +11,8 @@ libdltrain_a_SOURCES += \
 	src/parallel/sync_bn.c src/parallel/sync_bn.h \
 	src/parallel/grid.c src/parallel/grid.h \
 	src/parallel/watchdog.c src/parallel/watchdog.h \
-	src/parallel/schedule.c src/parallel/schedule.h src/parallel/schedule_check.c
+	src/parallel/schedule.c src/parallel/schedule.h src/parallel/schedule_check.c \
+	src/parallel/trace_ranks.c src/parallel/trace_ranks.h
 
 # The strategies driven directly under mpirun against their serial
 # counterparts (tests/test_strategy_mpi.c, run by test_strategy_mpi.sh).

@@ -54,7 +54,7 @@ static int local_finish(struct dl_strategy *s, long step, double lr, struct dl_s
         return rc;
     dl_step_metrics_unpack(summed, m);
     m->samples = im->global_batch;
-    dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+    dl_strategy_optim_step(s, lr);
     if (++im->since >= im->k)
         return average(s, err);
     return DL_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/parse.h"
+#include "io/trace.h"
 #include "parallel/sync_bn.h"
 
 void dl_parallel_opts_defaults(struct dl_parallel_opts *o)
@@ -130,6 +131,14 @@ void dl_strategy_free(struct dl_strategy *s)
         dl_sync_bn_free(s->sync_bn);
     }
     free(s);
+}
+
+void dl_strategy_optim_step(struct dl_strategy *s, double lr)
+{
+    double t0 = dl_trace_now(s->exec->trace);
+    dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+    if (dl_trace_on(s->exec->trace))
+        dl_trace_span(s->exec->trace, DL_TRACE_OPTIMIZER, "optimizer", t0);
 }
 
 void dl_step_metrics_pack(const struct dl_step_metrics *m, double v[DL_STEP_METRICS])

@@ -177,6 +177,10 @@ int dl_strategy_serve(struct dl_strategy *s, const struct dl_serve_hooks *h, str
 int dl_strategy_end(struct dl_strategy *s, struct dl_error *err);
 void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
 
+/* The optimizer's update of s->exec's weights from its gradient at rate lr
+ * (a --trace records it). */
+void dl_strategy_optim_step(struct dl_strategy *s, double lr);
+
 /* The implementations (one file each). */
 extern const struct dl_strategy_ops dl_strategy_serial, dl_strategy_sync, dl_strategy_local_sgd;
 /* The parameter server's two roles; they share one layout function. */

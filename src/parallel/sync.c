@@ -51,10 +51,10 @@ static int sync_finish(struct dl_strategy *s, long step, double lr, struct dl_st
         s->optim->spec.momentum = 0;
         s->optim->spec.weight_decay = 0;
         s->optim->spec.nesterov = 0;
-        dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+        dl_strategy_optim_step(s, lr);
         s->optim->spec = keep;
     } else {
-        dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
+        dl_strategy_optim_step(s, lr);
     }
     return DL_OK;
 }

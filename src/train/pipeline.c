@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/trace.h"
+
 void dl_pipeline_free(struct dl_pipeline *pl)
 {
     for (int i = pl->slots - 1; pl->slot && i >= 0; i--) /* slot 0, whose parameters the others use, last */
@@ -54,6 +56,16 @@ int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const str
     return rc;
 }
 
+/* --trace: one schedule action's pass over a chunk, enclosing its steps. */
+static void trace_pass(struct dl_exec *e, const struct dl_sched_action *a, double t0)
+{
+    int forward = a->op == DL_SCHED_FORWARD;
+    struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = forward ? "forward" : "backward",
+                                .chunk = a->chunk, .peer = -1, .index = -1, .kind = DL_TRACE_PASS,
+                                .dir = forward ? DL_TRACE_FORWARD : DL_TRACE_BACKWARD};
+    dl_trace_add(e->trace, DL_TRACE_COMPUTE, &ev);
+}
+
 static int failed(const struct dl_exec *e, struct dl_error *err)
 {
     if (!e->status)
@@ -73,6 +85,7 @@ int dl_pipeline_step(struct dl_pipeline *pl, const float *x, const int *y, int n
         const struct dl_sched_action *a = &pl->sched.a[p][i];
         struct dl_exec *e = &pl->slot[a->chunk % pl->slots];
         int lo = (int)((long)a->chunk * n / M), hi = (int)((long)(a->chunk + 1) * n / M);
+        double t0 = dl_trace_now(e->trace);
         if (a->op == DL_SCHED_FORWARD) {
             e->chunk = a->chunk;
             e->step = step;
@@ -86,6 +99,8 @@ int dl_pipeline_step(struct dl_pipeline *pl, const float *x, const int *y, int n
         } else if (a->op == DL_SCHED_BACKWARD) {
             dl_exec_backward(e);
         } /* sends and receives are the executors' own steps */
+        if ((a->op == DL_SCHED_FORWARD || a->op == DL_SCHED_BACKWARD) && dl_trace_on(e->trace))
+            trace_pass(e, a, t0);
         int rc = failed(e, err);
         if (rc) {
             char what[96];

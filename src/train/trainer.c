@@ -23,10 +23,12 @@
 #include "data/dataset.h"
 #include "exec/exec.h"
 #include "io/atomic_file.h"
+#include "io/trace.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "parallel/grid.h"
 #include "parallel/watchdog.h"
+#include "parallel/trace_ranks.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/numerics.h"
@@ -64,6 +66,13 @@ struct trainer {
     /* checkpoint schedule */
     long steps_since_checkpoint;
     double last_checkpoint_time;
+    /* --trace: the recorder (NULL: off); whether a non-finite loss, which
+     * every rank sees at the same step, ended the training loop; and
+     * whether every rank left the loop together (it ran out, a stop
+     * signal, or that loss), so that they can meet to gather their events
+     * whatever happens after it */
+    struct dl_trace *trace;
+    int nonfinite_stop, left_loop_together;
 };
 
 /* The running sums of the epoch in progress. */
@@ -87,6 +96,8 @@ void dl_train_opts_defaults(struct dl_train_opts *o)
     memset(o, 0, sizeof *o);
     dl_parallel_opts_defaults(&o->parallel);
     o->pipeline_schedule = DL_SCHED_1F1B;
+    o->trace_steps = DL_TRACE_DEFAULT_STEPS;
+    o->trace_skew_rank = -1;
 }
 
 /* With a grid, the step's and the evaluation's sums (the first `sums`
@@ -119,6 +130,7 @@ static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_er
     } else if (tr->comm->rank != 0) {
         return DL_OK;
     }
+    double t0 = tr->trace ? dl_clock_now() : 0;
     /* the samples are views of the split, or decoded from files on the way */
     struct dl_batcher reader;
     int rc = dl_batcher_init_range(&reader, &tr->test, dl_pipeline_exec(&tr->pipe)->max_batch, first, count, err);
@@ -142,6 +154,7 @@ static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_er
         rc = dl_comm_sum_small(tr->data_comm, sums, 2, err);
     if (!rc)
         rc = agree_over_grid(tr, sums, 2, 2, err);
+    dl_trace_span(tr->trace, DL_TRACE_EVAL, "evaluate", t0);
     if (rc)
         return rc;
     er->test_loss = n ? sums[0] / (double)n : 0;
@@ -184,6 +197,7 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         o.tensor_comm = tr->grid.tensor;
         o.pipeline_comm = tr->grid.pipeline;
     }
+    o.trace = tr->trace;
     int rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
                               tr->net->train.seed, err);
     free(kernels);
@@ -247,6 +261,72 @@ static int open_grid(struct trainer *tr, struct dl_error *err)
     return DL_OK;
 }
 
+/* --trace: this rank's recorder, named by its grid position (data
+ * parallelism alone: (rank, 0, 0)), its clock aligned with rank 0's. */
+static int open_trace(struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    struct dl_grid_pos pos = {tr->comm->rank, 0, 0};
+    if (tr->sharded)
+        pos = tr->shard.pos;
+    tr->trace = dl_trace_create(o->trace_steps, tr->comm->rank, pos.d, pos.t, pos.p, err);
+    if (!tr->trace)
+        return DL_ERR_NOMEM;
+    if (o->trace_skew_rank == tr->comm->rank)
+        tr->trace->skew = o->trace_skew_s;
+    /* rank 0 writes the file: find out now whether it can, not after training */
+    double bad = 0;
+    if (tr->reporter) {
+        struct dl_atomic_file probe;
+        bad = dl_atomic_open(&probe, o->trace_path, NULL, err) != DL_OK;
+        if (bad)
+            dl_error_prefix(err, "--trace");
+        dl_atomic_abort(&probe);
+    }
+    int rc = dl_comm_sum_small(tr->comm, &bad, 1, err);
+    if (!rc && bad > 0) {
+        if (!tr->reporter)
+            dl_errorf(err, DL_ERR_IO, "--trace %s: rank 0 cannot create it", o->trace_path);
+        return DL_ERR_IO;
+    }
+    return rc ? rc : dl_trace_align(tr->trace, tr->comm, err);
+}
+
+/* --trace at the end of the run (status rc): every rank's events into one
+ * file when the ranks left the training loop together (an evaluation or
+ * weight dump failing after it on some rank does not keep them from
+ * meeting), else each rank's alone (nothing when no step began).  A failed
+ * write is the run's error when it had none, else a warning. */
+static int finish_trace(struct trainer *tr, int rc, struct dl_error *err)
+{
+    if (!tr->trace)
+        return rc;
+    const char *path = tr->opts->trace_path;
+    struct dl_error e = {0};
+    int trc = DL_OK;
+    char msg[1400];
+    if (tr->left_loop_together) {
+        trc = dl_trace_gather_write(tr->trace, tr->comm, path, &e);
+    } else if (tr->trace->first_step) {
+        char written[1100];
+        trc = dl_trace_write_alone(tr->trace, tr->comm->size, path, written, sizeof written, &e);
+        if (!trc && tr->comm->size > 1) {
+            snprintf(msg, sizeof msg, "--trace: rank %d wrote its events alone to %s (the run failed before the "
+                     "ranks could gather them)", tr->comm->rank, written);
+            forward_warning(tr, msg);
+        }
+    }
+    if (trc && rc == DL_OK) {
+        *err = e;
+        return trc;
+    }
+    if (trc) {
+        snprintf(msg, sizeof msg, "warning: %s", e.msg);
+        forward_warning(tr, msg);
+    }
+    return rc;
+}
+
 static int setup(struct trainer *tr, struct dl_error *err)
 {
     const struct dl_net *net = tr->net;
@@ -263,6 +343,8 @@ static int setup(struct trainer *tr, struct dl_error *err)
     }
     tr->reporter = tr->comm->rank == 0;
     rc = open_grid(tr, err);
+    if (!rc && o->trace_path)
+        rc = open_trace(tr, err);
     if (rc)
         return rc;
     dl_strategy_layout(&o->parallel, tr->data_comm->size, tr->data_comm->rank, &tr->layout);
@@ -330,6 +412,7 @@ static void teardown(struct trainer *tr)
     dl_batcher_free(&tr->batcher);
     dl_dataset_free(&tr->train);
     dl_dataset_free(&tr->test);
+    dl_trace_free(tr->trace);
     if (tr->own_comm)
         dl_comm_close(tr->comm);
 }
@@ -437,9 +520,11 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
     struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
     char path[1100];
     struct dl_error e = {0};
+    double t0 = tr->trace ? dl_clock_now() : 0;
     int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
     if (!rc)
         rc = dl_checkpoint_save(path, &v, &meta, &e);
+    dl_trace_span(tr->trace, DL_TRACE_CHECKPOINT, "checkpoint", t0);
     if (!rc && o->keep > 0) {
         int removed;
         rc = dl_checkpoint_rotate(o->checkpoint_dir, o->keep, &removed, &e);
@@ -581,7 +666,16 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
     struct epoch_tally tally;
     start_epoch(tr, epoch, &tally);
     int rc = DL_OK, local_batch = 0;
-    while (!rc && *global_step < tr->total_steps && (local_batch = dl_batcher_next(&tr->batcher, tr->x, tr->y)) > 0) {
+    while (!rc && *global_step < tr->total_steps) {
+        double t_step = tr->trace ? dl_clock_now() : 0;
+        dl_trace_step_begin(tr->trace, *global_step + 1);
+        local_batch = dl_batcher_next(&tr->batcher, tr->x, tr->y);
+        if (local_batch <= 0) {
+            dl_trace_step_end(tr->trace, t_step, 0);
+            break;
+        }
+        if (dl_trace_on(tr->trace))
+            dl_trace_span(tr->trace, DL_TRACE_DATA, "batch", t_step);
         double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, *global_step, tr->steps_per_epoch, tr->total_steps);
         struct step_outcome out;
         rc = train_step(tr, local_batch, tr->batcher.last_global, *global_step + 1, lr, &watch, &out, err);
@@ -589,6 +683,8 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
             return rc;
         const struct dl_step_metrics *m = &out.metrics;
         if (!isfinite(m->loss_sum)) { /* every rank sees the summed loss: all stop here */
+            dl_trace_step_end(tr->trace, t_step, 1);
+            tr->nonfinite_stop = 1;
             rc = dl_numerics_error(&tr->net->graph, *global_step + 1, m->loss_sum, &out.nonfinite, err);
             dl_error_prefix(err, "lower the learning rate (now %g); no checkpoint written for this step", lr);
             return rc;
@@ -605,6 +701,7 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         report_step(tr, epoch, &tally, *global_step, lr, &out);
         if (tr->opts->checkpoint_dir && (m->stop_requested || m->checkpoint_due))
             rc = save_checkpoint(tr, *global_step, &tally, res, err);
+        dl_trace_step_end(tr->trace, t_step, 1);
         if (!rc && m->stop_requested) {
             *stop = 1;
             return DL_OK;
@@ -767,9 +864,11 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
             rc = resume(&tr, res, err);
         if (!rc)
             rc = tr.layout.role == DL_ROLE_SERVER ? serve(&tr, res, err) : train_epochs(&tr, res, err);
+        tr.left_loop_together = rc == DL_OK || rc == DL_STOPPED || tr.nonfinite_stop;
     }
     if (rc == DL_STOPPED) {
         res->seconds = dl_clock_now() - tr.run_start;
+        rc = finish_trace(&tr, rc, err);
         teardown(&tr);
         return rc;
     }
@@ -778,6 +877,7 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     if (!rc && opts->dump_weights)
         rc = dump_weights(&tr, err);
     res->seconds = dl_clock_now() - tr.run_start;
+    rc = finish_trace(&tr, rc, err);
     if (rc && tr.comm && tr.comm->size > 1)
         dl_error_prefix(err, "rank %d", tr.comm->rank);
     teardown(&tr);

@@ -74,6 +74,16 @@ struct dl_train_opts {
      * minutes, for a stop signal, so that a test's signal lands at a known
      * step instead of racing the run's end. */
     long hold_at_step;
+    /* --trace FILE: rank 0 writes Chrome trace-event JSON of every rank's
+     * first trace_steps steps (0: all; io/trace_json.h) at the end of the
+     * run, also when a signal or an error stops it early. */
+    const char *trace_path;
+    long trace_steps;
+    /* Testing aid (--debug-trace-skew R:MS): rank trace_skew_rank's trace
+     * clock runs trace_skew_s ahead of the others (-1: none), which the
+     * clock alignment must take out. */
+    int trace_skew_rank;
+    double trace_skew_s;
 };
 
 struct dl_train_result {
@@ -92,8 +102,12 @@ struct dl_train_result {
  * written (the CLI exits with DL_EXIT_PREEMPTED, 75). */
 #define DL_STOPPED 100
 
-/* No checkpoints, no dumps, and the parallel options' defaults
- * (dl_parallel_opts_defaults: sync, 25 MiB buckets, overlap on, ...). */
+/* Steps --trace records unless told (--trace-steps). */
+#define DL_TRACE_DEFAULT_STEPS 20
+
+/* No checkpoints, no dumps, no trace (DL_TRACE_DEFAULT_STEPS when one is
+ * asked for), and the parallel options' defaults (dl_parallel_opts_defaults:
+ * sync, 25 MiB buckets, overlap on, ...). */
 void dl_train_opts_defaults(struct dl_train_opts *o);
 
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
