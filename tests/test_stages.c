@@ -1,8 +1,8 @@
 /* test_stages.c: pipeline stage cuts.  The balanced cut's costliest stage
  * equals the best of every possible cut (brute force) on random layer
  * costs, stages are contiguous, non-empty and keep the loss last; the
- * network file's `stage:` keys are followed, and wrong ones are refused
- * with messages naming the layer and the rule. */
+ * network file's `stage:` keys and `parallel.stages` list are followed,
+ * and wrong ones are refused with messages naming the layer and the rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -149,12 +149,63 @@ static void stage_keys(void **state)
     refused(NULL, LAYERS + 1, "at most 9 stages");
 }
 
+/* The chain with a `parallel: {stages: LIST}` line (and a stage key on f5
+ * when key5 >= 0): the load's status and message. */
+static int load_with_list(const char *list, int key5, struct dl_net *net, struct dl_error *err)
+{
+    char text[4096];
+    int at = snprintf(text, sizeof text, "input: {shape: [4, 1, 1], classes: 4}\nparallel: {stages: %s}\nlayers:\n",
+                      list);
+    for (int i = 0; i < LAYERS; i++)
+        at += snprintf(text + at, sizeof text - (size_t)at, "  - {name: f%d, type: fc, units: 4%s}\n", i,
+                       i == 5 && key5 >= 0 ? ", stage: 1" : "");
+    snprintf(text + at, sizeof text - (size_t)at, "loss: softmax_cross_entropy\n");
+    return dl_net_load_string("list.yaml", text, net, err);
+}
+
+/* parallel.stages names the layers that begin stages 1, 2, ...: the same
+ * cuts as stage keys on those layers; unknown names, a layer with its own
+ * key and a non-list are refused at file:line:col. */
+static void stage_list(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(load_with_list("[f2, f6]", -1, &net, &err), DL_OK);
+    struct dl_stages s;
+    assert_int_equal(dl_stages_cut(&net.graph, 3, NULL, &s, &err), DL_OK);
+    assert_true(s.from_file);
+    assert_int_equal(s.first[1], 2);
+    assert_int_equal(s.first[2], 6);
+    dl_stages_free(&s);
+    assert_int_equal(dl_stages_cut(&net.graph, 2, NULL, &s, &err), DL_ERR_SPEC); /* the list makes 3 stages */
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "layer 'f6': stage 2, but the pipeline has 2 stages"));
+    dl_net_free(&net);
+    static const struct {
+        const char *list;
+        int key5;
+        const char *says;
+    } bad[] = {
+        {"[f2, nope]", -1, "list.yaml:2:25: parallel.stages: no layer is named 'nope'"},
+        {"[f2, f5]", 1, "layer 'f5' already has a 'stage:' key"},
+        {"f2", -1, "list.yaml:2:20: parallel.stages: expected a list"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        assert_int_equal(load_with_list(bad[i].list, bad[i].key5, &net, &err), DL_ERR_SPEC);
+        print_message("# %s\n", err.msg);
+        assert_non_null(strstr(err.msg, bad[i].says));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(balanced_cut_is_optimal),
         cmocka_unit_test(default_costs_split_the_work),
         cmocka_unit_test(stage_keys),
+        cmocka_unit_test(stage_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

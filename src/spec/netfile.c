@@ -132,7 +132,7 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
 
 static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, struct dl_error *err)
 {
-    static const char *const keys[] = {"strategy", "dp", "tp", "pp", "micro_batches", NULL};
+    static const char *const keys[] = {"strategy", "dp", "tp", "pp", "micro_batches", "stages", NULL};
     if (dl_y_check_keys(m, "parallel", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)p->kind;
@@ -147,6 +147,31 @@ static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, 
     p->tp = (int)tp;
     p->pp = (int)pp;
     p->micro_batches = (int)mb;
+    return DL_OK;
+}
+
+/* parallel.stages: [names]: the layers that begin stages 1, 2, ... (stage 0
+ * begins at the first layer), as if each had its `stage:` key. */
+static int apply_stage_list(const struct dl_ynode *list, struct dl_layer_decl *decls, int n, struct dl_error *err)
+{
+    if (list->kind != DL_Y_SEQ || list->n == 0)
+        return dl_yerrorf(err, DL_ERR_SPEC, list, "parallel.stages: expected a list of the layers that begin "
+                          "stages 1, 2, ... (stage 0 begins at the first layer), found %s", dl_ynode_kind_name(list));
+    for (int k = 0; k < list->n; k++) {
+        const char *name;
+        if (dl_y_string(list->items[k], "parallel.stages", &name, err))
+            return DL_ERR_SPEC;
+        int i = 0;
+        while (i < n && strcmp(decls[i].name, name) != 0)
+            i++;
+        if (i == n)
+            return dl_yerrorf(err, DL_ERR_SPEC, list->items[k], "parallel.stages: no layer is named '%s' (layer "
+                              "names as dltrain check prints them)", name);
+        if (decls[i].stage >= 0)
+            return dl_yerrorf(err, DL_ERR_SPEC, list->items[k], "parallel.stages: layer '%s' already has a "
+                              "'stage:' key; give the cuts one way", name);
+        decls[i].stage = k + 1;
+    }
     return DL_OK;
 }
 
@@ -558,6 +583,9 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
     int rc = expand_list(&x, layers, "", "input", 0, &last);
     if (!rc)
         rc = parse_loss(&x, loss, last);
+    const struct dl_ynode *stages = (sec = dl_ymap_get(root, "parallel")) ? dl_ymap_get(sec, "stages") : NULL;
+    if (!rc && stages)
+        rc = apply_stage_list(stages, x.decls, x.n, err);
     if (!rc)
         rc = dl_graph_build(x.decls, x.n, input, classes, &net->graph, err);
     else {
