@@ -81,9 +81,11 @@ include $(srcdir)/tests/checkpoint.mk
 include $(srcdir)/tests/kernels.mk
 include $(srcdir)/tests/tune.mk
 
-# The full-size accuracy runs of issue 6 (about 20 minutes on 2 cores).
+# The full-size accuracy runs of issue 6 (about 20 minutes on 2 cores), and
+# the PyTorch cross-check of AlexNet and VGG-16 too (2 minutes, 3-5 GB).
 check-slow: dltrain
-	DLTRAIN_FULL_ACCURACY=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS=tests/parallel_accuracy.sh
+	DLTRAIN_FULL_ACCURACY=1 DLTRAIN_TORCH_ALL=1 $(MAKE) $(AM_MAKEFLAGS) check \
+	    TESTS="tests/parallel_accuracy.sh tests/test_torch.sh"
 .PHONY: check-slow
 
 # Mutation testing (doc/testing.md): every bug in tests/mutations/ must be

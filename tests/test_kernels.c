@@ -82,6 +82,11 @@ static const struct kcase cases[] = {
     {"global_avgpool", "[20, 5, 7]", "{type: global_avgpool}", 2, NULL},
     {"batchnorm_2d", "[19, 5, 6]", "{type: batchnorm}", 3, NULL},
     {"batchnorm_1d", "[24, 1, 1]", "{type: batchnorm, momentum: 0.3}", 5, NULL},
+    /* simd: vectors read as nChw16c, vectors of 20 (no block fits), three
+     * chunks of samples (1600 values a plane: 3 samples a unit of work) */
+    {"batchnorm_1d_16", "[32, 1, 1]", "{type: batchnorm}", 6, NULL},
+    {"batchnorm_1d_odd", "[20, 1, 1]", "{type: batchnorm, eps: 0.01}", 7, NULL},
+    {"batchnorm_chunks", "[3, 40, 40]", "{type: batchnorm}", 7, NULL},
     {"relu", "[17, 3, 5]", "{type: relu}", 2, NULL},
     {"leaky_relu", "[7, 3, 5]", "{type: leaky_relu, slope: 0.2}", 2, NULL},
     {"sigmoid", "[7, 3, 5]", "{type: sigmoid}", 2, NULL},
@@ -117,6 +122,11 @@ static const struct bcase blocked[] = {
      DL_LAYOUT_BLOCK8},
     {{"maxpool_3x2_s1_block16", "[5, 7, 13]", "{type: maxpool, kernel: [3, 2], stride: 1, pad: [1, 0]}", 2, NULL},
      DL_LAYOUT_BLOCK16},
+    /* padding channels, an odd number of positions (a last run of 8), two
+     * chunks of samples (86 and 14) */
+    {{"batchnorm_padded_block8", "[19, 5, 7]", "{type: batchnorm}", 3, NULL}, DL_LAYOUT_BLOCK8},
+    {{"batchnorm_padded_block16", "[20, 3, 3]", "{type: batchnorm}", 4, NULL}, DL_LAYOUT_BLOCK16},
+    {{"batchnorm_chunks_block8", "[16, 2, 3]", "{type: batchnorm}", 100, NULL}, DL_LAYOUT_BLOCK8},
 };
 
 /* The layer of a two-layer net (the tested one, then an fc to the loss). */

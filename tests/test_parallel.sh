@@ -15,7 +15,7 @@ fi
 MPI="mpirun --oversubscribe -np 4"
 NET="$top_srcdir/nets/lenet5.yaml"
 BASE="--net $NET --limit-train 3200 --limit-test 500 --epochs 1 --threads 1 --quiet"
-tap_plan 44
+tap_plan 47
 
 # compare M1 W1 M2 W2: per-step losses within 1e-5 relative, weights within 1e-5.
 compare() {
@@ -99,6 +99,15 @@ expect_status 0 "4 ranks with --sync-bn" -- $MPI $DLTRAIN $BN --sync-bn --metric
 d=$(loss_diff "$TMPDIR_TEST/bn1.jsonl" "$TMPDIR_TEST/bn4s.jsonl")
 echo "# --sync-bn vs serial: $d"
 awk "BEGIN { exit !($d <= 1e-5) }"; tap_result $? "--sync-bn on 4 ranks equals 1 rank (max relative loss difference $d)"
+# The same with the default batch norm (simd, which sums in double and
+# honours the hook too) between the reference convolutions.
+BNS="$BN --kernel batchnorm=simd"
+expect_status 0 "serial, simd batch norm" -- $DLTRAIN $BNS --metrics "$TMPDIR_TEST/bn1s.jsonl"
+expect_status 0 "4 ranks with --sync-bn, simd batch norm" -- \
+    $MPI $DLTRAIN $BNS --sync-bn --metrics "$TMPDIR_TEST/bn4ss.jsonl"
+d=$(loss_diff "$TMPDIR_TEST/bn1s.jsonl" "$TMPDIR_TEST/bn4ss.jsonl")
+echo "# --sync-bn vs serial, simd batch norm: $d"
+awk "BEGIN { exit !($d <= 1e-5) }"; tap_result $? "--sync-bn on 4 ranks equals 1 rank with the simd batch norm ($d)"
 expect_status 0 "4 ranks with per-rank batch-norm statistics" -- $MPI $DLTRAIN $BN --metrics "$TMPDIR_TEST/bn4.jsonl"
 d=$(loss_diff "$TMPDIR_TEST/bn1.jsonl" "$TMPDIR_TEST/bn4.jsonl")
 echo "# per-rank statistics vs serial: $d"

@@ -5,7 +5,11 @@
  * batch mean and variance go from forward to backward in saved.  Needs the
  * whole batch in one call (whole_batch).  oneDNN computes the statistics and
  * the backward's sums inside one primitive, with no hook to sum them over
- * ranks, so this kernel has no sync_stats: --sync-bn runs the reference. */
+ * ranks, so this kernel has no sync_stats: --sync-bn runs another.
+ * Not the default: oneDNN 2.6 sums each channel's values in one float
+ * register (AVX2), and where many of them are equal (raw images' zero
+ * background) the rounding does not average out: the variance was 1-2e-4
+ * off at batch 64, gradients 1e-3..1e-2 (issue 18; cpu_simd/batchnorm.c). */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>

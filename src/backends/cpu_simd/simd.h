@@ -25,9 +25,25 @@ void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, int block);
 void dl_simd_relu_inplace(float *y, long n);
 void dl_simd_relu_mask(float *dst, const float *dy, const float *y, long n);
 
+/* The batch norm kernel's loops (batchnorm_loops.c) over count planes of
+ * len floats, stride apart, whose lane j (of each run of 16) has its own
+ * sums and parameters: s1, s2 and m are [16] doubles, q is 3 (normalize: m,
+ * k, sh) or 5 (input gradient: k, mdy, m, is, mdx) rows of 16 floats.
+ * sum_x: s1 = sum of x - m, s2 = sum of (x - m)^2; sum_dy: s1 = sum of g,
+ * s2 = sum of g * (x - m), g = dy masked by out > 0 (a fused ReLU's output;
+ * out NULL: g = dy); normalize: y = (x - m) * k + sh (relu: clamped at 0);
+ * input_gradient: dx = k * (g - mdy - (x - m) * is * mdx). */
+#define DL_SIMD_BN_LANES 16
+void dl_simd_bn_sum_x(long len, int count, long stride, const float *x, const double *m, double *s1, double *s2);
+void dl_simd_bn_sum_dy(long len, int count, long stride, const float *x, const float *dy, const float *out,
+                       const double *m, double *s1, double *s2);
+void dl_simd_bn_normalize(long len, int count, long stride, const float *x, const float *q, int relu, float *y);
+void dl_simd_bn_input_gradient(long len, int count, long stride, const float *x, const float *dy, const float *out,
+                               const float *q, float *dx);
+
 /* Kernels (registry order = preference: these come first for their ops;
  * the direct convolution supports only few-channel, stride-1 layers). */
-extern const struct dl_kernel dl_kernel_simd_maxpool, dl_kernel_direct_conv;
-#define DL_SIMD_KERNELS &dl_kernel_simd_maxpool, &dl_kernel_direct_conv,
+extern const struct dl_kernel dl_kernel_simd_maxpool, dl_kernel_direct_conv, dl_kernel_simd_batchnorm;
+#define DL_SIMD_KERNELS &dl_kernel_simd_maxpool, &dl_kernel_direct_conv, &dl_kernel_simd_batchnorm,
 
 #endif

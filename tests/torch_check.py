@@ -1,0 +1,384 @@
+"""torch_check.py: the PyTorch side of test_torch.sh.
+
+For one network: tests/torch_step writes dltrain's initial weights as a
+checkpoint; the same weights go into a hand-written PyTorch module with the
+same state_dict names (torchvision's for the ImageNet nets, so a wrong layer
+in a network file shows up as a missing or misshapen tensor); both run one
+training step on the same batch, and then one evaluation forward (running
+statistics, no dropout).  Every weight gradient, every batch-norm running
+statistic after the step, and the evaluation logits are compared with
+PyTorch in float64: dltrain's distance (max |a - b| over max |b|) must be at
+most FACTOR times PyTorch float32's own distance (or one float32 rounding,
+2^-23, when that is smaller), once per kernel choice.
+
+The training step takes dltrain's discrete decisions (dropout masks, ReLU
+and max-pooling winners; see Decisions below), so that what is compared is
+arithmetic.
+
+usage: torch_check.py NET_KIND NET_FILE WORK TOOL CHOICE...
+  NET_KIND  one of MODELS below; NET_FILE the network file given to TOOL
+  CHOICE    "default", or --kernel choices joined by commas (all=reference);
+            a leading "!" marks a choice known to drift, which must fail
+Prints "# ..." diagnostics and one line "RESULT <0|1> <description>" per
+check (training step, evaluation) and choice; exits 0 (non-zero only when
+it cannot run).
+"""
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FACTOR = 4.0
+FLOOR = 2.0 ** -23
+FASHION = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+FASHION_LABELS = "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz"
+
+
+# ------------------------------------------------------------- safetensors
+def st_read(path):
+    """The tensors of a safetensors file, mapped (not read) into memory."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    types = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "U64": np.uint64}
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        out[name] = data[b:e].view(types[info["dtype"]]).reshape(info["shape"])
+    return out
+
+
+def st_write(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a).tobytes()
+        dtype = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}[a.dtype]
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+# ------------------------------------------------------------------ models
+# The training step takes dltrain's discrete decisions: its dropout masks
+# (its own random streams), and which ReLU inputs were positive and which
+# max-pooling inputs won (first largest, as in both).  Those decisions jump
+# where a value sits within rounding of a ReLU's zero or of a window's
+# runner-up, and a single jump moves a gradient by a whole term (1e-2 of a
+# batch norm's over 64 values), so two float32 runs may legitimately differ
+# there; with the decisions shared the comparison is of arithmetic alone.
+# They are taken in forward order, which is the network file's order.
+class Decisions:
+    def __init__(self, out):
+        self.relu = [out[k] for k in out if k.startswith("relu.")]
+        self.pool = [out[k] for k in out if k.startswith("maxpool_input.")]
+        self.dropout = {k[len("dropout."):]: out[k] for k in out if k.startswith("dropout.")}
+
+
+DECISIONS = None  # set for a training forward
+
+
+def relu(x):
+    if DECISIONS is None:
+        return F.relu(x)
+    kept = DECISIONS.relu.pop(0).reshape(x.shape) > 0
+    return x * torch.from_numpy(kept).to(x.dtype)
+
+
+def max_pool(x, kernel, stride, pad=0):
+    if DECISIONS is None:
+        return F.max_pool2d(x, kernel, stride, pad)
+    chosen_from = torch.from_numpy(DECISIONS.pool.pop(0).astype(np.float64)).reshape(x.shape)
+    _, idx = F.max_pool2d(chosen_from, kernel, stride, pad, return_indices=True)
+    return x.flatten(2).gather(2, idx.flatten(2)).reshape(idx.shape)
+
+
+class ReLU(nn.Module):
+    def forward(self, x):
+        return relu(x)
+
+
+class MaxPool(nn.Module):
+    def __init__(self, kernel, stride):
+        super().__init__()
+        self.kernel, self.stride = kernel, stride
+
+    def forward(self, x):
+        return max_pool(x, self.kernel, self.stride)
+
+
+class Dropout(nn.Module):
+    """Inverted dropout with dltrain's mask (nonzero where it kept a value)."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p, self.name = p, None
+
+    def forward(self, x):
+        if DECISIONS is None:
+            return x
+        kept = DECISIONS.dropout[self.name].reshape(x.shape) != 0
+        return x * torch.from_numpy(kept).to(x.dtype) / (1 - self.p)
+
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1, self.fc2, self.fc3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = max_pool(relu(self.conv1(x)), 2, 2)
+        x = max_pool(relu(self.conv2(x)), 2, 2).flatten(1)
+        return self.fc3(relu(self.fc2(relu(self.fc1(x)))))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.fc3(relu(self.fc2(relu(self.fc1(x.flatten(1))))))
+
+
+class BNMaxPool(nn.Module):
+    """The network of issue 18: batch norm, then max pooling, on raw images."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = max_pool(relu(self.bn1(self.conv1(x))), 2, 2)
+        x = F.avg_pool2d(relu(self.bn2(self.conv2(x))), 2)
+        return self.fc(x.flatten(1))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+        self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(relu(self.bn1(self.conv1(x)))))
+        return relu(y + (self.downsample(x) if self.downsample else x))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = 4 * width
+        self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv3, self.bn3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = relu(self.bn1(self.conv1(x)))
+        y = self.bn3(self.conv3(relu(self.bn2(self.conv2(y)))))
+        return relu(y + (self.downsample(x) if self.downsample else x))
+
+
+class ResNet(nn.Module):
+    """torchvision's ResNet layout (v1.5: stride on the 3x3 convolution)."""
+
+    def __init__(self, bottleneck, counts):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64)
+        cin, stages = 64, []
+        for i, n in enumerate(counts):
+            width, blocks = 64 << i, []
+            for j in range(n):
+                stride = 2 if i > 0 and j == 0 else 1
+                blocks.append(Bottleneck(cin, width, stride) if bottleneck else BasicBlock(cin, width, stride))
+                cin = 4 * width if bottleneck else width
+            stages.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.fc = nn.Linear(cin, 1000)
+
+    def forward(self, x):
+        x = max_pool(relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(x.mean((2, 3)))
+
+
+class AlexNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 64, 11, 4, 2), ReLU(), MaxPool(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), ReLU(), MaxPool(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1), ReLU(), nn.Conv2d(384, 256, 3, padding=1), ReLU(),
+            nn.Conv2d(256, 256, 3, padding=1), ReLU(), MaxPool(3, 2))
+        self.classifier = nn.Sequential(
+            Dropout(0.5), nn.Linear(9216, 4096), ReLU(), Dropout(0.5), nn.Linear(4096, 4096), ReLU(),
+            nn.Linear(4096, 1000))
+
+    def forward(self, x):
+        return self.classifier(F.adaptive_avg_pool2d(self.features(x), 6).flatten(1))
+
+
+class VGG16(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layers, cin = [], 3
+        for v in [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]:
+            if v == "M":
+                layers.append(MaxPool(2, 2))
+            else:
+                layers += [nn.Conv2d(cin, v, 3, padding=1), ReLU()]
+                cin = v
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(
+            nn.Linear(25088, 4096), ReLU(), Dropout(0.5), nn.Linear(4096, 4096), ReLU(), Dropout(0.5),
+            nn.Linear(4096, 1000))
+
+    def forward(self, x):
+        return self.classifier(F.adaptive_avg_pool2d(self.features(x), 7).flatten(1))
+
+
+def fashion(n):
+    """The first n Fashion-MNIST training images as raw pixels in [0, 1] (as
+    dltrain reads IDX bytes: float(byte) / 255) and their labels."""
+    img = gzip.open(FASHION).read()[16:16 + 784 * n]
+    lab = gzip.open(FASHION_LABELS).read()[8:8 + n]
+    x = np.frombuffer(img, np.uint8).astype(np.float32).reshape(n, 1, 28, 28) / np.float32(255)
+    return x, np.frombuffer(lab, np.uint8).astype(np.int32)
+
+
+def gaussian(n, shape, classes, seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n,) + shape).astype(np.float32), rng.integers(0, classes, n).astype(np.int32)
+
+
+# kind: (module, batch of (x, y))
+MODELS = {
+    "lenet5": (LeNet5, lambda: fashion(64)),
+    "mlp": (MLP, lambda: fashion(64)),
+    "bn_maxpool": (BNMaxPool, lambda: fashion(64)),
+    "resnet18": (lambda: ResNet(False, [2, 2, 2, 2]), lambda: gaussian(16, (3, 32, 32), 1000, 18)),
+    "resnet50": (lambda: ResNet(True, [3, 4, 6, 3]), lambda: gaussian(8, (3, 32, 32), 1000, 50)),
+    "alexnet": (AlexNet, lambda: gaussian(4, (3, 64, 64), 1000, 1)),
+    "vgg16": (VGG16, lambda: gaussian(2, (3, 32, 32), 1000, 16)),
+}
+
+
+# ---------------------------------------------------------------- one step
+def torch_run(kind, ckpt, x, y, decisions, dtype):
+    """One training step (with dltrain's decisions) and one evaluation
+    forward in dtype: gradients (grad.<name>), running statistics after the
+    step and evaluation logits, as arrays (views of the model's tensors)
+    under dltrain's names."""
+    global DECISIONS
+    model = MODELS[kind][0]().to(dtype)
+    state = {k: torch.from_numpy(v.astype(np.float64)).to(dtype) for k, v in ckpt.items()
+             if not k.startswith(("optim.", "rng."))}
+    model.load_state_dict(state, strict=False)
+    missing = {k for k in set(model.state_dict()) - set(state) if not k.endswith("num_batches_tracked")}
+    unknown = set(state) - set(model.state_dict())
+    if missing or unknown:
+        raise SystemExit("state_dict mismatch: missing %s, unknown %s" % (sorted(missing), sorted(unknown)))
+    for name, m in model.named_modules():
+        if isinstance(m, Dropout):
+            m.name = name
+    xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(y).long()
+    model.train()
+    DECISIONS = decisions
+    try:
+        loss = F.cross_entropy(model(xt), yt)
+        if DECISIONS.relu or DECISIONS.pool:
+            raise SystemExit("%d ReLU and %d max-pooling decisions of dltrain left unused"
+                             % (len(DECISIONS.relu), len(DECISIONS.pool)))
+    finally:
+        DECISIONS = None
+    loss.backward()
+    out = {"grad." + k: p.grad.numpy() for k, p in model.named_parameters()}  # views: no copies
+    out.update({k: b.numpy() for k, b in model.named_buffers() if "running" in k})
+    model.eval()
+    with torch.no_grad():
+        logits = model(xt)
+    out["eval.logits"] = logits.numpy()
+    out["train.loss"] = np.array([loss.item()])
+    out["eval.loss"] = np.array([F.cross_entropy(logits, yt).item()])
+    return out
+
+
+def distance(a, ref):
+    """max |a - ref| / max |ref| (ref float64)."""
+    scale = np.abs(ref).max()
+    return np.abs(a.astype(np.float64) - ref).max() / (scale if scale > 0 else 1.0)
+
+
+def compare(names, dl, t64, t32, what):
+    """One check over the tensors names: prints the worst ratios and every
+    failing tensor; returns 1 when dltrain is within FACTOR everywhere."""
+    rows = []
+    for name in names:
+        d, e32 = distance(dl[name], t64[name]), distance(t32[name], t64[name])
+        rows.append((d / max(e32, FLOOR), name, d, e32))
+    rows.sort(reverse=True)
+    bad = [r for r in rows if r[0] > FACTOR]
+    for ratio, name, d, e32 in (bad or rows[:3]):
+        print("#   %s %-34s dltrain %.2e  torch float32 %.2e  ratio %.2f" % (what, name, d, e32, ratio))
+    return not bad, rows[0][0]
+
+
+def main():
+    kind, net, work, tool = sys.argv[1:5]
+    choices = sys.argv[5:]
+    torch.set_num_threads(1)
+    ckpt_path = os.path.join(work, kind + ".ckpt")
+    batch_path = os.path.join(work, kind + ".batch")
+    out_path = os.path.join(work, kind + ".out")
+    subprocess.run([tool, "init", net, ckpt_path], check=True)
+    x, y = MODELS[kind][1]()
+    st_write(batch_path, {"x": x, "y": y})
+    ckpt = st_read(ckpt_path)
+    for choice in choices:
+        name = choice.lstrip("!")
+        args = [] if name == "default" else name.split(",")
+        subprocess.run([tool, "step", net, ckpt_path, batch_path, out_path] + args, check=True)
+        dl = st_read(out_path)
+        # PyTorch in float64 and float32, with this run's decisions
+        t64 = torch_run(kind, ckpt, x, y, Decisions(dl), torch.float64)
+        t32 = torch_run(kind, ckpt, x, y, Decisions(dl), torch.float32)
+        train = [k for k in t64 if k.startswith("grad.") or "running" in k]
+        print("# %s, kernels %s: batch %d, %d gradients and running statistics; training loss %.7f (PyTorch "
+              "float64 %.7f)" % (kind, name, len(y), len(train), dl["train.loss"][0], t64["train.loss"][0]))
+        ok, worst = compare(train, dl, t64, t32, "step")
+        if choice.startswith("!"):  # a kernel known to drift: the check must catch it
+            print("RESULT %d %s, kernels %s: the check catches it (worst %.0fx PyTorch float32's distance)"
+                  % (0 if not ok else 1, kind, name, worst))
+            continue
+        print("RESULT %d %s, kernels %s: one training step's gradients and running statistics within %gx of "
+              "PyTorch float32's distance to float64 (worst %.2fx)" % (0 if ok else 1, kind, name, FACTOR, worst))
+        ok, worst = compare(["eval.logits"], dl, t64, t32, "eval")
+        print("RESULT %d %s, kernels %s: evaluation logits (running statistics, no dropout) within %gx (%.2fx)"
+              % (0 if ok else 1, kind, name, FACTOR, worst))
+        del dl, t64, t32
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+/* torch_step.c: dltrain's side of the PyTorch cross-check (test_torch.sh).
+ *   torch_step init NET CKPT
+ *       writes NET's initial weights and running statistics as a checkpoint
+ *   torch_step step NET CKPT BATCH OUT [OP=KERNEL...]
+ *       loads CKPT, runs one training step on BATCH (safetensors: x F32
+ *       [N, C, H, W], y I32 [N]) with the given kernel choices (as --kernel;
+ *       "no-fusion" as --no-fusion), then one evaluation forward, and writes
+ *       OUT (safetensors): grad.<layer>.<param> for every trainable parameter,
+ *       <layer>.<param> for every running statistic after the step, the
+ *       training loss, the evaluation logits and loss, and the training
+ *       forward's discrete decisions in graph order: dropout.<layer> and
+ *       relu.<layer> (outputs: nonzero where kept), maxpool_input.<layer>
+ *       (the values max pooling <layer> chose its winners from).
+ * One thread unless DL_TORCH_THREADS says otherwise. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/layout.h"
+#include "core/threads.h"
+#include "io/safetensors.h"
+#include "spec/netfile.h"
+#include "train/checkpoint.h"
+
+#define MAX_OUT 512
+
+static int die(const char *what, const struct dl_error *err)
+{
+    fprintf(stderr, "torch_step: %s: %s\n", what, err->msg);
+    return 1;
+}
+
+/* The tensors of OUT: names and data live until the file is written. */
+struct out {
+    struct dl_st_tensor t[MAX_OUT];
+    char name[MAX_OUT][128];
+    int n;
+};
+
+static void out_add(struct out *o, const char *prefix, const char *name, enum dl_st_dtype dt, const void *data,
+                    int ndim, const int64_t *shape)
+{
+    if (o->n == MAX_OUT) {
+        fprintf(stderr, "torch_step: more than %d tensors\n", MAX_OUT);
+        exit(1);
+    }
+    struct dl_st_tensor *t = &o->t[o->n];
+    snprintf(o->name[o->n], sizeof o->name[o->n], "%s%s", prefix, name);
+    t->name = o->name[o->n++];
+    t->dtype = dt;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->data = data;
+}
+
+/* Every parameter of the graph: trainable ones' gradients as grad.<layer>.<param>,
+ * state (running statistics) as <layer>.<param>. */
+static void add_params(struct out *o, const struct dl_exec *e)
+{
+    for (int i = 0; i < e->g->n; i++) {
+        const struct dl_layer *l = &e->g->layers[i];
+        for (int j = 0; j < l->n_params; j++) {
+            const struct dl_param_desc *p = &l->param[j];
+            char name[128];
+            int64_t shape[4];
+            snprintf(name, sizeof name, "%s.%s", l->name, p->name);
+            for (int d = 0; d < p->ndim; d++)
+                shape[d] = p->dims[d];
+            if (p->trainable)
+                out_add(o, "grad.", name, DL_ST_F32, e->dparam[i][j], p->ndim, shape);
+            else
+                out_add(o, "", name, DL_ST_F32, e->param[i][j], p->ndim, shape);
+        }
+    }
+}
+
+/* A copy of layer i's output (NCHW) as a tensor of OUT named prefix + name. */
+static float *add_output(struct out *o, const struct dl_exec *e, int i, const char *prefix, const char *name)
+{
+    const struct dl_layer *l = &e->g->layers[i];
+    float *v = malloc((size_t)e->batch * (size_t)dl_layout_count(DL_LAYOUT_PLAIN, l->out_shape) * sizeof *v);
+    if (!v) {
+        fprintf(stderr, "torch_step: out of memory\n");
+        exit(1);
+    }
+    dl_layout_reorder(e->act[i], e->act_layout[i], v, DL_LAYOUT_PLAIN, e->batch, l->out_shape, 0);
+    int64_t shape[4] = {e->batch, l->out_shape.c, l->out_shape.h, l->out_shape.w};
+    out_add(o, prefix, name, DL_ST_F32, v, 4, shape);
+    return v;
+}
+
+static int step(struct dl_net *net, const char *ckpt, const char *batch_path, const char *out_path, int nk,
+                char **kernels)
+{
+    struct dl_error err = {0};
+    struct dl_kernel_choices ch = {0};
+    for (int k = 0; k < nk; k++) {
+        if (!strcmp(kernels[k], "no-fusion"))
+            ch.no_fusion = 1;
+        else if (dl_kernel_choice_add(&ch, kernels[k], &err))
+            return die(kernels[k], &err);
+    }
+    struct dl_st_file bf;
+    if (dl_st_open(batch_path, &bf, &err))
+        return die(batch_path, &err);
+    const struct dl_st_entry *x = dl_st_find(&bf, "x"), *y = dl_st_find(&bf, "y");
+    const struct dl_shape in = net->graph.input;
+    if (!x || !y || x->dtype != DL_ST_F32 || y->dtype != DL_ST_I32 || x->ndim != 4 || y->ndim != 1 ||
+        x->shape[0] != y->shape[0] || x->shape[1] != in.c || x->shape[2] != in.h || x->shape[3] != in.w) {
+        fprintf(stderr, "torch_step: %s: want x F32 [N, %d, %d, %d] and y I32 [N]\n", batch_path, in.c, in.h, in.w);
+        return 1;
+    }
+    int n = (int)x->shape[0];
+    struct dl_exec e;
+    struct dl_exec_options eo = {.kernels = &ch};
+    struct dl_checkpoint_meta m;
+    struct dl_run_view v = {&net->graph, &e, NULL};
+    if (dl_exec_init(&e, &net->graph, n, net->train.seed, &eo, &err))
+        return die("executor", &err);
+    if (dl_checkpoint_load(ckpt, &v, &m, &err))
+        return die(ckpt, &err);
+    /* x and y live in the mapped file: copy them for alignment's sake */
+    float *xs = malloc(x->count * sizeof *xs);
+    int *ys = malloc(y->count * sizeof *ys);
+    if (!xs || !ys)
+        return 1;
+    memcpy(xs, x->data, x->count * sizeof *xs);
+    memcpy(ys, y->data, y->count * sizeof *ys);
+
+    dl_exec_zero_grad(&e);
+    dl_exec_forward(&e, xs, ys, n, 1);
+    static struct out o;
+    float *kept[MAX_OUT] = {0};
+    int n_kept = 0;
+    /* The training forward's decisions: dropout masks and ReLU masks (the
+     * layers' outputs; a ReLU moved into the pooling after it shows its
+     * input, which is positive where the output is), and what each max
+     * pooling chose from (its input). */
+    for (int i = 0; i < net->graph.n && n_kept + 1 < MAX_OUT; i++) {
+        const struct dl_layer *l = &net->graph.layers[i];
+        if (!strcmp(l->kind->name, "dropout"))
+            kept[n_kept++] = add_output(&o, &e, i, "dropout.", l->name);
+        else if (!strcmp(l->kind->name, "relu"))
+            kept[n_kept++] = add_output(&o, &e, i, "relu.", l->name);
+        else if (!strcmp(l->kind->name, "maxpool") && l->in[0] != DL_GRAPH_INPUT)
+            kept[n_kept++] = add_output(&o, &e, l->in[0], "maxpool_input.", l->name);
+    }
+    dl_exec_backward(&e);
+    double train_loss = dl_exec_loss_sum(&e) / n;
+
+    dl_exec_forward(&e, xs, ys, n, 0);
+    double eval_loss = dl_exec_loss_sum(&e) / n;
+    const struct dl_layer *lg = &net->graph.layers[net->graph.logits];
+    long classes = dl_layout_count(DL_LAYOUT_PLAIN, lg->out_shape);
+    float *logits = malloc((size_t)n * (size_t)classes * sizeof *logits);
+    if (!logits)
+        return 1;
+    dl_layout_reorder(e.act[net->graph.logits], e.act_layout[net->graph.logits], logits, DL_LAYOUT_PLAIN, n,
+                      lg->out_shape, 0);
+
+    add_params(&o, &e);
+    int64_t one = 1, lshape[2] = {n, classes};
+    out_add(&o, "", "train.loss", DL_ST_F64, &train_loss, 1, &one);
+    out_add(&o, "", "eval.loss", DL_ST_F64, &eval_loss, 1, &one);
+    out_add(&o, "", "eval.logits", DL_ST_F32, logits, 2, lshape);
+    int rc = dl_st_write(out_path, o.t, o.n, NULL, 0, &err);
+    free(logits);
+    for (int k = 0; k < n_kept; k++)
+        free(kept[k]);
+    free(xs);
+    free(ys);
+    dl_st_close(&bf);
+    dl_exec_free(&e);
+    return rc ? die(out_path, &err) : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || (strcmp(argv[1], "init") && strcmp(argv[1], "step")) || (!strcmp(argv[1], "step") && argc < 6)) {
+        fprintf(stderr, "usage: torch_step init NET CKPT | step NET CKPT BATCH OUT [OP=KERNEL...]\n");
+        return 2;
+    }
+    const char *threads = getenv("DL_TORCH_THREADS");
+    dl_threads_set(threads ? atoi(threads) : 1);
+    struct dl_error err = {0};
+    struct dl_net net;
+    if (dl_net_load(argv[2], &net, &err))
+        return die(argv[2], &err);
+    int rc;
+    if (!strcmp(argv[1], "init")) {
+        struct dl_exec e;
+        struct dl_run_view v = {&net.graph, &e, NULL};
+        struct dl_checkpoint_meta m = {.seed = net.train.seed, .world_size = 1, .dp = 1, .tp = 1, .pp = 1};
+        if (dl_exec_init(&e, &net.graph, 1, net.train.seed, NULL, &err)) {
+            rc = die("executor", &err);
+        } else {
+            rc = dl_checkpoint_save(argv[3], &v, &m, &err) ? die(argv[3], &err) : 0;
+            dl_exec_free(&e);
+        }
+    } else {
+        rc = step(&net, argv[3], argv[4], argv[5], argc - 6, argv + 6);
+    }
+    dl_net_free(&net);
+    return rc;
+}
