@@ -4,7 +4,11 @@
  * on the whole batch; one marked is_relu computes max(x, 0) and passes the
  * gradient where the output is positive; one marked commutes_with_relu
  * gives the same output and input gradient with a ReLU before it as after
- * it.  The tuner and the executor act on these flags alone. */
+ * it; a loss marked split_classes, run on T threads that each hold a block
+ * of the classes (uneven ones too) and reduce through sync_max and sync_sum
+ * as the tensor group does, gives every rank the whole loss and its block
+ * of the whole gradient.  The tuner and the executor act on these flags
+ * alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +16,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 
 #include "optest.h"
 
@@ -234,10 +239,145 @@ static void flags_hold(void **state)
     assert_true(checked > 0);
 }
 
+/* ---------------------------------------------------------------- split classes */
+#define MAX_GROUP 4
+
+/* A tensor group of threads: each reduction publishes every member's
+ * vector, reduces them in member order, and waits until all have read. */
+struct group {
+    int T;
+    pthread_barrier_t bar;
+    double *v[MAX_GROUP];
+};
+
+struct member {
+    struct group *g;
+    int t, c0;
+    struct ot_run r;
+};
+
+static void group_reduce(struct member *m, double *v, int n, int max)
+{
+    struct group *g = m->g;
+    double out[n > 0 ? n : 1];
+    g->v[m->t] = v;
+    pthread_barrier_wait(&g->bar);
+    for (int i = 0; i < n; i++) {
+        out[i] = g->v[0][i];
+        for (int t = 1; t < g->T; t++)
+            out[i] = max ? fmax(out[i], g->v[t][i]) : out[i] + g->v[t][i];
+    }
+    pthread_barrier_wait(&g->bar);
+    memcpy(v, out, sizeof *v * (size_t)n);
+}
+
+static void group_sum(void *ctx, double *v, int n)
+{
+    group_reduce(ctx, v, n, 0);
+}
+
+static void group_max(void *ctx, double *v, int n)
+{
+    group_reduce(ctx, v, n, 1);
+}
+
+struct member_job {
+    struct member *m;
+    const struct dl_op_kind *op;
+};
+
+static void *member_pass(void *arg)
+{
+    struct member_job *j = arg;
+    j->op->forward(&j->m->r.call);
+    j->op->backward(&j->m->r.call);
+    return NULL;
+}
+
+/* Loss and input gradient of N samples of C classes x (whole), split into
+ * T blocks, against the whole op. */
+static void check_split_classes(const struct dl_op_kind *op, const char *attrs, int C, int T, double scale)
+{
+    enum { N = 5 };
+    const struct dl_shape whole_shape = {C, 1, 1};
+    dl_real x[N * C], dy[N];
+    int y[N];
+    fill(x, N * C, 7 + (uint64_t)C);
+    fill(dy, N, 8);
+    for (int i = 0; i < N * C; i++)
+        x[i] *= (dl_real)scale;
+    for (int n = 0; n < N; n++)
+        y[n] = (n * 5 + C) % C;
+    struct ot_run whole;
+    const dl_real *xp = x;
+    ot_setup(&whole, op, attrs, N, 1, &whole_shape, &xp, y, 1);
+    memcpy((dl_real *)whole.call.dout, dy, sizeof dy);
+    op->forward(&whole.call);
+    op->backward(&whole.call);
+    struct group g = {.T = T};
+    pthread_barrier_init(&g.bar, NULL, (unsigned)T);
+    struct member m[MAX_GROUP];
+    struct member_job job[MAX_GROUP];
+    pthread_t th[MAX_GROUP];
+    for (int t = 0; t < T; t++) { /* classes [t*C/T, (t+1)*C/T): uneven when T does not divide C */
+        int c0 = t * C / T, cl = (t + 1) * C / T - c0;
+        dl_real block[N * C];
+        for (int n = 0; n < N; n++)
+            memcpy(block + n * cl, x + n * C + c0, sizeof *block * (size_t)cl);
+        const struct dl_shape part = {cl, 1, 1};
+        const dl_real *bp = block;
+        m[t] = (struct member){.g = &g, .t = t, .c0 = c0};
+        ot_setup(&m[t].r, op, attrs, N, 1, &part, &bp, y, 1);
+        memcpy((dl_real *)m[t].r.call.dout, dy, sizeof dy);
+        m[t].r.call.channel0 = c0;
+        m[t].r.call.sync_sum = group_sum;
+        m[t].r.call.sync_max = group_max;
+        m[t].r.call.sync_ctx = &m[t];
+        job[t] = (struct member_job){&m[t], op};
+    }
+    for (int t = 0; t < T; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, member_pass, &job[t]), 0);
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&g.bar);
+    char what[96];
+    for (int t = 0; t < T; t++) {
+        int c0 = m[t].c0, cl = m[t].r.call.in_shape[0].c;
+        dl_real dx[N * C];
+        for (int n = 0; n < N; n++)
+            memcpy(dx + n * cl, whole.call.din[0] + n * C + c0, sizeof *dx * (size_t)cl);
+        snprintf(what, sizeof what, "%s, %d classes, rank %d of %d: loss", attrs, C, t, T);
+        expect_close(op->name, what, m[t].r.call.out, whole.call.out, N);
+        snprintf(what, sizeof what, "%s, %d classes, rank %d of %d: gradient", attrs, C, t, T);
+        expect_close(op->name, what, m[t].r.call.din[0], dx, (long)N * cl);
+        ot_free(&m[t].r);
+    }
+    ot_free(&whole);
+}
+
+static void split_classes_hold(void **state)
+{
+    int checked = 0;
+    for (int i = 0; dl_op_kinds[i]; i++) {
+        const struct dl_op_kind *op = dl_op_kinds[i];
+        if (!op->split_classes)
+            continue;
+        static const int shapes[][2] = {{6, 2}, {6, 3}, {7, 2}, {7, 3}, {10, 4}, {9, 4}};
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            check_split_classes(op, "{}", shapes[k][0], shapes[k][1], 1);
+            check_split_classes(op, "{label_smoothing: 0.1}", shapes[k][0], shapes[k][1], 1);
+            check_split_classes(op, "{}", shapes[k][0], shapes[k][1], 40); /* exp overflows without the maximum */
+        }
+        checked++;
+    }
+    assert_true(checked > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flags_hold),
+        cmocka_unit_test(split_classes_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
