@@ -2,7 +2,8 @@
  * executor's equivalence with one process is tested under mpirun).  The
  * default rule pairs fc layers column/row and alternates convolutions
  * filters/channels, channel-local layers follow their inputs, the loss
- * gets gathered logits; every parameter's slices over the tensor ranks
+ * reads class-split logits as they are (gathered with split: none or
+ * fewer than 2 classes a rank); every parameter's slices over the tensor ranks
  * tile the whole tensor exactly once (an input split's bias on rank 0);
  * a layer the tensor ranks do not divide stays whole (auto) or is refused
  * (explicit split); pipeline ranks get their stage's layers. */
@@ -84,7 +85,8 @@ static void default_rule(void **state)
     assert_true(L(&s, "f1")->by_input && V(&s, "f1")->in_shape[0].c == 2); /* channel blocks as row blocks */
     assert_true(L(&s, "f2")->by_output && V(&s, "f2")->out_shape.c == 3);
     const struct dl_shard_layer *loss = &s.layer[s.g->loss];
-    assert_true(loss->in[0] == DL_TP_IN_GATHER && !loss->split_out);
+    assert_true(loss->split_classes && loss->in[0] == DL_TP_IN_AS_IS && !loss->split_out); /* no gather */
+    assert_int_equal(s.local.layers[s.g->loss].in_shape[0].c, 3);
     dl_shard_free(&s);
     make(&net, 1, 2, 1, 0, &s);
     assert_int_equal(V(&s, "c2")->n_params, 2);
@@ -167,6 +169,51 @@ static void refused_or_whole(void **state)
     }
 }
 
+/* The loss over a column-split last layer takes its class blocks as they
+ * are; split: none on the loss gathers them, and so does a grid that would
+ * leave a rank fewer than 2 classes (said, as for a layer that stays
+ * whole); a last layer the tensor ranks do not divide stays whole and the
+ * loss reads it whole. */
+static void class_split_loss(void **state)
+{
+    static const char *const head = "input: {shape: [5, 1, 1], classes: %d}\nlayers:\n"
+                                     "  - {name: f1, type: fc, units: %d}\nloss: %s\n";
+    static const struct {
+        int classes, T;
+        const char *loss;
+        int split_classes, gather, whole;
+    } cases[] = {
+        {6, 2, "softmax_cross_entropy", 1, 0, 0},
+        {6, 3, "{type: softmax_cross_entropy, label_smoothing: 0.1}", 1, 0, 0},
+        {6, 2, "{type: softmax_cross_entropy, split: none}", 0, 1, 0},
+        {4, 4, "softmax_cross_entropy", 0, 1, 1},
+        {7, 2, "softmax_cross_entropy", 0, 0, 0},
+        {7, 3, "softmax_cross_entropy", 0, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char text[512];
+        snprintf(text, sizeof text, head, cases[k].classes, cases[k].classes, cases[k].loss);
+        struct dl_net net;
+        load(text, &net);
+        struct dl_shard s;
+        for (int t = 0; t < cases[k].T; t++) {
+            make(&net, 1, cases[k].T, 1, t, &s);
+            const struct dl_shard_layer *loss = &s.layer[s.g->loss];
+            print_message("# %d classes on %d ranks, loss %s: split_classes %d, input %d\n", cases[k].classes,
+                          cases[k].T, cases[k].loss, loss->split_classes, loss->in[0]);
+            assert_int_equal(loss->split_classes, cases[k].split_classes);
+            assert_int_equal(loss->in[0] == DL_TP_IN_GATHER, cases[k].gather);
+            assert_int_equal(loss->whole_because != NULL, cases[k].whole);
+            assert_int_equal(L(&s, "f1")->by_output, cases[k].classes % cases[k].T == 0);
+            assert_int_equal(L(&s, "f1")->whole_because != NULL, cases[k].classes % cases[k].T != 0);
+            if (loss->split_classes)
+                assert_int_equal(s.local.layers[s.g->loss].in_shape[0].c, cases[k].classes / cases[k].T);
+            dl_shard_free(&s);
+        }
+        dl_net_free(&net);
+    }
+}
+
 static void one_rank_and_pipeline(void **state)
 {
     struct dl_net net;
@@ -203,6 +250,7 @@ int main(void)
         cmocka_unit_test(default_rule),
         cmocka_unit_test(slices),
         cmocka_unit_test(refused_or_whole),
+        cmocka_unit_test(class_split_loss),
         cmocka_unit_test(one_rank_and_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

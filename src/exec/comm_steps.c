@@ -5,7 +5,8 @@
  * channels holds channels [t*C/T, (t+1)*C/T) of every sample.  Every rank of
  * a tensor group has the same step list, so their collectives come in the
  * same order.  Sends are non-blocking (completed before their buffer is
- * reused, dl_exec_comm_complete); receives wait. */
+ * reused, dl_exec_comm_complete); receives wait.  The group reductions of
+ * a class-split loss are here too. */
 #include "exec/exec_impl.h"
 
 #include "comm/tags.h"
@@ -193,6 +194,70 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
             add_into(t->grad, into, n, 1);
         m->written[s->src] = 1;
     }
+}
+
+int dl_exec_group_values(const struct dl_exec *e)
+{
+    int most = 0;
+    for (int i = e->shard->first; i < e->shard->end; i++)
+        if (e->shard->layer[i].split_classes) /* the loss's sums, then dl_exec_correct's pairs */
+            most = 3 * e->max_batch + 1 > most ? 3 * e->max_batch + 1 : most;
+    return most;
+}
+
+/* Every rank's v[0..n) into m->group, [rank][n]; 0 when that failed. */
+static int group_gather(struct dl_exec *e, const double *v, int n)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (e->status)
+        return 0;
+    if (n > m->group_cap) {
+        e->status = dl_errorf(&e->err, DL_ERR_INTERNAL, "%d values to reduce over the tensor group, room for %d", n,
+                              m->group_cap);
+        return 0;
+    }
+    failed(e, m->tensor_comm->ops->allgather(m->tensor_comm, v, m->group, sizeof *v * (size_t)n, &e->err));
+    return !e->status;
+}
+
+void dl_exec_group_sum(void *ctx, double *v, int n)
+{
+    struct dl_exec *e = ctx;
+    const double *all = e->impl->group;
+    if (!group_gather(e, v, n))
+        return;
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int t = 0; t < e->impl->tensor_comm->size; t++)
+            sum += all[(long)t * n + i];
+        v[i] = sum;
+    }
+}
+
+void dl_exec_group_max(void *ctx, double *v, int n)
+{
+    struct dl_exec *e = ctx;
+    const double *all = e->impl->group;
+    if (!group_gather(e, v, n))
+        return;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < e->impl->tensor_comm->size; t++)
+            v[i] = all[(long)t * n + i] > v[i] ? all[(long)t * n + i] : v[i];
+}
+
+void dl_exec_group_best(struct dl_exec *e, double *pairs, int n)
+{
+    const double *all = e->impl->group;
+    if (!group_gather(e, pairs, 2 * n))
+        return;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < e->impl->tensor_comm->size; t++) {
+            const double *p = all + (long)t * 2 * n + 2 * i;
+            if (t == 0 || p[0] > pairs[2 * i]) {
+                pairs[2 * i] = p[0];
+                pairs[2 * i + 1] = p[1];
+            }
+        }
 }
 
 void dl_exec_comm_complete(struct dl_exec *e)

@@ -83,6 +83,8 @@ struct dl_exec_impl {
     struct dl_mbplan mbplan;            /* copy of the options' plan (batch 0: none) */
     struct dl_shard own_shard;          /* the whole network's, when the options gave none */
     struct dl_comm *tensor_comm, *pipeline_comm;
+    double *group;                      /* [T][group_cap] values gathered over the tensor group (dl_exec_group_*) */
+    int group_cap;
     int shares_params;                  /* weights, gradients and state belong to another executor */
 };
 
@@ -94,6 +96,17 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s);
 size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
 /* Waits for the sends still in flight (before their buffers are reused). */
 void dl_exec_comm_complete(struct dl_exec *e);
+
+/* comm_steps.c: reductions of values over the tensor group, in rank order
+ * so that every rank gets the same (struct dl_op_call's sync_sum and
+ * sync_max with ctx = the executor: a class-split loss's sums and maxima);
+ * group_best replaces n (value, index) pairs by the pair of largest value,
+ * the lowest rank's on ties.  At most group_values(e) values per call;
+ * errors set e->status. */
+void dl_exec_group_sum(void *ctx, double *v, int n);
+void dl_exec_group_max(void *ctx, double *v, int n);
+void dl_exec_group_best(struct dl_exec *e, double *pairs, int n);
+int dl_exec_group_values(const struct dl_exec *e);
 
 /* steps.c */
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);

@@ -318,6 +318,9 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             m->workspace_bytes = w;
     }
     add_sends(e);
+    if ((m->group_cap = dl_exec_group_values(e)) > 0 &&
+        !(m->group = dl_calloc((size_t)sh->dims.tp * (size_t)m->group_cap, sizeof *m->group, err)))
+        return DL_ERR_NOMEM;
     for (int s = 0; s < m->n_steps; s++) {
         size_t w = dl_exec_comm_workspace(e, &m->steps[s], e->max_batch);
         if (w > m->workspace_bytes)
@@ -442,6 +445,7 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->tensors);
     free(m->out_tensor);
     free(m->written);
+    free(m->group);
     free(m->bufs);
     free(m->arena);
     free(m->own_workspace);

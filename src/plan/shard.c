@@ -9,9 +9,11 @@
  * column/row as in Megatron-LM, convolutions alternate filters/channels as
  * in Dryden et al. 2019, and an fc after a split convolution takes its
  * channel blocks as row blocks.  Channel-local layers follow their inputs;
+ * a loss that can (split_classes) reads split class scores as they are;
  * anything else reads whole tensors. */
 #include "plan/shard.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +91,15 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
                       "(or stays whole with split none)", err);
     for (int k = 0; k < l->n_in; k++)
         any |= input_split(s, l, k);
+    if (any && l->kind->split_classes && l->split == DL_SPLIT_AUTO) { /* a loss over split class scores */
+        if (l->in_shape[0].c / T >= 2) {
+            L->split = DL_SPLIT_NONE;
+            L->split_classes = 1;
+            L->in[0] = DL_TP_IN_AS_IS;
+            return DL_OK;
+        }
+        L->whole_because = "its class scores are gathered: a tensor rank would hold fewer than 2 classes";
+    }
     int follow = any && l->kind->channel_local && l->split == DL_SPLIT_AUTO;
     for (int k = 0; k < l->n_in && follow; k++)
         follow = input_split(s, l, k) || l->in_shape[k].c % T == 0;
@@ -143,6 +154,22 @@ long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_s
     if (coord < sl->offset || coord >= sl->offset + sl->count)
         return -1;
     return i / (stride * extent) * (sl->count * stride) + (coord - sl->offset) * stride + i % stride;
+}
+
+const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t size)
+{
+    const struct dl_shard_layer *L = &s->layer[i];
+    const char *what = L->by_output       ? "outputs"
+                       : L->by_input      ? "inputs, partial sums"
+                       : L->split_classes ? "classes (no gather)"
+                       : L->split_out     ? "follows channel blocks"
+                                          : "whole";
+    int n = snprintf(buf, size, "%s", what);
+    for (int k = 0; k < s->g->layers[i].n_in && n >= 0 && (size_t)n < size; k++)
+        if (L->in[k] != DL_TP_IN_AS_IS)
+            n += snprintf(buf + n, size - (size_t)n, "; input %d %s", k,
+                          L->in[k] == DL_TP_IN_GATHER ? "gathered" : "sliced");
+    return buf;
 }
 
 void dl_shard_free(struct dl_shard *s)

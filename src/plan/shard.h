@@ -40,6 +40,8 @@ struct dl_shard_layer {
     enum dl_tp_in in[DL_MAX_INPUTS];
     struct dl_param_slice slice[DL_MAX_PARAMS]; /* for the local params (an input split's bias lives on
                                                    tensor rank 0 only: the others have one param less) */
+    int split_classes;          /* a loss reading class scores split into blocks as they are (op.h's
+                                   split_classes: reduced over the tensor group, never gathered) */
     const char *whole_because;  /* a layer that could be split but stays whole: why (printed once) */
 };
 
@@ -66,6 +68,12 @@ void dl_shard_free(struct dl_shard *s);
  * layout) sits in the slice sl a rank holds, or -1 when it holds another
  * part. */
 long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_slice *sl, long i);
+
+/* A few words on layer i's split on this rank and how its inputs reach it
+ * ("outputs", "inputs, partial sums", "follows channel blocks", "classes
+ * (no gather)", "whole", each input gathered or sliced), for dltrain check;
+ * returns buf. */
+const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t size);
 
 /* 1 when layer i runs on this rank. */
 static inline int dl_shard_runs(const struct dl_shard *s, int i)
