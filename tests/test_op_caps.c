@@ -7,8 +7,10 @@
  * it; a loss marked split_classes, run on T threads that each hold a block
  * of the classes (uneven ones too) and reduce through sync_max and sync_sum
  * as the tensor group does, gives every rank the whole loss and its block
- * of the whole gradient.  The tuner and the executor act on these flags
- * alone. */
+ * of the whole gradient; a kind marked row_local, run on bands of rows on
+ * threads whose statistics are summed through sync_sum, gives the whole
+ * run's output, gradients and running statistics band by band.  The tuner
+ * and the executor act on these flags alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +44,7 @@ static const struct example examples[] = {
     {"tanh", "{}", {3, 4, 5}},
     {"dropout", "{rate: 0.5}", {3, 4, 5}},
     {"flatten", "{}", {3, 4, 5}},
+    {"add", "{}", {3, 4, 5}}, /* (row_local only: every input of this shape) */
 };
 #define N_EXAMPLES (sizeof examples / sizeof examples[0])
 
@@ -294,6 +297,27 @@ static void *member_pass(void *arg)
     return NULL;
 }
 
+/* Forward and backward of op on every member's call, one thread each, as
+ * one group (sync_ctx: the member). */
+static void group_run(const struct dl_op_kind *op, struct member *m, int T)
+{
+    struct group g = {.T = T};
+    struct member_job job[MAX_GROUP];
+    pthread_t th[MAX_GROUP];
+    pthread_barrier_init(&g.bar, NULL, (unsigned)T);
+    for (int t = 0; t < T; t++) {
+        m[t].g = &g;
+        m[t].t = t;
+        m[t].r.call.sync_ctx = &m[t];
+        job[t] = (struct member_job){&m[t], op};
+    }
+    for (int t = 0; t < T; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, member_pass, &job[t]), 0);
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&g.bar);
+}
+
 /* Loss and input gradient of N samples of C classes x (whole), split into
  * T blocks, against the whole op. */
 static void check_split_classes(const struct dl_op_kind *op, const char *attrs, int C, int T, double scale)
@@ -314,11 +338,7 @@ static void check_split_classes(const struct dl_op_kind *op, const char *attrs, 
     memcpy((dl_real *)whole.call.dout, dy, sizeof dy);
     op->forward(&whole.call);
     op->backward(&whole.call);
-    struct group g = {.T = T};
-    pthread_barrier_init(&g.bar, NULL, (unsigned)T);
     struct member m[MAX_GROUP];
-    struct member_job job[MAX_GROUP];
-    pthread_t th[MAX_GROUP];
     for (int t = 0; t < T; t++) { /* classes [t*C/T, (t+1)*C/T): uneven when T does not divide C */
         int c0 = t * C / T, cl = (t + 1) * C / T - c0;
         dl_real block[N * C];
@@ -326,20 +346,14 @@ static void check_split_classes(const struct dl_op_kind *op, const char *attrs, 
             memcpy(block + n * cl, x + n * C + c0, sizeof *block * (size_t)cl);
         const struct dl_shape part = {cl, 1, 1};
         const dl_real *bp = block;
-        m[t] = (struct member){.g = &g, .t = t, .c0 = c0};
+        m[t] = (struct member){.c0 = c0};
         ot_setup(&m[t].r, op, attrs, N, 1, &part, &bp, y, 1);
         memcpy((dl_real *)m[t].r.call.dout, dy, sizeof dy);
         m[t].r.call.channel0 = c0;
         m[t].r.call.sync_sum = group_sum;
         m[t].r.call.sync_max = group_max;
-        m[t].r.call.sync_ctx = &m[t];
-        job[t] = (struct member_job){&m[t], op};
     }
-    for (int t = 0; t < T; t++)
-        assert_int_equal(pthread_create(&th[t], NULL, member_pass, &job[t]), 0);
-    for (int t = 0; t < T; t++)
-        pthread_join(th[t], NULL);
-    pthread_barrier_destroy(&g.bar);
+    group_run(op, m, T);
     char what[96];
     for (int t = 0; t < T; t++) {
         int c0 = m[t].c0, cl = m[t].r.call.in_shape[0].c;
@@ -353,6 +367,126 @@ static void check_split_classes(const struct dl_op_kind *op, const char *attrs, 
         ot_free(&m[t].r);
     }
     ot_free(&whole);
+}
+
+/* Every input x[k] of shape e->in (min_inputs of them) for N samples cut
+ * into T bands of rows, run on T threads whose statistics go through
+ * group_sum, against the whole: each band of the output and input
+ * gradients, the weight gradients summed over the bands, and every band's
+ * state (batch norm's running statistics) equal the whole run's. */
+static void check_row_local(const struct dl_op_kind *op, const struct example *e, int T)
+{
+    enum { N = 2 };
+    const int n_in = op->min_inputs, C = e->in.c, H = e->in.h, W = e->in.w;
+    const long per = (long)N * C * H * W;
+    struct dl_shape shapes[DL_MAX_INPUTS];
+    dl_real *x[DL_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) {
+        shapes[k] = e->in;
+        x[k] = vec(per);
+        fill(x[k], per, 11 + (uint64_t)k);
+    }
+    struct ot_run whole;
+    ot_setup(&whole, op, e->attrs, N, n_in, shapes, (const dl_real *const *)x, NULL, 1);
+    fill((dl_real *)whole.call.dout, per, 12);
+    struct dl_param_desc p[DL_MAX_PARAMS];
+    int n_params = op->params ? op->params(whole.attr, shapes, whole.call.out_shape, p) : 0;
+    dl_real *init[DL_MAX_PARAMS], *dwhole[DL_MAX_PARAMS], *state[MAX_GROUP][DL_MAX_PARAMS], *dpart[MAX_GROUP][DL_MAX_PARAMS];
+    for (int j = 0; j < n_params; j++) {
+        init[j] = vec(p[j].count);
+        fill(init[j], p[j].count, 13 + (uint64_t)j);
+        for (long i = 0; strcmp(p[j].name, "running_var") == 0 && i < p[j].count; i++)
+            init[j][i] = 0.5 + fabs(init[j][i]);
+        whole.call.param[j] = vec(p[j].count);
+        memcpy(whole.call.param[j], init[j], sizeof(dl_real) * (size_t)p[j].count);
+        whole.call.dparam[j] = dwhole[j] = p[j].trainable ? vec(p[j].count) : NULL;
+    }
+    op->forward(&whole.call);
+    op->backward(&whole.call);
+    struct member m[MAX_GROUP];
+    for (int t = 0; t < T; t++) {
+        int lo = t * H / T, rows = (t + 1) * H / T - lo;
+        struct dl_shape band[DL_MAX_INPUTS];
+        dl_real *bx[DL_MAX_INPUTS];
+        for (int k = 0; k < n_in; k++) {
+            band[k] = (struct dl_shape){C, rows, W};
+            bx[k] = vec((long)N * C * rows * W);
+            for (long pl = 0; pl < (long)N * C; pl++)
+                memcpy(bx[k] + pl * rows * W, x[k] + (pl * H + lo) * W, sizeof(dl_real) * (size_t)(rows * W));
+        }
+        m[t] = (struct member){.c0 = lo};
+        ot_setup(&m[t].r, op, e->attrs, N, n_in, band, (const dl_real *const *)bx, NULL, 1);
+        for (int k = 0; k < n_in; k++)
+            free(bx[k]);
+        for (long pl = 0; pl < (long)N * C; pl++)
+            memcpy((dl_real *)m[t].r.call.dout + pl * rows * W, whole.call.dout + (pl * H + lo) * W,
+                   sizeof(dl_real) * (size_t)(rows * W));
+        for (int j = 0; j < n_params; j++) {
+            m[t].r.call.param[j] = state[t][j] = vec(p[j].count);
+            memcpy(state[t][j], init[j], sizeof(dl_real) * (size_t)p[j].count);
+            m[t].r.call.dparam[j] = dpart[t][j] = p[j].trainable ? vec(p[j].count) : NULL;
+        }
+        m[t].r.call.sync_sum = group_sum;
+    }
+    group_run(op, m, T);
+    char what[96];
+    dl_real *part = vec(per), *din[DL_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++)
+        din[k] = vec(per);
+    for (int t = 0; t < T; t++) {
+        int lo = m[t].c0, rows = m[t].r.call.in_shape[0].h;
+        for (long pl = 0; pl < (long)N * C; pl++) {
+            memcpy(part + (pl * H + lo) * W, m[t].r.call.out + pl * rows * W, sizeof(dl_real) * (size_t)(rows * W));
+            for (int k = 0; k < n_in; k++)
+                memcpy(din[k] + (pl * H + lo) * W, m[t].r.call.din[k] + pl * rows * W,
+                       sizeof(dl_real) * (size_t)(rows * W));
+        }
+    }
+    snprintf(what, sizeof what, "row_local on %d bands: output", T);
+    expect_close(op->name, what, part, whole.call.out, per);
+    for (int k = 0; k < n_in; k++) {
+        snprintf(what, sizeof what, "row_local on %d bands: input %d gradient", T, k);
+        expect_close(op->name, what, din[k], whole.call.din[k], per);
+    }
+    for (int j = 0; j < n_params; j++) {
+        for (int t = 1; t < T && dpart[0][j]; t++)
+            for (long i = 0; i < p[j].count; i++)
+                dpart[0][j][i] += dpart[t][j][i];
+        snprintf(what, sizeof what, "row_local on %d bands: %s%s", T, p[j].name, dpart[0][j] ? " gradient" : "");
+        if (dpart[0][j])
+            expect_close(op->name, what, dpart[0][j], dwhole[j], p[j].count);
+        for (int t = 0; t < T && !dpart[0][j]; t++)
+            expect_close(op->name, what, state[t][j], whole.call.param[j], p[j].count);
+    }
+    for (int t = 0; t < T; t++) {
+        for (int j = 0; j < n_params; j++)
+            free(state[t][j]), free(dpart[t][j]);
+        ot_free(&m[t].r);
+    }
+    for (int j = 0; j < n_params; j++)
+        free(init[j]), free(whole.call.param[j]), free(dwhole[j]);
+    for (int k = 0; k < n_in; k++)
+        free(x[k]), free(din[k]);
+    free(part);
+    ot_free(&whole);
+}
+
+static void row_local_holds(void **state)
+{
+    int checked = 0;
+    for (int i = 0; dl_op_kinds[i]; i++) {
+        const struct dl_op_kind *op = dl_op_kinds[i];
+        if (!op->row_local)
+            continue;
+        const struct example *e = example_of(op);
+        if (!e)
+            fail_msg("op kind %s is row_local but has no example layer here", op->name);
+        check_row_local(op, e, 2);
+        check_row_local(op, e, 3); /* 4 rows: bands of 1, 1 and 2 */
+        checked++;
+    }
+    print_message("# %d row-local kinds checked\n", checked);
+    assert_true(checked >= 6);
 }
 
 static void split_classes_hold(void **state)
@@ -378,6 +512,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flags_hold),
         cmocka_unit_test(split_classes_hold),
+        cmocka_unit_test(row_local_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,6 +45,13 @@ enum dl_tag {
     DL_TAG_PS_FINAL,
     /* exec/gather.c: a grid rank's parameter slices, to world rank 0. */
     DL_TAG_GATHER_PARAMS,
+    /* exec/rows.c, on the tensor group's communicator: the halo rows of a
+     * height-split layer travelling up (to rank t - 1) and down, and their
+     * gradients travelling back. */
+    DL_TAG_HALO_UP,
+    DL_TAG_HALO_DOWN,
+    DL_TAG_HALO_GRAD_UP,
+    DL_TAG_HALO_GRAD_DOWN,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

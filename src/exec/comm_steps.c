@@ -100,6 +100,8 @@ size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step
 {
     if (s->kind != DL_STEP_TP || s->tp_in == DL_TP_IN_AS_IS)
         return 0;
+    if (s->tp_in >= DL_TP_IN_SLICE_ROWS)
+        return dl_exec_rows_workspace(e, s, batch);
     const struct dl_exec_impl *m = e->impl;
     long a = m->tensors[s->src].count, b = m->tensors[s->out].count;
     return sizeof(dl_real) * (size_t)batch * (size_t)(a + b); /* the whole tensor by rank, and a block */
@@ -111,7 +113,9 @@ static void tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     struct dl_comm *c = m->tensor_comm;
     int N = e->batch, T = c->size;
-    if (s->tp_in == DL_TP_IN_SLICE) {
+    if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
+        dl_exec_rows_forward(e, s);
+    } else if (s->tp_in == DL_TP_IN_SLICE) {
         block_of((dl_real *)src->data, dst->data, N, dst->count, T, c->rank, 0, 0);
     } else if (s->tp_in == DL_TP_IN_GATHER) {
         dl_real *byrank = m->workspace;
@@ -126,6 +130,10 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     struct dl_comm *c = m->tensor_comm;
     int N = e->batch, T = c->size, acc = m->written[s->src];
+    if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
+        dl_exec_rows_backward(e, s);
+        return;
+    }
     if (!src->needs_grad)
         return;
     dl_real *byrank = m->workspace;
@@ -196,12 +204,25 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
     }
 }
 
+void dl_exec_comm_status(struct dl_exec *e, int rc)
+{
+    failed(e, rc);
+}
+
+void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n)
+{
+    failed(e, sum_all(e->impl->tensor_comm, buf, n, &e->err));
+}
+
 int dl_exec_group_values(const struct dl_exec *e)
 {
     int most = 0;
-    for (int i = e->shard->first; i < e->shard->end; i++)
-        if (e->shard->layer[i].split_classes) /* the loss's sums, then dl_exec_correct's pairs */
-            most = 3 * e->max_batch + 1 > most ? 3 * e->max_batch + 1 : most;
+    for (int i = e->shard->first; i < e->shard->end; i++) {
+        int n = e->shard->layer[i].split_classes ? 3 * e->max_batch + 1 /* the loss's sums (correct's pairs: 2N) */
+                : e->shard->layer[i].split_rows  ? 2 * e->g->layers[i].in_shape[0].c + 1 /* batch statistics */
+                                                 : 0;
+        most = n > most ? n : most;
+    }
     return most;
 }
 
@@ -243,6 +264,14 @@ void dl_exec_group_max(void *ctx, double *v, int n)
     for (int i = 0; i < n; i++)
         for (int t = 0; t < e->impl->tensor_comm->size; t++)
             v[i] = all[(long)t * n + i] > v[i] ? all[(long)t * n + i] : v[i];
+}
+
+void dl_exec_group_stats_sum(void *ctx, double *v, int n)
+{
+    struct dl_exec *e = ctx;
+    dl_exec_group_sum(ctx, v, n);
+    if (e->sync_sum && !e->status)
+        e->sync_sum(e->sync_ctx, v, n);
 }
 
 void dl_exec_group_best(struct dl_exec *e, double *pairs, int n)

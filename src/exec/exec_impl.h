@@ -1,7 +1,8 @@
 /* exec_impl.h: the executor's private structures, shared by exec.c (set-up,
  * parameters), steps.c (kernel choice, layouts, reorder and communication
- * steps, memory plan), run.c (forward and backward over the steps) and
- * comm_steps.c (the communication steps of a parallel run). */
+ * steps, memory plan), run.c (forward and backward over the steps),
+ * comm_steps.c (the communication steps of a parallel run) and rows.c
+ * (those on bands of rows). */
 #ifndef DL_EXEC_IMPL_H
 #define DL_EXEC_IMPL_H
 
@@ -85,6 +86,7 @@ struct dl_exec_impl {
     struct dl_comm *tensor_comm, *pipeline_comm;
     double *group;                      /* [T][group_cap] values gathered over the tensor group (dl_exec_group_*) */
     int group_cap;
+    dl_real *grad_part;                 /* a layer's weight gradients on its band of rows, to be summed (rows.c) */
     int shares_params;                  /* weights, gradients and state belong to another executor */
 };
 
@@ -107,6 +109,25 @@ void dl_exec_group_sum(void *ctx, double *v, int n);
 void dl_exec_group_max(void *ctx, double *v, int n);
 void dl_exec_group_best(struct dl_exec *e, double *pairs, int n);
 int dl_exec_group_values(const struct dl_exec *e);
+/* Batch statistics of a layer on bands of rows: summed over the tensor
+ * group, then over the data-parallel ranks when e->sync_sum is set. */
+void dl_exec_group_stats_sum(void *ctx, double *v, int n);
+/* buf[0..n) summed over the tensor group in place; rc (a comm call's) into
+ * e->status. */
+void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n);
+void dl_exec_comm_status(struct dl_exec *e, int rc);
+
+/* rows.c: the TP steps on bands of rows (SLICE_ROWS, GATHER_ROWS, HALO)
+ * and their workspace; the weight gradients of a layer on a band of rows:
+ * grad_begin points its trainable dparam at grad_part (zeroed; returns 1
+ * when it did), grad_end sums them over the tensor group and adds them to
+ * the layer's gradients (grad_values: the most grad_part holds). */
+void dl_exec_rows_forward(struct dl_exec *e, const struct dl_exec_step *s);
+void dl_exec_rows_backward(struct dl_exec *e, const struct dl_exec_step *s);
+size_t dl_exec_rows_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
+long dl_exec_rows_grad_values(const struct dl_exec *e);
+int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a);
+void dl_exec_rows_grad_end(struct dl_exec *e, const struct dl_exec_step *s);
 
 /* steps.c */
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);

@@ -47,6 +47,10 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
         c->sync_max = dl_exec_group_max;
         c->sync_ctx = e;
     }
+    if (e->shard->layer[s->layer].split_rows) { /* on a band of rows: statistics summed over the group too */
+        c->sync_sum = dl_exec_group_stats_sum;
+        c->sync_ctx = e;
+    }
     a->workspace = m->workspace;
 }
 
@@ -118,9 +122,12 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         a.c.din[k] = s->via_scratch[k] ? s->scratch[k] : t->grad;
         any = 1;
     }
+    int on_band = dl_exec_rows_grad_begin(e, s, &a);
     for (int d = DL_DIR_BACKWARD_DATA; d < DL_N_DIRS; d++)
         if (!dl_exec_micro_run(e, s, &a, (enum dl_dir)d, any))
             dl_kernel_run(s->kernel, inst, &a, (enum dl_dir)d, l->n_params > 0, any);
+    if (on_band) /* its weight gradients from its band: summed over the group */
+        dl_exec_rows_grad_end(e, s);
     for (int k = 0; k < l->n_in; k++) {
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];
         if (!a.c.din[k])

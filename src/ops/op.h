@@ -180,6 +180,20 @@ struct dl_op_kind {
      * Returns 0, or -1 when these attributes cannot be split so (T does not
      * divide the outputs, a grouped convolution).  NULL: never split. */
     int (*tp_split)(const void *attr, int by_output, int T, int keep_bias, void *local);
+
+    /* Spatial (height) parallelism, doc/parallel.md.  row_local: the op
+     * treats rows (the height axis) independently, or reduces over them
+     * only through sync_sum (batch norm's statistics), so a tensor split
+     * into bands of rows goes through it band by band and comes out split
+     * the same way (element-wise ops, add, batch norm).  height_split: an
+     * op that can run on a band of rows given `*halo` more rows of its
+     * neighbours' bands above and below it (zeros past the whole tensor's
+     * edges): writes into local (a copy of attr) the attributes of that
+     * part, no padding in height, for the input shape in, and returns NULL,
+     * or the rule these attributes break (a stride-1 'same' convolution
+     * only).  NULL: never split by height. */
+    int row_local;
+    const char *(*height_split)(const void *attr, struct dl_shape in, void *local, int *halo);
 };
 
 /* registry.c */
