@@ -8,14 +8,15 @@
 # on 2 ranks keep the last layer whole and say it once.  A small network of
 # two height-split convolutions with batch norm on 18 rows (bands of 9 on 2
 # ranks, 4-5 on 4), on tp=2, tp=4, tp=2 x pp=2 and, with --sync-bn, on
-# dp=2 x tp=2; layers that cannot be split by height exit 2 naming the
-# layer and the rule.
+# dp=2 x tp=2, and without batch norm on the default kernels on tp=4;
+# layers that cannot be split by height exit 2 naming the layer and the
+# rule.
 . "$top_srcdir/tests/tap.sh"
 if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
     echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
 fi
 T="$TMPDIR_TEST"
-tap_plan 21
+tap_plan 23
 . "$top_srcdir/tests/grid_compare.sh"
 
 # ---------------------------------------------------------------- class-split loss
@@ -26,7 +27,7 @@ expect_status 0 "dltrain check --grid tp=2 on LeNet-5" -- $DLTRAIN check --net "
 expect_output "^11 +loss +0 +classes \(no gather\)" "the loss reads its classes split"
 expect_status 0 "dltrain check --grid tp=2 with split: none on the loss" -- $DLTRAIN check --net "$T/lenet-gather.yaml" \
     --grid tp=2
-expect_output "^11 +loss +0 +whole; input 0 gathered" "split: none gathers the logits"
+expect_output "^11 +loss +0 +whole; input 0: gathered" "split: none gathers the logits"
 run 1 lenet1 --net "$top_srcdir/nets/lenet5.yaml" $COMMON; tap_result $? "LeNet-5 on one process"
 grid lenet-tp2-classes lenet1 2 --net "$top_srcdir/nets/lenet5.yaml" $COMMON --parallel model
 grid lenet-tp2-gather lenet1 2 --net "$T/lenet-gather.yaml" $COMMON --parallel model
@@ -70,7 +71,7 @@ YAML
 # within 1.2e-6 with the reference kernels on both sides.
 HEIGHT="--net $T/height.yaml --threads 1 --quiet --kernel all=reference"
 expect_status 0 "dltrain check --grid tp=4 on the height network" -- $DLTRAIN check --net "$T/height.yaml" --grid tp=4
-expect_output "^0 +c1 +0 +height, halo 1; input 0 rows sliced" "c1 is split by height with a halo of 1 row"
+expect_output "^0 +c1 +0 +height, halo 1; input 0: rows sliced" "c1 is split by height with a halo of 1 row"
 expect_output "^3 +c2 +0 +height, halo 2" "c2 keeps the bands with a halo of 2 rows"
 run 1 height1 $HEIGHT; tap_result $? "height network on one process"
 grid height-tp2 height1 2 $HEIGHT --parallel model
@@ -78,6 +79,13 @@ grid height-tp4 height1 4 $HEIGHT --parallel model
 grid height-dp2-tp2-syncbn height1 4 $HEIGHT --grid dp=2,tp=2 --sync-bn
 run 1 height1-chunks $HEIGHT --pipeline-chunks 2; tap_result $? "height network on one process, 2 chunks"
 grid height-tp2-pp2 height1-chunks 4 $HEIGHT --grid tp=2,pp=2 --pipeline-chunks 2
+
+# Without batch norm, the default kernels (the direct convolution with its
+# ReLU fused, oneDNN's) run the bands: within 5.5e-7 of one process.
+sed '/type: batchnorm/d' "$T/height.yaml" > "$T/height-nobn.yaml"
+run 1 height-nobn1 --net "$T/height-nobn.yaml" --threads 1 --quiet
+tap_result $? "height network without batch norm on one process, default kernels"
+grid height-nobn-tp4 height-nobn1 4 --net "$T/height-nobn.yaml" --threads 1 --quiet --parallel model
 
 # What cannot be split by height: exit 2 naming the layer and the rule.
 sed 's/kernel: 5, pad: 2}/kernel: 5, pad: 2, stride: 2, split: height}/' "$T/height.yaml" > "$T/strided.yaml"

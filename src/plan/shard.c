@@ -230,23 +230,26 @@ long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_s
 const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t size)
 {
     const struct dl_shard_layer *L = &s->layer[i];
-    const char *what = L->by_output       ? "outputs"
-                       : L->by_input      ? "inputs, partial sums"
-                       : L->split_classes ? "classes (no gather)"
-                       : L->split_out     ? "follows channel blocks"
-                       : L->halo          ? "height, halo"
-                       : L->split_rows    ? "follows row bands"
-                                          : "whole";
+    const char *what = L->by_output                 ? "outputs"
+                       : L->by_input                ? "inputs, partial sums"
+                       : L->split_classes           ? "classes (no gather)"
+                       : L->split_out               ? "follows channel blocks"
+                       : L->split == DL_SPLIT_HEIGHT ? "height, halo"
+                       : L->split_rows              ? "follows row bands"
+                                                    : "whole";
     int n = snprintf(buf, size, "%s", what);
-    if (L->halo)
+    if (L->split == DL_SPLIT_HEIGHT)
         n += snprintf(buf + n, size - (size_t)n, " %d", L->halo);
-    for (int k = 0; k < s->g->layers[i].n_in && n >= 0 && (size_t)n < size; k++) {
-        if (L->rows_in[k] != DL_TP_IN_AS_IS)
-            n += snprintf(buf + n, size - (size_t)n, "; input %d rows %s", k,
-                          L->rows_in[k] == DL_TP_IN_GATHER_ROWS ? "gathered" : "sliced");
-        if (L->in[k] != DL_TP_IN_AS_IS && n >= 0 && (size_t)n < size)
-            n += snprintf(buf + n, size - (size_t)n, "; input %d %s", k,
-                          L->in[k] == DL_TP_IN_GATHER ? "gathered" : "sliced");
+    for (int k = 0; k < s->g->layers[i].n_in && (size_t)n < size; k++) { /* the adapters in the order they run */
+        const char *step[3] = {L->rows_in[k] == DL_TP_IN_GATHER_ROWS ? "rows gathered" : NULL,
+                               L->in[k] == DL_TP_IN_GATHER ? "gathered" : L->in[k] == DL_TP_IN_SLICE ? "sliced" : NULL,
+                               L->rows_in[k] == DL_TP_IN_SLICE_ROWS ? "rows sliced" : NULL};
+        for (int j = 0, first = 1; j < 3 && (size_t)n < size; j++)
+            if (step[j]) {
+                n += first ? snprintf(buf + n, size - (size_t)n, "; input %d: %s", k, step[j])
+                           : snprintf(buf + n, size - (size_t)n, ", %s", step[j]);
+                first = 0;
+            }
     }
     return buf;
 }
