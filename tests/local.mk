@@ -63,6 +63,11 @@ TESTS += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh test
 EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
 	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py
 
+# The class-split loss and height splits in training against one process
+# (the comparison shared with test_hybrid.sh in grid_compare.sh).
+TESTS += tests/test_split.sh
+EXTRA_DIST += tests/test_split.sh tests/grid_compare.sh
+
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
 include $(srcdir)/tests/grad_pool_bn.mk

@@ -8,7 +8,9 @@
  * convolutions split both ways, batch norm, a residual add across the
  * splits, max pooling, dropout on split features (the mask each rank draws
  * for its channels must be one process's), a column/row fc pair and an odd
- * last fc, so every
+ * last fc whose class scores the loss reads split (label smoothing on one
+ * net; gathered with split: none on another; the count of correct
+ * arg-maxes agreed over the ranks, ties included), so every
  * slice, gather, sum and stage edge runs.  Rank 0 prints one TAP line per
  * check ("ok - ..."), numbered by the script. */
 #include <math.h>
@@ -52,7 +54,7 @@ static const char *const NETS[][3] = {
             "  - {name: f2, type: fc, units: 8}\n"
             "  - {name: a2, type: leaky_relu}\n"
             "  - {name: f3, type: fc, units: 4}\n"
-            "loss: softmax_cross_entropy\n"},
+            "loss: {type: softmax_cross_entropy, label_smoothing: 0.1}\n"},
     /* every other way in: a filter split of a split input (gathered, its
      * gradient reduce-scattered), a whole layer after a split one
      * (gathered, its gradient cut), a row split of a whole input (sliced,
@@ -65,7 +67,27 @@ static const char *const NETS[][3] = {
                "  - {name: c3, type: conv, filters: 4, kernel: 1, split: channels}\n"
                "  - {name: f1, type: fc, units: 8, split: row}\n"
                "  - {name: f2, type: fc, units: 4}\n"
-               "loss: softmax_cross_entropy\n", "8"},
+               "loss: {type: softmax_cross_entropy, split: none}\n", "8"},
+    /* spatial: bands of 10 rows (uneven on 3 and 4 ranks) cut from a
+     * filter-split tensor (its channels gathered first), through
+     * convolutions with halos of 1 and 2 rows (a dilated one), batch norm on
+     * bands, a 1x1 convolution and an add that keep the bands (its whole
+     * second input cut to the band), then gathered for a stride-2
+     * convolution split by filters */
+    {"height", "input: {shape: [3, 10, 6], classes: 4}\n"
+               "layers:\n"
+               "  - {name: c0, type: conv, filters: 4, kernel: 1}\n"
+               "  - {name: c1, type: conv, filters: 4, kernel: 3, pad: 1, split: height}\n"
+               "  - {name: bn1, type: batchnorm}\n"
+               "  - {name: r1, type: relu}\n"
+               "  - {name: c2, type: conv, filters: 5, kernel: 3, pad: 2, dilation: 2}\n"
+               "  - {name: r2, type: tanh}\n"
+               "  - {name: c3, type: conv, filters: 4, kernel: 1}\n"
+               "  - {name: side, type: conv, filters: 4, kernel: 1, split: none, inputs: [c0]}\n"
+               "  - {name: sum, type: add, inputs: [c3, side]}\n"
+               "  - {name: down, type: conv, filters: 4, kernel: 3, stride: 2, pad: 1}\n"
+               "  - {name: f1, type: fc, units: 4}\n"
+               "loss: softmax_cross_entropy\n"},
 };
 
 static void report(int ok, const char *what, const char *detail)
@@ -123,6 +145,42 @@ static void check_refused(const char *name, const struct dl_net *net, const stru
     report(rc == DL_ERR_SPEC && strstr(err.msg, "layer 'c2'"), what, rc ? err.msg : "it was accepted");
 }
 
+/* The count of correct arg-maxes of the forward (a, b: taken right after
+ * it) against one process's; then, where the loss reads the logits layer's
+ * output itself (not a gathered copy), on logits full of ties (values 0-2,
+ * the largest several times in every sample, in several ranks' blocks) with
+ * labels at the first largest class for some samples and at a later one for
+ * others: the lowest class wins, as on one process. */
+static int correct_as_serial(int a, int b, struct dl_exec *part, struct dl_exec *serial, const struct dl_shard *sh,
+                             int *y, char *detail, size_t size)
+{
+    const struct dl_graph *g = sh->g;
+    int C = g->classes, expect = 0;
+    int cl = sh->local.layers[g->logits].out_shape.c, c0 = sh->layer[g->logits].split_out ? sh->pos.t * cl : 0;
+    if (sh->layer[g->loss].in[0] != DL_TP_IN_AS_IS) {
+        snprintf(detail, size, "correct %d against %d", a, b);
+        return a == b;
+    }
+    for (int n = 0; n < BATCH; n++) {
+        int first = -1, later = -1;
+        for (int k = 0; k < C; k++) {
+            float v = (float)((k * 7 + n) % 3);
+            serial->act[g->logits][n * C + k] = v;
+            if (k >= c0 && k < c0 + cl)
+                part->act[g->logits][n * cl + k - c0] = v;
+            if (v == 2 && first >= 0 && later < 0)
+                later = k;
+            if (v == 2 && first < 0)
+                first = k;
+        }
+        y[n] = n % 3 == 2 && later >= 0 ? later : first; /* unevenly, so that the other rule's count differs */
+        expect += y[n] == first;
+    }
+    int ta = dl_exec_correct(part), tb = dl_exec_correct(serial);
+    snprintf(detail, size, "correct %d against %d; with ties %d against %d (expected %d)", a, b, ta, tb, expect);
+    return a == b && ta == tb && tb == expect && !part->status;
+}
+
 static void check_grid(const char *name, const struct dl_net *net, const struct dl_grid_dims *d)
 {
     const struct dl_graph *g = &net->graph;
@@ -159,9 +217,11 @@ static void check_grid(const char *name, const struct dl_net *net, const struct 
         init = fmax(init, layer_diff(g, &shard, i, part.param[i], serial.param[i]));
     snprintf(detail, sizeof detail, "initial weights differ by %.1e", init);
     report(init == 0, what, detail);
+    int correct[2];
     for (struct dl_exec *e = &serial; e; e = e == &serial ? &part : NULL) {
         dl_exec_zero_grad(e);
         dl_exec_forward(e, x, y, BATCH, 1);
+        correct[e == &part] = dl_exec_correct(e); /* a gathered copy of the logits lives until backward */
         dl_exec_backward(e);
     }
     ok = !serial.status && !part.status;
@@ -180,6 +240,11 @@ static void check_grid(const char *name, const struct dl_net *net, const struct 
     snprintf(w2, sizeof w2, "%s: loss and gradients as one process (loss %.1e, gradients %.1e on rank 0)", what, loss,
              grad);
     report(ok && loss <= 1e-5 && grad <= 1e-5, w2, detail);
+    if (ok && dl_shard_runs(&shard, g->loss))
+        ok = correct_as_serial(correct[1], correct[0], &part, &serial, &shard, y, detail, sizeof detail);
+    snprintf(w2, sizeof w2, "%s: correct arg-maxes as one process (loss %s)", what,
+             shard.layer[g->loss].split_classes ? "over split classes" : "on whole logits");
+    report(ok, w2, detail);
     free(x);
     dl_exec_free(&part);
     dl_exec_free(&serial);

@@ -4,7 +4,13 @@
  * on the whole batch; one marked is_relu computes max(x, 0) and passes the
  * gradient where the output is positive; one marked commutes_with_relu
  * gives the same output and input gradient with a ReLU before it as after
- * it.  The tuner and the executor act on these flags alone. */
+ * it; a loss marked split_classes, run on T threads that each hold a block
+ * of the classes (uneven ones too) and reduce through sync_max and sync_sum
+ * as the tensor group does, gives every rank the whole loss and its block
+ * of the whole gradient; a kind marked row_local, run on bands of rows on
+ * threads whose statistics are summed through sync_sum, gives the whole
+ * run's output, gradients and running statistics band by band.  The tuner
+ * and the executor act on these flags alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +18,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 
 #include "optest.h"
 
@@ -37,6 +44,7 @@ static const struct example examples[] = {
     {"tanh", "{}", {3, 4, 5}},
     {"dropout", "{rate: 0.5}", {3, 4, 5}},
     {"flatten", "{}", {3, 4, 5}},
+    {"add", "{}", {3, 4, 5}}, /* (row_local only: every input of this shape) */
 };
 #define N_EXAMPLES (sizeof examples / sizeof examples[0])
 
@@ -234,10 +242,277 @@ static void flags_hold(void **state)
     assert_true(checked > 0);
 }
 
+/* ---------------------------------------------------------------- split classes */
+#define MAX_GROUP 4
+
+/* A tensor group of threads: each reduction publishes every member's
+ * vector, reduces them in member order, and waits until all have read. */
+struct group {
+    int T;
+    pthread_barrier_t bar;
+    double *v[MAX_GROUP];
+};
+
+struct member {
+    struct group *g;
+    int t, c0;
+    struct ot_run r;
+};
+
+static void group_reduce(struct member *m, double *v, int n, int max)
+{
+    struct group *g = m->g;
+    double out[n > 0 ? n : 1];
+    g->v[m->t] = v;
+    pthread_barrier_wait(&g->bar);
+    for (int i = 0; i < n; i++) {
+        out[i] = g->v[0][i];
+        for (int t = 1; t < g->T; t++)
+            out[i] = max ? fmax(out[i], g->v[t][i]) : out[i] + g->v[t][i];
+    }
+    pthread_barrier_wait(&g->bar);
+    memcpy(v, out, sizeof *v * (size_t)n);
+}
+
+static void group_sum(void *ctx, double *v, int n)
+{
+    group_reduce(ctx, v, n, 0);
+}
+
+static void group_max(void *ctx, double *v, int n)
+{
+    group_reduce(ctx, v, n, 1);
+}
+
+struct member_job {
+    struct member *m;
+    const struct dl_op_kind *op;
+};
+
+static void *member_pass(void *arg)
+{
+    struct member_job *j = arg;
+    j->op->forward(&j->m->r.call);
+    j->op->backward(&j->m->r.call);
+    return NULL;
+}
+
+/* Forward and backward of op on every member's call, one thread each, as
+ * one group (sync_ctx: the member). */
+static void group_run(const struct dl_op_kind *op, struct member *m, int T)
+{
+    struct group g = {.T = T};
+    struct member_job job[MAX_GROUP];
+    pthread_t th[MAX_GROUP];
+    pthread_barrier_init(&g.bar, NULL, (unsigned)T);
+    for (int t = 0; t < T; t++) {
+        m[t].g = &g;
+        m[t].t = t;
+        m[t].r.call.sync_ctx = &m[t];
+        job[t] = (struct member_job){&m[t], op};
+    }
+    for (int t = 0; t < T; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, member_pass, &job[t]), 0);
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&g.bar);
+}
+
+/* Loss and input gradient of N samples of C classes x (whole), split into
+ * T blocks, against the whole op. */
+static void check_split_classes(const struct dl_op_kind *op, const char *attrs, int C, int T, double scale)
+{
+    enum { N = 5 };
+    const struct dl_shape whole_shape = {C, 1, 1};
+    dl_real x[N * C], dy[N];
+    int y[N];
+    fill(x, N * C, 7 + (uint64_t)C);
+    fill(dy, N, 8);
+    for (int i = 0; i < N * C; i++)
+        x[i] *= (dl_real)scale;
+    for (int n = 0; n < N; n++)
+        y[n] = (n * 5 + C) % C;
+    struct ot_run whole;
+    const dl_real *xp = x;
+    ot_setup(&whole, op, attrs, N, 1, &whole_shape, &xp, y, 1);
+    memcpy((dl_real *)whole.call.dout, dy, sizeof dy);
+    op->forward(&whole.call);
+    op->backward(&whole.call);
+    struct member m[MAX_GROUP];
+    for (int t = 0; t < T; t++) { /* classes [t*C/T, (t+1)*C/T): uneven when T does not divide C */
+        int c0 = t * C / T, cl = (t + 1) * C / T - c0;
+        dl_real block[N * C];
+        for (int n = 0; n < N; n++)
+            memcpy(block + n * cl, x + n * C + c0, sizeof *block * (size_t)cl);
+        const struct dl_shape part = {cl, 1, 1};
+        const dl_real *bp = block;
+        m[t] = (struct member){.c0 = c0};
+        ot_setup(&m[t].r, op, attrs, N, 1, &part, &bp, y, 1);
+        memcpy((dl_real *)m[t].r.call.dout, dy, sizeof dy);
+        m[t].r.call.channel0 = c0;
+        m[t].r.call.sync_sum = group_sum;
+        m[t].r.call.sync_max = group_max;
+    }
+    group_run(op, m, T);
+    char what[96];
+    for (int t = 0; t < T; t++) {
+        int c0 = m[t].c0, cl = m[t].r.call.in_shape[0].c;
+        dl_real dx[N * C];
+        for (int n = 0; n < N; n++)
+            memcpy(dx + n * cl, whole.call.din[0] + n * C + c0, sizeof *dx * (size_t)cl);
+        snprintf(what, sizeof what, "%s, %d classes, rank %d of %d: loss", attrs, C, t, T);
+        expect_close(op->name, what, m[t].r.call.out, whole.call.out, N);
+        snprintf(what, sizeof what, "%s, %d classes, rank %d of %d: gradient", attrs, C, t, T);
+        expect_close(op->name, what, m[t].r.call.din[0], dx, (long)N * cl);
+        ot_free(&m[t].r);
+    }
+    ot_free(&whole);
+}
+
+/* Every input x[k] of shape e->in (min_inputs of them) for N samples cut
+ * into T bands of rows, run on T threads whose statistics go through
+ * group_sum, against the whole: each band of the output and input
+ * gradients, the weight gradients summed over the bands, and every band's
+ * state (batch norm's running statistics) equal the whole run's. */
+static void check_row_local(const struct dl_op_kind *op, const struct example *e, int T)
+{
+    enum { N = 2 };
+    const int n_in = op->min_inputs, C = e->in.c, H = e->in.h, W = e->in.w;
+    const long per = (long)N * C * H * W;
+    struct dl_shape shapes[DL_MAX_INPUTS];
+    dl_real *x[DL_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) {
+        shapes[k] = e->in;
+        x[k] = vec(per);
+        fill(x[k], per, 11 + (uint64_t)k);
+    }
+    struct ot_run whole;
+    ot_setup(&whole, op, e->attrs, N, n_in, shapes, (const dl_real *const *)x, NULL, 1);
+    fill((dl_real *)whole.call.dout, per, 12);
+    struct dl_param_desc p[DL_MAX_PARAMS];
+    int n_params = op->params ? op->params(whole.attr, shapes, whole.call.out_shape, p) : 0;
+    dl_real *init[DL_MAX_PARAMS], *dwhole[DL_MAX_PARAMS], *state[MAX_GROUP][DL_MAX_PARAMS], *dpart[MAX_GROUP][DL_MAX_PARAMS];
+    for (int j = 0; j < n_params; j++) {
+        init[j] = vec(p[j].count);
+        fill(init[j], p[j].count, 13 + (uint64_t)j);
+        for (long i = 0; strcmp(p[j].name, "running_var") == 0 && i < p[j].count; i++)
+            init[j][i] = 0.5 + fabs(init[j][i]);
+        whole.call.param[j] = vec(p[j].count);
+        memcpy(whole.call.param[j], init[j], sizeof(dl_real) * (size_t)p[j].count);
+        whole.call.dparam[j] = dwhole[j] = p[j].trainable ? vec(p[j].count) : NULL;
+    }
+    op->forward(&whole.call);
+    op->backward(&whole.call);
+    struct member m[MAX_GROUP];
+    for (int t = 0; t < T; t++) {
+        int lo = t * H / T, rows = (t + 1) * H / T - lo;
+        struct dl_shape band[DL_MAX_INPUTS];
+        dl_real *bx[DL_MAX_INPUTS];
+        for (int k = 0; k < n_in; k++) {
+            band[k] = (struct dl_shape){C, rows, W};
+            bx[k] = vec((long)N * C * rows * W);
+            for (long pl = 0; pl < (long)N * C; pl++)
+                memcpy(bx[k] + pl * rows * W, x[k] + (pl * H + lo) * W, sizeof(dl_real) * (size_t)(rows * W));
+        }
+        m[t] = (struct member){.c0 = lo};
+        ot_setup(&m[t].r, op, e->attrs, N, n_in, band, (const dl_real *const *)bx, NULL, 1);
+        for (int k = 0; k < n_in; k++)
+            free(bx[k]);
+        for (long pl = 0; pl < (long)N * C; pl++)
+            memcpy((dl_real *)m[t].r.call.dout + pl * rows * W, whole.call.dout + (pl * H + lo) * W,
+                   sizeof(dl_real) * (size_t)(rows * W));
+        for (int j = 0; j < n_params; j++) {
+            m[t].r.call.param[j] = state[t][j] = vec(p[j].count);
+            memcpy(state[t][j], init[j], sizeof(dl_real) * (size_t)p[j].count);
+            m[t].r.call.dparam[j] = dpart[t][j] = p[j].trainable ? vec(p[j].count) : NULL;
+        }
+        m[t].r.call.sync_sum = group_sum;
+    }
+    group_run(op, m, T);
+    char what[96];
+    dl_real *part = vec(per), *din[DL_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++)
+        din[k] = vec(per);
+    for (int t = 0; t < T; t++) {
+        int lo = m[t].c0, rows = m[t].r.call.in_shape[0].h;
+        for (long pl = 0; pl < (long)N * C; pl++) {
+            memcpy(part + (pl * H + lo) * W, m[t].r.call.out + pl * rows * W, sizeof(dl_real) * (size_t)(rows * W));
+            for (int k = 0; k < n_in; k++)
+                memcpy(din[k] + (pl * H + lo) * W, m[t].r.call.din[k] + pl * rows * W,
+                       sizeof(dl_real) * (size_t)(rows * W));
+        }
+    }
+    snprintf(what, sizeof what, "row_local on %d bands: output", T);
+    expect_close(op->name, what, part, whole.call.out, per);
+    for (int k = 0; k < n_in; k++) {
+        snprintf(what, sizeof what, "row_local on %d bands: input %d gradient", T, k);
+        expect_close(op->name, what, din[k], whole.call.din[k], per);
+    }
+    for (int j = 0; j < n_params; j++) {
+        for (int t = 1; t < T && dpart[0][j]; t++)
+            for (long i = 0; i < p[j].count; i++)
+                dpart[0][j][i] += dpart[t][j][i];
+        snprintf(what, sizeof what, "row_local on %d bands: %s%s", T, p[j].name, dpart[0][j] ? " gradient" : "");
+        if (dpart[0][j])
+            expect_close(op->name, what, dpart[0][j], dwhole[j], p[j].count);
+        for (int t = 0; t < T && !dpart[0][j]; t++)
+            expect_close(op->name, what, state[t][j], whole.call.param[j], p[j].count);
+    }
+    for (int t = 0; t < T; t++) {
+        for (int j = 0; j < n_params; j++)
+            free(state[t][j]), free(dpart[t][j]);
+        ot_free(&m[t].r);
+    }
+    for (int j = 0; j < n_params; j++)
+        free(init[j]), free(whole.call.param[j]), free(dwhole[j]);
+    for (int k = 0; k < n_in; k++)
+        free(x[k]), free(din[k]);
+    free(part);
+    ot_free(&whole);
+}
+
+static void row_local_holds(void **state)
+{
+    int checked = 0;
+    for (int i = 0; dl_op_kinds[i]; i++) {
+        const struct dl_op_kind *op = dl_op_kinds[i];
+        if (!op->row_local)
+            continue;
+        const struct example *e = example_of(op);
+        if (!e)
+            fail_msg("op kind %s is row_local but has no example layer here", op->name);
+        check_row_local(op, e, 2);
+        check_row_local(op, e, 3); /* 4 rows: bands of 1, 1 and 2 */
+        checked++;
+    }
+    print_message("# %d row-local kinds checked\n", checked);
+    assert_true(checked >= 6);
+}
+
+static void split_classes_hold(void **state)
+{
+    int checked = 0;
+    for (int i = 0; dl_op_kinds[i]; i++) {
+        const struct dl_op_kind *op = dl_op_kinds[i];
+        if (!op->split_classes)
+            continue;
+        static const int shapes[][2] = {{6, 2}, {6, 3}, {7, 2}, {7, 3}, {10, 4}, {9, 4}};
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            check_split_classes(op, "{}", shapes[k][0], shapes[k][1], 1);
+            check_split_classes(op, "{label_smoothing: 0.1}", shapes[k][0], shapes[k][1], 1);
+            check_split_classes(op, "{}", shapes[k][0], shapes[k][1], 40); /* exp overflows without the maximum */
+        }
+        checked++;
+    }
+    assert_true(checked > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flags_hold),
+        cmocka_unit_test(split_classes_hold),
+        cmocka_unit_test(row_local_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,7 +25,13 @@ int dl_cli_help(int argc, char **argv)
           "  inputs   the layers it reads (default: the item before it)\n"
           "  stage    pipeline stage that begins at this layer (integer from 0; default: cut by dltrain)\n"
           "  split    tensor-parallel split: auto (default), none, column, row (fc), filters, channels,\n"
-          "           height (conv)\n\n",
+          "           height (conv).  auto: fc layers pair up column/row, convolutions split by filters\n"
+          "           when the tensor ranks divide them, other layers follow their input, and a loss\n"
+          "           after a column-split last layer reads its classes split (no gather; split: none\n"
+          "           on the loss gathers them).  height: bands of rows with halos exchanged between\n"
+          "           neighbour ranks, for stride-1 'same' convolutions only; element-wise layers, add,\n"
+          "           batch norm and later stride-1 'same' convolutions keep the bands, other layers\n"
+          "           read them gathered\n\n",
           stdout);
     for (int i = 0; dl_op_kinds[i]; i++) {
         dl_attrs_print_doc(stdout, dl_op_kinds[i]);

@@ -49,6 +49,13 @@ enum dl_tag {
      * start, and each rank's events sent to rank 0 at the end. */
     DL_TAG_TRACE_CLOCK,
     DL_TAG_TRACE_EVENTS,
+    /* exec/rows.c, on the tensor group's communicator: the halo rows of a
+     * height-split layer travelling up (to rank t - 1) and down, and their
+     * gradients travelling back. */
+    DL_TAG_HALO_UP,
+    DL_TAG_HALO_DOWN,
+    DL_TAG_HALO_GRAD_UP,
+    DL_TAG_HALO_GRAD_DOWN,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

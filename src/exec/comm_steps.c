@@ -5,7 +5,8 @@
  * channels holds channels [t*C/T, (t+1)*C/T) of every sample.  Every rank of
  * a tensor group has the same step list, so their collectives come in the
  * same order.  Sends are non-blocking (completed before their buffer is
- * reused, dl_exec_comm_complete); receives wait. */
+ * reused, dl_exec_comm_complete); receives wait.  The group reductions of
+ * a class-split loss are here too. */
 #include "exec/exec_impl.h"
 
 #include "comm/tags.h"
@@ -100,6 +101,8 @@ size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step
 {
     if (s->kind != DL_STEP_TP || s->tp_in == DL_TP_IN_AS_IS)
         return 0;
+    if (s->tp_in >= DL_TP_IN_SLICE_ROWS)
+        return dl_exec_rows_workspace(e, s, batch);
     const struct dl_exec_impl *m = e->impl;
     long a = m->tensors[s->src].count, b = m->tensors[s->out].count;
     return sizeof(dl_real) * (size_t)batch * (size_t)(a + b); /* the whole tensor by rank, and a block */
@@ -111,7 +114,9 @@ static void tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     struct dl_comm *c = m->tensor_comm;
     int N = e->batch, T = c->size;
-    if (s->tp_in == DL_TP_IN_SLICE) {
+    if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
+        dl_exec_rows_forward(e, s);
+    } else if (s->tp_in == DL_TP_IN_SLICE) {
         block_of((dl_real *)src->data, dst->data, N, dst->count, T, c->rank, 0, 0);
     } else if (s->tp_in == DL_TP_IN_GATHER) {
         dl_real *byrank = m->workspace;
@@ -126,6 +131,10 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     struct dl_comm *c = m->tensor_comm;
     int N = e->batch, T = c->size, acc = m->written[s->src];
+    if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
+        dl_exec_rows_backward(e, s);
+        return;
+    }
     if (!src->needs_grad)
         return;
     dl_real *byrank = m->workspace;
@@ -194,6 +203,91 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
             add_into(t->grad, into, n, 1);
         m->written[s->src] = 1;
     }
+}
+
+void dl_exec_comm_status(struct dl_exec *e, int rc)
+{
+    failed(e, rc);
+}
+
+void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n)
+{
+    failed(e, sum_all(e->impl->tensor_comm, buf, n, &e->err));
+}
+
+int dl_exec_group_values(const struct dl_exec *e)
+{
+    int most = 0;
+    for (int i = e->shard->first; i < e->shard->end; i++) {
+        int n = e->shard->layer[i].split_classes ? 3 * e->max_batch + 1 /* the loss's sums (correct's pairs: 2N) */
+                : e->shard->layer[i].split_rows  ? 2 * e->g->layers[i].in_shape[0].c + 1 /* batch statistics */
+                                                 : 0;
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* Every rank's v[0..n) into m->group, [rank][n]; 0 when that failed. */
+static int group_gather(struct dl_exec *e, const double *v, int n)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (e->status)
+        return 0;
+    if (n > m->group_cap) {
+        e->status = dl_errorf(&e->err, DL_ERR_INTERNAL, "%d values to reduce over the tensor group, room for %d", n,
+                              m->group_cap);
+        return 0;
+    }
+    failed(e, m->tensor_comm->ops->allgather(m->tensor_comm, v, m->group, sizeof *v * (size_t)n, &e->err));
+    return !e->status;
+}
+
+void dl_exec_group_sum(void *ctx, double *v, int n)
+{
+    struct dl_exec *e = ctx;
+    const double *all = e->impl->group;
+    if (!group_gather(e, v, n))
+        return;
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int t = 0; t < e->impl->tensor_comm->size; t++)
+            sum += all[(long)t * n + i];
+        v[i] = sum;
+    }
+}
+
+void dl_exec_group_max(void *ctx, double *v, int n)
+{
+    struct dl_exec *e = ctx;
+    const double *all = e->impl->group;
+    if (!group_gather(e, v, n))
+        return;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < e->impl->tensor_comm->size; t++)
+            v[i] = all[(long)t * n + i] > v[i] ? all[(long)t * n + i] : v[i];
+}
+
+void dl_exec_group_stats_sum(void *ctx, double *v, int n)
+{
+    struct dl_exec *e = ctx;
+    dl_exec_group_sum(ctx, v, n);
+    if (e->sync_sum && !e->status)
+        e->sync_sum(e->sync_ctx, v, n);
+}
+
+void dl_exec_group_best(struct dl_exec *e, double *pairs, int n)
+{
+    const double *all = e->impl->group;
+    if (!group_gather(e, pairs, 2 * n))
+        return;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < e->impl->tensor_comm->size; t++) {
+            const double *p = all + (long)t * 2 * n + 2 * i;
+            if (t == 0 || p[0] > pairs[2 * i]) {
+                pairs[2 * i] = p[0];
+                pairs[2 * i + 1] = p[1];
+            }
+        }
 }
 
 void dl_exec_comm_complete(struct dl_exec *e)

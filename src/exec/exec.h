@@ -158,10 +158,13 @@ void dl_exec_backward(struct dl_exec *e);
 void dl_exec_zero_grad(struct dl_exec *e);
 
 /* Sum of the per-sample losses of the last forward (in double), and the
- * number of samples whose arg-max logit equals the label: on the pipeline
- * stage that holds the loss (0 on the others). */
+ * number of samples whose arg-max logit equals the label (the lowest class
+ * on ties): on the pipeline stage that holds the loss (0 on the others).
+ * With the classes split over the tensor group, every rank of the group
+ * calls dl_exec_correct (it agrees the arg-max over the group; errors set
+ * e->status). */
 double dl_exec_loss_sum(const struct dl_exec *e);
-int dl_exec_correct(const struct dl_exec *e);
+int dl_exec_correct(struct dl_exec *e);
 
 /* gather.c.  Which parameters a flat vector holds: the trainable ones
  * (weights, their gradients, each optimizer slot) or the others (state). */

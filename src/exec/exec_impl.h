@@ -1,7 +1,8 @@
 /* exec_impl.h: the executor's private structures, shared by exec.c (set-up,
  * parameters), steps.c (kernel choice, layouts, reorder and communication
- * steps, memory plan), run.c (forward and backward over the steps) and
- * comm_steps.c (the communication steps of a parallel run). */
+ * steps, memory plan), run.c (forward and backward over the steps),
+ * comm_steps.c (the communication steps of a parallel run) and rows.c
+ * (those on bands of rows). */
 #ifndef DL_EXEC_IMPL_H
 #define DL_EXEC_IMPL_H
 
@@ -91,6 +92,9 @@ struct dl_exec_impl {
     struct dl_mbplan mbplan;            /* copy of the options' plan (batch 0: none) */
     struct dl_shard own_shard;          /* the whole network's, when the options gave none */
     struct dl_comm *tensor_comm, *pipeline_comm;
+    double *group;                      /* [T][group_cap] values gathered over the tensor group (dl_exec_group_*) */
+    int group_cap;
+    dl_real *grad_part;                 /* a layer's weight gradients on its band of rows, to be summed (rows.c) */
     int shares_params;                  /* weights, gradients and state belong to another executor */
 };
 
@@ -108,6 +112,36 @@ void dl_exec_comm_complete(struct dl_exec *e);
  * direction that started at t0 (while the trace records). */
 int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err);
 void dl_exec_trace_step(struct dl_exec *e, const struct dl_exec_step *s, int backward, double t0);
+
+/* comm_steps.c: reductions of values over the tensor group, in rank order
+ * so that every rank gets the same (struct dl_op_call's sync_sum and
+ * sync_max with ctx = the executor: a class-split loss's sums and maxima);
+ * group_best replaces n (value, index) pairs by the pair of largest value,
+ * the lowest rank's on ties.  At most group_values(e) values per call;
+ * errors set e->status. */
+void dl_exec_group_sum(void *ctx, double *v, int n);
+void dl_exec_group_max(void *ctx, double *v, int n);
+void dl_exec_group_best(struct dl_exec *e, double *pairs, int n);
+int dl_exec_group_values(const struct dl_exec *e);
+/* Batch statistics of a layer on bands of rows: summed over the tensor
+ * group, then over the data-parallel ranks when e->sync_sum is set. */
+void dl_exec_group_stats_sum(void *ctx, double *v, int n);
+/* buf[0..n) summed over the tensor group in place; rc (a comm call's) into
+ * e->status. */
+void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n);
+void dl_exec_comm_status(struct dl_exec *e, int rc);
+
+/* rows.c: the TP steps on bands of rows (SLICE_ROWS, GATHER_ROWS, HALO)
+ * and their workspace; the weight gradients of a layer on a band of rows:
+ * grad_begin points its trainable dparam at grad_part (zeroed; returns 1
+ * when it did), grad_end sums them over the tensor group and adds them to
+ * the layer's gradients (grad_values: the most grad_part holds). */
+void dl_exec_rows_forward(struct dl_exec *e, const struct dl_exec_step *s);
+void dl_exec_rows_backward(struct dl_exec *e, const struct dl_exec_step *s);
+size_t dl_exec_rows_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
+long dl_exec_rows_grad_values(const struct dl_exec *e);
+int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a);
+void dl_exec_rows_grad_end(struct dl_exec *e, const struct dl_exec_step *s);
 
 /* steps.c */
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);

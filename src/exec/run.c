@@ -43,6 +43,16 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->labels = e->labels;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;
+    if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
+        c->channel0 = e->shard->pos.t * l->in_shape[0].c;
+        c->sync_sum = dl_exec_group_sum;
+        c->sync_max = dl_exec_group_max;
+        c->sync_ctx = e;
+    }
+    if (e->shard->layer[s->layer].split_rows) { /* on a band of rows: statistics summed over the group too */
+        c->sync_sum = dl_exec_group_stats_sum;
+        c->sync_ctx = e;
+    }
     a->workspace = m->workspace;
 }
 
@@ -116,9 +126,12 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         a.c.din[k] = s->via_scratch[k] ? s->scratch[k] : t->grad;
         any = 1;
     }
+    int on_band = dl_exec_rows_grad_begin(e, s, &a);
     for (int d = DL_DIR_BACKWARD_DATA; d < DL_N_DIRS; d++)
         if (!dl_exec_micro_run(e, s, &a, (enum dl_dir)d, any))
             dl_kernel_run(s->kernel, inst, &a, (enum dl_dir)d, l->n_params > 0, any);
+    if (on_band) /* its weight gradients from its band: summed over the group */
+        dl_exec_rows_grad_end(e, s);
     for (int k = 0; k < l->n_in; k++) {
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];
         if (!a.c.din[k])
@@ -181,22 +194,35 @@ double dl_exec_loss_sum(const struct dl_exec *e)
 }
 
 /* The loss reads the logits as plain (C,1,1) vectors (or blocked ones with
- * the same memory), whole: a tensor-parallel run gathers them first. */
-int dl_exec_correct(const struct dl_exec *e)
+ * the same memory): whole, or with its classes split, this rank's block,
+ * whose best (value, class) per sample is agreed over the tensor group. */
+int dl_exec_correct(struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;
-    if (!dl_shard_runs(e->shard, e->g->loss))
+    if (!dl_shard_runs(e->shard, e->g->loss) || e->status)
         return 0;
     const struct dl_exec_tensor *z = &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
     long classes = dl_shape_count(z->shape);
+    int split = e->shard->layer[e->g->loss].split_classes, N = e->batch;
+    double best[split ? 2 * N : 1];
     int correct = 0;
-    for (int n = 0; n < e->batch; n++) {
+    for (int n = 0; n < N; n++) {
         const dl_real *row = z->data + n * z->count;
-        long best = 0;
-        for (long k = 1; k < classes; k++)
-            if (row[k] > row[best])
-                best = k;
-        correct += best == e->labels[n];
+        long k = 0;
+        for (long j = 1; j < classes; j++)
+            if (row[j] > row[k])
+                k = j;
+        if (!split) {
+            correct += k == e->labels[n];
+            continue;
+        }
+        best[2 * n] = row[k];
+        best[2 * n + 1] = (double)(e->shard->pos.t * classes + k);
     }
+    if (!split)
+        return correct;
+    dl_exec_group_best(e, best, N);
+    for (int n = 0; n < N && !e->status; n++)
+        correct += best[2 * n + 1] == e->labels[n];
     return correct;
 }

@@ -98,31 +98,60 @@ static int received(struct dl_exec *e, int p, int i)
     return st->out;
 }
 
-/* The tensor layer i reads as input k once tensor parallelism has sliced
- * or gathered src, or (a layer split by its outputs) will sum its partial
- * input gradient; src itself when nothing is needed.  Adapters of one
- * tensor are shared by the layers that need the same one. */
-static int tp_adapted(struct dl_exec *e, int src, int i, int k)
+/* The tensor src adapted by tensor-parallel step `how` into a tensor of
+ * shape `shape` (sum_grad: the consumer's input gradient is a partial sum):
+ * shared by the layers that need the same one. */
+static int tp_step(struct dl_exec *e, int src, int i, enum dl_tp_in how, int sum_grad, struct dl_shape shape)
 {
     struct dl_exec_impl *m = e->impl;
-    const struct dl_shard_layer *L = &e->shard->layer[i];
-    enum dl_tp_in how = L->in[k];
-    int sum_grad = how != DL_TP_IN_SLICE && L->by_output && m->tensors[src].needs_grad;
-    if (e->shard->dims.tp == 1 || (how == DL_TP_IN_AS_IS && !sum_grad))
-        return src;
     src = reordered(e, src, DL_LAYOUT_PLAIN, i);
     for (int s = 0; s < m->n_steps; s++)
         if (m->steps[s].kind == DL_STEP_TP && m->steps[s].src == src && m->steps[s].tp_in == how &&
-            m->steps[s].tp_sum_grad == sum_grad)
+            m->steps[s].tp_sum_grad == sum_grad && dl_shape_eq(m->tensors[m->steps[s].out].shape, shape))
             return m->steps[s].out;
     struct dl_exec_step *st = add_step(m, DL_STEP_TP, src, i);
     st->tp_in = how;
     st->tp_sum_grad = sum_grad;
-    st->out = add_tensor(m, m->n_steps, e->g->layers[i].in_shape[k], DL_LAYOUT_PLAIN, m->tensors[src].needs_grad);
+    st->out = add_tensor(m, m->n_steps, shape, DL_LAYOUT_PLAIN, m->tensors[src].needs_grad);
     if (how == DL_TP_IN_AS_IS) /* the same values; only the gradient is summed */
         m->tensors[st->out].alias = src;
     m->n_steps++;
     return st->out;
+}
+
+/* The tensor layer i reads as input k once tensor parallelism has adapted
+ * src: its bands of rows gathered, then its channels sliced or gathered,
+ * or (a layer split by its outputs) its partial input gradient to be
+ * summed, then cut to this rank's band of rows and given its halos; src
+ * itself when nothing is needed. */
+static int tp_adapted(struct dl_exec *e, int src, int i, int k)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_shard_layer *L = &e->shard->layer[i];
+    const struct dl_layer *whole = &e->shard->g->layers[i];
+    enum dl_tp_in how = L->in[k];
+    int T = e->shard->dims.tp, sum_grad = how != DL_TP_IN_SLICE && L->by_output && m->tensors[src].needs_grad;
+    if (T == 1)
+        return src;
+    struct dl_shape shape = m->tensors[src].shape;
+    if (L->rows_in[k] == DL_TP_IN_GATHER_ROWS) {
+        shape.h = whole->in_shape[k].h;
+        src = tp_step(e, src, i, DL_TP_IN_GATHER_ROWS, 0, shape);
+    }
+    if (how != DL_TP_IN_AS_IS || sum_grad) {
+        shape.c = how == DL_TP_IN_SLICE ? shape.c / T : how == DL_TP_IN_GATHER ? shape.c * T : shape.c;
+        src = tp_step(e, src, i, how, sum_grad, shape);
+    }
+    if (L->rows_in[k] == DL_TP_IN_SLICE_ROWS) {
+        int lo;
+        dl_shard_band(shape.h, T, e->shard->pos.t, &lo, &shape.h);
+        src = tp_step(e, src, i, DL_TP_IN_SLICE_ROWS, 0, shape);
+    }
+    if (L->halo) {
+        shape.h += 2 * L->halo;
+        src = tp_step(e, src, i, DL_TP_IN_HALO, 0, shape);
+    }
+    return src;
 }
 
 /* The tensor layer i reads as its input k: the graph input, a layer's
@@ -178,7 +207,9 @@ int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, cons
 }
 
 /* The kernel that runs layer i: the plan's (first part of the first
- * direction that runs) when the layer is tuned, else the registry's. */
+ * direction that runs) when the layer is tuned, else the registry's; a
+ * layer on bands of rows takes one that sums its statistics through
+ * sync_sum (batch norm's over the tensor group). */
 static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
 {
     const struct dl_mbplan *p = &e->impl->mbplan;
@@ -186,6 +217,13 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
         for (int d = 0; d < DL_N_DIRS; d++)
             if (p->layer[i].dir[d].n)
                 return p->layer[i].dir[d].part[0].kernel;
+    if (e->shard->layer[i].split_rows) {
+        struct dl_kernel_choices rows = {0};
+        if (ch)
+            rows = *ch;
+        rows.sync_stats = 1;
+        return dl_kernel_select(&e->g->layers[i], &rows);
+    }
     return dl_kernel_select(&e->g->layers[i], ch);
 }
 
@@ -201,7 +239,8 @@ static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_
     if ((ch && ch->no_fusion) || !l->kind->is_relu || l->n_in != 1 || l->n_consumers != 1 ||
         r == g->logits || o == g->logits || !dl_shard_runs(e->shard, r) || !dl_shard_runs(e->shard, o))
         return 0;
-    if (e->shard->layer[r].split_out != e->shard->layer[o].split_out || e->shard->layer[r < o ? r : o].partial)
+    if (e->shard->layer[r].split_out != e->shard->layer[o].split_out ||
+        e->shard->layer[r].split_rows != e->shard->layer[o].split_rows || e->shard->layer[r < o ? r : o].partial)
         return 0; /* a ReLU after partial sums waits for their sum */
     if (p->batch && (p->layer[r].tuned || p->layer[o].tuned))
         return 0;
@@ -318,6 +357,12 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             m->workspace_bytes = w;
     }
     add_sends(e);
+    if ((m->group_cap = dl_exec_group_values(e)) > 0 &&
+        !(m->group = dl_calloc((size_t)sh->dims.tp * (size_t)m->group_cap, sizeof *m->group, err)))
+        return DL_ERR_NOMEM;
+    long part = dl_exec_rows_grad_values(e);
+    if (part > 0 && !(m->grad_part = dl_calloc((size_t)part, sizeof *m->grad_part, err)))
+        return DL_ERR_NOMEM;
     for (int s = 0; s < m->n_steps; s++) {
         size_t w = dl_exec_comm_workspace(e, &m->steps[s], e->max_batch);
         if (w > m->workspace_bytes)
@@ -442,6 +487,8 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->tensors);
     free(m->out_tensor);
     free(m->written);
+    free(m->group);
+    free(m->grad_part);
     free(m->bufs);
     free(m->arena);
     free(m->own_workspace);

@@ -66,4 +66,5 @@ const struct dl_op_kind dl_op_add = {
     .backward = add_backward,
     .flops = add_flops,
     .channel_local = 1,
+    .row_local = 1,
 };

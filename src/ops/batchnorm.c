@@ -226,4 +226,5 @@ const struct dl_op_kind dl_op_batchnorm = {
     .backward = batchnorm_backward,
     .flops = batchnorm_flops,
     .channel_local = 1,
+    .row_local = 1,
 };

@@ -375,6 +375,23 @@ static int conv_tp_split(const void *attr, int by_output, int T, int keep_bias, 
     return 0;
 }
 
+/* A band of rows of a stride-1 'same' convolution (output height = input
+ * height: 2 pad = dilation (kernel - 1)) needs pad rows of its neighbours
+ * on each side, after which it is a convolution without padding in height
+ * (width as it was). */
+static const char *conv_height_split(const void *attr, struct dl_shape in, void *local, int *halo)
+{
+    const struct conv_attr *a = attr;
+    struct conv_attr *l = local;
+    if (a->stride[0] != 1 || 2 * a->pad[0] != a->dilation[0] * (a->kernel[0] - 1))
+        return "only stride-1 'same' convolutions are split by height (stride 1 and 2 x pad = dilation x "
+               "(kernel - 1) along the height)";
+    *l = *a;
+    l->pad[0] = 0;
+    *halo = a->pad[0];
+    return NULL;
+}
+
 const struct dl_op_kind dl_op_conv = {
     .name = "conv",
     .summary = "2-D convolution with optional groups, dilation and bias (PyTorch Conv2d)",
@@ -392,4 +409,5 @@ const struct dl_op_kind dl_op_conv = {
     .backward = conv_backward,
     .flops = conv_flops,
     .tp_split = conv_tp_split,
+    .height_split = conv_height_split,
 };

@@ -56,10 +56,11 @@ static inline double dl_eltwise_flops(const void *attr, const struct dl_shape *i
 
 /* The fields every element-wise kind shares, for its struct dl_op_kind:
  * one input, output shape = input shape, the loops from DL_ELTWISE_LOOPS,
- * and micro-batches allowed (every element is independent). */
+ * and micro-batches, channel blocks and row bands allowed (every element is
+ * independent). */
 #define DL_ELTWISE_KIND_FIELDS(NAME)                                              \
     .min_inputs = 1, .max_inputs = 1, .infer = dl_eltwise_infer, .micro_batch = 1, \
     .forward = NAME##_forward, .backward = NAME##_backward, .flops = dl_eltwise_flops, \
-    .channel_local = 1
+    .channel_local = 1, .row_local = 1
 
 #endif

@@ -94,10 +94,17 @@ struct dl_op_call {
     long sample0;
     int channel0;
     const int *labels;                  /* loss ops only: N class indices */
-    /* Cross-replica sums for statistics that span the global batch (batch
-     * normalisation with --sync-bn): replaces v[0..n) by its sum over the
-     * data-parallel ranks, the same on every rank.  NULL: this rank only. */
+    /* Cross-rank reductions for values that span more than this call's
+     * part of a tensor: replace v[0..n) by its sum (sync_sum) or maximum
+     * (sync_max) over the ranks holding the other parts, the same on every
+     * rank.  sync_sum: batch normalisation's statistics over the
+     * data-parallel ranks (--sync-bn) and over the tensor group when the
+     * rows are split (doc/parallel.md); NULL: this rank only.  sync_max is
+     * set only for a loss whose class scores are split over the tensor
+     * group (channels [channel0, channel0 + in_shape[0].c) of them here;
+     * the op kind's split_classes), which it then reduces through both. */
     void (*sync_sum)(void *ctx, double *v, int n);
+    void (*sync_max)(void *ctx, double *v, int n);
     void *sync_ctx;
 };
 
@@ -159,6 +166,12 @@ struct dl_op_kind {
      * the same way (flatten turns channel blocks into feature blocks); its
      * parameters, if any, are one value per channel. */
     int channel_local;
+    /* A loss that can take its class scores split into blocks over the
+     * tensor group (a column-split last layer) without gathering them:
+     * called with sync_max set, it reduces its per-sample maximum, sum of
+     * exponentials and target score over the ranks (Megatron-LM's
+     * vocabulary-parallel cross entropy). */
+    int split_classes;
     /* An op with weights [out, in, ...] and bias [out] (convolution, fully
      * connected) that can be divided over T ranks: writes into local (a copy
      * of attr) the attributes of one part, split by its outputs (by_output:
@@ -167,6 +180,20 @@ struct dl_op_kind {
      * Returns 0, or -1 when these attributes cannot be split so (T does not
      * divide the outputs, a grouped convolution).  NULL: never split. */
     int (*tp_split)(const void *attr, int by_output, int T, int keep_bias, void *local);
+
+    /* Spatial (height) parallelism, doc/parallel.md.  row_local: the op
+     * treats rows (the height axis) independently, or reduces over them
+     * only through sync_sum (batch norm's statistics), so a tensor split
+     * into bands of rows goes through it band by band and comes out split
+     * the same way (element-wise ops, add, batch norm).  height_split: an
+     * op that can run on a band of rows given `*halo` more rows of its
+     * neighbours' bands above and below it (zeros past the whole tensor's
+     * edges): writes into local (a copy of attr) the attributes of that
+     * part, no padding in height, for the input shape in, and returns NULL,
+     * or the rule these attributes break (a stride-1 'same' convolution
+     * only).  NULL: never split by height. */
+    int row_local;
+    const char *(*height_split)(const void *attr, struct dl_shape in, void *local, int *halo);
 };
 
 /* registry.c */

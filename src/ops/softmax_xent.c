@@ -2,7 +2,13 @@
  * integer labels y: out[n] = -sum_k q_k log softmax(x_n)_k, where the target
  * q = (1 - eps) onehot(y_n) + eps / C (label smoothing as in PyTorch's
  * CrossEntropyLoss; eps = 0 gives -log softmax(x_n)[y_n]).  Output: one loss
- * per sample (1, 1, 1).  Backward: din[n, k] = dout[n] * (p_nk - q_k). */
+ * per sample (1, 1, 1).  Backward: din[n, k] = dout[n] * (p_nk - q_k).
+ * With its classes split over the tensor group (c->sync_max set; op.h), each
+ * rank holds the scores of classes [channel0, channel0 + Cl): the maximum is
+ * reduced first, then the sums of exponentials, of the target score (0 on
+ * the ranks that do not hold it) and of the scores, as Megatron-LM's
+ * vocabulary-parallel cross entropy does, and each rank's gradient is its
+ * block of p - q. */
 #include "ops/op.h"
 
 #include <assert.h>
@@ -43,21 +49,37 @@ static int softmax_xent_infer(const void *attr, int n_in, const struct dl_shape 
     return DL_OK;
 }
 
+/* The probabilities, for backward, then the number of classes of the whole
+ * tensor (which a split call learns from its group). */
 static long softmax_xent_saved_size(const void *attr, int batch, const struct dl_shape *in,
                                     struct dl_shape out)
 {
-    return (long)batch * in[0].c; /* the probabilities, for backward */
+    return (long)batch * in[0].c + 1;
 }
 
-static void softmax_xent_forward(const struct dl_op_call *c)
+/* Writes the loss and the probabilities p = exp(x - lse) of sample n from
+ * its log-sum-exp, target score and sum of scores. */
+static void softmax_xent_finish(const struct dl_op_call *c, int n, double lse, double target, double xsum,
+                                double classes)
 {
     const struct softmax_xent_attr *a = c->attr;
     int C = c->in_shape[0].c;
+    const dl_real *x = c->in[0] + (long)n * C;
+    dl_real *p = c->saved + (long)n * C;
     double eps = a->label_smoothing;
+    for (int k = 0; k < C; k++)
+        p[k] = (dl_real)exp((double)x[k] - lse);
+    /* With log p_k = x_k - lse and sum_k q_k = 1:
+     * -sum_k q_k log p_k = lse - (1 - eps) x_y - eps/C sum_k x_k. */
+    c->out[n] = (dl_real)(lse - (1 - eps) * target - eps / classes * xsum);
+}
+
+static void softmax_xent_forward_whole(const struct dl_op_call *c)
+{
+    int C = c->in_shape[0].c;
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         const dl_real *x = c->in[0] + (long)n * C;
-        dl_real *p = c->saved + (long)n * C;
         int y = c->labels[n];
         assert(y >= 0 && y < C);
         /* log-sum-exp with the maximum subtracted, so no exp overflows. */
@@ -68,31 +90,80 @@ static void softmax_xent_forward(const struct dl_op_call *c)
             sum += exp((double)x[k] - xmax);
             xsum += x[k];
         }
-        double lse = xmax + log(sum);
-        for (int k = 0; k < C; k++)
-            p[k] = (dl_real)exp((double)x[k] - lse);
-        /* With log p_k = x_k - lse and sum_k q_k = 1:
-         * -sum_k q_k log p_k = lse - (1 - eps) x_y - eps/C sum_k x_k. */
-        c->out[n] = (dl_real)(lse - (1 - eps) * x[y] - eps / C * xsum);
+        softmax_xent_finish(c, n, xmax + log(sum), x[y], xsum, C);
     }
+    c->saved[(long)c->batch * C] = (dl_real)C;
 }
 
+/* Classes [channel0, channel0 + Cl) here: the maximum over every rank's
+ * classes first, then per sample the sums [exp(x - max), x_y, x] and the
+ * class count, summed over the ranks. */
+static void softmax_xent_forward_split(const struct dl_op_call *c)
+{
+    int N = c->batch, Cl = c->in_shape[0].c;
+    double xmax[N > 0 ? N : 1], sums[3 * N + 1];
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const dl_real *x = c->in[0] + (long)n * Cl;
+        double m = x[0];
+        for (int k = 1; k < Cl; k++)
+            m = x[k] > m ? x[k] : m;
+        xmax[n] = m;
+    }
+    c->sync_max(c->sync_ctx, xmax, N);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const dl_real *x = c->in[0] + (long)n * Cl;
+        int y = c->labels[n] - c->channel0;
+        double sum = 0, xsum = 0;
+        for (int k = 0; k < Cl; k++) {
+            sum += exp((double)x[k] - xmax[n]);
+            xsum += x[k];
+        }
+        sums[n] = sum;
+        sums[N + n] = y >= 0 && y < Cl ? x[y] : 0;
+        sums[2 * N + n] = xsum;
+    }
+    sums[3 * N] = Cl;
+    c->sync_sum(c->sync_ctx, sums, 3 * N + 1);
+    double classes = sums[3 * N];
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        assert(c->labels[n] >= 0 && c->labels[n] < classes);
+        softmax_xent_finish(c, n, xmax[n] + log(sums[n]), sums[N + n], sums[2 * N + n], classes);
+    }
+    c->saved[(long)N * Cl] = (dl_real)classes;
+}
+
+static void softmax_xent_forward(const struct dl_op_call *c)
+{
+    if (c->sync_max)
+        softmax_xent_forward_split(c);
+    else
+        softmax_xent_forward_whole(c);
+}
+
+/* dx = dout (p - q) on this call's classes: the label's entry only where it
+ * lies among them. */
 static void softmax_xent_backward(const struct dl_op_call *c)
 {
     const struct softmax_xent_attr *a = c->attr;
     if (!c->din[0])
         return;
-    int C = c->in_shape[0].c;
-    dl_real smooth = (dl_real)(a->label_smoothing / C);
+    int C = c->in_shape[0].c, k0 = c->sync_max ? c->channel0 : 0;
+    double classes = c->saved[(long)c->batch * C];
+    dl_real smooth = (dl_real)(a->label_smoothing / classes);
     dl_real on_label = (dl_real)(1 - a->label_smoothing);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         const dl_real *p = c->saved + (long)n * C;
         dl_real *dx = c->din[0] + (long)n * C;
         dl_real g = c->dout[n];
+        int y = c->labels[n] - k0;
         for (int k = 0; k < C; k++)
             dx[k] = g * (p[k] - smooth);
-        dx[c->labels[n]] -= g * on_label;
+        if (y >= 0 && y < C)
+            dx[y] -= g * on_label;
     }
 }
 
@@ -117,4 +188,5 @@ const struct dl_op_kind dl_op_softmax_xent = {
     .forward = softmax_xent_forward,
     .backward = softmax_xent_backward,
     .flops = softmax_xent_flops,
+    .split_classes = 1,
 };

@@ -9,9 +9,14 @@
  * column/row as in Megatron-LM, convolutions alternate filters/channels as
  * in Dryden et al. 2019, and an fc after a split convolution takes its
  * channel blocks as row blocks.  Channel-local layers follow their inputs;
- * anything else reads whole tensors. */
+ * a loss that can (split_classes) reads split class scores as they are;
+ * anything else reads whole tensors.  A convolution with `split: height`
+ * takes bands of rows (Dryden et al., IPDPS 2019), and the convolutions and
+ * row-local layers after it keep them while they can; other layers read
+ * the bands gathered. */
 #include "plan/shard.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,21 +36,69 @@ static int input_split(const struct dl_shard *s, const struct dl_layer *l, int k
     return l->in[k] != DL_GRAPH_INPUT && s->layer[l->in[k]].split_out;
 }
 
+/* 1 when input k of layer l is split into bands of rows. */
+static int input_rows(const struct dl_shard *s, const struct dl_layer *l, int k)
+{
+    return l->in[k] != DL_GRAPH_INPUT && s->layer[l->in[k]].split_rows;
+}
+
 static int refuse(const struct dl_layer *l, const char *why, struct dl_error *err)
 {
     return dl_errorf(err, DL_ERR_SPEC, "layer '%s' (%s), split %s: %s", l->name, l->kind->name,
                      dl_split_names[l->split], why);
 }
 
-/* A layer with weights split by its outputs or inputs, or kept whole. */
+/* Why layer l cannot be split by height over the tensor ranks (NULL: it
+ * can; then local_attr holds its part's attributes and *halo the rows it
+ * needs from each neighbour): its kind, its attributes, or bands thinner
+ * than the halo (a neighbour's band must hold it; buf holds that message). */
+static const char *height_misfit(const struct dl_shard *s, const struct dl_layer *l, void *local_attr, int *halo,
+                                 char *buf, size_t size)
+{
+    int H = l->in_shape[0].h, T = s->dims.tp;
+    if (!l->kind->height_split)
+        return "only stride-1 'same' convolutions are split by height; element-wise layers, add and batch norm "
+               "follow a height-split input";
+    const char *why = l->kind->height_split(l->attr, l->in_shape[0], local_attr, halo);
+    if (why)
+        return why;
+    if (H < T)
+        snprintf(buf, size, "its %d rows are fewer than the %d tensor ranks", H, T);
+    else if (H / T < *halo)
+        snprintf(buf, size, "bands of %d of its %d rows on %d tensor ranks are thinner than the %d rows its "
+                 "window reads from each neighbour", H / T, H, T, *halo);
+    else
+        return NULL;
+    return buf;
+}
+
+/* A layer with weights split by height (bands of rows, halos from the
+ * neighbours, weight gradients summed over the group), by its outputs or
+ * inputs, or kept whole.  Auto keeps a row-split input split when the
+ * layer fits (else the bands are gathered and the channel rule applies). */
 static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_error *err)
 {
     const struct dl_layer *l = &s->g->layers[i];
     struct dl_shard_layer *L = &s->layer[i];
-    int T = s->dims.tp, sh = input_split(s, l, 0);
+    int T = s->dims.tp, sh = input_split(s, l, 0), rows = input_rows(s, l, 0);
     enum dl_split want = l->split;
-    if (want == DL_SPLIT_HEIGHT)
-        return refuse(l, "spatial (height) splits are not available yet: use filters or channels", err);
+    if (want == DL_SPLIT_HEIGHT || (want == DL_SPLIT_AUTO && rows)) {
+        char buf[200];
+        int halo = 0;
+        const char *why = height_misfit(s, l, local_attr, &halo, buf, sizeof buf);
+        if (!why) {
+            L->split = DL_SPLIT_HEIGHT;
+            L->split_rows = 1;
+            L->halo = halo;
+            L->rows_in[0] = rows ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE_ROWS;
+            L->in[0] = sh ? DL_TP_IN_GATHER : DL_TP_IN_AS_IS;
+            return DL_OK;
+        }
+        if (want == DL_SPLIT_HEIGHT)
+            return refuse(l, why, err);
+    }
+    if (rows) /* whole again, then as a whole input */
+        L->rows_in[0] = DL_TP_IN_GATHER_ROWS;
     /* 0 whole, 1 by outputs, 2 by inputs; auto takes a split input as it is */
     int mode = by_output_request(want) ? 1 : by_input_request(want) ? 2 : want == DL_SPLIT_AUTO ? (sh ? 2 : 1) : 0;
     if (mode == 2 && l->in_shape[0].c % T) {
@@ -83,12 +136,36 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
 {
     const struct dl_layer *l = &s->g->layers[i];
     struct dl_shard_layer *L = &s->layer[i];
-    int T = s->dims.tp, any = 0;
+    int T = s->dims.tp, any = 0, rows = 0;
+    if (l->split == DL_SPLIT_HEIGHT)
+        return refuse(l, "only stride-1 'same' convolutions are split by height; element-wise layers, add and "
+                      "batch norm follow a height-split input (leave split out)", err);
     if (l->split != DL_SPLIT_AUTO && l->split != DL_SPLIT_NONE)
         return refuse(l, "only convolutions and fully connected layers are split; this layer follows its input "
                       "(or stays whole with split none)", err);
-    for (int k = 0; k < l->n_in; k++)
+    for (int k = 0; k < l->n_in; k++) {
         any |= input_split(s, l, k);
+        rows |= input_rows(s, l, k);
+    }
+    if (rows && !any && l->kind->row_local && l->split == DL_SPLIT_AUTO) { /* bands in, bands out */
+        L->split = DL_SPLIT_NONE;
+        L->split_rows = 1;
+        for (int k = 0; k < l->n_in; k++)
+            L->rows_in[k] = input_rows(s, l, k) ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE_ROWS;
+        return DL_OK;
+    }
+    for (int k = 0; k < l->n_in; k++) /* whole again; the channel rule below sees whole inputs */
+        if (input_rows(s, l, k))
+            L->rows_in[k] = DL_TP_IN_GATHER_ROWS;
+    if (any && l->kind->split_classes && l->split == DL_SPLIT_AUTO) { /* a loss over split class scores */
+        if (l->in_shape[0].c / T >= 2) {
+            L->split = DL_SPLIT_NONE;
+            L->split_classes = 1;
+            L->in[0] = DL_TP_IN_AS_IS;
+            return DL_OK;
+        }
+        L->whole_because = "its class scores are gathered: a tensor rank would hold fewer than 2 classes";
+    }
     int follow = any && l->kind->channel_local && l->split == DL_SPLIT_AUTO;
     for (int k = 0; k < l->n_in && follow; k++)
         follow = input_split(s, l, k) || l->in_shape[k].c % T == 0;
@@ -112,10 +189,15 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
     v->attr = local_attr;
     for (int k = 0; k < l->n_in; k++) {
         struct dl_shape whole = l->in_shape[k];
-        v->in_shape[k] = L->in[k] == DL_TP_IN_AS_IS && l->in[k] != DL_GRAPH_INPUT ? s->local.layers[l->in[k]].out_shape
-                                                                                  : whole;
+        int as_is = L->in[k] == DL_TP_IN_AS_IS && L->rows_in[k] != DL_TP_IN_GATHER_ROWS && l->in[k] != DL_GRAPH_INPUT;
+        v->in_shape[k] = as_is ? s->local.layers[l->in[k]].out_shape : whole;
         if (L->in[k] == DL_TP_IN_SLICE)
             v->in_shape[k].c = whole.c / T;
+        if (L->rows_in[k] == DL_TP_IN_SLICE_ROWS) {
+            int lo;
+            dl_shard_band(whole.h, T, s->pos.t, &lo, &v->in_shape[k].h);
+        }
+        v->in_shape[k].h += 2 * L->halo;
     }
     struct dl_error e = {0};
     if (l->kind->infer(v->attr, v->n_in, v->in_shape, &v->out_shape, &e))
@@ -143,6 +225,33 @@ long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_s
     if (coord < sl->offset || coord >= sl->offset + sl->count)
         return -1;
     return i / (stride * extent) * (sl->count * stride) + (coord - sl->offset) * stride + i % stride;
+}
+
+const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t size)
+{
+    const struct dl_shard_layer *L = &s->layer[i];
+    const char *what = L->by_output                 ? "outputs"
+                       : L->by_input                ? "inputs, partial sums"
+                       : L->split_classes           ? "classes (no gather)"
+                       : L->split_out               ? "follows channel blocks"
+                       : L->split == DL_SPLIT_HEIGHT ? "height, halo"
+                       : L->split_rows              ? "follows row bands"
+                                                    : "whole";
+    int n = snprintf(buf, size, "%s", what);
+    if (L->split == DL_SPLIT_HEIGHT)
+        n += snprintf(buf + n, size - (size_t)n, " %d", L->halo);
+    for (int k = 0; k < s->g->layers[i].n_in && (size_t)n < size; k++) { /* the adapters in the order they run */
+        const char *step[3] = {L->rows_in[k] == DL_TP_IN_GATHER_ROWS ? "rows gathered" : NULL,
+                               L->in[k] == DL_TP_IN_GATHER ? "gathered" : L->in[k] == DL_TP_IN_SLICE ? "sliced" : NULL,
+                               L->rows_in[k] == DL_TP_IN_SLICE_ROWS ? "rows sliced" : NULL};
+        for (int j = 0, first = 1; j < 3 && (size_t)n < size; j++)
+            if (step[j]) {
+                n += first ? snprintf(buf + n, size - (size_t)n, "; input %d: %s", k, step[j])
+                           : snprintf(buf + n, size - (size_t)n, ", %s", step[j]);
+                first = 0;
+            }
+    }
+    return buf;
 }
 
 void dl_shard_free(struct dl_shard *s)

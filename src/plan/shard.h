@@ -4,8 +4,10 @@
  * attributes, shapes and parameters of its part, in a struct dl_graph with
  * the whole network's layer indices, so kernels, tuner and memory planner
  * work on it unchanged) and where each local parameter sits in the whole
- * tensor.  Tensors are either whole on every tensor rank or split into T
- * equal channel (feature) blocks, rank t holding block t. */
+ * tensor.  Tensors are whole on every tensor rank, split into T equal
+ * channel (feature) blocks, rank t holding block t, or split into T bands
+ * of rows (height), rank t holding rows [t*H/T, (t+1)*H/T) (dl_shard_band;
+ * uneven when T does not divide H). */
 #ifndef DL_PLAN_SHARD_H
 #define DL_PLAN_SHARD_H
 
@@ -22,7 +24,15 @@
  *   GATHER  a split tensor allgathered whole; of the whole gradient the
  *           rank keeps its block (summed over the ranks first with a
  *           reduce-scatter when the layer is split by its outputs). */
-enum dl_tp_in { DL_TP_IN_AS_IS, DL_TP_IN_SLICE, DL_TP_IN_GATHER };
+enum dl_tp_in { DL_TP_IN_AS_IS, DL_TP_IN_SLICE, DL_TP_IN_GATHER,
+                /* rows (a layer's rows_in[k]; applied before in[k]): */
+                DL_TP_IN_SLICE_ROWS,  /* a whole tensor cut to this rank's band (free); the bands'
+                                         gradients are allgathered whole */
+                DL_TP_IN_GATHER_ROWS, /* the bands allgathered whole; of the whole gradient the rank
+                                         keeps its band */
+                /* (the executor's step only) a band with `halo` rows of the neighbours' bands above
+                   and below it, zeros past the edges; the halos' gradients go back and are added */
+                DL_TP_IN_HALO };
 
 /* Where local parameter j of a layer sits in the whole tensor: along
  * dimension dim (of the PyTorch layout) it holds [offset, offset + count);
@@ -40,6 +50,12 @@ struct dl_shard_layer {
     enum dl_tp_in in[DL_MAX_INPUTS];
     struct dl_param_slice slice[DL_MAX_PARAMS]; /* for the local params (an input split's bias lives on
                                                    tensor rank 0 only: the others have one param less) */
+    int split_rows;             /* its output is split into bands of rows over the tensor group (a
+                                   height split, or a row-local layer following one) */
+    int halo;                   /* split by height: rows of the neighbours' bands it reads on each side */
+    enum dl_tp_in rows_in[DL_MAX_INPUTS]; /* AS_IS, SLICE_ROWS or GATHER_ROWS (before in[k]) */
+    int split_classes;          /* a loss reading class scores split into blocks as they are (op.h's
+                                   split_classes: reduced over the tensor group, never gathered) */
     const char *whole_because;  /* a layer that could be split but stays whole: why (printed once) */
 };
 
@@ -66,6 +82,19 @@ void dl_shard_free(struct dl_shard *s);
  * layout) sits in the slice sl a rank holds, or -1 when it holds another
  * part. */
 long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_slice *sl, long i);
+
+/* The band of rank t of T of a tensor of H rows: rows [*lo, *lo + *n). */
+static inline void dl_shard_band(int H, int T, int t, int *lo, int *n)
+{
+    *lo = (int)((long)t * H / T);
+    *n = (int)((long)(t + 1) * H / T) - *lo;
+}
+
+/* A few words on layer i's split on this rank and how its inputs reach it
+ * ("outputs", "inputs, partial sums", "follows channel blocks", "classes
+ * (no gather)", "whole", each input gathered or sliced), for dltrain check;
+ * returns buf. */
+const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t size);
 
 /* 1 when layer i runs on this rank. */
 static inline int dl_shard_runs(const struct dl_shard *s, int i)

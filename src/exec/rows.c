@@ -1,0 +1,226 @@
+/* rows.c: the tensor-parallel steps on bands of rows (spatial parallelism,
+ * Dryden et al., IPDPS 2019; doc/parallel.md): a whole tensor cut to this
+ * rank's band, the bands gathered whole, and the halo exchange that gives a
+ * layer split by height the rows of its neighbours' bands its window reads
+ * (backward sends those rows' gradients back, where they are added); and
+ * the sum over the tensor group of the weight gradients a layer computes on
+ * its band.  Tensors are plain NCHW: band t holds rows [lo, lo + n) of every
+ * (sample, channel) plane (plan/shard.h's dl_shard_band). */
+#include "exec/exec_impl.h"
+
+#include <string.h>
+
+#include "comm/tags.h"
+
+/* Rows [s0, s0 + rows) of each of `planes` planes of src (sh rows of W
+ * values each) into rows [d0, d0 + rows) of dst's planes (dh rows), or
+ * added to them (acc). */
+static void copy_rows(dl_real *dst, int dh, int d0, const dl_real *src, int sh, int s0, int rows, long planes, int W,
+                      int acc)
+{
+    long n = (long)rows * W;
+    #pragma omp parallel for schedule(static)
+    for (long p = 0; p < planes; p++) {
+        dl_real *d = dst + (p * dh + d0) * W;
+        const dl_real *s = src + (p * sh + s0) * W;
+        if (!acc) {
+            memcpy(d, s, sizeof *d * (size_t)n);
+            continue;
+        }
+        for (long i = 0; i < n; i++)
+            d[i] += s[i];
+    }
+}
+
+static void zero_rows(dl_real *dst, int dh, int d0, int rows, long planes, int W)
+{
+    #pragma omp parallel for schedule(static)
+    for (long p = 0; p < planes; p++)
+        memset(dst + (p * dh + d0) * W, 0, sizeof *dst * (size_t)rows * (size_t)W);
+}
+
+/* The most rows a band of a tensor of H rows has over T ranks. */
+static int widest_band(int H, int T)
+{
+    return (H + T - 1) / T;
+}
+
+size_t dl_exec_rows_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch)
+{
+    const struct dl_exec_tensor *src = &e->impl->tensors[s->src], *out = &e->impl->tensors[s->out];
+    int T = e->shard->dims.tp;
+    size_t plane_rows = (size_t)batch * (size_t)src->shape.c * (size_t)src->shape.w, real = sizeof(dl_real);
+    if (s->tp_in == DL_TP_IN_HALO) /* rows to and from each neighbour */
+        return 4 * plane_rows * (size_t)(out->shape.h - src->shape.h) / 2 * real;
+    int H = src->shape.h > out->shape.h ? src->shape.h : out->shape.h;
+    return (size_t)(T + 1) * plane_rows * (size_t)widest_band(H, T) * real; /* a band padded, and every rank's */
+}
+
+/* Every rank's band (b rows of band) allgathered into whole (H rows), or
+ * added to it (acc); the bands travel padded to the widest one. */
+static void gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real *whole, int H, long planes, int W,
+                         int acc)
+{
+    struct dl_comm *c = e->impl->tensor_comm;
+    int T = c->size, wide = widest_band(H, T);
+    long padded = planes * wide * W;
+    dl_real *mine = e->impl->workspace, *all = mine + padded;
+    copy_rows(mine, wide, 0, band, b, 0, b, planes, W, 0);
+    dl_exec_comm_status(e, c->ops->allgather(c, mine, all, sizeof *all * (size_t)padded, &e->err));
+    for (int t = 0; t < T && !e->status; t++) {
+        int lo, n;
+        dl_shard_band(H, T, t, &lo, &n);
+        copy_rows(whole, H, lo, all + t * padded, wide, 0, n, planes, W, acc);
+    }
+}
+
+/* Sends to_up to rank t - 1 and to_down to rank t + 1 (those that exist)
+ * while receiving from_up from t - 1 and from_down from t + 1, `bytes`
+ * each; tags for messages travelling up and down. */
+static void exchange(struct dl_exec *e, const dl_real *to_up, const dl_real *to_down, dl_real *from_up,
+                     dl_real *from_down, size_t bytes, int tag_up, int tag_down)
+{
+    struct dl_comm *c = e->impl->tensor_comm;
+    int t = c->rank, T = c->size;
+    struct dl_comm_req sent[2] = {0};
+    if (t > 0)
+        dl_exec_comm_status(e, c->ops->isend(c, to_up, bytes, t - 1, tag_up, &sent[0], &e->err));
+    if (t < T - 1)
+        dl_exec_comm_status(e, c->ops->isend(c, to_down, bytes, t + 1, tag_down, &sent[1], &e->err));
+    if (t > 0)
+        dl_exec_comm_status(e, c->ops->recv(c, from_up, bytes, t - 1, tag_down, &e->err));
+    if (t < T - 1)
+        dl_exec_comm_status(e, c->ops->recv(c, from_down, bytes, t + 1, tag_up, &e->err));
+    for (int k = 0; k < 2; k++)
+        if (sent[k].active)
+            dl_exec_comm_status(e, c->ops->wait(c, &sent[k], &e->err));
+}
+
+/* The band src (b rows) into out (b + 2p rows) at rows [p, p + b), with the
+ * last p rows of the band above (zeros on rank 0) and the first p rows of
+ * the band below (zeros on the last rank) around it. */
+static void halo_forward(struct dl_exec *e, const struct dl_exec_tensor *src, const struct dl_exec_tensor *out)
+{
+    struct dl_comm *c = e->impl->tensor_comm;
+    int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
+    long planes = (long)e->batch * src->shape.c, n = planes * p * W;
+    dl_real *to_up = e->impl->workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
+    copy_rows(out->data, b + 2 * p, p, src->data, b, 0, b, planes, W, 0);
+    copy_rows(to_up, p, 0, src->data, b, 0, p, planes, W, 0);
+    copy_rows(to_down, p, 0, src->data, b, b - p, p, planes, W, 0);
+    exchange(e, to_up, to_down, from_up, from_down, sizeof *to_up * (size_t)n, DL_TAG_HALO_UP, DL_TAG_HALO_DOWN);
+    if (c->rank > 0)
+        copy_rows(out->data, b + 2 * p, 0, from_up, p, 0, p, planes, W, 0);
+    else
+        zero_rows(out->data, b + 2 * p, 0, p, planes, W);
+    if (c->rank < c->size - 1)
+        copy_rows(out->data, b + 2 * p, p + b, from_down, p, 0, p, planes, W, 0);
+    else
+        zero_rows(out->data, b + 2 * p, p + b, p, planes, W);
+}
+
+/* The band's own rows' gradient, then the halos' gradients sent back to
+ * the neighbours whose rows they are and theirs added here. */
+static void halo_backward(struct dl_exec *e, const struct dl_exec_tensor *src, const struct dl_exec_tensor *out,
+                          int acc)
+{
+    struct dl_comm *c = e->impl->tensor_comm;
+    int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
+    long planes = (long)e->batch * src->shape.c, n = planes * p * W;
+    dl_real *to_up = e->impl->workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
+    copy_rows(src->grad, b, 0, out->grad, b + 2 * p, p, b, planes, W, acc);
+    copy_rows(to_up, p, 0, out->grad, b + 2 * p, 0, p, planes, W, 0);
+    copy_rows(to_down, p, 0, out->grad, b + 2 * p, p + b, p, planes, W, 0);
+    exchange(e, to_up, to_down, from_up, from_down, sizeof *to_up * (size_t)n, DL_TAG_HALO_GRAD_UP,
+             DL_TAG_HALO_GRAD_DOWN);
+    if (c->rank > 0)
+        copy_rows(src->grad, b, 0, from_up, p, 0, p, planes, W, 1);
+    if (c->rank < c->size - 1)
+        copy_rows(src->grad, b, b - p, from_down, p, 0, p, planes, W, 1);
+}
+
+void dl_exec_rows_forward(struct dl_exec *e, const struct dl_exec_step *s)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_exec_tensor *src = &m->tensors[s->src], *out = &m->tensors[s->out];
+    long planes = (long)e->batch * src->shape.c;
+    int lo, n, W = src->shape.w;
+    if (s->tp_in == DL_TP_IN_SLICE_ROWS) {
+        dl_shard_band(src->shape.h, m->tensor_comm->size, m->tensor_comm->rank, &lo, &n);
+        copy_rows(out->data, n, 0, src->data, src->shape.h, lo, n, planes, W, 0);
+    } else if (s->tp_in == DL_TP_IN_GATHER_ROWS) {
+        gather_bands(e, src->data, src->shape.h, out->data, out->shape.h, planes, W, 0);
+    } else {
+        halo_forward(e, src, out);
+    }
+}
+
+void dl_exec_rows_backward(struct dl_exec *e, const struct dl_exec_step *s)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_exec_tensor *src = &m->tensors[s->src], *out = &m->tensors[s->out];
+    long planes = (long)e->batch * src->shape.c;
+    int lo, n, W = src->shape.w, acc = m->written[s->src];
+    if (!src->needs_grad)
+        return;
+    if (s->tp_in == DL_TP_IN_SLICE_ROWS) { /* every rank's band of the gradient, whole again */
+        gather_bands(e, out->grad, out->shape.h, src->grad, src->shape.h, planes, W, acc);
+    } else if (s->tp_in == DL_TP_IN_GATHER_ROWS) { /* the same whole gradient on every rank: its band */
+        dl_shard_band(out->shape.h, m->tensor_comm->size, m->tensor_comm->rank, &lo, &n);
+        copy_rows(src->grad, n, 0, out->grad, out->shape.h, lo, n, planes, W, acc);
+    } else {
+        halo_backward(e, src, out, acc);
+    }
+    m->written[s->src] = 1;
+}
+
+/* ---------------------------------------------------------------- weight gradients */
+
+/* Trainable parameter values of layer i (whole on every tensor rank). */
+static long trainable_count(const struct dl_layer *l)
+{
+    long n = 0;
+    for (int j = 0; j < l->n_params; j++)
+        n += l->param[j].trainable ? l->param[j].count : 0;
+    return n;
+}
+
+long dl_exec_rows_grad_values(const struct dl_exec *e)
+{
+    long most = 0;
+    for (int i = e->shard->first; i < e->shard->end; i++)
+        if (e->shard->layer[i].split_rows && trainable_count(&e->g->layers[i]) > most)
+            most = trainable_count(&e->g->layers[i]);
+    return most;
+}
+
+int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a)
+{
+    const struct dl_layer *l = &e->g->layers[s->layer];
+    long n = trainable_count(l), at = 0;
+    if (!e->shard->layer[s->layer].split_rows || !n)
+        return 0;
+    memset(e->impl->grad_part, 0, sizeof(dl_real) * (size_t)n);
+    for (int j = 0; j < l->n_params; j++)
+        if (a->c.dparam[j]) {
+            a->c.dparam[j] = e->impl->grad_part + at;
+            at += l->param[j].count;
+        }
+    return 1;
+}
+
+void dl_exec_rows_grad_end(struct dl_exec *e, const struct dl_exec_step *s)
+{
+    const struct dl_layer *l = &e->g->layers[s->layer];
+    long n = trainable_count(l), at = 0;
+    dl_exec_group_sum_reals(e, e->impl->grad_part, (size_t)n);
+    for (int j = 0; j < l->n_params && !e->status; j++) {
+        dl_real *dw = e->dparam[s->layer][j];
+        const dl_real *part = e->impl->grad_part + at;
+        if (!dw)
+            continue;
+        for (long k = 0; k < l->param[j].count; k++)
+            dw[k] += part[k];
+        at += l->param[j].count;
+    }
+}
