@@ -44,3 +44,11 @@ expect_output() {
         tap_result 1 "$2"
     fi
 }
+
+# skip_without_mpirun: the whole test is skipped (1..0 # SKIP) unless
+# mpirun and a working dltrain are there.
+skip_without_mpirun() {
+    if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
+        echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
+    fi
+}

@@ -13,9 +13,7 @@
 # a stalled or killed rank of a tp=2 x pp=2 grid ends the job, named.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/rank_faults.sh"
-if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
-    echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
-fi
+skip_without_mpirun
 T="$TMPDIR_TEST"
 tap_plan 38
 

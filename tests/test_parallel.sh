@@ -9,9 +9,7 @@
 # whole job with a message that names it, leaving no process behind.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/rank_faults.sh"
-if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
-    echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
-fi
+skip_without_mpirun
 MPI="mpirun --oversubscribe -np 4"
 NET="$top_srcdir/nets/lenet5.yaml"
 BASE="--net $NET --limit-train 3200 --limit-test 500 --epochs 1 --threads 1 --quiet"

@@ -12,9 +12,7 @@
 # layers that cannot be split by height exit 2 naming the layer and the
 # rule.
 . "$top_srcdir/tests/tap.sh"
-if [ ! -x "$(command -v mpirun)" ] || ! "$DLTRAIN" --help >/dev/null 2>&1; then
-    echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
-fi
+skip_without_mpirun
 T="$TMPDIR_TEST"
 tap_plan 23
 . "$top_srcdir/tests/grid_compare.sh"
