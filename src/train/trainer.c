@@ -163,6 +163,12 @@ static void warn(struct trainer *tr, const char *msg)
         forward_warning(tr, msg);
 }
 
+/* The pipeline stages each pipeline rank holds: V for interleaved:V, else 1. */
+static int stages_per_rank(const struct dl_train_opts *o)
+{
+    return o->pipeline_schedule == DL_SCHED_INTERLEAVED && o->pipeline_virtual > 1 ? o->pipeline_virtual : 1;
+}
+
 /* The executors of a step: with kernels that sum batch statistics over the
  * ranks when --sync-bn asks for it (whatever the caller's kernel choices),
  * and with a grid, this rank's shard and group communicators. */
@@ -182,7 +188,7 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         o.pipeline_comm = tr->grid.pipeline;
     }
     int rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
-                              tr->net->train.seed, err);
+                              stages_per_rank(tr->opts), tr->net->train.seed, err);
     free(kernels);
     return rc;
 }
@@ -207,7 +213,7 @@ static int open_grid(struct trainer *tr, struct dl_error *err)
                          "(use --parallel data)");
     int rc = dl_grid_open(tr->comm, &d, &tr->grid, err);
     if (!rc)
-        rc = dl_shard_make(&tr->net->graph, &d, tr->comm->rank, NULL, &tr->shard, err);
+        rc = dl_shard_make(&tr->net->graph, &d, stages_per_rank(o), tr->comm->rank, NULL, &tr->shard, err);
     if (rc)
         return rc;
     tr->sharded = 1;
