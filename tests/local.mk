@@ -59,9 +59,9 @@ tests_test_schedule_LDADD = $(TEST_LIBS)
 TESTS += tests/test_schedule
 endif
 TESTS += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
-	tests/test_resume.sh tests/test_checklist.sh
+	tests/test_resume.sh tests/test_checklist.sh tests/test_schedules_mpi.sh
 EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
-	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh
+	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_schedules_mpi.sh tests/grid_runs.sh
 
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
