@@ -59,14 +59,15 @@ tests_test_schedule_LDADD = $(TEST_LIBS)
 TESTS += tests/test_schedule
 endif
 TESTS += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
-	tests/test_resume.sh tests/test_checklist.sh tests/test_trace.sh
+	tests/test_resume.sh tests/test_checklist.sh tests/test_trace.sh tests/test_schedules_mpi.sh
 EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
-	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py
+	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py \
+	tests/test_schedules_mpi.sh tests/grid_runs.sh
 
 # The class-split loss and height splits in training against one process
-# (the comparison shared with test_hybrid.sh in grid_compare.sh).
+# (the comparison shared with test_hybrid.sh in grid_runs.sh).
 TESTS += tests/test_split.sh
-EXTRA_DIST += tests/test_split.sh tests/grid_compare.sh
+EXTRA_DIST += tests/test_split.sh
 
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk

@@ -62,6 +62,7 @@ train --net $NET|--keep 0|0
 train --net $NET|--workspace-limit lots|lots
 train --net $NET|--workspace-total -5|-5
 train --net $NET|--tune-policy bogus|bogus
+train --net $NET|--pipeline-schedule interleaved:1|interleaved:1
 train --net $NET|--bogus|
 check --net $NET|--threads 0|0
 check --net $NET|--kernel conv=bogus|bogus
@@ -74,6 +75,13 @@ bench step --net $NET|--warmup -1|-1
 bench step --net $NET|--trace-steps x|x
 bench step --net $NET|--batch 0|0
 bench step --net $NET|--bogus|
+bench pipeline --net $NET|--ranks 0|0
+bench pipeline --net $NET|--pipeline-chunks 0|0
+bench pipeline --net $NET|--pipeline-chunks 1000|1000
+bench pipeline --net $NET|--schedules 1f1b,bogus|bogus
+bench pipeline --net $NET|--steps 0|0
+bench pipeline --net $NET|--send-latency x|x
+bench pipeline --net $NET|--bogus|
 bench comm --sizes 1K|--comm bogus|bogus
 bench comm|--sizes bogus|bogus
 bench comm|--algorithms bogus|bogus

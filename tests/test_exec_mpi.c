@@ -10,9 +10,14 @@
  * for its channels must be one process's), a column/row fc pair and an odd
  * last fc whose class scores the loss reads split (label smoothing on one
  * net; gathered with split: none on another; the count of correct
- * arg-maxes agreed over the ranks, ties included), so every
- * slice, gather, sum and stage edge runs.  Rank 0 prints one TAP line per
- * check ("ok - ..."), numbered by the script. */
+ * arg-maxes agreed over the ranks, ties included), so every slice, gather,
+ * sum and stage edge runs.  Each grid also runs with the backward split
+ * into input- and weight-gradient passes (zb-h1; without tensor ranks on
+ * the default kernels, whose weight gradients have calls of their own,
+ * where the reference's come with the input gradients), and where the
+ * network has the layers, with two stages per pipeline rank (interleaved;
+ * on one rank the stages message each other).  Rank 0 prints one TAP line
+ * per check ("ok - ..."), numbered by the script. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +144,7 @@ static void check_refused(const char *name, const struct dl_net *net, const stru
     struct dl_error err = {0};
     char what[128];
     snprintf(what, sizeof what, "%s on tp=%d,pp=%d is refused", name, d->tp, d->pp);
-    int rc = dl_shard_make(&net->graph, d, world->rank, NULL, &shard, &err);
+    int rc = dl_shard_make(&net->graph, d, 1, world->rank, NULL, &shard, &err);
     if (rc == DL_OK)
         dl_shard_free(&shard);
     report(rc == DL_ERR_SPEC && strstr(err.msg, "layer 'c2'"), what, rc ? err.msg : "it was accepted");
@@ -181,23 +186,34 @@ static int correct_as_serial(int a, int b, struct dl_exec *part, struct dl_exec 
     return a == b && ta == tb && tb == expect && !part->status;
 }
 
-static void check_grid(const char *name, const struct dl_net *net, const struct dl_grid_dims *d)
+/* One forward and backward of the rank's shard with V stages per pipeline
+ * rank (one executor per stage, sharing the first's parameters; a chunk
+ * goes through the stages in order and back), the backward whole or split
+ * into input-gradient passes (last stage first) and weight-gradient passes
+ * after all of them, against one process. */
+static void check_grid(const char *name, const struct dl_net *net, const struct dl_grid_dims *d, int V, int split)
 {
     const struct dl_graph *g = &net->graph;
     struct dl_error err = {0};
-    char what[128], detail[256] = "";
-    snprintf(what, sizeof what, "%s on tp=%d,pp=%d", name, d->tp, d->pp);
+    char what[160], detail[256] = "";
+    snprintf(what, sizeof what, "%s on tp=%d,pp=%d%s%s", name, d->tp, d->pp, V > 1 ? ", 2 stages per rank" : "",
+             split ? ", backward split" : "");
     struct dl_kernel_choices ch = {0};
-    dl_kernel_choice_add(&ch, "all=reference", &err);
-    struct dl_exec serial, part;
+    if (!split || d->tp > 1)
+        dl_kernel_choice_add(&ch, "all=reference", &err);
+    struct dl_exec serial, part[2];
     struct dl_grid grid;
     struct dl_shard shard;
-    int ok = dl_grid_open(world, d, &grid, &err) == DL_OK;
-    ok = ok && dl_shard_make(g, d, world->rank, NULL, &shard, &err) == DL_OK;
+    int ok = dl_grid_open(world, d, &grid, &err) == DL_OK, made = 0;
+    ok = ok && dl_shard_make(g, d, V, world->rank, NULL, &shard, &err) == DL_OK;
     struct dl_exec_options so = {.kernels = &ch}, po = {.kernels = &ch, .shard = &shard, .tensor_comm = grid.tensor,
-                                                         .pipeline_comm = grid.pipeline};
+                                                         .pipeline_comm = grid.pipeline, .split_backward = split};
     ok = ok && dl_exec_init(&serial, g, BATCH, 11, &so, &err) == DL_OK;
-    ok = ok && dl_exec_init(&part, g, BATCH, 11, &po, &err) == DL_OK;
+    for (int v = 0; ok && v < V; v++, made++) {
+        po.stage = v;
+        po.share_params = v ? &part[0] : NULL;
+        ok = dl_exec_init(&part[v], g, BATCH, 11, &po, &err) == DL_OK;
+    }
     if (!ok) {
         snprintf(detail, sizeof detail, "%s", err.msg);
         report(0, what, detail);
@@ -213,40 +229,62 @@ static void check_grid(const char *name, const struct dl_net *net, const struct 
     for (int n = 0; n < BATCH; n++)
         y[n] = (int)dl_rng_below(&r, (uint64_t)g->classes);
     double init = 0, grad = 0;
-    for (int i = shard.first; i < shard.end; i++)
-        init = fmax(init, layer_diff(g, &shard, i, part.param[i], serial.param[i]));
+    for (int i = 0; i < g->n; i++)
+        if (dl_shard_runs(&shard, i))
+            init = fmax(init, layer_diff(g, &shard, i, part[0].param[i], serial.param[i]));
     snprintf(detail, sizeof detail, "initial weights differ by %.1e", init);
     report(init == 0, what, detail);
-    int correct[2];
-    for (struct dl_exec *e = &serial; e; e = e == &serial ? &part : NULL) {
-        dl_exec_zero_grad(e);
-        dl_exec_forward(e, x, y, BATCH, 1);
-        correct[e == &part] = dl_exec_correct(e); /* a gathered copy of the logits lives until backward */
-        dl_exec_backward(e);
+    int correct[2] = {0, 0}, loss_v = 0;
+    dl_exec_zero_grad(&serial);
+    dl_exec_forward(&serial, x, y, BATCH, 1);
+    correct[0] = dl_exec_correct(&serial); /* a gathered copy of the logits lives until backward */
+    dl_exec_backward(&serial);
+    dl_exec_zero_grad(&part[0]);
+    double part_loss = 0;
+    for (int v = 0; v < V; v++) {
+        dl_exec_forward(&part[v], x, y, BATCH, 1);
+        part_loss += dl_exec_loss_sum(&part[v]);
+        correct[1] += dl_exec_correct(&part[v]);
+        if (g->loss >= part[v].first && g->loss < part[v].end)
+            loss_v = v;
     }
-    ok = !serial.status && !part.status;
-    if (!ok)
-        snprintf(detail, sizeof detail, "%s", part.status ? part.err.msg : serial.err.msg);
-    double loss = dl_shard_runs(&shard, g->loss) ? fabs(dl_exec_loss_sum(&part) - dl_exec_loss_sum(&serial)) /
+    for (int v = V - 1; v >= 0; v--)
+        split ? dl_exec_backward_input(&part[v]) : dl_exec_backward(&part[v]);
+    for (int v = 0; split && v < V; v++)
+        dl_exec_backward_weights(&part[v]);
+    ok = !serial.status;
+    for (int v = 0; v < V; v++) {
+        dl_exec_sends_wait(&part[v]);
+        if (part[v].status && ok) {
+            snprintf(detail, sizeof detail, "%s", part[v].err.msg);
+            ok = 0;
+        }
+    }
+    if (serial.status)
+        snprintf(detail, sizeof detail, "%s", serial.err.msg);
+    double loss = dl_shard_runs(&shard, g->loss) ? fabs(part_loss - dl_exec_loss_sum(&serial)) /
                                                        fabs(dl_exec_loss_sum(&serial))
                                                  : 0;
-    for (int i = shard.first; ok && i < shard.end; i++) {
-        double dd = layer_diff(g, &shard, i, part.dparam[i], serial.dparam[i]);
+    for (int i = 0; ok && i < g->n; i++) {
+        if (!dl_shard_runs(&shard, i))
+            continue;
+        double dd = layer_diff(g, &shard, i, part[0].dparam[i], serial.dparam[i]);
         if (dd > grad)
             snprintf(detail, sizeof detail, "loss %.1e; layer '%s' gradients differ by %.1e", loss, g->layers[i].name, dd);
         grad = fmax(grad, dd);
     }
-    char w2[200];
+    char w2[260];
     snprintf(w2, sizeof w2, "%s: loss and gradients as one process (loss %.1e, gradients %.1e on rank 0)", what, loss,
              grad);
     report(ok && loss <= 1e-5 && grad <= 1e-5, w2, detail);
     if (ok && dl_shard_runs(&shard, g->loss))
-        ok = correct_as_serial(correct[1], correct[0], &part, &serial, &shard, y, detail, sizeof detail);
+        ok = correct_as_serial(correct[1], correct[0], &part[loss_v], &serial, &shard, y, detail, sizeof detail);
     snprintf(w2, sizeof w2, "%s: correct arg-maxes as one process (loss %s)", what,
              shard.layer[g->loss].split_classes ? "over split classes" : "on whole logits");
     report(ok, w2, detail);
     free(x);
-    dl_exec_free(&part);
+    for (int v = made - 1; v >= 0; v--)
+        dl_exec_free(&part[v]);
     dl_exec_free(&serial);
     dl_shard_free(&shard);
     dl_grid_close(&grid);
@@ -269,10 +307,14 @@ int main(int argc, char **argv)
         for (int tp = 1; tp <= P; tp++)
             if (P % tp == 0) {
                 struct dl_grid_dims d = {1, tp, P / tp};
-                if (NETS[k][2] && atoi(NETS[k][2]) % tp)
+                if (NETS[k][2] && atoi(NETS[k][2]) % tp) {
                     check_refused(NETS[k][0], &net, &d);
-                else
-                    check_grid(NETS[k][0], &net, &d);
+                    continue;
+                }
+                check_grid(NETS[k][0], &net, &d, 1, 0);
+                check_grid(NETS[k][0], &net, &d, 1, 1);
+                if (2 * d.pp < net.graph.n) /* room for two stages per pipeline rank */
+                    check_grid(NETS[k][0], &net, &d, 2, tp == 1);
             }
         dl_net_free(&net);
     }

@@ -6,7 +6,9 @@
  * fewer than 2 classes a rank); every parameter's slices over the tensor ranks
  * tile the whole tensor exactly once (an input split's bias on rank 0);
  * a layer the tensor ranks do not divide stays whole (auto) or is refused
- * (explicit split); pipeline ranks get their stage's layers. */
+ * (explicit split); pipeline ranks get their stage's layers, or with
+ * interleaved stages their V stages' layers, and the tensors crossing the
+ * cuts are listed once per reading stage. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,7 +50,7 @@ static void make(const struct dl_net *net, int dp, int tp, int pp, int rank, str
 {
     struct dl_grid_dims d = {dp, tp, pp};
     struct dl_error err = {0};
-    int rc = dl_shard_make(&net->graph, &d, rank, NULL, s, &err);
+    int rc = dl_shard_make(&net->graph, &d, 1, rank, NULL, s, &err);
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, DL_OK);
@@ -169,7 +171,7 @@ static void refused_or_whole(void **state)
         load(text, &net);
         struct dl_grid_dims d = {1, 4, 1};
         struct dl_error err = {0};
-        assert_int_equal(dl_shard_make(&net.graph, &d, 0, NULL, &s, &err), DL_ERR_SPEC);
+        assert_int_equal(dl_shard_make(&net.graph, &d, 1, 0, NULL, &s, &err), DL_ERR_SPEC);
         print_message("# %s\n", err.msg);
         assert_non_null(strstr(err.msg, "layer 'c'"));
         assert_non_null(strstr(err.msg, bad[k][1]));
@@ -280,7 +282,7 @@ static void height_split(void **state)
     struct dl_grid_dims d = {1, 4, 1};
     struct dl_error err = {0};
     struct dl_shard s;
-    assert_int_equal(dl_shard_make(&net.graph, &d, 0, NULL, &s, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_shard_make(&net.graph, &d, 1, 0, NULL, &s, &err), DL_ERR_SPEC);
     print_message("# %s\n", err.msg);
     assert_non_null(strstr(err.msg, "layer 'c' (conv), split height: its 3 rows are fewer than the 4 tensor ranks"));
     dl_net_free(&net);
@@ -293,7 +295,9 @@ static void one_rank_and_pipeline(void **state)
     struct dl_shard s;
     struct dl_error err = {0};
     assert_int_equal(dl_shard_whole(&net.graph, &s, &err), DL_OK);
-    assert_true(s.first == 0 && s.end == net.graph.n);
+    assert_true(s.V == 1 && s.n_edges == 0);
+    for (int i = 0; i < net.graph.n; i++)
+        assert_true(dl_shard_runs(&s, i) && s.layer[i].stage == 0);
     for (int i = 0; i < net.graph.n; i++) {
         assert_true(dl_shape_eq(s.local.layers[i].out_shape, net.graph.layers[i].out_shape));
         assert_int_equal(s.local.layers[i].n_params, net.graph.layers[i].n_params);
@@ -305,14 +309,63 @@ static void one_rank_and_pipeline(void **state)
         for (int d = 0; d < 2; d++) {
             make(&net, 2, 1, 3, 2 * p + d, &s);
             assert_int_equal(s.pos.p, p);
-            assert_int_equal(s.first, prev_end);
-            assert_true(s.end > s.first);
+            int first = s.stages.first[p], end = s.stages.first[p + 1];
+            assert_int_equal(first, prev_end);
+            assert_true(end > first);
+            for (int i = 0; i < net.graph.n; i++)
+                assert_int_equal(dl_shard_runs(&s, i), i >= first && i < end);
             if (d == 1)
-                prev_end = s.end;
+                prev_end = end;
             dl_shard_free(&s);
         }
     }
     assert_int_equal(prev_end, net.graph.n);
+    dl_net_free(&net);
+}
+
+/* Interleaved stages: pp=2 with 2 stages per rank cuts 4 stages; rank p
+ * runs stages p and p+2 and nothing else, and the edges are exactly the
+ * (layer, later stage reading it) pairs, the residual add's skip among them. */
+static void interleaved_stages(void **state)
+{
+    struct dl_net net;
+    load(CNN, &net);
+    const struct dl_graph *g = &net.graph;
+    for (int p = 0; p < 2; p++) {
+        struct dl_shard s;
+        struct dl_grid_dims d = {1, 1, 2};
+        struct dl_error err = {0};
+        assert_int_equal(dl_shard_make(g, &d, 2, p, NULL, &s, &err), DL_OK);
+        assert_int_equal(s.stages.S, 4);
+        assert_int_equal(s.V, 2);
+        assert_int_equal(dl_shard_stage(&s, 0), p);
+        assert_int_equal(dl_shard_stage(&s, 1), p + 2);
+        for (int i = 0; i < g->n; i++) {
+            int st = dl_stages_of(&s.stages, i);
+            assert_int_equal(s.layer[i].stage, st);
+            assert_int_equal(dl_shard_runs(&s, i), st == p || st == p + 2);
+        }
+        int want = 0;
+        for (int l = 0; l < g->n; l++)
+            for (int to = s.layer[l].stage + 1; to < 4; to++) {
+                int reads = 0;
+                for (int j = s.stages.first[to]; j < s.stages.first[to + 1]; j++)
+                    for (int k = 0; k < g->layers[j].n_in; k++)
+                        reads |= g->layers[j].in[k] == l;
+                assert_int_equal(dl_shard_edge(&s, l, to) >= 0, reads);
+                want += reads;
+            }
+        assert_int_equal(s.n_edges, want);
+        assert_true(want >= 3); /* every cut, and a skip */
+        dl_shard_free(&s);
+    }
+    /* 5 ranks x 3 stages = 15 stages for 10 layers: refused, naming V */
+    struct dl_shard s;
+    struct dl_grid_dims d = {1, 1, 5};
+    struct dl_error err = {0};
+    assert_int_equal(dl_shard_make(g, &d, 3, 0, NULL, &s, &err), DL_ERR_SPEC);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "5 pipeline ranks x 3 virtual stages"));
     dl_net_free(&net);
 }
 
@@ -325,6 +378,7 @@ int main(void)
         cmocka_unit_test(class_split_loss),
         cmocka_unit_test(height_split),
         cmocka_unit_test(one_rank_and_pipeline),
+        cmocka_unit_test(interleaved_stages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_split.sh: the class-split loss and height (spatial) splits in training
 # under mpirun, each against one process on the same data (tests/
-# grid_compare.sh: every step's loss within 1e-5 relative, the gathered
+# grid_runs.sh: every step's loss within 1e-5 relative, the gathered
 # weights within 1e-5 of the largest, after 20 steps).  LeNet-5 on tp=2
 # reads its 10 classes split (dltrain check --grid says so) and equals one
 # process as does the gather that split: none on the loss keeps; 7 classes
@@ -15,7 +15,7 @@
 skip_without_mpirun
 T="$TMPDIR_TEST"
 tap_plan 23
-. "$top_srcdir/tests/grid_compare.sh"
+. "$top_srcdir/tests/grid_runs.sh"
 
 # ---------------------------------------------------------------- class-split loss
 sed 's/^loss: softmax_cross_entropy$/loss: {type: softmax_cross_entropy, split: none}/' \

@@ -2,7 +2,8 @@
  * equals the best of every possible cut (brute force) on random layer
  * costs, stages are contiguous, non-empty and keep the loss last; the
  * network file's `stage:` keys and `parallel.stages` list are followed,
- * and wrong ones are refused with messages naming the layer and the rule. */
+ * and wrong ones are refused with messages naming the layer and the rule;
+ * P ranks of V virtual stages cut P*V stages, stage s on rank s % P. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -73,7 +74,7 @@ static void balanced_cut_is_optimal(void **state)
         for (int P = 1; P <= LAYERS; P++) {
             struct dl_stages s;
             struct dl_error err = {0};
-            assert_int_equal(dl_stages_cut(g, P, cost, &s, &err), DL_OK);
+            assert_int_equal(dl_stages_cut(g, P, 1, cost, &s, &err), DL_OK);
             double worst = 0, total = 0;
             assert_int_equal(s.first[0], 0);
             assert_int_equal(s.first[P], g->n);
@@ -99,7 +100,7 @@ static void default_costs_split_the_work(void **state)
     snprintf(path, sizeof path, "%s/nets/lenet5.yaml", getenv("top_srcdir") ? getenv("top_srcdir") : ".");
     assert_int_equal(dl_net_load(path, &net, &err), DL_OK);
     struct dl_stages s;
-    assert_int_equal(dl_stages_cut(&net.graph, 2, NULL, &s, &err), DL_OK);
+    assert_int_equal(dl_stages_cut(&net.graph, 2, 1, NULL, &s, &err), DL_OK);
     print_message("# lenet5 in 2 stages: layers [0, %d) and [%d, %d), costs %.3g and %.3g\n", s.first[1], s.first[1],
                   s.first[2], s.cost[0], s.cost[1]);
     assert_true(s.cost[0] > 0 && s.cost[1] > 0);
@@ -114,7 +115,7 @@ static void cut_from_keys(const int *keys, int P, const int *want_first)
     load_chain(&net, keys);
     struct dl_stages s;
     struct dl_error err = {0};
-    int rc = dl_stages_cut(&net.graph, P, NULL, &s, &err);
+    int rc = dl_stages_cut(&net.graph, P, 1, NULL, &s, &err);
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, DL_OK);
@@ -131,7 +132,7 @@ static void refused(const int *keys, int P, const char *says)
     load_chain(&net, keys);
     struct dl_stages s;
     struct dl_error err = {0};
-    assert_int_equal(dl_stages_cut(&net.graph, P, NULL, &s, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_stages_cut(&net.graph, P, 1, NULL, &s, &err), DL_ERR_SPEC);
     print_message("# %s\n", err.msg);
     assert_non_null(strstr(err.msg, says));
     dl_net_free(&net);
@@ -173,12 +174,12 @@ static void stage_list(void **state)
     struct dl_error err = {0};
     assert_int_equal(load_with_list("[f2, f6]", -1, &net, &err), DL_OK);
     struct dl_stages s;
-    assert_int_equal(dl_stages_cut(&net.graph, 3, NULL, &s, &err), DL_OK);
+    assert_int_equal(dl_stages_cut(&net.graph, 3, 1, NULL, &s, &err), DL_OK);
     assert_true(s.from_file);
     assert_int_equal(s.first[1], 2);
     assert_int_equal(s.first[2], 6);
     dl_stages_free(&s);
-    assert_int_equal(dl_stages_cut(&net.graph, 2, NULL, &s, &err), DL_ERR_SPEC); /* the list makes 3 stages */
+    assert_int_equal(dl_stages_cut(&net.graph, 2, 1, NULL, &s, &err), DL_ERR_SPEC); /* the list makes 3 stages */
     print_message("# %s\n", err.msg);
     assert_non_null(strstr(err.msg, "layer 'f6': stage 2, but the pipeline has 2 stages"));
     dl_net_free(&net);
@@ -199,6 +200,39 @@ static void stage_list(void **state)
     }
 }
 
+/* P ranks of V stages: the same balanced cut as P*V stages, stage s on
+ * rank s % P; stage keys number the P*V stages; too many stages refused
+ * naming the ranks, V and the largest V that fits. */
+static void virtual_stages(void **state)
+{
+    struct dl_net net;
+    load_chain(&net, NULL);
+    struct dl_stages a, b;
+    struct dl_error err = {0};
+    assert_int_equal(dl_stages_cut(&net.graph, 2, 2, NULL, &a, &err), DL_OK);
+    assert_int_equal(dl_stages_cut(&net.graph, 4, 1, NULL, &b, &err), DL_OK);
+    assert_int_equal(a.S, 4);
+    assert_int_equal(a.V, 2);
+    for (int k = 0; k <= 4; k++)
+        assert_int_equal(a.first[k], b.first[k]);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(dl_stages_rank(&a, k), k % 2);
+    dl_stages_free(&a);
+    dl_stages_free(&b);
+    assert_int_equal(dl_stages_cut(&net.graph, 3, 4, NULL, &a, &err), DL_ERR_SPEC);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "3 pipeline ranks x 4 virtual stages (interleaved:4) = 12 stages"));
+    assert_non_null(strstr(err.msg, "V <= 3"));
+    dl_net_free(&net);
+    int keys[LAYERS] = {-1, -1, 1, -1, 2, -1, 3, -1, -1};
+    load_chain(&net, keys);
+    assert_int_equal(dl_stages_cut(&net.graph, 2, 2, NULL, &a, &err), DL_OK);
+    assert_true(a.from_file);
+    assert_true(a.first[1] == 2 && a.first[2] == 4 && a.first[3] == 6);
+    dl_stages_free(&a);
+    dl_net_free(&net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +240,7 @@ int main(void)
         cmocka_unit_test(default_costs_split_the_work),
         cmocka_unit_test(stage_keys),
         cmocka_unit_test(stage_list),
+        cmocka_unit_test(virtual_stages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

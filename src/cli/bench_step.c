@@ -15,7 +15,6 @@
 #include "cli/options.h"
 #include "core/clock.h"
 #include "core/parse.h"
-#include "core/rng.h"
 #include "core/threads.h"
 #include "exec/exec.h"
 #include "io/trace.h"
@@ -115,11 +114,10 @@ int dl_cli_bench_step(int argc, char **argv)
     struct dl_exec_options eo;
     dl_net_exec_options(&net_options, &eo);
     struct dl_optim o = {0};
-    long count = (long)N * dl_shape_count(g->input);
-    float *x = malloc(sizeof *x * (size_t)count);
-    int *y = malloc(sizeof *y * (size_t)N);
+    float *x = NULL;
+    int *y = NULL;
     double *t = malloc(sizeof *t * (size_t)steps);
-    int rc = !x || !y || !t ? dl_errorf(&err, DL_ERR_NOMEM, "out of memory") : DL_OK;
+    int rc = !t ? dl_errorf(&err, DL_ERR_NOMEM, "out of memory") : dl_bench_random_batch(g, N, &x, &y, &err);
     struct dl_trace *trace = NULL;
     if (!rc && trace_path) {
         trace = dl_trace_create(trace_steps, 0, 0, 0, 0, &err);
@@ -137,12 +135,6 @@ int dl_cli_bench_step(int argc, char **argv)
         dl_net_free(&net);
         return 1;
     }
-    struct dl_rng r;
-    dl_rng_seed(&r, 1);
-    for (long i = 0; i < count; i++)
-        x[i] = (float)dl_rng_normal(&r);
-    for (int n = 0; n < N; n++)
-        y[n] = (int)dl_rng_below(&r, (uint64_t)g->classes);
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             dl_exec_timing_enable(&e, &err);

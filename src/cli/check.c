@@ -37,7 +37,7 @@ static int print_grid(const struct dl_graph *g, const char *text)
         return 2;
     }
     d.dp += !d.dp, d.tp += !d.tp, d.pp += !d.pp;
-    if (dl_shard_make(g, &d, 0, NULL, &s, &err)) {
+    if (dl_shard_make(g, &d, 1, 0, NULL, &s, &err)) {
         fprintf(stderr, "dltrain check: --grid %s: %s\n", text, err.msg);
         return 2;
     }

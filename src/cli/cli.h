@@ -11,6 +11,7 @@ int dl_cli_bench(int argc, char **argv);
 int dl_cli_bench_comm(int argc, char **argv); /* comm/ benchmark: bench_comm.c */
 int dl_cli_bench_step(int argc, char **argv); /* training-step benchmark: bench_step.c */
 int dl_cli_bench_data(int argc, char **argv); /* input pipeline benchmark: bench_data.c */
+int dl_cli_bench_pipeline(int argc, char **argv); /* pipeline schedules simulated on measured times: bench_pipeline.c */
 int dl_cli_help(int argc, char **argv);
 int dl_cli_tune(int argc, char **argv);       /* tuner: tune.c */
 int dl_cli_bench_conv(int argc, char **argv); /* convolution suites under the tuner: bench_conv.c */

@@ -14,6 +14,7 @@ static void usage(FILE *f)
           "       dltrain tune --net FILE --batch N      pick kernels and micro-batch splits (cached)\n"
           "       dltrain bench comm [options]           benchmark allreduce algorithms\n"
           "       dltrain bench data --data DIR          decoded images/s vs torchvision\n"
+          "       dltrain bench pipeline --net FILE      pipeline schedules on measured stage times\n"
           "       dltrain help layers                    list every layer type and its keys\n"
           "       dltrain COMMAND --help                 options of one command\n"
           "       dltrain --version\n"

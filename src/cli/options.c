@@ -10,6 +10,7 @@
 
 #include "backends/kernel.h"
 #include "core/parse.h"
+#include "core/rng.h"
 #include "core/threads.h"
 #include "exec/exec.h"
 #include "spec/datafile.h"
@@ -285,4 +286,23 @@ int dl_option_refused(const char *prog, int rc, const struct dl_error *err)
 void dl_print_version(const char *prog)
 {
     printf("%s (dltrain) %s\n", prog, PACKAGE_VERSION);
+}
+
+int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, struct dl_error *err)
+{
+    long count = (long)n * dl_shape_count(g->input);
+    *x = malloc(sizeof **x * (size_t)(count > 0 ? count : 1));
+    *y = malloc(sizeof **y * (size_t)(n > 0 ? n : 1));
+    if (!*x || !*y) {
+        free(*x), free(*y);
+        *x = NULL, *y = NULL;
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory (a batch of %d random samples)", n);
+    }
+    struct dl_rng r;
+    dl_rng_seed(&r, 1);
+    for (long i = 0; i < count; i++)
+        (*x)[i] = (float)dl_rng_normal(&r);
+    for (int k = 0; k < n; k++)
+        (*y)[k] = (int)dl_rng_below(&r, (uint64_t)g->classes);
+    return DL_OK;
 }

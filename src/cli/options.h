@@ -69,6 +69,11 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
  * with o's settings (out points into o, which must outlive it). */
 void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out);
 
+/* Random inputs for the benchmarks: n samples of g's input shape, normal
+ * values, and labels below its classes, the same for the same n (seed 1).
+ * Freed by the caller; DL_ERR_NOMEM. */
+int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, struct dl_error *err);
+
 /* Prints "PROG: message" when rc (the status of a core/parse.h parser or of
  * another function that fills err) is an error; returns 1 then, else 0. */
 int dl_option_refused(const char *prog, int rc, const struct dl_error *err);

@@ -186,7 +186,9 @@ static void help(void)
           "                        left out: 1, and dp takes the ranks left); implies hybrid\n"
           "  --pipeline-chunks M   chunks per mini-batch (default 4*pp with a pipeline, else 1;\n"
           "                        on one process: gradient accumulation)\n"
-          "  --pipeline-schedule S gpipe or 1f1b (default)\n"
+          "  --pipeline-schedule S gpipe, 1f1b (default), interleaved:V (V stages per pipeline rank;\n"
+          "                        chunks a multiple of pp) or zb-h1 (zero bubble: weight gradients\n"
+          "                        deferred)\n"
           "  --consistency MODE    sync (default), ssp:S, async or local-sgd:K\n"
           "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
@@ -331,11 +333,9 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
     case OPT_GRID: cmd->grid = arg; break;
     case OPT_CHUNKS: bad = refused(dl_parse_int("--pipeline-chunks", arg, 1, DL_SCHED_MAX_CHUNKS,
                                                 &train->pipeline_chunks, &err), &err); break;
-    case OPT_SCHEDULE: {
-        int v;
-        bad = refused(dl_schedule_parse(arg, &train->pipeline_schedule, &v, &err), &err);
+    case OPT_SCHEDULE:
+        bad = refused(dl_schedule_parse(arg, &train->pipeline_schedule, &train->pipeline_virtual, &err), &err);
         break;
-    }
     case OPT_SYNC_BN: par->sync_bn = 1; break; /* the trainer then picks kernels with sync_stats */
     default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
     }

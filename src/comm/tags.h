@@ -71,10 +71,24 @@ enum dl_tag {
 
 /* exec/comm_steps.c: the tensors that cross a pipeline-stage edge travel on
  * the pipeline group's own communicator (parallel/grid.h), where nothing
- * else is sent, so they take every tag below this bound: (chunk modulo what
- * fits, producing layer, forward or gradient).  Messages of one pair and
- * tag arrive in order, so chunks far apart may share a tag. */
+ * else is sent, so they take every tag below this bound.  A message is
+ * (chunk, edge, forward or gradient), where the edge (plan/shard.h) is a
+ * (producing layer, reading stage) pair: so the virtual stages of an
+ * interleaved pipeline, which may exchange the same layer's output with
+ * one rank (a skip connection read by two of its stages), and the messages
+ * a rank sends itself between its own stages, never share a tag within a
+ * chunk.  Chunks are numbered modulo what fits: messages of one pair and
+ * tag arrive in order, and every stage sends and receives its chunks in
+ * order, so chunks far apart may share a tag. */
 #define DL_TAG_PIPELINE_END 32767
+
+/* The tag of chunk's message on edge (of `edges` in all; 2 * edges <=
+ * DL_TAG_PIPELINE_END), is_grad 0 for the activation, 1 for its gradient. */
+static inline int dl_tag_pipeline(int chunk, int edge, int edges, int is_grad)
+{
+    int per_chunk = 2 * (edges > 0 ? edges : 1);
+    return (chunk % (DL_TAG_PIPELINE_END / per_chunk)) * per_chunk + 2 * edge + is_grad;
+}
 
 _Static_assert(DL_TAG_FIXED_END <= DL_TAG_RECURSIVE_DOUBLING, "fixed tags run into the ranges");
 _Static_assert(DL_TAG_END <= 32767, "tags above 32767 need more than MPI guarantees (MPI_TAG_UB)");

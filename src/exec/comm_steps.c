@@ -4,23 +4,28 @@
  * Their tensors are plain (NCHW): a rank's channel block t of a tensor of C
  * channels holds channels [t*C/T, (t+1)*C/T) of every sample.  Every rank of
  * a tensor group has the same step list, so their collectives come in the
- * same order.  Sends are non-blocking (completed before their buffer is
- * reused, dl_exec_comm_complete); receives wait.  The group reductions of
- * a class-split loss are here too. */
+ * same order.  Pipeline sends never block: what they send is copied into
+ * the executor's outbox, whose buffers are reused once their sends have
+ * completed (dl_exec_sends_wait waits for the rest), so the arena is free
+ * again at once and no rank ever waits for a peer to receive; receives
+ * wait.  That is the execution model under which the schedules are proved
+ * free of deadlock (parallel/schedule.h): waiting for a send to complete
+ * before reusing its buffer in place would add dependencies the schedule
+ * does not have (the interleaved schedule deadlocks on them).  The group
+ * reductions of a class-split loss are here too. */
 #include "exec/exec_impl.h"
 
 #include "comm/tags.h"
 #include "io/trace.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-/* Pipeline message tags (comm/tags.h): (chunk, layer, direction) on the
- * pipeline group's communicator, chunks numbered modulo what fits. */
-static int pipeline_tag(const struct dl_exec *e, int layer, int grad)
+/* Pipeline message tags (comm/tags.h): (chunk, stage edge, direction) on
+ * the pipeline group's communicator. */
+static int pipeline_tag(const struct dl_exec *e, const struct dl_exec_step *s, int grad)
 {
-    long per_chunk = 2L * e->g->n;
-    long chunks = DL_TAG_PIPELINE_END / per_chunk;
-    return (int)(((e->chunk % (chunks > 0 ? chunks : 1)) * e->g->n + layer) * 2 + grad);
+    return dl_tag_pipeline(e->chunk, s->edge, e->shard->n_edges, grad);
 }
 
 /* [T][N][B] (a collective's rank order, B values per sample and rank) to
@@ -97,6 +102,48 @@ static void failed(struct dl_exec *e, int rc)
         e->status = rc;
 }
 
+/* An outbox entry whose send has completed (tested on the way), or a new
+ * one; NULL when out of memory. */
+static struct dl_exec_outgoing *free_outgoing(struct dl_exec *e)
+{
+    struct dl_exec_impl *m = e->impl;
+    struct dl_comm *p = m->pipeline_comm;
+    for (int i = 0; i < m->n_outbox; i++) {
+        struct dl_exec_outgoing *o = &m->outbox[i];
+        int done = !o->req.active;
+        if (!done)
+            failed(e, p->ops->test(p, &o->req, &done, &e->err));
+        if (done)
+            return o;
+    }
+    struct dl_exec_outgoing *grown = realloc(m->outbox, sizeof *grown * (size_t)(m->n_outbox + 1));
+    if (!grown)
+        return NULL;
+    m->outbox = grown;
+    memset(&grown[m->n_outbox], 0, sizeof *grown);
+    return &grown[m->n_outbox++];
+}
+
+/* Sends a copy of bytes of data to pipeline rank peer without waiting for
+ * it to be received. */
+static void send_copy(struct dl_exec *e, const void *data, size_t bytes, int peer, int tag)
+{
+    struct dl_comm *p = e->impl->pipeline_comm;
+    struct dl_exec_outgoing *o = free_outgoing(e);
+    if (o && o->cap < bytes) {
+        free(o->buf);
+        o->cap = 0;
+        if ((o->buf = malloc(bytes ? bytes : 1)) != NULL)
+            o->cap = bytes;
+    }
+    if (!o || !o->buf) {
+        failed(e, dl_errorf(&e->err, DL_ERR_NOMEM, "out of memory (a pipeline message of %zu bytes)", bytes));
+        return;
+    }
+    memcpy(o->buf, data, bytes);
+    failed(e, p->ops->isend(p, o->buf, bytes, peer, tag, &o->req, &e->err));
+}
+
 size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch)
 {
     if (s->kind != DL_STEP_TP || s->tp_in == DL_TP_IN_AS_IS)
@@ -170,12 +217,11 @@ void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s)
         break;
     case DL_STEP_RECV:
         bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)m->tensors[s->out].count;
-        failed(e, p->ops->recv(p, m->tensors[s->out].data, bytes, s->peer, pipeline_tag(e, s->peer_layer, 0), &e->err));
+        failed(e, p->ops->recv(p, m->tensors[s->out].data, bytes, s->peer, pipeline_tag(e, s, 0), &e->err));
         break;
     case DL_STEP_SEND:
         bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)m->tensors[s->src].count;
-        failed(e, p->ops->isend(p, m->tensors[s->src].data, bytes, s->peer, pipeline_tag(e, s->peer_layer, 0),
-                                &s->req, &e->err));
+        send_copy(e, m->tensors[s->src].data, bytes, s->peer, pipeline_tag(e, s, 0));
         break;
     default:
         break;
@@ -193,12 +239,12 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
         size_t bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)t->count;
         if (!m->written[s->out]) /* nothing here read it */
             memset(t->grad, 0, bytes);
-        failed(e, p->ops->isend(p, t->grad, bytes, s->peer, pipeline_tag(e, s->peer_layer, 1), &s->req, &e->err));
+        send_copy(e, t->grad, bytes, s->peer, pipeline_tag(e, s, 1));
     } else if (s->kind == DL_STEP_SEND && m->tensors[s->src].needs_grad) { /* what a later stage computed for it */
         struct dl_exec_tensor *t = &m->tensors[s->src];
         long n = (long)e->batch * t->count;
         dl_real *into = s->via_scratch[0] ? s->scratch[0] : t->grad;
-        failed(e, p->ops->recv(p, into, sizeof *into * (size_t)n, s->peer, pipeline_tag(e, s->peer_layer, 1), &e->err));
+        failed(e, p->ops->recv(p, into, sizeof *into * (size_t)n, s->peer, pipeline_tag(e, s, 1), &e->err));
         if (s->via_scratch[0])
             add_into(t->grad, into, n, 1);
         m->written[s->src] = 1;
@@ -218,7 +264,7 @@ void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n)
 int dl_exec_group_values(const struct dl_exec *e)
 {
     int most = 0;
-    for (int i = e->shard->first; i < e->shard->end; i++) {
+    for (int i = e->first; i < e->end; i++) {
         int n = e->shard->layer[i].split_classes ? 3 * e->max_batch + 1 /* the loss's sums (correct's pairs: 2N) */
                 : e->shard->layer[i].split_rows  ? 2 * e->g->layers[i].in_shape[0].c + 1 /* batch statistics */
                                                  : 0;
@@ -290,21 +336,31 @@ void dl_exec_group_best(struct dl_exec *e, double *pairs, int n)
         }
 }
 
-void dl_exec_comm_complete(struct dl_exec *e)
+int dl_exec_sends_wait(struct dl_exec *e)
 {
     struct dl_exec_impl *m = e->impl;
     double t0 = dl_trace_now(e->trace);
     int waited = 0;
-    for (int i = 0; i < m->n_steps; i++) {
-        struct dl_exec_step *s = &m->steps[i];
-        if (s->req.active) {
-            failed(e, m->pipeline_comm->ops->wait(m->pipeline_comm, &s->req, &e->err));
+    for (int i = 0; i < m->n_outbox; i++)
+        if (m->outbox[i].req.active) {
+            failed(e, m->pipeline_comm->ops->wait(m->pipeline_comm, &m->outbox[i].req, &e->err));
             waited = 1;
         }
-    }
     if (waited && dl_trace_on(e->trace)) {
         struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = "wait sends", .chunk = -1, .peer = -1,
                                     .index = -1, .kind = DL_TRACE_SEND};
         dl_trace_add(e->trace, DL_TRACE_COMPUTE, &ev);
     }
+    return e->status;
+}
+
+void dl_exec_comm_free(struct dl_exec *e)
+{
+    struct dl_exec_impl *m = e->impl;
+    for (int i = 0; i < m->n_outbox; i++)
+        if (!m->outbox[i].req.active) /* in flight after a failure: the backend may still read it */
+            free(m->outbox[i].buf);
+    free(m->outbox);
+    m->outbox = NULL;
+    m->n_outbox = 0;
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/tags.h"
+
 static dl_real *alloc_real(long n, struct dl_error *err)
 {
     return dl_calloc((size_t)(n > 0 ? n : 1), sizeof(dl_real), err);
@@ -45,6 +47,7 @@ void dl_exec_free(struct dl_exec *e)
         return;
     int shared = e->impl && e->impl->shares_params;
     if (e->impl) {
+        dl_exec_comm_free(e);
         if (e->impl->steps)
             dl_exec_free_steps(e);
         if (e->impl->own_shard.g)
@@ -66,6 +69,7 @@ void dl_exec_free(struct dl_exec *e)
     }
     free(e->time_fwd);
     free(e->time_bwd);
+    free(e->time_wgt);
     memset(e, 0, sizeof *e);
 }
 
@@ -100,11 +104,20 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
             return rc;
         e->shard = &m->own_shard;
     }
-    const struct dl_grid_dims *d = &e->shard->dims;
+    const struct dl_shard *sh = e->shard;
+    const struct dl_grid_dims *d = &sh->dims;
+    if (o->stage < 0 || o->stage >= sh->V)
+        return dl_errorf(err, DL_ERR_INTERNAL, "stage %d of a rank that holds %d", o->stage, sh->V);
+    e->stage = dl_shard_stage(sh, o->stage);
+    e->first = sh->stages.first[e->stage];
+    e->end = sh->stages.first[e->stage + 1];
     if (d->tp > 1 && (!o->tensor_comm || o->tensor_comm->size != d->tp))
         return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d tensor ranks needs their communicator", d->tp);
-    if (d->pp > 1 && (!o->pipeline_comm || o->pipeline_comm->size != d->pp))
-        return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d pipeline stages needs their communicator", d->pp);
+    if ((d->pp > 1 || sh->n_edges) && (!o->pipeline_comm || o->pipeline_comm->size != d->pp))
+        return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d pipeline stages needs their communicator", sh->stages.S);
+    if (2L * sh->n_edges > DL_TAG_PIPELINE_END)
+        return dl_errorf(err, DL_ERR_SPEC, "%d tensors cross the pipeline's stage cuts; the message tags (comm/tags.h) "
+                         "number at most %d: use fewer stages", sh->n_edges, DL_TAG_PIPELINE_END / 2);
     m->tensor_comm = o->tensor_comm;
     m->pipeline_comm = o->pipeline_comm;
     e->g = &e->shard->local;
@@ -125,6 +138,7 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     }
     g = e->g;
     e->max_batch = max_batch;
+    e->impl->split_backward = o->split_backward;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
     e->act_layout = dl_calloc(n, sizeof *e->act_layout, err);
@@ -213,8 +227,8 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
     if (!e->param || !e->dparam || !e->weight_begin)
         return DL_ERR_NOMEM;
-    for (int i = e->shard->first; i < e->shard->end; i++)
-        for (int j = 0; j < g->layers[i].n_params; j++) {
+    for (int i = 0; i < g->n; i++) /* every stage of the rank: executors of the others share them */
+        for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
             if (g->layers[i].param[j].trainable)
                 e->n_weights += g->layers[i].param[j].count;
             else
@@ -291,11 +305,13 @@ int dl_exec_timing_enable(struct dl_exec *e, struct dl_error *err)
     if (!e->time_fwd) {
         e->time_fwd = dl_calloc((size_t)e->g->n, sizeof *e->time_fwd, err);
         e->time_bwd = dl_calloc((size_t)e->g->n, sizeof *e->time_bwd, err);
-        if (!e->time_fwd || !e->time_bwd)
+        e->time_wgt = dl_calloc((size_t)e->g->n, sizeof *e->time_wgt, err);
+        if (!e->time_fwd || !e->time_bwd || !e->time_wgt)
             return DL_ERR_NOMEM;
     }
     memset(e->time_fwd, 0, sizeof *e->time_fwd * (size_t)e->g->n);
     memset(e->time_bwd, 0, sizeof *e->time_bwd * (size_t)e->g->n);
+    memset(e->time_wgt, 0, sizeof *e->time_wgt * (size_t)e->g->n);
     return DL_OK;
 }
 

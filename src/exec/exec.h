@@ -41,6 +41,8 @@ struct dl_exec {
      * parameters: the others have NULL act[], kernel[] and param[]). */
     const struct dl_graph *g;
     const struct dl_shard *shard;          /* NULL: the whole network on this process */
+    int stage;                             /* the pipeline stage it runs (0 without a pipeline) */
+    int first, end;                        /* its layers: [first, end) */
     int max_batch;
     dl_real **act;                         /* [layer] its output, in the layout of act_layout[layer] */
     enum dl_layout *act_layout;            /* [layer] */
@@ -83,8 +85,10 @@ struct dl_exec {
     size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
     size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */
     /* Per-layer timing (dl_exec_timing_enable): seconds summed over calls;
-     * reorder steps count towards the layer that consumes their output. */
-    double *time_fwd, *time_bwd;
+     * reorder steps count towards the layer that consumes their output.
+     * time_wgt: the backward-weights passes run on their own
+     * (dl_exec_backward_weights; time_bwd has the rest of backward). */
+    double *time_fwd, *time_bwd, *time_wgt;
     /* --trace (the options'): every step of a recorded training step
      * appends an event (exec/trace_steps.c); NULL: off. */
     struct dl_trace *trace;
@@ -124,6 +128,18 @@ struct dl_exec_options {
      * the same arena.  Parameters are drawn whole from the seed exactly as
      * one process draws them, and each rank keeps its slices. */
     const struct dl_shard *shard;
+    /* Which of the shard's stages this executor runs: its v-th, stage
+     * pos.p + v * pp (0 unless the rank holds V > 1 interleaved stages).
+     * Executors of one rank's stages share one parameter vector (the
+     * rank's, share_params below), each with the steps of its own layers;
+     * a tensor from another stage of the same rank arrives as a message
+     * to itself. */
+    int stage;
+    /* 1: backward may also run as two passes, dl_exec_backward_input and,
+     * later, dl_exec_backward_weights (zero-bubble schedules): what the
+     * weight-gradient pass reads (its layers' inputs, output gradients and
+     * kernel state) is planned to live until it has run. */
+    int split_backward;
     struct dl_comm *tensor_comm;           /* the shard's tensor group (tp > 1) */
     struct dl_comm *pipeline_comm;         /* the shard's pipeline group (pp > 1), ranks in stage order */
     /* Another executor of the same network and shard whose weights,
@@ -155,7 +171,21 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
 /* Backward of the mean loss of the last forward.  Weight gradients are
  * ACCUMULATED into dweights: call dl_exec_zero_grad() first for a new step. */
 void dl_exec_backward(struct dl_exec *e);
+/* The same backward in two passes (an executor made with split_backward):
+ * backward_input computes the input gradients (and sends them to earlier
+ * stages), backward_weights, any time after it and before the next
+ * forward, the weight gradients of the layers whose kernels compute them
+ * in a call of their own (kernel.h; the others get them in the first
+ * pass).  Together they add exactly what dl_exec_backward adds.  grad_hook
+ * runs for every layer in the second pass, in backward order. */
+void dl_exec_backward_input(struct dl_exec *e);
+void dl_exec_backward_weights(struct dl_exec *e);
 void dl_exec_zero_grad(struct dl_exec *e);
+
+/* Waits until every pipeline message this executor sent has been received
+ * (sends never wait on their own: they go out as copies); a driver calls it
+ * when its schedule is through.  Returns e->status. */
+int dl_exec_sends_wait(struct dl_exec *e);
 
 /* Sum of the per-sample losses of the last forward (in double), and the
  * number of samples whose arg-max logit equals the label (the lowest class

@@ -64,8 +64,9 @@ struct dl_exec_step {
     const struct dl_mbplan_layer *mbplan; /* layer: its micro-batch plan (NULL: undivided) */
     enum dl_tp_in tp_in;                /* TP: how src reaches the layer */
     int tp_sum_grad;                    /* TP: the layer's input gradient is a partial sum (output split) */
-    int peer, peer_layer;               /* RECV, SEND: the other stage; the layer whose output travels */
-    struct dl_comm_req req;             /* SEND forward, RECV backward: the send in flight */
+    int peer, peer_layer;               /* RECV, SEND: the other stage's pipeline rank; the layer whose
+                                           output travels */
+    int edge;                           /* RECV, SEND: the shard's stage edge (message tags) */
     /* --trace (trace_steps.c), per direction (0 forward, 1 backward): the
      * event's name (NULL: the step does nothing that way), kind (enum
      * dl_trace_kind), kernel or layouts, and the micro-batch plan's text
@@ -74,6 +75,14 @@ struct dl_exec_step {
     unsigned char trace_kind[2];
     const char *trace_tensor;
     long trace_count;
+};
+
+/* A pipeline message in flight: a copy of what a SEND step (forward) or a
+ * RECV step (its gradient, backward) sent, kept until the send completes. */
+struct dl_exec_outgoing {
+    void *buf;
+    size_t cap;
+    struct dl_comm_req req;
 };
 
 struct dl_exec_impl {
@@ -96,6 +105,10 @@ struct dl_exec_impl {
     int group_cap;
     dl_real *grad_part;                 /* a layer's weight gradients on its band of rows, to be summed (rows.c) */
     int shares_params;                  /* weights, gradients and state belong to another executor */
+    int split_backward;                 /* planned for backward in two passes (exec.h) */
+    struct dl_exec_outgoing *outbox;    /* [n_outbox]: pipeline sends, in flight or done */
+    int n_outbox;
+    int weights_pending;                /* backward_input ran, backward_weights has not */
 };
 
 /* comm_steps.c: forward and backward of the communication steps (TP,
@@ -104,8 +117,9 @@ struct dl_exec_impl {
 void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s);
 void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s);
 size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
-/* Waits for the sends still in flight (before their buffers are reused). */
-void dl_exec_comm_complete(struct dl_exec *e);
+/* Frees the outbox (after dl_exec_sends_wait, or on a failed run, without
+ * waiting for what is still in flight: its buffers are then left). */
+void dl_exec_comm_free(struct dl_exec *e);
 
 /* trace_steps.c: each step's names and details in the recorder's strings
  * (at set-up, when e->trace is set), and the event of step s's run in one
@@ -144,6 +158,15 @@ int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, str
 void dl_exec_rows_grad_end(struct dl_exec *e, const struct dl_exec_step *s);
 
 /* steps.c */
+/* 1 when layer i is one of the layers this executor runs (its stage's). */
+static inline int dl_exec_runs(const struct dl_exec *e, int i)
+{
+    return i >= e->first && i < e->end;
+}
+/* 1 when step s's weight gradients come from a backward-weights call of
+ * their own (a layer with parameters whose kernel has one, or a micro-batch
+ * plan whose parts may), which a split backward defers. */
+int dl_exec_defers_weights(const struct dl_exec *e, const struct dl_exec_step *s);
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);
 int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, const struct dl_kernel *k, int mb,
                           struct dl_error *err);

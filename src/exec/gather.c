@@ -92,7 +92,7 @@ int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param
         for (int p = 0; p < d->pp && !rc; p++) {
             int r = dl_grid_rank(d, (struct dl_grid_pos){t, 0, p});
             struct dl_shard other;
-            rc = r == 0 ? DL_OK : dl_shard_make(sh->g, d, r, NULL, &other, err);
+            rc = r == 0 ? DL_OK : dl_shard_make(sh->g, d, sh->V, r, NULL, &other, err);
             if (rc)
                 break;
             const struct dl_shard *theirs = r == 0 ? sh : &other;

@@ -188,7 +188,7 @@ static long trainable_count(const struct dl_layer *l)
 long dl_exec_rows_grad_values(const struct dl_exec *e)
 {
     long most = 0;
-    for (int i = e->shard->first; i < e->shard->end; i++)
+    for (int i = e->first; i < e->end; i++)
         if (e->shard->layer[i].split_rows && trainable_count(&e->g->layers[i]) > most)
             most = trainable_count(&e->g->layers[i]);
     return most;

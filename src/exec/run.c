@@ -5,8 +5,9 @@
  * kernels' "overwrite din" contract simple; a reorder's backward converts its
  * gradient back and adds it into the source's.  A layer with a micro-batch
  * plan runs each direction as its parts (micro.c); communication steps run
- * in comm_steps.c.  While a --trace records, every step's run is an event
- * (trace_steps.c). */
+ * in comm_steps.c.  A split backward (zero bubble) runs the data directions
+ * first and the weight directions in a later pass over the same steps.
+ * While a --trace records, every step's run is an event (trace_steps.c). */
 #include "exec/exec_impl.h"
 
 #include <string.h>
@@ -69,7 +70,6 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     e->labels = labels;
     e->batch = batch;
     m->tensors[0].data = (dl_real *)x;
-    dl_exec_comm_complete(e); /* the last backward's gradient sends, before their buffers are overwritten */
     for (int i = 0; i < m->n_steps && !e->status; i++) {
         struct dl_exec_step *s = &m->steps[i];
         double t0 = e->time_fwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
@@ -108,7 +108,10 @@ static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
     m->written[s->src] = 1;
 }
 
-static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void *inst)
+/* Which directions of a layer's backward a pass runs. */
+enum pass { PASS_BOTH, PASS_INPUT, PASS_WEIGHTS };
+
+static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void *inst, enum pass pass)
 {
     struct dl_exec_impl *m = e->impl;
     const struct dl_layer *l = &e->g->layers[s->layer];
@@ -119,15 +122,19 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         memset(out->grad, 0, sizeof(dl_real) * (size_t)(out->count * e->batch));
     a.c.dout = out->grad;
     int any = 0;
-    for (int k = 0; k < l->n_in; k++) {
+    for (int k = 0; k < l->n_in && pass != PASS_WEIGHTS; k++) { /* the weights pass writes no input gradient */
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];
         if (!t->needs_grad)
             continue;
         a.c.din[k] = s->via_scratch[k] ? s->scratch[k] : t->grad;
         any = 1;
     }
-    int on_band = dl_exec_rows_grad_begin(e, s, &a);
-    for (int d = DL_DIR_BACKWARD_DATA; d < DL_N_DIRS; d++)
+    /* a layer on a band of rows: the weight gradients of the pass that
+     * computes them summed over the group */
+    int on_band = (pass != PASS_INPUT || !dl_exec_defers_weights(e, s)) && dl_exec_rows_grad_begin(e, s, &a);
+    int d0 = pass == PASS_WEIGHTS ? DL_DIR_BACKWARD_WEIGHTS : DL_DIR_BACKWARD_DATA;
+    int d1 = pass == PASS_INPUT ? DL_DIR_BACKWARD_DATA : DL_DIR_BACKWARD_WEIGHTS;
+    for (int d = d0; d <= d1; d++)
         if (!dl_exec_micro_run(e, s, &a, (enum dl_dir)d, any))
             dl_kernel_run(s->kernel, inst, &a, (enum dl_dir)d, l->n_params > 0, any);
     if (on_band) /* its weight gradients from its band: summed over the group */
@@ -148,15 +155,22 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     }
 }
 
-void dl_exec_backward(struct dl_exec *e)
+/* Backward over the steps in reverse: input and weight gradients (pass
+ * BOTH), or the input gradients only, with the weight gradients of layers
+ * whose kernels compute them inside backward data (INPUT). */
+static void backward(struct dl_exec *e, enum pass pass)
 {
     const struct dl_graph *g = e->g;
     struct dl_exec_impl *m = e->impl;
     if (e->status)
         return;
-    dl_exec_comm_complete(e); /* the forward's activation sends, before backward reuses their buffers */
+    if (pass == PASS_INPUT && !m->split_backward) {
+        e->status = dl_errorf(&e->err, DL_ERR_INTERNAL, "a backward in two passes needs an executor planned for it "
+                              "(split_backward)");
+        return;
+    }
     memset(m->written, 0, sizeof *m->written * (size_t)m->n_tensors);
-    if (dl_shard_runs(e->shard, g->loss)) { /* d(mean loss)/d(per-sample loss) = 1/N */
+    if (dl_exec_runs(e, g->loss)) { /* d(mean loss)/d(per-sample loss) = 1/N */
         struct dl_exec_tensor *loss = &m->tensors[m->out_tensor[g->loss]];
         for (int n = 0; n < e->batch; n++)
             loss->grad[n] = (dl_real)(e->loss_norm > 0 ? e->loss_norm : 1.0 / e->batch);
@@ -174,14 +188,55 @@ void dl_exec_backward(struct dl_exec *e)
             if (!inst)
                 return;
             if (m->tensors[s->out].needs_grad) /* else nothing upstream learns */
-                layer_backward(e, s, inst);
-            if (e->grad_hook)
+                layer_backward(e, s, inst, pass);
+            if (e->grad_hook && pass == PASS_BOTH)
                 e->grad_hook(e->grad_hook_ctx, s->layer);
         }
         if (e->time_bwd)
             e->time_bwd[s->timed_layer] += dl_clock_now() - t0;
         if (dl_trace_on(e->trace))
             dl_exec_trace_step(e, s, 1, t0);
+    }
+    m->weights_pending = pass == PASS_INPUT;
+}
+
+void dl_exec_backward(struct dl_exec *e)
+{
+    backward(e, PASS_BOTH);
+}
+
+void dl_exec_backward_input(struct dl_exec *e)
+{
+    backward(e, PASS_INPUT);
+}
+
+void dl_exec_backward_weights(struct dl_exec *e)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (e->status)
+        return;
+    if (!m->weights_pending) {
+        e->status = dl_errorf(&e->err, DL_ERR_INTERNAL, "backward weights without backward input before it");
+        return;
+    }
+    m->weights_pending = 0;
+    for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
+        struct dl_exec_step *s = &m->steps[i];
+        if (s->kind != DL_STEP_LAYER)
+            continue;
+        double t0 = e->time_wgt || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        if (dl_exec_defers_weights(e, s) && m->tensors[s->out].needs_grad) {
+            void *inst = dl_exec_instance(e, s, e->batch);
+            if (!inst)
+                return;
+            layer_backward(e, s, inst, PASS_WEIGHTS);
+            if (dl_trace_on(e->trace))
+                dl_exec_trace_step(e, s, 1, t0);
+        }
+        if (e->grad_hook) /* every layer's weight gradients are final now */
+            e->grad_hook(e->grad_hook_ctx, s->layer);
+        if (e->time_wgt)
+            e->time_wgt[s->timed_layer] += dl_clock_now() - t0;
     }
 }
 
@@ -199,7 +254,7 @@ double dl_exec_loss_sum(const struct dl_exec *e)
 int dl_exec_correct(struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;
-    if (!dl_shard_runs(e->shard, e->g->loss) || e->status)
+    if (!dl_exec_runs(e, e->g->loss) || e->status)
         return 0;
     const struct dl_exec_tensor *z = &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
     long classes = dl_shape_count(z->shape);

@@ -16,7 +16,9 @@
  * reads is followed by a send step, and the shard's tensor-parallel
  * adapters (slice, gather, the sum of a partial input gradient) and the
  * sums of partial outputs are steps between producer and consumer, in
- * plain layout, as reorders are. */
+ * plain layout, as reorders are.  An executor runs one stage of the shard
+ * (several per rank with interleaved stages); for a split backward (zero
+ * bubble) the buffers the weight-gradient pass reads live until it runs. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -88,9 +90,11 @@ static int received(struct dl_exec *e, int p, int i)
     struct dl_exec_impl *m = e->impl;
     if (m->out_tensor[p] >= 0)
         return m->out_tensor[p];
+    const struct dl_shard *sh = e->shard;
     struct dl_exec_step *st = add_step(m, DL_STEP_RECV, -1, i);
-    st->peer = dl_stages_of(&e->shard->stages, p);
+    st->peer = dl_stages_rank(&sh->stages, sh->layer[p].stage);
     st->peer_layer = p;
+    st->edge = dl_shard_edge(sh, p, e->stage);
     st->out = add_tensor(m, m->n_steps, e->g->layers[p].out_shape, DL_LAYOUT_PLAIN, learns(e->shard->g, p));
     m->out_tensor[p] = st->out;
     e->act_layout[p] = DL_LAYOUT_PLAIN;
@@ -161,29 +165,27 @@ static int input_of(struct dl_exec *e, int i, int k, int graph_input)
 {
     const struct dl_layer *l = &e->g->layers[i];
     int p = l->in[k];
-    int t = p == DL_GRAPH_INPUT ? graph_input : dl_shard_runs(e->shard, p) ? e->impl->out_tensor[p] : received(e, p, i);
+    int t = p == DL_GRAPH_INPUT ? graph_input : dl_exec_runs(e, p) ? e->impl->out_tensor[p] : received(e, p, i);
     return tp_adapted(e, t, i, k);
 }
 
 /* After the stage's layers: a send step for every output a later stage
- * reads, one per reading stage. */
+ * reads, one per reading stage (to the rank that holds it, which may be
+ * this one when the stages are interleaved). */
 static void add_sends(struct dl_exec *e)
 {
     const struct dl_shard *sh = e->shard;
-    const struct dl_graph *g = sh->g;
     struct dl_exec_impl *m = e->impl;
-    for (int p = sh->first; p < sh->end; p++)
-        for (int stage = sh->pos.p + 1; stage < sh->stages.P; stage++) {
-            int read = 0;
-            for (int j = sh->stages.first[stage]; j < sh->stages.first[stage + 1] && !read; j++)
-                for (int k = 0; k < g->layers[j].n_in; k++)
-                    read |= g->layers[j].in[k] == p;
-            if (!read)
+    for (int p = e->first; p < e->end; p++)
+        for (int stage = e->stage + 1; stage < sh->stages.S; stage++) {
+            int edge = dl_shard_edge(sh, p, stage);
+            if (edge < 0)
                 continue;
             int src = reordered(e, m->out_tensor[p], DL_LAYOUT_PLAIN, p);
             struct dl_exec_step *st = add_step(m, DL_STEP_SEND, src, p);
-            st->peer = stage;
+            st->peer = dl_stages_rank(&sh->stages, stage);
             st->peer_layer = p;
+            st->edge = edge;
             m->n_steps++;
         }
 }
@@ -237,7 +239,7 @@ static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_
     const struct dl_mbplan *p = &e->impl->mbplan;
     const struct dl_layer *l = &g->layers[r];
     if ((ch && ch->no_fusion) || !l->kind->is_relu || l->n_in != 1 || l->n_consumers != 1 ||
-        r == g->logits || o == g->logits || !dl_shard_runs(e->shard, r) || !dl_shard_runs(e->shard, o))
+        r == g->logits || o == g->logits || !dl_exec_runs(e, r) || !dl_exec_runs(e, o))
         return 0;
     if (e->shard->layer[r].split_out != e->shard->layer[o].split_out ||
         e->shard->layer[r].split_rows != e->shard->layer[o].split_rows || e->shard->layer[r < o ? r : o].partial)
@@ -287,13 +289,13 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     for (int i = 0; i < g->n; i++)
         m->out_tensor[i] = -1;
     int input = add_tensor(m, -1, g->input, DL_LAYOUT_PLAIN, 0);
-    for (int i = sh->first; i < sh->end; i++) {
+    for (int i = e->first; i < e->end; i++) {
         const struct dl_layer *l = &g->layers[i];
         if (!e->fused[i] && relu_moves_into_pooling(e, i, ch))
             e->fused[i] = DL_FUSED_INTO_POOLING;
         if (e->fused[i]) { /* its producer, layer i - 1, or its consumer, i + 1, applies it */
             int p = l->in[0];
-            int src = p == DL_GRAPH_INPUT ? input : dl_shard_runs(sh, p) ? m->out_tensor[p] : received(e, p, i);
+            int src = p == DL_GRAPH_INPUT ? input : dl_exec_runs(e, p) ? m->out_tensor[p] : received(e, p, i);
             m->out_tensor[i] = src;
             e->kernel[i] = e->fused[i] == DL_FUSED_INTO_PRODUCER ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
             e->act_layout[i] = m->tensors[src].layout;
@@ -437,6 +439,49 @@ static void mark_scratch(struct dl_exec *e)
     }
 }
 
+int dl_exec_defers_weights(const struct dl_exec *e, const struct dl_exec_step *s)
+{
+    return s->kind == DL_STEP_LAYER && e->g->layers[s->layer].n_params > 0 &&
+           (s->mbplan || !dl_kernel_weights_in_data(s->kernel));
+}
+
+/* Raises buffer b's last use to `until` (b < 0: none). */
+static void keep_until(struct dl_exec_impl *m, int b, int until)
+{
+    if (b >= 0 && m->bufs[b].last < until)
+        m->bufs[b].last = until;
+}
+
+/* The buffer holding tensor t's values (an alias's are another's). */
+static int data_buf(const struct dl_exec_impl *m, int t)
+{
+    while (m->tensors[t].alias >= 0)
+        t = m->tensors[t].alias;
+    return m->tensors[t].buf_data;
+}
+
+/* A split backward's weight-gradient pass comes after the input-gradient
+ * pass, as a third part of the timeline (step s at 3S - 1 - s): what it
+ * reads (the layer's inputs, its output and output gradient, its kernel
+ * state, the workspace) lives until then. */
+static void keep_for_weights(struct dl_exec *e)
+{
+    struct dl_exec_impl *m = e->impl;
+    int S = m->n_steps;
+    for (int s = 0; s < S; s++) {
+        const struct dl_exec_step *st = &m->steps[s];
+        if (!dl_exec_defers_weights(e, st))
+            continue;
+        int until = 3 * S - 1 - s;
+        keep_until(m, st->buf_saved, until);
+        for (int j = 0; j < e->g->layers[st->layer].n_in; j++)
+            keep_until(m, data_buf(m, st->in[j]), until);
+        keep_until(m, data_buf(m, st->out), until);
+        keep_until(m, m->tensors[st->out].buf_grad, until);
+    }
+    keep_until(m, m->buf_workspace, 3 * S - 1);
+}
+
 int dl_exec_place(struct dl_exec *e, struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
@@ -473,6 +518,8 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
         }
     }
     m->buf_workspace = add_buf(m, m->workspace_bytes, 0, end);
+    if (m->split_backward)
+        keep_for_weights(e);
     e->unplanned_bytes = dl_plan_total(m->bufs, m->n_bufs);
     return dl_plan(m->bufs, m->n_bufs, &e->arena_bytes, err);
 }

@@ -40,7 +40,7 @@ int dl_schedule_parse(const char *text, enum dl_pipe_schedule *kind, int *V, str
         if (!*digits || *end || errno || v < 2 || v > DL_SCHED_MAX_STAGES / 2)
             return dl_errorf(err, DL_ERR_SPEC,
                              "--pipeline-schedule interleaved:V: expected V, the virtual stages per rank, "
-                             "an integer in [2, %d], found '%s'", DL_SCHED_MAX_STAGES / 2, digits);
+                             "an integer in [2, %d], found '%s'", DL_SCHED_MAX_STAGES / 2, text);
         *kind = DL_SCHED_INTERLEAVED;
         *V = (int)v;
         return DL_OK;

@@ -261,11 +261,49 @@ void dl_shard_free(struct dl_shard *s)
             free(s->local.layers[i].attr);
     free(s->local.layers);
     free(s->layer);
+    free(s->edge);
     dl_stages_free(&s->stages);
     memset(s, 0, sizeof *s);
 }
 
-int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int rank, const double *cost,
+/* Every (layer, later stage reading it) pair, in layer then stage order. */
+static int find_edges(struct dl_shard *s, struct dl_error *err)
+{
+    const struct dl_graph *g = s->g;
+    int S = s->stages.S;
+    unsigned char *reads = calloc((size_t)g->n * (size_t)S, 1);
+    if (!reads)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
+    for (int j = 0; j < g->n; j++)
+        for (int k = 0; k < g->layers[j].n_in; k++) {
+            int p = g->layers[j].in[k];
+            if (p != DL_GRAPH_INPUT && s->layer[p].stage != s->layer[j].stage)
+                reads[(size_t)p * (size_t)S + (size_t)s->layer[j].stage] = 1;
+        }
+    for (size_t i = 0; i < (size_t)g->n * (size_t)S; i++)
+        s->n_edges += reads[i];
+    s->edge = calloc((size_t)s->n_edges + 1, sizeof *s->edge);
+    if (!s->edge) {
+        free(reads);
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
+    }
+    int n = 0;
+    for (size_t i = 0; i < (size_t)g->n * (size_t)S; i++)
+        if (reads[i])
+            s->edge[n++] = (struct dl_stage_edge){(int)(i / (size_t)S), (int)(i % (size_t)S)};
+    free(reads);
+    return DL_OK;
+}
+
+int dl_shard_edge(const struct dl_shard *s, int layer, int to)
+{
+    for (int e = 0; e < s->n_edges; e++)
+        if (s->edge[e].layer == layer && s->edge[e].to == to)
+            return e;
+    return -1;
+}
+
+int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int V, int rank, const double *cost,
                   struct dl_shard *out, struct dl_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -280,7 +318,10 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
         dl_shard_free(s);
         return dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
     }
-    int rc = dl_stages_cut(g, dims->pp, cost, &s->stages, err);
+    s->V = V;
+    int rc = dl_stages_cut(g, dims->pp, V, cost, &s->stages, err);
+    for (int i = 0; !rc && i < g->n; i++)
+        s->layer[i].stage = dl_stages_of(&s->stages, i);
     for (int i = 0; !rc && i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         void *local_attr = l->attr;
@@ -299,10 +340,8 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
         if (!rc)
             rc = local_view(s, i, local_attr, err);
     }
-    if (!rc) {
-        s->first = s->stages.first[s->pos.p];
-        s->end = s->stages.first[s->pos.p + 1];
-    }
+    if (!rc)
+        rc = find_edges(s, err);
     if (rc)
         dl_shard_free(s);
     return rc;
@@ -311,5 +350,5 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
 int dl_shard_whole(const struct dl_graph *g, struct dl_shard *out, struct dl_error *err)
 {
     const struct dl_grid_dims one = {1, 1, 1};
-    return dl_shard_make(g, &one, 0, NULL, out, err);
+    return dl_shard_make(g, &one, 1, 0, NULL, out, err);
 }

@@ -1,5 +1,6 @@
 /* shard.h: what one rank of the grid runs (doc/parallel.md): its pipeline
- * stage, and for tensor parallelism each layer's split, how every tensor
+ * stages (one, or V virtual stages p, p+P, ... for the interleaved
+ * schedule), the tensors that cross a stage cut, and for tensor parallelism each layer's split, how every tensor
  * is spread over the tensor group, the rank's view of each layer (the
  * attributes, shapes and parameters of its part, in a struct dl_graph with
  * the whole network's layer indices, so kernels, tuner and memory planner
@@ -57,24 +58,35 @@ struct dl_shard_layer {
     int split_classes;          /* a loss reading class scores split into blocks as they are (op.h's
                                    split_classes: reduced over the tensor group, never gathered) */
     const char *whole_because;  /* a layer that could be split but stays whole: why (printed once) */
+    int stage;                  /* the pipeline (virtual) stage that runs it */
+};
+
+/* A tensor that crosses a stage cut: layer `layer`'s output, read by stage
+ * `to` (one edge per reading stage; the same for every rank).  Its index
+ * numbers the pipeline messages (comm/tags.h). */
+struct dl_stage_edge {
+    int layer, to;
 };
 
 struct dl_shard {
     const struct dl_graph *g;   /* the whole network (not owned) */
     struct dl_grid_dims dims;
     struct dl_grid_pos pos;
-    struct dl_stages stages;    /* pipeline cuts */
-    int first, end;             /* this rank's layers [first, end) */
+    struct dl_stages stages;    /* pipeline cuts: dims.pp x V stages, stage s on pipeline rank s % pp */
+    int V;                      /* stages this rank holds: pos.p + v * pp for v in [0, V) */
+    int n_edges;                /* tensors crossing stage cuts */
+    struct dl_stage_edge *edge; /* [n_edges], by producing layer, then reading stage */
     struct dl_graph local;      /* this rank's view of every layer (same indices as g) */
     struct dl_shard_layer *layer; /* [g->n] */
 };
 
-/* The view of grid rank `rank` (position from dims).  cost: per-layer
+/* The view of grid rank `rank` (position from dims) with V stages per
+ * pipeline rank (1, or the interleaved schedule's V).  cost: per-layer
  * costs for the stage cuts (NULL: estimated).  Errors (DL_ERR_SPEC) for a
  * split the layer or its input cannot have (e.g. `split: row` on a
  * convolution, filters not divisible by the tensor ranks), naming the
  * layer, the split and the rule; stage errors as dl_stages_cut. */
-int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int rank, const double *cost,
+int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int V, int rank, const double *cost,
                   struct dl_shard *out, struct dl_error *err);
 void dl_shard_free(struct dl_shard *s);
 
@@ -96,11 +108,21 @@ static inline void dl_shard_band(int H, int T, int t, int *lo, int *n)
  * returns buf. */
 const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t size);
 
-/* 1 when layer i runs on this rank. */
+/* 1 when layer i runs on this rank (in any of its stages). */
 static inline int dl_shard_runs(const struct dl_shard *s, int i)
 {
-    return i >= s->first && i < s->end;
+    return dl_stages_rank(&s->stages, s->layer[i].stage) == s->pos.p;
 }
+
+/* The number of this rank's v-th stage (v in [0, V)), and its layers
+ * [first[stage], first[stage + 1]) in s->stages. */
+static inline int dl_shard_stage(const struct dl_shard *s, int v)
+{
+    return s->pos.p + v * s->dims.pp;
+}
+
+/* The index of the edge from layer to stage `to`, -1 when there is none. */
+int dl_shard_edge(const struct dl_shard *s, int layer, int to);
 
 /* The one-process view (dims 1 x 1 x 1) that dl_exec uses when it is given
  * none; returns like dl_shard_make. */

@@ -1,4 +1,5 @@
-/* stages.c: pipeline stages (see stages.h). */
+/* stages.c: pipeline stages (see stages.h): the cut of the network into
+ * P*V stages, from `stage:` keys or balanced by dynamic programming. */
 #include "plan/stages.h"
 
 #include <math.h>
@@ -12,7 +13,7 @@ double dl_stages_layer_cost(const struct dl_layer *l)
 int dl_stages_of(const struct dl_stages *s, int i)
 {
     int st = 0;
-    while (st + 1 < s->P && i >= s->first[st + 1])
+    while (st + 1 < s->S && i >= s->first[st + 1])
         st++;
     return st;
 }
@@ -95,15 +96,22 @@ static int balance(const double *cost, int n, int P, int *first, struct dl_error
     return DL_OK;
 }
 
-int dl_stages_cut(const struct dl_graph *g, int P, const double *cost, struct dl_stages *out, struct dl_error *err)
+int dl_stages_cut(const struct dl_graph *g, int ranks, int V, const double *cost, struct dl_stages *out,
+                  struct dl_error *err)
 {
-    *out = (struct dl_stages){.P = P};
+    long S = (long)ranks * V;
+    *out = (struct dl_stages){.S = (int)S, .V = V};
     int layers = g->n - 1; /* the loss goes with the last stage */
-    if (P < 1 || P > layers)
-        return dl_errorf(err, DL_ERR_SPEC, "%d pipeline stages, but the network has %d layers before its loss: "
-                         "at most %d stages", P, layers, layers);
-    out->first = calloc((size_t)P + 1, sizeof *out->first);
-    out->cost = calloc((size_t)P, sizeof *out->cost);
+    if (ranks < 1 || V < 1 || S > layers) {
+        if (V > 1)
+            return dl_errorf(err, DL_ERR_SPEC, "%d pipeline ranks x %d virtual stages (interleaved:%d) = %ld stages, "
+                             "but the network has %d layers before its loss: at most %d stages (V <= %d)", ranks, V,
+                             V, S, layers, layers, ranks > 0 ? layers / ranks : 0);
+        return dl_errorf(err, DL_ERR_SPEC, "%ld pipeline stages, but the network has %d layers before its loss: "
+                         "at most %d stages", S, layers, layers);
+    }
+    out->first = calloc((size_t)S + 1, sizeof *out->first);
+    out->cost = calloc((size_t)S, sizeof *out->cost);
     double *c = calloc((size_t)g->n, sizeof *c);
     int rc = !out->first || !out->cost || !c ? dl_errorf(err, DL_ERR_NOMEM, "out of memory cutting pipeline stages")
                                              : DL_OK;
@@ -111,14 +119,14 @@ int dl_stages_cut(const struct dl_graph *g, int P, const double *cost, struct dl
         c[i] = cost ? cost[i] : dl_stages_layer_cost(&g->layers[i]);
     if (!rc) {
         c[layers - 1] += c[layers]; /* the loss is cut together with the layer before it */
-        int f = cuts_from_file(g, P, out->first, err);
+        int f = cuts_from_file(g, (int)S, out->first, err);
         if (f < 0)
             rc = -f;
         else if (f > 0)
             out->from_file = 1;
         else
-            rc = balance(c, layers, P, out->first, err);
-        out->first[P] = g->n;
+            rc = balance(c, layers, (int)S, out->first, err);
+        out->first[S] = g->n;
     }
     for (int i = 0; !rc && i < layers; i++)
         out->cost[dl_stages_of(out, i)] += c[i];

@@ -1,8 +1,10 @@
 /* pipeline.c: one rank's training step as a schedule driver (see
  * pipeline.h).  Chunk c of a local batch of n samples holds samples
- * [c*n/M, (c+1)*n/M); it runs in slot c mod K, which is free again when
- * chunk c needs it because both schedules retire chunks in order with at
- * most K in flight (gpipe: K = M; 1f1b: K = min(P - p, M) on stage p). */
+ * [c*n/M, (c+1)*n/M).  A chunk's forward on a stage takes a free slot of
+ * that stage and keeps it until its backward (zb-h1: its backward-weights
+ * pass) has run; each stage has as many slots as the rank's list ever keeps
+ * chunks in flight on it, counted from the list itself, so a forward always
+ * finds one free. */
 #include "train/pipeline.h"
 
 #include <stdlib.h>
@@ -15,42 +17,83 @@ void dl_pipeline_free(struct dl_pipeline *pl)
     for (int i = pl->slots - 1; pl->slot && i >= 0; i--) /* slot 0, whose parameters the others use, last */
         dl_exec_free(&pl->slot[i]);
     free(pl->slot);
+    free(pl->first_slot);
+    free(pl->slot_chunk);
     dl_schedule_free(&pl->sched);
     memset(pl, 0, sizeof *pl);
 }
 
+/* 1 when action op ends a chunk's time on its stage (its slot is free after it). */
+static int retires(enum dl_sched_op op)
+{
+    return op == DL_SCHED_BACKWARD || op == DL_SCHED_BACKWARD_WEIGHT;
+}
+
+/* first_slot[V + 1] from the most chunks rank p's list holds at once on
+ * each of its stages. */
+static int count_slots(const struct dl_schedule *s, int p, int V, int *first_slot, struct dl_error *err)
+{
+    int *now = dl_calloc((size_t)V, sizeof *now, err), *most = dl_calloc((size_t)V, sizeof *most, err);
+    if (!now || !most) {
+        free(now), free(most);
+        return DL_ERR_NOMEM;
+    }
+    for (int i = 0; i < s->n[p]; i++) {
+        const struct dl_sched_action *a = &s->a[p][i];
+        int v = a->stage / s->P;
+        if (a->op == DL_SCHED_FORWARD && ++now[v] > most[v])
+            most[v] = now[v];
+        else if (retires(a->op))
+            now[v]--;
+    }
+    first_slot[0] = 0;
+    for (int v = 0; v < V; v++)
+        first_slot[v + 1] = first_slot[v] + most[v];
+    free(now), free(most);
+    return DL_OK;
+}
+
 int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const struct dl_exec_options *o,
-                     int max_local, int chunks, enum dl_pipe_schedule kind, uint64_t seed, struct dl_error *err)
+                     int max_local, int chunks, enum dl_pipe_schedule kind, int V, uint64_t seed,
+                     struct dl_error *err)
 {
     memset(pl, 0, sizeof *pl);
     int P = o->shard ? o->shard->dims.pp : 1, p = o->shard ? o->shard->pos.p : 0;
-    if (kind != DL_SCHED_GPIPE && kind != DL_SCHED_1F1B)
-        return dl_errorf(err, DL_ERR_SPEC, "--pipeline-schedule %s: not available yet (gpipe and 1f1b are)",
-                         dl_schedule_kind_name(kind));
     if (max_local < chunks)
         return dl_errorf(err, DL_ERR_SPEC, "--pipeline-chunks %d: a rank's part of the batch has only %d samples; "
                          "each chunk needs one (raise --batch or lower the chunks)", chunks, max_local);
-    int rc = dl_schedule_make(kind, P, chunks, 1, &pl->sched, err);
+    int rc = dl_schedule_make(kind, P, chunks, V, &pl->sched, err);
     if (rc) {
-        dl_error_prefix(err, "pipeline of %d stages", P);
+        dl_error_prefix(err, "pipeline of %d ranks", P);
         return rc;
+    }
+    if ((o->shard ? o->shard->V : 1) != V) {
+        dl_pipeline_free(pl);
+        return dl_errorf(err, DL_ERR_INTERNAL, "a schedule of %d stages per rank on a shard cut for %d", V,
+                         o->shard ? o->shard->V : 1);
     }
     pl->g = g;
     pl->shard = o->shard;
     pl->chunks = chunks;
+    pl->V = V;
     pl->max_local = max_local;
-    pl->slots = dl_schedule_bound(&pl->sched, p);
-    pl->slot = dl_calloc((size_t)pl->slots, sizeof *pl->slot, err);
-    if (!pl->slot) {
-        dl_pipeline_free(pl);
-        return DL_ERR_NOMEM;
+    pl->first_slot = dl_calloc((size_t)V + 1, sizeof *pl->first_slot, err);
+    rc = pl->first_slot ? count_slots(&pl->sched, p, V, pl->first_slot, err) : DL_ERR_NOMEM;
+    if (!rc) {
+        pl->slots = pl->first_slot[V];
+        pl->slot = dl_calloc((size_t)pl->slots, sizeof *pl->slot, err);
+        pl->slot_chunk = dl_calloc((size_t)pl->slots, sizeof *pl->slot_chunk, err);
+        rc = pl->slot && pl->slot_chunk ? DL_OK : DL_ERR_NOMEM;
     }
     int per_chunk = (max_local + chunks - 1) / chunks;
-    for (int i = 0; i < pl->slots && !rc; i++) {
-        struct dl_exec_options so = *o;
-        so.share_params = i ? &pl->slot[0] : NULL;
-        rc = dl_exec_init(&pl->slot[i], g, per_chunk, seed, &so, err);
-    }
+    for (int v = 0; v < V && !rc; v++)
+        for (int i = pl->first_slot[v]; i < pl->first_slot[v + 1] && !rc; i++) {
+            struct dl_exec_options so = *o;
+            so.stage = v;
+            so.split_backward = kind == DL_SCHED_ZB_H1;
+            so.share_params = i ? &pl->slot[0] : NULL;
+            rc = dl_exec_init(&pl->slot[i], g, per_chunk, seed, &so, err);
+        }
     if (rc)
         dl_pipeline_free(pl);
     return rc;
@@ -59,8 +102,11 @@ int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const str
 /* --trace: one schedule action's pass over a chunk, enclosing its steps. */
 static void trace_pass(struct dl_exec *e, const struct dl_sched_action *a, double t0)
 {
+    static const char *const names[] = {[DL_SCHED_FORWARD] = "forward", [DL_SCHED_BACKWARD] = "backward",
+                                        [DL_SCHED_BACKWARD_INPUT] = "backward-input",
+                                        [DL_SCHED_BACKWARD_WEIGHT] = "backward-weight"};
     int forward = a->op == DL_SCHED_FORWARD;
-    struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = forward ? "forward" : "backward",
+    struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = names[a->op],
                                 .chunk = a->chunk, .peer = -1, .index = -1, .kind = DL_TRACE_PASS,
                                 .dir = forward ? DL_TRACE_FORWARD : DL_TRACE_BACKWARD};
     dl_trace_add(e->trace, DL_TRACE_COMPUTE, &ev);
@@ -74,59 +120,120 @@ static int failed(const struct dl_exec *e, struct dl_error *err)
     return e->status;
 }
 
+/* The slot of action a's stage that holds its chunk, or (take) a free one
+ * for it; -1 when there is none. */
+static int slot_for(struct dl_pipeline *pl, const struct dl_sched_action *a, int take)
+{
+    int v = a->stage / pl->sched.P;
+    for (int i = pl->first_slot[v]; i < pl->first_slot[v + 1]; i++)
+        if (pl->slot_chunk[i] == (take ? -1 : a->chunk)) {
+            if (take)
+                pl->slot_chunk[i] = a->chunk;
+            return i;
+        }
+    return -1;
+}
+
+/* Waits for the messages every slot sent (received by now, or soon: the
+ * other ranks' lists only receive what was sent before). */
+static int sends_wait(struct dl_pipeline *pl, struct dl_error *err)
+{
+    for (int i = 0; i < pl->slots; i++) {
+        dl_exec_sends_wait(&pl->slot[i]);
+        int rc = failed(&pl->slot[i], err);
+        if (rc)
+            return rc;
+    }
+    return DL_OK;
+}
+
+/* Slot 0's gradient hook on every other slot (hook) or on none. */
+static void share_grad_hook(struct dl_pipeline *pl, int hook)
+{
+    for (int i = 1; i < pl->slots; i++) {
+        pl->slot[i].grad_hook = hook ? pl->slot[0].grad_hook : NULL;
+        pl->slot[i].grad_hook_ctx = hook ? pl->slot[0].grad_hook_ctx : NULL;
+    }
+}
+
+/* Runs action a on its slot. */
+static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, const float *x, const int *y, int n,
+                      long sample0, uint64_t step, const struct dl_pipeline_hook *hook, double *loss_sum,
+                      double *correct, struct dl_error *err)
+{
+    long per_sample = dl_shape_count(pl->g->input);
+    int M = pl->chunks, i = slot_for(pl, a, a->op == DL_SCHED_FORWARD);
+    if (i < 0)
+        return dl_errorf(err, DL_ERR_INTERNAL, "no slot %s", a->op == DL_SCHED_FORWARD ? "free" : "holds the chunk");
+    struct dl_exec *e = &pl->slot[i];
+    int lo = (int)((long)a->chunk * n / M), hi = (int)((long)(a->chunk + 1) * n / M);
+    double t0 = dl_trace_now(e->trace);
+    switch (a->op) {
+    case DL_SCHED_FORWARD:
+        e->chunk = a->chunk;
+        e->step = step;
+        e->sample0 = sample0 + lo;
+        e->loss_norm = 1.0 / n; /* the chunks' gradients add up to the local batch's mean */
+        dl_exec_forward(e, x + lo * per_sample, y + lo, hi - lo, 1);
+        *loss_sum += dl_exec_loss_sum(e);
+        *correct += dl_exec_correct(e);
+        if (hook && hook->after_forward && !e->status)
+            hook->after_forward(hook->ctx, e);
+        break;
+    case DL_SCHED_BACKWARD: dl_exec_backward(e); break;
+    case DL_SCHED_BACKWARD_INPUT: dl_exec_backward_input(e); break;
+    case DL_SCHED_BACKWARD_WEIGHT: dl_exec_backward_weights(e); break;
+    default: break;
+    }
+    if (dl_trace_on(e->trace))
+        trace_pass(e, a, t0);
+    if (retires(a->op))
+        pl->slot_chunk[i] = -1;
+    return failed(e, err);
+}
+
 int dl_pipeline_step(struct dl_pipeline *pl, const float *x, const int *y, int n, long sample0, uint64_t step,
                      const struct dl_pipeline_hook *hook, double *loss_sum, double *correct, struct dl_error *err)
 {
-    int p = pl->shard ? pl->shard->pos.p : 0, M = pl->chunks;
-    long per_sample = dl_shape_count(pl->g->input);
+    int p = pl->shard ? pl->shard->pos.p : 0, rc = DL_OK;
     *loss_sum = 0;
     *correct = 0;
-    for (int i = 0; i < pl->sched.n[p]; i++) {
+    for (int i = 0; i < pl->slots; i++)
+        pl->slot_chunk[i] = -1;
+    share_grad_hook(pl, 1);
+    for (int i = 0; i < pl->sched.n[p] && !rc; i++) {
         const struct dl_sched_action *a = &pl->sched.a[p][i];
-        struct dl_exec *e = &pl->slot[a->chunk % pl->slots];
-        int lo = (int)((long)a->chunk * n / M), hi = (int)((long)(a->chunk + 1) * n / M);
-        double t0 = dl_trace_now(e->trace);
-        if (a->op == DL_SCHED_FORWARD) {
-            e->chunk = a->chunk;
-            e->step = step;
-            e->sample0 = sample0 + lo;
-            e->loss_norm = 1.0 / n; /* the chunks' gradients add up to the local batch's mean */
-            dl_exec_forward(e, x + lo * per_sample, y + lo, hi - lo, 1);
-            *loss_sum += dl_exec_loss_sum(e);
-            *correct += dl_exec_correct(e);
-            if (hook && hook->after_forward && !e->status)
-                hook->after_forward(hook->ctx, e);
-        } else if (a->op == DL_SCHED_BACKWARD) {
-            dl_exec_backward(e);
-        } /* sends and receives are the executors' own steps */
-        if ((a->op == DL_SCHED_FORWARD || a->op == DL_SCHED_BACKWARD) && dl_trace_on(e->trace))
-            trace_pass(e, a, t0);
-        int rc = failed(e, err);
+        if (a->op >= DL_SCHED_SEND_ACT) /* sends and receives are the executors' own steps */
+            continue;
+        rc = run_action(pl, a, x, y, n, sample0, step, hook, loss_sum, correct, err);
         if (rc) {
             char what[96];
             dl_error_prefix(err, "%s", dl_sched_action_text(a, what, sizeof what));
-            return rc;
         }
     }
-    return DL_OK;
+    share_grad_hook(pl, 0);
+    return rc ? rc : sends_wait(pl, err);
 }
 
 int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, long n, double *loss_sum,
                          long *correct, struct dl_error *err)
 {
-    struct dl_exec *e = &pl->slot[0];
     long per_sample = dl_shape_count(pl->g->input);
+    int max_batch = pl->slot[0].max_batch;
     *loss_sum = 0;
     *correct = 0;
-    for (long start = 0, chunk = 0; start < n; start += e->max_batch, chunk++) {
-        int b = (int)(n - start < e->max_batch ? n - start : e->max_batch);
-        e->chunk = (int)chunk;
-        dl_exec_forward(e, x + start * per_sample, y + start, b, 0);
-        int rc = failed(e, err);
-        if (rc)
-            return rc;
-        *loss_sum += dl_exec_loss_sum(e);
-        *correct += dl_exec_correct(e);
+    for (long start = 0, chunk = 0; start < n; start += max_batch, chunk++) {
+        int b = (int)(n - start < max_batch ? n - start : max_batch);
+        for (int v = 0; v < pl->V; v++) { /* each stage's input comes from the stage before it */
+            struct dl_exec *e = &pl->slot[pl->first_slot[v]];
+            e->chunk = (int)chunk;
+            dl_exec_forward(e, x + start * per_sample, y + start, b, 0);
+            int rc = failed(e, err);
+            if (rc)
+                return rc;
+            *loss_sum += dl_exec_loss_sum(e);
+            *correct += dl_exec_correct(e);
+        }
     }
-    return DL_OK;
+    return sends_wait(pl, err);
 }

@@ -1,14 +1,20 @@
 /* pipeline.h: one rank's training step as a schedule driver (doc/parallel.md).
  * The rank's local batch is cut into M chunks; the schedule's actions
- * (parallel/schedule.h) say in which order its stage runs their forward and
- * backward passes; each chunk in flight has its own executor (a slot: its
- * own arena, the parameters of slot 0), so activations of several chunks
- * coexist.  The executors' receive and send steps move the tensors between
- * stages, so the schedule's own send and receive actions need nothing here.
- * Gradients accumulate in slot 0 over the chunks as the mean over the local
- * batch, exactly what one executor on the whole local batch computes, and
- * the consistency strategy then runs once per mini-batch.  Serial and
- * data-parallel training are the one-stage, one-chunk case. */
+ * (parallel/schedule.h) say in which order the rank's stages run their
+ * forward and backward passes (zb-h1: backward-input and, deferred,
+ * backward-weights passes); each chunk in flight on a stage has its own
+ * executor (a slot: its own arena, the parameters of slot 0), so
+ * activations of several chunks coexist.  With the interleaved schedule a
+ * rank holds V stages, each with its own slots; every executor of the rank
+ * shares slot 0's one parameter vector (the rank's layers of all its
+ * stages, in graph order), so the optimizer, the data-parallel exchange and
+ * checkpoints see one flat vector as with one stage.  The executors' receive
+ * and send steps move the tensors between stages, so the schedule's own
+ * send and receive actions need nothing here.  Gradients accumulate in slot
+ * 0's vector over the chunks as the mean over the local batch, exactly what
+ * one executor on the whole local batch computes, and the consistency
+ * strategy then runs once per mini-batch.  Serial and data-parallel
+ * training are the one-stage, one-chunk case. */
 #ifndef DL_TRAIN_PIPELINE_H
 #define DL_TRAIN_PIPELINE_H
 
@@ -17,19 +23,26 @@
 
 struct dl_pipeline {
     const struct dl_graph *g;      /* the whole network */
-    const struct dl_shard *shard;  /* this rank's part (its stage is shard->pos.p) */
+    const struct dl_shard *shard;  /* this rank's part (its stages: shard->pos.p + v * pp) */
     struct dl_schedule sched;      /* the lists of every pipeline rank */
-    int chunks, slots;             /* M, and executors (the schedule's in-flight bound) */
+    int chunks, V;                 /* M, and the stages this rank holds */
     int max_local;                 /* largest local batch a step may get */
+    int slots;                     /* executors in all */
     struct dl_exec *slot;          /* [slots]; slot[0] owns the parameters */
+    int *first_slot;               /* [V + 1]: stage v's slots are [first_slot[v], first_slot[v + 1]) */
+    int *slot_chunk;               /* [slots]: the chunk whose activations a slot holds, -1: free */
 };
 
 /* Executors for a local batch of up to max_local samples in `chunks`
- * chunks under schedule kind (gpipe or 1f1b; interleaved and zb-h1 are
- * refused for now), with o's kernels, shard and communicators.  Refused
- * (DL_ERR_SPEC): fewer samples than chunks, fewer chunks than stages. */
+ * chunks under schedule kind with V stages per rank (interleaved: V >= 2,
+ * the shard cut for it; else 1), with o's kernels, shard and
+ * communicators; as many per stage as the schedule keeps chunks in flight
+ * there.  Refused (DL_ERR_SPEC): fewer samples than chunks, and what
+ * dl_schedule_make refuses (fewer chunks than stages, interleaved chunks
+ * not a multiple of the pipeline ranks). */
 int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const struct dl_exec_options *o,
-                     int max_local, int chunks, enum dl_pipe_schedule kind, uint64_t seed, struct dl_error *err);
+                     int max_local, int chunks, enum dl_pipe_schedule kind, int V, uint64_t seed,
+                     struct dl_error *err);
 void dl_pipeline_free(struct dl_pipeline *pl);
 
 /* The executor that owns the parameters (weights, gradients, state). */
@@ -48,14 +61,16 @@ struct dl_pipeline_hook {
 /* Forward and backward of one local batch (n samples of x and y; sample0:
  * the index of x's first sample in the mini-batch; step: the training step
  * for dropout's masks), in the schedule's order.  Weight gradients are
- * ADDED to slot 0's (zero them first).  *loss_sum and *correct: the last
- * stage's sums over the batch (0 on other stages).  hook may be NULL.
- * Errors from the executors (a lost message, a kernel) come back in err. */
+ * ADDED to slot 0's (zero them first); slot 0's grad_hook runs for the
+ * layers of every slot.  *loss_sum and *correct: the last stage's sums
+ * over the batch (0 on other ranks).  hook may be NULL.  Errors from the
+ * executors (a lost message, a kernel) come back in err. */
 int dl_pipeline_step(struct dl_pipeline *pl, const float *x, const int *y, int n, long sample0, uint64_t step,
                      const struct dl_pipeline_hook *hook, double *loss_sum, double *correct, struct dl_error *err);
 
-/* Inference over n samples (in batches no larger than the slots'): the last
- * stage's loss sum and number correct, 0 on the others. */
+/* Inference over n samples (in batches no larger than the slots'), through
+ * the rank's stages in order: the last stage's loss sum and number
+ * correct, 0 on the other ranks. */
 int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, long n, double *loss_sum,
                          long *correct, struct dl_error *err);
 

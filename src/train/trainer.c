@@ -179,6 +179,12 @@ static void warn(struct trainer *tr, const char *msg)
         forward_warning(tr, msg);
 }
 
+/* The pipeline stages each pipeline rank holds: V for interleaved:V, else 1. */
+static int stages_per_rank(const struct dl_train_opts *o)
+{
+    return o->pipeline_schedule == DL_SCHED_INTERLEAVED && o->pipeline_virtual > 1 ? o->pipeline_virtual : 1;
+}
+
 /* The executors of a step: with kernels that sum batch statistics over the
  * ranks when --sync-bn asks for it (whatever the caller's kernel choices),
  * and with a grid, this rank's shard and group communicators. */
@@ -199,7 +205,7 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
     }
     o.trace = tr->trace;
     int rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
-                              tr->net->train.seed, err);
+                              stages_per_rank(tr->opts), tr->net->train.seed, err);
     free(kernels);
     return rc;
 }
@@ -246,7 +252,7 @@ static int open_grid(struct trainer *tr, struct dl_error *err)
     if (!rc)
         rc = watch_grid(tr, err);
     if (!rc)
-        rc = dl_shard_make(&tr->net->graph, &d, tr->comm->rank, NULL, &tr->shard, err);
+        rc = dl_shard_make(&tr->net->graph, &d, stages_per_rank(o), tr->comm->rank, NULL, &tr->shard, err);
     if (rc)
         return rc;
     tr->sharded = 1;
@@ -839,9 +845,11 @@ static void describe_layout(const struct trainer *tr, char *buf, size_t size)
         return;
     }
     const struct dl_grid_dims *d = &tr->opts->grid;
+    char schedule[48];
+    int V = stages_per_rank(tr->opts);
+    snprintf(schedule, sizeof schedule, V > 1 ? "%s:%d" : "%s", dl_schedule_kind_name(tr->opts->pipeline_schedule), V);
     snprintf(buf, size, "grid dp=%d x tp=%d x pp=%d, %d pipeline chunk%s (%s); data-parallel groups: %s", d->dp, d->tp,
-             d->pp, tr->pipe.chunks, tr->pipe.chunks == 1 ? "" : "s", dl_schedule_kind_name(tr->opts->pipeline_schedule),
-             d->dp > 1 ? strategy : "none");
+             d->pp, tr->pipe.chunks, tr->pipe.chunks == 1 ? "" : "s", schedule, d->dp > 1 ? strategy : "none");
 }
 
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,

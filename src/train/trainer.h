@@ -55,10 +55,12 @@ struct dl_train_opts {
     /* Model, pipeline and hybrid parallelism (doc/parallel.md): the grid
      * (zero: data parallelism over every rank), the chunks each rank's
      * part of a mini-batch is cut into (0: 1 without a pipeline, 4 x pp
-     * with one) and the pipeline schedule. */
+     * with one), the pipeline schedule and its stages per pipeline rank
+     * (interleaved:V; 0 or 1 otherwise). */
     struct dl_grid_dims grid;
     int pipeline_chunks;
     enum dl_pipe_schedule pipeline_schedule;
+    int pipeline_virtual;
     const char *dump_weights;         /* rank 0 writes the final flat weights (raw float32) here */
     /* Checkpoints (train/checkpoint.h): rank 0 writes DIR/ckpt-STEP.safetensors
      * when due and when a stop signal (SIGTERM, SIGINT, SIGUSR1) arrives. */

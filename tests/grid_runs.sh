@@ -1,8 +1,10 @@
-# grid_compare.sh: sourced by the shell tests of parallel training (after
-# tap.sh, with T set to their folder): a run on some grid of ranks writes
-# its per-step losses (metrics) and final weights (--dump-weights), and is
-# compared with one process's: every step's loss within 1e-5 relative and
-# the weights within 1e-5 of the largest weight.
+# grid_runs.sh: sourced by the shell tests that train on a grid of ranks
+# and compare with one process (test_hybrid.sh, test_schedules_mpi.sh,
+# test_split.sh):
+# runs writing losses (metrics) and final weights (--dump-weights) to $T,
+# their comparison (every step's loss within 1e-5 relative, weights within
+# 1e-5 of the largest), and the small ResNet both tests train.  Expects
+# tap.sh sourced and T set.
 
 # compare NAME REF RUN: losses and weights of run T/RUN against T/REF.
 compare() {
@@ -49,3 +51,31 @@ grid() {
     tap_result $? "$name: as one process"
 }
 
+# small_resnet FILE: a small ResNet on synthetic data: batch norm, a
+# residual block whose skip adds the stem's output, and a projection
+# shortcut (16 layers before the loss).
+small_resnet() {
+    cat > "$1" <<'YAML'
+input: {shape: [3, 16, 16], classes: 5}
+data: {dataset: synthetic, train_samples: 640, test_samples: 64}
+layers:
+  - {name: stem, type: conv, filters: 8, kernel: 3, pad: 1, bias: false}
+  - {name: stem_bn, type: batchnorm}
+  - {name: stem_act, type: relu}
+  - {name: a1, type: conv, filters: 8, kernel: 3, pad: 1, bias: false}
+  - {name: a1_bn, type: batchnorm}
+  - {name: a1_act, type: relu}
+  - {name: a2, type: conv, filters: 8, kernel: 3, pad: 1, bias: false}
+  - {name: a2_bn, type: batchnorm}
+  - {name: a_add, type: add, inputs: [a2_bn, stem_act]}
+  - {name: a_act, type: relu}
+  - {name: down, type: conv, filters: 16, kernel: 3, stride: 2, pad: 1}
+  - {name: proj, type: conv, filters: 16, kernel: 1, stride: 2, inputs: [a_act]}
+  - {name: b_add, type: add, inputs: [down, proj]}
+  - {name: b_act, type: relu}
+  - {name: gap, type: global_avgpool}
+  - {name: head, type: fc, units: 5}
+loss: softmax_cross_entropy
+train: {batch: 32, epochs: 1, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+YAML
+}
