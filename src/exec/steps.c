@@ -373,7 +373,9 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     return DL_OK;
 }
 
-void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
+/* The instance of s's kernel for mb samples: one made at set-up (for the
+ * whole batch, or a micro-batch plan's part of that size) or a new one. */
+static void *find_or_make_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
 {
     for (int i = 0; i < s->n_inst; i++)
         if (s->inst[i].mb == mb && s->inst[i].kernel == s->kernel)
@@ -387,7 +389,19 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
         e->status = e->err.code;
         return NULL;
     }
-    void *inst = s->inst[s->n_inst - 1].inst;
+    return s->inst[s->n_inst - 1].inst;
+}
+
+/* An instance run on the whole batch of mb samples: the shared workspace
+ * must hold what it needs in every direction, also when the instance was
+ * made for a micro-batch plan's part (whose workspace checks covered only
+ * the directions that part runs in, in the plan's own slice). */
+void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
+{
+    void *inst = find_or_make_instance(e, s, mb);
+    if (!inst)
+        return NULL;
+    const struct dl_layer *l = &e->g->layers[s->layer];
     struct dl_exec_impl *m = e->impl;
     size_t need = dl_kernel_workspace_max(s->kernel, inst);
     size_t saved = dl_kernel_saved_bytes(s->kernel, inst);
