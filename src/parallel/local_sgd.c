@@ -6,8 +6,6 @@
 
 #include <stdlib.h>
 
-#include "comm/allreduce.h"
-
 struct local_impl {
     int k;
     const char *algorithm;
@@ -15,25 +13,11 @@ struct local_impl {
     int global_batch;  /* of the step in progress */
 };
 
-
-
 static int average(struct dl_strategy *s, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
-    float *bufs[2] = {s->exec->weights, s->exec->state};
-    long counts[2] = {s->exec->n_weights, s->exec->n_state};
-    float inv = 1.0f / (float)s->comm->size;
-    for (int b = 0; b < 2; b++) {
-        if (counts[b] == 0)
-            continue;
-        int rc = dl_allreduce(s->comm, im->algorithm, bufs[b], (size_t)counts[b], NULL, err);
-        if (rc)
-            return rc;
-        for (long i = 0; i < counts[b]; i++)
-            bufs[b][i] *= inv;
-    }
     im->since = 0;
-    return DL_OK;
+    return dl_strategy_average_model(s, im->algorithm, err);
 }
 
 static int local_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
@@ -47,13 +31,9 @@ static int local_finish(struct dl_strategy *s, long step, double lr, struct dl_s
                         struct dl_step_stats *st, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
-    double summed[DL_STEP_METRICS];
-    dl_step_metrics_pack(m, summed);
-    int rc = dl_comm_sum_small(s->comm, summed, DL_STEP_METRICS, err);
+    int rc = dl_strategy_sum_metrics(s, m, im->global_batch, err);
     if (rc)
         return rc;
-    dl_step_metrics_unpack(summed, m);
-    m->samples = im->global_batch;
     dl_strategy_optim_step(s, lr);
     if (++im->since >= im->k)
         return average(s, err);
