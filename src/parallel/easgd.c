@@ -48,9 +48,7 @@ static int elastic_round(struct dl_strategy *s, struct dl_step_stats *st, struct
     st->comm_seconds = st->exposed_seconds = dl_clock_now() - t0;
     for (long i = 0; i < n; i++)
         im->center[i] += alpha * im->pull[i];
-    /* what a ring allreduce of n floats sends per rank */
-    int p = s->comm->size;
-    st->bytes_sent = st->dense_bytes = (size_t)(2.0 * (p - 1) / p * sizeof(float) * (double)n);
+    st->bytes_sent = st->dense_bytes = dl_allreduce_ring_bytes(s->comm->size, (size_t)n);
     im->since = 0;
     return DL_OK;
 }

@@ -6,6 +6,8 @@
 
 #include <stdlib.h>
 
+#include "comm/allreduce.h"
+
 struct local_impl {
     int k;
     const char *algorithm;
@@ -35,9 +37,11 @@ static int local_finish(struct dl_strategy *s, long step, double lr, struct dl_s
     if (rc)
         return rc;
     dl_strategy_optim_step(s, lr);
-    if (++im->since >= im->k)
-        return average(s, err);
-    return DL_OK;
+    if (++im->since < im->k)
+        return DL_OK;
+    st->bytes_sent = st->dense_bytes =
+        dl_allreduce_ring_bytes(s->comm->size, (size_t)(s->exec->n_weights + s->exec->n_state));
+    return average(s, err);
 }
 
 static int local_end(struct dl_strategy *s, struct dl_error *err)

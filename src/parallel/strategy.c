@@ -241,7 +241,7 @@ int dl_strategy_average_model(struct dl_strategy *s, const char *algorithm, stru
 int dl_strategy_consensus(struct dl_strategy *s, long step, double *out, struct dl_error *err)
 {
     *out = NAN;
-    if (s->layout.role != DL_ROLE_WORKER || s->consensus_every <= 0 || step % s->consensus_every != 0)
+    if (s->layout.eval != DL_EVAL_SPLIT || s->consensus_every <= 0 || step % s->consensus_every != 0)
         return DL_OK;
     if (!s->layout.replicas_differ) {
         *out = 0;

@@ -216,7 +216,8 @@ int dl_strategy_average_model(struct dl_strategy *s, const char *algorithm, stru
 /* After the finish of step (1-based), on every worker: the consensus distance
  * of the workers' weights into *out when it is due (collective: every
  * worker calls it at the same steps), 0 for strategies whose ranks hold
- * the same weights, NaN when not measured. */
+ * the same weights, NaN when not measured (not due, or a parameter server,
+ * whose workers hold no model of their own). */
 int dl_strategy_consensus(struct dl_strategy *s, long step, double *out, struct dl_error *err);
 
 /* The implementations (one file each). */
