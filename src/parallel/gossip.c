@@ -76,7 +76,7 @@ static int exchange_finish(struct dl_strategy *s, struct dl_step_stats *st, stru
     if (rc)
         return rc;
     double done = dl_clock_now();
-    double each = 1.0 / (im->peers + 1);
+    double each = dl_mixing_weight(im->peers);
     for (long i = 0; i < im->n; i++) {
         float *x = i < e->n_weights ? &e->weights[i] : &e->state[i - e->n_weights];
         double acc = im->own[i];

@@ -68,11 +68,16 @@ int dl_mixing_offsets(enum dl_topology t, int p, long step, int *offsets, int ma
     return n;
 }
 
+double dl_mixing_weight(int peers)
+{
+    return 1.0 / (peers + 1);
+}
+
 void dl_mixing_matrix(enum dl_topology t, int p, long step, double *w)
 {
     int offsets[DL_MIXING_MAX_RANKS];
     int n = dl_mixing_offsets(t, p, step, offsets, DL_MIXING_MAX_RANKS);
-    double each = 1.0 / (n + 1);
+    double each = dl_mixing_weight(n);
     memset(w, 0, sizeof *w * (size_t)p * (size_t)p);
     for (int i = 0; i < p; i++) {
         w[(size_t)i * (size_t)p + (size_t)i] += each;

@@ -38,6 +38,9 @@ int dl_mixing_max_peers(enum dl_topology t, int p);
  * offsets[0..max) (max >= dl_mixing_max_peers); returns |D|. */
 int dl_mixing_offsets(enum dl_topology t, int p, long step, int *offsets, int max);
 
+/* Each of the |D| + 1 entries of a row with peers = |D|: 1 / (peers + 1). */
+double dl_mixing_weight(int peers);
+
 /* The matrix itself, W[i * p + j] (p x p doubles, p <= DL_MIXING_MAX_RANKS),
  * at step. */
 void dl_mixing_matrix(enum dl_topology t, int p, long step, double *w);
