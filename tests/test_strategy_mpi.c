@@ -688,6 +688,28 @@ static void rounding_ratio(const float *got, const double *want, const double *m
         *worst = fmax(*worst, fabs(got[i] - want[i]) / (FEPS * mag[i] + 1e-30));
 }
 
+/* sqrt(mean_i ||w_i - w||^2) / ||w|| with w the ranks' mean, from every
+ * rank's weights, in double (nan if the allgather fails). */
+static double consensus_distance(const float *w, long n)
+{
+    float *all = gather(w, n);
+    if (!all)
+        return NAN;
+    int p = world->size;
+    double apart = 0, size = 0;
+    for (long i = 0; i < n; i++) {
+        double mean = 0;
+        for (int r = 0; r < p; r++)
+            mean += all[(size_t)r * (size_t)n + (size_t)i];
+        mean /= p;
+        size += mean * mean;
+        for (int r = 0; r < p; r++)
+            apart += (all[(size_t)r * (size_t)n + (size_t)i] - mean) * (all[(size_t)r * (size_t)n + (size_t)i] - mean);
+    }
+    free(all);
+    return sqrt(apart / p / size);
+}
+
 /* The end's average: every rank's weights and statistics the ranks' mean. */
 static double end_average_error(const struct model *m, const float *before, long n)
 {
@@ -716,13 +738,13 @@ static void check_gossip(enum dl_topology topology, int overlap, const struct op
     struct dl_strategy *s = NULL;
     struct dl_optim serial = {0};
     struct dl_parallel_opts po = {.consistency = DL_CONS_GOSSIP, .topology = topology, .gossip_overlap = overlap,
-                                  .allreduce = "auto"};
+                                  .allreduce = "auto", .consensus_every = 2};
     int rc = strategy_open(&m, optimizer, &po, &s, &serial, detail, sizeof detail);
     long nw = m.e.n_weights, n = nw + m.e.n_state;
     float *x = malloc(sizeof *x * (size_t)n), *start = malloc(sizeof *start * (size_t)n);
     double *want = malloc(sizeof *want * (size_t)n), *mag = malloc(sizeof *mag * (size_t)n);
     int nb[64];
-    double worst = 0;
+    double worst = 0, worst_consensus = 0;
     int bytes_ok = 1, metrics_ok = 1;
     for (long step = 1; step <= T && !rc; step++) {
         pack_model(&m, start);
@@ -777,6 +799,17 @@ static void check_gossip(enum dl_topology topology, int overlap, const struct op
                 sum += losses[r];
             metrics_ok = metrics_ok && fabs(metrics.loss_sum - sum) <= 1e-6 * fabs(sum) && metrics.samples == 4 * p;
             /* the serial optimizer goes on from the strategy's weights (its momentum already matches) */
+            double cd;
+            rc = dl_strategy_consensus(s, step, &cd, &err);
+            if (rc)
+                snprintf(detail, sizeof detail, "consensus: %s", err.msg);
+            else if (step % 2 != 0)
+                worst_consensus = fmax(worst_consensus, isnan(cd) ? 0 : INFINITY);
+            else { /* within 1e-4 of it, or 1e-6 where the ranks differ only by roundings:
+                  * float sums over the ranks against double ones */
+                double want_cd = consensus_distance(m.e.weights, nw);
+                worst_consensus = fmax(worst_consensus, fabs(cd - want_cd) / (1e-4 * want_cd + 1e-6));
+            }
         }
         free(ws);
         free(all);
@@ -792,13 +825,15 @@ static void check_gossip(enum dl_topology topology, int overlap, const struct op
         else
             end_worst = end_average_error(&m, x, n);
     }
-    int ok = !rc && worst <= 1 && bytes_ok && metrics_ok && end_worst <= 1;
+    int ok = !rc && worst <= 1 && bytes_ok && metrics_ok && end_worst <= 1 && worst_consensus <= 1;
     if (!rc && !ok)
-        snprintf(detail, sizeof detail, "%.3g rounding units from the mix%s%s, end %.3g of the mean's bound", worst,
-                 bytes_ok ? "" : ", wrong bytes_sent", metrics_ok ? "" : ", metrics not summed", end_worst);
+        snprintf(detail, sizeof detail, "%.3g rounding units from the mix%s%s, end %.3g of the mean's bound, "
+                 "consensus distance %.3g of its bound", worst, bytes_ok ? "" : ", wrong bytes_sent",
+                 metrics_ok ? "" : ", metrics not summed", end_worst, worst_consensus);
     snprintf(what, sizeof what, "gossip:%s%s, %s: %d steps each equal the mix of the ranks' vectors by the "
-             "topology's definition (%.2f rounding units), bytes_sent, summed metrics, the mean at the end",
-             dl_topology_names[topology], overlap ? " --gossip-overlap" : "", optimizer->name, T, worst);
+             "topology's definition (%.2f rounding units), bytes_sent, summed metrics, the consensus distance "
+             "every 2 steps (%.2g of its bound), the mean at the end", dl_topology_names[topology],
+             overlap ? " --gossip-overlap" : "", optimizer->name, T, worst, worst_consensus);
     mpi_report(world, ok, what, detail);
     free(x);
     free(start);

@@ -456,10 +456,13 @@ static int report(const struct train_command *cmd, struct dl_comm *comm, int rc,
            100 * res->last.test_accuracy, res->last.test_samples, res->last.test_loss, res->steps, res->seconds);
     if (res->max_staleness > 0 || cmd->train_options.parallel.consistency == DL_CONS_SSP)
         printf("parameter server: largest staleness %d\n", res->max_staleness);
+    enum dl_consistency mode = cmd->train_options.parallel.consistency;
+    const char *exchange = mode == DL_CONS_GOSSIP ? "weight exchange with neighbours"
+                         : mode == DL_CONS_EASGD ? "elastic averaging allreduce" : "gradient allreduce";
     if (res->comm_seconds > 0)
-        printf("gradient allreduce: %.2f s in total, %.2f s not hidden behind backward (%.0f%% hidden); "
+        printf("%s: %.2f s in total, %.2f s not hidden behind the step (%.0f%% hidden); "
                "%.1f MB sent by rank 0 (%.1f MB uncompressed)\n",
-               res->comm_seconds, res->exposed_comm_seconds,
+               exchange, res->comm_seconds, res->exposed_comm_seconds,
                100 * (1 - (res->exposed_comm_seconds < res->comm_seconds ? res->exposed_comm_seconds / res->comm_seconds
                                                                         : 1)),
                res->bytes_sent / 1e6, res->dense_bytes / 1e6);
