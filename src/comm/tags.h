@@ -56,7 +56,7 @@ enum dl_tag {
     DL_TAG_HALO_DOWN,
     DL_TAG_HALO_GRAD_UP,
     DL_TAG_HALO_GRAD_DOWN,
-    /* parallel/gossip.c: a rank's weights and statistics to an out-neighbour
+    /* parallel/gossip_exchange.c: a rank's vector (gossip.c: weights and statistics) to an out-neighbour
      * (one message per neighbour and step; a pair's messages keep their order). */
     DL_TAG_GOSSIP,
     DL_TAG_FIXED_END, /* the fixed tags end here */
