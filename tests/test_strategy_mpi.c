@@ -710,15 +710,23 @@ static double consensus_distance(const float *w, long n)
     return sqrt(apart / p / size);
 }
 
-/* The end's average: every rank's weights and statistics the ranks' mean. */
-static double end_average_error(const struct model *m, const float *before, long n)
+/* The strategy's end, which must leave every rank's weights and statistics
+ * the ranks' mean: *worst, the ratio to the rounding bound (mean_error). */
+static int end_average(struct dl_strategy *s, struct model *m, long n, double *worst, char *detail, size_t dlen)
 {
-    float *all = gather(before, n), *now = malloc(sizeof *now * (size_t)n);
+    struct dl_error err = {0};
+    float *before = malloc(sizeof *before * (size_t)n), *now = malloc(sizeof *now * (size_t)n);
+    pack_model(m, before);
+    float *all = gather(before, n);
+    int rc = dl_strategy_end(s, &err);
+    if (rc)
+        snprintf(detail, dlen, "end: %s", err.msg);
     pack_model(m, now);
-    double worst = all ? mean_error(now, all, n, world->size) : INFINITY;
+    *worst = all ? mean_error(now, all, n, world->size) : INFINITY;
     free(all);
+    free(before);
     free(now);
-    return worst;
+    return rc;
 }
 
 /* gossip:topology (overlapped or not) over T steps: every step each rank's
@@ -817,14 +825,8 @@ static void check_gossip(enum dl_topology topology, int overlap, const struct op
         free(losses);
     }
     double end_worst = INFINITY;
-    if (!rc) {
-        pack_model(&m, x);
-        rc = dl_strategy_end(s, &err);
-        if (rc)
-            snprintf(detail, sizeof detail, "end: %s", err.msg);
-        else
-            end_worst = end_average_error(&m, x, n);
-    }
+    if (!rc)
+        rc = end_average(s, &m, n, &end_worst, detail, sizeof detail);
     int ok = !rc && worst <= 1 && bytes_ok && metrics_ok && end_worst <= 1 && worst_consensus <= 1;
     if (!rc && !ok)
         snprintf(detail, sizeof detail, "%.3g rounding units from the mix%s%s, end %.3g of the mean's bound, "
@@ -912,14 +914,8 @@ static void check_easgd(int tau, double alpha_opt, const struct optimizer *optim
         free(all);
     }
     double end_worst = INFINITY;
-    if (!rc) {
-        pack_model(&m, x);
-        rc = dl_strategy_end(s, &err);
-        if (rc)
-            snprintf(detail, sizeof detail, "end: %s", err.msg);
-        else
-            end_worst = end_average_error(&m, x, n);
-    }
+    if (!rc)
+        rc = end_average(s, &m, n, &end_worst, detail, sizeof detail);
     int ok = !rc && local_ok && worst <= 1 && rounds == (int)(steps / tau) && end_worst <= 1;
     if (!rc && !ok)
         snprintf(detail, sizeof detail, "%s%d rounds, %.3g rounding units from the elastic update, end %.3g of the "
