@@ -15,6 +15,13 @@ struct local_impl {
     int global_batch;  /* of the step in progress */
 };
 
+/* Data parallel, but the ranks' weights differ between averages. */
+static void local_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
+{
+    dl_layout_data_parallel(po, size, rank, out);
+    out->replicas_differ = 1;
+}
+
 static int average(struct dl_strategy *s, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
@@ -68,5 +75,5 @@ static int local_create(struct dl_strategy *s, const struct dl_parallel_opts *po
 }
 
 const struct dl_strategy_ops dl_strategy_local_sgd = {
-    .name = "local-sgd", .layout = dl_layout_data_parallel, .create = local_create, .begin = local_begin,
+    .name = "local-sgd", .layout = local_layout, .create = local_create, .begin = local_begin,
     .finish = local_finish, .end = local_end, .destroy = local_destroy};
