@@ -283,6 +283,9 @@ static int same_floats(const float *a, const float *b, long n)
     return n == 0 || memcmp(a, b, sizeof *a * (size_t)n) == 0;
 }
 
+static int check_consensus(struct dl_strategy *s, const struct model *m, long step, int every, double *worst,
+                           char *detail, size_t dlen);
+
 /* local-sgd:k over 2k+1 steps (the last, partial round is averaged by end). */
 static void check_local_sgd(int k, const struct optimizer *optimizer)
 {
@@ -293,11 +296,12 @@ static void check_local_sgd(int k, const struct optimizer *optimizer)
     struct dl_error err = {0};
     struct dl_strategy *s = NULL;
     struct dl_optim serial = {0};
-    struct dl_parallel_opts po = {.consistency = DL_CONS_LOCAL_SGD, .local_steps = k, .allreduce = "auto"};
+    struct dl_parallel_opts po = {.consistency = DL_CONS_LOCAL_SGD, .local_steps = k, .allreduce = "auto",
+                                  .consensus_every = 1};
     int rc = strategy_open(&m, optimizer, &po, &s, &serial, detail, sizeof detail);
     long n = m.e.n_weights, ns = m.e.n_state;
     float *ws = rc ? NULL : copy_of(m.e.weights, n), *state = NULL;
-    double worst = 0;
+    double worst = 0, worst_consensus = 0;
     int local_ok = 1, metrics_ok = 1, averages = 0;
     for (long step = 1; step <= steps + 1 && !rc; step++) {
         int last = step == steps + 1; /* end(), not a step */
@@ -327,6 +331,10 @@ static void check_local_sgd(int k, const struct optimizer *optimizer)
             snprintf(detail, sizeof detail, "step %ld: %s", step, err.msg);
             break;
         }
+        if (!last && check_consensus(s, &m, step, 1, &worst_consensus, detail, sizeof detail)) {
+            rc = DL_ERR_COMM;
+            break;
+        }
         int averaged = last ? steps % k != 0 : step % k == 0;
         if (!averaged) {
             local_ok = local_ok && same_floats(m.e.weights, ws, n) && same_floats(m.e.state, state, ns);
@@ -348,14 +356,15 @@ static void check_local_sgd(int k, const struct optimizer *optimizer)
         free(all_s);
     }
     int want_averages = (int)(steps / k) + (steps % k != 0);
-    int ok = !rc && local_ok && metrics_ok && worst <= 1 && averages == want_averages;
+    int ok = !rc && local_ok && metrics_ok && worst <= 1 && averages == want_averages && worst_consensus <= 1;
     if (!rc && !ok)
-        snprintf(detail, sizeof detail, "%s%s%d averages (expected %d), %.3g of the rounding bound from the mean",
-                 local_ok ? "" : "local steps differ from the serial optimizer; ",
-                 metrics_ok ? "" : "metrics not summed over the ranks; ", averages, want_averages, worst);
+        snprintf(detail, sizeof detail, "%s%s%d averages (expected %d), %.3g of the rounding bound from the mean, "
+                 "consensus distance %.3g of its bound", local_ok ? "" : "local steps differ from the serial optimizer; ",
+                 metrics_ok ? "" : "metrics not summed over the ranks; ", averages, want_averages, worst,
+                 worst_consensus);
     snprintf(what, sizeof what, "local-sgd:%d, %s: local steps equal the serial optimizer, weights and batch-norm "
-             "statistics are the ranks' mean at every average (%.2f of the rounding bound)", k, optimizer->name,
-             worst);
+             "statistics are the ranks' mean at every average (%.2f of the rounding bound), the consensus distance "
+             "every step", k, optimizer->name, worst);
     mpi_report(world, ok, what, detail);
     free(ws);
     free(state);
@@ -710,6 +719,27 @@ static double consensus_distance(const float *w, long n)
     return sqrt(apart / p / size);
 }
 
+/* The strategy's consensus distance after step, measured every `every`
+ * steps (NaN between), against consensus_distance: within 1e-4 of it, or
+ * 1e-6 where the ranks differ only by roundings (float sums over the ranks
+ * against double ones).  *worst: the largest ratio to that bound. */
+static int check_consensus(struct dl_strategy *s, const struct model *m, long step, int every, double *worst,
+                           char *detail, size_t dlen)
+{
+    struct dl_error err = {0};
+    double cd;
+    int rc = dl_strategy_consensus(s, step, &cd, &err);
+    if (rc) {
+        snprintf(detail, dlen, "consensus: %s", err.msg);
+    } else if (step % every != 0) {
+        *worst = fmax(*worst, isnan(cd) ? 0 : INFINITY);
+    } else {
+        double want = consensus_distance(m->e.weights, m->e.n_weights);
+        *worst = fmax(*worst, fabs(cd - want) / (1e-4 * want + 1e-6));
+    }
+    return rc;
+}
+
 /* The strategy's end, which must leave every rank's weights and statistics
  * the ranks' mean: *worst, the ratio to the rounding bound (mean_error). */
 static int end_average(struct dl_strategy *s, struct model *m, long n, double *worst, char *detail, size_t dlen)
@@ -807,17 +837,7 @@ static void check_gossip(enum dl_topology topology, int overlap, const struct op
                 sum += losses[r];
             metrics_ok = metrics_ok && fabs(metrics.loss_sum - sum) <= 1e-6 * fabs(sum) && metrics.samples == 4 * p;
             /* the serial optimizer goes on from the strategy's weights (its momentum already matches) */
-            double cd;
-            rc = dl_strategy_consensus(s, step, &cd, &err);
-            if (rc)
-                snprintf(detail, sizeof detail, "consensus: %s", err.msg);
-            else if (step % 2 != 0)
-                worst_consensus = fmax(worst_consensus, isnan(cd) ? 0 : INFINITY);
-            else { /* within 1e-4 of it, or 1e-6 where the ranks differ only by roundings:
-                  * float sums over the ranks against double ones */
-                double want_cd = consensus_distance(m.e.weights, nw);
-                worst_consensus = fmax(worst_consensus, fabs(cd - want_cd) / (1e-4 * want_cd + 1e-6));
-            }
+            rc = check_consensus(s, &m, step, 2, &worst_consensus, detail, sizeof detail);
         }
         free(ws);
         free(all);
