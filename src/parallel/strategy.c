@@ -97,6 +97,8 @@ double dl_easgd_alpha(const struct dl_parallel_opts *o, int size)
 
 int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl_error *err)
 {
+    if (o->gossip_overlap && o->consistency != DL_CONS_GOSSIP)
+        return dl_errorf(err, DL_ERR_SPEC, "--gossip-overlap: only with --consistency gossip:TOPOLOGY");
     if (o->consistency == DL_CONS_GOSSIP && (size < 2 || size > DL_MIXING_MAX_RANKS))
         return dl_errorf(err, DL_ERR_SPEC, "--consistency gossip:%s: expected 2 to %d ranks, found %d (one rank has "
                          "no neighbours: use sync or serial training)", dl_topology_names[o->topology],

@@ -53,8 +53,9 @@ void dl_parallel_opts_defaults(struct dl_parallel_opts *o);
 /* Parses --consistency values "sync", "ssp:S", "async", "local-sgd:K",
  * "gossip:TOPOLOGY", "easgd:TAU[,ALPHA]" (0 < ALPHA < 1). */
 int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl_error *err);
-/* What the options need of the rank count (gossip: 2 to DL_MIXING_MAX_RANKS
- * ranks; easgd: ALPHA x ranks at most 1); DL_ERR_SPEC naming the option. */
+/* What the options need of each other and of the rank count (gossip: 2 to
+ * DL_MIXING_MAX_RANKS ranks; easgd: ALPHA x ranks at most 1;
+ * --gossip-overlap: gossip); DL_ERR_SPEC naming the option. */
 int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl_error *err);
 /* EASGD's alpha on size ranks: ALPHA, or 0.9 / size. */
 double dl_easgd_alpha(const struct dl_parallel_opts *o, int size);
