@@ -25,7 +25,11 @@
  *   easgd:TAU    local steps as the serial optimizer; every TAU steps each
  *                rank moves toward a center replayed here, which moves by
  *                alpha x the sum of the ranks' distances to it.
- * With the argument "decentralized" only the last two run.
+ *   easgd-async (one and two servers) every worker's local steps as the
+ *                serial optimizer, and each server's rounds, replayed in its
+ *                order on a center kept here: the worker after each round
+ *                and the server's center at the end, bit for bit.
+ * With the argument "decentralized" only the last three run.
  * Rank 0 prints "ok - ..." lines (tests/mpi_report.h). */
 #include <math.h>
 #include <stdio.h>
@@ -956,6 +960,139 @@ static void check_easgd(int tau, double alpha_opt, const struct optimizer *optim
     model_close(&m);
 }
 
+/* easgd-async:tau with `servers` server ranks over T steps.  Every worker
+ * records, per round, the weights it sent (after its local step, which must
+ * equal a serial optimizer's) and the weights it holds after the round;
+ * every server replays the rounds it applied, in its order, on its shard of
+ * a center that starts at the initial weights: the worker's weights after
+ * the round must be x - alpha (x - c) with the replayed c, bit for bit, and
+ * the server ends holding the replayed center. */
+enum { EA_TAG_SENT = 9501, EA_TAG_AFTER };
+
+static void check_easgd_async(int servers, int tau)
+{
+    enum { T = 7 };
+    int p = world->size, me = world->rank, workers = p - servers, rounds = (T + tau - 1) / tau;
+    if (workers < 1 || workers > 64)
+        return;
+    char detail[1200] = "", what[300];
+    struct model m;
+    struct dl_error err = {0};
+    int rc = model_open(&m, &SGD, detail, sizeof detail);
+    long n = m.e.n_weights;
+    float *w0 = rc ? NULL : copy_of(m.e.weights, n);
+    struct dl_parallel_opts po = {.consistency = DL_CONS_EASGD_ASYNC, .easgd_tau = tau, .ps_servers = servers};
+    float alpha = (float)dl_easgd_alpha(&po, workers);
+    struct ps_log *log = calloc(1, sizeof *log);
+    struct dl_rank_layout layout;
+    dl_strategy_layout(&po, p, me, &layout);
+    int server = layout.role == DL_ROLE_SERVER, local_ok = 1;
+    size_t bytes = sizeof(float) * (size_t)n * (size_t)rounds;
+    float *sent = malloc(bytes * (server ? (size_t)workers : 1)), *after = malloc(bytes * (server ? (size_t)workers : 1));
+    struct dl_strategy *s = NULL;
+    if (!rc)
+        rc = dl_strategy_create(world, &m.e, &m.opt, &po, 5, NULL, NULL, &s, &err);
+    if (!rc && server) {
+        struct dl_serve_hooks hooks = {.ctx = log, .lr_at = ps_lr, .on_update = ps_record};
+        struct dl_serve_result res;
+        rc = dl_strategy_serve(s, &hooks, &res, &err);
+    } else if (!rc) {
+        struct dl_optim serial = {0};
+        rc = dl_optim_init(&serial, &m.net.train.optim, n, &err);
+        float *ws = malloc(sizeof *ws * (size_t)n);
+        int r = 0;
+        for (long step = 1; step <= T && !rc; step++) {
+            dl_exec_zero_grad(&m.e);
+            rc = dl_strategy_begin(s, 4, 4 * workers, &err);
+            forward_backward(&m, me, step, 4);
+            memcpy(ws, m.e.weights, sizeof *ws * (size_t)n);
+            dl_optim_step(&serial, lr_at_step(step), ws, m.e.dweights);
+            struct dl_step_metrics metrics = {.loss_sum = dl_exec_loss_sum(&m.e), .samples = 4};
+            struct dl_step_stats st = {0};
+            if (!rc)
+                rc = dl_strategy_finish(s, step, lr_at_step(step), &metrics, &st, &err);
+            if (!rc && step % tau == 0) {
+                memcpy(sent + (size_t)r * (size_t)n, ws, sizeof *ws * (size_t)n);
+                memcpy(after + (size_t)r * (size_t)n, m.e.weights, sizeof *ws * (size_t)n);
+                r++;
+            } else if (!rc) {
+                local_ok = local_ok && same_floats(m.e.weights, ws, n);
+            }
+        }
+        if (!rc && T % tau != 0) /* end's partial round */
+            memcpy(sent + (size_t)r * (size_t)n, m.e.weights, sizeof *ws * (size_t)n);
+        if (!rc)
+            rc = dl_strategy_end(s, &err);
+        if (!rc && T % tau != 0)
+            memcpy(after + (size_t)r * (size_t)n, m.e.weights, sizeof *ws * (size_t)n);
+        free(ws);
+        dl_optim_free(&serial);
+    }
+    if (!rc && server)
+        rc = dl_strategy_end(s, &err);
+    dl_strategy_free(s);
+    if (rc) {
+        snprintf(detail, sizeof detail, "%s", err.msg);
+        world->ops->abort(world, 1); /* the others would wait forever */
+    }
+    /* Every worker hands its record to every server. */
+    for (int w = 0; w < workers && !rc; w++)
+        if (server) {
+            rc = world->ops->recv(world, sent + (size_t)w * (size_t)n * (size_t)rounds, bytes, servers + w,
+                                  EA_TAG_SENT, &err);
+            rc = rc ? rc : world->ops->recv(world, after + (size_t)w * (size_t)n * (size_t)rounds, bytes,
+                                            servers + w, EA_TAG_AFTER, &err);
+        } else if (me == servers + w) {
+            for (int sv = 0; sv < servers && !rc; sv++) {
+                rc = world->ops->send(world, sent, bytes, sv, EA_TAG_SENT, &err);
+                rc = rc ? rc : world->ops->send(world, after, bytes, sv, EA_TAG_AFTER, &err);
+            }
+        }
+    int ok = !rc && local_ok;
+    if (rc)
+        snprintf(detail, sizeof detail, "exchanging the records: %s", err.msg);
+    else if (!local_ok)
+        snprintf(detail, sizeof detail, "a worker's local step differs from the serial optimizer");
+    if (ok && server) {
+        long lo = (long)dl_block_lo((size_t)n, servers, me), hi = (long)dl_block_lo((size_t)n, servers, me + 1);
+        float *c = copy_of(w0 + lo, hi - lo);
+        int next[64] = {0};
+        if (log->count != (long)workers * rounds) {
+            ok = 0;
+            snprintf(detail, sizeof detail, "server %d applied %ld rounds, expected %d", me, log->count,
+                     workers * rounds);
+        }
+        for (long u = 0; ok && u < log->count; u++) {
+            int w = log->u[u].worker, r = next[w]++;
+            const float *x = sent + ((size_t)w * (size_t)rounds + (size_t)r) * (size_t)n + (size_t)lo,
+                        *got = after + ((size_t)w * (size_t)rounds + (size_t)r) * (size_t)n + (size_t)lo;
+            for (long i = 0; ok && i < hi - lo; i++) {
+                float d = alpha * (x[i] - c[i]);
+                if (got[i] != x[i] - d) {
+                    ok = 0;
+                    snprintf(detail, sizeof detail, "server %d, update %ld (worker %d, round %d), weight %ld: the "
+                             "worker holds %.9g, x - alpha (x - c) is %.9g", me, u, w, r, lo + i, got[i], x[i] - d);
+                }
+                c[i] += d;
+            }
+        }
+        if (ok && !same_floats(m.e.weights + lo, c, hi - lo)) {
+            ok = 0;
+            snprintf(detail, sizeof detail, "server %d's center differs from the replayed one", me);
+        }
+        free(c);
+    }
+    snprintf(what, sizeof what, "easgd-async:%d, %d server%s, %d worker%s: local steps equal the serial optimizer, "
+             "every round moves the worker and the center by alpha (x - c) of the replayed center, bit for bit",
+             tau, servers, servers > 1 ? "s" : "", workers, workers > 1 ? "s" : "");
+    mpi_report(world, ok, what, detail);
+    free(sent);
+    free(after);
+    free(log);
+    free(w0);
+    model_close(&m);
+}
+
 int main(int argc, char **argv)
 {
     struct dl_error err = {0};
@@ -972,6 +1109,8 @@ int main(int argc, char **argv)
         check_gossip(DL_TOPO_ONE_PEER_EXP, 1, &NESTEROV);
         check_easgd(2, 0, &SGD);
         check_easgd(1, 0.5 / world->size, &ADAM);
+        check_easgd_async(1, 2);
+        check_easgd_async(2, 3);
     }
     if (world->size > 1 && !decentralized_only) {
         struct dl_parallel_opts plain = {.consistency = DL_CONS_SYNC, .allreduce = "ring", .overlap = 1,

@@ -47,10 +47,16 @@ static int print_consistency(const char *text, int ranks)
         fprintf(stderr, "dltrain check: %s\n", err.msg);
         return 2;
     }
-    if (po.consistency == DL_CONS_EASGD) {
-        double alpha = dl_easgd_alpha(&po, ranks);
-        printf("easgd on %d ranks: every %d step%s x_i -= %g (x_i - c), c += %g sum_i (x_i - c) (beta = %g)\n", ranks,
-               po.easgd_tau, po.easgd_tau > 1 ? "s" : "", alpha, alpha, alpha * ranks);
+    if (po.consistency == DL_CONS_EASGD || po.consistency == DL_CONS_EASGD_ASYNC) {
+        int workers = dl_easgd_workers(&po, ranks);
+        double alpha = dl_easgd_alpha(&po, workers);
+        if (po.consistency == DL_CONS_EASGD)
+            printf("easgd on %d ranks: every %d step%s x_i -= %g (x_i - c), c += %g sum_i (x_i - c) (beta = %g)\n",
+                   ranks, po.easgd_tau, po.easgd_tau > 1 ? "s" : "", alpha, alpha, alpha * workers);
+        else
+            printf("easgd-async on %d ranks: %d server%s holding the center, %d workers; every %d step%s a worker's "
+                   "d = %g (x_i - c), x_i -= d, c += d, one worker at a time\n", ranks, ranks - workers,
+                   ranks - workers > 1 ? "s" : "", workers, po.easgd_tau, po.easgd_tau > 1 ? "s" : "", alpha);
         return 0;
     }
     if (po.consistency != DL_CONS_GOSSIP) {

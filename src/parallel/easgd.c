@@ -104,7 +104,7 @@ static int easgd_create(struct dl_strategy *s, const struct dl_parallel_opts *po
     s->impl = im;
     struct dl_exec *e = s->exec;
     im->tau = po->easgd_tau > 0 ? po->easgd_tau : 1;
-    im->alpha = dl_easgd_alpha(po, s->comm->size);
+    im->alpha = dl_easgd_alpha(po, dl_easgd_workers(po, s->comm->size));
     im->algorithm = po->allreduce ? po->allreduce : "auto";
     size_t n = (size_t)(e->n_weights + e->n_state);
     im->center = dl_calloc(n ? n : 1, sizeof *im->center, err);

@@ -7,7 +7,8 @@ libdltrain_a_SOURCES += \
 	src/parallel/strategy.c src/parallel/strategy.h \
 	src/parallel/serial.c src/parallel/sync.c src/parallel/local_sgd.c \
 	src/parallel/mixing.c src/parallel/mixing.h src/parallel/gossip.c src/parallel/easgd.c \
-	src/parallel/gossip_exchange.c src/parallel/gossip_exchange.h \
+	src/parallel/gossip_exchange.c src/parallel/gossip_exchange.h src/parallel/easgd_async.c \
+	src/parallel/ps_shards.c src/parallel/ps_shards.h \
 	src/parallel/grad_sync.c src/parallel/grad_sync.h \
 	src/parallel/stall.c src/parallel/stall.h \
 	src/parallel/param_server.c \

@@ -12,6 +12,7 @@
 #include "comm/allreduce.h"
 #include "core/parse.h"
 #include "io/trace.h"
+#include "parallel/ps_shards.h"
 #include "parallel/sync_bn.h"
 
 void dl_parallel_opts_defaults(struct dl_parallel_opts *o)
@@ -28,8 +29,9 @@ void dl_parallel_opts_defaults(struct dl_parallel_opts *o)
     o->consensus_every = 1;
 }
 
-/* "easgd:" followed by TAU[,ALPHA]. */
-static int parse_easgd(const char *text, struct dl_parallel_opts *o, struct dl_error *err)
+/* "easgd:" or "easgd-async:" (name) followed by TAU[,ALPHA]. */
+static int parse_easgd(const char *name, const char *text, enum dl_consistency mode, struct dl_parallel_opts *o,
+                       struct dl_error *err)
 {
     char tau[32];
     const char *comma = strchr(text, ',');
@@ -40,16 +42,18 @@ static int parse_easgd(const char *text, struct dl_parallel_opts *o, struct dl_e
     tau[len] = 0;
     int steps;
     double alpha = 0;
-    int rc = dl_parse_int("--consistency easgd:TAU[,ALPHA] TAU", tau, 1, 1000000, &steps, err);
+    char what[64];
+    snprintf(what, sizeof what, "--consistency %s:TAU[,ALPHA] TAU", name);
+    int rc = dl_parse_int(what, tau, 1, 1000000, &steps, err);
     if (!rc && comma) {
-        rc = dl_parse_double("--consistency easgd:TAU[,ALPHA] ALPHA", comma + 1, 0, 1, &alpha, err);
+        snprintf(what, sizeof what, "--consistency %s:TAU[,ALPHA] ALPHA", name);
+        rc = dl_parse_double(what, comma + 1, 0, 1, &alpha, err);
         if (!rc && alpha <= 0)
-            rc = dl_errorf(err, DL_ERR_SPEC, "--consistency easgd:TAU[,ALPHA] ALPHA: expected a number in (0, 1], "
-                           "found '%s'", comma + 1);
+            rc = dl_errorf(err, DL_ERR_SPEC, "%s: expected a number in (0, 1], found '%s'", what, comma + 1);
     }
     if (rc)
         return rc;
-    o->consistency = DL_CONS_EASGD;
+    o->consistency = mode;
     o->easgd_tau = steps;
     o->easgd_alpha = alpha;
     return DL_OK;
@@ -85,14 +89,21 @@ int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl
         return rc;
     }
     if (strncmp(text, "easgd:", 6) == 0)
-        return parse_easgd(text + 6, o, err);
-    return dl_errorf(err, DL_ERR_SPEC, "--consistency: expected sync, ssp:S, async, local-sgd:K, gossip:TOPOLOGY or "
-                     "easgd:TAU[,ALPHA], found '%s'", text);
+        return parse_easgd("easgd", text + 6, DL_CONS_EASGD, o, err);
+    if (strncmp(text, "easgd-async:", 12) == 0)
+        return parse_easgd("easgd-async", text + 12, DL_CONS_EASGD_ASYNC, o, err);
+    return dl_errorf(err, DL_ERR_SPEC, "--consistency: expected sync, ssp:S, async, local-sgd:K, gossip:TOPOLOGY, "
+                     "easgd:TAU[,ALPHA] or easgd-async:TAU[,ALPHA], found '%s'", text);
 }
 
-double dl_easgd_alpha(const struct dl_parallel_opts *o, int size)
+int dl_easgd_workers(const struct dl_parallel_opts *o, int size)
 {
-    return o->easgd_alpha > 0 ? o->easgd_alpha : 0.9 / size;
+    return o->consistency == DL_CONS_EASGD_ASYNC ? size - dl_ps_servers(o, size) : size;
+}
+
+double dl_easgd_alpha(const struct dl_parallel_opts *o, int workers)
+{
+    return o->easgd_alpha > 0 ? o->easgd_alpha : 0.9 / (workers > 0 ? workers : 1);
 }
 
 int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl_error *err)
@@ -103,10 +114,16 @@ int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl
         return dl_errorf(err, DL_ERR_SPEC, "--consistency gossip:%s: expected 2 to %d ranks, found %d (one rank has "
                          "no neighbours: use sync or serial training)", dl_topology_names[o->topology],
                          DL_MIXING_MAX_RANKS, size);
-    if (o->consistency == DL_CONS_EASGD && dl_easgd_alpha(o, size) * size > 1 + 1e-12)
-        return dl_errorf(err, DL_ERR_SPEC, "--consistency easgd:%d,%g: ALPHA x ranks must be at most 1 for the center "
-                         "to stay between the workers, found %g x %d = %g (the default ALPHA is 0.9 / ranks)",
-                         o->easgd_tau, o->easgd_alpha, o->easgd_alpha, size, o->easgd_alpha * size);
+    int easgd = o->consistency == DL_CONS_EASGD || o->consistency == DL_CONS_EASGD_ASYNC;
+    const char *name = o->consistency == DL_CONS_EASGD_ASYNC ? "easgd-async" : "easgd";
+    int workers = dl_easgd_workers(o, size);
+    if (o->consistency == DL_CONS_EASGD_ASYNC && size < 2)
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency %s:%d: expected 2 ranks or more (a server and a worker), "
+                         "found 1", name, o->easgd_tau);
+    if (easgd && dl_easgd_alpha(o, workers) * workers > 1 + 1e-12)
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency %s:%d,%g: ALPHA x workers must be at most 1 for the center "
+                         "to stay between the workers, found %g x %d = %g (the default ALPHA is 0.9 / workers)",
+                         name, o->easgd_tau, o->easgd_alpha, o->easgd_alpha, workers, o->easgd_alpha * workers);
     return DL_OK;
 }
 
@@ -121,11 +138,15 @@ static const struct dl_strategy_ops *pick(const struct dl_parallel_opts *po, int
     case DL_CONS_GOSSIP: return &dl_strategy_gossip;
     case DL_CONS_EASGD: return &dl_strategy_easgd;
     case DL_CONS_SSP:
-    case DL_CONS_ASYNC: break;
+    case DL_CONS_ASYNC:
+    case DL_CONS_EASGD_ASYNC: break;
     }
-    struct dl_rank_layout ps = {0}; /* both parameter-server tables share their layout */
-    dl_strategy_ps_worker.layout(po, size, rank, &ps);
-    return ps.role == DL_ROLE_SERVER ? &dl_strategy_ps_server : &dl_strategy_ps_worker;
+    struct dl_rank_layout ps = {0}; /* the tables with server ranks share their layout */
+    dl_ps_layout(po, size, rank, &ps);
+    int server = ps.role == DL_ROLE_SERVER;
+    if (po->consistency == DL_CONS_EASGD_ASYNC)
+        return server ? &dl_strategy_easgd_server : &dl_strategy_easgd_worker;
+    return server ? &dl_strategy_ps_server : &dl_strategy_ps_worker;
 }
 
 void dl_strategy_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)

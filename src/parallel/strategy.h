@@ -13,7 +13,8 @@
  *               virtual topology (gossip.c, mixing.h);
  *   easgd:TAU   elastic averaging: local steps, and every TAU steps the
  *               workers and a center variable pull toward each other
- *               (easgd.c).
+ *               (easgd.c; easgd-async:TAU with server ranks holding the
+ *               center, easgd_async.c).
  * A strategy decides each rank's role and data shard, what a worker's step
  * does after backward, who may evaluate and who writes checkpoints. */
 #ifndef DL_STRATEGY_H
@@ -24,7 +25,9 @@
 #include "optim/optim.h"
 #include "parallel/mixing.h"
 
-enum dl_consistency { DL_CONS_SYNC, DL_CONS_SSP, DL_CONS_ASYNC, DL_CONS_LOCAL_SGD, DL_CONS_GOSSIP, DL_CONS_EASGD };
+enum dl_consistency {
+    DL_CONS_SYNC, DL_CONS_SSP, DL_CONS_ASYNC, DL_CONS_LOCAL_SGD, DL_CONS_GOSSIP, DL_CONS_EASGD, DL_CONS_EASGD_ASYNC
+};
 
 struct dl_parallel_opts {
     enum dl_consistency consistency;
@@ -33,8 +36,8 @@ struct dl_parallel_opts {
     int ps_servers;            /* ssp/async: server ranks 0..K-1 */
     enum dl_topology topology; /* gossip */
     int gossip_overlap;        /* gossip: D-PSGD's form, the exchange during the step */
-    int easgd_tau;             /* easgd: TAU */
-    double easgd_alpha;        /* easgd: ALPHA; 0: 0.9 / ranks */
+    int easgd_tau;             /* easgd, easgd-async: TAU */
+    double easgd_alpha;        /* easgd, easgd-async: ALPHA; 0: 0.9 / workers */
     int consensus_every;       /* consensus distance every this many steps (0: never) */
     const char *allreduce;     /* algorithm name */
     struct dl_codec_spec codec;
@@ -51,14 +54,17 @@ struct dl_parallel_opts {
 void dl_parallel_opts_defaults(struct dl_parallel_opts *o);
 
 /* Parses --consistency values "sync", "ssp:S", "async", "local-sgd:K",
- * "gossip:TOPOLOGY", "easgd:TAU[,ALPHA]" (0 < ALPHA < 1). */
+ * "gossip:TOPOLOGY", "easgd:TAU[,ALPHA]", "easgd-async:TAU[,ALPHA]"
+ * (0 < ALPHA <= 1). */
 int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl_error *err);
 /* What the options need of each other and of the rank count (gossip: 2 to
- * DL_MIXING_MAX_RANKS ranks; easgd: ALPHA x ranks at most 1;
+ * DL_MIXING_MAX_RANKS ranks; easgd: ALPHA x workers at most 1;
  * --gossip-overlap: gossip); DL_ERR_SPEC naming the option. */
 int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl_error *err);
-/* EASGD's alpha on size ranks: ALPHA, or 0.9 / size. */
-double dl_easgd_alpha(const struct dl_parallel_opts *o, int size);
+/* EASGD's workers on size ranks (easgd-async: those that do not serve). */
+int dl_easgd_workers(const struct dl_parallel_opts *o, int size);
+/* EASGD's alpha for that many workers: ALPHA, or 0.9 / workers. */
+double dl_easgd_alpha(const struct dl_parallel_opts *o, int workers);
 
 /* ------------------------------------------------------------ a rank's place */
 enum dl_rank_role {
@@ -141,6 +147,7 @@ struct dl_serve_hooks {
 
 struct dl_serve_result {
     long updates;
+    long steps;            /* the workers' steps the updates stand for (0: one each) */
     int max_staleness;
 };
 
@@ -224,7 +231,9 @@ int dl_strategy_consensus(struct dl_strategy *s, long step, double *out, struct 
 /* The implementations (one file each). */
 extern const struct dl_strategy_ops dl_strategy_serial, dl_strategy_sync, dl_strategy_local_sgd, dl_strategy_gossip,
     dl_strategy_easgd;
-/* The parameter server's two roles; they share one layout function. */
-extern const struct dl_strategy_ops dl_strategy_ps_worker, dl_strategy_ps_server;
+/* The parameter server's and asynchronous EASGD's two roles; all four share
+ * one layout function (ps_shards.h). */
+extern const struct dl_strategy_ops dl_strategy_ps_worker, dl_strategy_ps_server, dl_strategy_easgd_worker,
+    dl_strategy_easgd_server;
 
 #endif

@@ -796,12 +796,12 @@ static int serve(struct trainer *tr, struct dl_train_result *res, struct dl_erro
     struct dl_serve_hooks hooks = {.ctx = &st, .lr_at = scheduled_lr, .on_update = on_served_update};
     struct dl_serve_result sr;
     int rc = dl_strategy_serve(tr->strategy, &hooks, &sr, err);
-    res->steps = sr.updates;
+    res->steps = sr.steps > 0 ? sr.steps : sr.updates; /* asynchronous EASGD: an update is a round of steps */
     res->max_staleness = sr.max_staleness;
     res->last.train_loss = st.samples ? st.loss_sum / (double)st.samples : 0;
     res->last.train_accuracy = st.samples ? st.correct / (double)st.samples : 0;
     res->last.seconds = dl_clock_now() - st.start;
-    res->last.samples_per_s = (double)sr.updates * (double)tr->net->train.batch / (double)tr->layout.data_ranks /
+    res->last.samples_per_s = (double)res->steps * (double)tr->net->train.batch / (double)tr->layout.data_ranks /
                               (res->last.seconds + 1e-12);
     return rc;
 }
