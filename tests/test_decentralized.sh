@@ -7,13 +7,13 @@
 # and final weights within 1e-5 (measured 4.9e-6, as sync's tests allow); its metrics carry bytes_sent = 3 neighbours x the model's
 # floats x 4 and a consensus distance of 0, while gossip:ring's is positive
 # and its bytes_sent 2 x the model.  Bad values (an unknown topology, TAU 0,
-# ALPHA out of range, ALPHA x ranks > 1, gossip on one rank, --gossip-overlap
-# without gossip, checkpoints of these modes) exit with status 2 and a message naming the option and what
+# ALPHA out of range, ALPHA x workers > 1, gossip or easgd-async on one rank,
+# --gossip-overlap without gossip, checkpoints of these modes) exit with status 2 and a message naming the option and what
 # it accepts; `dltrain check --consistency gossip:exp --ranks 8` prints the
 # mixing matrix.  The step-by-step checks of every topology and of EASGD
 # against their formulas are in test_strategy_mpi.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 24
+tap_plan 28
 
 expect_status 2 "an unknown topology is refused" -- $DLTRAIN train --net "$top_srcdir/nets/mlp.yaml" \
     --consistency gossip:star
@@ -30,11 +30,16 @@ expect_output "--consistency gossip:ring: expected 2 to 4096 ranks, found 1" "th
 expect_status 2 "--gossip-overlap without gossip is refused" -- $DLTRAIN train --net "$top_srcdir/nets/mlp.yaml" \
     --gossip-overlap --limit-train 64 --limit-test 64 --quiet
 expect_output "--gossip-overlap: only with --consistency gossip:TOPOLOGY" "the message says with what"
+expect_status 2 "easgd-async on one rank is refused" -- $DLTRAIN train --net "$top_srcdir/nets/mlp.yaml" \
+    --consistency easgd-async:2 --limit-train 64 --limit-test 64 --quiet
+expect_output "--consistency easgd-async:2: expected 2 ranks or more \(a server and a worker\)" "the message says why"
+expect_status 2 "easgd-async's ALPHA x workers > 1 is refused" -- $DLTRAIN check --consistency easgd-async:2,0.5 --ranks 4
+expect_output "ALPHA x workers must be at most 1.*0.5 x 3 = 1.5" "the message counts the workers (ranks less the server)"
 expect_status 0 "check prints gossip:exp's mixing matrix on 8 ranks" -- $DLTRAIN check --consistency gossip:exp --ranks 8
 expect_output "^ 0.2500      0      0      0 0.2500      0 0.2500 0.2500$" \
     "row 0 of exp on 8 ranks: itself and ranks 7, 6 and 4, 1/4 each"
 expect_status 2 "check refuses ALPHA x ranks > 1" -- $DLTRAIN check --consistency easgd:2,0.5 --ranks 4
-expect_output "ALPHA x ranks must be at most 1.*0.5 x 4 = 2" "the message gives the product"
+expect_output "ALPHA x workers must be at most 1.*0.5 x 4 = 2" "the message gives the product"
 
 if [ ! -x "$(command -v mpirun)" ]; then
     for i in $(seq 9); do echo "ok $((tap_n + i)) # SKIP no mpirun"; done
