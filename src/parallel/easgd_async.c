@@ -102,25 +102,9 @@ static int worker_end(struct dl_strategy *s, struct dl_error *err)
 }
 
 /* ------------------------------------------------------------ server */
-struct worker_slot {
-    unsigned char *msg;
-    struct dl_comm_req req;
-    long clock;
-    int finished;
-};
-
-static long slowest_clock(const struct worker_slot *w, int n)
-{
-    long least = -1;
-    for (int i = 0; i < n; i++)
-        if (!w[i].finished && (least < 0 || w[i].clock < least))
-            least = w[i].clock;
-    return least;
-}
-
 /* One worker's round on this server's shard c[0, len): the center goes back
  * as it is, then c += alpha (x - c). */
-static int serve_round(struct dl_strategy *s, struct worker_slot *w, int i, float *c, long len,
+static int serve_round(struct dl_strategy *s, struct dl_ps_worker_slot *w, int i, float *c, long len,
                        const struct dl_serve_hooks *hooks, struct dl_serve_result *res, int workers,
                        struct dl_error *err)
 {
@@ -137,7 +121,7 @@ static int serve_round(struct dl_strategy *s, struct worker_slot *w, int i, floa
     res->updates++;
     res->steps += (long)h.clock - w[i].clock; /* the round's steps */
     w[i].clock = (long)h.clock;
-    long slow = slowest_clock(w, workers);
+    long slow = dl_ps_slowest(w, workers);
     int lead = slow >= 0 ? (int)(w[i].clock - slow) : 0;
     if (lead > res->max_staleness)
         res->max_staleness = lead;
@@ -161,7 +145,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
     long lo, hi;
     dl_ps_shard(e->n_weights, im->servers, c->rank, &lo, &hi);
     size_t bytes = sizeof(struct round_header) + sizeof(float) * (size_t)(hi - lo);
-    struct worker_slot *w = dl_calloc((size_t)workers, sizeof *w, err);
+    struct dl_ps_worker_slot *w = dl_calloc((size_t)workers, sizeof *w, err);
     int rc = w ? DL_OK : DL_ERR_NOMEM;
     for (int i = 0; !rc && i < workers; i++) {
         w[i].msg = dl_calloc(bytes, 1, err);

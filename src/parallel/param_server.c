@@ -129,24 +129,6 @@ const struct dl_strategy_ops dl_strategy_ps_worker = {
     .finish = worker_finish, .end = worker_end, .describe = ps_describe, .destroy = worker_destroy};
 
 /* ------------------------------------------------------------ server */
-/* What the server knows of one worker. */
-struct slot {
-    unsigned char *msg;
-    struct dl_comm_req req;
-    long clock;
-    int finished;
-    int waiting;      /* an answer is owed */
-};
-
-static long slowest(const struct slot *w, int n)
-{
-    long least = -1;
-    for (int i = 0; i < n; i++)
-        if (!w[i].finished && (least < 0 || w[i].clock < least))
-            least = w[i].clock;
-    return least;
-}
-
 static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hooks, struct dl_serve_result *res,
                         struct dl_error *err)
 {
@@ -165,7 +147,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
      * ssp:2 87.2 / 88.1 / 88.4 / 89.1 / 87.9%, async 87.2 / 88.2 / 88.6 /
      * 89.4 / 86.9%; sync 89.3%. */
     struct dl_optim opt = {0};
-    struct slot *w = dl_calloc((size_t)workers, sizeof *w, err);
+    struct dl_ps_worker_slot *w = dl_calloc((size_t)workers, sizeof *w, err);
     float *grad = dl_calloc((size_t)(hi - lo > 0 ? hi - lo : 1), sizeof *grad, err);
     int rc = w && grad ? dl_optim_init(&opt, &s->optim->spec, hi - lo, err) : DL_ERR_NOMEM;
     for (int i = 0; !rc && i < workers; i++) {
@@ -199,7 +181,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
             w[i].clock = (long)h.clock;
             w[i].waiting = 1;
             if (hooks->on_update) {
-                long slow = slowest(w, workers);
+                long slow = dl_ps_slowest(w, workers);
                 struct dl_served_update u = {.worker = i, .step = w[i].clock, .updates = res->updates,
                                              .loss = h.batch > 0 ? h.loss_sum / h.batch : 0,
                                              .accuracy = h.batch > 0 ? h.correct / h.batch : 0,
@@ -209,7 +191,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
             }
         }
         /* Answer every waiting worker that is within the bound. */
-        long slow = slowest(w, workers);
+        long slow = dl_ps_slowest(w, workers);
         for (int i = 0; i < workers && !rc; i++) {
             if (!w[i].waiting)
                 continue;

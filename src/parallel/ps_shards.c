@@ -1,5 +1,5 @@
-/* ps_shards.c: the layout, the shards and the final gather of the strategies
- * with server ranks (see ps_shards.h). */
+/* ps_shards.c: the layout, the shards, the final gather and the slowest
+ * worker of the strategies with server ranks (see ps_shards.h). */
 #include "parallel/ps_shards.h"
 
 #include "comm/allreduce.h"
@@ -47,4 +47,13 @@ int dl_ps_gather_final(struct dl_comm *c, struct dl_exec *e, int servers, struct
         rc = c->ops->send(c, e->state, sizeof(float) * (size_t)e->n_state, 0, DL_TAG_PS_FINAL, err);
     }
     return rc;
+}
+
+long dl_ps_slowest(const struct dl_ps_worker_slot *w, int n)
+{
+    long least = -1;
+    for (int i = 0; i < n; i++)
+        if (!w[i].finished && (least < 0 || w[i].clock < least))
+            least = w[i].clock;
+    return least;
 }

@@ -2,7 +2,7 @@
  * easgd_async.c): ranks 0..K-1 serve, each owning a contiguous shard of the
  * weights, the others are workers that share the global batches; at the end
  * rank 0 gathers the servers' shards (and the first worker's batch-norm
- * statistics) and alone evaluates them. */
+ * statistics) and alone evaluates them; a server keeps a slot per worker. */
 #ifndef DL_PS_SHARDS_H
 #define DL_PS_SHARDS_H
 
@@ -18,5 +18,17 @@ void dl_ps_shard(long n, int servers, int s, long *lo, long *hi);
 /* Every server sends its shard of e's weights, the first worker its
  * statistics, to rank 0 (called on every rank at the end). */
 int dl_ps_gather_final(struct dl_comm *c, struct dl_exec *e, int servers, struct dl_error *err);
+
+/* What a server knows of one worker. */
+struct dl_ps_worker_slot {
+    unsigned char *msg;      /* the worker's message being received */
+    struct dl_comm_req req;
+    long clock;              /* the worker's step in its last message */
+    int finished;            /* it said "done" */
+    int waiting;             /* the parameter server owes it an answer */
+};
+
+/* The clock of the slowest unfinished worker of w[0..n), or -1. */
+long dl_ps_slowest(const struct dl_ps_worker_slot *w, int n);
 
 #endif
