@@ -64,6 +64,10 @@ EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh
 	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py \
 	tests/test_schedules_mpi.sh tests/grid_runs.sh
 
+# Gossip and EASGD from the command line (test_strategy_mpi checks their steps).
+TESTS += tests/test_decentralized.sh
+EXTRA_DIST += tests/test_decentralized.sh
+
 # The class-split loss and height splits in training against one process
 # (the comparison shared with test_hybrid.sh in grid_runs.sh).
 TESTS += tests/test_split.sh

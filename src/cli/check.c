@@ -1,14 +1,19 @@
 /* check.c: `dltrain check --net FILE`: validates a network file and prints a
  * table of its layers with output shapes, parameter counts and forward FLOPs
  * per sample, and the totals; with --grid, how a grid's tensor rank 0
- * runs each layer (its pipeline stage, split and parameters). */
+ * runs each layer (its pipeline stage, split and parameters); with
+ * --consistency and --ranks, what that consistency model does on that many
+ * ranks (gossip: its mixing matrices; the network file is optional then). */
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/options.h"
 #include "exec/exec.h"
+#include "core/parse.h"
+#include "parallel/strategy.h"
 #include "plan/shard.h"
 
 static void help(void)
@@ -21,10 +26,75 @@ static void help(void)
           "                        pipeline stage, its tensor-parallel split on tensor rank 0 and how its\n"
           "                        inputs reach it, and its parameters on that rank\n",
           stdout);
+    fputs("  --consistency MODE    with --ranks P: what MODE does on P ranks; for gossip:TOPOLOGY the\n"
+          "                        mixing matrix W (row i: the weights rank i gives every rank's vector),\n"
+          "                        one per step of a time-varying topology (--net optional then)\n"
+          "  --ranks P             the rank count for --consistency (default 4)\n",
+          stdout);
     dl_net_options_help(stdout);
 }
 
-enum { OPT_GRID = DL_OPT_FIRST_LOCAL };
+enum { OPT_GRID = DL_OPT_FIRST_LOCAL, OPT_CONSISTENCY, OPT_RANKS };
+
+/* What --consistency does on `ranks` ranks: gossip's mixing matrices (one
+ * per step of the period), EASGD's alpha; 2 when the pair is refused. */
+static int print_consistency(const char *text, int ranks)
+{
+    struct dl_parallel_opts po;
+    struct dl_error err = {0};
+    dl_parallel_opts_defaults(&po);
+    if (dl_consistency_parse(text, &po, &err) || dl_parallel_opts_check(&po, ranks, &err)) {
+        fprintf(stderr, "dltrain check: %s\n", err.msg);
+        return 2;
+    }
+    if (po.consistency == DL_CONS_EASGD || po.consistency == DL_CONS_EASGD_ASYNC) {
+        int workers = dl_easgd_workers(&po, ranks);
+        double alpha = dl_easgd_alpha(&po, workers);
+        if (po.consistency == DL_CONS_EASGD)
+            printf("easgd on %d ranks: every %d step%s x_i -= %g (x_i - c), c += %g sum_i (x_i - c) (beta = %g)\n",
+                   ranks, po.easgd_tau, po.easgd_tau > 1 ? "s" : "", alpha, alpha, alpha * workers);
+        else
+            printf("easgd-async on %d ranks: %d server%s holding the center, %d workers; every %d step%s a worker's "
+                   "d = %g (x_i - c), x_i -= d, c += d, one worker at a time\n", ranks, ranks - workers,
+                   ranks - workers > 1 ? "s" : "", workers, po.easgd_tau, po.easgd_tau > 1 ? "s" : "", alpha);
+        return 0;
+    }
+    if (po.consistency != DL_CONS_GOSSIP) {
+        printf("%s on %d ranks: no mixing matrix (only gossip:TOPOLOGY has one)\n", text, ranks);
+        return 0;
+    }
+    int period = dl_mixing_period(po.topology, ranks), offsets[DL_MIXING_MAX_RANKS];
+    double *w = malloc(sizeof *w * (size_t)ranks * (size_t)ranks);
+    if (!w) {
+        fprintf(stderr, "dltrain check: out of memory for a %d x %d matrix\n", ranks, ranks);
+        return 1;
+    }
+    for (int t = 0; t < period; t++) {
+        int peers = dl_mixing_offsets(po.topology, ranks, t, offsets, DL_MIXING_MAX_RANKS);
+        printf("gossip:%s on %d ranks", dl_topology_names[po.topology], ranks);
+        if (period > 1)
+            printf(", step t with t mod %d = %d", period, t);
+        printf(": rank i receives from i -");
+        for (int k = 0; k < peers; k++)
+            printf("%s%d", k ? ", " : " ", offsets[k]);
+        printf(" and sends to i +");
+        for (int k = 0; k < peers; k++)
+            printf("%s%d", k ? ", " : " ", offsets[k]);
+        printf(" (mod %d); %d x %.0f bytes per parameter per step\nW =\n", ranks, peers, (double)sizeof(float));
+        dl_mixing_matrix(po.topology, ranks, t, w);
+        for (int i = 0; i < ranks; i++) {
+            for (int j = 0; j < ranks; j++) {
+                if (w[i * ranks + j] > 0)
+                    printf(" %6.4f", w[i * ranks + j]);
+                else
+                    printf(" %6s", "0");
+            }
+            printf("\n");
+        }
+    }
+    free(w);
+    return 0;
+}
 
 /* The grid table: what tensor rank 0 of the grid runs for each layer. */
 static int print_grid(const struct dl_graph *g, const char *text)
@@ -73,8 +143,12 @@ static void human(double v, char *buf, size_t n)
 
 int dl_cli_check(int argc, char **argv)
 {
-    static const struct option long_opts[] = {DL_NET_OPTIONS, {"grid", required_argument, 0, OPT_GRID}, {0, 0, 0, 0}};
-    const char *grid = NULL;
+    static const struct option long_opts[] = {DL_NET_OPTIONS, {"grid", required_argument, 0, OPT_GRID},
+                                              {"consistency", required_argument, 0, OPT_CONSISTENCY},
+                                              {"ranks", required_argument, 0, OPT_RANKS}, {0, 0, 0, 0}};
+    const char *grid = NULL, *consistency = NULL;
+    int ranks = 4;
+    struct dl_error perr = {0};
     struct dl_net_options net_options;
     dl_net_options_init(&net_options);
     int opt;
@@ -87,6 +161,13 @@ int dl_cli_check(int argc, char **argv)
             continue;
         switch (opt) {
         case OPT_GRID: grid = optarg; break;
+        case OPT_CONSISTENCY: consistency = optarg; break;
+        case OPT_RANKS:
+            if (dl_parse_int("--ranks", optarg, 1, DL_MIXING_MAX_RANKS, &ranks, &perr)) {
+                fprintf(stderr, "dltrain check: %s\n", perr.msg);
+                return 2;
+            }
+            break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain check"); return 0;
         default: fprintf(stderr, "Try 'dltrain check --help'.\n"); return 2;
@@ -96,6 +177,8 @@ int dl_cli_check(int argc, char **argv)
         fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if (consistency && !net_options.net_path)
+        return print_consistency(consistency, ranks);
     struct dl_net net;
     int status = dl_net_options_load(&net_options, &net, "dltrain check");
     if (status)
@@ -142,6 +225,10 @@ int dl_cli_check(int argc, char **argv)
         printf("planned peak: unknown (%s)\n", err.msg);
     }
     status = grid ? print_grid(g, grid) : 0;
+    if (!status && consistency) {
+        printf("\n");
+        status = print_consistency(consistency, ranks);
+    }
     dl_net_free(&net);
     return status;
 }

@@ -3,6 +3,7 @@
  * metrics as JSON lines. */
 #include "cli/cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@
 
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
-    OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
+    OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW
 };
@@ -63,11 +64,22 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
 static void on_step(void *ctx, const struct dl_step_report *r)
 {
     struct printer *p = ctx;
-    static const char *const keys[] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s",
-                                       "comm_s", "exposed_comm_s", "worker", "staleness"};
-    double vals[] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
-                     r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, r->worker, r->staleness};
-    dl_metrics_write(&p->metrics, "step", r->worker >= 0 ? 11 : 9, keys, vals);
+    /* a server's update: its worker and staleness; a worker's step: the bytes it
+     * sent; the consensus distance where measured */
+    const char *keys[12] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+                            "exposed_comm_s"};
+    double vals[12] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+                       r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds};
+    int n = 9;
+    if (r->worker >= 0) {
+        keys[n] = "worker", vals[n++] = r->worker;
+        keys[n] = "staleness", vals[n++] = r->staleness;
+    } else {
+        keys[n] = "bytes_sent", vals[n++] = (double)r->bytes_sent;
+    }
+    if (isfinite(r->consensus_distance))
+        keys[n] = "consensus_distance", vals[n++] = r->consensus_distance;
+    dl_metrics_write(&p->metrics, "step", n, keys, vals);
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;
     char eta[32];
@@ -189,13 +201,19 @@ static void help(void)
           "  --pipeline-schedule S gpipe, 1f1b (default), interleaved:V (V stages per pipeline rank;\n"
           "                        chunks a multiple of pp) or zb-h1 (zero bubble: weight gradients\n"
           "                        deferred)\n"
-          "  --consistency MODE    sync (default), ssp:S, async or local-sgd:K\n"
+          "  --consistency MODE    sync (default), ssp:S, async, local-sgd:K, gossip:TOPOLOGY (ring, exp,\n"
+          "                        one-peer-exp or complete), easgd:TAU[,ALPHA] (default ALPHA 0.9/ranks)\n"
+          "                        or easgd-async:TAU[,ALPHA] (the center on --ps-servers ranks)\n"
+          "  --gossip-overlap      gossip: exchange the step's starting weights during forward and\n"
+          "                        backward (D-PSGD) instead of after the optimizer step\n"
+          "  --consensus-every N   measure the ranks' consensus distance every N steps (default 1, 0: never;\n"
+          "                        one allreduce of the weights each time; gossip, easgd, local-sgd)\n"
           "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
           "  --bucket-bytes SIZE   gradient fusion bucket size (default 25M)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
-          "  --ps-servers K        parameter-server ranks for ssp/async (default 1)\n"
+          "  --ps-servers K        parameter-server ranks for ssp, async and easgd-async (default 1)\n"
           "  --stall-warning TIME  name ranks missing from a step's allreduce after TIME (default 60s)\n"
           "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
           "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n"
@@ -230,6 +248,8 @@ static const struct option long_opts[] = {
     {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
     {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
     {"consistency", required_argument, 0, OPT_CONSISTENCY},
+    {"gossip-overlap", no_argument, 0, OPT_GOSSIP_OVERLAP},
+    {"consensus-every", required_argument, 0, OPT_CONSENSUS_EVERY},
     {"ps-servers", required_argument, 0, OPT_PS_SERVERS},
     {"stall-warning", required_argument, 0, OPT_STALL_WARNING},
     {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
@@ -290,6 +310,10 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_NO_OVERLAP: par->overlap = 0; break;
     case OPT_CONSISTENCY: bad = refused(dl_consistency_parse(arg, par, &err), &err); break;
+    case OPT_GOSSIP_OVERLAP: par->gossip_overlap = 1; break;
+    case OPT_CONSENSUS_EVERY:
+        bad = refused(dl_parse_int("--consensus-every", arg, 0, 1 << 30, &par->consensus_every, &err), &err);
+        break;
     case OPT_PS_SERVERS:
         bad = refused(dl_parse_int("--ps-servers", arg, 1, 1 << 20, &par->ps_servers, &err), &err);
         break;
@@ -433,10 +457,13 @@ static int report(const struct train_command *cmd, struct dl_comm *comm, int rc,
            100 * res->last.test_accuracy, res->last.test_samples, res->last.test_loss, res->steps, res->seconds);
     if (res->max_staleness > 0 || cmd->train_options.parallel.consistency == DL_CONS_SSP)
         printf("parameter server: largest staleness %d\n", res->max_staleness);
+    enum dl_consistency mode = cmd->train_options.parallel.consistency;
+    const char *exchange = mode == DL_CONS_GOSSIP ? "weight exchange with neighbours"
+                         : mode == DL_CONS_EASGD ? "elastic averaging allreduce" : "gradient allreduce";
     if (res->comm_seconds > 0)
-        printf("gradient allreduce: %.2f s in total, %.2f s not hidden behind backward (%.0f%% hidden); "
+        printf("%s: %.2f s in total, %.2f s not hidden behind the step (%.0f%% hidden); "
                "%.1f MB sent by rank 0 (%.1f MB uncompressed)\n",
-               res->comm_seconds, res->exposed_comm_seconds,
+               exchange, res->comm_seconds, res->exposed_comm_seconds,
                100 * (1 - (res->exposed_comm_seconds < res->comm_seconds ? res->exposed_comm_seconds / res->comm_seconds
                                                                         : 1)),
                res->bytes_sent / 1e6, res->dense_bytes / 1e6);

@@ -353,10 +353,13 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = open_trace(tr, err);
     if (rc)
         return rc;
+    rc = dl_parallel_opts_check(&o->parallel, tr->data_comm->size, err);
+    if (rc)
+        return rc;
     dl_strategy_layout(&o->parallel, tr->data_comm->size, tr->data_comm->rank, &tr->layout);
     if (tr->layout.checkpoint_writer < 0 && (o->checkpoint_dir || o->resume))
-        return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with the %s strategy yet; use sync or "
-                         "local-sgd", tr->layout.strategy);
+        return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with the %s strategy yet (resuming exactly "
+                         "would need every rank's model); use sync or local-sgd", tr->layout.strategy);
     if (o->net_path && o->checkpoint_dir)
         rc = dl_checkpoint_net_hash(o->net_path, &tr->net_crc, err);
     if (!rc && o->checkpoint_dir && mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
@@ -590,6 +593,8 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
     m->stop_requested = dl_signals_pending() != 0;
     m->checkpoint_due = checkpoint_due(tr);
     rc = dl_strategy_finish(tr->strategy, global_step, lr, m, &out->stats, err);
+    if (!rc)
+        rc = dl_strategy_consensus(tr->strategy, global_step, &out->stats.consensus_distance, err);
     if (!rc && tr->sharded) {
         double v[DL_STEP_METRICS];
         dl_step_metrics_pack(m, v);
@@ -614,7 +619,7 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->start_step) *
                  (double)(tr->total_steps - global_step),
         .comm_seconds = out->stats.comm_seconds, .exposed_comm_seconds = out->stats.exposed_seconds,
-        .worker = -1};
+        .bytes_sent = out->stats.bytes_sent, .consensus_distance = out->stats.consensus_distance, .worker = -1};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
@@ -781,7 +786,7 @@ static void on_served_update(void *ctx, const struct dl_served_update *u)
         .global_step = u->step, .total_steps = tr->total_steps, .loss = u->loss, .accuracy = u->accuracy,
         .lr = u->lr, .samples_per_s = (double)u->updates * u->batch / (now - st->start + 1e-12),
         .eta_s = (now - st->start) / (double)u->updates * (double)(tr->total_steps * updates_per_step - u->updates),
-        .staleness = u->staleness, .worker = u->worker};
+        .staleness = u->staleness, .worker = u->worker, .consensus_distance = NAN};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
@@ -791,12 +796,12 @@ static int serve(struct trainer *tr, struct dl_train_result *res, struct dl_erro
     struct dl_serve_hooks hooks = {.ctx = &st, .lr_at = scheduled_lr, .on_update = on_served_update};
     struct dl_serve_result sr;
     int rc = dl_strategy_serve(tr->strategy, &hooks, &sr, err);
-    res->steps = sr.updates;
+    res->steps = sr.steps > 0 ? sr.steps : sr.updates; /* asynchronous EASGD: an update is a round of steps */
     res->max_staleness = sr.max_staleness;
     res->last.train_loss = st.samples ? st.loss_sum / (double)st.samples : 0;
     res->last.train_accuracy = st.samples ? st.correct / (double)st.samples : 0;
     res->last.seconds = dl_clock_now() - st.start;
-    res->last.samples_per_s = (double)sr.updates * (double)tr->net->train.batch / (double)tr->layout.data_ranks /
+    res->last.samples_per_s = (double)res->steps * (double)tr->net->train.batch / (double)tr->layout.data_ranks /
                               (res->last.seconds + 1e-12);
     return rc;
 }
