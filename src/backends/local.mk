@@ -3,6 +3,13 @@
 DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c \
 	src/backends/layout.c src/backends/layout.h \
 	src/backends/reference/reference.c src/backends/reference/reference.h
+# Where buffers live (device.h): the host device serves both libraries; the
+# opener (dl_device_open) and the CUDA device only the program's.
+DL_COMMON_SOURCES += src/backends/device.h src/backends/device_host.c
+libdltrain_a_SOURCES += src/backends/device.c
+if HAVE_CUDA
+libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c
+endif
 # Float-only fast kernels (the double-precision test library has the
 # reference kernel alone: see registry.c).
 libdltrain_a_SOURCES += src/backends/attr.c src/backends/attr.h \

@@ -12,6 +12,9 @@
 
 #include "comm/tags.h"
 
+/* The planner's offsets keep their alignment only on a base at least as aligned. */
+_Static_assert(DL_DEVICE_ALIGN % DL_PLAN_ALIGN == 0, "device blocks must be aligned as the arena's offsets");
+
 static dl_real *alloc_real(long n, struct dl_error *err)
 {
     return dl_calloc((size_t)(n > 0 ? n : 1), sizeof(dl_real), err);
@@ -128,6 +131,10 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
                      const struct dl_mbplan *mbplan, struct dl_error *err)
 {
     memset(e, 0, sizeof *e);
+    if (o->device && o->device->kind != DL_DEVICE_CPU)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: no kernel, weight or "
+                         "optimizer state lives on %s yet (the %s device is allocation, copies and timing)",
+                         o->device->name, o->device->name);
     e->impl = dl_calloc(1, sizeof *e->impl, err);
     if (!e->impl)
         return DL_ERR_NOMEM;
@@ -138,6 +145,7 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     }
     g = e->g;
     e->max_batch = max_batch;
+    e->impl->device = o->device ? o->device : &dl_device_host;
     e->impl->split_backward = o->split_backward;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
@@ -169,12 +177,15 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, con
 static int alloc_arena(struct dl_exec *e, struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
-    if (posix_memalign(&m->arena, DL_PLAN_ALIGN, e->arena_bytes ? e->arena_bytes : DL_PLAN_ALIGN)) {
-        m->arena = NULL;
-        return dl_errorf(err, DL_ERR_NOMEM, "out of memory (arena of %zu bytes)", e->arena_bytes);
+    m->arena = m->device->alloc(e->arena_bytes, err);
+    if (!m->arena) {
+        dl_error_prefix(err, "arena of %zu bytes", e->arena_bytes);
+        return DL_ERR_NOMEM;
     }
     unsigned char *base = m->arena;
-    memset(base, 0, e->arena_bytes);
+    int rc = m->device->fill(base, 0, e->arena_bytes, err);
+    if (rc)
+        return rc;
 #define AT(b) ((b) >= 0 ? (void *)(base + m->bufs[b].offset) : NULL)
     for (int t = 0; t < m->n_tensors; t++) { /* an alias's tensor comes before it */
         struct dl_exec_tensor *x = &m->tensors[t];

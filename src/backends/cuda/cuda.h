@@ -1,0 +1,22 @@
+/* cuda/cuda.h: the CUDA backend's entry points that the rest of the
+ * program reaches through tables (device.h's dl_device_open); nothing
+ * outside src/backends/ includes it, and only builds --with-cuda compile
+ * the files that define them. */
+#ifndef DL_BACKENDS_CUDA_H
+#define DL_BACKENDS_CUDA_H
+
+#include "backends/device.h"
+
+/* The CUDA device of device.h. */
+extern const struct dl_device dl_device_cuda;
+
+/* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
+ * the driver is missing, too old for this build, or finds no device. */
+int dl_cuda_device_count(int *count, struct dl_error *err);
+
+/* dl_device_open() for CUDA: checks driver and devices, makes GPU
+ * local_rank modulo the count current, and names it (with the cuDNN
+ * version) for describe(). */
+int dl_cuda_device_open(int local_rank, const struct dl_device **out, struct dl_error *err);
+
+#endif
