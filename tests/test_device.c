@@ -188,6 +188,8 @@ static void local_rank_from_the_launcher(void **state)
     assert_int_equal(dl_threads_local_rank(), 3);
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3x", 1); /* not a number: the next variable says */
     assert_int_equal(dl_threads_local_rank(), 2);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1); /* the first rank of a node: a rank like any other */
+    assert_int_equal(dl_threads_local_rank(), 0);
     for (int i = 0; i < 3; i++)
         unsetenv(vars[i]);
 }
