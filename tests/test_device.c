@@ -6,7 +6,8 @@
  * test_device_cuda (built --with-cuda, TEST_ON_CUDA) runs the same cases on
  * the GPU and, where cudaGetDeviceCount finds none, reports itself skipped
  * with dl_device_open's reason (a TAP plan of 1..0 # SKIP), never passed.
- * test_device also reads the launcher's local rank, which picks the GPU.
+ * test_device also reads the launcher's local rank, which picks the GPU, and
+ * checks that kernel choice follows the device.
  *
  * Each case checks bytes through copies back to the host, and the clock
  * against host clock readings taken before the first mark and after the
@@ -24,8 +25,11 @@
 #include "config.h"
 
 #include "backends/device.h"
+#include "backends/kernel.h"
+#include "backends/reference/reference.h"
 #include "core/clock.h"
 #include "core/threads.h"
+#include "spec/netfile.h"
 
 #ifdef DL_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -194,6 +198,37 @@ static void local_rank_from_the_launcher(void **state)
         unsetenv(vars[i]);
 }
 
+/* Kernel choice takes only kernels of the choices' device: the reference
+ * (a host kernel) and the same kernel declared to run on CUDA each serve
+ * their own device alone, and with CUDA choices the default is a CUDA
+ * kernel or none, never the host's reference. */
+static void kernel_choice_follows_the_device(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("t.yaml", "input: {shape: [3, 5, 5], classes: 2}\nlayers:\n"
+                                        "  - {type: conv, filters: 2, kernel: 3, name: t}\n"
+                                        "  - {type: fc, units: 2}\nloss: softmax_cross_entropy\n",
+                                        &net, &err), 0);
+    const struct dl_layer *l = &net.graph.layers[0];
+    struct dl_kernel on_cuda = dl_kernel_reference;
+    on_cuda.device = DL_DEVICE_CUDA;
+    struct dl_kernel_choices host = {0}, cuda = {.device = DL_DEVICE_CUDA};
+    assert_true(dl_kernel_usable(&dl_kernel_reference, l, NULL));
+    assert_true(dl_kernel_usable(&dl_kernel_reference, l, &host));
+    assert_false(dl_kernel_usable(&dl_kernel_reference, l, &cuda));
+    assert_false(dl_kernel_usable(&on_cuda, l, NULL));
+    assert_false(dl_kernel_usable(&on_cuda, l, &host));
+    assert_true(dl_kernel_usable(&on_cuda, l, &cuda));
+    for (int i = 0; i < net.graph.n; i++) {
+        const struct dl_kernel *k = dl_kernel_select(&net.graph.layers[i], &cuda);
+        assert_true(!k || k->device == DL_DEVICE_CUDA);
+        assert_int_equal(dl_kernel_select(&net.graph.layers[i], &host)->device, DL_DEVICE_CPU);
+    }
+    dl_net_free(&net);
+}
+
 static void cpu_is_the_host(void **state)
 {
     (void)state;
@@ -219,6 +254,7 @@ int main(void)
 #ifndef TEST_ON_CUDA
         cmocka_unit_test(cuda_is_refused_with_what_is_missing),
         cmocka_unit_test(cpu_is_the_host),
+        cmocka_unit_test(kernel_choice_follows_the_device),
         cmocka_unit_test(local_rank_from_the_launcher),
 #endif
     };

@@ -9,6 +9,15 @@
 #include "backends/cuda/cuda.h"
 #endif
 
+const struct dl_device *dl_device_get(enum dl_device_kind kind)
+{
+#ifdef DL_HAVE_CUDA
+    if (kind == DL_DEVICE_CUDA)
+        return &dl_device_cuda;
+#endif
+    return kind == DL_DEVICE_CPU ? &dl_device_host : NULL;
+}
+
 int dl_device_open(enum dl_device_kind kind, int local_rank, const struct dl_device **out, struct dl_error *err)
 {
     *out = NULL;

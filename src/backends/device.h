@@ -66,6 +66,11 @@ struct dl_device {
 /* The host: posix_memalign, memcpy, memset, and core/clock.h's clock. */
 extern const struct dl_device dl_device_host;
 
+/* The table of kind `kind` as it stands (no check, no cudaSetDevice: the
+ * device opened last, or the runtime's default), for code that works where
+ * a kernel lives (the tuner's measurements); NULL when this build lacks it. */
+const struct dl_device *dl_device_get(enum dl_device_kind kind);
+
 /* The device of kind `kind` for the process whose rank on this node is
  * local_rank (< 0: unknown, taken as 0): for CUDA, the GPU local_rank
  * modulo the node's count is made current (cudaSetDevice).  Fails with

@@ -127,18 +127,31 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
     return DL_OK;
 }
 
-static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
-                     const struct dl_mbplan *mbplan, struct dl_error *err)
+/* Weights, optimizer state and the parameters' initialisation are host
+ * memory, so an executor runs on the host only, with host kernels. */
+static int host_only(const struct dl_exec_options *o, struct dl_error *err)
 {
-    memset(e, 0, sizeof *e);
+    if (o->kernels && o->kernels->device != DL_DEVICE_CPU)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: kernel choices for %s "
+                         "cannot run here", dl_device_names[o->kernels->device]);
     if (o->device && o->device->kind != DL_DEVICE_CPU)
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: no kernel, weight or "
                          "optimizer state lives on %s yet (the %s device is allocation, copies and timing)",
                          o->device->name, o->device->name);
+    return DL_OK;
+}
+
+static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
+                     const struct dl_mbplan *mbplan, struct dl_error *err)
+{
+    memset(e, 0, sizeof *e);
+    int rc = host_only(o, err);
+    if (rc)
+        return rc;
     e->impl = dl_calloc(1, sizeof *e->impl, err);
     if (!e->impl)
         return DL_ERR_NOMEM;
-    int rc = take_shard(e, g, o, err);
+    rc = take_shard(e, g, o, err);
     if (rc) {
         dl_exec_free(e);
         return rc;
@@ -301,10 +314,13 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     const struct dl_exec_options none = {0};
     if (!o)
         o = &none;
+    int rc = host_only(o, err);
+    if (rc)
+        return rc;
     if (o->plan || !o->tuner.plan)
         return init_planned(e, g, max_batch, seed, o, o->plan, err);
     struct dl_mbplan plan = {0}; /* the tuner plans the layers as this rank runs them */
-    int rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
+    rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
     if (!rc)
         rc = init_planned(e, g, max_batch, seed, o, &plan, err);
     dl_mbplan_free(&plan);
