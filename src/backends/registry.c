@@ -19,8 +19,15 @@
 #include "backends/cpu_simd/simd.h"
 #define DL_FAST_KERNELS 1
 #endif
+#if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_CUDA)
+#include "backends/cuda/cuda.h"
+#define DL_GPU_KERNELS 1
+#endif
 
 const struct dl_kernel *const dl_kernels[] = {
+#ifdef DL_GPU_KERNELS
+    DL_CUDA_KERNELS
+#endif
 #ifdef DL_FAST_KERNELS
     DL_SIMD_KERNELS
     DL_ONEDNN_KERNELS_FIRST

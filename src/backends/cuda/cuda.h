@@ -1,14 +1,21 @@
 /* cuda/cuda.h: the CUDA backend's entry points that the rest of the
- * program reaches through tables (device.h's dl_device_open); nothing
- * outside src/backends/ includes it, and only builds --with-cuda compile
- * the files that define them. */
+ * program reaches through tables (device.h's dl_device_open, the kernel
+ * registry); nothing outside src/backends/ includes it, and only builds
+ * --with-cuda compile the files that define them. */
 #ifndef DL_BACKENDS_CUDA_H
 #define DL_BACKENDS_CUDA_H
 
 #include "backends/device.h"
+#include "backends/kernel.h"
 
 /* The CUDA device of device.h. */
 extern const struct dl_device dl_device_cuda;
+
+/* Kernels (one file per op family), all with device DL_DEVICE_CUDA; the
+ * registry lists DL_CUDA_KERNELS first (kernel choice only takes them for
+ * an executor on the GPU). */
+extern const struct dl_kernel dl_kernel_cublas_fc;
+#define DL_CUDA_KERNELS &dl_kernel_cublas_fc,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */
