@@ -8,7 +8,8 @@ DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c \
 DL_COMMON_SOURCES += src/backends/device.h src/backends/device_host.c
 libdltrain_a_SOURCES += src/backends/device.c
 if HAVE_CUDA
-libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c src/backends/cuda/fc.c
+libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
+	src/backends/cuda/conv.c src/backends/cuda/fc.c
 endif
 # Float-only fast kernels (the double-precision test library has the
 # reference kernel alone: see registry.c).

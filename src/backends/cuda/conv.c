@@ -1,0 +1,182 @@
+/* cuda/conv.c: 2-D convolution on a GPU through cuDNN ("cudnn"; built
+ * --with-cuda, never run on a GPU so far): forward, backward data and
+ * backward filter (+ bias) on NCHW float tensors in device memory, with
+ * groups, stride, padding and dilation as the op defines them (the output
+ * size cuDNN computes is checked against the layer's at creation).  Each
+ * direction runs the first algorithm of cuDNN's heuristic ranking
+ * (cudnnGet*Algorithm_v7) that cuDNN reports as usable for the shape, and
+ * workspace_bytes() is that algorithm's workspace.  Math is FP32 FMA only
+ * (CUDNN_FMA_MATH: no TF32 or tensor-core rounding).  Backward filter and
+ * bias accumulate (beta 1), as kernel.h asks.  This uses cuDNN's legacy
+ * convolution API (kept in cuDNN 9, deprecated in favour of the graph API).
+ * Offering every algorithm cuDNN reports to the tuner as a candidate of its
+ * own (algorithm x micro-batch) is not done yet. */
+#include "backends/cuda/cuda.h"
+
+#include <stdlib.h>
+
+#include <cudnn.h>
+
+#include "backends/attr.h"
+#include "ops/kinds.h"
+
+struct cudnn_conv {
+    cudnnHandle_t h;
+    cudnnTensorDescriptor_t x, y, b; /* N C H W, N K P Q, 1 K 1 1 */
+    cudnnFilterDescriptor_t w;       /* K, C/G, R, S */
+    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws[DL_N_DIRS];
+    int bias;
+};
+
+static void cudnn_conv_destroy(void *inst)
+{
+    struct cudnn_conv *c = inst;
+    if (!c)
+        return;
+    if (c->conv)
+        cudnnDestroyConvolutionDescriptor(c->conv);
+    if (c->w)
+        cudnnDestroyFilterDescriptor(c->w);
+    if (c->b)
+        cudnnDestroyTensorDescriptor(c->b);
+    if (c->y)
+        cudnnDestroyTensorDescriptor(c->y);
+    if (c->x)
+        cudnnDestroyTensorDescriptor(c->x);
+    if (c->h)
+        cudnnDestroy(c->h);
+    free(c);
+}
+
+#define CUDNN_TRY(call)                                                                          \
+    do {                                                                                         \
+        cudnnStatus_t s_ = (call);                                                               \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                        \
+            what = #call, status = s_;                                                           \
+            goto fail;                                                                           \
+        }                                                                                        \
+    } while (0)
+
+/* The first algorithm of a direction's ranking that cuDNN reports usable. */
+#define FIRST_USABLE(perf, n, out_algo, out_ws)                                                  \
+    do {                                                                                         \
+        int found_ = 0;                                                                          \
+        for (int i_ = 0; i_ < (n) && !found_; i_++)                                              \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS) {                                     \
+                (out_algo) = (perf)[i_].algo, (out_ws) = (perf)[i_].memory, found_ = 1;          \
+            }                                                                                    \
+        if (!found_) {                                                                           \
+            what = "no usable algorithm for " #out_algo, status = CUDNN_STATUS_NOT_SUPPORTED;     \
+            goto fail;                                                                           \
+        }                                                                                        \
+    } while (0)
+
+static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                             struct dl_error *err)
+{
+    struct dl_conv_geom g = dl_conv_geom(l);
+    struct cudnn_conv *c = dl_calloc(1, sizeof *c, err);
+    if (!c)
+        return DL_ERR_NOMEM;
+    *inst = NULL;
+    c->bias = g.bias;
+    const char *what = NULL;
+    cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    int n, k, p, q;
+    CUDNN_TRY(cudnnCreate(&c->h));
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x));
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y));
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&c->b));
+    CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w));
+    CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv));
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, cfg->mb, g.C, g.H, g.W));
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, cfg->mb, g.K, g.P, g.Q));
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, g.K, 1, 1));
+    CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.K, g.Cg, g.R, g.S));
+    CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT));
+    CUDNN_TRY(cudnnSetConvolutionGroupCount(c->conv, g.G));
+    CUDNN_TRY(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
+    CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &n, &k, &p, &q));
+    if (n != cfg->mb || k != g.K || p != g.P || q != g.Q) {
+        cudnn_conv_destroy(c);
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel cudnn): cuDNN's output is %dx%dx%d, the "
+                         "layer's %dx%dx%d", l->name, k, p, q, g.K, g.P, g.Q);
+    }
+    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int got = 0;
+    CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(c->h, c->x, c->w, c->conv, c->y,
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd));
+    FIRST_USABLE(fwd, got, c->fwd, c->ws[DL_DIR_FORWARD]);
+    CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(c->h, c->w, c->y, c->conv, c->x,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bwd_data));
+    FIRST_USABLE(bwd_data, got, c->bwd_data, c->ws[DL_DIR_BACKWARD_DATA]);
+    CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->h, c->x, c->y, c->conv, c->w,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
+                                                            bwd_filter));
+    FIRST_USABLE(bwd_filter, got, c->bwd_filter, c->ws[DL_DIR_BACKWARD_WEIGHTS]);
+    *inst = c;
+    return DL_OK;
+fail:
+    cudnn_conv_destroy(c);
+    return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel cudnn): %s: %s", l->name, what,
+                     cudnnGetErrorString(status));
+}
+
+static size_t cudnn_conv_workspace_bytes(const void *inst, enum dl_dir dir)
+{
+    const struct cudnn_conv *c = inst;
+    return c->ws[dir];
+}
+
+static void cudnn_conv_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cudnn_conv *c = inst;
+    const struct dl_op_call *o = &a->c;
+    const float one = 1, zero = 0;
+    cudnnConvolutionForward(c->h, &one, c->x, o->in[0], c->w, o->param[0], c->conv, c->fwd, a->workspace,
+                            c->ws[DL_DIR_FORWARD], &zero, c->y, o->out);
+    if (c->bias)
+        cudnnAddTensor(c->h, &one, c->b, o->param[1], &one, c->y, o->out);
+}
+
+static void cudnn_conv_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cudnn_conv *c = inst;
+    const struct dl_op_call *o = &a->c;
+    const float one = 1, zero = 0;
+    if (o->din[0])
+        cudnnConvolutionBackwardData(c->h, &one, c->w, o->param[0], c->y, o->dout, c->conv, c->bwd_data,
+                                     a->workspace, c->ws[DL_DIR_BACKWARD_DATA], &zero, c->x, o->din[0]);
+}
+
+static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cudnn_conv *c = inst;
+    const struct dl_op_call *o = &a->c;
+    const float one = 1;
+    if (o->dparam[0])
+        cudnnConvolutionBackwardFilter(c->h, &one, c->x, o->in[0], c->y, o->dout, c->conv, c->bwd_filter,
+                                       a->workspace, c->ws[DL_DIR_BACKWARD_WEIGHTS], &one, c->w, o->dparam[0]);
+    if (c->bias && o->dparam[1])
+        cudnnConvolutionBackwardBias(c->h, &one, c->y, o->dout, &one, c->b, o->dparam[1]);
+}
+
+const struct dl_kernel dl_kernel_cudnn_conv = {
+    .name = "cudnn",
+    .backend = "cuda",
+    .op = &dl_op_conv,
+    .device = DL_DEVICE_CUDA,
+    .create = cudnn_conv_create,
+    .destroy = cudnn_conv_destroy,
+    .workspace_bytes = cudnn_conv_workspace_bytes,
+    .forward = cudnn_conv_forward,
+    .backward_data = cudnn_conv_backward_data,
+    .backward_weights = cudnn_conv_backward_weights,
+};
