@@ -15,14 +15,13 @@
 
 #include <stdlib.h>
 
-#include <cudnn.h>
-
 #include "backends/attr.h"
+#include "backends/cuda/cudnn_io.h"
 #include "ops/kinds.h"
 
 struct cudnn_conv {
-    cudnnHandle_t h;
-    cudnnTensorDescriptor_t x, y, b; /* N C H W, N K P Q, 1 K 1 1 */
+    struct dl_cudnn_io io;           /* handle; x: N C H W, y: N K P Q */
+    cudnnTensorDescriptor_t b;       /* 1 K 1 1 */
     cudnnFilterDescriptor_t w;       /* K, C/G, R, S */
     cudnnConvolutionDescriptor_t conv;
     cudnnConvolutionFwdAlgo_t fwd;
@@ -43,12 +42,7 @@ static void cudnn_conv_destroy(void *inst)
         cudnnDestroyFilterDescriptor(c->w);
     if (c->b)
         cudnnDestroyTensorDescriptor(c->b);
-    if (c->y)
-        cudnnDestroyTensorDescriptor(c->y);
-    if (c->x)
-        cudnnDestroyTensorDescriptor(c->x);
-    if (c->h)
-        cudnnDestroy(c->h);
+    dl_cudnn_io_free(&c->io);
     free(c);
 }
 
@@ -87,21 +81,23 @@ static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_co
     const char *what = NULL;
     cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
     int n, k, p, q;
-    CUDNN_TRY(cudnnCreate(&c->h));
-    CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x));
-    CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y));
+    int rc = dl_cudnn_io_init(&c->io, l, cfg->mb, "cudnn", err);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    cudnnHandle_t h = c->io.h;
+    cudnnTensorDescriptor_t x = c->io.x, y = c->io.y;
     CUDNN_TRY(cudnnCreateTensorDescriptor(&c->b));
     CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w));
     CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv));
-    CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, cfg->mb, g.C, g.H, g.W));
-    CUDNN_TRY(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, cfg->mb, g.K, g.P, g.Q));
     CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, g.K, 1, 1));
     CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.K, g.Cg, g.R, g.S));
     CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT));
     CUDNN_TRY(cudnnSetConvolutionGroupCount(c->conv, g.G));
     CUDNN_TRY(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
-    CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &n, &k, &p, &q));
+    CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(c->conv, x, c->w, &n, &k, &p, &q));
     if (n != cfg->mb || k != g.K || p != g.P || q != g.Q) {
         cudnn_conv_destroy(c);
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel cudnn): cuDNN's output is %dx%dx%d, the "
@@ -111,13 +107,13 @@ static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_co
     cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int got = 0;
-    CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(c->h, c->x, c->w, c->conv, c->y,
+    CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, x, c->w, c->conv, y,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd));
     FIRST_USABLE(fwd, got, c->fwd, c->ws[DL_DIR_FORWARD]);
-    CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(c->h, c->w, c->y, c->conv, c->x,
+    CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->w, y, c->conv, x,
                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bwd_data));
     FIRST_USABLE(bwd_data, got, c->bwd_data, c->ws[DL_DIR_BACKWARD_DATA]);
-    CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->h, c->x, c->y, c->conv, c->w,
+    CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, c->conv, c->w,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
                                                             bwd_filter));
     FIRST_USABLE(bwd_filter, got, c->bwd_filter, c->ws[DL_DIR_BACKWARD_WEIGHTS]);
@@ -140,10 +136,10 @@ static void cudnn_conv_forward(void *inst, const struct dl_kernel_args *a)
     const struct cudnn_conv *c = inst;
     const struct dl_op_call *o = &a->c;
     const float one = 1, zero = 0;
-    cudnnConvolutionForward(c->h, &one, c->x, o->in[0], c->w, o->param[0], c->conv, c->fwd, a->workspace,
-                            c->ws[DL_DIR_FORWARD], &zero, c->y, o->out);
+    cudnnConvolutionForward(c->io.h, &one, c->io.x, o->in[0], c->w, o->param[0], c->conv, c->fwd, a->workspace,
+                            c->ws[DL_DIR_FORWARD], &zero, c->io.y, o->out);
     if (c->bias)
-        cudnnAddTensor(c->h, &one, c->b, o->param[1], &one, c->y, o->out);
+        cudnnAddTensor(c->io.h, &one, c->b, o->param[1], &one, c->io.y, o->out);
 }
 
 static void cudnn_conv_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -152,8 +148,8 @@ static void cudnn_conv_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *o = &a->c;
     const float one = 1, zero = 0;
     if (o->din[0])
-        cudnnConvolutionBackwardData(c->h, &one, c->w, o->param[0], c->y, o->dout, c->conv, c->bwd_data,
-                                     a->workspace, c->ws[DL_DIR_BACKWARD_DATA], &zero, c->x, o->din[0]);
+        cudnnConvolutionBackwardData(c->io.h, &one, c->w, o->param[0], c->io.y, o->dout, c->conv, c->bwd_data,
+                                     a->workspace, c->ws[DL_DIR_BACKWARD_DATA], &zero, c->io.x, o->din[0]);
 }
 
 static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args *a)
@@ -162,10 +158,10 @@ static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args 
     const struct dl_op_call *o = &a->c;
     const float one = 1;
     if (o->dparam[0])
-        cudnnConvolutionBackwardFilter(c->h, &one, c->x, o->in[0], c->y, o->dout, c->conv, c->bwd_filter,
+        cudnnConvolutionBackwardFilter(c->io.h, &one, c->io.x, o->in[0], c->io.y, o->dout, c->conv, c->bwd_filter,
                                        a->workspace, c->ws[DL_DIR_BACKWARD_WEIGHTS], &one, c->w, o->dparam[0]);
     if (c->bias && o->dparam[1])
-        cudnnConvolutionBackwardBias(c->h, &one, c->y, o->dout, &one, c->b, o->dparam[1]);
+        cudnnConvolutionBackwardBias(c->io.h, &one, c->io.y, o->dout, &one, c->b, o->dparam[1]);
 }
 
 const struct dl_kernel dl_kernel_cudnn_conv = {

@@ -14,8 +14,12 @@ extern const struct dl_device dl_device_cuda;
 /* Kernels (one file per op family), all with device DL_DEVICE_CUDA; the
  * registry lists DL_CUDA_KERNELS first (kernel choice only takes them for
  * an executor on the GPU). */
-extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cublas_fc;
-#define DL_CUDA_KERNELS &dl_kernel_cudnn_conv, &dl_kernel_cublas_fc,
+extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
+    dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
+    dl_kernel_cudnn_global_avgpool;
+#define DL_CUDA_KERNELS                                                                          \
+    &dl_kernel_cudnn_conv, &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
+    &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */
