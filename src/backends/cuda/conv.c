@@ -73,19 +73,15 @@ static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_co
                              struct dl_error *err)
 {
     struct dl_conv_geom g = dl_conv_geom(l);
-    struct cudnn_conv *c = dl_calloc(1, sizeof *c, err);
-    if (!c)
-        return DL_ERR_NOMEM;
+    int rc;
+    struct cudnn_conv *c = dl_cudnn_io_new(sizeof *c, l, cfg->mb, "cudnn", &rc, err);
     *inst = NULL;
+    if (!c)
+        return rc;
     c->bias = g.bias;
     const char *what = NULL;
     cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
     int n, k, p, q;
-    int rc = dl_cudnn_io_init(&c->io, l, cfg->mb, "cudnn", err);
-    if (rc) {
-        free(c);
-        return rc;
-    }
     cudnnHandle_t h = c->io.h;
     cudnnTensorDescriptor_t x = c->io.x, y = c->io.y;
     CUDNN_TRY(cudnnCreateTensorDescriptor(&c->b));

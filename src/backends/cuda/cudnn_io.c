@@ -3,6 +3,8 @@
  * mb samples (cudnn_io.h). */
 #include "backends/cuda/cudnn_io.h"
 
+#include <stdlib.h>
+
 static void describe_nchw(cudnnTensorDescriptor_t *d, int mb, struct dl_shape s, cudnnStatus_t *st)
 {
     if (*st == CUDNN_STATUS_SUCCESS)
@@ -25,6 +27,18 @@ int dl_cudnn_io_init(struct dl_cudnn_io *io, const struct dl_layer *l, int mb, c
     dl_cudnn_io_free(io);
     return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel %s): cuDNN handle or descriptors: %s", l->name,
                      kernel, cudnnGetErrorString(st));
+}
+
+void *dl_cudnn_io_new(size_t bytes, const struct dl_layer *l, int mb, const char *kernel, int *rc,
+                      struct dl_error *err)
+{
+    struct dl_cudnn_io *io = dl_calloc(1, bytes, err);
+    *rc = io ? dl_cudnn_io_init(io, l, mb, kernel, err) : DL_ERR_NOMEM;
+    if (*rc) {
+        free(io);
+        return NULL;
+    }
+    return io;
 }
 
 void dl_cudnn_io_free(struct dl_cudnn_io *io)

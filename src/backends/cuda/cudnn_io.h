@@ -19,4 +19,9 @@ int dl_cudnn_io_init(struct dl_cudnn_io *io, const struct dl_layer *l, int mb, c
                      struct dl_error *err);
 void dl_cudnn_io_free(struct dl_cudnn_io *io);
 
+/* A zeroed instance of `bytes` whose first member is a struct dl_cudnn_io,
+ * initialised for l at mb samples; NULL with *rc and err set on failure. */
+void *dl_cudnn_io_new(size_t bytes, const struct dl_layer *l, int mb, const char *kernel, int *rc,
+                      struct dl_error *err);
+
 #endif

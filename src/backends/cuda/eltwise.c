@@ -29,15 +29,11 @@ static void act_destroy(void *inst)
 static int act_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
                       struct dl_error *err, cudnnActivationMode_t mode)
 {
-    struct cudnn_act *q = dl_calloc(1, sizeof *q, err);
-    if (!q)
-        return DL_ERR_NOMEM;
+    int rc;
+    struct cudnn_act *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, "cudnn", &rc, err);
     *inst = NULL;
-    int rc = dl_cudnn_io_init(&q->io, l, cfg->mb, "cudnn", err);
-    if (rc) {
-        free(q);
+    if (!q)
         return rc;
-    }
     cudnnStatus_t st = cudnnCreateActivationDescriptor(&q->act);
     if (st == CUDNN_STATUS_SUCCESS) /* relu: NaN as 0, as the op (fmax) */
         st = cudnnSetActivationDescriptor(q->act, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0);

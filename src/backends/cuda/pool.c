@@ -41,15 +41,11 @@ static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *
 {
     struct dl_pool_geom pg;
     geom(l, &pg);
-    struct cudnn_pool *q = dl_calloc(1, sizeof *q, err);
-    if (!q)
-        return DL_ERR_NOMEM;
+    int rc;
+    struct cudnn_pool *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, "cudnn", &rc, err);
     *inst = NULL;
-    int rc = dl_cudnn_io_init(&q->io, l, cfg->mb, "cudnn", err);
-    if (rc) {
-        free(q);
+    if (!q)
         return rc;
-    }
     cudnnPoolingMode_t mode = pg.max           ? CUDNN_POOLING_MAX_DETERMINISTIC
                               : pg.exclude_pad ? CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
                                                : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
