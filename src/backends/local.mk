@@ -10,7 +10,8 @@ libdltrain_a_SOURCES += src/backends/device.c
 if HAVE_CUDA
 libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
 	src/backends/cuda/cudnn_io.c src/backends/cuda/cudnn_io.h \
-	src/backends/cuda/conv.c src/backends/cuda/fc.c src/backends/cuda/eltwise.c src/backends/cuda/pool.c
+	src/backends/cuda/conv.c src/backends/cuda/fc.c src/backends/cuda/eltwise.c src/backends/cuda/pool.c \
+	src/backends/cuda/batchnorm.c
 endif
 # Float-only fast kernels (the double-precision test library has the
 # reference kernel alone: see registry.c).

@@ -16,10 +16,11 @@ extern const struct dl_device dl_device_cuda;
  * an executor on the GPU). */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
-    dl_kernel_cudnn_global_avgpool;
+    dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm;
 #define DL_CUDA_KERNELS                                                                          \
     &dl_kernel_cudnn_conv, &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
-    &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool,
+    &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
+    &dl_kernel_cudnn_batchnorm,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */
