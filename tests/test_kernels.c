@@ -10,6 +10,9 @@
  * ReLU, bit for bit, in every case and layout.  Every kernel of the build
  * meets some case of its kind (every_kernel_has_a_case), and the last case
  * checks that every kernel the CPU can run was compared at least once.
+ * The harness itself (kernel_check.c: layouts, copies to the kernel's
+ * device and back) gives for the reference kernel bit for bit what the
+ * reference called directly gives (harness_equals_direct_reference).
  *
  * One source, two programs: test_kernels takes the host's kernels;
  * test_kernels_cuda (built --with-cuda, TEST_ON_CUDA) the GPU's, run on
@@ -302,6 +305,74 @@ static void run_blocked(void **state)
     run_kcase(&bc->k, bc->offer);
 }
 
+#ifndef TEST_ON_CUDA
+/* The reference kernel called straight on t's host tensors (no layouts, no
+ * device, no copies): what kc_run must reproduce. */
+static void reference_direct(const struct dl_layer *l, struct kc_tensors *t)
+{
+    struct dl_error err = {0};
+    struct dl_kernel_config cfg = {.mb = t->batch};
+    void *inst = NULL;
+    assert_int_equal(dl_kernel_reference.create(l, &cfg, &inst, &err), 0);
+    size_t saved = dl_kernel_saved_bytes(&dl_kernel_reference, inst);
+    size_t ws = dl_kernel_workspace_max(&dl_kernel_reference, inst);
+    struct dl_kernel_args a;
+    memset(&a, 0, sizeof a);
+    struct dl_op_call *c = &a.c;
+    c->attr = l->attr, c->batch = t->batch, c->n_in = l->n_in, c->out_shape = l->out_shape, c->training = 1;
+    for (int i = 0; i < l->n_in; i++)
+        c->in_shape[i] = l->in_shape[i], c->in[i] = t->x[i], c->din[i] = t->dx[i];
+    c->out = t->y, c->dout = t->dy;
+    for (int j = 0; j < l->n_params; j++)
+        c->param[j] = t->param[j], c->dparam[j] = t->dparam[j];
+    c->saved = calloc(saved + 64, 1);
+    a.workspace = calloc(ws + 64, 1);
+    for (int d = 0; d < DL_N_DIRS; d++)
+        dl_kernel_run(&dl_kernel_reference, inst, &a, (enum dl_dir)d, l->n_params > 0, 1);
+    free(c->saved);
+    free(a.workspace);
+    dl_kernel_reference.destroy(inst);
+}
+
+static long bits_differ(const float *a, const float *b, long n)
+{
+    return a && b ? (long)(memcmp(a, b, sizeof *a * (size_t)n) != 0) : 0;
+}
+
+/* kc_run (the kernels' harness: layouts, copies to and from the kernel's
+ * device) gives, for the reference kernel in every case, bit for bit what
+ * the reference called directly on the host tensors gives: output, input
+ * gradients, parameters (running statistics) and accumulated gradients.
+ * Every kernel is compared with the reference through the same harness,
+ * so a harness that lost a result would otherwise hide it on both sides. */
+static void harness_equals_direct_reference(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct dl_net net;
+        assert_int_equal(load(&cases[k], &net), 0);
+        const struct dl_layer *l = &net.graph.layers[0];
+        struct kc_tensors h, d;
+        kc_alloc(&h, l, cases[k].batch, 11);
+        kc_alloc(&d, l, cases[k].batch, 11);
+        assert_int_equal(kc_run(&dl_kernel_reference, l, &h, cases[k].batch), 0);
+        reference_direct(l, &d);
+        long differ = bits_differ(h.y, d.y, h.batch * dl_shape_count(l->out_shape));
+        for (int i = 0; i < l->n_in; i++)
+            differ += bits_differ(h.dx[i], d.dx[i], h.batch * dl_shape_count(l->in_shape[i]));
+        for (int j = 0; j < l->n_params; j++)
+            differ += bits_differ(h.param[j], d.param[j], l->param[j].count) +
+                      bits_differ(h.dparam[j], d.dparam[j], l->param[j].count);
+        if (differ)
+            fail_msg("%s: %ld of the harness's results differ from the reference called directly", cases[k].name,
+                     differ);
+        kc_free(&h, l);
+        kc_free(&d, l);
+        dl_net_free(&net);
+    }
+}
+#endif
+
 /* The simd max pooling forward in layout lo (NCHW, or blocked with x, y and
  * the winners reordered around it). */
 static void simd_maxpool_in(enum dl_layout lo, struct dl_op_call c, const float *x, float *y, float *arg)
@@ -454,15 +525,19 @@ int main(void)
         printf("1..0 # SKIP %s\n", err.msg);
         return 0;
     }
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + 3];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + 4];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
         tests[N_CASES + i] = (struct CMUnitTest){blocked[i].k.name, run_blocked, NULL, NULL, (void *)&blocked[i]};
     tests[N_CASES + N_BLOCKED] = (struct CMUnitTest){"maxpool_ties_and_nans", maxpool_ties_and_nans, NULL, NULL, NULL};
     tests[N_CASES + N_BLOCKED + 1] = (struct CMUnitTest){"every_kernel_has_a_case", every_kernel_has_a_case, NULL, NULL, NULL};
+    size_t n_tests = N_CASES + N_BLOCKED + 2;
+#ifndef TEST_ON_CUDA
+    tests[n_tests++] = (struct CMUnitTest){"harness_equals_direct_reference", harness_equals_direct_reference, NULL,
+                                           NULL, NULL};
+#endif
     /* last: it counts what the cases before it compared */
-    tests[N_CASES + N_BLOCKED + 2] = (struct CMUnitTest){"every_kernel_compared", every_kernel_compared, NULL, NULL,
-                                                         NULL};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    tests[n_tests++] = (struct CMUnitTest){"every_kernel_compared", every_kernel_compared, NULL, NULL, NULL};
+    return _cmocka_run_group_tests("tests", tests, n_tests, NULL, NULL);
 }
