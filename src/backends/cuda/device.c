@@ -97,11 +97,24 @@ static void cuda_mark_release(struct dl_device_mark *m)
     *m = (struct dl_device_mark){.seconds = -1};
 }
 
-/* "NAME, cuDNN MAJOR.MINOR.PATCH" of the current GPU (filled on open). */
-static char description[320] = "cuda";
+/* "NAME, cuDNN MAJOR.MINOR.PATCH" of the current GPU: filled when a device
+ * is opened, or on first use from the runtime's current device. */
+static char description[320];
+
+static void describe_current(int dev)
+{
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        snprintf(prop.name, sizeof prop.name, "GPU %d (properties unavailable)", dev);
+    size_t v = cudnnGetVersion();
+    snprintf(description, sizeof description, "%s, cuDNN %zu.%zu.%zu", prop.name, v / 10000, v / 100 % 100, v % 100);
+}
 
 static const char *cuda_describe(void)
 {
+    int dev = 0;
+    if (!description[0])
+        describe_current(cudaGetDevice(&dev) == cudaSuccess ? dev : 0);
     return description;
 }
 
@@ -156,11 +169,7 @@ int dl_cuda_device_open(int local_rank, const struct dl_device **out, struct dl_
     if (r != cudaSuccess)
         return dl_errorf(err, DL_ERR_SPEC, "cudaSetDevice(%d) for local rank %d failed: %s", dev, local_rank,
                          cudaGetErrorString(r));
-    struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
-        snprintf(prop.name, sizeof prop.name, "GPU %d", dev);
-    size_t v = cudnnGetVersion();
-    snprintf(description, sizeof description, "%s, cuDNN %zu.%zu.%zu", prop.name, v / 10000, v / 100 % 100, v % 100);
+    describe_current(dev);
     *out = &dl_device_cuda;
     return DL_OK;
 }
