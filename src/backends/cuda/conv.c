@@ -1,16 +1,24 @@
-/* cuda/conv.c: 2-D convolution on a GPU through cuDNN ("cudnn"; built
- * --with-cuda, never run on a GPU so far): forward, backward data and
- * backward filter (+ bias) on NCHW float tensors in device memory, with
- * groups, stride, padding and dilation as the op defines them (the output
- * size cuDNN computes is checked against the layer's at creation).  Each
- * direction runs the first algorithm of cuDNN's heuristic ranking
- * (cudnnGet*Algorithm_v7) that cuDNN reports as usable for the shape, and
- * workspace_bytes() is that algorithm's workspace.  Math is FP32 FMA only
- * (CUDNN_FMA_MATH: no TF32 or tensor-core rounding).  Backward filter and
- * bias accumulate (beta 1), as kernel.h asks.  This uses cuDNN's legacy
- * convolution API (kept in cuDNN 9, deprecated in favour of the graph API).
- * Offering every algorithm cuDNN reports to the tuner as a candidate of its
- * own (algorithm x micro-batch) is not done yet. */
+/* cuda/conv.c: 2-D convolution on a GPU through cuDNN (built --with-cuda,
+ * never run on a GPU so far): forward, backward data and backward filter
+ * (+ bias) on NCHW float tensors in device memory, with groups, stride,
+ * padding and dilation as the op defines them (the output size cuDNN
+ * computes is checked against the layer's at creation).
+ *
+ * Algorithms as tuner candidates.  cuDNN ranks its algorithms for a shape
+ * and direction (cudnnGet*Algorithm_v7, each with its workspace).  The
+ * kernels "cudnn", "cudnn-r2", ..., "cudnn-r8" run, in every direction, the
+ * first, second, ..., eighth algorithm of that ranking that cuDNN reports
+ * usable (the last usable one where a direction has fewer), and
+ * workspace_bytes() is that algorithm's workspace.  So every algorithm
+ * cuDNN reports is a candidate the tuner times per direction and
+ * micro-batch size, and it may combine them across directions (the
+ * directions are not coupled: no saved state, separate backward_weights);
+ * "cudnn", cuDNN's own first choice, is the default.
+ *
+ * Math is FP32 FMA only (CUDNN_FMA_MATH: no TF32 or tensor-core rounding).
+ * Backward filter and bias accumulate (beta 1), as kernel.h asks.  This is
+ * cuDNN's legacy convolution API (kept in cuDNN 9, deprecated in favour of
+ * the graph API). */
 #include "backends/cuda/cuda.h"
 
 #include <stdlib.h>
@@ -55,22 +63,23 @@ static void cudnn_conv_destroy(void *inst)
         }                                                                                        \
     } while (0)
 
-/* The first algorithm of a direction's ranking that cuDNN reports usable. */
-#define FIRST_USABLE(perf, n, out_algo, out_ws)                                                  \
+/* The rank-th (1-based) algorithm of a direction's ranking that cuDNN
+ * reports usable, or the last usable one when there are fewer. */
+#define RANKED_USABLE(perf, n, rank, out_algo, out_ws)                                           \
     do {                                                                                         \
-        int found_ = 0;                                                                          \
-        for (int i_ = 0; i_ < (n) && !found_; i_++)                                              \
+        int usable_ = 0;                                                                         \
+        for (int i_ = 0; i_ < (n) && usable_ < (rank); i_++)                                     \
             if ((perf)[i_].status == CUDNN_STATUS_SUCCESS) {                                     \
-                (out_algo) = (perf)[i_].algo, (out_ws) = (perf)[i_].memory, found_ = 1;          \
+                (out_algo) = (perf)[i_].algo, (out_ws) = (perf)[i_].memory, usable_++;           \
             }                                                                                    \
-        if (!found_) {                                                                           \
+        if (!usable_) {                                                                          \
             what = "no usable algorithm for " #out_algo, status = CUDNN_STATUS_NOT_SUPPORTED;     \
             goto fail;                                                                           \
         }                                                                                        \
     } while (0)
 
 static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
-                             struct dl_error *err)
+                             struct dl_error *err, int rank)
 {
     struct dl_conv_geom g = dl_conv_geom(l);
     int rc;
@@ -105,19 +114,19 @@ static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_co
     int got = 0;
     CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, x, c->w, c->conv, y,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd));
-    FIRST_USABLE(fwd, got, c->fwd, c->ws[DL_DIR_FORWARD]);
+    RANKED_USABLE(fwd, got, rank, c->fwd, c->ws[DL_DIR_FORWARD]);
     CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->w, y, c->conv, x,
                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, bwd_data));
-    FIRST_USABLE(bwd_data, got, c->bwd_data, c->ws[DL_DIR_BACKWARD_DATA]);
+    RANKED_USABLE(bwd_data, got, rank, c->bwd_data, c->ws[DL_DIR_BACKWARD_DATA]);
     CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, c->conv, c->w,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
                                                             bwd_filter));
-    FIRST_USABLE(bwd_filter, got, c->bwd_filter, c->ws[DL_DIR_BACKWARD_WEIGHTS]);
+    RANKED_USABLE(bwd_filter, got, rank, c->bwd_filter, c->ws[DL_DIR_BACKWARD_WEIGHTS]);
     *inst = c;
     return DL_OK;
 fail:
     cudnn_conv_destroy(c);
-    return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel cudnn): %s: %s", l->name, what,
+    return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel cudnn, algorithm rank %d): %s: %s", l->name, rank, what,
                      cudnnGetErrorString(status));
 }
 
@@ -160,15 +169,23 @@ static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args 
         cudnnConvolutionBackwardBias(c->io.h, &one, c->io.y, o->dout, &one, c->b, o->dparam[1]);
 }
 
-const struct dl_kernel dl_kernel_cudnn_conv = {
-    .name = "cudnn",
-    .backend = "cuda",
-    .op = &dl_op_conv,
-    .device = DL_DEVICE_CUDA,
-    .create = cudnn_conv_create,
-    .destroy = cudnn_conv_destroy,
-    .workspace_bytes = cudnn_conv_workspace_bytes,
-    .forward = cudnn_conv_forward,
-    .backward_data = cudnn_conv_backward_data,
-    .backward_weights = cudnn_conv_backward_weights,
-};
+#define CUDNN_CONV_KERNEL(SYM, NAME, RANK)                                                       \
+    static int SYM##_create(const struct dl_layer *l, const struct dl_kernel_config *cfg,       \
+                            void **inst, struct dl_error *err)                                   \
+    {                                                                                            \
+        return cudnn_conv_create(l, cfg, inst, err, RANK);                                       \
+    }                                                                                            \
+    const struct dl_kernel SYM = {                                                               \
+        .name = NAME, .backend = "cuda", .op = &dl_op_conv, .device = DL_DEVICE_CUDA,            \
+        .create = SYM##_create, .destroy = cudnn_conv_destroy,                                   \
+        .workspace_bytes = cudnn_conv_workspace_bytes, .forward = cudnn_conv_forward,            \
+        .backward_data = cudnn_conv_backward_data, .backward_weights = cudnn_conv_backward_weights, \
+    };
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv, "cudnn", 1)
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv_r2, "cudnn-r2", 2)
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv_r3, "cudnn-r3", 3)
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv_r4, "cudnn-r4", 4)
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv_r5, "cudnn-r5", 5)
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv_r6, "cudnn-r6", 6)
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv_r7, "cudnn-r7", 7)
+CUDNN_CONV_KERNEL(dl_kernel_cudnn_conv_r8, "cudnn-r8", 8)

@@ -13,12 +13,18 @@ extern const struct dl_device dl_device_cuda;
 
 /* Kernels (one file per op family), all with device DL_DEVICE_CUDA; the
  * registry lists DL_CUDA_KERNELS first (kernel choice only takes them for
- * an executor on the GPU). */
-extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
+ * an executor on the GPU).  The convolution comes as one kernel per rank
+ * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first. */
+extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
+    dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
+    dl_kernel_cudnn_conv_r8;
+extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
     dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm;
 #define DL_CUDA_KERNELS                                                                          \
-    &dl_kernel_cudnn_conv, &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
+    &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
+    &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
+    &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
     &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
     &dl_kernel_cudnn_batchnorm,
 
