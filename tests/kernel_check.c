@@ -46,6 +46,13 @@ void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_
         t->dx[i] = vec(n);
         kc_fill(t->x[i], n, seed + (uint64_t)i);
     }
+    if (l->kind->is_loss) {
+        struct dl_rng r;
+        dl_rng_seed(&r, seed + 400);
+        t->labels = calloc((size_t)batch, sizeof *t->labels);
+        for (int n = 0; n < batch; n++)
+            t->labels[n] = (int)dl_rng_below(&r, (uint64_t)l->in_shape[0].c);
+    }
     long ny = batch * dl_shape_count(l->out_shape);
     t->y = vec(ny);
     t->dy = vec(ny);
@@ -72,6 +79,7 @@ void kc_free(struct kc_tensors *t, const struct dl_layer *l)
     }
     free(t->y);
     free(t->dy);
+    free(t->labels);
     for (int j = 0; j < l->n_params; j++) {
         free(t->param[j]);
         free(t->dparam[j]);
@@ -164,6 +172,7 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
     long ycount = dl_layout_count(cfg.out, l->out_shape);
     size_t ybytes = sizeof(float) * (size_t)t->batch * (size_t)ycount;
     float *yd = on_device(&b, y, ybytes), *dyd = on_device(&b, dy, ybytes);
+    const int *labels = t->labels ? on_device(&b, t->labels, sizeof *t->labels * (size_t)t->batch) : NULL;
     float *param[DL_MAX_PARAMS] = {0}, *dparam[DL_MAX_PARAMS] = {0};
     for (int j = 0; j < l->n_params; j++) {
         size_t bytes = sizeof(float) * (size_t)l->param[j].count;
@@ -192,6 +201,7 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
                 c->dparam[j] = dparam[j];
             }
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);
+            c->labels = labels ? labels + (long)sl * mb : NULL;
             c->training = 1;
             a.workspace = ws;
             if (pass == 0) {

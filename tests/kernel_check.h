@@ -15,12 +15,14 @@ struct kc_tensors {
     int batch;
     float *x[DL_MAX_INPUTS], *y, *dy, *dx[DL_MAX_INPUTS];
     float *param[DL_MAX_PARAMS], *dparam[DL_MAX_PARAMS];
+    int *labels;          /* a loss layer's: batch class indices; else NULL */
 };
 
 double kc_rel_err(const float *a, const float *b, long n);
 void kc_fill(float *v, long n, uint64_t seed);
 /* Allocates and fills inputs, parameters (positive variances for batch
- * norm), output gradients and pre-set weight gradients (to check += ). */
+ * norm), output gradients, pre-set weight gradients (to check += ) and, for
+ * a loss, labels (random classes). */
 void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed);
 void kc_free(struct kc_tensors *t, const struct dl_layer *l);
 /* forward (training mode) then backward of k on l in slices of mb samples,

@@ -10,6 +10,8 @@
  * ReLU, bit for bit, in every case and layout.  Every kernel of the build
  * meets some case of its kind (every_kernel_has_a_case), and the last case
  * checks that every kernel the CPU can run was compared at least once.
+ * Losses (softmax cross-entropy, with and without label smoothing) are
+ * cases too, on random labels.
  * The harness itself (kernel_check.c: layouts, copies to the kernel's
  * device and back) gives for the reference kernel bit for bit what the
  * reference called directly gives (harness_equals_direct_reference).
@@ -121,6 +123,20 @@ static const struct kcase cases[] = {
     {"fc_lenet1", "[16, 5, 5]", "{type: fc, units: 120}", 4, NULL},
 };
 
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+/* Losses: layer is the network's loss, on class scores of the input's shape. */
+static const struct kcase losses[] = {
+    {"softmax_xent", "[7, 1, 1]", "{type: softmax_cross_entropy}", 5, NULL},
+    {"softmax_xent_smooth", "[12, 1, 1]", "{type: softmax_cross_entropy, label_smoothing: 0.1}", 4, NULL},
+};
+#define N_LOSSES (sizeof losses / sizeof losses[0])
+
+static int is_loss(const struct kcase *kc)
+{
+    return kc >= losses && kc < losses + N_LOSSES;
+}
+
 /* Layers whose input a blocked producer offers (a oneDNN convolution's or
  * pooling's nChw8c / nChw16c output): kernels that take it as it is get it
  * in that layout, the others plain (the executor's reorder). */
@@ -151,19 +167,32 @@ static const struct bcase blocked[] = {
     {{"batchnorm_chunks_block8", "[16, 2, 3]", "{type: batchnorm}", 100, NULL}, DL_LAYOUT_BLOCK8},
 };
 
-/* The layer of a two-layer net (the tested one, then an fc to the loss). */
+/* The layer of a two-layer net (the tested one, then an fc to the loss),
+ * or for a loss case the loss of a net that flattens its input into class
+ * scores. */
 static int load(const struct kcase *kc, struct dl_net *net)
 {
     char text[1024];
-    snprintf(text, sizeof text,
-             "input: {shape: %s, classes: 3}\nlayers:\n  - %.*s, name: t}\n  - {type: fc, units: 3}\n"
-             "loss: softmax_cross_entropy\n",
-             kc->input, (int)strlen(kc->layer) - 1, kc->layer);
+    int classes = 0;
+    if (is_loss(kc) && sscanf(kc->input, "[%d", &classes) == 1)
+        snprintf(text, sizeof text, "input: {shape: %s, classes: %d}\nlayers:\n  - {type: flatten, name: f}\n"
+                 "loss: %s\n", kc->input, classes, kc->layer);
+    else
+        snprintf(text, sizeof text,
+                 "input: {shape: %s, classes: 3}\nlayers:\n  - %.*s, name: t}\n  - {type: fc, units: 3}\n"
+                 "loss: softmax_cross_entropy\n",
+                 kc->input, (int)strlen(kc->layer) - 1, kc->layer);
     struct dl_error err = {0};
     int rc = dl_net_load_string("case.yaml", text, net, &err);
     if (rc)
         print_message("# %s: %s\n", kc->name, err.msg);
     return rc;
+}
+
+/* The layer a case tests: the first, or the loss. */
+static const struct dl_layer *under_test(const struct kcase *kc, const struct dl_net *net)
+{
+    return &net->graph.layers[is_loss(kc) ? net->graph.n - 1 : 0];
 }
 
 /* The larger error, NaN (a value left unwritten) counting as the largest. */
@@ -262,7 +291,7 @@ static void run_kcase(const struct kcase *kc, enum dl_layout offer)
 {
     struct dl_net net;
     assert_int_equal(load(kc, &net), 0);
-    const struct dl_layer *l = &net.graph.layers[0];
+    const struct dl_layer *l = under_test(kc, &net);
     struct kc_tensors ref;
     kc_alloc(&ref, l, kc->batch, 11);
     assert_int_equal(kc_run(&dl_kernel_reference, l, &ref, kc->batch), 0);
@@ -322,7 +351,7 @@ static void reference_direct(const struct dl_layer *l, struct kc_tensors *t)
     c->attr = l->attr, c->batch = t->batch, c->n_in = l->n_in, c->out_shape = l->out_shape, c->training = 1;
     for (int i = 0; i < l->n_in; i++)
         c->in_shape[i] = l->in_shape[i], c->in[i] = t->x[i], c->din[i] = t->dx[i];
-    c->out = t->y, c->dout = t->dy;
+    c->out = t->y, c->dout = t->dy, c->labels = t->labels;
     for (int j = 0; j < l->n_params; j++)
         c->param[j] = t->param[j], c->dparam[j] = t->dparam[j];
     c->saved = calloc(saved + 64, 1);
@@ -348,14 +377,15 @@ static long bits_differ(const float *a, const float *b, long n)
 static void harness_equals_direct_reference(void **state)
 {
     (void)state;
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    for (size_t k = 0; k < N_CASES + N_LOSSES; k++) {
+        const struct kcase *kc = k < N_CASES ? &cases[k] : &losses[k - N_CASES];
         struct dl_net net;
-        assert_int_equal(load(&cases[k], &net), 0);
-        const struct dl_layer *l = &net.graph.layers[0];
+        assert_int_equal(load(kc, &net), 0);
+        const struct dl_layer *l = under_test(kc, &net);
         struct kc_tensors h, d;
-        kc_alloc(&h, l, cases[k].batch, 11);
-        kc_alloc(&d, l, cases[k].batch, 11);
-        assert_int_equal(kc_run(&dl_kernel_reference, l, &h, cases[k].batch), 0);
+        kc_alloc(&h, l, kc->batch, 11);
+        kc_alloc(&d, l, kc->batch, 11);
+        assert_int_equal(kc_run(&dl_kernel_reference, l, &h, kc->batch), 0);
         reference_direct(l, &d);
         long differ = bits_differ(h.y, d.y, h.batch * dl_shape_count(l->out_shape));
         for (int i = 0; i < l->n_in; i++)
@@ -364,8 +394,7 @@ static void harness_equals_direct_reference(void **state)
             differ += bits_differ(h.param[j], d.param[j], l->param[j].count) +
                       bits_differ(h.dparam[j], d.dparam[j], l->param[j].count);
         if (differ)
-            fail_msg("%s: %ld of the harness's results differ from the reference called directly", cases[k].name,
-                     differ);
+            fail_msg("%s: %ld of the harness's results differ from the reference called directly", kc->name, differ);
         kc_free(&h, l);
         kc_free(&d, l);
         dl_net_free(&net);
@@ -474,7 +503,6 @@ static void every_kernel_compared(void **state)
     assert_int_equal(missing, 0);
 }
 
-#define N_CASES (sizeof cases / sizeof cases[0])
 #define N_BLOCKED (sizeof blocked / sizeof blocked[0])
 
 /* Every kernel of the build but the reference (which hands the layer to its
@@ -490,11 +518,13 @@ static void every_kernel_has_a_case(void **state)
     while (dl_kernels[n_kernels])
         n_kernels++;
     assert_true(n_kernels <= 64);
-    for (size_t c = 0; c < N_CASES + N_BLOCKED; c++) {
-        const struct kcase *kc = c < N_CASES ? &cases[c] : &blocked[c - N_CASES].k;
+    for (size_t c = 0; c < N_CASES + N_BLOCKED + N_LOSSES; c++) {
+        const struct kcase *kc = c < N_CASES              ? &cases[c]
+                                 : c < N_CASES + N_BLOCKED ? &blocked[c - N_CASES].k
+                                                           : &losses[c - N_CASES - N_BLOCKED];
         struct dl_net net;
         assert_int_equal(load(kc, &net), 0);
-        const struct dl_layer *l = &net.graph.layers[0];
+        const struct dl_layer *l = under_test(kc, &net);
         for (int i = 0; i < n_kernels; i++) {
             const struct dl_kernel *k = dl_kernels[i];
             served[i] += k->op == l->kind;
@@ -525,7 +555,7 @@ int main(void)
         printf("1..0 # SKIP %s\n", err.msg);
         return 0;
     }
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + 4];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 4];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
@@ -533,6 +563,8 @@ int main(void)
     tests[N_CASES + N_BLOCKED] = (struct CMUnitTest){"maxpool_ties_and_nans", maxpool_ties_and_nans, NULL, NULL, NULL};
     tests[N_CASES + N_BLOCKED + 1] = (struct CMUnitTest){"every_kernel_has_a_case", every_kernel_has_a_case, NULL, NULL, NULL};
     size_t n_tests = N_CASES + N_BLOCKED + 2;
+    for (size_t i = 0; i < N_LOSSES; i++)
+        tests[n_tests++] = (struct CMUnitTest){losses[i].name, run_case, NULL, NULL, (void *)&losses[i]};
 #ifndef TEST_ON_CUDA
     tests[n_tests++] = (struct CMUnitTest){"harness_equals_direct_reference", harness_equals_direct_reference, NULL,
                                            NULL, NULL};
