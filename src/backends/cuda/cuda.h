@@ -13,7 +13,10 @@ extern const struct dl_device dl_device_cuda;
 
 /* Kernels (one file per op family), all with device DL_DEVICE_CUDA; the
  * registry lists DL_CUDA_KERNELS first (kernel choice only takes them for
- * an executor on the GPU).  The convolution comes as one kernel per rank
+ * an executor on the GPU).  Creation reports cuDNN's, cuBLAS's and CUDA's
+ * errors; a failed launch or library call inside forward or backward is
+ * not reported (kernel.h's calls return nothing), so the device tests
+ * compare every result with the reference.  The convolution comes as one kernel per rank
  * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first. */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
     dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
