@@ -33,6 +33,8 @@
 
 #ifdef DL_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "backends/cuda/cuda.h"
 #endif
 
 #ifdef TEST_ON_CUDA
@@ -229,6 +231,27 @@ static void kernel_choice_follows_the_device(void **state)
     dl_net_free(&net);
 }
 
+#ifdef DL_HAVE_CUDA
+/* What each answer of the CUDA runtime becomes, including those this
+ * machine cannot give (a driver without a GPU, an old driver, GPUs). */
+static void cuda_answers_named(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorInsufficientDriver, 0, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "no CUDA driver"));
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorNoDevice, 13000, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "no CUDA device"));
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorNoDevice, 0, 0, &err), DL_ERR_SPEC); /* some drivers say so */
+    assert_non_null(strstr(err.msg, "no CUDA device"));
+    assert_int_equal(dl_cuda_count_verdict(cudaSuccess, 13000, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "no CUDA device"));
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorInsufficientDriver, 12020, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "driver (version 12.2) cannot run this build"));
+    assert_int_equal(dl_cuda_count_verdict(cudaSuccess, 13000, 2, &err), DL_OK);
+}
+#endif
+
 static void cpu_is_the_host(void **state)
 {
     (void)state;
@@ -254,6 +277,9 @@ int main(void)
 #ifndef TEST_ON_CUDA
         cmocka_unit_test(cuda_is_refused_with_what_is_missing),
         cmocka_unit_test(cpu_is_the_host),
+#ifdef DL_HAVE_CUDA
+        cmocka_unit_test(cuda_answers_named),
+#endif
         cmocka_unit_test(kernel_choice_follows_the_device),
         cmocka_unit_test(local_rank_from_the_launcher),
 #endif

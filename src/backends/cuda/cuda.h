@@ -35,6 +35,12 @@ extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
  * the driver is missing, too old for this build, or finds no device. */
 int dl_cuda_device_count(int *count, struct dl_error *err);
 
+/* What cudaGetDeviceCount's status (a cudaError_t), the driver version
+ * (cudaDriverGetVersion: 0 without a driver) and the count found mean:
+ * DL_OK with at least one GPU, else DL_ERR_SPEC saying "no CUDA driver",
+ * that the driver cannot run this build, or "no CUDA device". */
+int dl_cuda_count_verdict(int status, int driver, int count, struct dl_error *err);
+
 /* dl_device_open() for CUDA: checks driver and devices, makes GPU
  * local_rank modulo the count current, and names it (with the cuDNN
  * version) for describe(). */

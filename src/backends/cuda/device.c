@@ -133,29 +133,31 @@ const struct dl_device dl_device_cuda = {
     .describe = cuda_describe,
 };
 
-int dl_cuda_device_count(int *count, struct dl_error *err)
+int dl_cuda_count_verdict(int status, int driver, int count, struct dl_error *err)
 {
-    *count = 0;
-    cudaError_t r = cudaGetDeviceCount(count);
-    if (r == cudaErrorInsufficientDriver || r == cudaErrorNoDevice || r == cudaErrorInitializationError ||
-        r == cudaErrorCompatNotSupportedOnDevice) {
-        int driver = 0;
-        cudaDriverGetVersion(&driver); /* 0 when no driver is loaded */
-        *count = 0;
-        if (driver == 0)
-            return dl_errorf(err, DL_ERR_SPEC, "no CUDA driver (libcuda) on this machine (cudaGetDeviceCount: %s)",
-                             cudaGetErrorString(r));
-        if (r != cudaErrorNoDevice)
-            return dl_errorf(err, DL_ERR_SPEC, "the CUDA driver (version %d.%d) cannot run this build (CUDA "
-                             "runtime %d.%d): %s", driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
-                             CUDART_VERSION % 1000 / 10, cudaGetErrorString(r));
-    } else if (r != cudaSuccess) {
-        *count = 0;
+    cudaError_t r = (cudaError_t)status;
+    if (r != cudaSuccess && r != cudaErrorNoDevice && driver == 0)
+        return dl_errorf(err, DL_ERR_SPEC, "no CUDA driver (libcuda) on this machine (cudaGetDeviceCount: %s)",
+                         cudaGetErrorString(r));
+    if (r == cudaErrorInsufficientDriver || r == cudaErrorCompatNotSupportedOnDevice)
+        return dl_errorf(err, DL_ERR_SPEC, "the CUDA driver (version %d.%d) cannot run this build (CUDA runtime "
+                         "%d.%d): %s", driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
+                         CUDART_VERSION % 1000 / 10, cudaGetErrorString(r));
+    if (r != cudaSuccess && r != cudaErrorNoDevice)
         return dl_errorf(err, DL_ERR_SPEC, "cudaGetDeviceCount failed: %s", cudaGetErrorString(r));
-    }
-    if (*count <= 0)
+    if (r == cudaErrorNoDevice || count <= 0)
         return dl_errorf(err, DL_ERR_SPEC, "no CUDA device (the driver is loaded but cudaGetDeviceCount finds none)");
     return DL_OK;
+}
+
+int dl_cuda_device_count(int *count, struct dl_error *err)
+{
+    int n = 0, driver = 0;
+    cudaError_t r = cudaGetDeviceCount(&n);
+    cudaDriverGetVersion(&driver); /* 0 when no driver is loaded */
+    int rc = dl_cuda_count_verdict((int)r, driver, n, err);
+    *count = rc ? 0 : n;
+    return rc;
 }
 
 int dl_cuda_device_open(int local_rank, const struct dl_device **out, struct dl_error *err)
