@@ -64,12 +64,14 @@ static void cudnn_conv_destroy(void *inst)
     } while (0)
 
 /* The rank-th (1-based) algorithm of a direction's ranking that cuDNN
- * reports usable, or the last usable one when there are fewer. */
+ * reports usable without tensor-core math (which rounds inputs), or the
+ * last such one when there are fewer. */
 #define RANKED_USABLE(perf, n, rank, out_algo, out_ws)                                           \
     do {                                                                                         \
         int usable_ = 0;                                                                         \
         for (int i_ = 0; i_ < (n) && usable_ < (rank); i_++)                                     \
-            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS) {                                     \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].mathType != CUDNN_TENSOR_OP_MATH && \
+                (perf)[i_].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {                  \
                 (out_algo) = (perf)[i_].algo, (out_ws) = (perf)[i_].memory, usable_++;           \
             }                                                                                    \
         if (!usable_) {                                                                          \
@@ -126,8 +128,8 @@ static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_co
     return DL_OK;
 fail:
     cudnn_conv_destroy(c);
-    return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel cudnn, algorithm rank %d): %s: %s", l->name, rank, what,
-                     cudnnGetErrorString(status));
+    return dl_errorf(err, DL_ERR_UNSUPPORTED, "layer '%s' (kernel cudnn, algorithm rank %d): %s: %s", l->name, rank,
+                     what, cudnnGetErrorString(status));
 }
 
 static size_t cudnn_conv_workspace_bytes(const void *inst, enum dl_dir dir)
