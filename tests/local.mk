@@ -26,6 +26,27 @@ tests_test_parse_LDADD = $(TEST_LIBS)
 TESTS += tests/test_rng tests/test_parse
 endif
 
+# Devices (backends/device.h): the host's cases and dl_device_open's answers
+# in every build; the same cases on a GPU in the CUDA build, skipped where
+# there is none.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_device
+tests_test_device_SOURCES = tests/test_device.c
+tests_test_device_CFLAGS = $(TEST_CFLAGS)
+tests_test_device_LDADD = $(TEST_LIBS)
+TESTS += tests/test_device
+if HAVE_CUDA
+check_PROGRAMS += tests/test_device_cuda
+tests_test_device_cuda_SOURCES = tests/test_device.c
+tests_test_device_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_CUDA
+tests_test_device_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_test_device_cuda_LDADD = $(TEST_LIBS)
+TESTS += tests/test_device_cuda
+endif
+endif
+TESTS += tests/test_device_cli.sh
+EXTRA_DIST += tests/test_device_cli.sh
+
 # Gradient checks link the double-precision build of the ops (libdlref64.a).
 GRADCHECK_SOURCES = tests/gradcheck.c tests/gradcheck.h
 GRADCHECK_CPPFLAGS = $(AM_CPPFLAGS) -DDL_REAL_DOUBLE

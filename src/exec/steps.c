@@ -411,12 +411,13 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
         return NULL;
     }
     if (need > m->workspace_bytes) { /* outside the steady state: a new batch size */
-        void *w = NULL;
-        if (posix_memalign(&w, DL_PLAN_ALIGN, need)) {
-            e->status = dl_errorf(&e->err, DL_ERR_NOMEM, "out of memory (%zu bytes of workspace)", need);
+        void *w = m->device->alloc(need, &e->err);
+        if (!w) {
+            dl_error_prefix(&e->err, "workspace of layer '%s'", l->name);
+            e->status = e->err.code;
             return NULL;
         }
-        free(m->own_workspace);
+        m->device->free(m->own_workspace);
         m->own_workspace = m->workspace = w;
         m->workspace_bytes = need;
     }
@@ -551,7 +552,9 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->group);
     free(m->grad_part);
     free(m->bufs);
-    free(m->arena);
-    free(m->own_workspace);
+    if (m->device) { /* NULL when set-up stopped before choosing it (nothing allocated) */
+        m->device->free(m->arena);
+        m->device->free(m->own_workspace);
+    }
     dl_mbplan_free(&m->mbplan);
 }
