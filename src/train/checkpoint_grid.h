@@ -14,7 +14,9 @@
 
 /* Collective over world (every rank of the grid calls it): v holds this
  * rank's shard (v->exec->shard) and v->g the whole network; rank 0 writes
- * path, the others only send.  Errors of the write are rank 0's. */
+ * path, the others only send.  Errors of the write are rank 0's (DL_ERR_IO:
+ * the file, the run may go on; any other: rank 0 may have failed before the
+ * gather completed, and the run cannot go on). */
 int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const struct dl_run_view *v,
                                 const struct dl_checkpoint_meta *meta, struct dl_error *err);
 

@@ -570,8 +570,13 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
         rc = tr->sharded ? dl_checkpoint_save_gathered(path, tr->comm, &v, &meta, &e)
                          : dl_checkpoint_save(path, &v, &meta, &e);
     dl_trace_span(tr->trace, DL_TRACE_CHECKPOINT, "checkpoint", t0);
-    if (!writer)
-        return rc ? (*err = e, rc) : DL_OK;
+    /* a grid's writer that failed otherwise than writing the file (out of
+     * memory for the whole tensors) may have left the others' slices
+     * unreceived: the run cannot go on */
+    if (rc && (!writer || (tr->sharded && rc != DL_ERR_IO))) {
+        *err = e;
+        return rc;
+    }
     if (!rc && o->keep > 0) {
         int removed;
         rc = dl_checkpoint_rotate(o->checkpoint_dir, o->keep, &removed, &e);
