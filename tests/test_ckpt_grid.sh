@@ -6,7 +6,8 @@
 # the RNG states equal); its checkpoint resumes on pp=4, on dp=4 and on one
 # process, and one process's on dp=2 x tp=2, each continuing the
 # uninterrupted one-process run (losses within 1e-5 relative, weights within
-# 1e-5 of the largest, the grid tests' tolerances).  Adam's two slots on a
+# 1e-5 of the largest, the grid tests' tolerances).  A stop signal sent to
+# one rank of the grid stops them all at one step.  Adam's two slots on a
 # pure pipeline, bit for bit.  The small ResNet (batch
 # norm running statistics split by channels) the same way.  Local SGD: a
 # stop waits for the next average, and the resumed run equals the
@@ -15,7 +16,7 @@
 . "$top_srcdir/tests/tap.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 29
+tap_plan 32
 
 . "$top_srcdir/tests/grid_runs.sh"
 
@@ -108,6 +109,14 @@ stopped() {
 
 ckpt() { echo "$T/$1/ckpt-$(printf %010d "$2").safetensors"; }
 
+# signal_rank R SIGNAL PID: sends SIGNAL to MPI rank R alone among the
+# processes below PID (mpirun, or a command that started it).
+signal_rank() {
+    for c in $(ps -o pid= --ppid "$3") $(for c in $(ps -o pid= --ppid "$3"); do ps -o pid= --ppid "$c"; done); do
+        tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && kill -"$2" "$c"
+    done
+}
+
 # ---- LeNet-5: saved on tp=2 x pp=2, resumed on other grids.  Reference
 # kernels: the fast ones compute the weight gradients of a tensor rank's 3
 # filters of conv1 otherwise than of all 6, and the momentum buffers (sums
@@ -135,6 +144,28 @@ run 1 on-one $LENET --resume="$(ckpt grid 9)" && resumed on-one one
 tap_result $? "... on one process"
 run 4 one-on-dp2-tp2 $LENET --grid dp=2,tp=2 --resume="$(ckpt one 10)" && resumed one-on-dp2-tp2 one
 tap_result $? "one process's checkpoint resumes on dp=2 x tp=2"
+
+# ---- a stop signal that reaches one rank only (rank 3: tensor rank 1 of
+# the last stage) stops every rank at the same step, where they gather a
+# checkpoint: the flag travels with the step's sums over the grid.  The run
+# has 200 steps of at least 0.3 s (rank 0 sleeps), so it cannot finish
+# before the signal arrives, and stops long before step 20, which the
+# comparison with the one-process run needs (over 40 steps at a constant
+# learning rate the weights drift apart by 4e-5 through rounding, measured;
+# over 20, by 1e-7); a rank stopping alone would leave the others waiting.
+CONST="$LENET --schedule constant"
+run 1 const $CONST; tap_result $? "LeNet-5 at a constant learning rate on one process"
+timeout -s KILL 150 mpirun --oversubscribe -np 4 $DLTRAIN $CONST --epochs 10 --grid tp=2,pp=2 \
+    --debug-slow-rank 0:300 --checkpoint-dir "$T/one-rank" --metrics "$T/one-rank.jsonl" > "$T/one-rank.txt" 2>&1 &
+pid=$!
+wait_steps "$T/one-rank.jsonl" 2
+signal_rank 3 USR1 $pid
+wait $pid; st=$?
+last=$(newest one-rank)
+[ $st -eq 75 ] && [ -n "$last" ] && grep -q "stopped by a signal after step $last: checkpoint" "$T/one-rank.txt"
+tap_result $? "SIGUSR1 to rank 3 alone stops every rank at one step after a checkpoint (status $st, step ${last:-none})"
+run 1 one-rank-resumed $CONST --resume="$(ckpt one-rank "${last:-0}")" && resumed one-rank-resumed const
+tap_result $? "that checkpoint resumes on one process as the uninterrupted run"
 
 # ---- Adam (two slots) on pp=2: a pure pipeline computes one process's
 # numbers bit for bit, so the files and the resumed run are equal exactly
