@@ -69,8 +69,7 @@ int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const s
 {
     struct whole w;
     int writer = world->rank == 0;
-    /* only rank 0 holds the whole vectors; a failure to allocate them is
-     * its own (the others' sends do not wait for it) */
+    /* rank 0 alone holds the whole vectors */
     int rc = writer ? whole_init(&w, v, err) : DL_OK;
     const struct dl_exec *e = v->exec;
     dl_real *none = NULL;

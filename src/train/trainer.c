@@ -27,9 +27,9 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "parallel/grid.h"
-#include "spec/netfile.h"
 #include "parallel/watchdog.h"
 #include "parallel/trace_ranks.h"
+#include "spec/netfile.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_grid.h"
@@ -355,12 +355,16 @@ static int refuse_checkpoints(const struct trainer *tr, struct dl_error *err)
         return dl_errorf(err, DL_ERR_SPEC, "%s with --compress %s: the codec's error-feedback residuals (and "
                          "momentum correction) differ from rank to rank and are not saved, so a resumed run would "
                          "not continue the same training; checkpoint without --compress", opt, po->codec.ops->name);
-    if (po->consistency == DL_CONS_LOCAL_SGD && dl_optim_keeps_state(&tr->net->train.optim))
-        return dl_errorf(err, DL_ERR_SPEC, "%s with --consistency local-sgd:%d and --optimizer %s (momentum %g): "
-                         "every rank keeps its own optimizer state, which local SGD does not average, so one rank's "
-                         "checkpoint cannot resume the others; use --optimizer sgd --momentum 0, or --consistency "
-                         "sync", opt, po->local_steps, dl_optim_names[tr->net->train.optim.kind],
-                         tr->net->train.optim.momentum);
+    const struct dl_optim_spec *os = &tr->net->train.optim;
+    if (po->consistency == DL_CONS_LOCAL_SGD && dl_optim_keeps_state(os)) {
+        char momentum[48] = "";
+        if (os->kind == DL_OPTIM_SGD)
+            snprintf(momentum, sizeof momentum, " (momentum %g)", os->momentum);
+        return dl_errorf(err, DL_ERR_SPEC, "%s with --consistency local-sgd:%d and --optimizer %s%s: every rank "
+                         "keeps its own optimizer state, which local SGD does not average, so one rank's checkpoint "
+                         "cannot resume the others; use --optimizer sgd --momentum 0, or --consistency sync", opt,
+                         po->local_steps, dl_optim_names[os->kind], momentum);
+    }
     return DL_OK;
 }
 
