@@ -94,6 +94,11 @@ EXTRA_DIST += tests/test_decentralized.sh
 TESTS += tests/test_split.sh
 EXTRA_DIST += tests/test_split.sh
 
+# Checkpoints saved on one grid and resumed on others, local SGD's and
+# --compress's checkpoints (against one process / the uninterrupted run).
+TESTS += tests/test_ckpt_grid.sh
+EXTRA_DIST += tests/test_ckpt_grid.sh
+
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
 include $(srcdir)/tests/grad_pool_bn.mk

@@ -57,6 +57,14 @@ static int local_end(struct dl_strategy *s, struct dl_error *err)
     return im->since ? average(s, err) : DL_OK;
 }
 
+/* The weights and batch-norm statistics are the same on every rank only
+ * right after an average. */
+static int local_consistent(const struct dl_strategy *s)
+{
+    const struct local_impl *im = s->impl;
+    return im->since == 0;
+}
+
 static void local_destroy(struct dl_strategy *s)
 {
     free(s->impl);
@@ -76,4 +84,4 @@ static int local_create(struct dl_strategy *s, const struct dl_parallel_opts *po
 
 const struct dl_strategy_ops dl_strategy_local_sgd = {
     .name = "local-sgd", .layout = local_layout, .create = local_create, .begin = local_begin,
-    .finish = local_finish, .end = local_end, .destroy = local_destroy};
+    .finish = local_finish, .end = local_end, .consistent = local_consistent, .destroy = local_destroy};

@@ -335,6 +335,11 @@ int dl_strategy_serve(struct dl_strategy *s, const struct dl_serve_hooks *h, str
     return s->ops->serve ? s->ops->serve(s, h, res, err) : wrong_role(s, "serve", err);
 }
 
+int dl_strategy_consistent(const struct dl_strategy *s)
+{
+    return s->ops->consistent ? s->ops->consistent(s) : 1;
+}
+
 int dl_strategy_end(struct dl_strategy *s, struct dl_error *err)
 {
     return s->ops->end ? s->ops->end(s, err) : DL_OK;

@@ -174,6 +174,10 @@ struct dl_strategy_ops {
      * stops at the same step): leaves the final weights where layout.eval says.
      * May be NULL. */
     int (*end)(struct dl_strategy *s, struct dl_error *err);
+    /* Workers: 1 when every data-parallel rank holds the same weights and
+     * state, so that the checkpoint writer's state is the run's (local SGD:
+     * right after an average).  NULL: always. */
+    int (*consistent)(const struct dl_strategy *s);
     /* One line on how the job trains, for the start of the run; NULL: the name. */
     void (*describe)(const struct dl_strategy *s, char *buf, size_t size);
     void (*destroy)(struct dl_strategy *s);
@@ -211,6 +215,7 @@ int dl_strategy_finish(struct dl_strategy *s, long step, double lr, struct dl_st
 int dl_strategy_serve(struct dl_strategy *s, const struct dl_serve_hooks *h, struct dl_serve_result *res,
                       struct dl_error *err);
 int dl_strategy_end(struct dl_strategy *s, struct dl_error *err);
+int dl_strategy_consistent(const struct dl_strategy *s);
 void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
 
 /* The optimizer's update of s->exec's weights from its gradient at rate lr
