@@ -20,3 +20,10 @@ tests_test_shard_CFLAGS = $(TEST_CFLAGS)
 tests_test_shard_LDADD = $(TEST_LIBS)
 TESTS += tests/test_grid tests/test_stages tests/test_shard
 endif
+
+# The planner (doc/planner.md): a layout's predicted step time and memory
+# per rank, the stage cuts and the search over layouts (it runs the
+# schedule simulator and the executor's memory planner: library only).
+libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h src/plan/layout_cost.c src/plan/layout_cost.h \
+	src/plan/layout_memory.c src/plan/layout_memory.h src/plan/cuts.c src/plan/cuts.h \
+	src/plan/search.c src/plan/search.h
