@@ -27,6 +27,8 @@ static void help(void)
           "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
           "  --link alpha=T,bw=R   the link between nodes (e.g. alpha=5us,bw=12.5GB/s); needed\n"
           "                        when ranks span nodes\n"
+          "  --node-link alpha=T,bw=R  the link within a node, instead of this host's calibration\n"
+          "                        (to plan for another machine)\n"
           "  --memory-per-rank B   bytes a rank may hold (e.g. 2G); layouts above it are infeasible,\n"
           "                        and with none left the smallest memory that would work is printed\n"
           "                        (exit status 2)\n"
@@ -40,13 +42,13 @@ static void help(void)
     dl_net_options_help(stdout);
 }
 
-enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON };
+enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON };
 
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
     int per_node;
-    double link_alpha, link_beta;
-    int have_link;
+    double link_alpha, link_beta, node_alpha, node_beta;
+    int have_link, have_node_link;
     size_t memory;
     double flops;
     int no_db, top, json;
@@ -204,16 +206,23 @@ static const struct dl_plan_candidate *best_of_kind(const struct dl_plan_result 
 }
 
 static int search(const struct dl_net *net, const struct dl_layer_times *t, const struct plan_command *c, int N,
-                  int batch, const struct dl_exec_options *eo, struct dl_machine *m, struct dl_plan_result *r)
+                  int batch, int memory, const struct dl_exec_options *eo, struct dl_machine *m,
+                  struct dl_plan_result *r)
 {
     dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
+    if (c->have_node_link) {
+        m->node.alpha = c->node_alpha;
+        m->node.beta = c->node_beta;
+        m->node.beta_pair = m->node.beta_small = m->node.beta_oneway = m->node.beta_large = 0;
+        m->node_source = "--node-link (gamma from this host)";
+    }
     if (N > m->ranks_per_node && !c->have_link) {
         fprintf(stderr, "dltrain plan: --link: needed when the ranks span nodes (%d ranks, %d per node); e.g. "
                 "--link alpha=5us,bw=12.5GB/s\n", N, m->ranks_per_node);
         return 2;
     }
     struct dl_plan_request req = {.g = &net->graph, .times = t, .machine = m, .ranks = N, .batch = batch,
-                                  .memory_limit = c->memory, .eo = eo};
+                                  .memory_limit = c->memory, .eo = eo, .skip_memory = !memory && !c->memory};
     struct dl_error err = {0};
     if (dl_plan_search(&req, r, &err)) {
         fprintf(stderr, "dltrain plan: %s\n", err.msg);
@@ -231,7 +240,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     struct dl_plan_result one;
     struct plan_command single = *c;
     single.per_node = 0;
-    int status = search(net, t, &single, 1, b0, eo, &m, &one);
+    int status = search(net, t, &single, 1, b0, 0, eo, &m, &one);
     if (status)
         return status;
     if (!one.n_feasible) {
@@ -250,7 +259,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     for (int k = 0; k < c->n_counts; k++) {
         int N = c->counts[k];
         struct dl_plan_result r;
-        status = search(net, t, c, N, b0 * N, eo, &m, &r);
+        status = search(net, t, c, N, b0 * N, 0, eo, &m, &r);
         if (status)
             return status;
         if (c->json)
@@ -300,7 +309,7 @@ static int run(const struct dl_net *net, struct dl_net_options *no, const struct
     }
     struct dl_machine m;
     struct dl_plan_result r;
-    int status = search(net, &t, c, N, batch, &eo, &m, &r);
+    int status = search(net, &t, c, N, batch, 1, &eo, &m, &r);
     if (status) {
         dl_layer_times_free(&t);
         return status;
@@ -352,6 +361,7 @@ int dl_cli_plan(int argc, char **argv)
     static const struct option long_opts[] = {
         DL_NET_OPTIONS, {"ranks", required_argument, 0, OPT_RANKS},
         {"ranks-per-node", required_argument, 0, OPT_PER_NODE}, {"link", required_argument, 0, OPT_LINK},
+        {"node-link", required_argument, 0, OPT_NODE_LINK},
         {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
         {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
         {"json", no_argument, 0, OPT_JSON}, {0, 0, 0, 0}};
@@ -377,6 +387,11 @@ int dl_cli_plan(int argc, char **argv)
             bad = dl_option_refused("dltrain plan", dl_machine_parse_link(optarg, &c.link_alpha, &c.link_beta, &err),
                                     &err);
             c.have_link = 1;
+            break;
+        case OPT_NODE_LINK:
+            bad = dl_option_refused("dltrain plan", dl_machine_parse_link(optarg, &c.node_alpha, &c.node_beta, &err),
+                                    &err);
+            c.have_node_link = 1;
             break;
         case OPT_MEMORY:
             bad = dl_option_refused("dltrain plan", dl_parse_bytes("--memory-per-rank", optarg, 1, (size_t)-1 / 2,

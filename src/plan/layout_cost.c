@@ -236,10 +236,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         out->bubble = P > 1 ? idle : 0;
         out->step_s = makespan + dp;
         out->samples_per_s = out->step_s > 0 ? batch / out->step_s : 0;
-        double sends = P > 1 ? 2.0 * M * send : 0;
-        out->comm_share = out->step_s > 0 ? (tp_max + dp + sends) / out->step_s : 0;
-        if (out->comm_share > 1)
-            out->comm_share = 1;
+        out->comm_share = out->step_s > 0 ? (tp_max + dp) / out->step_s : 0;
     }
     dl_schedule_free(&sched);
     free(fwd), free(bwd), free(tp), free(busy);

@@ -80,7 +80,7 @@ struct dl_layout_prediction {
     double dp_s;           /* the slowest pipeline rank's data-parallel allreduce */
     double tp_s;           /* the slowest pipeline rank's tensor-parallel collectives */
     double bubble;         /* idle fraction of the pipeline ranks in the makespan (simulated) */
-    double comm_share;     /* (tp_s + dp_s + sends on the slowest rank) / step_s */
+    double comm_share;     /* (tp_s + dp_s) / step_s (pipeline sends overlap compute: in the makespan) */
     double stage_max_s;    /* the costliest stage's compute and tensor collectives for one chunk */
 };
 

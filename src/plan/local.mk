@@ -18,7 +18,11 @@ check_PROGRAMS += tests/test_shard
 tests_test_shard_SOURCES = tests/test_shard.c
 tests_test_shard_CFLAGS = $(TEST_CFLAGS)
 tests_test_shard_LDADD = $(TEST_LIBS)
-TESTS += tests/test_grid tests/test_stages tests/test_shard
+check_PROGRAMS += tests/test_planner
+tests_test_planner_SOURCES = tests/test_planner.c
+tests_test_planner_CFLAGS = $(TEST_CFLAGS)
+tests_test_planner_LDADD = $(TEST_LIBS)
+TESTS += tests/test_grid tests/test_stages tests/test_shard tests/test_planner
 endif
 
 # The planner (doc/planner.md): a layout's predicted step time and memory

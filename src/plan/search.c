@@ -61,15 +61,19 @@ static int cut(const struct dl_graph *g, const struct dl_tp_view *v, const struc
     return rc;
 }
 
-/* Predicts and sizes candidate c (its layout's cuts set). */
-static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *v, struct dl_plan_candidate *c,
-                    struct dl_error *err)
+/* Predicts and sizes candidate c (its layout's cuts set) with the arenas
+ * and parameters of its pipeline ranks (shared by the schedules; NULL:
+ * memory not wanted). */
+static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *v, const size_t *arena,
+                    const size_t *params, int *slots, struct dl_plan_candidate *c, struct dl_error *err)
 {
     int rc = dl_layout_predict(req->g, req->times, v, req->machine, &c->layout, req->batch, &c->pred, err);
-    if (!rc)
-        rc = dl_layout_memory(req->g, &c->layout, req->batch, req->eo, &c->memory, NULL, err);
+    if (!rc && arena)
+        rc = dl_layout_slots(&c->layout, slots, err);
     if (rc)
         return rc;
+    if (arena)
+        c->memory = dl_layout_memory_of(c->layout.dims.pp, arena, params, slots, NULL);
     c->feasible = 1;
     if (req->memory_limit && c->memory > req->memory_limit) {
         c->feasible = 0;
@@ -122,15 +126,22 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
             break;
         struct dl_plan_layout l = base;
         l.chunks = M;
-        int rc = cut(g, v, req, (double)local / M, &l, cost, mem, err);
+        size_t *arena = dl_calloc((size_t)P, sizeof *arena, err), *params = dl_calloc((size_t)P, sizeof *params, err);
+        int *slots = dl_calloc((size_t)P, sizeof *slots, err);
+        int rc = arena && params && slots ? cut(g, v, req, (double)local / M, &l, cost, mem, err) : DL_ERR_NOMEM;
+        if (!rc && !req->skip_memory)
+            rc = dl_layout_arenas(g, &l, req->batch, req->eo, arena, params, err);
         for (int k = 0; !rc && k < (P > 1 ? 2 : 1); k++) {
             struct dl_plan_candidate *c = push(r, cap, err);
-            if (!c)
-                return DL_ERR_NOMEM;
+            if (!c) {
+                rc = DL_ERR_NOMEM;
+                break;
+            }
             c->layout = l;
             c->layout.schedule = kinds[k];
-            rc = evaluate(req, v, c, err);
+            rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
         }
+        free(arena), free(params), free(slots);
         if (rc)
             return rc;
     }

@@ -24,6 +24,7 @@ struct dl_plan_request {
     int batch;                         /* global mini-batch */
     size_t memory_limit;               /* bytes per rank; 0: none */
     const struct dl_exec_options *eo;  /* the executor options of the run (kernels); may be NULL */
+    int skip_memory;                   /* 1: no memory (0 everywhere; no limit may be set): faster */
 };
 
 struct dl_plan_candidate {
