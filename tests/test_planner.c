@@ -287,6 +287,53 @@ static void memory_equals_executors(void **state)
     dl_net_free(&net);
 }
 
+/* The collectives of the small CNN's splits on 2 tensor ranks, from
+ * shard.h's rules by hand: conv1 splits its outputs reading the network's
+ * input (no gradient goes back); conv2 and fc1 gather their split inputs
+ * (pool1: 8x6x6, pool2: 8x3x3 floats per sample) and reduce-scatter
+ * their gradients; fc2 splits its inputs and allreduces its partial sums
+ * (4 floats); relu and pooling follow the blocks. */
+static void tp_view_of_small_cnn(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    struct dl_machine m;
+    machine(&m, 2);
+    struct dl_tp_view v;
+    assert_int_equal(dl_tp_view_make(&net.graph, 2, 2, &m, &v, NULL), DL_OK);
+    assert_false(v.crosses);
+    static const struct {
+        int layer, n;
+        struct dl_tp_op op[2];
+    } want[] = {{0, 0, {{0}}}, {1, 0, {{0}}}, {2, 0, {{0}}},
+                {3, 2, {{DL_TP_ALLGATHER, 0, 1152}, {DL_TP_REDUCE_SCATTER, 1, 1152}}}, {4, 0, {{0}}}, {5, 0, {{0}}},
+                {6, 2, {{DL_TP_ALLGATHER, 0, 288}, {DL_TP_REDUCE_SCATTER, 1, 288}}}, {7, 0, {{0}}},
+                {8, 1, {{DL_TP_ALLREDUCE, 0, 16}}}, {9, 0, {{0}}}};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+        int i = want[k].layer;
+        assert_int_equal(v.n_ops[i], want[k].n);
+        for (int j = 0; j < want[k].n; j++) {
+            assert_int_equal(v.op[i][j].kind, want[k].op[j].kind);
+            assert_int_equal(v.op[i][j].backward, want[k].op[j].backward);
+            assert_true(v.op[i][j].bytes == want[k].op[j].bytes);
+        }
+    }
+    for (int i = 0; i < 8; i++) /* split by outputs or following blocks: half the work */
+        assert_true(v.share[i] == 0.5);
+    assert_true(v.share[8] > 0.5 && v.share[8] < 1); /* half the FLOPs, the whole output */
+    assert_true(v.share[9] == 1);
+    assert_int_equal(v.params[0], 8 / 2 * 3 * 3 * 3 + 8 / 2);
+    assert_true(dl_machine_allgather(&m, 2, 0, 1152) > 0);
+    dl_tp_view_free(&v);
+    /* three groups of 2 on nodes of 3 ranks: the second crosses */
+    machine(&m, 3);
+    assert_int_equal(dl_tp_view_make(&net.graph, 2, 6, &m, &v, NULL), DL_OK);
+    assert_true(v.crosses);
+    dl_tp_view_free(&v);
+    dl_net_free(&net);
+}
+
 static void link_parses(void **state)
 {
     (void)state;
@@ -311,6 +358,7 @@ int main(void)
         cmocka_unit_test(search_ranks_every_layout),
         cmocka_unit_test(step_time_formulas),
         cmocka_unit_test(memory_equals_executors),
+        cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
