@@ -12,6 +12,7 @@
 #include "exec/exec.h"
 #include "plan/stages.h"
 #include "tune/tune.h"
+#include "tune/tune_impl.h"
 
 void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer_times *t)
 {
@@ -58,6 +59,29 @@ int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const
     return rc;
 }
 
+/* The fastest kernel's forward and backward seconds for layer L at the
+ * one size gathered, 0 when the database has no complete row for it. */
+static int fastest(const struct dl_tune_layer *L, double *fwd, double *bwd)
+{
+    int found = 0;
+    for (int k = 0; k < L->n_k; k++) {
+        if (!L->have[k])
+            continue;
+        const struct dl_tune_row *row = DL_TUNE_ROW(L, k, 0);
+        double f = 0, b = 0;
+        int ok = 1;
+        for (int d = 0; d < DL_N_DIRS; d++) {
+            if (!L->want[d])
+                continue;
+            ok &= row[d].time_s >= 0 && isfinite(row[d].time_s);
+            *(d == DL_DIR_FORWARD ? &f : &b) += row[d].time_s;
+        }
+        if (ok && (!found || f + b < *fwd + *bwd))
+            *fwd = f, *bwd = b, found = 1;
+    }
+    return found;
+}
+
 int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_path, struct dl_layer_times *t,
                            struct dl_error *err)
 {
@@ -66,25 +90,24 @@ int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_p
     o.policy = DL_TUNE_UNDIVIDED;
     o.db_path = db_path;
     o.no_measure = 1;
-    struct dl_mbplan plan;
-    struct dl_tune_report rep;
-    if (dl_tune_net(g, batch, &o, &plan, &rep, err))
+    struct dl_tune_report rep = {0};
+    struct dl_tune_layer *L = dl_calloc((size_t)g->n, sizeof *L, err);
+    if (!L)
         return -1;
-    int replaced = 0;
-    for (int i = 0; i < g->n && i < rep.n_layers; i++) {
-        const struct dl_tune_layer_report *r = &rep.layer[i];
-        double fw = r->dir_time[DL_DIR_FORWARD];
-        double bw = r->dir_time[DL_DIR_BACKWARD_DATA] + r->dir_time[DL_DIR_BACKWARD_WEIGHTS];
-        if (!r->tuned || !(fw > 0) || !isfinite(fw) || !isfinite(bw) || !(bw > 0))
+    int sizes[1] = {batch}, replaced = 0;
+    int rc = dl_tune_gather(g, batch, &o, sizes, 1, L, &rep, err);
+    for (int i = 0; !rc && i < g->n; i++) {
+        double f = 0, b = 0;
+        if (!L[i].tunable || !fastest(&L[i], &f, &b))
             continue;
-        t->fwd[i] = fw / batch;
-        t->bwd[i] = bw / batch;
+        t->fwd[i] = f / batch;
+        t->bwd[i] = b / batch;
         t->source[i] = DL_TIME_DB;
         replaced++;
     }
-    dl_tune_report_free(&rep);
-    dl_mbplan_free(&plan);
-    return replaced;
+    dl_tune_layers_free(L, g->n);
+    free(L);
+    return rc ? -1 : replaced;
 }
 
 int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate, int use_db, const char *db_path,
@@ -107,8 +130,9 @@ int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate,
     int count[3] = {0, 0, 0};
     for (int i = 0; i < g->n; i++)
         count[t->source[i]]++;
-    snprintf(summary, size, "layer times at batch %d: %d from the tuning database, %d measured now, %d FLOP "
-             "estimates at %.3g FLOP/s", batch, count[DL_TIME_DB], count[DL_TIME_MEASURED], count[DL_TIME_FLOPS],
-             flop_rate);
+    int w = snprintf(summary, size, "layer times at batch %d: %d from the tuning database, %d measured now", batch,
+                     count[DL_TIME_DB], count[DL_TIME_MEASURED]);
+    if (flop_rate > 0 && w > 0 && (size_t)w < size)
+        snprintf(summary + w, size - (size_t)w, ", %d FLOP estimates at %.3g FLOP/s", count[DL_TIME_FLOPS], flop_rate);
     return DL_OK;
 }

@@ -197,14 +197,21 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         if (fwd[s] + bwd[s] > out->stage_max_s)
             out->stage_max_s = fwd[s] + bwd[s];
         tp[s] *= M;
-        if (s > 0) { /* the cut's messages: stage s-1's ranks to stage s's, T*D ranks apart */
-            int crosses = 0;
-            for (long r = (long)(s - 1) * T * D; r < (long)s * T * D; r++)
-                crosses |= !dl_machine_same_node(m, r, r + (long)T * D);
-            double x = cut_bytes(g, l, s) * b, c = dl_machine_send(m, crosses, x);
-            if (c > send)
-                send = c;
-        }
+    }
+    /* The cut before stage s: its messages go between ranks T*D apart.  A
+     * message occupies its sender for the bytes' time (sends go out as
+     * copies, one after another on the link: stage s-1's forward sends the
+     * activations, stage s's backward their gradients) and arrives alpha
+     * later. */
+    for (int s = 1; !rc && s < P; s++) {
+        int crosses = 0;
+        for (long r = (long)(s - 1) * T * D; r < (long)s * T * D; r++)
+            crosses |= !dl_machine_same_node(m, r, r + (long)T * D);
+        double x = cut_bytes(g, l, s) * b, alpha = dl_machine_send(m, crosses, 0);
+        double copy = dl_machine_send(m, crosses, x) - alpha;
+        fwd[s - 1] += copy;
+        bwd[s] += copy;
+        send = alpha > send ? alpha : send;
     }
     struct dl_schedule sched = {0};
     double makespan = 0, idle = 0;

@@ -7,8 +7,9 @@
  * time is the makespan of the schedule's own action lists run by the
  * schedule simulator (parallel/schedule.h) under per-stage costs (each
  * layer's compute for a chunk, divided by tp when the layer is split, plus
- * the tensor-parallel collectives its split needs), with every pipeline
- * message paying the link between the two stages, plus the data-parallel
+ * the tensor-parallel collectives its split needs, and the time the
+ * stage's pipeline sends occupy its link), every message arriving the
+ * link's latency after its send, plus the data-parallel
  * allreduce of each pipeline rank's gradients (not overlapped).  Memory
  * per rank is the executor's memory planner's arena for the layers the
  * rank holds (plan/plan.h via dl_exec_plan), times the chunks the schedule
