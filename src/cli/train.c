@@ -390,7 +390,7 @@ static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, 
     dl_signals_install();
     int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train);
     if (!status && cmd->parallel && strcmp(cmd->parallel, "auto") == 0 && !cmd->grid && (*comm)->size > 1)
-        status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, train, !cmd->printer.quiet);
+        status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, train, 1);
     if ((*comm)->rank != 0)
         cmd->printer.quiet = 1;
     if (!status && cmd->metrics_path && (*comm)->rank == 0 &&

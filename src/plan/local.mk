@@ -31,3 +31,7 @@ endif
 libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h src/plan/layout_cost.c src/plan/layout_cost.h \
 	src/plan/layout_memory.c src/plan/layout_memory.h src/plan/cuts.c src/plan/cuts.h \
 	src/plan/search.c src/plan/search.h
+
+# `dltrain plan` and `--parallel auto` end to end (tests/test_plan_cli.sh).
+TESTS += tests/test_plan_cli.sh
+EXTRA_DIST += tests/test_plan_cli.sh
