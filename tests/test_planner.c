@@ -339,16 +339,25 @@ static void link_parses(void **state)
     (void)state;
     double a, b;
     struct dl_error err = {0};
-    assert_int_equal(dl_machine_parse_link("alpha=5us,bw=12.5GB/s", &a, &b, &err), DL_OK);
+    assert_int_equal(dl_machine_parse_link("--link", "alpha=5us,bw=12.5GB/s", &a, &b, NULL, &err), DL_OK);
     assert_true(fabs(a - 5e-6) < 1e-18 && fabs(b - 1 / 12.5e9) < 1e-24);
-    assert_int_equal(dl_machine_parse_link("bw=100Gbit/s,alpha=1.5ms", &a, &b, &err), DL_OK);
+    assert_int_equal(dl_machine_parse_link("--link", "bw=100Gbit/s,alpha=1.5ms", &a, &b, NULL, &err), DL_OK);
     assert_true(fabs(a - 1.5e-3) < 1e-15 && fabs(b - 8 / 100e9) < 1e-24);
     static const char *const bad[] = {"alpha=5us", "bw=1GB/s", "alpha=5,bw=1GB/s", "alpha=5us,bw=1GB",
                                       "alpha=-1us,bw=1GB/s", "alpha=5us,alpha=5us,bw=1GB/s", "beta=1,bw=1GB/s", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        assert_int_equal(dl_machine_parse_link(bad[i], &a, &b, &err), DL_ERR_SPEC);
+        assert_int_equal(dl_machine_parse_link("--link", bad[i], &a, &b, NULL, &err), DL_ERR_SPEC);
         assert_non_null(strstr(err.msg, "--link"));
     }
+    /* add= only where a reduction speed is asked for */
+    double g = 7;
+    assert_int_equal(dl_machine_parse_link("--link", "alpha=1us,bw=1GB/s,add=2GB/s", &a, &b, NULL, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,bw=1GB/s", &a, &b, &g, &err), DL_OK);
+    assert_true(g == 7);
+    assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,bw=1GB/s,add=2GB/s", &a, &b, &g, &err), DL_OK);
+    assert_true(fabs(g - 0.5e-9) < 1e-24);
+    assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,add=2GB/s", &a, &b, &g, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "--node-link"));
 }
 
 int main(void)

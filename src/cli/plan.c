@@ -27,8 +27,8 @@ static void help(void)
           "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
           "  --link alpha=T,bw=R   the link between nodes (e.g. alpha=5us,bw=12.5GB/s); needed\n"
           "                        when ranks span nodes\n"
-          "  --node-link alpha=T,bw=R  the link within a node, instead of this host's calibration\n"
-          "                        (to plan for another machine)\n"
+          "  --node-link alpha=T,bw=R[,add=R]  the link within a node (and the speed of\n"
+          "                        reductions, bytes/s), instead of this host's calibration\n"
           "  --memory-per-rank B   bytes a rank may hold (e.g. 2G); layouts above it are infeasible,\n"
           "                        and with none left the smallest memory that would work is printed\n"
           "                        (exit status 2)\n"
@@ -47,7 +47,7 @@ enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OP
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
     int per_node;
-    double link_alpha, link_beta, node_alpha, node_beta;
+    double link_alpha, link_beta, node_alpha, node_beta, node_gamma; /* node_gamma 0: this host's */
     int have_link, have_node_link;
     size_t memory;
     double flops;
@@ -214,7 +214,12 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
         m->node.alpha = c->node_alpha;
         m->node.beta = c->node_beta;
         m->node.beta_pair = m->node.beta_small = m->node.beta_oneway = m->node.beta_large = 0;
-        m->node_source = "--node-link (gamma from this host)";
+        m->node_source = "--node-link, adding at this host's speed";
+        if (c->node_gamma > 0) {
+            m->node.gamma = c->node_gamma;
+            m->node.gamma_one = m->node.gamma_small = m->node.gamma_large = 0;
+            m->node_source = "--node-link";
+        }
     }
     if (N > m->ranks_per_node && !c->have_link) {
         fprintf(stderr, "dltrain plan: --link: needed when the ranks span nodes (%d ranks, %d per node); e.g. "
@@ -384,12 +389,13 @@ int dl_cli_plan(int argc, char **argv)
                                                                  &err), &err);
             break;
         case OPT_LINK:
-            bad = dl_option_refused("dltrain plan", dl_machine_parse_link(optarg, &c.link_alpha, &c.link_beta, &err),
+            bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--link", optarg, &c.link_alpha, &c.link_beta, NULL, &err),
                                     &err);
             c.have_link = 1;
             break;
         case OPT_NODE_LINK:
-            bad = dl_option_refused("dltrain plan", dl_machine_parse_link(optarg, &c.node_alpha, &c.node_beta, &err),
+            bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--node-link", optarg, &c.node_alpha, &c.node_beta,
+                                                                          &c.node_gamma, &err),
                                     &err);
             c.have_node_link = 1;
             break;

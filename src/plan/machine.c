@@ -33,7 +33,8 @@ static int number_with_unit(const char *text, const char *const *units, const do
     return 0;
 }
 
-int dl_machine_parse_link(const char *text, double *alpha, double *beta, struct dl_error *err)
+int dl_machine_parse_link(const char *opt, const char *text, double *alpha, double *beta, double *gamma,
+                          struct dl_error *err)
 {
     static const char *const time_units[] = {"s", "ms", "us", "ns", NULL};
     static const double time_factor[] = {1, 1e-3, 1e-6, 1e-9};
@@ -41,21 +42,26 @@ int dl_machine_parse_link(const char *text, double *alpha, double *beta, struct 
     static const double bw_factor[] = {1, 1e3, 1e6, 1e9, 1e9 / 8};
     char copy[256];
     if (strlen(text) >= sizeof copy)
-        return dl_errorf(err, DL_ERR_SPEC, "--link: value too long");
+        return dl_errorf(err, DL_ERR_SPEC, "%s: value too long", opt);
     strcpy(copy, text);
-    double a = -1, bw = -1;
+    double a = -1, bw = -1, add = -1;
     for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         if (strncmp(item, "alpha=", 6) == 0 && a < 0 && number_with_unit(item + 6, time_units, time_factor, &a))
             continue;
         if (strncmp(item, "bw=", 3) == 0 && bw < 0 && number_with_unit(item + 3, bw_units, bw_factor, &bw))
             continue;
-        return dl_errorf(err, DL_ERR_SPEC, "--link: expected alpha=TIME (s, ms, us, ns) and bw=RATE (B/s, KB/s, "
-                         "MB/s, GB/s, Gbit/s), each once, e.g. alpha=5us,bw=12.5GB/s; found '%s' in '%s'", item, text);
+        if (gamma && strncmp(item, "add=", 4) == 0 && add < 0 && number_with_unit(item + 4, bw_units, bw_factor, &add))
+            continue;
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected alpha=TIME (s, ms, us, ns) and bw=RATE (B/s, KB/s, MB/s, "
+                         "GB/s, Gbit/s)%s, each once, e.g. alpha=5us,bw=12.5GB/s; found '%s' in '%s'", opt,
+                         gamma ? " and optionally add=RATE" : "", item, text);
     }
     if (a < 0 || bw < 0)
-        return dl_errorf(err, DL_ERR_SPEC, "--link: expected both alpha= and bw=, found '%s'", text);
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected both alpha= and bw=, found '%s'", opt, text);
     *alpha = a;
     *beta = 1 / bw;
+    if (gamma && add > 0)
+        *gamma = 1 / add;
     return DL_OK;
 }
 

@@ -26,10 +26,14 @@ struct dl_machine {
  * every rank is on one node). */
 void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link_beta);
 
-/* Parses --link "alpha=5us,bw=12.5GB/s": alpha a time with unit s, ms, us
- * or ns; bw bytes per second with unit B/s, KB/s, MB/s, GB/s (powers of
- * 1000) or Gbit/s; both required.  Errors (DL_ERR_SPEC) name --link. */
-int dl_machine_parse_link(const char *text, double *alpha, double *beta, struct dl_error *err);
+/* Parses a link (opt: "--link" or "--node-link", for messages) such as
+ * "alpha=5us,bw=12.5GB/s": alpha a time with unit s, ms, us or ns; bw
+ * bytes per second with unit B/s, KB/s, MB/s, GB/s (powers of 1000) or
+ * Gbit/s; both required, each once.  With gamma not NULL an optional
+ * add=RATE (same units: bytes reduced per second) sets *gamma = 1/RATE
+ * (left unchanged without it).  Errors (DL_ERR_SPEC) name opt. */
+int dl_machine_parse_link(const char *opt, const char *text, double *alpha, double *beta, double *gamma,
+                          struct dl_error *err);
 
 /* Ranks lo and hi (rank numbers) on one node. */
 static inline int dl_machine_same_node(const struct dl_machine *m, long lo, long hi)
