@@ -4,7 +4,9 @@
  * the search ranks exactly the layouts a brute-force enumeration of grids,
  * chunks and schedules finds, best first; the model's step time equals
  * its formula where the formula is exact (one rank: the layer times;
- * data parallelism: a rank's share plus the allreduce of every gradient);
+ * data parallelism: a rank's share plus the allreduce of every gradient,
+ * or with small buckets the timeline of buckets overlapping backward,
+ * worked out by hand);
  * the memory of a rank equals what dl_pipeline_init's executors plan and
  * hold (their arenas, weights, gradients, momentum and state); --link
  * parses and refuses bad values. */
@@ -217,6 +219,35 @@ static void step_time_formulas(void **state)
     assert_true(ar > 0);
     assert_true(fabs(p.step_s - (8 * sum + ar)) <= 1e-12 * p.step_s);
     assert_true(fabs(p.dp_s - ar) <= 1e-15);
+    /* Buckets of 1200 floats overlap backward (one chunk): fc2 (68
+     * parameters) alone, fc1 (1168) alone, conv2 + conv1 (584 + 224), each
+     * reduced when backward has passed its lowest layer, one after another. */
+    four.bucket_bytes = 1200 * 4;
+    m.node.beta = 1e-6; /* slow enough that the allreduces queue */
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &four, 32, &p, NULL), DL_OK);
+    double B[10], F = 0, Btot = 0;
+    for (int i = 0; i < g->n; i++) {
+        B[i] = t.bwd[i] * 8;
+        F += t.fwd[i] * 8;
+        Btot += B[i];
+    }
+    double a1 = dl_machine_allreduce(&m, 4, 0, 68 * 4.0), a2 = dl_machine_allreduce(&m, 4, 0, 1168 * 4.0);
+    double a3 = dl_machine_allreduce(&m, 4, 0, 808 * 4.0);
+    double e1 = B[9] + B[8] + a1, r2 = B[9] + B[8] + B[7] + B[6];
+    double e2 = fmax(r2, e1) + a2, e3 = fmax(Btot, e2) + a3;
+    assert_true(e3 > Btot);
+    assert_true(fabs(p.dp_s - (a1 + a2 + a3)) <= 1e-12 * p.dp_s);
+    assert_true(fabs(p.dp_exposed_s - (e3 - Btot)) <= 1e-12 * p.dp_exposed_s);
+    assert_true(fabs(p.step_s - (F + Btot + e3 - Btot)) <= 1e-12 * p.step_s);
+    assert_true(p.dp_exposed_s < p.dp_s);
+    /* with chunks the trainer does not overlap: all of it after backward */
+    four.chunks = 2;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &four, 32, &p, NULL), DL_OK);
+    ar = dl_machine_allreduce(&m, 4, 0, 4.0 * (double)params);
+    assert_true(fabs(p.dp_exposed_s - ar) <= 1e-15 && fabs(p.step_s - (F + Btot + ar)) <= 1e-9 * p.step_s);
+    four.chunks = 1;
+    four.bucket_bytes = 0;
+    m.node.beta = 1e-9;
     /* across nodes of 2 ranks: the ring over the link */
     m.ranks_per_node = 2;
     assert_int_equal(dl_layout_predict(g, &t, &v, &m, &four, 32, &p, NULL), DL_OK);

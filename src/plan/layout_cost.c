@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/grad_sync.h"
 #include "plan/stages.h"
 
 const char *const dl_time_source_names[] = {"flops", "db", "measured"};
@@ -177,6 +178,48 @@ static double cut_bytes(const struct dl_graph *g, const struct dl_plan_layout *l
     return bytes;
 }
 
+/* The exposed part of a data-parallel allreduce overlapped with one
+ * backward pass of layers [first, end) (one chunk, no pipeline: the
+ * trainer overlaps only then), as grad_sync.c runs it: the gradient cut
+ * into buckets of at most `per` floats from the last layer backwards
+ * (closed before a layer would overflow one; a layer larger than a bucket
+ * cut into bucket-sized pieces from its end), each bucket handed over when
+ * backward has finished its every layer, and reduced one after another.
+ * bwd[i]: layer i's backward seconds; *total: the allreduces' sum. */
+static double overlapped_allreduce(const struct dl_machine *m, const struct dl_tp_view *v, const double *bwd,
+                                   int first, int end, long per, int D, int crosses, double *total)
+{
+    double now = 0, comm_end = 0, open_ready = 0;
+    long open = 0;
+    *total = 0;
+#define REDUCE(floats, ready)                                                                        \
+    do {                                                                                             \
+        double t_ = dl_machine_allreduce(m, D, crosses, 4.0 * (double)(floats));                     \
+        comm_end = ((ready) > comm_end ? (ready) : comm_end) + t_;                                   \
+        *total += t_;                                                                                \
+    } while (0)
+    for (int i = end - 1; i >= first; i--) {
+        now += bwd[i];
+        long w = v->params[i];
+        if (w == 0)
+            continue;
+        if (open > 0 && open + w > per) {
+            REDUCE(open, open_ready);
+            open = 0;
+        }
+        open += w;
+        while (open > per) {
+            REDUCE(per, now);
+            open -= per;
+        }
+        open_ready = now;
+    }
+    if (open > 0)
+        REDUCE(open, open_ready);
+#undef REDUCE
+    return comm_end > now ? comm_end - now : 0;
+}
+
 int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
                       const struct dl_machine *m, const struct dl_plan_layout *l, int batch,
                       struct dl_layout_prediction *out, struct dl_error *err)
@@ -221,8 +264,13 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         struct dl_sched_costs costs = {.fwd = fwd, .bwd_in = bwd, .bwd_w = NULL, .send_latency = send};
         rc = dl_schedule_simulate(&sched, &costs, &makespan, busy, &idle, err);
     }
-    /* Each pipeline rank's data-parallel group: ranks t + T*(d + D*p). */
-    double dp = 0, tp_max = 0;
+    /* Each pipeline rank's data-parallel group: ranks t + T*(d + D*p);
+     * its allreduce overlaps backward with one chunk, else follows it. */
+    double dp = 0, exposed = 0, tp_max = 0;
+    double *layer_bwd = M == 1 && D > 1 && !rc ? dl_calloc((size_t)g->n, sizeof *layer_bwd, err) : NULL;
+    if (M == 1 && D > 1 && !rc && !layer_bwd)
+        rc = DL_ERR_NOMEM;
+    long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
     for (int s = 0; !rc && s < P; s++) {
         double bytes = 0;
         for (int i = l->first[s]; i < l->first[s + 1]; i++)
@@ -230,20 +278,30 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         int crosses = 0;
         for (long r = (long)s * T * D; r < (long)(s + 1) * T * D && r < world; r++)
             crosses |= !dl_machine_same_node(m, (long)s * T * D, r);
-        double a = dl_machine_allreduce(m, D, crosses && D > 1, bytes);
-        if (a > dp)
-            dp = a;
+        crosses = crosses && D > 1;
+        double a = dl_machine_allreduce(m, D, crosses, bytes), e = a;
+        if (layer_bwd) {
+            double unused = 0;
+            for (int i = l->first[s]; i < l->first[s + 1]; i++)
+                layer_bwd[i] = layer_pass(t, v, m, i, 1, b, &unused);
+            e = overlapped_allreduce(m, v, layer_bwd, l->first[s], l->first[s + 1], per > 0 ? per : 1, D, crosses,
+                                     &a);
+        }
+        dp = a > dp ? a : dp;
+        exposed = e > exposed ? e : exposed;
         if (tp[s] > tp_max)
             tp_max = tp[s];
     }
+    free(layer_bwd);
     if (!rc) {
         out->makespan_s = makespan;
         out->dp_s = dp;
+        out->dp_exposed_s = exposed;
         out->tp_s = tp_max;
         out->bubble = P > 1 ? idle : 0;
-        out->step_s = makespan + dp;
+        out->step_s = makespan + exposed;
         out->samples_per_s = out->step_s > 0 ? batch / out->step_s : 0;
-        out->comm_share = out->step_s > 0 ? (tp_max + dp) / out->step_s : 0;
+        out->comm_share = out->step_s > 0 ? (tp_max + exposed) / out->step_s : 0;
     }
     dl_schedule_free(&sched);
     free(fwd), free(bwd), free(tp), free(busy);

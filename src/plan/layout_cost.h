@@ -10,7 +10,9 @@
  * the tensor-parallel collectives its split needs, and the time the
  * stage's pipeline sends occupy its link), every message arriving the
  * link's latency after its send, plus the data-parallel
- * allreduce of each pipeline rank's gradients (not overlapped).  Memory
+ * allreduce of each pipeline rank's gradients: in buckets overlapping the
+ * backward pass with one chunk (as parallel/grad_sync.c runs it), after
+ * the pipeline's flush with several.  Memory
  * per rank is the executor's memory planner's arena for the layers the
  * rank holds (plan/plan.h via dl_exec_plan), times the chunks the schedule
  * keeps in flight, plus weights, gradients and one optimizer slot. */
@@ -71,6 +73,7 @@ struct dl_plan_layout {
     struct dl_grid_dims dims;
     enum dl_pipe_schedule schedule; /* gpipe or 1f1b (1f1b when pp = 1) */
     int chunks;
+    size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     int first[DL_SCHED_MAX_STAGES + 1];
 };
 
@@ -78,10 +81,11 @@ struct dl_layout_prediction {
     double step_s;         /* predicted seconds per training step */
     double samples_per_s;
     double makespan_s;     /* the pipeline's part: forward, backward, tensor collectives, sends */
-    double dp_s;           /* the slowest pipeline rank's data-parallel allreduce */
+    double dp_s;           /* the slowest pipeline rank's data-parallel allreduce (all of it) */
+    double dp_exposed_s;   /* the part of it not hidden behind backward (all of it with chunks) */
     double tp_s;           /* the slowest pipeline rank's tensor-parallel collectives */
     double bubble;         /* idle fraction of the pipeline ranks in the makespan (simulated) */
-    double comm_share;     /* (tp_s + dp_s) / step_s (pipeline sends overlap compute: in the makespan) */
+    double comm_share;     /* (tp_s + dp_exposed_s) / step_s (pipeline sends overlap compute: in the makespan) */
     double stage_max_s;    /* the costliest stage's compute and tensor collectives for one chunk */
 };
 
