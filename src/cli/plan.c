@@ -80,9 +80,9 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
     const struct dl_layout_prediction *x = &c->pred, *y = &b->pred;
     double bubble_x = x->makespan_s * x->bubble, bubble_y = y->makespan_s * y->bubble;
     double compute_x = x->makespan_s - bubble_x - x->tp_s, compute_y = y->makespan_s - bubble_y - y->tp_s;
-    const char *names[] = {"compute and pipeline sends", "tensor-parallel collectives", "data-parallel allreduce",
-                           "pipeline bubble"};
-    double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_s - y->dp_s, bubble_x - bubble_y};
+    const char *names[] = {"compute and pipeline sends", "tensor-parallel collectives",
+                           "data-parallel allreduce (not hidden)", "pipeline bubble"};
+    double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_exposed_s - y->dp_exposed_s, bubble_x - bubble_y};
     int k = 0;
     for (int i = 1; i < 4; i++)
         if (diff[i] > diff[k])
@@ -179,9 +179,9 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
         printf("]");
         if (c->feasible || c->over_memory)
             printf(", \"step_s\": %.9g, \"samples_per_s\": %.9g, \"memory_bytes\": %zu, \"comm_share\": %.6g, "
-                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g",
+                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g",
                    c->pred.step_s, c->pred.samples_per_s, c->memory, c->pred.comm_share, c->pred.bubble, c->pred.tp_s,
-                   c->pred.dp_s);
+                   c->pred.dp_s, c->pred.dp_exposed_s);
         if (!c->feasible) {
             printf(", \"why\": ");
             json_string(c->why);
