@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/layer_times.h"
 #include "comm/comm.h"
 #include "core/rng.h"
 #include "plan/cuts.h"
@@ -125,10 +126,7 @@ static void cuts_are_optimal(void **state)
 static void flop_times(const struct dl_graph *g, struct dl_layer_times *t, double rate)
 {
     assert_int_equal(dl_layer_times_alloc(t, g->n, NULL), DL_OK);
-    for (int i = 0; i < g->n; i++) {
-        double c = dl_stages_layer_cost(&g->layers[i]) / rate;
-        t->fwd[i] = c / 3, t->bwd[i] = c - c / 3, t->source[i] = DL_TIME_FLOPS;
-    }
+    dl_layer_times_flops(g, rate, t);
 }
 
 /* Every layout of N ranks, built the way search.h says, predicted. */
