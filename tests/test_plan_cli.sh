@@ -8,6 +8,8 @@
 # - a memory limit below every layout exits 2 with the smallest memory that
 #   would work, which is the least memory of the layouts in the JSON; that
 #   memory as the limit plans (exit 0) a layout within it;
+# - with --tune-db, the layers dltrain tune timed take the database's
+#   times (counted in the output), the others their FLOP estimates;
 # - bad values of --link, --ranks, --memory-per-rank and a missing --link
 #   for ranks across nodes exit 2 naming the option;
 # - --parallel auto trains on 2 and 4 ranks with the layout it prints
@@ -20,7 +22,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 17
+tap_plan 20
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -60,6 +62,17 @@ ok = L[0]["feasible"] and L[0]["memory_bytes"] <= int(sys.argv[1])
 ok = ok and all(l["memory_bytes"] > int(sys.argv[1]) for l in L if not l["feasible"] and "memory_bytes" in l)
 sys.exit(0 if ok else 1)' "$least"
 tap_result $? "within the limit, the others over it"
+
+# Layer times from the tuning database: the 11 layers dltrain tune timed
+# at the batch a rank sees (32 of 64 on 2 ranks); the loss, which it does
+# not tune, from its FLOPs.
+$DLTRAIN tune --net "$top_srcdir/nets/lenet5.yaml" --batch 32 --tune-policy undivided --tune-db "$T/tune.sqlite" \
+    --threads 1 > "$T/tune.txt" 2>&1
+tap_result $? "dltrain tune fills a database"
+expect_status 0 "plan with --tune-db" -- $DLTRAIN plan --net "$top_srcdir/nets/lenet5.yaml" --flops 1e10 --threads 1 \
+    --ranks 2 --tune-db "$T/tune.sqlite"
+expect_output "layer times at batch 32: 11 from the tuning database, 0 measured now, 1 FLOP estimates" \
+    "takes the database's times for the 11 layers it has"
 
 expect_status 2 "--link without bw exits 2" -- $PLAN --ranks 4 --link alpha=5us
 expect_output "--link: expected both alpha= and bw=" "naming --link"
