@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/layer_times.h"
@@ -139,41 +140,40 @@ static int trial(const int *w, struct dl_net *net, const struct dl_train_opts *t
     return rc == DL_ERR_COMM ? rc : DL_OK; /* a layout that cannot train only loses */
 }
 
-int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm, double flop_rate,
-                       int trials, struct dl_train_opts *train, int print)
+/* dl_train_auto_plan with p (zeroed) for the plan. */
+static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm,
+                     double flop_rate, int trials, struct dl_train_opts *train, int print)
 {
-    static struct plan_words p; /* large (the cuts of every kept layout); one plan per process */
-    memset(&p, 0, sizeof p);
     char summary[512] = "";
     int keep = trials > 1 ? trials : 1;
     if (comm->rank == 0)
-        p.status = plan_on_rank0(net, no, comm->size, flop_rate, keep, &p, summary, sizeof summary);
+        p->status = plan_on_rank0(net, no, comm->size, flop_rate, keep, p, summary, sizeof summary);
     struct dl_error err = {0};
-    if (comm->ops->bcast(comm, &p, sizeof p, 0, &err)) {
+    if (comm->ops->bcast(comm, p, sizeof *p, 0, &err)) {
         fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
         return 1;
     }
-    if (p.status)
-        return p.status;
+    if (p->status)
+        return p->status;
     int chosen[2] = {0, 0}; /* index, 1 when measurement overruled the model */
-    if (p.n > 1 && (train->checkpoint_dir || train->resume)) {
+    if (p->n > 1 && (train->checkpoint_dir || train->resume)) {
         if (comm->rank == 0 && print)
             printf("parallel auto: no trials with checkpoints (they would write them); the model's choice\n");
-    } else if (p.n > 1) {
+    } else if (p->n > 1) {
         double t[DL_AUTO_MAX_TRIALS];
-        for (int k = 0; k < p.n; k++)
-            if (trial(p.w[k], net, train, &t[k]))
+        for (int k = 0; k < p->n; k++)
+            if (trial(p->w[k], net, train, &t[k]))
                 return 1;
         if (comm->rank == 0) {
-            for (int k = 1; k < p.n; k++)
+            for (int k = 1; k < p->n; k++)
                 if (t[k] < t[chosen[0]])
                     chosen[0] = k;
             chosen[1] = chosen[0] != 0;
-            for (int k = 0; print && k < p.n; k++) {
+            for (int k = 0; print && k < p->n; k++) {
                 char d[600];
-                describe(&net->graph, p.w[k], d, sizeof d);
+                describe(&net->graph, p->w[k], d, sizeof d);
                 printf("parallel auto timed: %s: predicted %.3f ms, measured %.3f ms per step%s\n", d,
-                       1e3 * p.predicted[k], 1e3 * t[k], k == chosen[0] ? " (kept)" : "");
+                       1e3 * p->predicted[k], 1e3 * t[k], k == chosen[0] ? " (kept)" : "");
             }
         }
         if (comm->ops->bcast(comm, chosen, sizeof chosen, 0, &err)) {
@@ -183,11 +183,25 @@ int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_
     }
     if (comm->rank == 0 && print) {
         char d[600];
-        describe(&net->graph, p.w[chosen[0]], d, sizeof d);
-        printf("parallel auto: %s (predicted %.3f ms per step, %s)%s\n", d, 1e3 * p.predicted[chosen[0]], summary,
+        describe(&net->graph, p->w[chosen[0]], d, sizeof d);
+        printf("parallel auto: %s (predicted %.3f ms per step, %s)%s\n", d, 1e3 * p->predicted[chosen[0]], summary,
                chosen[1] ? "; measurement overruled the model, whose first choice measured slower" : "");
         fflush(stdout);
     }
-    apply(p.w[chosen[0]], net, train);
+    apply(p->w[chosen[0]], net, train);
     return 0;
+}
+
+int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm, double flop_rate,
+                       int trials, struct dl_train_opts *train, int print)
+{
+    struct dl_error err = {0};
+    struct plan_words *p = dl_calloc(1, sizeof *p, &err); /* 33 KB: the cuts of every kept layout */
+    if (!p) {
+        fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
+        return 1;
+    }
+    int status = auto_plan(p, net, no, comm, flop_rate, trials, train, print);
+    free(p);
+    return status;
 }
