@@ -158,7 +158,7 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
     int chosen[2] = {0, 0}; /* index, 1 when measurement overruled the model */
     if (p->n > 1 && (train->checkpoint_dir || train->resume)) {
         if (comm->rank == 0 && print)
-            printf("parallel auto: no trials with checkpoints (they would write them); the model's choice\n");
+            printf("parallel auto (no trials with checkpoints: they would write them; the model's choice)\n");
     } else if (p->n > 1) {
         double t[DL_AUTO_MAX_TRIALS];
         for (int k = 0; k < p->n; k++)
