@@ -83,6 +83,16 @@ bench pipeline --net $NET|--schedules 1f1b,bogus|bogus
 bench pipeline --net $NET|--steps 0|0
 bench pipeline --net $NET|--send-latency x|x
 bench pipeline --net $NET|--bogus|
+plan --net $NET --flops 1e9|--ranks 0|0
+plan --net $NET --flops 1e9|--ranks 2,x|x
+plan --net $NET --flops 1e9 --ranks 2|--ranks-per-node 0|0
+plan --net $NET --flops 1e9 --ranks 2|--link alpha=5us,bw=fast|fast
+plan --net $NET --flops 1e9 --ranks 2|--node-link alpha=5,bw=1GB/s|alpha=5
+plan --net $NET --flops 1e9 --ranks 2|--memory-per-rank 1X|1X
+plan --net $NET --ranks 2|--flops 0|0
+plan --net $NET --flops 1e9 --ranks 2|--top 0|0
+plan --net $NET --flops 1e9 --ranks 2|--bogus|
+train --net $NET|--plan-flops x|x
 bench comm --sizes 1K|--comm bogus|bogus
 bench comm|--sizes bogus|bogus
 bench comm|--algorithms bogus|bogus

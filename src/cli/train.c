@@ -10,6 +10,7 @@
 
 #include "backends/kernel.h"
 #include "cli/options.h"
+#include "cli/train_auto.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
 #include "core/parse.h"
@@ -24,7 +25,7 @@ enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
-    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW
+    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS
 };
 
 struct printer {
@@ -193,7 +194,14 @@ static void help(void)
           "Parallel options (several processes under mpirun or srun; rank 0 prints):\n"
           "  --comm NAME           auto (default), mpi, nccl or self\n"
           "  --parallel NAME       auto (default: data when several ranks run), none, data, model\n"
-          "                        (tensor parallel), pipeline or hybrid (see --grid)\n"
+          "                        (tensor parallel), pipeline or hybrid (see --grid); auto given\n"
+          "                        here with several ranks trains with the best layout of\n"
+          "                        `dltrain plan` (grid, chunks, schedule, stage cuts) and prints it\n"
+          "  --plan-flops RATE     with --parallel auto: time layers from their FLOPs at RATE FLOP/s\n"
+          "                        (reproducible) instead of measuring them\n"
+          "  --plan-trials N       with --parallel auto: train the best N layouts (at most 8) for\n"
+          "                        4 steps each and keep the fastest measured (said when it overrules\n"
+          "                        the model)\n"
           "  --grid dp=D,tp=T,pp=P the data x tensor x pipeline grid of ranks (any factor may be\n"
           "                        left out: 1, and dp takes the ranks left); implies hybrid\n"
           "  --pipeline-chunks M   chunks per mini-batch (default 4*pp with a pipeline, else 1;\n"
@@ -270,6 +278,8 @@ static const struct option long_opts[] = {
     {"trace", required_argument, 0, OPT_TRACE},
     {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
     {"debug-trace-skew", required_argument, 0, OPT_TRACE_SKEW},
+    {"plan-flops", required_argument, 0, OPT_PLAN_FLOPS},
+    {"plan-trials", required_argument, 0, OPT_PLAN_TRIALS},
     {0, 0, 0, 0}};
 
 /* Everything the command line asks for. */
@@ -278,6 +288,8 @@ struct train_command {
     struct dl_train_opts train_options;
     struct printer printer;              /* output options */
     const char *metrics_path, *comm_name, *parallel, *grid;
+    double plan_flops;              /* --plan-flops: --parallel auto times layers from FLOPs */
+    int plan_trials;                /* --plan-trials: --parallel auto times its best few */
 };
 
 /* One of train's own options; returns -1 to go on, else the exit status
@@ -357,6 +369,10 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_STRICT_CKPT: train->strict_checkpoints = 1; break;
     case OPT_GRID: cmd->grid = arg; break;
+    case OPT_PLAN_TRIALS:
+        bad = refused(dl_parse_int("--plan-trials", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_trials, &err), &err);
+        break;
+    case OPT_PLAN_FLOPS: bad = refused(dl_parse_double("--plan-flops", arg, 1, 1e20, &cmd->plan_flops, &err), &err); break;
     case OPT_CHUNKS: bad = refused(dl_parse_int("--pipeline-chunks", arg, 1, DL_SCHED_MAX_CHUNKS,
                                                 &train->pipeline_chunks, &err), &err); break;
     case OPT_SCHEDULE:
@@ -392,7 +408,7 @@ static int parse_args(int argc, char **argv, struct train_command *cmd)
 
 /* Opens the world communicator and settles what depends on it (--parallel,
  * who prints, the metrics file on rank 0); returns 0 or the exit status. */
-static int open_world(struct train_command *cmd, const struct dl_net *net, int *argc, char ***argv,
+static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, char ***argv,
                       struct dl_comm **comm)
 {
     struct dl_error err = {0};
@@ -407,6 +423,8 @@ static int open_world(struct train_command *cmd, const struct dl_net *net, int *
         train->every_steps = 1000;
     dl_signals_install();
     int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train);
+    if (!status && cmd->parallel && strcmp(cmd->parallel, "auto") == 0 && !cmd->grid && (*comm)->size > 1)
+        status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, cmd->plan_trials, train, 1);
     if ((*comm)->rank != 0)
         cmd->printer.quiet = 1;
     if (!status && cmd->metrics_path && (*comm)->rank == 0 &&
