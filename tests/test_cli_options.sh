@@ -58,6 +58,8 @@ train --net $NET|--debug-hold-at-step 0|0
 train --net $NET|--trace-steps x|x
 train --net $NET|--trace-steps -1|-1
 train --net $NET|--debug-trace-skew 1|1
+train --net $NET|--debug-plan-keep 0|0
+train --net $NET|--debug-plan-keep 9|9
 train --net $NET|--checkpoint-every 5y|5y
 train --net $NET|--keep 0|0
 train --net $NET|--workspace-limit lots|lots

@@ -25,7 +25,8 @@ enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
-    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS
+    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
+    OPT_PLAN_KEEP
 };
 
 struct printer {
@@ -228,7 +229,9 @@ static void help(void)
           "  --debug-hold-at-step N  testing aid: after step N wait (up to 10 minutes) for a\n"
           "                        stop signal, which then stops the run after step N+1\n"
           "  --debug-trace-skew R:MS  testing aid: rank R's --trace clock runs MS milliseconds\n"
-          "                        ahead, which the clock alignment must take out\n\n",
+          "                        ahead, which the clock alignment must take out\n"
+          "  --debug-plan-keep K   testing aid: --plan-trials keeps the K-th layout timed,\n"
+          "                        whatever the times\n\n",
           stdout);
     fputs("Checkpoints (safetensors; see dltrain(1)):\n"
           "  --checkpoint-dir DIR  write DIR/ckpt-STEP.safetensors (rank 0), and one when SIGTERM,\n"
@@ -280,6 +283,7 @@ static const struct option long_opts[] = {
     {"debug-trace-skew", required_argument, 0, OPT_TRACE_SKEW},
     {"plan-flops", required_argument, 0, OPT_PLAN_FLOPS},
     {"plan-trials", required_argument, 0, OPT_PLAN_TRIALS},
+    {"debug-plan-keep", required_argument, 0, OPT_PLAN_KEEP},
     {0, 0, 0, 0}};
 
 /* Everything the command line asks for. */
@@ -290,6 +294,7 @@ struct train_command {
     const char *metrics_path, *comm_name, *parallel, *grid;
     double plan_flops;              /* --plan-flops: --parallel auto times layers from FLOPs */
     int plan_trials;                /* --plan-trials: --parallel auto times its best few */
+    int plan_keep;                  /* --debug-plan-keep: testing aid, the trial kept (1-based; 0: fastest) */
 };
 
 /* One of train's own options; returns -1 to go on, else the exit status
@@ -372,6 +377,9 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
     case OPT_PLAN_TRIALS:
         bad = refused(dl_parse_int("--plan-trials", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_trials, &err), &err);
         break;
+    case OPT_PLAN_KEEP:
+        bad = refused(dl_parse_int("--debug-plan-keep", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_keep, &err), &err);
+        break;
     case OPT_PLAN_FLOPS: bad = refused(dl_parse_double("--plan-flops", arg, 1, 1e20, &cmd->plan_flops, &err), &err); break;
     case OPT_CHUNKS: bad = refused(dl_parse_int("--pipeline-chunks", arg, 1, DL_SCHED_MAX_CHUNKS,
                                                 &train->pipeline_chunks, &err), &err); break;
@@ -424,7 +432,8 @@ static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, 
     dl_signals_install();
     int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train);
     if (!status && cmd->parallel && strcmp(cmd->parallel, "auto") == 0 && !cmd->grid && (*comm)->size > 1)
-        status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, cmd->plan_trials, train, 1);
+        status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, cmd->plan_trials,
+                                    cmd->plan_keep, train, 1);
     if ((*comm)->rank != 0)
         cmd->printer.quiet = 1;
     if (!status && cmd->metrics_path && (*comm)->rank == 0 &&

@@ -142,7 +142,7 @@ static int trial(const int *w, struct dl_net *net, const struct dl_train_opts *t
 
 /* dl_train_auto_plan with p (zeroed) for the plan. */
 static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm,
-                     double flop_rate, int trials, struct dl_train_opts *train, int print)
+                     double flop_rate, int trials, int keep_trial, struct dl_train_opts *train, int print)
 {
     char summary[512] = "";
     int keep = trials > 1 ? trials : 1;
@@ -155,7 +155,7 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
     }
     if (p->status)
         return p->status;
-    int chosen[2] = {0, 0}; /* index, 1 when measurement overruled the model */
+    int chosen[2] = {0, 0}; /* index; 1 when measurement overruled the model, 2 when keep_trial did */
     if (p->n > 1 && (train->checkpoint_dir || train->resume)) {
         if (comm->rank == 0 && print)
             printf("parallel auto (no trials with checkpoints: they would write them; the model's choice)\n");
@@ -169,6 +169,10 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
                 if (t[k] < t[chosen[0]])
                     chosen[0] = k;
             chosen[1] = chosen[0] != 0;
+            if (keep_trial > 0 && keep_trial <= p->n) {
+                chosen[0] = keep_trial - 1;
+                chosen[1] = chosen[0] != 0 ? 2 : 0;
+            }
             for (int k = 0; print && k < p->n; k++) {
                 char d[600];
                 describe(&net->graph, p->w[k], d, sizeof d);
@@ -185,7 +189,9 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
         char d[600];
         describe(&net->graph, p->w[chosen[0]], d, sizeof d);
         printf("parallel auto: %s (predicted %.3f ms per step, %s)%s\n", d, 1e3 * p->predicted[chosen[0]], summary,
-               chosen[1] ? "; measurement overruled the model, whose first choice measured slower" : "");
+               chosen[1] == 1   ? "; measurement overruled the model, whose first choice measured slower"
+               : chosen[1] == 2 ? "; --debug-plan-keep overruled the model"
+                                : "");
         fflush(stdout);
     }
     apply(p->w[chosen[0]], net, train);
@@ -193,7 +199,7 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
 }
 
 int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm, double flop_rate,
-                       int trials, struct dl_train_opts *train, int print)
+                       int trials, int keep_trial, struct dl_train_opts *train, int print)
 {
     struct dl_error err = {0};
     struct plan_words *p = dl_calloc(1, sizeof *p, &err); /* 33 KB: the cuts of every kept layout */
@@ -201,7 +207,7 @@ int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_
         fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
         return 1;
     }
-    int status = auto_plan(p, net, no, comm, flop_rate, trials, train, print);
+    int status = auto_plan(p, net, no, comm, flop_rate, trials, keep_trial, train, print);
     free(p);
     return status;
 }

@@ -14,12 +14,14 @@
  * layer times from FLOPs at flop_rate when it is above 0, else measured
  * now on rank 0; the tuning database's where it has them.  With trials
  * > 1 (at most DL_AUTO_MAX_TRIALS) the best `trials` layouts each train a
- * few steps (not with checkpoints) and the fastest measured is kept.  Sets
+ * few steps (not with checkpoints) and the fastest measured is kept, or,
+ * with keep_trial K > 0 (testing aid, --debug-plan-keep), the K-th timed
+ * whatever its time (when there are K).  Sets
  * train's grid, pipeline_chunks, pipeline_schedule (V = 1) and net's
  * stage keys to the layout and (rank 0, print) prints it, saying when
- * measurement overruled the model.  Returns 0 or the exit status after a
- * message. */
+ * measurement (or the testing aid) overruled the model.  Returns 0 or the
+ * exit status after a message. */
 int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm, double flop_rate,
-                       int trials, struct dl_train_opts *train, int print);
+                       int trials, int keep_trial, struct dl_train_opts *train, int print);
 
 #endif
