@@ -22,7 +22,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 20
+tap_plan 28
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -79,6 +79,40 @@ expect_output "--link: expected both alpha= and bw=" "naming --link"
 expect_status 2 "--ranks 0 exits 2" -- $PLAN --ranks 0
 expect_status 2 "ranks across nodes without --link exit 2" -- $PLAN --ranks 16 --ranks-per-node 8
 expect_output "--link: needed when the ranks span nodes \\(16 ranks, 8 per node\\)" "naming --link and the nodes"
+
+# Consistency models with every parameter given: within a node alpha 2 us,
+# 1 GB/s, adding at 2 GB/s; across nodes alpha 50 us, 100 MB/s.
+CONS="--ranks 4 --ranks-per-node 2 --node-link alpha=2us,bw=1GB/s,add=2GB/s --link alpha=50us,bw=100MB/s"
+expect_status 0 "plan --compare-consistency" -- $PLAN $CONS --json \
+    --compare-consistency sync,gossip:ring,gossip:one-peer-exp,gossip:complete,local-sgd:4,easgd:2,0.2
+echo "$OUT" | /usr/bin/python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+rows = {r["model"]: r for r in p["consistency"]["rows"]}
+V = rows["gossip:ring"]["vector_bytes"]
+S, L, A = 2e-6 + V * 1e-9, 50e-6 + V * 1e-8, V * 0.5e-9
+ring = 3 * (2 * 50e-6 + 2 * V / 4 * 1e-8 + V / 4 * 0.5e-9)
+want = {"gossip:ring": S + L + 2 * A, "gossip:one-peer-exp": L + A, "gossip:complete": S + 2 * L + 3 * A,
+        "local-sgd:4": ring / 4, "easgd:2,0.2": ring / 2}
+dp4 = [l for l in p["layouts"] if (l["dp"], l["tp"], l["pp"]) == (4, 1, 1)][0]
+ok = list(rows) == ["sync", "gossip:ring", "gossip:one-peer-exp", "gossip:complete", "local-sgd:4", "easgd:2,0.2"]
+ok = ok and V > 0 and rows["sync"]["vector_bytes"] == V
+for m, w in want.items():
+    if abs(rows[m]["exchange_s"] - w) > 1e-6 * w:
+        print("# %s: exchange %g, formula %g" % (m, rows[m]["exchange_s"], w))
+        ok = False
+ok = ok and abs(rows["sync"]["step_s"] - dp4["step_s"]) <= 1e-6 * dp4["step_s"]
+ok = ok and len({r["compute_s"] for r in rows.values()}) == 1
+ok = ok and all(abs(r["step_s"] - r["compute_s"] - r["exchange_s"]) <= 1e-9 * r["step_s"] for r in rows.values())
+sys.exit(0 if ok else 1)'
+tap_result $? "each model's exchange equals its formula from the links; sync is the dp=4 layout"
+expect_status 0 "the comparison as a table" -- $PLAN $CONS --compare-consistency gossip:exp,sync
+expect_output "^gossip:exp +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]+$" "a row per model"
+expect_status 2 "a parameter-server model exits 2" -- $PLAN $CONS --compare-consistency sync,ssp:2
+expect_output "--compare-consistency: ssp:S, async and easgd-async \\(parameter servers\\) are not modelled" \
+    "naming --compare-consistency and the models it takes"
+expect_status 2 "a bad topology exits 2" -- $PLAN $CONS --compare-consistency gossip:star
+expect_output "--compare-consistency gossip:star: .*ring" "naming the option and the accepted topologies"
 
 skip_without_mpirun_rest() {
     [ -x "$(command -v mpirun)" ]

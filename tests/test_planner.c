@@ -9,7 +9,9 @@
  * worked out by hand);
  * the memory of a rank equals what dl_pipeline_init's executors plan and
  * hold (their arenas, weights, gradients, momentum and state); --link
- * parses and refuses bad values. */
+ * parses and refuses bad values; the consistency models' exchanges equal
+ * their formulas worked out by hand per rank (gossip's neighbours on or
+ * off the node, local SGD's and EASGD's allreduce over the link). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +26,7 @@
 #include "cli/layer_times.h"
 #include "comm/comm.h"
 #include "core/rng.h"
+#include "plan/consistency_cost.h"
 #include "plan/cuts.h"
 #include "plan/layout_memory.h"
 #include "plan/search.h"
@@ -389,6 +392,84 @@ static void link_parses(void **state)
     assert_non_null(strstr(err.msg, "--node-link"));
 }
 
+/* The consistency models on nodes of 2 ranks with a slow link, by hand:
+ * L and S the seconds of a message of the weight vector (V bytes) across
+ * nodes and within one, A = V x gamma the addition of one received vector. */
+static void consistency_costs(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 1e9);
+    struct dl_machine m;
+    machine(&m, 2);
+    m.link_alpha = 30e-6;
+    m.link_beta = 1e-8; /* the link slower than the node's 1e-9 */
+    double V = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            V += 4.0 * (double)g->layers[i].param[j].count;
+    const double L = m.link_alpha + V * m.link_beta, S = m.node.alpha + V * m.node.beta, A = V * m.node.gamma;
+    static const struct {
+        const char *model;
+        int N;
+    } cases[] = {{"sync", 4}, {"gossip:ring", 4}, {"gossip:exp", 8}, {"gossip:one-peer-exp", 8},
+                 {"gossip:complete", 4}, {"local-sgd:4", 4}, {"easgd:2", 8}, {"gossip:ring", 2}};
+    const double piece4 = V / 4, piece8 = V / 8;
+    const double ring4 = 3 * (2 * m.link_alpha + 2 * piece4 * m.link_beta + piece4 * m.node.gamma);
+    const double ring8 = 7 * (2 * m.link_alpha + 2 * piece8 * m.link_beta + piece8 * m.node.gamma);
+    const double want[] = {
+        -1,                  /* sync: the layout's own prediction, below */
+        S + L + 2 * A,       /* ring of 4: i+1 and i-1, one on i's node, one not */
+        3 * L + 3 * A,       /* exp of 8: the odd ranks' neighbours 1, 2, 4 are all on other nodes */
+        L + A,               /* one peer at 1, 2, 4 in turn, each step some rank's peer across */
+        S + 2 * L + 3 * A,   /* complete on 4: one neighbour on the node, two across */
+        ring4 / 4,           /* local SGD: a ring allreduce across nodes every 4 steps */
+        ring8 / 2,           /* EASGD: every 2 steps */
+        S + A};              /* ring of 2: one neighbour, on the node */
+    const double sent[] = {2.0 * 3 / 4 * V, 2 * V, 3 * V, V, 3 * V, 2.0 * 3 / 4 * V / 4, 2.0 * 7 / 8 * V / 2, V};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        struct dl_parallel_opts o;
+        dl_parallel_opts_defaults(&o);
+        assert_int_equal(dl_consistency_parse(cases[k].model, &o, NULL), DL_OK);
+        struct dl_consistency_cost c;
+        struct dl_error err = {0};
+        int rc = dl_plan_consistency(g, &t, &m, &o, cases[k].N, 16, &c, &err);
+        if (rc)
+            print_message("# %s\n", err.msg);
+        assert_int_equal(rc, DL_OK);
+        struct dl_tp_view v;
+        assert_int_equal(dl_tp_view_make(g, 1, cases[k].N, &m, &v, NULL), DL_OK);
+        struct dl_plan_layout l = {.dims = {cases[k].N, 1, 1}, .chunks = 1, .schedule = DL_SCHED_1F1B,
+                                   .first = {0, g->n}};
+        struct dl_layout_prediction p;
+        assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+        dl_tp_view_free(&v);
+        double w = want[k] < 0 ? p.dp_exposed_s : want[k];
+        print_message("# %-20s N=%d exchange %.9g want %.9g\n", cases[k].model, cases[k].N, c.exchange_s, w);
+        assert_true(fabs(c.exchange_s - w) <= 1e-12 * w);
+        assert_true(c.compute_s == p.makespan_s && c.step_s == c.compute_s + c.exchange_s);
+        assert_true(fabs(c.bytes_sent - sent[k]) <= 1e-9 * sent[k] + 8);
+    }
+    /* parameter servers are not modelled; gossip needs 2 ranks; dp=N a sample each */
+    static const char *const refused[] = {"ssp:1", "async", "easgd-async:2", "gossip:ring"};
+    for (int k = 0; k < 4; k++) {
+        struct dl_parallel_opts o;
+        dl_parallel_opts_defaults(&o);
+        assert_int_equal(dl_consistency_parse(refused[k], &o, NULL), DL_OK);
+        struct dl_consistency_cost c;
+        assert_int_equal(dl_plan_consistency(g, &t, &m, &o, k == 3 ? 1 : 4, 16, &c, NULL), DL_ERR_SPEC);
+    }
+    struct dl_parallel_opts o;
+    dl_parallel_opts_defaults(&o);
+    struct dl_consistency_cost c;
+    assert_int_equal(dl_plan_consistency(g, &t, &m, &o, 32, 16, &c, NULL), DL_ERR_SPEC);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +479,7 @@ int main(void)
         cmocka_unit_test(memory_equals_executors),
         cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),
+        cmocka_unit_test(consistency_costs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

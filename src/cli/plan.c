@@ -105,9 +105,10 @@ static int parse_models(const char *text, struct plan_command *c, struct dl_erro
     }
     for (int k = 0; k < c->n_models; k++) {
         dl_parallel_opts_defaults(&c->models[k]);
-        int rc = dl_consistency_parse(c->model_names[k], &c->models[k], err);
+        struct dl_error inner = {0};
+        int rc = dl_consistency_parse(c->model_names[k], &c->models[k], &inner);
         if (rc)
-            return rc;
+            return dl_errorf(err, rc, "--compare-consistency %s: %s", c->model_names[k], inner.msg);
     }
     if (!c->n_models)
         return dl_errorf(err, DL_ERR_SPEC, "--compare-consistency: expected MODEL[,MODEL...], found '%s'", text);
