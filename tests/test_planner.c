@@ -6,7 +6,8 @@
  * its formula where the formula is exact (one rank: the layer times;
  * data parallelism: a rank's share plus the allreduce of every gradient,
  * or with small buckets the timeline of buckets overlapping backward,
- * worked out by hand);
+ * worked out by hand; zb-h1: the simulator on stage costs summed by
+ * hand, backward split into input and weight gradients);
  * the memory of a rank equals what dl_pipeline_init's executors plan and
  * hold (their arenas, weights, gradients, momentum and state); --link
  * parses and refuses bad values; the consistency models' exchanges equal
@@ -159,9 +160,9 @@ static void search_ranks_every_layout(void **state)
                 if (dl_tp_view_make(g, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
                     continue;
                 for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local; M *= 2)
-                    for (int k = 0; k < (P > 1 ? 2 : 1); k++) {
-                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M,
-                                                   .schedule = k ? DL_SCHED_GPIPE : DL_SCHED_1F1B};
+                    for (int k = 0; k < (P > 1 ? 3 : 1); k++) {
+                        static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1};
+                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k]};
                         dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
                         for (int i = 0; i < g->n; i++)
                             mem[i] = 12.0 * (double)v.params[i] +
@@ -274,7 +275,8 @@ static void memory_equals_executors(void **state)
         int cut; /* first layer of stage 1 */
     } cases[] = {{1, 1, 1, 1, DL_SCHED_1F1B, 0}, {2, 1, 1, 1, DL_SCHED_1F1B, 0}, {1, 1, 2, 4, DL_SCHED_1F1B, 3},
                  {1, 1, 2, 4, DL_SCHED_GPIPE, 6}, {2, 1, 2, 2, DL_SCHED_1F1B, 2}, {1, 2, 1, 1, DL_SCHED_1F1B, 0},
-                 {1, 2, 2, 4, DL_SCHED_GPIPE, 5}};
+                 {1, 2, 2, 4, DL_SCHED_GPIPE, 5}, {1, 1, 2, 4, DL_SCHED_ZB_H1, 3}, {2, 1, 2, 2, DL_SCHED_ZB_H1, 6},
+                 {1, 2, 2, 4, DL_SCHED_ZB_H1, 5}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         struct dl_plan_layout l = {.dims = {cases[k].dp, cases[k].tp, cases[k].pp}, .chunks = cases[k].chunks,
                                    .schedule = cases[k].kind};
@@ -470,6 +472,54 @@ static void consistency_costs(void **state)
     dl_net_free(&net);
 }
 
+/* zb-h1 on 2 stages (conv1..pool2 | fc1..loss), 4 chunks: the simulator
+ * run by hand on stage costs summed from the layer times, each stage's
+ * backward split into its input-gradient pass (with the gradient's send on
+ * stage 1) and its weight-gradient pass (FLOP times: half the backward of
+ * a layer with weights). */
+static void zb_h1_step_by_hand(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 1e9);
+    struct dl_machine m;
+    machine(&m, 2);
+    double f[2] = {0}, bi[2] = {0}, bw[2] = {0};
+    const int cut = 6;
+    const double b = 16.0 / 4;
+    for (int i = 0; i < g->n; i++) {
+        int s = i >= cut;
+        int weights = g->layers[i].n_params > 0;
+        assert_true(t.wgt[i] == (weights ? t.bwd[i] / 2 : 0));
+        f[s] += t.fwd[i] * b;
+        bi[s] += (t.bwd[i] - t.wgt[i]) * b;
+        bw[s] += t.wgt[i] * b;
+    }
+    double x = 4.0 * 8 * 3 * 3 * b, alpha = m.node.alpha, copy = x * m.node.beta; /* pool2's output */
+    f[0] += copy;
+    bi[1] += copy;
+    struct dl_schedule sched;
+    assert_int_equal(dl_schedule_make(DL_SCHED_ZB_H1, 2, 4, 1, &sched, NULL), DL_OK);
+    struct dl_sched_costs costs = {.fwd = f, .bwd_in = bi, .bwd_w = bw, .send_latency = alpha};
+    double makespan, idle;
+    assert_int_equal(dl_schedule_simulate(&sched, &costs, &makespan, NULL, &idle, NULL), DL_OK);
+    dl_schedule_free(&sched);
+    struct dl_tp_view v;
+    assert_int_equal(dl_tp_view_make(g, 1, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout l = {.dims = {1, 1, 2}, .chunks = 4, .schedule = DL_SCHED_ZB_H1, .first = {0, cut, g->n}};
+    struct dl_layout_prediction p;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+    print_message("# zb-h1 makespan %.9g by hand %.9g, bubble %.4f %.4f\n", p.makespan_s, makespan, p.bubble, idle);
+    assert_true(fabs(p.makespan_s - makespan) <= 1e-12 * makespan && p.step_s == p.makespan_s);
+    assert_true(fabs(p.bubble - idle) <= 1e-12);
+    dl_tp_view_free(&v);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -480,6 +530,7 @@ int main(void)
         cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),
         cmocka_unit_test(consistency_costs),
+        cmocka_unit_test(zb_h1_step_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

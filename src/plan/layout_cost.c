@@ -17,8 +17,9 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
     t->n = n;
     t->fwd = dl_calloc((size_t)n, sizeof *t->fwd, err);
     t->bwd = dl_calloc((size_t)n, sizeof *t->bwd, err);
+    t->wgt = dl_calloc((size_t)n, sizeof *t->wgt, err);
     t->source = dl_calloc((size_t)n, sizeof *t->source, err);
-    if (t->fwd && t->bwd && t->source)
+    if (t->fwd && t->bwd && t->wgt && t->source)
         return DL_OK;
     dl_layer_times_free(t);
     return DL_ERR_NOMEM;
@@ -26,7 +27,7 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
 
 void dl_layer_times_free(struct dl_layer_times *t)
 {
-    free(t->fwd), free(t->bwd), free(t->source);
+    free(t->fwd), free(t->bwd), free(t->wgt), free(t->source);
     memset(t, 0, sizeof *t);
 }
 
@@ -230,15 +231,20 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     double b = (double)dl_layout_local_batch(batch, D) / M;
     double *fwd = dl_calloc((size_t)P, sizeof *fwd, err), *bwd = dl_calloc((size_t)P, sizeof *bwd, err);
     double *tp = dl_calloc((size_t)P, sizeof *tp, err), *busy = dl_calloc((size_t)P, sizeof *busy, err);
-    int rc = fwd && bwd && tp && busy ? DL_OK : DL_ERR_NOMEM;
+    double *wgt = dl_calloc((size_t)P, sizeof *wgt, err);
+    int rc = fwd && bwd && tp && busy && wgt ? DL_OK : DL_ERR_NOMEM;
+    const int split = l->schedule == DL_SCHED_ZB_H1;
     double send = 0;
     for (int s = 0; !rc && s < P; s++) {
         for (int i = l->first[s]; i < l->first[s + 1]; i++) {
             fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
             bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
+            if (split) /* the weight gradients leave the input-gradient pass */
+                wgt[s] += t->wgt[i] * v->share[i] * b;
         }
-        if (fwd[s] + bwd[s] > out->stage_max_s)
-            out->stage_max_s = fwd[s] + bwd[s];
+        bwd[s] -= wgt[s];
+        if (fwd[s] + bwd[s] + wgt[s] > out->stage_max_s)
+            out->stage_max_s = fwd[s] + bwd[s] + wgt[s];
         tp[s] *= M;
     }
     /* The cut before stage s: its messages go between ranks T*D apart.  A
@@ -261,7 +267,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     if (!rc)
         rc = dl_schedule_make(l->schedule, P, M, 1, &sched, err);
     if (!rc) {
-        struct dl_sched_costs costs = {.fwd = fwd, .bwd_in = bwd, .bwd_w = NULL, .send_latency = send};
+        struct dl_sched_costs costs = {.fwd = fwd, .bwd_in = bwd, .bwd_w = wgt, .send_latency = send};
         rc = dl_schedule_simulate(&sched, &costs, &makespan, busy, &idle, err);
     }
     /* Each pipeline rank's data-parallel group: ranks t + T*(d + D*p);
@@ -304,6 +310,6 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         out->comm_share = out->step_s > 0 ? (tp_max + exposed) / out->step_s : 0;
     }
     dl_schedule_free(&sched);
-    free(fwd), free(bwd), free(tp), free(busy);
+    free(fwd), free(bwd), free(tp), free(busy), free(wgt);
     return rc;
 }

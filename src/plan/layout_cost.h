@@ -12,9 +12,12 @@
  * link's latency after its send, plus the data-parallel
  * allreduce of each pipeline rank's gradients: in buckets overlapping the
  * backward pass with one chunk (as parallel/grad_sync.c runs it), after
- * the pipeline's flush with several.  Memory
+ * the pipeline's flush with several.  Under zb-h1 each stage's backward
+ * is its input-gradient pass (with the collectives and sends) and the
+ * deferred weight-gradient pass (the layers' wgt times).  Memory
  * per rank is the executor's memory planner's arena for the layers the
- * rank holds (plan/plan.h via dl_exec_plan), times the chunks the schedule
+ * rank holds (plan/plan.h via dl_exec_plan; planned for backward in two
+ * passes under zb-h1, as the executor is), times the chunks the schedule
  * keeps in flight, plus weights, gradients and one optimizer slot. */
 #ifndef DL_PLAN_LAYOUT_COST_H
 #define DL_PLAN_LAYOUT_COST_H
@@ -31,10 +34,11 @@
 enum dl_time_source { DL_TIME_FLOPS, DL_TIME_DB, DL_TIME_MEASURED };
 extern const char *const dl_time_source_names[]; /* "flops", "db", "measured" */
 
-/* Seconds per sample of each whole layer's forward and backward. */
+/* Seconds per sample of each whole layer's forward and backward; wgt is
+ * the part of bwd that computes the weight gradients (what zb-h1 defers). */
 struct dl_layer_times {
     int n;
-    double *fwd, *bwd;
+    double *fwd, *bwd, *wgt;
     enum dl_time_source *source;
 };
 int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err);
@@ -71,7 +75,7 @@ void dl_tp_view_free(struct dl_tp_view *v);
  * first[pp] = n (the loss with the last stage). */
 struct dl_plan_layout {
     struct dl_grid_dims dims;
-    enum dl_pipe_schedule schedule; /* gpipe or 1f1b (1f1b when pp = 1) */
+    enum dl_pipe_schedule schedule; /* gpipe, 1f1b or zb-h1 (1f1b when pp = 1) */
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     int first[DL_SCHED_MAX_STAGES + 1];

@@ -38,7 +38,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
     o.tuner = (struct dl_exec_tuner){0};
     o.shard = &s;
     o.stage = 0;
-    o.split_backward = 0;
+    o.split_backward = l->schedule == DL_SCHED_ZB_H1; /* as dl_pipeline_init plans it */
     /* Planning sends nothing; the executor only checks the groups' sizes
      * (their position: the shard's), so stand-ins without operations do. */
     struct dl_comm tensor = {.size = l->dims.tp, .rank = 0}, pipeline = {.size = l->dims.pp, .rank = p};

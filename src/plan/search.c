@@ -119,7 +119,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
         snprintf(c->why, sizeof c->why, "%s", why);
         return DL_OK;
     }
-    static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE};
+    static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1};
     for (int f = 1; f <= (P > 1 ? 8 : 1); f *= 2) {
         int M = P > 1 ? f * P : 1;
         if (M > local || M > DL_SCHED_MAX_CHUNKS)
@@ -131,7 +131,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
         int rc = arena && params && slots ? cut(g, v, req, (double)local / M, &l, cost, mem, err) : DL_ERR_NOMEM;
         if (!rc && !req->skip_memory)
             rc = dl_layout_arenas(g, &l, req->batch, req->eo, arena, params, err);
-        for (int k = 0; !rc && k < (P > 1 ? 2 : 1); k++) {
+        for (int k = 0; !rc && k < (P > 1 ? 3 : 1); k++) {
             struct dl_plan_candidate *c = push(r, cap, err);
             if (!c) {
                 rc = DL_ERR_NOMEM;
@@ -139,7 +139,10 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
             }
             c->layout = l;
             c->layout.schedule = kinds[k];
-            rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
+            if (kinds[k] == DL_SCHED_ZB_H1 && !req->skip_memory) /* backward in two passes: planned apart */
+                rc = dl_layout_arenas(g, &c->layout, req->batch, req->eo, arena, params, err);
+            if (!rc)
+                rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
         }
         free(arena), free(params), free(slots);
         if (rc)

@@ -1,13 +1,13 @@
 /* search.h: the planner's search (doc/planner.md): every layout of a
  * network on N ranks, predicted and ranked.  Over every factorisation
  * dp x tp x pp = N, the chunk counts pp, 2pp, 4pp and 8pp (1 without a
- * pipeline) that leave each chunk a sample, and the gpipe and 1f1b
- * schedules, with stage cuts by plan/cuts.h on the per-layer costs of one
+ * pipeline) that leave each chunk a sample, and the gpipe, 1f1b and
+ * zb-h1 schedules, with stage cuts by plan/cuts.h on the per-layer costs of one
  * chunk (loss with the layer before it), each layout's step time and
  * memory come from plan/layout_cost.h and layout_memory.h; a layout whose
  * memory exceeds the limit is infeasible.  Feasible layouts rank by
  * predicted step time, then memory, then enumeration order (pp, then tp,
- * ascending; chunks ascending; 1f1b before gpipe), so the result is the
+ * ascending; chunks ascending; 1f1b, gpipe, zb-h1), so the result is the
  * same for the same inputs. */
 #ifndef DL_PLAN_SEARCH_H
 #define DL_PLAN_SEARCH_H
