@@ -23,33 +23,18 @@ void dl_pipeline_free(struct dl_pipeline *pl)
     memset(pl, 0, sizeof *pl);
 }
 
-/* 1 when action op ends a chunk's time on its stage (its slot is free after it). */
-static int retires(enum dl_sched_op op)
-{
-    return op == DL_SCHED_BACKWARD || op == DL_SCHED_BACKWARD_WEIGHT;
-}
-
 /* first_slot[V + 1] from the most chunks rank p's list holds at once on
  * each of its stages. */
 static int count_slots(const struct dl_schedule *s, int p, int V, int *first_slot, struct dl_error *err)
 {
-    int *now = dl_calloc((size_t)V, sizeof *now, err), *most = dl_calloc((size_t)V, sizeof *most, err);
-    if (!now || !most) {
-        free(now), free(most);
+    int *most = dl_calloc((size_t)V, sizeof *most, err);
+    if (!most)
         return DL_ERR_NOMEM;
-    }
-    for (int i = 0; i < s->n[p]; i++) {
-        const struct dl_sched_action *a = &s->a[p][i];
-        int v = a->stage / s->P;
-        if (a->op == DL_SCHED_FORWARD && ++now[v] > most[v])
-            most[v] = now[v];
-        else if (retires(a->op))
-            now[v]--;
-    }
+    dl_schedule_stage_slots(s, p, most);
     first_slot[0] = 0;
     for (int v = 0; v < V; v++)
         first_slot[v + 1] = first_slot[v] + most[v];
-    free(now), free(most);
+    free(most);
     return DL_OK;
 }
 
@@ -187,7 +172,7 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
     }
     if (dl_trace_on(e->trace))
         trace_pass(e, a, t0);
-    if (retires(a->op))
+    if (dl_sched_op_retires(a->op))
         pl->slot_chunk[i] = -1;
     return failed(e, err);
 }
