@@ -38,7 +38,7 @@ ok = p["ranks"] == 4 and grids == want and ranked and all(l["dp"] * l["tp"] * l[
 ok = ok and L[:len(ranked)] == ranked
 ok = ok and all(a["step_s"] <= b["step_s"] for a, b in zip(ranked, ranked[1:]))
 ok = ok and all(abs(l["samples_per_s"] * l["step_s"] - p["batch"]) < 1e-6 * p["batch"] for l in ranked)
-ok = ok and all(len(l["cuts"]) == l["pp"] - 1 for l in ranked)
+ok = ok and all(len(l["cuts"]) == l["pp"] * l["V"] - 1 for l in ranked)
 if not ok:
     print("# bad plan:", json.dumps(p)[:2000])
 sys.exit(0 if ok else 1)

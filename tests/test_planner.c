@@ -6,10 +6,13 @@
  * its formula where the formula is exact (one rank: the layer times;
  * data parallelism: a rank's share plus the allreduce of every gradient,
  * or with small buckets the timeline of buckets overlapping backward,
- * worked out by hand; zb-h1: the simulator on stage costs summed by
- * hand, backward split into input and weight gradients);
+ * worked out by hand; zb-h1 and interleaved:2: the simulator on stage
+ * costs summed by hand, zb-h1's backward split into input and weight
+ * gradients, interleaved's cuts on the link in both directions);
  * the memory of a rank equals what dl_pipeline_init's executors plan and
- * hold (their arenas, weights, gradients, momentum and state); --link
+ * hold for every schedule (zb-h1's planned for backward in two passes,
+ * interleaved's one executor per chunk in flight on each stage: their
+ * arenas, weights, gradients, momentum and state); --link
  * parses and refuses bad values; the consistency models' exchanges equal
  * their formulas worked out by hand per rank (gossip's neighbours on or
  * off the node, local SGD's and EASGD's allreduce over the link). */
@@ -160,17 +163,22 @@ static void search_ranks_every_layout(void **state)
                 if (dl_tp_view_make(g, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
                     continue;
                 for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local; M *= 2)
-                    for (int k = 0; k < (P > 1 ? 3 : 1); k++) {
-                        static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1};
-                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k]};
+                    for (int k = 0; k < (P > 1 ? 5 : 1); k++) {
+                        static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1,
+                                                                      DL_SCHED_INTERLEAVED, DL_SCHED_INTERLEAVED};
+                        static const int Vs[] = {1, 1, 1, 2, 4};
+                        if (P * Vs[k] > g->n - 1)
+                            continue;
+                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k]};
                         dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
                         for (int i = 0; i < g->n; i++)
                             mem[i] = 12.0 * (double)v.params[i] +
                                      4.0 * (double)dl_shape_count(g->layers[i].out_shape) * local / M * v.share[i];
                         cost[g->n - 2] += cost[g->n - 1];
                         mem[g->n - 2] += mem[g->n - 1];
-                        assert_int_equal(dl_cuts_balance(cost, mem, g->n - 1, P, l.first, NULL, NULL, NULL), DL_OK);
-                        l.first[P] = g->n;
+                        assert_int_equal(dl_cuts_balance(cost, mem, g->n - 1, P * Vs[k], l.first, NULL, NULL, NULL),
+                                         DL_OK);
+                        l.first[P * Vs[k]] = g->n;
                         struct dl_layout_prediction p;
                         assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
                         best = fmin(best, p.step_s);
@@ -272,18 +280,23 @@ static void memory_equals_executors(void **state)
     static const struct {
         int dp, tp, pp, chunks;
         enum dl_pipe_schedule kind;
-        int cut; /* first layer of stage 1 */
-    } cases[] = {{1, 1, 1, 1, DL_SCHED_1F1B, 0}, {2, 1, 1, 1, DL_SCHED_1F1B, 0}, {1, 1, 2, 4, DL_SCHED_1F1B, 3},
-                 {1, 1, 2, 4, DL_SCHED_GPIPE, 6}, {2, 1, 2, 2, DL_SCHED_1F1B, 2}, {1, 2, 1, 1, DL_SCHED_1F1B, 0},
-                 {1, 2, 2, 4, DL_SCHED_GPIPE, 5}, {1, 1, 2, 4, DL_SCHED_ZB_H1, 3}, {2, 1, 2, 2, DL_SCHED_ZB_H1, 6},
-                 {1, 2, 2, 4, DL_SCHED_ZB_H1, 5}};
+        int V;
+        int cut[3]; /* first layers of stages 1.. */
+    } cases[] = {{1, 1, 1, 1, DL_SCHED_1F1B, 1, {0}}, {2, 1, 1, 1, DL_SCHED_1F1B, 1, {0}},
+                 {1, 1, 2, 4, DL_SCHED_1F1B, 1, {3}}, {1, 1, 2, 4, DL_SCHED_GPIPE, 1, {6}},
+                 {2, 1, 2, 2, DL_SCHED_1F1B, 1, {2}}, {1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}},
+                 {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {5}}, {1, 1, 2, 4, DL_SCHED_ZB_H1, 1, {3}},
+                 {2, 1, 2, 2, DL_SCHED_ZB_H1, 1, {6}}, {1, 2, 2, 4, DL_SCHED_ZB_H1, 1, {5}},
+                 {1, 1, 2, 4, DL_SCHED_INTERLEAVED, 2, {2, 5, 7}}, {2, 1, 2, 2, DL_SCHED_INTERLEAVED, 2, {3, 6, 8}},
+                 {1, 2, 2, 8, DL_SCHED_INTERLEAVED, 2, {1, 4, 6}}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         struct dl_plan_layout l = {.dims = {cases[k].dp, cases[k].tp, cases[k].pp}, .chunks = cases[k].chunks,
-                                   .schedule = cases[k].kind};
+                                   .schedule = cases[k].kind, .V = cases[k].V};
+        const int S = cases[k].pp * cases[k].V;
         l.first[0] = 0;
-        if (l.dims.pp == 2)
-            l.first[1] = cases[k].cut;
-        l.first[l.dims.pp] = g->n;
+        for (int s = 1; s < S; s++)
+            l.first[s] = cases[k].cut[s - 1];
+        l.first[S] = g->n;
         const int batch = 16;
         size_t most, per_rank[2];
         struct dl_error err = {0};
@@ -297,13 +310,13 @@ static void memory_equals_executors(void **state)
         for (int p = 0; p < l.dims.pp; p++) {
             struct dl_shard s;
             int rank = dl_grid_rank(&l.dims, (struct dl_grid_pos){0, 0, p});
-            assert_int_equal(dl_shard_make(&staged, &l.dims, 1, rank, NULL, &s, NULL), DL_OK);
+            assert_int_equal(dl_shard_make(&staged, &l.dims, cases[k].V, rank, NULL, &s, NULL), DL_OK);
             struct dl_comm tensor = {.size = l.dims.tp}, pipeline = {.size = l.dims.pp, .rank = p};
             struct dl_exec_options o = {.shard = &s, .tensor_comm = l.dims.tp > 1 ? &tensor : NULL,
                                         .pipeline_comm = l.dims.pp > 1 ? &pipeline : NULL};
             struct dl_pipeline pl;
             int local = (batch + l.dims.dp - 1) / l.dims.dp;
-            rc = dl_pipeline_init(&pl, &staged, &o, local, l.chunks, l.schedule, 1, 1, &err);
+            rc = dl_pipeline_init(&pl, &staged, &o, local, l.chunks, l.schedule, cases[k].V, 1, &err);
             if (rc)
                 print_message("# %s\n", err.msg);
             assert_int_equal(rc, DL_OK);
@@ -472,12 +485,17 @@ static void consistency_costs(void **state)
     dl_net_free(&net);
 }
 
-/* zb-h1 on 2 stages (conv1..pool2 | fc1..loss), 4 chunks: the simulator
- * run by hand on stage costs summed from the layer times, each stage's
- * backward split into its input-gradient pass (with the gradient's send on
- * stage 1) and its weight-gradient pass (FLOP times: half the backward of
- * a layer with weights). */
-static void zb_h1_step_by_hand(void **state)
+/* Pipeline steps by hand: the simulator run on stage costs summed from the
+ * layer times of 4 chunks of 4 samples, each stage's backward split into
+ * its input-gradient pass and its weight-gradient pass under zb-h1 (FLOP
+ * times: half the backward of a layer with weights), every cut's message
+ * occupying its sender (forward: the activation; backward: its gradient)
+ * on the link between the two stages' ranks: zb-h1 on 2 stages
+ * (conv1..pool2 | fc1..loss) within a node; interleaved:2 on 2 ranks, one
+ * per node, with 4 stages (conv1 relu1 | pool1..relu2 | pool2 fc1 | relu3..
+ * loss), so every cut, the one from rank 1 back to rank 0 too, crosses
+ * the link. */
+static void pipeline_step_by_hand(void **state)
 {
     (void)state;
     struct dl_net net;
@@ -485,37 +503,49 @@ static void zb_h1_step_by_hand(void **state)
     const struct dl_graph *g = &net.graph;
     struct dl_layer_times t;
     flop_times(g, &t, 1e9);
-    struct dl_machine m;
-    machine(&m, 2);
-    double f[2] = {0}, bi[2] = {0}, bw[2] = {0};
-    const int cut = 6;
-    const double b = 16.0 / 4;
-    for (int i = 0; i < g->n; i++) {
-        int s = i >= cut;
-        int weights = g->layers[i].n_params > 0;
-        assert_true(t.wgt[i] == (weights ? t.bwd[i] / 2 : 0));
-        f[s] += t.fwd[i] * b;
-        bi[s] += (t.bwd[i] - t.wgt[i]) * b;
-        bw[s] += t.wgt[i] * b;
+    static const struct {
+        enum dl_pipe_schedule kind;
+        int V, per_node, first[5];
+    } cases[] = {{DL_SCHED_ZB_H1, 1, 2, {0, 6, 10}}, {DL_SCHED_INTERLEAVED, 2, 1, {0, 2, 5, 7, 10}}};
+    for (int k = 0; k < 2; k++) {
+        struct dl_machine m;
+        machine(&m, cases[k].per_node);
+        const int S = 2 * cases[k].V, split = cases[k].kind == DL_SCHED_ZB_H1;
+        const double b = 16.0 / 4;
+        double f[4] = {0}, bi[4] = {0}, bw[4] = {0};
+        for (int s = 0; s < S; s++)
+            for (int i = cases[k].first[s]; i < cases[k].first[s + 1]; i++) {
+                int weights = g->layers[i].n_params > 0;
+                assert_true(t.wgt[i] == (weights ? t.bwd[i] / 2 : 0));
+                f[s] += t.fwd[i] * b;
+                bi[s] += (t.bwd[i] - (split ? t.wgt[i] : 0)) * b;
+                bw[s] += split ? t.wgt[i] * b : 0;
+            }
+        double alpha = cases[k].per_node == 1 ? m.link_alpha : m.node.alpha;
+        double beta = cases[k].per_node == 1 ? m.link_beta : m.node.beta;
+        for (int s = 1; s < S; s++) { /* the layer before each cut feeds only the next (a chain) */
+            double x = 4.0 * (double)dl_shape_count(g->layers[cases[k].first[s] - 1].out_shape) * b;
+            f[s - 1] += x * beta;
+            bi[s] += x * beta;
+        }
+        struct dl_schedule sched;
+        assert_int_equal(dl_schedule_make(cases[k].kind, 2, 4, cases[k].V, &sched, NULL), DL_OK);
+        struct dl_sched_costs costs = {.fwd = f, .bwd_in = bi, .bwd_w = bw, .send_latency = alpha};
+        double makespan, idle;
+        assert_int_equal(dl_schedule_simulate(&sched, &costs, &makespan, NULL, &idle, NULL), DL_OK);
+        dl_schedule_free(&sched);
+        struct dl_tp_view v;
+        assert_int_equal(dl_tp_view_make(g, 1, 2, &m, &v, NULL), DL_OK);
+        struct dl_plan_layout l = {.dims = {1, 1, 2}, .chunks = 4, .schedule = cases[k].kind, .V = cases[k].V};
+        memcpy(l.first, cases[k].first, sizeof cases[k].first);
+        struct dl_layout_prediction p;
+        assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+        print_message("# %s: makespan %.9g by hand %.9g, bubble %.4f %.4f\n", dl_schedule_kind_name(cases[k].kind),
+                      p.makespan_s, makespan, p.bubble, idle);
+        assert_true(fabs(p.makespan_s - makespan) <= 1e-12 * makespan && p.step_s == p.makespan_s);
+        assert_true(fabs(p.bubble - idle) <= 1e-12);
+        dl_tp_view_free(&v);
     }
-    double x = 4.0 * 8 * 3 * 3 * b, alpha = m.node.alpha, copy = x * m.node.beta; /* pool2's output */
-    f[0] += copy;
-    bi[1] += copy;
-    struct dl_schedule sched;
-    assert_int_equal(dl_schedule_make(DL_SCHED_ZB_H1, 2, 4, 1, &sched, NULL), DL_OK);
-    struct dl_sched_costs costs = {.fwd = f, .bwd_in = bi, .bwd_w = bw, .send_latency = alpha};
-    double makespan, idle;
-    assert_int_equal(dl_schedule_simulate(&sched, &costs, &makespan, NULL, &idle, NULL), DL_OK);
-    dl_schedule_free(&sched);
-    struct dl_tp_view v;
-    assert_int_equal(dl_tp_view_make(g, 1, 2, &m, &v, NULL), DL_OK);
-    struct dl_plan_layout l = {.dims = {1, 1, 2}, .chunks = 4, .schedule = DL_SCHED_ZB_H1, .first = {0, cut, g->n}};
-    struct dl_layout_prediction p;
-    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
-    print_message("# zb-h1 makespan %.9g by hand %.9g, bubble %.4f %.4f\n", p.makespan_s, makespan, p.bubble, idle);
-    assert_true(fabs(p.makespan_s - makespan) <= 1e-12 * makespan && p.step_s == p.makespan_s);
-    assert_true(fabs(p.bubble - idle) <= 1e-12);
-    dl_tp_view_free(&v);
     dl_layer_times_free(&t);
     dl_net_free(&net);
 }
@@ -530,7 +560,7 @@ int main(void)
         cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),
         cmocka_unit_test(consistency_costs),
-        cmocka_unit_test(zb_h1_step_by_hand),
+        cmocka_unit_test(pipeline_step_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,7 +139,7 @@ static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, c
         snprintf(buf, n, "-");
         return;
     }
-    for (int s = 1; s < l->dims.pp && len < n; s++) {
+    for (int s = 1; s < dl_layout_stages(l) && len < n; s++) {
         int w = snprintf(buf + len, n - len, "%s%s", s > 1 ? "|" : "", g->layers[l->first[s]].name);
         len += w > 0 ? (size_t)w : 0;
     }
@@ -209,11 +209,13 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
                     break;
         }
         const struct dl_plan_candidate *c = &r->c[i];
-        printf("%s\n  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"schedule\": \"%s\", \"chunks\": %d, \"feasible\": %s",
+        char sched[32];
+        printf("%s\n  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"schedule\": \"%s\", \"V\": %d, \"chunks\": %d, \"feasible\": %s",
                k ? "," : "", c->layout.dims.dp, c->layout.dims.tp, c->layout.dims.pp,
-               dl_schedule_kind_name(c->layout.schedule), c->layout.chunks, c->feasible ? "true" : "false");
+               dl_layout_schedule_str(&c->layout, sched, sizeof sched), dl_layout_V(&c->layout), c->layout.chunks,
+               c->feasible ? "true" : "false");
         printf(", \"cuts\": [");
-        for (int s = 1; s < c->layout.dims.pp && (c->feasible || c->over_memory); s++) {
+        for (int s = 1; s < dl_layout_stages(&c->layout) && (c->feasible || c->over_memory); s++) {
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
         }

@@ -14,8 +14,8 @@
 #include "core/clock.h"
 #include "plan/search.h"
 
-/* A layout as integers: dp, tp, pp, chunks, schedule, cuts. */
-enum { HEAD = 5, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
+/* A layout as integers: dp, tp, pp, chunks, schedule, V, cuts (pp x V stages). */
+enum { HEAD = 6, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
 #define TRIAL_STEPS 4 /* the first warms up */
 
 struct plan_words {
@@ -27,18 +27,19 @@ struct plan_words {
 static void words_of(const struct dl_plan_layout *l, int *w)
 {
     w[0] = l->dims.dp, w[1] = l->dims.tp, w[2] = l->dims.pp, w[3] = l->chunks, w[4] = (int)l->schedule;
-    for (int s = 0; s <= l->dims.pp; s++)
+    w[5] = dl_layout_V(l);
+    for (int s = 0; s <= dl_layout_stages(l); s++)
         w[HEAD + s] = l->first[s];
 }
 
 /* "--grid ... --pipeline-chunks M --pipeline-schedule S[, stages begin at A|B]" */
 static void describe(const struct dl_graph *g, const int *w, char *buf, size_t size)
 {
-    struct dl_grid_dims d = {w[0], w[1], w[2]};
-    char grid[64];
+    struct dl_plan_layout l = {.dims = {w[0], w[1], w[2]}, .schedule = (enum dl_pipe_schedule)w[4], .V = w[5]};
+    char grid[64], sched[32];
     int len = snprintf(buf, size, "--grid %s --pipeline-chunks %d --pipeline-schedule %s",
-                       dl_grid_str(&d, grid, sizeof grid), w[3], dl_schedule_kind_name((enum dl_pipe_schedule)w[4]));
-    for (int s = 1; s < w[2] && len > 0 && (size_t)len < size; s++)
+                       dl_grid_str(&l.dims, grid, sizeof grid), w[3], dl_layout_schedule_str(&l, sched, sizeof sched));
+    for (int s = 1; s < w[2] * w[5] && len > 0 && (size_t)len < size; s++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", s > 1 ? "|" : ", stages begin at ",
                         g->layers[w[HEAD + s]].name);
 }
@@ -92,11 +93,11 @@ static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
     train->grid = (struct dl_grid_dims){w[0], w[1], w[2]};
     train->pipeline_chunks = w[3];
     train->pipeline_schedule = (enum dl_pipe_schedule)w[4];
-    train->pipeline_virtual = 1;
+    train->pipeline_virtual = w[5];
     struct dl_graph *g = &net->graph;
     for (int i = 0; i < g->n; i++)
         g->layers[i].stage = -1;
-    for (int s = 0; w[2] > 1 && s < w[2]; s++)
+    for (int s = 0; w[2] > 1 && s < w[2] * w[5]; s++)
         for (int i = w[HEAD + s]; i < w[HEAD + s + 1]; i++)
             g->layers[i].stage = s;
 }

@@ -71,15 +71,28 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
                     struct dl_tp_view *v, struct dl_error *err);
 void dl_tp_view_free(struct dl_tp_view *v);
 
-/* A layout.  first[pp + 1]: stage s holds layers [first[s], first[s+1]),
- * first[pp] = n (the loss with the last stage). */
+/* A layout.  S = pp x V stages (V > 1: the interleaved schedule's virtual
+ * stages, stage s on pipeline rank s % pp); first[S + 1]: stage s holds
+ * layers [first[s], first[s+1]), first[S] = n (the loss with the last
+ * stage). */
 struct dl_plan_layout {
     struct dl_grid_dims dims;
-    enum dl_pipe_schedule schedule; /* gpipe, 1f1b or zb-h1 (1f1b when pp = 1) */
+    enum dl_pipe_schedule schedule; /* gpipe, 1f1b, zb-h1 or interleaved (1f1b when pp = 1) */
+    int V;                          /* stages per pipeline rank: interleaved's V; 0 or 1 otherwise */
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     int first[DL_SCHED_MAX_STAGES + 1];
 };
+
+/* V (at least 1) and S = pp x V of layout l. */
+static inline int dl_layout_V(const struct dl_plan_layout *l)
+{
+    return l->V > 1 ? l->V : 1;
+}
+static inline int dl_layout_stages(const struct dl_plan_layout *l)
+{
+    return l->dims.pp * dl_layout_V(l);
+}
 
 struct dl_layout_prediction {
     double step_s;         /* predicted seconds per training step */
