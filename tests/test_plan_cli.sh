@@ -128,14 +128,18 @@ auto() {
         --dump-weights "$T/$name-auto.bin" > "$T/$name-auto.txt" 2>&1 || { sed 's/^/#   /' "$T/$name-auto.txt" | head; return 1; }
     line=$(grep '^parallel auto: ' "$T/$name-auto.txt")
     echo "# $line" | cut -c1-160
-    opts=$(echo "$line" | sed -n 's/^parallel auto: \(--grid [^ ]* --pipeline-chunks [0-9]* --pipeline-schedule [a-z0-9-]*\).*/\1/p')
-    cuts=$(echo "$line" | sed -n 's/.*stages begin at \([^ ]*\) (predicted.*/\1/p')
+    opts=$(echo "$line" | sed -n 's/^parallel auto: \(--grid [^ ]* --pipeline-chunks [0-9]* --pipeline-schedule [a-z0-9:-]*\).*/\1/p')
+    cuts=$(echo "$line" | sed -n 's/.*stages begin at \([^ ,]*\)[, ].*/\1/p')
+    whole=$(echo "$line" | sed -n 's/.*kept whole (split: none): \([^ ]*\) (predicted.*/\1/p')
     [ -n "$opts" ] || return 1
     cp "$NET" "$T/$name.yaml"
     s=1
     for layer in $(echo "$cuts" | tr '|' ' '); do
         sed -i "s/{name: $layer, /{name: $layer, stage: $s, /" "$T/$name.yaml"
         s=$((s + 1))
+    done
+    for layer in $(echo "$whole" | tr ',' ' '); do
+        sed -i "s/{name: $layer, /{name: $layer, split: none, /" "$T/$name.yaml"
     done
     timeout 300 mpirun --oversubscribe -np "$n" $DLTRAIN --net "$T/$name.yaml" "$@" $opts --metrics "$T/$name-grid.jsonl" \
         --dump-weights "$T/$name-grid.bin" > "$T/$name-grid.txt" 2>&1 || { sed 's/^/#   /' "$T/$name-grid.txt" | head; return 1; }

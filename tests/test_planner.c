@@ -33,6 +33,7 @@
 #include "plan/consistency_cost.h"
 #include "plan/cuts.h"
 #include "plan/layout_memory.h"
+#include "plan/split_choice.h"
 #include "plan/search.h"
 #include "plan/stages.h"
 #include "spec/netfile.h"
@@ -52,6 +53,30 @@ static const char *const small_cnn =
     "  - {name: relu3, type: relu}\n"
     "  - {name: fc2, type: fc, units: 4, split: row}\n"
     "loss: softmax_cross_entropy\n";
+
+/* An MLP whose fc layers leave their splits to the planner: pairs (fc1,
+ * fc2) and (fc3, fc4). */
+static const char *const free_mlp =
+    "input: {shape: [1, 4, 4], classes: 4}\n"
+    "layers:\n"
+    "  - {name: flatten, type: flatten}\n"
+    "  - {name: fc1, type: fc, units: 16}\n"
+    "  - {name: relu1, type: relu}\n"
+    "  - {name: fc2, type: fc, units: 16}\n"
+    "  - {name: relu2, type: relu}\n"
+    "  - {name: fc3, type: fc, units: 8}\n"
+    "  - {name: relu3, type: relu}\n"
+    "  - {name: fc4, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n";
+
+static void load_text(const char *text, struct dl_net *net)
+{
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("small.yaml", text, net, &err);
+    if (rc)
+        print_message("# %s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+}
 
 static void load(struct dl_net *net)
 {
@@ -136,13 +161,20 @@ static void flop_times(const struct dl_graph *g, struct dl_layer_times *t, doubl
     dl_layer_times_flops(g, rate, t);
 }
 
-/* Every layout of N ranks, built the way search.h says, predicted. */
-static void search_ranks_every_layout(void **state)
+/* Every layout of N ranks, built the way search.h says, predicted: of the
+ * small CNN (its splits fixed) and of the free MLP, whose fc pairs (by
+ * hand: fc1 fc2, fc3 fc4) each stay split or whole with tensor ranks. */
+static void check_search(const char *text, int n_pairs, const int (*pair)[2])
 {
-    (void)state;
     struct dl_net net;
-    load(&net);
+    load_text(text, &net);
     const struct dl_graph *g = &net.graph;
+    int first[DL_PLAN_MAX_PAIRS], second[DL_PLAN_MAX_PAIRS];
+    assert_int_equal(dl_split_pairs(g, first, second), n_pairs);
+    for (int k = 0; k < n_pairs; k++)
+        assert_true(first[k] == pair[k][0] && second[k] == pair[k][1]);
+    struct dl_graph split = *g;
+    split.layers = calloc((size_t)g->n, sizeof *split.layers);
     struct dl_layer_times t;
     flop_times(g, &t, 1e9);
     for (int N = 1; N <= 8; N *= 2) {
@@ -151,16 +183,23 @@ static void search_ranks_every_layout(void **state)
         struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = 16};
         struct dl_plan_result r;
         assert_int_equal(dl_plan_search(&req, &r, NULL), DL_OK);
-        int count = 0;
+        int count = 0, whole_feasible = 0;
+        for (int k = 0; k < r.n_feasible; k++)
+            whole_feasible += r.c[r.rank[k]].layout.n_whole > 0;
         double best = INFINITY;
         double *cost = calloc((size_t)g->n, sizeof *cost), *mem = calloc((size_t)g->n, sizeof *mem);
         for (int T = 1; T <= N; T++)
+            for (int mask = 0; mask < (T > 1 ? 1 << n_pairs : 1); mask++)
             for (int P = 1; T * P <= N; P++) {
                 if (N % (T * P))
                     continue;
                 int D = N / (T * P), local = (16 + D - 1) / D;
+                memcpy(split.layers, g->layers, sizeof *g->layers * (size_t)g->n);
+                for (int k = 0; k < n_pairs; k++)
+                    if (mask & (1 << k))
+                        split.layers[pair[k][0]].split = split.layers[pair[k][1]].split = DL_SPLIT_NONE;
                 struct dl_tp_view v;
-                if (dl_tp_view_make(g, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
+                if (dl_tp_view_make(&split, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
                     continue;
                 for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local; M *= 2)
                     for (int k = 0; k < (P > 1 ? 5 : 1); k++) {
@@ -188,13 +227,23 @@ static void search_ranks_every_layout(void **state)
             }
         free(cost), free(mem);
         assert_int_equal(r.n_feasible, count);
+        assert_true(n_pairs && N > 1 ? whole_feasible > 0 : whole_feasible == 0);
         assert_true(r.c[r.rank[0]].pred.step_s == best);
         for (int k = 1; k < r.n_feasible; k++)
             assert_true(r.c[r.rank[k - 1]].pred.step_s <= r.c[r.rank[k]].pred.step_s);
         dl_plan_result_free(&r);
     }
+    free(split.layers);
     dl_layer_times_free(&t);
     dl_net_free(&net);
+}
+
+static void search_ranks_every_layout(void **state)
+{
+    (void)state;
+    static const int pairs[2][2] = {{1, 3}, {5, 7}};
+    check_search(small_cnn, 0, NULL);
+    check_search(free_mlp, 2, pairs);
 }
 
 /* One rank: the layer times; dp = 4: a quarter of them plus the allreduce of every gradient. */
@@ -274,24 +323,30 @@ static void step_time_formulas(void **state)
 static void memory_equals_executors(void **state)
 {
     (void)state;
-    struct dl_net net;
-    load(&net);
-    const struct dl_graph *g = &net.graph;
+    struct dl_net nets[2];
+    load(&nets[0]);
+    load_text(free_mlp, &nets[1]);
     static const struct {
         int dp, tp, pp, chunks;
         enum dl_pipe_schedule kind;
         int V;
         int cut[3]; /* first layers of stages 1.. */
-    } cases[] = {{1, 1, 1, 1, DL_SCHED_1F1B, 1, {0}}, {2, 1, 1, 1, DL_SCHED_1F1B, 1, {0}},
-                 {1, 1, 2, 4, DL_SCHED_1F1B, 1, {3}}, {1, 1, 2, 4, DL_SCHED_GPIPE, 1, {6}},
-                 {2, 1, 2, 2, DL_SCHED_1F1B, 1, {2}}, {1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}},
-                 {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {5}}, {1, 1, 2, 4, DL_SCHED_ZB_H1, 1, {3}},
-                 {2, 1, 2, 2, DL_SCHED_ZB_H1, 1, {6}}, {1, 2, 2, 4, DL_SCHED_ZB_H1, 1, {5}},
-                 {1, 1, 2, 4, DL_SCHED_INTERLEAVED, 2, {2, 5, 7}}, {2, 1, 2, 2, DL_SCHED_INTERLEAVED, 2, {3, 6, 8}},
-                 {1, 2, 2, 8, DL_SCHED_INTERLEAVED, 2, {1, 4, 6}}};
+        int mlp;    /* 1: the free MLP with fc1 and fc2 whole (split: none), fc3 and fc4 split */
+    } cases[] = {{1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}, 1}, {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {4}, 1},
+                 {2, 2, 2, 2, DL_SCHED_ZB_H1, 1, {6}, 1},
+                 {1, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0}, {2, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0},
+                 {1, 1, 2, 4, DL_SCHED_1F1B, 1, {3}, 0}, {1, 1, 2, 4, DL_SCHED_GPIPE, 1, {6}, 0},
+                 {2, 1, 2, 2, DL_SCHED_1F1B, 1, {2}, 0}, {1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}, 0},
+                 {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {5}, 0}, {1, 1, 2, 4, DL_SCHED_ZB_H1, 1, {3}, 0},
+                 {2, 1, 2, 2, DL_SCHED_ZB_H1, 1, {6}, 0}, {1, 2, 2, 4, DL_SCHED_ZB_H1, 1, {5}, 0},
+                 {1, 1, 2, 4, DL_SCHED_INTERLEAVED, 2, {2, 5, 7}, 0},
+                 {2, 1, 2, 2, DL_SCHED_INTERLEAVED, 2, {3, 6, 8}, 0},
+                 {1, 2, 2, 8, DL_SCHED_INTERLEAVED, 2, {1, 4, 6}, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const struct dl_graph *g = &nets[cases[k].mlp].graph;
         struct dl_plan_layout l = {.dims = {cases[k].dp, cases[k].tp, cases[k].pp}, .chunks = cases[k].chunks,
-                                   .schedule = cases[k].kind, .V = cases[k].V};
+                                   .schedule = cases[k].kind, .V = cases[k].V, .n_whole = cases[k].mlp ? 2 : 0,
+                                   .whole = {1, 3}};
         const int S = cases[k].pp * cases[k].V;
         l.first[0] = 0;
         for (int s = 1; s < S; s++)
@@ -306,6 +361,9 @@ static void memory_equals_executors(void **state)
         assert_int_equal(rc, DL_OK);
         struct dl_graph staged;
         assert_int_equal(dl_layout_staged_graph(g, &l, &staged, NULL), DL_OK);
+        for (int i = 0; i < g->n; i++) /* the MLP's fc1 and fc2 whole, the rest as the file has them */
+            assert_int_equal(staged.layers[i].split, cases[k].mlp && (i == 1 || i == 3) ? DL_SPLIT_NONE
+                                                                                        : g->layers[i].split);
         size_t want_most = 0;
         for (int p = 0; p < l.dims.pp; p++) {
             struct dl_shard s;
@@ -331,7 +389,8 @@ static void memory_equals_executors(void **state)
         assert_int_equal(most, want_most);
         free(staged.layers);
     }
-    dl_net_free(&net);
+    dl_net_free(&nets[0]);
+    dl_net_free(&nets[1]);
 }
 
 /* The collectives of the small CNN's splits on 2 tensor ranks, from

@@ -131,6 +131,18 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
     snprintf(buf, n, "%.2fx the best's step time: %s %+.3f ms", x->step_s / y->step_s, names[k], 1e3 * diff[k]);
 }
 
+/* The layout's name and the layers it keeps whole: "dp=1,tp=2,pp=1 (fc1,fc2 whole)". */
+static void layout_name(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
+{
+    dl_layout_str(l, buf, n);
+    size_t len = strlen(buf);
+    for (int k = 0; k < l->n_whole && len < n; k++) {
+        int w = snprintf(buf + len, n - len, "%s%s%s", k ? "," : " (", g->layers[l->whole[k]].name,
+                         k == l->n_whole - 1 ? " whole)" : "");
+        len += w > 0 ? (size_t)w : 0;
+    }
+}
+
 static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
 {
     size_t len = 0;
@@ -151,10 +163,10 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
            "samples/s", "memory/rank", "comm", "bubble");
     for (int k = 0; k < r->n_feasible && k < top; k++) {
         const struct dl_plan_candidate *c = &r->c[r->rank[k]];
-        char name[96], cuts[256];
+        char name[256], cuts[256];
         cuts_str(g, &c->layout, cuts, sizeof cuts);
-        printf("%-3d %-28s %-24s %10.3f %11.1f %13zu %5.1f%% %6.1f%%\n", k + 1,
-               dl_layout_str(&c->layout, name, sizeof name), cuts, 1e3 * c->pred.step_s, c->pred.samples_per_s,
+        layout_name(g, &c->layout, name, sizeof name);
+        printf("%-3d %-28s %-24s %10.3f %11.1f %13zu %5.1f%% %6.1f%%\n", k + 1, name, cuts, 1e3 * c->pred.step_s, c->pred.samples_per_s,
                c->memory, 100 * c->pred.comm_share, 100 * c->pred.bubble);
     }
     if (r->n_feasible == 0)
@@ -163,7 +175,7 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
     const struct dl_plan_candidate *best = &r->c[r->rank[0]];
     for (int i = 0; i < r->n; i++) {
         const struct dl_plan_candidate *c = &r->c[i];
-        char name[96], grid[64], why[320];
+        char name[256], grid[64], why[320];
         int first_of_grid = i == 0 || memcmp(&r->c[i - 1].layout.dims, &c->layout.dims, sizeof c->layout.dims);
         if (!first_of_grid)
             continue;
@@ -176,7 +188,8 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
             continue;
         if (gb) {
             why_slower(gb, best, why, sizeof why);
-            printf("  %-28s %s\n", dl_layout_str(&gb->layout, name, sizeof name), why);
+            layout_name(g, &gb->layout, name, sizeof name);
+            printf("  %-28s %s\n", name, why);
         } else {
             printf("  %-28s infeasible: %s\n", dl_grid_str(&c->layout.dims, grid, sizeof grid), c->why);
         }
@@ -218,6 +231,11 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
         for (int s = 1; s < dl_layout_stages(&c->layout) && (c->feasible || c->over_memory); s++) {
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
+        }
+        printf("], \"whole\": [");
+        for (int w = 0; w < c->layout.n_whole; w++) {
+            printf("%s", w ? ", " : "");
+            json_string(g->layers[c->layout.whole[w]].name);
         }
         printf("]");
         if (c->feasible || c->over_memory)

@@ -14,8 +14,9 @@
 #include "core/clock.h"
 #include "plan/search.h"
 
-/* A layout as integers: dp, tp, pp, chunks, schedule, V, cuts (pp x V stages). */
-enum { HEAD = 6, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
+/* A layout as integers: dp, tp, pp, chunks, schedule, V, the number of
+ * layers kept whole and they, cuts (pp x V stages). */
+enum { WHOLE = 7, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
 #define TRIAL_STEPS 4 /* the first warms up */
 
 struct plan_words {
@@ -28,11 +29,14 @@ static void words_of(const struct dl_plan_layout *l, int *w)
 {
     w[0] = l->dims.dp, w[1] = l->dims.tp, w[2] = l->dims.pp, w[3] = l->chunks, w[4] = (int)l->schedule;
     w[5] = dl_layout_V(l);
+    w[6] = l->n_whole;
+    for (int k = 0; k < l->n_whole; k++)
+        w[WHOLE + k] = l->whole[k];
     for (int s = 0; s <= dl_layout_stages(l); s++)
         w[HEAD + s] = l->first[s];
 }
 
-/* "--grid ... --pipeline-chunks M --pipeline-schedule S[, stages begin at A|B]" */
+/* "--grid ... --pipeline-chunks M --pipeline-schedule S[, stages begin at A|B][, kept whole (split: none): C,D]" */
 static void describe(const struct dl_graph *g, const int *w, char *buf, size_t size)
 {
     struct dl_plan_layout l = {.dims = {w[0], w[1], w[2]}, .schedule = (enum dl_pipe_schedule)w[4], .V = w[5]};
@@ -42,6 +46,9 @@ static void describe(const struct dl_graph *g, const int *w, char *buf, size_t s
     for (int s = 1; s < w[2] * w[5] && len > 0 && (size_t)len < size; s++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", s > 1 ? "|" : ", stages begin at ",
                         g->layers[w[HEAD + s]].name);
+    for (int k = 0; k < w[6] && len > 0 && (size_t)len < size; k++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%s", k ? "," : ", kept whole (split: none): ",
+                        g->layers[w[WHOLE + k]].name);
 }
 
 static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, double flop_rate, int keep,
@@ -100,6 +107,8 @@ static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
     for (int s = 0; w[2] > 1 && s < w[2] * w[5]; s++)
         for (int i = w[HEAD + s]; i < w[HEAD + s + 1]; i++)
             g->layers[i].stage = s;
+    for (int k = 0; k < w[6]; k++)
+        g->layers[w[WHOLE + k]].split = DL_SPLIT_NONE;
 }
 
 /* Rank 0's step times of a trial: each step's end, since the start. */

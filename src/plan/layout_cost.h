@@ -29,6 +29,7 @@
 #include "plan/machine.h"
 #include "plan/rank_grid.h"
 #include "plan/shard.h"
+#include "plan/split_choice.h"
 
 /* Where a layer's time came from. */
 enum dl_time_source { DL_TIME_FLOPS, DL_TIME_DB, DL_TIME_MEASURED };
@@ -79,6 +80,8 @@ struct dl_plan_layout {
     struct dl_grid_dims dims;
     enum dl_pipe_schedule schedule; /* gpipe, 1f1b, zb-h1 or interleaved (1f1b when pp = 1) */
     int V;                          /* stages per pipeline rank: interleaved's V; 0 or 1 otherwise */
+    int n_whole;                    /* layers whose `split:` the layout sets to none (plan/split_choice.h) */
+    int whole[2 * DL_PLAN_MAX_PAIRS];
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     int first[DL_SCHED_MAX_STAGES + 1];

@@ -21,6 +21,8 @@ int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout
     for (int s = 0; s < dl_layout_stages(l); s++)
         for (int i = l->first[s]; i < l->first[s + 1]; i++)
             staged->layers[i].stage = l->dims.pp > 1 ? s : -1;
+    for (int k = 0; k < l->n_whole; k++)
+        staged->layers[l->whole[k]].split = DL_SPLIT_NONE;
     return DL_OK;
 }
 

@@ -30,7 +30,8 @@ size_t dl_layout_memory_of(int P, int V, const size_t *arena, const size_t *para
                            size_t *per_rank);
 
 /* A copy of g's layer array whose `stage` keys put layout l's cuts in
- * place (what dl_shard_make then follows), in *staged (same layers
+ * place and whose `split:` keys keep l's whole layers whole (what
+ * dl_shard_make then follows), in *staged (same layers
  * otherwise, not owned: free staged->layers only). */
 int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout *l, struct dl_graph *staged,
                            struct dl_error *err);

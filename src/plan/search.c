@@ -105,11 +105,13 @@ static const struct {
 
 /* The candidates of grid (D, T, P). */
 static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp_view *v, const char *tp_error,
-                           int D, int T, int P, struct dl_plan_result *r, int *cap, double *cost, double *mem,
-                           struct dl_error *err)
+                           const struct dl_plan_layout *choice, int D, int T, int P, struct dl_plan_result *r,
+                           int *cap, double *cost, double *mem, struct dl_error *err)
 {
     const struct dl_graph *g = req->g;
-    struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1};
+    struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1,
+                                  .n_whole = choice->n_whole};
+    memcpy(base.whole, choice->whole, sizeof base.whole);
     const char *why = NULL;
     char msg[320];
     if (req->batch < D) {
@@ -202,26 +204,35 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
     const struct dl_graph *g = req->g;
     double *cost = dl_calloc((size_t)g->n, sizeof *cost, err), *mem = dl_calloc((size_t)g->n, sizeof *mem, err);
     int cap = 0, rc = cost && mem ? DL_OK : DL_ERR_NOMEM;
+    int first[DL_PLAN_MAX_PAIRS], second[DL_PLAN_MAX_PAIRS], n_pairs = dl_split_pairs(g, first, second);
     for (int T = 1; !rc && T <= N; T++) {
         if (N % T)
             continue;
-        struct dl_tp_view v;
-        struct dl_error tp_err = {0};
-        char tp_msg[320] = "";
-        int vrc = dl_tp_view_make(g, T, N, req->machine, &v, &tp_err);
-        if (vrc == DL_ERR_NOMEM) {
-            *err = tp_err;
-            rc = vrc;
-            break;
+        /* with tensor ranks, every choice of splits for the fc pairs */
+        for (unsigned mask = 0; !rc && mask < (T > 1 ? 1u << n_pairs : 1u); mask++) {
+            struct dl_plan_layout choice = {.dims = {1, T, 1}, .first = {0, g->n}};
+            choice.n_whole = dl_split_choice_layers(first, second, n_pairs, mask, choice.whole);
+            struct dl_graph split;
+            rc = dl_layout_staged_graph(g, &choice, &split, err);
+            struct dl_tp_view v;
+            struct dl_error tp_err = {0};
+            char tp_msg[320] = "";
+            int vrc = rc ? rc : dl_tp_view_make(&split, T, N, req->machine, &v, &tp_err);
+            if (vrc == DL_ERR_NOMEM && !rc) {
+                *err = tp_err;
+                rc = vrc;
+            }
+            if (vrc && !rc)
+                snprintf(tp_msg, sizeof tp_msg, "tp=%d: %s", T, tp_err.msg);
+            for (int P = 1; !rc && P <= N / T; P++)
+                if ((N / T) % P == 0)
+                    rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, &choice, N / T / P, T, P, out,
+                                         &cap, cost, mem, err);
+            if (!vrc)
+                dl_tp_view_free(&v);
+            if (split.layers != g->layers)
+                free(split.layers);
         }
-        if (vrc)
-            snprintf(tp_msg, sizeof tp_msg, "tp=%d: %s", T, tp_err.msg);
-        for (int P = 1; !rc && P <= N / T; P++)
-            if ((N / T) % P == 0)
-                rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, N / T / P, T, P, out, &cap, cost,
-                                     mem, err);
-        if (!vrc)
-            dl_tp_view_free(&v);
     }
     free(cost), free(mem);
     if (!rc) {
