@@ -12,6 +12,16 @@
 #   times (counted in the output), the others their FLOP estimates;
 # - bad values of --link, --ranks, --memory-per-rank and a missing --link
 #   for ranks across nodes exit 2 naming the option;
+# - --compare-consistency on 4 ranks, 2 per node, with given links: every
+#   model's exchange per step equals its formula from the links (gossip's
+#   messages within and across nodes, local SGD's and EASGD's ring across
+#   nodes over K or TAU), sync's step is the dp=4 layout's of the table,
+#   the compute the same for all; parameter-server models and a bad
+#   topology exit 2 naming --compare-consistency;
+# - the MLP on 2 ranks: tp=2 is planned with its fc pair (fc1 column, fc2
+#   row) split and kept whole, the whole variant holding more memory per
+#   rank (all of their weights) and spending less on tensor collectives;
+#   every schedule is searched (interleaved:2 with 4 stages, 3 cuts);
 # - --parallel auto trains on 2 and 4 ranks with the layout it prints
 #   (data parallel LeNet-5, a 2-stage pipeline and a 4-way tensor split of
 #   the MLP) and ends with the same losses and bit-identical weights as the
@@ -22,7 +32,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 28
+tap_plan 30
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -113,6 +123,23 @@ expect_output "--compare-consistency: ssp:S, async and easgd-async \\(parameter 
     "naming --compare-consistency and the models it takes"
 expect_status 2 "a bad topology exits 2" -- $PLAN $CONS --compare-consistency gossip:star
 expect_output "--compare-consistency gossip:star: .*ring" "naming the option and the accepted topologies"
+
+expect_status 0 "plan the MLP on 2 ranks" -- $DLTRAIN plan --net "$top_srcdir/nets/mlp.yaml" --flops 1e10 --no-db \
+    --threads 1 --ranks 2 --json
+echo "$OUT" | /usr/bin/python3 -c '
+import json, sys
+L = [l for l in json.load(sys.stdin)["layouts"] if l["feasible"]]
+tp2 = {tuple(l["whole"]): l for l in L if (l["dp"], l["tp"], l["pp"]) == (1, 2, 1)}
+ok = set(tp2) == {(), ("fc1", "fc2")}
+ok = ok and tp2[("fc1", "fc2")]["memory_bytes"] > tp2[()]["memory_bytes"]
+ok = ok and tp2[("fc1", "fc2")]["tp_s"] < tp2[()]["tp_s"]
+scheds = {l["schedule"] for l in L if l["pp"] == 2}
+ok = ok and scheds == {"1f1b", "gpipe", "zb-h1", "interleaved:2"}
+ok = ok and all(len(l["cuts"]) == 3 for l in L if l["schedule"] == "interleaved:2")
+if not ok:
+    print("# tp=2 variants:", {k: (v["memory_bytes"], v["tp_s"]) for k, v in tp2.items()}, "schedules:", scheds)
+sys.exit(0 if ok else 1)'
+tap_result $? "tp=2 with fc1 and fc2 split or whole (more memory, fewer collectives); every schedule searched"
 
 skip_without_mpirun_rest() {
     [ -x "$(command -v mpirun)" ]
