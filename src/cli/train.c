@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
+#include "comm/emulate.h"
 #include "core/parse.h"
 #include "core/threads.h"
 #include "data/dataset.h"
@@ -23,7 +24,7 @@ enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
-    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW
+    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_COMM_EMULATE
 };
 
 struct printer {
@@ -180,6 +181,9 @@ static void help(void)
           "                        memory grows with the run)\n\n"
           "Parallel options (several processes under mpirun or srun; rank 0 prints):\n"
           "  --comm NAME           auto (default), mpi, nccl or self\n"
+          "  --comm-emulate alpha=TIME,bw=RATE  testing and teaching aid: delay every message as a\n"
+          "                        network of latency TIME (20us, 5ms) and bandwidth RATE (1GB/s)\n"
+          "                        would (the results do not change, only the time)\n"
           "  --parallel NAME       auto (default: data when several ranks run), none, data, model\n"
           "                        (tensor parallel), pipeline or hybrid (see --grid)\n"
           "  --grid dp=D,tp=T,pp=P the data x tensor x pipeline grid of ranks (any factor may be\n"
@@ -248,6 +252,7 @@ static const struct option long_opts[] = {
     {"trace", required_argument, 0, OPT_TRACE},
     {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
     {"debug-trace-skew", required_argument, 0, OPT_TRACE_SKEW},
+    {"comm-emulate", required_argument, 0, OPT_COMM_EMULATE},
     {0, 0, 0, 0}};
 
 /* Everything the command line asks for. */
@@ -256,6 +261,8 @@ struct train_command {
     struct dl_train_opts train_options;
     struct printer printer;              /* output options */
     const char *metrics_path, *comm_name, *parallel, *grid;
+    struct dl_comm_emulation emulation; /* --comm-emulate */
+    int emulate;
 };
 
 /* One of train's own options; returns -1 to go on, else the exit status
@@ -275,6 +282,10 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_QUIET: cmd->printer.quiet = 1; break;
     case OPT_COMM: cmd->comm_name = arg; break;
+    case OPT_COMM_EMULATE:
+        bad = refused(dl_comm_emulation_parse("--comm-emulate", arg, &cmd->emulation, &err), &err);
+        cmd->emulate = !bad;
+        break;
     case OPT_PARALLEL: cmd->parallel = arg; break;
     case OPT_ALLREDUCE:
         par->allreduce = arg;
@@ -373,6 +384,15 @@ static int open_world(struct train_command *cmd, const struct dl_net *net, int *
     if (dl_comm_open(cmd->comm_name, argc, argv, comm, &err)) {
         fprintf(stderr, "dltrain: %s%s\n", err.code == DL_ERR_SPEC ? "--comm: " : "", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
+    }
+    if (cmd->emulate && dl_comm_emulate(comm, &cmd->emulation, &err)) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
+        return 1;
+    }
+    if (cmd->emulate && (*comm)->rank == 0 && !cmd->printer.quiet) {
+        char what[96];
+        printf("dltrain: emulating a network of %s (--comm-emulate)\n",
+               dl_comm_emulation_str(&cmd->emulation, what, sizeof what));
     }
     struct dl_train_opts *train = &cmd->train_options;
     train->comm = *comm;
