@@ -69,6 +69,10 @@ EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh
 TESTS += tests/test_split.sh
 EXTRA_DIST += tests/test_split.sh
 
+# --comm-emulate: delays as lower bounds, training bit for bit as without it.
+TESTS += tests/test_comm_emulate.sh
+EXTRA_DIST += tests/test_comm_emulate.sh
+
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
 include $(srcdir)/tests/grad_pool_bn.mk
