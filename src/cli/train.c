@@ -61,6 +61,30 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
     fflush(stdout);
 }
 
+/* Each rank's planned memory: a "memory" line per rank in the metrics, and
+ * the largest rank's on the screen when the ranks differ (a grid). */
+static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
+{
+    struct printer *p = ctx;
+    static const char *const keys[] = {"rank", "d", "t", "p", "slots", "arena_bytes", "weights", "state",
+                                       "optimizer_state"};
+    int most = 0;
+    for (int r = 0; r < n; r++) {
+        double vals[] = {m[r].rank, m[r].d, m[r].t, m[r].p, m[r].slots, m[r].arena_bytes, m[r].weights, m[r].state,
+                         m[r].optimizer_state};
+        dl_metrics_write(&p->metrics, "memory", 9, keys, vals);
+        if (m[r].arena_bytes + 4 * (2 * m[r].weights + m[r].state + m[r].optimizer_state) >
+            m[most].arena_bytes + 4 * (2 * m[most].weights + m[most].state + m[most].optimizer_state))
+            most = r;
+    }
+    if (p->quiet || n == 1 || (m[most].arena_bytes == m[0].arena_bytes && m[most].weights == m[0].weights))
+        return;
+    printf("  largest rank: %d (d=%d t=%d p=%d): arena %.1f MiB in %d executor%s, %.0f parameters (+ as many "
+           "gradients, %.0f optimizer state)\n", most, m[most].d, m[most].t, m[most].p, m[most].arena_bytes / 1048576.0,
+           m[most].slots, m[most].slots == 1 ? "" : "s", m[most].weights, m[most].optimizer_state);
+    fflush(stdout);
+}
+
 static void on_step(void *ctx, const struct dl_step_report *r)
 {
     struct printer *p = ctx;
@@ -415,7 +439,8 @@ static int open_world(struct train_command *cmd, const struct dl_net *net, int *
 static int run(struct train_command *cmd, const struct dl_net *net, struct dl_train_result *res,
                struct dl_error *err)
 {
-    struct dl_train_hooks hooks = {.ctx = &cmd->printer, .on_start = on_start, .on_step = on_step,
+    struct dl_train_hooks hooks = {.ctx = &cmd->printer, .on_memory = on_memory, .on_start = on_start,
+                                   .on_step = on_step,
                                    .on_epoch = on_epoch, .on_warning = on_warning};
     dl_net_exec_options(&cmd->net_options, &cmd->train_options.exec);
     int rc = dl_train(net, &cmd->train_options, &hooks, res, err);

@@ -27,6 +27,9 @@ struct dl_optim {
     long t;           /* steps taken */
 };
 
+/* Per-weight state arrays of spec's algorithm (its state_vectors), -1 for
+ * an unknown kind. */
+int dl_optim_state_vectors(const struct dl_optim_spec *spec);
 int dl_optim_init(struct dl_optim *o, const struct dl_optim_spec *spec, long n, struct dl_error *err);
 void dl_optim_free(struct dl_optim *o);
 /* Applies one step with learning rate lr. */
