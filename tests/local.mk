@@ -73,6 +73,10 @@ EXTRA_DIST += tests/test_split.sh
 TESTS += tests/test_comm_emulate.sh
 EXTRA_DIST += tests/test_comm_emulate.sh
 
+# dltrain check --grid's memory per rank against what real runs plan.
+TESTS += tests/test_check_memory.sh
+EXTRA_DIST += tests/test_check_memory.sh
+
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk
 include $(srcdir)/tests/grad_pool_bn.mk
