@@ -5,16 +5,17 @@
 # gathered to rank 0); check's row for that rank's (t, p) position must give
 # the same numbers, byte for byte: LeNet-5 on tp=2,pp=2 (1f1b), a small
 # ResNet (batch-norm state) on dp=2,pp=2 with gpipe, the MLP on
-# interleaved:2 over pp=2 (two stages per rank), and one process against
-# --grid dp=1.  And the fully connected layers shrink by T: on AlexNet at
-# 63x63, check's params/rank of each fc layer on tp=2 and tp=4 is its
-# weight matrix divided by T plus its bias (whole on rank 0 for a row split,
-# divided for a column split).
+# interleaved:2 over pp=2 (two stages per rank), one process against
+# --grid dp=1, and data parallelism on 2 ranks against --grid dp=2.  And
+# the fully connected layers shrink by T: on AlexNet at 63x63, check's
+# params/rank of each fc layer on tp=2 and tp=4 is its weight matrix divided
+# by T plus its bias (whole on rank 0 for a row split, divided for a column
+# split).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 8
+tap_plan 9
 
 # same CHECK-OUTPUT METRICS: every rank's memory line against check's row.
 same() {
@@ -73,6 +74,8 @@ tap_result $? "MLP pp=2 interleaved:2 (two stages per rank): check equals the ru
 
 check_and_run one 1 $LENET --grid dp=1 -- $LENET --limit-train 640 --limit-test 64 --quiet
 tap_result $? "one process: check --grid dp=1 equals the run"
+check_and_run dp2 2 $LENET --grid dp=2 -- $LENET --limit-train 640 --limit-test 64 --quiet
+tap_result $? "data parallel on 2 ranks: check --grid dp=2 equals the run"
 
 # AlexNet's fc layers on tp=T: weights / T, plus the bias.
 sed -e 's/shape: \[3, 224, 224\], classes: 1000/shape: [3, 63, 63], classes: 10/' -e 's/units: 1000/units: 10/' \

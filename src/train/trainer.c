@@ -860,7 +860,7 @@ static int report_memory(struct trainer *tr, struct dl_error *err)
         return DL_OK;
     struct dl_pipeline_memory pm;
     dl_pipeline_memory(&tr->pipe, &pm);
-    struct dl_grid_pos pos = tr->sharded ? tr->shard.pos : (struct dl_grid_pos){tr->comm->rank, 0, 0};
+    struct dl_grid_pos pos = tr->sharded ? tr->shard.pos : (struct dl_grid_pos){.t = 0, .d = tr->comm->rank, .p = 0};
     struct dl_rank_memory mine = {tr->comm->rank, pos.d, pos.t, pos.p, pm.slots, (double)pm.arena_bytes,
                                   (double)pm.weights, (double)pm.state,
                                   (double)tr->optim.algo->state_vectors * (double)tr->optim.n};
