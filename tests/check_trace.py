@@ -191,6 +191,13 @@ if P > 1 and not messages:
 print("# %d pipeline messages (%d sends, %d receives)" % (len(messages), kinds["send"], kinds["recv"]))
 
 
+def offset_error_ns(a, b):
+    """How far two ranks' corrected clocks may still disagree: each offset to
+    rank 0 is known within half its measured round trip."""
+    rtt = {x["rank"]: x["clock_rtt_us"] for x in summaries}
+    return 0 if a == b else 500.0 * (rtt.get(a, 0) + rtt.get(b, 0))
+
+
 def collectives(group_of, select, what):
     """Spans select() picks, per group and step in order: same names on every
     rank of the group, and each one overlapping in time across the ranks."""
@@ -207,10 +214,12 @@ def collectives(group_of, select, what):
             col = [sq[i] for sq in seqs]
             latest_start = max(e["t0"] for e in col)
             earliest_end = min(e["t1"] for e in col)
-            if earliest_end < latest_start:
+            first_done = min(col, key=lambda e: e["t1"])["pid"]
+            last_in = max(col, key=lambda e: e["t0"])["pid"]
+            if earliest_end + offset_error_ns(first_done, last_in) < latest_start:
                 fail("%s %d of group %s ('%s', step %s): rank %d ended at %d ns before rank %d started it at %d ns" % (
-                    what, i, g, col[0]["name"], col[0]["args"].get("step"), min(col, key=lambda e: e["t1"])["pid"],
-                    earliest_end, max(col, key=lambda e: e["t0"])["pid"], latest_start))
+                    what, i, g, col[0]["name"], col[0]["args"].get("step"), first_done, earliest_end, last_in,
+                    latest_start))
             count += 1
     return count
 

@@ -1,4 +1,7 @@
-/* kernel_check.c: see kernel_check.h. */
+/* kernel_check.c: see kernel_check.h.  A kernel runs on its own device
+ * (kernel.h's device, backends/device.h): its buffers are copies of the
+ * host's, made and read back through that device's table, so the host's
+ * kernels and a GPU's go through the same steps. */
 #include "kernel_check.h"
 
 #include <math.h>
@@ -43,6 +46,13 @@ void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_
         t->dx[i] = vec(n);
         kc_fill(t->x[i], n, seed + (uint64_t)i);
     }
+    if (l->kind->is_loss) {
+        struct dl_rng r;
+        dl_rng_seed(&r, seed + 400);
+        t->labels = calloc((size_t)batch, sizeof *t->labels);
+        for (int n = 0; n < batch; n++)
+            t->labels[n] = (int)dl_rng_below(&r, (uint64_t)l->in_shape[0].c);
+    }
     long ny = batch * dl_shape_count(l->out_shape);
     t->y = vec(ny);
     t->dy = vec(ny);
@@ -69,6 +79,7 @@ void kc_free(struct kc_tensors *t, const struct dl_layer *l)
     }
     free(t->y);
     free(t->dy);
+    free(t->labels);
     for (int j = 0; j < l->n_params; j++) {
         free(t->param[j]);
         free(t->dparam[j]);
@@ -102,10 +113,41 @@ int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct k
     return kc_run_fused(k, l, t, mb, offer, 0);
 }
 
+/* The buffers of one run on the kernel's device: each a copy of a host
+ * buffer, copied back after the run where the kernel writes. */
+struct kc_device_bufs {
+    const struct dl_device *dev;
+    int n, failed;
+    void *p[3 * DL_MAX_INPUTS + 2 * DL_MAX_PARAMS + 8];
+};
+
+/* bytes on the device holding host's bytes (zeros when host is NULL). */
+static void *on_device(struct kc_device_bufs *b, const void *host, size_t bytes)
+{
+    struct dl_error err = {0};
+    void *p = b->dev->alloc(bytes, &err);
+    if (!p || (host ? b->dev->copy(p, host, bytes, DL_COPY_TO_DEVICE, &err) : b->dev->fill(p, 0, bytes, &err))) {
+        b->failed = 1;
+        b->dev->free(p);
+        return NULL;
+    }
+    return b->p[b->n++] = p;
+}
+
+static void to_host(struct kc_device_bufs *b, void *host, const void *dev, size_t bytes)
+{
+    struct dl_error err = {0};
+    if (host && dev && b->dev->copy(host, dev, bytes, DL_COPY_TO_HOST, &err))
+        b->failed = 1;
+}
+
 int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
                  enum dl_layout offer, int relu)
 {
     struct dl_error err = {0};
+    struct kc_device_bufs b = {.dev = dl_device_get(k->device)};
+    if (!b.dev)
+        return DL_ERR_UNSUPPORTED;
     struct dl_kernel_config cfg = {.mb = mb, .relu = relu};
     enum dl_layout offered[DL_MAX_INPUTS] = {offer};
     dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
@@ -114,21 +156,30 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
     if (rc)
         return rc;
     size_t ws_bytes = dl_kernel_workspace_max(k, inst), saved_bytes = dl_kernel_saved_bytes(k, inst);
-    ws_bytes = ws_bytes > 64 ? ws_bytes : 64;
     int slices = t->batch / mb;
-    void *ws = NULL;
-    unsigned char *saved = calloc((size_t)slices * saved_bytes + 64, 1);
-    if (posix_memalign(&ws, 64, ws_bytes))
-        return DL_ERR_NOMEM;
-    float *x[DL_MAX_INPUTS] = {0}, *dx[DL_MAX_INPUTS] = {0};
+    unsigned char *ws = on_device(&b, NULL, ws_bytes), *saved = on_device(&b, NULL, (size_t)slices * saved_bytes);
+    float *x[DL_MAX_INPUTS] = {0}, *dx[DL_MAX_INPUTS] = {0}, *xd[DL_MAX_INPUTS] = {0}, *dxd[DL_MAX_INPUTS] = {0};
+    size_t xbytes[DL_MAX_INPUTS] = {0};
     for (int i = 0; i < l->n_in; i++) {
         x[i] = to_layout(t->x[i], cfg.in[i], t->batch, l->in_shape[i]);
         dx[i] = to_layout(NULL, cfg.in[i], t->batch, l->in_shape[i]);
+        xbytes[i] = sizeof(float) * (size_t)t->batch * (size_t)dl_layout_count(cfg.in[i], l->in_shape[i]);
+        xd[i] = on_device(&b, x[i], xbytes[i]);
+        dxd[i] = on_device(&b, dx[i], xbytes[i]);
     }
     float *y = to_layout(NULL, cfg.out, t->batch, l->out_shape);
     float *dy = to_layout(t->dy, cfg.out, t->batch, l->out_shape);
     long ycount = dl_layout_count(cfg.out, l->out_shape);
-    for (int pass = 0; pass < 2; pass++)
+    size_t ybytes = sizeof(float) * (size_t)t->batch * (size_t)ycount;
+    float *yd = on_device(&b, y, ybytes), *dyd = on_device(&b, dy, ybytes);
+    const int *labels = t->labels ? on_device(&b, t->labels, sizeof *t->labels * (size_t)t->batch) : NULL;
+    float *param[DL_MAX_PARAMS] = {0}, *dparam[DL_MAX_PARAMS] = {0};
+    for (int j = 0; j < l->n_params; j++) {
+        size_t bytes = sizeof(float) * (size_t)l->param[j].count;
+        param[j] = on_device(&b, t->param[j], bytes);
+        dparam[j] = t->dparam[j] ? on_device(&b, t->dparam[j], bytes) : NULL;
+    }
+    for (int pass = 0; pass < 2 && !b.failed; pass++)
         for (int sl = 0; sl < slices; sl++) {
             struct dl_kernel_args a;
             memset(&a, 0, sizeof a);
@@ -139,17 +190,18 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
             for (int i = 0; i < l->n_in; i++) {
                 long cnt = dl_layout_count(cfg.in[i], l->in_shape[i]);
                 c->in_shape[i] = l->in_shape[i];
-                c->in[i] = x[i] + (long)sl * mb * cnt;
-                c->din[i] = dx[i] + (long)sl * mb * cnt;
+                c->in[i] = xd[i] + (long)sl * mb * cnt;
+                c->din[i] = dxd[i] + (long)sl * mb * cnt;
             }
             c->out_shape = l->out_shape;
-            c->out = y + (long)sl * mb * ycount;
-            c->dout = dy + (long)sl * mb * ycount;
+            c->out = yd + (long)sl * mb * ycount;
+            c->dout = dyd + (long)sl * mb * ycount;
             for (int j = 0; j < l->n_params; j++) {
-                c->param[j] = t->param[j];
-                c->dparam[j] = t->dparam[j];
+                c->param[j] = param[j];
+                c->dparam[j] = dparam[j];
             }
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);
+            c->labels = labels ? labels + (long)sl * mb : NULL;
             c->training = 1;
             a.workspace = ws;
             if (pass == 0) {
@@ -159,16 +211,22 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
                 dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_WEIGHTS, l->n_params > 0, 1);
             }
         }
+    to_host(&b, y, yd, ybytes);
+    for (int j = 0; j < l->n_params; j++) { /* training updates running statistics; gradients accumulate */
+        to_host(&b, t->param[j], param[j], sizeof(float) * (size_t)l->param[j].count);
+        to_host(&b, t->dparam[j], dparam[j], sizeof(float) * (size_t)l->param[j].count);
+    }
     dl_layout_reorder(y, cfg.out, t->y, DL_LAYOUT_PLAIN, t->batch, l->out_shape, 0);
     for (int i = 0; i < l->n_in; i++) {
+        to_host(&b, dx[i], dxd[i], xbytes[i]);
         dl_layout_reorder(dx[i], cfg.in[i], t->dx[i], DL_LAYOUT_PLAIN, t->batch, l->in_shape[i], 0);
         free(x[i]);
         free(dx[i]);
     }
     free(y);
     free(dy);
-    free(ws);
-    free(saved);
+    for (int i = 0; i < b.n; i++)
+        b.dev->free(b.p[i]);
     k->destroy(inst);
-    return DL_OK;
+    return b.failed ? DL_ERR_NOMEM : DL_OK;
 }

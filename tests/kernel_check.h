@@ -1,7 +1,9 @@
 /* kernel_check.h: helpers of the kernel tests: a one-layer graph from YAML,
  * random tensors, the relative error used by every comparison (max |a-b|
  * over max |b|), and running one kernel on a layer in plain NCHW tensors
- * (reordering to and from the layouts it negotiates, as the executor does). */
+ * (reordering to and from the layouts it negotiates, as the executor does,
+ * and copying to and from the kernel's device: host memory for CPU kernels,
+ * the GPU's for a CUDA kernel). */
 #ifndef DL_TESTS_KERNEL_CHECK_H
 #define DL_TESTS_KERNEL_CHECK_H
 
@@ -13,15 +15,18 @@ struct kc_tensors {
     int batch;
     float *x[DL_MAX_INPUTS], *y, *dy, *dx[DL_MAX_INPUTS];
     float *param[DL_MAX_PARAMS], *dparam[DL_MAX_PARAMS];
+    int *labels;          /* a loss layer's: batch class indices; else NULL */
 };
 
 double kc_rel_err(const float *a, const float *b, long n);
 void kc_fill(float *v, long n, uint64_t seed);
 /* Allocates and fills inputs, parameters (positive variances for batch
- * norm), output gradients and pre-set weight gradients (to check += ). */
+ * norm), output gradients, pre-set weight gradients (to check += ) and, for
+ * a loss, labels (random classes). */
 void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed);
 void kc_free(struct kc_tensors *t, const struct dl_layer *l);
-/* forward (training mode) then backward of k on l in slices of mb samples. */
+/* forward (training mode) then backward of k on l in slices of mb samples,
+ * on k's device (DL_ERR_UNSUPPORTED when this build lacks it). */
 int kc_run(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb);
 /* The same with input 0's producer offering layout offer (a blocked conv
  * output, say): the kernel negotiates from that. */

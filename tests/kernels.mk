@@ -18,4 +18,13 @@ tests_test_openblas_core_SOURCES = tests/test_openblas_core.c
 tests_test_openblas_core_CFLAGS = $(TEST_CFLAGS)
 tests_test_openblas_core_LDADD = $(TEST_LIBS)
 TESTS += tests/test_kernels tests/test_attr tests/test_kernels_net tests/test_plan tests/test_openblas_core
+if HAVE_CUDA
+# The GPU's kernels against the host reference; skipped where there is no GPU.
+check_PROGRAMS += tests/test_kernels_cuda
+tests_test_kernels_cuda_SOURCES = tests/test_kernels.c tests/kernel_check.c tests/kernel_check.h
+tests_test_kernels_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_CUDA
+tests_test_kernels_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_test_kernels_cuda_LDADD = $(TEST_LIBS)
+TESTS += tests/test_kernels_cuda
+endif
 endif

@@ -26,6 +26,27 @@ tests_test_parse_LDADD = $(TEST_LIBS)
 TESTS += tests/test_rng tests/test_parse
 endif
 
+# Devices (backends/device.h): the host's cases and dl_device_open's answers
+# in every build; the same cases on a GPU in the CUDA build, skipped where
+# there is none.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_device
+tests_test_device_SOURCES = tests/test_device.c
+tests_test_device_CFLAGS = $(TEST_CFLAGS)
+tests_test_device_LDADD = $(TEST_LIBS)
+TESTS += tests/test_device
+if HAVE_CUDA
+check_PROGRAMS += tests/test_device_cuda
+tests_test_device_cuda_SOURCES = tests/test_device.c
+tests_test_device_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_CUDA
+tests_test_device_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_test_device_cuda_LDADD = $(TEST_LIBS)
+TESTS += tests/test_device_cuda
+endif
+endif
+TESTS += tests/test_device_cli.sh
+EXTRA_DIST += tests/test_device_cli.sh
+
 # Gradient checks link the double-precision build of the ops (libdlref64.a).
 GRADCHECK_SOURCES = tests/gradcheck.c tests/gradcheck.h
 GRADCHECK_CPPFLAGS = $(AM_CPPFLAGS) -DDL_REAL_DOUBLE
@@ -64,6 +85,10 @@ EXTRA_DIST += tests/test_cli.sh tests/test_cli_options.sh tests/test_parallel.sh
 	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py \
 	tests/test_schedules_mpi.sh tests/grid_runs.sh
 
+# Gossip and EASGD from the command line (test_strategy_mpi checks their steps).
+TESTS += tests/test_decentralized.sh
+EXTRA_DIST += tests/test_decentralized.sh
+
 # The class-split loss and height splits in training against one process
 # (the comparison shared with test_hybrid.sh in grid_runs.sh).
 TESTS += tests/test_split.sh
@@ -76,6 +101,11 @@ EXTRA_DIST += tests/test_comm_emulate.sh
 # dltrain check --grid's memory per rank against what real runs plan.
 TESTS += tests/test_check_memory.sh
 EXTRA_DIST += tests/test_check_memory.sh
+
+# Checkpoints saved on one grid and resumed on others, local SGD's and
+# --compress's checkpoints (against one process / the uninterrupted run).
+TESTS += tests/test_ckpt_grid.sh
+EXTRA_DIST += tests/test_ckpt_grid.sh
 
 # Per-group fragments (op gradient checks, shipped networks).
 include $(srcdir)/tests/grad_conv_fc.mk

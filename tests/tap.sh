@@ -52,3 +52,20 @@ skip_without_mpirun() {
         echo "1..0 # SKIP mpirun or dltrain not available"; exit 0
     fi
 }
+
+# wait_steps FILE N: waits (at most a minute) until the metrics file FILE
+# of a run in progress has N steps.
+wait_steps() {
+    for i in $(seq 1 1200); do
+        [ "$(grep -c '"step"' "$1.partial" 2>/dev/null)" -ge "$2" ] 2>/dev/null && break
+        sleep 0.05
+    done
+}
+
+# stop_after FILE N SIGNAL PID: sends SIGNAL once the metrics file has N
+# steps.  The run was started with --debug-hold-at-step N, so it waits there
+# for the signal (it cannot finish first) and stops after step N + 1.
+stop_after() {
+    wait_steps "$1" "$2"
+    kill -"$3" "$4"
+}

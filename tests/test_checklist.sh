@@ -35,7 +35,7 @@ for b in $backends; do
 done
 [ -n "$backends" ] && [ -z "$missing" ]; tap_result $? "every --comm backend ($(echo $backends)) has its row in doc/comm.md${missing:+ (missing:$missing)}"
 
-models=$("$DLTRAIN" --net "$S/nets/lenet5.yaml" --consistency '?' 2>&1 | sed -n 's/.*expected \(.*\), found.*/\1/p' | sed 's/,\| or / /g; s/:[A-Z]*//g')
+models=$("$DLTRAIN" --net "$S/nets/lenet5.yaml" --consistency '?' 2>&1 | sed -n 's/.*expected \(.*\), found.*/\1/p' | sed 's/,\| or / /g; s/:[A-Z]*//g; s/\[[^]]*\]//g')
 missing=""
 for m in $models; do
     grep -q -- "$m" "$S/doc/ARCHITECTURE.md" || missing="$missing ARCHITECTURE.md:$m"

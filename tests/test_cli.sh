@@ -4,9 +4,9 @@
 # option, a short real training run on Fashion-MNIST that learns, identical
 # losses for the same seed, and the JSON-lines metrics file.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 35
+tap_plan 38
 
-for cmd in "" "train" "check"; do
+for cmd in "" "train" "check" "plan"; do
     expect_status 0 "dltrain $cmd --help" -- $DLTRAIN $cmd --help
     expect_output "Usage: dltrain" "dltrain $cmd --help prints usage"
     expect_status 0 "dltrain $cmd --version" -- $DLTRAIN $cmd --version

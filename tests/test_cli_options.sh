@@ -42,6 +42,7 @@ train --net $NET|--dataset bogus|bogus
 train --net $NET|--limit-train 0|0
 train --net $NET|--limit-test x|x
 train --net $NET|--max-steps 0|0
+train --net $NET|--device gpu|gpu
 train --net $NET --optimizer adam|--nesterov|sgd
 train --net $NET|--log-every 0|0
 train --net $NET|--comm bogus|bogus
@@ -87,6 +88,16 @@ bench pipeline --net $NET|--schedules 1f1b,bogus|bogus
 bench pipeline --net $NET|--steps 0|0
 bench pipeline --net $NET|--send-latency x|x
 bench pipeline --net $NET|--bogus|
+plan --net $NET --flops 1e9|--ranks 0|0
+plan --net $NET --flops 1e9|--ranks 2,x|x
+plan --net $NET --flops 1e9 --ranks 2|--ranks-per-node 0|0
+plan --net $NET --flops 1e9 --ranks 2|--link alpha=5us,bw=fast|fast
+plan --net $NET --flops 1e9 --ranks 2|--node-link alpha=5,bw=1GB/s|alpha=5
+plan --net $NET --flops 1e9 --ranks 2|--memory-per-rank 1X|1X
+plan --net $NET --ranks 2|--flops 0|0
+plan --net $NET --flops 1e9 --ranks 2|--top 0|0
+plan --net $NET --flops 1e9 --ranks 2|--bogus|
+train --net $NET|--plan-flops x|x
 bench comm --sizes 1K|--comm bogus|bogus
 bench comm|--sizes bogus|bogus
 bench comm|--algorithms bogus|bogus

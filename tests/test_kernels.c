@@ -9,7 +9,18 @@
  * fuse a ReLU are also run fused, against themselves unfused followed by a
  * ReLU, bit for bit, in every case and layout.  Every kernel of the build
  * meets some case of its kind (every_kernel_has_a_case), and the last case
- * checks that every kernel the CPU can run was compared at least once. */
+ * checks that every kernel the CPU can run was compared at least once.
+ * Losses (softmax cross-entropy, with and without label smoothing) are
+ * cases too, on random labels.
+ * The harness itself (kernel_check.c: layouts, copies to the kernel's
+ * device and back) gives for the reference kernel bit for bit what the
+ * reference called directly gives (harness_equals_direct_reference).
+ *
+ * One source, two programs: test_kernels takes the host's kernels;
+ * test_kernels_cuda (built --with-cuda, TEST_ON_CUDA) the GPU's, run on
+ * device copies of the same inputs (kernel_check.c) against the same host
+ * reference, and reports itself skipped with dl_device_open's reason where
+ * there is no GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,11 +33,24 @@
 #include <string.h>
 
 #include "backends/cpu_simd/simd.h"
+#include "backends/device.h"
 #include "backends/reference/reference.h"
 #include "core/threads.h"
 #include "kernel_check.h"
 
 #define TOL 1e-4
+
+#ifdef TEST_ON_CUDA
+#define TEST_DEVICE DL_DEVICE_CUDA
+#else
+#define TEST_DEVICE DL_DEVICE_CPU
+#endif
+
+/* 1 for a kernel of the device this program tests. */
+static int on_test_device(const struct dl_kernel *k)
+{
+    return k->device == TEST_DEVICE;
+}
 
 struct kcase {
     const char *name;
@@ -99,6 +123,20 @@ static const struct kcase cases[] = {
     {"fc_lenet1", "[16, 5, 5]", "{type: fc, units: 120}", 4, NULL},
 };
 
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+/* Losses: layer is the network's loss, on class scores of the input's shape. */
+static const struct kcase losses[] = {
+    {"softmax_xent", "[7, 1, 1]", "{type: softmax_cross_entropy}", 5, NULL},
+    {"softmax_xent_smooth", "[12, 1, 1]", "{type: softmax_cross_entropy, label_smoothing: 0.1}", 4, NULL},
+};
+#define N_LOSSES (sizeof losses / sizeof losses[0])
+
+static int is_loss(const struct kcase *kc)
+{
+    return kc >= losses && kc < losses + N_LOSSES;
+}
+
 /* Layers whose input a blocked producer offers (a oneDNN convolution's or
  * pooling's nChw8c / nChw16c output): kernels that take it as it is get it
  * in that layout, the others plain (the executor's reorder). */
@@ -129,19 +167,32 @@ static const struct bcase blocked[] = {
     {{"batchnorm_chunks_block8", "[16, 2, 3]", "{type: batchnorm}", 100, NULL}, DL_LAYOUT_BLOCK8},
 };
 
-/* The layer of a two-layer net (the tested one, then an fc to the loss). */
+/* The layer of a two-layer net (the tested one, then an fc to the loss),
+ * or for a loss case the loss of a net that flattens its input into class
+ * scores. */
 static int load(const struct kcase *kc, struct dl_net *net)
 {
     char text[1024];
-    snprintf(text, sizeof text,
-             "input: {shape: %s, classes: 3}\nlayers:\n  - %.*s, name: t}\n  - {type: fc, units: 3}\n"
-             "loss: softmax_cross_entropy\n",
-             kc->input, (int)strlen(kc->layer) - 1, kc->layer);
+    int classes = 0;
+    if (is_loss(kc) && sscanf(kc->input, "[%d", &classes) == 1)
+        snprintf(text, sizeof text, "input: {shape: %s, classes: %d}\nlayers:\n  - {type: flatten, name: f}\n"
+                 "loss: %s\n", kc->input, classes, kc->layer);
+    else
+        snprintf(text, sizeof text,
+                 "input: {shape: %s, classes: 3}\nlayers:\n  - %.*s, name: t}\n  - {type: fc, units: 3}\n"
+                 "loss: softmax_cross_entropy\n",
+                 kc->input, (int)strlen(kc->layer) - 1, kc->layer);
     struct dl_error err = {0};
     int rc = dl_net_load_string("case.yaml", text, net, &err);
     if (rc)
         print_message("# %s: %s\n", kc->name, err.msg);
     return rc;
+}
+
+/* The layer a case tests: the first, or the loss. */
+static const struct dl_layer *under_test(const struct kcase *kc, const struct dl_net *net)
+{
+    return &net->graph.layers[is_loss(kc) ? net->graph.n - 1 : 0];
 }
 
 /* The larger error, NaN (a value left unwritten) counting as the largest. */
@@ -240,14 +291,14 @@ static void run_kcase(const struct kcase *kc, enum dl_layout offer)
 {
     struct dl_net net;
     assert_int_equal(load(kc, &net), 0);
-    const struct dl_layer *l = &net.graph.layers[0];
+    const struct dl_layer *l = under_test(kc, &net);
     struct kc_tensors ref;
     kc_alloc(&ref, l, kc->batch, 11);
     assert_int_equal(kc_run(&dl_kernel_reference, l, &ref, kc->batch), 0);
     int tested = 0;
     for (int i = 0; dl_kernels[i]; i++) {
         const struct dl_kernel *k = dl_kernels[i];
-        if (k == &dl_kernel_reference || k->op != l->kind || (k->supports && !k->supports(l)))
+        if (k == &dl_kernel_reference || !on_test_device(k) || k->op != l->kind || (k->supports && !k->supports(l)))
             continue;
         int mbs[2] = {kc->batch, k->whole_batch || kc->batch % 2 ? 0 : kc->batch / 2};
         for (int m = 0; m < 2 && mbs[m]; m++) {
@@ -282,6 +333,74 @@ static void run_blocked(void **state)
     const struct bcase *bc = *state;
     run_kcase(&bc->k, bc->offer);
 }
+
+#ifndef TEST_ON_CUDA
+/* The reference kernel called straight on t's host tensors (no layouts, no
+ * device, no copies): what kc_run must reproduce. */
+static void reference_direct(const struct dl_layer *l, struct kc_tensors *t)
+{
+    struct dl_error err = {0};
+    struct dl_kernel_config cfg = {.mb = t->batch};
+    void *inst = NULL;
+    assert_int_equal(dl_kernel_reference.create(l, &cfg, &inst, &err), 0);
+    size_t saved = dl_kernel_saved_bytes(&dl_kernel_reference, inst);
+    size_t ws = dl_kernel_workspace_max(&dl_kernel_reference, inst);
+    struct dl_kernel_args a;
+    memset(&a, 0, sizeof a);
+    struct dl_op_call *c = &a.c;
+    c->attr = l->attr, c->batch = t->batch, c->n_in = l->n_in, c->out_shape = l->out_shape, c->training = 1;
+    for (int i = 0; i < l->n_in; i++)
+        c->in_shape[i] = l->in_shape[i], c->in[i] = t->x[i], c->din[i] = t->dx[i];
+    c->out = t->y, c->dout = t->dy, c->labels = t->labels;
+    for (int j = 0; j < l->n_params; j++)
+        c->param[j] = t->param[j], c->dparam[j] = t->dparam[j];
+    c->saved = calloc(saved + 64, 1);
+    a.workspace = calloc(ws + 64, 1);
+    for (int d = 0; d < DL_N_DIRS; d++)
+        dl_kernel_run(&dl_kernel_reference, inst, &a, (enum dl_dir)d, l->n_params > 0, 1);
+    free(c->saved);
+    free(a.workspace);
+    dl_kernel_reference.destroy(inst);
+}
+
+static long bits_differ(const float *a, const float *b, long n)
+{
+    return a && b ? (long)(memcmp(a, b, sizeof *a * (size_t)n) != 0) : 0;
+}
+
+/* kc_run (the kernels' harness: layouts, copies to and from the kernel's
+ * device) gives, for the reference kernel in every case, bit for bit what
+ * the reference called directly on the host tensors gives: output, input
+ * gradients, parameters (running statistics) and accumulated gradients.
+ * Every kernel is compared with the reference through the same harness,
+ * so a harness that lost a result would otherwise hide it on both sides. */
+static void harness_equals_direct_reference(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < N_CASES + N_LOSSES; k++) {
+        const struct kcase *kc = k < N_CASES ? &cases[k] : &losses[k - N_CASES];
+        struct dl_net net;
+        assert_int_equal(load(kc, &net), 0);
+        const struct dl_layer *l = under_test(kc, &net);
+        struct kc_tensors h, d;
+        kc_alloc(&h, l, kc->batch, 11);
+        kc_alloc(&d, l, kc->batch, 11);
+        assert_int_equal(kc_run(&dl_kernel_reference, l, &h, kc->batch), 0);
+        reference_direct(l, &d);
+        long differ = bits_differ(h.y, d.y, h.batch * dl_shape_count(l->out_shape));
+        for (int i = 0; i < l->n_in; i++)
+            differ += bits_differ(h.dx[i], d.dx[i], h.batch * dl_shape_count(l->in_shape[i]));
+        for (int j = 0; j < l->n_params; j++)
+            differ += bits_differ(h.param[j], d.param[j], l->param[j].count) +
+                      bits_differ(h.dparam[j], d.dparam[j], l->param[j].count);
+        if (differ)
+            fail_msg("%s: %ld of the harness's results differ from the reference called directly", kc->name, differ);
+        kc_free(&h, l);
+        kc_free(&d, l);
+        dl_net_free(&net);
+    }
+}
+#endif
 
 /* The simd max pooling forward in layout lo (NCHW, or blocked with x, y and
  * the winners reordered around it). */
@@ -369,7 +488,7 @@ static void every_kernel_compared(void **state)
     int missing = 0;
     for (int i = 0; dl_kernels[i] && i < MAX_KERNELS; i++) {
         const struct dl_kernel *k = dl_kernels[i];
-        if (k == &dl_kernel_reference)
+        if (k == &dl_kernel_reference || !on_test_device(k))
             continue;
         if (!runs_on_this_cpu(k)) {
             print_message("# %-12s (%s): not on this CPU, %d comparisons\n", k->name, k->op ? k->op->name : "any op",
@@ -384,7 +503,6 @@ static void every_kernel_compared(void **state)
     assert_int_equal(missing, 0);
 }
 
-#define N_CASES (sizeof cases / sizeof cases[0])
 #define N_BLOCKED (sizeof blocked / sizeof blocked[0])
 
 /* Every kernel of the build but the reference (which hands the layer to its
@@ -400,11 +518,13 @@ static void every_kernel_has_a_case(void **state)
     while (dl_kernels[n_kernels])
         n_kernels++;
     assert_true(n_kernels <= 64);
-    for (size_t c = 0; c < N_CASES + N_BLOCKED; c++) {
-        const struct kcase *kc = c < N_CASES ? &cases[c] : &blocked[c - N_CASES].k;
+    for (size_t c = 0; c < N_CASES + N_BLOCKED + N_LOSSES; c++) {
+        const struct kcase *kc = c < N_CASES              ? &cases[c]
+                                 : c < N_CASES + N_BLOCKED ? &blocked[c - N_CASES].k
+                                                           : &losses[c - N_CASES - N_BLOCKED];
         struct dl_net net;
         assert_int_equal(load(kc, &net), 0);
-        const struct dl_layer *l = &net.graph.layers[0];
+        const struct dl_layer *l = under_test(kc, &net);
         for (int i = 0; i < n_kernels; i++) {
             const struct dl_kernel *k = dl_kernels[i];
             served[i] += k->op == l->kind;
@@ -415,7 +535,7 @@ static void every_kernel_has_a_case(void **state)
     int missing = 0;
     for (int i = 0; i < n_kernels; i++) {
         const struct dl_kernel *k = dl_kernels[i];
-        if (k == &dl_kernel_reference)
+        if (k == &dl_kernel_reference || !on_test_device(k))
             continue;
         print_message("# kernel %-12s for %-15s: %2d layers, runs on %d\n", k->name, k->op->name, served[i], runs[i]);
         missing += served[i] == 0;
@@ -429,15 +549,27 @@ int main(void)
      * kernels' per-thread buffers and their final sums run as in training,
      * with some threads getting no sample of a small micro-batch. */
     dl_threads_set(3);
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + 3];
+    struct dl_error err = {0};
+    const struct dl_device *dev;
+    if (dl_device_open(TEST_DEVICE, 0, &dev, &err)) { /* cmocka's skip() would count as a failure under TAP */
+        printf("1..0 # SKIP %s\n", err.msg);
+        return 0;
+    }
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 4];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
         tests[N_CASES + i] = (struct CMUnitTest){blocked[i].k.name, run_blocked, NULL, NULL, (void *)&blocked[i]};
     tests[N_CASES + N_BLOCKED] = (struct CMUnitTest){"maxpool_ties_and_nans", maxpool_ties_and_nans, NULL, NULL, NULL};
     tests[N_CASES + N_BLOCKED + 1] = (struct CMUnitTest){"every_kernel_has_a_case", every_kernel_has_a_case, NULL, NULL, NULL};
+    size_t n_tests = N_CASES + N_BLOCKED + 2;
+    for (size_t i = 0; i < N_LOSSES; i++)
+        tests[n_tests++] = (struct CMUnitTest){losses[i].name, run_case, NULL, NULL, (void *)&losses[i]};
+#ifndef TEST_ON_CUDA
+    tests[n_tests++] = (struct CMUnitTest){"harness_equals_direct_reference", harness_equals_direct_reference, NULL,
+                                           NULL, NULL};
+#endif
     /* last: it counts what the cases before it compared */
-    tests[N_CASES + N_BLOCKED + 2] = (struct CMUnitTest){"every_kernel_compared", every_kernel_compared, NULL, NULL,
-                                                         NULL};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    tests[n_tests++] = (struct CMUnitTest){"every_kernel_compared", every_kernel_compared, NULL, NULL, NULL};
+    return _cmocka_run_group_tests("tests", tests, n_tests, NULL, NULL);
 }

@@ -19,17 +19,6 @@ for l in open(sys.argv[1]):
         print(repr(r["loss"]))' "$1" "$2"
 }
 
-# stop_after FILE N SIGNAL PID: sends SIGNAL once the metrics file has N
-# steps.  The run was started with --debug-hold-at-step N, so it waits there
-# for the signal (it cannot finish first) and stops after step N + 1.
-stop_after() {
-    for i in $(seq 1 1200); do
-        [ "$(grep -c '"step"' "$1.partial" 2>/dev/null)" -ge "$2" ] 2>/dev/null && break
-        sleep 0.05
-    done
-    kill -"$3" "$4"
-}
-
 expect_status 0 "an uninterrupted run" -- $DLTRAIN $B --metrics "$TMPDIR_TEST/a.jsonl"
 
 $DLTRAIN $B --checkpoint-dir "$D" --checkpoint-every 30 --keep 2 --metrics "$TMPDIR_TEST/b.jsonl" \

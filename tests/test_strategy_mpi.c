@@ -17,7 +17,19 @@
  *                replay at or after its own update; rank 0 ends with the
  *                replayed weights and the first worker's statistics; and,
  *                from the workers' own clocks, no worker ever received its
- *                step-c answer before every other worker had sent step c-S.
+ *                step-c answer before every other worker had sent step c-S;
+ *   gossip:TOPO  (ring, exp, one-peer-exp, complete; also overlapped) every
+ *                step each rank holds the mix, by the topology's definition
+ *                written out here, of every rank's vector after its local
+ *                step, and the mean at the end;
+ *   easgd:TAU    local steps as the serial optimizer; every TAU steps each
+ *                rank moves toward a center replayed here, which moves by
+ *                alpha x the sum of the ranks' distances to it.
+ *   easgd-async (one and two servers) every worker's local steps as the
+ *                serial optimizer, and each server's rounds, replayed in its
+ *                order on a center kept here: the worker after each round
+ *                and the server's center at the end, bit for bit.
+ * With the argument "decentralized" only the last three run.
  * Rank 0 prints "ok - ..." lines (tests/mpi_report.h). */
 #include <math.h>
 #include <stdio.h>
@@ -275,6 +287,9 @@ static int same_floats(const float *a, const float *b, long n)
     return n == 0 || memcmp(a, b, sizeof *a * (size_t)n) == 0;
 }
 
+static int check_consensus(struct dl_strategy *s, const struct model *m, long step, int every, double *worst,
+                           char *detail, size_t dlen);
+
 /* local-sgd:k over 2k+1 steps (the last, partial round is averaged by end). */
 static void check_local_sgd(int k, const struct optimizer *optimizer)
 {
@@ -285,11 +300,12 @@ static void check_local_sgd(int k, const struct optimizer *optimizer)
     struct dl_error err = {0};
     struct dl_strategy *s = NULL;
     struct dl_optim serial = {0};
-    struct dl_parallel_opts po = {.consistency = DL_CONS_LOCAL_SGD, .local_steps = k, .allreduce = "auto"};
+    struct dl_parallel_opts po = {.consistency = DL_CONS_LOCAL_SGD, .local_steps = k, .allreduce = "auto",
+                                  .consensus_every = 1};
     int rc = strategy_open(&m, optimizer, &po, &s, &serial, detail, sizeof detail);
     long n = m.e.n_weights, ns = m.e.n_state;
     float *ws = rc ? NULL : copy_of(m.e.weights, n), *state = NULL;
-    double worst = 0;
+    double worst = 0, worst_consensus = 0;
     int local_ok = 1, metrics_ok = 1, averages = 0;
     for (long step = 1; step <= steps + 1 && !rc; step++) {
         int last = step == steps + 1; /* end(), not a step */
@@ -319,6 +335,10 @@ static void check_local_sgd(int k, const struct optimizer *optimizer)
             snprintf(detail, sizeof detail, "step %ld: %s", step, err.msg);
             break;
         }
+        if (!last && check_consensus(s, &m, step, 1, &worst_consensus, detail, sizeof detail)) {
+            rc = DL_ERR_COMM;
+            break;
+        }
         int averaged = last ? steps % k != 0 : step % k == 0;
         if (!averaged) {
             local_ok = local_ok && same_floats(m.e.weights, ws, n) && same_floats(m.e.state, state, ns);
@@ -340,14 +360,15 @@ static void check_local_sgd(int k, const struct optimizer *optimizer)
         free(all_s);
     }
     int want_averages = (int)(steps / k) + (steps % k != 0);
-    int ok = !rc && local_ok && metrics_ok && worst <= 1 && averages == want_averages;
+    int ok = !rc && local_ok && metrics_ok && worst <= 1 && averages == want_averages && worst_consensus <= 1;
     if (!rc && !ok)
-        snprintf(detail, sizeof detail, "%s%s%d averages (expected %d), %.3g of the rounding bound from the mean",
-                 local_ok ? "" : "local steps differ from the serial optimizer; ",
-                 metrics_ok ? "" : "metrics not summed over the ranks; ", averages, want_averages, worst);
+        snprintf(detail, sizeof detail, "%s%s%d averages (expected %d), %.3g of the rounding bound from the mean, "
+                 "consensus distance %.3g of its bound", local_ok ? "" : "local steps differ from the serial optimizer; ",
+                 metrics_ok ? "" : "metrics not summed over the ranks; ", averages, want_averages, worst,
+                 worst_consensus);
     snprintf(what, sizeof what, "local-sgd:%d, %s: local steps equal the serial optimizer, weights and batch-norm "
-             "statistics are the ranks' mean at every average (%.2f of the rounding bound)", k, optimizer->name,
-             worst);
+             "statistics are the ranks' mean at every average (%.2f of the rounding bound), the consensus distance "
+             "every step", k, optimizer->name, worst);
     mpi_report(world, ok, what, detail);
     free(ws);
     free(state);
@@ -631,6 +652,447 @@ static void check_param_server(int servers, int staleness, const struct optimize
     model_close(&m);
 }
 
+/* ------------------------------------------------- gossip and elastic averaging */
+
+/* Rank i's in-neighbours at 0-based step t, from the definitions of issue 21
+ * and dltrain(1) (not from parallel/mixing.c): ring, the ranks next to i;
+ * exp, i - 2^k for 2^k < p; one-peer-exp, i - 2^(t mod ceil(log2 p));
+ * complete, everyone else.  Returns how many, distinct and none of them i. */
+static int in_neighbours(enum dl_topology topology, int p, int i, long t, int *out)
+{
+    int n = 0, rounds = 0;
+    switch (topology) {
+    case DL_TOPO_RING:
+        out[n++] = (i + p - 1) % p;
+        if ((i + 1) % p != out[0])
+            out[n++] = (i + 1) % p;
+        break;
+    case DL_TOPO_EXP:
+        for (int d = 1; d < p; d *= 2)
+            out[n++] = (i + p - d) % p;
+        break;
+    case DL_TOPO_ONE_PEER_EXP:
+        while ((1 << rounds) < p)
+            rounds++;
+        out[n++] = (i + p - (1 << (t % rounds))) % p;
+        break;
+    default:
+        for (int j = 0; j < p; j++)
+            if (j != i)
+                out[n++] = j;
+        break;
+    }
+    return n;
+}
+
+/* One rank's vector as the strategies treat it: weights, then statistics. */
+static void pack_model(const struct model *m, float *x)
+{
+    memcpy(x, m->e.weights, sizeof *x * (size_t)m->e.n_weights);
+    memcpy(x + m->e.n_weights, m->e.state, sizeof *x * (size_t)m->e.n_state);
+}
+
+/* |got - want| over the rounding unit times mag, a bound (in rounding units)
+ * of the error the float computation may make: the worst ratio so far in
+ * *worst. */
+static void rounding_ratio(const float *got, const double *want, const double *mag, long n, double *worst)
+{
+    for (long i = 0; i < n; i++)
+        *worst = fmax(*worst, fabs(got[i] - want[i]) / (FEPS * mag[i] + 1e-30));
+}
+
+/* sqrt(mean_i ||w_i - w||^2) / ||w|| with w the ranks' mean, from every
+ * rank's weights, in double (nan if the allgather fails). */
+static double consensus_distance(const float *w, long n)
+{
+    float *all = gather(w, n);
+    if (!all)
+        return NAN;
+    int p = world->size;
+    double apart = 0, size = 0;
+    for (long i = 0; i < n; i++) {
+        double mean = 0;
+        for (int r = 0; r < p; r++)
+            mean += all[(size_t)r * (size_t)n + (size_t)i];
+        mean /= p;
+        size += mean * mean;
+        for (int r = 0; r < p; r++)
+            apart += (all[(size_t)r * (size_t)n + (size_t)i] - mean) * (all[(size_t)r * (size_t)n + (size_t)i] - mean);
+    }
+    free(all);
+    return sqrt(apart / p / size);
+}
+
+/* The strategy's consensus distance after step, measured every `every`
+ * steps (NaN between), against consensus_distance: within 1e-4 of it, or
+ * 1e-6 where the ranks differ only by roundings (float sums over the ranks
+ * against double ones).  *worst: the largest ratio to that bound. */
+static int check_consensus(struct dl_strategy *s, const struct model *m, long step, int every, double *worst,
+                           char *detail, size_t dlen)
+{
+    struct dl_error err = {0};
+    double cd;
+    int rc = dl_strategy_consensus(s, step, &cd, &err);
+    if (rc) {
+        snprintf(detail, dlen, "consensus: %s", err.msg);
+    } else if (step % every != 0) {
+        *worst = fmax(*worst, isnan(cd) ? 0 : INFINITY);
+    } else {
+        double want = consensus_distance(m->e.weights, m->e.n_weights);
+        *worst = fmax(*worst, fabs(cd - want) / (1e-4 * want + 1e-6));
+    }
+    return rc;
+}
+
+/* The strategy's end, which must leave every rank's weights and statistics
+ * the ranks' mean: *worst, the ratio to the rounding bound (mean_error). */
+static int end_average(struct dl_strategy *s, struct model *m, long n, double *worst, char *detail, size_t dlen)
+{
+    struct dl_error err = {0};
+    float *before = malloc(sizeof *before * (size_t)n), *now = malloc(sizeof *now * (size_t)n);
+    pack_model(m, before);
+    float *all = gather(before, n);
+    int rc = dl_strategy_end(s, &err);
+    if (rc)
+        snprintf(detail, dlen, "end: %s", err.msg);
+    pack_model(m, now);
+    *worst = all ? mean_error(now, all, n, world->size) : INFINITY;
+    free(all);
+    free(before);
+    free(now);
+    return rc;
+}
+
+/* gossip:topology (overlapped or not) over T steps: every step each rank's
+ * weights and statistics equal the mix, with the topology's weights
+ * 1 / (neighbours + 1), of the ranks' vectors after their local optimizer
+ * steps (overlapped: the optimizer step applied to the mix of the step's
+ * starting vectors, the statistics' local change added), within a few
+ * rounding units; bytes_sent is the neighbours' count x the vector; the
+ * end leaves every rank the ranks' mean. */
+static void check_gossip(enum dl_topology topology, int overlap, const struct optimizer *optimizer)
+{
+    enum { T = 7 };
+    int p = world->size, me = world->rank;
+    char detail[1200] = "", what[300];
+    struct model m;
+    struct dl_error err = {0};
+    struct dl_strategy *s = NULL;
+    struct dl_optim serial = {0};
+    struct dl_parallel_opts po = {.consistency = DL_CONS_GOSSIP, .topology = topology, .gossip_overlap = overlap,
+                                  .allreduce = "auto", .consensus_every = 2};
+    int rc = strategy_open(&m, optimizer, &po, &s, &serial, detail, sizeof detail);
+    long nw = m.e.n_weights, n = nw + m.e.n_state;
+    float *x = malloc(sizeof *x * (size_t)n), *start = malloc(sizeof *start * (size_t)n);
+    double *want = malloc(sizeof *want * (size_t)n), *mag = malloc(sizeof *mag * (size_t)n);
+    int nb[64];
+    double worst = 0, worst_consensus = 0;
+    int bytes_ok = 1, metrics_ok = 1;
+    for (long step = 1; step <= T && !rc; step++) {
+        pack_model(&m, start);
+        dl_exec_zero_grad(&m.e);
+        rc = dl_strategy_begin(s, 4, 4 * p, &err);
+        forward_backward(&m, me, step, 4);
+        /* the reference: this rank's vector after its local step, or (overlap) its starting one */
+        float *ws = copy_of(m.e.weights, nw);
+        pack_model(&m, x);
+        if (!overlap)
+            dl_optim_step(&serial, lr_at_step(step), x, m.e.dweights);
+        float *all = gather(overlap ? start : x, n);
+        float *after_forward = copy_of(m.e.state, m.e.n_state);
+        struct dl_step_metrics metrics = {.loss_sum = dl_exec_loss_sum(&m.e)};
+        float loss = (float)metrics.loss_sum, *losses = gather(&loss, 1);
+        struct dl_step_stats st = {0};
+        if (!rc)
+            rc = dl_strategy_finish(s, step, lr_at_step(step), &metrics, &st, &err);
+        if (rc || !all || !losses) {
+            snprintf(detail, sizeof detail, "step %ld: %s", step, rc ? err.msg : "allgather failed");
+            rc = rc ? rc : DL_ERR_COMM;
+        }
+        int k = rc ? 0 : in_neighbours(topology, p, me, step - 1, nb);
+        for (long i = 0; !rc && i < n; i++) {
+            double acc = all[(size_t)me * (size_t)n + (size_t)i], sum_abs = fabs(acc);
+            for (int j = 0; j < k; j++) {
+                acc += all[(size_t)nb[j] * (size_t)n + (size_t)i];
+                sum_abs += fabs(all[(size_t)nb[j] * (size_t)n + (size_t)i]);
+            }
+            want[i] = acc / (k + 1);
+            mag[i] = 4 * sum_abs / (k + 1);
+            if (overlap && i >= nw) { /* the statistics' own change during this step's forward */
+                want[i] += (double)after_forward[i - nw] - start[i];
+                mag[i] += 2 * fabs(after_forward[i - nw]) + 2 * fabs(start[i]);
+            }
+        }
+        if (!rc && overlap) { /* the optimizer step on the mixed weights */
+            for (long i = 0; i < nw; i++)
+                ws[i] = (float)want[i];
+            dl_optim_step(&serial, lr_at_step(step), ws, m.e.dweights);
+            for (long i = 0; i < nw; i++) {
+                mag[i] += 4 * fabs(ws[i]);
+                want[i] = ws[i];
+            }
+        }
+        if (!rc) {
+            pack_model(&m, x);
+            rounding_ratio(x, want, mag, n, &worst);
+            bytes_ok = bytes_ok && st.bytes_sent == (size_t)k * sizeof(float) * (size_t)n;
+            double sum = 0;
+            for (int r = 0; r < p; r++)
+                sum += losses[r];
+            metrics_ok = metrics_ok && fabs(metrics.loss_sum - sum) <= 1e-6 * fabs(sum) && metrics.samples == 4 * p;
+            /* the serial optimizer goes on from the strategy's weights (its momentum already matches) */
+            rc = check_consensus(s, &m, step, 2, &worst_consensus, detail, sizeof detail);
+        }
+        free(ws);
+        free(all);
+        free(after_forward);
+        free(losses);
+    }
+    double end_worst = INFINITY;
+    if (!rc)
+        rc = end_average(s, &m, n, &end_worst, detail, sizeof detail);
+    int ok = !rc && worst <= 1 && bytes_ok && metrics_ok && end_worst <= 1 && worst_consensus <= 1;
+    if (!rc && !ok)
+        snprintf(detail, sizeof detail, "%.3g rounding units from the mix%s%s, end %.3g of the mean's bound, "
+                 "consensus distance %.3g of its bound", worst, bytes_ok ? "" : ", wrong bytes_sent",
+                 metrics_ok ? "" : ", metrics not summed", end_worst, worst_consensus);
+    snprintf(what, sizeof what, "gossip:%s%s, %s: %d steps each equal the mix of the ranks' vectors by the "
+             "topology's definition (%.2f rounding units), bytes_sent, summed metrics, the consensus distance "
+             "every 2 steps (%.2g of its bound), the mean at the end", dl_topology_names[topology],
+             overlap ? " --gossip-overlap" : "", optimizer->name, T, worst, worst_consensus);
+    mpi_report(world, ok, what, detail);
+    free(x);
+    free(start);
+    free(want);
+    free(mag);
+    dl_optim_free(&serial);
+    dl_strategy_free(s);
+    model_close(&m);
+}
+
+/* easgd:tau,alpha over 3 tau + 1 steps: between rounds the local steps of a
+ * serial optimizer; at each round, with the center c kept here (from the
+ * common initial vector), x_i - alpha (x_i - c) on every rank and c +
+ * alpha sum_j (x_j - c) for the next round, within the rounding of the
+ * float sum over the ranks; the end leaves every rank the ranks' mean. */
+static void check_easgd(int tau, double alpha_opt, const struct optimizer *optimizer)
+{
+    int p = world->size, me = world->rank;
+    long steps = 3L * tau + 1;
+    char detail[1200] = "", what[300];
+    struct model m;
+    struct dl_error err = {0};
+    struct dl_strategy *s = NULL;
+    struct dl_optim serial = {0};
+    struct dl_parallel_opts po = {.consistency = DL_CONS_EASGD, .easgd_tau = tau, .easgd_alpha = alpha_opt,
+                                  .allreduce = "auto"};
+    double alpha = alpha_opt > 0 ? alpha_opt : 0.9 / p;
+    int rc = strategy_open(&m, optimizer, &po, &s, &serial, detail, sizeof detail);
+    long nw = m.e.n_weights, n = nw + m.e.n_state;
+    float *x = malloc(sizeof *x * (size_t)n), *got = malloc(sizeof *got * (size_t)n);
+    double *center = malloc(sizeof *center * (size_t)n), *want = malloc(sizeof *want * (size_t)n),
+           *mag = malloc(sizeof *mag * (size_t)n), *drift = calloc((size_t)n, sizeof *drift);
+    pack_model(&m, x);
+    for (long i = 0; i < n; i++)
+        center[i] = x[i];
+    double worst = 0;
+    int local_ok = 1, rounds = 0;
+    for (long step = 1; step <= steps && !rc; step++) {
+        dl_exec_zero_grad(&m.e);
+        rc = dl_strategy_begin(s, 4, 4 * p, &err);
+        forward_backward(&m, me, step, 4);
+        pack_model(&m, x);
+        dl_optim_step(&serial, lr_at_step(step), x, m.e.dweights);
+        struct dl_step_metrics metrics = {.loss_sum = dl_exec_loss_sum(&m.e)};
+        struct dl_step_stats st = {0};
+        float *all = gather(x, n);
+        if (!rc)
+            rc = dl_strategy_finish(s, step, lr_at_step(step), &metrics, &st, &err);
+        if (rc || !all) {
+            snprintf(detail, sizeof detail, "step %ld: %s", step, rc ? err.msg : "allgather failed");
+            rc = rc ? rc : DL_ERR_COMM;
+        }
+        pack_model(&m, got);
+        if (!rc && step % tau != 0) {
+            local_ok = local_ok && memcmp(got, x, sizeof *x * (size_t)n) == 0 && st.bytes_sent == 0;
+        } else if (!rc) {
+            rounds++;
+            for (long i = 0; i < n; i++) {
+                double sum = 0, sum_abs = 0;
+                for (int r = 0; r < p; r++) {
+                    double d = all[(size_t)r * (size_t)n + (size_t)i] - center[i];
+                    sum += d;
+                    sum_abs += fabs(d);
+                }
+                double mine = x[i];
+                want[i] = mine - alpha * (mine - center[i]);
+                mag[i] = 4 * (fabs(mine) + fabs(center[i])) + alpha * drift[i];
+                center[i] += alpha * sum;
+                /* the strategy's float center drifts from this one by its
+                 * roundings: the differences, their float sum over the ranks
+                 * and the update, on top of the drift it had */
+                drift[i] = drift[i] * (1 + alpha * p) + alpha * (p + 2) * sum_abs + 2 * fabs(center[i]);
+            }
+            rounding_ratio(got, want, mag, n, &worst);
+        }
+        free(all);
+    }
+    double end_worst = INFINITY;
+    if (!rc)
+        rc = end_average(s, &m, n, &end_worst, detail, sizeof detail);
+    int ok = !rc && local_ok && worst <= 1 && rounds == (int)(steps / tau) && end_worst <= 1;
+    if (!rc && !ok)
+        snprintf(detail, sizeof detail, "%s%d rounds, %.3g rounding units from the elastic update, end %.3g of the "
+                 "mean's bound", local_ok ? "" : "local steps differ from the serial optimizer; ", rounds, worst,
+                 end_worst);
+    snprintf(what, sizeof what, "easgd:%d,%g, %s: local steps equal the serial optimizer, every round pulls each rank "
+             "and the center toward each other by alpha (%.2f rounding units), the mean at the end", tau, alpha,
+             optimizer->name, worst);
+    mpi_report(world, ok, what, detail);
+    free(x);
+    free(got);
+    free(center);
+    free(drift);
+    free(want);
+    free(mag);
+    dl_optim_free(&serial);
+    dl_strategy_free(s);
+    model_close(&m);
+}
+
+/* easgd-async:tau with `servers` server ranks over T steps.  Every worker
+ * records, per round, the weights it sent (after its local step, which must
+ * equal a serial optimizer's) and the weights it holds after the round;
+ * every server replays the rounds it applied, in its order, on its shard of
+ * a center that starts at the initial weights: the worker's weights after
+ * the round must be x - alpha (x - c) with the replayed c, bit for bit, and
+ * the server ends holding the replayed center. */
+enum { EA_TAG_SENT = 9501, EA_TAG_AFTER };
+
+static void check_easgd_async(int servers, int tau)
+{
+    enum { T = 7 };
+    int p = world->size, me = world->rank, workers = p - servers, rounds = (T + tau - 1) / tau;
+    if (workers < 1 || workers > 64)
+        return;
+    char detail[1200] = "", what[300];
+    struct model m;
+    struct dl_error err = {0};
+    int rc = model_open(&m, &SGD, detail, sizeof detail);
+    long n = m.e.n_weights;
+    float *w0 = rc ? NULL : copy_of(m.e.weights, n);
+    struct dl_parallel_opts po = {.consistency = DL_CONS_EASGD_ASYNC, .easgd_tau = tau, .ps_servers = servers};
+    float alpha = (float)dl_easgd_alpha(&po, workers);
+    struct ps_log *log = calloc(1, sizeof *log);
+    struct dl_rank_layout layout;
+    dl_strategy_layout(&po, p, me, &layout);
+    int server = layout.role == DL_ROLE_SERVER, local_ok = 1;
+    size_t bytes = sizeof(float) * (size_t)n * (size_t)rounds;
+    float *sent = malloc(bytes * (server ? (size_t)workers : 1)), *after = malloc(bytes * (server ? (size_t)workers : 1));
+    struct dl_strategy *s = NULL;
+    if (!rc)
+        rc = dl_strategy_create(world, &m.e, &m.opt, &po, 5, NULL, NULL, &s, &err);
+    if (!rc && server) {
+        struct dl_serve_hooks hooks = {.ctx = log, .lr_at = ps_lr, .on_update = ps_record};
+        struct dl_serve_result res;
+        rc = dl_strategy_serve(s, &hooks, &res, &err);
+    } else if (!rc) {
+        struct dl_optim serial = {0};
+        rc = dl_optim_init(&serial, &m.net.train.optim, n, &err);
+        float *ws = malloc(sizeof *ws * (size_t)n);
+        int r = 0;
+        for (long step = 1; step <= T && !rc; step++) {
+            dl_exec_zero_grad(&m.e);
+            rc = dl_strategy_begin(s, 4, 4 * workers, &err);
+            forward_backward(&m, me, step, 4);
+            memcpy(ws, m.e.weights, sizeof *ws * (size_t)n);
+            dl_optim_step(&serial, lr_at_step(step), ws, m.e.dweights);
+            struct dl_step_metrics metrics = {.loss_sum = dl_exec_loss_sum(&m.e), .samples = 4};
+            struct dl_step_stats st = {0};
+            if (!rc)
+                rc = dl_strategy_finish(s, step, lr_at_step(step), &metrics, &st, &err);
+            if (!rc && step % tau == 0) {
+                memcpy(sent + (size_t)r * (size_t)n, ws, sizeof *ws * (size_t)n);
+                memcpy(after + (size_t)r * (size_t)n, m.e.weights, sizeof *ws * (size_t)n);
+                r++;
+            } else if (!rc) {
+                local_ok = local_ok && same_floats(m.e.weights, ws, n);
+            }
+        }
+        if (!rc && T % tau != 0) /* end's partial round */
+            memcpy(sent + (size_t)r * (size_t)n, m.e.weights, sizeof *ws * (size_t)n);
+        if (!rc)
+            rc = dl_strategy_end(s, &err);
+        if (!rc && T % tau != 0)
+            memcpy(after + (size_t)r * (size_t)n, m.e.weights, sizeof *ws * (size_t)n);
+        free(ws);
+        dl_optim_free(&serial);
+    }
+    if (!rc && server)
+        rc = dl_strategy_end(s, &err);
+    dl_strategy_free(s);
+    if (rc) {
+        snprintf(detail, sizeof detail, "%s", err.msg);
+        world->ops->abort(world, 1); /* the others would wait forever */
+    }
+    /* Every worker hands its record to every server. */
+    for (int w = 0; w < workers && !rc; w++)
+        if (server) {
+            rc = world->ops->recv(world, sent + (size_t)w * (size_t)n * (size_t)rounds, bytes, servers + w,
+                                  EA_TAG_SENT, &err);
+            rc = rc ? rc : world->ops->recv(world, after + (size_t)w * (size_t)n * (size_t)rounds, bytes,
+                                            servers + w, EA_TAG_AFTER, &err);
+        } else if (me == servers + w) {
+            for (int sv = 0; sv < servers && !rc; sv++) {
+                rc = world->ops->send(world, sent, bytes, sv, EA_TAG_SENT, &err);
+                rc = rc ? rc : world->ops->send(world, after, bytes, sv, EA_TAG_AFTER, &err);
+            }
+        }
+    int ok = !rc && local_ok;
+    if (rc)
+        snprintf(detail, sizeof detail, "exchanging the records: %s", err.msg);
+    else if (!local_ok)
+        snprintf(detail, sizeof detail, "a worker's local step differs from the serial optimizer");
+    if (ok && server) {
+        long lo = (long)dl_block_lo((size_t)n, servers, me), hi = (long)dl_block_lo((size_t)n, servers, me + 1);
+        float *c = copy_of(w0 + lo, hi - lo);
+        int next[64] = {0};
+        if (log->count != (long)workers * rounds) {
+            ok = 0;
+            snprintf(detail, sizeof detail, "server %d applied %ld rounds, expected %d", me, log->count,
+                     workers * rounds);
+        }
+        for (long u = 0; ok && u < log->count; u++) {
+            int w = log->u[u].worker, r = next[w]++;
+            const float *x = sent + ((size_t)w * (size_t)rounds + (size_t)r) * (size_t)n + (size_t)lo,
+                        *got = after + ((size_t)w * (size_t)rounds + (size_t)r) * (size_t)n + (size_t)lo;
+            for (long i = 0; ok && i < hi - lo; i++) {
+                float d = alpha * (x[i] - c[i]);
+                if (got[i] != x[i] - d) {
+                    ok = 0;
+                    snprintf(detail, sizeof detail, "server %d, update %ld (worker %d, round %d), weight %ld: the "
+                             "worker holds %.9g, x - alpha (x - c) is %.9g", me, u, w, r, lo + i, got[i], x[i] - d);
+                }
+                c[i] += d;
+            }
+        }
+        if (ok && !same_floats(m.e.weights + lo, c, hi - lo)) {
+            ok = 0;
+            snprintf(detail, sizeof detail, "server %d's center differs from the replayed one", me);
+        }
+        free(c);
+    }
+    snprintf(what, sizeof what, "easgd-async:%d, %d server%s, %d worker%s: local steps equal the serial optimizer, "
+             "every round moves the worker and the center by alpha (x - c) of the replayed center, bit for bit",
+             tau, servers, servers > 1 ? "s" : "", workers, workers > 1 ? "s" : "");
+    mpi_report(world, ok, what, detail);
+    free(sent);
+    free(after);
+    free(log);
+    free(w0);
+    model_close(&m);
+}
+
 int main(int argc, char **argv)
 {
     struct dl_error err = {0};
@@ -639,7 +1101,18 @@ int main(int argc, char **argv)
         return 1;
     }
     dl_threads_set(1);
+    int decentralized_only = argc > 1 && strcmp(argv[1], "decentralized") == 0;
     if (world->size > 1) {
+        for (int t = 0; t < DL_TOPO_COUNT; t++)
+            check_gossip((enum dl_topology)t, 0, t % 2 ? &ADAM : &SGD);
+        check_gossip(DL_TOPO_RING, 1, &SGD);
+        check_gossip(DL_TOPO_ONE_PEER_EXP, 1, &NESTEROV);
+        check_easgd(2, 0, &SGD);
+        check_easgd(1, 0.5 / world->size, &ADAM);
+        check_easgd_async(1, 2);
+        check_easgd_async(2, 3);
+    }
+    if (world->size > 1 && !decentralized_only) {
         struct dl_parallel_opts plain = {.consistency = DL_CONS_SYNC, .allreduce = "ring", .overlap = 1,
                                          .bucket_bytes = 25u << 20, .stall_warning_s = 60, .stall_timeout_s = 600};
         check_sync("one bucket, overlapped", &SGD, plain);

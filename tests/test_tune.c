@@ -3,7 +3,8 @@
  * a workspace limit, every policy), never loses to the undivided candidate,
  * and respects the limit; Pareto filtering; the ILP equals a brute force and
  * is never worse than the per-layer DP given the DP plan's total workspace;
- * the SQLite database round-trips rows and is shared by processes. */
+ * the SQLite database round-trips rows and is shared by processes; keys
+ * and measurements follow the kernel's device. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backends/reference/reference.h"
 #include "core/rng.h"
+#include "spec/netfile.h"
 #include "tune/tune_impl.h"
 
 #define NK 3 /* kernels in the synthetic tables */
@@ -336,6 +339,48 @@ static void db_round_trip(void **state)
     snprintf(aux, sizeof aux, "%s.lock", path), unlink(aux);
 }
 
+/* A measurement's key names the kernel's device: the CPU model for a host
+ * kernel, the device's own description (GPU name, cuDNN version) for a
+ * device kernel, here the reference declared to run on CUDA; measuring that
+ * kernel where this build has no CUDA is refused, and a host measurement
+ * gives a finite non-negative time for every direction it runs. */
+static void device_in_key_and_measurement(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("t.yaml", "input: {shape: [2, 6, 5], classes: 3}\nlayers:\n"
+                                        "  - {type: conv, filters: 4, kernel: 3, pad: 1, name: t}\n"
+                                        "  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+                                        &net, &err), 0);
+    const struct dl_layer *l = &net.graph.layers[0];
+    struct dl_kernel on_cuda = dl_kernel_reference;
+    on_cuda.device = DL_DEVICE_CUDA;
+    struct dl_tune_key host, cuda;
+    dl_tune_key_layer(&host, l, &dl_kernel_reference);
+    dl_tune_key_layer(&cuda, l, &on_cuda);
+    const struct dl_device *dev = dl_device_get(DL_DEVICE_CUDA);
+    char want[256];
+    snprintf(want, sizeof want, "cuda: %s", dev ? dev->describe() : "absent");
+    print_message("# host kernel's device: '%s'; a CUDA kernel's: '%s'\n", host.device, cuda.device);
+    assert_string_equal(cuda.device, want);
+    assert_true(strncmp(host.device, "cuda", 4) != 0 && host.device[0]);
+    assert_string_equal(host.op, cuda.op);
+
+    int want_dirs[DL_N_DIRS] = {1, 1, 1};
+    struct dl_tune_row row[DL_N_DIRS];
+    assert_int_equal(dl_tune_measure(&dl_kernel_reference, l, 2, want_dirs, 1, 3, (size_t)1 << 30, row, &err), 0);
+    for (int d = 0; d < DL_N_DIRS; d++)
+        if (dl_kernel_runs(&dl_kernel_reference, (enum dl_dir)d, 1, 1))
+            assert_true(isfinite(row[d].time_s) && row[d].time_s >= 0);
+    if (!dev) {
+        assert_int_equal(dl_tune_measure(&on_cuda, l, 2, want_dirs, 1, 3, (size_t)1 << 30, row, &err),
+                         DL_ERR_UNSUPPORTED);
+        assert_non_null(strstr(err.msg, "cuda"));
+    }
+    dl_net_free(&net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +390,7 @@ int main(void)
         cmocka_unit_test(pareto_filter),
         cmocka_unit_test(ilp_equals_brute_force_and_beats_dp),
         cmocka_unit_test(db_round_trip),
+        cmocka_unit_test(device_in_key_and_measurement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

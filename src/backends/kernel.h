@@ -42,6 +42,7 @@
 
 #include <stddef.h>
 
+#include "backends/device.h"
 #include "backends/layout.h"
 #include "graph/graph.h"
 
@@ -64,6 +65,11 @@ struct dl_kernel {
     const char *name;              /* "reference", "onednn", "onednn-wino", "openblas", ... */
     const char *backend;           /* library folder: "reference", "cpu_onednn", "cpu_blas" */
     const struct dl_op_kind *op;   /* the op kind served; NULL: every kind (the reference) */
+    /* Where every pointer of its calls lives (device.h): its inputs,
+     * outputs, parameters, saved state and workspace.  0, the host, for
+     * every CPU kernel; kernel choice only takes a kernel whose device is
+     * the one the executor runs on (struct dl_kernel_choices). */
+    enum dl_device_kind device;
     int whole_batch;               /* 1: mb must equal the batch (batch statistics) */
     /* 1: honours the op call's sync_sum hook (struct dl_op_call), so that
      * with --sync-bn its batch statistics are summed over the data-parallel
@@ -179,6 +185,7 @@ struct dl_kernel_choices {
     int no_fusion;  /* 1: never fold a ReLU into its producer (--no-fusion) */
     int sync_stats; /* 1: batch statistics are summed over ranks (--sync-bn): whole_batch kernels
                        without sync_stats cannot run a layer */
+    enum dl_device_kind device; /* only kernels of this device run a layer (0: the host's) */
     int n;
     char key[DL_MAX_KERNEL_CHOICES][64];
     char name[DL_MAX_KERNEL_CHOICES][32];
@@ -189,11 +196,12 @@ struct dl_kernel_choices {
 int dl_kernel_choice_add(struct dl_kernel_choices *ch, const char *spec, struct dl_error *err);
 
 /* 1 when k can run layer l under ch (NULL: no choices): it serves l's op
- * kind, supports l, and honours ch->sync_stats. */
+ * kind, supports l, runs on ch's device and honours ch->sync_stats. */
 int dl_kernel_usable(const struct dl_kernel *k, const struct dl_layer *l, const struct dl_kernel_choices *ch);
 
 /* The kernel that runs layer l: the last matching choice usable for l,
- * else the first registered kernel usable for l. */
+ * else the first registered kernel usable for l (on the host, at least the
+ * reference; NULL when no kernel of ch's device can run l). */
 const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct dl_kernel_choices *ch);
 
 /* An instance of k for l and mb samples whose input is offered in NCHW (the

@@ -3,6 +3,24 @@
 DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c \
 	src/backends/layout.c src/backends/layout.h \
 	src/backends/reference/reference.c src/backends/reference/reference.h
+# Where buffers live (device.h): the host device serves both libraries; the
+# opener (dl_device_open) and the CUDA device only the program's.
+DL_COMMON_SOURCES += src/backends/device.h src/backends/device_host.c
+libdltrain_a_SOURCES += src/backends/device.c
+if HAVE_CUDA
+libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
+	src/backends/cuda/cudnn_io.c src/backends/cuda/cudnn_io.h \
+	src/backends/cuda/conv.c src/backends/cuda/fc.c src/backends/cuda/eltwise.c src/backends/cuda/pool.c \
+	src/backends/cuda/batchnorm.c src/backends/cuda/softmax_xent.c \
+	src/backends/cuda/softmax_xent_kernels.h src/backends/cuda/softmax_xent_kernels.cu
+endif
+# CUDA sources (.cu) are compiled by nvcc (configure finds it next to the
+# toolkit); the C side reaches them through plain C declarations.
+SUFFIXES = .cu
+.cu.o:
+	@$(MKDIR_P) $(@D)
+	$(NVCC) $(NVCCFLAGS) -I$(top_builddir) -I$(top_srcdir)/src -c -o $@ $<
+
 # Float-only fast kernels (the double-precision test library has the
 # reference kernel alone: see registry.c).
 libdltrain_a_SOURCES += src/backends/attr.c src/backends/attr.h \

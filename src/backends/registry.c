@@ -19,8 +19,15 @@
 #include "backends/cpu_simd/simd.h"
 #define DL_FAST_KERNELS 1
 #endif
+#if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_CUDA)
+#include "backends/cuda/cuda.h"
+#define DL_GPU_KERNELS 1
+#endif
 
 const struct dl_kernel *const dl_kernels[] = {
+#ifdef DL_GPU_KERNELS
+    DL_CUDA_KERNELS
+#endif
 #ifdef DL_FAST_KERNELS
     DL_SIMD_KERNELS
     DL_ONEDNN_KERNELS_FIRST
@@ -80,6 +87,8 @@ int dl_kernel_usable(const struct dl_kernel *k, const struct dl_layer *l, const 
 {
     if (ch && ch->sync_stats && k && k->whole_batch && !k->sync_stats)
         return 0;
+    if (k && k->device != (ch ? ch->device : DL_DEVICE_CPU))
+        return 0;
     return k && serves(k, l->kind) && (!k->supports || k->supports(l));
 }
 
@@ -96,7 +105,7 @@ const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct 
     for (int i = 0; dl_kernels[i]; i++)
         if (dl_kernel_usable(dl_kernels[i], l, ch))
             return dl_kernels[i];
-    return &dl_kernel_reference;
+    return ch && ch->device != DL_DEVICE_CPU ? NULL : &dl_kernel_reference;
 }
 
 void dl_kernel_follow_layouts(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,

@@ -1,8 +1,9 @@
 /* bench_comm.c: `dltrain bench comm` (run under mpirun -np N): times every
  * allreduce algorithm on each message size (default: the DeepBench allreduce
  * sizes shipped in bench/data), with algorithm and bus bandwidth, the cost
- * model's prediction and the ratio to the backend's own allreduce; and for
- * gradient codecs the bytes on the wire and the reconstruction error. */
+ * model's prediction and the ratio to the backend's own allreduce; for
+ * gradient codecs the bytes on the wire and the reconstruction error; and
+ * one gossip mixing step per topology (parallel/gossip_exchange.h). */
 #include "config.h"
 
 #include <getopt.h>
@@ -21,6 +22,7 @@
 #include "core/clock.h"
 #include "core/parse.h"
 #include "core/rng.h"
+#include "parallel/gossip_exchange.h"
 
 #define PROG "dltrain bench comm"
 #define MAX_SIZES 64
@@ -34,6 +36,8 @@ struct bench {
     int nalgos;
     char *codecs[MAX_ITEMS];
     int ncodecs;
+    int topologies[DL_TOPO_COUNT]; /* the gossip rows */
+    int ntopologies;
     int repeat; /* 0: as many as fit in about 0.3 s, 3 to 1000 */
     int csv;
     struct dl_allreduce_opts opts;
@@ -59,6 +63,8 @@ static void usage(FILE *f)
           "  --algorithms LIST    ring,recursive_doubling,rabenseifner,tree,ps,native,auto\n"
           "                       (default: all but auto)\n"
           "  --compress LIST      codecs to measure as well: 1bit, qsgd:BITS, topk:FRACTION\n"
+          "  --gossip LIST        gossip topologies whose mixing step to time: ring, exp,\n"
+          "                       one-peer-exp, complete, all (default), none\n"
           "  --repeat N           timed runs per case (default: about 0.3 s worth, 3 to 1000)\n"
           "  --ps-servers K       parameter server ranks (default: every rank)\n"
           "  --segment SIZE       pipelining segment of ring, rabenseifner, tree, in bytes\n"
@@ -173,6 +179,16 @@ static double time_once(struct bench *b, const struct dl_allreduce_algo *a, floa
     return max_over_ranks(c, dl_clock_now() - t0);
 }
 
+/* Timed runs of a case whose warm-up took `slowest` seconds: --repeat, or
+ * about 0.3 s worth (3 to 1000). */
+static int repetitions(const struct bench *b, double slowest)
+{
+    if (b->repeat > 0)
+        return b->repeat;
+    int reps = slowest > 0 ? (int)(0.3 / slowest) : 1000;
+    return reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
+}
+
 /* Seconds per call of each of the k algorithms on buf: the median of the
  * per-call slowest-rank times, after a warm-up call each.  The repetitions
  * go round the algorithms (1, 2, ..., k, 1, 2, ...) so that a machine whose
@@ -188,11 +204,7 @@ static int time_algos(struct bench *b, const struct dl_allreduce_algo *const *a,
             return -1;
         slowest = once > slowest ? once : slowest;
     }
-    int reps = b->repeat;
-    if (reps <= 0) { /* about 0.3 s per algorithm */
-        reps = slowest > 0 ? (int)(0.3 / slowest) : 1000;
-        reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
-    }
+    int reps = repetitions(b, slowest);
     double *t = malloc((size_t)reps * (size_t)k * sizeof *t);
     if (!t)
         return dl_errorf(err, DL_ERR_NOMEM, "out of memory"), -1;
@@ -333,8 +345,56 @@ static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *er
     return rc == DL_OK ? 0 : -1;
 }
 
+/* One gossip mixing step (post, wait, combine) of n floats over topology t
+ * on every rank: the slowest rank's seconds, or < 0 after an error. */
+static double time_mixing(struct bench *b, struct dl_gossip_exchange *x, long step, float *buf, struct dl_error *err)
+{
+    struct dl_comm *c = b->c;
+    memcpy(x->own, buf, x->n * sizeof *buf);
+    c->ops->barrier(c, NULL);
+    double t0 = dl_clock_now();
+    if (dl_gossip_exchange_start(x, step, err) || dl_gossip_exchange_wait(x, err))
+        return -1;
+    dl_gossip_exchange_combine(x, 0, x->n, buf, 0);
+    return max_over_ranks(c, dl_clock_now() - t0);
+}
+
+/* A row per gossip topology: the median mixing step, the bytes a rank sends
+ * (the most of any step of the topology) and what a ring allreduce of the
+ * same vector sends per rank. */
+static int run_topologies(struct bench *b, float *buf, size_t n, struct dl_error *err)
+{
+    int rc = 0;
+    for (int k = 0; k < b->ntopologies && !rc; k++) {
+        struct dl_gossip_exchange x;
+        enum dl_topology t = (enum dl_topology)b->topologies[k];
+        if (dl_gossip_exchange_init(&x, b->c, t, n, err))
+            return -1;
+        fill_gradient(buf, n, b->c->rank);
+        double once = time_mixing(b, &x, 0, buf, err);
+        int reps = once < 0 ? 0 : repetitions(b, once);
+        double *tw = reps ? malloc((size_t)reps * sizeof *tw) : NULL;
+        if (once < 0 || !tw)
+            rc = once < 0 ? -1 : (dl_errorf(err, DL_ERR_NOMEM, "out of memory"), -1);
+        for (int i = 0; i < reps && !rc; i++) /* round the steps of a time-varying topology */
+            if ((tw[i] = time_mixing(b, &x, i, buf, err)) < 0)
+                rc = -1;
+        if (!rc && b->c->rank == 0) {
+            sort_doubles(tw, reps);
+            size_t bytes = sizeof(float) * n * (size_t)x.max_peers, ring = dl_allreduce_ring_bytes(b->c->size, n);
+            char name[40];
+            snprintf(name, sizeof name, "gossip:%s", dl_topology_names[t]);
+            const char *fmt = b->csv ? "%zu,%s,%d,%.1f,%zu,%zu,%.2f\n" : "%11zu %-19s %6d %11.1f %13zu %13zu %8.2f\n";
+            printf(fmt, n, name, x.max_peers, tw[reps / 2] * 1e6, bytes, ring, ring ? (double)bytes / ring : 0.0);
+        }
+        free(tw);
+        dl_gossip_exchange_free(&x);
+    }
+    return rc;
+}
+
 enum {
-    OPT_COMM = DL_OPT_FIRST_LOCAL, OPT_SIZES, OPT_SUITE, OPT_ALGOS, OPT_COMPRESS, OPT_REPEAT,
+    OPT_COMM = DL_OPT_FIRST_LOCAL, OPT_SIZES, OPT_SUITE, OPT_ALGOS, OPT_COMPRESS, OPT_GOSSIP, OPT_REPEAT,
     OPT_PS, OPT_SEGMENT, OPT_REMEASURE, OPT_CSV, OPT_COMM_EMULATE
 };
 
@@ -342,7 +402,7 @@ static const struct option long_opts[] = {
     {"comm", required_argument, 0, OPT_COMM}, {"sizes", required_argument, 0, OPT_SIZES},
     {"comm-emulate", required_argument, 0, OPT_COMM_EMULATE},
     {"suite", required_argument, 0, OPT_SUITE}, {"algorithms", required_argument, 0, OPT_ALGOS},
-    {"compress", required_argument, 0, OPT_COMPRESS},
+    {"compress", required_argument, 0, OPT_COMPRESS}, {"gossip", required_argument, 0, OPT_GOSSIP},
     {"repeat", required_argument, 0, OPT_REPEAT}, {"ps-servers", required_argument, 0, OPT_PS},
     {"segment", required_argument, 0, OPT_SEGMENT},
     {"remeasure", no_argument, 0, OPT_REMEASURE}, {"csv", no_argument, 0, OPT_CSV},
@@ -365,7 +425,11 @@ static int refused(const struct dl_error *err)
 /* Parses argv into b; returns -1 to go on, else the exit status. */
 static int parse(struct bench *b, int argc, char **argv, const char **comm, int *remeasure)
 {
-    static char sizes_buf[4096], algos_buf[1024], codecs_buf[1024];
+    static char sizes_buf[4096], algos_buf[1024], codecs_buf[1024], topo_buf[256];
+    char *topo_names[DL_TOPO_COUNT + 1];
+    for (int t = 0; t < DL_TOPO_COUNT; t++)
+        b->topologies[t] = t;
+    b->ntopologies = DL_TOPO_COUNT;
     const char *suite = NULL;
     int opt;
     optind = 1;
@@ -415,6 +479,26 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
                     fprintf(stderr, "%s: %s\n", PROG, err.msg);
                     return 2;
                 }
+            break;
+        }
+        case OPT_GOSSIP: {
+            snprintf(topo_buf, sizeof topo_buf, "%s", optarg);
+            int k = split_list(topo_buf, topo_names, DL_TOPO_COUNT + 1);
+            if (k == 1 && strcmp(topo_names[0], "none") == 0) {
+                b->ntopologies = 0;
+                break;
+            }
+            if (k == 1 && strcmp(topo_names[0], "all") == 0)
+                break;
+            if (k <= 0 || k > DL_TOPO_COUNT)
+                return bad("gossip", optarg, "expected all, none or a list of ring, exp, one-peer-exp, complete");
+            for (int i = 0; i < k; i++) {
+                enum dl_topology t;
+                if (dl_topology_parse("--gossip", topo_names[i], &t, &err))
+                    return refused(&err);
+                b->topologies[i] = (int)t;
+            }
+            b->ntopologies = k;
             break;
         }
         case OPT_REPEAT:
@@ -514,6 +598,18 @@ int dl_cli_bench_comm(int argc, char **argv)
     }
     for (int i = 0; i < b.nsizes && b.ncodecs && status < 0; i++)
         if (run_codecs(&b, buf, b.sizes[i], &err) != 0)
+            status = 1;
+    if (b.c->size < 2)
+        b.ntopologies = 0; /* one rank has no neighbours */
+    if (b.ntopologies && status < 0 && b.c->rank == 0) {
+        if (b.csv)
+            puts("floats,topology,neighbours,time_us,bytes_sent,fp32_ring_bytes,vs_ring");
+        else
+            printf("%11s %-19s %6s %11s %13s %13s %8s\n", "floats", "topology", "peers", "time_us", "bytes_sent",
+                   "fp32_ring", "x_ring");
+    }
+    for (int i = 0; i < b.nsizes && b.ntopologies && status < 0; i++)
+        if (run_topologies(&b, buf, b.sizes[i], &err) != 0)
             status = 1;
     free(buf);
     if (status > 0)

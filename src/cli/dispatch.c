@@ -12,6 +12,7 @@ static void usage(FILE *f)
     fputs("Usage: dltrain [train] --net FILE [options]   train a network (the default)\n"
           "       dltrain check --net FILE [options]     validate a network, print its layers\n"
           "       dltrain tune --net FILE --batch N      pick kernels and micro-batch splits (cached)\n"
+          "       dltrain plan --net FILE --ranks N      predict and rank layouts (grid, cuts, schedule)\n"
           "       dltrain bench comm [options]           benchmark allreduce algorithms\n"
           "       dltrain bench data --data DIR          decoded images/s vs torchvision\n"
           "       dltrain bench pipeline --net FILE      pipeline schedules on measured stage times\n"
@@ -33,6 +34,8 @@ int dl_cli_main(int argc, char **argv)
         return dl_cli_train(argc - 1, argv + 1);
     if (strcmp(cmd, "check") == 0)
         return dl_cli_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0)
+        return dl_cli_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "tune") == 0)
         return dl_cli_tune(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)

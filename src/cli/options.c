@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/device.h"
 #include "backends/kernel.h"
 #include "core/parse.h"
 #include "core/rng.h"
@@ -23,7 +24,7 @@ void dl_net_options_init(struct dl_net_options *o)
 
 void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out)
 {
-    *out = (struct dl_exec_options){.kernels = &o->kernels};
+    *out = (struct dl_exec_options){.kernels = &o->kernels, .device = o->device};
     if (o->tune_on)
         out->tuner = (struct dl_exec_tuner){dl_tune_exec_plan, &o->tune};
 }
@@ -82,7 +83,8 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
     }
     if (opt >= DL_OPT_TUNE && opt <= DL_OPT_TUNE_POLICY)
         return tune_option(o, opt, arg, prog);
-    if ((opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS) && opt != DL_OPT_DATA_THREADS && opt != DL_OPT_BAD_SAMPLES)
+    if ((opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS) && opt != DL_OPT_DATA_THREADS && opt != DL_OPT_BAD_SAMPLES &&
+        opt != DL_OPT_DEVICE)
         return 0;
     if (o->n == DL_MAX_OVERRIDES) {
         fprintf(stderr, "%s: too many options\n", prog);
@@ -154,6 +156,7 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
             return DL_ERR_SPEC;
         net->data.bad_samples = (enum dl_bad_samples)k;
         return DL_OK;
+    case DL_OPT_DEVICE: return parse_choice("--device", v, dl_device_names, &t->device, err);
     case DL_OPT_LIMIT_TRAIN: return dl_parse_long("--limit-train", v, 1, 1L << 40, &net->data.limit_train, err);
     case DL_OPT_LIMIT_TEST: return dl_parse_long("--limit-test", v, 1, 1L << 40, &net->data.limit_test, err);
     case DL_OPT_MAX_STEPS: return dl_parse_long("--max-steps", v, 1, 1L << 40, &t->max_steps, err);
@@ -202,7 +205,20 @@ static int check_kernel_choices(const struct dl_graph *g, const struct dl_kernel
     return DL_OK;
 }
 
-int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog)
+/* The device of train.device (after --device) for this node's rank; only
+ * the host runs the executor so far, so a GPU that is there is refused too,
+ * before any data is read (DL_ERR_SPEC). */
+static int open_device(const struct dl_net *net, const struct dl_device **out, struct dl_error *err)
+{
+    int rc = dl_device_open((enum dl_device_kind)net->train.device, dl_threads_local_rank(), out, err);
+    if (!rc && (*out)->kind != DL_DEVICE_CPU)
+        rc = dl_errorf(err, DL_ERR_SPEC, "--device %s: found %s, but training on it is not implemented yet: "
+                       "kernels, weights and optimizer state are host-only (see the README)", (*out)->name,
+                       (*out)->describe());
+    return rc;
+}
+
+int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char *prog)
 {
     struct dl_error err = {0};
     if (!o->net_path) {
@@ -220,6 +236,8 @@ int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, cons
         rc = dl_errorf(&err, DL_ERR_SPEC, "--nesterov needs the sgd optimizer with momentum > 0");
     if (!rc)
         rc = check_kernel_choices(&net->graph, &o->kernels, &err);
+    if (!rc)
+        rc = open_device(net, &o->device, &err);
     if (rc) {
         fprintf(stderr, "%s: %s\n", prog, err.msg);
         if (net->doc)
@@ -257,6 +275,8 @@ void dl_net_options_help(FILE *f)
           "                        with a warning (skip, the default) or stops the run (fail)\n"
           "  --limit-train N       use only the first N training samples\n"
           "  --limit-test N        use only the first N test samples\n"
+          "  --device cpu|cuda     where the network runs (default cpu; cuda: one GPU per\n"
+          "                        rank, by local rank; not implemented yet, see the README)\n"
           "  --threads N           threads for every kernel (default: the available cores,\n"
           "                        shared among this node's ranks when they are not bound)\n"
           "  --kernel OP=NAME      run OP (or a layer name, or all) with kernel NAME, e.g.\n"

@@ -19,7 +19,7 @@ enum {
     DL_OPT_DATASET, DL_OPT_LIMIT_TRAIN, DL_OPT_LIMIT_TEST, DL_OPT_MAX_STEPS, DL_OPT_THREADS,
     DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL, DL_OPT_NO_FUSION,
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
-    DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES,
+    DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE,
     DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
@@ -38,7 +38,8 @@ enum {
     {"tune", no_argument, 0, DL_OPT_TUNE}, {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT}, \
     {"workspace-total", required_argument, 0, DL_OPT_WORKSPACE_TOTAL}, \
     {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY}, \
-    {"data-threads", required_argument, 0, DL_OPT_DATA_THREADS}, {"bad-samples", required_argument, 0, DL_OPT_BAD_SAMPLES}
+    {"data-threads", required_argument, 0, DL_OPT_DATA_THREADS}, {"bad-samples", required_argument, 0, DL_OPT_BAD_SAMPLES}, \
+    {"device", required_argument, 0, DL_OPT_DEVICE}
 
 #define DL_MAX_OVERRIDES 32
 
@@ -51,6 +52,7 @@ struct dl_net_options {
     struct dl_kernel_choices kernels; /* --kernel, --no-fusion */
     struct dl_tune_options tune;      /* --workspace-limit, --workspace-total, --tune-db, --tune-policy */
     int tune_on;                      /* --tune: executors are planned by the tuner */
+    const struct dl_device *device;   /* opened by dl_net_options_load (train.device, --device) */
 };
 
 /* Empty options (no overrides, default kernels and tuner settings). */
@@ -60,12 +62,14 @@ void dl_net_options_init(struct dl_net_options *o);
  * is not a shared option, and -1 (after printing a message) on a bad value. */
 int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char *prog);
 
-/* Loads o->net_path, applies the overrides in order and sets the thread
- * count.  Prints the error and returns the exit status (2 for a bad file or
- * value) on failure, 0 on success. */
-int dl_net_options_load(const struct dl_net_options *o, struct dl_net *net, const char *prog);
+/* Loads o->net_path, applies the overrides in order, opens the device
+ * (train.device, --device: o->device; a device the executor cannot run on,
+ * or one that is missing, is refused here, before any work) and sets the
+ * thread count.  Prints the error and returns the exit status (2 for a bad
+ * file or value, or an unusable device) on failure, 0 on success. */
+int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char *prog);
 
-/* The executor options of o: its kernel choices and, with --tune, the tuner
+/* The executor options of o: its kernel choices, its device and, with --tune, the tuner
  * with o's settings (out points into o, which must outlive it). */
 void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out);
 

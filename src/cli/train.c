@@ -3,12 +3,14 @@
  * metrics as JSON lines. */
 #include "cli/cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/kernel.h"
 #include "cli/options.h"
+#include "cli/train_auto.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
 #include "comm/emulate.h"
@@ -22,9 +24,10 @@
 
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
-    OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_PS_SERVERS, OPT_STALL_WARNING,
+    OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
-    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_COMM_EMULATE
+    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
+    OPT_COMM_EMULATE
 };
 
 struct printer {
@@ -88,11 +91,22 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
 static void on_step(void *ctx, const struct dl_step_report *r)
 {
     struct printer *p = ctx;
-    static const char *const keys[] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s",
-                                       "comm_s", "exposed_comm_s", "worker", "staleness"};
-    double vals[] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
-                     r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, r->worker, r->staleness};
-    dl_metrics_write(&p->metrics, "step", r->worker >= 0 ? 11 : 9, keys, vals);
+    /* a server's update: its worker and staleness; a worker's step: the bytes it
+     * sent; the consensus distance where measured */
+    const char *keys[12] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+                            "exposed_comm_s"};
+    double vals[12] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+                       r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds};
+    int n = 9;
+    if (r->worker >= 0) {
+        keys[n] = "worker", vals[n++] = r->worker;
+        keys[n] = "staleness", vals[n++] = r->staleness;
+    } else {
+        keys[n] = "bytes_sent", vals[n++] = (double)r->bytes_sent;
+    }
+    if (isfinite(r->consensus_distance))
+        keys[n] = "consensus_distance", vals[n++] = r->consensus_distance;
+    dl_metrics_write(&p->metrics, "step", n, keys, vals);
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;
     char eta[32];
@@ -209,7 +223,14 @@ static void help(void)
           "                        network of latency TIME (20us, 5ms) and bandwidth RATE (1GB/s)\n"
           "                        would (the results do not change, only the time)\n"
           "  --parallel NAME       auto (default: data when several ranks run), none, data, model\n"
-          "                        (tensor parallel), pipeline or hybrid (see --grid)\n"
+          "                        (tensor parallel), pipeline or hybrid (see --grid); auto given\n"
+          "                        here with several ranks trains with the best layout of\n"
+          "                        `dltrain plan` (grid, chunks, schedule, stage cuts) and prints it\n"
+          "  --plan-flops RATE     with --parallel auto: time layers from their FLOPs at RATE FLOP/s\n"
+          "                        (reproducible) instead of measuring them\n"
+          "  --plan-trials N       with --parallel auto: train the best N layouts (at most 8) for\n"
+          "                        4 steps each and keep the fastest measured (said when it overrules\n"
+          "                        the model)\n"
           "  --grid dp=D,tp=T,pp=P the data x tensor x pipeline grid of ranks (any factor may be\n"
           "                        left out: 1, and dp takes the ranks left); implies hybrid\n"
           "  --pipeline-chunks M   chunks per mini-batch (default 4*pp with a pipeline, else 1;\n"
@@ -217,27 +238,35 @@ static void help(void)
           "  --pipeline-schedule S gpipe, 1f1b (default), interleaved:V (V stages per pipeline rank;\n"
           "                        chunks a multiple of pp) or zb-h1 (zero bubble: weight gradients\n"
           "                        deferred)\n"
-          "  --consistency MODE    sync (default), ssp:S, async or local-sgd:K\n"
+          "  --consistency MODE    sync (default), ssp:S, async, local-sgd:K, gossip:TOPOLOGY (ring, exp,\n"
+          "                        one-peer-exp or complete), easgd:TAU[,ALPHA] (default ALPHA 0.9/ranks)\n"
+          "                        or easgd-async:TAU[,ALPHA] (the center on --ps-servers ranks)\n"
+          "  --gossip-overlap      gossip: exchange the step's starting weights during forward and\n"
+          "                        backward (D-PSGD) instead of after the optimizer step\n"
+          "  --consensus-every N   measure the ranks' consensus distance every N steps (default 1, 0: never;\n"
+          "                        one allreduce of the weights each time; gossip, easgd, local-sgd)\n"
           "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
           "  --bucket-bytes SIZE   gradient fusion bucket size (default 25M)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
-          "  --ps-servers K        parameter-server ranks for ssp/async (default 1)\n"
+          "  --ps-servers K        parameter-server ranks for ssp, async and easgd-async (default 1)\n"
           "  --stall-warning TIME  name ranks missing from a step's allreduce after TIME (default 60s)\n"
           "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
           "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n"
           "  --debug-hold-at-step N  testing aid: after step N wait (up to 10 minutes) for a\n"
           "                        stop signal, which then stops the run after step N+1\n"
           "  --debug-trace-skew R:MS  testing aid: rank R's --trace clock runs MS milliseconds\n"
-          "                        ahead, which the clock alignment must take out\n\n"
-          "Checkpoints (safetensors; see dltrain(1)):\n"
+          "                        ahead, which the clock alignment must take out\n\n",
+          stdout);
+    fputs("Checkpoints (safetensors; see dltrain(1)):\n"
           "  --checkpoint-dir DIR  write DIR/ckpt-STEP.safetensors (rank 0), and one when SIGTERM,\n"
           "                        SIGINT or SIGUSR1 stops the run (exit status 75)\n"
           "  --checkpoint-every N  every N steps, or a time such as 90s, 15m, 2h\n"
           "  --keep N              keep the N newest checkpoints (default: all)\n"
           "  --resume[=FILE]       continue from FILE, or from the newest valid checkpoint in DIR\n"
-          "                        (starts from the beginning when there is none)\n"
+          "                        (starts from the beginning when there is none); a checkpoint\n"
+          "                        holds whole tensors and resumes on any --grid or rank count\n"
           "  --strict-checkpoints  stop training when a checkpoint cannot be written\n\n"
           "SIZE: bytes, or a number with a unit: K, M, G, T (= KiB, MiB, GiB, TiB: powers of\n"
           "1024) or KB, MB, GB, TB (powers of 1000), e.g. 25M = 26214400, 25MB = 25000000.\n"
@@ -258,6 +287,8 @@ static const struct option long_opts[] = {
     {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
     {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
     {"consistency", required_argument, 0, OPT_CONSISTENCY},
+    {"gossip-overlap", no_argument, 0, OPT_GOSSIP_OVERLAP},
+    {"consensus-every", required_argument, 0, OPT_CONSENSUS_EVERY},
     {"ps-servers", required_argument, 0, OPT_PS_SERVERS},
     {"stall-warning", required_argument, 0, OPT_STALL_WARNING},
     {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
@@ -276,6 +307,8 @@ static const struct option long_opts[] = {
     {"trace", required_argument, 0, OPT_TRACE},
     {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
     {"debug-trace-skew", required_argument, 0, OPT_TRACE_SKEW},
+    {"plan-flops", required_argument, 0, OPT_PLAN_FLOPS},
+    {"plan-trials", required_argument, 0, OPT_PLAN_TRIALS},
     {"comm-emulate", required_argument, 0, OPT_COMM_EMULATE},
     {0, 0, 0, 0}};
 
@@ -285,6 +318,8 @@ struct train_command {
     struct dl_train_opts train_options;
     struct printer printer;              /* output options */
     const char *metrics_path, *comm_name, *parallel, *grid;
+    double plan_flops;              /* --plan-flops: --parallel auto times layers from FLOPs */
+    int plan_trials;                /* --plan-trials: --parallel auto times its best few */
     struct dl_comm_emulation emulation; /* --comm-emulate */
     int emulate;
 };
@@ -325,6 +360,10 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_NO_OVERLAP: par->overlap = 0; break;
     case OPT_CONSISTENCY: bad = refused(dl_consistency_parse(arg, par, &err), &err); break;
+    case OPT_GOSSIP_OVERLAP: par->gossip_overlap = 1; break;
+    case OPT_CONSENSUS_EVERY:
+        bad = refused(dl_parse_int("--consensus-every", arg, 0, 1 << 30, &par->consensus_every, &err), &err);
+        break;
     case OPT_PS_SERVERS:
         bad = refused(dl_parse_int("--ps-servers", arg, 1, 1 << 20, &par->ps_servers, &err), &err);
         break;
@@ -366,6 +405,10 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_STRICT_CKPT: train->strict_checkpoints = 1; break;
     case OPT_GRID: cmd->grid = arg; break;
+    case OPT_PLAN_TRIALS:
+        bad = refused(dl_parse_int("--plan-trials", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_trials, &err), &err);
+        break;
+    case OPT_PLAN_FLOPS: bad = refused(dl_parse_double("--plan-flops", arg, 1, 1e20, &cmd->plan_flops, &err), &err); break;
     case OPT_CHUNKS: bad = refused(dl_parse_int("--pipeline-chunks", arg, 1, DL_SCHED_MAX_CHUNKS,
                                                 &train->pipeline_chunks, &err), &err); break;
     case OPT_SCHEDULE:
@@ -401,7 +444,7 @@ static int parse_args(int argc, char **argv, struct train_command *cmd)
 
 /* Opens the world communicator and settles what depends on it (--parallel,
  * who prints, the metrics file on rank 0); returns 0 or the exit status. */
-static int open_world(struct train_command *cmd, const struct dl_net *net, int *argc, char ***argv,
+static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, char ***argv,
                       struct dl_comm **comm)
 {
     struct dl_error err = {0};
@@ -425,6 +468,8 @@ static int open_world(struct train_command *cmd, const struct dl_net *net, int *
         train->every_steps = 1000;
     dl_signals_install();
     int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train);
+    if (!status && cmd->parallel && strcmp(cmd->parallel, "auto") == 0 && !cmd->grid && (*comm)->size > 1)
+        status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, cmd->plan_trials, train, 1);
     if ((*comm)->rank != 0)
         cmd->printer.quiet = 1;
     if (!status && cmd->metrics_path && (*comm)->rank == 0 &&
@@ -478,10 +523,13 @@ static int report(const struct train_command *cmd, struct dl_comm *comm, int rc,
            100 * res->last.test_accuracy, res->last.test_samples, res->last.test_loss, res->steps, res->seconds);
     if (res->max_staleness > 0 || cmd->train_options.parallel.consistency == DL_CONS_SSP)
         printf("parameter server: largest staleness %d\n", res->max_staleness);
+    enum dl_consistency mode = cmd->train_options.parallel.consistency;
+    const char *exchange = mode == DL_CONS_GOSSIP ? "weight exchange with neighbours"
+                         : mode == DL_CONS_EASGD ? "elastic averaging allreduce" : "gradient allreduce";
     if (res->comm_seconds > 0)
-        printf("gradient allreduce: %.2f s in total, %.2f s not hidden behind backward (%.0f%% hidden); "
+        printf("%s: %.2f s in total, %.2f s not hidden behind the step (%.0f%% hidden); "
                "%.1f MB sent by rank 0 (%.1f MB uncompressed)\n",
-               res->comm_seconds, res->exposed_comm_seconds,
+               exchange, res->comm_seconds, res->exposed_comm_seconds,
                100 * (1 - (res->exposed_comm_seconds < res->comm_seconds ? res->exposed_comm_seconds / res->comm_seconds
                                                                         : 1)),
                res->bytes_sent / 1e6, res->dense_bytes / 1e6);

@@ -68,6 +68,9 @@ static inline size_t dl_block_lo(size_t n, int p, int i)
     return q * (size_t)i + ((size_t)i < r ? (size_t)i : r);
 }
 
+/* Bytes one rank sends in a ring allreduce of n floats on p ranks,
+ * 2 (p - 1) / p x 4n (the bandwidth-optimal algorithms send as much). */
+size_t dl_allreduce_ring_bytes(int p, size_t n);
 /* dst[i] += src[i]. */
 void dl_reduce_add(float *restrict dst, const float *restrict src, size_t n);
 /* Segment length in floats for opts (at least 1). */

@@ -104,3 +104,8 @@ int dl_pow2_real(int v, int p)
     int rem = p - largest_pow2(p);
     return v < rem ? 2 * v + 1 : v + rem;
 }
+
+size_t dl_allreduce_ring_bytes(int p, size_t n)
+{
+    return p > 1 ? (size_t)(2.0 * (p - 1) / p * sizeof(float) * (double)n) : 0;
+}

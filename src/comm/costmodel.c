@@ -312,14 +312,19 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
 
 int dl_cost_cache_path(const struct dl_comm *c, char *path, size_t len, struct dl_error *err)
 {
+    return dl_cost_cache_path_for(c->size, path, len, err);
+}
+
+int dl_cost_cache_path_for(int ranks, char *path, size_t len, struct dl_error *err)
+{
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int w;
     if (xdg && *xdg)
-        w = snprintf(path, len, "%s/dltrain/comm-v%d-%s-p%d.txt", xdg, COST_CACHE_VERSION, host, c->size);
+        w = snprintf(path, len, "%s/dltrain/comm-v%d-%s-p%d.txt", xdg, COST_CACHE_VERSION, host, ranks);
     else if (home && *home)
-        w = snprintf(path, len, "%s/.cache/dltrain/comm-v%d-%s-p%d.txt", home, COST_CACHE_VERSION, host, c->size);
+        w = snprintf(path, len, "%s/.cache/dltrain/comm-v%d-%s-p%d.txt", home, COST_CACHE_VERSION, host, ranks);
     else
         return dl_errorf(err, DL_ERR_IO, "no cache folder: neither XDG_CACHE_HOME nor HOME is set");
     if (w < 0 || (size_t)w >= len)
@@ -344,6 +349,12 @@ static int read_cache(const char *path, struct dl_cost_params *cp)
                  cp->gamma_large >= 0;
     fclose(f);
     return ok;
+}
+
+int dl_cost_cached(int ranks, struct dl_cost_params *out)
+{
+    char path[1024];
+    return dl_cost_cache_path_for(ranks, path, sizeof path, NULL) == DL_OK && read_cache(path, out);
 }
 
 /* mkdir -p of the folders above path. */

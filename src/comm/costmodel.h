@@ -78,6 +78,13 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
  * $XDG_CACHE_HOME/dltrain/comm-vV-HOST-pN.txt (or ~/.cache/dltrain/...). */
 int dl_cost_cache_path(const struct dl_comm *c, char *path, size_t len, struct dl_error *err);
 
+/* The same path for a run of `ranks` ranks on this host. */
+int dl_cost_cache_path_for(int ranks, char *path, size_t len, struct dl_error *err);
+
+/* 1 when this host has cached parameters for `ranks` ranks (then in *out),
+ * else 0 (*out may be partly written). */
+int dl_cost_cached(int ranks, struct dl_cost_params *out);
+
 /* Collective: reads the cached parameters on rank 0 or, when there are none
  * (or remeasure is set), measures and writes them (temporary name + rename);
  * every rank gets the same numbers.  *cached (may be NULL) tells which. */

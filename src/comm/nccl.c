@@ -6,6 +6,8 @@
  * because NCCL has no tags and ungrouped pairs of send/recv can deadlock. */
 #include "comm/comm.h"
 
+#include "core/threads.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -263,10 +265,8 @@ static int pick_device(struct dl_comm *boot, struct dl_error *err)
     if (r != cudaSuccess || ndev == 0)
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "nccl: no CUDA device (%s)",
                          r != cudaSuccess ? cudaGetErrorString(r) : "count is 0");
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!local)
-        local = getenv("SLURM_LOCALID");
-    int dev = (local ? atoi(local) : boot->rank) % ndev;
+    int local = dl_threads_local_rank();
+    int dev = (local >= 0 ? local : boot->rank) % ndev;
     r = cudaSetDevice(dev);
     if (r != cudaSuccess)
         return cuda_fail(err, r, "cudaSetDevice");

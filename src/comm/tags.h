@@ -56,6 +56,13 @@ enum dl_tag {
     DL_TAG_HALO_DOWN,
     DL_TAG_HALO_GRAD_UP,
     DL_TAG_HALO_GRAD_DOWN,
+    /* parallel/gossip_exchange.c: a rank's vector (gossip.c: weights and statistics) to an out-neighbour
+     * (one message per neighbour and step; a pair's messages keep their order). */
+    DL_TAG_GOSSIP,
+    /* parallel/easgd_async.c: a worker's weight shard (or its "done") to a
+     * server, and the server's center shard back. */
+    DL_TAG_EASGD_PUSH,
+    DL_TAG_EASGD_CENTER,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

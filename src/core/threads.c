@@ -45,6 +45,19 @@ int dl_threads_local_ranks(void)
     return 1;
 }
 
+int dl_threads_local_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long n = v ? strtol(v, &end, 10) : -1;
+        if (v && end != v && *end == '\0' && n >= 0 && n < 1 << 20)
+            return (int)n;
+    }
+    return -1;
+}
+
 int dl_threads_default(void)
 {
     int cpus = dl_threads_available(), ranks = dl_threads_local_ranks();

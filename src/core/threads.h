@@ -7,6 +7,11 @@
 int dl_threads_available(void);
 /* Ranks of this job on this node according to the launcher (1: none). */
 int dl_threads_local_ranks(void);
+
+/* This process's rank among them, from the same launchers' environment
+ * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID); -1 when none
+ * says.  It picks this rank's GPU. */
+int dl_threads_local_rank(void);
 /* The default thread count: the available cores shared among the ranks of
  * the node that can see them (at least 1), so that 4 unbound ranks on a
  * 2-core node do not run 8 spinning OpenMP threads. */

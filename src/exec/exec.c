@@ -12,6 +12,9 @@
 
 #include "comm/tags.h"
 
+/* The planner's offsets keep their alignment only on a base at least as aligned. */
+_Static_assert(DL_DEVICE_ALIGN % DL_PLAN_ALIGN == 0, "device blocks must be aligned as the arena's offsets");
+
 static dl_real *alloc_real(long n, struct dl_error *err)
 {
     return dl_calloc((size_t)(n > 0 ? n : 1), sizeof(dl_real), err);
@@ -125,6 +128,20 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
     return DL_OK;
 }
 
+/* Weights, optimizer state and the parameters' initialisation are host
+ * memory, so an executor runs on the host only, with host kernels. */
+static int host_only(const struct dl_exec_options *o, struct dl_error *err)
+{
+    if (o->kernels && o->kernels->device != DL_DEVICE_CPU)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: kernel choices for %s "
+                         "cannot run here", dl_device_names[o->kernels->device]);
+    if (o->device && o->device->kind != DL_DEVICE_CPU)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: no kernel, weight or "
+                         "optimizer state lives on %s yet (the %s device is allocation, copies and timing)",
+                         o->device->name, o->device->name);
+    return DL_OK;
+}
+
 /* n_weights and n_state: the parameters of every layer the shard runs, in
  * every stage of the rank (executors of its other stages share them). */
 static void count_params(struct dl_exec *e)
@@ -143,10 +160,13 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
                      const struct dl_mbplan *mbplan, int runs, struct dl_error *err)
 {
     memset(e, 0, sizeof *e);
+    int rc = host_only(o, err);
+    if (rc)
+        return rc;
     e->impl = dl_calloc(1, sizeof *e->impl, err);
     if (!e->impl)
         return DL_ERR_NOMEM;
-    int rc = take_shard(e, g, o, runs, err);
+    rc = take_shard(e, g, o, runs, err);
     if (rc) {
         dl_exec_free(e);
         return rc;
@@ -154,6 +174,7 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     g = e->g;
     count_params(e);
     e->max_batch = max_batch;
+    e->impl->device = o->device ? o->device : &dl_device_host;
     e->impl->split_backward = o->split_backward;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
@@ -185,12 +206,15 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, con
 static int alloc_arena(struct dl_exec *e, struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
-    if (posix_memalign(&m->arena, DL_PLAN_ALIGN, e->arena_bytes ? e->arena_bytes : DL_PLAN_ALIGN)) {
-        m->arena = NULL;
-        return dl_errorf(err, DL_ERR_NOMEM, "out of memory (arena of %zu bytes)", e->arena_bytes);
+    m->arena = m->device->alloc(e->arena_bytes, err);
+    if (!m->arena) {
+        dl_error_prefix(err, "arena of %zu bytes", e->arena_bytes);
+        return DL_ERR_NOMEM;
     }
     unsigned char *base = m->arena;
-    memset(base, 0, e->arena_bytes);
+    int rc = m->device->fill(base, 0, e->arena_bytes, err);
+    if (rc)
+        return rc;
 #define AT(b) ((b) >= 0 ? (void *)(base + m->bufs[b].offset) : NULL)
     for (int t = 0; t < m->n_tensors; t++) { /* an alias's tensor comes before it */
         struct dl_exec_tensor *x = &m->tensors[t];
@@ -299,10 +323,13 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     const struct dl_exec_options none = {0};
     if (!o)
         o = &none;
+    int rc = host_only(o, err);
+    if (rc)
+        return rc;
     if (o->plan || !o->tuner.plan)
         return init_planned(e, g, max_batch, seed, o, o->plan, err);
     struct dl_mbplan plan = {0}; /* the tuner plans the layers as this rank runs them */
-    int rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
+    rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
     if (!rc)
         rc = init_planned(e, g, max_batch, seed, o, &plan, err);
     dl_mbplan_free(&plan);

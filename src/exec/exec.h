@@ -149,6 +149,11 @@ struct dl_exec_options {
     /* --trace: the recorder the executor's steps append to while it
      * records (io/trace.h); NULL: no tracing. */
     struct dl_trace *trace;
+    /* Where the arena and the kernels' workspace live (backends/device.h;
+     * NULL: the host).  Only the host runs an executor so far: the kernels
+     * and the parameters are host-only, so any other device is refused
+     * (DL_ERR_UNSUPPORTED) before anything is planned. */
+    const struct dl_device *device;
 };
 
 /* Allocates everything for batches of up to max_batch samples and initialises

@@ -6,6 +6,7 @@
 #ifndef DL_EXEC_IMPL_H
 #define DL_EXEC_IMPL_H
 
+#include "backends/device.h"
 #include "exec/exec.h"
 #include "plan/mbplan.h"
 #include "plan/plan.h"
@@ -95,6 +96,7 @@ struct dl_exec_impl {
     struct dl_plan_buf *bufs;
     int buf_workspace;
     size_t workspace_bytes;
+    const struct dl_device *device;     /* where arena and own_workspace live */
     void *arena;
     void *workspace;                    /* arena + its offset, or a larger block of its own */
     void *own_workspace;

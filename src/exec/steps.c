@@ -373,7 +373,9 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     return DL_OK;
 }
 
-void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
+/* The instance of s's kernel for mb samples: one made at set-up (for the
+ * whole batch, or a micro-batch plan's part of that size) or a new one. */
+static void *find_or_make_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
 {
     for (int i = 0; i < s->n_inst; i++)
         if (s->inst[i].mb == mb && s->inst[i].kernel == s->kernel)
@@ -387,7 +389,19 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
         e->status = e->err.code;
         return NULL;
     }
-    void *inst = s->inst[s->n_inst - 1].inst;
+    return s->inst[s->n_inst - 1].inst;
+}
+
+/* An instance run on the whole batch of mb samples: the shared workspace
+ * must hold what it needs in every direction, also when the instance was
+ * made for a micro-batch plan's part (whose workspace checks covered only
+ * the directions that part runs in, in the plan's own slice). */
+void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
+{
+    void *inst = find_or_make_instance(e, s, mb);
+    if (!inst)
+        return NULL;
+    const struct dl_layer *l = &e->g->layers[s->layer];
     struct dl_exec_impl *m = e->impl;
     size_t need = dl_kernel_workspace_max(s->kernel, inst);
     size_t saved = dl_kernel_saved_bytes(s->kernel, inst);
@@ -397,12 +411,13 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
         return NULL;
     }
     if (need > m->workspace_bytes) { /* outside the steady state: a new batch size */
-        void *w = NULL;
-        if (posix_memalign(&w, DL_PLAN_ALIGN, need)) {
-            e->status = dl_errorf(&e->err, DL_ERR_NOMEM, "out of memory (%zu bytes of workspace)", need);
+        void *w = m->device->alloc(need, &e->err);
+        if (!w) {
+            dl_error_prefix(&e->err, "workspace of layer '%s'", l->name);
+            e->status = e->err.code;
             return NULL;
         }
-        free(m->own_workspace);
+        m->device->free(m->own_workspace);
         m->own_workspace = m->workspace = w;
         m->workspace_bytes = need;
     }
@@ -537,7 +552,9 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->group);
     free(m->grad_part);
     free(m->bufs);
-    free(m->arena);
-    free(m->own_workspace);
+    if (m->device) { /* NULL when set-up stopped before choosing it (nothing allocated) */
+        m->device->free(m->arena);
+        m->device->free(m->own_workspace);
+    }
     dl_mbplan_free(&m->mbplan);
 }

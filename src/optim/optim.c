@@ -21,6 +21,12 @@ int dl_optim_state_vectors(const struct dl_optim_spec *spec)
     return a ? a->state_vectors : -1;
 }
 
+int dl_optim_keeps_state(const struct dl_optim_spec *spec)
+{
+    const struct dl_optim_algo *a = algo_for(spec->kind);
+    return a && a->state_vectors > 0 && !(a == &dl_optim_sgd && spec->momentum == 0);
+}
+
 int dl_optim_init(struct dl_optim *o, const struct dl_optim_spec *spec, long n, struct dl_error *err)
 {
     o->algo = algo_for(spec->kind);

@@ -30,6 +30,11 @@ struct dl_optim {
 /* Per-weight state arrays of spec's algorithm (its state_vectors), -1 for
  * an unknown kind. */
 int dl_optim_state_vectors(const struct dl_optim_spec *spec);
+
+/* Whether the steps of spec's algorithm keep per-weight state (SGD without
+ * momentum keeps none: its slot stays zero). */
+int dl_optim_keeps_state(const struct dl_optim_spec *spec);
+
 int dl_optim_init(struct dl_optim *o, const struct dl_optim_spec *spec, long n, struct dl_error *err);
 void dl_optim_free(struct dl_optim *o);
 /* Applies one step with learning rate lr. */

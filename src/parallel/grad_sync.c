@@ -194,7 +194,7 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
         dl_grad_sync_free(s);
         return dl_errorf(err, DL_ERR_SPEC, "--allreduce: unknown algorithm '%s'", o->algorithm);
     }
-    long per = (long)((o->bucket_bytes ? o->bucket_bytes : 25u << 20) / sizeof(float));
+    long per = (long)((o->bucket_bytes ? o->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
     if (per < 1)
         per = 1;
     /* Walk the layers backwards, growing the open bucket [lo, hi) one

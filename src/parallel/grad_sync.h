@@ -24,6 +24,8 @@
 #include "comm/codec.h"
 #include "exec/exec.h"
 
+#define DL_GRAD_SYNC_BUCKET_BYTES (25u << 20) /* the default fusion size */
+
 struct dl_grad_sync_opts {
     const char *algorithm;          /* allreduce algorithm name ("auto", "ring", ...) */
     struct dl_allreduce_opts ar;

@@ -15,25 +15,18 @@ struct local_impl {
     int global_batch;  /* of the step in progress */
 };
 
-
+/* Data parallel, but the ranks' weights differ between averages. */
+static void local_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
+{
+    dl_layout_data_parallel(po, size, rank, out);
+    out->replicas_differ = 1;
+}
 
 static int average(struct dl_strategy *s, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
-    float *bufs[2] = {s->exec->weights, s->exec->state};
-    long counts[2] = {s->exec->n_weights, s->exec->n_state};
-    float inv = 1.0f / (float)s->comm->size;
-    for (int b = 0; b < 2; b++) {
-        if (counts[b] == 0)
-            continue;
-        int rc = dl_allreduce(s->comm, im->algorithm, bufs[b], (size_t)counts[b], NULL, err);
-        if (rc)
-            return rc;
-        for (long i = 0; i < counts[b]; i++)
-            bufs[b][i] *= inv;
-    }
     im->since = 0;
-    return DL_OK;
+    return dl_strategy_average_model(s, im->algorithm, err);
 }
 
 static int local_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
@@ -47,23 +40,29 @@ static int local_finish(struct dl_strategy *s, long step, double lr, struct dl_s
                         struct dl_step_stats *st, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
-    double summed[DL_STEP_METRICS];
-    dl_step_metrics_pack(m, summed);
-    int rc = dl_comm_sum_small(s->comm, summed, DL_STEP_METRICS, err);
+    int rc = dl_strategy_sum_metrics(s, m, im->global_batch, err);
     if (rc)
         return rc;
-    dl_step_metrics_unpack(summed, m);
-    m->samples = im->global_batch;
     dl_strategy_optim_step(s, lr);
-    if (++im->since >= im->k)
-        return average(s, err);
-    return DL_OK;
+    if (++im->since < im->k)
+        return DL_OK;
+    st->bytes_sent = st->dense_bytes =
+        dl_allreduce_ring_bytes(s->comm->size, (size_t)(s->exec->n_weights + s->exec->n_state));
+    return average(s, err);
 }
 
 static int local_end(struct dl_strategy *s, struct dl_error *err)
 {
     struct local_impl *im = s->impl;
     return im->since ? average(s, err) : DL_OK;
+}
+
+/* The weights and batch-norm statistics are the same on every rank only
+ * right after an average. */
+static int local_consistent(const struct dl_strategy *s)
+{
+    const struct local_impl *im = s->impl;
+    return im->since == 0;
 }
 
 static void local_destroy(struct dl_strategy *s)
@@ -84,5 +83,5 @@ static int local_create(struct dl_strategy *s, const struct dl_parallel_opts *po
 }
 
 const struct dl_strategy_ops dl_strategy_local_sgd = {
-    .name = "local-sgd", .layout = dl_layout_data_parallel, .create = local_create, .begin = local_begin,
-    .finish = local_finish, .end = local_end, .destroy = local_destroy};
+    .name = "local-sgd", .layout = local_layout, .create = local_create, .begin = local_begin,
+    .finish = local_finish, .end = local_end, .consistent = local_consistent, .destroy = local_destroy};

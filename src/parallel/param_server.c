@@ -17,7 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm/allreduce.h"
+#include "comm/tags.h"
+#include "parallel/ps_shards.h"
 
 struct ps_header {
     double clock;    /* < 0: the worker is done */
@@ -25,16 +26,6 @@ struct ps_header {
     double correct;
     double batch;
 };
-
-/* Ranks 0..K-1 serve: K for the options and rank count (at least 1, at most
- * size - 1). */
-static int ps_servers(const struct dl_parallel_opts *po, int size)
-{
-    int k = po->ps_servers > 0 ? po->ps_servers : 1;
-    if (k > size - 1)
-        k = size - 1;
-    return k < 1 ? 1 : k;
-}
 
 /* What both roles take from the options; the first member of both
  * implementations. */
@@ -45,25 +36,7 @@ struct ps_config {
 
 static struct ps_config ps_config(const struct dl_parallel_opts *po, int size)
 {
-    return (struct ps_config){ps_servers(po, size), po->consistency == DL_CONS_ASYNC ? -1 : po->staleness};
-}
-
-static void shard(long n, int servers, int s, long *lo, long *hi)
-{
-    *lo = (long)dl_block_lo((size_t)n, servers, s);
-    *hi = (long)dl_block_lo((size_t)n, servers, s + 1);
-}
-
-/* Both roles: the workers share the global batches; rank 0 (a server) ends
- * up with the whole model. */
-static void ps_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
-{
-    int servers = ps_servers(po, size);
-    out->role = rank < servers ? DL_ROLE_SERVER : DL_ROLE_WORKER;
-    out->data_ranks = size - servers;
-    out->data_rank = rank < servers ? 0 : rank - servers;
-    out->eval = DL_EVAL_RANK0_FINAL;
-    out->checkpoint_writer = -1;
+    return (struct ps_config){dl_ps_servers(po, size), po->consistency == DL_CONS_ASYNC ? -1 : po->staleness};
 }
 
 static void ps_describe(const struct dl_strategy *s, char *buf, size_t size)
@@ -73,29 +46,6 @@ static void ps_describe(const struct dl_strategy *s, char *buf, size_t size)
     snprintf(buf, size, "%s parameter server: %d server%s, %d workers, lr/%d and momentum %g per update",
              cfg->staleness < 0 ? "asynchronous" : "stale-synchronous", cfg->servers, cfg->servers > 1 ? "s" : "",
              workers, workers, s->optim->spec.momentum);
-}
-
-/* The first worker sends its batch-norm statistics, every server its shard,
- * to rank 0. */
-static int gather_final(struct dl_comm *c, struct dl_exec *e, int servers, struct dl_error *err)
-{
-    int rc = DL_OK;
-    if (c->rank == 0) {
-        for (int s = 1; s < servers && !rc; s++) {
-            long lo, hi;
-            shard(e->n_weights, servers, s, &lo, &hi);
-            rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), s, DL_TAG_PS_FINAL, err);
-        }
-        if (!rc && e->n_state)
-            rc = c->ops->recv(c, e->state, sizeof(float) * (size_t)e->n_state, servers, DL_TAG_PS_FINAL, err);
-    } else if (c->rank < servers) {
-        long lo, hi;
-        shard(e->n_weights, servers, c->rank, &lo, &hi);
-        rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), 0, DL_TAG_PS_FINAL, err);
-    } else if (c->rank == servers && e->n_state) {
-        rc = c->ops->send(c, e->state, sizeof(float) * (size_t)e->n_state, 0, DL_TAG_PS_FINAL, err);
-    }
-    return rc;
 }
 
 /* ------------------------------------------------------------ worker */
@@ -119,7 +69,7 @@ static int worker_finish(struct dl_strategy *s, long step, double lr, struct dl_
     struct ps_header h = {(double)step, m->loss_sum, m->correct, (double)m->samples};
     for (int sv = 0; sv < im->cfg.servers; sv++) {
         long lo, hi;
-        shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
+        dl_ps_shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
         memcpy(im->msg, &h, sizeof h);
         memcpy(im->msg + sizeof h, e->dweights + lo, sizeof(float) * (size_t)(hi - lo));
         int rc = c->ops->send(c, im->msg, sizeof h + sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_GRADIENT, err);
@@ -128,7 +78,7 @@ static int worker_finish(struct dl_strategy *s, long step, double lr, struct dl_
     }
     for (int sv = 0; sv < im->cfg.servers; sv++) {
         long lo, hi;
-        shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
+        dl_ps_shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
         int rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_WEIGHTS, err);
         if (rc)
             return rc;
@@ -145,7 +95,7 @@ static int worker_end(struct dl_strategy *s, struct dl_error *err)
         if (rc)
             return rc;
     }
-    return gather_final(s->comm, s->exec, im->cfg.servers, err);
+    return dl_ps_gather_final(s->comm, s->exec, im->cfg.servers, err);
 }
 
 static void worker_destroy(struct dl_strategy *s)
@@ -164,7 +114,7 @@ static int worker_create(struct dl_strategy *s, const struct dl_parallel_opts *p
         return DL_ERR_NOMEM;
     im->cfg = ps_config(po, s->comm->size);
     long lo, hi;
-    shard(s->exec->n_weights, im->cfg.servers, 0, &lo, &hi); /* shard 0 is the largest */
+    dl_ps_shard(s->exec->n_weights, im->cfg.servers, 0, &lo, &hi); /* shard 0 is the largest */
     im->msg = dl_calloc(sizeof(struct ps_header) + sizeof(float) * (size_t)(hi - lo), 1, err);
     if (!im->msg) {
         free(im);
@@ -175,28 +125,10 @@ static int worker_create(struct dl_strategy *s, const struct dl_parallel_opts *p
 }
 
 const struct dl_strategy_ops dl_strategy_ps_worker = {
-    .name = "parameter server", .layout = ps_layout, .create = worker_create, .begin = worker_begin,
+    .name = "parameter server", .layout = dl_ps_layout, .create = worker_create, .begin = worker_begin,
     .finish = worker_finish, .end = worker_end, .describe = ps_describe, .destroy = worker_destroy};
 
 /* ------------------------------------------------------------ server */
-/* What the server knows of one worker. */
-struct slot {
-    unsigned char *msg;
-    struct dl_comm_req req;
-    long clock;
-    int finished;
-    int waiting;      /* an answer is owed */
-};
-
-static long slowest(const struct slot *w, int n)
-{
-    long least = -1;
-    for (int i = 0; i < n; i++)
-        if (!w[i].finished && (least < 0 || w[i].clock < least))
-            least = w[i].clock;
-    return least;
-}
-
 static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hooks, struct dl_serve_result *res,
                         struct dl_error *err)
 {
@@ -205,7 +137,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
     struct dl_exec *e = s->exec;
     int workers = c->size - cfg->servers;
     long lo, hi;
-    shard(e->n_weights, cfg->servers, c->rank, &lo, &hi);
+    dl_ps_shard(e->n_weights, cfg->servers, c->rank, &lo, &hi);
     size_t bytes = sizeof(struct ps_header) + sizeof(float) * (size_t)(hi - lo);
     /* The configured momentum, per update: W updates decay the velocity as
      * much as mu^W, and asynchrony adds momentum of its own (about 1 - 1/W,
@@ -215,7 +147,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
      * ssp:2 87.2 / 88.1 / 88.4 / 89.1 / 87.9%, async 87.2 / 88.2 / 88.6 /
      * 89.4 / 86.9%; sync 89.3%. */
     struct dl_optim opt = {0};
-    struct slot *w = dl_calloc((size_t)workers, sizeof *w, err);
+    struct dl_ps_worker_slot *w = dl_calloc((size_t)workers, sizeof *w, err);
     float *grad = dl_calloc((size_t)(hi - lo > 0 ? hi - lo : 1), sizeof *grad, err);
     int rc = w && grad ? dl_optim_init(&opt, &s->optim->spec, hi - lo, err) : DL_ERR_NOMEM;
     for (int i = 0; !rc && i < workers; i++) {
@@ -249,7 +181,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
             w[i].clock = (long)h.clock;
             w[i].waiting = 1;
             if (hooks->on_update) {
-                long slow = slowest(w, workers);
+                long slow = dl_ps_slowest(w, workers);
                 struct dl_served_update u = {.worker = i, .step = w[i].clock, .updates = res->updates,
                                              .loss = h.batch > 0 ? h.loss_sum / h.batch : 0,
                                              .accuracy = h.batch > 0 ? h.correct / h.batch : 0,
@@ -259,7 +191,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
             }
         }
         /* Answer every waiting worker that is within the bound. */
-        long slow = slowest(w, workers);
+        long slow = dl_ps_slowest(w, workers);
         for (int i = 0; i < workers && !rc; i++) {
             if (!w[i].waiting)
                 continue;
@@ -281,7 +213,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
         }
     }
     if (!rc)
-        rc = gather_final(c, e, cfg->servers, err);
+        rc = dl_ps_gather_final(c, e, cfg->servers, err);
     for (int i = 0; w && i < workers; i++)
         free(w[i].msg);
     free(w);
@@ -307,5 +239,5 @@ static int server_create(struct dl_strategy *s, const struct dl_parallel_opts *p
 }
 
 const struct dl_strategy_ops dl_strategy_ps_server = {
-    .name = "parameter server", .layout = ps_layout, .create = server_create, .serve = server_serve,
+    .name = "parameter server", .layout = dl_ps_layout, .create = server_create, .serve = server_serve,
     .describe = ps_describe, .destroy = server_destroy};

@@ -4,12 +4,15 @@
  * calls the training loop makes. */
 #include "parallel/strategy.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/allreduce.h"
 #include "core/parse.h"
 #include "io/trace.h"
+#include "parallel/ps_shards.h"
 #include "parallel/sync_bn.h"
 
 void dl_parallel_opts_defaults(struct dl_parallel_opts *o)
@@ -23,6 +26,37 @@ void dl_parallel_opts_defaults(struct dl_parallel_opts *o)
     o->stall_warning_s = 60;
     o->stall_timeout_s = 600;
     o->slow_rank = -1;
+    o->consensus_every = 1;
+}
+
+/* "easgd:" or "easgd-async:" (name) followed by TAU[,ALPHA]. */
+static int parse_easgd(const char *name, const char *text, enum dl_consistency mode, struct dl_parallel_opts *o,
+                       struct dl_error *err)
+{
+    char tau[32];
+    const char *comma = strchr(text, ',');
+    size_t len = comma ? (size_t)(comma - text) : strlen(text);
+    if (len >= sizeof tau)
+        len = sizeof tau - 1;
+    memcpy(tau, text, len);
+    tau[len] = 0;
+    int steps;
+    double alpha = 0;
+    char what[64];
+    snprintf(what, sizeof what, "--consistency %s:TAU[,ALPHA] TAU", name);
+    int rc = dl_parse_int(what, tau, 1, 1000000, &steps, err);
+    if (!rc && comma) {
+        snprintf(what, sizeof what, "--consistency %s:TAU[,ALPHA] ALPHA", name);
+        rc = dl_parse_double(what, comma + 1, 0, 1, &alpha, err);
+        if (!rc && alpha <= 0)
+            rc = dl_errorf(err, DL_ERR_SPEC, "%s: expected a number in (0, 1], found '%s'", what, comma + 1);
+    }
+    if (rc)
+        return rc;
+    o->consistency = mode;
+    o->easgd_tau = steps;
+    o->easgd_alpha = alpha;
+    return DL_OK;
 }
 
 int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl_error *err)
@@ -48,7 +82,49 @@ int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl
             o->consistency = DL_CONS_LOCAL_SGD;
         return rc;
     }
-    return dl_errorf(err, DL_ERR_SPEC, "--consistency: expected sync, ssp:S, async or local-sgd:K, found '%s'", text);
+    if (strncmp(text, "gossip:", 7) == 0) {
+        int rc = dl_topology_parse("--consistency gossip:TOPOLOGY", text + 7, &o->topology, err);
+        if (!rc)
+            o->consistency = DL_CONS_GOSSIP;
+        return rc;
+    }
+    if (strncmp(text, "easgd:", 6) == 0)
+        return parse_easgd("easgd", text + 6, DL_CONS_EASGD, o, err);
+    if (strncmp(text, "easgd-async:", 12) == 0)
+        return parse_easgd("easgd-async", text + 12, DL_CONS_EASGD_ASYNC, o, err);
+    return dl_errorf(err, DL_ERR_SPEC, "--consistency: expected sync, ssp:S, async, local-sgd:K, gossip:TOPOLOGY, "
+                     "easgd:TAU[,ALPHA] or easgd-async:TAU[,ALPHA], found '%s'", text);
+}
+
+int dl_easgd_workers(const struct dl_parallel_opts *o, int size)
+{
+    return o->consistency == DL_CONS_EASGD_ASYNC ? size - dl_ps_servers(o, size) : size;
+}
+
+double dl_easgd_alpha(const struct dl_parallel_opts *o, int workers)
+{
+    return o->easgd_alpha > 0 ? o->easgd_alpha : 0.9 / (workers > 0 ? workers : 1);
+}
+
+int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl_error *err)
+{
+    if (o->gossip_overlap && o->consistency != DL_CONS_GOSSIP)
+        return dl_errorf(err, DL_ERR_SPEC, "--gossip-overlap: only with --consistency gossip:TOPOLOGY");
+    if (o->consistency == DL_CONS_GOSSIP && (size < 2 || size > DL_MIXING_MAX_RANKS))
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency gossip:%s: expected 2 to %d ranks, found %d (one rank has "
+                         "no neighbours: use sync or serial training)", dl_topology_names[o->topology],
+                         DL_MIXING_MAX_RANKS, size);
+    int easgd = o->consistency == DL_CONS_EASGD || o->consistency == DL_CONS_EASGD_ASYNC;
+    const char *name = o->consistency == DL_CONS_EASGD_ASYNC ? "easgd-async" : "easgd";
+    int workers = dl_easgd_workers(o, size);
+    if (o->consistency == DL_CONS_EASGD_ASYNC && size < 2)
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency %s:%d: expected 2 ranks or more (a server and a worker), "
+                         "found 1", name, o->easgd_tau);
+    if (easgd && dl_easgd_alpha(o, workers) * workers > 1 + 1e-12)
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency %s:%d,%g: ALPHA x workers must be at most 1 for the center "
+                         "to stay between the workers, found %g x %d = %g (the default ALPHA is 0.9 / workers)",
+                         name, o->easgd_tau, o->easgd_alpha, o->easgd_alpha, workers, o->easgd_alpha * workers);
+    return DL_OK;
 }
 
 /* The implementation rank runs. */
@@ -59,12 +135,18 @@ static const struct dl_strategy_ops *pick(const struct dl_parallel_opts *po, int
     switch (po->consistency) {
     case DL_CONS_SYNC: return &dl_strategy_sync;
     case DL_CONS_LOCAL_SGD: return &dl_strategy_local_sgd;
+    case DL_CONS_GOSSIP: return &dl_strategy_gossip;
+    case DL_CONS_EASGD: return &dl_strategy_easgd;
     case DL_CONS_SSP:
-    case DL_CONS_ASYNC: break;
+    case DL_CONS_ASYNC:
+    case DL_CONS_EASGD_ASYNC: break;
     }
-    struct dl_rank_layout ps = {0}; /* both parameter-server tables share their layout */
-    dl_strategy_ps_worker.layout(po, size, rank, &ps);
-    return ps.role == DL_ROLE_SERVER ? &dl_strategy_ps_server : &dl_strategy_ps_worker;
+    struct dl_rank_layout ps = {0}; /* the tables with server ranks share their layout */
+    dl_ps_layout(po, size, rank, &ps);
+    int server = ps.role == DL_ROLE_SERVER;
+    if (po->consistency == DL_CONS_EASGD_ASYNC)
+        return server ? &dl_strategy_easgd_server : &dl_strategy_easgd_worker;
+    return server ? &dl_strategy_ps_server : &dl_strategy_ps_worker;
 }
 
 void dl_strategy_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
@@ -85,6 +167,13 @@ void dl_layout_data_parallel(const struct dl_parallel_opts *po, int size, int ra
     out->sync_bn = 1;
 }
 
+void dl_layout_decentralized(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)
+{
+    dl_layout_data_parallel(po, size, rank, out);
+    out->checkpoint_writer = -1;
+    out->replicas_differ = 1;
+}
+
 int dl_strategy_create(struct dl_comm *c, struct dl_exec *e, struct dl_optim *o,
                        const struct dl_parallel_opts *po, uint64_t seed,
                        void (*warn)(void *ctx, const char *msg), void *warn_ctx,
@@ -99,6 +188,7 @@ int dl_strategy_create(struct dl_comm *c, struct dl_exec *e, struct dl_optim *o,
     s->optim = o;
     s->warn = warn;
     s->warn_ctx = warn_ctx;
+    s->consensus_every = po->consensus_every;
     dl_strategy_layout(po, c->size, c->rank, &s->layout);
     int rc = DL_OK;
     if (po->sync_bn && c->size > 1 && s->layout.sync_bn) {
@@ -125,6 +215,7 @@ void dl_strategy_free(struct dl_strategy *s)
         return;
     if (s->impl && s->ops->destroy)
         s->ops->destroy(s);
+    free(s->mean);
     if (s->sync_bn) {
         s->exec->sync_sum = NULL;
         s->exec->sync_ctx = NULL;
@@ -139,6 +230,64 @@ void dl_strategy_optim_step(struct dl_strategy *s, double lr)
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
     if (dl_trace_on(s->exec->trace))
         dl_trace_span(s->exec->trace, DL_TRACE_OPTIMIZER, "optimizer", t0);
+}
+
+int dl_strategy_sum_metrics(struct dl_strategy *s, struct dl_step_metrics *m, int global_batch, struct dl_error *err)
+{
+    double summed[DL_STEP_METRICS];
+    dl_step_metrics_pack(m, summed);
+    int rc = dl_comm_sum_small(s->comm, summed, DL_STEP_METRICS, err);
+    if (rc)
+        return rc;
+    dl_step_metrics_unpack(summed, m);
+    m->samples = global_batch;
+    return DL_OK;
+}
+
+int dl_strategy_average_model(struct dl_strategy *s, const char *algorithm, struct dl_error *err)
+{
+    float *bufs[2] = {s->exec->weights, s->exec->state};
+    long counts[2] = {s->exec->n_weights, s->exec->n_state};
+    float inv = 1.0f / (float)s->comm->size;
+    for (int b = 0; b < 2; b++) {
+        if (counts[b] == 0)
+            continue;
+        int rc = dl_allreduce(s->comm, algorithm, bufs[b], (size_t)counts[b], NULL, err);
+        if (rc)
+            return rc;
+        for (long i = 0; i < counts[b]; i++)
+            bufs[b][i] *= inv;
+    }
+    return DL_OK;
+}
+
+int dl_strategy_consensus(struct dl_strategy *s, long step, double *out, struct dl_error *err)
+{
+    *out = NAN;
+    if (s->layout.eval != DL_EVAL_SPLIT || s->consensus_every <= 0 || step % s->consensus_every != 0)
+        return DL_OK;
+    if (!s->layout.replicas_differ) {
+        *out = 0;
+        return DL_OK;
+    }
+    const float *w = s->exec->weights;
+    long n = s->exec->n_weights;
+    if (!s->mean && !(s->mean = dl_calloc((size_t)(n > 0 ? n : 1), sizeof *s->mean, err)))
+        return DL_ERR_NOMEM;
+    memcpy(s->mean, w, sizeof *w * (size_t)n);
+    int rc = dl_allreduce(s->comm, "auto", s->mean, (size_t)n, NULL, err);
+    if (rc)
+        return rc;
+    double apart = 0, size = 0, p = s->comm->size;
+    for (long i = 0; i < n; i++) {
+        double mean = s->mean[i] / p;
+        apart += (w[i] - mean) * (w[i] - mean);
+        size += mean * mean;
+    }
+    rc = dl_comm_sum_small(s->comm, &apart, 1, err);
+    if (!rc)
+        *out = size > 0 ? sqrt(apart / p / size) : 0;
+    return rc;
 }
 
 void dl_step_metrics_pack(const struct dl_step_metrics *m, double v[DL_STEP_METRICS])
@@ -184,6 +333,11 @@ int dl_strategy_serve(struct dl_strategy *s, const struct dl_serve_hooks *h, str
 {
     memset(res, 0, sizeof *res);
     return s->ops->serve ? s->ops->serve(s, h, res, err) : wrong_role(s, "serve", err);
+}
+
+int dl_strategy_consistent(const struct dl_strategy *s)
+{
+    return s->ops->consistent ? s->ops->consistent(s) : 1;
 }
 
 int dl_strategy_end(struct dl_strategy *s, struct dl_error *err)

@@ -7,7 +7,14 @@
  *   local-sgd:K local optimizer steps, weights and batch-norm statistics
  *               averaged over the ranks every K steps (local_sgd.c);
  *   ssp:S/async a sharded parameter server: server ranks run serve(), the
- *               workers push gradients and pull weights (param_server.c).
+ *               workers push gradients and pull weights (param_server.c);
+ *   gossip:TOPO decentralized: a local optimizer step, then the weights and
+ *               batch-norm statistics mixed with a few neighbours' over a
+ *               virtual topology (gossip.c, mixing.h);
+ *   easgd:TAU   elastic averaging: local steps, and every TAU steps the
+ *               workers and a center variable pull toward each other
+ *               (easgd.c; easgd-async:TAU with server ranks holding the
+ *               center, easgd_async.c).
  * A strategy decides each rank's role and data shard, what a worker's step
  * does after backward, who may evaluate and who writes checkpoints. */
 #ifndef DL_STRATEGY_H
@@ -16,14 +23,22 @@
 #include "comm/codec.h"
 #include "exec/exec.h"
 #include "optim/optim.h"
+#include "parallel/mixing.h"
 
-enum dl_consistency { DL_CONS_SYNC, DL_CONS_SSP, DL_CONS_ASYNC, DL_CONS_LOCAL_SGD };
+enum dl_consistency {
+    DL_CONS_SYNC, DL_CONS_SSP, DL_CONS_ASYNC, DL_CONS_LOCAL_SGD, DL_CONS_GOSSIP, DL_CONS_EASGD, DL_CONS_EASGD_ASYNC
+};
 
 struct dl_parallel_opts {
     enum dl_consistency consistency;
     int staleness;             /* ssp: S */
     int local_steps;           /* local-sgd: K */
     int ps_servers;            /* ssp/async: server ranks 0..K-1 */
+    enum dl_topology topology; /* gossip */
+    int gossip_overlap;        /* gossip: D-PSGD's form, the exchange during the step */
+    int easgd_tau;             /* easgd, easgd-async: TAU */
+    double easgd_alpha;        /* easgd, easgd-async: ALPHA; 0: 0.9 / workers */
+    int consensus_every;       /* consensus distance every this many steps (0: never) */
     const char *allreduce;     /* algorithm name */
     struct dl_codec_spec codec;
     size_t bucket_bytes;
@@ -38,8 +53,18 @@ struct dl_parallel_opts {
  * warning 60 s, timeout 600 s, no slow rank. */
 void dl_parallel_opts_defaults(struct dl_parallel_opts *o);
 
-/* Parses --consistency values "sync", "ssp:S", "async", "local-sgd:K". */
+/* Parses --consistency values "sync", "ssp:S", "async", "local-sgd:K",
+ * "gossip:TOPOLOGY", "easgd:TAU[,ALPHA]", "easgd-async:TAU[,ALPHA]"
+ * (0 < ALPHA <= 1). */
 int dl_consistency_parse(const char *text, struct dl_parallel_opts *o, struct dl_error *err);
+/* What the options need of each other and of the rank count (gossip: 2 to
+ * DL_MIXING_MAX_RANKS ranks; easgd: ALPHA x workers at most 1;
+ * --gossip-overlap: gossip); DL_ERR_SPEC naming the option. */
+int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl_error *err);
+/* EASGD's workers on size ranks (easgd-async: those that do not serve). */
+int dl_easgd_workers(const struct dl_parallel_opts *o, int size);
+/* EASGD's alpha for that many workers: ALPHA, or 0.9 / workers. */
+double dl_easgd_alpha(const struct dl_parallel_opts *o, int workers);
 
 /* ------------------------------------------------------------ a rank's place */
 enum dl_rank_role {
@@ -65,6 +90,9 @@ struct dl_rank_layout {
     enum dl_eval_mode eval;
     int checkpoint_writer;     /* the rank that writes checkpoints; -1: not supported */
     int sync_bn;               /* --sync-bn is honoured (batch-norm sums over the ranks) */
+    int replicas_differ;       /* the workers' weights differ between steps (their
+                                  consensus distance is measured); 0 for the strategies
+                                  whose ranks hold the same weights, or no model */
 };
 
 void dl_strategy_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out);
@@ -72,6 +100,10 @@ void dl_strategy_layout(const struct dl_parallel_opts *po, int size, int rank, s
  * holding a model (the same one after each exchange): each evaluates a slice
  * of the test split, rank 0 writes checkpoints, --sync-bn is honoured. */
 void dl_layout_data_parallel(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out);
+/* The layout of gossip and EASGD: that of data parallelism, but the ranks'
+ * models differ until the end averages them, and no checkpoints (a
+ * checkpoint would have to hold every rank's model to resume exactly). */
+void dl_layout_decentralized(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out);
 
 /* ------------------------------------------------------------ workers' steps */
 /* What a step adds up over the data-parallel ranks in finish(). */
@@ -92,6 +124,7 @@ void dl_step_metrics_unpack(const double v[DL_STEP_METRICS], struct dl_step_metr
 struct dl_step_stats {
     double comm_seconds, exposed_seconds; /* gradient exchange time, and the part not hidden */
     size_t bytes_sent, dense_bytes;
+    double consensus_distance; /* sqrt(mean_i ||w_i - w||^2) / ||w||, w = mean_i w_i (NaN: not measured) */
 };
 
 /* ------------------------------------------------------------ servers */
@@ -114,6 +147,7 @@ struct dl_serve_hooks {
 
 struct dl_serve_result {
     long updates;
+    long steps;            /* the workers' steps the updates stand for (0: one each) */
     int max_staleness;
 };
 
@@ -140,6 +174,10 @@ struct dl_strategy_ops {
      * stops at the same step): leaves the final weights where layout.eval says.
      * May be NULL. */
     int (*end)(struct dl_strategy *s, struct dl_error *err);
+    /* Workers: 1 when every data-parallel rank holds the same weights and
+     * state, so that the checkpoint writer's state is the run's (local SGD:
+     * right after an average).  NULL: always. */
+    int (*consistent)(const struct dl_strategy *s);
     /* One line on how the job trains, for the start of the run; NULL: the name. */
     void (*describe)(const struct dl_strategy *s, char *buf, size_t size);
     void (*destroy)(struct dl_strategy *s);
@@ -156,6 +194,8 @@ struct dl_strategy {
     struct dl_sync_bn *sync_bn;   /* --sync-bn where the layout honours it, else NULL */
     void (*warn)(void *ctx, const char *msg); /* stall warnings */
     void *warn_ctx;
+    int consensus_every;          /* from the options */
+    float *mean;                  /* the consensus distance's work space (n_weights) */
     void *impl;
 };
 
@@ -175,15 +215,30 @@ int dl_strategy_finish(struct dl_strategy *s, long step, double lr, struct dl_st
 int dl_strategy_serve(struct dl_strategy *s, const struct dl_serve_hooks *h, struct dl_serve_result *res,
                       struct dl_error *err);
 int dl_strategy_end(struct dl_strategy *s, struct dl_error *err);
+int dl_strategy_consistent(const struct dl_strategy *s);
 void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
 
 /* The optimizer's update of s->exec's weights from its gradient at rate lr
  * (a --trace records it). */
 void dl_strategy_optim_step(struct dl_strategy *s, double lr);
+/* Sums m over the ranks (one small allreduce); its samples become global_batch. */
+int dl_strategy_sum_metrics(struct dl_strategy *s, struct dl_step_metrics *m, int global_batch, struct dl_error *err);
+/* Replaces every rank's weights and batch-norm statistics by their mean
+ * over the ranks (allreduce algorithm, then a scaling by 1/p). */
+int dl_strategy_average_model(struct dl_strategy *s, const char *algorithm, struct dl_error *err);
+/* After the finish of step (1-based), on every worker: the consensus distance
+ * of the workers' weights into *out when it is due (collective: every
+ * worker calls it at the same steps), 0 for strategies whose ranks hold
+ * the same weights, NaN when not measured (not due, or a parameter server,
+ * whose workers hold no model of their own). */
+int dl_strategy_consensus(struct dl_strategy *s, long step, double *out, struct dl_error *err);
 
 /* The implementations (one file each). */
-extern const struct dl_strategy_ops dl_strategy_serial, dl_strategy_sync, dl_strategy_local_sgd;
-/* The parameter server's two roles; they share one layout function. */
-extern const struct dl_strategy_ops dl_strategy_ps_worker, dl_strategy_ps_server;
+extern const struct dl_strategy_ops dl_strategy_serial, dl_strategy_sync, dl_strategy_local_sgd, dl_strategy_gossip,
+    dl_strategy_easgd;
+/* The parameter server's and asynchronous EASGD's two roles; all four share
+ * one layout function (ps_shards.h). */
+extern const struct dl_strategy_ops dl_strategy_ps_worker, dl_strategy_ps_server, dl_strategy_easgd_worker,
+    dl_strategy_easgd_server;
 
 #endif

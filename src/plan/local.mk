@@ -18,5 +18,20 @@ check_PROGRAMS += tests/test_shard
 tests_test_shard_SOURCES = tests/test_shard.c
 tests_test_shard_CFLAGS = $(TEST_CFLAGS)
 tests_test_shard_LDADD = $(TEST_LIBS)
-TESTS += tests/test_grid tests/test_stages tests/test_shard
+check_PROGRAMS += tests/test_planner
+tests_test_planner_SOURCES = tests/test_planner.c
+tests_test_planner_CFLAGS = $(TEST_CFLAGS)
+tests_test_planner_LDADD = $(TEST_LIBS)
+TESTS += tests/test_grid tests/test_stages tests/test_shard tests/test_planner
 endif
+
+# The planner (doc/planner.md): a layout's predicted step time and memory
+# per rank, the stage cuts and the search over layouts (it runs the
+# schedule simulator and the executor's memory planner: library only).
+libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h src/plan/layout_cost.c src/plan/layout_cost.h \
+	src/plan/layout_memory.c src/plan/layout_memory.h src/plan/cuts.c src/plan/cuts.h \
+	src/plan/search.c src/plan/search.h
+
+# `dltrain plan` and `--parallel auto` end to end (tests/test_plan_cli.sh).
+TESTS += tests/test_plan_cli.sh
+EXTRA_DIST += tests/test_plan_cli.sh

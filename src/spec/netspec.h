@@ -93,6 +93,7 @@ struct dl_train_spec {
     int epochs;
     long max_steps;       /* >0: stop after this many steps */
     uint64_t seed;
+    int device;           /* enum dl_device_kind (backends/device.h): where the executor runs */
     struct dl_optim_spec optim;
     struct dl_sched_spec sched;
 };

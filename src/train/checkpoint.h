@@ -16,7 +16,9 @@
  *
  * Weights and optimizer state are identical on every data-parallel rank, so
  * rank 0 saves and every rank loads: a checkpoint resumes on any number of
- * ranks.  Loading checks everything before it overwrites anything. */
+ * ranks (and with tensor or pipeline ranks on any grid: checkpoint_grid.h
+ * saves and loads the whole tensors of a sharded run through these
+ * functions).  Loading checks everything before it overwrites anything. */
 #ifndef DL_CHECKPOINT_H
 #define DL_CHECKPOINT_H
 

@@ -4,5 +4,6 @@ libdltrain_a_SOURCES += src/train/trainer.c src/train/trainer.h
 # signal flags for preemption, and NaN/Inf location.
 libdltrain_a_SOURCES += src/train/checkpoint.c src/train/checkpoint.h \
 	src/train/checkpoint_dir.c src/train/checkpoint_dir.h \
+	src/train/checkpoint_grid.c src/train/checkpoint_grid.h \
 	src/train/numerics.c src/train/pipeline.c src/train/pipeline.h src/train/numerics.h \
 	src/train/signals.c src/train/signals.h

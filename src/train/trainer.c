@@ -29,8 +29,10 @@
 #include "parallel/grid.h"
 #include "parallel/watchdog.h"
 #include "parallel/trace_ranks.h"
+#include "spec/netfile.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
+#include "train/checkpoint_grid.h"
 #include "train/numerics.h"
 #include "train/pipeline.h"
 #include "train/signals.h"
@@ -231,7 +233,7 @@ static int watch_grid(struct trainer *tr, struct dl_error *err)
 }
 
 /* With tensor or pipeline ranks: this rank's place, group communicators and
- * shard, and what the grid cannot do yet. */
+ * shard, and what the grid cannot do. */
 static int open_grid(struct trainer *tr, struct dl_error *err)
 {
     const struct dl_train_opts *o = tr->opts;
@@ -245,9 +247,6 @@ static int open_grid(struct trainer *tr, struct dl_error *err)
     if (o->parallel.consistency != DL_CONS_SYNC)
         return dl_errorf(err, DL_ERR_SPEC, "--consistency: tensor and pipeline ranks train with sync only (the "
                          "data-parallel group of each position sums its gradients every step)");
-    if (o->checkpoint_dir || o->resume)
-        return dl_errorf(err, DL_ERR_SPEC, "checkpoints of tensor- or pipeline-parallel runs are not available yet "
-                         "(use --parallel data)");
     int rc = dl_grid_open(tr->comm, &d, &tr->grid, err);
     if (!rc)
         rc = watch_grid(tr, err);
@@ -333,6 +332,42 @@ static int finish_trace(struct trainer *tr, int rc, struct dl_error *err)
     return rc;
 }
 
+/* --checkpoint-dir or --resume where one rank's state, which a checkpoint
+ * holds, is not the run's and a resume could not continue the same
+ * training: the parameter-server strategies; codec residuals and momentum
+ * correction, which differ from rank to rank (--compress); local SGD with
+ * an optimizer whose state each rank keeps for itself (its averages cover
+ * the weights and batch-norm statistics only; a checkpoint is taken right
+ * after one, see run_epoch). */
+static int refuse_checkpoints(const struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    const struct dl_parallel_opts *po = &o->parallel;
+    const char *opt = o->checkpoint_dir ? "--checkpoint-dir" : "--resume";
+    if (!o->checkpoint_dir && !o->resume)
+        return DL_OK;
+    if (tr->layout.checkpoint_writer < 0)
+        return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with the %s strategy yet (resuming "
+                         "exactly would need every rank's model); use sync or local-sgd", tr->layout.strategy);
+    if (tr->layout.data_ranks <= 1)
+        return DL_OK;
+    if (po->codec.ops)
+        return dl_errorf(err, DL_ERR_SPEC, "%s with --compress %s: the codec's error-feedback residuals (and "
+                         "momentum correction) differ from rank to rank and are not saved, so a resumed run would "
+                         "not continue the same training; checkpoint without --compress", opt, po->codec.ops->name);
+    const struct dl_optim_spec *os = &tr->net->train.optim;
+    if (po->consistency == DL_CONS_LOCAL_SGD && dl_optim_keeps_state(os)) {
+        char momentum[48] = "";
+        if (os->kind == DL_OPTIM_SGD)
+            snprintf(momentum, sizeof momentum, " (momentum %g)", os->momentum);
+        return dl_errorf(err, DL_ERR_SPEC, "%s with --consistency local-sgd:%d and --optimizer %s%s: every rank "
+                         "keeps its own optimizer state, which local SGD does not average, so one rank's checkpoint "
+                         "cannot resume the others; use --optimizer sgd --momentum 0, or --consistency sync", opt,
+                         po->local_steps, dl_optim_names[os->kind], momentum);
+    }
+    return DL_OK;
+}
+
 static int setup(struct trainer *tr, struct dl_error *err)
 {
     const struct dl_net *net = tr->net;
@@ -353,10 +388,13 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = open_trace(tr, err);
     if (rc)
         return rc;
+    rc = dl_parallel_opts_check(&o->parallel, tr->data_comm->size, err);
+    if (rc)
+        return rc;
     dl_strategy_layout(&o->parallel, tr->data_comm->size, tr->data_comm->rank, &tr->layout);
-    if (tr->layout.checkpoint_writer < 0 && (o->checkpoint_dir || o->resume))
-        return dl_errorf(err, DL_ERR_SPEC, "checkpoints are not supported with the %s strategy yet; use sync or "
-                         "local-sgd", tr->layout.strategy);
+    rc = refuse_checkpoints(tr, err);
+    if (rc)
+        return rc;
     if (o->net_path && o->checkpoint_dir)
         rc = dl_checkpoint_net_hash(o->net_path, &tr->net_crc, err);
     if (!rc && o->checkpoint_dir && mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
@@ -446,7 +484,8 @@ static void hold_for_signal(const struct trainer *tr, long global_step)
 }
 
 /* ------------------------------------------------------------ checkpoints */
-/* --resume: every rank loads the same file before the first batch. */
+/* --resume: every rank loads the same file before the first batch (with a
+ * grid, the whole tensors, keeping its slices). */
 static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
 {
     const struct dl_train_opts *o = tr->opts;
@@ -469,7 +508,8 @@ static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_err
         return DL_OK;
     }
     struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
-    rc = dl_checkpoint_load(path, &v, &tr->resume, err);
+    rc = tr->sharded ? dl_checkpoint_load_sliced(path, &v, &tr->resume, err)
+                     : dl_checkpoint_load(path, &v, &tr->resume, err);
     if (rc)
         return rc;
     if (tr->resume.seed != tr->net->train.seed)
@@ -507,15 +547,18 @@ static int checkpoint_due(struct trainer *tr)
                              tr->steps_since_checkpoint, dl_clock_now() - tr->last_checkpoint_time);
 }
 
-/* The checkpoint writer saves the state after global step `global_step`.
- * A failed write keeps the previous checkpoint and, unless the user asked
- * for strictness, lets training go on. */
+/* The checkpoint writer saves the state after global step `global_step`;
+ * with a grid every rank takes part (the writer gathers the shards), which
+ * the step's agreed flags make them do at the same step.  A failed write
+ * keeps the previous checkpoint and, unless the user asked for strictness,
+ * lets training go on. */
 static int save_checkpoint(struct trainer *tr, long global_step, const struct epoch_tally *tally,
                            struct dl_train_result *res, struct dl_error *err)
 {
     tr->steps_since_checkpoint = 0;
     tr->last_checkpoint_time = dl_clock_now();
-    if (tr->comm->rank != tr->layout.checkpoint_writer)
+    int writer = tr->comm->rank == tr->layout.checkpoint_writer;
+    if (!writer && !tr->sharded)
         return DL_OK;
     const struct dl_train_opts *o = tr->opts;
     struct dl_checkpoint_meta meta = {
@@ -523,14 +566,24 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
         .seed = tr->net->train.seed, .epoch_loss_sum = tally->loss_sum, .epoch_seen = tally->seen,
         .epoch_correct = (long)tally->correct, .net_crc32 = tr->net_crc, .world_size = tr->comm->size,
         .dp = tr->layout.data_ranks, .tp = 1, .pp = 1};
+    if (tr->sharded)
+        meta.tp = o->grid.tp, meta.pp = o->grid.pp;
     struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
     char path[1100];
     struct dl_error e = {0};
     double t0 = tr->trace ? dl_clock_now() : 0;
     int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
     if (!rc)
-        rc = dl_checkpoint_save(path, &v, &meta, &e);
+        rc = tr->sharded ? dl_checkpoint_save_gathered(path, tr->comm, &v, &meta, &e)
+                         : dl_checkpoint_save(path, &v, &meta, &e);
     dl_trace_span(tr->trace, DL_TRACE_CHECKPOINT, "checkpoint", t0);
+    /* a grid's writer that failed otherwise than writing the file (out of
+     * memory for the whole tensors) may have left the others' slices
+     * unreceived: the run cannot go on */
+    if (rc && (!writer || (tr->sharded && rc != DL_ERR_IO))) {
+        *err = e;
+        return rc;
+    }
     if (!rc && o->keep > 0) {
         int removed;
         rc = dl_checkpoint_rotate(o->checkpoint_dir, o->keep, &removed, &e);
@@ -590,6 +643,8 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
     m->stop_requested = dl_signals_pending() != 0;
     m->checkpoint_due = checkpoint_due(tr);
     rc = dl_strategy_finish(tr->strategy, global_step, lr, m, &out->stats, err);
+    if (!rc)
+        rc = dl_strategy_consensus(tr->strategy, global_step, &out->stats.consensus_distance, err);
     if (!rc && tr->sharded) {
         double v[DL_STEP_METRICS];
         dl_step_metrics_pack(m, v);
@@ -614,7 +669,7 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->start_step) *
                  (double)(tr->total_steps - global_step),
         .comm_seconds = out->stats.comm_seconds, .exposed_comm_seconds = out->stats.exposed_seconds,
-        .worker = -1};
+        .bytes_sent = out->stats.bytes_sent, .consensus_distance = out->stats.consensus_distance, .worker = -1};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
@@ -705,10 +760,14 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         res->bytes_sent += out.stats.bytes_sent;
         res->dense_bytes += out.stats.dense_bytes;
         report_step(tr, epoch, &tally, *global_step, lr, &out);
-        if (tr->opts->checkpoint_dir && (m->stop_requested || m->checkpoint_due))
+        /* A checkpoint, and with one the stop it comes with, waits for a
+         * step after which every rank holds the same state (local SGD: the
+         * next average; the signal and the schedule stay pending until then) */
+        int hold = tr->opts->checkpoint_dir && !dl_strategy_consistent(tr->strategy);
+        if (tr->opts->checkpoint_dir && (m->stop_requested || m->checkpoint_due) && !hold)
             rc = save_checkpoint(tr, *global_step, &tally, res, err);
         dl_trace_step_end(tr->trace, t_step, 1);
-        if (!rc && m->stop_requested) {
+        if (!rc && m->stop_requested && !hold) {
             *stop = 1;
             return DL_OK;
         }
@@ -781,7 +840,7 @@ static void on_served_update(void *ctx, const struct dl_served_update *u)
         .global_step = u->step, .total_steps = tr->total_steps, .loss = u->loss, .accuracy = u->accuracy,
         .lr = u->lr, .samples_per_s = (double)u->updates * u->batch / (now - st->start + 1e-12),
         .eta_s = (now - st->start) / (double)u->updates * (double)(tr->total_steps * updates_per_step - u->updates),
-        .staleness = u->staleness, .worker = u->worker};
+        .staleness = u->staleness, .worker = u->worker, .consensus_distance = NAN};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
@@ -791,12 +850,12 @@ static int serve(struct trainer *tr, struct dl_train_result *res, struct dl_erro
     struct dl_serve_hooks hooks = {.ctx = &st, .lr_at = scheduled_lr, .on_update = on_served_update};
     struct dl_serve_result sr;
     int rc = dl_strategy_serve(tr->strategy, &hooks, &sr, err);
-    res->steps = sr.updates;
+    res->steps = sr.steps > 0 ? sr.steps : sr.updates; /* asynchronous EASGD: an update is a round of steps */
     res->max_staleness = sr.max_staleness;
     res->last.train_loss = st.samples ? st.loss_sum / (double)st.samples : 0;
     res->last.train_accuracy = st.samples ? st.correct / (double)st.samples : 0;
     res->last.seconds = dl_clock_now() - st.start;
-    res->last.samples_per_s = (double)sr.updates * (double)tr->net->train.batch / (double)tr->layout.data_ranks /
+    res->last.samples_per_s = (double)res->steps * (double)tr->net->train.batch / (double)tr->layout.data_ranks /
                               (res->last.seconds + 1e-12);
     return rc;
 }

@@ -24,6 +24,8 @@ struct dl_step_report {
     double eta_s;               /* estimated seconds left in the run */
     double comm_seconds;        /* gradient exchange time of this step */
     double exposed_comm_seconds;/* the part of it backward did not hide */
+    size_t bytes_sent;          /* by rank 0 in this step's exchange (gradients, weights or center) */
+    double consensus_distance;  /* of the ranks' weights (strategy.h), NaN when not measured */
     int staleness;              /* parameter server: clock gap of this update */
     int worker;                 /* parameter server: which worker (-1 otherwise) */
 };

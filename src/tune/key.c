@@ -1,7 +1,8 @@
 /* key.c: what identifies a measurement in the tuning database: the op (kind,
  * every attribute from its schema table, input and output shapes), the
  * kernel, direction, micro-batch size, thread count, the library versions
- * found at run time and the device.  Versions are looked up by symbol name
+ * found at run time and the device (the CPU model, or a device kernel's
+ * device: GPU name and cuDNN version).  Versions are looked up by symbol name
  * (dlsym), so that no #ifdef on a library is needed here and a library
  * upgrade invalidates old timings by itself. */
 #include "tune/tune_impl.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/device.h"
 #include "core/threads.h"
 
 static void appendf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -45,11 +47,16 @@ static void attrs_str(const struct dl_layer *l, char *buf, size_t size)
     }
 }
 
-/* The CPU model from /proc/cpuinfo; a GPU backend names its device instead
- * (the backend field of its kernels tells them apart). */
+/* The CPU model from /proc/cpuinfo for a host kernel; for a device's
+ * kernel, the device's own description (a GPU's name and cuDNN version). */
 static void device_str(const struct dl_kernel *k, char *buf, size_t size)
 {
     snprintf(buf, size, "%s", k->backend);
+    const struct dl_device *dev = dl_device_get(k->device);
+    if (k->device != DL_DEVICE_CPU) {
+        snprintf(buf, size, "%s: %s", dl_device_names[k->device], dev ? dev->describe() : "absent");
+        return;
+    }
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[256];
     while (f && fgets(line, sizeof line, f)) {

@@ -2,35 +2,48 @@
  * direction asked for: buffers of random values in the layouts the kernel
  * negotiates from plain inputs, one forward first (kernel state for the
  * backward passes), then for each direction warm-up calls and the median of
- * the timed ones.  Kernels are called through kernel.h, but the buffers are
- * host memory and the clock is the host's: a device backend needs both from
- * its own memory space and clock (CUDA events) before it can be tuned. */
+ * the timed ones.  Kernels are called through kernel.h; the buffers are
+ * allocated on the kernel's device and filled by copies from the host, and
+ * each call is timed between two marks of that device's clock (device.h:
+ * the host's monotonic clock, CUDA events on a GPU), so a device kernel is
+ * timed by what the device ran, not by when the host queued it. */
 #include "tune/tune_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/device.h"
 #include "core/clock.h"
 #include "core/rng.h"
-#include "plan/plan.h"
 
-/* The buffers of one measurement, in one list so they are freed together. */
+/* The buffers of one measurement on one device, in one list so they are
+ * freed together. */
 struct bufs {
+    const struct dl_device *dev;
     int n;
     void *p[3 * DL_MAX_INPUTS + 2 * DL_MAX_PARAMS + 8];
 };
 
+/* bytes on the device: uniform values in [-0.1, 0.1) when fill, else zeros. */
 static void *buf(struct bufs *b, size_t bytes, struct dl_rng *r, int fill)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, DL_PLAN_ALIGN, bytes ? bytes : DL_PLAN_ALIGN))
+    struct dl_error err = {0};
+    void *p = b->dev->alloc(bytes, &err);
+    if (!p)
         return NULL;
     b->p[b->n++] = p;
-    dl_real *x = p;
-    for (size_t i = 0; i < bytes / sizeof(dl_real); i++)
-        x[i] = fill ? (dl_real)(0.1 * (2.0 * dl_rng_uniform(r) - 1.0)) : 0;
-    return p;
+    if (!fill)
+        return b->dev->fill(p, 0, bytes, &err) ? NULL : p;
+    size_t n = bytes / sizeof(dl_real);
+    dl_real *x = malloc(n ? n * sizeof *x : 1);
+    if (!x)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (dl_real)(0.1 * (2.0 * dl_rng_uniform(r) - 1.0));
+    int rc = b->dev->copy(p, x, n * sizeof *x, DL_COPY_TO_DEVICE, &err);
+    free(x);
+    return rc ? NULL : p;
 }
 
 static int fill_args(const struct dl_layer *l, const struct dl_kernel_config *cfg, size_t saved, size_t ws,
@@ -65,6 +78,21 @@ static int fill_args(const struct dl_layer *l, const struct dl_kernel_config *cf
     return ok;
 }
 
+/* Seconds of one call of direction dir, between two marks of the device's
+ * clock; NAN when the clock fails. */
+static double timed_call(const struct dl_device *dev, struct dl_device_mark m[2], const struct dl_kernel *k,
+                         void *inst, const struct dl_kernel_args *a, enum dl_dir dir, int has_params)
+{
+    struct dl_error err = {0};
+    double t = NAN;
+    if (dev->mark_record(&m[0], &err))
+        return NAN;
+    dl_kernel_run(k, inst, a, dir, has_params, 1);
+    if (dev->mark_record(&m[1], &err) || dev->mark_elapsed(&m[0], &m[1], &t, &err))
+        return NAN;
+    return t;
+}
+
 int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb, const int want[DL_N_DIRS],
                     int warmup, int repeats, size_t ws_cap, struct dl_tune_row row[DL_N_DIRS], struct dl_error *err)
 {
@@ -86,7 +114,20 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
         k->destroy(inst);
         return DL_OK;
     }
-    struct bufs b = {0};
+    struct bufs b = {.dev = dl_device_get(k->device)};
+    if (!b.dev) {
+        k->destroy(inst);
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "kernel %s runs on %s, which this build lacks", k->name,
+                         dl_device_names[k->device]);
+    }
+    struct dl_device_mark marks[2];
+    rc = b.dev->mark_init(&marks[0], err);
+    if (!rc && (rc = b.dev->mark_init(&marks[1], err)) != DL_OK)
+        b.dev->mark_release(&marks[0]);
+    if (rc) {
+        k->destroy(inst);
+        return rc;
+    }
     struct dl_rng r;
     dl_rng_seed(&r, 12345);
     struct dl_kernel_args a;
@@ -109,19 +150,26 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
                 dl_kernel_run(k, inst, &a, dir, has_params, 1);
             int n = 0;
             for (double spent = 0; n < repeats; n++) {
-                double t0 = dl_clock_now();
-                dl_kernel_run(k, inst, &a, dir, has_params, 1);
-                t[n] = dl_clock_now() - t0;
+                t[n] = timed_call(b.dev, marks, k, inst, &a, dir, has_params);
+                if (isnan(t[n])) {
+                    rc = dl_errorf(err, DL_ERR_INTERNAL, "the %s clock failed timing layer '%s' (kernel %s)",
+                                   b.dev->name, l->name, k->name);
+                    break;
+                }
                 spent += t[n];
                 if (n >= 2 && spent > 1.0) /* slow calls: three are enough for a median */
                     break;
             }
+            if (rc)
+                break;
             n += n < repeats;
             row[d].time_s = dl_median(t, n);
         }
     }
     for (int i = 0; i < b.n; i++)
-        free(b.p[i]);
+        b.dev->free(b.p[i]);
+    b.dev->mark_release(&marks[0]);
+    b.dev->mark_release(&marks[1]);
     k->destroy(inst);
     return rc;
 }

@@ -1,0 +1,49 @@
+/* cuda/cuda.h: the CUDA backend's entry points that the rest of the
+ * program reaches through tables (device.h's dl_device_open, the kernel
+ * registry); nothing outside src/backends/ includes it, and only builds
+ * --with-cuda compile the files that define them. */
+#ifndef DL_BACKENDS_CUDA_H
+#define DL_BACKENDS_CUDA_H
+
+#include "backends/device.h"
+#include "backends/kernel.h"
+
+/* The CUDA device of device.h. */
+extern const struct dl_device dl_device_cuda;
+
+/* Kernels (one file per op family), all with device DL_DEVICE_CUDA; the
+ * registry lists DL_CUDA_KERNELS first (kernel choice only takes them for
+ * an executor on the GPU).  Creation reports cuDNN's, cuBLAS's and CUDA's
+ * errors; a failed launch or library call inside forward or backward is
+ * not reported (kernel.h's calls return nothing), so the device tests
+ * compare every result with the reference.  The convolution comes as one kernel per rank
+ * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first. */
+extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
+    dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
+    dl_kernel_cudnn_conv_r8;
+extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
+    dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
+    dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm, dl_kernel_cuda_softmax_xent;
+#define DL_CUDA_KERNELS                                                                          \
+    &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
+    &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
+    &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
+    &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
+    &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent,
+
+/* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
+ * the driver is missing, too old for this build, or finds no device. */
+int dl_cuda_device_count(int *count, struct dl_error *err);
+
+/* What cudaGetDeviceCount's status (a cudaError_t), the driver version
+ * (cudaDriverGetVersion: 0 without a driver) and the count found mean:
+ * DL_OK with at least one GPU, else DL_ERR_SPEC saying "no CUDA driver",
+ * that the driver cannot run this build, or "no CUDA device". */
+int dl_cuda_count_verdict(int status, int driver, int count, struct dl_error *err);
+
+/* dl_device_open() for CUDA: checks driver and devices, makes GPU
+ * local_rank modulo the count current, and names it (with the cuDNN
+ * version) for describe(). */
+int dl_cuda_device_open(int local_rank, const struct dl_device **out, struct dl_error *err);
+
+#endif

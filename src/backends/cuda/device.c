@@ -1,0 +1,177 @@
+/* cuda/device.c: the CUDA device of device.h (built --with-cuda only).
+ * Memory is cudaMalloc'd on the current GPU; copies and fills go through the
+ * CUDA runtime with unified addressing, so one call serves every direction;
+ * marks are CUDA events on the default stream, so the clock measures what
+ * the GPU ran between two marks.  dl_cuda_device_open() tells a missing
+ * driver from a machine without GPUs and makes local_rank's GPU current. */
+#include "backends/cuda/cuda.h"
+
+#include <stdio.h>
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+static int cuda_fail(struct dl_error *err, cudaError_t r, const char *what)
+{
+    return dl_errorf(err, r == cudaErrorMemoryAllocation ? DL_ERR_NOMEM : DL_ERR_INTERNAL, "cuda: %s failed: %s",
+                     what, cudaGetErrorString(r));
+}
+
+static void *cuda_alloc(size_t bytes, struct dl_error *err)
+{
+    void *p = NULL;
+    cudaError_t r = cudaMalloc(&p, bytes ? bytes : DL_DEVICE_ALIGN); /* 256-byte aligned */
+    if (r != cudaSuccess) {
+        dl_errorf(err, DL_ERR_NOMEM, "cuda: out of device memory (%zu bytes: %s)", bytes, cudaGetErrorString(r));
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
+
+static int cuda_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err)
+{
+    static const enum cudaMemcpyKind kind[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                               cudaMemcpyDeviceToDevice};
+    cudaError_t r = bytes ? cudaMemcpy(dst, src, bytes, kind[dir]) : cudaSuccess;
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaMemcpy");
+}
+
+static int cuda_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
+{
+    cudaError_t r = bytes ? cudaMemset(dst, byte, bytes) : cudaSuccess;
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaMemset");
+}
+
+static int cuda_sync(struct dl_error *err)
+{
+    cudaError_t r = cudaDeviceSynchronize();
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaDeviceSynchronize");
+}
+
+static int cuda_mark_init(struct dl_device_mark *m, struct dl_error *err)
+{
+    cudaEvent_t e = NULL;
+    *m = (struct dl_device_mark){.seconds = -1};
+    cudaError_t r = cudaEventCreate(&e);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaEventCreate");
+    m->event = e;
+    return DL_OK;
+}
+
+static int cuda_mark_record(struct dl_device_mark *m, struct dl_error *err)
+{
+    cudaError_t r = cudaEventRecord((cudaEvent_t)m->event, 0);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaEventRecord");
+    m->seconds = 0; /* recorded: the time itself is the event's */
+    return DL_OK;
+}
+
+static int cuda_mark_elapsed(const struct dl_device_mark *from, const struct dl_device_mark *to, double *seconds,
+                             struct dl_error *err)
+{
+    if (from->seconds < 0 || to->seconds < 0)
+        return dl_errorf(err, DL_ERR_INTERNAL, "cuda clock: elapsed time asked of a mark never recorded");
+    cudaError_t r = cudaEventSynchronize((cudaEvent_t)to->event);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaEventSynchronize");
+    float ms = 0;
+    r = cudaEventElapsedTime(&ms, (cudaEvent_t)from->event, (cudaEvent_t)to->event);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaEventElapsedTime");
+    *seconds = ms * 1e-3;
+    return DL_OK;
+}
+
+static void cuda_mark_release(struct dl_device_mark *m)
+{
+    if (m->event)
+        cudaEventDestroy((cudaEvent_t)m->event);
+    *m = (struct dl_device_mark){.seconds = -1};
+}
+
+/* "NAME, cuDNN MAJOR.MINOR.PATCH" of the current GPU: filled when a device
+ * is opened, or on first use from the runtime's current device. */
+static char description[320];
+
+static void describe_current(int dev)
+{
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        snprintf(prop.name, sizeof prop.name, "GPU %d (properties unavailable)", dev);
+    size_t v = cudnnGetVersion();
+    snprintf(description, sizeof description, "%s, cuDNN %zu.%zu.%zu", prop.name, v / 10000, v / 100 % 100, v % 100);
+}
+
+static const char *cuda_describe(void)
+{
+    int dev = 0;
+    if (!description[0])
+        describe_current(cudaGetDevice(&dev) == cudaSuccess ? dev : 0);
+    return description;
+}
+
+const struct dl_device dl_device_cuda = {
+    .name = "cuda",
+    .kind = DL_DEVICE_CUDA,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .sync = cuda_sync,
+    .mark_init = cuda_mark_init,
+    .mark_record = cuda_mark_record,
+    .mark_elapsed = cuda_mark_elapsed,
+    .mark_release = cuda_mark_release,
+    .describe = cuda_describe,
+};
+
+int dl_cuda_count_verdict(int status, int driver, int count, struct dl_error *err)
+{
+    cudaError_t r = (cudaError_t)status;
+    if (r != cudaSuccess && r != cudaErrorNoDevice && driver == 0)
+        return dl_errorf(err, DL_ERR_SPEC, "no CUDA driver (libcuda) on this machine (cudaGetDeviceCount: %s)",
+                         cudaGetErrorString(r));
+    if (r == cudaErrorInsufficientDriver || r == cudaErrorCompatNotSupportedOnDevice)
+        return dl_errorf(err, DL_ERR_SPEC, "the CUDA driver (version %d.%d) cannot run this build (CUDA runtime "
+                         "%d.%d): %s", driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
+                         CUDART_VERSION % 1000 / 10, cudaGetErrorString(r));
+    if (r != cudaSuccess && r != cudaErrorNoDevice)
+        return dl_errorf(err, DL_ERR_SPEC, "cudaGetDeviceCount failed: %s", cudaGetErrorString(r));
+    if (r == cudaErrorNoDevice || count <= 0)
+        return dl_errorf(err, DL_ERR_SPEC, "no CUDA device (the driver is loaded but cudaGetDeviceCount finds none)");
+    return DL_OK;
+}
+
+int dl_cuda_device_count(int *count, struct dl_error *err)
+{
+    int n = 0, driver = 0;
+    cudaError_t r = cudaGetDeviceCount(&n);
+    cudaDriverGetVersion(&driver); /* 0 when no driver is loaded */
+    int rc = dl_cuda_count_verdict((int)r, driver, n, err);
+    *count = rc ? 0 : n;
+    return rc;
+}
+
+int dl_cuda_device_open(int local_rank, const struct dl_device **out, struct dl_error *err)
+{
+    int count = 0;
+    int rc = dl_cuda_device_count(&count, err);
+    if (rc)
+        return rc;
+    int dev = (local_rank > 0 ? local_rank : 0) % count;
+    cudaError_t r = cudaSetDevice(dev);
+    if (r != cudaSuccess)
+        return dl_errorf(err, DL_ERR_SPEC, "cudaSetDevice(%d) for local rank %d failed: %s", dev, local_rank,
+                         cudaGetErrorString(r));
+    describe_current(dev);
+    *out = &dl_device_cuda;
+    return DL_OK;
+}

@@ -1,0 +1,81 @@
+/* device.h: where buffers live and how time is measured there.  A device is
+ * a table of functions (as ggml's buffer types): allocate, free, copy,
+ * fill, wait for queued work, and a clock of marks recorded in its own
+ * order of work (the host's monotonic clock; CUDA events on a GPU, which
+ * time what the GPU did rather than when the host queued it).  The host
+ * device serves the executor's arena and the tuner's measurements today;
+ * the CUDA device (backends/cuda/device.c, built --with-cuda) implements the
+ * same table, and callers choose one through dl_device_open(), never
+ * through #ifdef.
+ *
+ * Pointers returned by alloc are in the device's memory: only that device's
+ * functions (and kernels of that device) may touch them; copy() moves bytes
+ * between host memory and the device, or within the device. */
+#ifndef DL_BACKENDS_DEVICE_H
+#define DL_BACKENDS_DEVICE_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+/* The devices --device and the network file's train.device name. */
+enum dl_device_kind { DL_DEVICE_CPU, DL_DEVICE_CUDA, DL_N_DEVICE_KINDS };
+
+/* "cpu", "cuda", NULL: the spellings of enum dl_device_kind. */
+extern const char *const dl_device_names[];
+
+#define DL_DEVICE_ALIGN 64 /* bytes: every allocation is aligned to at least this */
+
+enum dl_copy_dir {
+    DL_COPY_TO_DEVICE,   /* host memory -> device memory */
+    DL_COPY_TO_HOST,     /* device memory -> host memory */
+    DL_COPY_WITHIN       /* device memory -> device memory */
+};
+
+/* A point on a device's clock: a host clock reading, or the device's own
+ * record of it (a CUDA event). */
+struct dl_device_mark {
+    double seconds; /* the host: dl_clock_now() when recorded, < 0 before */
+    void *event;    /* a device: its event handle */
+};
+
+struct dl_device {
+    const char *name;               /* "cpu", "cuda" */
+    enum dl_device_kind kind;
+    /* A block of bytes (0 allowed: still a distinct pointer to free), zeroed
+     * or not; NULL with err filled (DL_ERR_NOMEM) when none is left. */
+    void *(*alloc)(size_t bytes, struct dl_error *err);
+    void (*free)(void *p);          /* NULL is ignored */
+    int (*copy)(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err);
+    int (*fill)(void *dst, int byte, size_t bytes, struct dl_error *err);
+    /* Returns when everything queued on the device so far has finished. */
+    int (*sync)(struct dl_error *err);
+    /* The clock: initialise a mark, record it at the current point of the
+     * device's work, and read the seconds between two recorded marks (this
+     * waits for the later one to be reached). */
+    int (*mark_init)(struct dl_device_mark *m, struct dl_error *err);
+    int (*mark_record)(struct dl_device_mark *m, struct dl_error *err);
+    int (*mark_elapsed)(const struct dl_device_mark *from, const struct dl_device_mark *to, double *seconds,
+                        struct dl_error *err);
+    void (*mark_release)(struct dl_device_mark *m);
+    /* A line naming the hardware for messages and the tuning database's
+     * key ("host", or the GPU's name and cuDNN version). */
+    const char *(*describe)(void);
+};
+
+/* The host: posix_memalign, memcpy, memset, and core/clock.h's clock. */
+extern const struct dl_device dl_device_host;
+
+/* The table of kind `kind` as it stands (no check, no cudaSetDevice: the
+ * device opened last, or the runtime's default), for code that works where
+ * a kernel lives (the tuner's measurements); NULL when this build lacks it. */
+const struct dl_device *dl_device_get(enum dl_device_kind kind);
+
+/* The device of kind `kind` for the process whose rank on this node is
+ * local_rank (< 0: unknown, taken as 0): for CUDA, the GPU local_rank
+ * modulo the node's count is made current (cudaSetDevice).  Fails with
+ * DL_ERR_SPEC and a message saying what is missing, before anything else is
+ * done: a build without --with-cuda, no CUDA driver, or no device. */
+int dl_device_open(enum dl_device_kind kind, int local_rank, const struct dl_device **out, struct dl_error *err);
+
+#endif

@@ -1,0 +1,97 @@
+/* device_host.c: the host device of device.h, the memory every CPU kernel
+ * works in: posix_memalign'd blocks, memcpy and memset, nothing queued
+ * (sync returns at once), and marks that are readings of core/clock.h's
+ * monotonic clock.  Also the spellings of the device kinds. */
+#include "backends/device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+
+const char *const dl_device_names[] = {"cpu", "cuda", NULL};
+
+static void *host_alloc(size_t bytes, struct dl_error *err)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, DL_DEVICE_ALIGN, bytes ? bytes : DL_DEVICE_ALIGN)) {
+        dl_errorf(err, DL_ERR_NOMEM, "out of memory (%zu bytes of host memory)", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void host_free(void *p)
+{
+    free(p);
+}
+
+static int host_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err)
+{
+    (void)dir, (void)err; /* host and device memory are the same here */
+    if (bytes)
+        memmove(dst, src, bytes);
+    return DL_OK;
+}
+
+static int host_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
+{
+    (void)err;
+    if (bytes)
+        memset(dst, byte, bytes);
+    return DL_OK;
+}
+
+static int host_sync(struct dl_error *err)
+{
+    (void)err;
+    return DL_OK;
+}
+
+static int host_mark_init(struct dl_device_mark *m, struct dl_error *err)
+{
+    (void)err;
+    *m = (struct dl_device_mark){.seconds = -1};
+    return DL_OK;
+}
+
+static int host_mark_record(struct dl_device_mark *m, struct dl_error *err)
+{
+    (void)err;
+    m->seconds = dl_clock_now();
+    return DL_OK;
+}
+
+static int host_mark_elapsed(const struct dl_device_mark *from, const struct dl_device_mark *to, double *seconds,
+                             struct dl_error *err)
+{
+    if (from->seconds < 0 || to->seconds < 0)
+        return dl_errorf(err, DL_ERR_INTERNAL, "host clock: elapsed time asked of a mark never recorded");
+    *seconds = to->seconds - from->seconds;
+    return DL_OK;
+}
+
+static void host_mark_release(struct dl_device_mark *m)
+{
+    m->seconds = -1;
+}
+
+static const char *host_describe(void)
+{
+    return "host";
+}
+
+const struct dl_device dl_device_host = {
+    .name = "cpu",
+    .kind = DL_DEVICE_CPU,
+    .alloc = host_alloc,
+    .free = host_free,
+    .copy = host_copy,
+    .fill = host_fill,
+    .sync = host_sync,
+    .mark_init = host_mark_init,
+    .mark_record = host_mark_record,
+    .mark_elapsed = host_mark_elapsed,
+    .mark_release = host_mark_release,
+    .describe = host_describe,
+};

@@ -1,0 +1,40 @@
+/* layer_times.h: per-layer compute times for the planner (doc/planner.md):
+ * seconds per sample of each layer's forward and backward on the whole
+ * (unsplit) layer, from one of three sources, each layer labelled with
+ * its own: FLOP estimates at a given rate (--flops, reproducible), the
+ * tuning database's measured kernel times where it has them, or a
+ * measurement made now of the whole network on this process. */
+#ifndef DL_CLI_LAYER_TIMES_H
+#define DL_CLI_LAYER_TIMES_H
+
+#include "graph/graph.h"
+#include "plan/layout_cost.h"
+
+struct dl_exec_options;
+
+/* Every layer from its FLOPs (plan/stages.h's dl_stages_layer_cost: the
+ * forward one third, the backward two thirds) at `rate` FLOP/s. */
+void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer_times *t);
+
+/* Every layer timed now: forward and backward of the whole network on a
+ * random batch of `batch` samples, 1 warm-up and `steps` timed steps, each
+ * layer's median, divided by batch. */
+int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
+                           struct dl_layer_times *t, struct dl_error *err);
+
+/* Layers the tuning database (db_path, NULL: the default) has times for at
+ * batch `batch` (undivided, any kernel: the fastest) replace theirs and
+ * are labelled DL_TIME_DB; the database is only read.  Returns the number
+ * of layers replaced, or -1 with err set. */
+int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_path, struct dl_layer_times *t,
+                           struct dl_error *err);
+
+/* The planner's times: every layer from FLOPs at flop_rate when it is
+ * above 0, else measured now at `batch` (3 timed steps); then (use_db)
+ * the tuning database's where it has them.  summary: "N from the tuning
+ * database, M measured now" style text. */
+int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate, int use_db, const char *db_path,
+                          const struct dl_exec_options *eo, struct dl_layer_times *t, char *summary, size_t size,
+                          struct dl_error *err);
+
+#endif

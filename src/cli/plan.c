@@ -1,0 +1,434 @@
+/* plan.c: `dltrain plan --net FILE --ranks N[,N2,...]`: the planner's
+ * best layouts for N ranks (grid, stage cuts, schedule and chunks, with
+ * their predicted step time, throughput, memory per rank, communication
+ * share and bubble), why the other grids lost, and for a list of rank
+ * counts the predicted weak scaling of each kind of layout
+ * (doc/planner.md). */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/layer_times.h"
+#include "cli/options.h"
+#include "core/parse.h"
+#include "plan/search.h"
+
+#define MAX_COUNTS 16
+
+static void help(void)
+{
+    fputs("Usage: dltrain plan --net FILE --ranks N[,N2,...] [options]\n"
+          "Predicts the step time and memory per rank of every layout of the network on N ranks\n"
+          "(grid dp x tp x pp, stage cuts, pipeline schedule and chunks) and prints the best few,\n"
+          "why the other grids lost, and for several rank counts the predicted weak scaling.\n\n"
+          "  --ranks N[,N2,...]    rank counts (the first gets the full table)\n"
+          "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
+          "  --link alpha=T,bw=R   the link between nodes (e.g. alpha=5us,bw=12.5GB/s); needed\n"
+          "                        when ranks span nodes\n"
+          "  --node-link alpha=T,bw=R[,add=R]  the link within a node (and the speed of\n"
+          "                        reductions, bytes/s), instead of this host's calibration\n"
+          "  --memory-per-rank B   bytes a rank may hold (e.g. 2G); layouts above it are infeasible,\n"
+          "                        and with none left the smallest memory that would work is printed\n"
+          "                        (exit status 2)\n"
+          "  --flops RATE          time layers from their FLOPs at RATE FLOP/s (reproducible) instead\n"
+          "                        of measuring them now; the tuning database's times still win\n"
+          "  --no-db               ignore the tuning database\n"
+          "  --top N               layouts in the table (default 5)\n"
+          "  --json                print one JSON object instead of the tables\n"
+          "  --batch B             the mini-batch at the first rank count (weak scaling keeps B/N)\n\n",
+          stdout);
+    dl_net_options_help(stdout);
+}
+
+enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON };
+
+struct plan_command {
+    int counts[MAX_COUNTS], n_counts;
+    int per_node;
+    double link_alpha, link_beta, node_alpha, node_beta, node_gamma; /* node_gamma 0: this host's */
+    int have_link, have_node_link;
+    size_t memory;
+    double flops;
+    int no_db, top, json;
+};
+
+static int parse_counts(const char *text, struct plan_command *c, struct dl_error *err)
+{
+    char copy[256];
+    if (strlen(text) >= sizeof copy)
+        return dl_errorf(err, DL_ERR_SPEC, "--ranks: value too long");
+    strcpy(copy, text);
+    c->n_counts = 0;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (c->n_counts == MAX_COUNTS)
+            return dl_errorf(err, DL_ERR_SPEC, "--ranks: at most %d rank counts, found more in '%s'", MAX_COUNTS,
+                             text);
+        int rc = dl_parse_int("--ranks", t, 1, 1 << 20, &c->counts[c->n_counts++], err);
+        if (rc)
+            return rc;
+    }
+    if (!c->n_counts)
+        return dl_errorf(err, DL_ERR_SPEC, "--ranks: expected N or N1,N2,..., found '%s'", text);
+    return DL_OK;
+}
+
+/* What cost layout c most against the best one b. */
+static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_candidate *b, char *buf, size_t n)
+{
+    const struct dl_layout_prediction *x = &c->pred, *y = &b->pred;
+    double bubble_x = x->makespan_s * x->bubble, bubble_y = y->makespan_s * y->bubble;
+    double compute_x = x->makespan_s - bubble_x - x->tp_s, compute_y = y->makespan_s - bubble_y - y->tp_s;
+    const char *names[] = {"compute and pipeline sends", "tensor-parallel collectives",
+                           "data-parallel allreduce (not hidden)", "pipeline bubble"};
+    double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_exposed_s - y->dp_exposed_s, bubble_x - bubble_y};
+    int k = 0;
+    for (int i = 1; i < 4; i++)
+        if (diff[i] > diff[k])
+            k = i;
+    snprintf(buf, n, "%.2fx the best's step time: %s %+.3f ms", x->step_s / y->step_s, names[k], 1e3 * diff[k]);
+}
+
+static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    if (l->dims.pp == 1) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    for (int s = 1; s < l->dims.pp && len < n; s++) {
+        int w = snprintf(buf + len, n - len, "%s%s", s > 1 ? "|" : "", g->layers[l->first[s]].name);
+        len += w > 0 ? (size_t)w : 0;
+    }
+}
+
+static void print_table(const struct dl_graph *g, const struct dl_plan_result *r, int top)
+{
+    printf("%-3s %-28s %-24s %10s %11s %13s %6s %7s\n", "#", "layout", "stage cuts (first layers)", "step ms",
+           "samples/s", "memory/rank", "comm", "bubble");
+    for (int k = 0; k < r->n_feasible && k < top; k++) {
+        const struct dl_plan_candidate *c = &r->c[r->rank[k]];
+        char name[96], cuts[256];
+        cuts_str(g, &c->layout, cuts, sizeof cuts);
+        printf("%-3d %-28s %-24s %10.3f %11.1f %13zu %5.1f%% %6.1f%%\n", k + 1,
+               dl_layout_str(&c->layout, name, sizeof name), cuts, 1e3 * c->pred.step_s, c->pred.samples_per_s,
+               c->memory, 100 * c->pred.comm_share, 100 * c->pred.bubble);
+    }
+    if (r->n_feasible == 0)
+        return;
+    printf("why the other grids lost (each grid's best variant):\n");
+    const struct dl_plan_candidate *best = &r->c[r->rank[0]];
+    for (int i = 0; i < r->n; i++) {
+        const struct dl_plan_candidate *c = &r->c[i];
+        char name[96], grid[64], why[320];
+        int first_of_grid = i == 0 || memcmp(&r->c[i - 1].layout.dims, &c->layout.dims, sizeof c->layout.dims);
+        if (!first_of_grid)
+            continue;
+        /* the grid's best feasible variant, in ranking order */
+        const struct dl_plan_candidate *gb = NULL;
+        for (int k = 0; k < r->n_feasible && !gb; k++)
+            if (!memcmp(&r->c[r->rank[k]].layout.dims, &c->layout.dims, sizeof c->layout.dims))
+                gb = &r->c[r->rank[k]];
+        if (gb == best)
+            continue;
+        if (gb) {
+            why_slower(gb, best, why, sizeof why);
+            printf("  %-28s %s\n", dl_layout_str(&gb->layout, name, sizeof name), why);
+        } else {
+            printf("  %-28s infeasible: %s\n", dl_grid_str(&c->layout.dims, grid, sizeof grid), c->why);
+        }
+    }
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *r)
+{
+    printf("\"layouts\": [");
+    for (int k = 0; k < r->n; k++) {
+        int i = k < r->n_feasible ? r->rank[k] : -1;
+        if (i < 0) { /* infeasible ones after the ranked, in enumeration order */
+            int seen = k - r->n_feasible;
+            for (i = 0; i < r->n; i++)
+                if (!r->c[i].feasible && seen-- == 0)
+                    break;
+        }
+        const struct dl_plan_candidate *c = &r->c[i];
+        printf("%s\n  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"schedule\": \"%s\", \"chunks\": %d, \"feasible\": %s",
+               k ? "," : "", c->layout.dims.dp, c->layout.dims.tp, c->layout.dims.pp,
+               dl_schedule_kind_name(c->layout.schedule), c->layout.chunks, c->feasible ? "true" : "false");
+        printf(", \"cuts\": [");
+        for (int s = 1; s < c->layout.dims.pp && (c->feasible || c->over_memory); s++) {
+            printf("%s", s > 1 ? ", " : "");
+            json_string(g->layers[c->layout.first[s]].name);
+        }
+        printf("]");
+        if (c->feasible || c->over_memory)
+            printf(", \"step_s\": %.9g, \"samples_per_s\": %.9g, \"memory_bytes\": %zu, \"comm_share\": %.6g, "
+                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g",
+                   c->pred.step_s, c->pred.samples_per_s, c->memory, c->pred.comm_share, c->pred.bubble, c->pred.tp_s,
+                   c->pred.dp_s, c->pred.dp_exposed_s);
+        if (!c->feasible) {
+            printf(", \"why\": ");
+            json_string(c->why);
+        }
+        printf("}");
+    }
+    printf("]");
+}
+
+/* The best feasible candidate whose grid has the kind: 0 data (tp = pp =
+ * 1), 1 tensor (dp = pp = 1), 2 pipeline (dp = tp = 1), 3 any. */
+static const struct dl_plan_candidate *best_of_kind(const struct dl_plan_result *r, int kind)
+{
+    for (int k = 0; k < r->n_feasible; k++) {
+        const struct dl_plan_candidate *c = &r->c[r->rank[k]];
+        const struct dl_grid_dims *d = &c->layout.dims;
+        if (kind == 3 || (kind == 0 && d->tp == 1 && d->pp == 1) || (kind == 1 && d->dp == 1 && d->pp == 1) ||
+            (kind == 2 && d->dp == 1 && d->tp == 1))
+            return c;
+    }
+    return NULL;
+}
+
+static int search(const struct dl_net *net, const struct dl_layer_times *t, const struct plan_command *c, int N,
+                  int batch, int memory, const struct dl_exec_options *eo, struct dl_machine *m,
+                  struct dl_plan_result *r)
+{
+    dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
+    if (c->have_node_link) {
+        m->node.alpha = c->node_alpha;
+        m->node.beta = c->node_beta;
+        m->node.beta_pair = m->node.beta_small = m->node.beta_oneway = m->node.beta_large = 0;
+        m->node_source = "--node-link, adding at this host's speed";
+        if (c->node_gamma > 0) {
+            m->node.gamma = c->node_gamma;
+            m->node.gamma_one = m->node.gamma_small = m->node.gamma_large = 0;
+            m->node_source = "--node-link";
+        }
+    }
+    if (N > m->ranks_per_node && !c->have_link) {
+        fprintf(stderr, "dltrain plan: --link: needed when the ranks span nodes (%d ranks, %d per node); e.g. "
+                "--link alpha=5us,bw=12.5GB/s\n", N, m->ranks_per_node);
+        return 2;
+    }
+    struct dl_plan_request req = {.g = &net->graph, .times = t, .machine = m, .ranks = N, .batch = batch,
+                                  .memory_limit = c->memory, .eo = eo, .skip_memory = !memory && !c->memory};
+    struct dl_error err = {0};
+    if (dl_plan_search(&req, r, &err)) {
+        fprintf(stderr, "dltrain plan: %s\n", err.msg);
+        return err.code == DL_ERR_SPEC ? 2 : 1;
+    }
+    return 0;
+}
+
+/* The weak-scaling rows: per-rank batch b0 at every count. */
+static int scaling(const struct dl_net *net, const struct dl_layer_times *t, const struct plan_command *c, int b0,
+                   const struct dl_exec_options *eo)
+{
+    static const char *const kinds[] = {"data", "tensor", "pipeline", "best"};
+    struct dl_machine m;
+    struct dl_plan_result one;
+    struct plan_command single = *c;
+    single.per_node = 0;
+    int status = search(net, t, &single, 1, b0, 0, eo, &m, &one);
+    if (status)
+        return status;
+    if (!one.n_feasible) {
+        fprintf(stderr, "dltrain plan: no layout of one rank is feasible at batch %d (%s)\n", b0,
+                one.n ? one.c[0].why : "none");
+        dl_plan_result_free(&one);
+        return 2;
+    }
+    double t1 = one.c[one.rank[0]].pred.step_s;
+    dl_plan_result_free(&one);
+    if (c->json)
+        printf(",\n\"scaling\": {\"per_rank_batch\": %d, \"one_rank_step_s\": %.9g, \"rows\": [", b0, t1);
+    else
+        printf("\nweak scaling (batch %d per rank; efficiency = one rank's step time / the step time):\n"
+               "%8s %10s %10s %10s %10s   %s\n", b0, "ranks", kinds[0], kinds[1], kinds[2], kinds[3], "best layout");
+    for (int k = 0; k < c->n_counts; k++) {
+        int N = c->counts[k];
+        struct dl_plan_result r;
+        status = search(net, t, c, N, b0 * N, 0, eo, &m, &r);
+        if (status)
+            return status;
+        if (c->json)
+            printf("%s\n  {\"ranks\": %d", k ? "," : "", N);
+        else
+            printf("%8d", N);
+        for (int kind = 0; kind < 4; kind++) {
+            const struct dl_plan_candidate *b = best_of_kind(&r, kind);
+            if (c->json)
+                printf(b ? ", \"%s\": %.6g" : ", \"%s\": null", kinds[kind], b ? t1 / b->pred.step_s : 0);
+            else if (b)
+                printf(" %9.1f%%", 100 * t1 / b->pred.step_s);
+            else
+                printf(" %10s", "-");
+        }
+        const struct dl_plan_candidate *b = best_of_kind(&r, 3);
+        char name[96] = "none feasible";
+        if (b)
+            dl_layout_str(&b->layout, name, sizeof name);
+        if (c->json) {
+            printf(", \"best_layout\": ");
+            json_string(name);
+            printf("}");
+        } else {
+            printf("   %s\n", name);
+        }
+        dl_plan_result_free(&r);
+    }
+    if (c->json)
+        printf("]}");
+    return 0;
+}
+
+static int run(const struct dl_net *net, struct dl_net_options *no, const struct plan_command *c)
+{
+    const struct dl_graph *g = &net->graph;
+    int N = c->counts[0], batch = net->train.batch;
+    struct dl_exec_options eo;
+    dl_net_exec_options(no, &eo);
+    struct dl_layer_times t;
+    struct dl_error err = {0};
+    char summary[256];
+    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), c->flops, !c->no_db, no->tune.db_path, &eo, &t,
+                              summary, sizeof summary, &err)) {
+        fprintf(stderr, "dltrain plan: %s\n", err.msg);
+        return 1;
+    }
+    struct dl_machine m;
+    struct dl_plan_result r;
+    int status = search(net, &t, c, N, batch, 1, &eo, &m, &r);
+    if (status) {
+        dl_layer_times_free(&t);
+        return status;
+    }
+    char link[96] = "none";
+    if (c->have_link)
+        snprintf(link, sizeof link, "alpha %.3g s, %.4g GB/s", m.link_alpha, 1e-9 / m.link_beta);
+    if (c->json) {
+        printf("{\"net\": ");
+        json_string(net->name);
+        printf(", \"ranks\": %d, \"ranks_per_node\": %d, \"batch\": %d, \"node_model\": ", N, m.ranks_per_node,
+               batch);
+        json_string(m.node_source);
+        printf(", \"layer_times\": ");
+        json_string(summary);
+        printf(",\n");
+        json_layouts(g, &r);
+    } else {
+        printf("plan for %s on %d ranks (%d per node; within a node: %s; between nodes: %s), mini-batch %d\n%s\n",
+               net->name, N, m.ranks_per_node, m.node_source, link, batch, summary);
+        print_table(g, &r, c->top);
+    }
+    if (r.n_feasible == 0) {
+        if (c->json)
+            printf("}\n");
+        if (r.least_memory_at >= 0) {
+            char name[96];
+            fprintf(stderr, "dltrain plan: no layout of %d ranks fits --memory-per-rank %zu: the smallest needs %zu "
+                    "bytes per rank (%s)\n", N, c->memory, r.least_memory,
+                    dl_layout_str(&r.c[r.least_memory_at].layout, name, sizeof name));
+        } else {
+            fprintf(stderr, "dltrain plan: no layout of %d ranks is feasible (%s)\n", N, r.n ? r.c[0].why : "none");
+        }
+        dl_plan_result_free(&r);
+        dl_layer_times_free(&t);
+        return 2;
+    }
+    dl_plan_result_free(&r);
+    if (c->n_counts > 1)
+        status = scaling(net, &t, c, batch / N > 0 ? batch / N : 1, &eo);
+    if (c->json)
+        printf("}\n");
+    dl_layer_times_free(&t);
+    return status;
+}
+
+int dl_cli_plan(int argc, char **argv)
+{
+    static const struct option long_opts[] = {
+        DL_NET_OPTIONS, {"ranks", required_argument, 0, OPT_RANKS},
+        {"ranks-per-node", required_argument, 0, OPT_PER_NODE}, {"link", required_argument, 0, OPT_LINK},
+        {"node-link", required_argument, 0, OPT_NODE_LINK},
+        {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
+        {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
+        {"json", no_argument, 0, OPT_JSON}, {0, 0, 0, 0}};
+    struct plan_command c = {.top = 5};
+    struct dl_net_options net_options;
+    dl_net_options_init(&net_options);
+    struct dl_error err = {0};
+    int opt, bad = 0;
+    optind = 1;
+    while (!bad && (opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        int r = dl_net_option(&net_options, opt, optarg, "dltrain plan");
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        switch (opt) {
+        case OPT_RANKS: bad = dl_option_refused("dltrain plan", parse_counts(optarg, &c, &err), &err); break;
+        case OPT_PER_NODE:
+            bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, 1 << 20, &c.per_node,
+                                                                 &err), &err);
+            break;
+        case OPT_LINK:
+            bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--link", optarg, &c.link_alpha, &c.link_beta, NULL, &err),
+                                    &err);
+            c.have_link = 1;
+            break;
+        case OPT_NODE_LINK:
+            bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--node-link", optarg, &c.node_alpha, &c.node_beta,
+                                                                          &c.node_gamma, &err),
+                                    &err);
+            c.have_node_link = 1;
+            break;
+        case OPT_MEMORY:
+            bad = dl_option_refused("dltrain plan", dl_parse_bytes("--memory-per-rank", optarg, 1, (size_t)-1 / 2,
+                                                                   &c.memory, &err), &err);
+            break;
+        case OPT_FLOPS:
+            bad = dl_option_refused("dltrain plan", dl_parse_double("--flops", optarg, 1, 1e20, &c.flops, &err), &err);
+            break;
+        case OPT_NO_DB: c.no_db = 1; break;
+        case OPT_TOP: bad = dl_option_refused("dltrain plan", dl_parse_int("--top", optarg, 1, 1000, &c.top, &err), &err); break;
+        case OPT_JSON: c.json = 1; break;
+        case DL_OPT_HELP: help(); return 0;
+        case DL_OPT_VERSION: dl_print_version("dltrain plan"); return 0;
+        default: fprintf(stderr, "Try 'dltrain plan --help'.\n"); return 2;
+        }
+    }
+    if (bad)
+        return 2;
+    if (optind < argc) {
+        fprintf(stderr, "dltrain plan: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!c.n_counts) {
+        fprintf(stderr, "dltrain plan: --ranks N is required\n");
+        return 2;
+    }
+    struct dl_net net;
+    int status = dl_net_options_load(&net_options, &net, "dltrain plan");
+    if (status)
+        return status;
+    status = run(&net, &net_options, &c);
+    dl_net_free(&net);
+    return status;
+}

@@ -1,0 +1,309 @@
+/* layout_cost.c: a layout's predicted step time (see layout_cost.h): the
+ * per-layer costs under a tensor group, the schedule simulated on the
+ * stages they add up to, and the data-parallel allreduce after it. */
+#include "plan/layout_cost.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/grad_sync.h"
+#include "plan/stages.h"
+
+const char *const dl_time_source_names[] = {"flops", "db", "measured"};
+
+int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->fwd = dl_calloc((size_t)n, sizeof *t->fwd, err);
+    t->bwd = dl_calloc((size_t)n, sizeof *t->bwd, err);
+    t->source = dl_calloc((size_t)n, sizeof *t->source, err);
+    if (t->fwd && t->bwd && t->source)
+        return DL_OK;
+    dl_layer_times_free(t);
+    return DL_ERR_NOMEM;
+}
+
+void dl_layer_times_free(struct dl_layer_times *t)
+{
+    free(t->fwd), free(t->bwd), free(t->source);
+    memset(t, 0, sizeof *t);
+}
+
+void dl_tp_view_free(struct dl_tp_view *v)
+{
+    free(v->share), free(v->n_ops), free(v->op), free(v->params);
+    memset(v, 0, sizeof *v);
+}
+
+/* Bytes per sample of layer l's input k, whole. */
+static double input_bytes(const struct dl_layer *l, int k)
+{
+    return 4.0 * (double)dl_shape_count(l->in_shape[k]);
+}
+
+static void add_op(struct dl_tp_view *v, int i, enum dl_tp_collective kind, int backward, double bytes)
+{
+    if (v->n_ops[i] < DL_TP_MAX_OPS)
+        v->op[i][v->n_ops[i]++] = (struct dl_tp_op){kind, backward, bytes};
+}
+
+/* The collectives shard.h's input kinds and partial sums imply for layer i. */
+static void layer_ops(const struct dl_graph *g, const struct dl_shard *s, int i, struct dl_tp_view *v)
+{
+    const struct dl_layer *l = &g->layers[i];
+    const struct dl_shard_layer *sl = &s->layer[i];
+    for (int k = 0; k < l->n_in; k++) {
+        double bytes = input_bytes(l, k);
+        int grad_back = l->in[k] != DL_GRAPH_INPUT; /* the network's input needs no gradient */
+        if (sl->rows_in[k] == DL_TP_IN_GATHER_ROWS)
+            add_op(v, i, DL_TP_ALLGATHER, 0, bytes);
+        else if (sl->rows_in[k] == DL_TP_IN_SLICE_ROWS && grad_back)
+            add_op(v, i, DL_TP_ALLGATHER, 1, bytes);
+        if (sl->in[k] == DL_TP_IN_GATHER) {
+            add_op(v, i, DL_TP_ALLGATHER, 0, bytes);
+            if (sl->by_output && grad_back)
+                add_op(v, i, DL_TP_REDUCE_SCATTER, 1, bytes);
+        } else if (sl->in[k] == DL_TP_IN_SLICE && grad_back) {
+            add_op(v, i, DL_TP_ALLGATHER, 1, bytes);
+        } else if (sl->in[k] == DL_TP_IN_AS_IS && sl->by_output && grad_back) {
+            add_op(v, i, DL_TP_ALLREDUCE, 1, bytes);
+        }
+    }
+    if (sl->partial)
+        add_op(v, i, DL_TP_ALLREDUCE, 0, 4.0 * (double)dl_shape_count(l->out_shape));
+}
+
+int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_machine *m,
+                    struct dl_tp_view *v, struct dl_error *err)
+{
+    memset(v, 0, sizeof *v);
+    v->T = T;
+    for (long r = 0; r + T <= world; r += T) /* tensor groups: T consecutive ranks */
+        v->crosses |= !dl_machine_same_node(m, r, r + T - 1);
+    int n = g->n;
+    v->share = dl_calloc((size_t)n, sizeof *v->share, err);
+    v->n_ops = dl_calloc((size_t)n, sizeof *v->n_ops, err);
+    v->op = dl_calloc((size_t)n, sizeof *v->op, err);
+    v->params = dl_calloc((size_t)n, sizeof *v->params, err);
+    if (!v->share || !v->n_ops || !v->op || !v->params) {
+        dl_tp_view_free(v);
+        return DL_ERR_NOMEM;
+    }
+    struct dl_grid_dims dims = {1, T, 1};
+    struct dl_shard s;
+    int rc = dl_shard_make(g, &dims, 1, 0, NULL, &s, err);
+    if (rc) {
+        dl_tp_view_free(v);
+        return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct dl_layer *whole = &g->layers[i], *mine = &s.local.layers[i];
+        double w = dl_stages_layer_cost(whole);
+        v->share[i] = w > 0 ? dl_stages_layer_cost(mine) / w : 1;
+        for (int j = 0; j < mine->n_params; j++)
+            v->params[i] += mine->param[j].trainable ? mine->param[j].count : 0;
+        if (T > 1)
+            layer_ops(g, &s, i, v);
+    }
+    dl_shard_free(&s);
+    return DL_OK;
+}
+
+static double collective(const struct dl_machine *m, const struct dl_tp_view *v, const struct dl_tp_op *op,
+                         double bytes)
+{
+    switch (op->kind) {
+    case DL_TP_ALLREDUCE: return dl_machine_allreduce(m, v->T, v->crosses, bytes);
+    case DL_TP_ALLGATHER: return dl_machine_allgather(m, v->T, v->crosses, bytes);
+    case DL_TP_REDUCE_SCATTER: return dl_machine_reduce_scatter(m, v->T, v->crosses, bytes);
+    }
+    return 0;
+}
+
+/* Layer i's forward (dir 0) or backward (dir 1) seconds for a chunk of b
+ * samples: compute and, in *comm, its collectives. */
+static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view *v, const struct dl_machine *m,
+                         int i, int dir, double b, double *comm)
+{
+    double c = 0;
+    for (int k = 0; k < v->n_ops[i]; k++)
+        if (v->op[i][k].backward == dir)
+            c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * b);
+    *comm += c;
+    return (dir ? t->bwd[i] : t->fwd[i]) * v->share[i] * b + c;
+}
+
+void dl_layout_layer_costs(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
+                              const struct dl_machine *m, double b, double *cost)
+{
+    for (int i = 0; i < g->n; i++) {
+        double comm = 0;
+        cost[i] = layer_pass(t, v, m, i, 0, b, &comm) + layer_pass(t, v, m, i, 1, b, &comm);
+    }
+}
+
+int dl_layout_local_batch(int batch, int dp)
+{
+    return (batch + dp - 1) / dp;
+}
+
+int dl_layout_chunk_batch(int batch, int dp, int chunks)
+{
+    int local = dl_layout_local_batch(batch, dp);
+    return (local + chunks - 1) / chunks;
+}
+
+/* Bytes per sample crossing the cut before stage s (outputs of earlier
+ * stages read in stage s or later: what stage s-1 sends on, once per
+ * reading stage as the executor's edges do, counted at the cut they
+ * cross first). */
+static double cut_bytes(const struct dl_graph *g, const struct dl_plan_layout *l, int s)
+{
+    double bytes = 0;
+    int P = l->dims.pp;
+    for (int i = l->first[s - 1]; i < l->first[s]; i++) {
+        int reads_later[DL_SCHED_MAX_STAGES] = {0};
+        for (int j = l->first[s]; j < g->n; j++)
+            for (int k = 0; k < g->layers[j].n_in; k++)
+                if (g->layers[j].in[k] == i) {
+                    int st = s;
+                    while (st + 1 < P && j >= l->first[st + 1])
+                        st++;
+                    reads_later[st] = 1;
+                }
+        for (int st = s; st < P; st++)
+            bytes += reads_later[st] ? 4.0 * (double)dl_shape_count(g->layers[i].out_shape) : 0;
+    }
+    return bytes;
+}
+
+/* The exposed part of a data-parallel allreduce overlapped with one
+ * backward pass of layers [first, end) (one chunk, no pipeline: the
+ * trainer overlaps only then), as grad_sync.c runs it: the gradient cut
+ * into buckets of at most `per` floats from the last layer backwards
+ * (closed before a layer would overflow one; a layer larger than a bucket
+ * cut into bucket-sized pieces from its end), each bucket handed over when
+ * backward has finished its every layer, and reduced one after another.
+ * bwd[i]: layer i's backward seconds; *total: the allreduces' sum. */
+static double overlapped_allreduce(const struct dl_machine *m, const struct dl_tp_view *v, const double *bwd,
+                                   int first, int end, long per, int D, int crosses, double *total)
+{
+    double now = 0, comm_end = 0, open_ready = 0;
+    long open = 0;
+    *total = 0;
+#define REDUCE(floats, ready)                                                                        \
+    do {                                                                                             \
+        double t_ = dl_machine_allreduce(m, D, crosses, 4.0 * (double)(floats));                     \
+        comm_end = ((ready) > comm_end ? (ready) : comm_end) + t_;                                   \
+        *total += t_;                                                                                \
+    } while (0)
+    for (int i = end - 1; i >= first; i--) {
+        now += bwd[i];
+        long w = v->params[i];
+        if (w == 0)
+            continue;
+        if (open > 0 && open + w > per) {
+            REDUCE(open, open_ready);
+            open = 0;
+        }
+        open += w;
+        while (open > per) {
+            REDUCE(per, now);
+            open -= per;
+        }
+        open_ready = now;
+    }
+    if (open > 0)
+        REDUCE(open, open_ready);
+#undef REDUCE
+    return comm_end > now ? comm_end - now : 0;
+}
+
+int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
+                      const struct dl_machine *m, const struct dl_plan_layout *l, int batch,
+                      struct dl_layout_prediction *out, struct dl_error *err)
+{
+    const int P = l->dims.pp, D = l->dims.dp, T = l->dims.tp, M = l->chunks;
+    const long world = (long)P * D * T;
+    memset(out, 0, sizeof *out);
+    double b = (double)dl_layout_local_batch(batch, D) / M;
+    double *fwd = dl_calloc((size_t)P, sizeof *fwd, err), *bwd = dl_calloc((size_t)P, sizeof *bwd, err);
+    double *tp = dl_calloc((size_t)P, sizeof *tp, err), *busy = dl_calloc((size_t)P, sizeof *busy, err);
+    int rc = fwd && bwd && tp && busy ? DL_OK : DL_ERR_NOMEM;
+    double send = 0;
+    for (int s = 0; !rc && s < P; s++) {
+        for (int i = l->first[s]; i < l->first[s + 1]; i++) {
+            fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
+            bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
+        }
+        if (fwd[s] + bwd[s] > out->stage_max_s)
+            out->stage_max_s = fwd[s] + bwd[s];
+        tp[s] *= M;
+    }
+    /* The cut before stage s: its messages go between ranks T*D apart.  A
+     * message occupies its sender for the bytes' time (sends go out as
+     * copies, one after another on the link: stage s-1's forward sends the
+     * activations, stage s's backward their gradients) and arrives alpha
+     * later. */
+    for (int s = 1; !rc && s < P; s++) {
+        int crosses = 0;
+        for (long r = (long)(s - 1) * T * D; r < (long)s * T * D; r++)
+            crosses |= !dl_machine_same_node(m, r, r + (long)T * D);
+        double x = cut_bytes(g, l, s) * b, alpha = dl_machine_send(m, crosses, 0);
+        double copy = dl_machine_send(m, crosses, x) - alpha;
+        fwd[s - 1] += copy;
+        bwd[s] += copy;
+        send = alpha > send ? alpha : send;
+    }
+    struct dl_schedule sched = {0};
+    double makespan = 0, idle = 0;
+    if (!rc)
+        rc = dl_schedule_make(l->schedule, P, M, 1, &sched, err);
+    if (!rc) {
+        struct dl_sched_costs costs = {.fwd = fwd, .bwd_in = bwd, .bwd_w = NULL, .send_latency = send};
+        rc = dl_schedule_simulate(&sched, &costs, &makespan, busy, &idle, err);
+    }
+    /* Each pipeline rank's data-parallel group: ranks t + T*(d + D*p);
+     * its allreduce overlaps backward with one chunk, else follows it. */
+    double dp = 0, exposed = 0, tp_max = 0;
+    double *layer_bwd = M == 1 && D > 1 && !rc ? dl_calloc((size_t)g->n, sizeof *layer_bwd, err) : NULL;
+    if (M == 1 && D > 1 && !rc && !layer_bwd)
+        rc = DL_ERR_NOMEM;
+    long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
+    for (int s = 0; !rc && s < P; s++) {
+        double bytes = 0;
+        for (int i = l->first[s]; i < l->first[s + 1]; i++)
+            bytes += 4.0 * (double)v->params[i];
+        int crosses = 0;
+        for (long r = (long)s * T * D; r < (long)(s + 1) * T * D && r < world; r++)
+            crosses |= !dl_machine_same_node(m, (long)s * T * D, r);
+        crosses = crosses && D > 1;
+        double a = dl_machine_allreduce(m, D, crosses, bytes), e = a;
+        if (layer_bwd) {
+            double unused = 0;
+            for (int i = l->first[s]; i < l->first[s + 1]; i++)
+                layer_bwd[i] = layer_pass(t, v, m, i, 1, b, &unused);
+            e = overlapped_allreduce(m, v, layer_bwd, l->first[s], l->first[s + 1], per > 0 ? per : 1, D, crosses,
+                                     &a);
+        }
+        dp = a > dp ? a : dp;
+        exposed = e > exposed ? e : exposed;
+        if (tp[s] > tp_max)
+            tp_max = tp[s];
+    }
+    free(layer_bwd);
+    if (!rc) {
+        out->makespan_s = makespan;
+        out->dp_s = dp;
+        out->dp_exposed_s = exposed;
+        out->tp_s = tp_max;
+        out->bubble = P > 1 ? idle : 0;
+        out->step_s = makespan + exposed;
+        out->samples_per_s = out->step_s > 0 ? batch / out->step_s : 0;
+        out->comm_share = out->step_s > 0 ? (tp_max + exposed) / out->step_s : 0;
+    }
+    dl_schedule_free(&sched);
+    free(fwd), free(bwd), free(tp), free(busy);
+    return rc;
+}

@@ -1,0 +1,107 @@
+/* layout_cost.h: the planner's cost model (doc/planner.md): the predicted
+ * step time and per-rank memory of one layout of a network on a machine.
+ *
+ * A layout is a grid dp x tp x pp (plan/rank_grid.h), the stage cuts, the
+ * chunks per mini-batch and the pipeline schedule; each layer's tensor
+ * split is the one the network file gives it (plan/shard.h).  Its step
+ * time is the makespan of the schedule's own action lists run by the
+ * schedule simulator (parallel/schedule.h) under per-stage costs (each
+ * layer's compute for a chunk, divided by tp when the layer is split, plus
+ * the tensor-parallel collectives its split needs, and the time the
+ * stage's pipeline sends occupy its link), every message arriving the
+ * link's latency after its send, plus the data-parallel
+ * allreduce of each pipeline rank's gradients: in buckets overlapping the
+ * backward pass with one chunk (as parallel/grad_sync.c runs it), after
+ * the pipeline's flush with several.  Memory
+ * per rank is the executor's memory planner's arena for the layers the
+ * rank holds (plan/plan.h via dl_exec_plan), times the chunks the schedule
+ * keeps in flight, plus weights, gradients and one optimizer slot. */
+#ifndef DL_PLAN_LAYOUT_COST_H
+#define DL_PLAN_LAYOUT_COST_H
+
+#include <stddef.h>
+
+#include "graph/graph.h"
+#include "parallel/schedule.h"
+#include "plan/machine.h"
+#include "plan/rank_grid.h"
+#include "plan/shard.h"
+
+/* Where a layer's time came from. */
+enum dl_time_source { DL_TIME_FLOPS, DL_TIME_DB, DL_TIME_MEASURED };
+extern const char *const dl_time_source_names[]; /* "flops", "db", "measured" */
+
+/* Seconds per sample of each whole layer's forward and backward. */
+struct dl_layer_times {
+    int n;
+    double *fwd, *bwd;
+    enum dl_time_source *source;
+};
+int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err);
+void dl_layer_times_free(struct dl_layer_times *t);
+
+/* One collective of a layer's split over the tensor group, per sample. */
+enum dl_tp_collective { DL_TP_ALLREDUCE, DL_TP_ALLGATHER, DL_TP_REDUCE_SCATTER };
+struct dl_tp_op {
+    enum dl_tp_collective kind;
+    int backward;                /* 0: in the forward pass, 1: in the backward */
+    double bytes;                /* the whole tensor's bytes per sample */
+};
+#define DL_TP_MAX_OPS (2 * DL_MAX_INPUTS + 1)
+
+/* What a tensor group of T ranks does to each layer: from the shard of
+ * tensor rank 0 (dims 1 x T x 1).  Built once per T. */
+struct dl_tp_view {
+    int T;
+    int crosses;                 /* a tensor group spans nodes */
+    double *share;               /* [n] the part of a layer's compute a rank does (its local view's
+                                    estimated cost over the whole layer's: 1/T when split, 1 when whole) */
+    int *n_ops;                  /* [n] its collectives: */
+    struct dl_tp_op (*op)[DL_TP_MAX_OPS];
+    long *params;                /* [n] trainable parameters held by tensor rank 0 */
+};
+
+/* The view for T tensor ranks of `world` on m; DL_ERR_SPEC with the
+ * shard's message when a layer's split cannot have T ranks. */
+int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_machine *m,
+                    struct dl_tp_view *v, struct dl_error *err);
+void dl_tp_view_free(struct dl_tp_view *v);
+
+/* A layout.  first[pp + 1]: stage s holds layers [first[s], first[s+1]),
+ * first[pp] = n (the loss with the last stage). */
+struct dl_plan_layout {
+    struct dl_grid_dims dims;
+    enum dl_pipe_schedule schedule; /* gpipe or 1f1b (1f1b when pp = 1) */
+    int chunks;
+    size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
+    int first[DL_SCHED_MAX_STAGES + 1];
+};
+
+struct dl_layout_prediction {
+    double step_s;         /* predicted seconds per training step */
+    double samples_per_s;
+    double makespan_s;     /* the pipeline's part: forward, backward, tensor collectives, sends */
+    double dp_s;           /* the slowest pipeline rank's data-parallel allreduce (all of it) */
+    double dp_exposed_s;   /* the part of it not hidden behind backward (all of it with chunks) */
+    double tp_s;           /* the slowest pipeline rank's tensor-parallel collectives */
+    double bubble;         /* idle fraction of the pipeline ranks in the makespan (simulated) */
+    double comm_share;     /* (tp_s + dp_exposed_s) / step_s (pipeline sends overlap compute: in the makespan) */
+    double stage_max_s;    /* the costliest stage's compute and tensor collectives for one chunk */
+};
+
+/* Per-layer seconds (forward and backward) for one chunk of b samples
+ * under view v on m: compute plus collectives, cost[n]. */
+void dl_layout_layer_costs(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
+                           const struct dl_machine *m, double b, double *cost);
+
+/* Samples of a rank's part of a mini-batch of `batch` over dp ranks (the
+ * largest, as the batcher gives them) and of one chunk of it. */
+int dl_layout_local_batch(int batch, int dp);
+int dl_layout_chunk_batch(int batch, int dp, int chunks);
+
+/* Predicts layout l's step for a mini-batch of `batch` samples. */
+int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
+                      const struct dl_machine *m, const struct dl_plan_layout *l, int batch,
+                      struct dl_layout_prediction *out, struct dl_error *err);
+
+#endif

@@ -1,0 +1,116 @@
+/* layout_memory.c: a layout's memory per rank from the executor's memory
+ * planner (see layout_memory.h). */
+#include "plan/layout_memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "exec/exec.h"
+
+int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout *l, struct dl_graph *staged,
+                           struct dl_error *err)
+{
+    *staged = *g;
+    staged->layers = dl_calloc((size_t)g->n, sizeof *staged->layers, err);
+    if (!staged->layers) {
+        staged->layers = g->layers;
+        return DL_ERR_NOMEM;
+    }
+    memcpy(staged->layers, g->layers, sizeof *g->layers * (size_t)g->n);
+    for (int s = 0; s < l->dims.pp; s++)
+        for (int i = l->first[s]; i < l->first[s + 1]; i++)
+            staged->layers[i].stage = l->dims.pp > 1 ? s : -1;
+    return DL_OK;
+}
+
+/* Pipeline rank p's arena for one chunk and its parameters' bytes. */
+static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout *l, int p, int per_chunk,
+                      const struct dl_exec_options *eo, size_t *arena, size_t *param_bytes, struct dl_error *err)
+{
+    struct dl_shard s;
+    int rank = dl_grid_rank(&l->dims, (struct dl_grid_pos){0, 0, p});
+    int rc = dl_shard_make(staged, &l->dims, 1, rank, NULL, &s, err);
+    if (rc)
+        return rc;
+    struct dl_exec_options o = eo ? *eo : (struct dl_exec_options){0};
+    o.plan = NULL;
+    o.tuner = (struct dl_exec_tuner){0};
+    o.shard = &s;
+    o.stage = 0;
+    o.split_backward = 0;
+    /* Planning sends nothing; the executor only checks the groups' sizes
+     * (their position: the shard's), so stand-ins without operations do. */
+    struct dl_comm tensor = {.size = l->dims.tp, .rank = 0}, pipeline = {.size = l->dims.pp, .rank = p};
+    o.tensor_comm = l->dims.tp > 1 ? &tensor : NULL;
+    o.pipeline_comm = l->dims.pp > 1 ? &pipeline : NULL;
+    struct dl_exec e;
+    rc = dl_exec_plan(&e, staged, per_chunk, &o, err);
+    if (!rc) {
+        double params = 0;
+        for (int i = 0; i < staged->n; i++) {
+            if (!dl_shard_runs(&s, i))
+                continue;
+            const struct dl_layer *v = &s.local.layers[i];
+            for (int j = 0; j < v->n_params; j++)
+                params += (v->param[j].trainable ? 3.0 : 1.0) * (double)v->param[j].count;
+        }
+        *arena = e.arena_bytes;
+        *param_bytes = (size_t)(params * sizeof(float));
+        dl_exec_free(&e);
+    }
+    dl_shard_free(&s);
+    return rc;
+}
+
+int dl_layout_arenas(const struct dl_graph *g, const struct dl_plan_layout *l, int batch,
+                     const struct dl_exec_options *eo, size_t *arena, size_t *params, struct dl_error *err)
+{
+    struct dl_graph staged;
+    int rc = dl_layout_staged_graph(g, l, &staged, err);
+    int per_chunk = dl_layout_chunk_batch(batch, l->dims.dp, l->chunks);
+    for (int p = 0; !rc && p < l->dims.pp; p++)
+        rc = rank_usage(&staged, l, p, per_chunk, eo, &arena[p], &params[p], err);
+    if (staged.layers != g->layers)
+        free(staged.layers);
+    return rc;
+}
+
+int dl_layout_slots(const struct dl_plan_layout *l, int *slots, struct dl_error *err)
+{
+    struct dl_schedule sched = {0};
+    int rc = dl_schedule_make(l->schedule, l->dims.pp, l->chunks, 1, &sched, err);
+    if (!rc)
+        rc = dl_schedule_check(&sched, slots, err);
+    dl_schedule_free(&sched);
+    return rc;
+}
+
+size_t dl_layout_memory_of(int P, const size_t *arena, const size_t *params, const int *slots, size_t *per_rank)
+{
+    size_t most = 0;
+    for (int p = 0; p < P; p++) {
+        size_t b = (size_t)slots[p] * arena[p] + params[p];
+        if (per_rank)
+            per_rank[p] = b;
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+int dl_layout_memory(const struct dl_graph *g, const struct dl_plan_layout *l, int batch,
+                     const struct dl_exec_options *eo, size_t *bytes, size_t *per_rank, struct dl_error *err)
+{
+    const size_t P = (size_t)l->dims.pp;
+    size_t *arena = dl_calloc(P, sizeof *arena, err), *params = dl_calloc(P, sizeof *params, err);
+    int *slots = dl_calloc(P, sizeof *slots, err);
+    int rc = arena && params && slots ? DL_OK : DL_ERR_NOMEM;
+    if (!rc)
+        rc = dl_layout_arenas(g, l, batch, eo, arena, params, err);
+    if (!rc)
+        rc = dl_layout_slots(l, slots, err);
+    if (!rc)
+        *bytes = dl_layout_memory_of(l->dims.pp, arena, params, slots, per_rank);
+    free(arena), free(params), free(slots);
+    return rc;
+}

@@ -1,0 +1,223 @@
+/* search.c: exhaustive search over grids, chunks and schedules, with
+ * stage cuts by dynamic programming (see search.h). */
+#include "plan/search.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/cuts.h"
+#include "plan/layout_memory.h"
+
+void dl_plan_result_free(struct dl_plan_result *r)
+{
+    free(r->c);
+    free(r->rank);
+    memset(r, 0, sizeof *r);
+}
+
+const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size)
+{
+    char grid[64];
+    if (l->dims.pp > 1)
+        snprintf(buf, size, "%s %s x%d", dl_grid_str(&l->dims, grid, sizeof grid),
+                 dl_schedule_kind_name(l->schedule), l->chunks);
+    else
+        snprintf(buf, size, "%s", dl_grid_str(&l->dims, grid, sizeof grid));
+    return buf;
+}
+
+/* Appends a candidate. */
+static struct dl_plan_candidate *push(struct dl_plan_result *r, int *cap, struct dl_error *err)
+{
+    if (r->n == *cap) {
+        int nc = *cap ? 2 * *cap : 64;
+        struct dl_plan_candidate *c = realloc(r->c, sizeof *c * (size_t)nc);
+        if (!c) {
+            dl_errorf(err, DL_ERR_NOMEM, "out of memory in the planner's search");
+            return NULL;
+        }
+        r->c = c;
+        *cap = nc;
+    }
+    struct dl_plan_candidate *c = &r->c[r->n++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+/* The cuts of layout l for per-layer costs and memories of one chunk (the
+ * loss with the layer before it). */
+static int cut(const struct dl_graph *g, const struct dl_tp_view *v, const struct dl_plan_request *req,
+               double b, struct dl_plan_layout *l, double *cost, double *mem, struct dl_error *err)
+{
+    dl_layout_layer_costs(g, req->times, v, req->machine, b, cost);
+    int n = g->n - 1;
+    for (int i = 0; i < g->n; i++)
+        mem[i] = 12.0 * (double)v->params[i] + 4.0 * (double)dl_shape_count(g->layers[i].out_shape) * b * v->share[i];
+    cost[n - 1] += cost[n];
+    mem[n - 1] += mem[n];
+    int rc = dl_cuts_balance(cost, mem, n, l->dims.pp, l->first, NULL, NULL, err);
+    l->first[l->dims.pp] = g->n;
+    return rc;
+}
+
+/* Predicts and sizes candidate c (its layout's cuts set) with the arenas
+ * and parameters of its pipeline ranks (shared by the schedules; NULL:
+ * memory not wanted). */
+static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *v, const size_t *arena,
+                    const size_t *params, int *slots, struct dl_plan_candidate *c, struct dl_error *err)
+{
+    int rc = dl_layout_predict(req->g, req->times, v, req->machine, &c->layout, req->batch, &c->pred, err);
+    if (!rc && arena)
+        rc = dl_layout_slots(&c->layout, slots, err);
+    if (rc)
+        return rc;
+    if (arena)
+        c->memory = dl_layout_memory_of(c->layout.dims.pp, arena, params, slots, NULL);
+    c->feasible = 1;
+    if (req->memory_limit && c->memory > req->memory_limit) {
+        c->feasible = 0;
+        c->over_memory = 1;
+        snprintf(c->why, sizeof c->why, "needs %zu bytes per rank, over --memory-per-rank %zu", c->memory,
+                 req->memory_limit);
+    }
+    return DL_OK;
+}
+
+/* The candidates of grid (D, T, P). */
+static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp_view *v, const char *tp_error,
+                           int D, int T, int P, struct dl_plan_result *r, int *cap, double *cost, double *mem,
+                           struct dl_error *err)
+{
+    const struct dl_graph *g = req->g;
+    struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1};
+    const char *why = NULL;
+    char msg[320];
+    if (req->batch < D) {
+        snprintf(msg, sizeof msg, "dp=%d needs a mini-batch of at least %d samples (--batch %d)", D, D, req->batch);
+        why = msg;
+    } else if (tp_error) {
+        why = tp_error;
+    } else if (P > g->n - 1) {
+        snprintf(msg, sizeof msg, "pp=%d stages, but the network has %d layers before its loss", P, g->n - 1);
+        why = msg;
+    } else if (P > DL_SCHED_MAX_STAGES) {
+        snprintf(msg, sizeof msg, "pp=%d is over the %d stages a schedule may have", P, DL_SCHED_MAX_STAGES);
+        why = msg;
+    }
+    int local = dl_layout_local_batch(req->batch, D);
+    if (!why && P > 1 && local < P) {
+        snprintf(msg, sizeof msg, "pp=%d needs at least %d chunks, but a rank's part of the batch has %d samples",
+                 P, P, local);
+        why = msg;
+    }
+    if (why) {
+        struct dl_plan_candidate *c = push(r, cap, err);
+        if (!c)
+            return DL_ERR_NOMEM;
+        c->layout = base;
+        snprintf(c->why, sizeof c->why, "%s", why);
+        return DL_OK;
+    }
+    static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE};
+    for (int f = 1; f <= (P > 1 ? 8 : 1); f *= 2) {
+        int M = P > 1 ? f * P : 1;
+        if (M > local || M > DL_SCHED_MAX_CHUNKS)
+            break;
+        struct dl_plan_layout l = base;
+        l.chunks = M;
+        size_t *arena = dl_calloc((size_t)P, sizeof *arena, err), *params = dl_calloc((size_t)P, sizeof *params, err);
+        int *slots = dl_calloc((size_t)P, sizeof *slots, err);
+        int rc = arena && params && slots ? cut(g, v, req, (double)local / M, &l, cost, mem, err) : DL_ERR_NOMEM;
+        if (!rc && !req->skip_memory)
+            rc = dl_layout_arenas(g, &l, req->batch, req->eo, arena, params, err);
+        for (int k = 0; !rc && k < (P > 1 ? 2 : 1); k++) {
+            struct dl_plan_candidate *c = push(r, cap, err);
+            if (!c) {
+                rc = DL_ERR_NOMEM;
+                break;
+            }
+            c->layout = l;
+            c->layout.schedule = kinds[k];
+            rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
+        }
+        free(arena), free(params), free(slots);
+        if (rc)
+            return rc;
+    }
+    return DL_OK;
+}
+
+struct rank_key {
+    double step_s;
+    size_t memory;
+    int index;
+};
+
+/* Faster first, then less memory, then enumeration order. */
+static int by_prediction(const void *pa, const void *pb)
+{
+    const struct rank_key *x = pa, *y = pb;
+    if (x->step_s != y->step_s)
+        return x->step_s < y->step_s ? -1 : 1;
+    if (x->memory != y->memory)
+        return x->memory < y->memory ? -1 : 1;
+    return x->index - y->index;
+}
+
+int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out, struct dl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->least_memory_at = -1;
+    const int N = req->ranks;
+    const struct dl_graph *g = req->g;
+    double *cost = dl_calloc((size_t)g->n, sizeof *cost, err), *mem = dl_calloc((size_t)g->n, sizeof *mem, err);
+    int cap = 0, rc = cost && mem ? DL_OK : DL_ERR_NOMEM;
+    for (int T = 1; !rc && T <= N; T++) {
+        if (N % T)
+            continue;
+        struct dl_tp_view v;
+        struct dl_error tp_err = {0};
+        char tp_msg[320] = "";
+        int vrc = dl_tp_view_make(g, T, N, req->machine, &v, &tp_err);
+        if (vrc == DL_ERR_NOMEM) {
+            *err = tp_err;
+            rc = vrc;
+            break;
+        }
+        if (vrc)
+            snprintf(tp_msg, sizeof tp_msg, "tp=%d: %s", T, tp_err.msg);
+        for (int P = 1; !rc && P <= N / T; P++)
+            if ((N / T) % P == 0)
+                rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, N / T / P, T, P, out, &cap, cost,
+                                     mem, err);
+        if (!vrc)
+            dl_tp_view_free(&v);
+    }
+    free(cost), free(mem);
+    if (!rc) {
+        out->rank = dl_calloc((size_t)(out->n > 0 ? out->n : 1), sizeof *out->rank, err);
+        rc = out->rank ? DL_OK : DL_ERR_NOMEM;
+    }
+    for (int i = 0; !rc && i < out->n; i++) {
+        const struct dl_plan_candidate *c = &out->c[i];
+        if (c->feasible)
+            out->rank[out->n_feasible++] = i;
+        else if (c->over_memory && (out->least_memory_at < 0 || c->memory < out->least_memory))
+            out->least_memory = c->memory, out->least_memory_at = i;
+    }
+    struct rank_key *keys = rc ? NULL : dl_calloc((size_t)(out->n_feasible + 1), sizeof *keys, err);
+    if (!rc && !keys)
+        rc = DL_ERR_NOMEM;
+    if (!rc) {
+        for (int i = 0; i < out->n_feasible; i++)
+            keys[i] = (struct rank_key){out->c[out->rank[i]].pred.step_s, out->c[out->rank[i]].memory, out->rank[i]};
+        qsort(keys, (size_t)out->n_feasible, sizeof *keys, by_prediction);
+        for (int i = 0; i < out->n_feasible; i++)
+            out->rank[i] = keys[i].index;
+    }
+    free(keys);
+    if (rc)
+        dl_plan_result_free(out);
+    return rc;
+}

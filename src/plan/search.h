@@ -1,0 +1,54 @@
+/* search.h: the planner's search (doc/planner.md): every layout of a
+ * network on N ranks, predicted and ranked.  Over every factorisation
+ * dp x tp x pp = N, the chunk counts pp, 2pp, 4pp and 8pp (1 without a
+ * pipeline) that leave each chunk a sample, and the gpipe and 1f1b
+ * schedules, with stage cuts by plan/cuts.h on the per-layer costs of one
+ * chunk (loss with the layer before it), each layout's step time and
+ * memory come from plan/layout_cost.h and layout_memory.h; a layout whose
+ * memory exceeds the limit is infeasible.  Feasible layouts rank by
+ * predicted step time, then memory, then enumeration order (pp, then tp,
+ * ascending; chunks ascending; 1f1b before gpipe), so the result is the
+ * same for the same inputs. */
+#ifndef DL_PLAN_SEARCH_H
+#define DL_PLAN_SEARCH_H
+
+#include "plan/layout_cost.h"
+
+struct dl_exec_options;
+
+struct dl_plan_request {
+    const struct dl_graph *g;
+    const struct dl_layer_times *times;
+    const struct dl_machine *machine;
+    int ranks;                         /* N */
+    int batch;                         /* global mini-batch */
+    size_t memory_limit;               /* bytes per rank; 0: none */
+    const struct dl_exec_options *eo;  /* the executor options of the run (kernels); may be NULL */
+    int skip_memory;                   /* 1: no memory (0 everywhere; no limit may be set): faster */
+};
+
+struct dl_plan_candidate {
+    struct dl_plan_layout layout;
+    int feasible;
+    int over_memory;                   /* infeasible only by the memory limit */
+    char why[320];                     /* an infeasible layout: why */
+    struct dl_layout_prediction pred;
+    size_t memory;                     /* bytes per rank (largest), 0 when not known */
+};
+
+struct dl_plan_result {
+    int n;
+    struct dl_plan_candidate *c;       /* [n] in enumeration order */
+    int n_feasible;
+    int *rank;                         /* [n_feasible]: indices into c, best first */
+    size_t least_memory;               /* the least memory of the layouts over the limit (0: none) */
+    int least_memory_at;               /* its index, -1 */
+};
+
+int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out, struct dl_error *err);
+void dl_plan_result_free(struct dl_plan_result *r);
+
+/* "dp=2,tp=1,pp=2 1f1b x8" style text; returns buf. */
+const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size);
+
+#endif

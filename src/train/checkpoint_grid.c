@@ -1,0 +1,114 @@
+/* checkpoint_grid.c: checkpoints of a sharded run (see checkpoint_grid.h).
+ * A "whole view" is a run view whose executor and optimizer hold the whole
+ * network's flat vectors in one process's order (exec.h: graph order,
+ * PyTorch layouts), with per-parameter pointers into them; checkpoint.c
+ * saves and loads it as it does one process's run.  Between the whole view
+ * and the rank's shard, exec/gather.c moves every flat per-parameter
+ * vector: the weights and each optimizer slot (the trainable set) and the
+ * non-trainable state. */
+#include "train/checkpoint_grid.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The whole network's vectors, owned; view points into them. */
+struct whole {
+    struct dl_exec exec;
+    struct dl_optim optim;
+    struct dl_run_view view;
+};
+
+static void whole_free(struct whole *w)
+{
+    free(w->exec.param);
+    free(w->exec.weights);
+    free(w->exec.state);
+    free(w->exec.rng);
+    free(w->optim.state);
+}
+
+/* Buffers for the whole network of v->g, with v's optimizer algorithm, spec
+ * and step count (the slots zero), and v's RNG states copied. */
+static int whole_init(struct whole *w, const struct dl_run_view *v, struct dl_error *err)
+{
+    const struct dl_graph *g = v->g;
+    memset(w, 0, sizeof *w);
+    long nw = dl_exec_param_count(g, DL_PARAMS_TRAINABLE), ns = dl_exec_param_count(g, DL_PARAMS_STATE);
+    int slots = v->optim ? v->optim->algo->state_vectors : 0;
+    struct dl_exec *e = &w->exec;
+    e->g = g;
+    e->n_weights = nw;
+    e->n_state = ns;
+    e->param = dl_calloc((size_t)g->n, sizeof *e->param, err);
+    e->weights = dl_calloc((size_t)(nw ? nw : 1), sizeof *e->weights, err);
+    e->state = dl_calloc((size_t)(ns ? ns : 1), sizeof *e->state, err);
+    e->rng = dl_calloc((size_t)g->n, sizeof *e->rng, err);
+    if (v->optim) {
+        w->optim = *v->optim;
+        w->optim.n = nw;
+        w->optim.state = dl_calloc((size_t)(nw ? nw : 1) * (size_t)(slots ? slots : 1), sizeof(dl_real), err);
+    }
+    if (!e->param || !e->weights || !e->state || !e->rng || (v->optim && !w->optim.state)) {
+        whole_free(w);
+        return DL_ERR_NOMEM;
+    }
+    memcpy(e->rng, v->exec->rng, sizeof *e->rng * (size_t)g->n);
+    long wo = 0, so = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++) {
+            const struct dl_param_desc *p = &g->layers[i].param[j];
+            e->param[i][j] = p->trainable ? e->weights + wo : e->state + so;
+            *(p->trainable ? &wo : &so) += p->count;
+        }
+    w->view = (struct dl_run_view){g, e, v->optim ? &w->optim : NULL};
+    return DL_OK;
+}
+
+int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const struct dl_run_view *v,
+                                const struct dl_checkpoint_meta *meta, struct dl_error *err)
+{
+    struct whole w;
+    int writer = world->rank == 0;
+    /* rank 0 alone holds the whole vectors */
+    int rc = writer ? whole_init(&w, v, err) : DL_OK;
+    const struct dl_exec *e = v->exec;
+    dl_real *none = NULL;
+    if (!rc)
+        rc = dl_exec_gather(e, world, DL_PARAMS_TRAINABLE, e->weights, writer ? w.exec.weights : none, err);
+    if (!rc)
+        rc = dl_exec_gather(e, world, DL_PARAMS_STATE, e->state, writer ? w.exec.state : none, err);
+    int slots = v->optim ? v->optim->algo->state_vectors : 0;
+    for (int k = 0; k < slots && !rc; k++)
+        rc = dl_exec_gather(e, world, DL_PARAMS_TRAINABLE, v->optim->state + (long)k * v->optim->n,
+                            writer ? w.optim.state + (long)k * w.optim.n : none, err);
+    if (!writer)
+        return rc;
+    if (!rc)
+        rc = dl_checkpoint_save(path, &w.view, meta, err);
+    whole_free(&w);
+    return rc;
+}
+
+int dl_checkpoint_load_sliced(const char *path, const struct dl_run_view *v, struct dl_checkpoint_meta *meta,
+                              struct dl_error *err)
+{
+    struct whole w;
+    int rc = whole_init(&w, v, err);
+    if (rc)
+        return rc;
+    rc = dl_checkpoint_load(path, &w.view, meta, err);
+    if (!rc) {
+        struct dl_exec *e = v->exec;
+        dl_exec_take(e, DL_PARAMS_TRAINABLE, w.exec.weights, e->weights);
+        dl_exec_take(e, DL_PARAMS_STATE, w.exec.state, e->state);
+        int slots = v->optim ? v->optim->algo->state_vectors : 0;
+        for (int k = 0; k < slots; k++)
+            dl_exec_take(e, DL_PARAMS_TRAINABLE, w.optim.state + (long)k * w.optim.n,
+                         v->optim->state + (long)k * v->optim->n);
+        memcpy(e->rng, w.exec.rng, sizeof *e->rng * (size_t)v->g->n);
+        if (v->optim)
+            v->optim->t = w.optim.t;
+    }
+    whole_free(&w);
+    return rc;
+}

@@ -1,0 +1,288 @@
+/* test_device.c: the devices of backends/device.h.  One source, two
+ * programs: test_device runs the cases on the host device and checks what
+ * dl_device_open answers for each kind in this build (a build without
+ * --with-cuda names that; a CUDA build names a missing driver or device
+ * exactly when the CUDA runtime, asked directly, finds none);
+ * test_device_cuda (built --with-cuda, TEST_ON_CUDA) runs the same cases on
+ * the GPU and, where cudaGetDeviceCount finds none, reports itself skipped
+ * with dl_device_open's reason (a TAP plan of 1..0 # SKIP), never passed.
+ * test_device also reads the launcher's local rank, which picks the GPU, and
+ * checks that kernel choice follows the device.
+ *
+ * Each case checks bytes through copies back to the host, and the clock
+ * against host clock readings taken before the first mark and after the
+ * device has reached the last. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#include "backends/device.h"
+#include "backends/kernel.h"
+#include "backends/reference/reference.h"
+#include "core/clock.h"
+#include "core/threads.h"
+#include "spec/netfile.h"
+
+#ifdef DL_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "backends/cuda/cuda.h"
+#endif
+
+#ifdef TEST_ON_CUDA
+#define KIND DL_DEVICE_CUDA
+#else
+#define KIND DL_DEVICE_CPU
+#endif
+
+static const struct dl_device *dev;
+
+/* Sizes that are not multiples of anything, and none at all. */
+static const size_t sizes[] = {0, 1, 3, 64, 1000, 4099, 1 << 20};
+
+static void allocations_are_aligned_and_freed(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = dev->alloc(sizes[i], &err);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % DL_DEVICE_ALIGN, 0);
+        dev->free(p);
+    }
+    dev->free(NULL);
+}
+
+/* host pattern -> device -> (within, at an offset) device -> host; fill. */
+static void copies_and_fills_move_the_bytes(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i], off = n / 3;
+        unsigned char *host = malloc(n + 1), *back = malloc(n + 1);
+        assert_non_null(host);
+        assert_non_null(back);
+        for (size_t j = 0; j < n; j++)
+            host[j] = (unsigned char)(j * 131 + 7);
+        unsigned char *a = dev->alloc(n, &err), *b = dev->alloc(n, &err);
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_int_equal(dev->copy(a, host, n, DL_COPY_TO_DEVICE, &err), DL_OK);
+        assert_int_equal(dev->fill(b, 0x5a, n, &err), DL_OK);
+        assert_int_equal(dev->copy(b + off, a, n - off, DL_COPY_WITHIN, &err), DL_OK);
+        memset(back, 0, n + 1);
+        assert_int_equal(dev->copy(back, b, n, DL_COPY_TO_HOST, &err), DL_OK);
+        assert_int_equal(dev->sync(&err), DL_OK);
+        for (size_t j = 0; j < n; j++)
+            if (back[j] != (j < off ? 0x5a : host[j - off]))
+                fail_msg("%zu bytes: byte %zu is %d, expected %d", n, j, back[j], j < off ? 0x5a : host[j - off]);
+        dev->free(a);
+        dev->free(b);
+        free(host);
+        free(back);
+    }
+}
+
+/* Two marks around work on the device: their distance is at least 0 and at
+ * most the host time from before the first to after the device reached
+ * the second; a mark never recorded is refused. */
+static void marks_lie_within_the_host_interval(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    struct dl_device_mark a, b, never;
+    assert_int_equal(dev->mark_init(&a, &err), DL_OK);
+    assert_int_equal(dev->mark_init(&b, &err), DL_OK);
+    assert_int_equal(dev->mark_init(&never, &err), DL_OK);
+    size_t n = (size_t)64 << 20;
+    void *p = dev->alloc(n, &err);
+    assert_non_null(p);
+    double before = dl_clock_now();
+    assert_int_equal(dev->mark_record(&a, &err), DL_OK);
+    assert_int_equal(dev->fill(p, 1, n, &err), DL_OK);
+    assert_int_equal(dev->mark_record(&b, &err), DL_OK);
+    assert_int_equal(dev->sync(&err), DL_OK);
+    double after = dl_clock_now();
+    double t = -1;
+    assert_int_equal(dev->mark_elapsed(&a, &b, &t, &err), DL_OK);
+    printf("# %s: 64 MiB fill %.3g s between marks, %.3g s on the host clock around them\n", dev->name, t,
+           after - before);
+    assert_true(t >= 0);
+    assert_true(t <= after - before + 1e-6); /* CUDA events resolve about half a microsecond */
+    assert_int_equal(dev->mark_elapsed(&never, &b, &t, &err), DL_ERR_INTERNAL);
+    assert_int_equal(dev->mark_elapsed(&a, &never, &t, &err), DL_ERR_INTERNAL);
+    dev->mark_release(&a);
+    dev->mark_release(&b);
+    dev->mark_release(&never);
+    dev->free(p);
+}
+
+static void describes_itself(void **state)
+{
+    (void)state;
+    assert_int_equal(dev->kind, KIND);
+    assert_string_equal(dev->name, dl_device_names[KIND]);
+    assert_true(strlen(dev->describe()) > 0);
+#ifdef TEST_ON_CUDA
+    int current = -1;
+    struct cudaDeviceProp prop;
+    assert_int_equal(cudaGetDevice(&current), cudaSuccess);
+    assert_int_equal(cudaGetDeviceProperties(&prop, current), cudaSuccess);
+    assert_non_null(strstr(dev->describe(), prop.name));
+    assert_non_null(strstr(dev->describe(), "cuDNN"));
+#endif
+}
+
+#ifndef TEST_ON_CUDA
+/* What dl_device_open answers for CUDA in this build, against the runtime
+ * asked directly: every refusal is DL_ERR_SPEC, names --device cuda and
+ * says what is missing. */
+static void cuda_is_refused_with_what_is_missing(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    const struct dl_device *d = NULL;
+    int rc = dl_device_open(DL_DEVICE_CUDA, 0, &d, &err);
+    printf("# dl_device_open(cuda): %s\n", rc ? err.msg : d->describe());
+#ifdef DL_HAVE_CUDA
+    int count = 0, driver = 0;
+    cudaError_t r = cudaGetDeviceCount(&count);
+    cudaDriverGetVersion(&driver);
+    if (r == cudaSuccess && count > 0) {
+        assert_int_equal(rc, DL_OK);
+        assert_int_equal(d->kind, DL_DEVICE_CUDA);
+        return;
+    }
+    assert_int_equal(rc, DL_ERR_SPEC);
+    assert_null(d);
+    assert_non_null(strstr(err.msg, "--device cuda: "));
+    if (driver == 0)
+        assert_non_null(strstr(err.msg, "no CUDA driver"));
+    else if (r == cudaErrorNoDevice || count == 0)
+        assert_non_null(strstr(err.msg, "no CUDA device"));
+#else
+    assert_int_equal(rc, DL_ERR_SPEC);
+    assert_null(d);
+    assert_non_null(strstr(err.msg, "--device cuda: "));
+    assert_non_null(strstr(err.msg, "built without --with-cuda"));
+#endif
+}
+
+/* The local rank that picks a rank's GPU, from each launcher's variable
+ * (Open MPI first), and -1 when none says or the value is not a number. */
+static void local_rank_from_the_launcher(void **state)
+{
+    (void)state;
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (int i = 0; i < 3; i++)
+        unsetenv(vars[i]);
+    assert_int_equal(dl_threads_local_rank(), -1);
+    setenv("SLURM_LOCALID", "5", 1);
+    assert_int_equal(dl_threads_local_rank(), 5);
+    setenv("MPI_LOCALRANKID", "2", 1);
+    assert_int_equal(dl_threads_local_rank(), 2);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+    assert_int_equal(dl_threads_local_rank(), 3);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3x", 1); /* not a number: the next variable says */
+    assert_int_equal(dl_threads_local_rank(), 2);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1); /* the first rank of a node: a rank like any other */
+    assert_int_equal(dl_threads_local_rank(), 0);
+    for (int i = 0; i < 3; i++)
+        unsetenv(vars[i]);
+}
+
+/* Kernel choice takes only kernels of the choices' device: the reference
+ * (a host kernel) and the same kernel declared to run on CUDA each serve
+ * their own device alone, and with CUDA choices the default is a CUDA
+ * kernel or none, never the host's reference. */
+static void kernel_choice_follows_the_device(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("t.yaml", "input: {shape: [3, 5, 5], classes: 2}\nlayers:\n"
+                                        "  - {type: conv, filters: 2, kernel: 3, name: t}\n"
+                                        "  - {type: fc, units: 2}\nloss: softmax_cross_entropy\n",
+                                        &net, &err), 0);
+    const struct dl_layer *l = &net.graph.layers[0];
+    struct dl_kernel on_cuda = dl_kernel_reference;
+    on_cuda.device = DL_DEVICE_CUDA;
+    struct dl_kernel_choices host = {0}, cuda = {.device = DL_DEVICE_CUDA};
+    assert_true(dl_kernel_usable(&dl_kernel_reference, l, NULL));
+    assert_true(dl_kernel_usable(&dl_kernel_reference, l, &host));
+    assert_false(dl_kernel_usable(&dl_kernel_reference, l, &cuda));
+    assert_false(dl_kernel_usable(&on_cuda, l, NULL));
+    assert_false(dl_kernel_usable(&on_cuda, l, &host));
+    assert_true(dl_kernel_usable(&on_cuda, l, &cuda));
+    for (int i = 0; i < net.graph.n; i++) {
+        const struct dl_kernel *k = dl_kernel_select(&net.graph.layers[i], &cuda);
+        assert_true(!k || k->device == DL_DEVICE_CUDA);
+        assert_int_equal(dl_kernel_select(&net.graph.layers[i], &host)->device, DL_DEVICE_CPU);
+    }
+    dl_net_free(&net);
+}
+
+#ifdef DL_HAVE_CUDA
+/* What each answer of the CUDA runtime becomes, including those this
+ * machine cannot give (a driver without a GPU, an old driver, GPUs). */
+static void cuda_answers_named(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorInsufficientDriver, 0, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "no CUDA driver"));
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorNoDevice, 13000, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "no CUDA device"));
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorNoDevice, 0, 0, &err), DL_ERR_SPEC); /* some drivers say so */
+    assert_non_null(strstr(err.msg, "no CUDA device"));
+    assert_int_equal(dl_cuda_count_verdict(cudaSuccess, 13000, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "no CUDA device"));
+    assert_int_equal(dl_cuda_count_verdict(cudaErrorInsufficientDriver, 12020, 0, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "driver (version 12.2) cannot run this build"));
+    assert_int_equal(dl_cuda_count_verdict(cudaSuccess, 13000, 2, &err), DL_OK);
+}
+#endif
+
+static void cpu_is_the_host(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    const struct dl_device *d = NULL;
+    assert_int_equal(dl_device_open(DL_DEVICE_CPU, 3, &d, &err), DL_OK);
+    assert_ptr_equal(d, &dl_device_host);
+}
+#endif
+
+int main(void)
+{
+    struct dl_error err = {0};
+    if (dl_device_open(KIND, 0, &dev, &err)) { /* cmocka's skip() would count as a failure under the TAP driver */
+        printf("1..0 # SKIP %s\n", err.msg);
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(allocations_are_aligned_and_freed),
+        cmocka_unit_test(copies_and_fills_move_the_bytes),
+        cmocka_unit_test(marks_lie_within_the_host_interval),
+        cmocka_unit_test(describes_itself),
+#ifndef TEST_ON_CUDA
+        cmocka_unit_test(cuda_is_refused_with_what_is_missing),
+        cmocka_unit_test(cpu_is_the_host),
+#ifdef DL_HAVE_CUDA
+        cmocka_unit_test(cuda_answers_named),
+#endif
+        cmocka_unit_test(kernel_choice_follows_the_device),
+        cmocka_unit_test(local_rank_from_the_launcher),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,403 @@
+/* test_planner.c: the planner (doc/planner.md).  The stage cuts are the
+ * best of every possible cut (brute force: least costliest stage, then
+ * least largest memory) on random integer costs, where ties are common;
+ * the search ranks exactly the layouts a brute-force enumeration of grids,
+ * chunks and schedules finds, best first; the model's step time equals
+ * its formula where the formula is exact (one rank: the layer times;
+ * data parallelism: a rank's share plus the allreduce of every gradient,
+ * or with small buckets the timeline of buckets overlapping backward,
+ * worked out by hand);
+ * the memory of a rank equals what dl_pipeline_init's executors plan and
+ * hold (their arenas, weights, gradients, momentum and state); --link
+ * parses and refuses bad values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/layer_times.h"
+#include "comm/comm.h"
+#include "core/rng.h"
+#include "plan/cuts.h"
+#include "plan/layout_memory.h"
+#include "plan/search.h"
+#include "plan/stages.h"
+#include "spec/netfile.h"
+#include "train/pipeline.h"
+
+/* A small CNN whose convolution and first fc split over 2 tensor ranks. */
+static const char *const small_cnn =
+    "input: {shape: [3, 12, 12], classes: 4}\n"
+    "layers:\n"
+    "  - {name: conv1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
+    "  - {name: relu1, type: relu}\n"
+    "  - {name: pool1, type: maxpool, kernel: 2, stride: 2}\n"
+    "  - {name: conv2, type: conv, filters: 8, kernel: 3, pad: 1, split: filters}\n"
+    "  - {name: relu2, type: relu}\n"
+    "  - {name: pool2, type: maxpool, kernel: 2, stride: 2}\n"
+    "  - {name: fc1, type: fc, units: 16, split: column}\n"
+    "  - {name: relu3, type: relu}\n"
+    "  - {name: fc2, type: fc, units: 4, split: row}\n"
+    "loss: softmax_cross_entropy\n";
+
+static void load(struct dl_net *net)
+{
+    struct dl_error err = {0};
+    int rc = dl_net_load_string("small.yaml", small_cnn, net, &err);
+    if (rc)
+        print_message("# %s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+}
+
+/* A machine of one node with made-up but fixed parameters. */
+static void machine(struct dl_machine *m, int K)
+{
+    memset(m, 0, sizeof *m);
+    m->ranks_per_node = K;
+    m->node.alpha = 2e-6;
+    m->node.beta = 1e-9;
+    m->node.gamma = 5e-10;
+    m->node_source = "test";
+    m->link_alpha = 5e-6;
+    m->link_beta = 8e-11;
+}
+
+/* The best (cost, memory) over every cut of n items into P runs, lexicographic. */
+static void brute_cuts(const double *c, const double *m, int n, int P, int start, double wc, double wm,
+                       double *best_c, double *best_m)
+{
+    if (P == 1) {
+        double sc = 0, sm = 0;
+        for (int i = start; i < n; i++)
+            sc += c[i], sm += m[i];
+        sc = fmax(wc, sc), sm = fmax(wm, sm);
+        if (sc < *best_c || (sc == *best_c && sm < *best_m))
+            *best_c = sc, *best_m = sm;
+        return;
+    }
+    double sc = 0, sm = 0;
+    for (int end = start + 1; end <= n - (P - 1); end++) {
+        sc += c[end - 1], sm += m[end - 1];
+        brute_cuts(c, m, n, P - 1, end, fmax(wc, sc), fmax(wm, sm), best_c, best_m);
+    }
+}
+
+static void cuts_are_optimal(void **state)
+{
+    (void)state;
+    struct dl_rng rng;
+    dl_rng_seed(&rng, 7);
+    for (int trial = 0; trial < 400; trial++) {
+        int n = 1 + (int)(dl_rng_below(&rng, 9)), P = 1 + (int)(dl_rng_below(&rng, (uint64_t)n));
+        double c[9], m[9];
+        for (int i = 0; i < n; i++) { /* small integers: many ties in the cost */
+            c[i] = (double)dl_rng_below(&rng, 4);
+            m[i] = (double)dl_rng_below(&rng, 10);
+        }
+        int first[10];
+        double got_c, got_m, want_c = INFINITY, want_m = INFINITY;
+        assert_int_equal(dl_cuts_balance(c, m, n, P, first, &got_c, &got_m, NULL), DL_OK);
+        brute_cuts(c, m, n, P, 0, -INFINITY, -INFINITY, &want_c, &want_m);
+        assert_true(got_c == want_c);
+        assert_true(got_m == want_m);
+        /* the cuts themselves achieve it, contiguous and non-empty */
+        double mc = 0, mm = 0;
+        assert_int_equal(first[0], 0);
+        assert_int_equal(first[P], n);
+        for (int s = 0; s < P; s++) {
+            assert_true(first[s] < first[s + 1]);
+            double sc = 0, sm = 0;
+            for (int i = first[s]; i < first[s + 1]; i++)
+                sc += c[i], sm += m[i];
+            mc = fmax(mc, sc), mm = fmax(mm, sm);
+        }
+        assert_true(mc == want_c && mm == want_m);
+    }
+    int first[3];
+    assert_int_equal(dl_cuts_balance((double[]){1, 2}, (double[]){1, 2}, 2, 3, first, NULL, NULL, NULL), DL_ERR_SPEC);
+}
+
+static void flop_times(const struct dl_graph *g, struct dl_layer_times *t, double rate)
+{
+    assert_int_equal(dl_layer_times_alloc(t, g->n, NULL), DL_OK);
+    dl_layer_times_flops(g, rate, t);
+}
+
+/* Every layout of N ranks, built the way search.h says, predicted. */
+static void search_ranks_every_layout(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 1e9);
+    for (int N = 1; N <= 8; N *= 2) {
+        struct dl_machine m;
+        machine(&m, 2); /* 2 ranks per node: larger grids cross the link */
+        struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = 16};
+        struct dl_plan_result r;
+        assert_int_equal(dl_plan_search(&req, &r, NULL), DL_OK);
+        int count = 0;
+        double best = INFINITY;
+        double *cost = calloc((size_t)g->n, sizeof *cost), *mem = calloc((size_t)g->n, sizeof *mem);
+        for (int T = 1; T <= N; T++)
+            for (int P = 1; T * P <= N; P++) {
+                if (N % (T * P))
+                    continue;
+                int D = N / (T * P), local = (16 + D - 1) / D;
+                struct dl_tp_view v;
+                if (dl_tp_view_make(g, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
+                    continue;
+                for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local; M *= 2)
+                    for (int k = 0; k < (P > 1 ? 2 : 1); k++) {
+                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M,
+                                                   .schedule = k ? DL_SCHED_GPIPE : DL_SCHED_1F1B};
+                        dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
+                        for (int i = 0; i < g->n; i++)
+                            mem[i] = 12.0 * (double)v.params[i] +
+                                     4.0 * (double)dl_shape_count(g->layers[i].out_shape) * local / M * v.share[i];
+                        cost[g->n - 2] += cost[g->n - 1];
+                        mem[g->n - 2] += mem[g->n - 1];
+                        assert_int_equal(dl_cuts_balance(cost, mem, g->n - 1, P, l.first, NULL, NULL, NULL), DL_OK);
+                        l.first[P] = g->n;
+                        struct dl_layout_prediction p;
+                        assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+                        best = fmin(best, p.step_s);
+                        count++;
+                    }
+                dl_tp_view_free(&v);
+            }
+        free(cost), free(mem);
+        assert_int_equal(r.n_feasible, count);
+        assert_true(r.c[r.rank[0]].pred.step_s == best);
+        for (int k = 1; k < r.n_feasible; k++)
+            assert_true(r.c[r.rank[k - 1]].pred.step_s <= r.c[r.rank[k]].pred.step_s);
+        dl_plan_result_free(&r);
+    }
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
+/* One rank: the layer times; dp = 4: a quarter of them plus the allreduce of every gradient. */
+static void step_time_formulas(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 2e9);
+    struct dl_machine m;
+    machine(&m, 4);
+    double sum = 0;
+    long params = 0;
+    for (int i = 0; i < g->n; i++) {
+        sum += t.fwd[i] + t.bwd[i];
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            params += g->layers[i].param[j].trainable ? g->layers[i].param[j].count : 0;
+    }
+    struct dl_tp_view v;
+    assert_int_equal(dl_tp_view_make(g, 1, 4, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout one = {.dims = {1, 1, 1}, .chunks = 1, .schedule = DL_SCHED_1F1B, .first = {0, g->n}};
+    struct dl_layout_prediction p;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
+    assert_true(fabs(p.step_s - 32 * sum) <= 1e-12 * p.step_s);
+    assert_true(p.dp_s == 0 && p.tp_s == 0 && p.bubble == 0);
+    struct dl_plan_layout four = one;
+    four.dims.dp = 4;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &four, 32, &p, NULL), DL_OK);
+    double ar = dl_machine_allreduce(&m, 4, 0, 4.0 * (double)params);
+    assert_true(ar > 0);
+    assert_true(fabs(p.step_s - (8 * sum + ar)) <= 1e-12 * p.step_s);
+    assert_true(fabs(p.dp_s - ar) <= 1e-15);
+    /* Buckets of 1200 floats overlap backward (one chunk): fc2 (68
+     * parameters) alone, fc1 (1168) alone, conv2 + conv1 (584 + 224), each
+     * reduced when backward has passed its lowest layer, one after another. */
+    four.bucket_bytes = 1200 * 4;
+    m.node.beta = 1e-6; /* slow enough that the allreduces queue */
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &four, 32, &p, NULL), DL_OK);
+    double B[10], F = 0, Btot = 0;
+    for (int i = 0; i < g->n; i++) {
+        B[i] = t.bwd[i] * 8;
+        F += t.fwd[i] * 8;
+        Btot += B[i];
+    }
+    double a1 = dl_machine_allreduce(&m, 4, 0, 68 * 4.0), a2 = dl_machine_allreduce(&m, 4, 0, 1168 * 4.0);
+    double a3 = dl_machine_allreduce(&m, 4, 0, 808 * 4.0);
+    double e1 = B[9] + B[8] + a1, r2 = B[9] + B[8] + B[7] + B[6];
+    double e2 = fmax(r2, e1) + a2, e3 = fmax(Btot, e2) + a3;
+    assert_true(e3 > Btot);
+    assert_true(fabs(p.dp_s - (a1 + a2 + a3)) <= 1e-12 * p.dp_s);
+    assert_true(fabs(p.dp_exposed_s - (e3 - Btot)) <= 1e-12 * p.dp_exposed_s);
+    assert_true(fabs(p.step_s - (F + Btot + e3 - Btot)) <= 1e-12 * p.step_s);
+    assert_true(p.dp_exposed_s < p.dp_s);
+    /* with chunks the trainer does not overlap: all of it after backward */
+    four.chunks = 2;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &four, 32, &p, NULL), DL_OK);
+    ar = dl_machine_allreduce(&m, 4, 0, 4.0 * (double)params);
+    assert_true(fabs(p.dp_exposed_s - ar) <= 1e-15 && fabs(p.step_s - (F + Btot + ar)) <= 1e-9 * p.step_s);
+    four.chunks = 1;
+    four.bucket_bytes = 0;
+    m.node.beta = 1e-9;
+    /* across nodes of 2 ranks: the ring over the link */
+    m.ranks_per_node = 2;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &four, 32, &p, NULL), DL_OK);
+    double bytes = 4.0 * (double)params, piece = bytes / 4;
+    double ring = 3 * (m.link_alpha + piece * m.link_beta + piece * dl_cost_gamma(&m.node, 4, 4, bytes)) +
+                  3 * (m.link_alpha + piece * m.link_beta);
+    assert_true(fabs(p.dp_s - ring) <= 1e-12 * ring);
+    dl_tp_view_free(&v);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
+/* The planner's memory of every pipeline rank against the executors dl_pipeline_init makes. */
+static void memory_equals_executors(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    static const struct {
+        int dp, tp, pp, chunks;
+        enum dl_pipe_schedule kind;
+        int cut; /* first layer of stage 1 */
+    } cases[] = {{1, 1, 1, 1, DL_SCHED_1F1B, 0}, {2, 1, 1, 1, DL_SCHED_1F1B, 0}, {1, 1, 2, 4, DL_SCHED_1F1B, 3},
+                 {1, 1, 2, 4, DL_SCHED_GPIPE, 6}, {2, 1, 2, 2, DL_SCHED_1F1B, 2}, {1, 2, 1, 1, DL_SCHED_1F1B, 0},
+                 {1, 2, 2, 4, DL_SCHED_GPIPE, 5}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        struct dl_plan_layout l = {.dims = {cases[k].dp, cases[k].tp, cases[k].pp}, .chunks = cases[k].chunks,
+                                   .schedule = cases[k].kind};
+        l.first[0] = 0;
+        if (l.dims.pp == 2)
+            l.first[1] = cases[k].cut;
+        l.first[l.dims.pp] = g->n;
+        const int batch = 16;
+        size_t most, per_rank[2];
+        struct dl_error err = {0};
+        int rc = dl_layout_memory(g, &l, batch, NULL, &most, per_rank, &err);
+        if (rc)
+            print_message("# %s\n", err.msg);
+        assert_int_equal(rc, DL_OK);
+        struct dl_graph staged;
+        assert_int_equal(dl_layout_staged_graph(g, &l, &staged, NULL), DL_OK);
+        size_t want_most = 0;
+        for (int p = 0; p < l.dims.pp; p++) {
+            struct dl_shard s;
+            int rank = dl_grid_rank(&l.dims, (struct dl_grid_pos){0, 0, p});
+            assert_int_equal(dl_shard_make(&staged, &l.dims, 1, rank, NULL, &s, NULL), DL_OK);
+            struct dl_comm tensor = {.size = l.dims.tp}, pipeline = {.size = l.dims.pp, .rank = p};
+            struct dl_exec_options o = {.shard = &s, .tensor_comm = l.dims.tp > 1 ? &tensor : NULL,
+                                        .pipeline_comm = l.dims.pp > 1 ? &pipeline : NULL};
+            struct dl_pipeline pl;
+            int local = (batch + l.dims.dp - 1) / l.dims.dp;
+            rc = dl_pipeline_init(&pl, &staged, &o, local, l.chunks, l.schedule, 1, 1, &err);
+            if (rc)
+                print_message("# %s\n", err.msg);
+            assert_int_equal(rc, DL_OK);
+            size_t held = (size_t)(3 * pl.slot[0].n_weights + pl.slot[0].n_state) * sizeof(float);
+            for (int i = 0; i < pl.slots; i++)
+                held += pl.slot[i].arena_bytes;
+            assert_int_equal(per_rank[p], held);
+            want_most = held > want_most ? held : want_most;
+            dl_pipeline_free(&pl);
+            dl_shard_free(&s);
+        }
+        assert_int_equal(most, want_most);
+        free(staged.layers);
+    }
+    dl_net_free(&net);
+}
+
+/* The collectives of the small CNN's splits on 2 tensor ranks, from
+ * shard.h's rules by hand: conv1 splits its outputs reading the network's
+ * input (no gradient goes back); conv2 and fc1 gather their split inputs
+ * (pool1: 8x6x6, pool2: 8x3x3 floats per sample) and reduce-scatter
+ * their gradients; fc2 splits its inputs and allreduces its partial sums
+ * (4 floats); relu and pooling follow the blocks. */
+static void tp_view_of_small_cnn(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    struct dl_machine m;
+    machine(&m, 2);
+    struct dl_tp_view v;
+    assert_int_equal(dl_tp_view_make(&net.graph, 2, 2, &m, &v, NULL), DL_OK);
+    assert_false(v.crosses);
+    static const struct {
+        int layer, n;
+        struct dl_tp_op op[2];
+    } want[] = {{0, 0, {{0}}}, {1, 0, {{0}}}, {2, 0, {{0}}},
+                {3, 2, {{DL_TP_ALLGATHER, 0, 1152}, {DL_TP_REDUCE_SCATTER, 1, 1152}}}, {4, 0, {{0}}}, {5, 0, {{0}}},
+                {6, 2, {{DL_TP_ALLGATHER, 0, 288}, {DL_TP_REDUCE_SCATTER, 1, 288}}}, {7, 0, {{0}}},
+                {8, 1, {{DL_TP_ALLREDUCE, 0, 16}}}, {9, 0, {{0}}}};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+        int i = want[k].layer;
+        assert_int_equal(v.n_ops[i], want[k].n);
+        for (int j = 0; j < want[k].n; j++) {
+            assert_int_equal(v.op[i][j].kind, want[k].op[j].kind);
+            assert_int_equal(v.op[i][j].backward, want[k].op[j].backward);
+            assert_true(v.op[i][j].bytes == want[k].op[j].bytes);
+        }
+    }
+    for (int i = 0; i < 8; i++) /* split by outputs or following blocks: half the work */
+        assert_true(v.share[i] == 0.5);
+    assert_true(v.share[8] > 0.5 && v.share[8] < 1); /* half the FLOPs, the whole output */
+    assert_true(v.share[9] == 1);
+    assert_int_equal(v.params[0], 8 / 2 * 3 * 3 * 3 + 8 / 2);
+    assert_true(dl_machine_allgather(&m, 2, 0, 1152) > 0);
+    dl_tp_view_free(&v);
+    /* three groups of 2 on nodes of 3 ranks: the second crosses */
+    machine(&m, 3);
+    assert_int_equal(dl_tp_view_make(&net.graph, 2, 6, &m, &v, NULL), DL_OK);
+    assert_true(v.crosses);
+    dl_tp_view_free(&v);
+    dl_net_free(&net);
+}
+
+static void link_parses(void **state)
+{
+    (void)state;
+    double a, b;
+    struct dl_error err = {0};
+    assert_int_equal(dl_machine_parse_link("--link", "alpha=5us,bw=12.5GB/s", &a, &b, NULL, &err), DL_OK);
+    assert_true(fabs(a - 5e-6) < 1e-18 && fabs(b - 1 / 12.5e9) < 1e-24);
+    assert_int_equal(dl_machine_parse_link("--link", "bw=100Gbit/s,alpha=1.5ms", &a, &b, NULL, &err), DL_OK);
+    assert_true(fabs(a - 1.5e-3) < 1e-15 && fabs(b - 8 / 100e9) < 1e-24);
+    static const char *const bad[] = {"alpha=5us", "bw=1GB/s", "alpha=5,bw=1GB/s", "alpha=5us,bw=1GB",
+                                      "alpha=-1us,bw=1GB/s", "alpha=5us,alpha=5us,bw=1GB/s", "beta=1,bw=1GB/s", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(dl_machine_parse_link("--link", bad[i], &a, &b, NULL, &err), DL_ERR_SPEC);
+        assert_non_null(strstr(err.msg, "--link"));
+    }
+    /* add= only where a reduction speed is asked for */
+    double g = 7;
+    assert_int_equal(dl_machine_parse_link("--link", "alpha=1us,bw=1GB/s,add=2GB/s", &a, &b, NULL, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,bw=1GB/s", &a, &b, &g, &err), DL_OK);
+    assert_true(g == 7);
+    assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,bw=1GB/s,add=2GB/s", &a, &b, &g, &err), DL_OK);
+    assert_true(fabs(g - 0.5e-9) < 1e-24);
+    assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,add=2GB/s", &a, &b, &g, &err), DL_ERR_SPEC);
+    assert_non_null(strstr(err.msg, "--node-link"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cuts_are_optimal),
+        cmocka_unit_test(search_ranks_every_layout),
+        cmocka_unit_test(step_time_formulas),
+        cmocka_unit_test(memory_equals_executors),
+        cmocka_unit_test(tp_view_of_small_cnn),
+        cmocka_unit_test(link_parses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
