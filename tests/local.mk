@@ -94,6 +94,14 @@ EXTRA_DIST += tests/test_decentralized.sh
 TESTS += tests/test_split.sh
 EXTRA_DIST += tests/test_split.sh
 
+# --comm-emulate: delays as lower bounds, training bit for bit as without it.
+TESTS += tests/test_comm_emulate.sh
+EXTRA_DIST += tests/test_comm_emulate.sh
+
+# dltrain check --grid's memory per rank against what real runs plan.
+TESTS += tests/test_check_memory.sh
+EXTRA_DIST += tests/test_check_memory.sh
+
 # Checkpoints saved on one grid and resumed on others, local SGD's and
 # --compress's checkpoints (against one process / the uninterrupted run).
 TESTS += tests/test_ckpt_grid.sh

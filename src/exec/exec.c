@@ -92,8 +92,9 @@ static int copy_mbplan(struct dl_mbplan *dst, const struct dl_mbplan *src, const
 }
 
 /* The shard e runs (the options', or the whole network's) and the
- * communicators it needs. */
-static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct dl_exec_options *o,
+ * communicators it needs when it runs (runs = 0: it is only planned, which
+ * never communicates). */
+static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct dl_exec_options *o, int runs,
                       struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
@@ -114,9 +115,9 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
     e->stage = dl_shard_stage(sh, o->stage);
     e->first = sh->stages.first[e->stage];
     e->end = sh->stages.first[e->stage + 1];
-    if (d->tp > 1 && (!o->tensor_comm || o->tensor_comm->size != d->tp))
+    if (runs && d->tp > 1 && (!o->tensor_comm || o->tensor_comm->size != d->tp))
         return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d tensor ranks needs their communicator", d->tp);
-    if ((d->pp > 1 || sh->n_edges) && (!o->pipeline_comm || o->pipeline_comm->size != d->pp))
+    if (runs && (d->pp > 1 || sh->n_edges) && (!o->pipeline_comm || o->pipeline_comm->size != d->pp))
         return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d pipeline stages needs their communicator", sh->stages.S);
     if (2L * sh->n_edges > DL_TAG_PIPELINE_END)
         return dl_errorf(err, DL_ERR_SPEC, "%d tensors cross the pipeline's stage cuts; the message tags (comm/tags.h) "
@@ -141,8 +142,22 @@ static int host_only(const struct dl_exec_options *o, struct dl_error *err)
     return DL_OK;
 }
 
+/* n_weights and n_state: the parameters of every layer the shard runs, in
+ * every stage of the rank (executors of its other stages share them). */
+static void count_params(struct dl_exec *e)
+{
+    const struct dl_graph *g = e->g;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
+            if (g->layers[i].param[j].trainable)
+                e->n_weights += g->layers[i].param[j].count;
+            else
+                e->n_state += g->layers[i].param[j].count;
+        }
+}
+
 static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
-                     const struct dl_mbplan *mbplan, struct dl_error *err)
+                     const struct dl_mbplan *mbplan, int runs, struct dl_error *err)
 {
     memset(e, 0, sizeof *e);
     int rc = host_only(o, err);
@@ -151,12 +166,13 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->impl = dl_calloc(1, sizeof *e->impl, err);
     if (!e->impl)
         return DL_ERR_NOMEM;
-    rc = take_shard(e, g, o, err);
+    rc = take_shard(e, g, o, runs, err);
     if (rc) {
         dl_exec_free(e);
         return rc;
     }
     g = e->g;
+    count_params(e);
     e->max_batch = max_batch;
     e->impl->device = o->device ? o->device : &dl_device_host;
     e->impl->split_backward = o->split_backward;
@@ -183,7 +199,7 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, con
                  struct dl_error *err)
 {
     const struct dl_exec_options none = {0};
-    return plan_with(e, g, max_batch, o ? o : &none, o ? o->plan : NULL, err);
+    return plan_with(e, g, max_batch, o ? o : &none, o ? o->plan : NULL, 0, err);
 }
 
 /* Points every tensor, state block, scratch and the workspace into the arena. */
@@ -251,13 +267,6 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
     if (!e->param || !e->dparam || !e->weight_begin)
         return DL_ERR_NOMEM;
-    for (int i = 0; i < g->n; i++) /* every stage of the rank: executors of the others share them */
-        for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
-            if (g->layers[i].param[j].trainable)
-                e->n_weights += g->layers[i].param[j].count;
-            else
-                e->n_state += g->layers[i].param[j].count;
-        }
     e->weights = alloc_real(e->n_weights, err);
     e->dweights = alloc_real(e->n_weights, err);
     e->state = alloc_real(e->n_state, err);
@@ -291,7 +300,7 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
 static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
                         const struct dl_exec_options *o, const struct dl_mbplan *mbplan, struct dl_error *err)
 {
-    int rc = plan_with(e, g, max_batch, o, mbplan, err);
+    int rc = plan_with(e, g, max_batch, o, mbplan, 1, err);
     if (rc)
         return rc;
     rc = alloc_arena(e, err);

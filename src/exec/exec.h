@@ -163,8 +163,8 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
                  const struct dl_exec_options *o, struct dl_error *err);
 
 /* Chooses kernels and plans memory without allocating the arena or the
- * parameters: fills kernel[], arena_bytes and unplanned_bytes only (o's
- * tuner is not asked). */
+ * parameters: fills kernel[], arena_bytes, unplanned_bytes, n_weights and
+ * n_state only (o's tuner is not asked). */
 int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
                  struct dl_error *err);
 void dl_exec_free(struct dl_exec *e);

@@ -15,6 +15,12 @@ static const struct dl_optim_algo *algo_for(enum dl_optim_kind k)
     return NULL;
 }
 
+int dl_optim_state_vectors(const struct dl_optim_spec *spec)
+{
+    const struct dl_optim_algo *a = algo_for(spec->kind);
+    return a ? a->state_vectors : -1;
+}
+
 int dl_optim_keeps_state(const struct dl_optim_spec *spec)
 {
     const struct dl_optim_algo *a = algo_for(spec->kind);

@@ -27,6 +27,10 @@ struct dl_optim {
     long t;           /* steps taken */
 };
 
+/* Per-weight state arrays of spec's algorithm (its state_vectors), -1 for
+ * an unknown kind. */
+int dl_optim_state_vectors(const struct dl_optim_spec *spec);
+
 /* Whether the steps of spec's algorithm keep per-weight state (SGD without
  * momentum keeps none: its slot stays zero). */
 int dl_optim_keeps_state(const struct dl_optim_spec *spec);
