@@ -12,14 +12,14 @@
 # layers that cannot be split by height exit 2 naming the layer and the
 # rule.  Krizhevsky's hybrid (`split: batch`): two convolutions with batch
 # norm and pooling on each tensor rank's share of the samples, then fc
-# layers column/row, on tp=2, tp=3 (32 samples: shares of 10, 11, 11) and,
-# with --sync-bn, on dp=2 x tp=2, and without batch norm on the default
+# layers column/row, on tp=2, tp=3 (32 samples: shares of 10, 11, 11),
+# tp=2 x pp=2 (2 chunks) and, with --sync-bn, on dp=2 x tp=2, and without batch norm on the default
 # kernels on tp=3; a chunk too small to give every rank a sample and a
 # batch-split loss exit 2.
 . "$top_srcdir/tests/tap.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 36
+tap_plan 38
 . "$top_srcdir/tests/grid_runs.sh"
 
 # ---------------------------------------------------------------- class-split loss
@@ -123,6 +123,8 @@ run 1 batch1 $BATCH; tap_result $? "batch network on one process"
 grid batch-tp2 batch1 2 $BATCH --parallel model
 grid batch-tp3-uneven batch1 3 $BATCH --parallel model
 grid batch-dp2-tp2-syncbn batch1 4 $BATCH --grid dp=2,tp=2 --sync-bn
+run 1 batch1-chunks $BATCH --pipeline-chunks 2; tap_result $? "batch network on one process, 2 chunks"
+grid batch-tp2-pp2 batch1-chunks 4 $BATCH --grid tp=2,pp=2 --pipeline-chunks 2
 sed '/type: batchnorm/d' "$T/batch.yaml" > "$T/batch-nobn.yaml"
 run 1 batch-nobn1 --net "$T/batch-nobn.yaml" --threads 1 --quiet
 tap_result $? "batch network without batch norm on one process, default kernels"
