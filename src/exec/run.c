@@ -50,7 +50,8 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
         c->sync_max = dl_exec_group_max;
         c->sync_ctx = e;
     }
-    if (e->shard->layer[s->layer].split_rows) { /* on a band of rows: statistics summed over the group too */
+    if (e->shard->layer[s->layer].split_rows || e->shard->layer[s->layer].split_batch) {
+        /* on a band of rows or a share of the samples: statistics summed over the group too */
         c->sync_sum = dl_exec_group_stats_sum;
         c->sync_ctx = e;
     }
@@ -70,17 +71,24 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     e->labels = labels;
     e->batch = batch;
     m->tensors[0].data = (dl_real *)x;
+    if (dl_exec_samples_check(e, batch, &e->err)) {
+        e->status = e->err.code;
+        return;
+    }
     for (int i = 0; i < m->n_steps && !e->status; i++) {
         struct dl_exec_step *s = &m->steps[i];
         double t0 = e->time_fwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
             reorder_forward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
             dl_exec_comm_forward(e, s);
         } else {
-            void *inst = dl_exec_instance(e, s, batch);
-            if (!inst)
+            void *inst = dl_exec_instance(e, s, e->batch);
+            if (!inst) {
+                dl_exec_samples_leave(e, whole);
                 return;
+            }
             struct dl_kernel_args a;
             fill_args(e, s, &a, training);
             if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
@@ -90,6 +98,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
             e->time_fwd[s->timed_layer] += dl_clock_now() - t0;
         if (dl_trace_on(e->trace))
             dl_exec_trace_step(e, s, 0, t0);
+        dl_exec_samples_leave(e, whole);
     }
 }
 
@@ -179,14 +188,17 @@ static void backward(struct dl_exec *e, enum pass pass)
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
         double t0 = e->time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
             reorder_backward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
             dl_exec_comm_backward(e, s);
         } else {
             void *inst = dl_exec_instance(e, s, e->batch);
-            if (!inst)
+            if (!inst) {
+                dl_exec_samples_leave(e, whole);
                 return;
+            }
             if (m->tensors[s->out].needs_grad) /* else nothing upstream learns */
                 layer_backward(e, s, inst, pass);
             if (e->grad_hook && pass == PASS_BOTH)
@@ -196,6 +208,7 @@ static void backward(struct dl_exec *e, enum pass pass)
             e->time_bwd[s->timed_layer] += dl_clock_now() - t0;
         if (dl_trace_on(e->trace))
             dl_exec_trace_step(e, s, 1, t0);
+        dl_exec_samples_leave(e, whole);
     }
     m->weights_pending = pass == PASS_INPUT;
 }
@@ -226,10 +239,13 @@ void dl_exec_backward_weights(struct dl_exec *e)
             continue;
         double t0 = e->time_wgt || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         if (dl_exec_defers_weights(e, s) && m->tensors[s->out].needs_grad) {
+            struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
             void *inst = dl_exec_instance(e, s, e->batch);
+            if (inst)
+                layer_backward(e, s, inst, PASS_WEIGHTS);
+            dl_exec_samples_leave(e, whole);
             if (!inst)
                 return;
-            layer_backward(e, s, inst, PASS_WEIGHTS);
             if (dl_trace_on(e->trace))
                 dl_exec_trace_step(e, s, 1, t0);
         }
