@@ -111,6 +111,7 @@ struct dl_exec_impl {
     struct dl_exec_outgoing *outbox;    /* [n_outbox]: pipeline sends, in flight or done */
     int n_outbox;
     int weights_pending;                /* backward_input ran, backward_weights has not */
+    struct dl_kernel_fault fault;       /* a failure inside the kernel call running (kernel.h) */
 };
 
 /* comm_steps.c: forward and backward of the communication steps (TP,

@@ -55,6 +55,20 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
         c->sync_ctx = e;
     }
     a->workspace = m->workspace;
+    a->fault = &e->impl->fault;
+}
+
+/* A failure a kernel recorded while step s ran in direction dir becomes
+ * the executor's status (the first error of the run). */
+static void take_fault(struct dl_exec *e, const struct dl_exec_step *s, enum dl_dir dir)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (!m->fault.failed)
+        return;
+    if (e->status)
+        memset(&m->fault, 0, sizeof m->fault);
+    else
+        e->status = dl_kernel_fault_error(&m->fault, &e->g->layers[s->layer], dir, &e->err);
 }
 
 static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
@@ -85,6 +99,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
             fill_args(e, s, &a, training);
             if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
                 s->kernel->forward(inst, &a);
+            take_fault(e, s, DL_DIR_FORWARD);
         }
         if (e->time_fwd)
             e->time_fwd[s->timed_layer] += dl_clock_now() - t0;
@@ -134,9 +149,11 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     int on_band = (pass != PASS_INPUT || !dl_exec_defers_weights(e, s)) && dl_exec_rows_grad_begin(e, s, &a);
     int d0 = pass == PASS_WEIGHTS ? DL_DIR_BACKWARD_WEIGHTS : DL_DIR_BACKWARD_DATA;
     int d1 = pass == PASS_INPUT ? DL_DIR_BACKWARD_DATA : DL_DIR_BACKWARD_WEIGHTS;
-    for (int d = d0; d <= d1; d++)
+    for (int d = d0; d <= d1; d++) {
         if (!dl_exec_micro_run(e, s, &a, (enum dl_dir)d, any))
             dl_kernel_run(s->kernel, inst, &a, (enum dl_dir)d, l->n_params > 0, any);
+        take_fault(e, s, (enum dl_dir)d);
+    }
     if (on_band) /* its weight gradients from its band: summed over the group */
         dl_exec_rows_grad_end(e, s);
     for (int k = 0; k < l->n_in; k++) {

@@ -15,21 +15,26 @@ extern const struct dl_device dl_device_cuda;
  * registry lists DL_CUDA_KERNELS first (kernel choice only takes them for
  * an executor on the GPU).  Creation reports cuDNN's, cuBLAS's and CUDA's
  * errors; a failed launch or library call inside forward or backward is
- * not reported (kernel.h's calls return nothing), so the device tests
- * compare every result with the reference.  The convolution comes as one kernel per rank
+ * recorded in the call's fault (kernel.h's dl_kernel_fail, through
+ * cuda/fault.h), which the executor, the tuner and the kernel tests turn
+ * into an error naming the layer and the call.  Launches are asynchronous:
+ * a fault found only when the GPU runs the work surfaces at the next
+ * synchronising copy or device sync, not in the call.  The convolution comes as one kernel per rank
  * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first. */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
     dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
     dl_kernel_cudnn_conv_r8;
 extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
-    dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm, dl_kernel_cuda_softmax_xent;
+    dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm, dl_kernel_cuda_softmax_xent,
+    dl_kernel_cuda_leaky_relu, dl_kernel_cuda_dropout, dl_kernel_cudnn_add, dl_kernel_cuda_concat;
 #define DL_CUDA_KERNELS                                                                          \
     &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
     &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
     &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
     &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
-    &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent,
+    &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent, &dl_kernel_cuda_leaky_relu, &dl_kernel_cuda_dropout, \
+    &dl_kernel_cudnn_add, &dl_kernel_cuda_concat,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */
