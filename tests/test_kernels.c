@@ -124,6 +124,7 @@ static const struct kcase cases[] = {
     {"dropout_vector", "[33, 1, 1]", "{type: dropout, rate: 0.6}", 6, NULL},
     {"dropout_rate0", "[4, 2, 3]", "{type: dropout, rate: 0}", 2, NULL},
     {"leaky_relu_default", "[6, 5, 4]", "{type: leaky_relu}", 2, NULL},
+    {"flatten", "[5, 3, 4]", "{type: flatten}", 4, NULL},
     {"fc_vector", "[37, 1, 1]", "{type: fc, units: 19}", 4, NULL},
     {"fc_3d", "[3, 5, 7]", "{type: fc, units: 10, bias: false}", 4, NULL},
     {"fc_odd", "[7, 3, 1]", "{type: fc, units: 1}", 6, NULL},

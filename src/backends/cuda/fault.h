@@ -16,4 +16,8 @@ int dl_cudnn_ok(const struct dl_kernel_args *a, const char *kernel, cudnnStatus_
 int dl_cublas_ok(const struct dl_kernel_args *a, const char *kernel, cublasStatus_t st, const char *call);
 int dl_cuda_ok(const struct dl_kernel_args *a, const char *kernel, cudaError_t st, const char *call);
 
+/* dst = src, n floats within the device, queued on the default stream (in
+ * order with the library calls); 1, or 0 with the failure recorded. */
+int dl_cuda_copy_within(const struct dl_kernel_args *a, const char *kernel, float *dst, const float *src, long n);
+
 #endif

@@ -13,13 +13,6 @@
 #include "backends/cuda/fault.h"
 #include "ops/kinds.h"
 
-/* dst = src, n floats within the device. */
-static int copy_within(const struct dl_kernel_args *a, const char *kernel, float *dst, const float *src, long n)
-{
-    return dl_cuda_ok(a, kernel, cudaMemcpyAsync(dst, src, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice, 0),
-                      "cudaMemcpyAsync");
-}
-
 /* ---------------------------------------------------------------- add */
 static void add_destroy(void *inst)
 {
@@ -45,7 +38,7 @@ static void add_forward(void *inst, const struct dl_kernel_args *a)
     const struct dl_cudnn_io *io = inst;
     const struct dl_op_call *c = &a->c;
     const float one = 1;
-    if (!copy_within(a, "cudnn", c->out, c->in[0], values(c)))
+    if (!dl_cuda_copy_within(a, "cudnn", c->out, c->in[0], values(c)))
         return;
     for (int k = 1; k < c->n_in; k++)
         if (!dl_cudnn_ok(a, "cudnn", cudnnAddTensor(io->h, &one, io->x, c->in[k], &one, io->y, c->out),
@@ -57,7 +50,7 @@ static void add_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct dl_op_call *c = &a->c;
     for (int k = 0; k < c->n_in; k++)
-        if (c->din[k] && !copy_within(a, "cudnn", c->din[k], c->dout, values(c)))
+        if (c->din[k] && !dl_cuda_copy_within(a, "cudnn", c->din[k], c->dout, values(c)))
             return;
 }
 

@@ -1,10 +1,11 @@
-/* cuda/pointwise.c: leaky ReLU and dropout on a GPU ("cuda"; built
+/* cuda/pointwise.c: leaky ReLU, dropout and flatten on a GPU ("cuda"; built
  * --with-cuda, never run on a GPU so far) through the CUDA kernels of
  * pointwise_kernels.cu, NCHW float in device memory.  Dropout keeps its
  * mask in the layer's saved memory from forward to backward and draws it
  * from the call's key, first sample and first channel as the host's op, so
  * that any split of the batch draws what one process draws; in inference
- * (or at rate 0) both directions copy. */
+ * (or at rate 0) both directions copy.  Flatten copies both ways too: a
+ * sample's NCHW values already are its feature vector. */
 #include "backends/cuda/cuda.h"
 
 #include <stdlib.h>
@@ -91,19 +92,12 @@ static int drops(const struct cuda_pointwise *q, const struct dl_op_call *c)
     return c->training && q->value > 0;
 }
 
-/* dst = src on the device (the identity directions). */
-static void copy_through(const struct dl_kernel_args *a, float *dst, const float *src, long n)
-{
-    dl_cuda_ok(a, "cuda", cudaMemcpyAsync(dst, src, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice, 0),
-               "cudaMemcpyAsync");
-}
-
 static void dropout_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
     const struct dl_op_call *c = &a->c;
     if (!drops(q, c)) {
-        copy_through(a, c->out, c->in[0], c->batch * q->per);
+        dl_cuda_copy_within(a, "cuda", c->out, c->in[0], c->batch * q->per);
         return;
     }
     float keep = (float)(1 / (1 - q->value));
@@ -120,7 +114,7 @@ static void dropout_backward_data(void *inst, const struct dl_kernel_args *a)
     if (!c->din[0])
         return;
     if (!drops(q, c))
-        copy_through(a, c->din[0], c->dout, c->batch * q->per);
+        dl_cuda_copy_within(a, "cuda", c->din[0], c->dout, c->batch * q->per);
     else
         dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_multiply(c->dout, (const float *)c->saved, c->batch * q->per, c->din[0]),
                    "dropout backward launch");
@@ -136,4 +130,39 @@ const struct dl_kernel dl_kernel_cuda_dropout = {
     .saved_bytes = dropout_saved_bytes,
     .forward = dropout_forward,
     .backward_data = dropout_backward_data,
+};
+
+static int flatten_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                          struct dl_error *err)
+{
+    struct cuda_pointwise *q = dl_calloc(1, sizeof *q, err);
+    if (!q)
+        return DL_ERR_NOMEM;
+    q->per = dl_shape_count(l->out_shape);
+    *inst = q;
+    return DL_OK;
+}
+
+static void flatten_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    dl_cuda_copy_within(a, "cuda", a->c.out, a->c.in[0], a->c.batch * q->per);
+}
+
+static void flatten_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    if (a->c.din[0])
+        dl_cuda_copy_within(a, "cuda", a->c.din[0], a->c.dout, a->c.batch * q->per);
+}
+
+const struct dl_kernel dl_kernel_cuda_flatten = {
+    .name = "cuda",
+    .backend = "cuda",
+    .op = &dl_op_flatten,
+    .device = DL_DEVICE_CUDA,
+    .create = flatten_create,
+    .destroy = pointwise_destroy,
+    .forward = flatten_forward,
+    .backward_data = flatten_backward_data,
 };
