@@ -8,11 +8,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define DL_HOST_DEVICE __host__ __device__
-#else
-#define DL_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 /* One step of splitmix64 on state *x. */
 static inline DL_HOST_DEVICE uint64_t dl_splitmix64(uint64_t *x)
