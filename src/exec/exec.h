@@ -149,10 +149,13 @@ struct dl_exec_options {
     /* --trace: the recorder the executor's steps append to while it
      * records (io/trace.h); NULL: no tracing. */
     struct dl_trace *trace;
-    /* Where the arena and the kernels' workspace live (backends/device.h;
-     * NULL: the host).  Only the host runs an executor so far: the kernels
-     * and the parameters are host-only, so any other device is refused
-     * (DL_ERR_UNSUPPORTED) before anything is planned. */
+    /* Where the arena, the kernels' workspace, the weights, their
+     * gradients and the state live (backends/device.h; NULL: the host):
+     * allocated, initialised (drawn on the host, copied over), zeroed and
+     * freed through its table.  Only the host runs an executor so far: its
+     * steps read and write that memory from the host (the input batch,
+     * reorders, gradient sums, losses), so a device of another kind is
+     * refused (DL_ERR_UNSUPPORTED) before anything is planned. */
     const struct dl_device *device;
 };
 

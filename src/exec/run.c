@@ -108,9 +108,17 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     }
 }
 
+/* Zeroes n values at p on the executor's device (its arena, its gradients). */
+static void zero_on_device(struct dl_exec *e, void *p, long n)
+{
+    int rc = e->impl->device->fill(p, 0, sizeof(dl_real) * (size_t)n, &e->err);
+    if (rc && !e->status)
+        e->status = rc;
+}
+
 void dl_exec_zero_grad(struct dl_exec *e)
 {
-    memset(e->dweights, 0, sizeof(dl_real) * (size_t)(e->n_weights > 0 ? e->n_weights : 1));
+    zero_on_device(e, e->dweights, e->n_weights > 0 ? e->n_weights : 1);
 }
 
 static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
@@ -134,7 +142,7 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     fill_args(e, s, &a, 1);
     struct dl_exec_tensor *out = &m->tensors[s->out];
     if (!m->written[s->out]) /* nothing consumed it: zero gradient */
-        memset(out->grad, 0, sizeof(dl_real) * (size_t)(out->count * e->batch));
+        zero_on_device(e, out->grad, out->count * e->batch);
     a.c.dout = out->grad;
     int any = 0;
     for (int k = 0; k < l->n_in && pass != PASS_WEIGHTS; k++) { /* the weights pass writes no input gradient */

@@ -1,0 +1,164 @@
+/* test_exec_device.c: the executor's memory comes from its device
+ * (exec.h's options.device): the arena, the weights, their gradients and
+ * the non-trainable state are blocks that device allocated (and freed at
+ * the end), the initial weights and state arrive by the device's copy,
+ * and gradients are zeroed by the device's fill.  The device here is the
+ * host's table with every call recorded, so the executor may run; its
+ * results (initial weights and state, loss, gradients after a step) must
+ * be bit for bit those of an executor on the plain host device. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "exec/exec.h"
+#include "spec/netfile.h"
+
+static const char NET[] = "input: {shape: [3, 8, 8], classes: 5}\n"
+                          "layers:\n"
+                          "  - {type: conv, filters: 4, kernel: 3, pad: 1}\n"
+                          "  - {type: batchnorm}\n"
+                          "  - {type: relu}\n"
+                          "  - {type: fc, units: 5}\n"
+                          "loss: softmax_cross_entropy\n";
+#define BATCH 4
+
+/* ---------------------------------------------------------------- the recording device */
+#define MAX_BLOCKS 64
+static struct block {
+    void *p;
+    size_t bytes;
+    int live;
+} blocks[MAX_BLOCKS];
+static int n_blocks;
+static long to_device_bytes, filled_bytes;
+
+static void *rec_alloc(size_t bytes, struct dl_error *err)
+{
+    void *p = dl_device_host.alloc(bytes, err);
+    if (p && n_blocks < MAX_BLOCKS)
+        blocks[n_blocks++] = (struct block){p, bytes, 1};
+    return p;
+}
+
+static void rec_free(void *p)
+{
+    for (int i = 0; i < n_blocks && p; i++)
+        if (blocks[i].p == p && blocks[i].live)
+            blocks[i].live = 0;
+    dl_device_host.free(p);
+}
+
+static int rec_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err)
+{
+    if (dir == DL_COPY_TO_DEVICE)
+        to_device_bytes += (long)bytes;
+    return dl_device_host.copy(dst, src, bytes, dir, err);
+}
+
+static int rec_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
+{
+    filled_bytes += (long)bytes;
+    return dl_device_host.fill(dst, byte, bytes, err);
+}
+
+/* The live block [p, p + bytes) lies in, or NULL. */
+static const struct block *block_of(const void *p, size_t bytes)
+{
+    const unsigned char *c = p;
+    for (int i = 0; i < n_blocks; i++) {
+        const unsigned char *b = blocks[i].p;
+        if (blocks[i].live && c >= b && c + bytes <= b + blocks[i].bytes)
+            return &blocks[i];
+    }
+    return NULL;
+}
+
+static int live_blocks(void)
+{
+    int n = 0;
+    for (int i = 0; i < n_blocks; i++)
+        n += blocks[i].live;
+    return n;
+}
+
+/* ---------------------------------------------------------------- tests */
+struct run {
+    struct dl_net net;
+    struct dl_exec e;
+};
+
+static void start(struct run *r, const struct dl_device *dev)
+{
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("exec_device.yaml", NET, &r->net, &err), DL_OK);
+    struct dl_exec_options o = {.device = dev};
+    assert_int_equal(dl_exec_init(&r->e, &r->net.graph, BATCH, 7, &o, &err), DL_OK);
+}
+
+static void train_step(struct run *r)
+{
+    static dl_real x[BATCH * 3 * 8 * 8];
+    static const int labels[BATCH] = {0, 3, 1, 4};
+    struct dl_rng rng;
+    dl_rng_seed(&rng, 5);
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+        x[i] = (dl_real)dl_rng_normal(&rng);
+    dl_exec_forward(&r->e, x, labels, BATCH, 1);
+    dl_exec_zero_grad(&r->e);
+    dl_exec_backward(&r->e);
+    assert_int_equal(r->e.status, 0);
+}
+
+static void memory_from_the_device(void **state)
+{
+    struct dl_device rec = dl_device_host;
+    rec.alloc = rec_alloc, rec.free = rec_free, rec.copy = rec_copy, rec.fill = rec_fill;
+    n_blocks = 0, to_device_bytes = 0, filled_bytes = 0;
+    struct run *dev = calloc(1, sizeof *dev), *host = calloc(1, sizeof *host);
+    start(dev, &rec);
+    start(host, NULL);
+    struct dl_exec *e = &dev->e;
+    size_t wb = sizeof(dl_real) * (size_t)e->n_weights, sb = sizeof(dl_real) * (size_t)e->n_state;
+    assert_true(e->n_weights > 0 && e->n_state > 0); /* batch norm's running statistics are state */
+    const struct block *w = block_of(e->weights, wb), *g = block_of(e->dweights, wb), *s = block_of(e->state, sb);
+    assert_non_null(w);
+    assert_non_null(g);
+    assert_non_null(s);
+    assert_true(w != g && g != s && w != s);
+    assert_non_null(block_of(e->act[0], sizeof(dl_real))); /* activations: the arena */
+    /* initial values copied over, the same as drawn for the host */
+    assert_true(to_device_bytes >= (long)(wb + sb));
+    assert_memory_equal(e->weights, host->e.weights, wb);
+    assert_memory_equal(e->state, host->e.state, sb);
+    long filled = filled_bytes;
+    train_step(dev);
+    train_step(host);
+    assert_true(filled_bytes - filled >= (long)wb); /* dl_exec_zero_grad through the device */
+    double ld = dl_exec_loss_sum(e), lh = dl_exec_loss_sum(&host->e);
+    assert_memory_equal(&ld, &lh, sizeof ld);
+    assert_memory_equal(e->dweights, host->e.dweights, wb);
+    assert_memory_equal(e->state, host->e.state, sb);
+    print_message("# %d blocks from the device (weights %zu, state %zu bytes), %ld bytes copied to it, %ld filled\n",
+                  n_blocks, wb, sb, to_device_bytes, filled_bytes);
+    dl_exec_free(e);
+    assert_int_equal(live_blocks(), 0); /* everything given back to the device */
+    dl_exec_free(&host->e);
+    dl_net_free(&dev->net);
+    dl_net_free(&host->net);
+    free(dev);
+    free(host);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(memory_from_the_device),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
