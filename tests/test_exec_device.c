@@ -2,10 +2,13 @@
  * (exec.h's options.device): the arena, the weights, their gradients and
  * the non-trainable state are blocks that device allocated (and freed at
  * the end), the initial weights and state arrive by the device's copy,
- * and gradients are zeroed by the device's fill.  The device here is the
- * host's table with every call recorded, so the executor may run; its
- * results (initial weights and state, loss, gradients after a step) must
- * be bit for bit those of an executor on the plain host device. */
+ * and gradients are zeroed by the device's fill.  On a device without host
+ * memory (device.h's host_memory 0), each forward copies the batch and
+ * the labels in, and the loss and the scores for accuracy are copied out,
+ * exactly those bytes.  The device here is the host's table with every
+ * call recorded, so the executor may run; its results (initial weights and
+ * state, loss, correct answers, gradients after a step) must be bit for
+ * bit those of an executor on the plain host device. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,7 +39,7 @@ static struct block {
     int live;
 } blocks[MAX_BLOCKS];
 static int n_blocks;
-static long to_device_bytes, filled_bytes;
+static long to_device_bytes, to_host_bytes, filled_bytes;
 
 static void *rec_alloc(size_t bytes, struct dl_error *err)
 {
@@ -58,6 +61,8 @@ static int rec_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir d
 {
     if (dir == DL_COPY_TO_DEVICE)
         to_device_bytes += (long)bytes;
+    if (dir == DL_COPY_TO_HOST)
+        to_host_bytes += (long)bytes;
     return dl_device_host.copy(dst, src, bytes, dir, err);
 }
 
@@ -115,11 +120,19 @@ static void train_step(struct run *r)
     assert_int_equal(r->e.status, 0);
 }
 
-static void memory_from_the_device(void **state)
+/* The host's table with every call recorded; host_memory as given. */
+static struct dl_device recording(int host_memory)
 {
     struct dl_device rec = dl_device_host;
     rec.alloc = rec_alloc, rec.free = rec_free, rec.copy = rec_copy, rec.fill = rec_fill;
-    n_blocks = 0, to_device_bytes = 0, filled_bytes = 0;
+    rec.host_memory = host_memory;
+    n_blocks = 0, to_device_bytes = 0, to_host_bytes = 0, filled_bytes = 0;
+    return rec;
+}
+
+static void memory_from_the_device(void **state)
+{
+    struct dl_device rec = recording(1);
     struct run *dev = calloc(1, sizeof *dev), *host = calloc(1, sizeof *host);
     start(dev, &rec);
     start(host, NULL);
@@ -155,10 +168,45 @@ static void memory_from_the_device(void **state)
     free(host);
 }
 
+/* A device whose memory the host does not touch: the batch and labels go
+ * in by copies, the losses and scores come out by copies, nothing more. */
+static void batch_in_results_out(void **state)
+{
+    struct dl_device rec = recording(0);
+    struct run *dev = calloc(1, sizeof *dev), *host = calloc(1, sizeof *host);
+    start(dev, &rec);
+    start(host, NULL);
+    long in_count = (long)BATCH * dl_shape_count(dev->net.graph.input), classes = 5;
+    long before = to_device_bytes;
+    train_step(dev);
+    train_step(host);
+    assert_int_equal(to_device_bytes - before, (long)sizeof(dl_real) * in_count + (long)sizeof(int) * BATCH);
+    before = to_host_bytes;
+    double ld = dl_exec_loss_sum(&dev->e), lh = dl_exec_loss_sum(&host->e);
+    assert_int_equal(to_host_bytes - before, (long)sizeof(dl_real) * BATCH);
+    assert_memory_equal(&ld, &lh, sizeof ld);
+    before = to_host_bytes;
+    int cd = dl_exec_correct(&dev->e), ch = dl_exec_correct(&host->e);
+    assert_int_equal(to_host_bytes - before, (long)sizeof(dl_real) * BATCH * classes);
+    assert_int_equal(cd, ch);
+    size_t wb = sizeof(dl_real) * (size_t)dev->e.n_weights;
+    assert_memory_equal(dev->e.dweights, host->e.dweights, wb);
+    print_message("# %ld bytes in, loss %.9g and %d of %d correct out, as on the host\n",
+                  (long)sizeof(dl_real) * in_count + (long)sizeof(int) * BATCH, ld, cd, BATCH);
+    dl_exec_free(&dev->e);
+    assert_int_equal(live_blocks(), 0);
+    dl_exec_free(&host->e);
+    dl_net_free(&dev->net);
+    dl_net_free(&host->net);
+    free(dev);
+    free(host);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(memory_from_the_device),
+        cmocka_unit_test(batch_in_results_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,12 @@ struct dl_device_mark {
 struct dl_device {
     const char *name;               /* "cpu", "cuda" */
     enum dl_device_kind kind;
+    /* 1 when its pointers are host memory that the host may read and
+     * write directly (the host device): an executor then takes the input
+     * batch in place and reads losses and scores where they are; 0 (a
+     * GPU): only its functions and kernels touch its memory, and the
+     * executor copies the batch in and the results out. */
+    int host_memory;
     /* A block of bytes (0 allowed: still a distinct pointer to free), zeroed
      * or not; NULL with err filled (DL_ERR_NOMEM) when none is left. */
     void *(*alloc)(size_t bytes, struct dl_error *err);

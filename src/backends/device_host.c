@@ -84,6 +84,7 @@ static const char *host_describe(void)
 const struct dl_device dl_device_host = {
     .name = "cpu",
     .kind = DL_DEVICE_CPU,
+    .host_memory = 1,
     .alloc = host_alloc,
     .free = host_free,
     .copy = host_copy,

@@ -137,9 +137,10 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
 }
 
 /* The arena, weights, gradients and state come from the executor's
- * device, but its steps still touch them from the host (the input batch
- * taken in place, reorders, gradient sums, losses and metrics read), so an
- * executor runs on the host only, with host kernels. */
+ * device, and the batch goes in and the losses and scores come out by the
+ * device's copies, but some steps still touch its memory from the host
+ * (reorders, sums of gradients with several consumers, communication), so
+ * an executor runs on the host only, with host kernels. */
 static int host_only(const struct dl_exec_options *o, struct dl_error *err)
 {
     if (o->kernels && o->kernels->device != DL_DEVICE_CPU)
@@ -147,8 +148,8 @@ static int host_only(const struct dl_exec_options *o, struct dl_error *err)
                          "cannot run here", dl_device_names[o->kernels->device]);
     if (o->device && o->device->kind != DL_DEVICE_CPU)
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: its memory comes "
-                         "from %s, but the input batch's copy there, reorders, gradient sums and losses read back "
-                         "are host steps yet", o->device->name);
+                         "from %s, but reorders, sums of gradients and communication steps are host loops yet",
+                         o->device->name);
     return DL_OK;
 }
 
@@ -227,6 +228,21 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
     for (int i = 0; i < e->g->n; i++)
         e->act[i] = m->out_tensor[i] >= 0 ? m->tensors[m->out_tensor[i]].data : NULL;
     return DL_OK;
+}
+
+/* On a device without host memory: where each forward copies the batch
+ * and labels to, and the host buffer losses and scores are copied out to. */
+static int alloc_transfers(struct dl_exec *e, struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (m->device->host_memory)
+        return DL_OK;
+    size_t B = (size_t)e->max_batch;
+    m->input_on_device = m->device->alloc(sizeof(dl_real) * B * (size_t)m->tensors[0].count, err);
+    m->labels_on_device = m->device->alloc(sizeof(int) * B, err);
+    long out = dl_exec_runs(e, e->g->loss) ? dl_exec_scores(e)->count : 1;
+    m->readback = dl_calloc(B * (size_t)(out > 1 ? out : 1), sizeof(dl_real), err);
+    return m->input_on_device && m->labels_on_device && m->readback ? DL_OK : DL_ERR_NOMEM;
 }
 
 /* a and b run the same shard: the options gave both the same one, or
@@ -329,6 +345,8 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     if (rc)
         return rc;
     rc = alloc_arena(e, err);
+    if (!rc)
+        rc = alloc_transfers(e, err);
     if (!rc)
         rc = init_params(e, seed, o->share_params, err);
     if (!rc && o->trace) {

@@ -152,10 +152,12 @@ struct dl_exec_options {
     /* Where the arena, the kernels' workspace, the weights, their
      * gradients and the state live (backends/device.h; NULL: the host):
      * allocated, initialised (drawn on the host, copied over), zeroed and
-     * freed through its table.  Only the host runs an executor so far: its
-     * steps read and write that memory from the host (the input batch,
-     * reorders, gradient sums, losses), so a device of another kind is
-     * refused (DL_ERR_UNSUPPORTED) before anything is planned. */
+     * freed through its table; where the host cannot touch its memory
+     * (host_memory 0), each forward copies the batch and labels in and the
+     * losses and scores are copied out.  Only the host runs an executor so
+     * far: reorders, sums of gradients and communication steps are host
+     * loops over that memory, so a device of another kind is refused
+     * (DL_ERR_UNSUPPORTED) before anything is planned. */
     const struct dl_device *device;
 };
 

@@ -10,6 +10,7 @@
  * While a --trace records, every step's run is an event (trace_steps.c). */
 #include "exec/exec_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -41,7 +42,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->sample0 = e->sample0;
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = e->shard->pos.t * l->out_shape.c;
-    c->labels = e->labels;
+    c->labels = m->labels_on_device && e->labels ? m->labels_on_device : e->labels;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
@@ -83,6 +84,18 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     e->input = x;
     e->labels = labels;
     e->batch = batch;
+    if (m->input_on_device) { /* the input step: the batch (and labels) copied to the device */
+        size_t bytes = sizeof *x * (size_t)batch * (size_t)m->tensors[0].count;
+        int rc = m->device->copy(m->input_on_device, x, bytes, DL_COPY_TO_DEVICE, &e->err);
+        if (!rc && labels)
+            rc = m->device->copy(m->labels_on_device, labels, sizeof *labels * (size_t)batch, DL_COPY_TO_DEVICE,
+                                 &e->err);
+        if (rc) {
+            e->status = rc;
+            return;
+        }
+        x = m->input_on_device;
+    }
     m->tensors[0].data = (dl_real *)x;
     for (int i = 0; i < m->n_steps && !e->status; i++) {
         struct dl_exec_step *s = &m->steps[i];
@@ -267,27 +280,51 @@ void dl_exec_backward_weights(struct dl_exec *e)
 
 double dl_exec_loss_sum(const struct dl_exec *e)
 {
+    const struct dl_exec_impl *m = e->impl;
+    const dl_real *loss = e->act[e->g->loss];
+    struct dl_error err = {0};
+    if (loss && m->readback) { /* on a device: the losses copied out */
+        if (m->device->copy(m->readback, loss, sizeof *loss * (size_t)e->batch, DL_COPY_TO_HOST, &err))
+            return NAN;
+        loss = m->readback;
+    }
     double s = 0;
-    for (int n = 0; e->act[e->g->loss] && n < e->batch; n++)
-        s += e->act[e->g->loss][n];
+    for (int n = 0; loss && n < e->batch; n++)
+        s += loss[n];
     return s;
 }
 
 /* The loss reads the logits as plain (C,1,1) vectors (or blocked ones with
  * the same memory): whole, or with its classes split, this rank's block,
  * whose best (value, class) per sample is agreed over the tensor group. */
+const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e)
+{
+    const struct dl_exec_impl *m = e->impl;
+    return &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
+}
+
 int dl_exec_correct(struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;
     if (!dl_exec_runs(e, e->g->loss) || e->status)
         return 0;
-    const struct dl_exec_tensor *z = &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
+    const struct dl_exec_tensor *z = dl_exec_scores(e);
     long classes = dl_shape_count(z->shape);
     int split = e->shard->layer[e->g->loss].split_classes, N = e->batch;
     double best[split ? 2 * N : 1];
     int correct = 0;
+    const dl_real *scores = z->data;
+    if (m->readback) { /* on a device: the scores copied out */
+        int rc = m->device->copy(m->readback, scores, sizeof *scores * (size_t)N * (size_t)z->count, DL_COPY_TO_HOST,
+                                 &e->err);
+        if (rc) {
+            e->status = rc;
+            return 0;
+        }
+        scores = m->readback;
+    }
     for (int n = 0; n < N; n++) {
-        const dl_real *row = z->data + n * z->count;
+        const dl_real *row = scores + n * z->count;
         long k = 0;
         for (long j = 1; j < classes; j++)
             if (row[j] > row[k])
