@@ -40,6 +40,10 @@ static struct block {
 } blocks[MAX_BLOCKS];
 static int n_blocks;
 static long to_device_bytes, to_host_bytes, filled_bytes;
+/* 1: what is copied to the device is overwritten on the host afterwards
+ * (all bits set: NaN values, label -1), so that anything the executor
+ * reads from the host's batch instead of the device's copy shows. */
+static int poison_sources;
 
 static void *rec_alloc(size_t bytes, struct dl_error *err)
 {
@@ -59,11 +63,15 @@ static void rec_free(void *p)
 
 static int rec_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err)
 {
-    if (dir == DL_COPY_TO_DEVICE)
-        to_device_bytes += (long)bytes;
     if (dir == DL_COPY_TO_HOST)
         to_host_bytes += (long)bytes;
-    return dl_device_host.copy(dst, src, bytes, dir, err);
+    if (dir != DL_COPY_TO_DEVICE)
+        return dl_device_host.copy(dst, src, bytes, dir, err);
+    to_device_bytes += (long)bytes;
+    int rc = dl_device_host.copy(dst, src, bytes, dir, err);
+    if (poison_sources)
+        memset((void *)src, 0xff, bytes); /* the test's own batch and labels, or staging buffers */
+    return rc;
 }
 
 static int rec_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
@@ -109,7 +117,8 @@ static void start(struct run *r, const struct dl_device *dev)
 static void train_step(struct run *r)
 {
     static dl_real x[BATCH * 3 * 8 * 8];
-    static const int labels[BATCH] = {0, 3, 1, 4};
+    static int labels[BATCH];
+    memcpy(labels, (int[BATCH]){0, 3, 1, 4}, sizeof labels);
     struct dl_rng rng;
     dl_rng_seed(&rng, 5);
     for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
@@ -126,7 +135,7 @@ static struct dl_device recording(int host_memory)
     struct dl_device rec = dl_device_host;
     rec.alloc = rec_alloc, rec.free = rec_free, rec.copy = rec_copy, rec.fill = rec_fill;
     rec.host_memory = host_memory;
-    n_blocks = 0, to_device_bytes = 0, to_host_bytes = 0, filled_bytes = 0;
+    n_blocks = 0, to_device_bytes = 0, to_host_bytes = 0, filled_bytes = 0, poison_sources = 0;
     return rec;
 }
 
@@ -178,7 +187,9 @@ static void batch_in_results_out(void **state)
     start(host, NULL);
     long in_count = (long)BATCH * dl_shape_count(dev->net.graph.input), classes = 5;
     long before = to_device_bytes;
+    poison_sources = 1;
     train_step(dev);
+    poison_sources = 0;
     train_step(host);
     assert_int_equal(to_device_bytes - before, (long)sizeof(dl_real) * in_count + (long)sizeof(int) * BATCH);
     before = to_host_bytes;
