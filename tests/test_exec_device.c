@@ -5,7 +5,8 @@
  * and gradients are zeroed by the device's fill.  On a device without host
  * memory (device.h's host_memory 0), each forward copies the batch and
  * the labels in, and the loss and the scores for accuracy are copied out,
- * exactly those bytes.  The device here is the host's table with every
+ * exactly those bytes; a gradient from several consumers is summed by the
+ * device's accumulate.  The device here is the host's table with every
  * call recorded, so the executor may run; its results (initial weights and
  * state, loss, correct answers, gradients after a step) must be bit for
  * bit those of an executor on the plain host device. */
@@ -29,6 +30,15 @@ static const char NET[] = "input: {shape: [3, 8, 8], classes: 5}\n"
                           "  - {type: relu}\n"
                           "  - {type: fc, units: 5}\n"
                           "loss: softmax_cross_entropy\n";
+/* c1's output feeds r1 and the add: its gradient is a sum */
+static const char RESIDUAL[] = "input: {shape: [3, 8, 8], classes: 5}\n"
+                               "layers:\n"
+                               "  - {type: conv, filters: 3, kernel: 3, pad: 1, name: c1}\n"
+                               "  - {type: relu, name: r1}\n"
+                               "  - {type: conv, filters: 3, kernel: 3, pad: 1, name: c2}\n"
+                               "  - {type: add, inputs: [c1, c2], name: a}\n"
+                               "  - {type: fc, units: 5}\n"
+                               "loss: softmax_cross_entropy\n";
 #define BATCH 4
 
 /* ---------------------------------------------------------------- the recording device */
@@ -39,7 +49,7 @@ static struct block {
     int live;
 } blocks[MAX_BLOCKS];
 static int n_blocks;
-static long to_device_bytes, to_host_bytes, filled_bytes;
+static long to_device_bytes, to_host_bytes, filled_bytes, accumulated;
 /* 1: what is copied to the device is overwritten on the host afterwards
  * (all bits set: NaN values, label -1), so that anything the executor
  * reads from the host's batch instead of the device's copy shows. */
@@ -80,6 +90,12 @@ static int rec_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
     return dl_device_host.fill(dst, byte, bytes, err);
 }
 
+static int rec_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_error *err)
+{
+    accumulated += n;
+    return dl_device_host.accumulate(dst, src, n, err);
+}
+
 /* The live block [p, p + bytes) lies in, or NULL. */
 static const struct block *block_of(const void *p, size_t bytes)
 {
@@ -106,12 +122,17 @@ struct run {
     struct dl_exec e;
 };
 
-static void start(struct run *r, const struct dl_device *dev)
+static void start_net(struct run *r, const struct dl_device *dev, const char *net)
 {
     struct dl_error err = {0};
-    assert_int_equal(dl_net_load_string("exec_device.yaml", NET, &r->net, &err), DL_OK);
+    assert_int_equal(dl_net_load_string("exec_device.yaml", net, &r->net, &err), DL_OK);
     struct dl_exec_options o = {.device = dev};
     assert_int_equal(dl_exec_init(&r->e, &r->net.graph, BATCH, 7, &o, &err), DL_OK);
+}
+
+static void start(struct run *r, const struct dl_device *dev)
+{
+    start_net(r, dev, NET);
 }
 
 static void train_step(struct run *r)
@@ -134,8 +155,9 @@ static struct dl_device recording(int host_memory)
 {
     struct dl_device rec = dl_device_host;
     rec.alloc = rec_alloc, rec.free = rec_free, rec.copy = rec_copy, rec.fill = rec_fill;
+    rec.accumulate = rec_accumulate;
     rec.host_memory = host_memory;
-    n_blocks = 0, to_device_bytes = 0, to_host_bytes = 0, filled_bytes = 0, poison_sources = 0;
+    n_blocks = 0, to_device_bytes = 0, to_host_bytes = 0, filled_bytes = 0, accumulated = 0, poison_sources = 0;
     return rec;
 }
 
@@ -213,11 +235,35 @@ static void batch_in_results_out(void **state)
     free(host);
 }
 
+/* A gradient from two consumers is summed by the device's accumulate:
+ * c1's output (batch x 3 x 8 x 8 values), with the host's results. */
+static void gradient_sums_on_the_device(void **state)
+{
+    struct dl_device rec = recording(0);
+    struct run *dev = calloc(1, sizeof *dev), *host = calloc(1, sizeof *host);
+    start_net(dev, &rec, RESIDUAL);
+    start_net(host, NULL, RESIDUAL);
+    train_step(dev);
+    train_step(host);
+    assert_int_equal(accumulated, (long)BATCH * 3 * 8 * 8);
+    double ld = dl_exec_loss_sum(&dev->e), lh = dl_exec_loss_sum(&host->e);
+    assert_memory_equal(&ld, &lh, sizeof ld);
+    assert_memory_equal(dev->e.dweights, host->e.dweights, sizeof(dl_real) * (size_t)dev->e.n_weights);
+    print_message("# %ld gradient values summed on the device, as on the host\n", accumulated);
+    dl_exec_free(&dev->e);
+    dl_exec_free(&host->e);
+    dl_net_free(&dev->net);
+    dl_net_free(&host->net);
+    free(dev);
+    free(host);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(memory_from_the_device),
         cmocka_unit_test(batch_in_results_out),
+        cmocka_unit_test(gradient_sums_on_the_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
+#include "core/real.h"
 
 /* The devices --device and the network file's train.device name. */
 enum dl_device_kind { DL_DEVICE_CPU, DL_DEVICE_CUDA, DL_N_DEVICE_KINDS };
@@ -54,6 +55,9 @@ struct dl_device {
     void (*free)(void *p);          /* NULL is ignored */
     int (*copy)(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err);
     int (*fill)(void *dst, int byte, size_t bytes, struct dl_error *err);
+    /* dst[i] += src[i] for n values, both in the device's memory (the
+     * executor's sum of a gradient from several consumers). */
+    int (*accumulate)(dl_real *dst, const dl_real *src, long n, struct dl_error *err);
     /* Returns when everything queued on the device so far has finished. */
     int (*sync)(struct dl_error *err);
     /* The clock: initialise a mark, record it at the current point of the

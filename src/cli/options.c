@@ -214,8 +214,8 @@ static int open_device(const struct dl_net *net, const struct dl_device **out, s
     if (!rc && (*out)->kind != DL_DEVICE_CPU)
         rc = dl_errorf(err, DL_ERR_SPEC, "--device %s: found %s, but training on it is not implemented yet: "
                        "every op and optimizer has GPU loops and the executor's memory and batch copies go through "
-                       "its device, but reorders, sums of gradients, communication steps and checkpoints still "
-                       "work in host memory (see the README)",
+                       "its device, but reorders, communication steps and checkpoints still work in host memory "
+                       "(see the README)",
                        (*out)->name, (*out)->describe());
     return rc;
 }

@@ -139,7 +139,7 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
 /* The arena, weights, gradients and state come from the executor's
  * device, and the batch goes in and the losses and scores come out by the
  * device's copies, but some steps still touch its memory from the host
- * (reorders, sums of gradients with several consumers, communication), so
+ * (reorders, communication), so
  * an executor runs on the host only, with host kernels. */
 static int host_only(const struct dl_exec_options *o, struct dl_error *err)
 {
@@ -148,7 +148,7 @@ static int host_only(const struct dl_exec_options *o, struct dl_error *err)
                          "cannot run here", dl_device_names[o->kernels->device]);
     if (o->device && o->device->kind != DL_DEVICE_CPU)
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: its memory comes "
-                         "from %s, but reorders, sums of gradients and communication steps are host loops yet",
+                         "from %s, but reorders and communication steps are host loops yet",
                          o->device->name);
     return DL_OK;
 }

@@ -155,8 +155,8 @@ struct dl_exec_options {
      * freed through its table; where the host cannot touch its memory
      * (host_memory 0), each forward copies the batch and labels in and the
      * losses and scores are copied out.  Only the host runs an executor so
-     * far: reorders, sums of gradients and communication steps are host
-     * loops over that memory, so a device of another kind is refused
+     * far: reorders and communication steps are host loops over that
+     * memory, so a device of another kind is refused
      * (DL_ERR_UNSUPPORTED) before anything is planned. */
     const struct dl_device *device;
 };

@@ -182,12 +182,9 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         if (!a.c.din[k])
             continue;
         if (s->via_scratch[k]) {
-            long count = t->count * e->batch;
-            const dl_real *sc = s->scratch[k];
-            dl_real *dst = t->grad;
-            #pragma omp parallel for simd schedule(static)
-            for (long i = 0; i < count; i++)
-                dst[i] += sc[i];
+            int rc = m->device->accumulate(t->grad, s->scratch[k], t->count * e->batch, &e->err);
+            if (rc && !e->status)
+                e->status = rc;
         }
         m->written[s->in[k]] = 1;
     }

@@ -54,6 +54,13 @@ static __global__ void multiply(const float *a, const float *b, long n, float *o
         out[i] = __fmul_rn(a[i], b[i]);
 }
 
+static __global__ void accumulate(float *dst, const float *src, long n)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] += src[i];
+}
+
 /* The launch's error (0 when it was queued). */
 static int launched(void)
 {
@@ -80,6 +87,13 @@ extern "C" int dl_cuda_dropout_forward(const float *x, int batch, long per, uint
     long n = (long)batch * per;
     if (n > 0)
         dropout_forward<<<blocks(n), THREADS>>>(x, n, per, key, sample0, first, rate, keep, m, y);
+    return launched();
+}
+
+extern "C" int dl_cuda_accumulate(float *dst, const float *src, long n)
+{
+    if (n > 0)
+        accumulate<<<blocks(n), THREADS>>>(dst, src, n);
     return launched();
 }
 
