@@ -112,7 +112,17 @@ struct dl_exec_impl {
     struct dl_exec_outgoing *outbox;    /* [n_outbox]: pipeline sends, in flight or done */
     int n_outbox;
     int weights_pending;                /* backward_input ran, backward_weights has not */
+    struct dl_kernel_fault fault;       /* a failure inside the kernel call running (kernel.h) */
+    /* On a device without host memory (device.h's host_memory 0): the
+     * input batch and labels copied in there each forward (max_batch
+     * samples), and a host buffer the losses or scores are copied out to. */
+    dl_real *input_on_device;
+    int *labels_on_device;
+    dl_real *readback;
 };
+
+/* run.c: the tensor of class scores the loss reads (the executor runs the loss layer). */
+const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e);
 
 /* comm_steps.c: forward and backward of the communication steps (TP,
  * ALLREDUCE, RECV, SEND); errors set e->status and e->err.  The workspace

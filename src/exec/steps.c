@@ -565,6 +565,9 @@ void dl_exec_free_steps(struct dl_exec *e)
     if (m->device) { /* NULL when set-up stopped before choosing it (nothing allocated) */
         m->device->free(m->arena);
         m->device->free(m->own_workspace);
+        m->device->free(m->input_on_device);
+        m->device->free(m->labels_on_device);
     }
+    free(m->readback);
     dl_mbplan_free(&m->mbplan);
 }
