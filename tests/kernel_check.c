@@ -5,6 +5,7 @@
 #include "kernel_check.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,8 +180,10 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
         param[j] = on_device(&b, t->param[j], bytes);
         dparam[j] = t->dparam[j] ? on_device(&b, t->dparam[j], bytes) : NULL;
     }
+    struct dl_kernel_fault fault = {0};
+    enum dl_dir fault_dir = DL_DIR_FORWARD;
     for (int pass = 0; pass < 2 && !b.failed; pass++)
-        for (int sl = 0; sl < slices; sl++) {
+        for (int sl = 0; sl < slices && !fault.failed; sl++) {
             struct dl_kernel_args a;
             memset(&a, 0, sizeof a);
             struct dl_op_call *c = &a.c;
@@ -203,12 +206,14 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);
             c->labels = labels ? labels + (long)sl * mb : NULL;
             c->training = 1;
+            c->key = KC_KEY; /* dropout's mask: the whole batch's, whatever the slices */
+            c->sample0 = (long)sl * mb;
             a.workspace = ws;
-            if (pass == 0) {
-                dl_kernel_run(k, inst, &a, DL_DIR_FORWARD, l->n_params > 0, 1);
-            } else {
-                dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_DATA, l->n_params > 0, 1);
-                dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_WEIGHTS, l->n_params > 0, 1);
+            a.fault = &fault;
+            for (int d = pass ? DL_DIR_BACKWARD_DATA : DL_DIR_FORWARD; d <= (pass ? DL_DIR_BACKWARD_WEIGHTS : DL_DIR_FORWARD)
+                 && !fault.failed; d++) {
+                dl_kernel_run(k, inst, &a, (enum dl_dir)d, l->n_params > 0, 1);
+                fault_dir = (enum dl_dir)d;
             }
         }
     to_host(&b, y, yd, ybytes);
@@ -228,5 +233,10 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
     for (int i = 0; i < b.n; i++)
         b.dev->free(b.p[i]);
     k->destroy(inst);
+    if (fault.failed) {
+        rc = dl_kernel_fault_error(&fault, l, fault_dir, &err);
+        fprintf(stderr, "# %s\n", err.msg);
+        return rc;
+    }
     return b.failed ? DL_ERR_NOMEM : DL_OK;
 }

@@ -26,7 +26,10 @@ void kc_fill(float *v, long n, uint64_t seed);
 void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed);
 void kc_free(struct kc_tensors *t, const struct dl_layer *l);
 /* forward (training mode) then backward of k on l in slices of mb samples,
- * on k's device (DL_ERR_UNSUPPORTED when this build lacks it). */
+ * on k's device (DL_ERR_UNSUPPORTED when this build lacks it); slice j's
+ * first sample is j * mb of the batch, under one dropout key.  A failure
+ * the kernel records (kernel.h's dl_kernel_fail) is printed and returned. */
+#define KC_KEY 0x6b636b6579ULL /* the calls' random key (dropout's mask) */
 int kc_run(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb);
 /* The same with input 0's producer offering layout offer (a blocked conv
  * output, say): the kernel negotiates from that. */

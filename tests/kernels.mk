@@ -1,6 +1,16 @@
 # tests/kernels.mk: the kernel, kernel attribute access, executor-with-fast-
 # kernels and memory-planner tests (float build, libdltrain.a).
 if HAVE_CMOCKA
+check_PROGRAMS += tests/test_exec_device
+tests_test_exec_device_SOURCES = tests/test_exec_device.c
+tests_test_exec_device_CFLAGS = $(TEST_CFLAGS)
+tests_test_exec_device_LDADD = $(TEST_LIBS)
+TESTS += tests/test_exec_device
+check_PROGRAMS += tests/test_kernel_fault
+tests_test_kernel_fault_SOURCES = tests/test_kernel_fault.c
+tests_test_kernel_fault_CFLAGS = $(TEST_CFLAGS)
+tests_test_kernel_fault_LDADD = $(TEST_LIBS)
+TESTS += tests/test_kernel_fault
 check_PROGRAMS += tests/test_kernels tests/test_attr tests/test_kernels_net tests/test_plan tests/test_openblas_core
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/kernel_check.c tests/kernel_check.h
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)

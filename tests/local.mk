@@ -35,7 +35,18 @@ tests_test_device_SOURCES = tests/test_device.c
 tests_test_device_CFLAGS = $(TEST_CFLAGS)
 tests_test_device_LDADD = $(TEST_LIBS)
 TESTS += tests/test_device
+check_PROGRAMS += tests/test_optim_device
+tests_test_optim_device_SOURCES = tests/test_optim_device.c
+tests_test_optim_device_CFLAGS = $(TEST_CFLAGS)
+tests_test_optim_device_LDADD = $(TEST_LIBS)
+TESTS += tests/test_optim_device
 if HAVE_CUDA
+check_PROGRAMS += tests/test_optim_device_cuda
+tests_test_optim_device_cuda_SOURCES = tests/test_optim_device.c
+tests_test_optim_device_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_CUDA
+tests_test_optim_device_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_test_optim_device_cuda_LDADD = $(TEST_LIBS)
+TESTS += tests/test_optim_device_cuda
 check_PROGRAMS += tests/test_device_cuda
 tests_test_device_cuda_SOURCES = tests/test_device.c
 tests_test_device_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_CUDA
@@ -93,6 +104,14 @@ EXTRA_DIST += tests/test_decentralized.sh
 # (the comparison shared with test_hybrid.sh in grid_runs.sh).
 TESTS += tests/test_split.sh
 EXTRA_DIST += tests/test_split.sh
+
+# --comm-emulate: delays as lower bounds, training bit for bit as without it.
+TESTS += tests/test_comm_emulate.sh
+EXTRA_DIST += tests/test_comm_emulate.sh
+
+# dltrain check --grid's memory per rank against what real runs plan.
+TESTS += tests/test_check_memory.sh
+EXTRA_DIST += tests/test_check_memory.sh
 
 # Checkpoints saved on one grid and resumed on others, local SGD's and
 # --compress's checkpoints (against one process / the uninterrupted run).

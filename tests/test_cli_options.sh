@@ -66,9 +66,14 @@ train --net $NET|--workspace-limit lots|lots
 train --net $NET|--workspace-total -5|-5
 train --net $NET|--tune-policy bogus|bogus
 train --net $NET|--pipeline-schedule interleaved:1|interleaved:1
+train --net $NET|--comm-emulate alpha=20|20
+train --net $NET|--comm-emulate bw=1GB|1GB
 train --net $NET|--bogus|
 check --net $NET|--threads 0|0
 check --net $NET|--kernel conv=bogus|bogus
+check --net $NET|--ranks 0|0
+check --net $NET|--pipeline-chunks 0|0
+check --net $NET|--pipeline-schedule bogus|bogus
 check --net $NET|--bogus|
 tune --net $NET --batch 8|--repeats 0|0
 tune --net $NET --batch 8|--tune-policy bogus|bogus
@@ -103,6 +108,7 @@ bench comm|--repeat 0|0
 bench comm|--ps-servers 0|0
 bench comm|--segment x|x
 bench comm|--suite bogus|bogus
+bench comm|--comm-emulate alpha=1ms,latency=1|latency
 bench comm|--bogus|
 bench conv --suite resnet50|--rows 0|0
 bench conv --suite resnet50|--repeats 0|0

@@ -92,6 +92,30 @@ static void copies_and_fills_move_the_bytes(void **state)
     }
 }
 
+/* accumulate adds src into dst on the device: read back, each value is
+ * the sum the host computes (small integers and halves: exact in float). */
+static void accumulate_adds(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    enum { N = 1000 };
+    dl_real x[N], y[N], back[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (dl_real)(i % 37) - 18, y[i] = (dl_real)(i % 11) * (dl_real)0.5;
+    dl_real *a = dev->alloc(sizeof x, &err), *b = dev->alloc(sizeof y, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(dev->copy(a, x, sizeof x, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->copy(b, y, sizeof y, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->accumulate(a, b, N - 1, &err), DL_OK); /* the last value left alone */
+    assert_int_equal(dev->copy(back, a, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        if (back[i] != (i < N - 1 ? x[i] + y[i] : x[i]))
+            fail_msg("value %d is %g, expected %g", i, (double)back[i], (double)(i < N - 1 ? x[i] + y[i] : x[i]));
+    dev->free(a);
+    dev->free(b);
+}
+
 /* Two marks around work on the device: their distance is at least 0 and at
  * most the host time from before the first to after the device reached
  * the second; a mark never recorded is refused. */
@@ -272,6 +296,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allocations_are_aligned_and_freed),
         cmocka_unit_test(copies_and_fills_move_the_bytes),
+        cmocka_unit_test(accumulate_adds),
         cmocka_unit_test(marks_lie_within_the_host_interval),
         cmocka_unit_test(describes_itself),
 #ifndef TEST_ON_CUDA

@@ -57,7 +57,7 @@ struct kcase {
     const char *input; /* [C, H, W] */
     const char *layer; /* flow-style YAML of the layer under test */
     int batch;
-    const char *second; /* NULL, or a second input's producer for add: a layer on the input */
+    const char *second; /* NULL, or a layer "s" on the input before the tested one (a second input's producer) */
 };
 
 static const struct kcase cases[] = {
@@ -116,6 +116,15 @@ static const struct kcase cases[] = {
     {"sigmoid", "[7, 3, 5]", "{type: sigmoid}", 2, NULL},
     {"tanh", "[7, 3, 5]", "{type: tanh}", 2, NULL},
     {"add", "[18, 4, 3]", "{type: add, inputs: [input, input]}", 2, NULL},
+    {"add_three", "[5, 3, 7]", "{type: add, inputs: [input, s, input]}", 4, "{type: relu}"},
+    /* blocks of 5, 3 and 5 channels in every sample */
+    {"concat_uneven", "[5, 4, 3]", "{type: concat, inputs: [input, s, input]}", 4, "{type: conv, filters: 3, kernel: 1}"},
+    {"concat_two", "[6, 3, 7]", "{type: concat, inputs: [input, input]}", 2, NULL},
+    {"dropout", "[9, 4, 5]", "{type: dropout, rate: 0.3}", 4, NULL},
+    {"dropout_vector", "[33, 1, 1]", "{type: dropout, rate: 0.6}", 6, NULL},
+    {"dropout_rate0", "[4, 2, 3]", "{type: dropout, rate: 0}", 2, NULL},
+    {"leaky_relu_default", "[6, 5, 4]", "{type: leaky_relu}", 2, NULL},
+    {"flatten", "[5, 3, 4]", "{type: flatten}", 4, NULL},
     {"fc_vector", "[37, 1, 1]", "{type: fc, units: 19}", 4, NULL},
     {"fc_3d", "[3, 5, 7]", "{type: fc, units: 10, bias: false}", 4, NULL},
     {"fc_odd", "[7, 3, 1]", "{type: fc, units: 1}", 6, NULL},
@@ -167,9 +176,9 @@ static const struct bcase blocked[] = {
     {{"batchnorm_chunks_block8", "[16, 2, 3]", "{type: batchnorm}", 100, NULL}, DL_LAYOUT_BLOCK8},
 };
 
-/* The layer of a two-layer net (the tested one, then an fc to the loss),
- * or for a loss case the loss of a net that flattens its input into class
- * scores. */
+/* The layer of a two-layer net (the tested one, then an fc to the loss;
+ * with the case's second layer "s" first), or for a loss case the loss of a
+ * net that flattens its input into class scores. */
 static int load(const struct kcase *kc, struct dl_net *net)
 {
     char text[1024];
@@ -179,9 +188,10 @@ static int load(const struct kcase *kc, struct dl_net *net)
                  "loss: %s\n", kc->input, classes, kc->layer);
     else
         snprintf(text, sizeof text,
-                 "input: {shape: %s, classes: 3}\nlayers:\n  - %.*s, name: t}\n  - {type: fc, units: 3}\n"
+                 "input: {shape: %s, classes: 3}\nlayers:\n%s%.*s%s  - %.*s, name: t}\n  - {type: fc, units: 3}\n"
                  "loss: softmax_cross_entropy\n",
-                 kc->input, (int)strlen(kc->layer) - 1, kc->layer);
+                 kc->input, kc->second ? "  - " : "", kc->second ? (int)strlen(kc->second) - 1 : 0,
+                 kc->second ? kc->second : "", kc->second ? ", name: s}\n" : "", (int)strlen(kc->layer) - 1, kc->layer);
     struct dl_error err = {0};
     int rc = dl_net_load_string("case.yaml", text, net, &err);
     if (rc)
@@ -192,7 +202,7 @@ static int load(const struct kcase *kc, struct dl_net *net)
 /* The layer a case tests: the first, or the loss. */
 static const struct dl_layer *under_test(const struct kcase *kc, const struct dl_net *net)
 {
-    return &net->graph.layers[is_loss(kc) ? net->graph.n - 1 : 0];
+    return &net->graph.layers[is_loss(kc) ? net->graph.n - 1 : kc->second != NULL];
 }
 
 /* The larger error, NaN (a value left unwritten) counting as the largest. */
@@ -351,7 +361,7 @@ static void reference_direct(const struct dl_layer *l, struct kc_tensors *t)
     c->attr = l->attr, c->batch = t->batch, c->n_in = l->n_in, c->out_shape = l->out_shape, c->training = 1;
     for (int i = 0; i < l->n_in; i++)
         c->in_shape[i] = l->in_shape[i], c->in[i] = t->x[i], c->din[i] = t->dx[i];
-    c->out = t->y, c->dout = t->dy, c->labels = t->labels;
+    c->out = t->y, c->dout = t->dy, c->labels = t->labels, c->key = KC_KEY;
     for (int j = 0; j < l->n_params; j++)
         c->param[j] = t->param[j], c->dparam[j] = t->dparam[j];
     c->saved = calloc(saved + 64, 1);

@@ -1,6 +1,6 @@
 /* test_parse.c: the option-value parsers of core/parse.h accept the forms
  * they document (integers, numbers, byte sizes with binary and decimal
- * units, times with units), refuse garbage, negative values, overflow and
+ * units, times with units, latencies, rates), refuse garbage, negative values, overflow and
  * values out of range, and every message names the option and quotes the
  * value. */
 #include <setjmp.h>
@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/parse.h"
@@ -146,6 +147,61 @@ static void times(void **state)
     }
 }
 
+/* Latencies need their unit (a bare 0 excepted); 0 is a latency. */
+static void durations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        double seconds;
+    } good[] = {{"20us", 20e-6}, {"5ms", 5e-3}, {"0.1s", 0.1}, {"250ns", 250e-9}, {"0", 0}, {"0us", 0},
+                {"1.5ms", 1.5e-3}, {"10s", 10}};
+    for (size_t k = 0; k < sizeof good / sizeof *good; k++) {
+        struct dl_error e = {0};
+        double v = -1;
+        if (dl_parse_duration("--comm-emulate alpha", good[k].text, 10, &v, &e) != DL_OK ||
+            fabs(v - good[k].seconds) > 1e-12 * good[k].seconds)
+            fail_msg("'%s' read as %g s (%s), expected %g", good[k].text, v, e.msg, good[k].seconds);
+    }
+    const char *bad[] = {"", "20", "1.5", "-1us", "us", "20 us", "20US", "20m", "20h", "20µs", "inf", "nan",
+                         "11s", "20usx"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        struct dl_error e = {0};
+        double v = -77;
+        if (dl_parse_duration("--comm-emulate alpha", bad[k], 10, &v, &e) != DL_ERR_SPEC)
+            fail_msg("'%s' was accepted as %g s", bad[k], v);
+        assert_true(v == -77);
+        check_message(&e, "--comm-emulate alpha", bad[k]);
+    }
+}
+
+/* Rates: a size of the byte grammar, then /s. */
+static void rates(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        double bytes_per_s;
+    } good[] = {{"1GB/s", 1e9}, {"12.5GB/s", 12.5e9}, {"100MiB/s", 100.0 * 1048576}, {"1G/s", 1073741824.0},
+                {"512/s", 512}, {"1.5K/s", 1536}};
+    for (size_t k = 0; k < sizeof good / sizeof *good; k++) {
+        struct dl_error e = {0};
+        double v = -1;
+        if (dl_parse_rate("--comm-emulate bw", good[k].text, &v, &e) != DL_OK || v != good[k].bytes_per_s)
+            fail_msg("'%s' read as %g B/s (%s), expected %g", good[k].text, v, e.msg, good[k].bytes_per_s);
+    }
+    const char *bad[] = {"", "/s", "1GB", "0GB/s", "0/s", "-1GB/s", "1GB/h", "1 GB/s", "1GBs", "1XB/s",
+                         "0.1K/s", "1GB/s/s"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        struct dl_error e = {0};
+        double v = -77;
+        if (dl_parse_rate("--comm-emulate bw", bad[k], &v, &e) != DL_ERR_SPEC)
+            fail_msg("'%s' was accepted as %g B/s", bad[k], v);
+        assert_true(v == -77);
+        check_message(&e, "--comm-emulate bw", bad[k]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +209,8 @@ int main(void)
         cmocka_unit_test(numbers),
         cmocka_unit_test(byte_sizes),
         cmocka_unit_test(times),
+        cmocka_unit_test(durations),
+        cmocka_unit_test(rates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,16 @@
 #   times (counted in the output), the others their FLOP estimates;
 # - bad values of --link, --ranks, --memory-per-rank and a missing --link
 #   for ranks across nodes exit 2 naming the option;
+# - --compare-consistency on 4 ranks, 2 per node, with given links: every
+#   model's exchange per step equals its formula from the links (gossip's
+#   messages within and across nodes, local SGD's and EASGD's ring across
+#   nodes over K or TAU), sync's step is the dp=4 layout's of the table,
+#   the compute the same for all; parameter-server models and a bad
+#   topology exit 2 naming --compare-consistency;
+# - the MLP on 2 ranks: tp=2 is planned with its fc pair (fc1 column, fc2
+#   row) split and kept whole, the whole variant holding more memory per
+#   rank (all of their weights) and spending less on tensor collectives;
+#   every schedule is searched (interleaved:2 with 4 stages, 3 cuts);
 # - --parallel auto trains on 2 and 4 ranks with the layout it prints
 #   (data parallel LeNet-5, a 2-stage pipeline and a 4-way tensor split of
 #   the MLP) and ends with the same losses and bit-identical weights as the
@@ -26,7 +36,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 22
+tap_plan 32
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -42,7 +52,7 @@ ok = p["ranks"] == 4 and grids == want and ranked and all(l["dp"] * l["tp"] * l[
 ok = ok and L[:len(ranked)] == ranked
 ok = ok and all(a["step_s"] <= b["step_s"] for a, b in zip(ranked, ranked[1:]))
 ok = ok and all(abs(l["samples_per_s"] * l["step_s"] - p["batch"]) < 1e-6 * p["batch"] for l in ranked)
-ok = ok and all(len(l["cuts"]) == l["pp"] - 1 for l in ranked)
+ok = ok and all(len(l["cuts"]) == l["pp"] * l["V"] - 1 for l in ranked)
 if not ok:
     print("# bad plan:", json.dumps(p)[:2000])
 sys.exit(0 if ok else 1)
@@ -84,6 +94,57 @@ expect_status 2 "--ranks 0 exits 2" -- $PLAN --ranks 0
 expect_status 2 "ranks across nodes without --link exit 2" -- $PLAN --ranks 16 --ranks-per-node 8
 expect_output "--link: needed when the ranks span nodes \\(16 ranks, 8 per node\\)" "naming --link and the nodes"
 
+# Consistency models with every parameter given: within a node alpha 2 us,
+# 1 GB/s, adding at 2 GB/s; across nodes alpha 50 us, 100 MB/s.
+CONS="--ranks 4 --ranks-per-node 2 --node-link alpha=2us,bw=1GB/s,add=2GB/s --link alpha=50us,bw=100MB/s"
+expect_status 0 "plan --compare-consistency" -- $PLAN $CONS --json \
+    --compare-consistency sync,gossip:ring,gossip:one-peer-exp,gossip:complete,local-sgd:4,easgd:2,0.2
+echo "$OUT" | /usr/bin/python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+rows = {r["model"]: r for r in p["consistency"]["rows"]}
+V = rows["gossip:ring"]["vector_bytes"]
+S, L, A = 2e-6 + V * 1e-9, 50e-6 + V * 1e-8, V * 0.5e-9
+ring = 3 * (2 * 50e-6 + 2 * V / 4 * 1e-8 + V / 4 * 0.5e-9)
+want = {"gossip:ring": S + L + 2 * A, "gossip:one-peer-exp": L + A, "gossip:complete": S + 2 * L + 3 * A,
+        "local-sgd:4": ring / 4, "easgd:2,0.2": ring / 2}
+dp4 = [l for l in p["layouts"] if (l["dp"], l["tp"], l["pp"]) == (4, 1, 1)][0]
+ok = list(rows) == ["sync", "gossip:ring", "gossip:one-peer-exp", "gossip:complete", "local-sgd:4", "easgd:2,0.2"]
+ok = ok and V > 0 and rows["sync"]["vector_bytes"] == V
+for m, w in want.items():
+    if abs(rows[m]["exchange_s"] - w) > 1e-6 * w:
+        print("# %s: exchange %g, formula %g" % (m, rows[m]["exchange_s"], w))
+        ok = False
+ok = ok and abs(rows["sync"]["step_s"] - dp4["step_s"]) <= 1e-6 * dp4["step_s"]
+ok = ok and len({r["compute_s"] for r in rows.values()}) == 1
+ok = ok and all(abs(r["step_s"] - r["compute_s"] - r["exchange_s"]) <= 1e-9 * r["step_s"] for r in rows.values())
+sys.exit(0 if ok else 1)'
+tap_result $? "each model's exchange equals its formula from the links; sync is the dp=4 layout"
+expect_status 0 "the comparison as a table" -- $PLAN $CONS --compare-consistency gossip:exp,sync
+expect_output "^gossip:exp +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]+$" "a row per model"
+expect_status 2 "a parameter-server model exits 2" -- $PLAN $CONS --compare-consistency sync,ssp:2
+expect_output "--compare-consistency: ssp:S, async and easgd-async \\(parameter servers\\) are not modelled" \
+    "naming --compare-consistency and the models it takes"
+expect_status 2 "a bad topology exits 2" -- $PLAN $CONS --compare-consistency gossip:star
+expect_output "--compare-consistency gossip:star: .*ring" "naming the option and the accepted topologies"
+
+expect_status 0 "plan the MLP on 2 ranks" -- $DLTRAIN plan --net "$top_srcdir/nets/mlp.yaml" --flops 1e10 --no-db \
+    --threads 1 --ranks 2 --json
+echo "$OUT" | /usr/bin/python3 -c '
+import json, sys
+L = [l for l in json.load(sys.stdin)["layouts"] if l["feasible"]]
+tp2 = {tuple(l["whole"]): l for l in L if (l["dp"], l["tp"], l["pp"]) == (1, 2, 1)}
+ok = set(tp2) == {(), ("fc1", "fc2")}
+ok = ok and tp2[("fc1", "fc2")]["memory_bytes"] > tp2[()]["memory_bytes"]
+ok = ok and tp2[("fc1", "fc2")]["tp_s"] < tp2[()]["tp_s"]
+scheds = {l["schedule"] for l in L if l["pp"] == 2}
+ok = ok and scheds == {"1f1b", "gpipe", "zb-h1", "interleaved:2"}
+ok = ok and all(len(l["cuts"]) == 3 for l in L if l["schedule"] == "interleaved:2")
+if not ok:
+    print("# tp=2 variants:", {k: (v["memory_bytes"], v["tp_s"]) for k, v in tp2.items()}, "schedules:", scheds)
+sys.exit(0 if ok else 1)'
+tap_result $? "tp=2 with fc1 and fc2 split or whole (more memory, fewer collectives); every schedule searched"
+
 skip_without_mpirun_rest() {
     [ -x "$(command -v mpirun)" ]
 }
@@ -98,14 +159,18 @@ auto() {
         --dump-weights "$T/$name-auto.bin" > "$T/$name-auto.txt" 2>&1 || { sed 's/^/#   /' "$T/$name-auto.txt" | head; return 1; }
     line=$(grep '^parallel auto: ' "$T/$name-auto.txt")
     echo "# $line" | cut -c1-160
-    opts=$(echo "$line" | sed -n 's/^parallel auto: \(--grid [^ ]* --pipeline-chunks [0-9]* --pipeline-schedule [a-z0-9-]*\).*/\1/p')
-    cuts=$(echo "$line" | sed -n 's/.*stages begin at \([^ ]*\) (predicted.*/\1/p')
+    opts=$(echo "$line" | sed -n 's/^parallel auto: \(--grid [^ ]* --pipeline-chunks [0-9]* --pipeline-schedule [a-z0-9:-]*\).*/\1/p')
+    cuts=$(echo "$line" | sed -n 's/.*stages begin at \([^ ,]*\)[, ].*/\1/p')
+    whole=$(echo "$line" | sed -n 's/.*kept whole (split: none): \([^ ]*\) (predicted.*/\1/p')
     [ -n "$opts" ] || return 1
     cp "$NET" "$T/$name.yaml"
     s=1
     for layer in $(echo "$cuts" | tr '|' ' '); do
         sed -i "s/{name: $layer, /{name: $layer, stage: $s, /" "$T/$name.yaml"
         s=$((s + 1))
+    done
+    for layer in $(echo "$whole" | tr ',' ' '); do
+        sed -i "s/{name: $layer, /{name: $layer, split: none, /" "$T/$name.yaml"
     done
     timeout 300 mpirun --oversubscribe -np "$n" $DLTRAIN --net "$T/$name.yaml" "$@" $opts --metrics "$T/$name-grid.jsonl" \
         --dump-weights "$T/$name-grid.bin" > "$T/$name-grid.txt" 2>&1 || { sed 's/^/#   /' "$T/$name-grid.txt" | head; return 1; }

@@ -6,10 +6,16 @@
  * its formula where the formula is exact (one rank: the layer times;
  * data parallelism: a rank's share plus the allreduce of every gradient,
  * or with small buckets the timeline of buckets overlapping backward,
- * worked out by hand);
+ * worked out by hand; zb-h1 and interleaved:2: the simulator on stage
+ * costs summed by hand, zb-h1's backward split into input and weight
+ * gradients, interleaved's cuts on the link in both directions);
  * the memory of a rank equals what dl_pipeline_init's executors plan and
- * hold (their arenas, weights, gradients, momentum and state); --link
- * parses and refuses bad values. */
+ * hold for every schedule (zb-h1's planned for backward in two passes,
+ * interleaved's one executor per chunk in flight on each stage: their
+ * arenas, weights, gradients, momentum and state); --link
+ * parses and refuses bad values; the consistency models' exchanges equal
+ * their formulas worked out by hand per rank (gossip's neighbours on or
+ * off the node, local SGD's and EASGD's allreduce over the link). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,8 +30,10 @@
 #include "cli/layer_times.h"
 #include "comm/comm.h"
 #include "core/rng.h"
+#include "plan/consistency_cost.h"
 #include "plan/cuts.h"
 #include "plan/layout_memory.h"
+#include "plan/split_choice.h"
 #include "plan/search.h"
 #include "plan/stages.h"
 #include "spec/netfile.h"
@@ -46,13 +54,33 @@ static const char *const small_cnn =
     "  - {name: fc2, type: fc, units: 4, split: row}\n"
     "loss: softmax_cross_entropy\n";
 
-static void load(struct dl_net *net)
+/* An MLP whose fc layers leave their splits to the planner: pairs (fc1,
+ * fc2) and (fc3, fc4). */
+static const char *const free_mlp =
+    "input: {shape: [1, 4, 4], classes: 4}\n"
+    "layers:\n"
+    "  - {name: flatten, type: flatten}\n"
+    "  - {name: fc1, type: fc, units: 16}\n"
+    "  - {name: relu1, type: relu}\n"
+    "  - {name: fc2, type: fc, units: 16}\n"
+    "  - {name: relu2, type: relu}\n"
+    "  - {name: fc3, type: fc, units: 8}\n"
+    "  - {name: relu3, type: relu}\n"
+    "  - {name: fc4, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n";
+
+static void load_text(const char *text, struct dl_net *net)
 {
     struct dl_error err = {0};
-    int rc = dl_net_load_string("small.yaml", small_cnn, net, &err);
+    int rc = dl_net_load_string("small.yaml", text, net, &err);
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, DL_OK);
+}
+
+static void load(struct dl_net *net)
+{
+    load_text(small_cnn, net);
 }
 
 /* A machine of one node with made-up but fixed parameters. */
@@ -129,13 +157,20 @@ static void flop_times(const struct dl_graph *g, struct dl_layer_times *t, doubl
     dl_layer_times_flops(g, rate, t);
 }
 
-/* Every layout of N ranks, built the way search.h says, predicted. */
-static void search_ranks_every_layout(void **state)
+/* Every layout of N ranks, built the way search.h says, predicted: of the
+ * small CNN (its splits fixed) and of the free MLP, whose fc pairs (by
+ * hand: fc1 fc2, fc3 fc4) each stay split or whole with tensor ranks. */
+static void check_search(const char *text, int n_pairs, const int (*pair)[2])
 {
-    (void)state;
     struct dl_net net;
-    load(&net);
+    load_text(text, &net);
     const struct dl_graph *g = &net.graph;
+    int first[DL_PLAN_MAX_PAIRS], second[DL_PLAN_MAX_PAIRS];
+    assert_int_equal(dl_split_pairs(g, first, second), n_pairs);
+    for (int k = 0; k < n_pairs; k++)
+        assert_true(first[k] == pair[k][0] && second[k] == pair[k][1]);
+    struct dl_graph split = *g;
+    split.layers = calloc((size_t)g->n, sizeof *split.layers);
     struct dl_layer_times t;
     flop_times(g, &t, 1e9);
     for (int N = 1; N <= 8; N *= 2) {
@@ -144,29 +179,41 @@ static void search_ranks_every_layout(void **state)
         struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = 16};
         struct dl_plan_result r;
         assert_int_equal(dl_plan_search(&req, &r, NULL), DL_OK);
-        int count = 0;
+        int count = 0, whole_feasible = 0;
+        for (int k = 0; k < r.n_feasible; k++)
+            whole_feasible += r.c[r.rank[k]].layout.n_whole > 0;
         double best = INFINITY;
         double *cost = calloc((size_t)g->n, sizeof *cost), *mem = calloc((size_t)g->n, sizeof *mem);
         for (int T = 1; T <= N; T++)
+            for (int mask = 0; mask < (T > 1 ? 1 << n_pairs : 1); mask++)
             for (int P = 1; T * P <= N; P++) {
                 if (N % (T * P))
                     continue;
                 int D = N / (T * P), local = (16 + D - 1) / D;
+                memcpy(split.layers, g->layers, sizeof *g->layers * (size_t)g->n);
+                for (int k = 0; k < n_pairs; k++)
+                    if (mask & (1 << k))
+                        split.layers[pair[k][0]].split = split.layers[pair[k][1]].split = DL_SPLIT_NONE;
                 struct dl_tp_view v;
-                if (dl_tp_view_make(g, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
+                if (dl_tp_view_make(&split, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
                     continue;
                 for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local; M *= 2)
-                    for (int k = 0; k < (P > 1 ? 2 : 1); k++) {
-                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M,
-                                                   .schedule = k ? DL_SCHED_GPIPE : DL_SCHED_1F1B};
+                    for (int k = 0; k < (P > 1 ? 5 : 1); k++) {
+                        static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1,
+                                                                      DL_SCHED_INTERLEAVED, DL_SCHED_INTERLEAVED};
+                        static const int Vs[] = {1, 1, 1, 2, 4};
+                        if (P * Vs[k] > g->n - 1)
+                            continue;
+                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k]};
                         dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
                         for (int i = 0; i < g->n; i++)
                             mem[i] = 12.0 * (double)v.params[i] +
                                      4.0 * (double)dl_shape_count(g->layers[i].out_shape) * local / M * v.share[i];
                         cost[g->n - 2] += cost[g->n - 1];
                         mem[g->n - 2] += mem[g->n - 1];
-                        assert_int_equal(dl_cuts_balance(cost, mem, g->n - 1, P, l.first, NULL, NULL, NULL), DL_OK);
-                        l.first[P] = g->n;
+                        assert_int_equal(dl_cuts_balance(cost, mem, g->n - 1, P * Vs[k], l.first, NULL, NULL, NULL),
+                                         DL_OK);
+                        l.first[P * Vs[k]] = g->n;
                         struct dl_layout_prediction p;
                         assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
                         best = fmin(best, p.step_s);
@@ -176,13 +223,23 @@ static void search_ranks_every_layout(void **state)
             }
         free(cost), free(mem);
         assert_int_equal(r.n_feasible, count);
+        assert_true(n_pairs && N > 1 ? whole_feasible > 0 : whole_feasible == 0);
         assert_true(r.c[r.rank[0]].pred.step_s == best);
         for (int k = 1; k < r.n_feasible; k++)
             assert_true(r.c[r.rank[k - 1]].pred.step_s <= r.c[r.rank[k]].pred.step_s);
         dl_plan_result_free(&r);
     }
+    free(split.layers);
     dl_layer_times_free(&t);
     dl_net_free(&net);
+}
+
+static void search_ranks_every_layout(void **state)
+{
+    (void)state;
+    static const int pairs[2][2] = {{1, 3}, {5, 7}};
+    check_search(small_cnn, 0, NULL);
+    check_search(free_mlp, 2, pairs);
 }
 
 /* One rank: the layer times; dp = 4: a quarter of them plus the allreduce of every gradient. */
@@ -262,23 +319,35 @@ static void step_time_formulas(void **state)
 static void memory_equals_executors(void **state)
 {
     (void)state;
-    struct dl_net net;
-    load(&net);
-    const struct dl_graph *g = &net.graph;
+    struct dl_net nets[2];
+    load(&nets[0]);
+    load_text(free_mlp, &nets[1]);
     static const struct {
         int dp, tp, pp, chunks;
         enum dl_pipe_schedule kind;
-        int cut; /* first layer of stage 1 */
-    } cases[] = {{1, 1, 1, 1, DL_SCHED_1F1B, 0}, {2, 1, 1, 1, DL_SCHED_1F1B, 0}, {1, 1, 2, 4, DL_SCHED_1F1B, 3},
-                 {1, 1, 2, 4, DL_SCHED_GPIPE, 6}, {2, 1, 2, 2, DL_SCHED_1F1B, 2}, {1, 2, 1, 1, DL_SCHED_1F1B, 0},
-                 {1, 2, 2, 4, DL_SCHED_GPIPE, 5}};
+        int V;
+        int cut[3]; /* first layers of stages 1.. */
+        int mlp;    /* 1: the free MLP with fc1 and fc2 whole (split: none), fc3 and fc4 split */
+    } cases[] = {{1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}, 1}, {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {4}, 1},
+                 {2, 2, 2, 2, DL_SCHED_ZB_H1, 1, {6}, 1},
+                 {1, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0}, {2, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0},
+                 {1, 1, 2, 4, DL_SCHED_1F1B, 1, {3}, 0}, {1, 1, 2, 4, DL_SCHED_GPIPE, 1, {6}, 0},
+                 {2, 1, 2, 2, DL_SCHED_1F1B, 1, {2}, 0}, {1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}, 0},
+                 {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {5}, 0}, {1, 1, 2, 4, DL_SCHED_ZB_H1, 1, {3}, 0},
+                 {2, 1, 2, 2, DL_SCHED_ZB_H1, 1, {6}, 0}, {1, 2, 2, 4, DL_SCHED_ZB_H1, 1, {5}, 0},
+                 {1, 1, 2, 4, DL_SCHED_INTERLEAVED, 2, {2, 5, 7}, 0},
+                 {2, 1, 2, 2, DL_SCHED_INTERLEAVED, 2, {3, 6, 8}, 0},
+                 {1, 2, 2, 8, DL_SCHED_INTERLEAVED, 2, {1, 4, 6}, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const struct dl_graph *g = &nets[cases[k].mlp].graph;
         struct dl_plan_layout l = {.dims = {cases[k].dp, cases[k].tp, cases[k].pp}, .chunks = cases[k].chunks,
-                                   .schedule = cases[k].kind};
+                                   .schedule = cases[k].kind, .V = cases[k].V, .n_whole = cases[k].mlp ? 2 : 0,
+                                   .whole = {1, 3}};
+        const int S = cases[k].pp * cases[k].V;
         l.first[0] = 0;
-        if (l.dims.pp == 2)
-            l.first[1] = cases[k].cut;
-        l.first[l.dims.pp] = g->n;
+        for (int s = 1; s < S; s++)
+            l.first[s] = cases[k].cut[s - 1];
+        l.first[S] = g->n;
         const int batch = 16;
         size_t most, per_rank[2];
         struct dl_error err = {0};
@@ -288,17 +357,20 @@ static void memory_equals_executors(void **state)
         assert_int_equal(rc, DL_OK);
         struct dl_graph staged;
         assert_int_equal(dl_layout_staged_graph(g, &l, &staged, NULL), DL_OK);
+        for (int i = 0; i < g->n; i++) /* the MLP's fc1 and fc2 whole, the rest as the file has them */
+            assert_int_equal(staged.layers[i].split, cases[k].mlp && (i == 1 || i == 3) ? DL_SPLIT_NONE
+                                                                                        : g->layers[i].split);
         size_t want_most = 0;
         for (int p = 0; p < l.dims.pp; p++) {
             struct dl_shard s;
             int rank = dl_grid_rank(&l.dims, (struct dl_grid_pos){0, 0, p});
-            assert_int_equal(dl_shard_make(&staged, &l.dims, 1, rank, NULL, &s, NULL), DL_OK);
+            assert_int_equal(dl_shard_make(&staged, &l.dims, cases[k].V, rank, NULL, &s, NULL), DL_OK);
             struct dl_comm tensor = {.size = l.dims.tp}, pipeline = {.size = l.dims.pp, .rank = p};
             struct dl_exec_options o = {.shard = &s, .tensor_comm = l.dims.tp > 1 ? &tensor : NULL,
                                         .pipeline_comm = l.dims.pp > 1 ? &pipeline : NULL};
             struct dl_pipeline pl;
             int local = (batch + l.dims.dp - 1) / l.dims.dp;
-            rc = dl_pipeline_init(&pl, &staged, &o, local, l.chunks, l.schedule, 1, 1, &err);
+            rc = dl_pipeline_init(&pl, &staged, &o, local, l.chunks, l.schedule, cases[k].V, 1, &err);
             if (rc)
                 print_message("# %s\n", err.msg);
             assert_int_equal(rc, DL_OK);
@@ -313,7 +385,8 @@ static void memory_equals_executors(void **state)
         assert_int_equal(most, want_most);
         free(staged.layers);
     }
-    dl_net_free(&net);
+    dl_net_free(&nets[0]);
+    dl_net_free(&nets[1]);
 }
 
 /* The collectives of the small CNN's splits on 2 tensor ranks, from
@@ -389,6 +462,149 @@ static void link_parses(void **state)
     assert_non_null(strstr(err.msg, "--node-link"));
 }
 
+/* The consistency models on nodes of 2 ranks with a slow link, by hand:
+ * L and S the seconds of a message of the weight vector (V bytes) across
+ * nodes and within one, A = V x gamma the addition of one received vector. */
+static void consistency_costs(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 1e9);
+    struct dl_machine m;
+    machine(&m, 2);
+    m.link_alpha = 30e-6;
+    m.link_beta = 1e-8; /* the link slower than the node's 1e-9 */
+    double V = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            V += 4.0 * (double)g->layers[i].param[j].count;
+    const double L = m.link_alpha + V * m.link_beta, S = m.node.alpha + V * m.node.beta, A = V * m.node.gamma;
+    static const struct {
+        const char *model;
+        int N;
+    } cases[] = {{"sync", 4}, {"gossip:ring", 4}, {"gossip:exp", 8}, {"gossip:one-peer-exp", 8},
+                 {"gossip:complete", 4}, {"local-sgd:4", 4}, {"easgd:2", 8}, {"gossip:ring", 2}};
+    const double piece4 = V / 4, piece8 = V / 8;
+    const double ring4 = 3 * (2 * m.link_alpha + 2 * piece4 * m.link_beta + piece4 * m.node.gamma);
+    const double ring8 = 7 * (2 * m.link_alpha + 2 * piece8 * m.link_beta + piece8 * m.node.gamma);
+    const double want[] = {
+        -1,                  /* sync: the layout's own prediction, below */
+        S + L + 2 * A,       /* ring of 4: i+1 and i-1, one on i's node, one not */
+        3 * L + 3 * A,       /* exp of 8: the odd ranks' neighbours 1, 2, 4 are all on other nodes */
+        L + A,               /* one peer at 1, 2, 4 in turn, each step some rank's peer across */
+        S + 2 * L + 3 * A,   /* complete on 4: one neighbour on the node, two across */
+        ring4 / 4,           /* local SGD: a ring allreduce across nodes every 4 steps */
+        ring8 / 2,           /* EASGD: every 2 steps */
+        S + A};              /* ring of 2: one neighbour, on the node */
+    const double sent[] = {2.0 * 3 / 4 * V, 2 * V, 3 * V, V, 3 * V, 2.0 * 3 / 4 * V / 4, 2.0 * 7 / 8 * V / 2, V};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        struct dl_parallel_opts o;
+        dl_parallel_opts_defaults(&o);
+        assert_int_equal(dl_consistency_parse(cases[k].model, &o, NULL), DL_OK);
+        struct dl_consistency_cost c;
+        struct dl_error err = {0};
+        int rc = dl_plan_consistency(g, &t, &m, &o, cases[k].N, 16, &c, &err);
+        if (rc)
+            print_message("# %s\n", err.msg);
+        assert_int_equal(rc, DL_OK);
+        struct dl_tp_view v;
+        assert_int_equal(dl_tp_view_make(g, 1, cases[k].N, &m, &v, NULL), DL_OK);
+        struct dl_plan_layout l = {.dims = {cases[k].N, 1, 1}, .chunks = 1, .schedule = DL_SCHED_1F1B,
+                                   .first = {0, g->n}};
+        struct dl_layout_prediction p;
+        assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+        dl_tp_view_free(&v);
+        double w = want[k] < 0 ? p.dp_exposed_s : want[k];
+        print_message("# %-20s N=%d exchange %.9g want %.9g\n", cases[k].model, cases[k].N, c.exchange_s, w);
+        assert_true(fabs(c.exchange_s - w) <= 1e-12 * w);
+        assert_true(c.compute_s == p.makespan_s && c.step_s == c.compute_s + c.exchange_s);
+        assert_true(fabs(c.bytes_sent - sent[k]) <= 1e-9 * sent[k] + 8);
+    }
+    /* parameter servers are not modelled; gossip needs 2 ranks; dp=N a sample each */
+    static const char *const refused[] = {"ssp:1", "async", "easgd-async:2", "gossip:ring"};
+    for (int k = 0; k < 4; k++) {
+        struct dl_parallel_opts o;
+        dl_parallel_opts_defaults(&o);
+        assert_int_equal(dl_consistency_parse(refused[k], &o, NULL), DL_OK);
+        struct dl_consistency_cost c;
+        assert_int_equal(dl_plan_consistency(g, &t, &m, &o, k == 3 ? 1 : 4, 16, &c, NULL), DL_ERR_SPEC);
+    }
+    struct dl_parallel_opts o;
+    dl_parallel_opts_defaults(&o);
+    struct dl_consistency_cost c;
+    assert_int_equal(dl_plan_consistency(g, &t, &m, &o, 32, 16, &c, NULL), DL_ERR_SPEC);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
+/* Pipeline steps by hand: the simulator run on stage costs summed from the
+ * layer times of 4 chunks of 4 samples, each stage's backward split into
+ * its input-gradient pass and its weight-gradient pass under zb-h1 (FLOP
+ * times: half the backward of a layer with weights), every cut's message
+ * occupying its sender (forward: the activation; backward: its gradient)
+ * on the link between the two stages' ranks: zb-h1 on 2 stages
+ * (conv1..pool2 | fc1..loss) within a node; interleaved:2 on 2 ranks, one
+ * per node, with 4 stages (conv1 relu1 | pool1..relu2 | pool2 fc1 | relu3..
+ * loss), so every cut, the one from rank 1 back to rank 0 too, crosses
+ * the link. */
+static void pipeline_step_by_hand(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 1e9);
+    static const struct {
+        enum dl_pipe_schedule kind;
+        int V, per_node, first[5];
+    } cases[] = {{DL_SCHED_ZB_H1, 1, 2, {0, 6, 10}}, {DL_SCHED_INTERLEAVED, 2, 1, {0, 2, 5, 7, 10}}};
+    for (int k = 0; k < 2; k++) {
+        struct dl_machine m;
+        machine(&m, cases[k].per_node);
+        const int S = 2 * cases[k].V, split = cases[k].kind == DL_SCHED_ZB_H1;
+        const double b = 16.0 / 4;
+        double f[4] = {0}, bi[4] = {0}, bw[4] = {0};
+        for (int s = 0; s < S; s++)
+            for (int i = cases[k].first[s]; i < cases[k].first[s + 1]; i++) {
+                int weights = g->layers[i].n_params > 0;
+                assert_true(t.wgt[i] == (weights ? t.bwd[i] / 2 : 0));
+                f[s] += t.fwd[i] * b;
+                bi[s] += (t.bwd[i] - (split ? t.wgt[i] : 0)) * b;
+                bw[s] += split ? t.wgt[i] * b : 0;
+            }
+        double alpha = cases[k].per_node == 1 ? m.link_alpha : m.node.alpha;
+        double beta = cases[k].per_node == 1 ? m.link_beta : m.node.beta;
+        for (int s = 1; s < S; s++) { /* the layer before each cut feeds only the next (a chain) */
+            double x = 4.0 * (double)dl_shape_count(g->layers[cases[k].first[s] - 1].out_shape) * b;
+            f[s - 1] += x * beta;
+            bi[s] += x * beta;
+        }
+        struct dl_schedule sched;
+        assert_int_equal(dl_schedule_make(cases[k].kind, 2, 4, cases[k].V, &sched, NULL), DL_OK);
+        struct dl_sched_costs costs = {.fwd = f, .bwd_in = bi, .bwd_w = bw, .send_latency = alpha};
+        double makespan, idle;
+        assert_int_equal(dl_schedule_simulate(&sched, &costs, &makespan, NULL, &idle, NULL), DL_OK);
+        dl_schedule_free(&sched);
+        struct dl_tp_view v;
+        assert_int_equal(dl_tp_view_make(g, 1, 2, &m, &v, NULL), DL_OK);
+        struct dl_plan_layout l = {.dims = {1, 1, 2}, .chunks = 4, .schedule = cases[k].kind, .V = cases[k].V};
+        memcpy(l.first, cases[k].first, sizeof cases[k].first);
+        struct dl_layout_prediction p;
+        assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+        print_message("# %s: makespan %.9g by hand %.9g, bubble %.4f %.4f\n", dl_schedule_kind_name(cases[k].kind),
+                      p.makespan_s, makespan, p.bubble, idle);
+        assert_true(fabs(p.makespan_s - makespan) <= 1e-12 * makespan && p.step_s == p.makespan_s);
+        assert_true(fabs(p.bubble - idle) <= 1e-12);
+        dl_tp_view_free(&v);
+    }
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +614,8 @@ int main(void)
         cmocka_unit_test(memory_equals_executors),
         cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),
+        cmocka_unit_test(consistency_costs),
+        cmocka_unit_test(pipeline_step_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,11 +10,16 @@
 # ranks, 4-5 on 4), on tp=2, tp=4, tp=2 x pp=2 and, with --sync-bn, on
 # dp=2 x tp=2, and without batch norm on the default kernels on tp=4;
 # layers that cannot be split by height exit 2 naming the layer and the
-# rule.
+# rule.  Krizhevsky's hybrid (`split: batch`): two convolutions with batch
+# norm and pooling on each tensor rank's share of the samples, then fc
+# layers column/row, on tp=2, tp=3 (32 samples: shares of 10, 11, 11),
+# tp=2 x pp=2 (2 chunks) and, with --sync-bn, on dp=2 x tp=2, and without batch norm on the default
+# kernels on tp=3; a chunk too small to give every rank a sample and a
+# batch-split loss exit 2.
 . "$top_srcdir/tests/tap.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 23
+tap_plan 38
 . "$top_srcdir/tests/grid_runs.sh"
 
 # ---------------------------------------------------------------- class-split loss
@@ -90,3 +95,50 @@ sed 's/kernel: 5, pad: 2}/kernel: 5, pad: 2, stride: 2, split: height}/' "$T/hei
 expect_status 2 "a stride-2 convolution with split: height" -- mpirun --oversubscribe -np 2 $DLTRAIN \
     --net "$T/strided.yaml" --threads 1 --quiet --parallel model
 expect_output "layer 'c2' \(conv\), split height: only stride-1 'same' convolutions" "the message names the layer and the rule"
+
+# ---------------------------------------------------------------- batch (samples)
+cat > "$T/batch.yaml" <<'YAML'
+input: {shape: [3, 12, 12], classes: 6}
+data: {dataset: synthetic, train_samples: 640, test_samples: 64}
+layers:
+  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1, bias: false, split: batch}
+  - {name: bn1, type: batchnorm}
+  - {name: r1, type: relu}
+  - {name: p1, type: maxpool, kernel: 2, stride: 2}
+  - {name: c2, type: conv, filters: 8, kernel: 3, pad: 1, split: batch}
+  - {name: r2, type: relu}
+  - {name: f1, type: fc, units: 16}
+  - {name: a1, type: relu}
+  - {name: f2, type: fc, units: 6}
+loss: softmax_cross_entropy
+train: {batch: 32, epochs: 1, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+YAML
+# Reference kernels, as for the height network (batch norm on a share sums
+# its statistics over the group through the reference kernel).
+BATCH="--net $T/batch.yaml --threads 1 --quiet --kernel all=reference"
+expect_status 0 "dltrain check --grid tp=2 on the batch network" -- $DLTRAIN check --net "$T/batch.yaml" --grid tp=2
+expect_output "^0 +c1 +0 +batch share; input 0: batch sliced" "c1 runs on a share of the samples sliced from the batch"
+expect_output "^6 +f1 +0 +outputs; input 0: batch gathered" "f1 (column-parallel) reads the shares gathered"
+run 1 batch1 $BATCH; tap_result $? "batch network on one process"
+grid batch-tp2 batch1 2 $BATCH --parallel model
+grid batch-tp3-uneven batch1 3 $BATCH --parallel model
+grid batch-dp2-tp2-syncbn batch1 4 $BATCH --grid dp=2,tp=2 --sync-bn
+run 1 batch1-chunks $BATCH --pipeline-chunks 2; tap_result $? "batch network on one process, 2 chunks"
+grid batch-tp2-pp2 batch1-chunks 4 $BATCH --grid tp=2,pp=2 --pipeline-chunks 2
+sed '/type: batchnorm/d' "$T/batch.yaml" > "$T/batch-nobn.yaml"
+run 1 batch-nobn1 --net "$T/batch-nobn.yaml" --threads 1 --quiet
+tap_result $? "batch network without batch norm on one process, default kernels"
+grid batch-nobn-tp3 batch-nobn1 3 --net "$T/batch-nobn.yaml" --threads 1 --quiet --parallel model
+
+# A chunk that leaves a tensor rank without a sample, a batch-split loss: exit 2.
+sed 's/batch: 32,/batch: 2,/' "$T/batch.yaml" > "$T/batch-small.yaml"
+expect_status 2 "split: batch, 2 samples on 3 tensor ranks" -- mpirun --oversubscribe -np 3 $DLTRAIN \
+    --net "$T/batch-small.yaml" --threads 1 --quiet --parallel model
+expect_output "layer 'c1', split batch: a chunk of 2 samples cannot give each of the 3 tensor ranks a share" \
+    "the message names the layer, the chunk and the tensor ranks"
+sed 's/^loss: softmax_cross_entropy$/loss: {type: softmax_cross_entropy, split: batch}/' "$T/batch.yaml" \
+    > "$T/batch-loss.yaml"
+expect_status 2 "split: batch on the loss" -- mpirun --oversubscribe -np 2 $DLTRAIN \
+    --net "$T/batch-loss.yaml" --threads 1 --quiet --parallel model
+expect_output "layer 'loss' \(softmax_cross_entropy\), split batch: a loss reads the whole batch" \
+    "the message names the loss and the rule"

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
+#include "core/real.h"
 
 /* The devices --device and the network file's train.device name. */
 enum dl_device_kind { DL_DEVICE_CPU, DL_DEVICE_CUDA, DL_N_DEVICE_KINDS };
@@ -42,12 +43,21 @@ struct dl_device_mark {
 struct dl_device {
     const char *name;               /* "cpu", "cuda" */
     enum dl_device_kind kind;
+    /* 1 when its pointers are host memory that the host may read and
+     * write directly (the host device): an executor then takes the input
+     * batch in place and reads losses and scores where they are; 0 (a
+     * GPU): only its functions and kernels touch its memory, and the
+     * executor copies the batch in and the results out. */
+    int host_memory;
     /* A block of bytes (0 allowed: still a distinct pointer to free), zeroed
      * or not; NULL with err filled (DL_ERR_NOMEM) when none is left. */
     void *(*alloc)(size_t bytes, struct dl_error *err);
     void (*free)(void *p);          /* NULL is ignored */
     int (*copy)(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err);
     int (*fill)(void *dst, int byte, size_t bytes, struct dl_error *err);
+    /* dst[i] += src[i] for n values, both in the device's memory (the
+     * executor's sum of a gradient from several consumers). */
+    int (*accumulate)(dl_real *dst, const dl_real *src, long n, struct dl_error *err);
     /* Returns when everything queued on the device so far has finished. */
     int (*sync)(struct dl_error *err);
     /* The clock: initialise a mark, record it at the current point of the

@@ -1,5 +1,6 @@
 /* device_host.c: the host device of device.h, the memory every CPU kernel
- * works in: posix_memalign'd blocks, memcpy and memset, nothing queued
+ * works in: posix_memalign'd blocks, memcpy and memset, an OpenMP loop
+ * for accumulate, nothing queued
  * (sync returns at once), and marks that are readings of core/clock.h's
  * monotonic clock.  Also the spellings of the device kinds. */
 #include "backends/device.h"
@@ -39,6 +40,15 @@ static int host_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
     (void)err;
     if (bytes)
         memset(dst, byte, bytes);
+    return DL_OK;
+}
+
+static int host_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_error *err)
+{
+    (void)err;
+    #pragma omp parallel for simd schedule(static)
+    for (long i = 0; i < n; i++)
+        dst[i] += src[i];
     return DL_OK;
 }
 
@@ -84,10 +94,12 @@ static const char *host_describe(void)
 const struct dl_device dl_device_host = {
     .name = "cpu",
     .kind = DL_DEVICE_CPU,
+    .host_memory = 1,
     .alloc = host_alloc,
     .free = host_free,
     .copy = host_copy,
     .fill = host_fill,
+    .accumulate = host_accumulate,
     .sync = host_sync,
     .mark_init = host_mark_init,
     .mark_record = host_mark_record,

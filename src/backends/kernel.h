@@ -56,10 +56,37 @@ struct dl_kernel_config {
     int relu;                               /* 1: a ReLU is fused after the op (fuses_relu kernels) */
 };
 
+/* A failure inside a call.  Forward and backward return nothing, so a
+ * kernel whose library calls can fail while it runs (a CUDA launch, a cuDNN
+ * or cuBLAS call) records the first failure through dl_kernel_fail() in
+ * the caller's fault, and the caller (the executor, the tuner, the kernel
+ * tests) turns it into its error status with dl_kernel_fault_error(). */
+struct dl_kernel_fault {
+    int failed;        /* 1 once a call has failed */
+    char kernel[32];   /* the kernel that failed */
+    char call[64];     /* the library call that failed */
+    char reason[160];  /* the library's words for it */
+};
+
 struct dl_kernel_args {
     struct dl_op_call c;  /* as for the reference ops, on the slice (see above) */
     void *workspace;      /* >= workspace_bytes(dir) bytes, 64-byte aligned */
+    struct dl_kernel_fault *fault; /* where a failure is recorded; NULL: nowhere */
 };
+
+/* Records in a->fault (when there is one and it holds no failure yet) that
+ * kernel's library call `call` failed for `reason`; the first failure of a
+ * run is the one kept. */
+void dl_kernel_fail(const struct dl_kernel_args *a, const char *kernel, const char *call, const char *reason);
+
+/* DL_OK when f holds no failure; else fills err with DL_ERR_INTERNAL and
+ * "layer 'L' (kernel K, DIRECTION): CALL failed: REASON", clears f for the
+ * next run and returns the code. */
+int dl_kernel_fault_error(struct dl_kernel_fault *f, const struct dl_layer *l, enum dl_dir dir,
+                          struct dl_error *err);
+
+/* "forward", "backward-data", "backward-weights": the directions in messages. */
+extern const char *const dl_dir_names[DL_N_DIRS];
 
 struct dl_kernel {
     const char *name;              /* "reference", "onednn", "onednn-wino", "openblas", ... */

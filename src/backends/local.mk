@@ -1,6 +1,6 @@
 # src/backends: the kernel interface and registry, layouts and reorders, the
 # reference kernel (both precisions), and the fast CPU kernels (float only).
-DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c \
+DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c src/backends/kernel_fault.c \
 	src/backends/layout.c src/backends/layout.h \
 	src/backends/reference/reference.c src/backends/reference/reference.h
 # Where buffers live (device.h): the host device serves both libraries; the
@@ -12,7 +12,11 @@ libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
 	src/backends/cuda/cudnn_io.c src/backends/cuda/cudnn_io.h \
 	src/backends/cuda/conv.c src/backends/cuda/fc.c src/backends/cuda/eltwise.c src/backends/cuda/pool.c \
 	src/backends/cuda/batchnorm.c src/backends/cuda/softmax_xent.c \
-	src/backends/cuda/softmax_xent_kernels.h src/backends/cuda/softmax_xent_kernels.cu
+	src/backends/cuda/softmax_xent_kernels.h src/backends/cuda/softmax_xent_kernels.cu \
+	src/backends/cuda/fault.c src/backends/cuda/fault.h \
+	src/backends/cuda/pointwise.c src/backends/cuda/pointwise_kernels.h src/backends/cuda/pointwise_kernels.cu \
+	src/backends/cuda/join.c \
+	src/backends/cuda/optim.c src/backends/cuda/optim_kernels.h src/backends/cuda/optim_kernels.cu
 endif
 # CUDA sources (.cu) are compiled by nvcc (configure finds it next to the
 # toolkit); the C side reaches them through plain C declarations.

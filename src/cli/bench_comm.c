@@ -18,6 +18,7 @@
 #include "comm/codec.h"
 #include "comm/comm.h"
 #include "comm/costmodel.h"
+#include "comm/emulate.h"
 #include "core/clock.h"
 #include "core/parse.h"
 #include "core/rng.h"
@@ -41,6 +42,8 @@ struct bench {
     int csv;
     struct dl_allreduce_opts opts;
     struct dl_cost_params cost;
+    struct dl_comm_emulation emulation; /* --comm-emulate */
+    int emulate;
 };
 
 static void usage(FILE *f)
@@ -49,6 +52,10 @@ static void usage(FILE *f)
           "Time allreduce algorithms and gradient codecs on every rank of the job.\n"
           "\n"
           "  --comm NAME          backend: auto (default), mpi, nccl or self\n"
+          "  --comm-emulate alpha=TIME,bw=RATE\n"
+          "                       testing and teaching aid: delay every message as a network\n"
+          "                       of latency TIME (20us, 5ms) and bandwidth RATE (1GB/s) would;\n"
+          "                       the model column adds them to the measured parameters\n"
           "  --sizes LIST         comma-separated sizes: a plain number counts floats,\n"
           "                       a unit gives bytes: 1M,16M,64M (K, M, G, T = KiB, MiB,\n"
           "                       GiB, TiB; KB, MB, GB, TB = powers of 1000)\n"
@@ -388,11 +395,12 @@ static int run_topologies(struct bench *b, float *buf, size_t n, struct dl_error
 
 enum {
     OPT_COMM = DL_OPT_FIRST_LOCAL, OPT_SIZES, OPT_SUITE, OPT_ALGOS, OPT_COMPRESS, OPT_GOSSIP, OPT_REPEAT,
-    OPT_PS, OPT_SEGMENT, OPT_REMEASURE, OPT_CSV
+    OPT_PS, OPT_SEGMENT, OPT_REMEASURE, OPT_CSV, OPT_COMM_EMULATE
 };
 
 static const struct option long_opts[] = {
     {"comm", required_argument, 0, OPT_COMM}, {"sizes", required_argument, 0, OPT_SIZES},
+    {"comm-emulate", required_argument, 0, OPT_COMM_EMULATE},
     {"suite", required_argument, 0, OPT_SUITE}, {"algorithms", required_argument, 0, OPT_ALGOS},
     {"compress", required_argument, 0, OPT_COMPRESS}, {"gossip", required_argument, 0, OPT_GOSSIP},
     {"repeat", required_argument, 0, OPT_REPEAT}, {"ps-servers", required_argument, 0, OPT_PS},
@@ -430,6 +438,11 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
         struct dl_error err = {0};
         switch (opt) {
         case OPT_COMM: *comm = optarg; break;
+        case OPT_COMM_EMULATE:
+            if (dl_comm_emulation_parse("--comm-emulate", optarg, &b->emulation, &err))
+                return refused(&err);
+            b->emulate = 1;
+            break;
         case OPT_SIZES: {
             snprintf(sizes_buf, sizeof sizes_buf, "%s", optarg);
             char *items[MAX_SIZES];
@@ -539,6 +552,12 @@ int dl_cli_bench_comm(int argc, char **argv)
     int cached = 0;
     if (dl_cost_load_or_measure(b.c, remeasure, &b.cost, &cached, &err) != DL_OK)
         goto fail;
+    /* measured (and cached) on the real network; then the emulated one */
+    if (b.emulate) {
+        if (dl_comm_emulate(&b.c, &b.emulation, &err) != DL_OK)
+            goto fail;
+        dl_comm_emulation_cost(&b.emulation, &b.cost);
+    }
     b.opts.cost = &b.cost;
     size_t maxn = 0;
     for (int i = 0; i < b.nsizes; i++)
@@ -560,6 +579,11 @@ int dl_cli_bench_comm(int argc, char **argv)
                1e-9 / dl_cost_gamma(&b.cost, b.c->size, b.c->size, 1 << 20),
                1e-9 / dl_cost_gamma(&b.cost, b.c->size, b.c->size, 64u << 20),
                1e-9 / dl_cost_gamma(&b.cost, 1, b.c->size, 16u << 20));
+        if (b.emulate) {
+            char what[96];
+            printf("# emulated network (--comm-emulate): %s, included in the model column\n",
+                   dl_comm_emulation_str(&b.emulation, what, sizeof what));
+        }
         print_header(&b);
     }
     for (int i = 0; i < b.nsizes && status < 0; i++)

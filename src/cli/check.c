@@ -1,20 +1,21 @@
 /* check.c: `dltrain check --net FILE`: validates a network file and prints a
  * table of its layers with output shapes, parameter counts and forward FLOPs
  * per sample, and the totals; with --grid, how a grid's tensor rank 0
- * runs each layer (its pipeline stage, split and parameters); with
- * --consistency and --ranks, what that consistency model does on that many
- * ranks (gossip: its mixing matrices; the network file is optional then). */
+ * runs each layer (its pipeline stage, split and parameters) and every grid
+ * position's planned memory (check_grid.c); with --consistency and --ranks,
+ * what that consistency model does on that many ranks (gossip: its mixing
+ * matrices; the network file is optional then). */
 #include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/check_grid.h"
 #include "cli/options.h"
-#include "exec/exec.h"
 #include "core/parse.h"
+#include "exec/exec.h"
 #include "parallel/strategy.h"
-#include "plan/shard.h"
 
 static void help(void)
 {
@@ -24,17 +25,22 @@ static void help(void)
           stdout);
     fputs("  --grid dp=D,tp=T,pp=P also print, for that grid (a factor left out is 1), each layer's\n"
           "                        pipeline stage, its tensor-parallel split on tensor rank 0 and how its\n"
-          "                        inputs reach it, and its parameters on that rank\n",
+          "                        inputs reach it, and its parameters on that rank; then per rank (one\n"
+          "                        row per tensor x pipeline position) the layers it holds and the bytes of\n"
+          "                        its parameters, gradients, optimizer state and executor arenas, as\n"
+          "                        training on that grid plans them (not with --tune)\n"
+          "  --ranks N             the world size: for --grid, dp takes the ranks the other factors\n"
+          "                        leave; for --consistency, the rank count (default 4)\n"
+          "  --pipeline-chunks M   --pipeline-schedule S  as dltrain train's, for the memory per rank\n",
           stdout);
     fputs("  --consistency MODE    with --ranks P: what MODE does on P ranks; for gossip:TOPOLOGY the\n"
           "                        mixing matrix W (row i: the weights rank i gives every rank's vector),\n"
-          "                        one per step of a time-varying topology (--net optional then)\n"
-          "  --ranks P             the rank count for --consistency (default 4)\n",
+          "                        one per step of a time-varying topology (--net optional then)\n",
           stdout);
     dl_net_options_help(stdout);
 }
 
-enum { OPT_GRID = DL_OPT_FIRST_LOCAL, OPT_CONSISTENCY, OPT_RANKS };
+enum { OPT_GRID = DL_OPT_FIRST_LOCAL, OPT_CONSISTENCY, OPT_RANKS, OPT_CHUNKS, OPT_SCHEDULE };
 
 /* What --consistency does on `ranks` ranks: gossip's mixing matrices (one
  * per step of the period), EASGD's alpha; 2 when the pair is refused. */
@@ -96,39 +102,6 @@ static int print_consistency(const char *text, int ranks)
     return 0;
 }
 
-/* The grid table: what tensor rank 0 of the grid runs for each layer. */
-static int print_grid(const struct dl_graph *g, const char *text)
-{
-    struct dl_grid_dims d = {0, 0, 0};
-    struct dl_error err = {0};
-    struct dl_shard s;
-    if (dl_grid_parse(text, &d, &err)) {
-        fprintf(stderr, "dltrain check: --grid: %s\n", err.msg);
-        return 2;
-    }
-    d.dp += !d.dp, d.tp += !d.tp, d.pp += !d.pp;
-    if (dl_shard_make(g, &d, 1, 0, NULL, &s, &err)) {
-        fprintf(stderr, "dltrain check: --grid %s: %s\n", text, err.msg);
-        return 2;
-    }
-    char grid[64], how[200];
-    printf("\ngrid %s: tensor rank 0 of each stage runs\n", dl_grid_str(&d, grid, sizeof grid));
-    printf("%-4s %-28s %-5s %-50s %12s\n", "#", "layer", "stage", "tensor-parallel split", "params/rank");
-    for (int i = 0; i < g->n; i++) {
-        const struct dl_layer *v = &s.local.layers[i];
-        long params = 0;
-        for (int j = 0; j < v->n_params; j++)
-            params += v->param[j].trainable ? v->param[j].count : 0;
-        printf("%-4d %-28s %-5d %-50s %12ld\n", i, g->layers[i].name, dl_stages_of(&s.stages, i),
-               dl_shard_describe(&s, i, how, sizeof how), params);
-    }
-    for (int i = 0; i < g->n; i++)
-        if (s.layer[i].whole_because)
-            printf("layer '%s' stays whole on every tensor rank: %s\n", g->layers[i].name, s.layer[i].whole_because);
-    dl_shard_free(&s);
-    return 0;
-}
-
 static void human(double v, char *buf, size_t n)
 {
     if (v >= 1e9)
@@ -145,9 +118,12 @@ int dl_cli_check(int argc, char **argv)
 {
     static const struct option long_opts[] = {DL_NET_OPTIONS, {"grid", required_argument, 0, OPT_GRID},
                                               {"consistency", required_argument, 0, OPT_CONSISTENCY},
-                                              {"ranks", required_argument, 0, OPT_RANKS}, {0, 0, 0, 0}};
-    const char *grid = NULL, *consistency = NULL;
-    int ranks = 4;
+                                              {"ranks", required_argument, 0, OPT_RANKS},
+                                              {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
+                                              {"pipeline-schedule", required_argument, 0, OPT_SCHEDULE},
+                                              {0, 0, 0, 0}};
+    struct dl_check_grid grid = {.schedule = DL_SCHED_1F1B, .V = 1};
+    const char *consistency = NULL;
     struct dl_error perr = {0};
     struct dl_net_options net_options;
     dl_net_options_init(&net_options);
@@ -160,13 +136,21 @@ int dl_cli_check(int argc, char **argv)
         if (r > 0)
             continue;
         switch (opt) {
-        case OPT_GRID: grid = optarg; break;
+        case OPT_GRID: grid.grid = optarg; break;
         case OPT_CONSISTENCY: consistency = optarg; break;
         case OPT_RANKS:
-            if (dl_parse_int("--ranks", optarg, 1, DL_MIXING_MAX_RANKS, &ranks, &perr)) {
-                fprintf(stderr, "dltrain check: %s\n", perr.msg);
+            if (dl_option_refused("dltrain check", dl_parse_int("--ranks", optarg, 1, 1 << 20, &grid.ranks, &perr),
+                                  &perr))
                 return 2;
-            }
+            break;
+        case OPT_CHUNKS:
+            if (dl_option_refused("dltrain check", dl_parse_int("--pipeline-chunks", optarg, 1, DL_SCHED_MAX_CHUNKS,
+                                                                 &grid.chunks, &perr), &perr))
+                return 2;
+            break;
+        case OPT_SCHEDULE:
+            if (dl_option_refused("dltrain check", dl_schedule_parse(optarg, &grid.schedule, &grid.V, &perr), &perr))
+                return 2;
             break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain check"); return 0;
@@ -178,7 +162,7 @@ int dl_cli_check(int argc, char **argv)
         return 2;
     }
     if (consistency && !net_options.net_path)
-        return print_consistency(consistency, ranks);
+        return print_consistency(consistency, grid.ranks ? grid.ranks : 4);
     struct dl_net net;
     int status = dl_net_options_load(&net_options, &net, "dltrain check");
     if (status)
@@ -224,10 +208,10 @@ int dl_cli_check(int argc, char **argv)
     } else {
         printf("planned peak: unknown (%s)\n", err.msg);
     }
-    status = grid ? print_grid(g, grid) : 0;
+    status = grid.grid ? dl_check_grid(&net, &grid, &eo) : 0;
     if (!status && consistency) {
         printf("\n");
-        status = print_consistency(consistency, ranks);
+        status = print_consistency(consistency, grid.ranks ? grid.ranks : 4);
     }
     dl_net_free(&net);
     return status;

@@ -25,13 +25,18 @@ int dl_cli_help(int argc, char **argv)
           "  inputs   the layers it reads (default: the item before it)\n"
           "  stage    pipeline stage that begins at this layer (integer from 0; default: cut by dltrain)\n"
           "  split    tensor-parallel split: auto (default), none, column, row (fc), filters, channels,\n"
-          "           height (conv).  auto: fc layers pair up column/row, convolutions split by filters\n"
-          "           when the tensor ranks divide them, other layers follow their input, and a loss\n"
-          "           after a column-split last layer reads its classes split (no gather; split: none\n"
-          "           on the loss gathers them).  height: bands of rows with halos exchanged between\n"
-          "           neighbour ranks, for stride-1 'same' convolutions only; element-wise layers, add,\n"
-          "           batch norm and later stride-1 'same' convolutions keep the bands, other layers\n"
-          "           read them gathered\n\n",
+          "           height (conv), batch (any layer but a loss).  auto: fc layers pair up\n"
+          "           column/row, convolutions split by filters when the tensor ranks divide them,\n"
+          "           other layers follow their input, and a loss after a column-split last layer\n"
+          "           reads its classes split (no gather; split: none on the loss gathers them).\n"
+          "           height: bands of rows with halos exchanged between neighbour ranks, for\n"
+          "           stride-1 'same' convolutions only; element-wise layers, add, batch norm and\n"
+          "           later stride-1 'same' convolutions keep the bands, other layers read them\n"
+          "           gathered.  batch: the whole layer on tensor rank t's share of the\n"
+          "           samples, [t*N/T, (t+1)*N/T) of a chunk of N (Krizhevsky's hybrid: convolutions\n"
+          "           data parallel, fc layers tensor parallel); later layers at auto but a loss keep\n"
+          "           the share, others read the shares gathered; weight gradients and batch-norm\n"
+          "           statistics are summed over the tensor ranks; never chosen by auto\n\n",
           stdout);
     for (int i = 0; dl_op_kinds[i]; i++) {
         dl_attrs_print_doc(stdout, dl_op_kinds[i]);

@@ -14,12 +14,22 @@
 #include "tune/tune.h"
 #include "tune/tune_impl.h"
 
+/* A layer with trainable parameters (one that computes weight gradients). */
+static int has_weights(const struct dl_layer *l)
+{
+    for (int j = 0; j < l->n_params; j++)
+        if (l->param[j].trainable)
+            return 1;
+    return 0;
+}
+
 void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer_times *t)
 {
     for (int i = 0; i < g->n; i++) {
         double c = dl_stages_layer_cost(&g->layers[i]) / rate;
         t->fwd[i] = c / 3;
         t->bwd[i] = c - c / 3;
+        t->wgt[i] = has_weights(&g->layers[i]) ? t->bwd[i] / 2 : 0;
         t->source[i] = DL_TIME_FLOPS;
     }
 }
@@ -32,7 +42,8 @@ int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const
     struct dl_exec e;
     double *f = dl_calloc((size_t)g->n * (size_t)steps, sizeof *f, err);
     double *b = dl_calloc((size_t)g->n * (size_t)steps, sizeof *b, err);
-    int rc = f && b ? dl_bench_random_batch(g, batch, &x, &y, err) : DL_ERR_NOMEM;
+    double *w = dl_calloc((size_t)g->n * (size_t)steps, sizeof *w, err);
+    int rc = f && b && w ? dl_bench_random_batch(g, batch, &x, &y, err) : DL_ERR_NOMEM;
     int made = !rc && (rc = dl_exec_init(&e, g, batch, 1, eo, err)) == DL_OK;
     for (int s = 0; !rc && s <= steps; s++) {
         rc = dl_exec_timing_enable(&e, err); /* zeroes the times: each step on its own */
@@ -46,22 +57,25 @@ int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const
         for (int i = 0; !rc && s > 0 && i < g->n; i++) { /* step 0 warms up */
             f[(size_t)i * steps + s - 1] = e.time_fwd[i];
             b[(size_t)i * steps + s - 1] = e.time_bwd[i] + e.time_wgt[i];
+            w[(size_t)i * steps + s - 1] = e.time_wgt[i];
         }
     }
     for (int i = 0; !rc && i < g->n; i++) {
         t->fwd[i] = dl_median(f + (size_t)i * steps, steps) / batch;
         t->bwd[i] = dl_median(b + (size_t)i * steps, steps) / batch;
+        t->wgt[i] = fmin(dl_median(w + (size_t)i * steps, steps) / batch, t->bwd[i]);
         t->source[i] = DL_TIME_MEASURED;
     }
     if (made)
         dl_exec_free(&e);
-    free(x), free(y), free(f), free(b);
+    free(x), free(y), free(f), free(b), free(w);
     return rc;
 }
 
-/* The fastest kernel's forward and backward seconds for layer L at the
- * one size gathered, 0 when the database has no complete row for it. */
-static int fastest(const struct dl_tune_layer *L, double *fwd, double *bwd)
+/* The fastest kernel's forward and backward seconds (and of that its
+ * weight gradients') for layer L at the one size gathered, 0 when the
+ * database has no complete row for it. */
+static int fastest(const struct dl_tune_layer *L, double *fwd, double *bwd, double *wgt)
 {
     int found = 0;
     for (int k = 0; k < L->n_k; k++) {
@@ -77,7 +91,8 @@ static int fastest(const struct dl_tune_layer *L, double *fwd, double *bwd)
             *(d == DL_DIR_FORWARD ? &f : &b) += row[d].time_s;
         }
         if (ok && (!found || f + b < *fwd + *bwd))
-            *fwd = f, *bwd = b, found = 1;
+            *fwd = f, *bwd = b, *wgt = L->want[DL_DIR_BACKWARD_WEIGHTS] ? row[DL_DIR_BACKWARD_WEIGHTS].time_s : 0,
+            found = 1;
     }
     return found;
 }
@@ -97,11 +112,12 @@ int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_p
     int sizes[1] = {batch}, replaced = 0;
     int rc = dl_tune_gather(g, batch, &o, sizes, 1, L, &rep, err);
     for (int i = 0; !rc && i < g->n; i++) {
-        double f = 0, b = 0;
-        if (!L[i].tunable || !fastest(&L[i], &f, &b))
+        double f = 0, b = 0, w = 0;
+        if (!L[i].tunable || !fastest(&L[i], &f, &b, &w))
             continue;
         t->fwd[i] = f / batch;
         t->bwd[i] = b / batch;
+        t->wgt[i] = w / batch;
         t->source[i] = DL_TIME_DB;
         replaced++;
     }

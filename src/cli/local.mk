@@ -2,7 +2,7 @@
 libdltrain_a_SOURCES += \
 	src/cli/cli.h src/cli/dispatch.c \
 	src/cli/options.c src/cli/options.h \
-	src/cli/train.c src/cli/check.c src/cli/help.c src/cli/bench.c \
+	src/cli/train.c src/cli/check.c src/cli/check_grid.c src/cli/check_grid.h src/cli/help.c src/cli/bench.c \
 	src/cli/bench_step.c src/cli/bench_data.c src/cli/bench_pipeline.c \
 	src/cli/plan.c src/cli/layer_times.c src/cli/layer_times.h src/cli/train_auto.c src/cli/train_auto.h
 # torchvision's side of `dltrain bench data`, run from the installed data folder.

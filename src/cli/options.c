@@ -213,8 +213,10 @@ static int open_device(const struct dl_net *net, const struct dl_device **out, s
     int rc = dl_device_open((enum dl_device_kind)net->train.device, dl_threads_local_rank(), out, err);
     if (!rc && (*out)->kind != DL_DEVICE_CPU)
         rc = dl_errorf(err, DL_ERR_SPEC, "--device %s: found %s, but training on it is not implemented yet: "
-                       "kernels, weights and optimizer state are host-only (see the README)", (*out)->name,
-                       (*out)->describe());
+                       "every op and optimizer has GPU loops and the executor's memory and batch copies go through "
+                       "its device, but reorders, communication steps and checkpoints still work in host memory "
+                       "(see the README)",
+                       (*out)->name, (*out)->describe());
     return rc;
 }
 

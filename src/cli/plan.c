@@ -2,8 +2,9 @@
  * best layouts for N ranks (grid, stage cuts, schedule and chunks, with
  * their predicted step time, throughput, memory per rank, communication
  * share and bubble), why the other grids lost, and for a list of rank
- * counts the predicted weak scaling of each kind of layout
- * (doc/planner.md). */
+ * counts the predicted weak scaling of each kind of layout, and with
+ * --compare-consistency the data-parallel step under several consistency
+ * models (doc/planner.md). */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -13,9 +14,11 @@
 #include "cli/layer_times.h"
 #include "cli/options.h"
 #include "core/parse.h"
+#include "plan/consistency_cost.h"
 #include "plan/search.h"
 
 #define MAX_COUNTS 16
+#define MAX_MODELS 16
 
 static void help(void)
 {
@@ -37,12 +40,15 @@ static void help(void)
           "  --no-db               ignore the tuning database\n"
           "  --top N               layouts in the table (default 5)\n"
           "  --json                print one JSON object instead of the tables\n"
-          "  --batch B             the mini-batch at the first rank count (weak scaling keeps B/N)\n\n",
+          "  --batch B             the mini-batch at the first rank count (weak scaling keeps B/N)\n"
+          "  --compare-consistency M1,M2,...  the data-parallel step (dp=N) under each consistency\n"
+          "                        model: sync, local-sgd:K, gossip:TOPOLOGY, easgd:TAU[,ALPHA]\n\n",
           stdout);
     dl_net_options_help(stdout);
 }
 
-enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON };
+enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON,
+       OPT_COMPARE };
 
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
@@ -52,6 +58,9 @@ struct plan_command {
     size_t memory;
     double flops;
     int no_db, top, json;
+    struct dl_parallel_opts models[MAX_MODELS]; /* --compare-consistency */
+    char model_names[MAX_MODELS][48];
+    int n_models;
 };
 
 static int parse_counts(const char *text, struct plan_command *c, struct dl_error *err)
@@ -74,6 +83,38 @@ static int parse_counts(const char *text, struct plan_command *c, struct dl_erro
     return DL_OK;
 }
 
+/* --compare-consistency's list: models split at commas, a piece that
+ * starts with a digit or a dot joined to the one before (easgd's ALPHA). */
+static int parse_models(const char *text, struct plan_command *c, struct dl_error *err)
+{
+    char copy[512];
+    if (strlen(text) >= sizeof copy)
+        return dl_errorf(err, DL_ERR_SPEC, "--compare-consistency: value too long");
+    strcpy(copy, text);
+    c->n_models = 0;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int join = c->n_models > 0 && (t[0] == '.' || (t[0] >= '0' && t[0] <= '9'));
+        if (!join && c->n_models == MAX_MODELS)
+            return dl_errorf(err, DL_ERR_SPEC, "--compare-consistency: at most %d models, found more in '%s'",
+                             MAX_MODELS, text);
+        char *name = c->model_names[join ? c->n_models - 1 : c->n_models++];
+        size_t len = join ? strlen(name) : 0;
+        if (len + strlen(t) + 2 > sizeof c->model_names[0])
+            return dl_errorf(err, DL_ERR_SPEC, "--compare-consistency: model '%s' too long", t);
+        snprintf(name + len, sizeof c->model_names[0] - len, "%s%s", join ? "," : "", t);
+    }
+    for (int k = 0; k < c->n_models; k++) {
+        dl_parallel_opts_defaults(&c->models[k]);
+        struct dl_error inner = {0};
+        int rc = dl_consistency_parse(c->model_names[k], &c->models[k], &inner);
+        if (rc)
+            return dl_errorf(err, rc, "--compare-consistency %s: %s", c->model_names[k], inner.msg);
+    }
+    if (!c->n_models)
+        return dl_errorf(err, DL_ERR_SPEC, "--compare-consistency: expected MODEL[,MODEL...], found '%s'", text);
+    return DL_OK;
+}
+
 /* What cost layout c most against the best one b. */
 static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_candidate *b, char *buf, size_t n)
 {
@@ -90,6 +131,18 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
     snprintf(buf, n, "%.2fx the best's step time: %s %+.3f ms", x->step_s / y->step_s, names[k], 1e3 * diff[k]);
 }
 
+/* The layout's name and the layers it keeps whole: "dp=1,tp=2,pp=1 (fc1,fc2 whole)". */
+static void layout_name(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
+{
+    dl_layout_str(l, buf, n);
+    size_t len = strlen(buf);
+    for (int k = 0; k < l->n_whole && len < n; k++) {
+        int w = snprintf(buf + len, n - len, "%s%s%s", k ? "," : " (", g->layers[l->whole[k]].name,
+                         k == l->n_whole - 1 ? " whole)" : "");
+        len += w > 0 ? (size_t)w : 0;
+    }
+}
+
 static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
 {
     size_t len = 0;
@@ -98,7 +151,7 @@ static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, c
         snprintf(buf, n, "-");
         return;
     }
-    for (int s = 1; s < l->dims.pp && len < n; s++) {
+    for (int s = 1; s < dl_layout_stages(l) && len < n; s++) {
         int w = snprintf(buf + len, n - len, "%s%s", s > 1 ? "|" : "", g->layers[l->first[s]].name);
         len += w > 0 ? (size_t)w : 0;
     }
@@ -110,10 +163,10 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
            "samples/s", "memory/rank", "comm", "bubble");
     for (int k = 0; k < r->n_feasible && k < top; k++) {
         const struct dl_plan_candidate *c = &r->c[r->rank[k]];
-        char name[96], cuts[256];
+        char name[256], cuts[256];
         cuts_str(g, &c->layout, cuts, sizeof cuts);
-        printf("%-3d %-28s %-24s %10.3f %11.1f %13zu %5.1f%% %6.1f%%\n", k + 1,
-               dl_layout_str(&c->layout, name, sizeof name), cuts, 1e3 * c->pred.step_s, c->pred.samples_per_s,
+        layout_name(g, &c->layout, name, sizeof name);
+        printf("%-3d %-28s %-24s %10.3f %11.1f %13zu %5.1f%% %6.1f%%\n", k + 1, name, cuts, 1e3 * c->pred.step_s, c->pred.samples_per_s,
                c->memory, 100 * c->pred.comm_share, 100 * c->pred.bubble);
     }
     if (r->n_feasible == 0)
@@ -122,7 +175,7 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
     const struct dl_plan_candidate *best = &r->c[r->rank[0]];
     for (int i = 0; i < r->n; i++) {
         const struct dl_plan_candidate *c = &r->c[i];
-        char name[96], grid[64], why[320];
+        char name[256], grid[64], why[320];
         int first_of_grid = i == 0 || memcmp(&r->c[i - 1].layout.dims, &c->layout.dims, sizeof c->layout.dims);
         if (!first_of_grid)
             continue;
@@ -135,7 +188,8 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
             continue;
         if (gb) {
             why_slower(gb, best, why, sizeof why);
-            printf("  %-28s %s\n", dl_layout_str(&gb->layout, name, sizeof name), why);
+            layout_name(g, &gb->layout, name, sizeof name);
+            printf("  %-28s %s\n", name, why);
         } else {
             printf("  %-28s infeasible: %s\n", dl_grid_str(&c->layout.dims, grid, sizeof grid), c->why);
         }
@@ -168,13 +222,20 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
                     break;
         }
         const struct dl_plan_candidate *c = &r->c[i];
-        printf("%s\n  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"schedule\": \"%s\", \"chunks\": %d, \"feasible\": %s",
+        char sched[32];
+        printf("%s\n  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"schedule\": \"%s\", \"V\": %d, \"chunks\": %d, \"feasible\": %s",
                k ? "," : "", c->layout.dims.dp, c->layout.dims.tp, c->layout.dims.pp,
-               dl_schedule_kind_name(c->layout.schedule), c->layout.chunks, c->feasible ? "true" : "false");
+               dl_layout_schedule_str(&c->layout, sched, sizeof sched), dl_layout_V(&c->layout), c->layout.chunks,
+               c->feasible ? "true" : "false");
         printf(", \"cuts\": [");
-        for (int s = 1; s < c->layout.dims.pp && (c->feasible || c->over_memory); s++) {
+        for (int s = 1; s < dl_layout_stages(&c->layout) && (c->feasible || c->over_memory); s++) {
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
+        }
+        printf("], \"whole\": [");
+        for (int w = 0; w < c->layout.n_whole; w++) {
+            printf("%s", w ? ", " : "");
+            json_string(g->layers[c->layout.whole[w]].name);
         }
         printf("]");
         if (c->feasible || c->over_memory)
@@ -233,6 +294,43 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
         fprintf(stderr, "dltrain plan: %s\n", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
+    return 0;
+}
+
+/* The data-parallel step under each model of --compare-consistency on
+ * the machine of the plan. */
+static int compare_consistency(const struct dl_graph *g, const struct dl_layer_times *t,
+                               const struct plan_command *c, const struct dl_machine *m, int N, int batch)
+{
+    struct dl_consistency_cost cost[MAX_MODELS];
+    for (int k = 0; k < c->n_models; k++) {
+        struct dl_error err = {0};
+        if (dl_plan_consistency(g, t, m, &c->models[k], N, batch, &cost[k], &err)) {
+            fprintf(stderr, "dltrain plan: %s\n", err.msg);
+            return err.code == DL_ERR_SPEC ? 2 : 1;
+        }
+    }
+    if (c->json)
+        printf(",\n\"consistency\": {\"dp\": %d, \"rows\": [", N);
+    else
+        printf("\nconsistency models, data parallel (dp=%d), mini-batch %d (exchange: communication per step not "
+               "hidden, averaged over the model's period):\n%-24s %10s %10s %12s %9s %16s\n", N, batch, "model",
+               "step ms", "compute ms", "exchange ms", "exchange", "bytes sent/rank");
+    for (int k = 0; k < c->n_models; k++) {
+        const struct dl_consistency_cost *x = &cost[k];
+        if (c->json) {
+            printf("%s\n  {\"model\": ", k ? "," : "");
+            json_string(c->model_names[k]);
+            printf(", \"step_s\": %.9g, \"compute_s\": %.9g, \"exchange_s\": %.9g, \"bytes_sent\": %.9g, "
+                   "\"vector_bytes\": %.9g}", x->step_s, x->compute_s, x->exchange_s, x->bytes_sent, x->vector_bytes);
+        } else {
+            printf("%-24s %10.3f %10.3f %12.3f %8.1f%% %16.0f\n", c->model_names[k], 1e3 * x->step_s,
+                   1e3 * x->compute_s, 1e3 * x->exchange_s, x->step_s > 0 ? 100 * x->exchange_s / x->step_s : 0,
+                   x->bytes_sent);
+        }
+    }
+    if (c->json)
+        printf("]}");
     return 0;
 }
 
@@ -353,7 +451,9 @@ static int run(const struct dl_net *net, struct dl_net_options *no, const struct
         return 2;
     }
     dl_plan_result_free(&r);
-    if (c->n_counts > 1)
+    if (c->n_models)
+        status = compare_consistency(g, &t, c, &m, N, batch);
+    if (!status && c->n_counts > 1)
         status = scaling(net, &t, c, batch / N > 0 ? batch / N : 1, &eo);
     if (c->json)
         printf("}\n");
@@ -369,7 +469,8 @@ int dl_cli_plan(int argc, char **argv)
         {"node-link", required_argument, 0, OPT_NODE_LINK},
         {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
         {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
-        {"json", no_argument, 0, OPT_JSON}, {0, 0, 0, 0}};
+        {"json", no_argument, 0, OPT_JSON}, {"compare-consistency", required_argument, 0, OPT_COMPARE},
+        {0, 0, 0, 0}};
     struct plan_command c = {.top = 5};
     struct dl_net_options net_options;
     dl_net_options_init(&net_options);
@@ -409,6 +510,7 @@ int dl_cli_plan(int argc, char **argv)
         case OPT_NO_DB: c.no_db = 1; break;
         case OPT_TOP: bad = dl_option_refused("dltrain plan", dl_parse_int("--top", optarg, 1, 1000, &c.top, &err), &err); break;
         case OPT_JSON: c.json = 1; break;
+        case OPT_COMPARE: bad = dl_option_refused("dltrain plan", parse_models(optarg, &c, &err), &err); break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain plan"); return 0;
         default: fprintf(stderr, "Try 'dltrain plan --help'.\n"); return 2;

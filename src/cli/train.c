@@ -13,6 +13,7 @@
 #include "cli/train_auto.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
+#include "comm/emulate.h"
 #include "core/parse.h"
 #include "core/threads.h"
 #include "data/dataset.h"
@@ -26,7 +27,7 @@ enum {
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
-    OPT_PLAN_KEEP
+    OPT_PLAN_KEEP, OPT_COMM_EMULATE
 };
 
 struct printer {
@@ -60,6 +61,30 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
            net->graph.n, dl_graph_param_count(&net->graph), t->batch, steps, t->epochs, t->epochs == 1 ? "" : "s",
            dl_optim_names[t->optim.kind], t->optim.lr, dl_threads_get(), dl_threads_get() == 1 ? "" : "s",
            (unsigned long long)t->seed);
+    fflush(stdout);
+}
+
+/* Each rank's planned memory: a "memory" line per rank in the metrics, and
+ * the largest rank's on the screen when the ranks differ (a grid). */
+static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
+{
+    struct printer *p = ctx;
+    static const char *const keys[] = {"rank", "d", "t", "p", "slots", "arena_bytes", "weights", "state",
+                                       "optimizer_state"};
+    int most = 0;
+    for (int r = 0; r < n; r++) {
+        double vals[] = {m[r].rank, m[r].d, m[r].t, m[r].p, m[r].slots, m[r].arena_bytes, m[r].weights, m[r].state,
+                         m[r].optimizer_state};
+        dl_metrics_write(&p->metrics, "memory", 9, keys, vals);
+        if (m[r].arena_bytes + 4 * (2 * m[r].weights + m[r].state + m[r].optimizer_state) >
+            m[most].arena_bytes + 4 * (2 * m[most].weights + m[most].state + m[most].optimizer_state))
+            most = r;
+    }
+    if (p->quiet || n == 1 || (m[most].arena_bytes == m[0].arena_bytes && m[most].weights == m[0].weights))
+        return;
+    printf("  largest rank: %d (d=%d t=%d p=%d): arena %.1f MiB in %d executor%s, %.0f parameters (+ as many "
+           "gradients, %.0f optimizer state)\n", most, m[most].d, m[most].t, m[most].p, m[most].arena_bytes / 1048576.0,
+           m[most].slots, m[most].slots == 1 ? "" : "s", m[most].weights, m[most].optimizer_state);
     fflush(stdout);
 }
 
@@ -191,9 +216,13 @@ static void help(void)
           "                        chrome://tracing or ui.perfetto.dev): steps, pipeline passes,\n"
           "                        layers, messages, allreduces, optimizer, idle time\n"
           "  --trace-steps N       record the first N steps in detail (default 20; 0: all, whose\n"
-          "                        memory grows with the run)\n\n"
-          "Parallel options (several processes under mpirun or srun; rank 0 prints):\n"
+          "                        memory grows with the run)\n\n",
+          stdout);
+    fputs("Parallel options (several processes under mpirun or srun; rank 0 prints):\n"
           "  --comm NAME           auto (default), mpi, nccl or self\n"
+          "  --comm-emulate alpha=TIME,bw=RATE  testing and teaching aid: delay every message as a\n"
+          "                        network of latency TIME (20us, 5ms) and bandwidth RATE (1GB/s)\n"
+          "                        would (the results do not change, only the time)\n"
           "  --parallel NAME       auto (default: data when several ranks run), none, data, model\n"
           "                        (tensor parallel), pipeline or hybrid (see --grid); auto given\n"
           "                        here with several ranks trains with the best layout of\n"
@@ -284,6 +313,7 @@ static const struct option long_opts[] = {
     {"plan-flops", required_argument, 0, OPT_PLAN_FLOPS},
     {"plan-trials", required_argument, 0, OPT_PLAN_TRIALS},
     {"debug-plan-keep", required_argument, 0, OPT_PLAN_KEEP},
+    {"comm-emulate", required_argument, 0, OPT_COMM_EMULATE},
     {0, 0, 0, 0}};
 
 /* Everything the command line asks for. */
@@ -295,6 +325,8 @@ struct train_command {
     double plan_flops;              /* --plan-flops: --parallel auto times layers from FLOPs */
     int plan_trials;                /* --plan-trials: --parallel auto times its best few */
     int plan_keep;                  /* --debug-plan-keep: testing aid, the trial kept (1-based; 0: fastest) */
+    struct dl_comm_emulation emulation; /* --comm-emulate */
+    int emulate;
 };
 
 /* One of train's own options; returns -1 to go on, else the exit status
@@ -314,6 +346,10 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_QUIET: cmd->printer.quiet = 1; break;
     case OPT_COMM: cmd->comm_name = arg; break;
+    case OPT_COMM_EMULATE:
+        bad = refused(dl_comm_emulation_parse("--comm-emulate", arg, &cmd->emulation, &err), &err);
+        cmd->emulate = !bad;
+        break;
     case OPT_PARALLEL: cmd->parallel = arg; break;
     case OPT_ALLREDUCE:
         par->allreduce = arg;
@@ -424,6 +460,15 @@ static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, 
         fprintf(stderr, "dltrain: %s%s\n", err.code == DL_ERR_SPEC ? "--comm: " : "", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
+    if (cmd->emulate && dl_comm_emulate(comm, &cmd->emulation, &err)) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
+        return 1;
+    }
+    if (cmd->emulate && (*comm)->rank == 0 && !cmd->printer.quiet) {
+        char what[96];
+        printf("dltrain: emulating a network of %s (--comm-emulate)\n",
+               dl_comm_emulation_str(&cmd->emulation, what, sizeof what));
+    }
     struct dl_train_opts *train = &cmd->train_options;
     train->comm = *comm;
     train->net_path = cmd->net_options.net_path;
@@ -448,7 +493,8 @@ static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, 
 static int run(struct train_command *cmd, const struct dl_net *net, struct dl_train_result *res,
                struct dl_error *err)
 {
-    struct dl_train_hooks hooks = {.ctx = &cmd->printer, .on_start = on_start, .on_step = on_step,
+    struct dl_train_hooks hooks = {.ctx = &cmd->printer, .on_memory = on_memory, .on_start = on_start,
+                                   .on_step = on_step,
                                    .on_epoch = on_epoch, .on_warning = on_warning};
     dl_net_exec_options(&cmd->net_options, &cmd->train_options.exec);
     int rc = dl_train(net, &cmd->train_options, &hooks, res, err);

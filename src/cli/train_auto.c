@@ -14,8 +14,9 @@
 #include "core/clock.h"
 #include "plan/search.h"
 
-/* A layout as integers: dp, tp, pp, chunks, schedule, cuts. */
-enum { HEAD = 5, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
+/* A layout as integers: dp, tp, pp, chunks, schedule, V, the number of
+ * layers kept whole and they, cuts (pp x V stages). */
+enum { WHOLE = 7, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
 #define TRIAL_STEPS 4 /* the first warms up */
 
 struct plan_words {
@@ -27,20 +28,27 @@ struct plan_words {
 static void words_of(const struct dl_plan_layout *l, int *w)
 {
     w[0] = l->dims.dp, w[1] = l->dims.tp, w[2] = l->dims.pp, w[3] = l->chunks, w[4] = (int)l->schedule;
-    for (int s = 0; s <= l->dims.pp; s++)
+    w[5] = dl_layout_V(l);
+    w[6] = l->n_whole;
+    for (int k = 0; k < l->n_whole; k++)
+        w[WHOLE + k] = l->whole[k];
+    for (int s = 0; s <= dl_layout_stages(l); s++)
         w[HEAD + s] = l->first[s];
 }
 
-/* "--grid ... --pipeline-chunks M --pipeline-schedule S[, stages begin at A|B]" */
+/* "--grid ... --pipeline-chunks M --pipeline-schedule S[, stages begin at A|B][, kept whole (split: none): C,D]" */
 static void describe(const struct dl_graph *g, const int *w, char *buf, size_t size)
 {
-    struct dl_grid_dims d = {w[0], w[1], w[2]};
-    char grid[64];
+    struct dl_plan_layout l = {.dims = {w[0], w[1], w[2]}, .schedule = (enum dl_pipe_schedule)w[4], .V = w[5]};
+    char grid[64], sched[32];
     int len = snprintf(buf, size, "--grid %s --pipeline-chunks %d --pipeline-schedule %s",
-                       dl_grid_str(&d, grid, sizeof grid), w[3], dl_schedule_kind_name((enum dl_pipe_schedule)w[4]));
-    for (int s = 1; s < w[2] && len > 0 && (size_t)len < size; s++)
+                       dl_grid_str(&l.dims, grid, sizeof grid), w[3], dl_layout_schedule_str(&l, sched, sizeof sched));
+    for (int s = 1; s < w[2] * w[5] && len > 0 && (size_t)len < size; s++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", s > 1 ? "|" : ", stages begin at ",
                         g->layers[w[HEAD + s]].name);
+    for (int k = 0; k < w[6] && len > 0 && (size_t)len < size; k++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%s", k ? "," : ", kept whole (split: none): ",
+                        g->layers[w[WHOLE + k]].name);
 }
 
 static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, double flop_rate, int keep,
@@ -92,13 +100,15 @@ static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
     train->grid = (struct dl_grid_dims){w[0], w[1], w[2]};
     train->pipeline_chunks = w[3];
     train->pipeline_schedule = (enum dl_pipe_schedule)w[4];
-    train->pipeline_virtual = 1;
+    train->pipeline_virtual = w[5];
     struct dl_graph *g = &net->graph;
     for (int i = 0; i < g->n; i++)
         g->layers[i].stage = -1;
-    for (int s = 0; w[2] > 1 && s < w[2]; s++)
+    for (int s = 0; w[2] > 1 && s < w[2] * w[5]; s++)
         for (int i = w[HEAD + s]; i < w[HEAD + s + 1]; i++)
             g->layers[i].stage = s;
+    for (int k = 0; k < w[6]; k++)
+        g->layers[w[WHOLE + k]].split = DL_SPLIT_NONE;
 }
 
 /* Rank 0's step times of a trial: each step's end, since the start. */

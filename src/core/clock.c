@@ -1,6 +1,8 @@
-/* clock.c: the monotonic clock and the median of timings (see clock.h). */
+/* clock.c: the monotonic clock, sleeping on it, and the median of timings
+ * (see clock.h). */
 #include "core/clock.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -9,6 +11,23 @@ double dl_clock_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void dl_clock_sleep(double seconds)
+{
+    if (!(seconds > 0))
+        return;
+    struct timespec now, until;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double ns = (double)now.tv_nsec + seconds * 1e9;
+    until.tv_sec = now.tv_sec + (time_t)(ns / 1e9);
+    until.tv_nsec = (long)(ns - 1e9 * (double)(time_t)(ns / 1e9));
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+        ;
 }
 
 static int ascending(const void *a, const void *b)

@@ -9,6 +9,10 @@
  * between two readings mean anything. */
 double dl_clock_now(void);
 
+/* Sleeps at least seconds (nothing for seconds <= 0), to a deadline on the
+ * same clock, so that a signal handled on the way does not shorten it. */
+void dl_clock_sleep(double seconds);
+
 /* Sorts t[0..n) ascending in place and returns t[n / 2] (n > 0). */
 double dl_median(double *t, int n);
 

@@ -4,6 +4,6 @@ DL_REAL_SOURCES += \
 	src/core/clock.c src/core/clock.h \
 	src/core/error.c src/core/error.h \
 	src/core/parse.c src/core/parse.h \
-	src/core/rng.c src/core/rng.h \
+	src/core/rng.c src/core/rng.h src/core/rng_hash.h src/core/host_device.h \
 	src/core/real.h src/core/shape.h \
 	src/core/threads.c src/core/threads.h

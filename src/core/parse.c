@@ -82,6 +82,26 @@ int dl_parse_seconds(const char *opt, const char *text, double max, double *out,
     return DL_OK;
 }
 
+int dl_parse_duration(const char *opt, const char *text, double max, double *out, struct dl_error *err)
+{
+    static const struct { const char *name; double seconds; } units[] = {
+        {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}};
+    double v, unit = -1;
+    const char *end;
+    if (!read_number(text, &v, &end)) {
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (!strcmp(end, units[i].name))
+                unit = units[i].seconds;
+        if (!*end && v == 0)
+            unit = 1;
+    }
+    if (unit < 0 || v < 0 || v * unit > max)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a time with its unit such as 20us, 5ms or 0.1s (ns, us, "
+                         "ms, s), from 0 to %g s, found '%s'", opt, max, text);
+    *out = v * unit;
+    return DL_OK;
+}
+
 static uint64_t gcd(uint64_t a, uint64_t b)
 {
     while (b) {
@@ -154,4 +174,22 @@ int dl_parse_bytes(const char *opt, const char *text, size_t min, size_t max, si
 syntax:
     return dl_errorf(err, DL_ERR_SPEC, "%s: expected a size in bytes such as 4096, 64K, 25MiB or 1GB, found '%s'",
                      opt, text);
+}
+
+int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_error *err)
+{
+    char size[64];
+    size_t n = strlen(text);
+    size_t bytes = 0;
+    if (n < 3 || n - 2 >= sizeof size || strcmp(text + n - 2, "/s"))
+        goto bad;
+    memcpy(size, text, n - 2);
+    size[n - 2] = 0;
+    if (dl_parse_bytes(opt, size, 1, SIZE_MAX, &bytes, NULL))
+        goto bad;
+    *out = (double)bytes;
+    return DL_OK;
+bad:
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected a rate above 0 such as 1GB/s, 12.5GB/s or 100MiB/s (a size "
+                     "in bytes, then /s), found '%s'", opt, text);
 }

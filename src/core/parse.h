@@ -35,4 +35,13 @@ int dl_parse_bytes(const char *opt, const char *text, size_t min, size_t max, si
  * dl_parse_double) with an optional unit s, m or h (90, 90s, 1.5m, 2h). */
 int dl_parse_seconds(const char *opt, const char *text, double max, double *out, struct dl_error *err);
 
+/* A short time in seconds, at least 0 and at most max: a number (as
+ * dl_parse_double) with a unit ns, us, ms or s (20us, 5ms, 0.1s; a bare 0
+ * is 0).  For latencies, where a number without its unit is a mistake. */
+int dl_parse_duration(const char *opt, const char *text, double max, double *out, struct dl_error *err);
+
+/* A rate in bytes per second, above 0: a size of dl_parse_bytes's grammar
+ * followed by "/s" (1GB/s = 1e9, 12.5GB/s, 100MiB/s). */
+int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_error *err);
+
 #endif

@@ -3,18 +3,12 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#include "core/rng_hash.h"
 
 void dl_rng_seed(struct dl_rng *r, uint64_t seed)
 {
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
+        r->s[i] = dl_splitmix64(&seed);
 }
 
 static inline uint64_t rotl(uint64_t x, int k)
@@ -72,12 +66,10 @@ void dl_rng_shuffle(struct dl_rng *r, int *idx, long n)
 
 uint64_t dl_rng_hash(uint64_t key, uint64_t index)
 {
-    uint64_t x = key ^ (index * 0xd1b54a32d192ed03ULL);
-    (void)splitmix64(&x); /* two rounds of splitmix64's finaliser over key and index */
-    return splitmix64(&x);
+    return dl_rng_hash_of(key, index);
 }
 
 float dl_rng_hash_uniform(uint64_t key, uint64_t index)
 {
-    return (float)(dl_rng_hash(key, index) >> 40) * (1.0f / 16777216.0f);
+    return dl_rng_hash_uniform_of(key, index);
 }

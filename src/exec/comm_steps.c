@@ -148,6 +148,8 @@ size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step
 {
     if (s->kind != DL_STEP_TP || s->tp_in == DL_TP_IN_AS_IS)
         return 0;
+    if (s->tp_in == DL_TP_IN_SLICE_BATCH || s->tp_in == DL_TP_IN_GATHER_BATCH)
+        return dl_exec_samples_workspace(e, s, batch);
     if (s->tp_in >= DL_TP_IN_SLICE_ROWS)
         return dl_exec_rows_workspace(e, s, batch);
     const struct dl_exec_impl *m = e->impl;
@@ -161,7 +163,9 @@ static void tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     struct dl_comm *c = m->tensor_comm;
     int N = e->batch, T = c->size;
-    if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
+    if (s->tp_in == DL_TP_IN_SLICE_BATCH || s->tp_in == DL_TP_IN_GATHER_BATCH) {
+        dl_exec_samples_forward(e, s);
+    } else if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
         dl_exec_rows_forward(e, s);
     } else if (s->tp_in == DL_TP_IN_SLICE) {
         block_of((dl_real *)src->data, dst->data, N, dst->count, T, c->rank, 0, 0);
@@ -178,6 +182,10 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     struct dl_comm *c = m->tensor_comm;
     int N = e->batch, T = c->size, acc = m->written[s->src];
+    if (s->tp_in == DL_TP_IN_SLICE_BATCH || s->tp_in == DL_TP_IN_GATHER_BATCH) {
+        dl_exec_samples_backward(e, s);
+        return;
+    }
     if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
         dl_exec_rows_backward(e, s);
         return;
@@ -266,7 +274,7 @@ int dl_exec_group_values(const struct dl_exec *e)
     int most = 0;
     for (int i = e->first; i < e->end; i++) {
         int n = e->shard->layer[i].split_classes ? 3 * e->max_batch + 1 /* the loss's sums (correct's pairs: 2N) */
-                : e->shard->layer[i].split_rows  ? 2 * e->g->layers[i].in_shape[0].c + 1 /* batch statistics */
+                : e->shard->layer[i].split_rows || e->shard->layer[i].split_batch ? 2 * e->g->layers[i].in_shape[0].c + 1 /* batch statistics */
                                                  : 0;
         most = n > most ? n : most;
     }

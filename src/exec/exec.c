@@ -15,9 +15,16 @@
 /* The planner's offsets keep their alignment only on a base at least as aligned. */
 _Static_assert(DL_DEVICE_ALIGN % DL_PLAN_ALIGN == 0, "device blocks must be aligned as the arena's offsets");
 
-static dl_real *alloc_real(long n, struct dl_error *err)
+/* n zeroed values (at least one) in the memory of device dev. */
+static dl_real *alloc_real(const struct dl_device *dev, long n, struct dl_error *err)
 {
-    return dl_calloc((size_t)(n > 0 ? n : 1), sizeof(dl_real), err);
+    size_t bytes = sizeof(dl_real) * (size_t)(n > 0 ? n : 1);
+    dl_real *p = dev->alloc(bytes, err);
+    if (p && dev->fill(p, 0, bytes, err)) {
+        dev->free(p);
+        return NULL;
+    }
+    return p;
 }
 
 static dl_real draw(const struct dl_param_desc *p, struct dl_rng *rng)
@@ -49,6 +56,8 @@ void dl_exec_free(struct dl_exec *e)
     if (!e->g && !e->impl)
         return;
     int shared = e->impl && e->impl->shares_params;
+    /* where weights, gradients and state live (none allocated when set-up stopped before the device) */
+    const struct dl_device *dev = e->impl && e->impl->device ? e->impl->device : &dl_device_host;
     if (e->impl) {
         dl_exec_comm_free(e);
         if (e->impl->steps)
@@ -65,9 +74,9 @@ void dl_exec_free(struct dl_exec *e)
     if (!shared) {
         free(e->param);
         free(e->dparam);
-        free(e->weights);
-        free(e->dweights);
-        free(e->state);
+        dev->free(e->weights);
+        dev->free(e->dweights);
+        dev->free(e->state);
         free(e->weight_begin);
     }
     free(e->time_fwd);
@@ -92,8 +101,9 @@ static int copy_mbplan(struct dl_mbplan *dst, const struct dl_mbplan *src, const
 }
 
 /* The shard e runs (the options', or the whole network's) and the
- * communicators it needs. */
-static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct dl_exec_options *o,
+ * communicators it needs when it runs (runs = 0: it is only planned, which
+ * never communicates). */
+static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct dl_exec_options *o, int runs,
                       struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
@@ -114,9 +124,9 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
     e->stage = dl_shard_stage(sh, o->stage);
     e->first = sh->stages.first[e->stage];
     e->end = sh->stages.first[e->stage + 1];
-    if (d->tp > 1 && (!o->tensor_comm || o->tensor_comm->size != d->tp))
+    if (runs && d->tp > 1 && (!o->tensor_comm || o->tensor_comm->size != d->tp))
         return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d tensor ranks needs their communicator", d->tp);
-    if ((d->pp > 1 || sh->n_edges) && (!o->pipeline_comm || o->pipeline_comm->size != d->pp))
+    if (runs && (d->pp > 1 || sh->n_edges) && (!o->pipeline_comm || o->pipeline_comm->size != d->pp))
         return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d pipeline stages needs their communicator", sh->stages.S);
     if (2L * sh->n_edges > DL_TAG_PIPELINE_END)
         return dl_errorf(err, DL_ERR_SPEC, "%d tensors cross the pipeline's stage cuts; the message tags (comm/tags.h) "
@@ -127,22 +137,39 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
     return DL_OK;
 }
 
-/* Weights, optimizer state and the parameters' initialisation are host
- * memory, so an executor runs on the host only, with host kernels. */
+/* The arena, weights, gradients and state come from the executor's
+ * device, and the batch goes in and the losses and scores come out by the
+ * device's copies, but some steps still touch its memory from the host
+ * (reorders, communication), so
+ * an executor runs on the host only, with host kernels. */
 static int host_only(const struct dl_exec_options *o, struct dl_error *err)
 {
     if (o->kernels && o->kernels->device != DL_DEVICE_CPU)
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: kernel choices for %s "
                          "cannot run here", dl_device_names[o->kernels->device]);
     if (o->device && o->device->kind != DL_DEVICE_CPU)
-        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: no kernel, weight or "
-                         "optimizer state lives on %s yet (the %s device is allocation, copies and timing)",
-                         o->device->name, o->device->name);
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: its memory comes "
+                         "from %s, but reorders and communication steps are host loops yet",
+                         o->device->name);
     return DL_OK;
 }
 
+/* n_weights and n_state: the parameters of every layer the shard runs, in
+ * every stage of the rank (executors of its other stages share them). */
+static void count_params(struct dl_exec *e)
+{
+    const struct dl_graph *g = e->g;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
+            if (g->layers[i].param[j].trainable)
+                e->n_weights += g->layers[i].param[j].count;
+            else
+                e->n_state += g->layers[i].param[j].count;
+        }
+}
+
 static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
-                     const struct dl_mbplan *mbplan, struct dl_error *err)
+                     const struct dl_mbplan *mbplan, int runs, struct dl_error *err)
 {
     memset(e, 0, sizeof *e);
     int rc = host_only(o, err);
@@ -151,12 +178,13 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->impl = dl_calloc(1, sizeof *e->impl, err);
     if (!e->impl)
         return DL_ERR_NOMEM;
-    rc = take_shard(e, g, o, err);
+    rc = take_shard(e, g, o, runs, err);
     if (rc) {
         dl_exec_free(e);
         return rc;
     }
     g = e->g;
+    count_params(e);
     e->max_batch = max_batch;
     e->impl->device = o->device ? o->device : &dl_device_host;
     e->impl->split_backward = o->split_backward;
@@ -183,7 +211,7 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, con
                  struct dl_error *err)
 {
     const struct dl_exec_options none = {0};
-    return plan_with(e, g, max_batch, o ? o : &none, o ? o->plan : NULL, err);
+    return plan_with(e, g, max_batch, o ? o : &none, o ? o->plan : NULL, 0, err);
 }
 
 /* Points every tensor, state block, scratch and the workspace into the arena. */
@@ -218,6 +246,21 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
     return DL_OK;
 }
 
+/* On a device without host memory: where each forward copies the batch
+ * and labels to, and the host buffer losses and scores are copied out to. */
+static int alloc_transfers(struct dl_exec *e, struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (m->device->host_memory)
+        return DL_OK;
+    size_t B = (size_t)e->max_batch;
+    m->input_on_device = m->device->alloc(sizeof(dl_real) * B * (size_t)m->tensors[0].count, err);
+    m->labels_on_device = m->device->alloc(sizeof(int) * B, err);
+    long out = dl_exec_runs(e, e->g->loss) ? dl_exec_scores(e)->count : 1;
+    m->readback = dl_calloc(B * (size_t)(out > 1 ? out : 1), sizeof(dl_real), err);
+    return m->input_on_device && m->labels_on_device && m->readback ? DL_OK : DL_ERR_NOMEM;
+}
+
 /* a and b run the same shard: the options gave both the same one, or
  * neither got one and both run the whole network of one graph. */
 static int same_shard(const struct dl_exec *a, const struct dl_exec *b)
@@ -225,11 +268,43 @@ static int same_shard(const struct dl_exec *a, const struct dl_exec *b)
     return a->shard == b->shard || (a->impl->own_shard.g && b->impl->own_shard.g && a->shard->g == b->shard->g);
 }
 
+/* Points param[][] and dparam[][] into the device's vectors and draws every
+ * value of the whole network in order into the host's weights and state,
+ * keeping this shard's. */
+static void draw_params(struct dl_exec *e, dl_real *weights, dl_real *state)
+{
+    const struct dl_graph *g = e->g, *whole = e->shard->g;
+    struct dl_rng init;
+    dl_rng_seed(&init, e->seed);
+    long wo = 0, so = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        int runs = dl_shard_runs(e->shard, i);
+        e->weight_begin[i] = wo;
+        for (int j = 0; j < whole->layers[i].n_params; j++) {
+            const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
+            dl_real *host = NULL;
+            if (p && p->trainable) {
+                e->param[i][j] = e->weights + wo;
+                e->dparam[i][j] = e->dweights + wo;
+                host = weights + wo;
+                wo += p->count;
+            } else if (p) {
+                e->param[i][j] = e->state + so;
+                host = state + so;
+                so += p->count;
+            }
+            init_param(&whole->layers[i].param[j], p ? &e->shard->layer[i].slice[j] : NULL, host, &init);
+        }
+    }
+    e->weight_begin[g->n] = wo;
+}
+
 /* Parameters of the layers e runs (their slices), drawn in the whole
  * network's order; or another executor's. */
 static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, struct dl_error *err)
 {
-    const struct dl_graph *g = e->g, *whole = e->shard->g;
+    const struct dl_graph *g = e->g;
     size_t n = (size_t)g->n;
     e->seed = seed;
     e->rng = dl_calloc(n, sizeof *e->rng, err);
@@ -251,50 +326,36 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
     if (!e->param || !e->dparam || !e->weight_begin)
         return DL_ERR_NOMEM;
-    for (int i = 0; i < g->n; i++) /* every stage of the rank: executors of the others share them */
-        for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
-            if (g->layers[i].param[j].trainable)
-                e->n_weights += g->layers[i].param[j].count;
-            else
-                e->n_state += g->layers[i].param[j].count;
-        }
-    e->weights = alloc_real(e->n_weights, err);
-    e->dweights = alloc_real(e->n_weights, err);
-    e->state = alloc_real(e->n_state, err);
-    if (!e->weights || !e->dweights || !e->state)
-        return DL_ERR_NOMEM;
-    struct dl_rng init;
-    dl_rng_seed(&init, seed);
-    long wo = 0, so = 0;
-    for (int i = 0; i < g->n; i++) {
-        const struct dl_layer *l = &g->layers[i];
-        int runs = dl_shard_runs(e->shard, i);
-        e->weight_begin[i] = wo;
-        for (int j = 0; j < whole->layers[i].n_params; j++) {
-            const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
-            if (p && p->trainable) {
-                e->param[i][j] = e->weights + wo;
-                e->dparam[i][j] = e->dweights + wo;
-                wo += p->count;
-            } else if (p) {
-                e->param[i][j] = e->state + so;
-                so += p->count;
-            }
-            init_param(&whole->layers[i].param[j], p ? &e->shard->layer[i].slice[j] : NULL,
-                       p ? e->param[i][j] : NULL, &init);
-        }
-    }
-    e->weight_begin[g->n] = wo;
-    return DL_OK;
+    /* on the executor's device, drawn on the host (in staging copies the
+     * size of each, copied over) */
+    const struct dl_device *dev = e->impl->device;
+    e->weights = alloc_real(dev, e->n_weights, err);
+    e->dweights = alloc_real(dev, e->n_weights, err);
+    e->state = alloc_real(dev, e->n_state, err);
+    dl_real *weights = dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
+    dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
+    int rc = !e->weights || !e->dweights || !e->state || !weights || !state ? DL_ERR_NOMEM : DL_OK;
+    if (!rc)
+        draw_params(e, weights, state);
+    if (!rc)
+        rc = dev->copy(e->weights, weights, sizeof *weights * (size_t)e->n_weights, DL_COPY_TO_DEVICE, err);
+    if (!rc)
+        rc = dev->copy(e->state, state, sizeof *state * (size_t)e->n_state, DL_COPY_TO_DEVICE, err);
+    free(weights);
+    free(state);
+    return rc;
 }
+
 
 static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
                         const struct dl_exec_options *o, const struct dl_mbplan *mbplan, struct dl_error *err)
 {
-    int rc = plan_with(e, g, max_batch, o, mbplan, err);
+    int rc = plan_with(e, g, max_batch, o, mbplan, 1, err);
     if (rc)
         return rc;
     rc = alloc_arena(e, err);
+    if (!rc)
+        rc = alloc_transfers(e, err);
     if (!rc)
         rc = init_params(e, seed, o->share_params, err);
     if (!rc && o->trace) {

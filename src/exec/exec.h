@@ -149,9 +149,14 @@ struct dl_exec_options {
     /* --trace: the recorder the executor's steps append to while it
      * records (io/trace.h); NULL: no tracing. */
     struct dl_trace *trace;
-    /* Where the arena and the kernels' workspace live (backends/device.h;
-     * NULL: the host).  Only the host runs an executor so far: the kernels
-     * and the parameters are host-only, so any other device is refused
+    /* Where the arena, the kernels' workspace, the weights, their
+     * gradients and the state live (backends/device.h; NULL: the host):
+     * allocated, initialised (drawn on the host, copied over), zeroed and
+     * freed through its table; where the host cannot touch its memory
+     * (host_memory 0), each forward copies the batch and labels in and the
+     * losses and scores are copied out.  Only the host runs an executor so
+     * far: reorders and communication steps are host loops over that
+     * memory, so a device of another kind is refused
      * (DL_ERR_UNSUPPORTED) before anything is planned. */
     const struct dl_device *device;
 };
@@ -163,8 +168,8 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
                  const struct dl_exec_options *o, struct dl_error *err);
 
 /* Chooses kernels and plans memory without allocating the arena or the
- * parameters: fills kernel[], arena_bytes and unplanned_bytes only (o's
- * tuner is not asked). */
+ * parameters: fills kernel[], arena_bytes, unplanned_bytes, n_weights and
+ * n_state only (o's tuner is not asked). */
 int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
                  struct dl_error *err);
 void dl_exec_free(struct dl_exec *e);

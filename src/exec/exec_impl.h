@@ -22,6 +22,7 @@ struct dl_exec_tensor {
     enum dl_layout layout;
     long count;             /* values per sample in layout */
     int needs_grad;         /* 0 for the graph input and copies of it */
+    int share;              /* it holds this rank's share of the samples only (samples.c) */
     int last_use;           /* last step reading it (forward order) */
     int buf_data, buf_grad; /* planner buffers, -1: none */
     dl_real *data, *grad;
@@ -111,7 +112,17 @@ struct dl_exec_impl {
     struct dl_exec_outgoing *outbox;    /* [n_outbox]: pipeline sends, in flight or done */
     int n_outbox;
     int weights_pending;                /* backward_input ran, backward_weights has not */
+    struct dl_kernel_fault fault;       /* a failure inside the kernel call running (kernel.h) */
+    /* On a device without host memory (device.h's host_memory 0): the
+     * input batch and labels copied in there each forward (max_batch
+     * samples), and a host buffer the losses or scores are copied out to. */
+    dl_real *input_on_device;
+    int *labels_on_device;
+    dl_real *readback;
 };
+
+/* run.c: the tensor of class scores the loss reads (the executor runs the loss layer). */
+const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e);
 
 /* comm_steps.c: forward and backward of the communication steps (TP,
  * ALLREDUCE, RECV, SEND); errors set e->status and e->err.  The workspace
@@ -148,7 +159,8 @@ void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n);
 void dl_exec_comm_status(struct dl_exec *e, int rc);
 
 /* rows.c: the TP steps on bands of rows (SLICE_ROWS, GATHER_ROWS, HALO)
- * and their workspace; the weight gradients of a layer on a band of rows:
+ * and their workspace; the weight gradients of a layer on a band of rows
+ * or a share of the samples (samples.c):
  * grad_begin points its trainable dparam at grad_part (zeroed; returns 1
  * when it did), grad_end sums them over the tensor group and adds them to
  * the layer's gradients (grad_values: the most grad_part holds). */
@@ -158,6 +170,33 @@ size_t dl_exec_rows_workspace(const struct dl_exec *e, const struct dl_exec_step
 long dl_exec_rows_grad_values(const struct dl_exec *e);
 int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a);
 void dl_exec_rows_grad_end(struct dl_exec *e, const struct dl_exec_step *s);
+/* Rows [s0, s0 + rows) of each of `planes` planes of src (sh rows of W
+ * values each) into rows [d0, d0 + rows) of dst's planes (dh rows), or
+ * added to them (acc). */
+void dl_exec_copy_rows(dl_real *dst, int dh, int d0, const dl_real *src, int sh, int s0, int rows, long planes, int W,
+                       int acc);
+/* Every rank's band (b rows of band) allgathered into whole (H rows), or
+ * added to it (acc); the bands travel padded to the widest one. */
+void dl_exec_gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real *whole, int H, long planes, int W,
+                          int acc);
+
+/* samples.c: tensor parallelism over the samples (`split: batch`).  mark
+ * sets every tensor's share flag once the steps are built; enter makes
+ * e->batch and e->sample0 those of the samples step s runs on (this rank's
+ * share, or unchanged) and returns the whole chunk's, which leave puts
+ * back; check refuses a chunk of `batch` samples that leaves a tensor rank
+ * no sample; the GATHER_BATCH and SLICE_BATCH steps and their workspace. */
+struct dl_exec_samples {
+    int batch;
+    long sample0;
+};
+void dl_exec_samples_mark(struct dl_exec *e);
+struct dl_exec_samples dl_exec_samples_enter(struct dl_exec *e, const struct dl_exec_step *s);
+void dl_exec_samples_leave(struct dl_exec *e, struct dl_exec_samples whole);
+int dl_exec_samples_check(const struct dl_exec *e, int batch, struct dl_error *err);
+size_t dl_exec_samples_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
+void dl_exec_samples_forward(struct dl_exec *e, const struct dl_exec_step *s);
+void dl_exec_samples_backward(struct dl_exec *e, const struct dl_exec_step *s);
 
 /* steps.c */
 /* 1 when layer i is one of the layers this executor runs (its stage's). */

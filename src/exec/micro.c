@@ -9,8 +9,6 @@
 
 #include <string.h>
 
-static const char *const dir_names[DL_N_DIRS] = {"forward", "backward-data", "backward-weights"};
-
 static size_t align_up(size_t n)
 {
     return (n + DL_PLAN_ALIGN - 1) / DL_PLAN_ALIGN * DL_PLAN_ALIGN;
@@ -51,7 +49,7 @@ static int setup_dir(struct dl_exec *e, struct dl_exec_step *s, int d, const enu
     int B = e->impl->mbplan.batch;
     if (dl_mbplan_dir_samples(pd) != B)
         return dl_errorf(err, DL_ERR_SPEC, "layer '%s': the %s plan covers %d samples, the batch has %d", l->name,
-                         dir_names[d], dl_mbplan_dir_samples(pd), B);
+                         dl_dir_names[d], dl_mbplan_dir_samples(pd), B);
     for (int p = 0; p < pd->n; p++) {
         const struct dl_kernel *k = pd->part[p].kernel;
         int mb = pd->part[p].mb;
@@ -70,7 +68,7 @@ static int setup_dir(struct dl_exec *e, struct dl_exec_step *s, int d, const enu
         size_t need = dl_kernel_workspace_bytes(k, inst, (enum dl_dir)d);
         if (need > pd->ws_bytes)
             return dl_errorf(err, DL_ERR_SPEC, "layer '%s': kernel %s needs %zu bytes of %s workspace for %d samples, "
-                             "the plan gives %zu", l->name, k->name, need, dir_names[d], mb, pd->ws_bytes);
+                             "the plan gives %zu", l->name, k->name, need, dl_dir_names[d], mb, pd->ws_bytes);
     }
     if (pd->ws_offset + pd->ws_bytes > *ws)
         *ws = pd->ws_offset + pd->ws_bytes;
@@ -106,7 +104,7 @@ int dl_exec_micro_setup(struct dl_exec *e, struct dl_exec_step *s, const enum dl
     for (int d = DL_DIR_BACKWARD_DATA; coupled && d < DL_N_DIRS; d++)
         if (pl->dir[d].n && !dl_mbplan_dir_same(f, &pl->dir[d]))
             return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its kernels keep state from forward to backward, so the %s "
-                             "plan must split the batch as the forward does", l->name, dir_names[d]);
+                             "plan must split the batch as the forward does", l->name, dl_dir_names[d]);
     if (saved > s->saved_bytes)
         s->saved_bytes = saved;
     s->n_fixed = s->n_inst;

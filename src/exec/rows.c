@@ -12,11 +12,9 @@
 
 #include "comm/tags.h"
 
-/* Rows [s0, s0 + rows) of each of `planes` planes of src (sh rows of W
- * values each) into rows [d0, d0 + rows) of dst's planes (dh rows), or
- * added to them (acc). */
-static void copy_rows(dl_real *dst, int dh, int d0, const dl_real *src, int sh, int s0, int rows, long planes, int W,
-                      int acc)
+/* (exec_impl.h) */
+void dl_exec_copy_rows(dl_real *dst, int dh, int d0, const dl_real *src, int sh, int s0, int rows, long planes, int W,
+                       int acc)
 {
     long n = (long)rows * W;
     #pragma omp parallel for schedule(static)
@@ -56,21 +54,20 @@ size_t dl_exec_rows_workspace(const struct dl_exec *e, const struct dl_exec_step
     return (size_t)(T + 1) * plane_rows * (size_t)widest_band(H, T) * real; /* a band padded, and every rank's */
 }
 
-/* Every rank's band (b rows of band) allgathered into whole (H rows), or
- * added to it (acc); the bands travel padded to the widest one. */
-static void gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real *whole, int H, long planes, int W,
-                         int acc)
+/* (exec_impl.h) */
+void dl_exec_gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real *whole, int H, long planes, int W,
+                          int acc)
 {
     struct dl_comm *c = e->impl->tensor_comm;
     int T = c->size, wide = widest_band(H, T);
     long padded = planes * wide * W;
     dl_real *mine = e->impl->workspace, *all = mine + padded;
-    copy_rows(mine, wide, 0, band, b, 0, b, planes, W, 0);
+    dl_exec_copy_rows(mine, wide, 0, band, b, 0, b, planes, W, 0);
     dl_exec_comm_status(e, c->ops->allgather(c, mine, all, sizeof *all * (size_t)padded, &e->err));
     for (int t = 0; t < T && !e->status; t++) {
         int lo, n;
         dl_shard_band(H, T, t, &lo, &n);
-        copy_rows(whole, H, lo, all + t * padded, wide, 0, n, planes, W, acc);
+        dl_exec_copy_rows(whole, H, lo, all + t * padded, wide, 0, n, planes, W, acc);
     }
 }
 
@@ -105,16 +102,16 @@ static void halo_forward(struct dl_exec *e, const struct dl_exec_tensor *src, co
     int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
     long planes = (long)e->batch * src->shape.c, n = planes * p * W;
     dl_real *to_up = e->impl->workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
-    copy_rows(out->data, b + 2 * p, p, src->data, b, 0, b, planes, W, 0);
-    copy_rows(to_up, p, 0, src->data, b, 0, p, planes, W, 0);
-    copy_rows(to_down, p, 0, src->data, b, b - p, p, planes, W, 0);
+    dl_exec_copy_rows(out->data, b + 2 * p, p, src->data, b, 0, b, planes, W, 0);
+    dl_exec_copy_rows(to_up, p, 0, src->data, b, 0, p, planes, W, 0);
+    dl_exec_copy_rows(to_down, p, 0, src->data, b, b - p, p, planes, W, 0);
     exchange(e, to_up, to_down, from_up, from_down, sizeof *to_up * (size_t)n, DL_TAG_HALO_UP, DL_TAG_HALO_DOWN);
     if (c->rank > 0)
-        copy_rows(out->data, b + 2 * p, 0, from_up, p, 0, p, planes, W, 0);
+        dl_exec_copy_rows(out->data, b + 2 * p, 0, from_up, p, 0, p, planes, W, 0);
     else
         zero_rows(out->data, b + 2 * p, 0, p, planes, W);
     if (c->rank < c->size - 1)
-        copy_rows(out->data, b + 2 * p, p + b, from_down, p, 0, p, planes, W, 0);
+        dl_exec_copy_rows(out->data, b + 2 * p, p + b, from_down, p, 0, p, planes, W, 0);
     else
         zero_rows(out->data, b + 2 * p, p + b, p, planes, W);
 }
@@ -128,15 +125,15 @@ static void halo_backward(struct dl_exec *e, const struct dl_exec_tensor *src, c
     int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
     long planes = (long)e->batch * src->shape.c, n = planes * p * W;
     dl_real *to_up = e->impl->workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
-    copy_rows(src->grad, b, 0, out->grad, b + 2 * p, p, b, planes, W, acc);
-    copy_rows(to_up, p, 0, out->grad, b + 2 * p, 0, p, planes, W, 0);
-    copy_rows(to_down, p, 0, out->grad, b + 2 * p, p + b, p, planes, W, 0);
+    dl_exec_copy_rows(src->grad, b, 0, out->grad, b + 2 * p, p, b, planes, W, acc);
+    dl_exec_copy_rows(to_up, p, 0, out->grad, b + 2 * p, 0, p, planes, W, 0);
+    dl_exec_copy_rows(to_down, p, 0, out->grad, b + 2 * p, p + b, p, planes, W, 0);
     exchange(e, to_up, to_down, from_up, from_down, sizeof *to_up * (size_t)n, DL_TAG_HALO_GRAD_UP,
              DL_TAG_HALO_GRAD_DOWN);
     if (c->rank > 0)
-        copy_rows(src->grad, b, 0, from_up, p, 0, p, planes, W, 1);
+        dl_exec_copy_rows(src->grad, b, 0, from_up, p, 0, p, planes, W, 1);
     if (c->rank < c->size - 1)
-        copy_rows(src->grad, b, b - p, from_down, p, 0, p, planes, W, 1);
+        dl_exec_copy_rows(src->grad, b, b - p, from_down, p, 0, p, planes, W, 1);
 }
 
 void dl_exec_rows_forward(struct dl_exec *e, const struct dl_exec_step *s)
@@ -147,9 +144,9 @@ void dl_exec_rows_forward(struct dl_exec *e, const struct dl_exec_step *s)
     int lo, n, W = src->shape.w;
     if (s->tp_in == DL_TP_IN_SLICE_ROWS) {
         dl_shard_band(src->shape.h, m->tensor_comm->size, m->tensor_comm->rank, &lo, &n);
-        copy_rows(out->data, n, 0, src->data, src->shape.h, lo, n, planes, W, 0);
+        dl_exec_copy_rows(out->data, n, 0, src->data, src->shape.h, lo, n, planes, W, 0);
     } else if (s->tp_in == DL_TP_IN_GATHER_ROWS) {
-        gather_bands(e, src->data, src->shape.h, out->data, out->shape.h, planes, W, 0);
+        dl_exec_gather_bands(e, src->data, src->shape.h, out->data, out->shape.h, planes, W, 0);
     } else {
         halo_forward(e, src, out);
     }
@@ -164,10 +161,10 @@ void dl_exec_rows_backward(struct dl_exec *e, const struct dl_exec_step *s)
     if (!src->needs_grad)
         return;
     if (s->tp_in == DL_TP_IN_SLICE_ROWS) { /* every rank's band of the gradient, whole again */
-        gather_bands(e, out->grad, out->shape.h, src->grad, src->shape.h, planes, W, acc);
+        dl_exec_gather_bands(e, out->grad, out->shape.h, src->grad, src->shape.h, planes, W, acc);
     } else if (s->tp_in == DL_TP_IN_GATHER_ROWS) { /* the same whole gradient on every rank: its band */
         dl_shard_band(out->shape.h, m->tensor_comm->size, m->tensor_comm->rank, &lo, &n);
-        copy_rows(src->grad, n, 0, out->grad, out->shape.h, lo, n, planes, W, acc);
+        dl_exec_copy_rows(src->grad, n, 0, out->grad, out->shape.h, lo, n, planes, W, acc);
     } else {
         halo_backward(e, src, out, acc);
     }
@@ -189,7 +186,7 @@ long dl_exec_rows_grad_values(const struct dl_exec *e)
 {
     long most = 0;
     for (int i = e->first; i < e->end; i++)
-        if (e->shard->layer[i].split_rows && trainable_count(&e->g->layers[i]) > most)
+        if ((e->shard->layer[i].split_rows || e->shard->layer[i].split_batch) && trainable_count(&e->g->layers[i]) > most)
             most = trainable_count(&e->g->layers[i]);
     return most;
 }
@@ -198,7 +195,7 @@ int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, str
 {
     const struct dl_layer *l = &e->g->layers[s->layer];
     long n = trainable_count(l), at = 0;
-    if (!e->shard->layer[s->layer].split_rows || !n)
+    if (!(e->shard->layer[s->layer].split_rows || e->shard->layer[s->layer].split_batch) || !n)
         return 0;
     memset(e->impl->grad_part, 0, sizeof(dl_real) * (size_t)n);
     for (int j = 0; j < l->n_params; j++)

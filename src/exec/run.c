@@ -10,6 +10,7 @@
  * While a --trace records, every step's run is an event (trace_steps.c). */
 #include "exec/exec_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -41,7 +42,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->sample0 = e->sample0;
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = e->shard->pos.t * l->out_shape.c;
-    c->labels = e->labels;
+    c->labels = m->labels_on_device && e->labels ? m->labels_on_device : e->labels;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
@@ -50,11 +51,26 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
         c->sync_max = dl_exec_group_max;
         c->sync_ctx = e;
     }
-    if (e->shard->layer[s->layer].split_rows) { /* on a band of rows: statistics summed over the group too */
+    if (e->shard->layer[s->layer].split_rows || e->shard->layer[s->layer].split_batch) {
+        /* on a band of rows or a share of the samples: statistics summed over the group too */
         c->sync_sum = dl_exec_group_stats_sum;
         c->sync_ctx = e;
     }
     a->workspace = m->workspace;
+    a->fault = &e->impl->fault;
+}
+
+/* A failure a kernel recorded while step s ran in direction dir becomes
+ * the executor's status (the first error of the run). */
+static void take_fault(struct dl_exec *e, const struct dl_exec_step *s, enum dl_dir dir)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (!m->fault.failed)
+        return;
+    if (e->status)
+        memset(&m->fault, 0, sizeof m->fault);
+    else
+        e->status = dl_kernel_fault_error(&m->fault, &e->g->layers[s->layer], dir, &e->err);
 }
 
 static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
@@ -69,33 +85,62 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     e->input = x;
     e->labels = labels;
     e->batch = batch;
+    if (m->input_on_device) { /* the input step: the batch (and labels) copied to the device */
+        size_t bytes = sizeof *x * (size_t)batch * (size_t)m->tensors[0].count;
+        int rc = m->device->copy(m->input_on_device, x, bytes, DL_COPY_TO_DEVICE, &e->err);
+        if (!rc && labels)
+            rc = m->device->copy(m->labels_on_device, labels, sizeof *labels * (size_t)batch, DL_COPY_TO_DEVICE,
+                                 &e->err);
+        if (rc) {
+            e->status = rc;
+            return;
+        }
+        x = m->input_on_device;
+    }
     m->tensors[0].data = (dl_real *)x;
+    if (dl_exec_samples_check(e, batch, &e->err)) {
+        e->status = e->err.code;
+        return;
+    }
     for (int i = 0; i < m->n_steps && !e->status; i++) {
         struct dl_exec_step *s = &m->steps[i];
         double t0 = e->time_fwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
             reorder_forward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
             dl_exec_comm_forward(e, s);
         } else {
-            void *inst = dl_exec_instance(e, s, batch);
-            if (!inst)
+            void *inst = dl_exec_instance(e, s, e->batch);
+            if (!inst) {
+                dl_exec_samples_leave(e, whole);
                 return;
+            }
             struct dl_kernel_args a;
             fill_args(e, s, &a, training);
             if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
                 s->kernel->forward(inst, &a);
+            take_fault(e, s, DL_DIR_FORWARD);
         }
         if (e->time_fwd)
             e->time_fwd[s->timed_layer] += dl_clock_now() - t0;
         if (dl_trace_on(e->trace))
             dl_exec_trace_step(e, s, 0, t0);
+        dl_exec_samples_leave(e, whole);
     }
+}
+
+/* Zeroes n values at p on the executor's device (its arena, its gradients). */
+static void zero_on_device(struct dl_exec *e, void *p, long n)
+{
+    int rc = e->impl->device->fill(p, 0, sizeof(dl_real) * (size_t)n, &e->err);
+    if (rc && !e->status)
+        e->status = rc;
 }
 
 void dl_exec_zero_grad(struct dl_exec *e)
 {
-    memset(e->dweights, 0, sizeof(dl_real) * (size_t)(e->n_weights > 0 ? e->n_weights : 1));
+    zero_on_device(e, e->dweights, e->n_weights > 0 ? e->n_weights : 1);
 }
 
 static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
@@ -119,7 +164,7 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     fill_args(e, s, &a, 1);
     struct dl_exec_tensor *out = &m->tensors[s->out];
     if (!m->written[s->out]) /* nothing consumed it: zero gradient */
-        memset(out->grad, 0, sizeof(dl_real) * (size_t)(out->count * e->batch));
+        zero_on_device(e, out->grad, out->count * e->batch);
     a.c.dout = out->grad;
     int any = 0;
     for (int k = 0; k < l->n_in && pass != PASS_WEIGHTS; k++) { /* the weights pass writes no input gradient */
@@ -134,9 +179,11 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     int on_band = (pass != PASS_INPUT || !dl_exec_defers_weights(e, s)) && dl_exec_rows_grad_begin(e, s, &a);
     int d0 = pass == PASS_WEIGHTS ? DL_DIR_BACKWARD_WEIGHTS : DL_DIR_BACKWARD_DATA;
     int d1 = pass == PASS_INPUT ? DL_DIR_BACKWARD_DATA : DL_DIR_BACKWARD_WEIGHTS;
-    for (int d = d0; d <= d1; d++)
+    for (int d = d0; d <= d1; d++) {
         if (!dl_exec_micro_run(e, s, &a, (enum dl_dir)d, any))
             dl_kernel_run(s->kernel, inst, &a, (enum dl_dir)d, l->n_params > 0, any);
+        take_fault(e, s, (enum dl_dir)d);
+    }
     if (on_band) /* its weight gradients from its band: summed over the group */
         dl_exec_rows_grad_end(e, s);
     for (int k = 0; k < l->n_in; k++) {
@@ -144,12 +191,9 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         if (!a.c.din[k])
             continue;
         if (s->via_scratch[k]) {
-            long count = t->count * e->batch;
-            const dl_real *sc = s->scratch[k];
-            dl_real *dst = t->grad;
-            #pragma omp parallel for simd schedule(static)
-            for (long i = 0; i < count; i++)
-                dst[i] += sc[i];
+            int rc = m->device->accumulate(t->grad, s->scratch[k], t->count * e->batch, &e->err);
+            if (rc && !e->status)
+                e->status = rc;
         }
         m->written[s->in[k]] = 1;
     }
@@ -179,14 +223,17 @@ static void backward(struct dl_exec *e, enum pass pass)
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
         double t0 = e->time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
             reorder_backward(e, s);
         } else if (s->kind != DL_STEP_LAYER) {
             dl_exec_comm_backward(e, s);
         } else {
             void *inst = dl_exec_instance(e, s, e->batch);
-            if (!inst)
+            if (!inst) {
+                dl_exec_samples_leave(e, whole);
                 return;
+            }
             if (m->tensors[s->out].needs_grad) /* else nothing upstream learns */
                 layer_backward(e, s, inst, pass);
             if (e->grad_hook && pass == PASS_BOTH)
@@ -196,6 +243,7 @@ static void backward(struct dl_exec *e, enum pass pass)
             e->time_bwd[s->timed_layer] += dl_clock_now() - t0;
         if (dl_trace_on(e->trace))
             dl_exec_trace_step(e, s, 1, t0);
+        dl_exec_samples_leave(e, whole);
     }
     m->weights_pending = pass == PASS_INPUT;
 }
@@ -226,10 +274,13 @@ void dl_exec_backward_weights(struct dl_exec *e)
             continue;
         double t0 = e->time_wgt || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         if (dl_exec_defers_weights(e, s) && m->tensors[s->out].needs_grad) {
+            struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
             void *inst = dl_exec_instance(e, s, e->batch);
+            if (inst)
+                layer_backward(e, s, inst, PASS_WEIGHTS);
+            dl_exec_samples_leave(e, whole);
             if (!inst)
                 return;
-            layer_backward(e, s, inst, PASS_WEIGHTS);
             if (dl_trace_on(e->trace))
                 dl_exec_trace_step(e, s, 1, t0);
         }
@@ -242,27 +293,51 @@ void dl_exec_backward_weights(struct dl_exec *e)
 
 double dl_exec_loss_sum(const struct dl_exec *e)
 {
+    const struct dl_exec_impl *m = e->impl;
+    const dl_real *loss = e->act[e->g->loss];
+    struct dl_error err = {0};
+    if (loss && m->readback) { /* on a device: the losses copied out */
+        if (m->device->copy(m->readback, loss, sizeof *loss * (size_t)e->batch, DL_COPY_TO_HOST, &err))
+            return NAN;
+        loss = m->readback;
+    }
     double s = 0;
-    for (int n = 0; e->act[e->g->loss] && n < e->batch; n++)
-        s += e->act[e->g->loss][n];
+    for (int n = 0; loss && n < e->batch; n++)
+        s += loss[n];
     return s;
 }
 
 /* The loss reads the logits as plain (C,1,1) vectors (or blocked ones with
  * the same memory): whole, or with its classes split, this rank's block,
  * whose best (value, class) per sample is agreed over the tensor group. */
+const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e)
+{
+    const struct dl_exec_impl *m = e->impl;
+    return &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
+}
+
 int dl_exec_correct(struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;
     if (!dl_exec_runs(e, e->g->loss) || e->status)
         return 0;
-    const struct dl_exec_tensor *z = &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
+    const struct dl_exec_tensor *z = dl_exec_scores(e);
     long classes = dl_shape_count(z->shape);
     int split = e->shard->layer[e->g->loss].split_classes, N = e->batch;
     double best[split ? 2 * N : 1];
     int correct = 0;
+    const dl_real *scores = z->data;
+    if (m->readback) { /* on a device: the scores copied out */
+        int rc = m->device->copy(m->readback, scores, sizeof *scores * (size_t)N * (size_t)z->count, DL_COPY_TO_HOST,
+                                 &e->err);
+        if (rc) {
+            e->status = rc;
+            return 0;
+        }
+        scores = m->readback;
+    }
     for (int n = 0; n < N; n++) {
-        const dl_real *row = z->data + n * z->count;
+        const dl_real *row = scores + n * z->count;
         long k = 0;
         for (long j = 1; j < classes; j++)
             if (row[j] > row[k])

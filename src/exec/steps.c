@@ -126,8 +126,9 @@ static int tp_step(struct dl_exec *e, int src, int i, enum dl_tp_in how, int sum
 /* The tensor layer i reads as input k once tensor parallelism has adapted
  * src: its bands of rows gathered, then its channels sliced or gathered,
  * or (a layer split by its outputs) its partial input gradient to be
- * summed, then cut to this rank's band of rows and given its halos; src
- * itself when nothing is needed. */
+ * summed, then cut to this rank's band of rows and given its halos; a
+ * share of the samples is gathered first, a whole batch cut to the share
+ * last; src itself when nothing is needed. */
 static int tp_adapted(struct dl_exec *e, int src, int i, int k)
 {
     struct dl_exec_impl *m = e->impl;
@@ -138,6 +139,8 @@ static int tp_adapted(struct dl_exec *e, int src, int i, int k)
     if (T == 1)
         return src;
     struct dl_shape shape = m->tensors[src].shape;
+    if (L->batch_in[k] == DL_TP_IN_GATHER_BATCH)
+        src = tp_step(e, src, i, DL_TP_IN_GATHER_BATCH, 0, shape);
     if (L->rows_in[k] == DL_TP_IN_GATHER_ROWS) {
         shape.h = whole->in_shape[k].h;
         src = tp_step(e, src, i, DL_TP_IN_GATHER_ROWS, 0, shape);
@@ -155,6 +158,8 @@ static int tp_adapted(struct dl_exec *e, int src, int i, int k)
         shape.h += 2 * L->halo;
         src = tp_step(e, src, i, DL_TP_IN_HALO, 0, shape);
     }
+    if (L->batch_in[k] == DL_TP_IN_SLICE_BATCH)
+        src = tp_step(e, src, i, DL_TP_IN_SLICE_BATCH, 0, shape);
     return src;
 }
 
@@ -210,7 +215,7 @@ int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, cons
 
 /* The kernel that runs layer i: the plan's (first part of the first
  * direction that runs) when the layer is tuned, else the registry's; a
- * layer on bands of rows takes one that sums its statistics through
+ * layer on bands of rows or a share of the samples takes one that sums its statistics through
  * sync_sum (batch norm's over the tensor group). */
 static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
 {
@@ -219,7 +224,7 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
         for (int d = 0; d < DL_N_DIRS; d++)
             if (p->layer[i].dir[d].n)
                 return p->layer[i].dir[d].part[0].kernel;
-    if (e->shard->layer[i].split_rows) {
+    if (e->shard->layer[i].split_rows || e->shard->layer[i].split_batch) {
         struct dl_kernel_choices rows = {0};
         if (ch)
             rows = *ch;
@@ -242,7 +247,8 @@ static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_
         r == g->logits || o == g->logits || !dl_exec_runs(e, r) || !dl_exec_runs(e, o))
         return 0;
     if (e->shard->layer[r].split_out != e->shard->layer[o].split_out ||
-        e->shard->layer[r].split_rows != e->shard->layer[o].split_rows || e->shard->layer[r < o ? r : o].partial)
+        e->shard->layer[r].split_rows != e->shard->layer[o].split_rows ||
+        e->shard->layer[r].split_batch != e->shard->layer[o].split_batch || e->shard->layer[r < o ? r : o].partial)
         return 0; /* a ReLU after partial sums waits for their sum */
     if (p->batch && (p->layer[r].tuned || p->layer[o].tuned))
         return 0;
@@ -359,6 +365,10 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             m->workspace_bytes = w;
     }
     add_sends(e);
+    dl_exec_samples_mark(e);
+    int rc = dl_exec_samples_check(e, e->max_batch, err);
+    if (rc)
+        return rc;
     if ((m->group_cap = dl_exec_group_values(e)) > 0 &&
         !(m->group = dl_calloc((size_t)sh->dims.tp * (size_t)m->group_cap, sizeof *m->group, err)))
         return DL_ERR_NOMEM;
@@ -555,6 +565,9 @@ void dl_exec_free_steps(struct dl_exec *e)
     if (m->device) { /* NULL when set-up stopped before choosing it (nothing allocated) */
         m->device->free(m->arena);
         m->device->free(m->own_workspace);
+        m->device->free(m->input_on_device);
+        m->device->free(m->labels_on_device);
     }
+    free(m->readback);
     dl_mbplan_free(&m->mbplan);
 }

@@ -23,7 +23,7 @@ static int loc_errorf(struct dl_error *err, const struct dl_loc *loc, const char
     return dl_errorf(err, DL_ERR_SPEC, "%s", msg);
 }
 
-const char *const dl_split_names[] = {"auto", "none", "column", "row", "filters", "channels", "height", NULL};
+const char *const dl_split_names[] = {"auto", "none", "column", "row", "filters", "channels", "height", "batch", NULL};
 
 int dl_graph_find(const struct dl_graph *g, const char *name)
 {

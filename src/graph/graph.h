@@ -14,7 +14,7 @@
 /* How tensor parallelism splits a layer: the `split:` key of a layer
  * (doc/parallel.md).  auto: the default rule; none: the layer stays whole. */
 enum dl_split { DL_SPLIT_AUTO, DL_SPLIT_NONE, DL_SPLIT_COLUMN, DL_SPLIT_ROW, DL_SPLIT_FILTERS, DL_SPLIT_CHANNELS,
-                DL_SPLIT_HEIGHT };
+                DL_SPLIT_HEIGHT, DL_SPLIT_BATCH };
 extern const char *const dl_split_names[]; /* "auto", "none", "column", ..., NULL */
 
 /* Where a declaration came from, for messages. */

@@ -1,9 +1,14 @@
 /* optim.h: optimizers over one flat weight vector (see exec.h), with the
  * update rules of PyTorch's torch.optim so that results can be compared.
- * Each algorithm is one file; this header is their common interface. */
+ * Each algorithm is one file; this header is their common interface.  An
+ * optimizer runs on one device (backends/device.h): its state is that
+ * device's memory, and its steps are the update loops of that device (the
+ * host's here; the GPU's in backends/cuda/optim.c, built --with-cuda), both
+ * applying optim/update_rules.h's per-weight rules. */
 #ifndef DL_OPTIM_H
 #define DL_OPTIM_H
 
+#include "backends/device.h"
 #include "core/error.h"
 #include "core/real.h"
 #include "spec/netspec.h"
@@ -11,29 +16,53 @@
 struct dl_optim_algo {
     const char *name;
     int state_vectors; /* per-weight state arrays (momentum buffer, moments...) */
-    /* One update of w[0..n) from g[0..n); t is the 1-based step count. */
-    void (*step)(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
+    /* One update of w[0..n) from g[0..n); t is the 1-based step count.
+     * Every pointer is memory of the algorithm's device.  DL_OK, or (a
+     * device's loop) DL_ERR_INTERNAL when it could not be launched. */
+    int (*step)(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
                  dl_real *state, long n);
+    enum dl_optim_kind kind;
+    enum dl_device_kind device; /* whose memory step() works in (0: the host's) */
 };
 
 extern const struct dl_optim_algo dl_optim_sgd, dl_optim_adagrad, dl_optim_rmsprop, dl_optim_adam,
     dl_optim_adamw;
 
+/* Adam's and AdamW's per-step constants: the bias corrections 1 - beta^t
+ * and AdamW's shrink factor 1 - lr wd (adam.c; the GPU's loops too). */
+void dl_optim_adam_corrections(const struct dl_optim_spec *s, double lr, long t, double *c1, double *c2,
+                               double *shrink);
+
+/* The update loops of kind on device, or NULL when this build has none. */
+const struct dl_optim_algo *dl_optim_algo_find(enum dl_optim_kind kind, enum dl_device_kind device);
+
 struct dl_optim {
     const struct dl_optim_algo *algo;
     struct dl_optim_spec spec;
     long n;
-    dl_real *state;   /* algo->state_vectors x n, zero at start */
+    dl_real *state;   /* algo->state_vectors x n, zero at start, in device's memory */
     long t;           /* steps taken */
+    const struct dl_device *device; /* where state, weights and gradients live (NULL: the host) */
 };
+
+/* Per-weight state arrays of spec's algorithm (its state_vectors), -1 for
+ * an unknown kind. */
+int dl_optim_state_vectors(const struct dl_optim_spec *spec);
 
 /* Whether the steps of spec's algorithm keep per-weight state (SGD without
  * momentum keeps none: its slot stays zero). */
 int dl_optim_keeps_state(const struct dl_optim_spec *spec);
 
 int dl_optim_init(struct dl_optim *o, const struct dl_optim_spec *spec, long n, struct dl_error *err);
+/* The same on device: the state allocated (zeroed) there and the steps
+ * that device's loops; DL_ERR_UNSUPPORTED when the build has none. */
+int dl_optim_init_on(struct dl_optim *o, const struct dl_optim_spec *spec, long n, const struct dl_device *device,
+                     struct dl_error *err);
 void dl_optim_free(struct dl_optim *o);
-/* Applies one step with learning rate lr. */
-void dl_optim_step(struct dl_optim *o, double lr, dl_real *w, const dl_real *g);
+/* Applies one step with learning rate lr (w and g in the optimizer's
+ * device's memory); DL_OK, or DL_ERR_INTERNAL when a device's loop could
+ * not be launched (the host's loops cannot fail, and the host's callers
+ * do not check). */
+int dl_optim_step(struct dl_optim *o, double lr, dl_real *w, const dl_real *g);
 
 #endif

@@ -2,11 +2,11 @@
  * non-centred):  g' = g + wd*w;  v = alpha*v + (1-alpha)*g'^2;
  * u = g' / (sqrt(v) + eps);  with momentum b = mu*b + u, w -= lr*b; else w -= lr*u. */
 #include "optim/optim.h"
+#include "optim/update_rules.h"
 
-#include <math.h>
 
-static void rmsprop_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                         dl_real *state, long n)
+static int rmsprop_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
+                        dl_real *state, long n)
 {
     dl_real *v = state, *buf = state + n;
     /* Constants in locals and simd loops (one per momentum choice): vectorized,
@@ -14,20 +14,15 @@ static void rmsprop_step(const struct dl_optim_spec *s, double lr, long t, dl_re
     const double wd = s->weight_decay, alpha = s->alpha, eps = s->eps, mu = s->momentum;
     if (mu > 0) {
         #pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            double d = g[i] + wd * w[i];
-            v[i] = (dl_real)(alpha * v[i] + (1 - alpha) * d * d);
-            buf[i] = (dl_real)(mu * buf[i] + d / (sqrt((double)v[i]) + eps));
-            w[i] -= (dl_real)(lr * buf[i]);
-        }
+        for (long i = 0; i < n; i++)
+            dl_rule_rmsprop_momentum(&w[i], g[i], &v[i], &buf[i], wd, alpha, eps, mu, lr);
     } else {
         #pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            double d = g[i] + wd * w[i];
-            v[i] = (dl_real)(alpha * v[i] + (1 - alpha) * d * d);
-            w[i] -= (dl_real)(lr * (d / (sqrt((double)v[i]) + eps)));
-        }
+        for (long i = 0; i < n; i++)
+            dl_rule_rmsprop(&w[i], g[i], &v[i], wd, alpha, eps, lr);
     }
+    return DL_OK;
 }
 
-const struct dl_optim_algo dl_optim_rmsprop = {"rmsprop", 2, rmsprop_step};
+const struct dl_optim_algo dl_optim_rmsprop = {.name = "rmsprop", .state_vectors = 2, .step = rmsprop_step,
+                                               .kind = DL_OPTIM_RMSPROP};

@@ -254,6 +254,21 @@ int dl_schedule_make(enum dl_pipe_schedule kind, int P, int M, int V, struct dl_
     return rc;
 }
 
+void dl_schedule_stage_slots(const struct dl_schedule *s, int p, int *most)
+{
+    int now[DL_SCHED_MAX_STAGES] = {0};
+    for (int v = 0; v < s->V; v++)
+        most[v] = 0;
+    for (int i = 0; i < s->n[p]; i++) {
+        const struct dl_sched_action *a = &s->a[p][i];
+        int v = a->stage / s->P;
+        if (a->op == DL_SCHED_FORWARD && ++now[v] > most[v])
+            most[v] = now[v];
+        else if (dl_sched_op_retires(a->op))
+            now[v]--;
+    }
+}
+
 int dl_schedule_tag(int chunk, int stage, int is_grad)
 {
     if (chunk < 0 || chunk >= DL_SCHED_MAX_CHUNKS || stage < 0 || stage >= DL_SCHED_MAX_STAGES ||

@@ -102,6 +102,18 @@ void dl_schedule_free(struct dl_schedule *s);
  * up to rank chunks longer, waiting for their deferred weight gradients). */
 int dl_schedule_bound(const struct dl_schedule *s, int rank);
 
+/* 1 when action op ends a chunk's time on its stage (its activations are
+ * free after it). */
+static inline int dl_sched_op_retires(enum dl_sched_op op)
+{
+    return op == DL_SCHED_BACKWARD || op == DL_SCHED_BACKWARD_WEIGHT;
+}
+
+/* The most chunks rank p's list holds at once on each of its V stages
+ * (forward run, backward (zb-h1: backward-weights) not yet): most[V], what
+ * a driver allocates per stage (train/pipeline.c) and the planner counts. */
+void dl_schedule_stage_slots(const struct dl_schedule *s, int p, int *most);
+
 /* Proves by running the lists in the execution model above that the
  * schedule cannot deadlock, that each stage's actions are on the rank that
  * holds it, that every (chunk, stage) runs its forward and backward (zb-h1:

@@ -17,8 +17,9 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
     t->n = n;
     t->fwd = dl_calloc((size_t)n, sizeof *t->fwd, err);
     t->bwd = dl_calloc((size_t)n, sizeof *t->bwd, err);
+    t->wgt = dl_calloc((size_t)n, sizeof *t->wgt, err);
     t->source = dl_calloc((size_t)n, sizeof *t->source, err);
-    if (t->fwd && t->bwd && t->source)
+    if (t->fwd && t->bwd && t->wgt && t->source)
         return DL_OK;
     dl_layer_times_free(t);
     return DL_ERR_NOMEM;
@@ -26,7 +27,7 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
 
 void dl_layer_times_free(struct dl_layer_times *t)
 {
-    free(t->fwd), free(t->bwd), free(t->source);
+    free(t->fwd), free(t->bwd), free(t->wgt), free(t->source);
     memset(t, 0, sizeof *t);
 }
 
@@ -161,7 +162,7 @@ int dl_layout_chunk_batch(int batch, int dp, int chunks)
 static double cut_bytes(const struct dl_graph *g, const struct dl_plan_layout *l, int s)
 {
     double bytes = 0;
-    int P = l->dims.pp;
+    int P = dl_layout_stages(l);
     for (int i = l->first[s - 1]; i < l->first[s]; i++) {
         int reads_later[DL_SCHED_MAX_STAGES] = {0};
         for (int j = l->first[s]; j < g->n; j++)
@@ -224,32 +225,39 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
                       const struct dl_machine *m, const struct dl_plan_layout *l, int batch,
                       struct dl_layout_prediction *out, struct dl_error *err)
 {
-    const int P = l->dims.pp, D = l->dims.dp, T = l->dims.tp, M = l->chunks;
+    const int P = l->dims.pp, D = l->dims.dp, T = l->dims.tp, M = l->chunks, S = dl_layout_stages(l);
     const long world = (long)P * D * T;
     memset(out, 0, sizeof *out);
     double b = (double)dl_layout_local_batch(batch, D) / M;
-    double *fwd = dl_calloc((size_t)P, sizeof *fwd, err), *bwd = dl_calloc((size_t)P, sizeof *bwd, err);
-    double *tp = dl_calloc((size_t)P, sizeof *tp, err), *busy = dl_calloc((size_t)P, sizeof *busy, err);
-    int rc = fwd && bwd && tp && busy ? DL_OK : DL_ERR_NOMEM;
+    double *fwd = dl_calloc((size_t)S, sizeof *fwd, err), *bwd = dl_calloc((size_t)S, sizeof *bwd, err);
+    double *tp = dl_calloc((size_t)S, sizeof *tp, err), *busy = dl_calloc((size_t)P, sizeof *busy, err);
+    double *wgt = dl_calloc((size_t)S, sizeof *wgt, err);
+    int rc = fwd && bwd && tp && busy && wgt ? DL_OK : DL_ERR_NOMEM;
+    const int split = l->schedule == DL_SCHED_ZB_H1;
     double send = 0;
-    for (int s = 0; !rc && s < P; s++) {
+    for (int s = 0; !rc && s < S; s++) {
         for (int i = l->first[s]; i < l->first[s + 1]; i++) {
             fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
             bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
+            if (split) /* the weight gradients leave the input-gradient pass */
+                wgt[s] += t->wgt[i] * v->share[i] * b;
         }
-        if (fwd[s] + bwd[s] > out->stage_max_s)
-            out->stage_max_s = fwd[s] + bwd[s];
+        bwd[s] -= wgt[s];
+        if (fwd[s] + bwd[s] + wgt[s] > out->stage_max_s)
+            out->stage_max_s = fwd[s] + bwd[s] + wgt[s];
         tp[s] *= M;
     }
-    /* The cut before stage s: its messages go between ranks T*D apart.  A
+    /* The cut before stage s: its messages go from pipeline rank (s-1) % P
+     * to s % P, each of the T*D ranks of one to its counterpart.  A
      * message occupies its sender for the bytes' time (sends go out as
      * copies, one after another on the link: stage s-1's forward sends the
      * activations, stage s's backward their gradients) and arrives alpha
      * later. */
-    for (int s = 1; !rc && s < P; s++) {
+    for (int s = 1; !rc && s < S; s++) {
         int crosses = 0;
-        for (long r = (long)(s - 1) * T * D; r < (long)s * T * D; r++)
-            crosses |= !dl_machine_same_node(m, r, r + (long)T * D);
+        long from = (long)((s - 1) % P) * T * D, to = (long)(s % P) * T * D;
+        for (long j = 0; j < (long)T * D; j++)
+            crosses |= !dl_machine_same_node(m, from + j, to + j);
         double x = cut_bytes(g, l, s) * b, alpha = dl_machine_send(m, crosses, 0);
         double copy = dl_machine_send(m, crosses, x) - alpha;
         fwd[s - 1] += copy;
@@ -259,22 +267,26 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     struct dl_schedule sched = {0};
     double makespan = 0, idle = 0;
     if (!rc)
-        rc = dl_schedule_make(l->schedule, P, M, 1, &sched, err);
+        rc = dl_schedule_make(l->schedule, P, M, dl_layout_V(l), &sched, err);
     if (!rc) {
-        struct dl_sched_costs costs = {.fwd = fwd, .bwd_in = bwd, .bwd_w = NULL, .send_latency = send};
+        struct dl_sched_costs costs = {.fwd = fwd, .bwd_in = bwd, .bwd_w = wgt, .send_latency = send};
         rc = dl_schedule_simulate(&sched, &costs, &makespan, busy, &idle, err);
     }
-    /* Each pipeline rank's data-parallel group: ranks t + T*(d + D*p);
-     * its allreduce overlaps backward with one chunk, else follows it. */
+    /* Each pipeline rank's data-parallel group: ranks t + T*(d + D*p),
+     * the gradients of its stages p, p + P, ...; its allreduce overlaps
+     * backward with one chunk (no pipeline: one stage), else follows it. */
     double dp = 0, exposed = 0, tp_max = 0;
     double *layer_bwd = M == 1 && D > 1 && !rc ? dl_calloc((size_t)g->n, sizeof *layer_bwd, err) : NULL;
     if (M == 1 && D > 1 && !rc && !layer_bwd)
         rc = DL_ERR_NOMEM;
     long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
     for (int s = 0; !rc && s < P; s++) {
-        double bytes = 0;
-        for (int i = l->first[s]; i < l->first[s + 1]; i++)
-            bytes += 4.0 * (double)v->params[i];
+        double bytes = 0, tp_rank = 0;
+        for (int st = s; st < S; st += P) {
+            for (int i = l->first[st]; i < l->first[st + 1]; i++)
+                bytes += 4.0 * (double)v->params[i];
+            tp_rank += tp[st];
+        }
         int crosses = 0;
         for (long r = (long)s * T * D; r < (long)(s + 1) * T * D && r < world; r++)
             crosses |= !dl_machine_same_node(m, (long)s * T * D, r);
@@ -289,8 +301,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         }
         dp = a > dp ? a : dp;
         exposed = e > exposed ? e : exposed;
-        if (tp[s] > tp_max)
-            tp_max = tp[s];
+        if (tp_rank > tp_max)
+            tp_max = tp_rank;
     }
     free(layer_bwd);
     if (!rc) {
@@ -304,6 +316,6 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         out->comm_share = out->step_s > 0 ? (tp_max + exposed) / out->step_s : 0;
     }
     dl_schedule_free(&sched);
-    free(fwd), free(bwd), free(tp), free(busy);
+    free(fwd), free(bwd), free(tp), free(busy), free(wgt);
     return rc;
 }

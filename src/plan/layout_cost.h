@@ -12,9 +12,12 @@
  * link's latency after its send, plus the data-parallel
  * allreduce of each pipeline rank's gradients: in buckets overlapping the
  * backward pass with one chunk (as parallel/grad_sync.c runs it), after
- * the pipeline's flush with several.  Memory
+ * the pipeline's flush with several.  Under zb-h1 each stage's backward
+ * is its input-gradient pass (with the collectives and sends) and the
+ * deferred weight-gradient pass (the layers' wgt times).  Memory
  * per rank is the executor's memory planner's arena for the layers the
- * rank holds (plan/plan.h via dl_exec_plan), times the chunks the schedule
+ * rank holds (plan/plan.h via dl_exec_plan; planned for backward in two
+ * passes under zb-h1, as the executor is), times the chunks the schedule
  * keeps in flight, plus weights, gradients and one optimizer slot. */
 #ifndef DL_PLAN_LAYOUT_COST_H
 #define DL_PLAN_LAYOUT_COST_H
@@ -26,15 +29,17 @@
 #include "plan/machine.h"
 #include "plan/rank_grid.h"
 #include "plan/shard.h"
+#include "plan/split_choice.h"
 
 /* Where a layer's time came from. */
 enum dl_time_source { DL_TIME_FLOPS, DL_TIME_DB, DL_TIME_MEASURED };
 extern const char *const dl_time_source_names[]; /* "flops", "db", "measured" */
 
-/* Seconds per sample of each whole layer's forward and backward. */
+/* Seconds per sample of each whole layer's forward and backward; wgt is
+ * the part of bwd that computes the weight gradients (what zb-h1 defers). */
 struct dl_layer_times {
     int n;
-    double *fwd, *bwd;
+    double *fwd, *bwd, *wgt;
     enum dl_time_source *source;
 };
 int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err);
@@ -67,15 +72,30 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
                     struct dl_tp_view *v, struct dl_error *err);
 void dl_tp_view_free(struct dl_tp_view *v);
 
-/* A layout.  first[pp + 1]: stage s holds layers [first[s], first[s+1]),
- * first[pp] = n (the loss with the last stage). */
+/* A layout.  S = pp x V stages (V > 1: the interleaved schedule's virtual
+ * stages, stage s on pipeline rank s % pp); first[S + 1]: stage s holds
+ * layers [first[s], first[s+1]), first[S] = n (the loss with the last
+ * stage). */
 struct dl_plan_layout {
     struct dl_grid_dims dims;
-    enum dl_pipe_schedule schedule; /* gpipe or 1f1b (1f1b when pp = 1) */
+    enum dl_pipe_schedule schedule; /* gpipe, 1f1b, zb-h1 or interleaved (1f1b when pp = 1) */
+    int V;                          /* stages per pipeline rank: interleaved's V; 0 or 1 otherwise */
+    int n_whole;                    /* layers whose `split:` the layout sets to none (plan/split_choice.h) */
+    int whole[2 * DL_PLAN_MAX_PAIRS];
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     int first[DL_SCHED_MAX_STAGES + 1];
 };
+
+/* V (at least 1) and S = pp x V of layout l. */
+static inline int dl_layout_V(const struct dl_plan_layout *l)
+{
+    return l->V > 1 ? l->V : 1;
+}
+static inline int dl_layout_stages(const struct dl_plan_layout *l)
+{
+    return l->dims.pp * dl_layout_V(l);
+}
 
 struct dl_layout_prediction {
     double step_s;         /* predicted seconds per training step */

@@ -18,34 +18,44 @@ int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout
         return DL_ERR_NOMEM;
     }
     memcpy(staged->layers, g->layers, sizeof *g->layers * (size_t)g->n);
-    for (int s = 0; s < l->dims.pp; s++)
+    for (int s = 0; s < dl_layout_stages(l); s++)
         for (int i = l->first[s]; i < l->first[s + 1]; i++)
             staged->layers[i].stage = l->dims.pp > 1 ? s : -1;
+    for (int k = 0; k < l->n_whole; k++)
+        staged->layers[l->whole[k]].split = DL_SPLIT_NONE;
     return DL_OK;
 }
 
-/* Pipeline rank p's arena for one chunk and its parameters' bytes. */
+/* Pipeline rank p's arenas for one chunk, arena[V] (one per stage), and
+ * its parameters' bytes. */
 static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout *l, int p, int per_chunk,
                       const struct dl_exec_options *eo, size_t *arena, size_t *param_bytes, struct dl_error *err)
 {
     struct dl_shard s;
     int rank = dl_grid_rank(&l->dims, (struct dl_grid_pos){0, 0, p});
-    int rc = dl_shard_make(staged, &l->dims, 1, rank, NULL, &s, err);
+    const int V = dl_layout_V(l);
+    int rc = dl_shard_make(staged, &l->dims, V, rank, NULL, &s, err);
     if (rc)
         return rc;
     struct dl_exec_options o = eo ? *eo : (struct dl_exec_options){0};
     o.plan = NULL;
     o.tuner = (struct dl_exec_tuner){0};
     o.shard = &s;
-    o.stage = 0;
-    o.split_backward = 0;
+    o.split_backward = l->schedule == DL_SCHED_ZB_H1; /* as dl_pipeline_init plans it */
     /* Planning sends nothing; the executor only checks the groups' sizes
      * (their position: the shard's), so stand-ins without operations do. */
     struct dl_comm tensor = {.size = l->dims.tp, .rank = 0}, pipeline = {.size = l->dims.pp, .rank = p};
     o.tensor_comm = l->dims.tp > 1 ? &tensor : NULL;
     o.pipeline_comm = l->dims.pp > 1 ? &pipeline : NULL;
-    struct dl_exec e;
-    rc = dl_exec_plan(&e, staged, per_chunk, &o, err);
+    for (int v = 0; !rc && v < V; v++) {
+        struct dl_exec e;
+        o.stage = v;
+        rc = dl_exec_plan(&e, staged, per_chunk, &o, err);
+        if (!rc) {
+            arena[v] = e.arena_bytes;
+            dl_exec_free(&e);
+        }
+    }
     if (!rc) {
         double params = 0;
         for (int i = 0; i < staged->n; i++) {
@@ -55,9 +65,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
             for (int j = 0; j < v->n_params; j++)
                 params += (v->param[j].trainable ? 3.0 : 1.0) * (double)v->param[j].count;
         }
-        *arena = e.arena_bytes;
         *param_bytes = (size_t)(params * sizeof(float));
-        dl_exec_free(&e);
     }
     dl_shard_free(&s);
     return rc;
@@ -70,7 +78,7 @@ int dl_layout_arenas(const struct dl_graph *g, const struct dl_plan_layout *l, i
     int rc = dl_layout_staged_graph(g, l, &staged, err);
     int per_chunk = dl_layout_chunk_batch(batch, l->dims.dp, l->chunks);
     for (int p = 0; !rc && p < l->dims.pp; p++)
-        rc = rank_usage(&staged, l, p, per_chunk, eo, &arena[p], &params[p], err);
+        rc = rank_usage(&staged, l, p, per_chunk, eo, &arena[(size_t)p * dl_layout_V(l)], &params[p], err);
     if (staged.layers != g->layers)
         free(staged.layers);
     return rc;
@@ -79,18 +87,21 @@ int dl_layout_arenas(const struct dl_graph *g, const struct dl_plan_layout *l, i
 int dl_layout_slots(const struct dl_plan_layout *l, int *slots, struct dl_error *err)
 {
     struct dl_schedule sched = {0};
-    int rc = dl_schedule_make(l->schedule, l->dims.pp, l->chunks, 1, &sched, err);
-    if (!rc)
-        rc = dl_schedule_check(&sched, slots, err);
+    int rc = dl_schedule_make(l->schedule, l->dims.pp, l->chunks, dl_layout_V(l), &sched, err);
+    for (int p = 0; !rc && p < l->dims.pp; p++)
+        dl_schedule_stage_slots(&sched, p, &slots[(size_t)p * dl_layout_V(l)]);
     dl_schedule_free(&sched);
     return rc;
 }
 
-size_t dl_layout_memory_of(int P, const size_t *arena, const size_t *params, const int *slots, size_t *per_rank)
+size_t dl_layout_memory_of(int P, int V, const size_t *arena, const size_t *params, const int *slots,
+                           size_t *per_rank)
 {
     size_t most = 0;
     for (int p = 0; p < P; p++) {
-        size_t b = (size_t)slots[p] * arena[p] + params[p];
+        size_t b = params[p];
+        for (int v = 0; v < V; v++)
+            b += (size_t)slots[p * V + v] * arena[p * V + v];
         if (per_rank)
             per_rank[p] = b;
         most = b > most ? b : most;
@@ -101,16 +112,16 @@ size_t dl_layout_memory_of(int P, const size_t *arena, const size_t *params, con
 int dl_layout_memory(const struct dl_graph *g, const struct dl_plan_layout *l, int batch,
                      const struct dl_exec_options *eo, size_t *bytes, size_t *per_rank, struct dl_error *err)
 {
-    const size_t P = (size_t)l->dims.pp;
-    size_t *arena = dl_calloc(P, sizeof *arena, err), *params = dl_calloc(P, sizeof *params, err);
-    int *slots = dl_calloc(P, sizeof *slots, err);
+    const size_t P = (size_t)l->dims.pp, S = (size_t)dl_layout_stages(l);
+    size_t *arena = dl_calloc(S, sizeof *arena, err), *params = dl_calloc(P, sizeof *params, err);
+    int *slots = dl_calloc(S, sizeof *slots, err);
     int rc = arena && params && slots ? DL_OK : DL_ERR_NOMEM;
     if (!rc)
         rc = dl_layout_arenas(g, l, batch, eo, arena, params, err);
     if (!rc)
         rc = dl_layout_slots(l, slots, err);
     if (!rc)
-        *bytes = dl_layout_memory_of(l->dims.pp, arena, params, slots, per_rank);
+        *bytes = dl_layout_memory_of(l->dims.pp, dl_layout_V(l), arena, params, slots, per_rank);
     free(arena), free(params), free(slots);
     return rc;
 }

@@ -30,7 +30,8 @@ endif
 # schedule simulator and the executor's memory planner: library only).
 libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h src/plan/layout_cost.c src/plan/layout_cost.h \
 	src/plan/layout_memory.c src/plan/layout_memory.h src/plan/cuts.c src/plan/cuts.h \
-	src/plan/search.c src/plan/search.h
+	src/plan/search.c src/plan/search.h src/plan/consistency_cost.c src/plan/consistency_cost.h \
+	src/plan/split_choice.c src/plan/split_choice.h
 
 # `dltrain plan` and `--parallel auto` end to end (tests/test_plan_cli.sh).
 TESTS += tests/test_plan_cli.sh

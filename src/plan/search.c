@@ -16,12 +16,21 @@ void dl_plan_result_free(struct dl_plan_result *r)
     memset(r, 0, sizeof *r);
 }
 
+const char *dl_layout_schedule_str(const struct dl_plan_layout *l, char *buf, size_t size)
+{
+    if (dl_layout_V(l) > 1)
+        snprintf(buf, size, "%s:%d", dl_schedule_kind_name(l->schedule), dl_layout_V(l));
+    else
+        snprintf(buf, size, "%s", dl_schedule_kind_name(l->schedule));
+    return buf;
+}
+
 const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size)
 {
-    char grid[64];
+    char grid[64], sched[32];
     if (l->dims.pp > 1)
         snprintf(buf, size, "%s %s x%d", dl_grid_str(&l->dims, grid, sizeof grid),
-                 dl_schedule_kind_name(l->schedule), l->chunks);
+                 dl_layout_schedule_str(l, sched, sizeof sched), l->chunks);
     else
         snprintf(buf, size, "%s", dl_grid_str(&l->dims, grid, sizeof grid));
     return buf;
@@ -56,8 +65,8 @@ static int cut(const struct dl_graph *g, const struct dl_tp_view *v, const struc
         mem[i] = 12.0 * (double)v->params[i] + 4.0 * (double)dl_shape_count(g->layers[i].out_shape) * b * v->share[i];
     cost[n - 1] += cost[n];
     mem[n - 1] += mem[n];
-    int rc = dl_cuts_balance(cost, mem, n, l->dims.pp, l->first, NULL, NULL, err);
-    l->first[l->dims.pp] = g->n;
+    int rc = dl_cuts_balance(cost, mem, n, dl_layout_stages(l), l->first, NULL, NULL, err);
+    l->first[dl_layout_stages(l)] = g->n;
     return rc;
 }
 
@@ -73,7 +82,7 @@ static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *
     if (rc)
         return rc;
     if (arena)
-        c->memory = dl_layout_memory_of(c->layout.dims.pp, arena, params, slots, NULL);
+        c->memory = dl_layout_memory_of(c->layout.dims.pp, dl_layout_V(&c->layout), arena, params, slots, NULL);
     c->feasible = 1;
     if (req->memory_limit && c->memory > req->memory_limit) {
         c->feasible = 0;
@@ -84,13 +93,25 @@ static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *
     return DL_OK;
 }
 
+/* The schedules tried on a pipeline, in enumeration order (the first
+ * alone without one); V: stages per rank. */
+#define DL_PLAN_MAX_V 4
+static const struct {
+    enum dl_pipe_schedule kind;
+    int V;
+} variants[] = {{DL_SCHED_1F1B, 1}, {DL_SCHED_GPIPE, 1}, {DL_SCHED_ZB_H1, 1}, {DL_SCHED_INTERLEAVED, 2},
+                {DL_SCHED_INTERLEAVED, DL_PLAN_MAX_V}};
+#define N_VARIANTS ((int)(sizeof variants / sizeof *variants))
+
 /* The candidates of grid (D, T, P). */
 static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp_view *v, const char *tp_error,
-                           int D, int T, int P, struct dl_plan_result *r, int *cap, double *cost, double *mem,
-                           struct dl_error *err)
+                           const struct dl_plan_layout *choice, int D, int T, int P, struct dl_plan_result *r,
+                           int *cap, double *cost, double *mem, struct dl_error *err)
 {
     const struct dl_graph *g = req->g;
-    struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1};
+    struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1,
+                                  .n_whole = choice->n_whole};
+    memcpy(base.whole, choice->whole, sizeof base.whole);
     const char *why = NULL;
     char msg[320];
     if (req->batch < D) {
@@ -119,27 +140,37 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
         snprintf(c->why, sizeof c->why, "%s", why);
         return DL_OK;
     }
-    static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE};
     for (int f = 1; f <= (P > 1 ? 8 : 1); f *= 2) {
         int M = P > 1 ? f * P : 1;
         if (M > local || M > DL_SCHED_MAX_CHUNKS)
             break;
-        struct dl_plan_layout l = base;
-        l.chunks = M;
-        size_t *arena = dl_calloc((size_t)P, sizeof *arena, err), *params = dl_calloc((size_t)P, sizeof *params, err);
-        int *slots = dl_calloc((size_t)P, sizeof *slots, err);
-        int rc = arena && params && slots ? cut(g, v, req, (double)local / M, &l, cost, mem, err) : DL_ERR_NOMEM;
-        if (!rc && !req->skip_memory)
-            rc = dl_layout_arenas(g, &l, req->batch, req->eo, arena, params, err);
-        for (int k = 0; !rc && k < (P > 1 ? 2 : 1); k++) {
-            struct dl_plan_candidate *c = push(r, cap, err);
-            if (!c) {
+        size_t *arena = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *arena, err);
+        size_t *params = dl_calloc((size_t)P, sizeof *params, err);
+        int *slots = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *slots, err);
+        int rc = arena && params && slots ? DL_OK : DL_ERR_NOMEM;
+        struct dl_plan_layout l = base, planned = {0}; /* planned: the layout the arenas are of */
+        for (int k = 0; !rc && k < (P > 1 ? N_VARIANTS : 1); k++) {
+            int S = P * variants[k].V;
+            if (S > g->n - 1 || S > DL_SCHED_MAX_STAGES)
+                continue;
+            l.chunks = M;
+            l.schedule = variants[k].kind;
+            l.V = variants[k].V;
+            if (dl_layout_stages(&l) != dl_layout_stages(&planned) || planned.chunks == 0)
+                rc = cut(g, v, req, (double)local / M, &l, cost, mem, err);
+            /* arenas follow the cuts, and zb-h1's backward in two passes */
+            int replan = memcmp(l.first, planned.first, sizeof l.first) || planned.chunks == 0 ||
+                         (l.schedule == DL_SCHED_ZB_H1) != (planned.schedule == DL_SCHED_ZB_H1);
+            if (!rc && replan && !req->skip_memory)
+                rc = dl_layout_arenas(g, &l, req->batch, req->eo, arena, params, err);
+            planned = l;
+            struct dl_plan_candidate *c = rc ? NULL : push(r, cap, err);
+            if (!rc && !c)
                 rc = DL_ERR_NOMEM;
-                break;
+            if (!rc) {
+                c->layout = l;
+                rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
             }
-            c->layout = l;
-            c->layout.schedule = kinds[k];
-            rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
         }
         free(arena), free(params), free(slots);
         if (rc)
@@ -173,26 +204,35 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
     const struct dl_graph *g = req->g;
     double *cost = dl_calloc((size_t)g->n, sizeof *cost, err), *mem = dl_calloc((size_t)g->n, sizeof *mem, err);
     int cap = 0, rc = cost && mem ? DL_OK : DL_ERR_NOMEM;
+    int first[DL_PLAN_MAX_PAIRS], second[DL_PLAN_MAX_PAIRS], n_pairs = dl_split_pairs(g, first, second);
     for (int T = 1; !rc && T <= N; T++) {
         if (N % T)
             continue;
-        struct dl_tp_view v;
-        struct dl_error tp_err = {0};
-        char tp_msg[320] = "";
-        int vrc = dl_tp_view_make(g, T, N, req->machine, &v, &tp_err);
-        if (vrc == DL_ERR_NOMEM) {
-            *err = tp_err;
-            rc = vrc;
-            break;
+        /* with tensor ranks, every choice of splits for the fc pairs */
+        for (unsigned mask = 0; !rc && mask < (T > 1 ? 1u << n_pairs : 1u); mask++) {
+            struct dl_plan_layout choice = {.dims = {1, T, 1}, .first = {0, g->n}};
+            choice.n_whole = dl_split_choice_layers(first, second, n_pairs, mask, choice.whole);
+            struct dl_graph split;
+            rc = dl_layout_staged_graph(g, &choice, &split, err);
+            struct dl_tp_view v;
+            struct dl_error tp_err = {0};
+            char tp_msg[320] = "";
+            int vrc = rc ? rc : dl_tp_view_make(&split, T, N, req->machine, &v, &tp_err);
+            if (vrc == DL_ERR_NOMEM && !rc) {
+                *err = tp_err;
+                rc = vrc;
+            }
+            if (vrc && !rc)
+                snprintf(tp_msg, sizeof tp_msg, "tp=%d: %s", T, tp_err.msg);
+            for (int P = 1; !rc && P <= N / T; P++)
+                if ((N / T) % P == 0)
+                    rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, &choice, N / T / P, T, P, out,
+                                         &cap, cost, mem, err);
+            if (!vrc)
+                dl_tp_view_free(&v);
+            if (split.layers != g->layers)
+                free(split.layers);
         }
-        if (vrc)
-            snprintf(tp_msg, sizeof tp_msg, "tp=%d: %s", T, tp_err.msg);
-        for (int P = 1; !rc && P <= N / T; P++)
-            if ((N / T) % P == 0)
-                rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, N / T / P, T, P, out, &cap, cost,
-                                     mem, err);
-        if (!vrc)
-            dl_tp_view_free(&v);
     }
     free(cost), free(mem);
     if (!rc) {

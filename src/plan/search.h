@@ -1,14 +1,17 @@
 /* search.h: the planner's search (doc/planner.md): every layout of a
  * network on N ranks, predicted and ranked.  Over every factorisation
- * dp x tp x pp = N, the chunk counts pp, 2pp, 4pp and 8pp (1 without a
- * pipeline) that leave each chunk a sample, and the gpipe and 1f1b
- * schedules, with stage cuts by plan/cuts.h on the per-layer costs of one
- * chunk (loss with the layer before it), each layout's step time and
- * memory come from plan/layout_cost.h and layout_memory.h; a layout whose
- * memory exceeds the limit is infeasible.  Feasible layouts rank by
- * predicted step time, then memory, then enumeration order (pp, then tp,
- * ascending; chunks ascending; 1f1b before gpipe), so the result is the
- * same for the same inputs. */
+ * dp x tp x pp = N, with tensor ranks every choice for the fc pairs whose
+ * splits the file leaves open (plan/split_choice.h: split or whole), the
+ * chunk counts pp, 2pp, 4pp and 8pp (1 without a pipeline) that leave each
+ * chunk a sample, and the gpipe, 1f1b, zb-h1, interleaved:2 and
+ * interleaved:4 schedules (those whose pp x V stages the layers allow),
+ * with stage cuts by plan/cuts.h on the per-layer costs of one chunk (loss
+ * with the layer before it), each layout's step time and memory come from
+ * plan/layout_cost.h and layout_memory.h; a layout whose memory exceeds
+ * the limit is infeasible.  Feasible layouts rank by predicted step time,
+ * then memory, then enumeration order (tp ascending, then the split
+ * choice's mask, pp ascending, chunks ascending, the schedules in the
+ * order above), so the result is the same for the same inputs. */
 #ifndef DL_PLAN_SEARCH_H
 #define DL_PLAN_SEARCH_H
 
@@ -48,6 +51,8 @@ struct dl_plan_result {
 int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out, struct dl_error *err);
 void dl_plan_result_free(struct dl_plan_result *r);
 
+/* The schedule as --pipeline-schedule spells it ("1f1b", "interleaved:2"); returns buf. */
+const char *dl_layout_schedule_str(const struct dl_plan_layout *l, char *buf, size_t size);
 /* "dp=2,tp=1,pp=2 1f1b x8" style text; returns buf. */
 const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size);
 

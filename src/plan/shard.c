@@ -13,7 +13,10 @@
  * anything else reads whole tensors.  A convolution with `split: height`
  * takes bands of rows (Dryden et al., IPDPS 2019), and the convolutions and
  * row-local layers after it keep them while they can; other layers read
- * the bands gathered. */
+ * the bands gathered.  A layer with `split: batch` runs whole on this
+ * rank's share of the samples; the layers after it that treat samples
+ * independently (all but a loss) keep the share, other layers read the
+ * shares gathered. */
 #include "plan/shard.h"
 
 #include <stdio.h>
@@ -40,6 +43,38 @@ static int input_split(const struct dl_shard *s, const struct dl_layer *l, int k
 static int input_rows(const struct dl_shard *s, const struct dl_layer *l, int k)
 {
     return l->in[k] != DL_GRAPH_INPUT && s->layer[l->in[k]].split_rows;
+}
+
+/* 1 when input k of layer l is this rank's share of the samples. */
+static int input_batch(const struct dl_shard *s, const struct dl_layer *l, int k)
+{
+    return l->in[k] != DL_GRAPH_INPUT && s->layer[l->in[k]].split_batch;
+}
+
+/* Layer i whole (attributes in local_attr) on this rank's share of the
+ * samples: split inputs gathered whole first, whole ones cut to the share. */
+static void split_by_batch(struct dl_shard *s, int i, void *local_attr)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    struct dl_shard_layer *L = &s->layer[i];
+    if (local_attr != l->attr)
+        memcpy(local_attr, l->attr, l->kind->attr_size);
+    L->split = DL_SPLIT_BATCH;
+    L->split_batch = 1;
+    for (int k = 0; k < l->n_in; k++) {
+        L->in[k] = input_split(s, l, k) ? DL_TP_IN_GATHER : DL_TP_IN_AS_IS;
+        L->rows_in[k] = input_rows(s, l, k) ? DL_TP_IN_GATHER_ROWS : DL_TP_IN_AS_IS;
+        L->batch_in[k] = input_batch(s, l, k) ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE_BATCH;
+    }
+}
+
+/* Inputs of layer l that are shares of the samples gathered into the
+ * whole batch (the layer then sees whole inputs). */
+static void gather_batch_inputs(struct dl_shard *s, const struct dl_layer *l, struct dl_shard_layer *L)
+{
+    for (int k = 0; k < l->n_in; k++)
+        if (input_batch(s, l, k))
+            L->batch_in[k] = DL_TP_IN_GATHER_BATCH;
 }
 
 static int refuse(const struct dl_layer *l, const char *why, struct dl_error *err)
@@ -82,6 +117,11 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
     struct dl_shard_layer *L = &s->layer[i];
     int T = s->dims.tp, sh = input_split(s, l, 0), rows = input_rows(s, l, 0);
     enum dl_split want = l->split;
+    if (want == DL_SPLIT_BATCH) {
+        split_by_batch(s, i, local_attr);
+        return DL_OK;
+    }
+    gather_batch_inputs(s, l, L);
     if (want == DL_SPLIT_HEIGHT || (want == DL_SPLIT_AUTO && rows)) {
         char buf[200];
         int halo = 0;
@@ -136,7 +176,17 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
 {
     const struct dl_layer *l = &s->g->layers[i];
     struct dl_shard_layer *L = &s->layer[i];
-    int T = s->dims.tp, any = 0, rows = 0;
+    int T = s->dims.tp, any = 0, rows = 0, batch = 0;
+    for (int k = 0; k < l->n_in; k++)
+        batch |= input_batch(s, l, k);
+    if (l->split == DL_SPLIT_BATCH && l->kind->is_loss)
+        return refuse(l, "a loss reads the whole batch, so that its mean counts each sample once (leave split "
+                      "out: a share of the samples is gathered for it)", err);
+    if (l->split == DL_SPLIT_BATCH || (batch && l->split == DL_SPLIT_AUTO && !l->kind->is_loss)) {
+        split_by_batch(s, i, l->attr);
+        return DL_OK;
+    }
+    gather_batch_inputs(s, l, L);
     if (l->split == DL_SPLIT_HEIGHT)
         return refuse(l, "only stride-1 'same' convolutions are split by height; element-wise layers, add and "
                       "batch norm follow a height-split input (leave split out)", err);
@@ -236,15 +286,18 @@ const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t
                        : L->split_out               ? "follows channel blocks"
                        : L->split == DL_SPLIT_HEIGHT ? "height, halo"
                        : L->split_rows              ? "follows row bands"
+                       : L->split == DL_SPLIT_BATCH ? "batch share"
                                                     : "whole";
     int n = snprintf(buf, size, "%s", what);
     if (L->split == DL_SPLIT_HEIGHT)
         n += snprintf(buf + n, size - (size_t)n, " %d", L->halo);
     for (int k = 0; k < s->g->layers[i].n_in && (size_t)n < size; k++) { /* the adapters in the order they run */
-        const char *step[3] = {L->rows_in[k] == DL_TP_IN_GATHER_ROWS ? "rows gathered" : NULL,
+        const char *step[5] = {L->batch_in[k] == DL_TP_IN_GATHER_BATCH ? "batch gathered" : NULL,
+                               L->rows_in[k] == DL_TP_IN_GATHER_ROWS ? "rows gathered" : NULL,
                                L->in[k] == DL_TP_IN_GATHER ? "gathered" : L->in[k] == DL_TP_IN_SLICE ? "sliced" : NULL,
-                               L->rows_in[k] == DL_TP_IN_SLICE_ROWS ? "rows sliced" : NULL};
-        for (int j = 0, first = 1; j < 3 && (size_t)n < size; j++)
+                               L->rows_in[k] == DL_TP_IN_SLICE_ROWS ? "rows sliced" : NULL,
+                               L->batch_in[k] == DL_TP_IN_SLICE_BATCH ? "batch sliced" : NULL};
+        for (int j = 0, first = 1; j < 5 && (size_t)n < size; j++)
             if (step[j]) {
                 n += first ? snprintf(buf + n, size - (size_t)n, "; input %d: %s", k, step[j])
                            : snprintf(buf + n, size - (size_t)n, ", %s", step[j]);

@@ -8,7 +8,9 @@
  * tensor.  Tensors are whole on every tensor rank, split into T equal
  * channel (feature) blocks, rank t holding block t, or split into T bands
  * of rows (height), rank t holding rows [t*H/T, (t+1)*H/T) (dl_shard_band;
- * uneven when T does not divide H). */
+ * uneven when T does not divide H), or whole but for this rank's share of
+ * the samples, rank t holding samples [t*N/T, (t+1)*N/T) of the batch
+ * (dl_shard_band of N; `split: batch`). */
 #ifndef DL_PLAN_SHARD_H
 #define DL_PLAN_SHARD_H
 
@@ -33,7 +35,13 @@ enum dl_tp_in { DL_TP_IN_AS_IS, DL_TP_IN_SLICE, DL_TP_IN_GATHER,
                                          keeps its band */
                 /* (the executor's step only) a band with `halo` rows of the neighbours' bands above
                    and below it, zeros past the edges; the halos' gradients go back and are added */
-                DL_TP_IN_HALO };
+                DL_TP_IN_HALO,
+                /* samples (a layer's batch_in[k]): */
+                DL_TP_IN_GATHER_BATCH, /* the shares allgathered into the whole batch (before everything
+                                          else); of the whole gradient the rank keeps its share */
+                DL_TP_IN_SLICE_BATCH   /* a whole batch cut to this rank's share (after everything else,
+                                          free); the shares' gradients are allgathered whole */
+};
 
 /* Where local parameter j of a layer sits in the whole tensor: along
  * dimension dim (of the PyTorch layout) it holds [offset, offset + count);
@@ -55,6 +63,9 @@ struct dl_shard_layer {
                                    height split, or a row-local layer following one) */
     int halo;                   /* split by height: rows of the neighbours' bands it reads on each side */
     enum dl_tp_in rows_in[DL_MAX_INPUTS]; /* AS_IS, SLICE_ROWS or GATHER_ROWS (before in[k]) */
+    int split_batch;            /* it runs on this rank's share of the samples (dl_shard_band of the
+                                   batch): `split: batch`, or a sample-local layer following one */
+    enum dl_tp_in batch_in[DL_MAX_INPUTS]; /* AS_IS, GATHER_BATCH (first) or SLICE_BATCH (last) */
     int split_classes;          /* a loss reading class scores split into blocks as they are (op.h's
                                    split_classes: reduced over the tensor group, never gathered) */
     const char *whole_because;  /* a layer that could be split but stays whole: why (printed once) */

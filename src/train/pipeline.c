@@ -23,39 +23,26 @@ void dl_pipeline_free(struct dl_pipeline *pl)
     memset(pl, 0, sizeof *pl);
 }
 
-/* 1 when action op ends a chunk's time on its stage (its slot is free after it). */
-static int retires(enum dl_sched_op op)
-{
-    return op == DL_SCHED_BACKWARD || op == DL_SCHED_BACKWARD_WEIGHT;
-}
-
 /* first_slot[V + 1] from the most chunks rank p's list holds at once on
  * each of its stages. */
 static int count_slots(const struct dl_schedule *s, int p, int V, int *first_slot, struct dl_error *err)
 {
-    int *now = dl_calloc((size_t)V, sizeof *now, err), *most = dl_calloc((size_t)V, sizeof *most, err);
-    if (!now || !most) {
-        free(now), free(most);
+    int *most = dl_calloc((size_t)V, sizeof *most, err);
+    if (!most)
         return DL_ERR_NOMEM;
-    }
-    for (int i = 0; i < s->n[p]; i++) {
-        const struct dl_sched_action *a = &s->a[p][i];
-        int v = a->stage / s->P;
-        if (a->op == DL_SCHED_FORWARD && ++now[v] > most[v])
-            most[v] = now[v];
-        else if (retires(a->op))
-            now[v]--;
-    }
+    dl_schedule_stage_slots(s, p, most);
     first_slot[0] = 0;
     for (int v = 0; v < V; v++)
         first_slot[v + 1] = first_slot[v] + most[v];
-    free(now), free(most);
+    free(most);
     return DL_OK;
 }
 
-int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const struct dl_exec_options *o,
-                     int max_local, int chunks, enum dl_pipe_schedule kind, int V, uint64_t seed,
-                     struct dl_error *err)
+/* dl_pipeline_init's executors, made (from seed) or only planned
+ * (plan_only: kernels and arena sizes, no memory). */
+static int make_slots(struct dl_pipeline *pl, const struct dl_graph *g, const struct dl_exec_options *o,
+                      int max_local, int chunks, enum dl_pipe_schedule kind, int V, uint64_t seed, int plan_only,
+                      struct dl_error *err)
 {
     memset(pl, 0, sizeof *pl);
     int P = o->shard ? o->shard->dims.pp : 1, p = o->shard ? o->shard->pos.p : 0;
@@ -92,11 +79,39 @@ int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const str
             so.stage = v;
             so.split_backward = kind == DL_SCHED_ZB_H1;
             so.share_params = i ? &pl->slot[0] : NULL;
-            rc = dl_exec_init(&pl->slot[i], g, per_chunk, seed, &so, err);
+            rc = plan_only ? dl_exec_plan(&pl->slot[i], g, per_chunk, &so, err)
+                           : dl_exec_init(&pl->slot[i], g, per_chunk, seed, &so, err);
         }
     if (rc)
         dl_pipeline_free(pl);
     return rc;
+}
+
+int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const struct dl_exec_options *o,
+                     int max_local, int chunks, enum dl_pipe_schedule kind, int V, uint64_t seed,
+                     struct dl_error *err)
+{
+    return make_slots(pl, g, o, max_local, chunks, kind, V, seed, 0, err);
+}
+
+void dl_pipeline_memory(const struct dl_pipeline *pl, struct dl_pipeline_memory *out)
+{
+    *out = (struct dl_pipeline_memory){.slots = pl->slots, .weights = pl->slot[0].n_weights,
+                                       .state = pl->slot[0].n_state};
+    for (int i = 0; i < pl->slots; i++)
+        out->arena_bytes += pl->slot[i].arena_bytes;
+}
+
+int dl_pipeline_plan_memory(const struct dl_graph *g, const struct dl_exec_options *o, int max_local, int chunks,
+                            enum dl_pipe_schedule kind, int V, struct dl_pipeline_memory *out, struct dl_error *err)
+{
+    struct dl_pipeline pl;
+    int rc = make_slots(&pl, g, o, max_local, chunks, kind, V, 0, 1, err);
+    if (rc)
+        return rc;
+    dl_pipeline_memory(&pl, out);
+    dl_pipeline_free(&pl);
+    return DL_OK;
 }
 
 /* --trace: one schedule action's pass over a chunk, enclosing its steps. */
@@ -187,7 +202,7 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
     }
     if (dl_trace_on(e->trace))
         trace_pass(e, a, t0);
-    if (retires(a->op))
+    if (dl_sched_op_retires(a->op))
         pl->slot_chunk[i] = -1;
     return failed(e, err);
 }

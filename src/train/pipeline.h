@@ -33,6 +33,14 @@ struct dl_pipeline {
     int *slot_chunk;               /* [slots]: the chunk whose activations a slot holds, -1: free */
 };
 
+/* The chunks a step cuts a rank's part of the batch into: those requested
+ * (--pipeline-chunks, the network file's micro_batches), else 4 x pp with a
+ * pipeline (a bubble under 20%), else 1. */
+static inline int dl_pipeline_chunks(int requested, int pp)
+{
+    return requested ? requested : pp > 1 ? 4 * pp : 1;
+}
+
 /* Executors for a local batch of up to max_local samples in `chunks`
  * chunks under schedule kind with V stages per rank (interleaved: V >= 2,
  * the shard cut for it; else 1), with o's kernels, shard and
@@ -44,6 +52,21 @@ int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const str
                      int max_local, int chunks, enum dl_pipe_schedule kind, int V, uint64_t seed,
                      struct dl_error *err);
 void dl_pipeline_free(struct dl_pipeline *pl);
+
+/* What a rank's executors hold: its arena of every slot (activations, their
+ * gradients, kernel state, workspace: plan/plan.h) and its parameters
+ * (floats; weight gradients are as many as weights). */
+struct dl_pipeline_memory {
+    int slots;            /* executors: chunks in flight, over the rank's stages */
+    size_t arena_bytes;   /* all slots' arenas */
+    long weights, state;  /* trainable and other (batch-norm statistics) parameters of the rank's layers */
+};
+void dl_pipeline_memory(const struct dl_pipeline *pl, struct dl_pipeline_memory *out);
+/* The same without making the executors: what dl_pipeline_init with these
+ * arguments would allocate, planned (no communicators needed: dltrain
+ * check --grid plans every rank of a grid in one process). */
+int dl_pipeline_plan_memory(const struct dl_graph *g, const struct dl_exec_options *o, int max_local, int chunks,
+                            enum dl_pipe_schedule kind, int V, struct dl_pipeline_memory *out, struct dl_error *err);
 
 /* The executor that owns the parameters (weights, gradients, state). */
 static inline struct dl_exec *dl_pipeline_exec(struct dl_pipeline *pl)

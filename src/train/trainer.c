@@ -413,7 +413,7 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = dl_batcher_init(&tr->batcher, &tr->train, ts->batch, tr->layout.data_rank, shards, 1, ts->seed, 0, err);
     if (!rc)
         dl_batcher_set_warning(&tr->batcher, forward_warning, tr);
-    int chunks = o->pipeline_chunks ? o->pipeline_chunks : o->grid.pp > 1 ? 4 * o->grid.pp : 1;
+    int chunks = dl_pipeline_chunks(o->pipeline_chunks, o->grid.pp);
     if (!rc)
         dl_batcher_min_slice(&tr->batcher, chunks);
     if (!rc)
@@ -911,6 +911,31 @@ static void describe_layout(const struct trainer *tr, char *buf, size_t size)
              d->pp, tr->pipe.chunks, tr->pipe.chunks == 1 ? "" : "s", schedule, d->dp > 1 ? strategy : "none");
 }
 
+/* on_memory: every rank's memory, gathered to all (each rank's grows with
+ * the grid: pipeline slots, shards), told by rank 0. */
+static int report_memory(struct trainer *tr, struct dl_error *err)
+{
+    if (!tr->hooks || !tr->hooks->on_memory)
+        return DL_OK;
+    struct dl_pipeline_memory pm;
+    dl_pipeline_memory(&tr->pipe, &pm);
+    struct dl_grid_pos pos = tr->sharded ? tr->shard.pos : (struct dl_grid_pos){.t = 0, .d = tr->comm->rank, .p = 0};
+    struct dl_rank_memory mine = {tr->comm->rank, pos.d, pos.t, pos.p, pm.slots, (double)pm.arena_bytes,
+                                  (double)pm.weights, (double)pm.state,
+                                  (double)tr->optim.algo->state_vectors * (double)tr->optim.n};
+    int n = tr->comm->size;
+    struct dl_rank_memory *all = dl_calloc((size_t)n, sizeof *all, err);
+    if (!all)
+        return DL_ERR_NOMEM;
+    int rc = n > 1 ? tr->comm->ops->allgather(tr->comm, &mine, all, sizeof mine, err) : DL_OK;
+    if (n == 1)
+        all[0] = mine;
+    if (!rc && tr->reporter)
+        tr->hooks->on_memory(tr->hooks->ctx, all, n);
+    free(all);
+    return rc;
+}
+
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
              struct dl_train_result *res, struct dl_error *err)
 {
@@ -926,6 +951,9 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
         describe_layout(&tr, how, sizeof how);
         if (tr.reporter && hooks && hooks->on_start)
             hooks->on_start(hooks->ctx, net, tr.train.n, tr.test.n, tr.steps_per_epoch, tr.comm->size, how);
+        rc = report_memory(&tr, err);
+    }
+    if (!rc) {
         tr.run_start = dl_clock_now();
         if (opts->resume)
             rc = resume(&tr, res, err);

@@ -40,8 +40,21 @@ struct dl_epoch_report {
     int evaluated;                     /* 0 when this epoch had no evaluation */
 };
 
+/* What one rank's executors and optimizer hold (train/pipeline.h's
+ * struct dl_pipeline_memory, with the optimizer), as dltrain check --grid
+ * plans it. */
+struct dl_rank_memory {
+    int rank, d, t, p;           /* world rank and grid position (data parallelism alone: d = rank) */
+    int slots;                   /* executors (pipeline chunks in flight) */
+    double arena_bytes;          /* their arenas */
+    double weights, state;       /* parameters (floats): trainable (as many gradients), others */
+    double optimizer_state;      /* the optimizer's state (floats) */
+};
+
 struct dl_train_hooks {
     void *ctx;
+    /* Rank 0, after on_start: every rank's memory, in rank order. */
+    void (*on_memory)(void *ctx, const struct dl_rank_memory *ranks, int n);
     void (*on_start)(void *ctx, const struct dl_net *net, long train_samples, long test_samples,
                      long steps_per_epoch, int ranks, const char *strategy);
     void (*on_step)(void *ctx, const struct dl_step_report *r);

@@ -133,6 +133,8 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
     struct dl_kernel_args a;
     memset(&a, 0, sizeof a);
     a.c.key = 12345;
+    struct dl_kernel_fault fault = {0}; /* a failed call: an error, not a time */
+    a.fault = &fault;
     double t[64];
     if (repeats > 64)
         repeats = 64;
@@ -141,8 +143,9 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
                        k->name, mb);
     } else {
         k->forward(inst, &a);
+        rc = dl_kernel_fault_error(&fault, l, DL_DIR_FORWARD, err);
         int has_params = l->n_params > 0;
-        for (int d = 0; d < DL_N_DIRS; d++) { /* every input gradient wanted (fill_args) */
+        for (int d = 0; d < DL_N_DIRS && !rc; d++) { /* every input gradient wanted (fill_args) */
             enum dl_dir dir = (enum dl_dir)d;
             if (!want[d] || !dl_kernel_runs(k, dir, has_params, 1))
                 continue;
@@ -160,7 +163,7 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
                 if (n >= 2 && spent > 1.0) /* slow calls: three are enough for a median */
                     break;
             }
-            if (rc)
+            if (rc || (rc = dl_kernel_fault_error(&fault, l, dir, err)) != DL_OK)
                 break;
             n += n < repeats;
             row[d].time_s = dl_median(t, n);

@@ -17,6 +17,7 @@
 
 #include "backends/attr.h"
 #include "backends/cuda/cudnn_io.h"
+#include "backends/cuda/fault.h"
 #include "ops/kinds.h"
 
 enum { BN_WEIGHT, BN_BIAS, BN_RUNNING_MEAN, BN_RUNNING_VAR };
@@ -92,15 +93,21 @@ static void bn_forward(void *inst, const struct dl_kernel_args *a)
     const float one = 1, zero = 0;
     float *saved = (float *)c->saved;
     if (c->training)
-        cudnnBatchNormalizationForwardTraining(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, q->io.x, c->in[0],
-                                               q->io.y, c->out, q->per_channel, c->param[BN_WEIGHT],
-                                               c->param[BN_BIAS], q->momentum, c->param[BN_RUNNING_MEAN],
-                                               c->param[BN_RUNNING_VAR], q->eps, saved, saved + q->C);
+        dl_cudnn_ok(a, "cudnn",
+                    cudnnBatchNormalizationForwardTraining(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, q->io.x,
+                                                           c->in[0], q->io.y, c->out, q->per_channel,
+                                                           c->param[BN_WEIGHT], c->param[BN_BIAS], q->momentum,
+                                                           c->param[BN_RUNNING_MEAN], c->param[BN_RUNNING_VAR],
+                                                           q->eps, saved, saved + q->C),
+                    "cudnnBatchNormalizationForwardTraining");
     else
-        cudnnBatchNormalizationForwardInference(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, q->io.x, c->in[0],
-                                                q->io.y, c->out, q->per_channel, c->param[BN_WEIGHT],
-                                                c->param[BN_BIAS], c->param[BN_RUNNING_MEAN],
-                                                c->param[BN_RUNNING_VAR], q->eps);
+        dl_cudnn_ok(a, "cudnn",
+                    cudnnBatchNormalizationForwardInference(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, q->io.x,
+                                                            c->in[0], q->io.y, c->out, q->per_channel,
+                                                            c->param[BN_WEIGHT], c->param[BN_BIAS],
+                                                            c->param[BN_RUNNING_MEAN], c->param[BN_RUNNING_VAR],
+                                                            q->eps),
+                    "cudnnBatchNormalizationForwardInference");
 }
 
 static void bn_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -110,11 +117,14 @@ static void bn_backward_data(void *inst, const struct dl_kernel_args *a)
     const float one = 1, zero = 0;
     const float *saved = (const float *)c->saved;
     float *spare = a->workspace, *spare_params = (float *)((unsigned char *)a->workspace + q->x_bytes);
-    cudnnBatchNormalizationBackward(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &one, q->io.x, c->in[0],
-                                    q->io.y, c->dout, q->io.x, c->din[0] ? c->din[0] : spare, q->per_channel,
-                                    c->param[BN_WEIGHT], c->dparam[BN_WEIGHT] ? c->dparam[BN_WEIGHT] : spare_params,
-                                    c->dparam[BN_BIAS] ? c->dparam[BN_BIAS] : spare_params + q->C, q->eps, saved,
-                                    saved + q->C);
+    dl_cudnn_ok(a, "cudnn",
+                cudnnBatchNormalizationBackward(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &one, q->io.x,
+                                                c->in[0], q->io.y, c->dout, q->io.x, c->din[0] ? c->din[0] : spare,
+                                                q->per_channel, c->param[BN_WEIGHT],
+                                                c->dparam[BN_WEIGHT] ? c->dparam[BN_WEIGHT] : spare_params,
+                                                c->dparam[BN_BIAS] ? c->dparam[BN_BIAS] : spare_params + q->C, q->eps,
+                                                saved, saved + q->C),
+                "cudnnBatchNormalizationBackward");
 }
 
 const struct dl_kernel dl_kernel_cudnn_batchnorm = {

@@ -25,6 +25,7 @@
 
 #include "backends/attr.h"
 #include "backends/cuda/cudnn_io.h"
+#include "backends/cuda/fault.h"
 #include "ops/kinds.h"
 
 struct cudnn_conv {
@@ -37,6 +38,7 @@ struct cudnn_conv {
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     size_t ws[DL_N_DIRS];
     int bias;
+    const char *name;                /* the kernel's, for failures */
 };
 
 static void cudnn_conv_destroy(void *inst)
@@ -81,7 +83,7 @@ static void cudnn_conv_destroy(void *inst)
     } while (0)
 
 static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
-                             struct dl_error *err, int rank)
+                             struct dl_error *err, const char *name, int rank)
 {
     struct dl_conv_geom g = dl_conv_geom(l);
     int rc;
@@ -90,6 +92,7 @@ static int cudnn_conv_create(const struct dl_layer *l, const struct dl_kernel_co
     if (!c)
         return rc;
     c->bias = g.bias;
+    c->name = name;
     const char *what = NULL;
     cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
     int n, k, p, q;
@@ -143,10 +146,13 @@ static void cudnn_conv_forward(void *inst, const struct dl_kernel_args *a)
     const struct cudnn_conv *c = inst;
     const struct dl_op_call *o = &a->c;
     const float one = 1, zero = 0;
-    cudnnConvolutionForward(c->io.h, &one, c->io.x, o->in[0], c->w, o->param[0], c->conv, c->fwd, a->workspace,
-                            c->ws[DL_DIR_FORWARD], &zero, c->io.y, o->out);
-    if (c->bias)
-        cudnnAddTensor(c->io.h, &one, c->b, o->param[1], &one, c->io.y, o->out);
+    if (dl_cudnn_ok(a, c->name,
+                    cudnnConvolutionForward(c->io.h, &one, c->io.x, o->in[0], c->w, o->param[0], c->conv, c->fwd,
+                                            a->workspace, c->ws[DL_DIR_FORWARD], &zero, c->io.y, o->out),
+                    "cudnnConvolutionForward") &&
+        c->bias)
+        dl_cudnn_ok(a, c->name, cudnnAddTensor(c->io.h, &one, c->b, o->param[1], &one, c->io.y, o->out),
+                    "cudnnAddTensor");
 }
 
 static void cudnn_conv_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -155,8 +161,11 @@ static void cudnn_conv_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *o = &a->c;
     const float one = 1, zero = 0;
     if (o->din[0])
-        cudnnConvolutionBackwardData(c->io.h, &one, c->w, o->param[0], c->io.y, o->dout, c->conv, c->bwd_data,
-                                     a->workspace, c->ws[DL_DIR_BACKWARD_DATA], &zero, c->io.x, o->din[0]);
+        dl_cudnn_ok(a, c->name,
+                    cudnnConvolutionBackwardData(c->io.h, &one, c->w, o->param[0], c->io.y, o->dout, c->conv,
+                                                 c->bwd_data, a->workspace, c->ws[DL_DIR_BACKWARD_DATA], &zero,
+                                                 c->io.x, o->din[0]),
+                    "cudnnConvolutionBackwardData");
 }
 
 static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args *a)
@@ -165,17 +174,21 @@ static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args 
     const struct dl_op_call *o = &a->c;
     const float one = 1;
     if (o->dparam[0])
-        cudnnConvolutionBackwardFilter(c->io.h, &one, c->io.x, o->in[0], c->io.y, o->dout, c->conv, c->bwd_filter,
-                                       a->workspace, c->ws[DL_DIR_BACKWARD_WEIGHTS], &one, c->w, o->dparam[0]);
+        dl_cudnn_ok(a, c->name,
+                    cudnnConvolutionBackwardFilter(c->io.h, &one, c->io.x, o->in[0], c->io.y, o->dout, c->conv,
+                                                   c->bwd_filter, a->workspace, c->ws[DL_DIR_BACKWARD_WEIGHTS], &one,
+                                                   c->w, o->dparam[0]),
+                    "cudnnConvolutionBackwardFilter");
     if (c->bias && o->dparam[1])
-        cudnnConvolutionBackwardBias(c->io.h, &one, c->io.y, o->dout, &one, c->b, o->dparam[1]);
+        dl_cudnn_ok(a, c->name, cudnnConvolutionBackwardBias(c->io.h, &one, c->io.y, o->dout, &one, c->b, o->dparam[1]),
+                    "cudnnConvolutionBackwardBias");
 }
 
 #define CUDNN_CONV_KERNEL(SYM, NAME, RANK)                                                       \
     static int SYM##_create(const struct dl_layer *l, const struct dl_kernel_config *cfg,       \
                             void **inst, struct dl_error *err)                                   \
     {                                                                                            \
-        return cudnn_conv_create(l, cfg, inst, err, RANK);                                       \
+        return cudnn_conv_create(l, cfg, inst, err, NAME, RANK);                                       \
     }                                                                                            \
     const struct dl_kernel SYM = {                                                               \
         .name = NAME, .backend = "cuda", .op = &dl_op_conv, .device = DL_DEVICE_CUDA,            \

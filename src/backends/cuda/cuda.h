@@ -1,12 +1,14 @@
 /* cuda/cuda.h: the CUDA backend's entry points that the rest of the
  * program reaches through tables (device.h's dl_device_open, the kernel
- * registry); nothing outside src/backends/ includes it, and only builds
+ * registry, the optimizers' registry); nothing outside src/backends/ but
+ * optim/optim.c's registry includes it, and only builds
  * --with-cuda compile the files that define them. */
 #ifndef DL_BACKENDS_CUDA_H
 #define DL_BACKENDS_CUDA_H
 
 #include "backends/device.h"
 #include "backends/kernel.h"
+#include "optim/optim.h"
 
 /* The CUDA device of device.h. */
 extern const struct dl_device dl_device_cuda;
@@ -15,21 +17,35 @@ extern const struct dl_device dl_device_cuda;
  * registry lists DL_CUDA_KERNELS first (kernel choice only takes them for
  * an executor on the GPU).  Creation reports cuDNN's, cuBLAS's and CUDA's
  * errors; a failed launch or library call inside forward or backward is
- * not reported (kernel.h's calls return nothing), so the device tests
- * compare every result with the reference.  The convolution comes as one kernel per rank
+ * recorded in the call's fault (kernel.h's dl_kernel_fail, through
+ * cuda/fault.h), which the executor, the tuner and the kernel tests turn
+ * into an error naming the layer and the call.  Launches are asynchronous:
+ * a fault found only when the GPU runs the work surfaces at the next
+ * synchronising copy or device sync, not in the call.  The convolution comes as one kernel per rank
  * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first. */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
     dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
     dl_kernel_cudnn_conv_r8;
 extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
-    dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm, dl_kernel_cuda_softmax_xent;
+    dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm, dl_kernel_cuda_softmax_xent,
+    dl_kernel_cuda_leaky_relu, dl_kernel_cuda_dropout, dl_kernel_cuda_flatten, dl_kernel_cudnn_add,
+    dl_kernel_cuda_concat;
 #define DL_CUDA_KERNELS                                                                          \
     &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
     &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
     &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
     &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
-    &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent,
+    &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent, &dl_kernel_cuda_leaky_relu, &dl_kernel_cuda_dropout, \
+    &dl_kernel_cuda_flatten, \
+    &dl_kernel_cudnn_add, &dl_kernel_cuda_concat,
+
+/* The optimizers' update loops on the GPU (optim.c), listed by
+ * optim/optim.c's registry after the host's. */
+extern const struct dl_optim_algo dl_optim_sgd_cuda, dl_optim_adagrad_cuda, dl_optim_rmsprop_cuda, dl_optim_adam_cuda,
+    dl_optim_adamw_cuda;
+#define DL_CUDA_OPTIM_ALGOS \
+    &dl_optim_sgd_cuda, &dl_optim_adagrad_cuda, &dl_optim_rmsprop_cuda, &dl_optim_adam_cuda, &dl_optim_adamw_cuda,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */

@@ -9,6 +9,8 @@
 #include <stdio.h>
 
 #include <cuda_runtime.h>
+
+#include "backends/cuda/pointwise_kernels.h"
 #include <cudnn.h>
 
 static int cuda_fail(struct dl_error *err, cudaError_t r, const char *what)
@@ -46,6 +48,12 @@ static int cuda_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
 {
     cudaError_t r = bytes ? cudaMemset(dst, byte, bytes) : cudaSuccess;
     return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaMemset");
+}
+
+static int cuda_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_error *err)
+{
+    cudaError_t r = (cudaError_t)dl_cuda_accumulate(dst, src, n);
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "accumulate launch");
 }
 
 static int cuda_sync(struct dl_error *err)
@@ -125,6 +133,7 @@ const struct dl_device dl_device_cuda = {
     .free = cuda_free,
     .copy = cuda_copy,
     .fill = cuda_fill,
+    .accumulate = cuda_accumulate,
     .sync = cuda_sync,
     .mark_init = cuda_mark_init,
     .mark_record = cuda_mark_record,

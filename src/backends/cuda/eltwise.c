@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "backends/cuda/cudnn_io.h"
+#include "backends/cuda/fault.h"
 #include "ops/kinds.h"
 
 struct cudnn_act {
@@ -52,7 +53,8 @@ static void act_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cudnn_act *q = inst;
     const float one = 1, zero = 0;
-    cudnnActivationForward(q->io.h, q->act, &one, q->io.x, a->c.in[0], &zero, q->io.y, a->c.out);
+    dl_cudnn_ok(a, "cudnn", cudnnActivationForward(q->io.h, q->act, &one, q->io.x, a->c.in[0], &zero, q->io.y, a->c.out),
+                "cudnnActivationForward");
 }
 
 static void act_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -61,8 +63,10 @@ static void act_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     const float one = 1, zero = 0;
     if (c->din[0])
-        cudnnActivationBackward(q->io.h, q->act, &one, q->io.y, c->out, q->io.y, c->dout, q->io.x, c->in[0], &zero,
-                                q->io.x, c->din[0]);
+        dl_cudnn_ok(a, "cudnn",
+                    cudnnActivationBackward(q->io.h, q->act, &one, q->io.y, c->out, q->io.y, c->dout, q->io.x,
+                                            c->in[0], &zero, q->io.x, c->din[0]),
+                    "cudnnActivationBackward");
 }
 
 #define ACT_KERNEL(SYM, OP, MODE)                                                                \

@@ -14,6 +14,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backends/cuda/fault.h"
 #include "ops/kinds.h"
 
 struct cublas_fc {
@@ -75,11 +76,16 @@ static void cublas_fc_forward(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     const float one = 1, zero = 0;
     int N = c->batch;
-    if (f->bias) /* y^T (U x N) = b (U x 1) ones^T (1 x N) */
-        cublasSgemm(f->h, CUBLAS_OP_N, CUBLAS_OP_N, f->U, N, 1, &one, c->param[1], f->U, f->ones, 1, &zero, c->out,
-                    f->U);
-    cublasSgemm(f->h, CUBLAS_OP_T, CUBLAS_OP_N, f->U, N, f->F, &one, c->param[0], f->F, c->in[0], f->F,
-                f->bias ? &one : &zero, c->out, f->U);
+    if (f->bias && /* y^T (U x N) = b (U x 1) ones^T (1 x N) */
+        !dl_cublas_ok(a, "cublas",
+                      cublasSgemm(f->h, CUBLAS_OP_N, CUBLAS_OP_N, f->U, N, 1, &one, c->param[1], f->U, f->ones, 1,
+                                  &zero, c->out, f->U),
+                      "cublasSgemm (bias)"))
+        return;
+    dl_cublas_ok(a, "cublas",
+                 cublasSgemm(f->h, CUBLAS_OP_T, CUBLAS_OP_N, f->U, N, f->F, &one, c->param[0], f->F, c->in[0], f->F,
+                             f->bias ? &one : &zero, c->out, f->U),
+                 "cublasSgemm");
 }
 
 static void cublas_fc_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -88,8 +94,10 @@ static void cublas_fc_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     const float one = 1, zero = 0;
     if (c->din[0])
-        cublasSgemm(f->h, CUBLAS_OP_N, CUBLAS_OP_N, f->F, c->batch, f->U, &one, c->param[0], f->F, c->dout, f->U,
-                    &zero, c->din[0], f->F);
+        dl_cublas_ok(a, "cublas",
+                     cublasSgemm(f->h, CUBLAS_OP_N, CUBLAS_OP_N, f->F, c->batch, f->U, &one, c->param[0], f->F,
+                                 c->dout, f->U, &zero, c->din[0], f->F),
+                     "cublasSgemm");
 }
 
 static void cublas_fc_backward_weights(void *inst, const struct dl_kernel_args *a)
@@ -98,10 +106,15 @@ static void cublas_fc_backward_weights(void *inst, const struct dl_kernel_args *
     const struct dl_op_call *c = &a->c;
     const float one = 1;
     if (c->dparam[0])
-        cublasSgemm(f->h, CUBLAS_OP_N, CUBLAS_OP_T, f->F, f->U, c->batch, &one, c->in[0], f->F, c->dout, f->U, &one,
-                    c->dparam[0], f->F);
+        dl_cublas_ok(a, "cublas",
+                     cublasSgemm(f->h, CUBLAS_OP_N, CUBLAS_OP_T, f->F, f->U, c->batch, &one, c->in[0], f->F, c->dout,
+                                 f->U, &one, c->dparam[0], f->F),
+                     "cublasSgemm");
     if (f->bias && c->dparam[1]) /* db (U) += dy^T (U x N) ones (N) */
-        cublasSgemv(f->h, CUBLAS_OP_N, f->U, c->batch, &one, c->dout, f->U, f->ones, 1, &one, c->dparam[1], 1);
+        dl_cublas_ok(a, "cublas",
+                     cublasSgemv(f->h, CUBLAS_OP_N, f->U, c->batch, &one, c->dout, f->U, f->ones, 1, &one,
+                                 c->dparam[1], 1),
+                     "cublasSgemv");
 }
 
 const struct dl_kernel dl_kernel_cublas_fc = {

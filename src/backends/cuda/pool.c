@@ -12,6 +12,7 @@
 
 #include "backends/attr.h"
 #include "backends/cuda/cudnn_io.h"
+#include "backends/cuda/fault.h"
 #include "ops/kinds.h"
 
 struct cudnn_pool {
@@ -76,7 +77,8 @@ static void pool_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cudnn_pool *q = inst;
     const float one = 1, zero = 0;
-    cudnnPoolingForward(q->io.h, q->pool, &one, q->io.x, a->c.in[0], &zero, q->io.y, a->c.out);
+    dl_cudnn_ok(a, "cudnn", cudnnPoolingForward(q->io.h, q->pool, &one, q->io.x, a->c.in[0], &zero, q->io.y, a->c.out),
+                "cudnnPoolingForward");
 }
 
 static void pool_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -85,8 +87,10 @@ static void pool_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     const float one = 1, zero = 0;
     if (c->din[0])
-        cudnnPoolingBackward(q->io.h, q->pool, &one, q->io.y, c->out, q->io.y, c->dout, q->io.x, c->in[0], &zero,
-                             q->io.x, c->din[0]);
+        dl_cudnn_ok(a, "cudnn",
+                    cudnnPoolingBackward(q->io.h, q->pool, &one, q->io.y, c->out, q->io.y, c->dout, q->io.x, c->in[0],
+                                         &zero, q->io.x, c->din[0]),
+                    "cudnnPoolingBackward");
 }
 
 #define POOL_KERNEL(SYM, OP, GEOM)                                                               \

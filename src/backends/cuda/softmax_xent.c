@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "backends/attr.h"
+#include "backends/cuda/fault.h"
 #include "backends/cuda/softmax_xent_kernels.h"
 #include "ops/kinds.h"
 
@@ -46,7 +47,9 @@ static void xent_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_xent *q = inst;
     const struct dl_op_call *c = &a->c;
-    dl_cuda_xent_forward(c->in[0], c->labels, c->batch, q->C, q->eps, c->out, (float *)c->saved);
+    dl_cuda_ok(a, "cuda",
+               (cudaError_t)dl_cuda_xent_forward(c->in[0], c->labels, c->batch, q->C, q->eps, c->out, (float *)c->saved),
+               "softmax_xent forward launch");
 }
 
 static void xent_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -54,7 +57,10 @@ static void xent_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct cuda_xent *q = inst;
     const struct dl_op_call *c = &a->c;
     if (c->din[0])
-        dl_cuda_xent_backward((const float *)c->saved, c->labels, c->dout, c->batch, q->C, q->eps, c->din[0]);
+        dl_cuda_ok(a, "cuda",
+                   (cudaError_t)dl_cuda_xent_backward((const float *)c->saved, c->labels, c->dout, c->batch, q->C,
+                                                      q->eps, c->din[0]),
+                   "softmax_xent backward launch");
 }
 
 const struct dl_kernel dl_kernel_cuda_softmax_xent = {

@@ -49,7 +49,7 @@ extern "C" int dl_cuda_xent_forward(const float *x, const int *labels, int N, in
     int threads = 128;
     if (N > 0)
         xent_forward<<<(N + threads - 1) / threads, threads>>>(x, labels, N, C, eps, loss, p);
-    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+    return (int)cudaGetLastError();
 }
 
 extern "C" int dl_cuda_xent_backward(const float *p, const int *labels, const float *dout, int N, int C, double eps,
@@ -59,5 +59,5 @@ extern "C" int dl_cuda_xent_backward(const float *p, const int *labels, const fl
     long total = (long)N * C;
     if (total > 0)
         xent_backward<<<(unsigned)((total + threads - 1) / threads), threads>>>(p, labels, dout, N, C, eps, din);
-    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+    return (int)cudaGetLastError();
 }

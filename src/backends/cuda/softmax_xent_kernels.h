@@ -1,8 +1,8 @@
 /* cuda/softmax_xent_kernels.h: the CUDA kernels of the softmax
  * cross-entropy loss (softmax_xent_kernels.cu, compiled by nvcc), behind
  * plain C functions so that the C side (softmax_xent.c) needs no CUDA
- * language.  Every pointer is device memory; each returns 0, or -1 when the
- * launch failed. */
+ * language.  Every pointer is device memory; each returns 0, or the CUDA
+ * error (a cudaError_t) of the launch. */
 #ifndef DL_BACKENDS_CUDA_SOFTMAX_XENT_KERNELS_H
 #define DL_BACKENDS_CUDA_SOFTMAX_XENT_KERNELS_H
 

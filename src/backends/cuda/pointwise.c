@@ -1,0 +1,168 @@
+/* cuda/pointwise.c: leaky ReLU, dropout and flatten on a GPU ("cuda"; built
+ * --with-cuda, never run on a GPU so far) through the CUDA kernels of
+ * pointwise_kernels.cu, NCHW float in device memory.  Dropout keeps its
+ * mask in the layer's saved memory from forward to backward and draws it
+ * from the call's key, first sample and first channel as the host's op, so
+ * that any split of the batch draws what one process draws; in inference
+ * (or at rate 0) both directions copy.  Flatten copies both ways too: a
+ * sample's NCHW values already are its feature vector. */
+#include "backends/cuda/cuda.h"
+
+#include <stdlib.h>
+
+#include "backends/attr.h"
+#include "backends/cuda/fault.h"
+#include "backends/cuda/pointwise_kernels.h"
+#include "ops/kinds.h"
+
+struct cuda_pointwise {
+    long per;      /* values per sample */
+    long plane;    /* values per channel of a sample (h * w) */
+    size_t mb;
+    double value;  /* leaky_relu's slope, dropout's rate */
+};
+
+static int pointwise_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                            struct dl_error *err, const char *attr)
+{
+    struct cuda_pointwise *q = dl_calloc(1, sizeof *q, err);
+    if (!q)
+        return DL_ERR_NOMEM;
+    *q = (struct cuda_pointwise){dl_shape_count(l->out_shape), (long)l->out_shape.h * l->out_shape.w,
+                                 (size_t)cfg->mb, dl_attr_float(l, attr)};
+    *inst = q;
+    return DL_OK;
+}
+
+static void pointwise_destroy(void *inst)
+{
+    free(inst);
+}
+
+static int leaky_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                        struct dl_error *err)
+{
+    return pointwise_create(l, cfg, inst, err, "slope");
+}
+
+static void leaky_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    const struct dl_op_call *c = &a->c;
+    dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_leaky_relu_forward(c->in[0], c->batch * q->per, (float)q->value, c->out),
+               "leaky_relu forward launch");
+}
+
+static void leaky_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    const struct dl_op_call *c = &a->c;
+    if (c->din[0])
+        dl_cuda_ok(a, "cuda",
+                   (cudaError_t)dl_cuda_leaky_relu_backward(c->in[0], c->dout, c->batch * q->per, (float)q->value, c->din[0]),
+                   "leaky_relu backward launch");
+}
+
+const struct dl_kernel dl_kernel_cuda_leaky_relu = {
+    .name = "cuda",
+    .backend = "cuda",
+    .op = &dl_op_leaky_relu,
+    .device = DL_DEVICE_CUDA,
+    .create = leaky_create,
+    .destroy = pointwise_destroy,
+    .forward = leaky_forward,
+    .backward_data = leaky_backward_data,
+};
+
+static int dropout_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                          struct dl_error *err)
+{
+    return pointwise_create(l, cfg, inst, err, "rate");
+}
+
+static size_t dropout_saved_bytes(const void *inst)
+{
+    const struct cuda_pointwise *q = inst;
+    return sizeof(float) * q->mb * (size_t)q->per;
+}
+
+/* 1 when the call drops elements (training at a rate above 0). */
+static int drops(const struct cuda_pointwise *q, const struct dl_op_call *c)
+{
+    return c->training && q->value > 0;
+}
+
+static void dropout_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    const struct dl_op_call *c = &a->c;
+    if (!drops(q, c)) {
+        dl_cuda_copy_within(a, "cuda", c->out, c->in[0], c->batch * q->per);
+        return;
+    }
+    float keep = (float)(1 / (1 - q->value));
+    dl_cuda_ok(a, "cuda",
+               (cudaError_t)dl_cuda_dropout_forward(c->in[0], c->batch, q->per, c->key, c->sample0, (long)c->channel0 * q->plane,
+                                       q->value, keep, (float *)c->saved, c->out),
+               "dropout forward launch");
+}
+
+static void dropout_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    const struct dl_op_call *c = &a->c;
+    if (!c->din[0])
+        return;
+    if (!drops(q, c))
+        dl_cuda_copy_within(a, "cuda", c->din[0], c->dout, c->batch * q->per);
+    else
+        dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_multiply(c->dout, (const float *)c->saved, c->batch * q->per, c->din[0]),
+                   "dropout backward launch");
+}
+
+const struct dl_kernel dl_kernel_cuda_dropout = {
+    .name = "cuda",
+    .backend = "cuda",
+    .op = &dl_op_dropout,
+    .device = DL_DEVICE_CUDA,
+    .create = dropout_create,
+    .destroy = pointwise_destroy,
+    .saved_bytes = dropout_saved_bytes,
+    .forward = dropout_forward,
+    .backward_data = dropout_backward_data,
+};
+
+static int flatten_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                          struct dl_error *err)
+{
+    struct cuda_pointwise *q = dl_calloc(1, sizeof *q, err);
+    if (!q)
+        return DL_ERR_NOMEM;
+    q->per = dl_shape_count(l->out_shape);
+    *inst = q;
+    return DL_OK;
+}
+
+static void flatten_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    dl_cuda_copy_within(a, "cuda", a->c.out, a->c.in[0], a->c.batch * q->per);
+}
+
+static void flatten_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    if (a->c.din[0])
+        dl_cuda_copy_within(a, "cuda", a->c.din[0], a->c.dout, a->c.batch * q->per);
+}
+
+const struct dl_kernel dl_kernel_cuda_flatten = {
+    .name = "cuda",
+    .backend = "cuda",
+    .op = &dl_op_flatten,
+    .device = DL_DEVICE_CUDA,
+    .create = flatten_create,
+    .destroy = pointwise_destroy,
+    .forward = flatten_forward,
+    .backward_data = flatten_backward_data,
+};

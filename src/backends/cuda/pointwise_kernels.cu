@@ -1,0 +1,105 @@
+/* cuda/pointwise_kernels.cu: leaky ReLU and dropout on a GPU
+ * (pointwise_kernels.h), one thread per element.  Dropout draws its mask
+ * with core/rng_hash.h's functions, the ones the host's dropout uses, so
+ * the two masks are the same bits.  Built by nvcc when --with-cuda; never
+ * run on a GPU so far. */
+#include "backends/cuda/pointwise_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include "core/rng_hash.h"
+
+#define THREADS 256
+
+static unsigned blocks(long n)
+{
+    return (unsigned)((n + THREADS - 1) / THREADS);
+}
+
+static __global__ void leaky_forward(const float *x, long n, float slope, float *y)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        y[i] = (v > 0 ? v : 0) + __fmul_rn(slope, v > 0 ? 0 : v);
+    }
+}
+
+static __global__ void leaky_backward(const float *x, const float *dy, long n, float slope, float *dx)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i], d = dy[i];
+        dx[i] = (v > 0 ? d : 0) + __fmul_rn(slope, v > 0 ? 0 : d);
+    }
+}
+
+static __global__ void dropout_forward(const float *x, long n, long per, uint64_t key, long sample0, long first,
+                                       double rate, float keep, float *m, float *y)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    long s = i / per, j = i % per;
+    uint64_t sample = dl_rng_hash_of(key, (uint64_t)(sample0 + s));
+    float mask = dl_rng_hash_uniform_of(sample, (uint64_t)(first + j)) >= rate ? keep : 0;
+    m[i] = mask;
+    y[i] = __fmul_rn(x[i], mask);
+}
+
+static __global__ void multiply(const float *a, const float *b, long n, float *out)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = __fmul_rn(a[i], b[i]);
+}
+
+static __global__ void accumulate(float *dst, const float *src, long n)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] += src[i];
+}
+
+/* The launch's error (0 when it was queued). */
+static int launched(void)
+{
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dl_cuda_leaky_relu_forward(const float *x, long n, float slope, float *y)
+{
+    if (n > 0)
+        leaky_forward<<<blocks(n), THREADS>>>(x, n, slope, y);
+    return launched();
+}
+
+extern "C" int dl_cuda_leaky_relu_backward(const float *x, const float *dy, long n, float slope, float *dx)
+{
+    if (n > 0)
+        leaky_backward<<<blocks(n), THREADS>>>(x, dy, n, slope, dx);
+    return launched();
+}
+
+extern "C" int dl_cuda_dropout_forward(const float *x, int batch, long per, uint64_t key, long sample0, long first,
+                                       double rate, float keep, float *m, float *y)
+{
+    long n = (long)batch * per;
+    if (n > 0)
+        dropout_forward<<<blocks(n), THREADS>>>(x, n, per, key, sample0, first, rate, keep, m, y);
+    return launched();
+}
+
+extern "C" int dl_cuda_accumulate(float *dst, const float *src, long n)
+{
+    if (n > 0)
+        accumulate<<<blocks(n), THREADS>>>(dst, src, n);
+    return launched();
+}
+
+extern "C" int dl_cuda_multiply(const float *a, const float *b, long n, float *out)
+{
+    if (n > 0)
+        multiply<<<blocks(n), THREADS>>>(a, b, n, out);
+    return launched();
+}

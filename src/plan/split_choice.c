@@ -1,0 +1,54 @@
+/* split_choice.c: the fc pairs whose splits the planner chooses (see
+ * split_choice.h). */
+#include "plan/split_choice.h"
+
+#include <string.h>
+
+static int is_free_fc(const struct dl_layer *l)
+{
+    return strcmp(l->kind->name, "fc") == 0 && l->split == DL_SPLIT_AUTO;
+}
+
+/* The one layer reading layer i's output (-1: none or several). */
+static int only_reader(const struct dl_graph *g, int i)
+{
+    int reader = -1;
+    for (int j = i + 1; j < g->n; j++)
+        for (int k = 0; k < g->layers[j].n_in; k++)
+            if (g->layers[j].in[k] == i) {
+                if (reader >= 0 && reader != j)
+                    return -1;
+                reader = j;
+            }
+    return reader;
+}
+
+int dl_split_pairs(const struct dl_graph *g, int *first, int *second)
+{
+    int n = 0;
+    for (int i = 0; i < g->n && n < DL_PLAN_MAX_PAIRS; i++) {
+        if (!is_free_fc(&g->layers[i]))
+            continue;
+        int j = only_reader(g, i);
+        while (j >= 0 && !is_free_fc(&g->layers[j]) && g->layers[j].kind->channel_local && g->layers[j].n_in == 1 &&
+               g->layers[j].n_params == 0)
+            j = only_reader(g, j);
+        if (j < 0 || !is_free_fc(&g->layers[j]) || g->layers[j].n_in != 1)
+            continue;
+        first[n] = i;
+        second[n++] = j;
+        i = j; /* the second is not a first */
+    }
+    return n;
+}
+
+int dl_split_choice_layers(const int *first, const int *second, int n_pairs, unsigned mask, int *whole)
+{
+    int n = 0;
+    for (int k = 0; k < n_pairs; k++)
+        if (mask & (1u << k)) {
+            whole[n++] = first[k];
+            whole[n++] = second[k];
+        }
+    return n;
+}
