@@ -80,6 +80,14 @@ summaries = doc.get("dltrain", {}).get("ranks", [])
 if sorted(s["rank"] for s in summaries) != list(range(W)):
     fail("summaries of ranks %s" % sorted(s["rank"] for s in summaries))
 
+
+def offset_error_ns(a, b):
+    """How far two ranks' corrected clocks may still disagree: each offset to
+    rank 0 is known within half its measured round trip."""
+    rtt = {x["rank"]: x["clock_rtt_us"] for x in summaries}
+    return 0 if a == b else 500.0 * (rtt.get(a, 0) + rtt.get(b, 0))
+
+
 # spans nest or are disjoint within a thread
 for r, evs in by_rank.items():
     threads = collections.defaultdict(list)
@@ -184,18 +192,11 @@ for key, ends in messages.items():
     s, v = sends[0], recvs[0]
     if s["pid"] != rank_of(key[0], key[1], key[6]) or v["pid"] != rank_of(key[0], key[1], key[7]):
         fail("message %s: sent by rank %d, received by rank %d" % (key, s["pid"], v["pid"]))
-    if v["t1"] < s["t0"]:
+    if v["t1"] + offset_error_ns(v["pid"], s["pid"]) < s["t0"]:
         fail("message %s: received by rank %d at %d ns, sent by rank %d at %d ns" % (key, v["pid"], v["t1"], s["pid"], s["t0"]))
 if P > 1 and not messages:
     fail("a pipeline of %d stages and no messages" % P)
 print("# %d pipeline messages (%d sends, %d receives)" % (len(messages), kinds["send"], kinds["recv"]))
-
-
-def offset_error_ns(a, b):
-    """How far two ranks' corrected clocks may still disagree: each offset to
-    rank 0 is known within half its measured round trip."""
-    rtt = {x["rank"]: x["clock_rtt_us"] for x in summaries}
-    return 0 if a == b else 500.0 * (rtt.get(a, 0) + rtt.get(b, 0))
 
 
 def collectives(group_of, select, what):
