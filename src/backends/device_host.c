@@ -10,7 +10,7 @@
 
 #include "core/clock.h"
 
-const char *const dl_device_names[] = {"cpu", "cuda", NULL};
+const char *const dl_device_names[] = {"cpu", "cuda", "emulated", NULL};
 
 static void *host_alloc(size_t bytes, struct dl_error *err)
 {
@@ -94,6 +94,7 @@ static const char *host_describe(void)
 const struct dl_device dl_device_host = {
     .name = "cpu",
     .kind = DL_DEVICE_CPU,
+    .kernels = DL_DEVICE_CPU,
     .host_memory = 1,
     .alloc = host_alloc,
     .free = host_free,

@@ -129,6 +129,7 @@ static const char *cuda_describe(void)
 const struct dl_device dl_device_cuda = {
     .name = "cuda",
     .kind = DL_DEVICE_CUDA,
+    .kernels = DL_DEVICE_CUDA,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy = cuda_copy,
