@@ -57,6 +57,9 @@ endif
 endif
 TESTS += tests/test_device_cli.sh
 EXTRA_DIST += tests/test_device_cli.sh
+# Training on the emulated device (no host memory) equals the CPU run.
+TESTS += tests/test_emulated_device.sh
+EXTRA_DIST += tests/test_emulated_device.sh
 
 # Gradient checks link the double-precision build of the ops (libdlref64.a).
 GRADCHECK_SOURCES = tests/gradcheck.c tests/gradcheck.h
