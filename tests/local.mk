@@ -35,6 +35,13 @@ tests_test_device_SOURCES = tests/test_device.c
 tests_test_device_CFLAGS = $(TEST_CFLAGS)
 tests_test_device_LDADD = $(TEST_LIBS)
 TESTS += tests/test_device
+# The same cases on the emulated device, and its guard against host access.
+check_PROGRAMS += tests/test_device_emulated
+tests_test_device_emulated_SOURCES = tests/test_device.c
+tests_test_device_emulated_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_EMULATED
+tests_test_device_emulated_CFLAGS = $(TEST_CFLAGS)
+tests_test_device_emulated_LDADD = $(TEST_LIBS)
+TESTS += tests/test_device_emulated
 check_PROGRAMS += tests/test_optim_device
 tests_test_optim_device_SOURCES = tests/test_optim_device.c
 tests_test_optim_device_CFLAGS = $(TEST_CFLAGS)
