@@ -9,13 +9,15 @@
 # (copied in), from its own file and from the CPU's; a diverging run names
 # the same first non-finite layer (numerics checks copied out); and under
 # mpirun, data parallelism on 2 ranks (gradient buckets staged through host
-# buffers) equals the CPU's 2 ranks.  What it cannot run yet (tensor and
-# pipeline ranks, strategies other than sync) is refused with status 2.
+# buffers) equals the CPU's 2 ranks, and so do 2 tensor ranks (the loss's
+# classes split) and 2 pipeline stages (communication steps staged through
+# host mirrors).  What it cannot run yet (layers split by height or
+# samples, strategies other than sync) is refused with status 2.
 . "$top_srcdir/tests/tap.sh"
 NET="$top_srcdir/nets/lenet5.yaml"
 # 10 steps of 64 samples, a checkpoint after steps 5 and 10
 B="--net $NET --limit-train 640 --limit-test 200 --epochs 1 --threads 1 --quiet --checkpoint-every 5"
-tap_plan 25
+tap_plan 30
 
 losses() { # FILE [FIRST_GLOBAL_STEP]: the step losses and the epoch's train and test results
     /usr/bin/python3 -c '
@@ -73,7 +75,7 @@ echo "# $emu_msg"
 tap_result $? "with the CPU run's message (step, loss, first non-finite layer and value)"
 
 if ! command -v mpirun >/dev/null; then
-    for i in $(seq 1 13); do echo "ok $((tap_n + 1)) # SKIP no mpirun"; tap_n=$((tap_n + 1)); done
+    for i in $(seq 1 15); do echo "ok $((tap_n + 1)) # SKIP no mpirun"; tap_n=$((tap_n + 1)); done
     exit $((tap_failed > 0))
 fi
 MPI="mpirun --oversubscribe -np 2"
@@ -95,7 +97,21 @@ tap_result $? "equal to the CPU ranks' too (staged weights for the correction)"
 expect_status 2 "--consistency local-sgd:2 on the emulated device: status 2" -- $MPI $DLTRAIN $B --device emulated \
     --consistency local-sgd:2
 expect_output "local-sgd on --device emulated" "the message names the strategy and the device"
-expect_status 2 "2 tensor ranks on the emulated device: status 2" -- $MPI $DLTRAIN $B --device emulated --grid tp=2
-expect_output "--device emulated: the executor's communication steps are host loops" \
-    "the message names the device and the communication steps"
+for grid in tp=2 pp=2; do
+    $MPI $DLTRAIN $B --grid $grid --checkpoint-dir "$TMPDIR_TEST/$grid-cpu" --metrics "$TMPDIR_TEST/$grid-cpu.jsonl" \
+        >/dev/null 2>&1
+    expect_status 0 "--grid $grid on the emulated device" -- $MPI $DLTRAIN $B --grid $grid --device emulated \
+        --checkpoint-dir "$TMPDIR_TEST/$grid-emu" --metrics "$TMPDIR_TEST/$grid-emu.jsonl"
+    [ "$(losses "$TMPDIR_TEST/$grid-cpu.jsonl" | grep -c '^[0-9]')" -eq 10 ] \
+        && [ "$(losses "$TMPDIR_TEST/$grid-cpu.jsonl")" = "$(losses "$TMPDIR_TEST/$grid-emu.jsonl")" ] \
+        && cmp -s "$TMPDIR_TEST/$grid-cpu/ckpt-0000000010.safetensors" "$TMPDIR_TEST/$grid-emu/ckpt-0000000010.safetensors"
+    tap_result $? "--grid $grid: the losses, test results and final checkpoint equal the CPU ranks'"
+done
+sed 's/^\(  - {name: conv1, type: conv, filters: 6, kernel: 5, pad: 2\)}$/\1, split: height}/' \
+    "$NET" > "$TMPDIR_TEST/height.yaml"
+grep -q 'split: height' "$TMPDIR_TEST/height.yaml"; tap_result $? "a LeNet-5 whose first convolution is split by height"
+expect_status 2 "it is refused on the emulated device with 2 tensor ranks: status 2" -- $MPI $DLTRAIN $B \
+    --net "$TMPDIR_TEST/height.yaml" --grid tp=2 --device emulated
+expect_output "--device emulated: layer '[a-z0-9]+' is split over the tensor ranks by rows" \
+    "the message names the device, the layer and the split"
 exit $((tap_failed > 0))

@@ -60,6 +60,7 @@ void dl_exec_free(struct dl_exec *e)
     const struct dl_device *dev = e->impl && e->impl->device ? e->impl->device : &dl_device_host;
     if (e->impl) {
         dl_exec_comm_free(e);
+        free(e->impl->staging);
         if (e->impl->steps)
             dl_exec_free_steps(e);
         if (e->impl->own_shard.g)
@@ -154,24 +155,28 @@ static int kernels_on(const struct dl_exec_options *o, const struct dl_device *d
     return DL_OK;
 }
 
-/* The steps a device runs: on a device without host memory, the steps
- * that are host loops over the arena cannot run (tensor-parallel slices,
- * gathers and sums and pipeline messages stage nothing yet), nor reorders
- * unless its kernels are the host's (the emulated device): DL_ERR_SPEC
- * naming the step. */
+/* What a device without host memory cannot run: reorders unless its
+ * kernels are the host's (the emulated device), and layers on a band of
+ * rows or a share of the samples (their halos, shares and weight-gradient
+ * sums are host loops over the arena); DL_ERR_SPEC naming it.
+ * Communication steps run on host mirrors (staging.c). */
 static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
 {
     const struct dl_exec_impl *m = e->impl;
-    if (m->device->host_memory)
+    const struct dl_device *dev = m->device;
+    if (dev->host_memory)
         return DL_OK;
     for (int s = 0; s < m->n_steps; s++) {
-        enum dl_step_kind k = m->steps[s].kind;
-        if (k == DL_STEP_LAYER || (k == DL_STEP_REORDER && m->device->kernels == DL_DEVICE_CPU))
-            continue;
-        return dl_errorf(err, DL_ERR_SPEC, "--device %s: the executor's %s steps are host loops over its "
-                         "memory, which that device does not share with the host (tensor and pipeline parallelism "
-                         "run on the host only so far)",
-                         m->device->name, k == DL_STEP_REORDER ? "reorder" : "communication");
+        const struct dl_exec_step *st = &m->steps[s];
+        if (st->kind == DL_STEP_REORDER && dev->kernels != DL_DEVICE_CPU)
+            return dl_errorf(err, DL_ERR_SPEC, "--device %s: a reorder step between memory layouts is a host loop; "
+                             "its kernels must agree on layouts", dev->name);
+        if (st->kind == DL_STEP_LAYER && (e->shard->layer[st->layer].split_rows ||
+                                          e->shard->layer[st->layer].split_batch))
+            return dl_errorf(err, DL_ERR_SPEC, "--device %s: layer '%s' is split over the tensor ranks by %s, whose "
+                             "steps are host loops over the executor's memory (split it by channels, or run it on "
+                             "the host)", dev->name, e->g->layers[st->layer].name,
+                             e->shard->layer[st->layer].split_rows ? "rows" : "samples");
     }
     return DL_OK;
 }

@@ -155,10 +155,12 @@ struct dl_exec_options {
      * freed through its table; where the host cannot touch its memory
      * (host_memory 0), each forward copies the batch and labels in and the
      * losses and scores are copied out, and the loss's gradient seed is
-     * copied in.  Its kernels are those of device->kernels; on a device
+     * copied in.  Its kernels are those of device->kernels.  On a device
      * without host memory, tensor-parallel and pipeline communication
-     * steps (host loops over the arena) are refused (DL_ERR_SPEC),
-     * and so are reorders unless the device's kernels are the host's. */
+     * steps run on host copies of their buffers (staging.c); layers split
+     * by rows or samples (host loops over the arena) are refused
+     * (DL_ERR_SPEC), and so are reorders unless the device's kernels are
+     * the host's. */
     const struct dl_device *device;
 };
 

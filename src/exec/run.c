@@ -111,7 +111,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
             reorder_forward(e, s);
             dl_device_work_end(m->device);
         } else if (s->kind != DL_STEP_LAYER) {
-            dl_exec_comm_forward(e, s);
+            dl_exec_comm_staged(e, s, 0);
         } else {
             void *inst = dl_exec_instance(e, s, e->batch);
             if (!inst) {
@@ -240,7 +240,7 @@ static void backward(struct dl_exec *e, enum pass pass)
             reorder_backward(e, s);
             dl_device_work_end(m->device);
         } else if (s->kind != DL_STEP_LAYER) {
-            dl_exec_comm_backward(e, s);
+            dl_exec_comm_staged(e, s, 1);
         } else {
             void *inst = dl_exec_instance(e, s, e->batch);
             if (!inst) {
