@@ -42,6 +42,13 @@ tests_test_device_emulated_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_EMULATED
 tests_test_device_emulated_CFLAGS = $(TEST_CFLAGS)
 tests_test_device_emulated_LDADD = $(TEST_LIBS)
 TESTS += tests/test_device_emulated
+# Data parallelism's gradient buckets on a device: staged, or in place over
+# a communicator of device buffers (NCCL's stand-in), equal to the host's.
+check_PROGRAMS += tests/test_grad_sync_device
+tests_test_grad_sync_device_SOURCES = tests/test_grad_sync_device.c
+tests_test_grad_sync_device_CFLAGS = $(TEST_CFLAGS)
+tests_test_grad_sync_device_LDADD = $(TEST_LIBS)
+TESTS += tests/test_grad_sync_device
 check_PROGRAMS += tests/test_optim_device
 tests_test_optim_device_SOURCES = tests/test_optim_device.c
 tests_test_optim_device_CFLAGS = $(TEST_CFLAGS)

@@ -65,6 +65,10 @@ struct dl_device {
     /* dst[i] += src[i] for n values, both in the device's memory (the
      * executor's sum of a gradient from several consumers). */
     int (*accumulate)(dl_real *dst, const dl_real *src, long n, struct dl_error *err);
+    /* x[i] *= f for n values in the device's memory (a data-parallel
+     * gradient bucket scaled where it lives, before a communicator whose
+     * buffers are device memory sums it). */
+    int (*scale)(dl_real *x, long n, dl_real f, struct dl_error *err);
     /* Returns when everything queued on the device so far has finished. */
     int (*sync)(struct dl_error *err);
     /* The clock: initialise a mark, record it at the current point of the
@@ -83,6 +87,15 @@ struct dl_device {
      * dl_device_work_begin/end. */
     void (*work_begin)(void);
     void (*work_end)(void);
+    /* Makes this device current for the calling thread (CUDA keeps the
+     * current GPU per thread): a thread other than the one that opened it
+     * calls this before it uses the device.  NULL: nothing to do. */
+    void (*bind_thread)(void);
+    /* The communication backend whose buffers are this device's memory
+     * ("nccl" for CUDA): data parallelism sums its gradient buckets in
+     * place over one (parallel/sync.c); NULL: none, they are staged
+     * through host memory. */
+    const char *comm;
     /* A line naming the hardware for messages and the tuning database's
      * key ("host", or the GPU's name and cuDNN version). */
     const char *(*describe)(void);

@@ -211,6 +211,18 @@ static int emu_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_er
     return rc;
 }
 
+static int emu_scale(dl_real *x, long n, dl_real f, struct dl_error *err)
+{
+    size_t bytes = sizeof *x * (size_t)(n > 0 ? n : 0);
+    int rc = bytes ? check_side(x, bytes, 1, "scale values", err) : DL_OK;
+    if (rc || !bytes)
+        return rc;
+    work_begin();
+    rc = dl_device_host.scale(x, n, f, err);
+    work_end();
+    return rc;
+}
+
 /* Nothing is queued; the clock is the host's. */
 static int emu_sync(struct dl_error *err)
 {
@@ -253,6 +265,7 @@ const struct dl_device dl_device_emulated = {
     .copy = emu_copy,
     .fill = emu_fill,
     .accumulate = emu_accumulate,
+    .scale = emu_scale,
     .sync = emu_sync,
     .mark_init = emu_mark_init,
     .mark_record = emu_mark_record,

@@ -2,8 +2,10 @@
  * The communication thread takes buckets in the order they became ready,
  * which is the same on every rank, so every rank runs the same sequence of
  * collectives.  With the executor's vectors on a device without host
- * memory, the thread stages each bucket: copied out to a host buffer,
- * scaled (and corrected) and summed there, copied back. */
+ * memory, the thread stages each bucket (copied out to a host buffer,
+ * scaled, corrected and summed there, copied back), or, given a
+ * communicator of device buffers, has the device scale it and sums it in
+ * place over that one. */
 #include "parallel/grad_sync.h"
 
 #include <errno.h>
@@ -110,9 +112,28 @@ static int reduce_in_host(struct dl_grad_sync *s, struct bucket *b, float *buf, 
     return dl_allreduce(s->comm, s->opts.algorithm, buf, n, &s->opts.ar, err);
 }
 
+/* The bucket scaled by the device and summed in place over the
+ * communicator of device buffers (after the device's queued work: the
+ * kernels that wrote it, the scale). */
+static int reduce_on_device(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
+{
+    struct dl_comm *c = s->opts.device_comm;
+    float *g = s->exec->dweights + b->lo;
+    long n = b->hi - b->lo;
+    size_t dense = c->size > 1 ? (size_t)(2.0 * (c->size - 1) / c->size * 4.0 * (double)n) : 0;
+    s->dense_bytes += dense;
+    s->bytes_sent += dense;
+    int rc = s->scale != 1.0 ? s->device->scale(g, n, (dl_real)s->scale, err) : DL_OK;
+    if (!rc)
+        rc = s->device->sync(err);
+    return rc ? rc : c->ops->allreduce(c, g, (size_t)n, err);
+}
+
 static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
 {
     struct dl_exec *e = s->exec;
+    if (s->opts.device_comm)
+        return reduce_on_device(s, b, err);
     if (!s->staged_grad)
         return reduce_in_host(s, b, e->dweights + b->lo, e->weights + b->lo, err);
     const struct dl_device *dev = s->device;
@@ -132,7 +153,7 @@ static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_err
  * device's are scaled once staged). */
 static void scale_bucket(struct dl_grad_sync *s, const struct bucket *b)
 {
-    if (s->scale == 1.0 || s->staged_grad)
+    if (s->scale == 1.0 || s->staged_grad || s->opts.device_comm)
         return;
     scale_values(s->exec->dweights + b->lo, b->hi - b->lo, s->scale);
 }
@@ -157,6 +178,8 @@ static void trace_job(struct dl_grad_sync *s, int k, long step, double t0, doubl
 static void *comm_main(void *arg)
 {
     struct dl_grad_sync *s = arg;
+    if (s->device->bind_thread)
+        s->device->bind_thread();
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->quit && s->done == s->queued)
@@ -222,7 +245,13 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
     if (!s->opts.algorithm)
         s->opts.algorithm = "auto";
     s->device = dl_exec_device(e);
-    if (!s->device->host_memory) {
+    if (o->device_comm && (s->device->host_memory || o->codec.ops || !o->device_comm->ops->device_buffers ||
+                           o->device_comm->size != c->size)) {
+        dl_grad_sync_free(s);
+        return dl_errorf(err, DL_ERR_INTERNAL, "a communicator of device buffers sums uncompressed buckets on a "
+                         "device without host memory, over the same ranks");
+    }
+    if (!s->device->host_memory && !o->device_comm) {
         size_t n = (size_t)(e->n_weights > 0 ? e->n_weights : 1);
         s->staged_grad = dl_calloc(n, sizeof *s->staged_grad, err);
         if (s->staged_grad && o->codec.ops && o->momentum > 0)
