@@ -71,13 +71,16 @@ void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward
         (backward ? dl_exec_comm_backward : dl_exec_comm_forward)(e, s);
         return;
     }
-    struct dl_exec_tensor *t[2] = {&m->tensors[s->src >= 0 ? s->src : s->out], &m->tensors[s->out]};
+    /* its source and output (a receive has no source, a send no output:
+     * then both are the one it has) */
+    int src = s->src >= 0 ? s->src : s->out, out = s->out >= 0 ? s->out : s->src;
+    struct dl_exec_tensor *t[2] = {&m->tensors[src], &m->tensors[out]};
     struct staged list[MAX_STAGED];
     int n = 0;
     size_t B = (size_t)e->max_batch;
     for (int k = 0; k < 2; k++) { /* k = 1: the output */
         size_t bytes = sizeof(dl_real) * B * (size_t)t[k]->count;
-        add(list, &n, t[k]->data, bytes, !backward && k == 1);
+        add(list, &n, t[k]->data, bytes, !backward && k == 1 && s->out >= 0);
         add(list, &n, t[k]->grad, bytes, backward);
     }
     if (s->kind == DL_STEP_SEND && s->via_scratch[0])
