@@ -315,6 +315,103 @@ static void step_time_formulas(void **state)
     dl_net_free(&net);
 }
 
+/* A search hook handing out the whole layers' times times `scale` as if
+ * measured on a tensor rank, counting its calls. */
+struct fake_tensor_times {
+    const struct dl_layer_times *whole;
+    double scale;
+    int calls[9];
+};
+
+static int fake_tensor_hook(void *ctx, const struct dl_graph *g, int T, struct dl_layer_times *out,
+                            struct dl_error *err)
+{
+    struct fake_tensor_times *f = ctx;
+    f->calls[T]++;
+    int rc = dl_layer_times_alloc(out, g->n, err);
+    for (int i = 0; !rc && i < g->n; i++) {
+        out->fwd[i] = f->whole->fwd[i] * f->scale, out->bwd[i] = f->whole->bwd[i] * f->scale;
+        out->wgt[i] = f->whole->wgt[i] * f->scale, out->fwd0[i] = 3e-6, out->bwd0[i] = 5e-6;
+        out->source[i] = DL_TIME_MEASURED;
+    }
+    return rc;
+}
+
+/* Fixed seconds per call are paid once per chunk, whatever its samples;
+ * measured tensor-rank times replace a split layer's share of the whole
+ * layer's, and the search asks for them once per tensor group size. */
+static void fixed_and_tensor_times(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 2e9);
+    double per = 0, fixed = 0;
+    for (int i = 0; i < g->n; i++) {
+        t.fwd0[i] = 1e-6 * (i + 1), t.bwd0[i] = 2e-6 * (i + 1);
+        per += t.fwd[i] + t.bwd[i], fixed += t.fwd0[i] + t.bwd0[i];
+    }
+    struct dl_machine m;
+    machine(&m, 2);
+    struct dl_tp_view v;
+    assert_int_equal(dl_tp_view_make(g, 1, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout one = {.dims = {1, 1, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n}};
+    struct dl_layout_prediction p;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
+    assert_true(fabs(p.step_s - (fixed + 32 * per)) <= 1e-12 * p.step_s);
+    one.chunks = 4; /* one stage, four calls of 8 samples per layer */
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
+    assert_true(fabs(p.step_s - (4 * fixed + 32 * per)) <= 1e-12 * p.step_s);
+    dl_tp_view_free(&v);
+
+    /* tp = 2: the split layers' times are the hook's, the others' the whole layers' */
+    struct fake_tensor_times f = {.whole = &t, .scale = 0.75};
+    struct dl_layer_times tt;
+    assert_int_equal(fake_tensor_hook(&f, g, 2, &tt, NULL), DL_OK);
+    assert_int_equal(dl_tp_view_make(g, 2, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout tp2 = {.dims = {1, 2, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n}};
+    struct dl_layout_prediction shares, measured;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &shares, NULL), DL_OK);
+    v.times = &tt;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &measured, NULL), DL_OK);
+    double want_shares = 0, want_measured = 0;
+    int split = 0;
+    for (int i = 0; i < g->n; i++) {
+        want_shares += t.fwd0[i] + t.bwd0[i] + (t.fwd[i] + t.bwd[i]) * v.share[i] * 32;
+        if (v.share[i] < 1)
+            want_measured += tt.fwd0[i] + tt.bwd0[i] + (tt.fwd[i] + tt.bwd[i]) * 32, split++;
+        else
+            want_measured += t.fwd0[i] + t.bwd0[i] + (t.fwd[i] + t.bwd[i]) * v.share[i] * 32;
+    }
+    assert_true(split > 0);
+    assert_true(fabs(shares.tp_s - measured.tp_s) <= 1e-15);
+    assert_true(fabs(shares.step_s - shares.tp_s - want_shares) <= 1e-12 * shares.step_s);
+    assert_true(fabs(measured.step_s - measured.tp_s - want_measured) <= 1e-12 * measured.step_s);
+    assert_true(fabs(measured.step_s - shares.step_s) > 1e-9);
+    dl_tp_view_free(&v);
+    dl_layer_times_free(&tt);
+
+    /* the search: once per T > 1, and its tp=2 prediction is the measured one */
+    struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = 2, .batch = 32, .skip_memory = 1,
+                                  .tensor_times = fake_tensor_hook, .tensor_ctx = &f};
+    struct dl_plan_result r;
+    assert_int_equal(dl_plan_search(&req, &r, NULL), DL_OK);
+    assert_int_equal(f.calls[1], 0);
+    assert_int_equal(f.calls[2], 2); /* the one above and the search's */
+    int found = 0;
+    for (int i = 0; i < r.n; i++)
+        if (r.c[i].layout.dims.tp == 2 && r.c[i].layout.n_whole == 0) {
+            assert_true(fabs(r.c[i].pred.step_s - measured.step_s) <= 1e-12 * measured.step_s);
+            found++;
+        }
+    assert_int_equal(found, 1);
+    dl_plan_result_free(&r);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
 /* The planner's memory of every pipeline rank against the executors dl_pipeline_init makes. */
 static void memory_equals_executors(void **state)
 {
@@ -611,6 +708,7 @@ int main(void)
         cmocka_unit_test(cuts_are_optimal),
         cmocka_unit_test(search_ranks_every_layout),
         cmocka_unit_test(step_time_formulas),
+        cmocka_unit_test(fixed_and_tensor_times),
         cmocka_unit_test(memory_equals_executors),
         cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),

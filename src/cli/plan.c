@@ -267,8 +267,8 @@ static const struct dl_plan_candidate *best_of_kind(const struct dl_plan_result 
 }
 
 static int search(const struct dl_net *net, const struct dl_layer_times *t, const struct plan_command *c, int N,
-                  int batch, int memory, const struct dl_exec_options *eo, struct dl_machine *m,
-                  struct dl_plan_result *r)
+                  int batch, int memory, const struct dl_exec_options *eo, struct dl_tensor_times_request *measure,
+                  struct dl_machine *m, struct dl_plan_result *r)
 {
     dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
     if (c->have_node_link) {
@@ -288,7 +288,8 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
         return 2;
     }
     struct dl_plan_request req = {.g = &net->graph, .times = t, .machine = m, .ranks = N, .batch = batch,
-                                  .memory_limit = c->memory, .eo = eo, .skip_memory = !memory && !c->memory};
+                                  .memory_limit = c->memory, .eo = eo, .skip_memory = !memory && !c->memory,
+                                  .tensor_times = measure ? dl_layer_times_tensor_hook : NULL, .tensor_ctx = measure};
     struct dl_error err = {0};
     if (dl_plan_search(&req, r, &err)) {
         fprintf(stderr, "dltrain plan: %s\n", err.msg);
@@ -343,7 +344,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     struct dl_plan_result one;
     struct plan_command single = *c;
     single.per_node = 0;
-    int status = search(net, t, &single, 1, b0, 0, eo, &m, &one);
+    int status = search(net, t, &single, 1, b0, 0, eo, NULL, &m, &one);
     if (status)
         return status;
     if (!one.n_feasible) {
@@ -362,7 +363,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     for (int k = 0; k < c->n_counts; k++) {
         int N = c->counts[k];
         struct dl_plan_result r;
-        status = search(net, t, c, N, b0 * N, 0, eo, &m, &r);
+        status = search(net, t, c, N, b0 * N, 0, eo, NULL, &m, &r);
         if (status)
             return status;
         if (c->json)
@@ -412,7 +413,9 @@ static int run(const struct dl_net *net, struct dl_net_options *no, const struct
     }
     struct dl_machine m;
     struct dl_plan_result r;
-    int status = search(net, &t, c, N, batch, 1, &eo, &m, &r);
+    /* measured layer times: tensor ranks' too (not for the scaling rows' thousands of ranks) */
+    struct dl_tensor_times_request measure = {.batch = batch, .ranks = N, .eo = &eo};
+    int status = search(net, &t, c, N, batch, 1, &eo, c->flops > 0 ? NULL : &measure, &m, &r);
     if (status) {
         dl_layer_times_free(&t);
         return status;

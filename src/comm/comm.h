@@ -105,5 +105,8 @@ struct dl_comm *dl_comm_new(const struct dl_comm_ops *ops, int rank, int size,
 int dl_comm_self_open(struct dl_comm **out, struct dl_error *err);
 int dl_comm_mpi_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
 int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
+/* Rank `rank` of a group of `size` with no peers (comm/standin.c): for
+ * timing one rank's compute; collectives move only this rank's part. */
+int dl_comm_standin_open(int rank, int size, struct dl_comm **out, struct dl_error *err);
 
 #endif

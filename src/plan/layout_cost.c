@@ -18,8 +18,11 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
     t->fwd = dl_calloc((size_t)n, sizeof *t->fwd, err);
     t->bwd = dl_calloc((size_t)n, sizeof *t->bwd, err);
     t->wgt = dl_calloc((size_t)n, sizeof *t->wgt, err);
+    t->fwd0 = dl_calloc((size_t)n, sizeof *t->fwd0, err);
+    t->bwd0 = dl_calloc((size_t)n, sizeof *t->bwd0, err);
+    t->wgt0 = dl_calloc((size_t)n, sizeof *t->wgt0, err);
     t->source = dl_calloc((size_t)n, sizeof *t->source, err);
-    if (t->fwd && t->bwd && t->wgt && t->source)
+    if (t->fwd && t->bwd && t->wgt && t->fwd0 && t->bwd0 && t->wgt0 && t->source)
         return DL_OK;
     dl_layer_times_free(t);
     return DL_ERR_NOMEM;
@@ -27,7 +30,7 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
 
 void dl_layer_times_free(struct dl_layer_times *t)
 {
-    free(t->fwd), free(t->bwd), free(t->wgt), free(t->source);
+    free(t->fwd), free(t->bwd), free(t->wgt), free(t->fwd0), free(t->bwd0), free(t->wgt0), free(t->source);
     memset(t, 0, sizeof *t);
 }
 
@@ -122,6 +125,25 @@ static double collective(const struct dl_machine *m, const struct dl_tp_view *v,
     return 0;
 }
 
+enum pass_part { PART_FORWARD, PART_BACKWARD, PART_WEIGHTS };
+
+/* Layer i's compute seconds of one part for a chunk of b samples on a
+ * rank of tensor group v: measured on such a rank when v has times for a
+ * layer it splits, else the whole layer's scaled by the rank's share. */
+static double compute_s(const struct dl_layer_times *t, const struct dl_tp_view *v, int i, enum pass_part part,
+                        double b)
+{
+    double share = v->share[i];
+    if (v->times && share < 1)
+        t = v->times, share = 1;
+    switch (part) {
+    case PART_FORWARD: return t->fwd0[i] + t->fwd[i] * share * b;
+    case PART_BACKWARD: return t->bwd0[i] + t->bwd[i] * share * b;
+    case PART_WEIGHTS: return t->wgt0[i] + t->wgt[i] * share * b;
+    }
+    return 0;
+}
+
 /* Layer i's forward (dir 0) or backward (dir 1) seconds for a chunk of b
  * samples: compute and, in *comm, its collectives. */
 static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view *v, const struct dl_machine *m,
@@ -132,7 +154,7 @@ static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view
         if (v->op[i][k].backward == dir)
             c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * b);
     *comm += c;
-    return (dir ? t->bwd[i] : t->fwd[i]) * v->share[i] * b + c;
+    return compute_s(t, v, i, dir ? PART_BACKWARD : PART_FORWARD, b) + c;
 }
 
 void dl_layout_layer_costs(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
@@ -240,7 +262,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
             fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
             bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
             if (split) /* the weight gradients leave the input-gradient pass */
-                wgt[s] += t->wgt[i] * v->share[i] * b;
+                wgt[s] += compute_s(t, v, i, PART_WEIGHTS, b);
         }
         bwd[s] -= wgt[s];
         if (fwd[s] + bwd[s] + wgt[s] > out->stage_max_s)

@@ -35,11 +35,16 @@
 enum dl_time_source { DL_TIME_FLOPS, DL_TIME_DB, DL_TIME_MEASURED };
 extern const char *const dl_time_source_names[]; /* "flops", "db", "measured" */
 
-/* Seconds per sample of each whole layer's forward and backward; wgt is
- * the part of bwd that computes the weight gradients (what zb-h1 defers). */
+/* Each whole layer's forward and backward seconds for a call on b
+ * samples, as a fixed part and a part per sample: fwd0 + fwd * b, bwd0 +
+ * bwd * b (a kernel call's set-up, small GEMMs' poor use of the core: what
+ * makes 16 chunks of 2 samples slower than one of 32).  wgt, wgt0: the part
+ * of bwd, bwd0 that computes the weight gradients (what zb-h1 defers).  A
+ * tensor group's share of a layer scales the per-sample part only. */
 struct dl_layer_times {
     int n;
     double *fwd, *bwd, *wgt;
+    double *fwd0, *bwd0, *wgt0;
     enum dl_time_source *source;
 };
 int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err);
@@ -64,6 +69,10 @@ struct dl_tp_view {
     int *n_ops;                  /* [n] its collectives: */
     struct dl_tp_op (*op)[DL_TP_MAX_OPS];
     long *params;                /* [n] trainable parameters held by tensor rank 0 */
+    /* Measured times of tensor rank 0's layers split over T (not owned;
+     * NULL: none): used for the layers this view splits (share < 1)
+     * instead of the whole layer's time times its share. */
+    const struct dl_layer_times *times;
 };
 
 /* The view for T tensor ranks of `world` on m; DL_ERR_SPEC with the

@@ -208,6 +208,15 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
     for (int T = 1; !rc && T <= N; T++) {
         if (N % T)
             continue;
+        struct dl_layer_times measured;
+        struct dl_error measure_err = {0};
+        int have_times = 0;
+        if (T > 1 && req->tensor_times) {
+            int mrc = req->tensor_times(req->tensor_ctx, g, T, &measured, &measure_err);
+            have_times = mrc == DL_OK;
+            if (mrc == DL_ERR_NOMEM)
+                *err = measure_err, rc = mrc;
+        }
         /* with tensor ranks, every choice of splits for the fc pairs */
         for (unsigned mask = 0; !rc && mask < (T > 1 ? 1u << n_pairs : 1u); mask++) {
             struct dl_plan_layout choice = {.dims = {1, T, 1}, .first = {0, g->n}};
@@ -224,6 +233,8 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
             }
             if (vrc && !rc)
                 snprintf(tp_msg, sizeof tp_msg, "tp=%d: %s", T, tp_err.msg);
+            if (!vrc && have_times)
+                v.times = &measured;
             for (int P = 1; !rc && P <= N / T; P++)
                 if ((N / T) % P == 0)
                     rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, &choice, N / T / P, T, P, out,
@@ -233,6 +244,8 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
             if (split.layers != g->layers)
                 free(split.layers);
         }
+        if (have_times)
+            dl_layer_times_free(&measured);
     }
     free(cost), free(mem);
     if (!rc) {

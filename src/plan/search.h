@@ -28,6 +28,13 @@ struct dl_plan_request {
     size_t memory_limit;               /* bytes per rank; 0: none */
     const struct dl_exec_options *eo;  /* the executor options of the run (kernels); may be NULL */
     int skip_memory;                   /* 1: no memory (0 everywhere; no limit may be set): faster */
+    /* Tensor rank 0's layer times (allocated here) with the network split
+     * over T ranks, measured (cli/layer_times.h), called once per T > 1;
+     * NULL: a split layer's time is its whole time times its share of the
+     * FLOPs.  An error other than DL_ERR_NOMEM leaves that T to the shares. */
+    int (*tensor_times)(void *ctx, const struct dl_graph *g, int T, struct dl_layer_times *out,
+                        struct dl_error *err);
+    void *tensor_ctx;
 };
 
 struct dl_plan_candidate {
