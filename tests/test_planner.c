@@ -412,6 +412,43 @@ static void fixed_and_tensor_times(void **state)
     dl_net_free(&net);
 }
 
+/* A node's ranks times threads above its cores slow compute by the
+ * ratio, and only compute: the tensor collectives stay. */
+static void ranks_sharing_cores(void **state)
+{
+    (void)state;
+    struct dl_machine m;
+    machine(&m, 4);
+    dl_machine_share_cores(&m, 4, 1, 2);
+    assert_true(m.compute_scale == 2);
+    dl_machine_share_cores(&m, 2, 1, 2);
+    assert_true(m.compute_scale == 1);
+    dl_machine_share_cores(&m, 4, 3, 8); /* 12 threads on 8 cores */
+    assert_true(m.compute_scale == 1.5);
+    m.ranks_per_node = 2;
+    dl_machine_share_cores(&m, 64, 1, 2); /* 2 of the 64 on each node */
+    assert_true(m.compute_scale == 1);
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 2e9);
+    struct dl_tp_view v;
+    machine(&m, 2);
+    assert_int_equal(dl_tp_view_make(g, 2, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout tp2 = {.dims = {1, 2, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n}};
+    struct dl_layout_prediction alone, shared;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &alone, NULL), DL_OK);
+    dl_machine_share_cores(&m, 2, 2, 2);
+    assert_true(m.compute_scale == 2);
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &shared, NULL), DL_OK);
+    assert_true(alone.tp_s > 0 && fabs(shared.tp_s - alone.tp_s) <= 1e-15);
+    assert_true(fabs((shared.step_s - shared.tp_s) - 2 * (alone.step_s - alone.tp_s)) <= 1e-12 * shared.step_s);
+    dl_tp_view_free(&v);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
 /* The planner's memory of every pipeline rank against the executors dl_pipeline_init makes. */
 static void memory_equals_executors(void **state)
 {
@@ -709,6 +746,7 @@ int main(void)
         cmocka_unit_test(search_ranks_every_layout),
         cmocka_unit_test(step_time_formulas),
         cmocka_unit_test(fixed_and_tensor_times),
+        cmocka_unit_test(ranks_sharing_cores),
         cmocka_unit_test(memory_equals_executors),
         cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),

@@ -14,6 +14,7 @@
 #include "cli/layer_times.h"
 #include "cli/options.h"
 #include "core/parse.h"
+#include "core/threads.h"
 #include "plan/consistency_cost.h"
 #include "plan/search.h"
 
@@ -28,6 +29,8 @@ static void help(void)
           "why the other grids lost, and for several rank counts the predicted weak scaling.\n\n"
           "  --ranks N[,N2,...]    rank counts (the first gets the full table)\n"
           "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
+          "  --cores-per-node C    cores of a node (default: this host's); a node's ranks times\n"
+          "                        their threads above C share the cores, and compute slows by it\n"
           "  --link alpha=T,bw=R   the link between nodes (e.g. alpha=5us,bw=12.5GB/s); needed\n"
           "                        when ranks span nodes\n"
           "  --node-link alpha=T,bw=R[,add=R]  the link within a node (and the speed of\n"
@@ -48,11 +51,13 @@ static void help(void)
 }
 
 enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON,
-       OPT_COMPARE };
+       OPT_COMPARE, OPT_CORES };
 
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
     int per_node;
+    int cores;                  /* --cores-per-node; 0: this host's */
+    int threads;                /* each rank's threads (--threads, else the node's cores over its ranks) */
     double link_alpha, link_beta, node_alpha, node_beta, node_gamma; /* node_gamma 0: this host's */
     int have_link, have_node_link;
     size_t memory;
@@ -271,6 +276,7 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
                   struct dl_machine *m, struct dl_plan_result *r)
 {
     dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
+    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : dl_threads_node_cores());
     if (c->have_node_link) {
         m->node.alpha = c->node_alpha;
         m->node.beta = c->node_beta;
@@ -397,7 +403,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     return 0;
 }
 
-static int run(const struct dl_net *net, struct dl_net_options *no, const struct plan_command *c)
+static int run(const struct dl_net *net, struct dl_net_options *no, struct plan_command *c)
 {
     const struct dl_graph *g = &net->graph;
     int N = c->counts[0], batch = net->train.batch;
@@ -406,6 +412,11 @@ static int run(const struct dl_net *net, struct dl_net_options *no, const struct
     struct dl_layer_times t;
     struct dl_error err = {0};
     char summary[256];
+    /* layers timed with the threads each rank of a node will have */
+    int on_node = c->per_node && c->per_node < N ? c->per_node : N;
+    int cores = c->cores ? c->cores : dl_threads_node_cores();
+    c->threads = no->threads > 0 ? no->threads : cores / on_node > 1 ? cores / on_node : 1;
+    dl_threads_set(c->threads);
     if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), c->flops, !c->no_db, no->tune.db_path, &eo, &t,
                               summary, sizeof summary, &err)) {
         fprintf(stderr, "dltrain plan: %s\n", err.msg);
@@ -431,11 +442,16 @@ static int run(const struct dl_net *net, struct dl_net_options *no, const struct
         json_string(m.node_source);
         printf(", \"layer_times\": ");
         json_string(summary);
+        printf(", \"threads\": %d, \"compute_scale\": %.6g", c->threads, m.compute_scale);
         printf(",\n");
         json_layouts(g, &r);
     } else {
-        printf("plan for %s on %d ranks (%d per node; within a node: %s; between nodes: %s), mini-batch %d\n%s\n",
-               net->name, N, m.ranks_per_node, m.node_source, link, batch, summary);
+        printf("plan for %s on %d ranks (%d per node; within a node: %s; between nodes: %s), mini-batch %d\n%s "
+               "with %d thread%s per rank", net->name, N, m.ranks_per_node, m.node_source, link, batch, summary,
+               c->threads, c->threads > 1 ? "s" : "");
+        if (m.compute_scale > 1)
+            printf("; a node's ranks share its cores: compute %.3gx slower", m.compute_scale);
+        printf("\n");
         print_table(g, &r, c->top);
     }
     if (r.n_feasible == 0) {
@@ -468,7 +484,7 @@ int dl_cli_plan(int argc, char **argv)
 {
     static const struct option long_opts[] = {
         DL_NET_OPTIONS, {"ranks", required_argument, 0, OPT_RANKS},
-        {"ranks-per-node", required_argument, 0, OPT_PER_NODE}, {"link", required_argument, 0, OPT_LINK},
+        {"ranks-per-node", required_argument, 0, OPT_PER_NODE}, {"cores-per-node", required_argument, 0, OPT_CORES}, {"link", required_argument, 0, OPT_LINK},
         {"node-link", required_argument, 0, OPT_NODE_LINK},
         {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
         {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
@@ -490,6 +506,10 @@ int dl_cli_plan(int argc, char **argv)
         case OPT_RANKS: bad = dl_option_refused("dltrain plan", parse_counts(optarg, &c, &err), &err); break;
         case OPT_PER_NODE:
             bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, 1 << 20, &c.per_node,
+                                                                 &err), &err);
+            break;
+        case OPT_CORES:
+            bad = dl_option_refused("dltrain plan", dl_parse_int("--cores-per-node", optarg, 1, 1 << 20, &c.cores,
                                                                  &err), &err);
             break;
         case OPT_LINK:

@@ -129,17 +129,18 @@ enum pass_part { PART_FORWARD, PART_BACKWARD, PART_WEIGHTS };
 
 /* Layer i's compute seconds of one part for a chunk of b samples on a
  * rank of tensor group v: measured on such a rank when v has times for a
- * layer it splits, else the whole layer's scaled by the rank's share. */
-static double compute_s(const struct dl_layer_times *t, const struct dl_tp_view *v, int i, enum pass_part part,
-                        double b)
+ * layer it splits, else the whole layer's scaled by the rank's share;
+ * slower by the machine's compute_scale when ranks share cores. */
+static double compute_s(const struct dl_layer_times *t, const struct dl_tp_view *v, const struct dl_machine *m,
+                        int i, enum pass_part part, double b)
 {
-    double share = v->share[i];
+    double share = v->share[i], scale = m->compute_scale > 1 ? m->compute_scale : 1;
     if (v->times && share < 1)
         t = v->times, share = 1;
     switch (part) {
-    case PART_FORWARD: return t->fwd0[i] + t->fwd[i] * share * b;
-    case PART_BACKWARD: return t->bwd0[i] + t->bwd[i] * share * b;
-    case PART_WEIGHTS: return t->wgt0[i] + t->wgt[i] * share * b;
+    case PART_FORWARD: return scale * (t->fwd0[i] + t->fwd[i] * share * b);
+    case PART_BACKWARD: return scale * (t->bwd0[i] + t->bwd[i] * share * b);
+    case PART_WEIGHTS: return scale * (t->wgt0[i] + t->wgt[i] * share * b);
     }
     return 0;
 }
@@ -154,7 +155,7 @@ static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view
         if (v->op[i][k].backward == dir)
             c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * b);
     *comm += c;
-    return compute_s(t, v, i, dir ? PART_BACKWARD : PART_FORWARD, b) + c;
+    return compute_s(t, v, m, i, dir ? PART_BACKWARD : PART_FORWARD, b) + c;
 }
 
 void dl_layout_layer_costs(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
@@ -262,7 +263,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
             fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
             bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
             if (split) /* the weight gradients leave the input-gradient pass */
-                wgt[s] += compute_s(t, v, i, PART_WEIGHTS, b);
+                wgt[s] += compute_s(t, v, m, i, PART_WEIGHTS, b);
         }
         bwd[s] -= wgt[s];
         if (fwd[s] + bwd[s] + wgt[s] > out->stage_max_s)
