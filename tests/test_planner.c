@@ -157,8 +157,8 @@ static void flop_times(const struct dl_graph *g, struct dl_layer_times *t, doubl
     dl_layer_times_flops(g, rate, t);
 }
 
-/* Every layout of N ranks, built the way search.h says, predicted: of the
- * small CNN (its splits fixed) and of the free MLP, whose fc pairs (by
+/* Every layout of N ranks, built the way search.h says (bucket sizes
+ * too), predicted: of the small CNN (its splits fixed) and of the free MLP, whose fc pairs (by
  * hand: fc1 fc2, fc3 fc4) each stay split or whole with tensor ranks. */
 static void check_search(const char *text, int n_pairs, const int (*pair)[2])
 {
@@ -214,10 +214,15 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
                         assert_int_equal(dl_cuts_balance(cost, mem, g->n - 1, P * Vs[k], l.first, NULL, NULL, NULL),
                                          DL_OK);
                         l.first[P * Vs[k]] = g->n;
-                        struct dl_layout_prediction p;
-                        assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
-                        best = fmin(best, p.step_s);
-                        count++;
+                        /* with dp > 1 and one chunk: grad_sync's buckets, then 1 and 4 MiB */
+                        static const size_t buckets[] = {0, 1 << 20, 4 << 20};
+                        for (int q = 0; q < (D > 1 && M == 1 ? 3 : 1); q++) {
+                            l.bucket_bytes = buckets[q];
+                            struct dl_layout_prediction p;
+                            assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+                            best = fmin(best, p.step_s);
+                            count++;
+                        }
                     }
                 dl_tp_view_free(&v);
             }

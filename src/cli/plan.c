@@ -237,7 +237,7 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
         }
-        printf("], \"whole\": [");
+        printf("], \"bucket_bytes\": %zu, \"whole\": [", c->layout.bucket_bytes);
         for (int w = 0; w < c->layout.n_whole; w++) {
             printf("%s", w ? ", " : "");
             json_string(g->layers[c->layout.whole[w]].name);

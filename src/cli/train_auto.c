@@ -16,8 +16,9 @@
 #include "plan/search.h"
 
 /* A layout as integers: dp, tp, pp, chunks, schedule, V, the number of
- * layers kept whole and they, cuts (pp x V stages). */
-enum { WHOLE = 7, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
+ * layers kept whole, the bucket size in KiB (0: the default), the layers
+ * kept whole, cuts (pp x V stages). */
+enum { BUCKET_KIB = 7, WHOLE = 8, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
 #define TRIAL_STEPS 4 /* the first warms up */
 
 struct plan_words {
@@ -31,6 +32,7 @@ static void words_of(const struct dl_plan_layout *l, int *w)
     w[0] = l->dims.dp, w[1] = l->dims.tp, w[2] = l->dims.pp, w[3] = l->chunks, w[4] = (int)l->schedule;
     w[5] = dl_layout_V(l);
     w[6] = l->n_whole;
+    w[BUCKET_KIB] = (int)(l->bucket_bytes >> 10);
     for (int k = 0; k < l->n_whole; k++)
         w[WHOLE + k] = l->whole[k];
     for (int s = 0; s <= dl_layout_stages(l); s++)
@@ -47,6 +49,8 @@ static void describe(const struct dl_graph *g, const int *w, char *buf, size_t s
     for (int s = 1; s < w[2] * w[5] && len > 0 && (size_t)len < size; s++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", s > 1 ? "|" : ", stages begin at ",
                         g->layers[w[HEAD + s]].name);
+    if (w[BUCKET_KIB] && len > 0 && (size_t)len < size)
+        len += snprintf(buf + len, size - (size_t)len, " --bucket-bytes %dK", w[BUCKET_KIB]);
     for (int k = 0; k < w[6] && len > 0 && (size_t)len < size; k++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", k ? "," : ", kept whole (split: none): ",
                         g->layers[w[WHOLE + k]].name);
@@ -106,6 +110,11 @@ static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
     train->pipeline_chunks = w[3];
     train->pipeline_schedule = (enum dl_pipe_schedule)w[4];
     train->pipeline_virtual = w[5];
+    /* the plan's buckets, unless --bucket-bytes asked for other than the default */
+    struct dl_parallel_opts defaults;
+    dl_parallel_opts_defaults(&defaults);
+    if (w[BUCKET_KIB] && train->parallel.bucket_bytes == defaults.bucket_bytes)
+        train->parallel.bucket_bytes = (size_t)w[BUCKET_KIB] << 10;
     struct dl_graph *g = &net->graph;
     for (int i = 0; i < g->n; i++)
         g->layers[i].stage = -1;

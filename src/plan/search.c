@@ -28,11 +28,14 @@ const char *dl_layout_schedule_str(const struct dl_plan_layout *l, char *buf, si
 const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size)
 {
     char grid[64], sched[32];
+    int len;
     if (l->dims.pp > 1)
-        snprintf(buf, size, "%s %s x%d", dl_grid_str(&l->dims, grid, sizeof grid),
-                 dl_layout_schedule_str(l, sched, sizeof sched), l->chunks);
+        len = snprintf(buf, size, "%s %s x%d", dl_grid_str(&l->dims, grid, sizeof grid),
+                       dl_layout_schedule_str(l, sched, sizeof sched), l->chunks);
     else
-        snprintf(buf, size, "%s", dl_grid_str(&l->dims, grid, sizeof grid));
+        len = snprintf(buf, size, "%s", dl_grid_str(&l->dims, grid, sizeof grid));
+    if (l->bucket_bytes && len > 0 && (size_t)len < size)
+        snprintf(buf + len, size - (size_t)len, " buckets %zuM", l->bucket_bytes >> 20);
     return buf;
 }
 
@@ -92,6 +95,11 @@ static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *
     }
     return DL_OK;
 }
+
+/* The data-parallel buckets tried when the allreduce overlaps backward
+ * (dp > 1, one chunk), after grad_sync's default (0). */
+static const size_t bucket_choices[] = {(size_t)1 << 20, (size_t)4 << 20};
+#define N_BUCKET_CHOICES ((int)(sizeof bucket_choices / sizeof *bucket_choices))
 
 /* The schedules tried on a pipeline, in enumeration order (the first
  * alone without one); V: stages per rank. */
@@ -170,6 +178,19 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
             if (!rc) {
                 c->layout = l;
                 rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
+            }
+            for (int q = 0; !rc && D > 1 && M == 1 && q < N_BUCKET_CHOICES; q++) {
+                struct dl_plan_candidate *o = push(r, cap, err), *first = &r->c[r->n - 2 - q];
+                if (!o) {
+                    rc = DL_ERR_NOMEM;
+                    break;
+                }
+                o->layout = first->layout;
+                o->layout.bucket_bytes = bucket_choices[q];
+                rc = evaluate(req, v, NULL, params, slots, o, err);
+                /* buckets leave the memory as it is */
+                o->memory = first->memory, o->feasible = first->feasible, o->over_memory = first->over_memory;
+                memcpy(o->why, first->why, sizeof o->why);
             }
         }
         free(arena), free(params), free(slots);

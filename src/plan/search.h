@@ -60,7 +60,8 @@ void dl_plan_result_free(struct dl_plan_result *r);
 
 /* The schedule as --pipeline-schedule spells it ("1f1b", "interleaved:2"); returns buf. */
 const char *dl_layout_schedule_str(const struct dl_plan_layout *l, char *buf, size_t size);
-/* "dp=2,tp=1,pp=2 1f1b x8" style text; returns buf. */
+/* "dp=2,tp=1,pp=2 1f1b x8" style text (" buckets 4M" after a bucket size
+ * other than the default); returns buf. */
 const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size);
 
 #endif
