@@ -170,6 +170,8 @@ auto() {
     shift 3
     timeout 300 mpirun --oversubscribe -np "$n" $DLTRAIN --net "$NET" "$@" --parallel auto --metrics "$T/$name-auto.jsonl" \
         --dump-weights "$T/$name-auto.bin" > "$T/$name-auto.txt" 2>&1 || { sed 's/^/#   /' "$T/$name-auto.txt" | head; return 1; }
+    # a trace asked for (--trace $T/trace.json) is the auto run's: keep it from the second run
+    [ ! -f "$T/trace.json" ] || mv "$T/trace.json" "$T/$name-auto.trace"
     line=$(grep '^parallel auto: ' "$T/$name-auto.txt")
     echo "# $line" | cut -c1-160
     opts=$(echo "$line" | sed -n 's/^parallel auto: \(--grid [^ ]* --pipeline-chunks [0-9]* --pipeline-schedule [a-z0-9:-]*\( --bucket-bytes [0-9]*K\)*\).*/\1/p')
@@ -241,9 +243,9 @@ import json, sys
 L = [l for l in json.load(sys.stdin)["layouts"] if l["feasible"]]
 print(next(i + 1 for i, l in enumerate(L) if l["dp"] == 2 and l["bucket_bytes"] == 1 << 20))')
     [ "$pos" -le 8 ] && auto mlp-bucket 2 "--grid dp=2,tp=1,pp=1 --pipeline-chunks 1 --pipeline-schedule 1f1b --bucket-bytes 1024K" \
-        $MLP --plan-flops 1e10 --plan-trials "$pos" --debug-plan-keep "$pos" --trace "$T/bucket.trace" --trace-steps 3
+        $MLP --plan-flops 1e10 --plan-trials "$pos" --debug-plan-keep "$pos" --trace "$T/trace.json" --trace-steps 3
     tap_result $? "--parallel auto keeping the plan's dp=2 with 1 MiB buckets (rank $pos) equals the run with its options"
-    [ "$(grep -o '"bucket":[0-9]*' "$T/bucket.trace" | sort -u | wc -l)" -eq 5 ]
+    [ "$(grep -o '"bucket":[0-9]*' "$T/mlp-bucket-auto.trace" | sort -u | wc -l)" -eq 5 ]
     tap_result $? "and it trained with them: 5 buckets per step in its trace"
 else
     for i in 1 2 3 4 5 6 7 8 9; do echo "ok $((tap_n + i)) # SKIP mpirun not available"; done
