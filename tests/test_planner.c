@@ -184,27 +184,38 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
             whole_feasible += r.c[r.rank[k]].layout.n_whole > 0;
         double best = INFINITY;
         double *cost = calloc((size_t)g->n, sizeof *cost), *mem = calloc((size_t)g->n, sizeof *mem);
+        /* the bit above the pairs': convolutions by samples, when there is a
+         * convolution with its split unset (the CNN's conv1; the MLP has none) */
+        int free_conv = 0;
+        for (int i = 0; i < g->n; i++)
+            free_conv |= strcmp(g->layers[i].kind->name, "conv") == 0 && g->layers[i].split == DL_SPLIT_AUTO;
         for (int T = 1; T <= N; T++)
-            for (int mask = 0; mask < (T > 1 ? 1 << n_pairs : 1); mask++)
+            for (int mask = 0; mask < (T > 1 ? 1 << (n_pairs + free_conv) : 1); mask++)
             for (int P = 1; T * P <= N; P++) {
                 if (N % (T * P))
                     continue;
-                int D = N / (T * P), local = (16 + D - 1) / D;
+                int D = N / (T * P), local = (16 + D - 1) / D, by_samples = free_conv && (mask >> n_pairs & 1);
                 memcpy(split.layers, g->layers, sizeof *g->layers * (size_t)g->n);
                 for (int k = 0; k < n_pairs; k++)
                     if (mask & (1 << k))
                         split.layers[pair[k][0]].split = split.layers[pair[k][1]].split = DL_SPLIT_NONE;
+                if (by_samples)
+                    for (int i = 0; i < g->n; i++)
+                        if (strcmp(g->layers[i].kind->name, "conv") == 0 && g->layers[i].split == DL_SPLIT_AUTO)
+                            split.layers[i].split = DL_SPLIT_BATCH;
                 struct dl_tp_view v;
                 if (dl_tp_view_make(&split, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
                     continue;
-                for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local; M *= 2)
+                for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local && (!by_samples || local / M >= T);
+                     M *= 2)
                     for (int k = 0; k < (P > 1 ? 5 : 1); k++) {
                         static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1,
                                                                       DL_SCHED_INTERLEAVED, DL_SCHED_INTERLEAVED};
                         static const int Vs[] = {1, 1, 1, 2, 4};
                         if (P * Vs[k] > g->n - 1)
                             continue;
-                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k]};
+                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k],
+                                                   .by_samples = by_samples};
                         dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
                         for (int i = 0; i < g->n; i++)
                             mem[i] = 12.0 * (double)v.params[i] +
@@ -407,7 +418,7 @@ static void fixed_and_tensor_times(void **state)
     assert_int_equal(f.calls[2], 2); /* the one above and the search's */
     int found = 0;
     for (int i = 0; i < r.n; i++)
-        if (r.c[i].layout.dims.tp == 2 && r.c[i].layout.n_whole == 0) {
+        if (r.c[i].layout.dims.tp == 2 && r.c[i].layout.n_whole == 0 && !r.c[i].layout.by_samples) {
             assert_true(fabs(r.c[i].pred.step_s - measured.step_s) <= 1e-12 * measured.step_s);
             found++;
         }
@@ -548,9 +559,9 @@ static void tp_view_of_small_cnn(void **state)
         int layer, n;
         struct dl_tp_op op[2];
     } want[] = {{0, 0, {{0}}}, {1, 0, {{0}}}, {2, 0, {{0}}},
-                {3, 2, {{DL_TP_ALLGATHER, 0, 1152}, {DL_TP_REDUCE_SCATTER, 1, 1152}}}, {4, 0, {{0}}}, {5, 0, {{0}}},
-                {6, 2, {{DL_TP_ALLGATHER, 0, 288}, {DL_TP_REDUCE_SCATTER, 1, 288}}}, {7, 0, {{0}}},
-                {8, 1, {{DL_TP_ALLREDUCE, 0, 16}}}, {9, 0, {{0}}}};
+                {3, 2, {{DL_TP_ALLGATHER, 0, 1152, 0}, {DL_TP_REDUCE_SCATTER, 1, 1152, 0}}}, {4, 0, {{0}}}, {5, 0, {{0}}},
+                {6, 2, {{DL_TP_ALLGATHER, 0, 288, 0}, {DL_TP_REDUCE_SCATTER, 1, 288, 0}}}, {7, 0, {{0}}},
+                {8, 1, {{DL_TP_ALLREDUCE, 0, 16, 0}}}, {9, 0, {{0}}}};
     for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
         int i = want[k].layer;
         assert_int_equal(v.n_ops[i], want[k].n);
@@ -571,6 +582,35 @@ static void tp_view_of_small_cnn(void **state)
     machine(&m, 3);
     assert_int_equal(dl_tp_view_make(&net.graph, 2, 6, &m, &v, NULL), DL_OK);
     assert_true(v.crosses);
+    dl_tp_view_free(&v);
+    /* conv1 by samples (`split: batch`; conv2 keeps its `split: filters`):
+     * conv1, relu1 and pool1 on half the samples, conv1's weight gradients
+     * (224 floats) summed over the group at each call; conv2 gathers the
+     * shares (1152 bytes per sample) and, split by filters, allreduces its
+     * partial input gradients, of which each rank keeps its share */
+    dl_split_by_samples(&net.graph);
+    assert_int_equal(net.graph.layers[0].split, DL_SPLIT_BATCH);
+    assert_int_equal(net.graph.layers[3].split, DL_SPLIT_FILTERS);
+    machine(&m, 2);
+    assert_int_equal(dl_tp_view_make(&net.graph, 2, 2, &m, &v, NULL), DL_OK);
+    static const struct {
+        int layer, n;
+        struct dl_tp_op op[2];
+    } by_samples[] = {{0, 1, {{DL_TP_ALLREDUCE, 1, 896, 1}}}, {1, 0, {{0}}}, {2, 0, {{0}}},
+                      {3, 2, {{DL_TP_ALLGATHER, 0, 1152, 0}, {DL_TP_ALLREDUCE, 1, 1152, 0}}}};
+    for (size_t k = 0; k < sizeof by_samples / sizeof *by_samples; k++) {
+        int i = by_samples[k].layer;
+        assert_int_equal(v.n_ops[i], by_samples[k].n);
+        assert_int_equal(v.by_samples[i], i < 3);
+        assert_true(v.share[i] == 0.5);
+        for (int j = 0; j < by_samples[k].n; j++) {
+            assert_int_equal(v.op[i][j].kind, by_samples[k].op[j].kind);
+            assert_int_equal(v.op[i][j].backward, by_samples[k].op[j].backward);
+            assert_true(v.op[i][j].bytes == by_samples[k].op[j].bytes);
+            assert_int_equal(v.op[i][j].per_call, by_samples[k].op[j].per_call);
+        }
+    }
+    assert_int_equal(v.params[0], 8 * 3 * 3 * 3 + 8); /* whole weights on every rank */
     dl_tp_view_free(&v);
     dl_net_free(&net);
 }

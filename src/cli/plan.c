@@ -136,11 +136,16 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
     snprintf(buf, n, "%.2fx the best's step time: %s %+.3f ms", x->step_s / y->step_s, names[k], 1e3 * diff[k]);
 }
 
-/* The layout's name and the layers it keeps whole: "dp=1,tp=2,pp=1 (fc1,fc2 whole)". */
+/* The layout's name and the layers it keeps whole: "dp=1,tp=2,pp=1 (fc1,fc2 whole)",
+ * "dp=1,tp=4,pp=1 convs by samples". */
 static void layout_name(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
 {
     dl_layout_str(l, buf, n);
     size_t len = strlen(buf);
+    if (l->by_samples && len < n) {
+        int w = snprintf(buf + len, n - len, " convs by samples");
+        len += w > 0 ? (size_t)w : 0;
+    }
     for (int k = 0; k < l->n_whole && len < n; k++) {
         int w = snprintf(buf + len, n - len, "%s%s%s", k ? "," : " (", g->layers[l->whole[k]].name,
                          k == l->n_whole - 1 ? " whole)" : "");
@@ -237,7 +242,8 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
         }
-        printf("], \"bucket_bytes\": %zu, \"whole\": [", c->layout.bucket_bytes);
+        printf("], \"bucket_bytes\": %zu, \"by_samples\": %s, \"whole\": [", c->layout.bucket_bytes,
+               c->layout.by_samples ? "true" : "false");
         for (int w = 0; w < c->layout.n_whole; w++) {
             printf("%s", w ? ", " : "");
             json_string(g->layers[c->layout.whole[w]].name);

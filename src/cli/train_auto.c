@@ -16,9 +16,9 @@
 #include "plan/search.h"
 
 /* A layout as integers: dp, tp, pp, chunks, schedule, V, the number of
- * layers kept whole, the bucket size in KiB (0: the default), the layers
- * kept whole, cuts (pp x V stages). */
-enum { BUCKET_KIB = 7, WHOLE = 8, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
+ * layers kept whole, the bucket size in KiB (0: the default), 1 for
+ * convolutions by samples, the layers kept whole, cuts (pp x V stages). */
+enum { BUCKET_KIB = 7, BY_SAMPLES = 8, WHOLE = 9, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
 #define TRIAL_STEPS 4 /* the first warms up */
 
 struct plan_words {
@@ -33,6 +33,7 @@ static void words_of(const struct dl_plan_layout *l, int *w)
     w[5] = dl_layout_V(l);
     w[6] = l->n_whole;
     w[BUCKET_KIB] = (int)(l->bucket_bytes >> 10);
+    w[BY_SAMPLES] = l->by_samples;
     for (int k = 0; k < l->n_whole; k++)
         w[WHOLE + k] = l->whole[k];
     for (int s = 0; s <= dl_layout_stages(l); s++)
@@ -51,6 +52,8 @@ static void describe(const struct dl_graph *g, const int *w, char *buf, size_t s
                         g->layers[w[HEAD + s]].name);
     if (w[BUCKET_KIB] && len > 0 && (size_t)len < size)
         len += snprintf(buf + len, size - (size_t)len, " --bucket-bytes %dK", w[BUCKET_KIB]);
+    if (w[BY_SAMPLES] && len > 0 && (size_t)len < size)
+        len += snprintf(buf + len, size - (size_t)len, ", convolutions split: batch");
     for (int k = 0; k < w[6] && len > 0 && (size_t)len < size; k++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", k ? "," : ", kept whole (split: none): ",
                         g->layers[w[WHOLE + k]].name);
@@ -123,6 +126,8 @@ static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
             g->layers[i].stage = s;
     for (int k = 0; k < w[6]; k++)
         g->layers[w[WHOLE + k]].split = DL_SPLIT_NONE;
+    if (w[BY_SAMPLES])
+        dl_split_by_samples(g);
 }
 
 /* Rank 0's step times of a trial: each step's end, since the start. */

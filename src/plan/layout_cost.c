@@ -36,7 +36,7 @@ void dl_layer_times_free(struct dl_layer_times *t)
 
 void dl_tp_view_free(struct dl_tp_view *v)
 {
-    free(v->share), free(v->n_ops), free(v->op), free(v->params);
+    free(v->share), free(v->n_ops), free(v->op), free(v->params), free(v->by_samples);
     memset(v, 0, sizeof *v);
 }
 
@@ -49,7 +49,7 @@ static double input_bytes(const struct dl_layer *l, int k)
 static void add_op(struct dl_tp_view *v, int i, enum dl_tp_collective kind, int backward, double bytes)
 {
     if (v->n_ops[i] < DL_TP_MAX_OPS)
-        v->op[i][v->n_ops[i]++] = (struct dl_tp_op){kind, backward, bytes};
+        v->op[i][v->n_ops[i]++] = (struct dl_tp_op){kind, backward, bytes, 0};
 }
 
 /* The collectives shard.h's input kinds and partial sums imply for layer i. */
@@ -60,6 +60,10 @@ static void layer_ops(const struct dl_graph *g, const struct dl_shard *s, int i,
     for (int k = 0; k < l->n_in; k++) {
         double bytes = input_bytes(l, k);
         int grad_back = l->in[k] != DL_GRAPH_INPUT; /* the network's input needs no gradient */
+        if (sl->batch_in[k] == DL_TP_IN_GATHER_BATCH) /* the shares gathered; backward keeps its share */
+            add_op(v, i, DL_TP_ALLGATHER, 0, bytes);
+        else if (sl->batch_in[k] == DL_TP_IN_SLICE_BATCH && grad_back) /* the shares' gradients gathered */
+            add_op(v, i, DL_TP_ALLGATHER, 1, bytes);
         if (sl->rows_in[k] == DL_TP_IN_GATHER_ROWS)
             add_op(v, i, DL_TP_ALLGATHER, 0, bytes);
         else if (sl->rows_in[k] == DL_TP_IN_SLICE_ROWS && grad_back)
@@ -76,6 +80,8 @@ static void layer_ops(const struct dl_graph *g, const struct dl_shard *s, int i,
     }
     if (sl->partial)
         add_op(v, i, DL_TP_ALLREDUCE, 0, 4.0 * (double)dl_shape_count(l->out_shape));
+    if (sl->split_batch && v->params[i] > 0 && v->n_ops[i] < DL_TP_MAX_OPS) /* each call's weight gradients summed */
+        v->op[i][v->n_ops[i]++] = (struct dl_tp_op){DL_TP_ALLREDUCE, 1, 4.0 * (double)v->params[i], 1};
 }
 
 int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_machine *m,
@@ -90,7 +96,8 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
     v->n_ops = dl_calloc((size_t)n, sizeof *v->n_ops, err);
     v->op = dl_calloc((size_t)n, sizeof *v->op, err);
     v->params = dl_calloc((size_t)n, sizeof *v->params, err);
-    if (!v->share || !v->n_ops || !v->op || !v->params) {
+    v->by_samples = dl_calloc((size_t)n, sizeof *v->by_samples, err);
+    if (!v->share || !v->n_ops || !v->op || !v->params || !v->by_samples) {
         dl_tp_view_free(v);
         return DL_ERR_NOMEM;
     }
@@ -105,6 +112,9 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
         const struct dl_layer *whole = &g->layers[i], *mine = &s.local.layers[i];
         double w = dl_stages_layer_cost(whole);
         v->share[i] = w > 0 ? dl_stages_layer_cost(mine) / w : 1;
+        v->by_samples[i] = (unsigned char)s.layer[i].split_batch;
+        if (s.layer[i].split_batch) /* its shapes are whole; its batch is a T-th */
+            v->share[i] /= T;
         for (int j = 0; j < mine->n_params; j++)
             v->params[i] += mine->param[j].trainable ? mine->param[j].count : 0;
         if (T > 1)
@@ -135,7 +145,7 @@ static double compute_s(const struct dl_layer_times *t, const struct dl_tp_view 
                         int i, enum pass_part part, double b)
 {
     double share = v->share[i], scale = m->compute_scale > 1 ? m->compute_scale : 1;
-    if (v->times && share < 1)
+    if (v->times && share < 1 && !v->by_samples[i]) /* measured with the default splits */
         t = v->times, share = 1;
     switch (part) {
     case PART_FORWARD: return scale * (t->fwd0[i] + t->fwd[i] * share * b);
@@ -153,7 +163,7 @@ static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view
     double c = 0;
     for (int k = 0; k < v->n_ops[i]; k++)
         if (v->op[i][k].backward == dir)
-            c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * b);
+            c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * (v->op[i][k].per_call ? 1 : b));
     *comm += c;
     return compute_s(t, v, m, i, dir ? PART_BACKWARD : PART_FORWARD, b) + c;
 }

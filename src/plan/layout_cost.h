@@ -55,9 +55,10 @@ enum dl_tp_collective { DL_TP_ALLREDUCE, DL_TP_ALLGATHER, DL_TP_REDUCE_SCATTER }
 struct dl_tp_op {
     enum dl_tp_collective kind;
     int backward;                /* 0: in the forward pass, 1: in the backward */
-    double bytes;                /* the whole tensor's bytes per sample */
+    double bytes;                /* the whole tensor's bytes per sample (per call when per_call) */
+    int per_call;                /* 1: bytes per call whatever its samples (a layer's weight gradients) */
 };
-#define DL_TP_MAX_OPS (2 * DL_MAX_INPUTS + 1)
+#define DL_TP_MAX_OPS (3 * DL_MAX_INPUTS + 2)
 
 /* What a tensor group of T ranks does to each layer: from the shard of
  * tensor rank 0 (dims 1 x T x 1).  Built once per T. */
@@ -69,6 +70,7 @@ struct dl_tp_view {
     int *n_ops;                  /* [n] its collectives: */
     struct dl_tp_op (*op)[DL_TP_MAX_OPS];
     long *params;                /* [n] trainable parameters held by tensor rank 0 */
+    unsigned char *by_samples;   /* [n] 1: the layer runs on the rank's share of the samples */
     /* Measured times of tensor rank 0's layers split over T (not owned;
      * NULL: none): used for the layers this view splits (share < 1)
      * instead of the whole layer's time times its share. */
@@ -91,6 +93,10 @@ struct dl_plan_layout {
     int V;                          /* stages per pipeline rank: interleaved's V; 0 or 1 otherwise */
     int n_whole;                    /* layers whose `split:` the layout sets to none (plan/split_choice.h) */
     int whole[2 * DL_PLAN_MAX_PAIRS];
+    /* 1: the convolutions whose `split:` the file leaves to the default
+     * rule take `split: batch` (plan/split_choice.h: Krizhevsky's hybrid,
+     * convolutions data parallel across the tensor group) */
+    int by_samples;
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     int first[DL_SCHED_MAX_STAGES + 1];

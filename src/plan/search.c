@@ -118,7 +118,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
 {
     const struct dl_graph *g = req->g;
     struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1,
-                                  .n_whole = choice->n_whole};
+                                  .n_whole = choice->n_whole, .by_samples = choice->by_samples};
     memcpy(base.whole, choice->whole, sizeof base.whole);
     const char *why = NULL;
     char msg[320];
@@ -140,6 +140,11 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
                  P, P, local);
         why = msg;
     }
+    if (!why && base.by_samples && local / (P > 1 ? P : 1) < T) {
+        snprintf(msg, sizeof msg, "convolutions by samples over tp=%d need chunks of at least %d samples, but a "
+                 "rank's part of the batch has %d", T, T, local);
+        why = msg;
+    }
     if (why) {
         struct dl_plan_candidate *c = push(r, cap, err);
         if (!c)
@@ -150,7 +155,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
     }
     for (int f = 1; f <= (P > 1 ? 8 : 1); f *= 2) {
         int M = P > 1 ? f * P : 1;
-        if (M > local || M > DL_SCHED_MAX_CHUNKS)
+        if (M > local || M > DL_SCHED_MAX_CHUNKS || (base.by_samples && local / M < T))
             break;
         size_t *arena = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *arena, err);
         size_t *params = dl_calloc((size_t)P, sizeof *params, err);
@@ -238,10 +243,13 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
             if (mrc == DL_ERR_NOMEM)
                 *err = measure_err, rc = mrc;
         }
-        /* with tensor ranks, every choice of splits for the fc pairs */
-        for (unsigned mask = 0; !rc && mask < (T > 1 ? 1u << n_pairs : 1u); mask++) {
+        /* with tensor ranks, every choice of splits for the fc pairs, and
+         * (the bit above them) the convolutions by filters or by samples */
+        int n_choices = n_pairs + dl_split_has_sample_choice(g);
+        for (unsigned mask = 0; !rc && mask < (T > 1 ? 1u << n_choices : 1u); mask++) {
             struct dl_plan_layout choice = {.dims = {1, T, 1}, .first = {0, g->n}};
             choice.n_whole = dl_split_choice_layers(first, second, n_pairs, mask, choice.whole);
+            choice.by_samples = n_choices > n_pairs && (mask >> n_pairs & 1u);
             struct dl_graph split;
             rc = dl_layout_staged_graph(g, &choice, &split, err);
             struct dl_tp_view v;
