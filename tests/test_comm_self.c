@@ -138,6 +138,39 @@ static void collectives_and_split(void **state)
     dl_comm_close(c);
 }
 
+/* The stand-in of rank 1 of 3: collectives as if both others held its
+ * values; sends and receives complete at once; no split. */
+static void standin_plays_one_rank(void **state)
+{
+    (void)state;
+    struct dl_comm *c = NULL;
+    assert_int_equal(dl_comm_standin_open(1, 3, &c, NULL), DL_OK);
+    assert_int_equal(c->rank, 1);
+    assert_int_equal(c->size, 3);
+    float v[2] = {1.5f, -2};
+    assert_int_equal(c->ops->allreduce(c, v, 2, NULL), DL_OK);
+    assert_true(v[0] == 4.5f && v[1] == -6);
+    float mine[2] = {7, 8}, all[6] = {0};
+    assert_int_equal(c->ops->allgather(c, mine, all, sizeof mine, NULL), DL_OK);
+    for (int r = 0; r < 3; r++)
+        assert_true(all[2 * r] == 7 && all[2 * r + 1] == 8);
+    float send[6] = {1, 2, 3, 4, 5, 6}, recv[2] = {0};
+    assert_int_equal(c->ops->reduce_scatter(c, send, recv, 2, NULL), DL_OK);
+    assert_true(recv[0] == 9 && recv[1] == 12);
+    float buf[2] = {42, 43};
+    struct dl_comm_req req = {.active = 1};
+    assert_int_equal(c->ops->irecv(c, buf, sizeof buf, 0, 5, &req, NULL), DL_OK);
+    assert_int_equal(c->ops->wait(c, &req, NULL), DL_OK);
+    assert_true(buf[0] == 42 && buf[1] == 43 && !req.active);
+    assert_int_equal(c->ops->send(c, buf, sizeof buf, 2, 5, NULL), DL_OK);
+    struct dl_error err = {0};
+    assert_int_equal(c->ops->send(c, buf, sizeof buf, 3, 5, &err), DL_ERR_COMM);
+    assert_non_null(strstr(err.msg, "rank 3"));
+    struct dl_comm *sub = NULL;
+    assert_int_not_equal(c->ops->split(c, 0, 0, &sub, &err), DL_OK);
+    dl_comm_close(c);
+}
+
 static void every_algorithm_on_one_rank(void **state)
 {
     (void)state;
@@ -278,6 +311,7 @@ int main(void)
         cmocka_unit_test(registry_picks_and_rejects),
         cmocka_unit_test(send_to_self_through_the_queue),
         cmocka_unit_test(collectives_and_split),
+        cmocka_unit_test(standin_plays_one_rank),
         cmocka_unit_test(every_algorithm_on_one_rank),
         cmocka_unit_test(cost_formulas),
         cmocka_unit_test(cost_cache_round_trip),

@@ -36,7 +36,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 32
+tap_plan 36
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -58,6 +58,19 @@ if not ok:
 sys.exit(0 if ok else 1)
 PY
 tap_result $? "the JSON lists every grid of 4 ranks, ranked by predicted step time"
+/usr/bin/python3 - "$T/plan.json" <<'PY'
+import json, sys
+L = [l for l in json.load(open(sys.argv[1]))["layouts"] if l["feasible"]]
+groups = {}
+for l in L:
+    if l["dp"] > 1 and l["chunks"] == 1:
+        groups.setdefault((l["dp"], l["tp"], l["pp"], tuple(l["whole"]), l["by_samples"]), []).append(l)
+ok = len(groups) >= 2 and all(sorted(l["bucket_bytes"] for l in g) == [0, 1 << 20, 4 << 20] and
+                              len({l["memory_bytes"] for l in g}) == 1 for g in groups.values())
+ok = ok and all(l["bucket_bytes"] == 0 for l in L if l["dp"] == 1 or l["chunks"] > 1)
+sys.exit(0 if ok else 1)
+PY
+tap_result $? "each data-parallel layout of one chunk comes with buckets of 25 (default), 1 and 4 MiB, same memory"
 $PLAN --ranks 4 --json > "$T/plan2.json" 2>&1 && cmp -s "$T/plan.json" "$T/plan2.json"
 tap_result $? "the same inputs give the same plan, byte for byte"
 
@@ -157,9 +170,11 @@ auto() {
     shift 3
     timeout 300 mpirun --oversubscribe -np "$n" $DLTRAIN --net "$NET" "$@" --parallel auto --metrics "$T/$name-auto.jsonl" \
         --dump-weights "$T/$name-auto.bin" > "$T/$name-auto.txt" 2>&1 || { sed 's/^/#   /' "$T/$name-auto.txt" | head; return 1; }
+    # a trace asked for (--trace $T/trace.json) is the auto run's: keep it from the second run
+    [ ! -f "$T/trace.json" ] || mv "$T/trace.json" "$T/$name-auto.trace"
     line=$(grep '^parallel auto: ' "$T/$name-auto.txt")
     echo "# $line" | cut -c1-160
-    opts=$(echo "$line" | sed -n 's/^parallel auto: \(--grid [^ ]* --pipeline-chunks [0-9]* --pipeline-schedule [a-z0-9:-]*\).*/\1/p')
+    opts=$(echo "$line" | sed -n 's/^parallel auto: \(--grid [^ ]* --pipeline-chunks [0-9]* --pipeline-schedule [a-z0-9:-]*\( --bucket-bytes [0-9]*K\)*\).*/\1/p')
     cuts=$(echo "$line" | sed -n 's/.*stages begin at \([^ ,]*\)[, ].*/\1/p')
     whole=$(echo "$line" | sed -n 's/.*kept whole (split: none): \([^ ]*\) (predicted.*/\1/p')
     [ -n "$opts" ] || return 1
@@ -172,6 +187,9 @@ auto() {
     for layer in $(echo "$whole" | tr ',' ' '); do
         sed -i "s/{name: $layer, /{name: $layer, split: none, /" "$T/$name.yaml"
     done
+    if echo "$line" | grep -q ', convolutions split: batch'; then
+        sed -i '/type: conv/{/split:/!s/  - {/  - {split: batch, /}' "$T/$name.yaml"
+    fi
     timeout 300 mpirun --oversubscribe -np "$n" $DLTRAIN --net "$T/$name.yaml" "$@" $opts --metrics "$T/$name-grid.jsonl" \
         --dump-weights "$T/$name-grid.bin" > "$T/$name-grid.txt" 2>&1 || { sed 's/^/#   /' "$T/$name-grid.txt" | head; return 1; }
     [ -z "$expected" ] || echo "$opts" | grep -q -- "$expected" || { echo "# expected $expected in: $opts"; return 1; }
@@ -219,8 +237,34 @@ if skip_without_mpirun_rest; then
         grep -q -- '--debug-plan-keep overruled the model' "$f" && [ "$first" = "$model" ] &&
         ! cmp -s "$T/mlp-keep2-auto.bin" "$T/mlp-pp2-auto.bin"
     tap_result $? "the second layout timed kept and trained, said so, and its weights differ from the model's first's ($first): $second"
+    # The plan's bucket size is trained with: the MLP's dp=2 layout with 1
+    # MiB buckets kept through --debug-plan-keep at its rank in the
+    # (reproducible) plan; the trace shows its 5 buckets per step (25 MiB
+    # would be one).
+    pos=$($DLTRAIN plan --net "$NET" --ranks 2 --batch 32 --threads 1 --flops 1e10 --no-db --json | /usr/bin/python3 -c '
+import json, sys
+L = [l for l in json.load(sys.stdin)["layouts"] if l["feasible"]]
+print(next(i + 1 for i, l in enumerate(L) if l["dp"] == 2 and l["bucket_bytes"] == 1 << 20))')
+    [ "$pos" -le 8 ] && auto mlp-bucket 2 "--grid dp=2,tp=1,pp=1 --pipeline-chunks 1 --pipeline-schedule 1f1b --bucket-bytes 1024K" \
+        $MLP --plan-flops 1e10 --plan-trials "$pos" --debug-plan-keep "$pos" --trace "$T/trace.json" --trace-steps 3
+    tap_result $? "--parallel auto keeping the plan's dp=2 with 1 MiB buckets (rank $pos) equals the run with its options"
+    [ "$(grep -o '"bucket":[0-9]*' "$T/mlp-bucket-auto.trace" | sort -u | wc -l)" -eq 5 ]
+    tap_result $? "and it trained with them: 5 buckets per step in its trace"
+    # Convolutions by samples (Krizhevsky's hybrid): LeNet-5's best such
+    # layout kept the same way trains as the file with `split: batch` on
+    # its convolutions does, bit for bit (split by filters, the default,
+    # ends elsewhere).
+    NET=$top_srcdir/nets/lenet5.yaml
+    pos=$($DLTRAIN plan --net "$NET" --ranks 2 --threads 1 --flops 1e10 --no-db --json | /usr/bin/python3 -c '
+import json, sys
+L = [l for l in json.load(sys.stdin)["layouts"] if l["feasible"]]
+print(next(i + 1 for i, l in enumerate(L) if l["by_samples"] and l["tp"] == 2))')
+    [ "$pos" -le 8 ] && auto lenet-samples 2 "--grid dp=1,tp=2,pp=1" $LENET --plan-flops 1e10 --plan-trials "$pos" \
+        --debug-plan-keep "$pos" && grep -q ', convolutions split: batch' "$T/lenet-samples-auto.txt" &&
+        [ "$(grep -c 'split: batch' "$T/lenet-samples.yaml")" -eq 2 ]
+    tap_result $? "--parallel auto keeping LeNet-5's tp=2 with convolutions by samples (rank $pos) equals the run with them"
 else
-    for i in 1 2 3 4 5 6 7; do echo "ok $((tap_n + i)) # SKIP mpirun not available"; done
-    tap_n=$((tap_n + 7))
+    for i in 1 2 3 4 5 6 7 8 9 10; do echo "ok $((tap_n + i)) # SKIP mpirun not available"; done
+    tap_n=$((tap_n + 10))
 fi
 exit $((tap_failed > 0))

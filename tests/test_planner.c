@@ -157,8 +157,8 @@ static void flop_times(const struct dl_graph *g, struct dl_layer_times *t, doubl
     dl_layer_times_flops(g, rate, t);
 }
 
-/* Every layout of N ranks, built the way search.h says, predicted: of the
- * small CNN (its splits fixed) and of the free MLP, whose fc pairs (by
+/* Every layout of N ranks, built the way search.h says (bucket sizes
+ * too), predicted: of the small CNN (its splits fixed) and of the free MLP, whose fc pairs (by
  * hand: fc1 fc2, fc3 fc4) each stay split or whole with tensor ranks. */
 static void check_search(const char *text, int n_pairs, const int (*pair)[2])
 {
@@ -184,27 +184,38 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
             whole_feasible += r.c[r.rank[k]].layout.n_whole > 0;
         double best = INFINITY;
         double *cost = calloc((size_t)g->n, sizeof *cost), *mem = calloc((size_t)g->n, sizeof *mem);
+        /* the bit above the pairs': convolutions by samples, when there is a
+         * convolution with its split unset (the CNN's conv1; the MLP has none) */
+        int free_conv = 0;
+        for (int i = 0; i < g->n; i++)
+            free_conv |= strcmp(g->layers[i].kind->name, "conv") == 0 && g->layers[i].split == DL_SPLIT_AUTO;
         for (int T = 1; T <= N; T++)
-            for (int mask = 0; mask < (T > 1 ? 1 << n_pairs : 1); mask++)
+            for (int mask = 0; mask < (T > 1 ? 1 << (n_pairs + free_conv) : 1); mask++)
             for (int P = 1; T * P <= N; P++) {
                 if (N % (T * P))
                     continue;
-                int D = N / (T * P), local = (16 + D - 1) / D;
+                int D = N / (T * P), local = (16 + D - 1) / D, by_samples = free_conv && (mask >> n_pairs & 1);
                 memcpy(split.layers, g->layers, sizeof *g->layers * (size_t)g->n);
                 for (int k = 0; k < n_pairs; k++)
                     if (mask & (1 << k))
                         split.layers[pair[k][0]].split = split.layers[pair[k][1]].split = DL_SPLIT_NONE;
+                if (by_samples)
+                    for (int i = 0; i < g->n; i++)
+                        if (strcmp(g->layers[i].kind->name, "conv") == 0 && g->layers[i].split == DL_SPLIT_AUTO)
+                            split.layers[i].split = DL_SPLIT_BATCH;
                 struct dl_tp_view v;
                 if (dl_tp_view_make(&split, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
                     continue;
-                for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local; M *= 2)
+                for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local && (!by_samples || local / M >= T);
+                     M *= 2)
                     for (int k = 0; k < (P > 1 ? 5 : 1); k++) {
                         static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1,
                                                                       DL_SCHED_INTERLEAVED, DL_SCHED_INTERLEAVED};
                         static const int Vs[] = {1, 1, 1, 2, 4};
                         if (P * Vs[k] > g->n - 1)
                             continue;
-                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k]};
+                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k],
+                                                   .by_samples = by_samples};
                         dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
                         for (int i = 0; i < g->n; i++)
                             mem[i] = 12.0 * (double)v.params[i] +
@@ -214,10 +225,15 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
                         assert_int_equal(dl_cuts_balance(cost, mem, g->n - 1, P * Vs[k], l.first, NULL, NULL, NULL),
                                          DL_OK);
                         l.first[P * Vs[k]] = g->n;
-                        struct dl_layout_prediction p;
-                        assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
-                        best = fmin(best, p.step_s);
-                        count++;
+                        /* with dp > 1 and one chunk: grad_sync's buckets, then 1 and 4 MiB */
+                        static const size_t buckets[] = {0, 1 << 20, 4 << 20};
+                        for (int q = 0; q < (D > 1 && M == 1 ? 3 : 1); q++) {
+                            l.bucket_bytes = buckets[q];
+                            struct dl_layout_prediction p;
+                            assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+                            best = fmin(best, p.step_s);
+                            count++;
+                        }
                     }
                 dl_tp_view_free(&v);
             }
@@ -310,6 +326,155 @@ static void step_time_formulas(void **state)
     double ring = 3 * (m.link_alpha + piece * m.link_beta + piece * dl_cost_gamma(&m.node, 4, 4, bytes)) +
                   3 * (m.link_alpha + piece * m.link_beta);
     assert_true(fabs(p.dp_s - ring) <= 1e-12 * ring);
+    dl_tp_view_free(&v);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
+/* A search hook handing out the whole layers' times times `scale` as if
+ * measured on a tensor rank, counting its calls. */
+struct fake_tensor_times {
+    const struct dl_layer_times *whole;
+    double scale;
+    int calls[9];
+};
+
+static int fake_tensor_hook(void *ctx, const struct dl_graph *g, int T, struct dl_layer_times *out,
+                            struct dl_error *err)
+{
+    struct fake_tensor_times *f = ctx;
+    f->calls[T]++;
+    int rc = dl_layer_times_alloc(out, g->n, err);
+    for (int i = 0; !rc && i < g->n; i++) {
+        out->fwd[i] = f->whole->fwd[i] * f->scale, out->bwd[i] = f->whole->bwd[i] * f->scale;
+        out->wgt[i] = f->whole->wgt[i] * f->scale, out->fwd0[i] = 3e-6, out->bwd0[i] = 5e-6;
+        out->source[i] = DL_TIME_MEASURED;
+    }
+    return rc;
+}
+
+/* Fixed seconds per call are paid once per chunk, whatever its samples;
+ * measured tensor-rank times replace a split layer's share of the whole
+ * layer's, and the search asks for them once per tensor group size. */
+static void fixed_and_tensor_times(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 2e9);
+    double per = 0, fixed = 0;
+    for (int i = 0; i < g->n; i++) {
+        t.fwd0[i] = 1e-6 * (i + 1), t.bwd0[i] = 2e-6 * (i + 1);
+        per += t.fwd[i] + t.bwd[i], fixed += t.fwd0[i] + t.bwd0[i];
+    }
+    struct dl_machine m;
+    machine(&m, 2);
+    struct dl_tp_view v;
+    assert_int_equal(dl_tp_view_make(g, 1, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout one = {.dims = {1, 1, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n}};
+    struct dl_layout_prediction p;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
+    assert_true(fabs(p.step_s - (fixed + 32 * per)) <= 1e-12 * p.step_s);
+    one.chunks = 4; /* one stage, four calls of 8 samples per layer */
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
+    assert_true(fabs(p.step_s - (4 * fixed + 32 * per)) <= 1e-12 * p.step_s);
+    /* the optimizer: every parameter of the rank, once per step; on a
+     * 2-stage pipeline the rank holding more of them sets it */
+    long params = 0, head = 0;
+    for (int i = 0; i < g->n; i++)
+        params += v.params[i], head += i < 3 ? v.params[i] : 0;
+    t.optim_per_param = 1e-8;
+    one.chunks = 1;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
+    assert_true(fabs(p.optim_s - 1e-8 * (double)params) <= 1e-15);
+    assert_true(fabs(p.step_s - (fixed + 32 * per + p.optim_s)) <= 1e-12 * p.step_s);
+    struct dl_plan_layout two = {.dims = {1, 1, 2}, .chunks = 2, .schedule = DL_SCHED_GPIPE, .first = {0, 3, g->n}};
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &two, 32, &p, NULL), DL_OK);
+    assert_true(head > 0 && params - head > 0);
+    assert_true(fabs(p.optim_s - 1e-8 * (double)(head > params - head ? head : params - head)) <= 1e-15);
+    t.optim_per_param = 0;
+    dl_tp_view_free(&v);
+
+    /* tp = 2: the split layers' times are the hook's, the others' the whole layers' */
+    struct fake_tensor_times f = {.whole = &t, .scale = 0.75};
+    struct dl_layer_times tt;
+    assert_int_equal(fake_tensor_hook(&f, g, 2, &tt, NULL), DL_OK);
+    assert_int_equal(dl_tp_view_make(g, 2, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout tp2 = {.dims = {1, 2, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n}};
+    struct dl_layout_prediction shares, measured;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &shares, NULL), DL_OK);
+    v.times = &tt;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &measured, NULL), DL_OK);
+    double want_shares = 0, want_measured = 0;
+    int split = 0;
+    for (int i = 0; i < g->n; i++) {
+        want_shares += t.fwd0[i] + t.bwd0[i] + (t.fwd[i] + t.bwd[i]) * v.share[i] * 32;
+        if (v.share[i] < 1)
+            want_measured += tt.fwd0[i] + tt.bwd0[i] + (tt.fwd[i] + tt.bwd[i]) * 32, split++;
+        else
+            want_measured += t.fwd0[i] + t.bwd0[i] + (t.fwd[i] + t.bwd[i]) * v.share[i] * 32;
+    }
+    assert_true(split > 0);
+    assert_true(fabs(shares.tp_s - measured.tp_s) <= 1e-15);
+    assert_true(fabs(shares.step_s - shares.tp_s - want_shares) <= 1e-12 * shares.step_s);
+    assert_true(fabs(measured.step_s - measured.tp_s - want_measured) <= 1e-12 * measured.step_s);
+    assert_true(fabs(measured.step_s - shares.step_s) > 1e-9);
+    dl_tp_view_free(&v);
+    dl_layer_times_free(&tt);
+
+    /* the search: once per T > 1, and its tp=2 prediction is the measured one */
+    struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = 2, .batch = 32, .skip_memory = 1,
+                                  .tensor_times = fake_tensor_hook, .tensor_ctx = &f};
+    struct dl_plan_result r;
+    assert_int_equal(dl_plan_search(&req, &r, NULL), DL_OK);
+    assert_int_equal(f.calls[1], 0);
+    assert_int_equal(f.calls[2], 2); /* the one above and the search's */
+    int found = 0;
+    for (int i = 0; i < r.n; i++)
+        if (r.c[i].layout.dims.tp == 2 && r.c[i].layout.n_whole == 0 && !r.c[i].layout.by_samples) {
+            assert_true(fabs(r.c[i].pred.step_s - measured.step_s) <= 1e-12 * measured.step_s);
+            found++;
+        }
+    assert_int_equal(found, 1);
+    dl_plan_result_free(&r);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
+/* A node's ranks times threads above its cores slow compute by the
+ * ratio, and only compute: the tensor collectives stay. */
+static void ranks_sharing_cores(void **state)
+{
+    (void)state;
+    struct dl_machine m;
+    machine(&m, 4);
+    dl_machine_share_cores(&m, 4, 1, 2);
+    assert_true(m.compute_scale == 2);
+    dl_machine_share_cores(&m, 2, 1, 2);
+    assert_true(m.compute_scale == 1);
+    dl_machine_share_cores(&m, 4, 3, 8); /* 12 threads on 8 cores */
+    assert_true(m.compute_scale == 1.5);
+    m.ranks_per_node = 2;
+    dl_machine_share_cores(&m, 64, 1, 2); /* 2 of the 64 on each node */
+    assert_true(m.compute_scale == 1);
+    struct dl_net net;
+    load(&net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 2e9);
+    struct dl_tp_view v;
+    machine(&m, 2);
+    assert_int_equal(dl_tp_view_make(g, 2, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout tp2 = {.dims = {1, 2, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n}};
+    struct dl_layout_prediction alone, shared;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &alone, NULL), DL_OK);
+    dl_machine_share_cores(&m, 2, 2, 2);
+    assert_true(m.compute_scale == 2);
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &shared, NULL), DL_OK);
+    assert_true(alone.tp_s > 0 && fabs(shared.tp_s - alone.tp_s) <= 1e-15);
+    assert_true(fabs((shared.step_s - shared.tp_s) - 2 * (alone.step_s - alone.tp_s)) <= 1e-12 * shared.step_s);
     dl_tp_view_free(&v);
     dl_layer_times_free(&t);
     dl_net_free(&net);
@@ -409,9 +574,9 @@ static void tp_view_of_small_cnn(void **state)
         int layer, n;
         struct dl_tp_op op[2];
     } want[] = {{0, 0, {{0}}}, {1, 0, {{0}}}, {2, 0, {{0}}},
-                {3, 2, {{DL_TP_ALLGATHER, 0, 1152}, {DL_TP_REDUCE_SCATTER, 1, 1152}}}, {4, 0, {{0}}}, {5, 0, {{0}}},
-                {6, 2, {{DL_TP_ALLGATHER, 0, 288}, {DL_TP_REDUCE_SCATTER, 1, 288}}}, {7, 0, {{0}}},
-                {8, 1, {{DL_TP_ALLREDUCE, 0, 16}}}, {9, 0, {{0}}}};
+                {3, 2, {{DL_TP_ALLGATHER, 0, 1152, 0}, {DL_TP_REDUCE_SCATTER, 1, 1152, 0}}}, {4, 0, {{0}}}, {5, 0, {{0}}},
+                {6, 2, {{DL_TP_ALLGATHER, 0, 288, 0}, {DL_TP_REDUCE_SCATTER, 1, 288, 0}}}, {7, 0, {{0}}},
+                {8, 1, {{DL_TP_ALLREDUCE, 0, 16, 0}}}, {9, 0, {{0}}}};
     for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
         int i = want[k].layer;
         assert_int_equal(v.n_ops[i], want[k].n);
@@ -432,6 +597,35 @@ static void tp_view_of_small_cnn(void **state)
     machine(&m, 3);
     assert_int_equal(dl_tp_view_make(&net.graph, 2, 6, &m, &v, NULL), DL_OK);
     assert_true(v.crosses);
+    dl_tp_view_free(&v);
+    /* conv1 by samples (`split: batch`; conv2 keeps its `split: filters`):
+     * conv1, relu1 and pool1 on half the samples, conv1's weight gradients
+     * (224 floats) summed over the group at each call; conv2 gathers the
+     * shares (1152 bytes per sample) and, split by filters, allreduces its
+     * partial input gradients, of which each rank keeps its share */
+    dl_split_by_samples(&net.graph);
+    assert_int_equal(net.graph.layers[0].split, DL_SPLIT_BATCH);
+    assert_int_equal(net.graph.layers[3].split, DL_SPLIT_FILTERS);
+    machine(&m, 2);
+    assert_int_equal(dl_tp_view_make(&net.graph, 2, 2, &m, &v, NULL), DL_OK);
+    static const struct {
+        int layer, n;
+        struct dl_tp_op op[2];
+    } by_samples[] = {{0, 1, {{DL_TP_ALLREDUCE, 1, 896, 1}}}, {1, 0, {{0}}}, {2, 0, {{0}}},
+                      {3, 2, {{DL_TP_ALLGATHER, 0, 1152, 0}, {DL_TP_ALLREDUCE, 1, 1152, 0}}}};
+    for (size_t k = 0; k < sizeof by_samples / sizeof *by_samples; k++) {
+        int i = by_samples[k].layer;
+        assert_int_equal(v.n_ops[i], by_samples[k].n);
+        assert_int_equal(v.by_samples[i], i < 3);
+        assert_true(v.share[i] == 0.5);
+        for (int j = 0; j < by_samples[k].n; j++) {
+            assert_int_equal(v.op[i][j].kind, by_samples[k].op[j].kind);
+            assert_int_equal(v.op[i][j].backward, by_samples[k].op[j].backward);
+            assert_true(v.op[i][j].bytes == by_samples[k].op[j].bytes);
+            assert_int_equal(v.op[i][j].per_call, by_samples[k].op[j].per_call);
+        }
+    }
+    assert_int_equal(v.params[0], 8 * 3 * 3 * 3 + 8); /* whole weights on every rank */
     dl_tp_view_free(&v);
     dl_net_free(&net);
 }
@@ -611,6 +805,8 @@ int main(void)
         cmocka_unit_test(cuts_are_optimal),
         cmocka_unit_test(search_ranks_every_layout),
         cmocka_unit_test(step_time_formulas),
+        cmocka_unit_test(fixed_and_tensor_times),
+        cmocka_unit_test(ranks_sharing_cores),
         cmocka_unit_test(memory_equals_executors),
         cmocka_unit_test(tp_view_of_small_cnn),
         cmocka_unit_test(link_parses),

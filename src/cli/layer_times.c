@@ -8,8 +8,10 @@
 #include <stdlib.h>
 
 #include "cli/options.h"
+#include "comm/comm.h"
 #include "core/clock.h"
 #include "exec/exec.h"
+#include "optim/optim.h"
 #include "plan/stages.h"
 #include "tune/tune.h"
 #include "tune/tune_impl.h"
@@ -34,42 +36,118 @@ void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer
     }
 }
 
-int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
-                           struct dl_layer_times *t, struct dl_error *err)
+/* Each layer's median forward, backward (weights' included) and weight
+ * gradients' seconds over `steps` steps of `batch` samples (after one
+ * untimed) into fwd[i], bwd[i], wgt[i]; work: 3 * n * steps values. */
+static int median_times(struct dl_exec *e, const float *x, const int *y, int batch, int steps, double *work,
+                        double *fwd, double *bwd, double *wgt, struct dl_error *err)
 {
+    const int n = e->g->n;
+    double *f = work, *b = work + (size_t)n * steps, *w = work + 2 * (size_t)n * steps;
+    int rc = DL_OK;
+    for (int s = 0; !rc && s <= steps; s++) {
+        rc = dl_exec_timing_enable(e, err); /* zeroes the times: each step on its own */
+        dl_exec_zero_grad(e);
+        dl_exec_forward(e, x, y, batch, 1);
+        dl_exec_backward(e);
+        if (!rc && e->status) {
+            *err = e->err;
+            rc = e->status;
+        }
+        for (int i = 0; !rc && s > 0 && i < n; i++) { /* step 0 warms up */
+            f[(size_t)i * steps + s - 1] = e->time_fwd[i];
+            b[(size_t)i * steps + s - 1] = e->time_bwd[i] + e->time_wgt[i];
+            w[(size_t)i * steps + s - 1] = e->time_wgt[i];
+        }
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        fwd[i] = dl_median(f + (size_t)i * steps, steps);
+        bwd[i] = dl_median(b + (size_t)i * steps, steps);
+        wgt[i] = fmin(dl_median(w + (size_t)i * steps, steps), bwd[i]);
+    }
+    return rc;
+}
+
+/* The line through (small, at_small) and (batch, at_batch): *fixed + *per
+ * * samples, neither negative (a measurement where the smaller batch took
+ * longer, or its line crosses below 0, gives the per-sample rate alone). */
+static void fit_line(int small, double at_small, int batch, double at_batch, double *fixed, double *per)
+{
+    *per = batch > small ? (at_batch - at_small) / (batch - small) : 0;
+    *fixed = at_batch - *per * batch;
+    if (*per < 0 || *fixed < 0)
+        *per = at_batch / batch, *fixed = 0;
+}
+
+/* dl_layer_times_measure for an executor of options eo (a shard's view
+ * of g when eo->shard is set), into t allocated for g->n layers. */
+static int measure_on(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
+                      struct dl_layer_times *t, struct dl_error *err)
+{
+    const int n = g->n, small = batch >= 8 ? batch / 8 : 1;
     float *x = NULL;
     int *y = NULL;
     struct dl_exec e;
-    double *f = dl_calloc((size_t)g->n * (size_t)steps, sizeof *f, err);
-    double *b = dl_calloc((size_t)g->n * (size_t)steps, sizeof *b, err);
-    double *w = dl_calloc((size_t)g->n * (size_t)steps, sizeof *w, err);
-    int rc = f && b && w ? dl_bench_random_batch(g, batch, &x, &y, err) : DL_ERR_NOMEM;
+    double *work = dl_calloc(3 * (size_t)n * (size_t)steps, sizeof *work, err);
+    double *at = dl_calloc(6 * (size_t)n, sizeof *at, err); /* fwd, bwd, wgt at batch; then at small */
+    int rc = work && at ? dl_bench_random_batch(g, batch, &x, &y, err) : DL_ERR_NOMEM;
     int made = !rc && (rc = dl_exec_init(&e, g, batch, 1, eo, err)) == DL_OK;
-    for (int s = 0; !rc && s <= steps; s++) {
-        rc = dl_exec_timing_enable(&e, err); /* zeroes the times: each step on its own */
-        dl_exec_zero_grad(&e);
-        dl_exec_forward(&e, x, y, batch, 1);
-        dl_exec_backward(&e);
-        if (!rc && e.status) {
-            *err = e.err;
-            rc = e.status;
-        }
-        for (int i = 0; !rc && s > 0 && i < g->n; i++) { /* step 0 warms up */
-            f[(size_t)i * steps + s - 1] = e.time_fwd[i];
-            b[(size_t)i * steps + s - 1] = e.time_bwd[i] + e.time_wgt[i];
-            w[(size_t)i * steps + s - 1] = e.time_wgt[i];
-        }
-    }
-    for (int i = 0; !rc && i < g->n; i++) {
-        t->fwd[i] = dl_median(f + (size_t)i * steps, steps) / batch;
-        t->bwd[i] = dl_median(b + (size_t)i * steps, steps) / batch;
-        t->wgt[i] = fmin(dl_median(w + (size_t)i * steps, steps) / batch, t->bwd[i]);
+    if (!rc)
+        rc = median_times(&e, x, y, batch, steps, work, at, at + n, at + 2 * n, err);
+    if (!rc)
+        rc = median_times(&e, x, y, small, steps, work, at + 3 * n, at + 4 * n, at + 5 * n, err);
+    for (int i = 0; !rc && i < n; i++) {
+        fit_line(small, at[3 * n + i], batch, at[i], &t->fwd0[i], &t->fwd[i]);
+        fit_line(small, at[4 * n + i], batch, at[n + i], &t->bwd0[i], &t->bwd[i]);
+        fit_line(small, at[5 * n + i], batch, at[2 * n + i], &t->wgt0[i], &t->wgt[i]);
+        t->wgt0[i] = fmin(t->wgt0[i], t->bwd0[i]), t->wgt[i] = fmin(t->wgt[i], t->bwd[i]);
         t->source[i] = DL_TIME_MEASURED;
     }
     if (made)
         dl_exec_free(&e);
-    free(x), free(y), free(f), free(b), free(w);
+    free(x), free(y), free(work), free(at);
     return rc;
+}
+
+int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
+                           struct dl_layer_times *t, struct dl_error *err)
+{
+    return measure_on(g, batch, steps, eo, t, err);
+}
+
+int dl_layer_times_tensor(const struct dl_graph *g, int T, int batch, int steps, const struct dl_exec_options *eo,
+                          struct dl_layer_times *t, struct dl_error *err)
+{
+    struct dl_grid_dims dims = {1, T, 1};
+    struct dl_shard s;
+    struct dl_comm *standin = NULL;
+    int rc = dl_layer_times_alloc(t, g->n, err);
+    if (rc)
+        return rc;
+    int have_shard = (rc = dl_shard_make(g, &dims, 1, 0, NULL, &s, err)) == DL_OK;
+    if (!rc)
+        rc = dl_comm_standin_open(0, T, &standin, err);
+    if (!rc) {
+        struct dl_exec_options o = {0};
+        if (eo)
+            o = *eo;
+        o.shard = &s;
+        o.tensor_comm = standin;
+        rc = measure_on(g, batch, steps, &o, t, err);
+    }
+    dl_comm_close(standin);
+    if (have_shard)
+        dl_shard_free(&s);
+    if (rc)
+        dl_layer_times_free(t);
+    return rc;
+}
+
+int dl_layer_times_tensor_hook(void *ctx, const struct dl_graph *g, int T, struct dl_layer_times *t,
+                               struct dl_error *err)
+{
+    const struct dl_tensor_times_request *r = ctx;
+    return dl_layer_times_tensor(g, T, dl_layout_local_batch(r->batch, r->ranks / T), 3, r->eo, t, err);
 }
 
 /* The fastest kernel's forward and backward seconds (and of that its
@@ -118,6 +196,7 @@ int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_p
         t->fwd[i] = f / batch;
         t->bwd[i] = b / batch;
         t->wgt[i] = w / batch;
+        t->fwd0[i] = t->bwd0[i] = t->wgt0[i] = 0; /* one size: no fixed part known */
         t->source[i] = DL_TIME_DB;
         replaced++;
     }
@@ -126,9 +205,43 @@ int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_p
     return rc ? -1 : replaced;
 }
 
+int dl_layer_times_optimizer(const struct dl_optim_spec *spec, long n, int steps, double *per_param,
+                             struct dl_error *err)
+{
+    struct dl_optim o;
+    dl_real *w = dl_calloc((size_t)(n > 0 ? n : 1), sizeof *w, err);
+    dl_real *g = dl_calloc((size_t)(n > 0 ? n : 1), sizeof *g, err);
+    double *s = dl_calloc((size_t)steps, sizeof *s, err);
+    int rc = w && g && s ? dl_optim_init(&o, spec, n, err) : DL_ERR_NOMEM, made = !rc;
+    for (long i = 0; !rc && i < n; i++)
+        g[i] = (dl_real)(1e-3 * (double)(i % 7) - 3e-3);
+    for (int k = 0; !rc && k <= steps; k++) { /* the first warms up */
+        double t0 = dl_clock_now();
+        rc = dl_optim_step(&o, spec->lr, w, g);
+        if (k > 0)
+            s[k - 1] = dl_clock_now() - t0;
+    }
+    if (!rc)
+        *per_param = n > 0 ? dl_median(s, steps) / (double)n : 0;
+    if (made)
+        dl_optim_free(&o);
+    free(w), free(g), free(s);
+    return rc;
+}
+
+/* The trainable parameters of g. */
+static long trainable_params(const struct dl_graph *g)
+{
+    long n = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            n += g->layers[i].param[j].trainable ? g->layers[i].param[j].count : 0;
+    return n;
+}
+
 int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate, int use_db, const char *db_path,
-                          const struct dl_exec_options *eo, struct dl_layer_times *t, char *summary, size_t size,
-                          struct dl_error *err)
+                          const struct dl_exec_options *eo, const struct dl_optim_spec *optim,
+                          struct dl_layer_times *t, char *summary, size_t size, struct dl_error *err)
 {
     int rc = dl_layer_times_alloc(t, g->n, err);
     if (rc)
@@ -137,6 +250,8 @@ int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate,
         dl_layer_times_flops(g, flop_rate, t);
     else
         rc = dl_layer_times_measure(g, batch, 3, eo, t, err);
+    if (!rc && flop_rate <= 0 && optim)
+        rc = dl_layer_times_optimizer(optim, trainable_params(g), 5, &t->optim_per_param, err);
     if (!rc && use_db && dl_layer_times_from_db(g, batch, db_path, t, err) < 0)
         rc = err->code ? err->code : DL_ERR_IO;
     if (rc) {

@@ -11,16 +11,37 @@
 #include "plan/layout_cost.h"
 
 struct dl_exec_options;
+struct dl_optim_spec;
 
 /* Every layer from its FLOPs (plan/stages.h's dl_stages_layer_cost: the
  * forward one third, the backward two thirds) at `rate` FLOP/s. */
 void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer_times *t);
 
 /* Every layer timed now: forward and backward of the whole network on a
- * random batch of `batch` samples, 1 warm-up and `steps` timed steps, each
- * layer's median, divided by batch. */
+ * random batch of `batch` samples and again on its first batch / 8 (at
+ * least 1), 1 warm-up and `steps` timed steps each, each layer's median;
+ * the line through the two gives its fixed and per-sample seconds. */
 int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
                            struct dl_layer_times *t, struct dl_error *err);
+
+/* Tensor rank 0's layers timed now, as dl_layer_times_measure does, when
+ * the network is split over T tensor ranks (its default splits): its
+ * shard run by an executor whose tensor group is a stand-in of T ranks
+ * (comm/standin.c), so that the times are a real rank's compute on its
+ * slices (small slices use a core worse than their share of the FLOPs
+ * says), without the collectives.  t is allocated here. */
+int dl_layer_times_tensor(const struct dl_graph *g, int T, int batch, int steps, const struct dl_exec_options *eo,
+                          struct dl_layer_times *t, struct dl_error *err);
+
+/* The planner's hook (struct dl_plan_request's tensor_times) over
+ * dl_layer_times_tensor: ctx is a struct dl_tensor_times_request; each
+ * tensor rank's batch is that of a data-parallel rank of ranks / T. */
+struct dl_tensor_times_request {
+    int batch, ranks;
+    const struct dl_exec_options *eo;
+};
+int dl_layer_times_tensor_hook(void *ctx, const struct dl_graph *g, int T, struct dl_layer_times *t,
+                               struct dl_error *err);
 
 /* Layers the tuning database (db_path, NULL: the default) has times for at
  * batch `batch` (undivided, any kernel: the fastest) replace theirs and
@@ -29,12 +50,18 @@ int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const
 int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_path, struct dl_layer_times *t,
                            struct dl_error *err);
 
+/* The median seconds per parameter of `steps` updates (after one) by
+ * optimizer spec of a vector of n parameters (on the host). */
+int dl_layer_times_optimizer(const struct dl_optim_spec *spec, long n, int steps, double *per_param,
+                             struct dl_error *err);
+
 /* The planner's times: every layer from FLOPs at flop_rate when it is
- * above 0, else measured now at `batch` (3 timed steps); then (use_db)
- * the tuning database's where it has them.  summary: "N from the tuning
- * database, M measured now" style text. */
+ * above 0, else measured now at `batch` (3 timed steps), and then the
+ * optimizer `optim` (NULL: left out) timed on the network's parameters;
+ * then (use_db) the tuning database's where it has them.  summary: "N
+ * from the tuning database, M measured now" style text. */
 int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate, int use_db, const char *db_path,
-                          const struct dl_exec_options *eo, struct dl_layer_times *t, char *summary, size_t size,
-                          struct dl_error *err);
+                          const struct dl_exec_options *eo, const struct dl_optim_spec *optim,
+                          struct dl_layer_times *t, char *summary, size_t size, struct dl_error *err);
 
 #endif

@@ -14,6 +14,7 @@
 #include "cli/layer_times.h"
 #include "cli/options.h"
 #include "core/parse.h"
+#include "core/threads.h"
 #include "plan/consistency_cost.h"
 #include "plan/search.h"
 
@@ -28,6 +29,8 @@ static void help(void)
           "why the other grids lost, and for several rank counts the predicted weak scaling.\n\n"
           "  --ranks N[,N2,...]    rank counts (the first gets the full table)\n"
           "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
+          "  --cores-per-node C    cores of a node (default: this host's); a node's ranks times\n"
+          "                        their threads above C share the cores, and compute slows by it\n"
           "  --link alpha=T,bw=R   the link between nodes (e.g. alpha=5us,bw=12.5GB/s); needed\n"
           "                        when ranks span nodes\n"
           "  --node-link alpha=T,bw=R[,add=R]  the link within a node (and the speed of\n"
@@ -48,11 +51,13 @@ static void help(void)
 }
 
 enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON,
-       OPT_COMPARE };
+       OPT_COMPARE, OPT_CORES };
 
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
     int per_node;
+    int cores;                  /* --cores-per-node; 0: this host's */
+    int threads;                /* each rank's threads (--threads, else the node's cores over its ranks) */
     double link_alpha, link_beta, node_alpha, node_beta, node_gamma; /* node_gamma 0: this host's */
     int have_link, have_node_link;
     size_t memory;
@@ -122,20 +127,26 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
     double bubble_x = x->makespan_s * x->bubble, bubble_y = y->makespan_s * y->bubble;
     double compute_x = x->makespan_s - bubble_x - x->tp_s, compute_y = y->makespan_s - bubble_y - y->tp_s;
     const char *names[] = {"compute and pipeline sends", "tensor-parallel collectives",
-                           "data-parallel allreduce (not hidden)", "pipeline bubble"};
-    double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_exposed_s - y->dp_exposed_s, bubble_x - bubble_y};
+                           "data-parallel allreduce (not hidden)", "pipeline bubble", "optimizer step"};
+    double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_exposed_s - y->dp_exposed_s, bubble_x - bubble_y,
+                     x->optim_s - y->optim_s};
     int k = 0;
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < 5; i++)
         if (diff[i] > diff[k])
             k = i;
     snprintf(buf, n, "%.2fx the best's step time: %s %+.3f ms", x->step_s / y->step_s, names[k], 1e3 * diff[k]);
 }
 
-/* The layout's name and the layers it keeps whole: "dp=1,tp=2,pp=1 (fc1,fc2 whole)". */
+/* The layout's name and the layers it keeps whole: "dp=1,tp=2,pp=1 (fc1,fc2 whole)",
+ * "dp=1,tp=4,pp=1 convs by samples". */
 static void layout_name(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
 {
     dl_layout_str(l, buf, n);
     size_t len = strlen(buf);
+    if (l->by_samples && len < n) {
+        int w = snprintf(buf + len, n - len, " convs by samples");
+        len += w > 0 ? (size_t)w : 0;
+    }
     for (int k = 0; k < l->n_whole && len < n; k++) {
         int w = snprintf(buf + len, n - len, "%s%s%s", k ? "," : " (", g->layers[l->whole[k]].name,
                          k == l->n_whole - 1 ? " whole)" : "");
@@ -232,7 +243,8 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
         }
-        printf("], \"whole\": [");
+        printf("], \"bucket_bytes\": %zu, \"by_samples\": %s, \"whole\": [", c->layout.bucket_bytes,
+               c->layout.by_samples ? "true" : "false");
         for (int w = 0; w < c->layout.n_whole; w++) {
             printf("%s", w ? ", " : "");
             json_string(g->layers[c->layout.whole[w]].name);
@@ -240,9 +252,9 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
         printf("]");
         if (c->feasible || c->over_memory)
             printf(", \"step_s\": %.9g, \"samples_per_s\": %.9g, \"memory_bytes\": %zu, \"comm_share\": %.6g, "
-                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g",
+                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g, \"optim_s\": %.9g",
                    c->pred.step_s, c->pred.samples_per_s, c->memory, c->pred.comm_share, c->pred.bubble, c->pred.tp_s,
-                   c->pred.dp_s, c->pred.dp_exposed_s);
+                   c->pred.dp_s, c->pred.dp_exposed_s, c->pred.optim_s);
         if (!c->feasible) {
             printf(", \"why\": ");
             json_string(c->why);
@@ -267,10 +279,11 @@ static const struct dl_plan_candidate *best_of_kind(const struct dl_plan_result 
 }
 
 static int search(const struct dl_net *net, const struct dl_layer_times *t, const struct plan_command *c, int N,
-                  int batch, int memory, const struct dl_exec_options *eo, struct dl_machine *m,
-                  struct dl_plan_result *r)
+                  int batch, int memory, const struct dl_exec_options *eo, struct dl_tensor_times_request *measure,
+                  struct dl_machine *m, struct dl_plan_result *r)
 {
     dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
+    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : dl_threads_node_cores());
     if (c->have_node_link) {
         m->node.alpha = c->node_alpha;
         m->node.beta = c->node_beta;
@@ -288,7 +301,8 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
         return 2;
     }
     struct dl_plan_request req = {.g = &net->graph, .times = t, .machine = m, .ranks = N, .batch = batch,
-                                  .memory_limit = c->memory, .eo = eo, .skip_memory = !memory && !c->memory};
+                                  .memory_limit = c->memory, .eo = eo, .skip_memory = !memory && !c->memory,
+                                  .tensor_times = measure ? dl_layer_times_tensor_hook : NULL, .tensor_ctx = measure};
     struct dl_error err = {0};
     if (dl_plan_search(&req, r, &err)) {
         fprintf(stderr, "dltrain plan: %s\n", err.msg);
@@ -343,7 +357,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     struct dl_plan_result one;
     struct plan_command single = *c;
     single.per_node = 0;
-    int status = search(net, t, &single, 1, b0, 0, eo, &m, &one);
+    int status = search(net, t, &single, 1, b0, 0, eo, NULL, &m, &one);
     if (status)
         return status;
     if (!one.n_feasible) {
@@ -362,7 +376,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     for (int k = 0; k < c->n_counts; k++) {
         int N = c->counts[k];
         struct dl_plan_result r;
-        status = search(net, t, c, N, b0 * N, 0, eo, &m, &r);
+        status = search(net, t, c, N, b0 * N, 0, eo, NULL, &m, &r);
         if (status)
             return status;
         if (c->json)
@@ -396,7 +410,7 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     return 0;
 }
 
-static int run(const struct dl_net *net, struct dl_net_options *no, const struct plan_command *c)
+static int run(const struct dl_net *net, struct dl_net_options *no, struct plan_command *c)
 {
     const struct dl_graph *g = &net->graph;
     int N = c->counts[0], batch = net->train.batch;
@@ -405,14 +419,22 @@ static int run(const struct dl_net *net, struct dl_net_options *no, const struct
     struct dl_layer_times t;
     struct dl_error err = {0};
     char summary[256];
-    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), c->flops, !c->no_db, no->tune.db_path, &eo, &t,
+    /* layers timed with the threads each rank of a node will have */
+    int on_node = c->per_node && c->per_node < N ? c->per_node : N;
+    int cores = c->cores ? c->cores : dl_threads_node_cores();
+    c->threads = no->threads > 0 ? no->threads : cores / on_node > 1 ? cores / on_node : 1;
+    dl_threads_set(c->threads);
+    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), c->flops, !c->no_db, no->tune.db_path, &eo,
+                              &net->train.optim, &t,
                               summary, sizeof summary, &err)) {
         fprintf(stderr, "dltrain plan: %s\n", err.msg);
         return 1;
     }
     struct dl_machine m;
     struct dl_plan_result r;
-    int status = search(net, &t, c, N, batch, 1, &eo, &m, &r);
+    /* measured layer times: tensor ranks' too (not for the scaling rows' thousands of ranks) */
+    struct dl_tensor_times_request measure = {.batch = batch, .ranks = N, .eo = &eo};
+    int status = search(net, &t, c, N, batch, 1, &eo, c->flops > 0 ? NULL : &measure, &m, &r);
     if (status) {
         dl_layer_times_free(&t);
         return status;
@@ -428,11 +450,16 @@ static int run(const struct dl_net *net, struct dl_net_options *no, const struct
         json_string(m.node_source);
         printf(", \"layer_times\": ");
         json_string(summary);
+        printf(", \"threads\": %d, \"compute_scale\": %.6g", c->threads, m.compute_scale);
         printf(",\n");
         json_layouts(g, &r);
     } else {
-        printf("plan for %s on %d ranks (%d per node; within a node: %s; between nodes: %s), mini-batch %d\n%s\n",
-               net->name, N, m.ranks_per_node, m.node_source, link, batch, summary);
+        printf("plan for %s on %d ranks (%d per node; within a node: %s; between nodes: %s), mini-batch %d\n%s "
+               "with %d thread%s per rank", net->name, N, m.ranks_per_node, m.node_source, link, batch, summary,
+               c->threads, c->threads > 1 ? "s" : "");
+        if (m.compute_scale > 1)
+            printf("; a node's ranks share its cores: compute %.3gx slower", m.compute_scale);
+        printf("\n");
         print_table(g, &r, c->top);
     }
     if (r.n_feasible == 0) {
@@ -465,7 +492,7 @@ int dl_cli_plan(int argc, char **argv)
 {
     static const struct option long_opts[] = {
         DL_NET_OPTIONS, {"ranks", required_argument, 0, OPT_RANKS},
-        {"ranks-per-node", required_argument, 0, OPT_PER_NODE}, {"link", required_argument, 0, OPT_LINK},
+        {"ranks-per-node", required_argument, 0, OPT_PER_NODE}, {"cores-per-node", required_argument, 0, OPT_CORES}, {"link", required_argument, 0, OPT_LINK},
         {"node-link", required_argument, 0, OPT_NODE_LINK},
         {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
         {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
@@ -487,6 +514,10 @@ int dl_cli_plan(int argc, char **argv)
         case OPT_RANKS: bad = dl_option_refused("dltrain plan", parse_counts(optarg, &c, &err), &err); break;
         case OPT_PER_NODE:
             bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, 1 << 20, &c.per_node,
+                                                                 &err), &err);
+            break;
+        case OPT_CORES:
+            bad = dl_option_refused("dltrain plan", dl_parse_int("--cores-per-node", optarg, 1, 1 << 20, &c.cores,
                                                                  &err), &err);
             break;
         case OPT_LINK:

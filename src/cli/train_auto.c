@@ -12,11 +12,13 @@
 
 #include "cli/layer_times.h"
 #include "core/clock.h"
+#include "core/threads.h"
 #include "plan/search.h"
 
 /* A layout as integers: dp, tp, pp, chunks, schedule, V, the number of
- * layers kept whole and they, cuts (pp x V stages). */
-enum { WHOLE = 7, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
+ * layers kept whole, the bucket size in KiB (0: the default), 1 for
+ * convolutions by samples, the layers kept whole, cuts (pp x V stages). */
+enum { BUCKET_KIB = 7, BY_SAMPLES = 8, WHOLE = 9, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
 #define TRIAL_STEPS 4 /* the first warms up */
 
 struct plan_words {
@@ -30,6 +32,8 @@ static void words_of(const struct dl_plan_layout *l, int *w)
     w[0] = l->dims.dp, w[1] = l->dims.tp, w[2] = l->dims.pp, w[3] = l->chunks, w[4] = (int)l->schedule;
     w[5] = dl_layout_V(l);
     w[6] = l->n_whole;
+    w[BUCKET_KIB] = (int)(l->bucket_bytes >> 10);
+    w[BY_SAMPLES] = l->by_samples;
     for (int k = 0; k < l->n_whole; k++)
         w[WHOLE + k] = l->whole[k];
     for (int s = 0; s <= dl_layout_stages(l); s++)
@@ -46,6 +50,10 @@ static void describe(const struct dl_graph *g, const int *w, char *buf, size_t s
     for (int s = 1; s < w[2] * w[5] && len > 0 && (size_t)len < size; s++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", s > 1 ? "|" : ", stages begin at ",
                         g->layers[w[HEAD + s]].name);
+    if (w[BUCKET_KIB] && len > 0 && (size_t)len < size)
+        len += snprintf(buf + len, size - (size_t)len, " --bucket-bytes %dK", w[BUCKET_KIB]);
+    if (w[BY_SAMPLES] && len > 0 && (size_t)len < size)
+        len += snprintf(buf + len, size - (size_t)len, ", convolutions split: batch");
     for (int k = 0; k < w[6] && len > 0 && (size_t)len < size; k++)
         len += snprintf(buf + len, size - (size_t)len, "%s%s", k ? "," : ", kept whole (split: none): ",
                         g->layers[w[WHOLE + k]].name);
@@ -61,14 +69,19 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
     struct dl_layer_times t;
     struct dl_error err = {0};
     char times[256];
-    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), flop_rate, 1, no->tune.db_path, &eo, &t, times,
+    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), flop_rate, 1, no->tune.db_path, &eo,
+                              &net->train.optim, &t, times,
                               sizeof times, &err)) {
         fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
         return 1;
     }
     struct dl_machine m;
     dl_machine_init(&m, N, 0, 0);
-    struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = batch, .eo = &eo};
+    dl_machine_share_cores(&m, dl_threads_local_ranks(), dl_threads_get(), dl_threads_node_cores());
+    struct dl_tensor_times_request measure = {.batch = batch, .ranks = N, .eo = &eo};
+    struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = batch, .eo = &eo,
+                                  .tensor_times = flop_rate > 0 ? NULL : dl_layer_times_tensor_hook,
+                                  .tensor_ctx = &measure};
     struct dl_plan_result r;
     int status = 0;
     if (dl_plan_search(&req, &r, &err)) {
@@ -101,6 +114,11 @@ static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
     train->pipeline_chunks = w[3];
     train->pipeline_schedule = (enum dl_pipe_schedule)w[4];
     train->pipeline_virtual = w[5];
+    /* the plan's buckets, unless --bucket-bytes asked for other than the default */
+    struct dl_parallel_opts defaults;
+    dl_parallel_opts_defaults(&defaults);
+    if (w[BUCKET_KIB] && train->parallel.bucket_bytes == defaults.bucket_bytes)
+        train->parallel.bucket_bytes = (size_t)w[BUCKET_KIB] << 10;
     struct dl_graph *g = &net->graph;
     for (int i = 0; i < g->n; i++)
         g->layers[i].stage = -1;
@@ -109,6 +127,8 @@ static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
             g->layers[i].stage = s;
     for (int k = 0; k < w[6]; k++)
         g->layers[w[WHOLE + k]].split = DL_SPLIT_NONE;
+    if (w[BY_SAMPLES])
+        dl_split_by_samples(g);
 }
 
 /* Rank 0's step times of a trial: each step's end, since the start. */

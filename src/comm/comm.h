@@ -116,5 +116,9 @@ int dl_comm_self_open(struct dl_comm **out, struct dl_error *err);
 int dl_comm_mpi_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
 int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
 int dl_comm_nccl_open_over(struct dl_comm *host, struct dl_comm **out, struct dl_error *err);
+/* Rank `rank` of a group of `size` with no peers (comm/standin.c): for
+ * timing one rank's compute; collectives act as if every rank held this
+ * rank's values, and nothing moves. */
+int dl_comm_standin_open(int rank, int size, struct dl_comm **out, struct dl_error *err);
 
 #endif

@@ -2,7 +2,7 @@
 # allreduce algorithms on top of send/recv, their message tags, cost model,
 # gradient codecs and the `dltrain bench comm` command.
 libdltrain_a_SOURCES += \
-	src/comm/comm.h src/comm/comm.c src/comm/self.c src/comm/tags.h \
+	src/comm/comm.h src/comm/comm.c src/comm/self.c src/comm/standin.c src/comm/tags.h \
 	src/comm/allreduce.h src/comm/allreduce.c src/comm/allreduce_util.c \
 	src/comm/allreduce_ring.c src/comm/allreduce_recursive_doubling.c \
 	src/comm/allreduce_rabenseifner.c src/comm/allreduce_tree.c src/comm/allreduce_ps.c \

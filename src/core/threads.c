@@ -28,6 +28,12 @@ int dl_threads_available(void)
     return 1;
 }
 
+int dl_threads_node_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n <= 1 << 20 ? (int)n : dl_threads_available();
+}
+
 /* Processes of this job on this node, from the launcher's environment
  * (Open MPI's mpirun, MPICH's Hydra, Slurm's srun); 1 when none says. */
 int dl_threads_local_ranks(void)

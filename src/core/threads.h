@@ -5,6 +5,9 @@
 
 /* Cores this process may run on (sched_getaffinity), at least 1. */
 int dl_threads_available(void);
+/* The node's online cores, whatever this process is bound to (a rank that
+ * mpirun bound to one core sees one available). */
+int dl_threads_node_cores(void);
 /* Ranks of this job on this node according to the launcher (1: none). */
 int dl_threads_local_ranks(void);
 

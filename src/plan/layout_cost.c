@@ -18,8 +18,11 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
     t->fwd = dl_calloc((size_t)n, sizeof *t->fwd, err);
     t->bwd = dl_calloc((size_t)n, sizeof *t->bwd, err);
     t->wgt = dl_calloc((size_t)n, sizeof *t->wgt, err);
+    t->fwd0 = dl_calloc((size_t)n, sizeof *t->fwd0, err);
+    t->bwd0 = dl_calloc((size_t)n, sizeof *t->bwd0, err);
+    t->wgt0 = dl_calloc((size_t)n, sizeof *t->wgt0, err);
     t->source = dl_calloc((size_t)n, sizeof *t->source, err);
-    if (t->fwd && t->bwd && t->wgt && t->source)
+    if (t->fwd && t->bwd && t->wgt && t->fwd0 && t->bwd0 && t->wgt0 && t->source)
         return DL_OK;
     dl_layer_times_free(t);
     return DL_ERR_NOMEM;
@@ -27,13 +30,13 @@ int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err)
 
 void dl_layer_times_free(struct dl_layer_times *t)
 {
-    free(t->fwd), free(t->bwd), free(t->wgt), free(t->source);
+    free(t->fwd), free(t->bwd), free(t->wgt), free(t->fwd0), free(t->bwd0), free(t->wgt0), free(t->source);
     memset(t, 0, sizeof *t);
 }
 
 void dl_tp_view_free(struct dl_tp_view *v)
 {
-    free(v->share), free(v->n_ops), free(v->op), free(v->params);
+    free(v->share), free(v->n_ops), free(v->op), free(v->params), free(v->by_samples);
     memset(v, 0, sizeof *v);
 }
 
@@ -46,7 +49,7 @@ static double input_bytes(const struct dl_layer *l, int k)
 static void add_op(struct dl_tp_view *v, int i, enum dl_tp_collective kind, int backward, double bytes)
 {
     if (v->n_ops[i] < DL_TP_MAX_OPS)
-        v->op[i][v->n_ops[i]++] = (struct dl_tp_op){kind, backward, bytes};
+        v->op[i][v->n_ops[i]++] = (struct dl_tp_op){kind, backward, bytes, 0};
 }
 
 /* The collectives shard.h's input kinds and partial sums imply for layer i. */
@@ -57,6 +60,10 @@ static void layer_ops(const struct dl_graph *g, const struct dl_shard *s, int i,
     for (int k = 0; k < l->n_in; k++) {
         double bytes = input_bytes(l, k);
         int grad_back = l->in[k] != DL_GRAPH_INPUT; /* the network's input needs no gradient */
+        if (sl->batch_in[k] == DL_TP_IN_GATHER_BATCH) /* the shares gathered; backward keeps its share */
+            add_op(v, i, DL_TP_ALLGATHER, 0, bytes);
+        else if (sl->batch_in[k] == DL_TP_IN_SLICE_BATCH && grad_back) /* the shares' gradients gathered */
+            add_op(v, i, DL_TP_ALLGATHER, 1, bytes);
         if (sl->rows_in[k] == DL_TP_IN_GATHER_ROWS)
             add_op(v, i, DL_TP_ALLGATHER, 0, bytes);
         else if (sl->rows_in[k] == DL_TP_IN_SLICE_ROWS && grad_back)
@@ -73,6 +80,8 @@ static void layer_ops(const struct dl_graph *g, const struct dl_shard *s, int i,
     }
     if (sl->partial)
         add_op(v, i, DL_TP_ALLREDUCE, 0, 4.0 * (double)dl_shape_count(l->out_shape));
+    if (sl->split_batch && v->params[i] > 0 && v->n_ops[i] < DL_TP_MAX_OPS) /* each call's weight gradients summed */
+        v->op[i][v->n_ops[i]++] = (struct dl_tp_op){DL_TP_ALLREDUCE, 1, 4.0 * (double)v->params[i], 1};
 }
 
 int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_machine *m,
@@ -87,7 +96,8 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
     v->n_ops = dl_calloc((size_t)n, sizeof *v->n_ops, err);
     v->op = dl_calloc((size_t)n, sizeof *v->op, err);
     v->params = dl_calloc((size_t)n, sizeof *v->params, err);
-    if (!v->share || !v->n_ops || !v->op || !v->params) {
+    v->by_samples = dl_calloc((size_t)n, sizeof *v->by_samples, err);
+    if (!v->share || !v->n_ops || !v->op || !v->params || !v->by_samples) {
         dl_tp_view_free(v);
         return DL_ERR_NOMEM;
     }
@@ -102,6 +112,9 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
         const struct dl_layer *whole = &g->layers[i], *mine = &s.local.layers[i];
         double w = dl_stages_layer_cost(whole);
         v->share[i] = w > 0 ? dl_stages_layer_cost(mine) / w : 1;
+        v->by_samples[i] = (unsigned char)s.layer[i].split_batch;
+        if (s.layer[i].split_batch) /* its shapes are whole; its batch is a T-th */
+            v->share[i] /= T;
         for (int j = 0; j < mine->n_params; j++)
             v->params[i] += mine->param[j].trainable ? mine->param[j].count : 0;
         if (T > 1)
@@ -122,6 +135,26 @@ static double collective(const struct dl_machine *m, const struct dl_tp_view *v,
     return 0;
 }
 
+enum pass_part { PART_FORWARD, PART_BACKWARD, PART_WEIGHTS };
+
+/* Layer i's compute seconds of one part for a chunk of b samples on a
+ * rank of tensor group v: measured on such a rank when v has times for a
+ * layer it splits, else the whole layer's scaled by the rank's share;
+ * slower by the machine's compute_scale when ranks share cores. */
+static double compute_s(const struct dl_layer_times *t, const struct dl_tp_view *v, const struct dl_machine *m,
+                        int i, enum pass_part part, double b)
+{
+    double share = v->share[i], scale = m->compute_scale > 1 ? m->compute_scale : 1;
+    if (v->times && share < 1 && !v->by_samples[i]) /* measured with the default splits */
+        t = v->times, share = 1;
+    switch (part) {
+    case PART_FORWARD: return scale * (t->fwd0[i] + t->fwd[i] * share * b);
+    case PART_BACKWARD: return scale * (t->bwd0[i] + t->bwd[i] * share * b);
+    case PART_WEIGHTS: return scale * (t->wgt0[i] + t->wgt[i] * share * b);
+    }
+    return 0;
+}
+
 /* Layer i's forward (dir 0) or backward (dir 1) seconds for a chunk of b
  * samples: compute and, in *comm, its collectives. */
 static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view *v, const struct dl_machine *m,
@@ -130,9 +163,9 @@ static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view
     double c = 0;
     for (int k = 0; k < v->n_ops[i]; k++)
         if (v->op[i][k].backward == dir)
-            c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * b);
+            c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * (v->op[i][k].per_call ? 1 : b));
     *comm += c;
-    return (dir ? t->bwd[i] : t->fwd[i]) * v->share[i] * b + c;
+    return compute_s(t, v, m, i, dir ? PART_BACKWARD : PART_FORWARD, b) + c;
 }
 
 void dl_layout_layer_costs(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
@@ -240,7 +273,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
             fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
             bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
             if (split) /* the weight gradients leave the input-gradient pass */
-                wgt[s] += t->wgt[i] * v->share[i] * b;
+                wgt[s] += compute_s(t, v, m, i, PART_WEIGHTS, b);
         }
         bwd[s] -= wgt[s];
         if (fwd[s] + bwd[s] + wgt[s] > out->stage_max_s)
@@ -301,6 +334,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         }
         dp = a > dp ? a : dp;
         exposed = e > exposed ? e : exposed;
+        double update = bytes / 4.0 * t->optim_per_param * (m->compute_scale > 1 ? m->compute_scale : 1);
+        out->optim_s = update > out->optim_s ? update : out->optim_s;
         if (tp_rank > tp_max)
             tp_max = tp_rank;
     }
@@ -311,7 +346,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         out->dp_exposed_s = exposed;
         out->tp_s = tp_max;
         out->bubble = P > 1 ? idle : 0;
-        out->step_s = makespan + exposed;
+        out->step_s = makespan + exposed + out->optim_s;
         out->samples_per_s = out->step_s > 0 ? batch / out->step_s : 0;
         out->comm_share = out->step_s > 0 ? (tp_max + exposed) / out->step_s : 0;
     }

@@ -35,12 +35,20 @@
 enum dl_time_source { DL_TIME_FLOPS, DL_TIME_DB, DL_TIME_MEASURED };
 extern const char *const dl_time_source_names[]; /* "flops", "db", "measured" */
 
-/* Seconds per sample of each whole layer's forward and backward; wgt is
- * the part of bwd that computes the weight gradients (what zb-h1 defers). */
+/* Each whole layer's forward and backward seconds for a call on b
+ * samples, as a fixed part and a part per sample: fwd0 + fwd * b, bwd0 +
+ * bwd * b (a kernel call's set-up, small GEMMs' poor use of the core: what
+ * makes 16 chunks of 2 samples slower than one of 32).  wgt, wgt0: the part
+ * of bwd, bwd0 that computes the weight gradients (what zb-h1 defers).  A
+ * tensor group's share of a layer scales the per-sample part only. */
 struct dl_layer_times {
     int n;
     double *fwd, *bwd, *wgt;
+    double *fwd0, *bwd0, *wgt0;
     enum dl_time_source *source;
+    /* The optimizer's seconds per trainable parameter and step (measured;
+     * 0: left out): each rank updates the parameters it holds. */
+    double optim_per_param;
 };
 int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err);
 void dl_layer_times_free(struct dl_layer_times *t);
@@ -50,9 +58,10 @@ enum dl_tp_collective { DL_TP_ALLREDUCE, DL_TP_ALLGATHER, DL_TP_REDUCE_SCATTER }
 struct dl_tp_op {
     enum dl_tp_collective kind;
     int backward;                /* 0: in the forward pass, 1: in the backward */
-    double bytes;                /* the whole tensor's bytes per sample */
+    double bytes;                /* the whole tensor's bytes per sample (per call when per_call) */
+    int per_call;                /* 1: bytes per call whatever its samples (a layer's weight gradients) */
 };
-#define DL_TP_MAX_OPS (2 * DL_MAX_INPUTS + 1)
+#define DL_TP_MAX_OPS (3 * DL_MAX_INPUTS + 2)
 
 /* What a tensor group of T ranks does to each layer: from the shard of
  * tensor rank 0 (dims 1 x T x 1).  Built once per T. */
@@ -64,6 +73,11 @@ struct dl_tp_view {
     int *n_ops;                  /* [n] its collectives: */
     struct dl_tp_op (*op)[DL_TP_MAX_OPS];
     long *params;                /* [n] trainable parameters held by tensor rank 0 */
+    unsigned char *by_samples;   /* [n] 1: the layer runs on the rank's share of the samples */
+    /* Measured times of tensor rank 0's layers split over T (not owned;
+     * NULL: none): used for the layers this view splits (share < 1)
+     * instead of the whole layer's time times its share. */
+    const struct dl_layer_times *times;
 };
 
 /* The view for T tensor ranks of `world` on m; DL_ERR_SPEC with the
@@ -82,6 +96,10 @@ struct dl_plan_layout {
     int V;                          /* stages per pipeline rank: interleaved's V; 0 or 1 otherwise */
     int n_whole;                    /* layers whose `split:` the layout sets to none (plan/split_choice.h) */
     int whole[2 * DL_PLAN_MAX_PAIRS];
+    /* 1: the convolutions whose `split:` the file leaves to the default
+     * rule take `split: batch` (plan/split_choice.h: Krizhevsky's hybrid,
+     * convolutions data parallel across the tensor group) */
+    int by_samples;
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     int first[DL_SCHED_MAX_STAGES + 1];
@@ -107,6 +125,7 @@ struct dl_layout_prediction {
     double bubble;         /* idle fraction of the pipeline ranks in the makespan (simulated) */
     double comm_share;     /* (tp_s + dp_exposed_s) / step_s (pipeline sends overlap compute: in the makespan) */
     double stage_max_s;    /* the costliest stage's compute and tensor collectives for one chunk */
+    double optim_s;        /* the optimizer step of the rank holding the most parameters */
 };
 
 /* Per-layer seconds (forward and backward) for one chunk of b samples

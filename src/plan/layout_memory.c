@@ -23,6 +23,8 @@ int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout
             staged->layers[i].stage = l->dims.pp > 1 ? s : -1;
     for (int k = 0; k < l->n_whole; k++)
         staged->layers[l->whole[k]].split = DL_SPLIT_NONE;
+    if (l->by_samples)
+        dl_split_by_samples(staged);
     return DL_OK;
 }
 

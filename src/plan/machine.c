@@ -8,13 +8,21 @@
 
 void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link_beta)
 {
-    *m = (struct dl_machine){.ranks_per_node = K, .link_alpha = link_alpha, .link_beta = link_beta};
+    *m = (struct dl_machine){.ranks_per_node = K, .link_alpha = link_alpha, .link_beta = link_beta,
+                             .compute_scale = 1};
     if (K > 1 && dl_cost_cached(K, &m->node)) {
         m->node_source = "calibrated on this host";
     } else {
         dl_cost_defaults(&m->node);
         m->node_source = "defaults (no calibration cached for this rank count)";
     }
+}
+
+void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores)
+{
+    int on_node = N < m->ranks_per_node ? N : m->ranks_per_node;
+    double demand = (double)on_node * (threads > 0 ? threads : 1);
+    m->compute_scale = cores > 0 && demand > cores ? demand / cores : 1;
 }
 
 /* A number followed by one of the units (each with its factor); 0 when the

@@ -17,6 +17,10 @@ struct dl_machine {
     int ranks_per_node;          /* K >= 1 */
     double link_alpha;           /* seconds per message across nodes */
     double link_beta;            /* seconds per byte across nodes (1 / bandwidth) */
+    /* Compute seconds are multiplied by this (>= 1): a node's ranks times
+     * their threads over its cores, when they exceed them (ranks sharing
+     * cores, as 4 ranks on 2 cores under mpirun --oversubscribe). */
+    double compute_scale;
 };
 
 /* A machine of nodes of K ranks, the node's parameters read from this
@@ -25,6 +29,10 @@ struct dl_machine {
  * node_source says which.  The link across nodes: alpha, beta (0 when
  * every rank is on one node). */
 void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link_beta);
+
+/* Sets m->compute_scale for N ranks (at most ranks_per_node of them on a
+ * node) of `threads` threads each on nodes of `cores` cores. */
+void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores);
 
 /* Parses a link (opt: "--link" or "--node-link", for messages) such as
  * "alpha=5us,bw=12.5GB/s": alpha a time with unit s, ms, us or ns; bw

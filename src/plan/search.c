@@ -28,11 +28,14 @@ const char *dl_layout_schedule_str(const struct dl_plan_layout *l, char *buf, si
 const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size)
 {
     char grid[64], sched[32];
+    int len;
     if (l->dims.pp > 1)
-        snprintf(buf, size, "%s %s x%d", dl_grid_str(&l->dims, grid, sizeof grid),
-                 dl_layout_schedule_str(l, sched, sizeof sched), l->chunks);
+        len = snprintf(buf, size, "%s %s x%d", dl_grid_str(&l->dims, grid, sizeof grid),
+                       dl_layout_schedule_str(l, sched, sizeof sched), l->chunks);
     else
-        snprintf(buf, size, "%s", dl_grid_str(&l->dims, grid, sizeof grid));
+        len = snprintf(buf, size, "%s", dl_grid_str(&l->dims, grid, sizeof grid));
+    if (l->bucket_bytes && len > 0 && (size_t)len < size)
+        snprintf(buf + len, size - (size_t)len, " buckets %zuM", l->bucket_bytes >> 20);
     return buf;
 }
 
@@ -93,6 +96,11 @@ static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *
     return DL_OK;
 }
 
+/* The data-parallel buckets tried when the allreduce overlaps backward
+ * (dp > 1, one chunk), after grad_sync's default (0). */
+static const size_t bucket_choices[] = {(size_t)1 << 20, (size_t)4 << 20};
+#define N_BUCKET_CHOICES ((int)(sizeof bucket_choices / sizeof *bucket_choices))
+
 /* The schedules tried on a pipeline, in enumeration order (the first
  * alone without one); V: stages per rank. */
 #define DL_PLAN_MAX_V 4
@@ -110,7 +118,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
 {
     const struct dl_graph *g = req->g;
     struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1,
-                                  .n_whole = choice->n_whole};
+                                  .n_whole = choice->n_whole, .by_samples = choice->by_samples};
     memcpy(base.whole, choice->whole, sizeof base.whole);
     const char *why = NULL;
     char msg[320];
@@ -132,6 +140,11 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
                  P, P, local);
         why = msg;
     }
+    if (!why && base.by_samples && local / (P > 1 ? P : 1) < T) {
+        snprintf(msg, sizeof msg, "convolutions by samples over tp=%d need chunks of at least %d samples, but a "
+                 "rank's part of the batch has %d", T, T, local);
+        why = msg;
+    }
     if (why) {
         struct dl_plan_candidate *c = push(r, cap, err);
         if (!c)
@@ -142,7 +155,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
     }
     for (int f = 1; f <= (P > 1 ? 8 : 1); f *= 2) {
         int M = P > 1 ? f * P : 1;
-        if (M > local || M > DL_SCHED_MAX_CHUNKS)
+        if (M > local || M > DL_SCHED_MAX_CHUNKS || (base.by_samples && local / M < T))
             break;
         size_t *arena = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *arena, err);
         size_t *params = dl_calloc((size_t)P, sizeof *params, err);
@@ -170,6 +183,19 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
             if (!rc) {
                 c->layout = l;
                 rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
+            }
+            for (int q = 0; !rc && D > 1 && M == 1 && q < N_BUCKET_CHOICES; q++) {
+                struct dl_plan_candidate *o = push(r, cap, err), *first = &r->c[r->n - 2 - q];
+                if (!o) {
+                    rc = DL_ERR_NOMEM;
+                    break;
+                }
+                o->layout = first->layout;
+                o->layout.bucket_bytes = bucket_choices[q];
+                rc = evaluate(req, v, NULL, params, slots, o, err);
+                /* buckets leave the memory as it is */
+                o->memory = first->memory, o->feasible = first->feasible, o->over_memory = first->over_memory;
+                memcpy(o->why, first->why, sizeof o->why);
             }
         }
         free(arena), free(params), free(slots);
@@ -208,10 +234,22 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
     for (int T = 1; !rc && T <= N; T++) {
         if (N % T)
             continue;
-        /* with tensor ranks, every choice of splits for the fc pairs */
-        for (unsigned mask = 0; !rc && mask < (T > 1 ? 1u << n_pairs : 1u); mask++) {
+        struct dl_layer_times measured;
+        struct dl_error measure_err = {0};
+        int have_times = 0;
+        if (T > 1 && req->tensor_times) {
+            int mrc = req->tensor_times(req->tensor_ctx, g, T, &measured, &measure_err);
+            have_times = mrc == DL_OK;
+            if (mrc == DL_ERR_NOMEM)
+                *err = measure_err, rc = mrc;
+        }
+        /* with tensor ranks, every choice of splits for the fc pairs, and
+         * (the bit above them) the convolutions by filters or by samples */
+        int n_choices = n_pairs + dl_split_has_sample_choice(g);
+        for (unsigned mask = 0; !rc && mask < (T > 1 ? 1u << n_choices : 1u); mask++) {
             struct dl_plan_layout choice = {.dims = {1, T, 1}, .first = {0, g->n}};
             choice.n_whole = dl_split_choice_layers(first, second, n_pairs, mask, choice.whole);
+            choice.by_samples = n_choices > n_pairs && (mask >> n_pairs & 1u);
             struct dl_graph split;
             rc = dl_layout_staged_graph(g, &choice, &split, err);
             struct dl_tp_view v;
@@ -224,6 +262,8 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
             }
             if (vrc && !rc)
                 snprintf(tp_msg, sizeof tp_msg, "tp=%d: %s", T, tp_err.msg);
+            if (!vrc && have_times)
+                v.times = &measured;
             for (int P = 1; !rc && P <= N / T; P++)
                 if ((N / T) % P == 0)
                     rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, &choice, N / T / P, T, P, out,
@@ -233,6 +273,8 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
             if (split.layers != g->layers)
                 free(split.layers);
         }
+        if (have_times)
+            dl_layer_times_free(&measured);
     }
     free(cost), free(mem);
     if (!rc) {

@@ -28,6 +28,13 @@ struct dl_plan_request {
     size_t memory_limit;               /* bytes per rank; 0: none */
     const struct dl_exec_options *eo;  /* the executor options of the run (kernels); may be NULL */
     int skip_memory;                   /* 1: no memory (0 everywhere; no limit may be set): faster */
+    /* Tensor rank 0's layer times (allocated here) with the network split
+     * over T ranks, measured (cli/layer_times.h), called once per T > 1;
+     * NULL: a split layer's time is its whole time times its share of the
+     * FLOPs.  An error other than DL_ERR_NOMEM leaves that T to the shares. */
+    int (*tensor_times)(void *ctx, const struct dl_graph *g, int T, struct dl_layer_times *out,
+                        struct dl_error *err);
+    void *tensor_ctx;
 };
 
 struct dl_plan_candidate {
@@ -53,7 +60,8 @@ void dl_plan_result_free(struct dl_plan_result *r);
 
 /* The schedule as --pipeline-schedule spells it ("1f1b", "interleaved:2"); returns buf. */
 const char *dl_layout_schedule_str(const struct dl_plan_layout *l, char *buf, size_t size);
-/* "dp=2,tp=1,pp=2 1f1b x8" style text; returns buf. */
+/* "dp=2,tp=1,pp=2 1f1b x8" style text (" buckets 4M" after a bucket size
+ * other than the default); returns buf. */
 const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size);
 
 #endif

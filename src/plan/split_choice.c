@@ -42,6 +42,28 @@ int dl_split_pairs(const struct dl_graph *g, int *first, int *second)
     return n;
 }
 
+static int is_free_conv(const struct dl_layer *l)
+{
+    return strcmp(l->kind->name, "conv") == 0 && l->split == DL_SPLIT_AUTO;
+}
+
+int dl_split_has_sample_choice(const struct dl_graph *g)
+{
+    int conv = 0, fc = 0;
+    for (int i = 0; i < g->n; i++) {
+        conv |= is_free_conv(&g->layers[i]);
+        fc |= strcmp(g->layers[i].kind->name, "fc") == 0;
+    }
+    return conv && fc;
+}
+
+void dl_split_by_samples(struct dl_graph *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (is_free_conv(&g->layers[i]))
+            g->layers[i].split = DL_SPLIT_BATCH;
+}
+
 int dl_split_choice_layers(const int *first, const int *second, int n_pairs, unsigned mask, int *whole)
 {
     int n = 0;

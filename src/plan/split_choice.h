@@ -24,4 +24,14 @@ int dl_split_pairs(const struct dl_graph *g, int *first, int *second);
  * their number. */
 int dl_split_choice_layers(const int *first, const int *second, int n_pairs, unsigned mask, int *whole);
 
+/* The other choice: the convolutions whose `split:` is unset split by
+ * filters (the default rule) or by samples (`split: batch`: Krizhevsky's
+ * hybrid, convolutions data parallel across the tensor group, the layers
+ * after them following).  1 when g has such a convolution and a fully
+ * connected layer (else the choice changes nothing worth a search). */
+int dl_split_has_sample_choice(const struct dl_graph *g);
+
+/* Sets `split: batch` on g's convolutions whose split is unset. */
+void dl_split_by_samples(struct dl_graph *g);
+
 #endif
