@@ -87,6 +87,25 @@ struct dl_device {
      * dl_device_work_begin/end. */
     void (*work_begin)(void);
     void (*work_end)(void);
+    /* The input batch's way in beside the kernels (train/batch_ahead.c).
+     * pinned_alloc: host memory the device copies from without staging it
+     * (CUDA: cudaHostAlloc'd, page-locked), which the host reads and
+     * writes as its own; pinned_free frees it (NULL is ignored).
+     * copy_ahead: queues a copy of bytes from such host memory into the
+     * device's memory on a copy stream of its own, which runs while the
+     * kernels queued before and after it run: it starts once `after` (a
+     * mark recorded on the kernels' stream by mark_record; NULL or never
+     * recorded: at once) is reached, and `done` is recorded behind it.
+     * wait_mark: kernels queued after this call wait until m is reached
+     * (a copy's `done`).  mark_sync: the host waits until m is reached
+     * (before it writes the source of a queued copy again).  The host and
+     * the emulated device copy at once and wait for nothing. */
+    void *(*pinned_alloc)(size_t bytes, struct dl_error *err);
+    void (*pinned_free)(void *p);
+    int (*copy_ahead)(void *dst, const void *src, size_t bytes, const struct dl_device_mark *after,
+                      struct dl_device_mark *done, struct dl_error *err);
+    int (*wait_mark)(const struct dl_device_mark *m, struct dl_error *err);
+    int (*mark_sync)(const struct dl_device_mark *m, struct dl_error *err);
     /* Makes this device current for the calling thread (CUDA keeps the
      * current GPU per thread): a thread other than the one that opened it
      * calls this before it uses the device.  NULL: nothing to do. */

@@ -8,12 +8,14 @@
  *
  * It catches host code that touches device memory without a copy: every
  * block is a mapping of its own that stays PROT_NONE except while the
- * device works on it (its copy, fill and accumulate, and between
+ * device works on it (its copies, fill and accumulate, and between
  * work_begin and work_end, around kernels and optimizer loops).  A host
  * read or write outside those windows faults; the SIGSEGV handler names
  * the block and the process dies by the signal.  copy() also checks that
  * the device side of a copy lies in one of its blocks and the host side
- * in none.  A window another thread holds open (the gradient allreduce
+ * in none; a copy ahead of the kernels (the next input batch) is such a
+ * copy made at once, from pinned memory that is plain host memory.  A
+ * window another thread holds open (the gradient allreduce
  * overlapping backward) hides a touch from that thread while it lasts,
  * so a forgotten copy there is caught when the windows do not overlap. */
 #include "backends/device.h"
@@ -250,6 +252,32 @@ static void emu_mark_release(struct dl_device_mark *m)
     dl_device_host.mark_release(m);
 }
 
+/* Pinned host memory is plain host memory, outside every block. */
+static void *emu_pinned_alloc(size_t bytes, struct dl_error *err)
+{
+    return dl_device_host.pinned_alloc(bytes, err);
+}
+
+static void emu_pinned_free(void *p)
+{
+    dl_device_host.pinned_free(p);
+}
+
+/* At once, with copy()'s checks: the destination in one block, the source
+ * in none. */
+static int emu_copy_ahead(void *dst, const void *src, size_t bytes, const struct dl_device_mark *after,
+                          struct dl_device_mark *done, struct dl_error *err)
+{
+    (void)after;
+    int rc = emu_copy(dst, src, bytes, DL_COPY_TO_DEVICE, err);
+    return rc ? rc : emu_mark_record(done, err);
+}
+
+static int emu_wait_mark(const struct dl_device_mark *m, struct dl_error *err)
+{
+    return dl_device_host.wait_mark(m, err);
+}
+
 static const char *emu_describe(void)
 {
     return "emulated device (host memory behind mprotect, CPU kernels; a testing aid)";
@@ -271,6 +299,11 @@ const struct dl_device dl_device_emulated = {
     .mark_record = emu_mark_record,
     .mark_elapsed = emu_mark_elapsed,
     .mark_release = emu_mark_release,
+    .pinned_alloc = emu_pinned_alloc,
+    .pinned_free = emu_pinned_free,
+    .copy_ahead = emu_copy_ahead,
+    .wait_mark = emu_wait_mark,
+    .mark_sync = emu_wait_mark,
     .work_begin = work_begin,
     .work_end = work_end,
     .describe = emu_describe,

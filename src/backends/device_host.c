@@ -1,7 +1,8 @@
 /* device_host.c: the host device of device.h, the memory every CPU kernel
  * works in: posix_memalign'd blocks, memcpy and memset, an OpenMP loop
  * for accumulate, a plain one for scale, nothing queued
- * (sync returns at once), and marks that are readings of core/clock.h's
+ * (sync returns at once, a copy ahead is a copy now, pinned memory is its
+ * own), and marks that are readings of core/clock.h's
  * monotonic clock.  Also the spellings of the device kinds. */
 #include "backends/device.h"
 
@@ -94,6 +95,22 @@ static void host_mark_release(struct dl_device_mark *m)
     m->seconds = -1;
 }
 
+/* A copy "ahead" is a copy now: nothing runs beside the host's loops. */
+static int host_copy_ahead(void *dst, const void *src, size_t bytes, const struct dl_device_mark *after,
+                           struct dl_device_mark *done, struct dl_error *err)
+{
+    (void)after;
+    int rc = host_copy(dst, src, bytes, DL_COPY_TO_DEVICE, err);
+    return rc ? rc : host_mark_record(done, err);
+}
+
+/* Recorded marks are reached: nothing is queued. */
+static int host_wait_mark(const struct dl_device_mark *m, struct dl_error *err)
+{
+    (void)m, (void)err;
+    return DL_OK;
+}
+
 static const char *host_describe(void)
 {
     return "host";
@@ -115,5 +132,10 @@ const struct dl_device dl_device_host = {
     .mark_record = host_mark_record,
     .mark_elapsed = host_mark_elapsed,
     .mark_release = host_mark_release,
+    .pinned_alloc = host_alloc,
+    .pinned_free = host_free,
+    .copy_ahead = host_copy_ahead,
+    .wait_mark = host_wait_mark,
+    .mark_sync = host_wait_mark,
     .describe = host_describe,
 };

@@ -55,6 +55,13 @@ struct dl_exec {
     long n_state;
     const dl_real *input;                  /* the batch being run */
     const int *labels;
+    /* On a device without host memory: the next forward's batch and labels
+     * already in the device's memory (copied there ahead by the trainer,
+     * train/batch_ahead.h), taken in place instead of copied in from
+     * dl_exec_forward's x and labels, which stay the host's (the correct
+     * answers are counted from them); NULL: copied in. */
+    const dl_real *input_resident;
+    const int *labels_resident;
     int batch;                             /* size of the batch being run */
     /* Gradient of the mean loss seeds backward as loss_norm per sample (0:
      * 1/batch, the mean over this batch); chunks of a mini-batch set

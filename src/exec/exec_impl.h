@@ -118,6 +118,7 @@ struct dl_exec_impl {
      * samples), and a host buffer the losses or scores are copied out to. */
     dl_real *input_on_device;
     int *labels_on_device;
+    const int *labels_in_use;           /* the last forward's labels in the device's memory (NULL: none) */
     dl_real *readback;
     void *staging;                      /* host mirrors of a communication step's buffers (staging.c) */
     size_t staging_bytes;

@@ -42,7 +42,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->sample0 = e->sample0;
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = e->shard->pos.t * l->out_shape.c;
-    c->labels = m->labels_on_device && e->labels ? m->labels_on_device : e->labels;
+    c->labels = m->labels_in_use && e->labels ? m->labels_in_use : e->labels;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
@@ -85,7 +85,11 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     e->input = x;
     e->labels = labels;
     e->batch = batch;
-    if (m->input_on_device) { /* the input step: the batch (and labels) copied to the device */
+    if (m->input_on_device && e->input_resident) { /* the batch is there already */
+        x = e->input_resident;
+        m->labels_in_use = e->labels_resident;
+    } else if (m->input_on_device) { /* the input step: the batch (and labels) copied to the device */
+        m->labels_in_use = m->labels_on_device;
         size_t bytes = sizeof *x * (size_t)batch * (size_t)m->tensors[0].count;
         int rc = m->device->copy(m->input_on_device, x, bytes, DL_COPY_TO_DEVICE, &e->err);
         if (!rc && labels)

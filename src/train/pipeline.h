@@ -31,6 +31,11 @@ struct dl_pipeline {
     struct dl_exec *slot;          /* [slots]; slot[0] owns the parameters */
     int *first_slot;               /* [V + 1]: stage v's slots are [first_slot[v], first_slot[v + 1]) */
     int *slot_chunk;               /* [slots]: the chunk whose activations a slot holds, -1: free */
+    /* The next dl_pipeline_step's x and y already in the executors' device
+     * memory (train/batch_ahead.h; each chunk's forward takes its part in
+     * place, exec.h's input_resident); NULL: copied in from x and y. */
+    const float *x_resident;
+    const int *y_resident;
 };
 
 /* The chunks a step cuts a rank's part of the batch into: those requested

@@ -30,6 +30,7 @@
 #include "parallel/watchdog.h"
 #include "parallel/trace_ranks.h"
 #include "spec/netfile.h"
+#include "train/batch_ahead.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_grid.h"
@@ -56,8 +57,8 @@ struct trainer {
     struct dl_watchdog *watchdog;   /* stalls in the tensor and pipeline groups' blocking calls */
     struct dl_optim optim;
     struct dl_strategy *strategy;
-    float *x;                       /* this rank's part of the batch */
-    int *y;
+    struct dl_batch_ahead batches;  /* this rank's part of each batch, read (and copied) a step ahead */
+    const struct dl_batch_slot *batch; /* the step's */
     long steps_per_epoch, total_steps;
     double run_start;
     uint32_t net_crc;
@@ -427,13 +428,10 @@ static int setup(struct trainer *tr, struct dl_error *err)
     if (!rc)
         rc = dl_strategy_create(tr->data_comm, dl_pipeline_exec(&tr->pipe), &tr->optim, &po, ts->seed,
                                 forward_warning, tr, &tr->strategy, err);
-    if (!rc) {
-        int local = dl_batcher_max_local(&tr->batcher);
-        tr->x = dl_calloc((size_t)local * (size_t)dl_shape_count(net->graph.input), sizeof *tr->x, err);
-        tr->y = dl_calloc((size_t)local, sizeof *tr->y, err);
-        if (!tr->x || !tr->y)
-            rc = DL_ERR_NOMEM;
-    }
+    if (!rc)
+        rc = dl_batch_ahead_init(&tr->batches, &tr->batcher, dl_exec_device(dl_pipeline_exec(&tr->pipe)),
+                                 dl_batcher_max_local(&tr->batcher), dl_shape_count(net->graph.input), tr->trace,
+                                 err);
     if (rc)
         return rc;
     tr->steps_per_epoch = dl_batcher_steps_per_epoch(&tr->batcher);
@@ -445,8 +443,7 @@ static int setup(struct trainer *tr, struct dl_error *err)
 
 static void teardown(struct trainer *tr)
 {
-    free(tr->x);
-    free(tr->y);
+    dl_batch_ahead_free(&tr->batches);
     dl_strategy_free(tr->strategy);
     dl_optim_free(&tr->optim);
     dl_pipeline_free(&tr->pipe);
@@ -571,7 +568,7 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
         return DL_OK;
     const struct dl_train_opts *o = tr->opts;
     struct dl_checkpoint_meta meta = {
-        .global_step = global_step, .epoch = tr->batcher.epoch, .step = tr->batcher.step,
+        .global_step = global_step, .epoch = tr->batcher.epoch, .step = dl_batch_ahead_cursor(&tr->batches),
         .seed = tr->net->train.seed, .epoch_loss_sum = tally->loss_sum, .epoch_seen = tally->seen,
         .epoch_correct = (long)tally->correct, .net_crc32 = tr->net_crc, .world_size = tr->comm->size,
         .dp = tr->layout.data_ranks, .tp = 1, .pp = 1};
@@ -640,8 +637,15 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
     struct dl_pipeline_hook hook = {locate_nonfinite, &out->nonfinite};
     dl_numerics_watch_install(watch, e);
     dl_numerics_watch_reset(watch);
-    rc = dl_pipeline_step(&tr->pipe, tr->x, tr->y, local_batch, dl_batcher_last_offset(&tr->batcher),
-                          (uint64_t)(global_step - 1), &hook, &m->loss_sum, &m->correct, err);
+    const struct dl_batch_slot *b = tr->batch;
+    tr->pipe.x_resident = b->x_device;
+    tr->pipe.y_resident = b->y_device;
+    rc = dl_pipeline_step(&tr->pipe, b->x, b->y, local_batch, b->offset, (uint64_t)(global_step - 1), &hook,
+                          &m->loss_sum, &m->correct, err);
+    tr->pipe.x_resident = NULL;
+    tr->pipe.y_resident = NULL;
+    if (!rc)
+        rc = dl_batch_ahead_release(&tr->batches, err);
     dl_numerics_watch_uninstall(watch);
     if (rc)
         return rc;
@@ -688,6 +692,7 @@ static void start_epoch(struct trainer *tr, int epoch, struct epoch_tally *tally
 {
     memset(tally, 0, sizeof *tally);
     tally->start = dl_clock_now();
+    dl_batch_ahead_reset(&tr->batches); /* (none is read past an epoch's end) */
     if (tr->resumed && epoch == tr->start_epoch) {
         tally->loss_sum = tr->resume.epoch_loss_sum;
         tally->seen = tr->resume.epoch_seen;
@@ -739,16 +744,21 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
     while (!rc && *global_step < tr->total_steps) {
         double t_step = tr->trace ? dl_clock_now() : 0;
         dl_trace_step_begin(tr->trace, *global_step + 1);
-        local_batch = dl_batcher_next(&tr->batcher, tr->x, tr->y);
+        local_batch = dl_batch_ahead_next(&tr->batches, &tr->batch, err);
         if (local_batch <= 0) {
             dl_trace_step_end(tr->trace, t_step, 0);
             break;
         }
         if (dl_trace_on(tr->trace))
             dl_trace_span(tr->trace, DL_TRACE_DATA, "batch", t_step);
+        /* without host memory the next batch is read and its copy queued now, to run beside this step */
+        if (*global_step + 1 < tr->total_steps)
+            rc = dl_batch_ahead_prefetch(&tr->batches, err);
+        if (rc)
+            return rc;
         double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, *global_step, tr->steps_per_epoch, tr->total_steps);
         struct step_outcome out;
-        rc = train_step(tr, local_batch, tr->batcher.last_global, *global_step + 1, lr, &watch, &out, err);
+        rc = train_step(tr, local_batch, tr->batch->global, *global_step + 1, lr, &watch, &out, err);
         if (rc)
             return rc;
         const struct dl_step_metrics *m = &out.metrics;
@@ -782,10 +792,8 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         }
         hold_for_signal(tr, *global_step);
     }
-    if (!rc && local_batch < 0) { /* a sample could not be read */
-        *err = tr->batcher.error;
+    if (!rc && local_batch < 0) /* a sample could not be read (err says which), or its copy failed */
         rc = err->code ? err->code : DL_ERR_INTERNAL;
-    }
     return rc ? rc : finish_epoch(tr, epoch, &tally, *global_step, res, err);
 }
 

@@ -2,7 +2,9 @@
  * Memory is cudaMalloc'd on the current GPU; copies and fills go through the
  * CUDA runtime with unified addressing, so one call serves every direction;
  * marks are CUDA events on the default stream, so the clock measures what
- * the GPU ran between two marks.  dl_cuda_device_open() tells a missing
+ * the GPU ran between two marks.  The input batch comes in from pinned
+ * host memory on a copy stream of its own, ordered with the kernels'
+ * stream by events (copy_ahead, wait_mark).  dl_cuda_device_open() tells a missing
  * driver from a machine without GPUs and makes local_rank's GPU current. */
 #include "backends/cuda/cuda.h"
 
@@ -111,6 +113,60 @@ static void cuda_mark_release(struct dl_device_mark *m)
     *m = (struct dl_device_mark){.seconds = -1};
 }
 
+static void *cuda_pinned_alloc(size_t bytes, struct dl_error *err)
+{
+    void *p = NULL;
+    cudaError_t r = cudaHostAlloc(&p, bytes ? bytes : DL_DEVICE_ALIGN, cudaHostAllocDefault);
+    if (r != cudaSuccess) {
+        dl_errorf(err, DL_ERR_NOMEM, "cuda: no pinned host memory (%zu bytes: %s)", bytes, cudaGetErrorString(r));
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_pinned_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+/* The copy stream, made on first use on the current GPU: non-blocking, so
+ * that it does not wait for the default stream the kernels run on. */
+static cudaStream_t copy_stream;
+
+static int cuda_copy_ahead(void *dst, const void *src, size_t bytes, const struct dl_device_mark *after,
+                           struct dl_device_mark *done, struct dl_error *err)
+{
+    cudaError_t r = copy_stream ? cudaSuccess : cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaStreamCreateWithFlags (the copy stream)");
+    if (after && after->seconds >= 0) {
+        r = cudaStreamWaitEvent(copy_stream, (cudaEvent_t)after->event, 0);
+        if (r != cudaSuccess)
+            return cuda_fail(err, r, "cudaStreamWaitEvent (the copy stream)");
+    }
+    r = bytes ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream) : cudaSuccess;
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaMemcpyAsync (the copy stream)");
+    r = cudaEventRecord((cudaEvent_t)done->event, copy_stream);
+    if (r != cudaSuccess)
+        return cuda_fail(err, r, "cudaEventRecord (the copy stream)");
+    done->seconds = 0;
+    return DL_OK;
+}
+
+static int cuda_wait_mark(const struct dl_device_mark *m, struct dl_error *err)
+{
+    cudaError_t r = m->seconds >= 0 ? cudaStreamWaitEvent(0, (cudaEvent_t)m->event, 0) : cudaSuccess;
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaStreamWaitEvent");
+}
+
+static int cuda_mark_sync(const struct dl_device_mark *m, struct dl_error *err)
+{
+    cudaError_t r = m->seconds >= 0 ? cudaEventSynchronize((cudaEvent_t)m->event) : cudaSuccess;
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaEventSynchronize");
+}
+
 /* The GPU dl_cuda_device_open made current, for the other threads. */
 static int opened;
 
@@ -155,6 +211,11 @@ const struct dl_device dl_device_cuda = {
     .mark_record = cuda_mark_record,
     .mark_elapsed = cuda_mark_elapsed,
     .mark_release = cuda_mark_release,
+    .pinned_alloc = cuda_pinned_alloc,
+    .pinned_free = cuda_pinned_free,
+    .copy_ahead = cuda_copy_ahead,
+    .wait_mark = cuda_wait_mark,
+    .mark_sync = cuda_mark_sync,
     .bind_thread = cuda_bind_thread,
     .comm = "nccl",
     .describe = cuda_describe,
