@@ -11,13 +11,15 @@
 # mpirun, data parallelism on 2 ranks (gradient buckets staged through host
 # buffers) equals the CPU's 2 ranks, and so do 2 tensor ranks (the loss's
 # classes split) and 2 pipeline stages (communication steps staged through
-# host mirrors).  What it cannot run yet (layers split by height or
-# samples, strategies other than sync) is refused with status 2.
+# host mirrors).  The batch of each step is read and its copy queued
+# while the step before it computes (the trace shows when).  What it
+# cannot run yet (layers split by height or samples, strategies other than
+# sync) is refused with status 2.
 . "$top_srcdir/tests/tap.sh"
 NET="$top_srcdir/nets/lenet5.yaml"
 # 10 steps of 64 samples, a checkpoint after steps 5 and 10
 B="--net $NET --limit-train 640 --limit-test 200 --epochs 1 --threads 1 --quiet --checkpoint-every 5"
-tap_plan 30
+tap_plan 32
 
 losses() { # FILE [FIRST_GLOBAL_STEP]: the step losses and the epoch's train and test results
     /usr/bin/python3 -c '
@@ -73,6 +75,27 @@ emu_msg=$(echo "$OUT" | grep 'first non-finite value')
 echo "# $emu_msg"
 [ -n "$cpu_msg" ] && [ "$cpu_msg" = "$emu_msg" ]
 tap_result $? "with the CPU run's message (step, loss, first non-finite layer and value)"
+
+# the input batch a step ahead: batch k+1 is read and its copy to the device
+# queued before step k's kernels end (in the trace: a copy stamped step k
+# that starts before step k's last layer ends; one copy per batch)
+expect_status 0 "a traced run on the emulated device" -- $DLTRAIN $B --device emulated --trace "$TMPDIR_TEST/emu.json"
+/usr/bin/python3 -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+copies = sorted((e["args"]["step"], e["ts"]) for e in ev if e.get("name") == "batch copy to device")
+layer_end = {}
+for e in ev:
+    if e.get("cat") == "layer":
+        k = e["args"]["step"]
+        layer_end[k] = max(layer_end.get(k, 0), e["ts"] + e["dur"])
+N = max(layer_end)
+per = [sum(1 for k, _ in copies if k == s) for s in range(1, N + 1)]
+want = [2] + [1] * (N - 2) + [0]
+print("# steps", N, "copies per step", per)
+ahead = all(max(t for k, t in copies if k == s) < layer_end[s] for s in range(1, N))
+sys.exit(0 if N == 10 and per == want and ahead else 1)' "$TMPDIR_TEST/emu.json"
+tap_result $? "the copy of each next batch is queued before the step before it ends its kernels"
 
 if ! command -v mpirun >/dev/null; then
     for i in $(seq 1 15); do echo "ok $((tap_n + 1)) # SKIP no mpirun"; tap_n=$((tap_n + 1)); done
