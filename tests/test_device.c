@@ -9,7 +9,8 @@
  * test_device also reads the launcher's local rank, which picks the GPU, and
  * checks that kernel choice follows the device.  test_device_emulated
  * (TEST_ON_EMULATED) runs the cases on the emulated device and checks what
- * makes it a testing aid: copies refuse a side in the wrong memory, and the
+ * makes it a testing aid: copies (and copies ahead, from pinned memory the
+ * host touches freely) refuse a side in the wrong memory, and the
  * host touching its memory outside a copy or a work window dies by SIGSEGV
  * (in a child process).
  *
@@ -100,6 +101,44 @@ static void copies_and_fills_move_the_bytes(void **state)
         free(host);
         free(back);
     }
+}
+
+/* The input batch's way in: from pinned host memory on the copy stream,
+ * after a mark the kernels' stream recorded behind a fill of the same
+ * buffer (the copy must land after the fill), and a kernel queued after
+ * wait_mark reads what was copied (accumulate into a second buffer). */
+static void copies_ahead_land_in_order(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    enum { N = 4099 };
+    float *pinned = dev->pinned_alloc(sizeof(float) * N, &err), back[N];
+    assert_non_null(pinned);
+    for (int i = 0; i < N; i++)
+        pinned[i] = (float)(i % 97) + 0.5f; /* the host writes pinned memory as its own */
+    float *d = dev->alloc(sizeof(float) * N, &err), *sum = dev->alloc(sizeof(float) * N, &err);
+    assert_non_null(d);
+    assert_non_null(sum);
+    struct dl_device_mark filled, copied;
+    assert_int_equal(dev->mark_init(&filled, &err), DL_OK);
+    assert_int_equal(dev->mark_init(&copied, &err), DL_OK);
+    assert_int_equal(dev->fill(sum, 0, sizeof(float) * N, &err), DL_OK);
+    assert_int_equal(dev->fill(d, 0x7f, sizeof(float) * N, &err), DL_OK);
+    assert_int_equal(dev->mark_record(&filled, &err), DL_OK);
+    assert_int_equal(dev->copy_ahead(d, pinned, sizeof(float) * N, &filled, &copied, &err), DL_OK);
+    assert_int_equal(dev->wait_mark(&copied, &err), DL_OK);
+    assert_int_equal(dev->accumulate(sum, d, N, &err), DL_OK);
+    assert_int_equal(dev->mark_sync(&copied, &err), DL_OK);
+    assert_int_equal(dev->copy(back, sum, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
+    assert_int_equal(dev->sync(&err), DL_OK);
+    for (int i = 0; i < N; i++)
+        if (back[i] != pinned[i])
+            fail_msg("value %d is %g, expected the copied %g", i, back[i], pinned[i]);
+    dev->mark_release(&filled);
+    dev->mark_release(&copied);
+    dev->free(d);
+    dev->free(sum);
+    dev->pinned_free(pinned);
 }
 
 /* accumulate adds src into dst on the device: read back, each value is
@@ -357,6 +396,30 @@ static void host_touch_faults(void **state)
     dev->free(d);
 }
 
+/* Pinned memory is host memory the host touches freely; a copy ahead
+ * refuses a destination outside the device's blocks, and what it filled
+ * stays guarded from the host. */
+static void copies_ahead_check_their_sides(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    unsigned char *pinned = dev->pinned_alloc(64, &err), *d = dev->alloc(64, &err);
+    assert_non_null(pinned);
+    assert_non_null(d);
+    struct dl_device_mark done;
+    assert_int_equal(dev->mark_init(&done, &err), DL_OK);
+    assert_int_equal(touch_in_child(pinned, 0), 0);
+    assert_int_equal(dev->copy_ahead(pinned, pinned + 32, 16, NULL, &done, &err), DL_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "copy destination"));
+    assert_int_equal(dev->copy_ahead(d, d + 32, 16, NULL, &done, &err), DL_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "device memory, not host memory"));
+    assert_int_equal(dev->copy_ahead(d, pinned, 64, NULL, &done, &err), DL_OK);
+    assert_int_equal(touch_in_child(d, 0), 128 + SIGSEGV);
+    dev->mark_release(&done);
+    dev->free(d);
+    dev->pinned_free(pinned);
+}
+
 static void emulated_runs_host_kernels(void **state)
 {
     (void)state;
@@ -381,11 +444,13 @@ int main(void)
         cmocka_unit_test(allocations_are_aligned_and_freed),
         cmocka_unit_test(copies_and_fills_move_the_bytes),
         cmocka_unit_test(accumulate_adds),
+        cmocka_unit_test(copies_ahead_land_in_order),
         cmocka_unit_test(marks_lie_within_the_host_interval),
         cmocka_unit_test(describes_itself),
 #ifdef TEST_ON_EMULATED
         cmocka_unit_test(copies_check_their_sides),
         cmocka_unit_test(host_touch_faults),
+        cmocka_unit_test(copies_ahead_check_their_sides),
         cmocka_unit_test(emulated_runs_host_kernels),
 #endif
 #ifdef TEST_ON_HOST
