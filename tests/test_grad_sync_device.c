@@ -7,7 +7,8 @@
  * exercised.  After a step, the device executor's gradients (copied out)
  * must equal the host executor's bit for bit, whether its buckets were
  * staged through host memory or scaled and summed in place over the
- * communicator of device buffers; and a communicator of device buffers
+ * communicator of device buffers, each bucket's allreduce queued behind
+ * the device mark recorded after its backward and scale in that step; and a communicator of device buffers
  * is refused for an executor on the host. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "backends/device.h"
+#include "core/clock.h"
 #include "core/rng.h"
 #include "exec/exec.h"
 #include "parallel/grad_sync.h"
@@ -35,6 +37,11 @@ static const char NET[] = "input: {shape: [3, 8, 8], classes: 5}\n"
 
 /* Calls of the stand-ins' allreduce, and those given memory of the wrong kind. */
 static int host_calls, device_calls, wrong_memory;
+/* The device stand-in's waits for a bucket's mark, and those whose mark
+ * was not recorded in the step under way (began: the host clock when it
+ * began; the emulated device's marks are host clock readings). */
+static int marks_waited, stale_marks;
+static double began;
 
 /* 1 when n floats at p are emulated device memory (its copy refuses any other). */
 static int on_device(const float *p, size_t n)
@@ -70,6 +77,14 @@ static int device_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_e
     return DL_OK;
 }
 
+static int device_wait_mark(struct dl_comm *c, const struct dl_device_mark *m, struct dl_error *err)
+{
+    marks_waited++;
+    if (m->seconds < began)
+        stale_marks++;
+    return DL_OK;
+}
+
 static void nothing(struct dl_comm *c)
 {
 }
@@ -77,7 +92,8 @@ static void nothing(struct dl_comm *c)
 static const struct dl_comm_ops host_ops = {.name = "two equal host ranks", .allreduce = host_allreduce,
                                             .destroy = nothing};
 static const struct dl_comm_ops device_ops = {.name = "two equal device ranks", .device_buffers = 1,
-                                              .allreduce = device_allreduce, .destroy = nothing};
+                                              .allreduce = device_allreduce, .wait_mark = device_wait_mark,
+                                              .destroy = nothing};
 
 struct run {
     struct dl_net net;
@@ -109,6 +125,7 @@ static void step(struct run *r, struct dl_grad_sync *gs)
     for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
         x[i] = (dl_real)dl_rng_normal(&rng);
     dl_exec_zero_grad(&r->e);
+    began = dl_clock_now();
     dl_grad_sync_begin(gs, 0.5);
     dl_exec_forward(&r->e, x, labels, BATCH, 1);
     dl_exec_backward(&r->e);
@@ -157,6 +174,8 @@ static void buckets_staged_or_in_place_equal_the_host(void **state)
     dl_real *in_place = gradients(&dl_device_emulated, host, device, &n_in_place);
     assert_int_equal(host_calls - calls, 1); /* the metrics only */
     assert_true(device_calls > 1);
+    assert_int_equal(marks_waited, device_calls); /* each bucket's allreduce after its mark, */
+    assert_int_equal(stale_marks, 0);              /* recorded in this step */
     assert_int_equal(wrong_memory, 0);
     assert_int_equal(n_staged, n_host);
     assert_int_equal(n_in_place, n_host);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 
 struct dl_comm;
+struct dl_device_mark; /* backends/device.h */
 
 /* A non-blocking operation in flight.  Caller-owned storage (no allocation per
  * message); its contents belong to the backend until wait/test completes it. */
@@ -50,6 +51,12 @@ struct dl_comm_ops {
      * count floats into recv.  allgather: bytes from each rank, rank order.
      * bcast: bytes from root. */
     int (*allreduce)(struct dl_comm *c, float *buf, size_t n, struct dl_error *err);
+    /* A communicator of device buffers: the collectives queued after this
+     * call wait until device mark m (recorded by the device's mark_record
+     * behind the kernels that wrote their buffers) is reached, without the
+     * host waiting for the device (NCCL: cudaStreamWaitEvent on its own
+     * stream).  NULL: callers wait for the device (its sync) first. */
+    int (*wait_mark)(struct dl_comm *c, const struct dl_device_mark *m, struct dl_error *err);
     int (*reduce_scatter)(struct dl_comm *c, const float *send, float *recv, size_t count,
                           struct dl_error *err);
     int (*allgather)(struct dl_comm *c, const void *send, void *recv, size_t bytes,

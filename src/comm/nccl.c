@@ -3,9 +3,12 @@
  * the mpi backend for that (self when the build has no MPI), or splits the
  * host communicator it is opened over, and keeps it for barriers and splits.  Point to point uses ncclSend/ncclRecv: non-blocking
  * calls are gathered into one NCCL group that the next wait/test closes,
- * because NCCL has no tags and ungrouped pairs of send/recv can deadlock. */
+ * because NCCL has no tags and ungrouped pairs of send/recv can deadlock.
+ * Collectives run on the communicator's own stream; wait_mark orders them
+ * after a device mark (an event behind the kernels that wrote a buffer). */
 #include "comm/comm.h"
 
+#include "backends/device.h"
 #include "core/threads.h"
 
 #include <stdio.h>
@@ -142,6 +145,14 @@ static int nccl_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_err
     return nccl_sync(c, err);
 }
 
+/* Collectives queued after this wait for the device's mark (a CUDA event
+ * recorded on the kernels' stream): the stream waits, not the host. */
+static int nccl_wait_mark(struct dl_comm *c, const struct dl_device_mark *m, struct dl_error *err)
+{
+    cudaError_t r = m->seconds >= 0 ? cudaStreamWaitEvent(st(c)->stream, (cudaEvent_t)m->event, 0) : cudaSuccess;
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaStreamWaitEvent (the NCCL stream)");
+}
+
 static int nccl_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count,
                                struct dl_error *err)
 {
@@ -223,6 +234,7 @@ static const struct dl_comm_ops nccl_ops = {
     .irecv = nccl_irecv,
     .wait = nccl_wait,
     .test = nccl_test,
+    .wait_mark = nccl_wait_mark,
     .allreduce = nccl_allreduce,
     .reduce_scatter = nccl_reduce_scatter,
     .allgather = nccl_allgather,

@@ -4,8 +4,11 @@
  * collectives.  With the executor's vectors on a device without host
  * memory, the thread stages each bucket (copied out to a host buffer,
  * scaled, corrected and summed there, copied back), or, given a
- * communicator of device buffers, has the device scale it and sums it in
- * place over that one. */
+ * communicator of device buffers, sums it in place over that one: the
+ * main thread has the device scale each bucket as it is handed over and
+ * records a device mark behind the scale, and the thread queues the
+ * bucket's allreduce behind that mark on the communicator's own stream
+ * (comm.h's wait_mark), so the host never waits for the device there. */
 #include "parallel/grad_sync.h"
 
 #include <errno.h>
@@ -56,6 +59,11 @@ struct dl_grad_sync {
      * for momentum correction, the weights), n_weights values each. */
     const struct dl_device *device;
     float *staged_grad, *staged_weights;
+    /* With a communicator of device buffers: [n_buckets] marks recorded on
+     * the device behind each bucket's backward and scale, which its
+     * allreduce waits for (none: initialised marks). */
+    struct dl_device_mark *ready;
+    int n_ready;
 };
 
 static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error *err)
@@ -112,28 +120,28 @@ static int reduce_in_host(struct dl_grad_sync *s, struct bucket *b, float *buf, 
     return dl_allreduce(s->comm, s->opts.algorithm, buf, n, &s->opts.ar, err);
 }
 
-/* The bucket scaled by the device and summed in place over the
- * communicator of device buffers (after the device's queued work: the
- * kernels that wrote it, the scale). */
-static int reduce_on_device(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
+/* Bucket k (scaled by the device when handed over) summed in place over
+ * the communicator of device buffers, once the device has reached the
+ * bucket's mark: queued behind it on the communicator's own stream, or,
+ * when the communicator cannot wait for a mark, after the device's sync. */
+static int reduce_on_device(struct dl_grad_sync *s, int k, struct dl_error *err)
 {
     struct dl_comm *c = s->opts.device_comm;
-    float *g = s->exec->dweights + b->lo;
+    const struct bucket *b = &s->buckets[k];
     long n = b->hi - b->lo;
     size_t dense = c->size > 1 ? (size_t)(2.0 * (c->size - 1) / c->size * 4.0 * (double)n) : 0;
     s->dense_bytes += dense;
     s->bytes_sent += dense;
-    int rc = s->scale != 1.0 ? s->device->scale(g, n, (dl_real)s->scale, err) : DL_OK;
-    if (!rc)
-        rc = s->device->sync(err);
-    return rc ? rc : c->ops->allreduce(c, g, (size_t)n, err);
+    int rc = c->ops->wait_mark ? c->ops->wait_mark(c, &s->ready[k], err) : s->device->sync(err);
+    return rc ? rc : c->ops->allreduce(c, s->exec->dweights + b->lo, (size_t)n, err);
 }
 
-static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
+static int reduce_bucket(struct dl_grad_sync *s, int k, struct dl_error *err)
 {
     struct dl_exec *e = s->exec;
+    struct bucket *b = &s->buckets[k];
     if (s->opts.device_comm)
-        return reduce_on_device(s, b, err);
+        return reduce_on_device(s, k, err);
     if (!s->staged_grad)
         return reduce_in_host(s, b, e->dweights + b->lo, e->weights + b->lo, err);
     const struct dl_device *dev = s->device;
@@ -149,13 +157,21 @@ static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_err
     return rc ? rc : dev->copy(e->dweights + b->lo, g, bytes, DL_COPY_TO_DEVICE, err);
 }
 
-/* A bucket handed over: its gradients scaled in place (in host memory; a
- * device's are scaled once staged). */
-static void scale_bucket(struct dl_grad_sync *s, const struct bucket *b)
+/* Bucket k handed over: its gradients scaled in place (in host memory; a
+ * device's are scaled once staged), or with a communicator of device
+ * buffers scaled by the device behind the backward that wrote them, and
+ * the bucket's mark recorded behind that. */
+static int scale_bucket(struct dl_grad_sync *s, int k, struct dl_error *err)
 {
-    if (s->scale == 1.0 || s->staged_grad || s->opts.device_comm)
-        return;
-    scale_values(s->exec->dweights + b->lo, b->hi - b->lo, s->scale);
+    const struct bucket *b = &s->buckets[k];
+    if (s->opts.device_comm) {
+        int rc = s->scale != 1.0 ? s->device->scale(s->exec->dweights + b->lo, b->hi - b->lo, (dl_real)s->scale, err)
+                                 : DL_OK;
+        return rc ? rc : s->device->mark_record(&s->ready[k], err);
+    }
+    if (s->scale != 1.0 && !s->staged_grad)
+        scale_values(s->exec->dweights + b->lo, b->hi - b->lo, s->scale);
+    return DL_OK;
 }
 
 /* --trace, on the communication thread: job k (a bucket, or the step's
@@ -193,7 +209,7 @@ static void *comm_main(void *arg)
         struct dl_error e = {0};
         int rc = DL_OK;
         if (!s->failed)
-            rc = k < s->n_buckets ? reduce_bucket(s, &s->buckets[k], &e)
+            rc = k < s->n_buckets ? reduce_bucket(s, k, &e)
                                   : dl_comm_sum_small(s->comm, s->extra, s->n_extra, &e);
         double dt = dl_clock_now() - t0;
         if (trace_step)
@@ -213,12 +229,17 @@ static void *comm_main(void *arg)
 
 static void hand_over(struct dl_grad_sync *s, long boundary)
 {
-    int first = s->next_ready;
-    while (s->next_ready < s->n_buckets && s->buckets[s->next_ready].lo >= boundary)
-        scale_bucket(s, &s->buckets[s->next_ready++]);
+    int first = s->next_ready, rc = DL_OK;
+    struct dl_error e = {0};
+    while (s->next_ready < s->n_buckets && s->buckets[s->next_ready].lo >= boundary && !rc)
+        rc = scale_bucket(s, s->next_ready++, &e);
     if (s->next_ready == first)
         return;
     pthread_mutex_lock(&s->mu);
+    if (rc && !s->failed) { /* the thread skips the jobs; end() reports it */
+        s->failed = rc;
+        s->thread_err = e;
+    }
     s->queued = s->next_ready;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -293,6 +314,16 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
         dl_grad_sync_free(s);
         return rc;
     }
+    if (o->device_comm) {
+        s->ready = dl_calloc((size_t)s->n_buckets + 1, sizeof *s->ready, err);
+        rc = s->ready ? DL_OK : DL_ERR_NOMEM;
+        for (; !rc && s->n_ready < s->n_buckets; s->n_ready++)
+            rc = s->device->mark_init(&s->ready[s->n_ready], err);
+        if (rc) {
+            dl_grad_sync_free(s);
+            return rc;
+        }
+    }
     if (o->codec.ops)
         for (int k = 0; k < s->n_buckets; k++) {
             uint64_t seed = o->seed * 1000003u + (uint64_t)c->rank * 7919u + (uint64_t)k;
@@ -347,6 +378,9 @@ void dl_grad_sync_free(struct dl_grad_sync *s)
         dl_codec_state_free(s->buckets[k].codec);
         free(s->buckets[k].velocity);
     }
+    for (int k = 0; k < s->n_ready; k++)
+        s->device->mark_release(&s->ready[k]);
+    free(s->ready);
     free(s->buckets);
     free(s->staged_grad);
     free(s->staged_weights);
