@@ -160,9 +160,9 @@ struct dl_exec_options {
      * gradients and the state live (backends/device.h; NULL: the host):
      * allocated, initialised (drawn on the host, copied over), zeroed and
      * freed through its table; where the host cannot touch its memory
-     * (host_memory 0), each forward copies the batch and labels in and the
-     * losses and scores are copied out, and the loss's gradient seed is
-     * copied in.  Its kernels are those of device->kernels.  On a device
+     * (host_memory 0), each forward copies the batch and labels in (unless
+     * input_resident gives them there) and the losses and scores are
+     * copied out, and the loss's gradient seed is copied in.  Its kernels are those of device->kernels.  On a device
      * without host memory, tensor-parallel and pipeline communication
      * steps run on host copies of their buffers (staging.c); layers split
      * by rows or samples (host loops over the arena) are refused

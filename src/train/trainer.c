@@ -8,7 +8,9 @@
  * step's forward and backward passes are a schedule's (train/pipeline.h):
  * with a grid of tensor and pipeline ranks (doc/parallel.md) this rank runs
  * its shard of the network over chunks of its batch, the strategy works on
- * the data-parallel group, and the step's sums are agreed over the grid. */
+ * the data-parallel group, and the step's sums are agreed over the grid.
+ * Batches come through train/batch_ahead.h: on a device without host
+ * memory the next one is read and its copy queued before a step computes. */
 #include "train/trainer.h"
 
 #include <errno.h>
