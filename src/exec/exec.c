@@ -156,10 +156,11 @@ static int kernels_on(const struct dl_exec_options *o, const struct dl_device *d
 }
 
 /* What a device without host memory cannot run: reorders unless its
- * kernels are the host's (the emulated device), and layers on a band of
- * rows or a share of the samples (their halos, shares and weight-gradient
- * sums are host loops over the arena); DL_ERR_SPEC naming it.
- * Communication steps run on host mirrors (staging.c). */
+ * kernels are the host's (the emulated device); DL_ERR_SPEC naming it.
+ * Communication steps -- slices, gathers, halo exchanges and shares of
+ * layers split by rows or samples among them -- run on host mirrors
+ * (staging.c), and such a layer's weight gradients are summed in a host
+ * copy (rows.c). */
 static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
 {
     const struct dl_exec_impl *m = e->impl;
@@ -171,12 +172,6 @@ static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
         if (st->kind == DL_STEP_REORDER && dev->kernels != DL_DEVICE_CPU)
             return dl_errorf(err, DL_ERR_SPEC, "--device %s: a reorder step between memory layouts is a host loop; "
                              "its kernels must agree on layouts", dev->name);
-        if (st->kind == DL_STEP_LAYER && (e->shard->layer[st->layer].split_rows ||
-                                          e->shard->layer[st->layer].split_batch))
-            return dl_errorf(err, DL_ERR_SPEC, "--device %s: layer '%s' is split over the tensor ranks by %s, whose "
-                             "steps are host loops over the executor's memory (split it by channels, or run it on "
-                             "the host)", dev->name, e->g->layers[st->layer].name,
-                             e->shard->layer[st->layer].split_rows ? "rows" : "samples");
     }
     return DL_OK;
 }

@@ -162,12 +162,13 @@ struct dl_exec_options {
      * freed through its table; where the host cannot touch its memory
      * (host_memory 0), each forward copies the batch and labels in (unless
      * input_resident gives them there) and the losses and scores are
-     * copied out, and the loss's gradient seed is copied in.  Its kernels are those of device->kernels.  On a device
-     * without host memory, tensor-parallel and pipeline communication
-     * steps run on host copies of their buffers (staging.c); layers split
-     * by rows or samples (host loops over the arena) are refused
-     * (DL_ERR_SPEC), and so are reorders unless the device's kernels are
-     * the host's. */
+     * copied out, and the loss's gradient seed is copied in.  Its kernels
+     * are those of device->kernels.  On a device without host memory,
+     * tensor-parallel and pipeline communication steps (those of layers
+     * split by rows or samples among them) run on host copies of their
+     * buffers (staging.c), a split layer's weight gradients are summed in
+     * a host copy (rows.c), and reorders are refused (DL_ERR_SPEC) unless
+     * the device's kernels are the host's. */
     const struct dl_device *device;
 };
 

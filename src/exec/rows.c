@@ -4,7 +4,8 @@
  * layer split by height the rows of its neighbours' bands its window reads
  * (backward sends those rows' gradients back, where they are added); and
  * the sum over the tensor group of the weight gradients a layer computes on
- * its band.  Tensors are plain NCHW: band t holds rows [lo, lo + n) of every
+ * its band (on a device without host memory: computed there, summed in a
+ * host copy, added back by the device).  Tensors are plain NCHW: band t holds rows [lo, lo + n) of every
  * (sample, channel) plane (plan/shard.h's dl_shard_band). */
 #include "exec/exec_impl.h"
 
@@ -197,7 +198,9 @@ int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, str
     long n = trainable_count(l), at = 0;
     if (!(e->shard->layer[s->layer].split_rows || e->shard->layer[s->layer].split_batch) || !n)
         return 0;
-    memset(e->impl->grad_part, 0, sizeof(dl_real) * (size_t)n);
+    int rc = e->impl->device->fill(e->impl->grad_part, 0, sizeof(dl_real) * (size_t)n, &e->err);
+    if (rc && !e->status)
+        e->status = rc;
     for (int j = 0; j < l->n_params; j++)
         if (a->c.dparam[j]) {
             a->c.dparam[j] = e->impl->grad_part + at;
@@ -206,10 +209,39 @@ int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, str
     return 1;
 }
 
+/* On a device without host memory: the band's weight gradients copied
+ * out, summed over the group in host memory, copied back and added to the
+ * layer's gradients by the device. */
+static void grad_end_on_device(struct dl_exec *e, int layer, long n)
+{
+    const struct dl_layer *l = &e->g->layers[layer];
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_device *dev = m->device;
+    size_t bytes = sizeof(dl_real) * (size_t)n;
+    int rc = e->status ? e->status : dev->copy(m->grad_part_host, m->grad_part, bytes, DL_COPY_TO_HOST, &e->err);
+    if (!rc)
+        dl_exec_group_sum_reals(e, m->grad_part_host, (size_t)n);
+    if (!rc && !e->status)
+        rc = dev->copy(m->grad_part, m->grad_part_host, bytes, DL_COPY_TO_DEVICE, &e->err);
+    long at = 0;
+    for (int j = 0; j < l->n_params && !rc && !e->status; j++) {
+        if (!e->dparam[layer][j])
+            continue;
+        rc = dev->accumulate(e->dparam[layer][j], m->grad_part + at, l->param[j].count, &e->err);
+        at += l->param[j].count;
+    }
+    if (rc && !e->status)
+        e->status = rc;
+}
+
 void dl_exec_rows_grad_end(struct dl_exec *e, const struct dl_exec_step *s)
 {
     const struct dl_layer *l = &e->g->layers[s->layer];
     long n = trainable_count(l), at = 0;
+    if (!e->impl->device->host_memory) {
+        grad_end_on_device(e, s->layer, n);
+        return;
+    }
     dl_exec_group_sum_reals(e, e->impl->grad_part, (size_t)n);
     for (int j = 0; j < l->n_params && !e->status; j++) {
         dl_real *dw = e->dparam[s->layer][j];

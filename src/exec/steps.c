@@ -373,8 +373,14 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         !(m->group = dl_calloc((size_t)sh->dims.tp * (size_t)m->group_cap, sizeof *m->group, err)))
         return DL_ERR_NOMEM;
     long part = dl_exec_rows_grad_values(e);
-    if (part > 0 && !(m->grad_part = dl_calloc((size_t)part, sizeof *m->grad_part, err)))
+    if (part > 0 && m->device->host_memory && !(m->grad_part = dl_calloc((size_t)part, sizeof *m->grad_part, err)))
         return DL_ERR_NOMEM;
+    if (part > 0 && !m->device->host_memory) { /* the kernels write it on the device; summed in a host copy */
+        m->grad_part = m->device->alloc(sizeof *m->grad_part * (size_t)part, err);
+        m->grad_part_host = m->grad_part ? dl_calloc((size_t)part, sizeof *m->grad_part_host, err) : NULL;
+        if (!m->grad_part_host)
+            return DL_ERR_NOMEM;
+    }
     for (int s = 0; s < m->n_steps; s++) {
         size_t w = dl_exec_comm_workspace(e, &m->steps[s], e->max_batch);
         if (w > m->workspace_bytes)
@@ -560,8 +566,12 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->out_tensor);
     free(m->written);
     free(m->group);
-    free(m->grad_part);
+    free(m->grad_part_host);
     free(m->bufs);
+    if (m->device && m->device->host_memory)
+        free(m->grad_part);
+    else if (m->device)
+        m->device->free(m->grad_part);
     if (m->device) { /* NULL when set-up stopped before choosing it (nothing allocated) */
         m->device->free(m->arena);
         m->device->free(m->own_workspace);
