@@ -28,7 +28,8 @@ endif
 # The planner (doc/planner.md): a layout's predicted step time and memory
 # per rank, the stage cuts and the search over layouts (it runs the
 # schedule simulator and the executor's memory planner: library only).
-libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h src/plan/layout_cost.c src/plan/layout_cost.h \
+libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h \
+	src/plan/machine_file.c src/plan/machine_file.h src/plan/layout_cost.c src/plan/layout_cost.h \
 	src/plan/layout_memory.c src/plan/layout_memory.h src/plan/cuts.c src/plan/cuts.h \
 	src/plan/search.c src/plan/search.h src/plan/consistency_cost.c src/plan/consistency_cost.h \
 	src/plan/split_choice.c src/plan/split_choice.h
