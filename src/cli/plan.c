@@ -438,8 +438,8 @@ static int take_machine_file(struct plan_command *c)
         c->have_node_link = 1;
         c->node_alpha = f->node_alpha;
         c->node_beta = f->node_beta;
-        c->node_gamma = f->node_gamma;
     }
+    c->node_gamma = c->node_gamma > 0 ? c->node_gamma : f->node_gamma; /* add= as each value */
     long long ranks = (long long)f->nodes * c->per_node;
     if (!c->n_counts && ranks <= DL_MACHINE_MAX_RANKS)
         c->counts[c->n_counts++] = (int)ranks;

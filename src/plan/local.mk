@@ -37,3 +37,6 @@ libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h \
 # `dltrain plan` and `--parallel auto` end to end (tests/test_plan_cli.sh).
 TESTS += tests/test_plan_cli.sh
 EXTRA_DIST += tests/test_plan_cli.sh
+# `dltrain plan --machine FILE` against the options (tests/test_machine_file.sh).
+TESTS += tests/test_machine_file.sh
+EXTRA_DIST += tests/test_machine_file.sh
