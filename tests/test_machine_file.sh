@@ -5,8 +5,9 @@
 # - a machine file gives the same --json, byte for byte, as the options
 #   that say the same (--ranks-per-node, --cores-per-node, --flops,
 #   --node-link with add, --link), with and without --ranks (the file's
-#   nodes x ranks per node); so do the shipped machines/vm-2core.yaml and
-#   machines/v100-25gbit.yaml (ResNet-50, two rank counts: the scaling rows);
+#   nodes x ranks per node); so do the shipped machines/vm-2core.yaml (also
+#   by its name, vm-2core) and machines/v100-25gbit.yaml (ResNet-50, two
+#   rank counts: the scaling rows);
 # - each option given with the file wins: the JSON equals that of the
 #   options alone with the option's value, and differs from the file's
 #   (--node-link without add= keeps the file's add, as a second
@@ -20,7 +21,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 44
+tap_plan 45
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --no-db --threads 1 --json"
 cat > "$T/m.yaml" <<'EOF'
@@ -75,6 +76,8 @@ $PLAN --ranks 4 --ranks-per-node 4 --cores-per-node 2 --flops 1e10 > "$T/vm.json
 tap_result $? "plan with the options of machines/vm-2core.yaml"
 same_json vm "machines/vm-2core.yaml gives the same JSON" -- $PLAN --flops 1e10 \
     --machine "$top_srcdir/machines/vm-2core.yaml"
+same_json vm "--machine vm-2core: the shipped file by its name" -- env DLTRAIN_DATADIR="$top_srcdir" $PLAN --flops 1e10 \
+    --machine vm-2core
 R50="$DLTRAIN plan --net $top_srcdir/nets/resnet50.yaml --ranks 8,64 --batch 512 --no-db --json"
 $R50 --ranks-per-node 8 --cores-per-node 40 --flops 4.4e12 --node-link alpha=2us,bw=100GB/s,add=400GB/s \
     --link alpha=5us,bw=3.125GB/s > "$T/v100.json"

@@ -31,7 +31,8 @@ static void help(void)
           "  --ranks N[,N2,...]    rank counts (the first gets the full table; default with\n"
           "                        --machine: its nodes x ranks per node)\n"
           "  --machine FILE        the machine as a YAML file (nodes, ranks and cores per node,\n"
-          "                        flops, node_link, link; see machines/); the options below win\n"
+          "                        flops, node_link, link), or the name of a shipped one\n"
+          "                        (v100-25gbit, vm-2core); the options below win over it\n"
           "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
           "  --cores-per-node C    cores of a node (default: this host's); a node's ranks times\n"
           "                        their threads above C share the cores, and compute slows by it\n"
@@ -70,7 +71,8 @@ struct plan_command {
     struct dl_parallel_opts models[MAX_MODELS]; /* --compare-consistency */
     char model_names[MAX_MODELS][48];
     int n_models;
-    const char *machine_path;   /* --machine FILE, or NULL */
+    const char *machine_path;   /* --machine FILE (or machine_found), or NULL */
+    char machine_found[4096];   /* the shipped machines/NAME.yaml of --machine NAME */
     struct dl_machine_file machine;
 };
 
@@ -422,6 +424,7 @@ static int take_machine_file(struct plan_command *c)
 {
     struct dl_error err = {0};
     const struct dl_machine_file *f = &c->machine;
+    c->machine_path = dl_shipped_file(c->machine_path, "machines", c->machine_found, sizeof c->machine_found);
     if (dl_machine_file_load(c->machine_path, &c->machine, &err)) {
         fprintf(stderr, "dltrain plan: --machine: %s\n", err.msg);
         return 2;
