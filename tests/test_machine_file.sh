@@ -45,7 +45,8 @@ same_json() {
     shift 3
     "$@" > "$T/got.json" 2> "$T/got.err" && cmp -s "$T/$name.json" "$T/got.json"
     rc=$?
-    [ $rc -eq 0 ] || { echo "# differs from $name.json:"; head -c 600 "$T/got.err" "$T/got.json" | sed 's/^/#   /'; echo; }
+    [ $rc -eq 0 ] ||
+        { echo "# differs from $name.json:"; head -c 600 "$T/got.err" "$T/got.json" | sed 's/^/#   /'; echo; }
     tap_result $rc "$desc"
 }
 
@@ -76,8 +77,8 @@ $PLAN --ranks 4 --ranks-per-node 4 --cores-per-node 2 --flops 1e10 > "$T/vm.json
 tap_result $? "plan with the options of machines/vm-2core.yaml"
 same_json vm "machines/vm-2core.yaml gives the same JSON" -- $PLAN --flops 1e10 \
     --machine "$top_srcdir/machines/vm-2core.yaml"
-same_json vm "--machine vm-2core: the shipped file by its name" -- env DLTRAIN_DATADIR="$top_srcdir" $PLAN --flops 1e10 \
-    --machine vm-2core
+same_json vm "--machine vm-2core: the shipped file by its name" -- env DLTRAIN_DATADIR="$top_srcdir" \
+    $PLAN --flops 1e10 --machine vm-2core
 R50="$DLTRAIN plan --net $top_srcdir/nets/resnet50.yaml --ranks 8,64 --batch 512 --no-db --json"
 $R50 --ranks-per-node 8 --cores-per-node 40 --flops 4.4e12 --node-link alpha=2us,bw=100GB/s,add=400GB/s \
     --link alpha=5us,bw=3.125GB/s > "$T/v100.json"

@@ -559,12 +559,12 @@ int dl_cli_plan(int argc, char **argv)
         switch (opt) {
         case OPT_RANKS: bad = dl_option_refused("dltrain plan", parse_counts(optarg, &c, &err), &err); break;
         case OPT_PER_NODE:
-            bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, DL_MACHINE_MAX_RANKS, &c.per_node,
-                                                                 &err), &err);
+            bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, DL_MACHINE_MAX_RANKS,
+                                                                 &c.per_node, &err), &err);
             break;
         case OPT_CORES:
-            bad = dl_option_refused("dltrain plan", dl_parse_int("--cores-per-node", optarg, 1, DL_MACHINE_MAX_RANKS, &c.cores,
-                                                                 &err), &err);
+            bad = dl_option_refused("dltrain plan", dl_parse_int("--cores-per-node", optarg, 1, DL_MACHINE_MAX_RANKS,
+                                                                 &c.cores, &err), &err);
             break;
         case OPT_LINK:
             bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--link", optarg, &c.link_alpha, &c.link_beta, NULL, &err),

@@ -74,7 +74,8 @@ int dl_machine_parse_link(const char *opt, const char *text, double *alpha, doub
         double *slot = NULL;
         if (eq) {
             *eq = 0;
-            slot = !strcmp(item, "alpha") ? &a : !strcmp(item, "bw") ? &bw : gamma && !strcmp(item, "add") ? &add : NULL;
+            slot = !strcmp(item, "alpha") ? &a : !strcmp(item, "bw") ? &bw
+                 : gamma && !strcmp(item, "add") ? &add : NULL;
         }
         if (!slot || *slot >= 0) {
             if (eq)
