@@ -639,6 +639,21 @@ static void link_parses(void **state)
     assert_true(fabs(g - 0.5e-9) < 1e-24);
     assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,add=2GB/s", &a, &b, &g, &err), DL_ERR_SPEC);
     assert_non_null(strstr(err.msg, "--node-link"));
+    /* the value parsers the machine file shares (plan/machine_file.c) */
+    assert_int_equal(dl_machine_parse_time("x", "250ns", &a, &err), DL_OK);
+    assert_true(fabs(a - 250e-9) < 1e-21);
+    assert_int_equal(dl_machine_parse_rate("x", "0.8Gbit/s", &a, &err), DL_OK);
+    assert_true(fabs(a - 1e8) < 1e-6);
+    static const char *const bad_times[] = {"0us", "5", "5 us", "-1ms", "5min", ""};
+    for (size_t i = 0; i < sizeof bad_times / sizeof *bad_times; i++) {
+        assert_int_equal(dl_machine_parse_time("machine.link.alpha", bad_times[i], &a, &err), DL_ERR_SPEC);
+        assert_non_null(strstr(err.msg, "machine.link.alpha: expected a time above 0"));
+    }
+    static const char *const bad_rates[] = {"0GB/s", "1GB", "1GiB/s", "-1MB/s", "1e400B/s", "GB/s"};
+    for (size_t i = 0; i < sizeof bad_rates / sizeof *bad_rates; i++) {
+        assert_int_equal(dl_machine_parse_rate("machine.link.bw", bad_rates[i], &a, &err), DL_ERR_SPEC);
+        assert_non_null(strstr(err.msg, "machine.link.bw: expected a rate above 0"));
+    }
 }
 
 /* The consistency models on nodes of 2 ranks with a slow link, by hand:
