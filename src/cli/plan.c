@@ -24,7 +24,7 @@
 
 static void help(void)
 {
-    fputs("Usage: dltrain plan --net FILE --ranks N[,N2,...] [options]\n"
+    fputs("Usage: dltrain plan --net FILE {--ranks N[,N2,...] | --machine FILE} [options]\n"
           "Predicts the step time and memory per rank of every layout of the network on N ranks\n"
           "(grid dp x tp x pp, stage cuts, pipeline schedule and chunks) and prints the best few,\n"
           "why the other grids lost, and for several rank counts the predicted weak scaling.\n\n"
