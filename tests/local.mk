@@ -35,6 +35,20 @@ tests_test_device_SOURCES = tests/test_device.c
 tests_test_device_CFLAGS = $(TEST_CFLAGS)
 tests_test_device_LDADD = $(TEST_LIBS)
 TESTS += tests/test_device
+# The same cases on the emulated device, and its guard against host access.
+check_PROGRAMS += tests/test_device_emulated
+tests_test_device_emulated_SOURCES = tests/test_device.c
+tests_test_device_emulated_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_EMULATED
+tests_test_device_emulated_CFLAGS = $(TEST_CFLAGS)
+tests_test_device_emulated_LDADD = $(TEST_LIBS)
+TESTS += tests/test_device_emulated
+# Data parallelism's gradient buckets on a device: staged, or in place over
+# a communicator of device buffers (NCCL's stand-in), equal to the host's.
+check_PROGRAMS += tests/test_grad_sync_device
+tests_test_grad_sync_device_SOURCES = tests/test_grad_sync_device.c
+tests_test_grad_sync_device_CFLAGS = $(TEST_CFLAGS)
+tests_test_grad_sync_device_LDADD = $(TEST_LIBS)
+TESTS += tests/test_grad_sync_device
 check_PROGRAMS += tests/test_optim_device
 tests_test_optim_device_SOURCES = tests/test_optim_device.c
 tests_test_optim_device_CFLAGS = $(TEST_CFLAGS)
@@ -57,6 +71,9 @@ endif
 endif
 TESTS += tests/test_device_cli.sh
 EXTRA_DIST += tests/test_device_cli.sh
+# Training on the emulated device (no host memory) equals the CPU run.
+TESTS += tests/test_emulated_device.sh
+EXTRA_DIST += tests/test_emulated_device.sh
 
 # Gradient checks link the double-precision build of the ops (libdlref64.a).
 GRADCHECK_SOURCES = tests/gradcheck.c tests/gradcheck.h

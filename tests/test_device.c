@@ -7,7 +7,11 @@
  * the GPU and, where cudaGetDeviceCount finds none, reports itself skipped
  * with dl_device_open's reason (a TAP plan of 1..0 # SKIP), never passed.
  * test_device also reads the launcher's local rank, which picks the GPU, and
- * checks that kernel choice follows the device.
+ * checks that kernel choice follows the device.  test_device_emulated
+ * (TEST_ON_EMULATED) runs the cases on the emulated device and checks what
+ * makes it a testing aid: copies refuse a side in the wrong memory, and the
+ * host touching its memory outside a copy or a work window dies by SIGSEGV
+ * (in a child process).
  *
  * Each case checks bytes through copies back to the host, and the clock
  * against host clock readings taken before the first mark and after the
@@ -18,9 +22,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -37,10 +44,13 @@
 #include "backends/cuda/cuda.h"
 #endif
 
-#ifdef TEST_ON_CUDA
+#if defined TEST_ON_CUDA
 #define KIND DL_DEVICE_CUDA
+#elif defined TEST_ON_EMULATED
+#define KIND DL_DEVICE_EMULATED
 #else
 #define KIND DL_DEVICE_CPU
+#define TEST_ON_HOST
 #endif
 
 static const struct dl_device *dev;
@@ -166,7 +176,7 @@ static void describes_itself(void **state)
 #endif
 }
 
-#ifndef TEST_ON_CUDA
+#ifdef TEST_ON_HOST
 /* What dl_device_open answers for CUDA in this build, against the runtime
  * asked directly: every refusal is DL_ERR_SPEC, names --device cuda and
  * says what is missing. */
@@ -286,6 +296,80 @@ static void cpu_is_the_host(void **state)
 }
 #endif
 
+#ifdef TEST_ON_EMULATED
+static void copies_check_their_sides(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    unsigned char host[256] = {0};
+    unsigned char *d = dev->alloc(sizeof host, &err);
+    assert_non_null(d);
+    assert_int_equal(dev->copy(host, d, 16, DL_COPY_TO_DEVICE, &err), DL_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "copy destination"));
+    assert_int_equal(dev->copy(d, host, 16, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->copy(d, host, 16, DL_COPY_TO_HOST, &err), DL_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "device memory, not host memory"));
+    assert_int_equal(dev->copy(host, host + 16, 16, DL_COPY_WITHIN, &err), DL_ERR_INTERNAL);
+    assert_int_equal(dev->fill(host, 0, 16, &err), DL_ERR_INTERNAL);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE); /* the block is one page: one past it is no block's */
+    assert_int_equal(dev->copy(host, d + page - 8, 16, DL_COPY_TO_HOST, &err), DL_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "not in one device block"));
+    dev->free(d);
+}
+
+/* How a child that touches p (with `windows` work windows open) ends:
+ * its exit status, or 128 + the signal. */
+static int touch_in_child(unsigned char *p, int windows)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL); /* cmocka's handler would go on with the tests in the child */
+        for (int i = 0; i < windows; i++)
+            dl_device_work_begin(dev);
+        if (windows > 1)
+            dl_device_work_end(dev); /* nested: still open */
+        p[0] = (unsigned char)(p[1] + 1);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static void host_touch_faults(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    unsigned char *d = dev->alloc(100, &err);
+    assert_non_null(d);
+    assert_int_equal(touch_in_child(d, 0), 128 + SIGSEGV);
+    assert_int_equal(touch_in_child(d, 1), 0);
+    assert_int_equal(touch_in_child(d, 2), 0);
+    /* a window closed again: the memory is guarded as before */
+    dl_device_work_begin(dev);
+    d[0] = 7;
+    dl_device_work_end(dev);
+    assert_int_equal(touch_in_child(d, 0), 128 + SIGSEGV);
+    unsigned char back = 0;
+    assert_int_equal(dev->copy(&back, d, 1, DL_COPY_TO_HOST, &err), DL_OK);
+    assert_int_equal(back, 7);
+    dev->free(d);
+}
+
+static void emulated_runs_host_kernels(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    const struct dl_device *d = NULL;
+    assert_int_equal(dl_device_open(DL_DEVICE_EMULATED, 1, &d, &err), DL_OK);
+    assert_ptr_equal(d, &dl_device_emulated);
+    assert_ptr_equal(dl_device_get(DL_DEVICE_EMULATED), &dl_device_emulated);
+    assert_int_equal(d->host_memory, 0);
+    assert_int_equal(d->kernels, DL_DEVICE_CPU);
+}
+#endif
+
 int main(void)
 {
     struct dl_error err = {0};
@@ -299,7 +383,12 @@ int main(void)
         cmocka_unit_test(accumulate_adds),
         cmocka_unit_test(marks_lie_within_the_host_interval),
         cmocka_unit_test(describes_itself),
-#ifndef TEST_ON_CUDA
+#ifdef TEST_ON_EMULATED
+        cmocka_unit_test(copies_check_their_sides),
+        cmocka_unit_test(host_touch_faults),
+        cmocka_unit_test(emulated_runs_host_kernels),
+#endif
+#ifdef TEST_ON_HOST
         cmocka_unit_test(cuda_is_refused_with_what_is_missing),
         cmocka_unit_test(cpu_is_the_host),
 #ifdef DL_HAVE_CUDA

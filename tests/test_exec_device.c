@@ -4,7 +4,8 @@
  * the end), the initial weights and state arrive by the device's copy,
  * and gradients are zeroed by the device's fill.  On a device without host
  * memory (device.h's host_memory 0), each forward copies the batch and
- * the labels in, and the loss and the scores for accuracy are copied out,
+ * the labels in, backward copies the loss's gradient seed in, and the loss
+ * and the scores for accuracy are copied out,
  * exactly those bytes; a gradient from several consumers is summed by the
  * device's accumulate.  The device here is the host's table with every
  * call recorded, so the executor may run; its results (initial weights and
@@ -213,7 +214,9 @@ static void batch_in_results_out(void **state)
     train_step(dev);
     poison_sources = 0;
     train_step(host);
-    assert_int_equal(to_device_bytes - before, (long)sizeof(dl_real) * in_count + (long)sizeof(int) * BATCH);
+    /* the batch, its labels, and the loss's gradient seed (1/batch per sample) */
+    assert_int_equal(to_device_bytes - before,
+                     (long)sizeof(dl_real) * in_count + (long)sizeof(int) * BATCH + (long)sizeof(dl_real) * BATCH);
     before = to_host_bytes;
     double ld = dl_exec_loss_sum(&dev->e), lh = dl_exec_loss_sum(&host->e);
     assert_int_equal(to_host_bytes - before, (long)sizeof(dl_real) * BATCH);

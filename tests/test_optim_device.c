@@ -121,6 +121,7 @@ static void loops_follow_the_device_kind(void **state)
 {
     struct dl_device fake = dl_device_host;
     fake.kind = DL_DEVICE_CUDA;
+    fake.kernels = DL_DEVICE_CUDA;
     fake.name = "cuda";
     struct dl_optim o;
     struct dl_error err = {0};

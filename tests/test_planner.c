@@ -380,6 +380,21 @@ static void fixed_and_tensor_times(void **state)
     one.chunks = 4; /* one stage, four calls of 8 samples per layer */
     assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
     assert_true(fabs(p.step_s - (4 * fixed + 32 * per)) <= 1e-12 * p.step_s);
+    /* the optimizer: every parameter of the rank, once per step; on a
+     * 2-stage pipeline the rank holding more of them sets it */
+    long params = 0, head = 0;
+    for (int i = 0; i < g->n; i++)
+        params += v.params[i], head += i < 3 ? v.params[i] : 0;
+    t.optim_per_param = 1e-8;
+    one.chunks = 1;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &one, 32, &p, NULL), DL_OK);
+    assert_true(fabs(p.optim_s - 1e-8 * (double)params) <= 1e-15);
+    assert_true(fabs(p.step_s - (fixed + 32 * per + p.optim_s)) <= 1e-12 * p.step_s);
+    struct dl_plan_layout two = {.dims = {1, 1, 2}, .chunks = 2, .schedule = DL_SCHED_GPIPE, .first = {0, 3, g->n}};
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &two, 32, &p, NULL), DL_OK);
+    assert_true(head > 0 && params - head > 0);
+    assert_true(fabs(p.optim_s - 1e-8 * (double)(head > params - head ? head : params - head)) <= 1e-15);
+    t.optim_per_param = 0;
     dl_tp_view_free(&v);
 
     /* tp = 2: the split layers' times are the hook's, the others' the whole layers' */

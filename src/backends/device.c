@@ -1,6 +1,7 @@
 /* device.c: dl_device_open, the one place that knows which devices this
- * build has (the CUDA device exists only --with-cuda; its #ifdef lives
- * here, as the communication backends' lives in comm/comm.c). */
+ * build has (the host and the emulated testing aid always; the CUDA device
+ * only --with-cuda: its #ifdef lives here, as the communication backends'
+ * lives in comm/comm.c). */
 #include "backends/device.h"
 
 #include "config.h"
@@ -15,14 +16,14 @@ const struct dl_device *dl_device_get(enum dl_device_kind kind)
     if (kind == DL_DEVICE_CUDA)
         return &dl_device_cuda;
 #endif
-    return kind == DL_DEVICE_CPU ? &dl_device_host : NULL;
+    return kind == DL_DEVICE_CPU ? &dl_device_host : kind == DL_DEVICE_EMULATED ? &dl_device_emulated : NULL;
 }
 
 int dl_device_open(enum dl_device_kind kind, int local_rank, const struct dl_device **out, struct dl_error *err)
 {
     *out = NULL;
-    if (kind == DL_DEVICE_CPU) {
-        *out = &dl_device_host;
+    if (kind != DL_DEVICE_CUDA) {
+        *out = dl_device_get(kind);
         return DL_OK;
     }
 #ifdef DL_HAVE_CUDA

@@ -19,10 +19,13 @@
 #include "core/error.h"
 #include "core/real.h"
 
-/* The devices --device and the network file's train.device name. */
-enum dl_device_kind { DL_DEVICE_CPU, DL_DEVICE_CUDA, DL_N_DEVICE_KINDS };
+/* The devices --device and the network file's train.device name.  The
+ * emulated device is a testing aid (device_emulated.c): host memory that
+ * the host may touch only through the device's table, so that a run on it
+ * takes every path a GPU without host memory takes, with CPU kernels. */
+enum dl_device_kind { DL_DEVICE_CPU, DL_DEVICE_CUDA, DL_DEVICE_EMULATED, DL_N_DEVICE_KINDS };
 
-/* "cpu", "cuda", NULL: the spellings of enum dl_device_kind. */
+/* "cpu", "cuda", "emulated", NULL: the spellings of enum dl_device_kind. */
 extern const char *const dl_device_names[];
 
 #define DL_DEVICE_ALIGN 64 /* bytes: every allocation is aligned to at least this */
@@ -41,8 +44,12 @@ struct dl_device_mark {
 };
 
 struct dl_device {
-    const char *name;               /* "cpu", "cuda" */
+    const char *name;               /* "cpu", "cuda", "emulated" */
     enum dl_device_kind kind;
+    /* Whose kernels and optimizer loops run on its memory (kernel.h's
+     * device of a kernel): its own kind, or the host's for the emulated
+     * device. */
+    enum dl_device_kind kernels;
     /* 1 when its pointers are host memory that the host may read and
      * write directly (the host device): an executor then takes the input
      * batch in place and reads losses and scores where they are; 0 (a
@@ -58,6 +65,10 @@ struct dl_device {
     /* dst[i] += src[i] for n values, both in the device's memory (the
      * executor's sum of a gradient from several consumers). */
     int (*accumulate)(dl_real *dst, const dl_real *src, long n, struct dl_error *err);
+    /* x[i] *= f for n values in the device's memory (a data-parallel
+     * gradient bucket scaled where it lives, before a communicator whose
+     * buffers are device memory sums it). */
+    int (*scale)(dl_real *x, long n, dl_real f, struct dl_error *err);
     /* Returns when everything queued on the device so far has finished. */
     int (*sync)(struct dl_error *err);
     /* The clock: initialise a mark, record it at the current point of the
@@ -68,6 +79,23 @@ struct dl_device {
     int (*mark_elapsed)(const struct dl_device_mark *from, const struct dl_device_mark *to, double *seconds,
                         struct dl_error *err);
     void (*mark_release)(struct dl_device_mark *m);
+    /* Host code is about to run (work_begin) or has run (work_end) this
+     * device's kernels, or the host loops that stand for them, on its
+     * memory.  A device that guards its memory from the host (the emulated
+     * one) opens it in between; calls nest and may come from several
+     * threads.  NULL: nothing to do (the host, a GPU); call them through
+     * dl_device_work_begin/end. */
+    void (*work_begin)(void);
+    void (*work_end)(void);
+    /* Makes this device current for the calling thread (CUDA keeps the
+     * current GPU per thread): a thread other than the one that opened it
+     * calls this before it uses the device.  NULL: nothing to do. */
+    void (*bind_thread)(void);
+    /* The communication backend whose buffers are this device's memory
+     * ("nccl" for CUDA): data parallelism sums its gradient buckets in
+     * place over one (parallel/sync.c); NULL: none, they are staged
+     * through host memory. */
+    const char *comm;
     /* A line naming the hardware for messages and the tuning database's
      * key ("host", or the GPU's name and cuDNN version). */
     const char *(*describe)(void);
@@ -75,6 +103,21 @@ struct dl_device {
 
 /* The host: posix_memalign, memcpy, memset, and core/clock.h's clock. */
 extern const struct dl_device dl_device_host;
+
+/* The testing aid of device_emulated.c: host_memory 0, CPU kernels. */
+extern const struct dl_device dl_device_emulated;
+
+static inline void dl_device_work_begin(const struct dl_device *d)
+{
+    if (d->work_begin)
+        d->work_begin();
+}
+
+static inline void dl_device_work_end(const struct dl_device *d)
+{
+    if (d->work_end)
+        d->work_end();
+}
 
 /* The table of kind `kind` as it stands (no check, no cudaSetDevice: the
  * device opened last, or the runtime's default), for code that works where

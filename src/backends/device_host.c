@@ -1,6 +1,6 @@
 /* device_host.c: the host device of device.h, the memory every CPU kernel
  * works in: posix_memalign'd blocks, memcpy and memset, an OpenMP loop
- * for accumulate, nothing queued
+ * for accumulate, a plain one for scale, nothing queued
  * (sync returns at once), and marks that are readings of core/clock.h's
  * monotonic clock.  Also the spellings of the device kinds. */
 #include "backends/device.h"
@@ -10,7 +10,7 @@
 
 #include "core/clock.h"
 
-const char *const dl_device_names[] = {"cpu", "cuda", NULL};
+const char *const dl_device_names[] = {"cpu", "cuda", "emulated", NULL};
 
 static void *host_alloc(size_t bytes, struct dl_error *err)
 {
@@ -49,6 +49,14 @@ static int host_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_e
     #pragma omp parallel for simd schedule(static)
     for (long i = 0; i < n; i++)
         dst[i] += src[i];
+    return DL_OK;
+}
+
+static int host_scale(dl_real *x, long n, dl_real f, struct dl_error *err)
+{
+    (void)err;
+    for (long i = 0; i < n; i++)
+        x[i] *= f;
     return DL_OK;
 }
 
@@ -94,12 +102,14 @@ static const char *host_describe(void)
 const struct dl_device dl_device_host = {
     .name = "cpu",
     .kind = DL_DEVICE_CPU,
+    .kernels = DL_DEVICE_CPU,
     .host_memory = 1,
     .alloc = host_alloc,
     .free = host_free,
     .copy = host_copy,
     .fill = host_fill,
     .accumulate = host_accumulate,
+    .scale = host_scale,
     .sync = host_sync,
     .mark_init = host_mark_init,
     .mark_record = host_mark_record,

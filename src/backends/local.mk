@@ -6,7 +6,7 @@ DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c src/backends/ke
 # Where buffers live (device.h): the host device serves both libraries; the
 # opener (dl_device_open) and the CUDA device only the program's.
 DL_COMMON_SOURCES += src/backends/device.h src/backends/device_host.c
-libdltrain_a_SOURCES += src/backends/device.c
+libdltrain_a_SOURCES += src/backends/device.c src/backends/device_emulated.c
 if HAVE_CUDA
 libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
 	src/backends/cuda/cudnn_io.c src/backends/cuda/cudnn_io.h \

@@ -261,7 +261,7 @@ static int bench_training(struct bench *b)
     if (!rc)
         rc = dl_exec_init(&e, &net.graph, N, net.train.seed, &eo, &err);
     if (!rc)
-        rc = dl_optim_init(&o, &net.train.optim, e.n_weights, &err);
+        rc = dl_optim_init_on(&o, &net.train.optim, e.n_weights, dl_exec_device(&e), &err);
     if (!rc) {
         x = dl_calloc((size_t)N * (size_t)dl_shape_count(net.graph.input), sizeof *x, &err);
         y = dl_calloc((size_t)N, sizeof *y, &err);

@@ -126,7 +126,7 @@ int dl_cli_bench_step(int argc, char **argv)
     }
     if (!rc)
         rc = dl_exec_init(&e, g, N, net.train.seed, &eo, &err);
-    if (!rc && (rc = dl_optim_init(&o, &net.train.optim, e.n_weights, &err)) != 0)
+    if (!rc && (rc = dl_optim_init_on(&o, &net.train.optim, e.n_weights, dl_exec_device(&e), &err)) != 0)
         dl_exec_free(&e);
     if (rc) {
         fprintf(stderr, "dltrain bench step: %s\n", err.msg);

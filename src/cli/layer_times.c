@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "core/clock.h"
 #include "exec/exec.h"
+#include "optim/optim.h"
 #include "plan/stages.h"
 #include "tune/tune.h"
 #include "tune/tune_impl.h"
@@ -204,9 +205,43 @@ int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_p
     return rc ? -1 : replaced;
 }
 
+int dl_layer_times_optimizer(const struct dl_optim_spec *spec, long n, int steps, double *per_param,
+                             struct dl_error *err)
+{
+    struct dl_optim o;
+    dl_real *w = dl_calloc((size_t)(n > 0 ? n : 1), sizeof *w, err);
+    dl_real *g = dl_calloc((size_t)(n > 0 ? n : 1), sizeof *g, err);
+    double *s = dl_calloc((size_t)steps, sizeof *s, err);
+    int rc = w && g && s ? dl_optim_init(&o, spec, n, err) : DL_ERR_NOMEM, made = !rc;
+    for (long i = 0; !rc && i < n; i++)
+        g[i] = (dl_real)(1e-3 * (double)(i % 7) - 3e-3);
+    for (int k = 0; !rc && k <= steps; k++) { /* the first warms up */
+        double t0 = dl_clock_now();
+        rc = dl_optim_step(&o, spec->lr, w, g);
+        if (k > 0)
+            s[k - 1] = dl_clock_now() - t0;
+    }
+    if (!rc)
+        *per_param = n > 0 ? dl_median(s, steps) / (double)n : 0;
+    if (made)
+        dl_optim_free(&o);
+    free(w), free(g), free(s);
+    return rc;
+}
+
+/* The trainable parameters of g. */
+static long trainable_params(const struct dl_graph *g)
+{
+    long n = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            n += g->layers[i].param[j].trainable ? g->layers[i].param[j].count : 0;
+    return n;
+}
+
 int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate, int use_db, const char *db_path,
-                          const struct dl_exec_options *eo, struct dl_layer_times *t, char *summary, size_t size,
-                          struct dl_error *err)
+                          const struct dl_exec_options *eo, const struct dl_optim_spec *optim,
+                          struct dl_layer_times *t, char *summary, size_t size, struct dl_error *err)
 {
     int rc = dl_layer_times_alloc(t, g->n, err);
     if (rc)
@@ -215,6 +250,8 @@ int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate,
         dl_layer_times_flops(g, flop_rate, t);
     else
         rc = dl_layer_times_measure(g, batch, 3, eo, t, err);
+    if (!rc && flop_rate <= 0 && optim)
+        rc = dl_layer_times_optimizer(optim, trainable_params(g), 5, &t->optim_per_param, err);
     if (!rc && use_db && dl_layer_times_from_db(g, batch, db_path, t, err) < 0)
         rc = err->code ? err->code : DL_ERR_IO;
     if (rc) {

@@ -11,6 +11,7 @@
 #include "plan/layout_cost.h"
 
 struct dl_exec_options;
+struct dl_optim_spec;
 
 /* Every layer from its FLOPs (plan/stages.h's dl_stages_layer_cost: the
  * forward one third, the backward two thirds) at `rate` FLOP/s. */
@@ -49,12 +50,18 @@ int dl_layer_times_tensor_hook(void *ctx, const struct dl_graph *g, int T, struc
 int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_path, struct dl_layer_times *t,
                            struct dl_error *err);
 
+/* The median seconds per parameter of `steps` updates (after one) by
+ * optimizer spec of a vector of n parameters (on the host). */
+int dl_layer_times_optimizer(const struct dl_optim_spec *spec, long n, int steps, double *per_param,
+                             struct dl_error *err);
+
 /* The planner's times: every layer from FLOPs at flop_rate when it is
- * above 0, else measured now at `batch` (3 timed steps); then (use_db)
- * the tuning database's where it has them.  summary: "N from the tuning
- * database, M measured now" style text. */
+ * above 0, else measured now at `batch` (3 timed steps), and then the
+ * optimizer `optim` (NULL: left out) timed on the network's parameters;
+ * then (use_db) the tuning database's where it has them.  summary: "N
+ * from the tuning database, M measured now" style text. */
 int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate, int use_db, const char *db_path,
-                          const struct dl_exec_options *eo, struct dl_layer_times *t, char *summary, size_t size,
-                          struct dl_error *err);
+                          const struct dl_exec_options *eo, const struct dl_optim_spec *optim,
+                          struct dl_layer_times *t, char *summary, size_t size, struct dl_error *err);
 
 #endif

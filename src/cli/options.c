@@ -202,19 +202,12 @@ static int check_kernel_choices(const struct dl_graph *g, const struct dl_kernel
     return DL_OK;
 }
 
-/* The device of train.device (after --device) for this node's rank; only
- * the host runs the executor so far, so a GPU that is there is refused too,
- * before any data is read (DL_ERR_SPEC). */
+/* The device of train.device (after --device) for this node's rank: a
+ * build without CUDA, no driver or no GPU is refused here, before any data
+ * is read (DL_ERR_SPEC). */
 static int open_device(const struct dl_net *net, const struct dl_device **out, struct dl_error *err)
 {
-    int rc = dl_device_open((enum dl_device_kind)net->train.device, dl_threads_local_rank(), out, err);
-    if (!rc && (*out)->kind != DL_DEVICE_CPU)
-        rc = dl_errorf(err, DL_ERR_SPEC, "--device %s: found %s, but training on it is not implemented yet: "
-                       "every op and optimizer has GPU loops and the executor's memory and batch copies go through "
-                       "its device, but reorders, communication steps and checkpoints still work in host memory "
-                       "(see the README)",
-                       (*out)->name, (*out)->describe());
-    return rc;
+    return dl_device_open((enum dl_device_kind)net->train.device, dl_threads_local_rank(), out, err);
 }
 
 int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char *prog)
@@ -274,8 +267,10 @@ void dl_net_options_help(FILE *f)
           "                        with a warning (skip, the default) or stops the run (fail)\n"
           "  --limit-train N       use only the first N training samples\n"
           "  --limit-test N        use only the first N test samples\n"
-          "  --device cpu|cuda     where the network runs (default cpu; cuda: one GPU per\n"
-          "                        rank, by local rank; not implemented yet, see the README)\n"
+          "  --device cpu|cuda|emulated  where the network runs (default cpu; cuda: one GPU\n"
+          "                        per rank by local rank, never yet run on a GPU: see the\n"
+          "                        README; emulated: a testing aid, CPU kernels on memory\n"
+          "                        the host reaches only through device copies)\n"
           "  --threads N           threads for every kernel (default: the available cores,\n"
           "                        shared among this node's ranks when they are not bound)\n"
           "  --kernel OP=NAME      run OP (or a layer name, or all) with kernel NAME, e.g.\n"

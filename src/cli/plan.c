@@ -135,10 +135,11 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
     double bubble_x = x->makespan_s * x->bubble, bubble_y = y->makespan_s * y->bubble;
     double compute_x = x->makespan_s - bubble_x - x->tp_s, compute_y = y->makespan_s - bubble_y - y->tp_s;
     const char *names[] = {"compute and pipeline sends", "tensor-parallel collectives",
-                           "data-parallel allreduce (not hidden)", "pipeline bubble"};
-    double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_exposed_s - y->dp_exposed_s, bubble_x - bubble_y};
+                           "data-parallel allreduce (not hidden)", "pipeline bubble", "optimizer step"};
+    double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_exposed_s - y->dp_exposed_s, bubble_x - bubble_y,
+                     x->optim_s - y->optim_s};
     int k = 0;
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < 5; i++)
         if (diff[i] > diff[k])
             k = i;
     snprintf(buf, n, "%.2fx the best's step time: %s %+.3f ms", x->step_s / y->step_s, names[k], 1e3 * diff[k]);
@@ -259,9 +260,9 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
         printf("]");
         if (c->feasible || c->over_memory)
             printf(", \"step_s\": %.9g, \"samples_per_s\": %.9g, \"memory_bytes\": %zu, \"comm_share\": %.6g, "
-                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g",
+                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g, \"optim_s\": %.9g",
                    c->pred.step_s, c->pred.samples_per_s, c->memory, c->pred.comm_share, c->pred.bubble, c->pred.tp_s,
-                   c->pred.dp_s, c->pred.dp_exposed_s);
+                   c->pred.dp_s, c->pred.dp_exposed_s, c->pred.optim_s);
         if (!c->feasible) {
             printf(", \"why\": ");
             json_string(c->why);
@@ -469,7 +470,8 @@ static int run(const struct dl_net *net, struct dl_net_options *no, struct plan_
     int cores = c->cores ? c->cores : dl_threads_node_cores();
     c->threads = no->threads > 0 ? no->threads : cores / on_node > 1 ? cores / on_node : 1;
     dl_threads_set(c->threads);
-    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), c->flops, !c->no_db, no->tune.db_path, &eo, &t,
+    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), c->flops, !c->no_db, no->tune.db_path, &eo,
+                              &net->train.optim, &t,
                               summary, sizeof summary, &err)) {
         fprintf(stderr, "dltrain plan: %s\n", err.msg);
         return 1;

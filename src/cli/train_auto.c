@@ -69,7 +69,8 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
     struct dl_layer_times t;
     struct dl_error err = {0};
     char times[256];
-    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), flop_rate, 1, no->tune.db_path, &eo, &t, times,
+    if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), flop_rate, 1, no->tune.db_path, &eo,
+                              &net->train.optim, &t, times,
                               sizeof times, &err)) {
         fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
         return 1;

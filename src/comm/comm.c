@@ -33,6 +33,17 @@ static const struct {
 };
 enum { n_backends = sizeof backends / sizeof backends[0] };
 
+int dl_comm_open_over(const char *name, struct dl_comm *host, struct dl_comm **out, struct dl_error *err)
+{
+    *out = NULL;
+#ifdef DL_HAVE_CUDA
+    if (strcmp(name, "nccl") == 0)
+        return dl_comm_nccl_open_over(host, out, err);
+#endif
+    (void)host;
+    return dl_errorf(err, DL_ERR_UNSUPPORTED, "no '%s' communicator over another in this build", name);
+}
+
 int dl_comm_available(const char *name)
 {
     for (int i = 0; i < n_backends; i++)

@@ -25,6 +25,10 @@ struct dl_comm_req {
 
 struct dl_comm_ops {
     const char *name;
+    /* 1: every buffer of these calls is GPU device memory (nccl); 0: host
+     * memory (mpi, self).  Callers holding device memory stage it through
+     * the host for a communicator of host memory (parallel/grad_sync.c). */
+    int device_buffers;
     /* New communicator of the ranks that passed the same color, ordered by
      * key (ties by old rank).  color < 0: this rank joins none (*out = NULL). */
     int (*split)(struct dl_comm *c, int color, int key, struct dl_comm **out,
@@ -74,6 +78,12 @@ struct dl_comm {
  * self.  argc/argv may be NULL. */
 int dl_comm_open(const char *name, int *argc, char ***argv, struct dl_comm **out,
                  struct dl_error *err);
+/* A communicator of backend name with the ranks of host, in host's order,
+ * set up through host (which it does not own; close it before host): for
+ * a backend whose buffers are device memory next to one of host memory
+ * ("nccl" in a --with-cuda build).  DL_ERR_UNSUPPORTED when this build
+ * has no such backend. */
+int dl_comm_open_over(const char *name, struct dl_comm *host, struct dl_comm **out, struct dl_error *err);
 /* Frees c (world or split); NULL is fine.  Close split communicators first. */
 void dl_comm_close(struct dl_comm *c);
 /* Most values dl_comm_sum_small sums in one call. */
@@ -105,8 +115,10 @@ struct dl_comm *dl_comm_new(const struct dl_comm_ops *ops, int rank, int size,
 int dl_comm_self_open(struct dl_comm **out, struct dl_error *err);
 int dl_comm_mpi_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
 int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
+int dl_comm_nccl_open_over(struct dl_comm *host, struct dl_comm **out, struct dl_error *err);
 /* Rank `rank` of a group of `size` with no peers (comm/standin.c): for
- * timing one rank's compute; collectives move only this rank's part. */
+ * timing one rank's compute; collectives act as if every rank held this
+ * rank's values, and nothing moves. */
 int dl_comm_standin_open(int rank, int size, struct dl_comm **out, struct dl_error *err);
 
 #endif

@@ -1,7 +1,7 @@
 /* nccl.c: the NCCL backend (buffers are GPU device memory; built --with-cuda).
  * NCCL needs a host-side bootstrap to share its unique id: this backend opens
- * the mpi backend for that (self when the build has no MPI) and keeps it for
- * barriers and splits.  Point to point uses ncclSend/ncclRecv: non-blocking
+ * the mpi backend for that (self when the build has no MPI), or splits the
+ * host communicator it is opened over, and keeps it for barriers and splits.  Point to point uses ncclSend/ncclRecv: non-blocking
  * calls are gathered into one NCCL group that the next wait/test closes,
  * because NCCL has no tags and ungrouped pairs of send/recv can deadlock. */
 #include "comm/comm.h"
@@ -215,6 +215,7 @@ static int nccl_split(struct dl_comm *c, int color, int key, struct dl_comm **ou
 
 static const struct dl_comm_ops nccl_ops = {
     .name = "nccl",
+    .device_buffers = 1,
     .split = nccl_split,
     .send = nccl_send,
     .recv = nccl_recv,
@@ -273,14 +274,11 @@ static int pick_device(struct dl_comm *boot, struct dl_error *err)
     return DL_OK;
 }
 
-int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err)
+/* The NCCL communicator of boot's ranks, bootstrapped through boot, which
+ * it takes (closed with it, or on failure). */
+static int open_on(struct dl_comm *boot, struct dl_comm **out, struct dl_error *err)
 {
-    *out = NULL;
-    struct dl_comm *boot = NULL;
-    int rc = dl_comm_open(dl_comm_available("mpi") ? "mpi" : "self", argc, argv, &boot, err);
-    if (rc != DL_OK)
-        return rc;
-    rc = pick_device(boot, err);
+    int rc = pick_device(boot, err);
     ncclUniqueId id;
     if (rc == DL_OK && boot->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
@@ -303,4 +301,22 @@ int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_e
         return rc;
     }
     return nccl_wrap(boot, comm, out, err);
+}
+
+int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err)
+{
+    *out = NULL;
+    struct dl_comm *boot = NULL;
+    int rc = dl_comm_open(dl_comm_available("mpi") ? "mpi" : "self", argc, argv, &boot, err);
+    return rc != DL_OK ? rc : open_on(boot, out, err);
+}
+
+/* Over host: its ranks as a split of their own (color 0, in host's order),
+ * which the NCCL communicator owns as its bootstrap. */
+int dl_comm_nccl_open_over(struct dl_comm *host, struct dl_comm **out, struct dl_error *err)
+{
+    *out = NULL;
+    struct dl_comm *boot = NULL;
+    int rc = host->ops->split(host, 0, host->rank, &boot, err);
+    return rc != DL_OK ? rc : open_on(boot, out, err);
 }

@@ -60,6 +60,7 @@ void dl_exec_free(struct dl_exec *e)
     const struct dl_device *dev = e->impl && e->impl->device ? e->impl->device : &dl_device_host;
     if (e->impl) {
         dl_exec_comm_free(e);
+        free(e->impl->staging);
         if (e->impl->steps)
             dl_exec_free_steps(e);
         if (e->impl->own_shard.g)
@@ -137,20 +138,46 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
     return DL_OK;
 }
 
-/* The arena, weights, gradients and state come from the executor's
- * device, and the batch goes in and the losses and scores come out by the
- * device's copies, but some steps still touch its memory from the host
- * (reorders, communication), so
- * an executor runs on the host only, with host kernels. */
-static int host_only(const struct dl_exec_options *o, struct dl_error *err)
+/* Kernel choices o's (or none) on dev: only kernels of the device whose
+ * memory the executor works in (the host's for the emulated device) run
+ * its layers; a --kernel choice of another device's is refused. */
+static int kernels_on(const struct dl_exec_options *o, const struct dl_device *dev, struct dl_kernel_choices *out,
+                      struct dl_error *err)
 {
-    if (o->kernels && o->kernels->device != DL_DEVICE_CPU)
-        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: kernel choices for %s "
-                         "cannot run here", dl_device_names[o->kernels->device]);
-    if (o->device && o->device->kind != DL_DEVICE_CPU)
-        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the executor runs on the host only: its memory comes "
-                         "from %s, but reorders and communication steps are host loops yet",
-                         o->device->name);
+    if (o->kernels && o->kernels->device != DL_DEVICE_CPU && o->kernels->device != dev->kernels)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "kernel choices for %s cannot run on %s",
+                         dl_device_names[o->kernels->device], dev->name);
+    if (o->kernels)
+        *out = *o->kernels;
+    else
+        memset(out, 0, sizeof *out);
+    out->device = dev->kernels;
+    return DL_OK;
+}
+
+/* What a device without host memory cannot run: reorders unless its
+ * kernels are the host's (the emulated device), and layers on a band of
+ * rows or a share of the samples (their halos, shares and weight-gradient
+ * sums are host loops over the arena); DL_ERR_SPEC naming it.
+ * Communication steps run on host mirrors (staging.c). */
+static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
+{
+    const struct dl_exec_impl *m = e->impl;
+    const struct dl_device *dev = m->device;
+    if (dev->host_memory)
+        return DL_OK;
+    for (int s = 0; s < m->n_steps; s++) {
+        const struct dl_exec_step *st = &m->steps[s];
+        if (st->kind == DL_STEP_REORDER && dev->kernels != DL_DEVICE_CPU)
+            return dl_errorf(err, DL_ERR_SPEC, "--device %s: a reorder step between memory layouts is a host loop; "
+                             "its kernels must agree on layouts", dev->name);
+        if (st->kind == DL_STEP_LAYER && (e->shard->layer[st->layer].split_rows ||
+                                          e->shard->layer[st->layer].split_batch))
+            return dl_errorf(err, DL_ERR_SPEC, "--device %s: layer '%s' is split over the tensor ranks by %s, whose "
+                             "steps are host loops over the executor's memory (split it by channels, or run it on "
+                             "the host)", dev->name, e->g->layers[st->layer].name,
+                             e->shard->layer[st->layer].split_rows ? "rows" : "samples");
+    }
     return DL_OK;
 }
 
@@ -172,7 +199,9 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
                      const struct dl_mbplan *mbplan, int runs, struct dl_error *err)
 {
     memset(e, 0, sizeof *e);
-    int rc = host_only(o, err);
+    const struct dl_device *dev = o->device ? o->device : &dl_device_host;
+    struct dl_kernel_choices kernels;
+    int rc = kernels_on(o, dev, &kernels, err);
     if (rc)
         return rc;
     e->impl = dl_calloc(1, sizeof *e->impl, err);
@@ -186,7 +215,7 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     g = e->g;
     count_params(e);
     e->max_batch = max_batch;
-    e->impl->device = o->device ? o->device : &dl_device_host;
+    e->impl->device = dev;
     e->impl->split_backward = o->split_backward;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
@@ -197,7 +226,9 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     if (!rc)
         rc = copy_mbplan(&e->impl->mbplan, mbplan, g, err);
     if (!rc)
-        rc = dl_exec_build_steps(e, o->kernels, err);
+        rc = dl_exec_build_steps(e, &kernels, err);
+    if (!rc)
+        rc = device_runs_steps(e, err);
     if (!rc)
         rc = dl_exec_place(e, err);
     if (rc) {
@@ -375,13 +406,10 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     const struct dl_exec_options none = {0};
     if (!o)
         o = &none;
-    int rc = host_only(o, err);
-    if (rc)
-        return rc;
     if (o->plan || !o->tuner.plan)
         return init_planned(e, g, max_batch, seed, o, o->plan, err);
     struct dl_mbplan plan = {0}; /* the tuner plans the layers as this rank runs them */
-    rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
+    int rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
     if (!rc)
         rc = init_planned(e, g, max_batch, seed, o, &plan, err);
     dl_mbplan_free(&plan);

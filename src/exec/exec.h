@@ -154,10 +154,13 @@ struct dl_exec_options {
      * allocated, initialised (drawn on the host, copied over), zeroed and
      * freed through its table; where the host cannot touch its memory
      * (host_memory 0), each forward copies the batch and labels in and the
-     * losses and scores are copied out.  Only the host runs an executor so
-     * far: reorders and communication steps are host loops over that
-     * memory, so a device of another kind is refused
-     * (DL_ERR_UNSUPPORTED) before anything is planned. */
+     * losses and scores are copied out, and the loss's gradient seed is
+     * copied in.  Its kernels are those of device->kernels.  On a device
+     * without host memory, tensor-parallel and pipeline communication
+     * steps run on host copies of their buffers (staging.c); layers split
+     * by rows or samples (host loops over the arena) are refused
+     * (DL_ERR_SPEC), and so are reorders unless the device's kernels are
+     * the host's. */
     const struct dl_device *device;
 };
 
@@ -211,15 +214,31 @@ int dl_exec_correct(struct dl_exec *e);
 enum dl_param_set { DL_PARAMS_TRAINABLE, DL_PARAMS_STATE };
 /* Gathers the whole network's vector of set (graph order, PyTorch layouts:
  * what one process's e->weights or e->state holds) on rank 0 of world from
- * every rank's local vector `mine` (this executor's shard of it).  Every
+ * every rank's local vector `mine` (this executor's shard of it, in its
+ * memory: copied out through its device when that is not the host's).  Every
  * rank of the grid calls it; the first data-parallel replica (d = 0) sends.
  * whole: on rank 0 only, dl_exec_param_count(whole network, set) values. */
 int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
                    dl_real *whole, struct dl_error *err);
-/* The reverse without messages: this executor's part of a whole vector. */
-void dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine);
+/* The reverse without messages: this executor's part of a whole vector
+ * (whole on the host; mine in the executor's memory, copied there through
+ * its device when that is not the host's).  DL_OK, DL_ERR_NOMEM, or the
+ * device's copy's error. */
+int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine,
+                 struct dl_error *err);
 /* Values of set in the whole network g. */
 long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set);
+
+/* readback.c.  The device whose memory holds e's arena, weights,
+ * gradients and state (exec options' device; the host by default). */
+const struct dl_device *dl_exec_device(const struct dl_exec *e);
+/* n values of e's memory at p (act[], weights, dweights, state, an
+ * optimizer's state on e's device) for the host to read: p itself on a
+ * device with host memory, else a copy in *buf (*cap values, grown as
+ * needed; the caller frees *buf).  NULL with err filled when the copy
+ * fails. */
+const dl_real *dl_exec_host_values(const struct dl_exec *e, const dl_real *p, long n, dl_real **buf, long *cap,
+                                   struct dl_error *err);
 
 /* Starts recording per-layer times into time_fwd/time_bwd (zeroed). */
 int dl_exec_timing_enable(struct dl_exec *e, struct dl_error *err);

@@ -119,6 +119,8 @@ struct dl_exec_impl {
     dl_real *input_on_device;
     int *labels_on_device;
     dl_real *readback;
+    void *staging;                      /* host mirrors of a communication step's buffers (staging.c) */
+    size_t staging_bytes;
 };
 
 /* run.c: the tensor of class scores the loss reads (the executor runs the loss layer). */
@@ -133,6 +135,9 @@ size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step
 /* Frees the outbox (after dl_exec_sends_wait, or on a failed run, without
  * waiting for what is still in flight: its buffers are then left). */
 void dl_exec_comm_free(struct dl_exec *e);
+/* staging.c: step s's forward (backward = 0) or backward, on host mirrors
+ * of its buffers when the executor's device has no host memory. */
+void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward);
 
 /* trace_steps.c: each step's names and details in the recorder's strings
  * (at set-up, when e->trace is set), and the event of step s's run in one

@@ -67,18 +67,31 @@ static void to_local(void *ctx, long local, long whole)
     c->to[local] = c->from[whole];
 }
 
-void dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine)
+int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine,
+                 struct dl_error *err)
 {
-    struct copy_ctx c = {whole, mine};
+    const struct dl_device *dev = dl_exec_device(e);
+    long n = walk(e->shard, set, NULL, NULL);
+    /* on a device: this executor's values in a host copy, copied back */
+    dl_real *local = dev->host_memory ? mine : dl_calloc((size_t)(n > 0 ? n : 1), sizeof *local, err);
+    if (!local)
+        return DL_ERR_NOMEM;
+    struct copy_ctx c = {whole, local};
     walk(e->shard, set, to_local, &c);
+    int rc = DL_OK;
+    if (local != mine) {
+        rc = dev->copy(mine, local, sizeof *local * (size_t)n, DL_COPY_TO_DEVICE, err);
+        free(local);
+    }
+    return rc;
 }
 
-int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
-                   dl_real *whole, struct dl_error *err)
+/* gather with `mine` readable by the host. */
+static int gather_host(const struct dl_exec *e, struct dl_comm *world, long n, enum dl_param_set set,
+                       const dl_real *mine, dl_real *whole, struct dl_error *err)
 {
     const struct dl_shard *sh = e->shard;
     const struct dl_grid_dims *d = &sh->dims;
-    long n = walk(sh, set, NULL, NULL);
     if (d->tp * d->pp == 1) { /* every rank holds the whole network: rank 0's is it */
         if (world->rank == 0)
             memcpy(whole, mine, sizeof *whole * (size_t)n);
@@ -109,5 +122,16 @@ int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param
                 dl_shard_free(&other);
             }
         }
+    return rc;
+}
+
+int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
+                   dl_real *whole, struct dl_error *err)
+{
+    long n = walk(e->shard, set, NULL, NULL), cap = 0;
+    dl_real *staging = NULL; /* on a device: this executor's values copied out */
+    const dl_real *host = dl_exec_host_values(e, mine, n, &staging, &cap, err);
+    int rc = host ? gather_host(e, world, n, set, host, whole, err) : err->code;
+    free(staging);
     return rc;
 }

@@ -107,9 +107,11 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
         double t0 = e->time_fwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
+            dl_device_work_begin(m->device);
             reorder_forward(e, s);
+            dl_device_work_end(m->device);
         } else if (s->kind != DL_STEP_LAYER) {
-            dl_exec_comm_forward(e, s);
+            dl_exec_comm_staged(e, s, 0);
         } else {
             void *inst = dl_exec_instance(e, s, e->batch);
             if (!inst) {
@@ -118,8 +120,10 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
             }
             struct dl_kernel_args a;
             fill_args(e, s, &a, training);
+            dl_device_work_begin(m->device);
             if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
                 s->kernel->forward(inst, &a);
+            dl_device_work_end(m->device);
             take_fault(e, s, DL_DIR_FORWARD);
         }
         if (e->time_fwd)
@@ -180,8 +184,10 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     int d0 = pass == PASS_WEIGHTS ? DL_DIR_BACKWARD_WEIGHTS : DL_DIR_BACKWARD_DATA;
     int d1 = pass == PASS_INPUT ? DL_DIR_BACKWARD_DATA : DL_DIR_BACKWARD_WEIGHTS;
     for (int d = d0; d <= d1; d++) {
+        dl_device_work_begin(m->device);
         if (!dl_exec_micro_run(e, s, &a, (enum dl_dir)d, any))
             dl_kernel_run(s->kernel, inst, &a, (enum dl_dir)d, l->n_params > 0, any);
+        dl_device_work_end(m->device);
         take_fault(e, s, (enum dl_dir)d);
     }
     if (on_band) /* its weight gradients from its band: summed over the group */
@@ -216,8 +222,13 @@ static void backward(struct dl_exec *e, enum pass pass)
     memset(m->written, 0, sizeof *m->written * (size_t)m->n_tensors);
     if (dl_exec_runs(e, g->loss)) { /* d(mean loss)/d(per-sample loss) = 1/N */
         struct dl_exec_tensor *loss = &m->tensors[m->out_tensor[g->loss]];
+        /* on a device: written in the host's readback buffer, copied over */
+        dl_real *seed = m->readback ? m->readback : loss->grad;
         for (int n = 0; n < e->batch; n++)
-            loss->grad[n] = (dl_real)(e->loss_norm > 0 ? e->loss_norm : 1.0 / e->batch);
+            seed[n] = (dl_real)(e->loss_norm > 0 ? e->loss_norm : 1.0 / e->batch);
+        if (m->readback && (e->status = m->device->copy(loss->grad, seed, sizeof *seed * (size_t)e->batch,
+                                                         DL_COPY_TO_DEVICE, &e->err)) != 0)
+            return;
         m->written[m->out_tensor[g->loss]] = 1;
     }
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
@@ -225,9 +236,11 @@ static void backward(struct dl_exec *e, enum pass pass)
         double t0 = e->time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
+            dl_device_work_begin(m->device);
             reorder_backward(e, s);
+            dl_device_work_end(m->device);
         } else if (s->kind != DL_STEP_LAYER) {
-            dl_exec_comm_backward(e, s);
+            dl_exec_comm_staged(e, s, 1);
         } else {
             void *inst = dl_exec_instance(e, s, e->batch);
             if (!inst) {

@@ -42,7 +42,7 @@ int dl_optim_keeps_state(const struct dl_optim_spec *spec)
 int dl_optim_init_on(struct dl_optim *o, const struct dl_optim_spec *spec, long n, const struct dl_device *device,
                      struct dl_error *err)
 {
-    o->algo = dl_optim_algo_find(spec->kind, device->kind);
+    o->algo = dl_optim_algo_find(spec->kind, device->kernels);
     o->state = NULL;
     o->device = device;
     if (!o->algo)
@@ -77,6 +77,10 @@ void dl_optim_free(struct dl_optim *o)
 
 int dl_optim_step(struct dl_optim *o, double lr, dl_real *w, const dl_real *g)
 {
+    const struct dl_device *dev = o->device ? o->device : &dl_device_host;
     o->t++;
-    return o->algo->step(&o->spec, lr, o->t, w, g, o->state, o->n);
+    dl_device_work_begin(dev);
+    int rc = o->algo->step(&o->spec, lr, o->t, w, g, o->state, o->n);
+    dl_device_work_end(dev);
+    return rc;
 }

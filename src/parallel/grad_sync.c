@@ -1,7 +1,11 @@
 /* grad_sync.c: bucketed, overlapped gradient allreduce (see grad_sync.h).
  * The communication thread takes buckets in the order they became ready,
  * which is the same on every rank, so every rank runs the same sequence of
- * collectives. */
+ * collectives.  With the executor's vectors on a device without host
+ * memory, the thread stages each bucket (copied out to a host buffer,
+ * scaled, corrected and summed there, copied back), or, given a
+ * communicator of device buffers, has the device scale it and sums it in
+ * place over that one. */
 #include "parallel/grad_sync.h"
 
 #include <errno.h>
@@ -48,6 +52,10 @@ struct dl_grad_sync {
      * algorithm's name in the recorder's strings. */
     long trace_step;
     const char *trace_algorithm;
+    /* On a device without host memory: host copies of the gradients (and,
+     * for momentum correction, the weights), n_weights values each. */
+    const struct dl_device *device;
+    float *staged_grad, *staged_weights;
 };
 
 static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error *err)
@@ -65,11 +73,10 @@ static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error
 }
 
 /* Momentum correction (grad_sync.h): replaces the bucket's (scaled) gradient
- * by this rank's share of the SGD step. */
-static void correct_momentum(struct dl_grad_sync *s, struct bucket *b)
+ * g by this rank's share of the SGD step (w: the bucket's weights). */
+static void correct_momentum(struct dl_grad_sync *s, struct bucket *b, float *g, const float *w)
 {
-    float *g = s->exec->dweights + b->lo, *u = b->velocity;
-    const float *w = s->exec->weights + b->lo;
+    float *u = b->velocity;
     const float mu = (float)s->opts.momentum, wd = (float)(s->opts.weight_decay * s->scale);
     for (long i = 0; i < b->hi - b->lo; i++) {
         float d = g[i] + wd * w[i];
@@ -78,16 +85,25 @@ static void correct_momentum(struct dl_grad_sync *s, struct bucket *b)
     }
 }
 
-static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
+static void scale_values(float *g, long n, double scale)
 {
-    float *buf = s->exec->dweights + b->lo;
+    float f = (float)scale;
+    for (long i = 0; i < n; i++)
+        g[i] *= f;
+}
+
+/* The bucket summed in host memory: the gradients in place (scaled when
+ * handed over), or on a device their staged copy (scaled here). */
+static int reduce_in_host(struct dl_grad_sync *s, struct bucket *b, float *buf, const float *w,
+                          struct dl_error *err)
+{
     size_t n = (size_t)(b->hi - b->lo);
     size_t dense = s->comm->size > 1 ? (size_t)(2.0 * (s->comm->size - 1) / s->comm->size * 4.0 * (double)n) : 0;
     s->dense_bytes += dense;
     if (b->codec) {
         struct dl_codec_stats st = {0};
         if (b->velocity)
-            correct_momentum(s, b);
+            correct_momentum(s, b, buf, w);
         int rc = dl_compressed_allreduce(s->comm, b->codec, buf, n, &st, err);
         s->bytes_sent += st.bytes_sent;
         return rc;
@@ -96,14 +112,50 @@ static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_err
     return dl_allreduce(s->comm, s->opts.algorithm, buf, n, &s->opts.ar, err);
 }
 
+/* The bucket scaled by the device and summed in place over the
+ * communicator of device buffers (after the device's queued work: the
+ * kernels that wrote it, the scale). */
+static int reduce_on_device(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
+{
+    struct dl_comm *c = s->opts.device_comm;
+    float *g = s->exec->dweights + b->lo;
+    long n = b->hi - b->lo;
+    size_t dense = c->size > 1 ? (size_t)(2.0 * (c->size - 1) / c->size * 4.0 * (double)n) : 0;
+    s->dense_bytes += dense;
+    s->bytes_sent += dense;
+    int rc = s->scale != 1.0 ? s->device->scale(g, n, (dl_real)s->scale, err) : DL_OK;
+    if (!rc)
+        rc = s->device->sync(err);
+    return rc ? rc : c->ops->allreduce(c, g, (size_t)n, err);
+}
+
+static int reduce_bucket(struct dl_grad_sync *s, struct bucket *b, struct dl_error *err)
+{
+    struct dl_exec *e = s->exec;
+    if (s->opts.device_comm)
+        return reduce_on_device(s, b, err);
+    if (!s->staged_grad)
+        return reduce_in_host(s, b, e->dweights + b->lo, e->weights + b->lo, err);
+    const struct dl_device *dev = s->device;
+    float *g = s->staged_grad + b->lo, *w = s->staged_weights ? s->staged_weights + b->lo : NULL;
+    size_t bytes = sizeof *g * (size_t)(b->hi - b->lo);
+    int rc = dev->copy(g, e->dweights + b->lo, bytes, DL_COPY_TO_HOST, err);
+    if (!rc && w)
+        rc = dev->copy(w, e->weights + b->lo, bytes, DL_COPY_TO_HOST, err);
+    if (!rc && s->scale != 1.0)
+        scale_values(g, b->hi - b->lo, s->scale);
+    if (!rc)
+        rc = reduce_in_host(s, b, g, w, err);
+    return rc ? rc : dev->copy(e->dweights + b->lo, g, bytes, DL_COPY_TO_DEVICE, err);
+}
+
+/* A bucket handed over: its gradients scaled in place (in host memory; a
+ * device's are scaled once staged). */
 static void scale_bucket(struct dl_grad_sync *s, const struct bucket *b)
 {
-    if (s->scale == 1.0)
+    if (s->scale == 1.0 || s->staged_grad || s->opts.device_comm)
         return;
-    float *g = s->exec->dweights;
-    float f = (float)s->scale;
-    for (long i = b->lo; i < b->hi; i++)
-        g[i] *= f;
+    scale_values(s->exec->dweights + b->lo, b->hi - b->lo, s->scale);
 }
 
 /* --trace, on the communication thread: job k (a bucket, or the step's
@@ -126,6 +178,8 @@ static void trace_job(struct dl_grad_sync *s, int k, long step, double t0, doubl
 static void *comm_main(void *arg)
 {
     struct dl_grad_sync *s = arg;
+    if (s->device->bind_thread)
+        s->device->bind_thread();
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->quit && s->done == s->queued)
@@ -190,6 +244,23 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
     s->opts = *o;
     if (!s->opts.algorithm)
         s->opts.algorithm = "auto";
+    s->device = dl_exec_device(e);
+    if (o->device_comm && (s->device->host_memory || o->codec.ops || !o->device_comm->ops->device_buffers ||
+                           o->device_comm->size != c->size)) {
+        dl_grad_sync_free(s);
+        return dl_errorf(err, DL_ERR_INTERNAL, "a communicator of device buffers sums uncompressed buckets on a "
+                         "device without host memory, over the same ranks");
+    }
+    if (!s->device->host_memory && !o->device_comm) {
+        size_t n = (size_t)(e->n_weights > 0 ? e->n_weights : 1);
+        s->staged_grad = dl_calloc(n, sizeof *s->staged_grad, err);
+        if (s->staged_grad && o->codec.ops && o->momentum > 0)
+            s->staged_weights = dl_calloc(n, sizeof *s->staged_weights, err);
+        if (!s->staged_grad || (o->codec.ops && o->momentum > 0 && !s->staged_weights)) {
+            dl_grad_sync_free(s);
+            return DL_ERR_NOMEM;
+        }
+    }
     if (!dl_allreduce_find(s->opts.algorithm)) {
         dl_grad_sync_free(s);
         return dl_errorf(err, DL_ERR_SPEC, "--allreduce: unknown algorithm '%s'", o->algorithm);
@@ -277,6 +348,8 @@ void dl_grad_sync_free(struct dl_grad_sync *s)
         free(s->buckets[k].velocity);
     }
     free(s->buckets);
+    free(s->staged_grad);
+    free(s->staged_weights);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -37,6 +37,13 @@ struct dl_grad_sync_opts {
      * Nesterov flag and L2 weight decay, taken over from the optimizer. */
     double momentum, weight_decay;
     int nesterov;
+    /* A communicator of the same ranks whose buffers are device memory
+     * (comm.h's device_buffers: NCCL), for an executor on a device without
+     * host memory: each bucket is scaled by the device and summed in place
+     * by its own allreduce (no codec, no other algorithm).  NULL: buckets
+     * on such a device are copied to host memory, summed over comm there
+     * and copied back. */
+    struct dl_comm *device_comm;
 };
 
 struct dl_grad_sync_stats {

@@ -179,10 +179,16 @@ int dl_strategy_create(struct dl_comm *c, struct dl_exec *e, struct dl_optim *o,
                        void (*warn)(void *ctx, const char *msg), void *warn_ctx,
                        struct dl_strategy **out, struct dl_error *err)
 {
+    const struct dl_strategy_ops *ops = pick(po, c->size, c->rank);
+    const struct dl_device *dev = dl_exec_device(e);
+    if (!dev->host_memory && ops != &dl_strategy_serial && ops != &dl_strategy_sync)
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency: %s on --device %s: it averages, mixes or sends "
+                         "the weights in host loops; only sync (or one rank) trains on a device without host memory "
+                         "so far", ops->name, dev->name);
     struct dl_strategy *s = dl_calloc(1, sizeof *s, err);
     if (!s)
         return DL_ERR_NOMEM;
-    s->ops = pick(po, c->size, c->rank);
+    s->ops = ops;
     s->comm = c;
     s->exec = e;
     s->optim = o;

@@ -3,16 +3,20 @@
  * overlap with backward (grad_sync.c), with stall detection (stall.c); then
  * every rank applies the same optimizer step to the same weights.  With a
  * codec, SGD's momentum and weight decay move into the gradient path
- * (momentum correction, grad_sync.h) and the optimizer takes plain steps. */
+ * (momentum correction, grad_sync.h) and the optimizer takes plain steps.
+ * On a GPU, the buckets are summed over NCCL in device memory when the
+ * build has it (compiled only: never run on a GPU so far). */
 #include "parallel/strategy.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "parallel/grad_sync.h"
 #include "parallel/stall.h"
 
 struct sync_impl {
     struct dl_grad_sync *gs;
+    struct dl_comm *device_comm; /* the buckets' communicator of device buffers, or NULL */
     struct dl_stall *stall;
     int global_batch; /* of the step in progress */
     int corrected;    /* momentum correction: the optimizer steps without momentum */
@@ -71,6 +75,7 @@ static void sync_destroy(struct dl_strategy *s)
     if (!im)
         return;
     dl_grad_sync_free(im->gs);
+    dl_comm_close(im->device_comm);
     dl_stall_free(im->stall);
     free(im);
 }
@@ -91,7 +96,17 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
         go.weight_decay = os->weight_decay;
         go.nesterov = os->nesterov;
     }
-    int rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
+    /* On a device without host memory with a communicator of its own
+     * memory in this build (NCCL), uncompressed buckets summed by the
+     * backend's allreduce stay on the device; else they are staged. */
+    const struct dl_device *dev = dl_exec_device(s->exec);
+    int rc = DL_OK;
+    if (!dev->host_memory && dev->comm && dl_comm_available(dev->comm) && s->comm->size > 1 && !po->codec.ops &&
+        (!po->allreduce || !strcmp(po->allreduce, "auto") || !strcmp(po->allreduce, "native")))
+        rc = dl_comm_open_over(dev->comm, s->comm, &im->device_comm, err);
+    go.device_comm = im->device_comm;
+    if (!rc)
+        rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
     if (!rc)
         rc = dl_stall_create(s->comm, po->stall_warning_s, po->stall_timeout_s, s->warn, s->warn_ctx, &im->stall,
                              err);

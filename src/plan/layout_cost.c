@@ -334,6 +334,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         }
         dp = a > dp ? a : dp;
         exposed = e > exposed ? e : exposed;
+        double update = bytes / 4.0 * t->optim_per_param * (m->compute_scale > 1 ? m->compute_scale : 1);
+        out->optim_s = update > out->optim_s ? update : out->optim_s;
         if (tp_rank > tp_max)
             tp_max = tp_rank;
     }
@@ -344,7 +346,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         out->dp_exposed_s = exposed;
         out->tp_s = tp_max;
         out->bubble = P > 1 ? idle : 0;
-        out->step_s = makespan + exposed;
+        out->step_s = makespan + exposed + out->optim_s;
         out->samples_per_s = out->step_s > 0 ? batch / out->step_s : 0;
         out->comm_share = out->step_s > 0 ? (tp_max + exposed) / out->step_s : 0;
     }

@@ -46,6 +46,9 @@ struct dl_layer_times {
     double *fwd, *bwd, *wgt;
     double *fwd0, *bwd0, *wgt0;
     enum dl_time_source *source;
+    /* The optimizer's seconds per trainable parameter and step (measured;
+     * 0: left out): each rank updates the parameters it holds. */
+    double optim_per_param;
 };
 int dl_layer_times_alloc(struct dl_layer_times *t, int n, struct dl_error *err);
 void dl_layer_times_free(struct dl_layer_times *t);
@@ -122,6 +125,7 @@ struct dl_layout_prediction {
     double bubble;         /* idle fraction of the pipeline ranks in the makespan (simulated) */
     double comm_share;     /* (tp_s + dp_exposed_s) / step_s (pipeline sends overlap compute: in the makespan) */
     double stage_max_s;    /* the costliest stage's compute and tensor collectives for one chunk */
+    double optim_s;        /* the optimizer step of the rank holding the most parameters */
 };
 
 /* Per-layer seconds (forward and backward) for one chunk of b samples

@@ -99,12 +99,13 @@ int dl_checkpoint_load_sliced(const char *path, const struct dl_run_view *v, str
     rc = dl_checkpoint_load(path, &w.view, meta, err);
     if (!rc) {
         struct dl_exec *e = v->exec;
-        dl_exec_take(e, DL_PARAMS_TRAINABLE, w.exec.weights, e->weights);
-        dl_exec_take(e, DL_PARAMS_STATE, w.exec.state, e->state);
+        rc = dl_exec_take(e, DL_PARAMS_TRAINABLE, w.exec.weights, e->weights, err);
+        if (!rc)
+            rc = dl_exec_take(e, DL_PARAMS_STATE, w.exec.state, e->state, err);
         int slots = v->optim ? v->optim->algo->state_vectors : 0;
-        for (int k = 0; k < slots; k++)
-            dl_exec_take(e, DL_PARAMS_TRAINABLE, w.optim.state + (long)k * w.optim.n,
-                         v->optim->state + (long)k * v->optim->n);
+        for (int k = 0; k < slots && !rc; k++)
+            rc = dl_exec_take(e, DL_PARAMS_TRAINABLE, w.optim.state + (long)k * w.optim.n,
+                              v->optim->state + (long)k * v->optim->n, err);
         memcpy(e->rng, w.exec.rng, sizeof *e->rng * (size_t)v->g->n);
         if (v->optim)
             v->optim->t = w.optim.t;

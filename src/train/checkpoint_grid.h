@@ -5,7 +5,10 @@
  * writes exactly the file one process writes (train/checkpoint.h: whole
  * tensors, PyTorch names, atomic write).  Loading reads the whole tensors
  * on every rank and keeps this rank's slices, so the file resumes on any
- * grid or on one process, and a one-process file resumes on a grid. */
+ * grid or on one process, and a one-process file resumes on a grid.
+ * The executor's vectors (and the optimizer's state) may live on a device
+ * without host memory: they travel through its copies (exec/gather.c), so
+ * a run on such a device checkpoints through these functions too. */
 #ifndef DL_CHECKPOINT_GRID_H
 #define DL_CHECKPOINT_GRID_H
 
@@ -23,7 +26,7 @@ int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const s
 /* Verifies path as dl_checkpoint_load does against the whole network, then
  * copies this rank's slices of the weights, state and optimizer slots, the
  * RNG states and the optimizer's step count into v.  No messages; on error
- * v is unchanged. */
+ * v is unchanged (but for a device copy failing half-way). */
 int dl_checkpoint_load_sliced(const char *path, const struct dl_run_view *v, struct dl_checkpoint_meta *meta,
                               struct dl_error *err);
 

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "backends/layout.h"
 
@@ -31,30 +32,38 @@ int dl_numerics_all_finite(const dl_real *x, long n)
 int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfinite *nf)
 {
     const struct dl_graph *g = e->g;
-    for (int i = 0; i < g->n; i++) {
+    dl_real *staging = NULL; /* on a device: each output copied out */
+    long cap = 0;
+    struct dl_error err = {0};
+    *nf = (struct dl_nonfinite){DL_NF_NONE, -1, -1, 0};
+    for (int i = 0; i < g->n && nf->where == DL_NF_NONE; i++) {
         if (!e->act[i]) /* a layer of another pipeline stage */
             continue;
         long n = dl_layout_count(e->act_layout[i], g->layers[i].out_shape) * e->batch;
-        long at = first_bad(e->act[i], n);
-        if (at >= 0) {
-            *nf = (struct dl_nonfinite){DL_NF_OUTPUT, i, at, e->act[i][at]};
-            return 1;
-        }
+        const dl_real *out = dl_exec_host_values(e, e->act[i], n, &staging, &cap, &err);
+        long at = out ? first_bad(out, n) : -1; /* a failed copy: nothing found */
+        if (at >= 0)
+            *nf = (struct dl_nonfinite){DL_NF_OUTPUT, i, at, out[at]};
     }
-    *nf = (struct dl_nonfinite){DL_NF_NONE, -1, -1, 0};
-    return 0;
+    free(staging);
+    return nf->where != DL_NF_NONE;
 }
 
 static void watch_hook(void *ctx, int layer)
 {
     struct dl_numerics_watch *w = ctx;
     struct dl_exec *e = w->e;
-    if (w->first.where == DL_NF_NONE) {
-        long lo = e->weight_begin[layer], hi = e->weight_begin[layer + 1];
-        if (!dl_numerics_all_finite(e->dweights + lo, hi - lo)) {
-            long at = first_bad(e->dweights + lo, hi - lo);
-            w->first = (struct dl_nonfinite){DL_NF_WEIGHT_GRAD, layer, at, e->dweights[lo + at]};
+    if (w->first.where == DL_NF_NONE && !e->status) {
+        long lo = e->weight_begin[layer], hi = e->weight_begin[layer + 1], cap = 0;
+        dl_real *staging = NULL; /* on a device: the layer's gradients copied out */
+        const dl_real *grad = dl_exec_host_values(e, e->dweights + lo, hi - lo, &staging, &cap, &e->err);
+        if (!grad)
+            e->status = e->err.code;
+        else if (!dl_numerics_all_finite(grad, hi - lo)) {
+            long at = first_bad(grad, hi - lo);
+            w->first = (struct dl_nonfinite){DL_NF_WEIGHT_GRAD, layer, at, grad[at]};
         }
+        free(staging);
     }
     if (w->next)
         w->next(w->next_ctx, layer);

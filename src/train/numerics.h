@@ -3,7 +3,8 @@
  * value: output of layer 'conv3'").  Forward outputs are scanned in graph
  * order right after the forward pass; weight gradients are checked layer by
  * layer as backward finishes each one (a gradient hook that chains to the
- * hook already installed, e.g. the data-parallel allreduce). */
+ * hook already installed, e.g. the data-parallel allreduce).  On a device
+ * without host memory both read copies (exec.h's dl_exec_host_values). */
 #ifndef DL_NUMERICS_H
 #define DL_NUMERICS_H
 

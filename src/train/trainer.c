@@ -419,7 +419,8 @@ static int setup(struct trainer *tr, struct dl_error *err)
     if (!rc)
         rc = init_pipeline(tr, dl_batcher_max_local(&tr->batcher), chunks, err);
     if (!rc)
-        rc = dl_optim_init(&tr->optim, &ts->optim, dl_pipeline_exec(&tr->pipe)->n_weights, err);
+        rc = dl_optim_init_on(&tr->optim, &ts->optim, dl_pipeline_exec(&tr->pipe)->n_weights,
+                              dl_exec_device(dl_pipeline_exec(&tr->pipe)), err);
     struct dl_parallel_opts po = o->parallel;
     if (chunks > 1) /* the gradients are final after the last chunk only */
         po.overlap = 0;
@@ -484,6 +485,14 @@ static void hold_for_signal(const struct trainer *tr, long global_step)
 }
 
 /* ------------------------------------------------------------ checkpoints */
+/* 1 when checkpoints move the executor's vectors by messages or device
+ * copies (checkpoint_grid.h): a grid's shards, or a device without host
+ * memory; else the file is written from and read into them in place. */
+static int through_copies(struct trainer *tr)
+{
+    return tr->sharded || !dl_exec_device(dl_pipeline_exec(&tr->pipe))->host_memory;
+}
+
 /* --resume: every rank loads the same file before the first batch (with a
  * grid, the whole tensors, keeping its slices). */
 static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
@@ -508,8 +517,8 @@ static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_err
         return DL_OK;
     }
     struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
-    rc = tr->sharded ? dl_checkpoint_load_sliced(path, &v, &tr->resume, err)
-                     : dl_checkpoint_load(path, &v, &tr->resume, err);
+    rc = through_copies(tr) ? dl_checkpoint_load_sliced(path, &v, &tr->resume, err)
+                            : dl_checkpoint_load(path, &v, &tr->resume, err);
     if (rc)
         return rc;
     if (tr->resume.seed != tr->net->train.seed)
@@ -574,8 +583,8 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
     double t0 = tr->trace ? dl_clock_now() : 0;
     int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
     if (!rc)
-        rc = tr->sharded ? dl_checkpoint_save_gathered(path, tr->comm, &v, &meta, &e)
-                         : dl_checkpoint_save(path, &v, &meta, &e);
+        rc = through_copies(tr) ? dl_checkpoint_save_gathered(path, tr->comm, &v, &meta, &e)
+                                : dl_checkpoint_save(path, &v, &meta, &e);
     dl_trace_span(tr->trace, DL_TRACE_CHECKPOINT, "checkpoint", t0);
     /* a grid's writer that failed otherwise than writing the file (out of
      * memory for the whole tensors) may have left the others' slices

@@ -56,6 +56,12 @@ static int cuda_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_e
     return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "accumulate launch");
 }
 
+static int cuda_scale(dl_real *x, long n, dl_real f, struct dl_error *err)
+{
+    cudaError_t r = (cudaError_t)dl_cuda_scale(x, n, f);
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "scale launch");
+}
+
 static int cuda_sync(struct dl_error *err)
 {
     cudaError_t r = cudaDeviceSynchronize();
@@ -105,6 +111,14 @@ static void cuda_mark_release(struct dl_device_mark *m)
     *m = (struct dl_device_mark){.seconds = -1};
 }
 
+/* The GPU dl_cuda_device_open made current, for the other threads. */
+static int opened;
+
+static void cuda_bind_thread(void)
+{
+    cudaSetDevice(opened);
+}
+
 /* "NAME, cuDNN MAJOR.MINOR.PATCH" of the current GPU: filled when a device
  * is opened, or on first use from the runtime's current device. */
 static char description[320];
@@ -129,16 +143,20 @@ static const char *cuda_describe(void)
 const struct dl_device dl_device_cuda = {
     .name = "cuda",
     .kind = DL_DEVICE_CUDA,
+    .kernels = DL_DEVICE_CUDA,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy = cuda_copy,
     .fill = cuda_fill,
     .accumulate = cuda_accumulate,
+    .scale = cuda_scale,
     .sync = cuda_sync,
     .mark_init = cuda_mark_init,
     .mark_record = cuda_mark_record,
     .mark_elapsed = cuda_mark_elapsed,
     .mark_release = cuda_mark_release,
+    .bind_thread = cuda_bind_thread,
+    .comm = "nccl",
     .describe = cuda_describe,
 };
 
@@ -181,6 +199,7 @@ int dl_cuda_device_open(int local_rank, const struct dl_device **out, struct dl_
         return dl_errorf(err, DL_ERR_SPEC, "cudaSetDevice(%d) for local rank %d failed: %s", dev, local_rank,
                          cudaGetErrorString(r));
     describe_current(dev);
+    opened = dev;
     *out = &dl_device_cuda;
     return DL_OK;
 }

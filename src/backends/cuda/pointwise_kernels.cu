@@ -61,6 +61,13 @@ static __global__ void accumulate(float *dst, const float *src, long n)
         dst[i] += src[i];
 }
 
+static __global__ void scale(float *x, long n, float f)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] = __fmul_rn(x[i], f);
+}
+
 /* The launch's error (0 when it was queued). */
 static int launched(void)
 {
@@ -94,6 +101,13 @@ extern "C" int dl_cuda_accumulate(float *dst, const float *src, long n)
 {
     if (n > 0)
         accumulate<<<blocks(n), THREADS>>>(dst, src, n);
+    return launched();
+}
+
+extern "C" int dl_cuda_scale(float *x, long n, float f)
+{
+    if (n > 0)
+        scale<<<blocks(n), THREADS>>>(x, n, f);
     return launched();
 }
 

@@ -26,6 +26,8 @@ int dl_cuda_dropout_forward(const float *x, int batch, long per, uint64_t key, l
 int dl_cuda_multiply(const float *a, const float *b, long n, float *out);
 /* dst += src element by element (the CUDA device's accumulate). */
 int dl_cuda_accumulate(float *dst, const float *src, long n);
+/* x *= f element by element (the CUDA device's scale). */
+int dl_cuda_scale(float *x, long n, float f);
 
 #ifdef __cplusplus
 }
