@@ -34,8 +34,9 @@ static void help(void)
           "                        flops, node_link, link), or the name of a shipped one\n"
           "                        (v100-25gbit, vm-2core); the options below win over it\n"
           "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
-          "  --cores-per-node C    cores of a node (default: this host's); a node's ranks times\n"
-          "                        their threads above C share the cores, and compute slows by it\n"
+          "  --cores-per-node C    cores of a node (default: this host's, or none with --flops);\n"
+          "                        a node's ranks times their threads above C share the cores,\n"
+          "                        and compute slows by it\n"
           "  --link alpha=T,bw=R   the link between nodes (e.g. alpha=5us,bw=12.5GB/s); needed\n"
           "                        when ranks span nodes\n"
           "  --node-link alpha=T,bw=R[,add=R]  the link within a node (and the speed of\n"
@@ -291,7 +292,8 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
                   struct dl_machine *m, struct dl_plan_result *r)
 {
     dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
-    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : dl_threads_node_cores());
+    /* layer times measured here run on this host's cores; a FLOP rate is a rank's own (another machine) */
+    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : c->flops > 0 ? 0 : dl_threads_node_cores());
     if (c->have_node_link) {
         m->node.alpha = c->node_alpha;
         m->node.beta = c->node_beta;
