@@ -293,7 +293,8 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
 {
     dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
     /* layer times measured here run on this host's cores; a FLOP rate is a rank's own (another machine) */
-    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : c->flops > 0 ? 0 : dl_threads_node_cores());
+    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : c->flops > 0 ? 0 : dl_threads_node_cores(),
+                           c->flops <= 0);
     if (c->have_node_link) {
         m->node.alpha = c->node_alpha;
         m->node.beta = c->node_beta;

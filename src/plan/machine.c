@@ -18,11 +18,12 @@ void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link
     }
 }
 
-void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores)
+void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores, int cpu_compute)
 {
     int on_node = N < m->ranks_per_node ? N : m->ranks_per_node;
     double demand = (double)on_node * (threads > 0 ? threads : 1);
     m->compute_scale = cores > 0 && demand > cores ? demand / cores : 1;
+    m->comm_shares_cores = cpu_compute && cores > 0 && demand + on_node > cores;
 }
 
 /* A number above 0 followed by one of the units (each with its factor); 0
