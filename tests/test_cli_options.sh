@@ -94,7 +94,7 @@ plan --net $NET --flops 1e9|--ranks 0|0
 plan --net $NET --flops 1e9|--ranks 2,x|x
 plan --net $NET --flops 1e9 --ranks 2|--ranks-per-node 0|0
 plan --net $NET --flops 1e9 --ranks 2|--link alpha=5us,bw=fast|fast
-plan --net $NET --flops 1e9 --ranks 2|--node-link alpha=5,bw=1GB/s|alpha=5
+plan --net $NET --flops 1e9 --ranks 2|--node-link alpha=5,bw=1GB/s|alpha: expected a time
 plan --net $NET --flops 1e9 --ranks 2|--memory-per-rank 1X|1X
 plan --net $NET --ranks 2|--flops 0|0
 plan --net $NET --flops 1e9 --ranks 2|--top 0|0

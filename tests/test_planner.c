@@ -450,15 +450,21 @@ static void ranks_sharing_cores(void **state)
     (void)state;
     struct dl_machine m;
     machine(&m, 4);
-    dl_machine_share_cores(&m, 4, 1, 2);
+    dl_machine_share_cores(&m, 4, 1, 2, 0);
     assert_true(m.compute_scale == 2);
-    dl_machine_share_cores(&m, 2, 1, 2);
+    dl_machine_share_cores(&m, 2, 1, 2, 0);
     assert_true(m.compute_scale == 1);
-    dl_machine_share_cores(&m, 4, 3, 8); /* 12 threads on 8 cores */
+    dl_machine_share_cores(&m, 4, 3, 8, 0); /* 12 threads on 8 cores */
     assert_true(m.compute_scale == 1.5);
     m.ranks_per_node = 2;
-    dl_machine_share_cores(&m, 64, 1, 2); /* 2 of the 64 on each node */
-    assert_true(m.compute_scale == 1);
+    dl_machine_share_cores(&m, 64, 1, 2, 0); /* 2 of the 64 on each node */
+    assert_true(m.compute_scale == 1 && !m.comm_shares_cores);
+    dl_machine_share_cores(&m, 64, 1, 2, 1); /* and their communication threads: 4 on 2 cores */
+    assert_true(m.compute_scale == 1 && m.comm_shares_cores);
+    dl_machine_share_cores(&m, 64, 1, 4, 1);
+    assert_true(!m.comm_shares_cores);
+    dl_machine_share_cores(&m, 64, 1, 0, 1); /* cores unknown */
+    assert_true(!m.comm_shares_cores);
     struct dl_net net;
     load(&net);
     const struct dl_graph *g = &net.graph;
@@ -470,11 +476,25 @@ static void ranks_sharing_cores(void **state)
     struct dl_plan_layout tp2 = {.dims = {1, 2, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n}};
     struct dl_layout_prediction alone, shared;
     assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &alone, NULL), DL_OK);
-    dl_machine_share_cores(&m, 2, 2, 2);
+    dl_machine_share_cores(&m, 2, 2, 2, 0);
     assert_true(m.compute_scale == 2);
     assert_int_equal(dl_layout_predict(g, &t, &v, &m, &tp2, 32, &shared, NULL), DL_OK);
     assert_true(alone.tp_s > 0 && fabs(shared.tp_s - alone.tp_s) <= 1e-15);
     assert_true(fabs((shared.step_s - shared.tp_s) - 2 * (alone.step_s - alone.tp_s)) <= 1e-12 * shared.step_s);
+    dl_tp_view_free(&v);
+    /* dp = 2 in buckets of 64 floats: partly hidden behind backward, unless
+     * the communication threads share the cores with compute */
+    machine(&m, 2);
+    m.node.beta = 1e-7; /* slow enough to outlast the backward of a bucket */
+    assert_int_equal(dl_tp_view_make(g, 1, 2, &m, &v, NULL), DL_OK);
+    struct dl_plan_layout dp2 = {.dims = {2, 1, 1}, .chunks = 1, .schedule = DL_SCHED_GPIPE, .first = {0, g->n},
+                                 .bucket_bytes = 64 * 4};
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &dp2, 32, &alone, NULL), DL_OK);
+    assert_true(alone.dp_exposed_s > 0 && alone.dp_exposed_s < alone.dp_s);
+    m.comm_shares_cores = 1;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &dp2, 32, &shared, NULL), DL_OK);
+    assert_true(fabs(shared.dp_exposed_s - shared.dp_s) <= 1e-15);
+    assert_true(fabs(shared.step_s - shared.makespan_s - shared.dp_s) <= 1e-12 * shared.step_s);
     dl_tp_view_free(&v);
     dl_layer_times_free(&t);
     dl_net_free(&net);
@@ -654,6 +674,21 @@ static void link_parses(void **state)
     assert_true(fabs(g - 0.5e-9) < 1e-24);
     assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,add=2GB/s", &a, &b, &g, &err), DL_ERR_SPEC);
     assert_non_null(strstr(err.msg, "--node-link"));
+    /* the value parsers the machine file shares (plan/machine_file.c) */
+    assert_int_equal(dl_machine_parse_time("x", "250ns", &a, &err), DL_OK);
+    assert_true(fabs(a - 250e-9) < 1e-21);
+    assert_int_equal(dl_machine_parse_rate("x", "0.8Gbit/s", &a, &err), DL_OK);
+    assert_true(fabs(a - 1e8) < 1e-6);
+    static const char *const bad_times[] = {"0us", "5", "5 us", "-1ms", "5min", ""};
+    for (size_t i = 0; i < sizeof bad_times / sizeof *bad_times; i++) {
+        assert_int_equal(dl_machine_parse_time("machine.link.alpha", bad_times[i], &a, &err), DL_ERR_SPEC);
+        assert_non_null(strstr(err.msg, "machine.link.alpha: expected a time above 0"));
+    }
+    static const char *const bad_rates[] = {"0GB/s", "1GB", "1GiB/s", "-1MB/s", "1e400B/s", "GB/s"};
+    for (size_t i = 0; i < sizeof bad_rates / sizeof *bad_rates; i++) {
+        assert_int_equal(dl_machine_parse_rate("machine.link.bw", bad_rates[i], &a, &err), DL_ERR_SPEC);
+        assert_non_null(strstr(err.msg, "machine.link.bw: expected a rate above 0"));
+    }
 }
 
 /* The consistency models on nodes of 2 ranks with a slow link, by hand:

@@ -19,7 +19,7 @@
 . "$top_srcdir/tests/tap.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 38
+tap_plan 40
 . "$top_srcdir/tests/grid_runs.sh"
 
 # ---------------------------------------------------------------- class-split loss
@@ -142,3 +142,20 @@ expect_status 2 "split: batch on the loss" -- mpirun --oversubscribe -np 2 $DLTR
     --net "$T/batch-loss.yaml" --threads 1 --quiet --parallel model
 expect_output "layer 'loss' \(softmax_cross_entropy\), split batch: a loss reads the whole batch" \
     "the message names the loss and the rule"
+
+# --trace names every kind of tensor-parallel step: the bands and halos of
+# a height split and the shares of a batch split (each kind once had no
+# name, and writing the trace read past the table of names).
+for kind in height batch; do
+    case $kind in
+    height) want="tp allgather rows|tp halo rows" ;;
+    batch) want="tp allgather samples|tp slice samples" ;;
+    esac
+    mpirun --oversubscribe -np 2 $DLTRAIN --net "$T/$kind.yaml" --threads 1 --quiet --parallel model --max-steps 3 \
+        --trace "$T/$kind-trace.json" > "$T/$kind-trace.txt" 2>&1
+    ok=$?
+    for name in $(echo "$want" | tr ' |' '_ '); do
+        grep -q "\"name\":\"$(echo "$name" | tr _ ' ')\"" "$T/$kind-trace.json" || ok=1
+    done
+    tap_result $ok "--trace of split: $kind on tp=2 is written and names its steps ($want)"
+done

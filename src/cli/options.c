@@ -164,10 +164,7 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
     return dl_errorf(err, DL_ERR_INTERNAL, "unhandled option %d", code);
 }
 
-/* --net NAME or NAME.yaml, without a slash, that is not a file here: the
- * shipped network nets/NAME.yaml under $DLTRAIN_DATADIR, the installed data
- * folder, or the current folder (a source tree). */
-static const char *resolve_net(const char *path, char *buf, size_t size)
+const char *dl_shipped_file(const char *path, const char *folder, char *buf, size_t size)
 {
     if (strchr(path, '/') || access(path, F_OK) == 0)
         return path;
@@ -177,7 +174,7 @@ static const char *resolve_net(const char *path, char *buf, size_t size)
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         if (!dirs[i] || !*dirs[i])
             continue;
-        snprintf(buf, size, "%s/nets/%s%s", dirs[i], path, ext);
+        snprintf(buf, size, "%s/%s/%s%s", dirs[i], folder, path, ext);
         if (access(buf, R_OK) == 0)
             return buf;
     }
@@ -221,7 +218,7 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
         return 2;
     }
     char installed[1200];
-    int rc = dl_net_load(resolve_net(o->net_path, installed, sizeof installed), net, &err);
+    int rc = dl_net_load(dl_shipped_file(o->net_path, "nets", installed, sizeof installed), net, &err);
     /* --dataset first: it sets the dataset's own folder, which --data overrides. */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; !rc && i < o->n; i++)

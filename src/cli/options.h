@@ -78,6 +78,13 @@ void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out);
  * Freed by the caller; DL_ERR_NOMEM. */
 int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, struct dl_error *err);
 
+/* A shipped file for PATH that names none here: NAME or NAME.yaml,
+ * without a slash, that is not a file here is folder/NAME.yaml (folder
+ * "nets", "machines") under $DLTRAIN_DATADIR, the installed data folder or
+ * the current folder (a source tree), written to buf, when it is there;
+ * else path itself. */
+const char *dl_shipped_file(const char *path, const char *folder, char *buf, size_t size);
+
 /* Prints "PROG: message" when rc (the status of a core/parse.h parser or of
  * another function that fills err) is an error; returns 1 then, else 0. */
 int dl_option_refused(const char *prog, int rc, const struct dl_error *err);

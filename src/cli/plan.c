@@ -16,6 +16,7 @@
 #include "core/parse.h"
 #include "core/threads.h"
 #include "plan/consistency_cost.h"
+#include "plan/machine_file.h"
 #include "plan/search.h"
 
 #define MAX_COUNTS 16
@@ -23,14 +24,19 @@
 
 static void help(void)
 {
-    fputs("Usage: dltrain plan --net FILE --ranks N[,N2,...] [options]\n"
+    fputs("Usage: dltrain plan --net FILE {--ranks N[,N2,...] | --machine FILE} [options]\n"
           "Predicts the step time and memory per rank of every layout of the network on N ranks\n"
           "(grid dp x tp x pp, stage cuts, pipeline schedule and chunks) and prints the best few,\n"
           "why the other grids lost, and for several rank counts the predicted weak scaling.\n\n"
-          "  --ranks N[,N2,...]    rank counts (the first gets the full table)\n"
+          "  --ranks N[,N2,...]    rank counts (the first gets the full table; default with\n"
+          "                        --machine: its nodes x ranks per node)\n"
+          "  --machine FILE        the machine as a YAML file (nodes, ranks and cores per node,\n"
+          "                        flops, node_link, link), or the name of a shipped one\n"
+          "                        (v100-25gbit, vm-2core); the options below win over it\n"
           "  --ranks-per-node K    ranks per node (default: every rank on one node)\n"
-          "  --cores-per-node C    cores of a node (default: this host's); a node's ranks times\n"
-          "                        their threads above C share the cores, and compute slows by it\n"
+          "  --cores-per-node C    cores of a node (default: this host's, or none with --flops);\n"
+          "                        a node's ranks times their threads above C share the cores,\n"
+          "                        and compute slows by it\n"
           "  --link alpha=T,bw=R   the link between nodes (e.g. alpha=5us,bw=12.5GB/s); needed\n"
           "                        when ranks span nodes\n"
           "  --node-link alpha=T,bw=R[,add=R]  the link within a node (and the speed of\n"
@@ -51,7 +57,7 @@ static void help(void)
 }
 
 enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON,
-       OPT_COMPARE, OPT_CORES };
+       OPT_COMPARE, OPT_CORES, OPT_MACHINE };
 
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
@@ -66,6 +72,9 @@ struct plan_command {
     struct dl_parallel_opts models[MAX_MODELS]; /* --compare-consistency */
     char model_names[MAX_MODELS][48];
     int n_models;
+    const char *machine_path;   /* --machine FILE (or machine_found), or NULL */
+    char machine_found[4096];   /* the shipped machines/NAME.yaml of --machine NAME */
+    struct dl_machine_file machine;
 };
 
 static int parse_counts(const char *text, struct plan_command *c, struct dl_error *err)
@@ -283,16 +292,18 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
                   struct dl_machine *m, struct dl_plan_result *r)
 {
     dl_machine_init(m, c->per_node ? c->per_node : N, c->link_alpha, c->link_beta);
-    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : dl_threads_node_cores());
+    /* layer times measured here run on this host's cores; a FLOP rate is a rank's own (another machine) */
+    dl_machine_share_cores(m, N, c->threads, c->cores ? c->cores : c->flops > 0 ? 0 : dl_threads_node_cores(),
+                           c->flops <= 0);
     if (c->have_node_link) {
         m->node.alpha = c->node_alpha;
         m->node.beta = c->node_beta;
         m->node.beta_pair = m->node.beta_small = m->node.beta_oneway = m->node.beta_large = 0;
-        m->node_source = "--node-link, adding at this host's speed";
+        m->node_source = "alpha and bw given, adding at this host's speed";
         if (c->node_gamma > 0) {
             m->node.gamma = c->node_gamma;
             m->node.gamma_one = m->node.gamma_small = m->node.gamma_large = 0;
-            m->node_source = "--node-link";
+            m->node_source = "alpha, bw and add given";
         }
     }
     if (N > m->ranks_per_node && !c->have_link) {
@@ -410,6 +421,44 @@ static int scaling(const struct dl_net *net, const struct dl_layer_times *t, con
     return 0;
 }
 
+/* --machine FILE: its values where no option gave one; without --ranks,
+ * every rank of the machine.  Non-zero (printed) on a bad file or a rank
+ * count above the machine's. */
+static int take_machine_file(struct plan_command *c)
+{
+    struct dl_error err = {0};
+    const struct dl_machine_file *f = &c->machine;
+    c->machine_path = dl_shipped_file(c->machine_path, "machines", c->machine_found, sizeof c->machine_found);
+    if (dl_machine_file_load(c->machine_path, &c->machine, &err)) {
+        fprintf(stderr, "dltrain plan: --machine: %s\n", err.msg);
+        return 2;
+    }
+    c->per_node = c->per_node ? c->per_node : f->ranks_per_node;
+    c->cores = c->cores ? c->cores : f->cores_per_node;
+    c->flops = c->flops > 0 ? c->flops : f->flops;
+    if (!c->have_link && f->have_link) {
+        c->have_link = 1;
+        c->link_alpha = f->link_alpha;
+        c->link_beta = f->link_beta;
+    }
+    if (!c->have_node_link && f->have_node_link) {
+        c->have_node_link = 1;
+        c->node_alpha = f->node_alpha;
+        c->node_beta = f->node_beta;
+    }
+    c->node_gamma = c->node_gamma > 0 ? c->node_gamma : f->node_gamma; /* add= as each value */
+    long long ranks = (long long)f->nodes * c->per_node;
+    if (!c->n_counts && ranks <= DL_MACHINE_MAX_RANKS)
+        c->counts[c->n_counts++] = (int)ranks;
+    for (int k = 0; k < c->n_counts; k++)
+        if (c->counts[k] > ranks) {
+            fprintf(stderr, "dltrain plan: --ranks %d: the machine of %s has %lld ranks (%d nodes x %d per node)\n",
+                    c->counts[k], c->machine_path, ranks, f->nodes, c->per_node);
+            return 2;
+        }
+    return 0;
+}
+
 static int run(const struct dl_net *net, struct dl_net_options *no, struct plan_command *c)
 {
     const struct dl_graph *g = &net->graph;
@@ -454,9 +503,11 @@ static int run(const struct dl_net *net, struct dl_net_options *no, struct plan_
         printf(",\n");
         json_layouts(g, &r);
     } else {
-        printf("plan for %s on %d ranks (%d per node; within a node: %s; between nodes: %s), mini-batch %d\n%s "
-               "with %d thread%s per rank", net->name, N, m.ranks_per_node, m.node_source, link, batch, summary,
-               c->threads, c->threads > 1 ? "s" : "");
+        printf("plan for %s on %d ranks (", net->name, N);
+        if (c->machine_path)
+            printf("machine %s%s%s: ", c->machine.name, *c->machine.name ? " of " : "", c->machine_path);
+        printf("%d per node; within a node: %s; between nodes: %s), mini-batch %d\n%s with %d thread%s per rank",
+               m.ranks_per_node, m.node_source, link, batch, summary, c->threads, c->threads > 1 ? "s" : "");
         if (m.compute_scale > 1)
             printf("; a node's ranks share its cores: compute %.3gx slower", m.compute_scale);
         printf("\n");
@@ -497,7 +548,7 @@ int dl_cli_plan(int argc, char **argv)
         {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
         {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
         {"json", no_argument, 0, OPT_JSON}, {"compare-consistency", required_argument, 0, OPT_COMPARE},
-        {0, 0, 0, 0}};
+        {"machine", required_argument, 0, OPT_MACHINE}, {0, 0, 0, 0}};
     struct plan_command c = {.top = 5};
     struct dl_net_options net_options;
     dl_net_options_init(&net_options);
@@ -513,12 +564,12 @@ int dl_cli_plan(int argc, char **argv)
         switch (opt) {
         case OPT_RANKS: bad = dl_option_refused("dltrain plan", parse_counts(optarg, &c, &err), &err); break;
         case OPT_PER_NODE:
-            bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, 1 << 20, &c.per_node,
-                                                                 &err), &err);
+            bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, DL_MACHINE_MAX_RANKS,
+                                                                 &c.per_node, &err), &err);
             break;
         case OPT_CORES:
-            bad = dl_option_refused("dltrain plan", dl_parse_int("--cores-per-node", optarg, 1, 1 << 20, &c.cores,
-                                                                 &err), &err);
+            bad = dl_option_refused("dltrain plan", dl_parse_int("--cores-per-node", optarg, 1, DL_MACHINE_MAX_RANKS,
+                                                                 &c.cores, &err), &err);
             break;
         case OPT_LINK:
             bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--link", optarg, &c.link_alpha, &c.link_beta, NULL, &err),
@@ -536,12 +587,14 @@ int dl_cli_plan(int argc, char **argv)
                                                                    &c.memory, &err), &err);
             break;
         case OPT_FLOPS:
-            bad = dl_option_refused("dltrain plan", dl_parse_double("--flops", optarg, 1, 1e20, &c.flops, &err), &err);
+            bad = dl_option_refused("dltrain plan", dl_parse_double("--flops", optarg, DL_MACHINE_MIN_FLOPS,
+                                                                    DL_MACHINE_MAX_FLOPS, &c.flops, &err), &err);
             break;
         case OPT_NO_DB: c.no_db = 1; break;
         case OPT_TOP: bad = dl_option_refused("dltrain plan", dl_parse_int("--top", optarg, 1, 1000, &c.top, &err), &err); break;
         case OPT_JSON: c.json = 1; break;
         case OPT_COMPARE: bad = dl_option_refused("dltrain plan", parse_models(optarg, &c, &err), &err); break;
+        case OPT_MACHINE: c.machine_path = optarg; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain plan"); return 0;
         default: fprintf(stderr, "Try 'dltrain plan --help'.\n"); return 2;
@@ -553,8 +606,10 @@ int dl_cli_plan(int argc, char **argv)
         fprintf(stderr, "dltrain plan: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if (c.machine_path && take_machine_file(&c))
+        return 2;
     if (!c.n_counts) {
-        fprintf(stderr, "dltrain plan: --ranks N is required\n");
+        fprintf(stderr, "dltrain plan: --ranks N (or --machine FILE) is required\n");
         return 2;
     }
     struct dl_net net;

@@ -77,7 +77,7 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
     }
     struct dl_machine m;
     dl_machine_init(&m, N, 0, 0);
-    dl_machine_share_cores(&m, dl_threads_local_ranks(), dl_threads_get(), dl_threads_node_cores());
+    dl_machine_share_cores(&m, dl_threads_local_ranks(), dl_threads_get(), dl_threads_node_cores(), flop_rate <= 0);
     struct dl_tensor_times_request measure = {.batch = batch, .ranks = N, .eo = &eo};
     struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = batch, .eo = &eo,
                                   .tensor_times = flop_rate > 0 ? NULL : dl_layer_times_tensor_hook,

@@ -17,17 +17,24 @@ static void comm_names(const struct dl_exec_impl *m, struct dl_exec_step *s)
     int src_grad = s->src >= 0 && m->tensors[s->src].needs_grad;
     switch (s->kind) {
     case DL_STEP_TP: {
-        static const char *const fwd[] = {[DL_TP_IN_AS_IS] = NULL, [DL_TP_IN_SLICE] = "tp slice",
-                                          [DL_TP_IN_GATHER] = "tp allgather"};
+        /* every kind of plan/shard.h's enum dl_tp_in, forward and backward */
+        static const char *const fwd[] = {
+            [DL_TP_IN_AS_IS] = NULL, [DL_TP_IN_SLICE] = "tp slice", [DL_TP_IN_GATHER] = "tp allgather",
+            [DL_TP_IN_SLICE_ROWS] = "tp slice rows", [DL_TP_IN_GATHER_ROWS] = "tp allgather rows",
+            [DL_TP_IN_HALO] = "tp halo rows", [DL_TP_IN_GATHER_BATCH] = "tp allgather samples",
+            [DL_TP_IN_SLICE_BATCH] = "tp slice samples"};
+        static const char *const bwd[] = {
+            [DL_TP_IN_AS_IS] = "tp allreduce gradient", [DL_TP_IN_SLICE] = "tp allgather gradient",
+            [DL_TP_IN_GATHER] = "tp slice gradient", [DL_TP_IN_SLICE_ROWS] = "tp allgather rows gradient",
+            [DL_TP_IN_GATHER_ROWS] = "tp slice rows gradient", [DL_TP_IN_HALO] = "tp halo rows gradient",
+            [DL_TP_IN_GATHER_BATCH] = "tp slice samples gradient",
+            [DL_TP_IN_SLICE_BATCH] = "tp allgather samples gradient"};
+        _Static_assert(sizeof fwd / sizeof *fwd == DL_TP_IN_SLICE_BATCH + 1 && sizeof bwd == sizeof fwd,
+                       "a name for every tensor-parallel input kind");
         s->trace_name[0] = fwd[s->tp_in];
         if (!src_grad)
             break;
-        if (s->tp_in == DL_TP_IN_SLICE)
-            s->trace_name[1] = "tp allgather gradient";
-        else if (s->tp_in == DL_TP_IN_GATHER)
-            s->trace_name[1] = s->tp_sum_grad ? "tp reduce-scatter gradient" : "tp slice gradient";
-        else
-            s->trace_name[1] = "tp allreduce gradient";
+        s->trace_name[1] = s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad ? "tp reduce-scatter gradient" : bwd[s->tp_in];
         break;
     }
     case DL_STEP_ALLREDUCE:

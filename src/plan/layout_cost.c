@@ -325,7 +325,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
             crosses |= !dl_machine_same_node(m, (long)s * T * D, r);
         crosses = crosses && D > 1;
         double a = dl_machine_allreduce(m, D, crosses, bytes), e = a;
-        if (layer_bwd) {
+        if (layer_bwd && !m->comm_shares_cores) {
             double unused = 0;
             for (int i = l->first[s]; i < l->first[s + 1]; i++)
                 layer_bwd[i] = layer_pass(t, v, m, i, 1, b, &unused);

@@ -28,7 +28,8 @@ endif
 # The planner (doc/planner.md): a layout's predicted step time and memory
 # per rank, the stage cuts and the search over layouts (it runs the
 # schedule simulator and the executor's memory planner: library only).
-libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h src/plan/layout_cost.c src/plan/layout_cost.h \
+libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h \
+	src/plan/machine_file.c src/plan/machine_file.h src/plan/layout_cost.c src/plan/layout_cost.h \
 	src/plan/layout_memory.c src/plan/layout_memory.h src/plan/cuts.c src/plan/cuts.h \
 	src/plan/search.c src/plan/search.h src/plan/consistency_cost.c src/plan/consistency_cost.h \
 	src/plan/split_choice.c src/plan/split_choice.h
@@ -36,3 +37,6 @@ libdltrain_a_SOURCES += src/plan/machine.c src/plan/machine.h src/plan/layout_co
 # `dltrain plan` and `--parallel auto` end to end (tests/test_plan_cli.sh).
 TESTS += tests/test_plan_cli.sh
 EXTRA_DIST += tests/test_plan_cli.sh
+# `dltrain plan --machine FILE` against the options (tests/test_machine_file.sh).
+TESTS += tests/test_machine_file.sh
+EXTRA_DIST += tests/test_machine_file.sh

@@ -18,15 +18,16 @@ void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link
     }
 }
 
-void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores)
+void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores, int cpu_compute)
 {
     int on_node = N < m->ranks_per_node ? N : m->ranks_per_node;
     double demand = (double)on_node * (threads > 0 ? threads : 1);
     m->compute_scale = cores > 0 && demand > cores ? demand / cores : 1;
+    m->comm_shares_cores = cpu_compute && cores > 0 && demand + on_node > cores;
 }
 
-/* A number followed by one of the units (each with its factor); 0 when the
- * text is not exactly that. */
+/* A number above 0 followed by one of the units (each with its factor); 0
+ * when the text is not exactly that. */
 static int number_with_unit(const char *text, const char *const *units, const double *factor, double *out)
 {
     char *end;
@@ -41,28 +42,55 @@ static int number_with_unit(const char *text, const char *const *units, const do
     return 0;
 }
 
+int dl_machine_parse_time(const char *what, const char *text, double *seconds, struct dl_error *err)
+{
+    static const char *const units[] = {"s", "ms", "us", "ns", NULL};
+    static const double factor[] = {1, 1e-3, 1e-6, 1e-9};
+    if (number_with_unit(text, units, factor, seconds))
+        return DL_OK;
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected a time above 0 with its unit (s, ms, us, ns) such as 5us, "
+                     "found '%s'", what, text);
+}
+
+int dl_machine_parse_rate(const char *what, const char *text, double *bytes_per_s, struct dl_error *err)
+{
+    static const char *const units[] = {"B/s", "KB/s", "MB/s", "GB/s", "Gbit/s", NULL};
+    static const double factor[] = {1, 1e3, 1e6, 1e9, 1e9 / 8};
+    if (number_with_unit(text, units, factor, bytes_per_s))
+        return DL_OK;
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected a rate above 0 with its unit (B/s, KB/s, MB/s, GB/s, "
+                     "Gbit/s) such as 12.5GB/s, found '%s'", what, text);
+}
+
 int dl_machine_parse_link(const char *opt, const char *text, double *alpha, double *beta, double *gamma,
                           struct dl_error *err)
 {
-    static const char *const time_units[] = {"s", "ms", "us", "ns", NULL};
-    static const double time_factor[] = {1, 1e-3, 1e-6, 1e-9};
-    static const char *const bw_units[] = {"B/s", "KB/s", "MB/s", "GB/s", "Gbit/s", NULL};
-    static const double bw_factor[] = {1, 1e3, 1e6, 1e9, 1e9 / 8};
     char copy[256];
     if (strlen(text) >= sizeof copy)
         return dl_errorf(err, DL_ERR_SPEC, "%s: value too long", opt);
     strcpy(copy, text);
     double a = -1, bw = -1, add = -1;
     for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        if (strncmp(item, "alpha=", 6) == 0 && a < 0 && number_with_unit(item + 6, time_units, time_factor, &a))
-            continue;
-        if (strncmp(item, "bw=", 3) == 0 && bw < 0 && number_with_unit(item + 3, bw_units, bw_factor, &bw))
-            continue;
-        if (gamma && strncmp(item, "add=", 4) == 0 && add < 0 && number_with_unit(item + 4, bw_units, bw_factor, &add))
-            continue;
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected alpha=TIME (s, ms, us, ns) and bw=RATE (B/s, KB/s, MB/s, "
-                         "GB/s, Gbit/s)%s, each once, e.g. alpha=5us,bw=12.5GB/s; found '%s' in '%s'", opt,
-                         gamma ? " and optionally add=RATE" : "", item, text);
+        char *eq = strchr(item, '=');
+        double *slot = NULL;
+        if (eq) {
+            *eq = 0;
+            slot = !strcmp(item, "alpha") ? &a : !strcmp(item, "bw") ? &bw
+                 : gamma && !strcmp(item, "add") ? &add : NULL;
+        }
+        if (!slot || *slot >= 0) {
+            if (eq)
+                *eq = '=';
+            return dl_errorf(err, DL_ERR_SPEC, "%s: expected alpha=TIME (s, ms, us, ns) and bw=RATE (B/s, KB/s, "
+                             "MB/s, GB/s, Gbit/s)%s, each once, e.g. alpha=5us,bw=12.5GB/s; found '%s' in '%s'", opt,
+                             gamma ? " and optionally add=RATE" : "", item, text);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", opt, item);
+        int rc = slot == &a ? dl_machine_parse_time(what, eq + 1, slot, err)
+                            : dl_machine_parse_rate(what, eq + 1, slot, err);
+        if (rc)
+            return rc;
     }
     if (a < 0 || bw < 0)
         return dl_errorf(err, DL_ERR_SPEC, "%s: expected both alpha= and bw=, found '%s'", opt, text);

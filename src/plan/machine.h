@@ -21,6 +21,10 @@ struct dl_machine {
      * their threads over its cores, when they exceed them (ranks sharing
      * cores, as 4 ranks on 2 cores under mpirun --oversubscribe). */
     double compute_scale;
+    /* 1: compute runs on the node's cores and leaves none to a rank's
+     * communication thread, so the data-parallel allreduce (copies and
+     * sums on those cores) is not hidden behind backward but adds to it. */
+    int comm_shares_cores;
 };
 
 /* A machine of nodes of K ranks, the node's parameters read from this
@@ -31,15 +35,25 @@ struct dl_machine {
 void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link_beta);
 
 /* Sets m->compute_scale for N ranks (at most ranks_per_node of them on a
- * node) of `threads` threads each on nodes of `cores` cores. */
-void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores);
+ * node) of `threads` threads each on nodes of `cores` cores (0: unknown,
+ * nothing shared), and m->comm_shares_cores when cpu_compute (the layer
+ * times are this host's cores' work) and the ranks' threads plus one
+ * communication thread each exceed the cores. */
+void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores, int cpu_compute);
+
+/* The values of a link, one grammar for the options and the machine file
+ * (plan/machine_file.h): a time above 0 with its unit s, ms, us or ns
+ * ("5us"), and a rate above 0 in bytes per second with its unit B/s, KB/s,
+ * MB/s, GB/s (powers of 1000) or Gbit/s ("12.5GB/s").  Errors (DL_ERR_SPEC)
+ * name `what` and quote the text. */
+int dl_machine_parse_time(const char *what, const char *text, double *seconds, struct dl_error *err);
+int dl_machine_parse_rate(const char *what, const char *text, double *bytes_per_s, struct dl_error *err);
 
 /* Parses a link (opt: "--link" or "--node-link", for messages) such as
- * "alpha=5us,bw=12.5GB/s": alpha a time with unit s, ms, us or ns; bw
- * bytes per second with unit B/s, KB/s, MB/s, GB/s (powers of 1000) or
- * Gbit/s; both required, each once.  With gamma not NULL an optional
- * add=RATE (same units: bytes reduced per second) sets *gamma = 1/RATE
- * (left unchanged without it).  Errors (DL_ERR_SPEC) name opt. */
+ * "alpha=5us,bw=12.5GB/s": alpha a time, bw a rate (as above); both
+ * required, each once.  With gamma not NULL an optional add=RATE (bytes
+ * reduced per second) sets *gamma = 1/RATE (left unchanged without it).
+ * Errors (DL_ERR_SPEC) name opt. */
 int dl_machine_parse_link(const char *opt, const char *text, double *alpha, double *beta, double *gamma,
                           struct dl_error *err);
 
