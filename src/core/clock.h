@@ -9,8 +9,12 @@
  * between two readings mean anything. */
 double dl_clock_now(void);
 
-/* Sleeps at least seconds (nothing for seconds <= 0), to a deadline on the
- * same clock, so that a signal handled on the way does not shorten it. */
+/* Waits at least seconds (nothing for seconds <= 0), to a deadline on the
+ * same clock, so that a signal handled on the way does not shorten it:
+ * asleep until 300 us before it, then reading the clock until it (the core
+ * stays busy, as an MPI wait's polling does), so that short waits
+ * (--comm-emulate's latencies) last what they say rather than a timer's
+ * wake-up delay. */
 void dl_clock_sleep(double seconds);
 
 /* Sorts t[0..n) ascending in place and returns t[n / 2] (n > 0). */
