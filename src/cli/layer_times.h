@@ -51,7 +51,8 @@ int dl_layer_times_from_db(const struct dl_graph *g, int batch, const char *db_p
                            struct dl_error *err);
 
 /* The median seconds per parameter of `steps` updates (after one) by
- * optimizer spec of a vector of n parameters (on the host). */
+ * optimizer spec of a vector of n parameters (on the host), each after
+ * zeroing the gradients as a training step does. */
 int dl_layer_times_optimizer(const struct dl_optim_spec *spec, long n, int steps, double *per_param,
                              struct dl_error *err);
 
