@@ -28,47 +28,64 @@ static int pipeline_tag(const struct dl_exec *e, const struct dl_exec_step *s, i
     return dl_tag_pipeline(e->chunk, s->edge, e->shard->n_edges, grad);
 }
 
-/* [T][N][B] (a collective's rank order, B values per sample and rank) to
- * [N][T][B] (the whole tensor's sample order), added when acc. */
-static void ranks_to_samples(const dl_real *byrank, dl_real *whole, int N, long B, int T, int acc)
+/* Where a tensor-parallel step's buffers are: NULL, host memory (the
+ * host's, or a device's host mirrors, staging.c); else that device's
+ * memory, which only its copy and accumulate touch (in place, over the
+ * tensor group's communicator of device buffers).  dst[0..n) = src, or
+ * += src when acc: the same sums either way, so both give the same bits. */
+static void move_block(struct dl_exec *e, const struct dl_device *dev, dl_real *dst, const dl_real *src, long n,
+                       int acc)
 {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        for (int t = 0; t < T; t++) {
-            const dl_real *src = byrank + ((long)t * N + n) * B;
-            dl_real *dst = whole + ((long)n * T + t) * B;
-            for (long i = 0; i < B; i++)
-                dst[i] = acc ? dst[i] + src[i] : src[i];
-        }
+    if (dst == src && !acc)
+        return;
+    if (!dev) {
+        for (long i = 0; i < n; i++)
+            dst[i] = acc ? dst[i] + src[i] : src[i];
+        return;
+    }
+    int rc = acc ? dev->accumulate(dst, src, n, &e->err)
+                 : dev->copy(dst, src, sizeof *dst * (size_t)n, DL_COPY_WITHIN, &e->err);
+    if (rc && !e->status)
+        e->status = rc;
 }
 
-static void samples_to_ranks(const dl_real *whole, dl_real *byrank, int N, long B, int T)
+/* [T][N][B] (a collective's rank order, B values per sample and rank) to
+ * [N][T][B] (the whole tensor's sample order), added when acc.  On the
+ * device one block at a time, in order (its calls are not thread-safe
+ * for errors). */
+static void ranks_to_samples(struct dl_exec *e, const struct dl_device *dev, const dl_real *byrank, dl_real *whole,
+                             int N, long B, int T, int acc)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (!dev)
     for (int n = 0; n < N; n++)
         for (int t = 0; t < T; t++)
-            memcpy(byrank + ((long)t * N + n) * B, whole + ((long)n * T + t) * B, sizeof *byrank * (size_t)B);
+            move_block(e, dev, whole + ((long)n * T + t) * B, byrank + ((long)t * N + n) * B, B, acc);
 }
 
-/* Block t of whole ([N][T][B]) into block ([N][B]), or added back into it. */
-static void block_of(dl_real *whole, dl_real *block, int N, long B, int T, int t, int into_whole, int acc)
+static void samples_to_ranks(struct dl_exec *e, const struct dl_device *dev, const dl_real *whole, dl_real *byrank,
+                             int N, long B, int T)
 {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        dl_real *w = whole + ((long)n * T + t) * B, *b = block + (long)n * B;
-        for (long i = 0; i < B; i++) {
-            if (!into_whole)
-                b[i] = acc ? b[i] + w[i] : w[i];
-            else
-                w[i] = acc ? w[i] + b[i] : b[i];
-        }
-    }
+    #pragma omp parallel for schedule(static) if (!dev)
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++)
+            move_block(e, dev, byrank + ((long)t * N + n) * B, whole + ((long)n * T + t) * B, B, 0);
 }
 
-static void add_into(dl_real *dst, const dl_real *src, long n, int acc)
+/* Block t of whole ([N][T][B]) into block ([N][B]), added when acc. */
+static void block_of(struct dl_exec *e, const struct dl_device *dev, const dl_real *whole, dl_real *block, int N,
+                     long B, int T, int t, int acc)
 {
-    if (!acc) {
-        memcpy(dst, src, sizeof *dst * (size_t)n);
+    #pragma omp parallel for schedule(static) if (!dev)
+    for (int n = 0; n < N; n++)
+        move_block(e, dev, block + (long)n * B, whole + ((long)n * T + t) * B, B, acc);
+}
+
+/* The host's one loop over the whole buffer, or the device's one call. */
+static void add_into(struct dl_exec *e, const struct dl_device *dev, dl_real *dst, const dl_real *src, long n,
+                     int acc)
+{
+    if (dev || !acc || dst == src) {
+        move_block(e, dev, dst, src, n, acc);
         return;
     }
     #pragma omp parallel for simd schedule(static)
@@ -76,24 +93,62 @@ static void add_into(dl_real *dst, const dl_real *src, long n, int acc)
         dst[i] += src[i];
 }
 
+/* A collective's buffers on dev are final: the device's queued kernels
+ * and copies have finished (a communicator of device buffers runs on a
+ * stream of its own, which does not follow them; its collectives return
+ * when they are done).  NULL: host memory, nothing to wait for. */
+static int settled(const struct dl_device *dev, struct dl_error *err)
+{
+    return dev ? dev->sync(err) : DL_OK;
+}
+
+static int gather_all(struct dl_comm *c, const struct dl_device *dev, const void *send, void *recv, size_t bytes,
+                      struct dl_error *err)
+{
+    int rc = settled(dev, err);
+    return rc ? rc : c->ops->allgather(c, send, recv, bytes, err);
+}
+
 /* The sums of the communicators are single precision: the double build
  * (gradient checks) has no tensor parallelism. */
-static int sum_all(struct dl_comm *c, dl_real *buf, size_t n, struct dl_error *err)
+static int sum_all(struct dl_comm *c, const struct dl_device *dev, dl_real *buf, size_t n, struct dl_error *err)
 {
 #ifdef DL_REAL_DOUBLE
+    (void)dev;
     return dl_errorf(err, DL_ERR_UNSUPPORTED, "tensor parallelism runs in single precision only");
 #else
-    return c->ops->allreduce(c, buf, n, err);
+    int rc = settled(dev, err);
+    return rc ? rc : c->ops->allreduce(c, buf, n, err);
 #endif
 }
 
-static int sum_scatter(struct dl_comm *c, const dl_real *send, dl_real *recv, size_t count, struct dl_error *err)
+static int sum_scatter(struct dl_comm *c, const struct dl_device *dev, const dl_real *send, dl_real *recv,
+                       size_t count, struct dl_error *err)
 {
 #ifdef DL_REAL_DOUBLE
+    (void)dev;
     return dl_errorf(err, DL_ERR_UNSUPPORTED, "tensor parallelism runs in single precision only");
 #else
-    return c->ops->reduce_scatter(c, send, recv, count, err);
+    int rc = settled(dev, err);
+    return rc ? rc : c->ops->reduce_scatter(c, send, recv, count, err);
 #endif
+}
+
+int dl_exec_comm_in_place(const struct dl_exec *e, const struct dl_exec_step *s)
+{
+    return e->impl->tensor_device_comm &&
+           (s->kind == DL_STEP_ALLREDUCE || (s->kind == DL_STEP_TP && s->tp_in <= DL_TP_IN_GATHER));
+}
+
+/* Step s's tensor group: the communicator of device buffers, *dev its
+ * device, when s runs in place; else the host's, *dev = NULL. */
+static struct dl_comm *tensor_group(const struct dl_exec *e, const struct dl_exec_step *s,
+                                    const struct dl_device **dev)
+{
+    const struct dl_exec_impl *m = e->impl;
+    int in_place = dl_exec_comm_in_place(e, s);
+    *dev = in_place ? m->device : NULL;
+    return in_place ? m->tensor_device_comm : m->tensor_comm;
 }
 
 static void failed(struct dl_exec *e, int rc)
@@ -161,18 +216,19 @@ static void tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     struct dl_exec_impl *m = e->impl;
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
-    struct dl_comm *c = m->tensor_comm;
+    const struct dl_device *dev;
+    struct dl_comm *c = tensor_group(e, s, &dev);
     int N = e->batch, T = c->size;
     if (s->tp_in == DL_TP_IN_SLICE_BATCH || s->tp_in == DL_TP_IN_GATHER_BATCH) {
         dl_exec_samples_forward(e, s);
     } else if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
         dl_exec_rows_forward(e, s);
     } else if (s->tp_in == DL_TP_IN_SLICE) {
-        block_of((dl_real *)src->data, dst->data, N, dst->count, T, c->rank, 0, 0);
+        block_of(e, dev, src->data, dst->data, N, dst->count, T, c->rank, 0);
     } else if (s->tp_in == DL_TP_IN_GATHER) {
         dl_real *byrank = m->workspace;
-        failed(e, c->ops->allgather(c, src->data, byrank, sizeof *byrank * (size_t)N * (size_t)src->count, &e->err));
-        ranks_to_samples(byrank, dst->data, N, src->count, T, 0);
+        failed(e, gather_all(c, dev, src->data, byrank, sizeof *byrank * (size_t)N * (size_t)src->count, &e->err));
+        ranks_to_samples(e, dev, byrank, dst->data, N, src->count, T, 0);
     } /* as it is: the same memory (an alias) */
 }
 
@@ -180,7 +236,8 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     struct dl_exec_impl *m = e->impl;
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
-    struct dl_comm *c = m->tensor_comm;
+    const struct dl_device *dev;
+    struct dl_comm *c = tensor_group(e, s, &dev);
     int N = e->batch, T = c->size, acc = m->written[s->src];
     if (s->tp_in == DL_TP_IN_SLICE_BATCH || s->tp_in == DL_TP_IN_GATHER_BATCH) {
         dl_exec_samples_backward(e, s);
@@ -194,18 +251,18 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
         return;
     dl_real *byrank = m->workspace;
     if (s->tp_in == DL_TP_IN_SLICE) { /* every rank's block of the gradient, whole again */
-        failed(e, c->ops->allgather(c, dst->grad, byrank, sizeof *byrank * (size_t)N * (size_t)dst->count, &e->err));
-        ranks_to_samples(byrank, src->grad, N, dst->count, T, acc);
+        failed(e, gather_all(c, dev, dst->grad, byrank, sizeof *byrank * (size_t)N * (size_t)dst->count, &e->err));
+        ranks_to_samples(e, dev, byrank, src->grad, N, dst->count, T, acc);
     } else if (s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad) { /* partial whole gradients: summed, blocked */
         dl_real *block = byrank + (long)N * dst->count;
-        samples_to_ranks(dst->grad, byrank, N, src->count, T);
-        failed(e, sum_scatter(c, byrank, block, (size_t)N * (size_t)src->count, &e->err));
-        add_into(src->grad, block, (long)N * src->count, acc);
+        samples_to_ranks(e, dev, dst->grad, byrank, N, src->count, T);
+        failed(e, sum_scatter(c, dev, byrank, block, (size_t)N * (size_t)src->count, &e->err));
+        add_into(e, dev, src->grad, block, (long)N * src->count, acc);
     } else if (s->tp_in == DL_TP_IN_GATHER) { /* the whole gradient on every rank: keep the block */
-        block_of(dst->grad, src->grad, N, src->count, T, c->rank, 0, acc);
+        block_of(e, dev, dst->grad, src->grad, N, src->count, T, c->rank, acc);
     } else { /* as it is, the consumer's partial input gradient: summed */
-        failed(e, sum_all(c, dst->grad, (size_t)N * (size_t)dst->count, &e->err));
-        add_into(src->grad, dst->grad, (long)N * src->count, acc);
+        failed(e, sum_all(c, dev, dst->grad, (size_t)N * (size_t)dst->count, &e->err));
+        add_into(e, dev, src->grad, dst->grad, (long)N * src->count, acc);
     }
     m->written[s->src] = 1;
 }
@@ -219,10 +276,13 @@ void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s)
     case DL_STEP_TP:
         tp_forward(e, s);
         break;
-    case DL_STEP_ALLREDUCE:
-        failed(e, sum_all(m->tensor_comm, m->tensors[s->out].data, (size_t)e->batch * (size_t)m->tensors[s->out].count,
+    case DL_STEP_ALLREDUCE: {
+        const struct dl_device *dev;
+        struct dl_comm *c = tensor_group(e, s, &dev);
+        failed(e, sum_all(c, dev, m->tensors[s->out].data, (size_t)e->batch * (size_t)m->tensors[s->out].count,
                           &e->err));
         break;
+    }
     case DL_STEP_RECV:
         bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)m->tensors[s->out].count;
         failed(e, p->ops->recv(p, m->tensors[s->out].data, bytes, s->peer, pipeline_tag(e, s, 0), &e->err));
@@ -254,7 +314,7 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
         dl_real *into = s->via_scratch[0] ? s->scratch[0] : t->grad;
         failed(e, p->ops->recv(p, into, sizeof *into * (size_t)n, s->peer, pipeline_tag(e, s, 1), &e->err));
         if (s->via_scratch[0])
-            add_into(t->grad, into, n, 1);
+            add_into(e, NULL, t->grad, into, n, 1);
         m->written[s->src] = 1;
     }
 }
@@ -266,7 +326,7 @@ void dl_exec_comm_status(struct dl_exec *e, int rc)
 
 void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n)
 {
-    failed(e, sum_all(e->impl->tensor_comm, buf, n, &e->err));
+    failed(e, sum_all(e->impl->tensor_comm, NULL, buf, n, &e->err));
 }
 
 int dl_exec_group_values(const struct dl_exec *e)

@@ -132,8 +132,15 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
     if (2L * sh->n_edges > DL_TAG_PIPELINE_END)
         return dl_errorf(err, DL_ERR_SPEC, "%d tensors cross the pipeline's stage cuts; the message tags (comm/tags.h) "
                          "number at most %d: use fewer stages", sh->n_edges, DL_TAG_PIPELINE_END / 2);
+    const struct dl_comm *tdc = o->tensor_device_comm;
+    if (tdc && (!o->tensor_comm || tdc->size != o->tensor_comm->size || tdc->rank != o->tensor_comm->rank ||
+                !tdc->ops->device_buffers || !o->device || o->device->host_memory))
+        return dl_errorf(err, DL_ERR_INTERNAL, "the tensor group's communicator of device buffers ('%s', %d ranks) "
+                         "needs an executor on a device without host memory and the group's communicator of the "
+                         "same ranks", tdc->ops->name, tdc->size);
     m->tensor_comm = o->tensor_comm;
     m->pipeline_comm = o->pipeline_comm;
+    m->tensor_device_comm = o->tensor_device_comm;
     e->g = &e->shard->local;
     return DL_OK;
 }

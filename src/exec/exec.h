@@ -149,6 +149,14 @@ struct dl_exec_options {
     int split_backward;
     struct dl_comm *tensor_comm;           /* the shard's tensor group (tp > 1) */
     struct dl_comm *pipeline_comm;         /* the shard's pipeline group (pp > 1), ranks in stage order */
+    /* On a device without host memory: the tensor group's communicator
+     * of device buffers (comm.h's device_buffers: NCCL opened over
+     * tensor_comm, same ranks in the same order), or NULL.  With it the
+     * channel-block gathers, slices and sums (comm_steps.c) run in place
+     * on the device's memory; without it, and for the other communication
+     * steps, they are staged through host mirrors over tensor_comm
+     * (staging.c). */
+    struct dl_comm *tensor_device_comm;
     /* Another executor of the same network and shard whose weights,
      * gradients and state this one uses (a pipeline's chunks in flight):
      * only its arena is its own. */

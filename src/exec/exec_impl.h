@@ -104,6 +104,7 @@ struct dl_exec_impl {
     struct dl_mbplan mbplan;            /* copy of the options' plan (batch 0: none) */
     struct dl_shard own_shard;          /* the whole network's, when the options gave none */
     struct dl_comm *tensor_comm, *pipeline_comm;
+    struct dl_comm *tensor_device_comm; /* exec.h's; NULL: none */
     double *group;                      /* [T][group_cap] values gathered over the tensor group (dl_exec_group_*) */
     int group_cap;
     dl_real *grad_part;                 /* a layer's weight gradients on its band of rows, to be summed (rows.c) */
@@ -140,6 +141,11 @@ void dl_exec_comm_free(struct dl_exec *e);
 /* staging.c: step s's forward (backward = 0) or backward, on host mirrors
  * of its buffers when the executor's device has no host memory. */
 void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward);
+/* comm_steps.c: 1 when step s runs in place on the device's memory over
+ * the tensor group's communicator of device buffers (exec.h's
+ * tensor_device_comm): the channel-block slices, gathers and sums and the
+ * ALLREDUCE step; rows, samples and pipeline messages are staged. */
+int dl_exec_comm_in_place(const struct dl_exec *e, const struct dl_exec_step *s);
 
 /* trace_steps.c: each step's names and details in the recorder's strings
  * (at set-up, when e->trace is set), and the event of step s's run in one

@@ -12,3 +12,13 @@ tests_test_exec_mpi_LDADD = libdltrain.a $(DL_LIBS)
 endif
 TESTS += tests/test_exec_mpi.sh
 EXTRA_DIST += tests/test_exec_mpi.sh
+
+# A tensor group's steps on the emulated device, staged or in place over a
+# communicator of device buffers, against the host, under mpirun.
+if HAVE_MPI
+check_PROGRAMS += tests/test_exec_device_mpi
+tests_test_exec_device_mpi_SOURCES = tests/test_exec_device_mpi.c tests/mpi_report.c tests/mpi_report.h
+tests_test_exec_device_mpi_LDADD = libdltrain.a $(DL_LIBS)
+endif
+TESTS += tests/test_exec_device_mpi.sh
+EXTRA_DIST += tests/test_exec_device_mpi.sh

@@ -12,7 +12,9 @@
  * then) are never written back over them.  Whole buffers are staged (for
  * max_batch samples).  Every communication step is synchronous (a send
  * copies what it sends into its outbox before it returns), so nothing
- * reads a mirror after the step. */
+ * reads a mirror after the step.  With a tensor group's communicator of
+ * device buffers (NCCL), the steps dl_exec_comm_in_place names are not
+ * staged: they run on the device's memory (comm_steps.c). */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -67,7 +69,7 @@ void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward
 {
     struct dl_exec_impl *m = e->impl;
     const struct dl_device *dev = m->device;
-    if (dev->host_memory) {
+    if (dev->host_memory || dl_exec_comm_in_place(e, s)) {
         (backward ? dl_exec_comm_backward : dl_exec_comm_forward)(e, s);
         return;
     }

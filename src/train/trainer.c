@@ -55,6 +55,7 @@ struct trainer {
     int sharded;                    /* a grid of tensor or pipeline ranks: */
     struct dl_grid grid;            /*   this rank's place and group communicators */
     struct dl_shard shard;          /*   its part of the network */
+    struct dl_comm *tensor_device_comm; /* its tensor group over the device's own communicator (NCCL), or NULL */
     struct dl_comm *data_comm;      /* the data-parallel group: the world, or the grid's */
     struct dl_watchdog *watchdog;   /* stalls in the tensor and pipeline groups' blocking calls */
     struct dl_optim optim;
@@ -203,13 +204,22 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         *kernels = *o.kernels;
     kernels->sync_stats |= tr->opts->parallel.sync_bn;
     o.kernels = kernels;
+    int rc = DL_OK;
     if (tr->sharded) {
         o.shard = &tr->shard;
         o.tensor_comm = tr->grid.tensor;
         o.pipeline_comm = tr->grid.pipeline;
+        /* On a device without host memory with a communicator of its own
+         * memory in this build (NCCL), the tensor group's collectives run
+         * in place on it; else they are staged through host memory. */
+        const struct dl_device *dev = o.device;
+        if (dev && !dev->host_memory && dev->comm && dl_comm_available(dev->comm) && tr->grid.dims.tp > 1)
+            rc = dl_comm_open_over(dev->comm, tr->grid.tensor, &tr->tensor_device_comm, err);
+        o.tensor_device_comm = tr->tensor_device_comm;
     }
     o.trace = tr->trace;
-    int rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
+    if (!rc)
+        rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
                               stages_per_rank(tr->opts), tr->net->train.seed, err);
     free(kernels);
     return rc;
@@ -451,6 +461,7 @@ static void teardown(struct trainer *tr)
     dl_pipeline_free(&tr->pipe);
     if (tr->sharded)
         dl_shard_free(&tr->shard);
+    dl_comm_close(tr->tensor_device_comm);
     dl_grid_close(&tr->grid); /* (nothing without a grid) */
     dl_watchdog_stop(tr->watchdog);
     dl_batcher_free(&tr->batcher);
