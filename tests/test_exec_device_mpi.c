@@ -15,11 +15,11 @@
  * every collective the staged run made over the host's communicator for
  * a channel-block step, the in-place run made over the device's instead
  * (host calls staged - host calls in place = device calls > 0).  The
- * networks split convolutions by filters and channels, gather, slice and
- * sum (reduce-scatter of a gathered input's gradient, allreduce of a
- * row-split fc's output and of an input used as it is), and add split
- * tensors (gradients accumulated over consumers).  Rank 0 prints one TAP
- * line per check. */
+ * networks (tp_nets.h) split convolutions by filters and channels, gather,
+ * slice and sum (reduce-scatter of a gathered input's gradient, allreduce
+ * of a row-split fc's output and of an input used as it is), drop out
+ * split features and add split tensors (gradients accumulated over
+ * consumers).  Rank 0 prints one TAP line per check. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,43 +31,16 @@
 #include "parallel/grid.h"
 #include "spec/netfile.h"
 #include "mpi_report.h"
+#include "tp_nets.h"
 
 #define BATCH 6
 
 static struct dl_comm *world;
 
 static const char *const NETS[][2] = {
-    {"cnn", "input: {shape: [3, 8, 8], classes: 6}\n"
-            "layers:\n"
-            "  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
-            "  - {name: bn1, type: batchnorm}\n"
-            "  - {name: r1, type: relu}\n"
-            "  - {name: c2, type: conv, filters: 4, kernel: 3, pad: 1}\n"
-            "  - {name: r2, type: tanh}\n"
-            "  - {name: c3, type: conv, filters: 4, kernel: 1}\n"
-            "  - {name: sum, type: add, inputs: [c3, r2]}\n"
-            "  - {name: pool, type: maxpool, kernel: 2, stride: 2}\n"
-            "  - {name: f1, type: fc, units: 12}\n"
-            "  - {name: s1, type: sigmoid}\n"
-            "  - {name: f2, type: fc, units: 6}\n"
-            "loss: softmax_cross_entropy\n"},
-    {"mlp", "input: {shape: [12, 1, 1], classes: 4}\n"
-            "layers:\n"
-            "  - {name: f1, type: fc, units: 16}\n"
-            "  - {name: a1, type: tanh}\n"
-            "  - {name: f2, type: fc, units: 8}\n"
-            "  - {name: a2, type: leaky_relu}\n"
-            "  - {name: f3, type: fc, units: 4}\n"
-            "loss: {type: softmax_cross_entropy, label_smoothing: 0.1}\n"},
-    {"splits", "input: {shape: [4, 6, 6], classes: 4}\n"
-               "layers:\n"
-               "  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
-               "  - {name: c2, type: conv, filters: 8, kernel: 3, pad: 1, split: filters}\n"
-               "  - {name: r2, type: relu, split: none}\n"
-               "  - {name: c3, type: conv, filters: 4, kernel: 1, split: channels}\n"
-               "  - {name: f1, type: fc, units: 8, split: row}\n"
-               "  - {name: f2, type: fc, units: 4}\n"
-               "loss: {type: softmax_cross_entropy, split: none}\n"},
+    {"cnn", TP_NET_CNN},
+    {"mlp", TP_NET_MLP},
+    {"splits", TP_NET_SPLITS},
 };
 
 /* Collectives through each stand-in, and buffers given to the wrong one. */

@@ -28,71 +28,19 @@
 #include "parallel/grid.h"
 #include "spec/netfile.h"
 #include "mpi_report.h"
+#include "tp_nets.h"
 
 #define BATCH 6
 
 static struct dl_comm *world;
 
-/* name, network, and for explicit splits the tensor ranks must divide this
- * (else the shard must refuse, naming layer c2) */
+/* name, network (tp_nets.h), and for explicit splits the tensor ranks must
+ * divide this (else the shard must refuse, naming layer c2) */
 static const char *const NETS[][3] = {
-    {"cnn", "input: {shape: [3, 8, 8], classes: 6}\n"
-            "layers:\n"
-            "  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
-            "  - {name: bn1, type: batchnorm}\n"
-            "  - {name: r1, type: relu}\n"
-            "  - {name: c2, type: conv, filters: 4, kernel: 3, pad: 1}\n"
-            "  - {name: r2, type: tanh}\n"
-            "  - {name: c3, type: conv, filters: 4, kernel: 1}\n"
-            "  - {name: sum, type: add, inputs: [c3, r2]}\n"
-            "  - {name: pool, type: maxpool, kernel: 2, stride: 2}\n"
-            "  - {name: f1, type: fc, units: 12}\n"
-            "  - {name: s1, type: sigmoid}\n"
-            "  - {name: f2, type: fc, units: 8}\n"
-            "  - {name: d1, type: dropout, rate: 0.4}\n"
-            "  - {name: f3, type: fc, units: 6}\n"
-            "loss: softmax_cross_entropy\n"},
-    {"mlp", "input: {shape: [12, 1, 1], classes: 4}\n"
-            "layers:\n"
-            "  - {name: f1, type: fc, units: 16}\n"
-            "  - {name: a1, type: tanh}\n"
-            "  - {name: f2, type: fc, units: 8}\n"
-            "  - {name: a2, type: leaky_relu}\n"
-            "  - {name: f3, type: fc, units: 4}\n"
-            "loss: {type: softmax_cross_entropy, label_smoothing: 0.1}\n"},
-    /* every other way in: a filter split of a split input (gathered, its
-     * gradient reduce-scattered), a whole layer after a split one
-     * (gathered, its gradient cut), a row split of a whole input (sliced,
-     * its gradient allgathered) */
-    {"splits", "input: {shape: [4, 6, 6], classes: 4}\n"
-               "layers:\n"
-               "  - {name: c1, type: conv, filters: 8, kernel: 3, pad: 1}\n"
-               "  - {name: c2, type: conv, filters: 8, kernel: 3, pad: 1, split: filters}\n"
-               "  - {name: r2, type: relu, split: none}\n"
-               "  - {name: c3, type: conv, filters: 4, kernel: 1, split: channels}\n"
-               "  - {name: f1, type: fc, units: 8, split: row}\n"
-               "  - {name: f2, type: fc, units: 4}\n"
-               "loss: {type: softmax_cross_entropy, split: none}\n", "8"},
-    /* spatial: bands of 10 rows (uneven on 3 and 4 ranks) cut from a
-     * filter-split tensor (its channels gathered first), through
-     * convolutions with halos of 1 and 2 rows (a dilated one), batch norm on
-     * bands, a 1x1 convolution and an add that keep the bands (its whole
-     * second input cut to the band), then gathered for a stride-2
-     * convolution split by filters */
-    {"height", "input: {shape: [3, 10, 6], classes: 4}\n"
-               "layers:\n"
-               "  - {name: c0, type: conv, filters: 4, kernel: 1}\n"
-               "  - {name: c1, type: conv, filters: 4, kernel: 3, pad: 1, split: height}\n"
-               "  - {name: bn1, type: batchnorm}\n"
-               "  - {name: r1, type: relu}\n"
-               "  - {name: c2, type: conv, filters: 5, kernel: 3, pad: 2, dilation: 2}\n"
-               "  - {name: r2, type: tanh}\n"
-               "  - {name: c3, type: conv, filters: 4, kernel: 1}\n"
-               "  - {name: side, type: conv, filters: 4, kernel: 1, split: none, inputs: [c0]}\n"
-               "  - {name: sum, type: add, inputs: [c3, side]}\n"
-               "  - {name: down, type: conv, filters: 4, kernel: 3, stride: 2, pad: 1}\n"
-               "  - {name: f1, type: fc, units: 4}\n"
-               "loss: softmax_cross_entropy\n"},
+    {"cnn", TP_NET_CNN},
+    {"mlp", TP_NET_MLP},
+    {"splits", TP_NET_SPLITS, TP_NET_SPLITS_RANKS},
+    {"height", TP_NET_HEIGHT},
 };
 
 static void report(int ok, const char *what, const char *detail)

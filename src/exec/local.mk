@@ -7,7 +7,7 @@ DL_REAL_SOURCES += src/exec/exec.c src/exec/exec.h src/exec/exec_impl.h \
 # One executor step of every tensor x pipeline grid against one process, under mpirun.
 if HAVE_MPI
 check_PROGRAMS += tests/test_exec_mpi
-tests_test_exec_mpi_SOURCES = tests/test_exec_mpi.c tests/mpi_report.c tests/mpi_report.h
+tests_test_exec_mpi_SOURCES = tests/test_exec_mpi.c tests/mpi_report.c tests/mpi_report.h tests/tp_nets.h
 tests_test_exec_mpi_LDADD = libdltrain.a $(DL_LIBS)
 endif
 TESTS += tests/test_exec_mpi.sh
@@ -17,7 +17,7 @@ EXTRA_DIST += tests/test_exec_mpi.sh
 # communicator of device buffers, against the host, under mpirun.
 if HAVE_MPI
 check_PROGRAMS += tests/test_exec_device_mpi
-tests_test_exec_device_mpi_SOURCES = tests/test_exec_device_mpi.c tests/mpi_report.c tests/mpi_report.h
+tests_test_exec_device_mpi_SOURCES = tests/test_exec_device_mpi.c tests/mpi_report.c tests/mpi_report.h tests/tp_nets.h
 tests_test_exec_device_mpi_LDADD = libdltrain.a $(DL_LIBS)
 endif
 TESTS += tests/test_exec_device_mpi.sh
