@@ -165,6 +165,35 @@ static void accumulate_adds(void **state)
     dev->free(b);
 }
 
+/* copy_rows moves rows of width bytes between pitches (the sample blocks
+ * of exec/comm_steps.c): read back, each row of dst holds its row of src
+ * and the gaps between rows keep their fill. */
+static void copy_rows_moves_the_rows(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    enum { ROWS = 7, WIDTH = 12, SRC_PITCH = 40, DST_PITCH = 20 };
+    unsigned char host[ROWS * SRC_PITCH], back[ROWS * DST_PITCH];
+    for (size_t j = 0; j < sizeof host; j++)
+        host[j] = (unsigned char)(j * 131 + 7);
+    unsigned char *a = dev->alloc(sizeof host, &err), *b = dev->alloc(sizeof back, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(dev->copy(a, host, sizeof host, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->fill(b, 0x5a, sizeof back, &err), DL_OK);
+    assert_int_equal(dev->copy_rows(b, DST_PITCH, a + 3, SRC_PITCH, WIDTH, ROWS, &err), DL_OK);
+    assert_int_equal(dev->copy_rows(b, DST_PITCH, a, SRC_PITCH, WIDTH, 0, &err), DL_OK); /* nothing */
+    assert_int_equal(dev->copy(back, b, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
+    for (int r = 0; r < ROWS; r++)
+        for (int j = 0; j < DST_PITCH; j++) {
+            int expect = j < WIDTH ? host[r * SRC_PITCH + 3 + j] : 0x5a;
+            if (back[r * DST_PITCH + j] != expect)
+                fail_msg("row %d byte %d is %d, expected %d", r, j, back[r * DST_PITCH + j], expect);
+        }
+    dev->free(a);
+    dev->free(b);
+}
+
 /* Two marks around work on the device: their distance is at least 0 and at
  * most the host time from before the first to after the device reached
  * the second; a mark never recorded is refused. */
@@ -353,6 +382,11 @@ static void copies_check_their_sides(void **state)
     size_t page = (size_t)sysconf(_SC_PAGESIZE); /* the block is one page: one past it is no block's */
     assert_int_equal(dev->copy(host, d + page - 8, 16, DL_COPY_TO_HOST, &err), DL_ERR_INTERNAL);
     assert_non_null(strstr(err.msg, "not in one device block"));
+    assert_int_equal(dev->copy_rows(d, 32, host, 32, 16, 4, &err), DL_ERR_INTERNAL); /* rows: both in the device */
+    assert_non_null(strstr(err.msg, "copy source"));
+    assert_int_equal(dev->copy_rows(d, page / 2, d, 16, 16, 3, &err), DL_ERR_INTERNAL); /* the last row past it */
+    assert_non_null(strstr(err.msg, "not in one device block"));
+    assert_int_equal(dev->copy_rows(d + 128, 16, d, 32, 16, 4, &err), DL_OK);
     dev->free(d);
 }
 
@@ -444,6 +478,7 @@ int main(void)
         cmocka_unit_test(allocations_are_aligned_and_freed),
         cmocka_unit_test(copies_and_fills_move_the_bytes),
         cmocka_unit_test(accumulate_adds),
+        cmocka_unit_test(copy_rows_moves_the_rows),
         cmocka_unit_test(copies_ahead_land_in_order),
         cmocka_unit_test(marks_lie_within_the_host_interval),
         cmocka_unit_test(describes_itself),

@@ -61,6 +61,12 @@ struct dl_device {
     void *(*alloc)(size_t bytes, struct dl_error *err);
     void (*free)(void *p);          /* NULL is ignored */
     int (*copy)(void *dst, const void *src, size_t bytes, enum dl_copy_dir dir, struct dl_error *err);
+    /* rows blocks of width bytes within the device's memory in one call,
+     * row r from src + r * src_pitch to dst + r * dst_pitch (CUDA:
+     * cudaMemcpy2D): a block of every sample of a tensor moved at once
+     * (exec/comm_steps.c).  No row of dst overlaps a row of src. */
+    int (*copy_rows)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
+                     struct dl_error *err);
     int (*fill)(void *dst, int byte, size_t bytes, struct dl_error *err);
     /* dst[i] += src[i] for n values, both in the device's memory (the
      * executor's sum of a gradient from several consumers). */

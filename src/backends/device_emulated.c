@@ -188,6 +188,22 @@ static int emu_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir d
     return DL_OK;
 }
 
+static int emu_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                         size_t rows, struct dl_error *err)
+{
+    if (!rows || !width)
+        return DL_OK;
+    int rc = check_side(dst, (rows - 1) * dst_pitch + width, 1, "copy destination", err);
+    if (!rc)
+        rc = check_side(src, (rows - 1) * src_pitch + width, 1, "copy source", err);
+    if (rc)
+        return rc;
+    work_begin();
+    rc = dl_device_host.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, err);
+    work_end();
+    return rc;
+}
+
 static int emu_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
 {
     int rc = bytes ? check_side(dst, bytes, 1, "fill destination", err) : DL_OK;
@@ -291,6 +307,7 @@ const struct dl_device dl_device_emulated = {
     .alloc = emu_alloc,
     .free = emu_free,
     .copy = emu_copy,
+    .copy_rows = emu_copy_rows,
     .fill = emu_fill,
     .accumulate = emu_accumulate,
     .scale = emu_scale,

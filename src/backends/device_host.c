@@ -36,6 +36,15 @@ static int host_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir 
     return DL_OK;
 }
 
+static int host_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                          size_t rows, struct dl_error *err)
+{
+    (void)err;
+    for (size_t r = 0; r < rows; r++)
+        memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
+    return DL_OK;
+}
+
 static int host_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
 {
     (void)err;
@@ -124,6 +133,7 @@ const struct dl_device dl_device_host = {
     .alloc = host_alloc,
     .free = host_free,
     .copy = host_copy,
+    .copy_rows = host_copy_rows,
     .fill = host_fill,
     .accumulate = host_accumulate,
     .scale = host_scale,

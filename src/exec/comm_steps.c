@@ -30,62 +30,73 @@ static int pipeline_tag(const struct dl_exec *e, const struct dl_exec_step *s, i
 
 /* Where a tensor-parallel step's buffers are: NULL, host memory (the
  * host's, or a device's host mirrors, staging.c); else that device's
- * memory, which only its copy and accumulate touch (in place, over the
- * tensor group's communicator of device buffers).  dst[0..n) = src, or
- * += src when acc: the same sums either way, so both give the same bits. */
-static void move_block(struct dl_exec *e, const struct dl_device *dev, dl_real *dst, const dl_real *src, long n,
-                       int acc)
+ * memory, which only its copy_rows and accumulate touch (in place, over
+ * the tensor group's communicator of device buffers).  Row r of rows of B
+ * values each, from src + r * src_pitch to dst + r * dst_pitch (pitches
+ * in values), or added there when acc: the same sums either way, so both
+ * give the same bits.  On the device a copy is one call; a sum, one call
+ * a row (in order: errors go to e). */
+static void move_rows(struct dl_exec *e, const struct dl_device *dev, dl_real *dst, long dst_pitch,
+                      const dl_real *src, long src_pitch, long B, int rows, int acc)
 {
-    if (dst == src && !acc)
-        return;
+    int rc = DL_OK;
     if (!dev) {
-        for (long i = 0; i < n; i++)
-            dst[i] = acc ? dst[i] + src[i] : src[i];
-        return;
+        #pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            dl_real *d = dst + (long)r * dst_pitch;
+            const dl_real *v = src + (long)r * src_pitch;
+            for (long i = 0; i < B; i++)
+                d[i] = acc ? d[i] + v[i] : v[i];
+        }
+    } else if (!acc) {
+        rc = dev->copy_rows(dst, sizeof *dst * (size_t)dst_pitch, src, sizeof *src * (size_t)src_pitch,
+                            sizeof *dst * (size_t)B, (size_t)rows, &e->err);
+    } else {
+        for (int r = 0; r < rows && !rc; r++)
+            rc = dev->accumulate(dst + (long)r * dst_pitch, src + (long)r * src_pitch, B, &e->err);
     }
-    int rc = acc ? dev->accumulate(dst, src, n, &e->err)
-                 : dev->copy(dst, src, sizeof *dst * (size_t)n, DL_COPY_WITHIN, &e->err);
     if (rc && !e->status)
         e->status = rc;
 }
 
 /* [T][N][B] (a collective's rank order, B values per sample and rank) to
- * [N][T][B] (the whole tensor's sample order), added when acc.  On the
- * device one block at a time, in order (its calls are not thread-safe
- * for errors). */
+ * [N][T][B] (the whole tensor's sample order), added when acc. */
 static void ranks_to_samples(struct dl_exec *e, const struct dl_device *dev, const dl_real *byrank, dl_real *whole,
                              int N, long B, int T, int acc)
 {
-    #pragma omp parallel for schedule(static) if (!dev)
-    for (int n = 0; n < N; n++)
-        for (int t = 0; t < T; t++)
-            move_block(e, dev, whole + ((long)n * T + t) * B, byrank + ((long)t * N + n) * B, B, acc);
+    for (int t = 0; t < T; t++)
+        move_rows(e, dev, whole + t * B, T * B, byrank + (long)t * N * B, B, B, N, acc);
 }
 
 static void samples_to_ranks(struct dl_exec *e, const struct dl_device *dev, const dl_real *whole, dl_real *byrank,
                              int N, long B, int T)
 {
-    #pragma omp parallel for schedule(static) if (!dev)
-    for (int n = 0; n < N; n++)
-        for (int t = 0; t < T; t++)
-            move_block(e, dev, byrank + ((long)t * N + n) * B, whole + ((long)n * T + t) * B, B, 0);
+    for (int t = 0; t < T; t++)
+        move_rows(e, dev, byrank + (long)t * N * B, B, whole + t * B, T * B, B, N, 0);
 }
 
 /* Block t of whole ([N][T][B]) into block ([N][B]), added when acc. */
 static void block_of(struct dl_exec *e, const struct dl_device *dev, const dl_real *whole, dl_real *block, int N,
                      long B, int T, int t, int acc)
 {
-    #pragma omp parallel for schedule(static) if (!dev)
-    for (int n = 0; n < N; n++)
-        move_block(e, dev, block + (long)n * B, whole + ((long)n * T + t) * B, B, acc);
+    move_rows(e, dev, block, B, whole + t * B, T * B, B, N, acc);
 }
 
 /* The host's one loop over the whole buffer, or the device's one call. */
 static void add_into(struct dl_exec *e, const struct dl_device *dev, dl_real *dst, const dl_real *src, long n,
                      int acc)
 {
-    if (dev || !acc || dst == src) {
-        move_block(e, dev, dst, src, n, acc);
+    if (dst == src && !acc)
+        return;
+    if (dev) {
+        int rc = acc ? dev->accumulate(dst, src, n, &e->err)
+                     : dev->copy(dst, src, sizeof *dst * (size_t)n, DL_COPY_WITHIN, &e->err);
+        if (rc && !e->status)
+            e->status = rc;
+        return;
+    }
+    if (!acc) {
+        memcpy(dst, src, sizeof *dst * (size_t)n);
         return;
     }
     #pragma omp parallel for simd schedule(static)

@@ -46,6 +46,14 @@ static int cuda_copy(void *dst, const void *src, size_t bytes, enum dl_copy_dir 
     return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaMemcpy");
 }
 
+static int cuda_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                          size_t rows, struct dl_error *err)
+{
+    cudaError_t r = rows && width ? cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice)
+                                  : cudaSuccess;
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaMemcpy2D");
+}
+
 static int cuda_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
 {
     cudaError_t r = bytes ? cudaMemset(dst, byte, bytes) : cudaSuccess;
@@ -203,6 +211,7 @@ const struct dl_device dl_device_cuda = {
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy = cuda_copy,
+    .copy_rows = cuda_copy_rows,
     .fill = cuda_fill,
     .accumulate = cuda_accumulate,
     .scale = cuda_scale,
