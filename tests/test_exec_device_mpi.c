@@ -18,8 +18,8 @@
  * networks (tp_nets.h) split convolutions by filters and channels, gather,
  * slice and sum (reduce-scatter of a gathered input's gradient, allreduce
  * of a row-split fc's output and of an input used as it is), drop out
- * split features and add split tensors (gradients accumulated over
- * consumers).  Rank 0 prints one TAP line per check. */
+ * split features, add split tensors, and read one tensor by a split and a
+ * whole consumer (a gathered or sliced gradient added to another's).  Rank 0 prints one TAP line per check. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +41,24 @@ static const char *const NETS[][2] = {
     {"cnn", TP_NET_CNN},
     {"mlp", TP_NET_MLP},
     {"splits", TP_NET_SPLITS},
+    /* tensors read by a split and a whole consumer: a whole one sliced for
+     * a channel split and read whole by another layer (its gradient
+     * gathered and added to the other's), a split one gathered for a whole
+     * layer and read as it is by a channel split (the gathered gradient's
+     * block added to the other's) */
+    {"shared", "input: {shape: [4, 6, 6], classes: 4}\n"
+               "layers:\n"
+               "  - {name: c0, type: conv, filters: 8, kernel: 3, pad: 1, split: none}\n"
+               "  - {name: c1, type: conv, filters: 4, kernel: 1, split: channels}\n"
+               "  - {name: side, type: conv, filters: 4, kernel: 1, split: none, inputs: [c0]}\n"
+               "  - {name: sum, type: add, inputs: [c1, side]}\n"
+               "  - {name: c2, type: conv, filters: 8, kernel: 3, pad: 1, split: filters}\n"
+               "  - {name: w2, type: tanh, split: none}\n"
+               "  - {name: c3, type: conv, filters: 4, kernel: 1, split: channels, inputs: [c2]}\n"
+               "  - {name: c4, type: conv, filters: 4, kernel: 1, split: none, inputs: [w2]}\n"
+               "  - {name: sum2, type: add, inputs: [c3, c4]}\n"
+               "  - {name: f1, type: fc, units: 4}\n"
+               "loss: softmax_cross_entropy\n"},
 };
 
 /* Collectives through each stand-in, and buffers given to the wrong one. */
