@@ -162,15 +162,8 @@ static void run(const struct dl_graph *g, const struct dl_shard *shard, struct d
         snprintf(r->error, sizeof r->error, "%s", err.msg);
         return;
     }
-    long count = (long)BATCH * dl_shape_count(g->input);
-    float *x = malloc(sizeof *x * (size_t)count);
     int y[BATCH];
-    struct dl_rng rng;
-    dl_rng_seed(&rng, 3);
-    for (long i = 0; i < count; i++)
-        x[i] = (float)dl_rng_normal(&rng);
-    for (int n = 0; n < BATCH; n++)
-        y[n] = (int)dl_rng_below(&rng, (uint64_t)g->classes);
+    float *x = tp_random_batch(g, BATCH, y);
     dl_exec_zero_grad(&e);
     dl_exec_forward(&e, x, y, BATCH, 1);
     r->loss = dl_exec_loss_sum(&e);

@@ -167,15 +167,8 @@ static void check_grid(const char *name, const struct dl_net *net, const struct 
         report(0, what, detail);
         return;
     }
-    long count = (long)BATCH * dl_shape_count(g->input);
-    float *x = malloc(sizeof *x * (size_t)count);
     int y[BATCH];
-    struct dl_rng r;
-    dl_rng_seed(&r, 3);
-    for (long i = 0; i < count; i++)
-        x[i] = (float)dl_rng_normal(&r);
-    for (int n = 0; n < BATCH; n++)
-        y[n] = (int)dl_rng_below(&r, (uint64_t)g->classes);
+    float *x = tp_random_batch(g, BATCH, y);
     double init = 0, grad = 0;
     for (int i = 0; i < g->n; i++)
         if (dl_shard_runs(&shard, i))

@@ -4,6 +4,12 @@
 #ifndef DL_TESTS_TP_NETS_H
 #define DL_TESTS_TP_NETS_H
 
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/rng.h"
+#include "graph/graph.h"
+
 /* convolutions split both ways, batch norm, a residual add across the
  * splits, max pooling, a column/row fc pair, dropout on split features and
  * an odd last fc whose class scores the loss reads split */
@@ -74,5 +80,20 @@
     "  - {name: down, type: conv, filters: 4, kernel: 3, stride: 2, pad: 1}\n" \
     "  - {name: f1, type: fc, units: 4}\n" \
     "loss: softmax_cross_entropy\n"
+
+/* The tests' batch of n samples for g: inputs normal, labels uniform over
+ * its classes, from seed 3 (x: malloc'd, the caller frees it). */
+static inline float *tp_random_batch(const struct dl_graph *g, int n, int *y)
+{
+    long count = (long)n * dl_shape_count(g->input);
+    float *x = malloc(sizeof *x * (size_t)count);
+    struct dl_rng r;
+    dl_rng_seed(&r, 3);
+    for (long i = 0; i < count; i++)
+        x[i] = (float)dl_rng_normal(&r);
+    for (int k = 0; k < n; k++)
+        y[k] = (int)dl_rng_below(&r, (uint64_t)g->classes);
+    return x;
+}
 
 #endif

@@ -23,9 +23,7 @@ static void print_layers(const struct dl_graph *g, const struct dl_shard *s, con
     printf("%-4s %-28s %-5s %-50s %12s\n", "#", "layer", "stage", "tensor-parallel split", "params/rank");
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *v = &s->local.layers[i];
-        long params = 0;
-        for (int j = 0; j < v->n_params; j++)
-            params += v->param[j].trainable ? v->param[j].count : 0;
+        long params = dl_layer_param_count(v);
         printf("%-4d %-28s %-5d %-50s %12ld\n", i, g->layers[i].name, dl_stages_of(&s->stages, i),
                dl_shard_describe(s, i, how, sizeof how), params);
     }

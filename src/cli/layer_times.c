@@ -17,22 +17,13 @@
 #include "tune/tune.h"
 #include "tune/tune_impl.h"
 
-/* A layer with trainable parameters (one that computes weight gradients). */
-static int has_weights(const struct dl_layer *l)
-{
-    for (int j = 0; j < l->n_params; j++)
-        if (l->param[j].trainable)
-            return 1;
-    return 0;
-}
-
 void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer_times *t)
 {
     for (int i = 0; i < g->n; i++) {
         double c = dl_stages_layer_cost(&g->layers[i]) / rate;
         t->fwd[i] = c / 3;
         t->bwd[i] = c - c / 3;
-        t->wgt[i] = has_weights(&g->layers[i]) ? t->bwd[i] / 2 : 0;
+        t->wgt[i] = dl_layer_param_count(&g->layers[i]) > 0 ? t->bwd[i] / 2 : 0;
         t->source[i] = DL_TIME_FLOPS;
     }
 }
@@ -80,10 +71,8 @@ static void fit_line(int small, double at_small, int batch, double at_batch, dou
         *per = at_batch / batch, *fixed = 0;
 }
 
-/* dl_layer_times_measure for an executor of options eo (a shard's view
- * of g when eo->shard is set), into t allocated for g->n layers. */
-static int measure_on(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
-                      struct dl_layer_times *t, struct dl_error *err)
+int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
+                           struct dl_layer_times *t, struct dl_error *err)
 {
     const int n = g->n, small = batch >= 8 ? batch / 8 : 1;
     float *x = NULL;
@@ -110,12 +99,6 @@ static int measure_on(const struct dl_graph *g, int batch, int steps, const stru
     return rc;
 }
 
-int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
-                           struct dl_layer_times *t, struct dl_error *err)
-{
-    return measure_on(g, batch, steps, eo, t, err);
-}
-
 int dl_layer_times_tensor(const struct dl_graph *g, int T, int batch, int steps, const struct dl_exec_options *eo,
                           struct dl_layer_times *t, struct dl_error *err)
 {
@@ -134,7 +117,7 @@ int dl_layer_times_tensor(const struct dl_graph *g, int T, int batch, int steps,
             o = *eo;
         o.shard = &s;
         o.tensor_comm = standin;
-        rc = measure_on(g, batch, steps, &o, t, err);
+        rc = dl_layer_times_measure(g, batch, steps, &o, t, err);
     }
     dl_comm_close(standin);
     if (have_shard)
@@ -231,16 +214,6 @@ int dl_layer_times_optimizer(const struct dl_optim_spec *spec, long n, int steps
     return rc;
 }
 
-/* The trainable parameters of g. */
-static long trainable_params(const struct dl_graph *g)
-{
-    long n = 0;
-    for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->layers[i].n_params; j++)
-            n += g->layers[i].param[j].trainable ? g->layers[i].param[j].count : 0;
-    return n;
-}
-
 int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate, int use_db, const char *db_path,
                           const struct dl_exec_options *eo, const struct dl_optim_spec *optim,
                           struct dl_layer_times *t, char *summary, size_t size, struct dl_error *err)
@@ -253,7 +226,7 @@ int dl_layer_times_gather(const struct dl_graph *g, int batch, double flop_rate,
     else
         rc = dl_layer_times_measure(g, batch, 3, eo, t, err);
     if (!rc && flop_rate <= 0 && optim)
-        rc = dl_layer_times_optimizer(optim, trainable_params(g), 5, &t->optim_per_param, err);
+        rc = dl_layer_times_optimizer(optim, dl_graph_param_count(g), 5, &t->optim_per_param, err);
     if (!rc && use_db && dl_layer_times_from_db(g, batch, db_path, t, err) < 0)
         rc = err->code ? err->code : DL_ERR_IO;
     if (rc) {

@@ -20,7 +20,8 @@ void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer
 /* Every layer timed now: forward and backward of the whole network on a
  * random batch of `batch` samples and again on its first batch / 8 (at
  * least 1), 1 warm-up and `steps` timed steps each, each layer's median;
- * the line through the two gives its fixed and per-sample seconds. */
+ * the line through the two gives its fixed and per-sample seconds.  With
+ * eo->shard set, the layers of that shard's view (t still has g->n). */
 int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const struct dl_exec_options *eo,
                            struct dl_layer_times *t, struct dl_error *err);
 

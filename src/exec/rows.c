@@ -174,28 +174,20 @@ void dl_exec_rows_backward(struct dl_exec *e, const struct dl_exec_step *s)
 
 /* ---------------------------------------------------------------- weight gradients */
 
-/* Trainable parameter values of layer i (whole on every tensor rank). */
-static long trainable_count(const struct dl_layer *l)
-{
-    long n = 0;
-    for (int j = 0; j < l->n_params; j++)
-        n += l->param[j].trainable ? l->param[j].count : 0;
-    return n;
-}
-
 long dl_exec_rows_grad_values(const struct dl_exec *e)
 {
     long most = 0;
     for (int i = e->first; i < e->end; i++)
-        if ((e->shard->layer[i].split_rows || e->shard->layer[i].split_batch) && trainable_count(&e->g->layers[i]) > most)
-            most = trainable_count(&e->g->layers[i]);
+        if ((e->shard->layer[i].split_rows || e->shard->layer[i].split_batch) &&
+            dl_layer_param_count(&e->g->layers[i]) > most)
+            most = dl_layer_param_count(&e->g->layers[i]);
     return most;
 }
 
 int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a)
 {
     const struct dl_layer *l = &e->g->layers[s->layer];
-    long n = trainable_count(l), at = 0;
+    long n = dl_layer_param_count(l), at = 0;
     if (!(e->shard->layer[s->layer].split_rows || e->shard->layer[s->layer].split_batch) || !n)
         return 0;
     int rc = e->impl->device->fill(e->impl->grad_part, 0, sizeof(dl_real) * (size_t)n, &e->err);
@@ -237,7 +229,7 @@ static void grad_end_on_device(struct dl_exec *e, int layer, long n)
 void dl_exec_rows_grad_end(struct dl_exec *e, const struct dl_exec_step *s)
 {
     const struct dl_layer *l = &e->g->layers[s->layer];
-    long n = trainable_count(l), at = 0;
+    long n = dl_layer_param_count(l), at = 0;
     if (!e->impl->device->host_memory) {
         grad_end_on_device(e, s->layer, n);
         return;

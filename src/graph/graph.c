@@ -275,12 +275,18 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
     return rc;
 }
 
+long dl_layer_param_count(const struct dl_layer *l)
+{
+    long n = 0;
+    for (int j = 0; j < l->n_params; j++)
+        n += l->param[j].trainable ? l->param[j].count : 0;
+    return n;
+}
+
 long dl_graph_param_count(const struct dl_graph *g)
 {
     long total = 0;
     for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->layers[i].n_params; j++)
-            if (g->layers[i].param[j].trainable)
-                total += g->layers[i].param[j].count;
+        total += dl_layer_param_count(&g->layers[i]);
     return total;
 }

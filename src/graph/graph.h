@@ -73,7 +73,8 @@ void dl_graph_free(struct dl_graph *g);
 /* Index of the layer called name, or -1. */
 int dl_graph_find(const struct dl_graph *g, const char *name);
 
-/* Number of trainable parameter elements. */
+/* Number of trainable parameter elements of layer l, of the graph. */
+long dl_layer_param_count(const struct dl_layer *l);
 long dl_graph_param_count(const struct dl_graph *g);
 
 #endif

@@ -115,8 +115,7 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
         v->by_samples[i] = (unsigned char)s.layer[i].split_batch;
         if (s.layer[i].split_batch) /* its shapes are whole; its batch is a T-th */
             v->share[i] /= T;
-        for (int j = 0; j < mine->n_params; j++)
-            v->params[i] += mine->param[j].trainable ? mine->param[j].count : 0;
+        v->params[i] = dl_layer_param_count(mine);
         if (T > 1)
             layer_ops(g, &s, i, v);
     }
