@@ -16,7 +16,7 @@
 . "$top_srcdir/tests/rank_faults.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 37
+tap_plan 44
 
 . "$top_srcdir/tests/grid_runs.sh"
 
@@ -64,6 +64,47 @@ sed -e 's/shape: \[3, 224, 224\], classes: 1000/shape: [3, 63, 63], classes: 10/
 ALEX="--net $T/alexnet.yaml --batch 8 --max-steps 20 --threads 1 --quiet"
 run 1 alex1 $ALEX --pipeline-chunks 2; tap_result $? "AlexNet at 63x63 on one process, 2 chunks"
 grid alex-tp2-pp2 alex1 4 $ALEX --pipeline-chunks 2 --grid tp=2,pp=2
+
+# --parallel hybrid without a grid (the command dltrain is introduced with):
+# the planner's best layout with two of dp, tp and pp above 1, printed once;
+# it trains as one process does with the same chunks.  The same from the
+# network file's `parallel: {strategy: hybrid}`.  (--plan-flops 1e12: the
+# choice does not depend on this machine's timings, and the best layout of
+# all is tp=4, so the planner must look past it.)
+# hybrid NAME ARGS...: runs on 4 ranks; checks the printed grid and compares.
+hybrid() {
+    name=$1
+    shift
+    run 4 "$name" "$@" --plan-flops 1e12 || return 1
+    line=$(grep '^parallel hybrid: ' "$T/$name.txt")
+    echo "# $line" | cut -c1-150
+    [ "$(grep -c '^parallel hybrid: ' "$T/$name.txt")" -eq 1 ] || { echo "# not printed once"; return 1; }
+    dims=$(echo "$line" | sed -n 's/^parallel hybrid: --grid dp=\([0-9]*\),tp=\([0-9]*\),pp=\([0-9]*\) .*/\1 \2 \3/p')
+    above=0
+    for d in $dims; do [ "$d" -gt 1 ] && above=$((above + 1)); done
+    [ "$above" -ge 2 ] || { echo "# grid '$dims' splits fewer than two ways"; return 1; }
+    chunks=$(echo "$line" | sed -n 's/.* --pipeline-chunks \([0-9]*\) .*/\1/p')
+    [ -f "$T/lenet-c$chunks.jsonl" ] || run 1 "lenet-c$chunks" $LENET --pipeline-chunks "$chunks" || return 1
+    compare "$name" "lenet-c$chunks" "$name"
+}
+hybrid lenet-hybrid $LENET --parallel hybrid
+tap_result $? "--parallel hybrid on 4 ranks, no grid: a two-way layout, printed once, as one process"
+sed 's/^parallel: .*/parallel: {strategy: hybrid}/' "$top_srcdir/nets/lenet5.yaml" > "$T/lenet-hybrid.yaml"
+grep -q '^parallel: {strategy: hybrid}' "$T/lenet-hybrid.yaml" &&
+    hybrid lenet-hybrid-file $(echo "$LENET" | sed "s|--net [^ ]*|--net $T/lenet-hybrid.yaml|")
+tap_result $? "parallel: {strategy: hybrid} in the file, no grid: the same"
+cmp -s "$T/lenet-hybrid.bin" "$T/lenet-hybrid-file.bin"
+tap_result $? "both chose the same layout and ended with the same weights"
+# A grid in the file still wins over the planner.
+sed 's/^parallel: .*/parallel: {strategy: hybrid, tp: 2, pp: 2}/' "$top_srcdir/nets/lenet5.yaml" > "$T/lenet-grid.yaml"
+expect_status 0 "a grid in the network file wins" -- mpirun --oversubscribe -np 4 $DLTRAIN \
+    $(echo "$LENET" | sed "s|--net [^ ]*|--net $T/lenet-grid.yaml|" | sed 's/--quiet//') --max-steps 2
+echo "$OUT" | grep -q 'grid dp=1 x tp=2 x pp=2' && ! echo "$OUT" | grep -q '^parallel hybrid: '
+tap_result $? "its dp=1 x tp=2 x pp=2, no plan"
+# One process: nothing to split, said once, and it trains.
+expect_status 0 "--parallel hybrid on one process trains" -- $DLTRAIN $LENET --parallel hybrid --max-steps 2
+[ "$(echo "$OUT" | grep -c "hybrid' on one process: nothing to split")" -eq 1 ]
+tap_result $? "and says once that there is nothing to split"
 
 # What a grid cannot do: exit 2 and say why, before training.
 MPI2="mpirun --oversubscribe -np 2"

@@ -121,7 +121,7 @@ with_resume=0
 [ -x "$DLTRAIN" ] && "$DLTRAIN" train --help 2>&1 | grep -q -- --resume && with_resume=1
 with_grid=0
 [ -x "$DLTRAIN" ] && "$DLTRAIN" train --help 2>&1 | grep -q -- --grid && with_grid=1
-tap_plan $((5 + 3 * with_resume + 2 * with_grid))
+tap_plan $((5 + 3 * with_resume + 4 * with_grid))
 
 # ---------------------------------------------------------------- 1: a 2-task job
 id=$(sbatch --parsable -n 2 -o "$T/hostname.out" --wrap 'srun hostname')
@@ -213,5 +213,31 @@ sys.exit(0 if rel <= 1e-5 else 1)
 PY
     tap_result $? "hybrid.sh: the grid's losses equal one process's"
     [ $tap_failed -eq 0 ] || tail -20 "$T/hybrid.out" | sed 's/^/#   /'
+    # The same script on a network file without a grid: the planner's best
+    # layout that splits two ways (--plan-flops: the same on any machine),
+    # printed once; its losses equal one process's with the same chunks.
+    id=$(cd "$T" && sbatch --parsable --nodes=1 --ntasks=4 --ntasks-per-node=4 --cpus-per-task=1 \
+        -o "$T/planned.out" --export=ALL,DLTRAIN="$DLTRAIN",NET="$T/one.yaml",DLTRAIN_ARGS="--plan-flops 1e9 --metrics $T/planned.jsonl" \
+        "$top_srcdir/examples/slurm/hybrid.sh")
+    wait_job "$id" 300
+    line=$(grep '^parallel hybrid: ' "$T/planned.out")
+    echo "# $line" | cut -c1-120
+    [ "$(grep -c '^parallel hybrid: ' "$T/planned.out")" -eq 1 ] &&
+        echo "$line" | grep -Eq -- '--grid (dp=1,tp=[2-4],pp=[2-4]|dp=[2-4],tp=1,pp=[2-4]|dp=[2-4],tp=[2-4],pp=1) '
+    tap_result $? "hybrid.sh without a grid: the planner's two-way layout, printed once"
+    chunks=$(echo "$line" | sed -n 's/.* --pipeline-chunks \([0-9]*\) .*/\1/p')
+    "$DLTRAIN" --net "$T/one.yaml" --threads 1 --quiet --pipeline-chunks "${chunks:-1}" --metrics "$T/one-c.jsonl" >/dev/null 2>&1
+    /usr/bin/python3 - "$T/planned.jsonl" "$T/one-c.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return [json.loads(l)["loss"] for l in open(p) if '"step"' in l]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 20, (len(a), len(b))
+rel = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+print("# max relative loss difference %.3g over 20 steps" % rel)
+sys.exit(0 if rel <= 1e-5 else 1)
+PY
+    tap_result $? "hybrid.sh without a grid: its losses equal one process's"
+    [ $tap_failed -eq 0 ] || tail -20 "$T/planned.out" | sed 's/^/#   /'
 fi
 [ $tap_failed -eq 0 ]

@@ -171,11 +171,14 @@ static int parse_rank_ms(const char *opt, const char *text, int *rank, double *m
 
 /* The grid of the run: --parallel (or the file's parallel.strategy) and
  * --grid (or the file's dp, tp, pp) on this many ranks; --grid alone means
- * hybrid.  Returns 0 or the exit status after a message. */
+ * hybrid.  *plan: 1 when the planner chooses the layout (--parallel auto
+ * given here, or hybrid without a grid: *hybrid then).  Returns 0 or the
+ * exit status after a message. */
 static int resolve_grid(const char *cli, const char *grid, const struct dl_net *net, const struct dl_comm *comm,
-                        struct dl_train_opts *train)
+                        struct dl_train_opts *train, int *plan, int *hybrid)
 {
     int kind = (int)net->parallel.kind;
+    *plan = *hybrid = 0;
     if (cli) {
         kind = -1;
         for (int i = 0; dl_parallel_names[i]; i++)
@@ -191,8 +194,23 @@ static int resolve_grid(const char *cli, const char *grid, const struct dl_net *
     }
     struct dl_grid_dims want = {net->parallel.dp, net->parallel.tp, net->parallel.pp};
     struct dl_error err = {0};
-    if ((grid && dl_grid_parse(grid, &want, &err)) ||
-        dl_grid_resolve((enum dl_parallel_kind)kind, want, comm->size, &train->grid, &err)) {
+    if (grid && dl_grid_parse(grid, &want, &err)) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
+        return 2;
+    }
+    int given = want.dp || want.tp || want.pp;
+    if (kind == DL_PAR_HYBRID && !given && comm->size == 1) {
+        fprintf(stderr, "dltrain: parallel strategy 'hybrid' on one process: nothing to split, training on one "
+                        "process\n");
+        kind = DL_PAR_NONE;
+    }
+    /* --parallel auto here plans unless --grid is given; hybrid unless any grid is */
+    if (comm->size > 1 && ((kind == DL_PAR_HYBRID && !given) || (cli && kind == DL_PAR_AUTO && !grid))) {
+        *plan = 1;
+        *hybrid = kind == DL_PAR_HYBRID;
+        kind = DL_PAR_DATA, want = (struct dl_grid_dims){0, 0, 0}; /* until the plan says otherwise */
+    }
+    if (dl_grid_resolve((enum dl_parallel_kind)kind, want, comm->size, &train->grid, &err)) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         return 2;
     }
@@ -475,10 +493,11 @@ static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, 
     if (train->checkpoint_dir && !train->every_steps && !train->every_seconds)
         train->every_steps = 1000;
     dl_signals_install();
-    int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train);
-    if (!status && cmd->parallel && strcmp(cmd->parallel, "auto") == 0 && !cmd->grid && (*comm)->size > 1)
+    int plan = 0, hybrid = 0;
+    int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train, &plan, &hybrid);
+    if (!status && plan)
         status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, cmd->plan_trials,
-                                    cmd->plan_keep, train, 1);
+                                    cmd->plan_keep, hybrid, train, 1);
     if ((*comm)->rank != 0)
         cmd->printer.quiet = 1;
     if (!status && cmd->metrics_path && (*comm)->rank == 0 &&

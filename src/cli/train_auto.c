@@ -12,6 +12,7 @@
 
 #include "cli/layer_times.h"
 #include "core/clock.h"
+#include "core/parse.h"
 #include "core/threads.h"
 #include "plan/search.h"
 
@@ -59,20 +60,27 @@ static void describe(const struct dl_graph *g, const int *w, char *buf, size_t s
                         g->layers[w[WHOLE + k]].name);
 }
 
-static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, double flop_rate, int keep,
-                         struct plan_words *out, char *summary, size_t size)
+/* At least two of dp, tp and pp above 1. */
+static int is_hybrid(const struct dl_grid_dims *d)
 {
+    return (d->dp > 1) + (d->tp > 1) + (d->pp > 1) >= 2;
+}
+
+static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, double flop_rate, int keep,
+                         int hybrid, struct plan_words *out, char *summary, size_t size)
+{
+    const char *who = hybrid ? "--parallel hybrid" : "--parallel auto";
     const struct dl_graph *g = &net->graph;
     int batch = net->train.batch;
     struct dl_exec_options eo;
     dl_net_exec_options(no, &eo);
     struct dl_layer_times t;
     struct dl_error err = {0};
-    char times[256];
+    char times[256], mem[32];
     if (dl_layer_times_gather(g, dl_layout_local_batch(batch, N), flop_rate, 1, no->tune.db_path, &eo,
                               &net->train.optim, &t, times,
                               sizeof times, &err)) {
-        fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
+        fprintf(stderr, "dltrain: %s: %s\n", who, err.msg);
         return 1;
     }
     struct dl_machine m;
@@ -85,22 +93,32 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
     struct dl_plan_result r;
     int status = 0;
     if (dl_plan_search(&req, &r, &err)) {
-        fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
+        fprintf(stderr, "dltrain: %s: %s\n", who, err.msg);
         status = err.code == DL_ERR_SPEC ? 2 : 1;
     } else {
         if (r.n_feasible == 0) {
-            fprintf(stderr, "dltrain: --parallel auto: no layout of %d ranks is feasible (%s)\n", N,
+            fprintf(stderr, "dltrain: %s: no layout of %d ranks is feasible (%s)\n", who, N,
                     r.n ? r.c[0].why : "none");
             status = 2;
         }
-        for (int k = 0; !status && k < r.n_feasible && k < keep; k++) {
+        /* --parallel hybrid: the feasible layouts that split two ways, when there are some */
+        int n_hybrid = 0;
+        for (int k = 0; hybrid && k < r.n_feasible; k++)
+            if (is_hybrid(&r.c[r.rank[k]].layout.dims))
+                r.rank[n_hybrid++] = r.rank[k];
+        if (!status && hybrid && n_hybrid == 0)
+            fprintf(stderr, "dltrain: --parallel hybrid: no feasible layout of %d ranks has two of dp, tp and pp "
+                    "above 1; taking the best layout\n", N);
+        int n = n_hybrid ? n_hybrid : r.n_feasible;
+        for (int k = 0; !status && k < n && k < keep; k++) {
             words_of(&r.c[r.rank[k]].layout, out->w[k]);
             out->predicted[k] = r.c[r.rank[k]].pred.step_s;
             out->n++;
         }
         if (!status)
-            snprintf(summary, size, "%zu bytes per rank, best of %d layouts; %s; within the node: %s",
-                     r.c[r.rank[0]].memory, r.n_feasible, times, m.node_source);
+            snprintf(summary, size, "%s per rank, best of %d %slayouts; %s; within the node: %s",
+                     dl_bytes_str((double)r.c[r.rank[0]].memory, mem, sizeof mem), n, n_hybrid ? "hybrid " : "",
+                     times, m.node_source);
         dl_plan_result_free(&r);
     }
     dl_layer_times_free(&t);
@@ -172,15 +190,16 @@ static int trial(const int *w, struct dl_net *net, const struct dl_train_opts *t
 
 /* dl_train_auto_plan with p (zeroed) for the plan. */
 static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm,
-                     double flop_rate, int trials, int keep_trial, struct dl_train_opts *train, int print)
+                     double flop_rate, int trials, int keep_trial, int hybrid, struct dl_train_opts *train, int print)
 {
+    const char *label = hybrid ? "parallel hybrid" : "parallel auto";
     char summary[512] = "";
     int keep = trials > 1 ? trials : 1;
     if (comm->rank == 0)
-        p->status = plan_on_rank0(net, no, comm->size, flop_rate, keep, p, summary, sizeof summary);
+        p->status = plan_on_rank0(net, no, comm->size, flop_rate, keep, hybrid, p, summary, sizeof summary);
     struct dl_error err = {0};
     if (comm->ops->bcast(comm, p, sizeof *p, 0, &err)) {
-        fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
+        fprintf(stderr, "dltrain: --%s: %s\n", label, err.msg);
         return 1;
     }
     if (p->status)
@@ -188,7 +207,7 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
     int chosen[2] = {0, 0}; /* index; 1 when measurement overruled the model, 2 when keep_trial did */
     if (p->n > 1 && (train->checkpoint_dir || train->resume)) {
         if (comm->rank == 0 && print)
-            printf("parallel auto (no trials with checkpoints: they would write them; the model's choice)\n");
+            printf("%s (no trials with checkpoints: they would write them; the model's choice)\n", label);
     } else if (p->n > 1) {
         double t[DL_AUTO_MAX_TRIALS];
         for (int k = 0; k < p->n; k++)
@@ -206,19 +225,19 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
             for (int k = 0; print && k < p->n; k++) {
                 char d[600];
                 describe(&net->graph, p->w[k], d, sizeof d);
-                printf("parallel auto timed: %s: predicted %.3f ms, measured %.3f ms per step%s\n", d,
+                printf("%s timed: %s: predicted %.3f ms, measured %.3f ms per step%s\n", label, d,
                        1e3 * p->predicted[k], 1e3 * t[k], k == chosen[0] ? " (kept)" : "");
             }
         }
         if (comm->ops->bcast(comm, chosen, sizeof chosen, 0, &err)) {
-            fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
+            fprintf(stderr, "dltrain: --%s: %s\n", label, err.msg);
             return 1;
         }
     }
     if (comm->rank == 0 && print) {
         char d[600];
         describe(&net->graph, p->w[chosen[0]], d, sizeof d);
-        printf("parallel auto: %s (predicted %.3f ms per step, %s)%s\n", d, 1e3 * p->predicted[chosen[0]], summary,
+        printf("%s: %s (predicted %.3f ms per step, %s)%s\n", label, d, 1e3 * p->predicted[chosen[0]], summary,
                chosen[1] == 1   ? "; measurement overruled the model, whose first choice measured slower"
                : chosen[1] == 2 ? "; --debug-plan-keep overruled the model"
                                 : "");
@@ -229,15 +248,15 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
 }
 
 int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm, double flop_rate,
-                       int trials, int keep_trial, struct dl_train_opts *train, int print)
+                       int trials, int keep_trial, int hybrid, struct dl_train_opts *train, int print)
 {
     struct dl_error err = {0};
     struct plan_words *p = dl_calloc(1, sizeof *p, &err); /* 33 KB: the cuts of every kept layout */
     if (!p) {
-        fprintf(stderr, "dltrain: --parallel auto: %s\n", err.msg);
+        fprintf(stderr, "dltrain: --%s: %s\n", hybrid ? "parallel hybrid" : "parallel auto", err.msg);
         return 1;
     }
-    int status = auto_plan(p, net, no, comm, flop_rate, trials, keep_trial, train, print);
+    int status = auto_plan(p, net, no, comm, flop_rate, trials, keep_trial, hybrid, train, print);
     free(p);
     return status;
 }

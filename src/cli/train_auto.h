@@ -10,7 +10,9 @@
 
 #define DL_AUTO_MAX_TRIALS 8
 
-/* Plans for comm->size ranks on one node at the network's mini-batch:
+/* Plans for comm->size ranks on one node at the network's mini-batch
+ * (hybrid: among the layouts with two of dp, tp and pp above 1, when
+ * there are some; else, said on stderr, among all):
  * layer times from FLOPs at flop_rate when it is above 0, else measured
  * now on rank 0; the tuning database's where it has them.  With trials
  * > 1 (at most DL_AUTO_MAX_TRIALS) the best `trials` layouts each train a
@@ -22,6 +24,6 @@
  * measurement (or the testing aid) overruled the model.  Returns 0 or the
  * exit status after a message. */
 int dl_train_auto_plan(struct dl_net *net, struct dl_net_options *no, struct dl_comm *comm, double flop_rate,
-                       int trials, int keep_trial, struct dl_train_opts *train, int print);
+                       int trials, int keep_trial, int hybrid, struct dl_train_opts *train, int print);
 
 #endif

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -192,4 +193,19 @@ int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_erro
 bad:
     return dl_errorf(err, DL_ERR_SPEC, "%s: expected a rate above 0 such as 1GB/s, 12.5GB/s or 100MiB/s (a size "
                      "in bytes, then /s), found '%s'", opt, text);
+}
+
+const char *dl_bytes_str(double bytes, char *buf, size_t size)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes < 1024) {
+        snprintf(buf, size, "%.0f bytes", bytes);
+        return buf;
+    }
+    int u = 0;
+    double v = bytes / 1024;
+    while (v >= 1024 && u < 4)
+        v /= 1024, u++;
+    snprintf(buf, size, "%.*f %s", v >= 100 ? 0 : v >= 10 ? 1 : 2, v, units[u]);
+    return buf;
 }

@@ -44,4 +44,9 @@ int dl_parse_duration(const char *opt, const char *text, double max, double *out
  * followed by "/s" (1GB/s = 1e9, 12.5GB/s, 100MiB/s). */
 int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_error *err);
 
+/* bytes written for people, in the units dl_parse_bytes reads: "812 bytes",
+ * "1.5 KiB", "98.3 MiB", "2.41 GiB", "1.20 TiB" (three significant digits
+ * from KiB up); returns buf. */
+const char *dl_bytes_str(double bytes, char *buf, size_t size);
+
 #endif
