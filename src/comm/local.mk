@@ -6,7 +6,8 @@ libdltrain_a_SOURCES += \
 	src/comm/allreduce.h src/comm/allreduce.c src/comm/allreduce_util.c \
 	src/comm/allreduce_ring.c src/comm/allreduce_recursive_doubling.c \
 	src/comm/allreduce_rabenseifner.c src/comm/allreduce_tree.c src/comm/allreduce_ps.c \
-	src/comm/costmodel.h src/comm/costmodel.c src/comm/emulate.h src/comm/emulate.c
+	src/comm/costmodel.h src/comm/costmodel.c src/comm/emulate.h src/comm/emulate.c \
+	src/comm/agree.h src/comm/agree.c
 if HAVE_MPI
 libdltrain_a_SOURCES += src/comm/mpi.c
 endif

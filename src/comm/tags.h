@@ -63,6 +63,8 @@ enum dl_tag {
      * server, and the server's center shard back. */
     DL_TAG_EASGD_PUSH,
     DL_TAG_EASGD_CENTER,
+    /* comm/agree.c: a failed rank's status and message hash, to every rank. */
+    DL_TAG_AGREE,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

@@ -1003,8 +1003,6 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
         rc = dump_weights(&tr, err);
     res->seconds = dl_clock_now() - tr.run_start;
     rc = finish_trace(&tr, rc, err);
-    if (rc && tr.comm && tr.comm->size > 1)
-        dl_error_prefix(err, "rank %d", tr.comm->rank);
     teardown(&tr);
     return rc;
 }
