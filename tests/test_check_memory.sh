@@ -47,7 +47,7 @@ check_and_run() {
     cargs=""
     while [ "$1" != "--" ]; do cargs="$cargs $1"; shift; done
     shift
-    $DLTRAIN check $cargs > "$T/$name.check" 2>&1 || { sed 's/^/#   /' "$T/$name.check" | tail -5; return 1; }
+    $DLTRAIN check --bytes $cargs > "$T/$name.check" 2>&1 || { sed 's/^/#   /' "$T/$name.check" | tail -5; return 1; }
     if [ "$n" -eq 1 ]; then
         $DLTRAIN "$@" --max-steps 2 --metrics "$T/$name.jsonl" > "$T/$name.txt" 2>&1
     else
@@ -81,7 +81,7 @@ tap_result $? "data parallel on 2 ranks: check --grid dp=2 equals the run"
 sed -e 's/shape: \[3, 224, 224\], classes: 1000/shape: [3, 63, 63], classes: 10/' -e 's/units: 1000/units: 10/' \
     "$top_srcdir/nets/alexnet.yaml" > "$T/alexnet.yaml"
 for tp in 2 4; do
-    $DLTRAIN check --net "$T/alexnet.yaml" --grid tp=$tp > "$T/alex$tp.check" 2>&1
+    $DLTRAIN check --bytes --net "$T/alexnet.yaml" --grid tp=$tp > "$T/alex$tp.check" 2>&1
     /usr/bin/python3 - "$T/alex$tp.check" "$tp" <<'PY'
 import sys
 T = int(sys.argv[2])

@@ -41,7 +41,7 @@ expect_output "bad-key.yaml:3:1: dataset: unknown key 'stdev'" "the message name
 
 # --net NAME.yaml, as the README writes it, finds the shipped network.
 expect_status 0 "--net resnet18.yaml from another folder finds the shipped file" -- \
-    sh -c "cd '$TMPDIR_TEST' && DLTRAIN_DATADIR='$top_srcdir' '$DLTRAIN' check --net resnet18.yaml --dataset imagenet"
+    sh -c "cd '$TMPDIR_TEST' && DLTRAIN_DATADIR='$top_srcdir' '$DLTRAIN' check --net resnet18.yaml --dataset imagenet --data '$D'"
 expect_output "total: 11689512 trainable parameters" "ResNet-18"
 
 # Learning on the generated folder (50 images per class, 4 unreadable files).

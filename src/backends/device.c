@@ -6,6 +6,8 @@
 
 #include "config.h"
 
+#include <stdio.h>
+
 #ifdef DL_HAVE_CUDA
 #include "backends/cuda/cuda.h"
 #endif
@@ -35,5 +37,14 @@ int dl_device_open(enum dl_device_kind kind, int local_rank, const struct dl_dev
     (void)local_rank;
     return dl_errorf(err, DL_ERR_SPEC, "--device cuda: this dltrain was built without --with-cuda (configure "
                      "--with-cuda[=DIR] with the CUDA Toolkit, cuDNN and NCCL installed)");
+#endif
+}
+
+void dl_device_libraries(char *buf, size_t size)
+{
+#ifdef DL_HAVE_CUDA
+    dl_cuda_libraries(buf, size);
+#else
+    snprintf(buf, size, "CUDA: not built (configure --with-cuda)");
 #endif
 }

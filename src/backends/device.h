@@ -156,4 +156,8 @@ const struct dl_device *dl_device_get(enum dl_device_kind kind);
  * done: a build without --with-cuda, no CUDA driver, or no device. */
 int dl_device_open(enum dl_device_kind kind, int local_rank, const struct dl_device **out, struct dl_error *err);
 
+/* The device libraries of this build, for --version: "CUDA runtime 13.0,
+ * cuDNN 9.13.0, cuBLAS 13.0.0 (driver: none)" or "CUDA: not built". */
+void dl_device_libraries(char *buf, size_t size);
+
 #endif

@@ -204,6 +204,10 @@ extern const struct dl_kernel *const dl_kernels[];
 /* The kernel called name serving op kind op (the reference serves all), or NULL. */
 const struct dl_kernel *dl_kernel_find(const struct dl_op_kind *op, const char *name);
 
+/* The CPU kernel libraries this process runs ("oneDNN 3.0.0; OpenBLAS
+ * 0.3.21 ..."), looked up by symbol, "" when none. */
+void dl_kernel_libraries(char *buf, size_t size);
+
 /* Kernel choices: "OP=NAME" or "LAYER=NAME" or "all=NAME", later ones winning
  * over earlier ones; a choice that cannot run a layer falls back to the
  * default for that layer. */

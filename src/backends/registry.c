@@ -8,6 +8,8 @@
 
 #include "config.h"
 
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,4 +164,29 @@ double dl_kernel_sgemm_peak(int n, const char **lib, const char **blas_core)
 #else
     return 0;
 #endif
+}
+
+/* dnnl_version() returns {int major, minor, patch; const char *hash; ...}. */
+struct onednn_version {
+    int major, minor, patch;
+    const char *hash;
+};
+
+void dl_kernel_libraries(char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    void *sym = dlsym(RTLD_DEFAULT, "dnnl_version");
+    if (sym) {
+        const struct onednn_version *(*fn)(void);
+        memcpy(&fn, &sym, sizeof fn);
+        const struct onednn_version *v = fn();
+        used += (size_t)snprintf(buf, size, "onednn %d.%d.%d", v->major, v->minor, v->patch);
+    }
+    sym = dlsym(RTLD_DEFAULT, "openblas_get_config");
+    if (sym && used < size) {
+        char *(*fn)(void);
+        memcpy(&fn, &sym, sizeof fn);
+        snprintf(buf + used, size - used, "%s%s", used ? "; " : "", fn());
+    }
 }

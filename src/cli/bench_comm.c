@@ -18,6 +18,7 @@
 #include "comm/codec.h"
 #include "comm/comm.h"
 #include "comm/costmodel.h"
+#include "core/shipped.h"
 #include "comm/emulate.h"
 #include "core/clock.h"
 #include "core/parse.h"
@@ -112,26 +113,14 @@ static int split_list(char *s, char **items, int max)
     return n;
 }
 
-/* The DeepBench allreduce sizes: DLTRAIN_DATADIR, the installed data folder,
- * then the source tree (bench/data from here or from $top_srcdir). */
+/* The DeepBench allreduce sizes, shipped in bench/data (core/shipped.h). */
 static int load_deepbench(struct bench *b)
 {
     const char *rel = "bench/data/deepbench_allreduce.csv";
-    const char *env = getenv("DLTRAIN_DATADIR"), *src = getenv("top_srcdir");
-    char paths[4][4096];
-    int np = 0;
-    if (env)
-        snprintf(paths[np++], sizeof paths[0], "%s/%s", env, rel);
-    snprintf(paths[np++], sizeof paths[0], "%s/%s", DL_DATADIR, rel);
-    snprintf(paths[np++], sizeof paths[0], "%s", rel);
-    if (src)
-        snprintf(paths[np++], sizeof paths[0], "%s/%s", src, rel);
-    FILE *f = NULL;
-    for (int i = 0; i < np && !f; i++)
-        f = fopen(paths[i], "r");
+    char path[4096], looked[4200];
+    FILE *f = dl_shipped_find(rel, path, sizeof path, looked, sizeof looked) ? fopen(path, "r") : NULL;
     if (!f) {
-        fprintf(stderr, "%s: cannot find %s (looked in %s; set DLTRAIN_DATADIR)\n", PROG, rel,
-                DL_DATADIR);
+        fprintf(stderr, "%s: cannot find %s (looked in %s; set DLTRAIN_DATADIR)\n", PROG, rel, looked);
         return -1;
     }
     char line[256];
@@ -434,7 +423,7 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
     int opt;
     optind = 1;
     opterr = 1;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, long_opts, PROG)) != -1) {
         struct dl_error err = {0};
         switch (opt) {
         case OPT_COMM: *comm = optarg; break;
@@ -517,7 +506,7 @@ static int parse(struct bench *b, int argc, char **argv, const char **comm, int 
         case OPT_CSV: b->csv = 1; break;
         case DL_OPT_HELP: usage(stdout); return 0;
         case DL_OPT_VERSION: dl_print_version(PROG); return 0;
-        default: fprintf(stderr, "Try '%s --help'.\n", PROG); return 2;
+        default: return 2;
         }
     }
     if (optind < argc)

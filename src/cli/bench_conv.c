@@ -14,6 +14,7 @@
 
 #include "cli/options.h"
 #include "core/parse.h"
+#include "core/shipped.h"
 #include "core/threads.h"
 #include "spec/netfile.h"
 #include "tune/tune.h"
@@ -69,20 +70,12 @@ static int parse_ints(const char *text, int *v, int max)
     }
 }
 
-/* DLTRAIN_DATADIR, the installed data folder, then bench/data of the current
- * folder and of $top_srcdir. */
+/* bench/data/FILE among the shipped files (core/shipped.h). */
 static FILE *open_suite(const char *file, char *path, size_t size)
 {
-    const char *dirs[] = {getenv("DLTRAIN_DATADIR"), DL_DATADIR, ".", getenv("top_srcdir")};
-    for (int i = 0; i < 4; i++) {
-        if (!dirs[i] || !*dirs[i])
-            continue;
-        snprintf(path, size, "%s/bench/data/%s", dirs[i], file);
-        FILE *f = fopen(path, "r");
-        if (f)
-            return f;
-    }
-    return NULL;
+    char rel[512];
+    snprintf(rel, sizeof rel, "bench/data/%s", file);
+    return dl_shipped_find(rel, path, size, NULL, 0) ? fopen(path, "r") : NULL;
 }
 
 static int column(char *const *cols, int n, const char *name)
@@ -255,7 +248,7 @@ int dl_cli_bench_conv(int argc, char **argv)
     const char *suite = NULL, *suite_file = NULL, *shape = NULL;
     int opt, csv = 0, rows = 0, batch = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain bench conv")) != -1) {
         if (opt != DL_OPT_BATCH) {
             int r = dl_net_option(&net_options, opt, optarg, "dltrain bench conv");
             if (r < 0)
@@ -280,7 +273,7 @@ int dl_cli_bench_conv(int argc, char **argv)
             break;
         }
         case DL_OPT_HELP: help(); return 0;
-        default: fprintf(stderr, "Try 'dltrain bench conv --help'.\n"); return 2;
+        default: return 2;
         }
     }
     if (!!suite + !!shape != 1 || (suite && strcmp(suite, "deepbench") != 0 && strcmp(suite, "resnet50") != 0)) {

@@ -16,6 +16,7 @@
 
 #include "cli/options.h"
 #include "core/clock.h"
+#include "core/shipped.h"
 #include "core/threads.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
@@ -102,7 +103,7 @@ static int parse_args(int argc, char **argv, struct bench *b)
     int opt;
     long v;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
         switch (opt) {
         case OPT_DATASET: dataset = optarg; break;
         case OPT_DATA: dir = optarg; break;
@@ -116,7 +117,7 @@ static int parse_args(int argc, char **argv, struct bench *b)
         case OPT_WARMUP: if (parse_int("warmup", optarg, 0, 100000, &v)) return 2; b->warmup = (int)v; break;
         case OPT_THREADS: if (parse_int("threads", optarg, 1, 4096, &v)) return 2; b->threads = (int)v; break;
         case OPT_HELP: help(); return -1;
-        default: fprintf(stderr, "Try '%s --help'.\n", PROG); return 2;
+        default: return 2;
         }
     }
     if (optind < argc) {
@@ -175,20 +176,12 @@ static int time_decoding(struct bench *b, int threads, double *rate, struct dl_e
     return rc;
 }
 
-/* bench/data-torchvision under DLTRAIN_DATADIR, the installed data folder,
- * the current folder or $top_srcdir; its "images/s: X" line. */
+/* bench/data-torchvision among the shipped files (core/shipped.h); its
+ * "images/s: X" line. */
 static int time_torchvision(const struct bench *b, int workers, double *rate)
 {
-    const char *dirs[] = {getenv("DLTRAIN_DATADIR"), DL_DATADIR, ".", getenv("top_srcdir")};
-    char script[1200] = "";
-    for (int i = 0; i < 4 && !*script; i++) {
-        if (!dirs[i] || !*dirs[i])
-            continue;
-        snprintf(script, sizeof script, "%s/bench/data-torchvision", dirs[i]);
-        if (access(script, R_OK) != 0)
-            script[0] = '\0';
-    }
-    if (!*script)
+    char script[1200];
+    if (!dl_shipped_find("bench/data-torchvision", script, sizeof script, NULL, 0))
         return -1;
     char cmd[4600];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s' --workers %d --size %d --batch %d --images %ld 2>&1", script,

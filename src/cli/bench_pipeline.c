@@ -182,7 +182,7 @@ int dl_cli_bench_pipeline(int argc, char **argv)
     const char *schedules = "gpipe,1f1b,interleaved:2,zb-h1";
     struct dl_error err = {0};
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, long_opts, PROG)) != -1) {
         int r = dl_net_option(&net_options, opt, optarg, PROG);
         if (r < 0)
             return 2;
@@ -198,7 +198,7 @@ int dl_cli_bench_pipeline(int argc, char **argv)
         case OPT_CUT_BY_TIMES: by_times = 1; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version(PROG); return 0;
-        default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
+        default: return 2;
         }
         if (dl_option_refused(PROG, rc, &err))
             return 2;

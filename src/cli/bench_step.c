@@ -72,7 +72,7 @@ int dl_cli_bench_step(int argc, char **argv)
     const char *trace_path = NULL;
     long trace_steps = TRACE_DEFAULT_STEPS;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain bench step")) != -1) {
         int r = dl_net_option(&net_options, opt, optarg, "dltrain bench step");
         if (r < 0)
             return 2;
@@ -100,7 +100,7 @@ int dl_cli_bench_step(int argc, char **argv)
         }
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain bench step"); return 0;
-        default: fprintf(stderr, "Try 'dltrain bench step --help'.\n"); return 2;
+        default: return 2;
         }
     }
     struct dl_net net;

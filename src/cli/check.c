@@ -1,6 +1,10 @@
-/* check.c: `dltrain check --net FILE`: validates a network file and prints a
- * table of its layers with output shapes, parameter counts and forward FLOPs
- * per sample, and the totals; with --grid, how a grid's tensor rank 0
+/* check.c: `dltrain check --net FILE`: the preflight of a run.  Fails
+ * (exit 2, nothing printed but the message) when the run would: a bad file,
+ * option, grid or consistency model, data that does not fit the network,
+ * memory that cannot be planned or exceeds the machine's (or
+ * --memory-per-rank).  Then prints a table of its layers with output
+ * shapes, parameter counts and forward FLOPs per sample, the totals, the
+ * settings the run would use and the planned memory; with --grid, how a grid's tensor rank 0
  * runs each layer (its pipeline stage, split and parameters) and every grid
  * position's planned memory (check_grid.c); with --consistency and --ranks,
  * what that consistency model does on that many ranks (gossip: its mixing
@@ -10,12 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/check_grid.h"
 #include "cli/options.h"
 #include "core/parse.h"
+#include "data/dataset.h"
 #include "exec/exec.h"
+#include "optim/optim.h"
 #include "parallel/strategy.h"
+#include "spec/datafile.h"
+#include "backends/device.h"
 
 static void help(void)
 {
@@ -31,7 +40,9 @@ static void help(void)
           "                        training on that grid plans them (not with --tune)\n"
           "  --ranks N             the world size: for --grid, dp takes the ranks the other factors\n"
           "                        leave; for --consistency, the rank count (default 4)\n"
-          "  --pipeline-chunks M   --pipeline-schedule S  as dltrain train's, for the memory per rank\n",
+          "  --pipeline-chunks M   --pipeline-schedule S  as dltrain train's, for the memory per rank\n"
+          "  --memory-per-rank SIZE  the memory a rank may plan (default: this machine's memory)\n"
+          "  --bytes               sizes as exact byte counts (for scripts) instead of KiB, MiB, GiB\n",
           stdout);
     fputs("  --consistency MODE    with --ranks P: what MODE does on P ranks; for gossip:TOPOLOGY the\n"
           "                        mixing matrix W (row i: the weights rank i gives every rank's vector),\n"
@@ -40,7 +51,7 @@ static void help(void)
     dl_net_options_help(stdout);
 }
 
-enum { OPT_GRID = DL_OPT_FIRST_LOCAL, OPT_CONSISTENCY, OPT_RANKS, OPT_CHUNKS, OPT_SCHEDULE };
+enum { OPT_GRID = DL_OPT_FIRST_LOCAL, OPT_CONSISTENCY, OPT_RANKS, OPT_CHUNKS, OPT_SCHEDULE, OPT_MEMORY, OPT_BYTES };
 
 /* What --consistency does on `ranks` ranks: gossip's mixing matrices (one
  * per step of the period), EASGD's alpha; 2 when the pair is refused. */
@@ -102,6 +113,186 @@ static int print_consistency(const char *text, int ranks)
     return 0;
 }
 
+static const char *yes_no(int v)
+{
+    return v ? "true" : "false";
+}
+
+/* One data.train or data.eval transform. */
+static void print_transform(const char *what, const struct dl_transform_spec *t)
+{
+    printf("  %s: crop %s, scale [%g, %g], ratio [%g, %g], resize %g, flip %s\n", what, dl_crop_names[t->crop],
+           t->scale[0], t->scale[1], t->ratio[0], t->ratio[1], t->resize, yes_no(t->flip));
+}
+
+/* The settings the run would use, after --set and the options, under the
+ * network file's keys (the optimizer's and schedule's own keys only). */
+static void print_settings(const struct dl_net *net)
+{
+    const struct dl_train_spec *t = &net->train;
+    const struct dl_optim_spec *o = &t->optim;
+    const struct dl_sched_spec *sc = &t->sched;
+    const struct dl_data_spec *d = &net->data;
+    const struct dl_parallel_spec *p = &net->parallel;
+    printf("settings (the file, --set and the options):\n");
+    printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s\n", t->batch, t->epochs, t->max_steps,
+           (unsigned long long)t->seed, dl_device_names[t->device]);
+    printf("  train.optimizer: type %s, lr %g, weight_decay %g", dl_optim_names[o->kind], o->lr, o->weight_decay);
+    if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_RMSPROP)
+        printf(", momentum %g", o->momentum);
+    if (o->kind == DL_OPTIM_SGD)
+        printf(", nesterov %s", yes_no(o->nesterov));
+    if (o->kind == DL_OPTIM_ADAM || o->kind == DL_OPTIM_ADAMW)
+        printf(", beta1 %g, beta2 %g", o->beta1, o->beta2);
+    if (o->kind == DL_OPTIM_RMSPROP)
+        printf(", alpha %g", o->alpha);
+    if (o->kind != DL_OPTIM_SGD)
+        printf(", eps %g", o->eps);
+    printf("\n  train.schedule: type %s, warmup_epochs %g", dl_sched_names[sc->kind], sc->warmup_epochs);
+    if (sc->kind == DL_SCHED_STEP)
+        printf(", step_epochs %g, gamma %g", sc->step_epochs, sc->gamma);
+    if (sc->kind == DL_SCHED_COSINE)
+        printf(", min_lr %g", sc->min_lr);
+    printf("\n  data: dataset %s (format %s), dir '%s', normalize %s, threads %d, prefetch %d, bad_samples %s",
+           d->name[0] ? d->name : dl_dataset_names[d->kind], dl_dataset_names[d->kind], d->dir, yes_no(d->normalize),
+           d->threads, d->prefetch, dl_bad_sample_names[d->bad_samples]);
+    if (d->has_stats)
+        printf(", mean [%g, %g, %g], std [%g, %g, %g]", d->mean[0], d->mean[1], d->mean[2], d->std[0], d->std[1],
+               d->std[2]);
+    if (d->kind == DL_DATASET_SYNTHETIC)
+        printf(", train_samples %ld, test_samples %ld", d->synthetic_train, d->synthetic_test);
+    if (d->kind == DL_DATASET_IDX)
+        printf(", train_images '%s', train_labels '%s', test_images '%s', test_labels '%s'", d->train_images,
+               d->train_labels, d->test_images, d->test_labels);
+    printf("\n");
+    if (d->kind == DL_DATASET_IMAGEFOLDER) {
+        print_transform("data.train", &d->train_transform);
+        print_transform("data.eval", &d->eval_transform);
+    }
+    printf("  parallel: strategy %s, dp %d, tp %d, pp %d, micro_batches %d (0: decided when the job starts)\n",
+           dl_parallel_names[p->kind], p->dp, p->tp, p->pp, p->micro_batches);
+}
+
+static void human(double v, char *buf, size_t n);
+
+/* The header and the layer table. */
+static void print_layers(const struct dl_net *net, const char *path)
+{
+    const struct dl_graph *g = &net->graph;
+    char shape[64];
+    printf("network %s (%s): input %s, %d classes, %d layers\n", net->name, path,
+           dl_shape_str(g->input, shape, sizeof shape), g->classes, g->n);
+    printf("%-4s %-28s %-22s %-30s %-14s %12s %10s\n", "#", "layer", "type", "inputs", "output", "params",
+           "FLOPs");
+    double flops = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        char inputs[256] = "";
+        for (int k = 0; k < l->n_in; k++) {
+            const char *nm = l->in[k] == DL_GRAPH_INPUT ? "input" : g->layers[l->in[k]].name;
+            strncat(inputs, k ? "," : "", sizeof inputs - strlen(inputs) - 1);
+            strncat(inputs, nm, sizeof inputs - strlen(inputs) - 1);
+        }
+        char f[32];
+        human(l->flops, f, sizeof f);
+        flops += l->flops;
+        printf("%-4d %-28s %-22s %-30s %-14s %12ld %10s\n", i, l->name, l->kind->name, inputs,
+               dl_shape_str(l->out_shape, shape, sizeof shape), dl_layer_param_count(l), f);
+    }
+    char f[32];
+    human(flops, f, sizeof f);
+    printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
+}
+
+/* What check decides before it prints: the memory of one process (or of
+ * every grid position), against the limit. */
+struct preflight {
+    size_t arena, unplanned;     /* one process's executor arena, and without reuse */
+    double params;               /* parameters, their gradients and the optimizer's state, bytes */
+    double peak;                 /* one process's: arena + params */
+    double limit;                /* bytes per rank */
+    const char *limit_from;      /* "--memory-per-rank" or "this machine's memory" */
+    struct dl_check_grid_plan grid;
+};
+
+/* The machine's physical memory in bytes (0 when unknown). */
+static double machine_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
+/* The refusal of a plan over the limit; returns 2. */
+static int over_limit(double peak, const char *per, int batch, const struct preflight *pf)
+{
+    char a[32], b[32];
+    fprintf(stderr, "dltrain check: the planned peak, %s per %s at batch %d, exceeds %s (%s): lower --batch, split "
+            "the network over ranks (--grid) or micro-batch it (--tune --workspace-limit)\n",
+            dl_bytes_str(peak, a, sizeof a), per, batch, pf->limit_from, dl_bytes_str(pf->limit, b, sizeof b));
+    return 2;
+}
+
+/* Fails (exit status, message on stderr) when the run would fail: a bad
+ * grid or consistency model, data that does not fit the network, memory
+ * that cannot be planned or exceeds the limit (limit_option: bytes, 0 for
+ * the machine's memory). */
+static int preflight(const struct dl_net *net, const struct dl_check_grid *grid, const char *consistency,
+                     size_t limit_option, const struct dl_exec_options *eo, struct preflight *out)
+{
+    const struct dl_graph *g = &net->graph;
+    struct dl_error err = {0};
+    memset(out, 0, sizeof *out);
+    if (consistency) {
+        struct dl_parallel_opts po;
+        dl_parallel_opts_defaults(&po);
+        if (dl_consistency_parse(consistency, &po, &err) ||
+            dl_parallel_opts_check(&po, grid->ranks ? grid->ranks : 4, &err)) {
+            fprintf(stderr, "dltrain check: %s\n", err.msg);
+            return 2;
+        }
+    }
+    if (grid->grid && dl_check_grid_plan(net, grid, eo, &out->grid, &err)) {
+        fprintf(stderr, "dltrain check: %s\n", err.msg);
+        return err.code == DL_ERR_SPEC ? 2 : 1;
+    }
+    if (dl_dataset_fits(&net->data, g->input, g->classes, &err)) {
+        fprintf(stderr, "dltrain check: data: %s\n", err.msg);
+        return 2;
+    }
+    out->limit = limit_option ? (double)limit_option : machine_memory();
+    out->limit_from = limit_option ? "--memory-per-rank" : "this machine's memory";
+    if (grid->grid) { /* the grid's ranks, planned above */
+        if (out->limit > 0 && out->grid.peak > out->limit)
+            return over_limit(out->grid.peak, "rank", net->train.batch, out);
+        return 0;
+    }
+    struct dl_exec plan;
+    if (dl_exec_plan(&plan, g, net->train.batch, eo, &err)) {
+        fprintf(stderr, "dltrain check: the memory of batch %d cannot be planned: %s\n", net->train.batch, err.msg);
+        return 2;
+    }
+    out->arena = plan.arena_bytes, out->unplanned = plan.unplanned_bytes;
+    dl_exec_free(&plan);
+    out->params = (2.0 + dl_optim_state_vectors(&net->train.optim)) * (double)dl_graph_param_count(g) * sizeof(float);
+    out->peak = (double)out->arena + out->params;
+    if (out->limit > 0 && out->peak > out->limit)
+        return over_limit(out->peak, "process", net->train.batch, out);
+    return 0;
+}
+
+/* One process's planned memory (after the preflight). */
+static void print_memory(const struct dl_net *net, const struct preflight *pf, int bytes)
+{
+    char peak[32], arena[32], unplanned[32], params[32], limit[32];
+    printf("planned peak: %s for batch %d on one process (arena %s: activations, gradients, kernel state and "
+           "workspace, %s without reuse; parameters, gradients and optimizer state %s); limit %s (%s)\n",
+           dl_check_size(pf->peak, bytes, peak, sizeof peak), net->train.batch,
+           dl_check_size((double)pf->arena, bytes, arena, sizeof arena),
+           dl_check_size((double)pf->unplanned, bytes, unplanned, sizeof unplanned),
+           dl_check_size(pf->params, bytes, params, sizeof params), dl_check_size(pf->limit, bytes, limit, sizeof limit),
+           pf->limit_from);
+}
+
 static void human(double v, char *buf, size_t n)
 {
     if (v >= 1e9)
@@ -121,7 +312,10 @@ int dl_cli_check(int argc, char **argv)
                                               {"ranks", required_argument, 0, OPT_RANKS},
                                               {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
                                               {"pipeline-schedule", required_argument, 0, OPT_SCHEDULE},
+                                              {"memory-per-rank", required_argument, 0, OPT_MEMORY},
+                                              {"bytes", no_argument, 0, OPT_BYTES},
                                               {0, 0, 0, 0}};
+    size_t memory_limit = 0;
     struct dl_check_grid grid = {.schedule = DL_SCHED_1F1B, .V = 1};
     const char *consistency = NULL;
     struct dl_error perr = {0};
@@ -129,7 +323,7 @@ int dl_cli_check(int argc, char **argv)
     dl_net_options_init(&net_options);
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain check")) != -1) {
         int r = dl_net_option(&net_options, opt, optarg, "dltrain check");
         if (r < 0)
             return 2;
@@ -152,9 +346,15 @@ int dl_cli_check(int argc, char **argv)
             if (dl_option_refused("dltrain check", dl_schedule_parse(optarg, &grid.schedule, &grid.V, &perr), &perr))
                 return 2;
             break;
+        case OPT_BYTES: grid.bytes = 1; break;
+        case OPT_MEMORY:
+            if (dl_option_refused("dltrain check", dl_parse_bytes("--memory-per-rank", optarg, 1, (size_t)1 << 60,
+                                                                  &memory_limit, &perr), &perr))
+                return 2;
+            break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain check"); return 0;
-        default: fprintf(stderr, "Try 'dltrain check --help'.\n"); return 2;
+        default: return 2;
         }
     }
     if (optind < argc) {
@@ -167,52 +367,37 @@ int dl_cli_check(int argc, char **argv)
     int status = dl_net_options_load(&net_options, &net, "dltrain check");
     if (status)
         return status;
-    const struct dl_graph *g = &net.graph;
-    char shape[64];
-    printf("network %s (%s): input %s, %d classes, %d layers\n", net.name, net_options.net_path,
-           dl_shape_str(g->input, shape, sizeof shape), g->classes, g->n);
-    printf("%-4s %-28s %-22s %-30s %-14s %12s %10s\n", "#", "layer", "type", "inputs", "output", "params",
-           "FLOPs");
-    double flops = 0;
-    for (int i = 0; i < g->n; i++) {
-        const struct dl_layer *l = &g->layers[i];
-        char inputs[256] = "";
-        for (int k = 0; k < l->n_in; k++) {
-            const char *nm = l->in[k] == DL_GRAPH_INPUT ? "input" : g->layers[l->in[k]].name;
-            strncat(inputs, k ? "," : "", sizeof inputs - strlen(inputs) - 1);
-            strncat(inputs, nm, sizeof inputs - strlen(inputs) - 1);
-        }
-        long params = 0;
-        for (int j = 0; j < l->n_params; j++)
-            if (l->param[j].trainable)
-                params += l->param[j].count;
-        char f[32];
-        human(l->flops, f, sizeof f);
-        flops += l->flops;
-        printf("%-4d %-28s %-22s %-30s %-14s %12ld %10s\n", i, l->name, l->kind->name, inputs,
-               dl_shape_str(l->out_shape, shape, sizeof shape), params, f);
+    /* Without --grid, the network file's grid (parallel: dp, tp, pp) is the run's. */
+    char file_grid[96] = "";
+    const struct dl_parallel_spec *ps = &net.parallel;
+    if (!grid.grid && (ps->dp || ps->tp || ps->pp)) {
+        int n = 0;
+        if (ps->dp)
+            n += snprintf(file_grid + n, sizeof file_grid - (size_t)n, "dp=%d", ps->dp);
+        if (ps->tp)
+            n += snprintf(file_grid + n, sizeof file_grid - (size_t)n, "%stp=%d", n ? "," : "", ps->tp);
+        if (ps->pp)
+            snprintf(file_grid + n, sizeof file_grid - (size_t)n, "%spp=%d", n ? "," : "", ps->pp);
+        grid.grid = file_grid;
     }
-    char f[32];
-    human(flops, f, sizeof f);
-    printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
-    struct dl_exec plan;
-    struct dl_error err = {0};
+    /* Everything that can fail is decided before anything is printed. */
     struct dl_exec_options eo;
     dl_net_exec_options(&net_options, &eo);
-    if (dl_exec_plan(&plan, g, net.train.batch, &eo, &err) == DL_OK) {
-        double params = 3.0 * (double)dl_graph_param_count(g) * sizeof(float); /* weights, gradients, momentum */
-        printf("planned peak: %.0f bytes for batch %d (arena %zu bytes: activations, gradients, kernel state and "
-               "workspace, %zu without reuse; parameters, gradients and optimizer state %.0f bytes)\n",
-               (double)plan.arena_bytes + params, net.train.batch, plan.arena_bytes, plan.unplanned_bytes, params);
-        dl_exec_free(&plan);
-    } else {
-        printf("planned peak: unknown (%s)\n", err.msg);
+    struct preflight pf;
+    status = preflight(&net, &grid, consistency, memory_limit, &eo, &pf);
+    if (!status) {
+        print_layers(&net, net_options.net_path);
+        print_settings(&net);
+        if (!grid.grid)
+            print_memory(&net, &pf, grid.bytes);
+        if (grid.grid)
+            dl_check_grid_print(&net, &grid, &pf.grid);
+        if (consistency) {
+            printf("\n");
+            status = print_consistency(consistency, grid.ranks ? grid.ranks : 4);
+        }
     }
-    status = grid.grid ? dl_check_grid(&net, &grid, &eo) : 0;
-    if (!status && consistency) {
-        printf("\n");
-        status = print_consistency(consistency, grid.ranks ? grid.ranks : 4);
-    }
+    dl_check_grid_plan_free(&pf.grid);
     dl_net_free(&net);
     return status;
 }

@@ -9,7 +9,10 @@
 #include "cli/check_grid.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/parse.h"
 
 #include "optim/optim.h"
 #include "plan/shard.h"
@@ -48,73 +51,110 @@ static const char *layer_range(const struct dl_shard *s, char *buf, size_t size)
     return buf;
 }
 
-/* One row per (t, p) position; returns the exit status. */
-static int print_memory(const struct dl_net *net, const struct dl_grid_dims *d, const struct dl_check_grid *c,
-                        const struct dl_exec_options *eo)
+/* Every (t, p) position's memory into out->rows. */
+static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, const struct dl_exec_options *eo,
+                       struct dl_check_grid_plan *out, struct dl_error *err)
 {
     const struct dl_graph *g = &net->graph;
-    int batch = net->train.batch, chunks = dl_pipeline_chunks(c->chunks ? c->chunks : net->parallel.micro_batches,
-                                                              d->pp);
-    int max_local = (batch + d->dp - 1) / d->dp; /* the batcher's largest part of a mini-batch */
+    const struct dl_grid_dims *d = &out->d;
+    int max_local = (net->train.batch + d->dp - 1) / d->dp; /* the batcher's largest part of a mini-batch */
     int vectors = dl_optim_state_vectors(&net->train.optim);
-    char sched[48];
-    snprintf(sched, sizeof sched, c->V > 1 ? "%s:%d" : "%s", dl_schedule_kind_name(c->schedule), c->V);
-    printf("\nmemory per rank (batch %d, %d per data-parallel rank, %d chunk%s, %s; %s keeps %d vector%s per "
-           "weight): bytes of parameters, their gradients, the optimizer's state, other state (batch-norm\n"
-           "statistics), and the arenas of the executors (activations, their gradients, kernel state, workspace: one "
-           "per chunk in flight); peak = their sum\n",
-           batch, max_local, chunks, chunks == 1 ? "" : "s", sched, dl_optim_names[net->train.optim.kind], vectors,
-           vectors == 1 ? "" : "s");
-    printf("%-3s %-3s %-14s %-36s %5s %13s %13s %13s %10s %13s %13s\n", "t", "p", "ranks", "layers", "execs",
-           "params", "gradients", "optimizer", "state", "arena", "peak");
+    out->chunks = dl_pipeline_chunks(c->chunks ? c->chunks : net->parallel.micro_batches, d->pp);
+    out->rows = dl_calloc((size_t)d->tp * (size_t)d->pp, sizeof *out->rows, err);
+    if (!out->rows)
+        return DL_ERR_NOMEM;
     for (int p = 0; p < d->pp; p++)
         for (int t = 0; t < d->tp; t++) {
             struct dl_shard s;
-            struct dl_error err = {0};
             struct dl_pipeline_memory m;
             int rank = dl_grid_rank(d, (struct dl_grid_pos){t, 0, p});
-            int rc = dl_shard_make(g, d, c->V, rank, NULL, &s, &err);
+            int rc = dl_shard_make(g, d, c->V, rank, NULL, &s, err);
             if (!rc) {
                 struct dl_exec_options o = *eo;
                 o.shard = &s;
-                rc = dl_pipeline_plan_memory(g, &o, max_local, chunks, c->schedule, c->V, &m, &err);
+                rc = dl_pipeline_plan_memory(g, &o, max_local, out->chunks, c->schedule, c->V, &m, err);
                 if (rc)
                     dl_shard_free(&s);
             }
             if (rc) {
-                fprintf(stderr, "dltrain check: --grid %s: rank %d (t=%d p=%d): %s\n", c->grid, rank, t, p, err.msg);
-                return rc == DL_ERR_SPEC ? 2 : 1;
+                dl_error_prefix(err, "--grid %s: rank %d (t=%d p=%d)", c->grid, rank, t, p);
+                return rc;
             }
-            char ranks[64] = "", layers[128];
+            struct dl_check_grid_row *r = &out->rows[out->n++];
+            r->t = t, r->p = p, r->slots = m.slots;
             size_t used = 0;
-            for (int dd = 0; dd < d->dp && used < sizeof ranks; dd++)
-                used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", dd ? "," : "",
+            for (int dd = 0; dd < d->dp && used < sizeof r->ranks; dd++)
+                used += (size_t)snprintf(r->ranks + used, sizeof r->ranks - used, "%s%d", dd ? "," : "",
                                          dl_grid_rank(d, (struct dl_grid_pos){t, dd, p}));
-            double w = 4.0 * (double)m.weights, opt = w * vectors, st = 4.0 * (double)m.state;
-            printf("%-3d %-3d %-14s %-36s %5d %13.0f %13.0f %13.0f %10.0f %13zu %13.0f\n", t, p, ranks,
-                   layer_range(&s, layers, sizeof layers), m.slots, w, w, opt, st, m.arena_bytes,
-                   2 * w + opt + st + (double)m.arena_bytes);
+            layer_range(&s, r->layers, sizeof r->layers);
+            r->weights = 4.0 * (double)m.weights, r->optimizer = r->weights * vectors, r->state = 4.0 * (double)m.state;
+            r->arena = (double)m.arena_bytes;
+            r->peak = 2 * r->weights + r->optimizer + r->state + r->arena;
+            if (r->peak > out->peak)
+                out->peak = r->peak;
             dl_shard_free(&s);
         }
-    return 0;
+    return DL_OK;
 }
 
-int dl_check_grid(const struct dl_net *net, const struct dl_check_grid *c, const struct dl_exec_options *eo)
+int dl_check_grid_plan(const struct dl_net *net, const struct dl_check_grid *c, const struct dl_exec_options *eo,
+                       struct dl_check_grid_plan *out, struct dl_error *err)
 {
-    struct dl_grid_dims want = {0, 0, 0}, d;
-    struct dl_error err = {0};
+    memset(out, 0, sizeof *out);
+    struct dl_grid_dims want = {0, 0, 0};
     struct dl_shard s;
-    if (dl_grid_parse(c->grid, &want, &err)) {
-        fprintf(stderr, "dltrain check: --grid: %s\n", err.msg);
-        return 2;
-    }
+    if (dl_grid_parse(c->grid, &want, err)) /* its message names --grid */
+        return DL_ERR_SPEC;
     int world = c->ranks ? c->ranks : (want.dp ? want.dp : 1) * (want.tp ? want.tp : 1) * (want.pp ? want.pp : 1);
-    if (dl_grid_resolve(DL_PAR_HYBRID, want, world, &d, &err) ||
-        dl_shard_make(&net->graph, &d, c->V, 0, NULL, &s, &err)) {
-        fprintf(stderr, "dltrain check: --grid %s%s: %s\n", c->grid, c->ranks ? " --ranks" : "", err.msg);
-        return 2;
+    if (dl_grid_resolve(DL_PAR_HYBRID, want, world, &out->d, err) ||
+        dl_shard_make(&net->graph, &out->d, c->V, 0, NULL, &s, err)) {
+        dl_error_prefix(err, "--grid %s%s", c->grid, c->ranks ? " --ranks" : "");
+        return DL_ERR_SPEC;
     }
-    print_layers(&net->graph, &s, &d);
     dl_shard_free(&s);
-    return print_memory(net, &d, c, eo);
+    return plan_memory(net, c, eo, out, err);
+}
+
+const char *dl_check_size(double v, int bytes, char *buf, size_t size)
+{
+    if (bytes)
+        snprintf(buf, size, "%.0f", v);
+    else
+        dl_bytes_str(v, buf, size);
+    return buf;
+}
+
+void dl_check_grid_print(const struct dl_net *net, const struct dl_check_grid *c, const struct dl_check_grid_plan *p)
+{
+    struct dl_shard s;
+    struct dl_error err = {0};
+    if (dl_shard_make(&net->graph, &p->d, c->V, 0, NULL, &s, &err) == DL_OK) { /* made once already */
+        print_layers(&net->graph, &s, &p->d);
+        dl_shard_free(&s);
+    }
+    int batch = net->train.batch, vectors = dl_optim_state_vectors(&net->train.optim);
+    char sched[48];
+    snprintf(sched, sizeof sched, c->V > 1 ? "%s:%d" : "%s", dl_schedule_kind_name(c->schedule), c->V);
+    printf("\nmemory per rank (batch %d, %d per data-parallel rank, %d chunk%s, %s; %s keeps %d vector%s per "
+           "weight): parameters, their gradients, the optimizer's state, other state (batch-norm\n"
+           "statistics), and the arenas of the executors (activations, their gradients, kernel state, workspace: one "
+           "per chunk in flight); peak = their sum\n",
+           batch, (batch + p->d.dp - 1) / p->d.dp, p->chunks, p->chunks == 1 ? "" : "s", sched,
+           dl_optim_names[net->train.optim.kind], vectors, vectors == 1 ? "" : "s");
+    printf("%-3s %-3s %-14s %-36s %5s %11s %11s %11s %11s %11s %11s\n", "t", "p", "ranks", "layers", "execs",
+           "params", "gradients", "optimizer", "state", "arena", "peak");
+    for (int i = 0; i < p->n; i++) {
+        const struct dl_check_grid_row *r = &p->rows[i];
+        char w[32], o[32], st[32], a[32], pk[32];
+        printf("%-3d %-3d %-14s %-36s %5d %11s %11s %11s %11s %11s %11s\n", r->t, r->p, r->ranks, r->layers, r->slots,
+               dl_check_size(r->weights, c->bytes, w, sizeof w), w, dl_check_size(r->optimizer, c->bytes, o, sizeof o),
+               dl_check_size(r->state, c->bytes, st, sizeof st), dl_check_size(r->arena, c->bytes, a, sizeof a),
+               dl_check_size(r->peak, c->bytes, pk, sizeof pk));
+    }
+}
+
+void dl_check_grid_plan_free(struct dl_check_grid_plan *p)
+{
+    free(p->rows);
+    p->rows = NULL;
 }

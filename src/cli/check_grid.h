@@ -16,11 +16,37 @@ struct dl_check_grid {
     int chunks;                      /* --pipeline-chunks; 0: the network file's, else the default */
     enum dl_pipe_schedule schedule;  /* --pipeline-schedule */
     int V;                           /* its stages per pipeline rank (interleaved:V) */
+    int bytes;                       /* --bytes: sizes as exact byte counts */
 };
 
-/* Prints both tables for net (its batch and optimizer) with executor
- * options eo; returns the exit status (2 for a grid the network cannot
- * have, with the message on stderr). */
-int dl_check_grid(const struct dl_net *net, const struct dl_check_grid *c, const struct dl_exec_options *eo);
+/* A size for check's tables: "12.3 MiB", or with bytes "12897484". */
+const char *dl_check_size(double v, int bytes, char *buf, size_t size);
+
+/* One row of the memory table: a (tensor, pipeline) position. */
+struct dl_check_grid_row {
+    int t, p, slots;
+    char ranks[64], layers[128];
+    double weights, optimizer, state, arena, peak; /* bytes */
+};
+
+/* A grid resolved and planned, before anything is printed. */
+struct dl_check_grid_plan {
+    struct dl_grid_dims d;
+    int chunks;
+    int n;
+    struct dl_check_grid_row *rows;   /* [tp x pp] */
+    double peak;                      /* the largest row's */
+};
+
+/* Resolves c's grid for net (its batch and optimizer) and plans every
+ * position's memory with executor options eo.  A grid the network cannot
+ * have is DL_ERR_SPEC with the message in err. */
+int dl_check_grid_plan(const struct dl_net *net, const struct dl_check_grid *c, const struct dl_exec_options *eo,
+                       struct dl_check_grid_plan *out, struct dl_error *err);
+
+/* Prints both tables of a plan. */
+void dl_check_grid_print(const struct dl_net *net, const struct dl_check_grid *c, const struct dl_check_grid_plan *p);
+
+void dl_check_grid_plan_free(struct dl_check_grid_plan *p);
 
 #endif

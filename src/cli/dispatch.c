@@ -10,15 +10,18 @@
 static void usage(FILE *f)
 {
     fputs("Usage: dltrain [train] --net FILE [options]   train a network (the default)\n"
-          "       dltrain check --net FILE [options]     validate a network, print its layers\n"
+          "       dltrain check --net FILE [options]     preflight: layers, settings, memory; exit 2 if the\n"
+          "                                              run would fail\n"
           "       dltrain tune --net FILE --batch N      pick kernels and micro-batch splits (cached)\n"
           "       dltrain plan --net FILE --ranks N      predict and rank layouts (grid, cuts, schedule)\n"
-          "       dltrain bench comm [options]           benchmark allreduce algorithms\n"
+          "       dltrain bench step --net FILE          per-layer times and GFLOP/s of a training step\n"
+          "       dltrain bench conv [options]           convolution suites (DeepBench, ResNet-50) tuned\n"
+          "       dltrain bench comm [options]           benchmark allreduce algorithms and codecs\n"
           "       dltrain bench data --data DIR          decoded images/s vs torchvision\n"
           "       dltrain bench pipeline --net FILE      pipeline schedules on measured stage times\n"
           "       dltrain help layers                    list every layer type and its keys\n"
           "       dltrain COMMAND --help                 options of one command\n"
-          "       dltrain --version\n"
+          "       dltrain --version                      version, commit and what the build contains\n"
           "See dltrain(1), dltrain-net(5) and dltrain-data(5).\n",
           f);
 }
@@ -52,7 +55,12 @@ int dl_cli_main(int argc, char **argv)
     }
     if (cmd[0] == '-') /* options only: train */
         return dl_cli_train(argc, argv);
-    fprintf(stderr, "dltrain: unknown command '%s'\n", cmd);
+    static const char *const commands[] = {"train", "check", "plan", "tune", "bench", "help", NULL};
+    const char *near = dl_closest_name(cmd, commands);
+    if (near)
+        fprintf(stderr, "dltrain: unknown command '%s' (did you mean %s?)\n", cmd, near);
+    else
+        fprintf(stderr, "dltrain: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
 }

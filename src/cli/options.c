@@ -12,6 +12,7 @@
 #include "backends/kernel.h"
 #include "core/parse.h"
 #include "core/rng.h"
+#include "core/shipped.h"
 #include "core/threads.h"
 #include "exec/exec.h"
 #include "spec/datafile.h"
@@ -75,6 +76,14 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
             fprintf(stderr, "%s: %s\n", prog, err.msg);
             return -1;
         }
+        return 1;
+    }
+    if (opt == DL_OPT_SET) {
+        if (o->n_sets == DL_NET_MAX_SETS) {
+            fprintf(stderr, "%s: --set: more than %d\n", prog, DL_NET_MAX_SETS);
+            return -1;
+        }
+        o->sets[o->n_sets++] = arg;
         return 1;
     }
     if (opt == DL_OPT_NO_FUSION) {
@@ -164,21 +173,17 @@ static int apply(struct dl_net *net, int code, const char *v, struct dl_error *e
     return dl_errorf(err, DL_ERR_INTERNAL, "unhandled option %d", code);
 }
 
-const char *dl_shipped_file(const char *path, const char *folder, char *buf, size_t size)
+const char *dl_shipped_file(const char *path, const char *folder, char *buf, size_t size, char *looked,
+                            size_t looked_size)
 {
+    if (looked && looked_size)
+        looked[0] = '\0';
     if (strchr(path, '/') || access(path, F_OK) == 0)
         return path;
     size_t len = strlen(path);
-    const char *ext = len > 5 && strcmp(path + len - 5, ".yaml") == 0 ? "" : ".yaml";
-    const char *dirs[] = {getenv("DLTRAIN_DATADIR"), DL_DATADIR, "."};
-    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
-        if (!dirs[i] || !*dirs[i])
-            continue;
-        snprintf(buf, size, "%s/%s/%s%s", dirs[i], folder, path, ext);
-        if (access(buf, R_OK) == 0)
-            return buf;
-    }
-    return path;
+    char rel[1024];
+    snprintf(rel, sizeof rel, "%s/%s%s", folder, path, len > 5 && strcmp(path + len - 5, ".yaml") == 0 ? "" : ".yaml");
+    return dl_shipped_find(rel, buf, size, looked, looked_size) ? buf : path;
 }
 
 /* Every --kernel choice names all, an op kind, or a layer of this network
@@ -202,6 +207,16 @@ static int check_kernel_choices(const struct dl_graph *g, const struct dl_kernel
     return DL_OK;
 }
 
+struct warning_sink {
+    const char *prog;
+};
+
+static void print_warning(void *ctx, const char *msg)
+{
+    const struct warning_sink *w = ctx;
+    fprintf(stderr, "%s: warning: %s\n", w->prog, msg);
+}
+
 /* The device of train.device (after --device) for this node's rank: a
  * build without CUDA, no driver or no GPU is refused here, before any data
  * is read (DL_ERR_SPEC). */
@@ -217,8 +232,19 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
         fprintf(stderr, "%s: missing --net FILE (try --help)\n", prog);
         return 2;
     }
-    char installed[1200];
-    int rc = dl_net_load(dl_shipped_file(o->net_path, "nets", installed, sizeof installed), net, &err);
+    char looked[4200];
+    const char *path = dl_shipped_file(o->net_path, "nets", o->net_found, sizeof o->net_found, looked, sizeof looked);
+    if (*looked) {
+        fprintf(stderr, "%s: --net %s: no such file here, and no shipped network %s%s in %s\n", prog, o->net_path,
+                o->net_path, strstr(o->net_path, ".yaml") ? "" : ".yaml", looked);
+        return 2;
+    }
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "%s: --net %s: no such file\n", prog, o->net_path);
+        return 2;
+    }
+    o->net_path = path;
+    int rc = dl_net_load_with(path, o->sets, o->n_sets, net, &err);
     /* --dataset first: it sets the dataset's own folder, which --data overrides. */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; !rc && i < o->n; i++)
@@ -226,6 +252,14 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
                 rc = apply(net, o->codes[i], o->values[i], &err);
     if (!rc && net->train.optim.nesterov && (net->train.optim.kind != DL_OPTIM_SGD || net->train.optim.momentum <= 0))
         rc = dl_errorf(&err, DL_ERR_SPEC, "--nesterov needs the sgd optimizer with momentum > 0");
+    enum dl_optim_kind kind = net->train.optim.kind;
+    for (int i = 0; !rc && i < o->n; i++)
+        if (o->codes[i] == DL_OPT_MOMENTUM && kind != DL_OPTIM_SGD && kind != DL_OPTIM_RMSPROP)
+            rc = dl_errorf(&err, DL_ERR_SPEC, "--momentum %s: %s does not use it (sgd and rmsprop do)", o->values[i],
+                           dl_optim_names[kind]);
+    struct warning_sink sink = {prog};
+    if (!rc)
+        rc = dl_net_check_unused_keys(net, print_warning, &sink, &err);
     if (!rc)
         rc = check_kernel_choices(&net->graph, &o->kernels, &err);
     if (!rc)
@@ -246,6 +280,10 @@ void dl_net_options_help(FILE *f)
           "  --net FILE            network description (YAML; see dltrain-net(5)) [required];\n"
           "                        a bare NAME or NAME.yaml such as resnet50 means the shipped\n"
           "                        nets/NAME.yaml (installed, or in the current folder)\n"
+          "  --set KEY=VALUE       set any key of the network file, checked as in the file, e.g.\n"
+          "                        train.optimizer.beta2=0.95, data.prefetch=4,\n"
+          "                        loss.label_smoothing=0.1, layers.fc1.units=256 (a layer by name\n"
+          "                        or index); repeatable, applied in order before the options below\n"
           "  --epochs N            number of epochs\n"
           "  --batch N             mini-batch size (over all processes)\n"
           "  --max-steps N         stop after N steps\n"
@@ -297,10 +335,6 @@ int dl_option_refused(const char *prog, int rc, const struct dl_error *err)
     return rc != 0;
 }
 
-void dl_print_version(const char *prog)
-{
-    printf("%s (dltrain) %s\n", prog, PACKAGE_VERSION);
-}
 
 int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, struct dl_error *err)
 {
@@ -319,4 +353,69 @@ int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, s
     for (int k = 0; k < n; k++)
         (*y)[k] = (int)dl_rng_below(&r, (uint64_t)g->classes);
     return DL_OK;
+}
+
+/* Levenshtein distance of a and b (at most 63 characters of each). */
+static int edit_distance(const char *a, const char *b)
+{
+    int n = (int)strlen(a), m = (int)strlen(b);
+    n = n > 63 ? 63 : n, m = m > 63 ? 63 : m;
+    int d[64][64];
+    for (int i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= n; i++)
+        for (int j = 1; j <= m; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]), del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[n][m];
+}
+
+const char *dl_closest_name(const char *word, const char *const *names)
+{
+    const char *best = NULL;
+    int best_d = 1 << 30, len = (int)strlen(word);
+    for (int i = 0; names[i]; i++) {
+        int d = edit_distance(word, names[i]);
+        if (d < best_d)
+            best = names[i], best_d = d;
+    }
+    return best && (best_d <= 2 || best_d <= len / 3) ? best : NULL;
+}
+
+int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog)
+{
+    opterr = 0;
+    int prev = optind;
+    int opt = getopt_long(argc, argv, ":", opts, NULL);
+    if (opt != '?' && opt != ':')
+        return opt;
+    const char *arg = optind > prev ? argv[optind - 1] : argv[prev];
+    if (opt == ':') {
+        fprintf(stderr, "%s: option '%s' needs a value\n", prog, arg);
+    } else if (strncmp(arg, "--", 2) != 0) {
+        fprintf(stderr, "%s: unrecognized option '%s' (options are long: --name)\n", prog, arg);
+    } else {
+        char word[128];
+        snprintf(word, sizeof word, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+        const char *names[512];
+        int n = 0;
+        for (int i = 0; opts[i].name && n < 511; i++)
+            names[n++] = opts[i].name;
+        names[n] = NULL;
+        int prefixed = 0;
+        for (int i = 0; i < n; i++)
+            prefixed += strncmp(names[i], word, strlen(word)) == 0;
+        const char *near = dl_closest_name(word, names);
+        if (prefixed > 1)
+            fprintf(stderr, "%s: option '--%s' is ambiguous: it begins %d options\n", prog, word, prefixed);
+        else if (near)
+            fprintf(stderr, "%s: unrecognized option '--%s' (did you mean --%s?)\n", prog, word, near);
+        else
+            fprintf(stderr, "%s: unrecognized option '--%s'\n", prog, word);
+    }
+    fprintf(stderr, "Try '%s --help'.\n", prog);
+    return '?';
 }

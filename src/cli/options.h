@@ -19,7 +19,7 @@ enum {
     DL_OPT_DATASET, DL_OPT_LIMIT_TRAIN, DL_OPT_LIMIT_TEST, DL_OPT_MAX_STEPS, DL_OPT_THREADS,
     DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL, DL_OPT_NO_FUSION,
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
-    DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE,
+    DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE, DL_OPT_SET,
     DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
@@ -39,16 +39,19 @@ enum {
     {"workspace-total", required_argument, 0, DL_OPT_WORKSPACE_TOTAL}, \
     {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY}, \
     {"data-threads", required_argument, 0, DL_OPT_DATA_THREADS}, {"bad-samples", required_argument, 0, DL_OPT_BAD_SAMPLES}, \
-    {"device", required_argument, 0, DL_OPT_DEVICE}
+    {"device", required_argument, 0, DL_OPT_DEVICE}, {"set", required_argument, 0, DL_OPT_SET}
 
 #define DL_MAX_OVERRIDES 32
 
 struct dl_net_options {
-    const char *net_path;
+    const char *net_path;        /* --net; after dl_net_options_load, the file found */
+    char net_found[1200];
     int threads;                 /* 0 = all available cores */
     int n;                       /* overrides in command-line order */
     int codes[DL_MAX_OVERRIDES];
     const char *values[DL_MAX_OVERRIDES];
+    const char *sets[DL_NET_MAX_SETS];  /* --set KEY=VALUE, in order */
+    int n_sets;
     struct dl_kernel_choices kernels; /* --kernel, --no-fusion */
     struct dl_tune_options tune;      /* --workspace-limit, --workspace-total, --tune-db, --tune-policy */
     int tune_on;                      /* --tune: executors are planned by the tuner */
@@ -62,7 +65,9 @@ void dl_net_options_init(struct dl_net_options *o);
  * is not a shared option, and -1 (after printing a message) on a bad value. */
 int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char *prog);
 
-/* Loads o->net_path, applies the overrides in order, opens the device
+/* Loads o->net_path with the --set values, applies the overrides in
+ * order, refuses an option the chosen optimizer does not use (--momentum
+ * with adam) and warns about such keys of the file, opens the device
  * (train.device, --device: o->device; a device the executor cannot run on,
  * or one that is missing, is refused here, before any work) and sets the
  * thread count.  Prints the error and returns the exit status (2 for a bad
@@ -80,19 +85,34 @@ int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, s
 
 /* A shipped file for PATH that names none here: NAME or NAME.yaml,
  * without a slash, that is not a file here is folder/NAME.yaml (folder
- * "nets", "machines") under $DLTRAIN_DATADIR, the installed data folder or
- * the current folder (a source tree), written to buf, when it is there;
- * else path itself. */
-const char *dl_shipped_file(const char *path, const char *folder, char *buf, size_t size);
+ * "nets", "machines") among the shipped files (core/shipped.h: from any
+ * folder), written to buf, when it is there; else path itself.  looked
+ * (may be NULL): the folders searched in vain ("" when PATH was a path,
+ * or found). */
+const char *dl_shipped_file(const char *path, const char *folder, char *buf, size_t size, char *looked,
+                            size_t looked_size);
 
 /* Prints "PROG: message" when rc (the status of a core/parse.h parser or of
  * another function that fills err) is an error; returns 1 then, else 0. */
 int dl_option_refused(const char *prog, int rc, const struct dl_error *err);
 
+/* getopt_long for every subcommand: the next option's code, -1 at the end,
+ * '?' after printing what was wrong with an unknown option (with the
+ * closest of opts when one is near: "did you mean --lr?"), an ambiguous
+ * one, or a missing value, and "Try 'PROG --help'." (the caller exits 2). */
+int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog);
+
+/* The name among the NULL-terminated names closest to word by edit
+ * distance when it is near enough to be a likely typo (at most 2 edits, or a
+ * third of word's length), else NULL. */
+const char *dl_closest_name(const char *word, const char *const *names);
+
 /* Help text of the shared options. */
 void dl_net_options_help(FILE *f);
 
-/* Prints "dltrain VERSION" (GNU --version). */
+/* --version (cli/version.c): the version, the commit it was built from
+ * and the features compiled in (communication backends and their MPI or
+ * NCCL, kernel libraries, devices and their CUDA libraries). */
 void dl_print_version(const char *prog);
 
 #endif

@@ -428,7 +428,14 @@ static int take_machine_file(struct plan_command *c)
 {
     struct dl_error err = {0};
     const struct dl_machine_file *f = &c->machine;
-    c->machine_path = dl_shipped_file(c->machine_path, "machines", c->machine_found, sizeof c->machine_found);
+    char looked[4200];
+    c->machine_path = dl_shipped_file(c->machine_path, "machines", c->machine_found, sizeof c->machine_found, looked,
+                                      sizeof looked);
+    if (*looked) {
+        fprintf(stderr, "dltrain plan: --machine %s: no such file here, and no shipped machine %s%s in %s\n",
+                c->machine_path, c->machine_path, strstr(c->machine_path, ".yaml") ? "" : ".yaml", looked);
+        return 2;
+    }
     if (dl_machine_file_load(c->machine_path, &c->machine, &err)) {
         fprintf(stderr, "dltrain plan: --machine: %s\n", err.msg);
         return 2;
@@ -555,7 +562,7 @@ int dl_cli_plan(int argc, char **argv)
     struct dl_error err = {0};
     int opt, bad = 0;
     optind = 1;
-    while (!bad && (opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while (!bad && (opt = dl_getopt(argc, argv, long_opts, "dltrain plan")) != -1) {
         int r = dl_net_option(&net_options, opt, optarg, "dltrain plan");
         if (r < 0)
             return 2;
@@ -597,7 +604,7 @@ int dl_cli_plan(int argc, char **argv)
         case OPT_MACHINE: c.machine_path = optarg; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain plan"); return 0;
-        default: fprintf(stderr, "Try 'dltrain plan --help'.\n"); return 2;
+        default: return 2;
         }
     }
     if (bad)

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "backends/kernel.h"
+#include "cli/job_output.h"
 #include "cli/options.h"
 #include "cli/train_auto.h"
+#include "comm/agree.h"
 #include "comm/allreduce.h"
 #include "comm/comm.h"
 #include "comm/emulate.h"
@@ -272,20 +274,14 @@ static void help(void)
           "  --ps-servers K        parameter-server ranks for ssp, async and easgd-async (default 1)\n"
           "  --stall-warning TIME  name ranks missing from a step's allreduce after TIME (default 60s)\n"
           "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
-          "  --debug-slow-rank R:MS  testing aid: rank R sleeps MS milliseconds every step\n"
-          "  --debug-hold-at-step N  testing aid: after step N wait (up to 10 minutes) for a\n"
-          "                        stop signal, which then stops the run after step N+1\n"
-          "  --debug-trace-skew R:MS  testing aid: rank R's --trace clock runs MS milliseconds\n"
-          "                        ahead, which the clock alignment must take out\n"
-          "  --debug-plan-keep K   testing aid: --plan-trials keeps the K-th layout timed,\n"
-          "                        whatever the times\n\n",
+          "  (testing aids, --debug-*: doc/testing.md)\n\n",
           stdout);
     fputs("Checkpoints (safetensors; see dltrain(1)):\n"
           "  --checkpoint-dir DIR  write DIR/ckpt-STEP.safetensors (rank 0), and one when SIGTERM,\n"
           "                        SIGINT or SIGUSR1 stops the run (exit status 75)\n"
           "  --checkpoint-every N  every N steps, or a time such as 90s, 15m, 2h\n"
           "  --keep N              keep the N newest checkpoints (default: all)\n"
-          "  --resume[=FILE]       continue from FILE, or from the newest valid checkpoint in DIR\n"
+          "  --resume [FILE]       continue from FILE, or from the newest valid checkpoint in DIR\n"
           "                        (starts from the beginning when there is none); a checkpoint\n"
           "                        holds whole tensors and resumes on any --grid or rank count\n"
           "  --strict-checkpoints  stop training when a checkpoint cannot be written\n\n"
@@ -441,7 +437,7 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         bad = refused(dl_schedule_parse(arg, &train->pipeline_schedule, &train->pipeline_virtual, &err), &err);
         break;
     case OPT_SYNC_BN: par->sync_bn = 1; break; /* the trainer then picks kernels with sync_stats */
-    default: fprintf(stderr, "Try 'dltrain train --help'.\n"); return 2;
+    default: return 2;
     }
     return bad ? 2 : -1;
 }
@@ -451,7 +447,10 @@ static int parse_args(int argc, char **argv, struct train_command *cmd)
 {
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain")) != -1) {
+        /* --resume FILE as well as --resume=FILE: a next word that is no option is its value */
+        if (opt == OPT_RESUME && !optarg && optind < argc && argv[optind][0] != '-')
+            optarg = argv[optind++];
         int r = dl_net_option(&cmd->net_options, opt, optarg, "dltrain");
         if (r < 0)
             return 2;
@@ -468,13 +467,13 @@ static int parse_args(int argc, char **argv, struct train_command *cmd)
     return -1;
 }
 
-/* Opens the world communicator and settles what depends on it (--parallel,
- * who prints, the metrics file on rank 0); returns 0 or the exit status. */
-static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, char ***argv,
-                      struct dl_comm **comm)
+/* Opens the world communicator (name: --comm, "auto" when the options
+ * could not be read) and its emulation; returns 0 or the exit status
+ * after a message. */
+static int open_comm(struct train_command *cmd, const char *name, int *argc, char ***argv, struct dl_comm **comm)
 {
     struct dl_error err = {0};
-    if (dl_comm_open(cmd->comm_name, argc, argv, comm, &err)) {
+    if (dl_comm_open(name, argc, argv, comm, &err)) {
         fprintf(stderr, "dltrain: %s%s\n", err.code == DL_ERR_SPEC ? "--comm: " : "", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
@@ -482,26 +481,41 @@ static int open_world(struct train_command *cmd, struct dl_net *net, int *argc, 
         fprintf(stderr, "dltrain: %s\n", err.msg);
         return 1;
     }
-    if (cmd->emulate && (*comm)->rank == 0 && !cmd->printer.quiet) {
+    return 0;
+}
+
+/* What every rank settles alike before the ranks agree (no collective
+ * here): the grid, and whether the planner picks the layout. */
+static int settle(struct train_command *cmd, struct dl_net *net, struct dl_comm *comm, int *plan, int *hybrid)
+{
+    struct dl_train_opts *train = &cmd->train_options;
+    train->comm = comm;
+    train->net_path = cmd->net_options.net_path;
+    if (train->checkpoint_dir && !train->every_steps && !train->every_seconds)
+        train->every_steps = 1000;
+    return resolve_grid(cmd->parallel, cmd->grid, net, comm, train, plan, hybrid);
+}
+
+/* After the ranks agreed: the plan (--parallel auto, or hybrid without a
+ * grid), who prints and the metrics file on rank 0; returns 0 or the exit
+ * status. */
+static int begin(struct train_command *cmd, struct dl_net *net, struct dl_comm *comm, int plan, int hybrid)
+{
+    struct dl_train_opts *train = &cmd->train_options;
+    struct dl_error err = {0};
+    if (cmd->emulate && comm->rank == 0 && !cmd->printer.quiet) {
         char what[96];
         printf("dltrain: emulating a network of %s (--comm-emulate)\n",
                dl_comm_emulation_str(&cmd->emulation, what, sizeof what));
     }
-    struct dl_train_opts *train = &cmd->train_options;
-    train->comm = *comm;
-    train->net_path = cmd->net_options.net_path;
-    if (train->checkpoint_dir && !train->every_steps && !train->every_seconds)
-        train->every_steps = 1000;
     dl_signals_install();
-    int plan = 0, hybrid = 0;
-    int status = resolve_grid(cmd->parallel, cmd->grid, net, *comm, train, &plan, &hybrid);
-    if (!status && plan)
-        status = dl_train_auto_plan(net, &cmd->net_options, *comm, cmd->plan_flops, cmd->plan_trials,
-                                    cmd->plan_keep, hybrid, train, 1);
-    if ((*comm)->rank != 0)
+    int status = 0;
+    if (plan)
+        status = dl_train_auto_plan(net, &cmd->net_options, comm, cmd->plan_flops, cmd->plan_trials, cmd->plan_keep,
+                                    hybrid, train, 1);
+    if (comm->rank != 0)
         cmd->printer.quiet = 1;
-    if (!status && cmd->metrics_path && (*comm)->rank == 0 &&
-        dl_metrics_open(&cmd->printer.metrics, cmd->metrics_path, &err)) {
+    if (!status && cmd->metrics_path && comm->rank == 0 && dl_metrics_open(&cmd->printer.metrics, cmd->metrics_path, &err)) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         status = 1;
     }
@@ -524,6 +538,23 @@ static int run(struct train_command *cmd, const struct dl_net *net, struct dl_tr
     return rc;
 }
 
+/* A failed run's message: printed once when every rank failed alike
+ * (comm/agree.h), else by each failing rank, naming it; a rank that does
+ * not know whether the others will end ends the job.  Returns the status. */
+static int failed(struct dl_comm *comm, int rc, const struct dl_error *err)
+{
+    int status = rc == DL_ERR_SPEC ? 2 : 1;
+    char line[sizeof err->msg + 16];
+    snprintf(line, sizeof line, "dltrain: %s\n", err->msg);
+    struct dl_agreement a = {status, 1, comm->size > 1, 1};
+    if (rc != DL_ERR_COMM && comm->size > 1) /* a broken communicator cannot agree */
+        dl_agree_failed(comm, status, dl_agree_hash(err->msg), DL_JOB_AGREE_SECONDS, &a);
+    dl_job_output_print(line, comm->rank, &a);
+    if (!a.all || rc == DL_ERR_COMM)
+        comm->ops->abort(comm, a.status); /* peers may be stuck in a collective */
+    return a.status;
+}
+
 /* The end of the run (rank 0 prints the summary); returns the exit status. */
 static int report(const struct train_command *cmd, struct dl_comm *comm, int rc, const struct dl_train_result *res,
                   const struct dl_error *err)
@@ -535,14 +566,8 @@ static int report(const struct train_command *cmd, struct dl_comm *comm, int rc,
         fflush(stdout);
         return res->last_checkpoint[0] || comm->rank != 0 ? DL_EXIT_PREEMPTED : 1;
     }
-    if (rc) {
-        fprintf(stderr, "dltrain: %s\n", err->msg);
-        fflush(stderr);
-        int status = rc == DL_ERR_SPEC ? 2 : 1;
-        if (rc == DL_ERR_COMM && comm->size > 1)
-            comm->ops->abort(comm, status); /* peers may be stuck in a collective */
-        return status;
-    }
+    if (rc)
+        return failed(comm, rc, err);
     if (comm->rank != 0)
         return 0;
     if (res->last_checkpoint[0])
@@ -569,23 +594,46 @@ int dl_cli_train(int argc, char **argv)
     struct train_command cmd = {.printer = {.log_every = 100}, .comm_name = "auto"};
     dl_net_options_init(&cmd.net_options);
     dl_train_opts_defaults(&cmd.train_options);
+    /* Under a launcher, every rank reads the same options and files: what
+     * they print until the ranks agree is printed once (job_output.h). */
+    struct dl_job_output out;
+    dl_job_output_capture(&out);
     int status = parse_args(argc, argv, &cmd);
-    if (status >= 0)
-        return status;
-    struct dl_net net;
-    status = dl_net_options_load(&cmd.net_options, &net, "dltrain");
-    if (status)
-        return status;
+    if (status == 0) { /* --help, --version */
+        char *text = dl_job_output_release(&out);
+        struct dl_agreement once = {0, 1, 0, 1};
+        dl_job_output_print(text, 0, &once);
+        free(text);
+        return 0;
+    }
+    struct dl_net net = {0};
+    if (status < 0)
+        status = dl_net_options_load(&cmd.net_options, &net, "dltrain");
     cmd.printer.net_path = cmd.net_options.net_path;
     struct dl_comm *comm = NULL;
-    status = open_world(&cmd, &net, &argc, &argv, &comm);
+    int comm_status = open_comm(&cmd, status ? "auto" : cmd.comm_name, &argc, &argv, &comm);
+    if (comm_status == 2 && !comm) /* --comm named no backend: the ranks still agree over the default */
+        open_comm(&cmd, "auto", &argc, &argv, &comm);
+    int plan = 0, hybrid = 0;
+    if (!status)
+        status = comm_status ? comm_status : settle(&cmd, &net, comm, &plan, &hybrid);
+    char *text = dl_job_output_release(&out);
+    struct dl_agreement a = {status, 1, 0, 1};
+    struct dl_error err = {0};
+    if (comm && text && dl_agree_all(comm, status, dl_agree_hash(text), &a, &err))
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg); /* then every rank prints its own */
+    dl_job_output_print(text, comm ? comm->rank : 0, &a);
+    free(text);
+    status = a.status;
+    if (!status)
+        status = begin(&cmd, &net, comm, plan, hybrid);
     if (!status) {
         struct dl_train_result res;
-        struct dl_error err = {0};
         int rc = run(&cmd, &net, &res, &err);
         status = report(&cmd, comm, rc, &res, &err);
     }
-    dl_net_free(&net);
+    if (net.doc)
+        dl_net_free(&net);
     dl_comm_close(comm);
     return status;
 }

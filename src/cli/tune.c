@@ -78,7 +78,7 @@ int dl_cli_tune(int argc, char **argv)
     dl_net_options_init(&net_options);
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain tune")) != -1) {
         int r = dl_net_option(&net_options, opt, optarg, "dltrain tune");
         if (r < 0)
             return 2;
@@ -95,7 +95,7 @@ int dl_cli_tune(int argc, char **argv)
         case OPT_NO_MEASURE: net_options.tune.no_measure = 1; break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain tune"); return 0;
-        default: fprintf(stderr, "Try 'dltrain tune --help'.\n"); return 2;
+        default: return 2;
         }
     }
     if (optind < argc) {

@@ -6,6 +6,7 @@
 
 #include "comm/comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,14 +23,15 @@ static int self_ctor(int *argc, char ***argv, struct dl_comm **out, struct dl_er
 static const struct {
     const char *name;
     dl_comm_ctor open;
+    void (*library)(char *buf, size_t size); /* NULL: none */
 } backends[] = {
 #ifdef DL_HAVE_MPI
-    {"mpi", dl_comm_mpi_open},
+    {"mpi", dl_comm_mpi_open, dl_comm_mpi_library},
 #endif
 #ifdef DL_HAVE_CUDA
-    {"nccl", dl_comm_nccl_open},
+    {"nccl", dl_comm_nccl_open, dl_comm_nccl_library},
 #endif
-    {"self", self_ctor},
+    {"self", self_ctor, NULL},
 };
 enum { n_backends = sizeof backends / sizeof backends[0] };
 
@@ -52,6 +54,19 @@ int dl_comm_available(const char *name)
     return 0;
 }
 
+void dl_comm_libraries(char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n_backends && used < size; i++) {
+        char lib[256] = "";
+        if (backends[i].library)
+            backends[i].library(lib, sizeof lib);
+        used += (size_t)snprintf(buf + used, size - used, "%s%s%s%s%s", i ? ", " : "", backends[i].name,
+                                 *lib ? " (" : "", lib, *lib ? ")" : "");
+    }
+}
+
 const char *dl_comm_backends(void)
 {
 #if defined(DL_HAVE_MPI) && defined(DL_HAVE_CUDA)
@@ -65,8 +80,7 @@ const char *dl_comm_backends(void)
 #endif
 }
 
-/* True when a parallel launcher started this process as one of several. */
-static int launched_in_parallel(void)
+int dl_comm_launched_in_parallel(void)
 {
     const char *s;
     if ((s = getenv("OMPI_COMM_WORLD_SIZE")) && atoi(s) > 1)
@@ -91,7 +105,7 @@ int dl_comm_open(const char *name, int *argc, char ***argv, struct dl_comm **out
         if (env && *env && strcmp(env, "auto") != 0)
             name = env;
         else
-            name = launched_in_parallel() && dl_comm_available("mpi") ? "mpi" : "self";
+            name = dl_comm_launched_in_parallel() && dl_comm_available("mpi") ? "mpi" : "self";
     }
     for (int i = 0; i < n_backends; i++)
         if (strcmp(backends[i].name, name) == 0)

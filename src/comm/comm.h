@@ -101,8 +101,15 @@ void dl_comm_close(struct dl_comm *c);
  * DL_ERR_INTERNAL. */
 int dl_comm_sum_small(struct dl_comm *c, double *v, int n, struct dl_error *err);
 
+/* 1 when a parallel launcher (mpirun, srun, Hydra) started this process
+ * as one of several, from its environment. */
+int dl_comm_launched_in_parallel(void);
+
 /* 1 when this build contains backend name. */
 int dl_comm_available(const char *name);
+/* "mpi (Open MPI v4.1.4), self": the backends this build contains and
+ * the libraries behind them, for --version. */
+void dl_comm_libraries(char *buf, size_t size);
 /* Comma-separated list of the backends this build contains. */
 const char *dl_comm_backends(void);
 
@@ -121,6 +128,9 @@ struct dl_comm *dl_comm_new(const struct dl_comm_ops *ops, int rank, int size,
 /* Backend constructors, called by dl_comm_open (not by users). */
 int dl_comm_self_open(struct dl_comm **out, struct dl_error *err);
 int dl_comm_mpi_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
+/* The library behind a backend, for --version ("Open MPI v4.1.4", "NCCL 2.21.5"). */
+void dl_comm_mpi_library(char *buf, size_t size);
+void dl_comm_nccl_library(char *buf, size_t size);
 int dl_comm_nccl_open(int *argc, char ***argv, struct dl_comm **out, struct dl_error *err);
 int dl_comm_nccl_open_over(struct dl_comm *host, struct dl_comm **out, struct dl_error *err);
 /* Rank `rank` of a group of `size` with no peers (comm/standin.c): for

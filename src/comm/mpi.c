@@ -170,6 +170,19 @@ static int mpi_barrier(struct dl_comm *c, struct dl_error *err)
     return DL_OK;
 }
 
+void dl_comm_mpi_library(char *buf, size_t size)
+{
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) /* callable before MPI_Init */
+        len = 0;
+    v[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';
+    size_t n = strcspn(v, ",\n"); /* "Open MPI v4.1.4, package: ..." -> its first part */
+    while (n > 0 && v[n - 1] == ' ')
+        n--;
+    snprintf(buf, size, "%.*s", (int)n, v);
+}
+
 static void mpi_abort(struct dl_comm *c, int code)
 {
     MPI_Abort(comm_of(c), code ? code : 1);

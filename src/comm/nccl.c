@@ -28,6 +28,15 @@ struct nccl_state {
     int group_open;       /* ncclGroupStart issued by isend/irecv, not yet ended */
 };
 
+void dl_comm_nccl_library(char *buf, size_t size)
+{
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess)
+        v = NCCL_VERSION_CODE;
+    /* NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z from 2.9 on */
+    snprintf(buf, size, "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+}
+
 static struct nccl_state *st(struct dl_comm *c)
 {
     return c->impl;

@@ -1,9 +1,10 @@
 # src/core: errors, shapes, the random number generator, the clock, option
-# value parsers.
+# value parsers, the files shipped with dltrain found from any folder.
 DL_REAL_SOURCES += \
 	src/core/clock.c src/core/clock.h \
 	src/core/error.c src/core/error.h \
 	src/core/parse.c src/core/parse.h \
 	src/core/rng.c src/core/rng.h src/core/rng_hash.h src/core/host_device.h \
 	src/core/real.h src/core/shape.h \
-	src/core/threads.c src/core/threads.h
+	src/core/threads.c src/core/threads.h \
+	src/core/shipped.c src/core/shipped.h

@@ -121,8 +121,9 @@ static int find_file(const char *dir, const char *base, const char *hint, char *
                      base, dir, base, hint);
 }
 
-static int load_mnist_dir(const struct dl_data_spec *spec, int train, struct dl_shape want,
-                          int classes, struct dl_dataset *ds, struct dl_error *err)
+/* The images and labels files of an MNIST-like folder's split. */
+static int mnist_files(const struct dl_data_spec *spec, int train, char *images, char *labels, size_t size,
+                       const struct dl_dataset *ds, struct dl_error *err)
 {
     int fashion = spec->kind == DL_DATASET_FASHION_MNIST;
     const char *dir = spec->dir[0] ? spec->dir : fashion ? DL_FASHION_MNIST_DIR : NULL;
@@ -131,12 +132,19 @@ static int load_mnist_dir(const struct dl_data_spec *spec, int train, struct dl_
         : "download the four MNIST IDX files into a folder and pass --data DIR";
     if (!dir)
         return dl_errorf(err, DL_ERR_SPEC, "%s: no data folder given: %s", ds->name, hint);
-    char images[DL_PATH_MAX + 64], labels[DL_PATH_MAX + 64];
-    int rc = find_file(dir, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte", hint,
-                       images, sizeof images, ds, err);
+    int rc = find_file(dir, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte", hint, images, size, ds,
+                       err);
     if (rc == DL_OK)
-        rc = find_file(dir, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte", hint,
-                       labels, sizeof labels, ds, err);
+        rc = find_file(dir, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte", hint, labels, size, ds,
+                       err);
+    return rc;
+}
+
+static int load_mnist_dir(const struct dl_data_spec *spec, int train, struct dl_shape want,
+                          int classes, struct dl_dataset *ds, struct dl_error *err)
+{
+    char images[DL_PATH_MAX + 64], labels[DL_PATH_MAX + 64];
+    int rc = mnist_files(spec, train, images, labels, sizeof images, ds, err);
     if (rc == DL_OK)
         rc = load_idx(images, labels, limit_of(spec, train), want, classes, ds, err);
     return rc;
@@ -395,6 +403,56 @@ int dl_dataset_normalize(struct dl_dataset *ds, const float *mean, const float *
 }
 
 /* ---------------------------------------------------------------- entry point */
+
+int dl_dataset_fits(const struct dl_data_spec *spec, struct dl_shape want, int classes, struct dl_error *err)
+{
+    struct dl_dataset ds = {0};
+    snprintf(ds.name, sizeof ds.name, "%s", spec->name[0] ? spec->name : dl_dataset_kind_name(spec->kind));
+    char buf[64], images[DL_PATH_MAX + 64], labels[DL_PATH_MAX + 64];
+    dl_shape_str(want, buf, sizeof buf);
+    if (spec->classes > classes)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: the dataset has %d classes but the network only %d outputs "
+                         "(input.classes)", ds.name, spec->classes, classes);
+    int rc = DL_OK;
+    struct dl_idx idx;
+    struct stat st;
+    switch (spec->kind) {
+    case DL_DATASET_FASHION_MNIST:
+    case DL_DATASET_MNIST:
+    case DL_DATASET_IDX:
+        if (spec->kind == DL_DATASET_IDX)
+            snprintf(images, sizeof images, "%s", spec->train_images);
+        else
+            rc = mnist_files(spec, 1, images, labels, sizeof images, &ds, err);
+        if (!rc)
+            rc = dl_idx_read_header(images, 3, &idx, err);
+        if (!rc && (want.c != 1 || want.h != idx.dims[1] || want.w != idx.dims[2]))
+            rc = dl_errorf(err, DL_ERR_SPEC, "%s: the network's input is %s but the images are 1x%ldx%ld (%s)",
+                           ds.name, buf, idx.dims[1], idx.dims[2], images);
+        return rc;
+    case DL_DATASET_CIFAR10:
+    case DL_DATASET_CIFAR100:
+        if (want.c != 3 || want.h != DL_CIFAR_SIDE || want.w != DL_CIFAR_SIDE)
+            return dl_errorf(err, DL_ERR_SPEC, "%s: the network's input is %s but the images are 3x32x32", ds.name,
+                             buf);
+        if (!spec->dir[0])
+            return dl_errorf(err, DL_ERR_SPEC, "%s: no data folder given: pass --data DIR", ds.name);
+        if (stat(spec->dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found", ds.name, spec->dir);
+        return DL_OK;
+    case DL_DATASET_IMAGEFOLDER:
+        if (want.c != 1 && want.c != 3)
+            return dl_errorf(err, DL_ERR_SPEC, "%s: the network's input is %s but image folders give 1 or 3 "
+                             "channels", ds.name, buf);
+        if (!spec->dir[0])
+            return dl_errorf(err, DL_ERR_SPEC, "%s: no data folder given: pass --data DIR", ds.name);
+        if (stat(spec->dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found", ds.name, spec->dir);
+        return DL_OK;
+    default:
+        return DL_OK; /* synthetic data takes any shape */
+    }
+}
 
 static int load_split(const struct dl_data_spec *spec, int train, struct dl_shape want,
                       int classes, uint64_t seed, struct dl_dataset *ds, struct dl_error *err)

@@ -61,6 +61,13 @@ int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape 
 
 void dl_dataset_free(struct dl_dataset *ds);
 
+/* Whether spec's data fits a network of input shape want and `classes`
+ * outputs, without loading it (IDX files: their header; CIFAR: 3x32x32;
+ * image folders: 1 or 3 channels): DL_ERR_SPEC naming the dataset and
+ * both sides when not, the reader's status when its files cannot be found
+ * or read. */
+int dl_dataset_fits(const struct dl_data_spec *spec, struct dl_shape want, int classes, struct dl_error *err);
+
 /* Per-channel population mean and standard deviation of ds->x into
  * mean[shape.c] and std[shape.c] (a constant channel gets std 1). */
 void dl_dataset_channel_stats(const struct dl_dataset *ds, float *mean, float *std);

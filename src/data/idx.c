@@ -152,7 +152,8 @@ static int read_header(gzFile f, const char *path, int ndim, struct dl_idx *out,
     return DL_OK;
 }
 
-int dl_idx_read(const char *path, int ndim, struct dl_idx *out, struct dl_error *err)
+/* Opens path and reads its header into out (payload: 1 also reads the data). */
+static int read_idx(const char *path, int ndim, int payload, struct dl_idx *out, struct dl_error *err)
 {
     memset(out, 0, sizeof *out);
     if (ndim < 1 || ndim > DL_IDX_MAX_DIMS)
@@ -164,12 +165,22 @@ int dl_idx_read(const char *path, int ndim, struct dl_idx *out, struct dl_error 
         return dl_errorf(err, DL_ERR_IO, "%s: cannot open: %s", path,
                          errno ? strerror(errno) : "out of memory");
     int rc = read_header(f, path, ndim, out, err);
-    if (rc == DL_OK)
+    if (rc == DL_OK && payload)
         rc = read_payload(f, path, out->size, 4 + 4 * (size_t)ndim, &out->data, err);
     gzclose(f);
     if (rc != DL_OK)
         memset(out, 0, sizeof *out);
     return rc;
+}
+
+int dl_idx_read(const char *path, int ndim, struct dl_idx *out, struct dl_error *err)
+{
+    return read_idx(path, ndim, 1, out, err);
+}
+
+int dl_idx_read_header(const char *path, int ndim, struct dl_idx *out, struct dl_error *err)
+{
+    return read_idx(path, ndim, 0, out, err);
 }
 
 int dl_idx_read_pair(const char *images_path, const char *labels_path, int classes,

@@ -28,6 +28,9 @@ struct dl_idx {
  * message starts with the path.  On error *out is left empty. */
 int dl_idx_read(const char *path, int ndim, struct dl_idx *out, struct dl_error *err);
 
+/* The header alone: ndim and dims, size; data NULL (nothing to free). */
+int dl_idx_read_header(const char *path, int ndim, struct dl_idx *out, struct dl_error *err);
+
 /* Reads an images file (N x H x W) and its labels file (N), and checks that
  * both hold the same N and that every label is in [0, classes). */
 int dl_idx_read_pair(const char *images_path, const char *labels_path, int classes,

@@ -8,10 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/shipped.h"
+
 const char *const dl_dataset_names[] = {"fashion-mnist", "mnist", "idx", "synthetic", "cifar10", "cifar100",
                                         "imagefolder", NULL};
-static const char *const crop_names[] = {"random-resized", "center", NULL};
-static const char *const bad_names[] = {"skip", "fail", NULL};
+const char *const dl_crop_names[] = {"random-resized", "center", NULL};
+const char *const dl_bad_sample_names[] = {"skip", "fail", NULL};
 
 static void transform_defaults(struct dl_transform_spec *train, struct dl_transform_spec *eval)
 {
@@ -58,7 +60,7 @@ static int parse_transform(const struct dl_ynode *m, const char *what, struct dl
     if (dl_y_check_keys(m, what, keys, NULL, err))
         return DL_ERR_SPEC;
     int crop = (int)t->crop;
-    if (dl_ymap_enum(m, "crop", what, crop_names, &crop, err) ||
+    if (dl_ymap_enum(m, "crop", what, dl_crop_names, &crop, err) ||
         read_numbers(m, "scale", what, 2, 1e-6, 1, t->scale, err) ||
         read_numbers(m, "ratio", what, 2, 1e-3, 1e3, t->ratio, err) ||
         dl_ymap_float(m, "resize", what, 1, 16, &t->resize, err) ||
@@ -107,26 +109,15 @@ int dl_dataset_file_find(const char *name, char *path, size_t size, char *looked
     size_t len = strlen(name);
     if (looked && looked_size)
         looked[0] = '\0';
-    if (len > 5 && strcmp(name + len - 5, ".yaml") == 0) {
+    if (len > 5 && strcmp(name + len - 5, ".yaml") == 0 && (strchr(name, '/') || access(name, R_OK) == 0)) {
         snprintf(path, size, "%s", name);
         return access(path, R_OK) == 0;
     }
     if (strchr(name, '/'))
         return 0;
-    const char *dirs[] = {getenv("DLTRAIN_DATADIR"), DL_DATADIR, ".", getenv("top_srcdir")};
-    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
-        if (!dirs[i] || !*dirs[i])
-            continue;
-        if ((size_t)snprintf(path, size, "%s/datasets/%s.yaml", dirs[i], name) >= size)
-            continue;
-        if (access(path, R_OK) == 0)
-            return 1;
-        if (looked && looked_size) {
-            size_t used = strlen(looked);
-            snprintf(looked + used, looked_size - used, "%s%s/datasets", used ? ", " : "", dirs[i]);
-        }
-    }
-    return 0;
+    char rel[DL_PATH_MAX];
+    snprintf(rel, sizeof rel, "datasets/%s%s", name, len > 5 && strcmp(name + len - 5, ".yaml") == 0 ? "" : ".yaml");
+    return dl_shipped_find(rel, path, size, looked, looked_size);
 }
 
 int dl_dataset_file_load(const char *path, struct dl_data_spec *d, struct dl_error *err)
@@ -221,7 +212,7 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
         dl_ymap_int(m, "test_samples", "data", 1, 1L << 40, &d->synthetic_test, err) ||
         dl_ymap_int(m, "threads", "data", 1, 1024, &threads, err) ||
         dl_ymap_int(m, "prefetch", "data", 1, 1024, &prefetch, err) ||
-        dl_ymap_enum(m, "bad_samples", "data", bad_names, &bad, err) ||
+        dl_ymap_enum(m, "bad_samples", "data", dl_bad_sample_names, &bad, err) ||
         parse_common(m, "data", d, err))
         return DL_ERR_SPEC;
     d->threads = (int)threads;

@@ -25,16 +25,19 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
 int dl_data_use_dataset(struct dl_data_spec *d, const char *name, const struct dl_ynode *at,
                         struct dl_error *err);
 
-/* The dataset file of name: name itself when it ends in .yaml, else the
- * first readable NAME.yaml in $DLTRAIN_DATADIR/datasets, the installed
- * datasets folder, ./datasets and $top_srcdir/datasets.  Returns 1 when
- * found.  `looked` (may be NULL) receives the folders searched. */
+/* The dataset file of name: name itself when it is a path to a .yaml
+ * file, else datasets/NAME.yaml among the shipped files (core/shipped.h:
+ * from any folder).  Returns 1 when found.  `looked` (may be NULL)
+ * receives the folders searched. */
 int dl_dataset_file_find(const char *name, char *path, size_t size, char *looked, size_t looked_size);
 
 /* Reads a dataset file into d (as dl_data_use_dataset does for a found file). */
 int dl_dataset_file_load(const char *path, struct dl_data_spec *d, struct dl_error *err);
 
-/* Names of the formats (enum dl_dataset_kind order). */
+/* Names of the formats (enum dl_dataset_kind order), crops (enum
+ * dl_crop_kind) and bad_samples choices (enum dl_bad_samples). */
 extern const char *const dl_dataset_names[];
+extern const char *const dl_crop_names[];
+extern const char *const dl_bad_sample_names[];
 
 #endif

@@ -547,7 +547,11 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
                                        "parallel", NULL};
     if (dl_y_check_keys(root, "network file", keys, NULL, err))
         return DL_ERR_SPEC;
-    const struct dl_ynode *n = dl_ymap_get(root, "name");
+    const struct dl_ynode *n = dl_ymap_get(root, "description");
+    const char *description;
+    if (n && dl_y_string(n, "description", &description, err))
+        return DL_ERR_SPEC;
+    n = dl_ymap_get(root, "name");
     if (n) {
         const char *s;
         if (dl_y_string(n, "name", &s, err))
@@ -606,6 +610,13 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
     return rc;
 }
 
+static void free_set_docs(struct dl_net *net)
+{
+    for (int i = 0; i < net->n_set_docs; i++)
+        dl_ydoc_free(net->set_docs[i]);
+    net->n_set_docs = 0;
+}
+
 static int finish_load(struct dl_net *net, int rc, struct dl_error *err)
 {
     if (!rc)
@@ -613,8 +624,137 @@ static int finish_load(struct dl_net *net, int rc, struct dl_error *err)
     if (rc) {
         dl_ydoc_free(net->doc);
         net->doc = NULL;
+        free_set_docs(net);
     }
     return rc;
+}
+
+/* `loss: NAME` is short for `loss: {type: NAME}`; a key set below it
+ * needs the long form, which this makes of root's loss. */
+static int loss_long_form(struct dl_ynode *root, struct dl_error *err)
+{
+    struct dl_ynode *loss = NULL;
+    for (int i = 0; root && root->kind == DL_Y_MAP && i < root->n; i++)
+        if (strcmp(root->keys[i]->str, "loss") == 0)
+            loss = root->items[i];
+    if (!loss || loss->kind != DL_Y_SCALAR)
+        return DL_OK;
+    struct dl_ynode *type = dl_calloc(1, sizeof *type, err), *name = dl_calloc(1, sizeof *name, err);
+    struct dl_ynode **keys = dl_calloc(1, sizeof *keys, err), **items = dl_calloc(1, sizeof *items, err);
+    char *str = dl_strdup("type", err);
+    if (!type || !name || !keys || !items || !str) {
+        free(type), free(name), free(keys), free(items), free(str);
+        return DL_ERR_NOMEM;
+    }
+    *name = *loss; /* the scalar moves under `type`, keeping its place in the file */
+    *type = (struct dl_ynode){.kind = DL_Y_SCALAR, .file = loss->file, .line = loss->line, .col = loss->col,
+                              .str = str};
+    keys[0] = type, items[0] = name;
+    *loss = (struct dl_ynode){.kind = DL_Y_MAP, .file = loss->file, .line = loss->line, .col = loss->col, .n = 1,
+                              .keys = keys, .items = items};
+    return DL_OK;
+}
+
+/* One --set KEY=VALUE on net's document. */
+static int apply_set(struct dl_net *net, const char *text, struct dl_error *err)
+{
+    const char *eq = strchr(text, '=');
+    if (!eq || eq == text)
+        return dl_errorf(err, DL_ERR_SPEC, "--set: expected KEY=VALUE (such as train.optimizer.beta2=0.95), found "
+                         "'%s'", text);
+    if (net->n_set_docs == DL_NET_MAX_SETS)
+        return dl_errorf(err, DL_ERR_SPEC, "--set: more than %d", DL_NET_MAX_SETS);
+    char label[600];
+    snprintf(label, sizeof label, "--set %s", text);
+    struct dl_ydoc *v = NULL;
+    int rc = dl_yaml_load_string(label, eq + 1, &v, err);
+    if (rc)
+        return rc;
+    net->set_docs[net->n_set_docs++] = v;
+    if (!v->root)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a value after '='", v->file);
+    char *key = strndup(text, (size_t)(eq - text));
+    if (!key)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+    struct dl_ynode *value = v->root;
+    v->root = NULL;
+    dl_ynode_relabel(value, v->file);
+    rc = strncmp(key, "loss.", 5) == 0 ? loss_long_form(net->doc->root, err) : DL_OK;
+    if (rc)
+        dl_ynode_free(value);
+    else
+        rc = dl_ydoc_set(net->doc, key, value, v->file, err);
+    free(key);
+    return rc;
+}
+
+int dl_net_load_with(const char *path, const char *const *sets, int n, struct dl_net *net, struct dl_error *err)
+{
+    dl_net_defaults(net);
+    int rc = dl_yaml_load_file(path, &net->doc, err);
+    for (int i = 0; !rc && i < n; i++)
+        rc = apply_set(net, sets[i], err);
+    return finish_load(net, rc, err);
+}
+
+/* Which optimizers and schedules read each key (a key not listed: all). */
+struct key_use {
+    const char *key;
+    const char *used_by; /* for the message */
+    unsigned kinds;      /* bit k: kind k reads it */
+};
+
+static int check_unused(const struct dl_ynode *m, const char *what, const char *kind_name, int kind,
+                        const struct key_use *uses, int n_uses, void (*warn)(void *, const char *), void *ctx,
+                        struct dl_error *err)
+{
+    for (int i = 0; m && m->kind == DL_Y_MAP && i < m->n; i++)
+        for (int u = 0; u < n_uses; u++) {
+            if (strcmp(m->keys[i]->str, uses[u].key) != 0 || (uses[u].kinds >> kind & 1))
+                continue;
+            const struct dl_ynode *at = m->items[i];
+            if (at->line == 0) /* from the command line: the user asked for something that changes nothing */
+                return dl_yerrorf(err, DL_ERR_SPEC, at, "%s.%s: %s does not use it (%s do%s)", what, uses[u].key,
+                                  kind_name, uses[u].used_by, strchr(uses[u].used_by, ' ') ? "" : "es");
+            if (warn) {
+                char msg[768];
+                snprintf(msg, sizeof msg, "%s:%d:%d: %s.%s: %s does not use it (%s do%s); ignored", at->file,
+                         at->line, at->col, what, uses[u].key, kind_name, uses[u].used_by,
+                         strchr(uses[u].used_by, ' ') ? "" : "es");
+                warn(ctx, msg);
+            }
+        }
+    return DL_OK;
+}
+
+int dl_net_check_unused_keys(const struct dl_net *net, void (*warn)(void *ctx, const char *msg), void *ctx,
+                             struct dl_error *err)
+{
+    enum { SGD = 1 << DL_OPTIM_SGD, ADAGRAD = 1 << DL_OPTIM_ADAGRAD, RMSPROP = 1 << DL_OPTIM_RMSPROP,
+           ADAM = 1 << DL_OPTIM_ADAM, ADAMW = 1 << DL_OPTIM_ADAMW };
+    static const struct key_use optim[] = {
+        {"momentum", "sgd and rmsprop", SGD | RMSPROP},
+        {"nesterov", "sgd", SGD},
+        {"beta1", "adam and adamw", ADAM | ADAMW},
+        {"beta2", "adam and adamw", ADAM | ADAMW},
+        {"alpha", "rmsprop", RMSPROP},
+        {"eps", "adagrad, rmsprop, adam and adamw", ADAGRAD | RMSPROP | ADAM | ADAMW},
+    };
+    static const struct key_use sched[] = {
+        {"step_epochs", "step", 1 << DL_SCHED_STEP},
+        {"gamma", "step", 1 << DL_SCHED_STEP},
+        {"min_lr", "cosine", 1 << DL_SCHED_COSINE},
+    };
+    const struct dl_ynode *train = net->doc ? dl_ymap_get(net->doc->root, "train") : NULL;
+    if (!train)
+        return DL_OK;
+    int o = (int)net->train.optim.kind, k = (int)net->train.sched.kind;
+    if (check_unused(dl_ymap_get(train, "optimizer"), "train.optimizer", dl_optim_names[o], o, optim,
+                     (int)(sizeof optim / sizeof *optim), warn, ctx, err) ||
+        check_unused(dl_ymap_get(train, "schedule"), "train.schedule", dl_sched_names[k], k, sched,
+                     (int)(sizeof sched / sizeof *sched), warn, ctx, err))
+        return DL_ERR_SPEC;
+    return DL_OK;
 }
 
 int dl_net_load(const char *path, struct dl_net *net, struct dl_error *err)
@@ -634,4 +774,5 @@ void dl_net_free(struct dl_net *net)
     dl_graph_free(&net->graph);
     dl_ydoc_free(net->doc);
     net->doc = NULL;
+    free_set_docs(net);
 }

@@ -8,9 +8,13 @@
 #include "spec/netspec.h"
 #include "spec/yaml.h"
 
+#define DL_NET_MAX_SETS 64
+
 struct dl_net {
     char name[128];
     struct dl_ydoc *doc;             /* kept for the locations the graph points into */
+    struct dl_ydoc *set_docs[DL_NET_MAX_SETS]; /* the --set values' labels, which their nodes point into */
+    int n_set_docs;
     struct dl_graph graph;
     struct dl_data_spec data;
     struct dl_train_spec train;
@@ -21,9 +25,23 @@ struct dl_net {
 void dl_net_defaults(struct dl_net *net);
 
 int dl_net_load(const char *path, struct dl_net *net, struct dl_error *err);
+/* dl_net_load with sets[0..n) ("KEY=VALUE", as --set takes them) applied
+ * to the document before it is read, in order: KEY is a path of keys joined
+ * by '.' (spec/yaml.h's dl_ydoc_set: in a list, an item's name or index),
+ * VALUE is YAML (a scalar, [a, b] or {k: v}), and the schema checks the
+ * result as it checks the file, its messages starting "--set KEY=VALUE: ". */
+int dl_net_load_with(const char *path, const char *const *sets, int n, struct dl_net *net, struct dl_error *err);
 /* Same from text; name stands for the file in messages. */
 int dl_net_load_string(const char *name, const char *text, struct dl_net *net, struct dl_error *err);
 void dl_net_free(struct dl_net *net);
+
+/* The keys of train.optimizer and train.schedule that the optimizer and
+ * schedule chosen in the end (after every override) do not read, such as
+ * momentum with adam: a key given with --set is an error (DL_ERR_SPEC,
+ * naming it); a key of the file is a warning, passed to warn (which may be
+ * NULL) with its file:line:col. */
+int dl_net_check_unused_keys(const struct dl_net *net, void (*warn)(void *ctx, const char *msg), void *ctx,
+                             struct dl_error *err);
 
 /* Names for enum values (for printing and for option parsing). */
 extern const char *const dl_dataset_names[];

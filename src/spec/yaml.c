@@ -22,6 +22,8 @@ int dl_yerrorf(struct dl_error *err, int code, const struct dl_ynode *at, const 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (at && at->line == 0)
+        return dl_errorf(err, code, "%s: %s", at->file, msg);
     if (at)
         return dl_errorf(err, code, "%s:%d:%d: %s", at->file, at->line, at->col, msg);
     return dl_errorf(err, code, "%s", msg);
@@ -52,6 +54,133 @@ void dl_ynode_free(struct dl_ynode *n)
     free(n->items);
     free(n->str);
     free(n);
+}
+
+void dl_ynode_relabel(struct dl_ynode *n, const char *label)
+{
+    if (!n)
+        return;
+    n->file = label;
+    n->line = n->col = 0;
+    for (int i = 0; i < n->n; i++) {
+        if (n->keys)
+            dl_ynode_relabel(n->keys[i], label);
+        dl_ynode_relabel(n->items[i], label);
+    }
+}
+
+/* A node made for dl_ydoc_set: a mapping, or the scalar key text. */
+static struct dl_ynode *made_node(enum dl_ynode_kind kind, const char *key, int key_len, const char *label,
+                                  struct dl_error *err)
+{
+    struct dl_ynode *n = dl_calloc(1, sizeof *n, err);
+    if (!n)
+        return NULL;
+    n->kind = kind;
+    n->file = label;
+    if (key && !(n->str = strndup(key, (size_t)key_len))) {
+        free(n);
+        dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return n;
+}
+
+/* Appends key: value to map m (owning both). */
+static int map_add(struct dl_ynode *m, struct dl_ynode *key, struct dl_ynode *value, struct dl_error *err)
+{
+    struct dl_ynode **keys = realloc(m->keys, sizeof *keys * (size_t)(m->n + 1));
+    if (keys)
+        m->keys = keys;
+    struct dl_ynode **items = keys ? realloc(m->items, sizeof *items * (size_t)(m->n + 1)) : NULL;
+    if (!items)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+    m->items = items;
+    m->keys[m->n] = key;
+    m->items[m->n++] = value;
+    return DL_OK;
+}
+
+/* Where a node is, for messages: "file:line:col" or the label. */
+static const char *where(const struct dl_ynode *n, char *buf, size_t size)
+{
+    if (n->line)
+        snprintf(buf, size, "%s:%d:%d", n->file, n->line, n->col);
+    else
+        snprintf(buf, size, "%s", n->file);
+    return buf;
+}
+
+int dl_ydoc_set(struct dl_ydoc *doc, const char *path, struct dl_ynode *value, const char *label,
+                struct dl_error *err)
+{
+    struct dl_ynode **slot = &doc->root;
+    const char *seg = path;
+    char loc[600];
+    int rc = DL_OK;
+    for (;;) {
+        const char *dot = strchr(seg, '.');
+        int len = dot ? (int)(dot - seg) : (int)strlen(seg);
+        if (len == 0) {
+            rc = dl_errorf(err, DL_ERR_SPEC, "%s: expected KEY=VALUE with KEY such as train.optimizer.lr, found "
+                           "an empty key in '%s'", label, path);
+            break;
+        }
+        struct dl_ynode *n = *slot;
+        if (!n) { /* an empty document: a mapping */
+            if (!(n = *slot = made_node(DL_Y_MAP, NULL, 0, label, err))) {
+                rc = DL_ERR_NOMEM;
+                break;
+            }
+        }
+        struct dl_ynode **next = NULL;
+        if (n->kind == DL_Y_MAP) {
+            for (int i = 0; i < n->n && !next; i++)
+                if ((int)strlen(n->keys[i]->str) == len && strncmp(n->keys[i]->str, seg, (size_t)len) == 0)
+                    next = &n->items[i];
+            if (!next) {
+                struct dl_ynode *key = made_node(DL_Y_SCALAR, seg, len, label, err);
+                struct dl_ynode *below = key && dot ? made_node(DL_Y_MAP, NULL, 0, label, err) : NULL;
+                if (!key || (dot && !below) || map_add(n, key, below, err)) {
+                    dl_ynode_free(key);
+                    dl_ynode_free(below);
+                    rc = DL_ERR_NOMEM;
+                    break;
+                }
+                next = &n->items[n->n - 1];
+            }
+        } else if (n->kind == DL_Y_SEQ) {
+            char *end;
+            long index = strtol(seg, &end, 10);
+            for (int i = 0; i < n->n && !next; i++) {
+                const struct dl_ynode *name = dl_ymap_get(n->items[i], "name");
+                if (name && name->kind == DL_Y_SCALAR && (int)strlen(name->str) == len &&
+                    strncmp(name->str, seg, (size_t)len) == 0)
+                    next = &n->items[i];
+            }
+            if (!next && end == seg + len && index >= 0 && index < n->n)
+                next = &n->items[index];
+            if (!next) {
+                rc = dl_errorf(err, DL_ERR_SPEC, "%s: '%.*s' of '%s': the list at %s has no item named '%.*s' and "
+                               "%d items (0 to %d)", label, len, seg, path, where(n, loc, sizeof loc), len, seg,
+                               n->n, n->n - 1);
+                break;
+            }
+        } else {
+            rc = dl_errorf(err, DL_ERR_SPEC, "%s: '%.*s' of '%s': %s is a scalar, not a mapping or list", label,
+                           len, seg, path, where(n, loc, sizeof loc));
+            break;
+        }
+        if (!dot) {
+            dl_ynode_free(*next);
+            *next = value;
+            return DL_OK;
+        }
+        slot = next;
+        seg = dot + 1;
+    }
+    dl_ynode_free(value);
+    return rc;
 }
 
 void dl_ydoc_free(struct dl_ydoc *doc)

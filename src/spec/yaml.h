@@ -39,6 +39,19 @@ struct dl_ynode *dl_ynode_clone(const struct dl_ynode *n, const struct dl_ynode 
                                 struct dl_error *err);
 void dl_ynode_free(struct dl_ynode *n);
 
+/* Sets the node at path to value (which the tree owns afterwards, also on
+ * failure): path is keys joined by '.'; in a mapping a key missing on the
+ * way is added (with an empty mapping below it), in a list a key picks the
+ * item whose `name` is the key, or the item of that index (0-based).  Nodes
+ * made here take `label` as their file, line 0.  Errors (DL_ERR_SPEC) start
+ * with label and say where the path left the document. */
+int dl_ydoc_set(struct dl_ydoc *doc, const char *path, struct dl_ynode *value, const char *label,
+                struct dl_error *err);
+
+/* Every node of n (keys included) takes file `label` and line 0, which
+ * dl_yerrorf writes as "label: " alone (a value from the command line). */
+void dl_ynode_relabel(struct dl_ynode *n, const char *label);
+
 /* Map lookup; NULL when absent or when map is not a map. */
 const struct dl_ynode *dl_ymap_get(const struct dl_ynode *map, const char *key);
 

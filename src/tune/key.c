@@ -73,28 +73,11 @@ static void device_str(const struct dl_kernel *k, char *buf, size_t size)
         fclose(f);
 }
 
-/* dnnl_version() returns {int major, minor, patch; const char *hash; ...}. */
-struct onednn_version {
-    int major, minor, patch;
-    const char *hash;
-};
-
 static void versions_str(char *buf, size_t size)
 {
-    snprintf(buf, size, "dltrain %s", PACKAGE_VERSION);
-    void *sym = dlsym(RTLD_DEFAULT, "dnnl_version");
-    if (sym) {
-        const struct onednn_version *(*fn)(void);
-        memcpy(&fn, &sym, sizeof fn);
-        const struct onednn_version *v = fn();
-        appendf(buf, size, "; onednn %d.%d.%d", v->major, v->minor, v->patch);
-    }
-    sym = dlsym(RTLD_DEFAULT, "openblas_get_config");
-    if (sym) {
-        char *(*fn)(void);
-        memcpy(&fn, &sym, sizeof fn);
-        appendf(buf, size, "; %s", fn());
-    }
+    char libs[512];
+    dl_kernel_libraries(libs, sizeof libs);
+    snprintf(buf, size, "dltrain %s%s%s", PACKAGE_VERSION, *libs ? "; " : "", libs);
 }
 
 void dl_tune_key_layer(struct dl_tune_key *k, const struct dl_layer *l, const struct dl_kernel *kernel)

@@ -62,4 +62,8 @@ int dl_cuda_count_verdict(int status, int driver, int count, struct dl_error *er
  * version) for describe(). */
 int dl_cuda_device_open(int local_rank, const struct dl_device **out, struct dl_error *err);
 
+/* "CUDA runtime X.Y, cuDNN X.Y.Z, cuBLAS X.Y.Z (driver: X.Y or none)": the
+ * libraries linked, asked without a GPU (backends/device.h). */
+void dl_cuda_libraries(char *buf, size_t size);
+
 #endif

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/pointwise_kernels.h"
+#include <cublas_v2.h>
 #include <cudnn.h>
 
 static int cuda_fail(struct dl_error *err, cudaError_t r, const char *what)
@@ -194,6 +195,23 @@ static void describe_current(int dev)
         snprintf(prop.name, sizeof prop.name, "GPU %d (properties unavailable)", dev);
     size_t v = cudnnGetVersion();
     snprintf(description, sizeof description, "%s, cuDNN %zu.%zu.%zu", prop.name, v / 10000, v / 100 % 100, v % 100);
+}
+
+void dl_cuda_libraries(char *buf, size_t size)
+{
+    int runtime = 0, driver = 0, cublas = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver); /* 0 without a driver */
+    cublasGetProperty(MAJOR_VERSION, &cublas);
+    int cublas_minor = 0, cublas_patch = 0;
+    cublasGetProperty(MINOR_VERSION, &cublas_minor);
+    cublasGetProperty(PATCH_LEVEL, &cublas_patch);
+    size_t v = cudnnGetVersion();
+    char drv[32] = "none";
+    if (driver)
+        snprintf(drv, sizeof drv, "%d.%d", driver / 1000, driver % 1000 / 10);
+    snprintf(buf, size, "CUDA runtime %d.%d, cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d (driver: %s)", runtime / 1000,
+             runtime % 1000 / 10, v / 10000, v / 100 % 100, v % 100, cublas, cublas_minor, cublas_patch, drv);
 }
 
 static const char *cuda_describe(void)

@@ -1,0 +1,28 @@
+/* version.c: `dltrain --version`: the version, the commit it was built from
+ * (build-commit.h, written by make from `git describe`) and what the build
+ * contains, each part asked of its own layer (comm/, backends/), so that no
+ * #ifdef is needed here. */
+#include "cli/options.h"
+
+#include "config.h"
+
+#include <stdio.h>
+
+#include "backends/device.h"
+#include "backends/kernel.h"
+#include "build-commit.h"
+#include "comm/comm.h"
+
+void dl_print_version(const char *prog)
+{
+    char comm[512], kernels[512], devices[256];
+    dl_comm_libraries(comm, sizeof comm);
+    dl_kernel_libraries(kernels, sizeof kernels);
+    dl_device_libraries(devices, sizeof devices);
+    printf("%s (dltrain) %s\n", prog, PACKAGE_VERSION);
+    printf("commit: %s\n", DL_BUILD_COMMIT);
+    printf("communication: %s\n", comm);
+    printf("kernels: reference, simd%s%s\n", *kernels ? ", " : "", kernels);
+    printf("devices: cpu, emulated; %s\n", devices);
+    printf("License: MIT (see LICENSE)\n");
+}
