@@ -14,6 +14,7 @@ nobase_dist_pkgdata_SCRIPTS += bench/data-torchvision
 # rewritten only when it changes so that nothing rebuilds needlessly.
 BUILT_SOURCES = build-commit.h
 CLEANFILES = build-commit.h
+src/cli/version.$(OBJEXT): build-commit.h
 build-commit.h: FORCE
 	@c=$$(git -C "$(top_srcdir)" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown); \
 	echo "#define DL_BUILD_COMMIT \"$$c\"" > $@.tmp; \
