@@ -16,14 +16,17 @@ TEST_LIBS64 = libdlref64.a $(DL_LIBS) $(CMOCKA_LIBS)
 EXTRA_DIST += tests/tap.sh tests/rank_faults.sh
 
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_rng tests/test_parse
+check_PROGRAMS += tests/test_rng tests/test_parse tests/test_dtype
+tests_test_dtype_SOURCES = tests/test_dtype.c
+tests_test_dtype_CFLAGS = $(TEST_CFLAGS)
+tests_test_dtype_LDADD = $(TEST_LIBS)
 tests_test_rng_SOURCES = tests/test_rng.c
 tests_test_rng_CFLAGS = $(TEST_CFLAGS)
 tests_test_rng_LDADD = $(TEST_LIBS)
 tests_test_parse_SOURCES = tests/test_parse.c
 tests_test_parse_CFLAGS = $(TEST_CFLAGS)
 tests_test_parse_LDADD = $(TEST_LIBS)
-TESTS += tests/test_rng tests/test_parse
+TESTS += tests/test_rng tests/test_parse tests/test_dtype
 endif
 
 # Devices (backends/device.h): the host's cases and dl_device_open's answers

@@ -1,5 +1,5 @@
 # src/core: errors, shapes, the random number generator, the clock, option
-# value parsers, the files shipped with dltrain found from any folder.
+# value parsers, tensor dtypes and their casts, the files shipped with dltrain found from any folder.
 DL_REAL_SOURCES += \
 	src/core/clock.c src/core/clock.h \
 	src/core/error.c src/core/error.h \
@@ -7,4 +7,5 @@ DL_REAL_SOURCES += \
 	src/core/rng.c src/core/rng.h src/core/rng_hash.h src/core/host_device.h \
 	src/core/real.h src/core/shape.h \
 	src/core/threads.c src/core/threads.h \
-	src/core/shipped.c src/core/shipped.h
+	src/core/shipped.c src/core/shipped.h \
+	src/core/dtype.c src/core/dtype.h

@@ -1,0 +1,54 @@
+/* dtype.h: the element types of tensors (f32, bf16, i32): their names and
+ * sizes, and the casts between them.  f32 -> bf16 rounds to nearest, ties to
+ * even (as torch.Tensor.bfloat16() and AVX512-BF16's vcvtneps2bf16 do), keeps
+ * infinities, turns a finite value beyond bf16's largest into an infinity,
+ * and keeps a NaN a NaN (quieted; its sign and top payload bits kept).
+ * bf16 -> f32 and i32 -> f32 (|x| < 2^24) are exact. */
+#ifndef DL_DTYPE_H
+#define DL_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+
+enum dl_dtype { DL_F32, DL_BF16, DL_I32, DL_DTYPE_COUNT };
+
+/* "f32", "bf16", "i32" (enum order), NULL-terminated. */
+extern const char *const dl_dtype_names[];
+
+static inline size_t dl_dtype_size(enum dl_dtype t)
+{
+    return t == DL_BF16 ? 2 : 4;
+}
+
+/* The dtype named name: DL_ERR_SPEC naming `what` and the names otherwise. */
+int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err);
+
+typedef uint16_t dl_bf16;
+
+static inline dl_bf16 dl_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: quiet, whatever its low payload bits */
+        return (dl_bf16)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even; carries into the exponent (to infinity) */
+    return (dl_bf16)(u >> 16);
+}
+
+static inline float dl_bf16_to_f32(dl_bf16 h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* n elements of src (dtype from) into dst (dtype to; the same memory only
+ * when from == to).  Supported: any dtype to itself, f32 <-> bf16, i32 ->
+ * f32 and i32 -> bf16; others are DL_ERR_INTERNAL. */
+int dl_cast(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err);
+
+#endif
