@@ -22,7 +22,7 @@ expect_status 2 "a bad network file exits with status 2" -- $DLTRAIN --net "$TMP
 expect_output "bad.yaml:3:43: layer 'conv1' \(conv\): unknown key 'kernal'" "the message names file:line:col, layer and key"
 expect_status 2 "check of a bad network file exits with status 2" -- $DLTRAIN check --net "$TMPDIR_TEST/bad.yaml"
 expect_status 2 "a bad option value exits with status 2" -- $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --batch 0
-expect_output "--batch: expected an integer in \[1, [0-9]+\], found '0'" "the message names the option and the value"
+expect_output "--batch 0: train.batch: expected an integer in \[1, [0-9]+\], found 0" "the message names the option, the key and the value"
 # Every size option reads sizes the same way (core/parse.h): --bucket-bytes
 # once refused the MiB units that --workspace-limit took.
 expect_status 0 "--bucket-bytes 25MiB is a size like any other" -- \

@@ -41,7 +41,7 @@ train --net $NET|--seed -1|-1
 train --net $NET|--dataset bogus|bogus
 train --net $NET|--limit-train 0|0
 train --net $NET|--limit-test x|x
-train --net $NET|--max-steps 0|0
+train --net $NET|--max-steps -1|-1
 train --net $NET|--device gpu|gpu
 train --net $NET --optimizer adam|--nesterov|sgd
 train --net $NET|--log-every 0|0

@@ -15,7 +15,7 @@
 # - check is a preflight: every refusal exits 2 with nothing on stdout.
 . "$top_srcdir/tests/tap.sh"
 T="$TMPDIR_TEST"
-tap_plan 46
+tap_plan 48
 SRC=$(cd "$top_srcdir" && pwd)
 
 # ---------------------------------------------------------------- names from any folder
@@ -97,6 +97,8 @@ data.std|[0.3, 0.2, 0.1]|[0, 1, 1]|data.mean=[0.5, 0.5, 0.5]|1
 data.threads|3|0||1
 data.prefetch|4|0||1
 data.bad_samples|fail|never||1
+data.limit_train|100|0||1
+data.limit_test|50|x||1
 data.train.crop|center|square|$FOLDER|1
 data.train.scale|[0.5, 1]|[2, 1]|$FOLDER|1
 data.train.ratio|[0.5, 2]|[1]|$FOLDER|1
@@ -177,6 +179,13 @@ echo "# rows $rows: good $good, bad $bad, visible $visible of $shown;$fails"
 [ "$good" -eq "$rows" ]; tap_result $? "--set KEY=GOOD on all $rows keys: the same check output as the key in the file"
 [ "$visible" -eq "$shown" ]; tap_result $? "and every one of them ($shown) that check prints changes its output"
 [ "$bad" -eq "$rows" ]; tap_result $? "--set KEY=BAD on all $rows keys: exit 2 and the file's message"
+
+# --dataset names another dataset than the file's: the file's folder for its own dataset goes with it
+/usr/bin/python3 "$top_srcdir/tests/set_keys.py" "$T/base.yaml" "$T/cifar.yaml" data.dataset=cifar10 "data.dir=$T"
+expect_status 0 "--dataset fashion-mnist on a file with cifar10 and its folder" -- \
+    "$DLTRAIN" check --net "$T/cifar.yaml" --dataset fashion-mnist
+expect_output "data: dataset fashion-mnist \(format fashion-mnist\), dir '/usr/share/datasets/fashion-mnist'," \
+    "drops the file's folder for cifar10 (the dataset file's own instead)"
 
 expect_status 2 "--set without '='" -- "$DLTRAIN" check --net lenet5 --set train.batch
 expect_output "--set: expected KEY=VALUE" "says what it expects"

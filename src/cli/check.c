@@ -153,9 +153,10 @@ static void print_settings(const struct dl_net *net)
         printf(", step_epochs %g, gamma %g", sc->step_epochs, sc->gamma);
     if (sc->kind == DL_SCHED_COSINE)
         printf(", min_lr %g", sc->min_lr);
-    printf("\n  data: dataset %s (format %s), dir '%s', normalize %s, threads %d, prefetch %d, bad_samples %s",
-           d->name[0] ? d->name : dl_dataset_names[d->kind], dl_dataset_names[d->kind], d->dir, yes_no(d->normalize),
-           d->threads, d->prefetch, dl_bad_sample_names[d->bad_samples]);
+    printf("\n  data: dataset %s (format %s), dir '%s', normalize %s, threads %d, prefetch %d, bad_samples %s, "
+           "limit_train %ld, limit_test %ld", d->name[0] ? d->name : dl_dataset_names[d->kind], dl_dataset_names[d->kind],
+           d->dir, yes_no(d->normalize), d->threads, d->prefetch, dl_bad_sample_names[d->bad_samples], d->limit_train,
+           d->limit_test);
     if (d->has_stats)
         printf(", mean [%g, %g, %g], std [%g, %g, %g]", d->mean[0], d->mean[1], d->mean[2], d->std[0], d->std[1],
                d->std[2]);

@@ -30,6 +30,53 @@ void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out)
         out->tuner = (struct dl_exec_tuner){dl_tune_exec_plan, &o->tune};
 }
 
+/* The options that stand for a key of the network file: given, they are
+ * that key set from the command line (spec/netfile.h's struct dl_net_set),
+ * read and checked by the schema as the file's own. */
+static const struct option_key {
+    int code;
+    const char *key;
+    int string;          /* the value is a name or path, never read as YAML */
+    const char *fixed;   /* an option without a value: the value it sets */
+} option_keys[] = {
+    {DL_OPT_EPOCHS, "train.epochs", 0, NULL},
+    {DL_OPT_BATCH, "train.batch", 0, NULL},
+    {DL_OPT_MAX_STEPS, "train.max_steps", 0, NULL},
+    {DL_OPT_SEED, "train.seed", 0, NULL},
+    {DL_OPT_DEVICE, "train.device", 1, NULL},
+    {DL_OPT_OPTIMIZER, "train.optimizer.type", 1, NULL},
+    {DL_OPT_LR, "train.optimizer.lr", 0, NULL},
+    {DL_OPT_MOMENTUM, "train.optimizer.momentum", 0, NULL},
+    {DL_OPT_NESTEROV, "train.optimizer.nesterov", 0, "true"},
+    {DL_OPT_WEIGHT_DECAY, "train.optimizer.weight_decay", 0, NULL},
+    {DL_OPT_SCHEDULE, "train.schedule.type", 1, NULL},
+    {DL_OPT_WARMUP, "train.schedule.warmup_epochs", 0, NULL},
+    {DL_OPT_DATASET, "data.dataset", 1, NULL},
+    {DL_OPT_DATA, "data.dir", 1, NULL},
+    {DL_OPT_DATA_THREADS, "data.threads", 0, NULL},
+    {DL_OPT_BAD_SAMPLES, "data.bad_samples", 1, NULL},
+    {DL_OPT_LIMIT_TRAIN, "data.limit_train", 0, NULL},
+    {DL_OPT_LIMIT_TEST, "data.limit_test", 0, NULL},
+};
+
+static const struct option_key *option_key(int code)
+{
+    for (size_t i = 0; i < sizeof option_keys / sizeof *option_keys; i++)
+        if (option_keys[i].code == code)
+            return &option_keys[i];
+    return NULL;
+}
+
+/* The long name of option code (for labels). */
+static const char *option_name(int code)
+{
+    static const struct option opts[] = {DL_NET_OPTIONS, {0, 0, 0, 0}};
+    for (int i = 0; opts[i].name; i++)
+        if (opts[i].val == code)
+            return opts[i].name;
+    return "?";
+}
+
 /* --tune and the tuner's settings (see options.h). */
 static int tune_option(struct dl_net_options *o, int opt, const char *arg, const char *prog)
 {
@@ -78,99 +125,21 @@ int dl_net_option(struct dl_net_options *o, int opt, const char *arg, const char
         }
         return 1;
     }
-    if (opt == DL_OPT_SET) {
-        if (o->n_sets == DL_NET_MAX_SETS) {
-            fprintf(stderr, "%s: --set: more than %d\n", prog, DL_NET_MAX_SETS);
-            return -1;
-        }
-        o->sets[o->n_sets++] = arg;
-        return 1;
-    }
     if (opt == DL_OPT_NO_FUSION) {
         o->kernels.no_fusion = 1;
         return 1;
     }
     if (opt >= DL_OPT_TUNE && opt <= DL_OPT_TUNE_POLICY)
         return tune_option(o, opt, arg, prog);
-    if ((opt < DL_OPT_EPOCHS || opt > DL_OPT_MAX_STEPS) && opt != DL_OPT_DATA_THREADS && opt != DL_OPT_BAD_SAMPLES &&
-        opt != DL_OPT_DEVICE)
+    if (!option_key(opt) && opt != DL_OPT_SET)
         return 0;
-    if (o->n == DL_MAX_OVERRIDES) {
-        fprintf(stderr, "%s: too many options\n", prog);
+    if (o->n == DL_NET_MAX_SETS) {
+        fprintf(stderr, "%s: more than %d --set and training options\n", prog, DL_NET_MAX_SETS);
         return -1;
     }
     o->codes[o->n] = opt;
     o->values[o->n++] = arg;
     return 1;
-}
-
-static int parse_choice(const char *opt, const char *s, const char *const *names, int *out, struct dl_error *err)
-{
-    char list[256] = "";
-    for (int i = 0; names[i]; i++) {
-        if (strcmp(names[i], s) == 0) {
-            *out = i;
-            return DL_OK;
-        }
-        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-        strncat(list, names[i], sizeof list - strlen(list) - 1);
-    }
-    return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of %s, found '%s'", opt, list, s);
-}
-
-static int apply(struct dl_net *net, int code, const char *v, struct dl_error *err)
-{
-    struct dl_train_spec *t = &net->train;
-    struct dl_optim_spec *o = &t->optim;
-    long l;
-    int k;
-    switch (code) {
-    case DL_OPT_EPOCHS:
-        return dl_parse_int("--epochs", v, 1, 1 << 24, &t->epochs, err);
-    case DL_OPT_BATCH:
-        return dl_parse_int("--batch", v, 1, 1 << 24, &t->batch, err);
-    case DL_OPT_LR: return dl_parse_double("--lr", v, 0, 1e6, &o->lr, err);
-    case DL_OPT_OPTIMIZER:
-        if (parse_choice("--optimizer", v, dl_optim_names, &k, err))
-            return DL_ERR_SPEC;
-        o->kind = (enum dl_optim_kind)k;
-        return DL_OK;
-    case DL_OPT_MOMENTUM: return dl_parse_double("--momentum", v, 0, 0.999999, &o->momentum, err);
-    case DL_OPT_NESTEROV: o->nesterov = 1; return DL_OK;
-    case DL_OPT_WEIGHT_DECAY: return dl_parse_double("--weight-decay", v, 0, 1e3, &o->weight_decay, err);
-    case DL_OPT_SCHEDULE:
-        if (parse_choice("--schedule", v, dl_sched_names, &k, err))
-            return DL_ERR_SPEC;
-        t->sched.kind = (enum dl_sched_kind)k;
-        return DL_OK;
-    case DL_OPT_WARMUP: return dl_parse_double("--warmup-epochs", v, 0, 1e9, &t->sched.warmup_epochs, err);
-    case DL_OPT_SEED:
-        if (dl_parse_long("--seed", v, 0, LONG_MAX, &l, err))
-            return DL_ERR_SPEC;
-        t->seed = (uint64_t)l;
-        return DL_OK;
-    case DL_OPT_DATA:
-        if (strlen(v) >= sizeof net->data.dir)
-            return dl_errorf(err, DL_ERR_SPEC, "--data: path too long");
-        snprintf(net->data.dir, sizeof net->data.dir, "%s", v);
-        return DL_OK;
-    case DL_OPT_DATASET: return dl_data_use_dataset(&net->data, v, NULL, err);
-    case DL_OPT_DATA_THREADS:
-        if (dl_parse_long("--data-threads", v, 1, 1024, &l, err))
-            return DL_ERR_SPEC;
-        net->data.threads = (int)l;
-        return DL_OK;
-    case DL_OPT_BAD_SAMPLES:
-        if (parse_choice("--bad-samples", v, (const char *const[]){"skip", "fail", NULL}, &k, err))
-            return DL_ERR_SPEC;
-        net->data.bad_samples = (enum dl_bad_samples)k;
-        return DL_OK;
-    case DL_OPT_DEVICE: return parse_choice("--device", v, dl_device_names, &t->device, err);
-    case DL_OPT_LIMIT_TRAIN: return dl_parse_long("--limit-train", v, 1, 1L << 40, &net->data.limit_train, err);
-    case DL_OPT_LIMIT_TEST: return dl_parse_long("--limit-test", v, 1, 1L << 40, &net->data.limit_test, err);
-    case DL_OPT_MAX_STEPS: return dl_parse_long("--max-steps", v, 1, 1L << 40, &t->max_steps, err);
-    }
-    return dl_errorf(err, DL_ERR_INTERNAL, "unhandled option %d", code);
 }
 
 const char *dl_shipped_file(const char *path, const char *folder, char *buf, size_t size, char *looked,
@@ -244,19 +213,23 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
         return 2;
     }
     o->net_path = path;
-    int rc = dl_net_load_with(path, o->sets, o->n_sets, net, &err);
-    /* --dataset first: it sets the dataset's own folder, which --data overrides. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; !rc && i < o->n; i++)
-            if ((o->codes[i] == DL_OPT_DATASET) == (pass == 0))
-                rc = apply(net, o->codes[i], o->values[i], &err);
-    if (!rc && net->train.optim.nesterov && (net->train.optim.kind != DL_OPTIM_SGD || net->train.optim.momentum <= 0))
-        rc = dl_errorf(&err, DL_ERR_SPEC, "--nesterov needs the sgd optimizer with momentum > 0");
-    enum dl_optim_kind kind = net->train.optim.kind;
-    for (int i = 0; !rc && i < o->n; i++)
-        if (o->codes[i] == DL_OPT_MOMENTUM && kind != DL_OPTIM_SGD && kind != DL_OPTIM_RMSPROP)
-            rc = dl_errorf(&err, DL_ERR_SPEC, "--momentum %s: %s does not use it (sgd and rmsprop do)", o->values[i],
-                           dl_optim_names[kind]);
+    /* --set and the options standing for keys, in command-line order */
+    struct dl_net_set sets[DL_NET_MAX_SETS];
+    char (*text)[1200] = calloc(DL_NET_MAX_SETS, sizeof *text);
+    int rc = text ? DL_OK : dl_errorf(&err, DL_ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < o->n; i++) {
+        const struct option_key *k = option_key(o->codes[i]);
+        if (!k) {
+            rc = dl_net_set_parse(o->values[i], &sets[i], text[i], sizeof text[i], &err);
+            continue;
+        }
+        const char *v = k->fixed ? k->fixed : o->values[i];
+        snprintf(text[i], sizeof text[i], "--%s%s%s", option_name(k->code), k->fixed ? "" : " ", k->fixed ? "" : v);
+        sets[i] = (struct dl_net_set){.key = k->key, .value = v, .label = text[i], .string = k->string};
+    }
+    if (!rc)
+        rc = dl_net_load_with(path, sets, o->n, net, &err);
+    free(text);
     struct warning_sink sink = {prog};
     if (!rc)
         rc = dl_net_check_unused_keys(net, print_warning, &sink, &err);

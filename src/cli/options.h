@@ -41,17 +41,13 @@ enum {
     {"data-threads", required_argument, 0, DL_OPT_DATA_THREADS}, {"bad-samples", required_argument, 0, DL_OPT_BAD_SAMPLES}, \
     {"device", required_argument, 0, DL_OPT_DEVICE}, {"set", required_argument, 0, DL_OPT_SET}
 
-#define DL_MAX_OVERRIDES 32
-
 struct dl_net_options {
     const char *net_path;        /* --net; after dl_net_options_load, the file found */
     char net_found[1200];
     int threads;                 /* 0 = all available cores */
-    int n;                       /* overrides in command-line order */
-    int codes[DL_MAX_OVERRIDES];
-    const char *values[DL_MAX_OVERRIDES];
-    const char *sets[DL_NET_MAX_SETS];  /* --set KEY=VALUE, in order */
-    int n_sets;
+    int n;                       /* --set and the options standing for a key, in command-line order */
+    int codes[DL_NET_MAX_SETS];  /* DL_OPT_SET or the option's code */
+    const char *values[DL_NET_MAX_SETS];
     struct dl_kernel_choices kernels; /* --kernel, --no-fusion */
     struct dl_tune_options tune;      /* --workspace-limit, --workspace-total, --tune-db, --tune-policy */
     int tune_on;                      /* --tune: executors are planned by the tuner */

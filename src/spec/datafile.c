@@ -193,7 +193,8 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
 {
     static const char *const keys[] = {"dataset", "dir", "train_images", "train_labels", "test_images",
                                        "test_labels", "train_samples", "test_samples", "normalize", "mean", "std",
-                                       "train", "eval", "threads", "prefetch", "bad_samples", NULL};
+                                       "train", "eval", "threads", "prefetch", "bad_samples", "limit_train",
+                                       "limit_test", NULL};
     if (dl_y_check_keys(m, "data", keys, NULL, err))
         return DL_ERR_SPEC;
     const struct dl_ynode *ds = dl_ymap_get(m, "dataset");
@@ -212,6 +213,8 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
         dl_ymap_int(m, "test_samples", "data", 1, 1L << 40, &d->synthetic_test, err) ||
         dl_ymap_int(m, "threads", "data", 1, 1024, &threads, err) ||
         dl_ymap_int(m, "prefetch", "data", 1, 1024, &prefetch, err) ||
+        dl_ymap_int(m, "limit_train", "data", 1, 1L << 40, &d->limit_train, err) ||
+        dl_ymap_int(m, "limit_test", "data", 1, 1L << 40, &d->limit_test, err) ||
         dl_ymap_enum(m, "bad_samples", "data", dl_bad_sample_names, &bad, err) ||
         parse_common(m, "data", d, err))
         return DL_ERR_SPEC;

@@ -655,45 +655,100 @@ static int loss_long_form(struct dl_ynode *root, struct dl_error *err)
     return DL_OK;
 }
 
-/* One --set KEY=VALUE on net's document. */
-static int apply_set(struct dl_net *net, const char *text, struct dl_error *err)
+int dl_net_set_parse(const char *text, struct dl_net_set *out, char *buf, size_t size, struct dl_error *err)
 {
     const char *eq = strchr(text, '=');
     if (!eq || eq == text)
         return dl_errorf(err, DL_ERR_SPEC, "--set: expected KEY=VALUE (such as train.optimizer.beta2=0.95), found "
                          "'%s'", text);
+    size_t klen = (size_t)(eq - text);
+    if (klen + 1 + strlen(text) + 7 > size)
+        return dl_errorf(err, DL_ERR_SPEC, "--set %s: too long", text);
+    memcpy(buf, text, klen);
+    buf[klen] = '\0';
+    char *label = buf + klen + 1;
+    snprintf(label, size - klen - 1, "--set %s", text);
+    *out = (struct dl_net_set){.key = buf, .value = eq + 1, .label = label};
+    return DL_OK;
+}
+
+/* The file's keys of its data: section that belong to its dataset, dropped
+ * when the command line names another (see dl_net_load_with). */
+static void drop_dataset_keys(struct dl_ynode *root)
+{
+    static const char *const keys[] = {"dir", "mean", "std", "train", "eval", NULL};
+    struct dl_ynode *data = (struct dl_ynode *)dl_ymap_get(root, "data");
+    if (!data || data->kind != DL_Y_MAP)
+        return;
+    int kept = 0;
+    for (int i = 0; i < data->n; i++) {
+        int drop = data->items[i] && data->items[i]->line > 0; /* from the file, not the command line */
+        for (int k = 0; drop && keys[k]; k++)
+            if (strcmp(data->keys[i]->str, keys[k]) == 0)
+                drop = 2;
+        if (drop == 2) {
+            dl_ynode_free(data->keys[i]);
+            dl_ynode_free(data->items[i]);
+        } else {
+            data->keys[kept] = data->keys[i];
+            data->items[kept++] = data->items[i];
+        }
+    }
+    data->n = kept;
+}
+
+/* A YAML double-quoted scalar of text (a set's `string` value). */
+static char *quoted(const char *text, struct dl_error *err)
+{
+    char *q = dl_calloc(1, 2 * strlen(text) + 3, err), *p = q;
+    if (!q)
+        return NULL;
+    *p++ = '"';
+    for (const char *t = text; *t; t++) {
+        if (*t == '"' || *t == '\\')
+            *p++ = '\\';
+        *p++ = *t;
+    }
+    *p = '"';
+    return q;
+}
+
+/* One set on net's document. */
+static int apply_set(struct dl_net *net, const struct dl_net_set *set, struct dl_error *err)
+{
     if (net->n_set_docs == DL_NET_MAX_SETS)
-        return dl_errorf(err, DL_ERR_SPEC, "--set: more than %d", DL_NET_MAX_SETS);
-    char label[600];
-    snprintf(label, sizeof label, "--set %s", text);
+        return dl_errorf(err, DL_ERR_SPEC, "%s: more than %d values from the command line", set->label,
+                         DL_NET_MAX_SETS);
+    char *text = set->string ? quoted(set->value, err) : NULL;
+    if (set->string && !text)
+        return DL_ERR_NOMEM;
     struct dl_ydoc *v = NULL;
-    int rc = dl_yaml_load_string(label, eq + 1, &v, err);
+    int rc = dl_yaml_load_string(set->label, text ? text : set->value, &v, err);
+    free(text);
     if (rc)
         return rc;
     net->set_docs[net->n_set_docs++] = v;
     if (!v->root)
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a value after '='", v->file);
-    char *key = strndup(text, (size_t)(eq - text));
-    if (!key)
-        return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a value", v->file);
     struct dl_ynode *value = v->root;
     v->root = NULL;
     dl_ynode_relabel(value, v->file);
-    rc = strncmp(key, "loss.", 5) == 0 ? loss_long_form(net->doc->root, err) : DL_OK;
+    rc = strncmp(set->key, "loss.", 5) == 0 ? loss_long_form(net->doc->root, err) : DL_OK;
+    if (!rc && strcmp(set->key, "data.dataset") == 0)
+        drop_dataset_keys(net->doc->root);
     if (rc)
         dl_ynode_free(value);
     else
-        rc = dl_ydoc_set(net->doc, key, value, v->file, err);
-    free(key);
+        rc = dl_ydoc_set(net->doc, set->key, value, v->file, err);
     return rc;
 }
 
-int dl_net_load_with(const char *path, const char *const *sets, int n, struct dl_net *net, struct dl_error *err)
+int dl_net_load_with(const char *path, const struct dl_net_set *sets, int n, struct dl_net *net, struct dl_error *err)
 {
     dl_net_defaults(net);
     int rc = dl_yaml_load_file(path, &net->doc, err);
     for (int i = 0; !rc && i < n; i++)
-        rc = apply_set(net, sets[i], err);
+        rc = apply_set(net, &sets[i], err);
     return finish_load(net, rc, err);
 }
 

@@ -25,12 +25,26 @@ struct dl_net {
 void dl_net_defaults(struct dl_net *net);
 
 int dl_net_load(const char *path, struct dl_net *net, struct dl_error *err);
-/* dl_net_load with sets[0..n) ("KEY=VALUE", as --set takes them) applied
- * to the document before it is read, in order: KEY is a path of keys joined
- * by '.' (spec/yaml.h's dl_ydoc_set: in a list, an item's name or index),
- * VALUE is YAML (a scalar, [a, b] or {k: v}), and the schema checks the
- * result as it checks the file, its messages starting "--set KEY=VALUE: ". */
-int dl_net_load_with(const char *path, const char *const *sets, int n, struct dl_net *net, struct dl_error *err);
+/* A value for one key of the network file from the command line: --set
+ * KEY=VALUE, or an option that stands for a key (--lr X: train.optimizer.lr). */
+struct dl_net_set {
+    const char *key;    /* a path of keys joined by '.' (spec/yaml.h's dl_ydoc_set: in a list, an item's name or index) */
+    const char *value;  /* YAML (a scalar, [a, b] or {k: v}); with `string`, the text itself */
+    const char *label;  /* what messages start with: "--set KEY=VALUE", "--lr X" */
+    int string;         /* 1: value is a string as it is (a path, a name), never read as YAML */
+};
+
+/* Parses "KEY=VALUE" (--set's argument) into *out, label "--set KEY=VALUE"
+ * (key and label in buf); DL_ERR_SPEC without a key or '='. */
+int dl_net_set_parse(const char *text, struct dl_net_set *out, char *buf, size_t size, struct dl_error *err);
+
+/* dl_net_load with sets[0..n) applied to the document before it is read,
+ * in order; the schema checks the result as it checks the file, its
+ * messages starting with the set's label where the file's give file:line:col.
+ * A data.dataset set here drops the file's dataset-specific data keys (dir,
+ * mean, std, train, eval), which belonged to the file's dataset. */
+int dl_net_load_with(const char *path, const struct dl_net_set *sets, int n, struct dl_net *net,
+                     struct dl_error *err);
 /* Same from text; name stands for the file in messages. */
 int dl_net_load_string(const char *name, const char *text, struct dl_net *net, struct dl_error *err);
 void dl_net_free(struct dl_net *net);
