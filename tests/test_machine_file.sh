@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_machine_file.sh: `dltrain plan --machine FILE` (plan/machine_file.c,
+# test_machine_file.sh: `dltrain plan --machine FILE` (planner/machine_file.c,
 # man dltrain(1)).  Layer times from FLOPs, no tuning database, no
 # calibration cache (an empty XDG_CACHE_HOME): the plan is reproducible, so
 # - a machine file gives the same --json, byte for byte, as the options

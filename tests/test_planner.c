@@ -30,11 +30,11 @@
 #include "cli/layer_times.h"
 #include "comm/comm.h"
 #include "core/rng.h"
-#include "plan/consistency_cost.h"
-#include "plan/cuts.h"
-#include "plan/layout_memory.h"
-#include "plan/split_choice.h"
-#include "plan/search.h"
+#include "planner/consistency_cost.h"
+#include "planner/cuts.h"
+#include "planner/layout_memory.h"
+#include "planner/split_choice.h"
+#include "planner/search.h"
 #include "plan/stages.h"
 #include "spec/netfile.h"
 #include "train/pipeline.h"
@@ -674,7 +674,7 @@ static void link_parses(void **state)
     assert_true(fabs(g - 0.5e-9) < 1e-24);
     assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,add=2GB/s", &a, &b, &g, &err), DL_ERR_SPEC);
     assert_non_null(strstr(err.msg, "--node-link"));
-    /* the value parsers the machine file shares (plan/machine_file.c) */
+    /* the value parsers the machine file shares (planner/machine_file.c) */
     assert_int_equal(dl_machine_parse_time("x", "250ns", &a, &err), DL_OK);
     assert_true(fabs(a - 250e-9) < 1e-21);
     assert_int_equal(dl_machine_parse_rate("x", "0.8Gbit/s", &a, &err), DL_OK);

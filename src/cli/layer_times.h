@@ -8,7 +8,7 @@
 #define DL_CLI_LAYER_TIMES_H
 
 #include "graph/graph.h"
-#include "plan/layout_cost.h"
+#include "planner/layout_cost.h"
 
 struct dl_exec_options;
 struct dl_optim_spec;

@@ -15,9 +15,9 @@
 #include "cli/options.h"
 #include "core/parse.h"
 #include "core/threads.h"
-#include "plan/consistency_cost.h"
-#include "plan/machine_file.h"
-#include "plan/search.h"
+#include "planner/consistency_cost.h"
+#include "planner/machine_file.h"
+#include "planner/search.h"
 
 #define MAX_COUNTS 16
 #define MAX_MODELS 16

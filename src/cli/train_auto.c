@@ -14,7 +14,7 @@
 #include "core/clock.h"
 #include "core/parse.h"
 #include "core/threads.h"
-#include "plan/search.h"
+#include "planner/search.h"
 
 /* A layout as integers: dp, tp, pp, chunks, schedule, V, the number of
  * layers kept whole, the bucket size in KiB (0: the default), 1 for

@@ -1,5 +1,5 @@
 /* train_auto.h: `dltrain --parallel auto` on several ranks (doc/planner.md):
- * rank 0 plans the layout (plan/search.h) for the world, every rank gets
+ * rank 0 plans the layout (planner/search.h) for the world, every rank gets
  * it, and the run's grid, chunks, schedule and stage cuts are set to it. */
 #ifndef DL_CLI_TRAIN_AUTO_H
 #define DL_CLI_TRAIN_AUTO_H

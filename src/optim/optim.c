@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_CUDA)
-#include "backends/cuda/cuda.h"
+#include "optim/cuda/optim_cuda.h"
 #endif
 
 static const struct dl_optim_algo *const algos[] = {

@@ -3,7 +3,7 @@
  * Each algorithm is one file; this header is their common interface.  An
  * optimizer runs on one device (backends/device.h): its state is that
  * device's memory, and its steps are the update loops of that device (the
- * host's here; the GPU's in backends/cuda/optim.c, built --with-cuda), both
+ * host's here; the GPU's in optim/cuda/optim.c, built --with-cuda), both
  * applying optim/update_rules.h's per-weight rules. */
 #ifndef DL_OPTIM_H
 #define DL_OPTIM_H

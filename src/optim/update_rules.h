@@ -1,6 +1,6 @@
 /* update_rules.h: each optimizer's update of one weight, written once for
  * the host's loops (sgd.c, adagrad.c, rmsprop.c, adam.c) and the GPU's
- * (backends/cuda/optim_kernels.cu), so both apply the same arithmetic in
+ * (optim/cuda/optim_kernels.cu), so both apply the same arithmetic in
  * the same types (see each file's header for the rule and its PyTorch
  * counterpart).  w, buf, sum, v, m point at the weight and its state
  * values; the constants are the ones the loops hoist. */

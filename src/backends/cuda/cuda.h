@@ -1,14 +1,13 @@
 /* cuda/cuda.h: the CUDA backend's entry points that the rest of the
  * program reaches through tables (device.h's dl_device_open, the kernel
- * registry, the optimizers' registry); nothing outside src/backends/ but
- * optim/optim.c's registry includes it, and only builds
- * --with-cuda compile the files that define them. */
+ * registry); outside src/backends/ only optim/cuda/ (the optimizers' loops
+ * on the GPU) includes it, and only builds --with-cuda compile the files
+ * that define them. */
 #ifndef DL_BACKENDS_CUDA_H
 #define DL_BACKENDS_CUDA_H
 
 #include "backends/device.h"
 #include "backends/kernel.h"
-#include "optim/optim.h"
 
 /* The CUDA device of device.h. */
 extern const struct dl_device dl_device_cuda;
@@ -39,13 +38,6 @@ extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent, &dl_kernel_cuda_leaky_relu, &dl_kernel_cuda_dropout, \
     &dl_kernel_cuda_flatten, \
     &dl_kernel_cudnn_add, &dl_kernel_cuda_concat,
-
-/* The optimizers' update loops on the GPU (optim.c), listed by
- * optim/optim.c's registry after the host's. */
-extern const struct dl_optim_algo dl_optim_sgd_cuda, dl_optim_adagrad_cuda, dl_optim_rmsprop_cuda, dl_optim_adam_cuda,
-    dl_optim_adamw_cuda;
-#define DL_CUDA_OPTIM_ALGOS \
-    &dl_optim_sgd_cuda, &dl_optim_adagrad_cuda, &dl_optim_rmsprop_cuda, &dl_optim_adam_cuda, &dl_optim_adamw_cuda,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */

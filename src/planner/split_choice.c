@@ -1,6 +1,6 @@
 /* split_choice.c: the fc pairs whose splits the planner chooses (see
  * split_choice.h). */
-#include "plan/split_choice.h"
+#include "planner/split_choice.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* layout_memory.c: a layout's memory per rank from the executor's memory
  * planner (see layout_memory.h). */
-#include "plan/layout_memory.h"
+#include "planner/layout_memory.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,13 @@
-/* cuda/optim.c: the optimizers' update loops on a GPU (optim.h's
+/* optim/cuda/optim.c: the optimizers' update loops on a GPU (optim.h's
  * algorithms with device DL_DEVICE_CUDA; built --with-cuda, never run on a
  * GPU so far): weights, gradients and state in device memory, the same
  * per-step constants as the host's loops, each weight updated by the rule
  * the host applies (optim_kernels.cu).  A failed launch is returned as
  * DL_ERR_INTERNAL. */
-#include "backends/cuda/cuda.h"
+#include "optim/cuda/optim_cuda.h"
 
-#include "backends/cuda/optim_kernels.h"
+#include "backends/cuda/cuda.h"
+#include "optim/cuda/optim_kernels.h"
 
 static int launched(int status)
 {

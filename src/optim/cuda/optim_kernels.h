@@ -1,6 +1,6 @@
-/* cuda/optim_kernels.h: the optimizers' update loops on a GPU
+/* optim/cuda/optim_kernels.h: the optimizers' update loops on a GPU
  * (optim_kernels.cu, compiled by nvcc), one thread per weight applying
- * optim/update_rules.h's rule, behind plain C functions for cuda/optim.c.
+ * optim/update_rules.h's rule, behind plain C functions for optim/cuda/optim.c.
  * Every pointer is device memory; each returns 0, or the CUDA error (a
  * cudaError_t) of the launch. */
 #ifndef DL_BACKENDS_CUDA_OPTIM_KERNELS_H

@@ -1,8 +1,8 @@
-/* cuda/optim_kernels.cu: the optimizers' update loops on a GPU
+/* optim/cuda/optim_kernels.cu: the optimizers' update loops on a GPU
  * (optim_kernels.h): one thread per weight, each applying the rule of
  * optim/update_rules.h that the host's loops apply.  Built by nvcc when
  * --with-cuda; never run on a GPU so far. */
-#include "backends/cuda/optim_kernels.h"
+#include "optim/cuda/optim_kernels.h"
 
 #include <cuda_runtime.h>
 

@@ -1,7 +1,7 @@
 /* layout_cost.c: a layout's predicted step time (see layout_cost.h): the
  * per-layer costs under a tensor group, the schedule simulated on the
  * stages they add up to, and the data-parallel allreduce after it. */
-#include "plan/layout_cost.h"
+#include "planner/layout_cost.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,13 +1,13 @@
 /* search.c: exhaustive search over grids, chunks and schedules, with
  * stage cuts by dynamic programming (see search.h). */
-#include "plan/search.h"
+#include "planner/search.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/cuts.h"
-#include "plan/layout_memory.h"
+#include "planner/cuts.h"
+#include "planner/layout_memory.h"
 
 void dl_plan_result_free(struct dl_plan_result *r)
 {

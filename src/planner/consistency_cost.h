@@ -1,7 +1,7 @@
 /* consistency_cost.h: what a data-parallel step costs under each
  * consistency model the trainer offers without parameter servers
  * (doc/planner.md, "Consistency models"): sync (the gradient allreduce of
- * plan/layout_cost.h, in buckets overlapping backward), local SGD and
+ * planner/layout_cost.h, in buckets overlapping backward), local SGD and
  * EASGD (an allreduce of the weights and batch-norm statistics every K or
  * TAU steps: its time over K or TAU per step) and gossip (each step every
  * rank sends that vector to its |D| neighbours of parallel/mixing.h and
@@ -11,7 +11,7 @@
 #define DL_PLAN_CONSISTENCY_COST_H
 
 #include "parallel/strategy.h"
-#include "plan/layout_cost.h"
+#include "planner/layout_cost.h"
 
 struct dl_consistency_cost {
     double compute_s;   /* forward and backward of a rank's part of the batch */

@@ -42,7 +42,7 @@ void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link
 void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores, int cpu_compute);
 
 /* The values of a link, one grammar for the options and the machine file
- * (plan/machine_file.h): a time above 0 with its unit s, ms, us or ns
+ * (planner/machine_file.h): a time above 0 with its unit s, ms, us or ns
  * ("5us"), and a rate above 0 in bytes per second with its unit B/s, KB/s,
  * MB/s, GB/s (powers of 1000) or Gbit/s ("12.5GB/s").  Errors (DL_ERR_SPEC)
  * name `what` and quote the text. */

@@ -1,12 +1,12 @@
 /* machine_file.c: the machine file of `dltrain plan --machine` (see
  * machine_file.h), read through the located YAML tree (spec/yaml.h); the
- * links' times and rates through plan/machine.h's parsers, as the options'. */
-#include "plan/machine_file.h"
+ * links' times and rates through planner/machine.h's parsers, as the options'. */
+#include "planner/machine_file.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "plan/machine.h"
+#include "planner/machine.h"
 #include "spec/yaml.h"
 
 typedef int (*value_parser)(const char *what, const char *text, double *out, struct dl_error *err);

@@ -1,13 +1,13 @@
 /* search.h: the planner's search (doc/planner.md): every layout of a
  * network on N ranks, predicted and ranked.  Over every factorisation
  * dp x tp x pp = N, with tensor ranks every choice for the fc pairs whose
- * splits the file leaves open (plan/split_choice.h: split or whole), the
+ * splits the file leaves open (planner/split_choice.h: split or whole), the
  * chunk counts pp, 2pp, 4pp and 8pp (1 without a pipeline) that leave each
  * chunk a sample, and the gpipe, 1f1b, zb-h1, interleaved:2 and
  * interleaved:4 schedules (those whose pp x V stages the layers allow),
- * with stage cuts by plan/cuts.h on the per-layer costs of one chunk (loss
+ * with stage cuts by planner/cuts.h on the per-layer costs of one chunk (loss
  * with the layer before it), each layout's step time and memory come from
- * plan/layout_cost.h and layout_memory.h; a layout whose memory exceeds
+ * planner/layout_cost.h and layout_memory.h; a layout whose memory exceeds
  * the limit is infeasible.  Feasible layouts rank by predicted step time,
  * then memory, then enumeration order (tp ascending, then the split
  * choice's mask, pp ascending, chunks ascending, the schedules in the
@@ -15,7 +15,7 @@
 #ifndef DL_PLAN_SEARCH_H
 #define DL_PLAN_SEARCH_H
 
-#include "plan/layout_cost.h"
+#include "planner/layout_cost.h"
 
 struct dl_exec_options;
 

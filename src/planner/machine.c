@@ -1,6 +1,6 @@
 /* machine.c: collective costs on a machine of nodes (see machine.h): the
  * calibrated model within a node, a ring over the slowest link across. */
-#include "plan/machine.h"
+#include "planner/machine.h"
 
 #include <stdio.h>
 #include <stdlib.h>

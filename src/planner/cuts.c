@@ -1,6 +1,6 @@
 /* cuts.c: stage cuts minimising the costliest stage, then the largest
  * memory (see cuts.h).  O(P n^2) time, O(P n) memory. */
-#include "plan/cuts.h"
+#include "planner/cuts.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * ranks and cores per node, a rank's compute rate, and the links within and
  * between nodes, with the values the options --ranks-per-node,
  * --cores-per-node, --flops, --node-link and --link take (one parser for
- * both: plan/machine.h).  Every error names the file, line, column and key. */
+ * both: planner/machine.h).  Every error names the file, line, column and key. */
 #ifndef DL_PLAN_MACHINE_FILE_H
 #define DL_PLAN_MACHINE_FILE_H
 

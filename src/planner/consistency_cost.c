@@ -1,6 +1,6 @@
 /* consistency_cost.c: a data-parallel step's cost under sync, local SGD,
  * EASGD and gossip (see consistency_cost.h). */
-#include "plan/consistency_cost.h"
+#include "planner/consistency_cost.h"
 
 #include "comm/allreduce.h"
 

@@ -4,7 +4,7 @@
 #ifndef DL_PLAN_LAYOUT_MEMORY_H
 #define DL_PLAN_LAYOUT_MEMORY_H
 
-#include "plan/layout_cost.h"
+#include "planner/layout_cost.h"
 
 /* The largest memory of a rank of layout l (bytes): for every pipeline
  * rank (tensor rank 0, data rank 0) and each of its V stages, the executor
