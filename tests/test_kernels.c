@@ -414,11 +414,14 @@ static void harness_equals_direct_reference(void **state)
 
 /* The simd max pooling forward in layout lo (NCHW, or blocked with x, y and
  * the winners reordered around it). */
-static void simd_maxpool_in(enum dl_layout lo, struct dl_op_call c, const float *x, float *y, float *arg)
+static void simd_maxpool_in(enum dl_layout lo, const struct dl_layer *l, struct dl_op_call c, const float *x,
+                            float *y, float *arg)
 {
+    struct dl_pool_geom g;
+    dl_maxpool_geom(l, &g);
     if (lo == DL_LAYOUT_PLAIN) {
         c.in[0] = x, c.out = y, c.saved = arg;
-        dl_simd_maxpool_forward(&c);
+        dl_simd_maxpool_forward(&c, &g);
         return;
     }
     long nin = c.batch * dl_layout_count(lo, c.in_shape[0]), nout = c.batch * dl_layout_count(lo, c.out_shape);
@@ -426,7 +429,7 @@ static void simd_maxpool_in(enum dl_layout lo, struct dl_op_call c, const float 
           *barg = malloc(sizeof(float) * (size_t)nout);
     dl_layout_reorder(x, DL_LAYOUT_PLAIN, bx, lo, c.batch, c.in_shape[0], 0);
     c.in[0] = bx, c.out = by, c.saved = barg;
-    dl_simd_maxpool_blocked_forward(&c, dl_layout_block(lo));
+    dl_simd_maxpool_blocked_forward(&c, &g, dl_layout_block(lo));
     dl_layout_reorder(by, lo, y, DL_LAYOUT_PLAIN, c.batch, c.out_shape, 0);
     dl_layout_reorder(barg, lo, arg, DL_LAYOUT_PLAIN, c.batch, c.out_shape, 0);
     free(bx), free(by), free(barg);
@@ -469,7 +472,7 @@ static void maxpool_ties_and_nans(void **state)
         c.in[0] = x, c.out = y[0], c.saved = arg[0];
         l->kind->forward(&c);
         for (int lo = 0; lo < DL_N_LAYOUTS; lo++) {
-            simd_maxpool_in((enum dl_layout)lo, c, x, y[1], arg[1]);
+            simd_maxpool_in((enum dl_layout)lo, l, c, x, y[1], arg[1]);
             assert_memory_equal(y[0], y[1], sizeof(float) * (size_t)nout);
             assert_memory_equal(arg[0], arg[1], sizeof(float) * (size_t)nout);
         }

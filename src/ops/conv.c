@@ -409,5 +409,6 @@ const struct dl_op_kind dl_op_conv = {
     .backward = conv_backward,
     .flops = conv_flops,
     .tp_split = conv_tp_split,
+    .tp_by_samples = 1,
     .height_split = conv_height_split,
 };

@@ -130,4 +130,5 @@ const struct dl_op_kind dl_op_fc = {
     .backward = fc_backward,
     .flops = fc_flops,
     .tp_split = fc_tp_split,
+    .tp_pairs = 1,
 };

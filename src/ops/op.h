@@ -180,6 +180,14 @@ struct dl_op_kind {
      * Returns 0, or -1 when these attributes cannot be split so (T does not
      * divide the outputs, a grouped convolution).  NULL: never split. */
     int (*tp_split)(const void *attr, int by_output, int T, int keep_bias, void *local);
+    /* The planner's choices for tp_split kinds (planner/split_choice.h):
+     * tp_pairs, two such layers in a row may split column then row (the
+     * activation between them stays split, Megatron-LM's pairs of fc
+     * layers), or both stay whole; tp_by_samples, the layers may run on
+     * shares of the samples instead (Krizhevsky's hybrid: convolutions data
+     * parallel, the pairs tensor parallel). */
+    int tp_pairs;
+    int tp_by_samples;
 
     /* Spatial (height) parallelism, doc/parallel.md.  row_local: the op
      * treats rows (the height axis) independently, or reduces over them

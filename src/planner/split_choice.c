@@ -2,11 +2,9 @@
  * split_choice.h). */
 #include "planner/split_choice.h"
 
-#include <string.h>
-
 static int is_free_fc(const struct dl_layer *l)
 {
-    return strcmp(l->kind->name, "fc") == 0 && l->split == DL_SPLIT_AUTO;
+    return l->kind->tp_pairs && l->split == DL_SPLIT_AUTO;
 }
 
 /* The one layer reading layer i's output (-1: none or several). */
@@ -44,7 +42,7 @@ int dl_split_pairs(const struct dl_graph *g, int *first, int *second)
 
 static int is_free_conv(const struct dl_layer *l)
 {
-    return strcmp(l->kind->name, "conv") == 0 && l->split == DL_SPLIT_AUTO;
+    return l->kind->tp_by_samples && l->split == DL_SPLIT_AUTO;
 }
 
 int dl_split_has_sample_choice(const struct dl_graph *g)
@@ -52,7 +50,7 @@ int dl_split_has_sample_choice(const struct dl_graph *g)
     int conv = 0, fc = 0;
     for (int i = 0; i < g->n; i++) {
         conv |= is_free_conv(&g->layers[i]);
-        fc |= strcmp(g->layers[i].kind->name, "fc") == 0;
+        fc |= g->layers[i].kind->tp_pairs;
     }
     return conv && fc;
 }

@@ -4,7 +4,8 @@
  * (column) and the second, reading it through channel-local layers only,
  * by its inputs (row) -- Megatron-LM's pair, one allreduce per pass -- or
  * both kept whole (none).  A choice is a mask over the pairs; a layout
- * carries the layers it keeps whole. */
+ * carries the layers it keeps whole.  Which kinds take part is their
+ * capability (ops/op.h: tp_pairs, tp_by_samples), not their name. */
 #ifndef DL_PLAN_SPLIT_CHOICE_H
 #define DL_PLAN_SPLIT_CHOICE_H
 
@@ -15,16 +16,17 @@
 
 /* The pairs of g in topological order: first[k] and second[k] (layer
  * indices), at most DL_PLAN_MAX_PAIRS; returns their number.  A pair: an
- * fc layer with `split:` unset whose output is read, through a chain of
+ * layer of a tp_pairs kind (fc) with `split:` unset whose output is read, through a chain of
  * single-input channel-local layers (each its producer's only reader), by
- * exactly one fc layer with `split:` unset; a layer is in one pair at most. */
+ * exactly one such layer with `split:` unset; a layer is in one pair at most. */
 int dl_split_pairs(const struct dl_graph *g, int *first, int *second);
 
 /* The layers of the pairs in mask (bit k: pair k), into whole[]; returns
  * their number. */
 int dl_split_choice_layers(const int *first, const int *second, int n_pairs, unsigned mask, int *whole);
 
-/* The other choice: the convolutions whose `split:` is unset split by
+/* The other choice: the layers of a tp_by_samples kind (convolutions)
+ * whose `split:` is unset split by
  * filters (the default rule) or by samples (`split: batch`: Krizhevsky's
  * hybrid, convolutions data parallel across the tensor group, the layers
  * after them following).  1 when g has such a convolution and a fully

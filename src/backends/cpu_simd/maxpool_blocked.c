@@ -23,13 +23,11 @@ struct blocked_dims {
     int H, W, OH, OW, kh, kw, sh, sw, ph, pw;
 };
 
-static struct blocked_dims dims_of(const struct dl_op_call *c)
+static struct blocked_dims dims_of(const struct dl_op_call *c, const struct dl_pool_geom *g)
 {
-    const struct dl_pool_attr *a = c->attr;
     return (struct blocked_dims){
         .H = c->in_shape[0].h, .W = c->in_shape[0].w, .OH = c->out_shape.h, .OW = c->out_shape.w,
-        .kh = a->kernel[0], .kw = a->kernel[1], .sh = dl_pool_stride(a, 0), .sw = dl_pool_stride(a, 1),
-        .ph = a->pad[0], .pw = a->pad[1],
+        .kh = g->kh, .kw = g->kw, .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw,
     };
 }
 
@@ -106,9 +104,9 @@ static long planes_of(const struct dl_op_call *c, int block)
     return (long)c->batch * ((c->in_shape[0].c + block - 1) / block);
 }
 
-void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, int block)
+void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, const struct dl_pool_geom *g, int block)
 {
-    struct blocked_dims d = dims_of(c);
+    struct blocked_dims d = dims_of(c, g);
     long planes = planes_of(c, block), in_plane = (long)d.H * d.W * block, out_plane = (long)d.OH * d.OW * block;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
@@ -121,9 +119,9 @@ void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, int block)
     }
 }
 
-void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, int block)
+void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, const struct dl_pool_geom *g, int block)
 {
-    struct blocked_dims d = dims_of(c);
+    struct blocked_dims d = dims_of(c, g);
     long planes = planes_of(c, block), in_plane = (long)d.H * d.W * block, out_plane = (long)d.OH * d.OW * block;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {

@@ -16,6 +16,7 @@ struct simd_maxpool {
     const struct dl_layer *l;
     int block; /* channels per block of the layout: 1 (NCHW), 8 or 16 */
     int relu;  /* a fused ReLU */
+    struct dl_pool_geom g; /* the windows, read through attr.h */
     long out_count; /* values per sample of the output, in its layout */
     size_t saved;
 };
@@ -27,6 +28,7 @@ static int maxpool_create(const struct dl_layer *l, const struct dl_kernel_confi
     if (!q)
         return DL_ERR_NOMEM;
     q->l = l;
+    dl_maxpool_geom(l, &q->g);
     q->block = dl_layout_block(cfg->in[0]);
     q->relu = cfg->relu;
     q->out_count = dl_layout_count(cfg->out, l->out_shape);
@@ -56,9 +58,9 @@ static void maxpool_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct simd_maxpool *q = inst;
     if (q->block == 1)
-        dl_simd_maxpool_forward(&a->c);
+        dl_simd_maxpool_forward(&a->c, &q->g);
     else
-        dl_simd_maxpool_blocked_forward(&a->c, q->block);
+        dl_simd_maxpool_blocked_forward(&a->c, &q->g, q->block);
     if (!q->relu)
         return;
     #pragma omp parallel for schedule(static)
@@ -84,7 +86,7 @@ static void maxpool_backward(void *inst, const struct dl_kernel_args *a)
     if (q->block == 1)
         q->l->kind->backward(&c);
     else
-        dl_simd_maxpool_blocked_backward(&c, q->block);
+        dl_simd_maxpool_blocked_backward(&c, &q->g, q->block);
 }
 
 const struct dl_kernel dl_kernel_simd_maxpool = {

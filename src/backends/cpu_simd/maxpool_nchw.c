@@ -122,13 +122,11 @@ __attribute__((target_clones("avx2", "default"))) static void maxpool_plane(cons
     }
 }
 
-void dl_simd_maxpool_forward(const struct dl_op_call *c)
+void dl_simd_maxpool_forward(const struct dl_op_call *c, const struct dl_pool_geom *g)
 {
-    const struct dl_pool_attr *a = c->attr;
     struct pool_dims d = {
         .H = c->in_shape[0].h, .W = c->in_shape[0].w, .OH = c->out_shape.h, .OW = c->out_shape.w,
-        .kh = a->kernel[0], .kw = a->kernel[1], .sh = dl_pool_stride(a, 0), .sw = dl_pool_stride(a, 1),
-        .ph = a->pad[0], .pw = a->pad[1],
+        .kh = g->kh, .kw = g->kw, .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw,
     };
     /* Interior columns: ow*sw - pw >= 0 and ow*sw - pw + kw <= W. */
     d.lo = (d.pw + d.sw - 1) / d.sw;

@@ -7,18 +7,20 @@
 #ifndef DL_BACKENDS_SIMD_H
 #define DL_BACKENDS_SIMD_H
 
+#include "backends/attr.h"
 #include "backends/kernel.h"
 #include "ops/op.h"
 
-/* Max pooling forward (float, NCHW): y and the saved winners, bit for bit
+/* Max pooling forward (float, NCHW) with the layer's window geometry g
+ * (backends/attr.h's dl_maxpool_geom): y and the saved winners, bit for bit
  * those of dl_op_maxpool's forward. */
-void dl_simd_maxpool_forward(const struct dl_op_call *c);
+void dl_simd_maxpool_forward(const struct dl_op_call *c, const struct dl_pool_geom *g);
 
 /* The same on nChw8c (block 8) or nChw16c (block 16) tensors: y and the
  * winners (each channel's reference index) in the output's layout; backward
  * writes din[0] (the padding channels' gradient as zeros). */
-void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, int block);
-void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, int block);
+void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, const struct dl_pool_geom *g, int block);
+void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, const struct dl_pool_geom *g, int block);
 
 /* A fused ReLU (relu_fold.c): y = max(y, 0) over n values, and dst = dy
  * where y > 0, else 0 (NaN in y counting as not positive). */
