@@ -30,6 +30,7 @@
 #include "cli/layer_times.h"
 #include "comm/comm.h"
 #include "core/rng.h"
+#include "core/parse.h"
 #include "planner/consistency_cost.h"
 #include "planner/cuts.h"
 #include "planner/layout_memory.h"
@@ -674,21 +675,32 @@ static void link_parses(void **state)
     assert_true(fabs(g - 0.5e-9) < 1e-24);
     assert_int_equal(dl_machine_parse_link("--node-link", "alpha=1us,add=2GB/s", &a, &b, &g, &err), DL_ERR_SPEC);
     assert_non_null(strstr(err.msg, "--node-link"));
-    /* the value parsers the machine file shares (planner/machine_file.c) */
-    assert_int_equal(dl_machine_parse_time("x", "250ns", &a, &err), DL_OK);
+    /* the one grammar of links (core/parse.h), which the machine file and --comm-emulate share */
+    assert_int_equal(dl_parse_duration("x", "250ns", DL_LINK_MAX_ALPHA, &a, &err), DL_OK);
     assert_true(fabs(a - 250e-9) < 1e-21);
-    assert_int_equal(dl_machine_parse_rate("x", "0.8Gbit/s", &a, &err), DL_OK);
+    assert_int_equal(dl_parse_rate("x", "0.8Gbit/s", &a, &err), DL_OK);
     assert_true(fabs(a - 1e8) < 1e-6);
-    static const char *const bad_times[] = {"0us", "5", "5 us", "-1ms", "5min", ""};
+    assert_int_equal(dl_parse_rate("x", "100MiB/s", &a, &err), DL_OK);
+    assert_true(a == 100.0 * 1048576);
+    static const char *const bad_times[] = {"5", "5 us", "-1ms", "5min", "", "11s"};
     for (size_t i = 0; i < sizeof bad_times / sizeof *bad_times; i++) {
-        assert_int_equal(dl_machine_parse_time("machine.link.alpha", bad_times[i], &a, &err), DL_ERR_SPEC);
-        assert_non_null(strstr(err.msg, "machine.link.alpha: expected a time above 0"));
+        assert_int_equal(dl_parse_duration("machine.link.alpha", bad_times[i], DL_LINK_MAX_ALPHA, &a, &err),
+                         DL_ERR_SPEC);
+        assert_non_null(strstr(err.msg, "machine.link.alpha: expected a time with its unit"));
     }
-    static const char *const bad_rates[] = {"0GB/s", "1GB", "1GiB/s", "-1MB/s", "1e400B/s", "GB/s"};
+    static const char *const bad_rates[] = {"0GB/s", "1GB", "-1MB/s", "1e400B/s", "GB/s", "0Gbit/s", "1Gbits/s"};
     for (size_t i = 0; i < sizeof bad_rates / sizeof *bad_rates; i++) {
-        assert_int_equal(dl_machine_parse_rate("machine.link.bw", bad_rates[i], &a, &err), DL_ERR_SPEC);
+        assert_int_equal(dl_parse_rate("machine.link.bw", bad_rates[i], &a, &err), DL_ERR_SPEC);
         assert_non_null(strstr(err.msg, "machine.link.bw: expected a rate above 0"));
     }
+    /* --comm-emulate reads the same spellings: bit rates and MiB/s alike, alpha=0 */
+    struct dl_link l;
+    assert_int_equal(dl_parse_link("--comm-emulate", "alpha=0,bw=100Gbit/s", 0, DL_LINK_MAX_ALPHA, &l, &err), DL_OK);
+    assert_true(l.has_alpha && l.alpha == 0 && l.has_bw && l.bw == 12.5e9 && !l.has_add);
+    assert_int_equal(dl_parse_link("--comm-emulate", "bw=100MiB/s", 0, DL_LINK_MAX_ALPHA, &l, &err), DL_OK);
+    assert_true(!l.has_alpha && l.bw == 100.0 * 1048576);
+    assert_int_equal(dl_parse_link("--comm-emulate", "alpha=1us,add=1GB/s", 0, DL_LINK_MAX_ALPHA, &l, &err),
+                     DL_ERR_SPEC);
 }
 
 /* The consistency models on nodes of 2 ranks with a slow link, by hand:

@@ -11,42 +11,15 @@
 #include "core/parse.h"
 
 /* Longest latency accepted: ten seconds per message is no network. */
-#define MAX_ALPHA_S 10.0
 
 int dl_comm_emulation_parse(const char *opt, const char *text, struct dl_comm_emulation *out,
                             struct dl_error *err)
 {
-    struct dl_comm_emulation e = {0, 0};
-    int have_alpha = 0, have_bw = 0;
-    char buf[256], what[96];
-    if (strlen(text) >= sizeof buf)
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected alpha=TIME,bw=RATE (such as alpha=20us,bw=1GB/s), found "
-                         "a value of %zu characters", opt, strlen(text));
-    snprintf(buf, sizeof buf, "%s", text);
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(item, '=');
-        if (eq)
-            *eq = 0;
-        int is_alpha = eq && !strcmp(item, "alpha"), is_bw = eq && !strcmp(item, "bw");
-        if (!is_alpha && !is_bw)
-            return dl_errorf(err, DL_ERR_SPEC, "%s: expected alpha=TIME,bw=RATE (such as alpha=20us,bw=1GB/s), "
-                             "found '%s' in '%s'", opt, item, text);
-        if (is_alpha ? have_alpha : have_bw)
-            return dl_errorf(err, DL_ERR_SPEC, "%s: %s given twice in '%s'", opt, item, text);
-        snprintf(what, sizeof what, "%s %s", opt, item);
-        int rc = is_alpha ? dl_parse_duration(what, eq + 1, MAX_ALPHA_S, &e.alpha, err)
-                          : dl_parse_rate(what, eq + 1, &e.bw, err);
-        if (rc)
-            return rc;
-        have_alpha |= is_alpha;
-        have_bw |= is_bw;
-    }
-    if (!have_alpha && !have_bw)
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected alpha=TIME,bw=RATE (such as alpha=20us,bw=1GB/s), found "
-                         "'%s'", opt, text);
-    *out = e;
-    return DL_OK;
+    struct dl_link l;
+    int rc = dl_parse_link(opt, text, 0, DL_LINK_MAX_ALPHA, &l, err);
+    if (!rc)
+        *out = (struct dl_comm_emulation){l.alpha, l.bw};
+    return rc;
 }
 
 const char *dl_comm_emulation_str(const struct dl_comm_emulation *e, char *buf, size_t size)

@@ -177,11 +177,31 @@ syntax:
                      opt, text);
 }
 
+/* bits per second: a number above 0, then bit, Kbit, Mbit, Gbit or Tbit
+ * (powers of 1000), then /s; bytes per second into *out. */
+static int bit_rate(const char *text, double *out)
+{
+    static const struct { const char *unit; double bits; } units[] = {
+        {"bit/s", 1}, {"Kbit/s", 1e3}, {"Mbit/s", 1e6}, {"Gbit/s", 1e9}, {"Tbit/s", 1e12}};
+    double v;
+    const char *end;
+    if (read_number(text, &v, &end) || !(v > 0))
+        return 0;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcasecmp(end, units[i].unit)) {
+            *out = v * units[i].bits / 8;
+            return isfinite(*out);
+        }
+    return 0;
+}
+
 int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_error *err)
 {
     char size[64];
     size_t n = strlen(text);
     size_t bytes = 0;
+    if (bit_rate(text, out))
+        return DL_OK;
     if (n < 3 || n - 2 >= sizeof size || strcmp(text + n - 2, "/s"))
         goto bad;
     memcpy(size, text, n - 2);
@@ -191,8 +211,49 @@ int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_erro
     *out = (double)bytes;
     return DL_OK;
 bad:
-    return dl_errorf(err, DL_ERR_SPEC, "%s: expected a rate above 0 such as 1GB/s, 12.5GB/s or 100MiB/s (a size "
-                     "in bytes, then /s), found '%s'", opt, text);
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected a rate above 0 such as 1GB/s, 12.5GB/s, 100MiB/s (a size in "
+                     "bytes, then /s) or 100Gbit/s (bit, Kbit, Mbit, Gbit, Tbit: powers of 1000), found '%s'", opt,
+                     text);
+}
+
+int dl_parse_link(const char *opt, const char *text, int allow_add, double max_alpha, struct dl_link *out,
+                  struct dl_error *err)
+{
+    struct dl_link l = {0};
+    char buf[256], what[96];
+    const char *expected = allow_add ? "alpha=TIME,bw=RATE[,add=RATE]" : "alpha=TIME,bw=RATE";
+    if (strlen(text) >= sizeof buf)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected %s (such as alpha=20us,bw=1GB/s), found a value of %zu "
+                         "characters", opt, expected, strlen(text));
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq)
+            *eq = 0;
+        int key = !eq ? -1 : !strcmp(item, "alpha") ? 0 : !strcmp(item, "bw") ? 1
+                : allow_add && !strcmp(item, "add") ? 2 : -1;
+        int *given = key == 0 ? &l.has_alpha : key == 1 ? &l.has_bw : key == 2 ? &l.has_add : NULL;
+        if (!given) {
+            if (eq)
+                *eq = '=';
+            return dl_errorf(err, DL_ERR_SPEC, "%s: expected %s (such as alpha=20us,bw=1GB/s), found '%s' in '%s'",
+                             opt, expected, item, text);
+        }
+        if (*given)
+            return dl_errorf(err, DL_ERR_SPEC, "%s: %s given twice in '%s'", opt, item, text);
+        snprintf(what, sizeof what, "%s %s", opt, item);
+        int rc = key == 0 ? dl_parse_duration(what, eq + 1, max_alpha, &l.alpha, err)
+                          : dl_parse_rate(what, eq + 1, key == 1 ? &l.bw : &l.add, err);
+        if (rc)
+            return rc;
+        *given = 1;
+    }
+    if (!l.has_alpha && !l.has_bw)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected %s (such as alpha=20us,bw=1GB/s), found '%s'", opt, expected,
+                         text);
+    *out = l;
+    return DL_OK;
 }
 
 const char *dl_bytes_str(double bytes, char *buf, size_t size)

@@ -41,8 +41,25 @@ int dl_parse_seconds(const char *opt, const char *text, double max, double *out,
 int dl_parse_duration(const char *opt, const char *text, double max, double *out, struct dl_error *err);
 
 /* A rate in bytes per second, above 0: a size of dl_parse_bytes's grammar
- * followed by "/s" (1GB/s = 1e9, 12.5GB/s, 100MiB/s). */
+ * followed by "/s" (1GB/s = 1e9, 12.5GB/s, 100MiB/s), or bits per second
+ * with bit, Kbit, Mbit, Gbit or Tbit (powers of 1000) before "/s"
+ * (100Gbit/s = 12.5e9 bytes per second). */
 int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_error *err);
+
+/* A network link, one grammar for every option and file that describes one
+ * (--comm-emulate, plan's --link and --node-link, machine files' links):
+ * "alpha=TIME,bw=RATE" in any order, each once, alpha a latency of
+ * dl_parse_duration (at most max_alpha seconds), bw a rate of
+ * dl_parse_rate, and with allow_add an add=RATE (bytes reduced per
+ * second).  At least one key; which ones a caller needs it checks itself
+ * (has_*). */
+#define DL_LINK_MAX_ALPHA 10.0 /* seconds: a latency above this is a mistake */
+struct dl_link {
+    double alpha, bw, add;
+    int has_alpha, has_bw, has_add;
+};
+int dl_parse_link(const char *opt, const char *text, int allow_add, double max_alpha, struct dl_link *out,
+                  struct dl_error *err);
 
 /* bytes written for people, in the units dl_parse_bytes reads: "812 bytes",
  * "1.5 KiB", "98.3 MiB", "2.41 GiB", "1.20 TiB" (three significant digits

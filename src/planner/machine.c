@@ -2,6 +2,8 @@
  * calibrated model within a node, a ring over the slowest link across. */
 #include "planner/machine.h"
 
+#include "core/parse.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,78 +28,18 @@ void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores,
     m->comm_shares_cores = cpu_compute && cores > 0 && demand + on_node > cores;
 }
 
-/* A number above 0 followed by one of the units (each with its factor); 0
- * when the text is not exactly that. */
-static int number_with_unit(const char *text, const char *const *units, const double *factor, double *out)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || !(v > 0) || v > 1e300)
-        return 0;
-    for (int i = 0; units[i]; i++)
-        if (strcmp(end, units[i]) == 0) {
-            *out = v * factor[i];
-            return 1;
-        }
-    return 0;
-}
-
-int dl_machine_parse_time(const char *what, const char *text, double *seconds, struct dl_error *err)
-{
-    static const char *const units[] = {"s", "ms", "us", "ns", NULL};
-    static const double factor[] = {1, 1e-3, 1e-6, 1e-9};
-    if (number_with_unit(text, units, factor, seconds))
-        return DL_OK;
-    return dl_errorf(err, DL_ERR_SPEC, "%s: expected a time above 0 with its unit (s, ms, us, ns) such as 5us, "
-                     "found '%s'", what, text);
-}
-
-int dl_machine_parse_rate(const char *what, const char *text, double *bytes_per_s, struct dl_error *err)
-{
-    static const char *const units[] = {"B/s", "KB/s", "MB/s", "GB/s", "Gbit/s", NULL};
-    static const double factor[] = {1, 1e3, 1e6, 1e9, 1e9 / 8};
-    if (number_with_unit(text, units, factor, bytes_per_s))
-        return DL_OK;
-    return dl_errorf(err, DL_ERR_SPEC, "%s: expected a rate above 0 with its unit (B/s, KB/s, MB/s, GB/s, "
-                     "Gbit/s) such as 12.5GB/s, found '%s'", what, text);
-}
-
 int dl_machine_parse_link(const char *opt, const char *text, double *alpha, double *beta, double *gamma,
                           struct dl_error *err)
 {
-    char copy[256];
-    if (strlen(text) >= sizeof copy)
-        return dl_errorf(err, DL_ERR_SPEC, "%s: value too long", opt);
-    strcpy(copy, text);
-    double a = -1, bw = -1, add = -1;
-    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(item, '=');
-        double *slot = NULL;
-        if (eq) {
-            *eq = 0;
-            slot = !strcmp(item, "alpha") ? &a : !strcmp(item, "bw") ? &bw
-                 : gamma && !strcmp(item, "add") ? &add : NULL;
-        }
-        if (!slot || *slot >= 0) {
-            if (eq)
-                *eq = '=';
-            return dl_errorf(err, DL_ERR_SPEC, "%s: expected alpha=TIME (s, ms, us, ns) and bw=RATE (B/s, KB/s, "
-                             "MB/s, GB/s, Gbit/s)%s, each once, e.g. alpha=5us,bw=12.5GB/s; found '%s' in '%s'", opt,
-                             gamma ? " and optionally add=RATE" : "", item, text);
-        }
-        char what[64];
-        snprintf(what, sizeof what, "%s %s", opt, item);
-        int rc = slot == &a ? dl_machine_parse_time(what, eq + 1, slot, err)
-                            : dl_machine_parse_rate(what, eq + 1, slot, err);
-        if (rc)
-            return rc;
-    }
-    if (a < 0 || bw < 0)
+    struct dl_link l;
+    if (dl_parse_link(opt, text, gamma != NULL, DL_LINK_MAX_ALPHA, &l, err))
+        return DL_ERR_SPEC;
+    if (!l.has_alpha || !l.has_bw)
         return dl_errorf(err, DL_ERR_SPEC, "%s: expected both alpha= and bw=, found '%s'", opt, text);
-    *alpha = a;
-    *beta = 1 / bw;
-    if (gamma && add > 0)
-        *gamma = 1 / add;
+    *alpha = l.alpha;
+    *beta = 1 / l.bw;
+    if (gamma && l.has_add)
+        *gamma = 1 / l.add;
     return DL_OK;
 }
 

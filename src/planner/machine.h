@@ -41,17 +41,9 @@ void dl_machine_init(struct dl_machine *m, int K, double link_alpha, double link
  * communication thread each exceed the cores. */
 void dl_machine_share_cores(struct dl_machine *m, int N, int threads, int cores, int cpu_compute);
 
-/* The values of a link, one grammar for the options and the machine file
- * (planner/machine_file.h): a time above 0 with its unit s, ms, us or ns
- * ("5us"), and a rate above 0 in bytes per second with its unit B/s, KB/s,
- * MB/s, GB/s (powers of 1000) or Gbit/s ("12.5GB/s").  Errors (DL_ERR_SPEC)
- * name `what` and quote the text. */
-int dl_machine_parse_time(const char *what, const char *text, double *seconds, struct dl_error *err);
-int dl_machine_parse_rate(const char *what, const char *text, double *bytes_per_s, struct dl_error *err);
-
 /* Parses a link (opt: "--link" or "--node-link", for messages) such as
- * "alpha=5us,bw=12.5GB/s": alpha a time, bw a rate (as above); both
- * required, each once.  With gamma not NULL an optional add=RATE (bytes
+ * "alpha=5us,bw=12.5GB/s" in core/parse.h's one grammar of links
+ * (dl_parse_link); alpha and bw both required.  With gamma not NULL an optional add=RATE (bytes
  * reduced per second) sets *gamma = 1/RATE (left unchanged without it).
  * Errors (DL_ERR_SPEC) name opt. */
 int dl_machine_parse_link(const char *opt, const char *text, double *alpha, double *beta, double *gamma,

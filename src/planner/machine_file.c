@@ -1,27 +1,25 @@
 /* machine_file.c: the machine file of `dltrain plan --machine` (see
  * machine_file.h), read through the located YAML tree (spec/yaml.h); the
- * links' times and rates through planner/machine.h's parsers, as the options'. */
+ * links' times and rates through core/parse.h's parsers, as the options'. */
 #include "planner/machine_file.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "core/parse.h"
 #include "planner/machine.h"
 #include "spec/yaml.h"
 
-typedef int (*value_parser)(const char *what, const char *text, double *out, struct dl_error *err);
-
-/* One value of a link (what "machine.link.alpha"): a scalar read by parse,
- * its error located at the value. */
-static int link_value(const struct dl_ynode *n, const char *what, value_parser parse, double *out,
-                      struct dl_error *err)
+/* One value of a link (what "machine.link.alpha"): a scalar, a time (is_time)
+ * or a rate of core/parse.h's grammar, its error located at the value. */
+static int link_value(const struct dl_ynode *n, const char *what, int is_time, double *out, struct dl_error *err)
 {
     if (n->kind != DL_Y_SCALAR)
         return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected a %s such as %s, found %s", what,
-                          parse == dl_machine_parse_time ? "time" : "rate",
-                          parse == dl_machine_parse_time ? "5us" : "12.5GB/s", dl_ynode_kind_name(n));
+                          is_time ? "time" : "rate", is_time ? "5us" : "12.5GB/s", dl_ynode_kind_name(n));
     struct dl_error inner = {0};
-    if (parse(what, n->str, out, &inner))
+    if (is_time ? dl_parse_duration(what, n->str, DL_LINK_MAX_ALPHA, out, &inner)
+                : dl_parse_rate(what, n->str, out, &inner))
         return dl_yerrorf(err, DL_ERR_SPEC, n, "%s", inner.msg);
     return DL_OK;
 }
@@ -46,16 +44,16 @@ static int read_link(const struct dl_ynode *root, const char *key, double *alpha
                           "found %s", what, a ? "no bw" : bw ? "no alpha" : "neither");
     double rate;
     snprintf(name, sizeof name, "%s.alpha", what);
-    if (link_value(a, name, dl_machine_parse_time, alpha, err))
+    if (link_value(a, name, 1, alpha, err))
         return DL_ERR_SPEC;
     snprintf(name, sizeof name, "%s.bw", what);
-    if (link_value(bw, name, dl_machine_parse_rate, &rate, err))
+    if (link_value(bw, name, 0, &rate, err))
         return DL_ERR_SPEC;
     *beta = 1 / rate;
     const struct dl_ynode *add = gamma ? dl_ymap_get(link, "add") : NULL;
     if (add) {
         snprintf(name, sizeof name, "%s.add", what);
-        if (link_value(add, name, dl_machine_parse_rate, &rate, err))
+        if (link_value(add, name, 0, &rate, err))
             return DL_ERR_SPEC;
         *gamma = 1 / rate;
     }
