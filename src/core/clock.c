@@ -53,3 +53,13 @@ double dl_median(double *t, int n)
     qsort(t, (size_t)n, sizeof *t, ascending);
     return t[n / 2];
 }
+
+int dl_clock_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long ns = until.tv_nsec + (long)((seconds - (double)(long)seconds) * 1e9);
+    until.tv_sec += (time_t)seconds + ns / 1000000000L;
+    until.tv_nsec = ns % 1000000000L;
+    return pthread_cond_timedwait(cv, mu, &until);
+}

@@ -5,6 +5,8 @@
 #ifndef DL_CLOCK_H
 #define DL_CLOCK_H
 
+#include <pthread.h>
+
 /* Seconds since an arbitrary fixed point (CLOCK_MONOTONIC): only differences
  * between two readings mean anything. */
 double dl_clock_now(void);
@@ -16,6 +18,10 @@ double dl_clock_now(void);
  * (--comm-emulate's latencies) last what they say rather than a timer's
  * wake-up delay. */
 void dl_clock_sleep(double seconds);
+
+/* pthread_cond_timedwait on cv (default attributes: the wall clock's
+ * deadlines) for at most seconds from now; returns its status. */
+int dl_clock_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds);
 
 /* Sorts t[0..n) ascending in place and returns t[n / 2] (n > 0). */
 double dl_median(double *t, int n);

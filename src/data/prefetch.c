@@ -4,10 +4,11 @@
  * the consumer has moved past it).  Slot of batch k: k % depth. */
 #include "data/prefetch.h"
 
+#include "core/clock.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct slot {
     long batch;   /* -1: free */
@@ -177,13 +178,6 @@ void dl_prefetch_restart(struct dl_prefetch *p, long first, long end)
     pthread_mutex_unlock(&p->mu);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int dl_prefetch_next(struct dl_prefetch *p, float *x, int *y, double *waited, struct dl_error *err)
 {
     pthread_mutex_lock(&p->mu);
@@ -193,11 +187,11 @@ int dl_prefetch_next(struct dl_prefetch *p, float *x, int *y, double *waited, st
     }
     struct slot *s = &p->slots[p->consume % p->depth];
     if (s->done < s->count && !s->failed) {
-        double t0 = now_s();
+        double t0 = dl_clock_now();
         while (s->done < s->count && !s->failed)
             pthread_cond_wait(&p->ready, &p->mu);
         if (waited)
-            *waited += now_s() - t0;
+            *waited += dl_clock_now() - t0;
     }
     if (s->failed) {
         /* Wait for the batch's other samples, so that nothing writes into

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "io/trace.h"
@@ -420,12 +419,7 @@ int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad
         pthread_cond_broadcast(&s->cv);
     }
     while (s->done < jobs) {
-        struct timespec dl;
-        clock_gettime(CLOCK_REALTIME, &dl);
-        double until = (double)dl.tv_sec + 1e-9 * (double)dl.tv_nsec + 0.2;
-        dl.tv_sec = (time_t)until;
-        dl.tv_nsec = (long)((until - (double)dl.tv_sec) * 1e9);
-        pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+        dl_clock_timedwait(&s->cv, &s->mu, 0.2);
         if (s->done < jobs && poll) {
             pthread_mutex_unlock(&s->mu);
             rc = poll(poll_ctx, dl_clock_now() - t0, err);

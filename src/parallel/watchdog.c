@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 
@@ -99,14 +98,7 @@ static void *watch(void *arg)
     struct dl_watchdog *w = arg;
     pthread_mutex_lock(&w->lock);
     while (w->running) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 100 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&w->wake, &w->lock, &until);
+        dl_clock_timedwait(&w->wake, &w->lock, 0.1);
         if (!w->running || w->since <= 0)
             continue;
         double waited = dl_clock_now() - w->since;
