@@ -48,7 +48,7 @@ grep -v "^dltrain" "$T/badfile.txt" | grep -q "kernal"
 [ $? -ne 0 ]; tap_result $? "and no other line repeats it"
 
 job badvalue $LENET --lr -1
-once badvalue "--lr: expected a number" 2 "a bad option value: one message, every rank exits 2"
+once badvalue "--lr -1: train.optimizer.lr: expected a number" 2 "a bad option value: one message, every rank exits 2"
 
 job badoption $LENET --learning-rate 0.1
 once badoption "unrecognized option '--learning-rate'" 2 "an unknown option: one message, every rank exits 2"

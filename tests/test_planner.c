@@ -535,9 +535,13 @@ static void memory_equals_executors(void **state)
             l.first[s] = cases[k].cut[s - 1];
         l.first[S] = g->n;
         const int batch = 16;
-        size_t most, per_rank[2];
+        size_t most, per_rank[2], adam_most, adam_per_rank[2];
         struct dl_error err = {0};
-        int rc = dl_layout_memory(g, &l, batch, NULL, &most, per_rank, &err);
+        int rc = dl_layout_memory(g, &l, batch, NULL, NULL, &most, per_rank, &err);
+        /* Adam keeps two vectors per weight where SGD with momentum keeps one */
+        struct dl_optim_spec adam = {.kind = DL_OPTIM_ADAM};
+        if (!rc)
+            rc = dl_layout_memory(g, &l, batch, NULL, &adam, &adam_most, adam_per_rank, &err);
         if (rc)
             print_message("# %s\n", err.msg);
         assert_int_equal(rc, DL_OK);
@@ -564,6 +568,7 @@ static void memory_equals_executors(void **state)
             for (int i = 0; i < pl.slots; i++)
                 held += pl.slot[i].arena_bytes;
             assert_int_equal(per_rank[p], held);
+            assert_int_equal(adam_per_rank[p], held + (size_t)pl.slot[0].n_weights * sizeof(float));
             want_most = held > want_most ? held : want_most;
             dl_pipeline_free(&pl);
             dl_shard_free(&s);

@@ -274,7 +274,11 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
     }
     out->arena = plan.arena_bytes, out->unplanned = plan.unplanned_bytes;
     dl_exec_free(&plan);
-    out->params = (2.0 + dl_optim_state_vectors(&net->train.optim)) * (double)dl_graph_param_count(g) * sizeof(float);
+    double trainable = 0, state = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            *(g->layers[i].param[j].trainable ? &trainable : &state) += (double)g->layers[i].param[j].count;
+    out->params = dl_optim_param_bytes(&net->train.optim, trainable, state);
     out->peak = (double)out->arena + out->params;
     if (out->limit > 0 && out->peak > out->limit)
         return over_limit(out->peak, "process", net->train.batch, out);

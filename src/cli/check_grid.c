@@ -89,7 +89,7 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
             layer_range(&s, r->layers, sizeof r->layers);
             r->weights = 4.0 * (double)m.weights, r->optimizer = r->weights * vectors, r->state = 4.0 * (double)m.state;
             r->arena = (double)m.arena_bytes;
-            r->peak = 2 * r->weights + r->optimizer + r->state + r->arena;
+            r->peak = r->arena + dl_optim_param_bytes(&net->train.optim, (double)m.weights, (double)m.state);
             if (r->peak > out->peak)
                 out->peak = r->peak;
             dl_shard_free(&s);

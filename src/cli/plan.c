@@ -312,7 +312,8 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
         return 2;
     }
     struct dl_plan_request req = {.g = &net->graph, .times = t, .machine = m, .ranks = N, .batch = batch,
-                                  .memory_limit = c->memory, .eo = eo, .skip_memory = !memory && !c->memory,
+                                  .memory_limit = c->memory, .eo = eo, .optim = &net->train.optim,
+                                  .skip_memory = !memory && !c->memory,
                                   .tensor_times = measure ? dl_layer_times_tensor_hook : NULL, .tensor_ctx = measure};
     struct dl_error err = {0};
     if (dl_plan_search(&req, r, &err)) {

@@ -20,6 +20,7 @@
 #include "core/threads.h"
 #include "data/dataset.h"
 #include "io/metrics.h"
+#include "optim/optim.h"
 #include "train/checkpoint_dir.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -34,6 +35,7 @@ enum {
 
 struct printer {
     const char *net_path;
+    const struct dl_optim_spec *optim; /* the run's optimizer (its state's memory) */
     long log_every;
     int quiet;
     struct dl_metrics metrics;
@@ -74,19 +76,22 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
     static const char *const keys[] = {"rank", "d", "t", "p", "slots", "arena_bytes", "weights", "state",
                                        "optimizer_state"};
     int most = 0;
+    double peak = 0;
     for (int r = 0; r < n; r++) {
         double vals[] = {m[r].rank, m[r].d, m[r].t, m[r].p, m[r].slots, m[r].arena_bytes, m[r].weights, m[r].state,
                          m[r].optimizer_state};
         dl_metrics_write(&p->metrics, "memory", 9, keys, vals);
-        if (m[r].arena_bytes + 4 * (2 * m[r].weights + m[r].state + m[r].optimizer_state) >
-            m[most].arena_bytes + 4 * (2 * m[most].weights + m[most].state + m[most].optimizer_state))
-            most = r;
+        double bytes = m[r].arena_bytes + dl_optim_param_bytes(p->optim, m[r].weights, m[r].state);
+        if (bytes > peak)
+            most = r, peak = bytes;
     }
     if (p->quiet || n == 1 || (m[most].arena_bytes == m[0].arena_bytes && m[most].weights == m[0].weights))
         return;
-    printf("  largest rank: %d (d=%d t=%d p=%d): arena %.1f MiB in %d executor%s, %.0f parameters (+ as many "
-           "gradients, %.0f optimizer state)\n", most, m[most].d, m[most].t, m[most].p, m[most].arena_bytes / 1048576.0,
-           m[most].slots, m[most].slots == 1 ? "" : "s", m[most].weights, m[most].optimizer_state);
+    char arena[32], total[32];
+    printf("  largest rank: %d (d=%d t=%d p=%d): %s planned (arena %s in %d executor%s, %.0f parameters, as many "
+           "gradients, %.0f optimizer state)\n", most, m[most].d, m[most].t, m[most].p, dl_bytes_str(peak, total, sizeof total),
+           dl_bytes_str(m[most].arena_bytes, arena, sizeof arena), m[most].slots, m[most].slots == 1 ? "" : "s",
+           m[most].weights, m[most].optimizer_state);
     fflush(stdout);
 }
 
@@ -610,6 +615,7 @@ int dl_cli_train(int argc, char **argv)
     if (status < 0)
         status = dl_net_options_load(&cmd.net_options, &net, "dltrain");
     cmd.printer.net_path = cmd.net_options.net_path;
+    cmd.printer.optim = &net.train.optim;
     struct dl_comm *comm = NULL;
     int comm_status = open_comm(&cmd, status ? "auto" : cmd.comm_name, &argc, &argv, &comm);
     if (comm_status == 2 && !comm) /* --comm named no backend: the ranks still agree over the default */

@@ -16,6 +16,7 @@ struct slot {
     int next;     /* next sample to hand out */
     int done;     /* samples finished */
     int failed;
+    int fail_j;   /* the lowest failed sample so far, whose error err is */
     struct dl_error err;
     float *x;
     int *y;
@@ -79,8 +80,11 @@ static void *worker(void *arg)
         int rc = p->ops.load(p->ctx, batch, j, s->x + (size_t)j * p->sample_floats, s->y + j, &e);
         pthread_mutex_lock(&p->mu);
         p->busy--;
-        if (rc && !s->failed) {
+        /* the lowest failing sample's error, whichever thread met it first: samples
+         * are handed out in order, and the reader waits for those in flight */
+        if (rc && (!s->failed || j < s->fail_j)) {
             s->failed = 1;
+            s->fail_j = j;
             s->err = e;
         }
         s->done++;

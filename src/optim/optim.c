@@ -33,6 +33,12 @@ int dl_optim_state_vectors(const struct dl_optim_spec *spec)
     return a ? a->state_vectors : -1;
 }
 
+double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state)
+{
+    int vectors = spec ? dl_optim_state_vectors(spec) : 1;
+    return 4.0 * ((2.0 + (vectors > 0 ? vectors : 0)) * trainable + state);
+}
+
 int dl_optim_keeps_state(const struct dl_optim_spec *spec)
 {
     const struct dl_optim_algo *a = dl_optim_algo_find(spec->kind, DL_DEVICE_CPU);

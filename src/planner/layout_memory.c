@@ -2,6 +2,8 @@
  * planner (see layout_memory.h). */
 #include "planner/layout_memory.h"
 
+#include "optim/optim.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,8 @@ int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout
 /* Pipeline rank p's arenas for one chunk, arena[V] (one per stage), and
  * its parameters' bytes. */
 static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout *l, int p, int per_chunk,
-                      const struct dl_exec_options *eo, size_t *arena, size_t *param_bytes, struct dl_error *err)
+                      const struct dl_exec_options *eo, const struct dl_optim_spec *optim, size_t *arena,
+                      size_t *param_bytes, struct dl_error *err)
 {
     struct dl_shard s;
     int rank = dl_grid_rank(&l->dims, (struct dl_grid_pos){0, 0, p});
@@ -59,28 +62,29 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
         }
     }
     if (!rc) {
-        double params = 0;
+        double trainable = 0, state = 0;
         for (int i = 0; i < staged->n; i++) {
             if (!dl_shard_runs(&s, i))
                 continue;
             const struct dl_layer *v = &s.local.layers[i];
             for (int j = 0; j < v->n_params; j++)
-                params += (v->param[j].trainable ? 3.0 : 1.0) * (double)v->param[j].count;
+                *(v->param[j].trainable ? &trainable : &state) += (double)v->param[j].count;
         }
-        *param_bytes = (size_t)(params * sizeof(float));
+        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, state);
     }
     dl_shard_free(&s);
     return rc;
 }
 
 int dl_layout_arenas(const struct dl_graph *g, const struct dl_plan_layout *l, int batch,
-                     const struct dl_exec_options *eo, size_t *arena, size_t *params, struct dl_error *err)
+                     const struct dl_exec_options *eo, const struct dl_optim_spec *optim, size_t *arena,
+                     size_t *params, struct dl_error *err)
 {
     struct dl_graph staged;
     int rc = dl_layout_staged_graph(g, l, &staged, err);
     int per_chunk = dl_layout_chunk_batch(batch, l->dims.dp, l->chunks);
     for (int p = 0; !rc && p < l->dims.pp; p++)
-        rc = rank_usage(&staged, l, p, per_chunk, eo, &arena[(size_t)p * dl_layout_V(l)], &params[p], err);
+        rc = rank_usage(&staged, l, p, per_chunk, eo, optim, &arena[(size_t)p * dl_layout_V(l)], &params[p], err);
     if (staged.layers != g->layers)
         free(staged.layers);
     return rc;
@@ -112,14 +116,15 @@ size_t dl_layout_memory_of(int P, int V, const size_t *arena, const size_t *para
 }
 
 int dl_layout_memory(const struct dl_graph *g, const struct dl_plan_layout *l, int batch,
-                     const struct dl_exec_options *eo, size_t *bytes, size_t *per_rank, struct dl_error *err)
+                     const struct dl_exec_options *eo, const struct dl_optim_spec *optim, size_t *bytes,
+                     size_t *per_rank, struct dl_error *err)
 {
     const size_t P = (size_t)l->dims.pp, S = (size_t)dl_layout_stages(l);
     size_t *arena = dl_calloc(S, sizeof *arena, err), *params = dl_calloc(P, sizeof *params, err);
     int *slots = dl_calloc(S, sizeof *slots, err);
     int rc = arena && params && slots ? DL_OK : DL_ERR_NOMEM;
     if (!rc)
-        rc = dl_layout_arenas(g, l, batch, eo, arena, params, err);
+        rc = dl_layout_arenas(g, l, batch, eo, optim, arena, params, err);
     if (!rc)
         rc = dl_layout_slots(l, slots, err);
     if (!rc)

@@ -9,21 +9,24 @@
 /* The largest memory of a rank of layout l (bytes): for every pipeline
  * rank (tensor rank 0, data rank 0) and each of its V stages, the executor
  * planner's arena for the stage's layers at one chunk's batch times the
- * chunks its schedule keeps in flight on that stage, plus 4 bytes per local parameter for weights, gradients and one
- * optimizer slot (SGD's momentum) for the trainable ones, 4 per state
- * value.  eo: the executor options the run uses (kernels; may be NULL).
- * per_rank[pp] (may be NULL). */
+ * chunks its schedule keeps in flight on that stage, plus the rank's
+ * parameters under optimizer optim (optim/optim.h's dl_optim_param_bytes;
+ * NULL: SGD with momentum).  eo: the executor options the run uses
+ * (kernels; may be NULL).  per_rank[pp] (may be NULL). */
 struct dl_exec_options;
+struct dl_optim_spec;
 int dl_layout_memory(const struct dl_graph *g, const struct dl_plan_layout *l, int batch,
-                     const struct dl_exec_options *eo, size_t *bytes, size_t *per_rank, struct dl_error *err);
+                     const struct dl_exec_options *eo, const struct dl_optim_spec *optim, size_t *bytes,
+                     size_t *per_rank, struct dl_error *err);
 
 /* The two parts of it per pipeline rank p and stage v of it (index
  * p * V + v): arena[p*V + v] (one chunk's, the executor planner's) and
- * params[p] (bytes of weights, gradients, one optimizer slot and state,
- * shared by the rank's stages), and slots[p*V + v], the chunks l's
- * schedule keeps in flight on that stage (dl_schedule_stage_slots). */
+ * params[p] (the rank's parameters' bytes under optim, shared by its
+ * stages), and slots[p*V + v], the chunks l's schedule keeps in flight on
+ * that stage (dl_schedule_stage_slots). */
 int dl_layout_arenas(const struct dl_graph *g, const struct dl_plan_layout *l, int batch,
-                     const struct dl_exec_options *eo, size_t *arena, size_t *params, struct dl_error *err);
+                     const struct dl_exec_options *eo, const struct dl_optim_spec *optim, size_t *arena,
+                     size_t *params, struct dl_error *err);
 int dl_layout_slots(const struct dl_plan_layout *l, int *slots, struct dl_error *err);
 /* max over p of sum over v of slots[p*V + v] * arena[p*V + v], plus params[p]. */
 size_t dl_layout_memory_of(int P, int V, const size_t *arena, const size_t *params, const int *slots,

@@ -175,7 +175,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
             int replan = memcmp(l.first, planned.first, sizeof l.first) || planned.chunks == 0 ||
                          (l.schedule == DL_SCHED_ZB_H1) != (planned.schedule == DL_SCHED_ZB_H1);
             if (!rc && replan && !req->skip_memory)
-                rc = dl_layout_arenas(g, &l, req->batch, req->eo, arena, params, err);
+                rc = dl_layout_arenas(g, &l, req->batch, req->eo, req->optim, arena, params, err);
             planned = l;
             struct dl_plan_candidate *c = rc ? NULL : push(r, cap, err);
             if (!rc && !c)

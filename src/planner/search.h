@@ -18,6 +18,7 @@
 #include "planner/layout_cost.h"
 
 struct dl_exec_options;
+struct dl_optim_spec;
 
 struct dl_plan_request {
     const struct dl_graph *g;
@@ -27,6 +28,7 @@ struct dl_plan_request {
     int batch;                         /* global mini-batch */
     size_t memory_limit;               /* bytes per rank; 0: none */
     const struct dl_exec_options *eo;  /* the executor options of the run (kernels); may be NULL */
+    const struct dl_optim_spec *optim; /* its optimizer (the memory of its state); NULL: SGD with momentum */
     int skip_memory;                   /* 1: no memory (0 everywhere; no limit may be set): faster */
     /* Tensor rank 0's layer times (allocated here) with the network split
      * over T ranks, measured (cli/layer_times.h), called once per T > 1;
