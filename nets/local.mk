@@ -5,4 +5,5 @@ nobase_dist_pkgdata_DATA += \
 	nets/alexnet.yaml \
 	nets/vgg16.yaml \
 	nets/resnet18.yaml \
-	nets/resnet50.yaml
+	nets/resnet50.yaml \
+	nets/bigram.yaml

@@ -109,8 +109,16 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     }
     struct dl_rng rng;
     dl_rng_seed(&rng, seed);
+    int32_t *ids = NULL; /* an i32 input: token ids below the op's limit, no gradient (core/shape.h) */
     for (int i = 0; i < c->n_in; i++) {
         s.in_count[i] = dl_shape_count(c->in[i]);
+        if (c->in[i].dtype == DL_I32) {
+            ids = calloc((size_t)(s.in_count[i] * c->batch), sizeof *ids);
+            for (long k = 0; k < s.in_count[i] * c->batch; k++)
+                ids[k] = (int32_t)dl_rng_below(&rng, (uint64_t)c->op->id_limit(attr));
+            call->in[i] = (const dl_real *)(const void *)ids;
+            continue;
+        }
         s.in[i] = alloc_random(&rng, s.in_count[i] * c->batch, 1.0);
         call->in[i] = s.in[i];
         call->din[i] = alloc_random(&rng, s.in_count[i] * c->batch, 100.0); /* must be overwritten */
@@ -119,9 +127,13 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     call->out = calloc((size_t)(s.out_count * c->batch), sizeof(dl_real));
     s.r = alloc_random(&rng, s.out_count * c->batch, 1.0);
     call->dout = s.r;
-    int *labels = calloc((size_t)c->batch, sizeof *labels);
-    for (int n = 0; n < c->batch; n++)
-        labels[n] = (int)dl_rng_below(&rng, (uint64_t)(s.in_count[0] > 0 ? s.in_count[0] : 1));
+    /* a label per position of a sequence's scores [T, C] (T per sample; with
+     * ignore_some, every third one the loss's default ignore_index), else one */
+    int P = dl_shape_rank(c->in[0]) == 2 ? c->in[0].h : 1;
+    long classes = P > 1 ? c->in[0].c : s.in_count[0];
+    int *labels = calloc((size_t)c->batch * (size_t)P, sizeof *labels);
+    for (long n = 0; n < (long)c->batch * P; n++)
+        labels[n] = c->ignore_some && n % 3 == 1 ? -100 : (int)dl_rng_below(&rng, (uint64_t)(classes > 0 ? classes : 1));
     call->labels = labels;
     s.n_params = c->op->params ? c->op->params(attr, c->in, call->out_shape, s.params) : 0;
     dl_real *pre[DL_MAX_PARAMS] = {0};
@@ -143,6 +155,8 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     int bad = 0;
     char what[64];
     for (int i = 0; i < c->n_in && !bad; i++) {
+        if (!s.in[i])
+            continue; /* ids take no gradient */
         snprintf(what, sizeof what, "din[%d]", i);
         bad = check_tensor(&s, what, s.in[i], s.in_count[i] * c->batch, call->din[i], c, report, size);
     }
@@ -168,6 +182,7 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     free(call->saved);
     free(s.r);
     free(labels);
+    free(ids);
     free(attr);
     return bad;
 }

@@ -21,6 +21,7 @@ struct gc_case {
     int training;           /* 1 = training mode */
     int max_checks;         /* 0 = default (200) */
     double tol;             /* 0 = default (1e-6 absolute + 1e-5 relative) */
+    int ignore_some;        /* a per-position loss: every third label is ignore_index (-100) */
 };
 
 /* Returns 0 when every checked derivative matches; otherwise 1, and report

@@ -18,6 +18,7 @@
 
 #include "core/rng.h"
 #include "gradcheck.h"
+#include "optest.h"
 #include "ops/kinds.h"
 #include "spec/attrs.h"
 
@@ -59,6 +60,9 @@ static struct grad_case grad_cases[] = {
     {"fc_grad_3d_input", &dl_op_fc, "{units: 4}", 3, {3, 2, 5}},
     {"fc_grad_no_bias", &dl_op_fc, "{units: 3, bias: false}", 2, {7, 1, 1}},
     {"fc_grad_one_unit", &dl_op_fc, "{units: 1}", 1, {2, 1, 3}},
+    /* token ids [T] (i32): 7 positions over a vocabulary of 5, so rows repeat and their gradients add up */
+    {"embedding_grad_repeated_ids", &dl_op_embedding, "{vocab: 5, dim: 4}", 3, {1, 7, 1, 2, DL_I32}},
+    {"embedding_grad_one_position", &dl_op_embedding, "{vocab: 9, dim: 3}", 2, {1, 1, 1, 2, DL_I32}},
 };
 
 #define N_GRAD_CASES (sizeof grad_cases / sizeof grad_cases[0])
@@ -463,6 +467,36 @@ static void conv_threads(void **state)
     same_bits_any_threads(&dl_op_conv, "{filters: 9, kernel: 3}", 3, (struct dl_shape){9, 6, 5});
 }
 
+/* embedding: y[n][c][t] = W[id(n, t)][c] ([T, C] stored [C][T] per sample),
+ * and the op's shape rules. */
+static void embedding_forward_and_shapes(void **state)
+{
+    (void)state;
+    struct ot_run r;
+    struct dl_shape in = dl_shape_seq(3, 1, DL_I32);
+    ot_setup(&r, &dl_op_embedding, "{vocab: 4, dim: 2}", 2, 1, &in, NULL, NULL, 1);
+    assert_true(dl_shape_eq(r.call.out_shape, dl_shape_seq(3, 2, DL_F32)));
+    int32_t ids[6] = {3, 0, 3, 1, 2, 1};
+    memcpy((void *)r.call.in[0], ids, sizeof ids); /* 4-byte elements holding i32 (in the f64 build: the first half) */
+    dl_real w[8] = {0, 1, 10, 11, 20, 21, 30, 31};
+    r.call.param[0] = w;
+    dl_op_embedding.forward(&r.call);
+    for (int n = 0; n < 2; n++)
+        for (int t = 0; t < 3; t++)
+            for (int c = 0; c < 2; c++)
+                assert_true(r.call.out[n * 6 + c * 3 + t] == w[ids[n * 3 + t] * 2 + c]);
+    ot_free(&r);
+    struct dl_shape floats = dl_shape_seq(3, 1, DL_F32), image = {1, 3, 3};
+    ot_expect_infer_error(&dl_op_embedding, 1, &floats, (const char *[]){"expected token ids [T] (i32)", "found 3", NULL});
+    ot_expect_infer_error(&dl_op_embedding, 1, &image, (const char *[]){"expected token ids", "found 1x3x3", NULL});
+    struct dl_param_desc p[DL_MAX_PARAMS];
+    struct embedding_probe { int vocab, dim; } a = {50257, 768};
+    assert_int_equal(dl_op_embedding.params(&a, &in, dl_shape_seq(3, 768, DL_F32), p), 1);
+    assert_string_equal(p[0].name, "weight"); /* nn.Embedding's state_dict name and [num_embeddings, dim] */
+    assert_true(p[0].ndim == 2 && p[0].dims[0] == 50257 && p[0].dims[1] == 768 && p[0].init == DL_INIT_NORMAL);
+    assert_int_equal(dl_op_embedding.id_limit(&a), 50257);
+}
+
 static void fc_threads(void **state)
 {
     same_bits_any_threads(&dl_op_fc, "{units: 7}", 5, (struct dl_shape){3, 4, 5});
@@ -484,6 +518,7 @@ int main(void)
         cmocka_unit_test(conv_infer_errors),
         cmocka_unit_test(conv_attr_errors),
         cmocka_unit_test(fc_attr_errors),
+        cmocka_unit_test(embedding_forward_and_shapes),
 #ifdef _OPENMP
         cmocka_unit_test(conv_threads),
         cmocka_unit_test(fc_threads),

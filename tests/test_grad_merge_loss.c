@@ -56,6 +56,67 @@ static void softmax_xent_grad(void **state)
     struct gc_case two = {.op = &dl_op_softmax_xent, .attrs = "{label_smoothing: 0.2}", .batch = 3,
                           .n_in = 1, .in = {{2, 1, 1}}, .training = 1};
     gc_assert(&two);
+    /* per position of a sequence [T, C]: 5 positions of 6 classes, every label, then every third ignored */
+    struct gc_case seq = {.op = &dl_op_softmax_xent, .attrs = "{}", .batch = 3, .n_in = 1,
+                          .in = {dl_shape_seq(5, 6, DL_F32)}, .training = 1};
+    gc_assert(&seq);
+    seq.ignore_some = 1;
+    seq.attrs = "{label_smoothing: 0.1}";
+    gc_assert(&seq);
+}
+
+static void expect_near(const char *what, double got, double want, double tol);
+
+/* Per position: a sample's loss is the mean over its positions whose label
+ * is not ignored of the vector loss at that position, and its gradient the
+ * vector gradient divided by that count (0 at ignored positions). */
+static void softmax_xent_positions(void **state)
+{
+    (void)state;
+    enum { N = 2, T = 4, C = 3 };
+    dl_real x[N * C * T];
+    struct dl_rng rng;
+    dl_rng_seed(&rng, 5);
+    for (int i = 0; i < N * C * T; i++)
+        x[i] = (dl_real)dl_rng_normal(&rng);
+    const int labels[N * T] = {0, 2, -100, 1, -100, -100, -100, -100}; /* sample 1: every label ignored */
+    struct dl_shape seq = dl_shape_seq(T, C, DL_F32), vec = {C, 1, 1};
+    struct ot_run r;
+    const dl_real *xs = x;
+    ot_setup(&r, &dl_op_softmax_xent, "{}", N, 1, &seq, &xs, labels, 1);
+    dl_op_softmax_xent.forward(&r.call);
+    for (int i = 0; i < N; i++)
+        ((dl_real *)r.call.dout)[i] = 3;
+    dl_op_softmax_xent.backward(&r.call);
+    double sum = 0;
+    int valid = 0;
+    for (int t = 0; t < T; t++) { /* sample 0, position by position through the vector loss */
+        if (labels[t] < 0) {
+            for (int k = 0; k < C; k++)
+                assert_true(r.call.din[0][k * T + t] == 0);
+            continue;
+        }
+        dl_real xt[C];
+        for (int k = 0; k < C; k++)
+            xt[k] = x[k * T + t];
+        struct ot_run v;
+        const dl_real *xv = xt;
+        ot_setup(&v, &dl_op_softmax_xent, "{}", 1, 1, &vec, &xv, &labels[t], 1);
+        dl_op_softmax_xent.forward(&v.call);
+        ((dl_real *)v.call.dout)[0] = 3;
+        dl_op_softmax_xent.backward(&v.call);
+        sum += v.call.out[0];
+        valid++;
+        for (int k = 0; k < C; k++)
+            /* the vector's gradient is dout (p - q); per position, dout / 3 labelled positions */
+            expect_near("din per position", r.call.din[0][k * T + t], v.call.din[0][k] / 3.0, 1e-12);
+        ot_free(&v);
+    }
+    expect_near("sample 0 loss: the mean over its 3 labelled positions", r.call.out[0], sum / valid, 1e-12);
+    expect_near("sample 1 loss: every label ignored", r.call.out[1], 0, 0);
+    for (int i = C * T; i < 2 * C * T; i++)
+        assert_true(r.call.din[0][i] == 0);
+    ot_free(&r);
 }
 
 /* ---------------------------------------------------------------- forward values */
@@ -214,6 +275,7 @@ int main(void)
         cmocka_unit_test(add_grad),
         cmocka_unit_test(concat_grad),
         cmocka_unit_test(softmax_xent_grad),
+        cmocka_unit_test(softmax_xent_positions),
         cmocka_unit_test(flatten_layout),
         cmocka_unit_test(add_values),
         cmocka_unit_test(concat_layout),

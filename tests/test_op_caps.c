@@ -45,6 +45,7 @@ static const struct example examples[] = {
     {"dropout", "{rate: 0.5}", {3, 4, 5}},
     {"flatten", "{}", {3, 4, 5}},
     {"add", "{}", {3, 4, 5}}, /* (row_local only: every input of this shape) */
+    {"embedding", "{vocab: 5, dim: 3}", {1, 6, 1, 2, DL_I32}}, /* token ids [6] */
 };
 #define N_EXAMPLES (sizeof examples / sizeof examples[0])
 
@@ -83,6 +84,14 @@ static void pass_alloc(struct pass *t, const struct dl_op_kind *op, const struct
     t->ny = batch * dl_shape_count(r.call.out_shape);
     t->x = vec(t->nx), t->dx = vec(t->nx), t->y = vec(t->ny), t->dy = vec(t->ny);
     fill(t->x, t->nx, 1);
+    if (e->in.dtype == DL_I32) { /* token ids below the op's limit, i32 in 4-byte elements (core/shape.h) */
+        struct dl_rng ids;
+        dl_rng_seed(&ids, 1);
+        for (long i = 0; i < t->nx; i++) {
+            int32_t id = (int32_t)dl_rng_below(&ids, (uint64_t)op->id_limit(r.attr));
+            memcpy((char *)t->x + sizeof id * (size_t)i, &id, sizeof id);
+        }
+    }
     fill(t->dy, t->ny, 2);
     t->n_params = op->params ? op->params(r.attr, &e->in, r.call.out_shape, t->p) : 0;
     for (int j = 0; j < t->n_params; j++) {
@@ -109,7 +118,8 @@ static void run_slice(const struct dl_op_kind *op, const struct example *e, stru
 {
     struct ot_run r;
     long sx = t->nx / t->batch, sy = t->ny / t->batch;
-    const dl_real *x = t->x + n0 * sx;
+    const dl_real *x = e->in.dtype == DL_I32 ? (const dl_real *)(const void *)((const char *)t->x + 4 * n0 * sx)
+                                             : t->x + n0 * sx; /* ids are 4-byte elements in any build */
     ot_setup(&r, op, e->attrs, mb, 1, &e->in, &x, NULL, 1);
     r.call.sample0 = n0; /* as the executor's micro-batches say where their samples sit */
     memcpy((dl_real *)r.call.dout, t->dy + n0 * sy, sizeof(dl_real) * (size_t)(mb * sy));

@@ -8,7 +8,8 @@
 # dropout), are as close to PyTorch float64 as PyTorch float32 is, within a
 # factor 4 (tests/torch_check.py, which says why the training step shares
 # dltrain's ReLU, max-pooling and dropout decisions; dltrain's side is
-# tests/torch_step).  The oneDNN batch norm, whose float sums drifted by
+# tests/torch_step), and for token inputs nets/bigram.yaml on windows of
+# real text (the embedding's gradient; logits per position).  The oneDNN batch norm, whose float sums drifted by
 # 1e-3..1e-2 there, must fail the same check.  AlexNet and VGG-16 (their
 # classifiers take 3-5 GB and 2 minutes here) run with DLTRAIN_TORCH_ALL=1
 # (make check-slow).  Skipped where /usr/bin/python3 has no torch (Debian's
@@ -70,12 +71,17 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 29; else tap_plan 21; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 33; else tap_plan 25; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn'
 check lenet5 "$NETS/lenet5.yaml" default all=reference
 check mlp "$NETS/mlp.yaml" default all=reference
 check resnet18 "$W/resnet18.yaml" default all=reference
 check resnet50 "$W/resnet50.yaml" default all=reference
+# token inputs: the bigram model on windows of real text (tests/text_corpus.sh)
+. "$top_srcdir/tests/text_corpus.sh"
+text_corpus "$top_builddir/tests/text-corpus" && cat "$top_builddir"/tests/text-corpus/*.txt > "$W/text" 2>/dev/null ||
+    cat /usr/share/common-licenses/* > "$W/text"
+DLTRAIN_TEXT="$W/text" check bigram "$NETS/bigram.yaml" default all=reference
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then
     check alexnet "$W/alexnet.yaml" default all=reference
     check vgg16 "$W/vgg16.yaml" default all=reference

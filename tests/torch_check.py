@@ -261,6 +261,26 @@ class VGG16(nn.Module):
         return self.classifier(F.adaptive_avg_pool2d(self.features(x), 7).flatten(1))
 
 
+class Bigram(nn.Module):
+    """nets/bigram.yaml: an embedding whose vectors are the next byte's scores."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(256, 256)
+
+    def forward(self, x):
+        return self.wte(x)  # [N, T, 256]
+
+
+def text_windows(n, T):
+    """n windows of T + 1 bytes of the text at $DLTRAIN_TEXT (a file), at
+    offsets i * T as dltrain's text dataset cuts them: ids and next bytes."""
+    data = np.frombuffer(open(os.environ["DLTRAIN_TEXT"], "rb").read((n + 1) * T + 1), np.uint8)
+    x = np.stack([data[i * T:i * T + T] for i in range(n)]).astype(np.int32)
+    y = np.stack([data[i * T + 1:i * T + T + 1] for i in range(n)]).astype(np.int32)
+    return x, y
+
+
 def fashion(n):
     """The first n Fashion-MNIST training images as raw pixels in [0, 1] (as
     dltrain reads IDX bytes: float(byte) / 255) and their labels."""
@@ -284,7 +304,23 @@ MODELS = {
     "resnet50": (lambda: ResNet(True, [3, 4, 6, 3]), lambda: gaussian(8, (3, 32, 32), 1000, 50)),
     "alexnet": (AlexNet, lambda: gaussian(4, (3, 64, 64), 1000, 1)),
     "vgg16": (VGG16, lambda: gaussian(2, (3, 32, 32), 1000, 16)),
+    "bigram": (Bigram, lambda: text_windows(32, 64)),
 }
+
+
+def cross_entropy(logits, y):
+    """PyTorch's mean cross-entropy; over every position for scores [N, T, C]."""
+    if logits.dim() == 3:
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return F.cross_entropy(logits, y)
+
+
+def as_dltrain(logits):
+    """Logits in dltrain's order: per sample [C] or, for a sequence [T, C],
+    stored [C][T] (core/shape.h)."""
+    if logits.dim() == 3:
+        return logits.transpose(1, 2).reshape(logits.shape[0], -1)
+    return logits
 
 
 # ---------------------------------------------------------------- one step
@@ -305,11 +341,12 @@ def torch_run(kind, ckpt, x, y, decisions, dtype):
     for name, m in model.named_modules():
         if isinstance(m, Dropout):
             m.name = name
-    xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(y).long()
+    xt = torch.from_numpy(x).long() if x.dtype == np.int32 else torch.from_numpy(x).to(dtype)
+    yt = torch.from_numpy(y).long()
     model.train()
     DECISIONS = decisions
     try:
-        loss = F.cross_entropy(model(xt), yt)
+        loss = cross_entropy(model(xt), yt)
         if DECISIONS.relu or DECISIONS.pool:
             raise SystemExit("%d ReLU and %d max-pooling decisions of dltrain left unused"
                              % (len(DECISIONS.relu), len(DECISIONS.pool)))
@@ -321,9 +358,9 @@ def torch_run(kind, ckpt, x, y, decisions, dtype):
     model.eval()
     with torch.no_grad():
         logits = model(xt)
-    out["eval.logits"] = logits.numpy()
+    out["eval.logits"] = as_dltrain(logits).numpy()
     out["train.loss"] = np.array([loss.item()])
-    out["eval.loss"] = np.array([F.cross_entropy(logits, yt).item()])
+    out["eval.loss"] = np.array([cross_entropy(logits, yt).item()])
     return out
 
 

@@ -3,7 +3,8 @@
  *       writes NET's initial weights and running statistics as a checkpoint
  *   torch_step step NET CKPT BATCH OUT [OP=KERNEL...]
  *       loads CKPT, runs one training step on BATCH (safetensors: x F32
- *       [N, C, H, W], y I32 [N]) with the given kernel choices (as --kernel;
+ *       [N, C, H, W], y I32 [N]; for token ids, x I32 [N, T] and y I32
+ *       [N, T], a label per position) with the given kernel choices (as --kernel;
  *       "no-fusion" as --no-fusion), then one evaluation forward, and writes
  *       OUT (safetensors): grad.<layer>.<param> for every trainable parameter,
  *       <layer>.<param> for every running statistic after the step, the
@@ -105,8 +106,15 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
         return die(batch_path, &err);
     const struct dl_st_entry *x = dl_st_find(&bf, "x"), *y = dl_st_find(&bf, "y");
     const struct dl_shape in = net->graph.input;
-    if (!x || !y || x->dtype != DL_ST_F32 || y->dtype != DL_ST_I32 || x->ndim != 4 || y->ndim != 1 ||
-        x->shape[0] != y->shape[0] || x->shape[1] != in.c || x->shape[2] != in.h || x->shape[3] != in.w) {
+    int P = net->graph.positions;
+    if (in.dtype == DL_I32) { /* token ids [N, T], a label per position [N, T] */
+        if (!x || !y || x->dtype != DL_ST_I32 || y->dtype != DL_ST_I32 || x->ndim != 2 || y->ndim != 2 ||
+            x->shape[0] != y->shape[0] || x->shape[1] != in.h || y->shape[1] != P) {
+            fprintf(stderr, "torch_step: %s: want x I32 [N, %d] and y I32 [N, %d]\n", batch_path, in.h, P);
+            return 1;
+        }
+    } else if (!x || !y || x->dtype != DL_ST_F32 || y->dtype != DL_ST_I32 || x->ndim != 4 || y->ndim != 1 ||
+               x->shape[0] != y->shape[0] || x->shape[1] != in.c || x->shape[2] != in.h || x->shape[3] != in.w) {
         fprintf(stderr, "torch_step: %s: want x F32 [N, %d, %d, %d] and y I32 [N]\n", batch_path, in.c, in.h, in.w);
         return 1;
     }
@@ -119,7 +127,8 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
         return die("executor", &err);
     if (dl_checkpoint_load(ckpt, &v, &m, &err))
         return die(ckpt, &err);
-    /* x and y live in the mapped file: copy them for alignment's sake */
+    /* x and y live in the mapped file: copy them for alignment's sake (ids:
+     * i32 in 4-byte elements, core/shape.h) */
     float *xs = malloc(x->count * sizeof *xs);
     int *ys = malloc(y->count * sizeof *ys);
     if (!xs || !ys)

@@ -256,7 +256,8 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
         fprintf(stderr, "dltrain check: %s\n", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
-    if (dl_dataset_fits(&net->data, g->input, g->classes, &err)) {
+    struct dl_data_want want = {g->input, g->classes, g->positions, g->id_limit};
+    if (dl_dataset_fits(&net->data, &want, &err)) {
         fprintf(stderr, "dltrain check: data: %s\n", err.msg);
         return 2;
     }

@@ -306,11 +306,11 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
             return -1;
         }
     } else {
-        long count = dl_shape_count(b->ds->shape);
+        long count = dl_shape_count(b->ds->shape), P = dl_dataset_positions(b->ds);
         for (long i = lo; i < hi; i++) {
             long s = sample_at(b, i);
             memcpy(x + (i - lo) * count, b->ds->x + s * count, (size_t)count * sizeof *x);
-            y[i - lo] = b->ds->y[s];
+            memcpy(y + (i - lo) * P, b->ds->y + s * P, (size_t)P * sizeof *y);
         }
     }
     b->step++;
@@ -327,13 +327,13 @@ int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y)
         b->last_global = (int)slice(b, b->step, &lo, &hi);
         b->step++;
         *x = b->ds->x + (b->first + lo) * dl_shape_count(b->ds->shape);
-        *y = b->ds->y + b->first + lo;
+        *y = b->ds->y + (b->first + lo) * dl_dataset_positions(b->ds);
         return (int)(hi - lo);
     }
     if (!b->view_x) {
         size_t local = (size_t)dl_batcher_max_local(b);
         b->view_x = dl_calloc(local * (size_t)dl_shape_count(b->ds->shape), sizeof *b->view_x, &b->error);
-        b->view_y = dl_calloc(local, sizeof *b->view_y, &b->error);
+        b->view_y = dl_calloc(local * (size_t)dl_dataset_positions(b->ds), sizeof *b->view_y, &b->error);
         if (!b->view_x || !b->view_y)
             return -1;
     }

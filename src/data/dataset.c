@@ -6,6 +6,8 @@
 
 #include "data/dataset.h"
 
+#include "data/text.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -32,6 +34,7 @@ const char *dl_dataset_kind_name(enum dl_dataset_kind kind)
     case DL_DATASET_CIFAR10: return "cifar10";
     case DL_DATASET_CIFAR100: return "cifar100";
     case DL_DATASET_IMAGEFOLDER: return "imagefolder";
+    case DL_DATASET_TEXT: return "text";
     }
     return "unknown";
 }
@@ -404,16 +407,39 @@ int dl_dataset_normalize(struct dl_dataset *ds, const float *mean, const float *
 
 /* ---------------------------------------------------------------- entry point */
 
-int dl_dataset_fits(const struct dl_data_spec *spec, struct dl_shape want, int classes, struct dl_error *err)
+/* Token ids and labels per position come from a text dataset only, and it
+ * gives nothing else: DL_ERR_SPEC when spec's kind cannot feed want. */
+static int feeds(const struct dl_data_spec *spec, const char *name, const struct dl_data_want *want,
+                 struct dl_error *err)
+{
+    char buf[64];
+    dl_shape_str(want->shape, buf, sizeof buf);
+    int text = spec->kind == DL_DATASET_TEXT, ids = want->shape.dtype == DL_I32;
+    if (text && (!ids || want->positions != want->shape.h))
+        return dl_errorf(err, DL_ERR_SPEC, "%s: a text dataset gives token ids [T] (i32) and the next id at every "
+                         "position (a loss over [T, classes]); the network reads %s with %d label%s per sample",
+                         name, buf, want->positions, want->positions == 1 ? "" : "s");
+    if (!text && (ids || want->positions > 1))
+        return dl_errorf(err, DL_ERR_SPEC, "%s: the network reads %s with %d labels per sample; %s gives %s and one "
+                         "label per sample (token ids and per-position labels: dataset: text)", name, buf,
+                         want->positions, name, "float inputs");
+    return DL_OK;
+}
+
+int dl_dataset_fits(const struct dl_data_spec *spec, const struct dl_data_want *w, struct dl_error *err)
 {
     struct dl_dataset ds = {0};
     snprintf(ds.name, sizeof ds.name, "%s", spec->name[0] ? spec->name : dl_dataset_kind_name(spec->kind));
     char buf[64], images[DL_PATH_MAX + 64], labels[DL_PATH_MAX + 64];
+    struct dl_shape want = w->shape;
+    int classes = w->classes;
     dl_shape_str(want, buf, sizeof buf);
     if (spec->classes > classes)
         return dl_errorf(err, DL_ERR_SPEC, "%s: the dataset has %d classes but the network only %d outputs "
                          "(input.classes)", ds.name, spec->classes, classes);
-    int rc = DL_OK;
+    int rc = feeds(spec, ds.name, w, err);
+    if (rc)
+        return rc;
     struct dl_idx idx;
     struct stat st;
     switch (spec->kind) {
@@ -440,6 +466,11 @@ int dl_dataset_fits(const struct dl_data_spec *spec, struct dl_shape want, int c
         if (stat(spec->dir, &st) != 0 || !S_ISDIR(st.st_mode))
             return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found", ds.name, spec->dir);
         return DL_OK;
+    case DL_DATASET_TEXT:
+        if (stat(spec->dir, &st) != 0)
+            return dl_errorf(err, DL_ERR_IO, "%s: %s not found (pass --data FILE or DIR)", ds.name,
+                             spec->dir[0] ? spec->dir : "no text given:");
+        return DL_OK;
     case DL_DATASET_IMAGEFOLDER:
         if (want.c != 1 && want.c != 3)
             return dl_errorf(err, DL_ERR_SPEC, "%s: the network's input is %s but image folders give 1 or 3 "
@@ -454,10 +485,13 @@ int dl_dataset_fits(const struct dl_data_spec *spec, struct dl_shape want, int c
     }
 }
 
-static int load_split(const struct dl_data_spec *spec, int train, struct dl_shape want,
-                      int classes, uint64_t seed, struct dl_dataset *ds, struct dl_error *err)
+static int load_split(const struct dl_data_spec *spec, int train, const struct dl_data_want *w, uint64_t seed,
+                      struct dl_dataset *ds, struct dl_error *err)
 {
+    struct dl_shape want = w->shape;
+    int classes = w->classes;
     memset(ds, 0, sizeof *ds);
+    ds->positions = 1;
     snprintf(ds->name, sizeof ds->name, "%s %s", spec->name[0] ? spec->name : dl_dataset_kind_name(spec->kind),
              train ? "train" : "test");
     ds->classes = classes;
@@ -472,7 +506,9 @@ static int load_split(const struct dl_data_spec *spec, int train, struct dl_shap
     if (spec->classes > classes)
         return dl_errorf(err, DL_ERR_SPEC, "%s: the dataset has %d classes but the network only %d outputs "
                          "(input.classes)", ds->name, spec->classes, classes);
-    int rc;
+    int rc = feeds(spec, ds->name, w, err);
+    if (rc)
+        return rc;
     switch (spec->kind) {
     case DL_DATASET_FASHION_MNIST:
     case DL_DATASET_MNIST:
@@ -491,6 +527,11 @@ static int load_split(const struct dl_data_spec *spec, int train, struct dl_shap
     case DL_DATASET_IMAGEFOLDER:
         rc = load_imagefolder(spec, train, want, classes, ds, err);
         break;
+    case DL_DATASET_TEXT:
+        ds->shape = want;
+        rc = dl_text_load(spec->dir, spec->validation, train, want.h, w->id_limit, classes, limit_of(spec, train), ds,
+                          err);
+        break;
     default:
         rc = dl_errorf(err, DL_ERR_INTERNAL, "unknown dataset kind %d", (int)spec->kind);
     }
@@ -502,9 +543,17 @@ static int load_split(const struct dl_data_spec *spec, int train, struct dl_shap
 int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape want_shape,
                     int classes, uint64_t seed, struct dl_dataset *out, struct dl_error *err)
 {
-    int rc = load_split(spec, train, want_shape, classes, seed, out, err);
-    if (rc != DL_OK || !spec->normalize || out->source)
-        return rc;
+    struct dl_data_want want = {want_shape, classes, 1, 0};
+    return dl_dataset_load_for(spec, train, &want, seed, out, err);
+}
+
+int dl_dataset_load_for(const struct dl_data_spec *spec, int train, const struct dl_data_want *w, uint64_t seed,
+                        struct dl_dataset *out, struct dl_error *err)
+{
+    struct dl_shape want_shape = w->shape;
+    int rc = load_split(spec, train, w, seed, out, err);
+    if (rc != DL_OK || !spec->normalize || out->source || spec->kind == DL_DATASET_TEXT)
+        return rc; /* token ids are not normalised */
     if (spec->has_stats && want_shape.c == 3) { /* the dataset file's statistics */
         rc = dl_dataset_normalize(out, spec->mean, spec->std, err);
         if (rc != DL_OK)
@@ -514,7 +563,7 @@ int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape 
     struct dl_dataset tr;
     const struct dl_dataset *src = out;
     if (!train) {
-        rc = load_split(spec, 1, want_shape, classes, seed, &tr, err);
+        rc = load_split(spec, 1, w, seed, &tr, err);
         if (rc != DL_OK) {
             dl_error_prefix(err, "%s: computing the training statistics", out->name);
             dl_dataset_free(out);

@@ -42,12 +42,19 @@ struct dl_dataset {
     struct dl_sample_source *source; /* owned; non-NULL: inputs made on demand */
     int threads, prefetch; /* decode threads and ready batches queued (sources only) */
     enum dl_bad_samples bad_samples;
-    int *y;                /* n labels in [0, classes) */
+    int *y;                /* n x positions labels in [0, classes) */
+    int positions;         /* labels per sample: 1 (0 says the same), or T (a text dataset: the next id at
+                              every position): dl_dataset_positions */
     char name[64];         /* e.g. "fashion-mnist train" */
     float *mean, *std;     /* shape.c per-channel statistics subtracted and divided
                               out (always the training split's), or NULL when the
                               data are not normalised */
 };
+
+static inline int dl_dataset_positions(const struct dl_dataset *ds)
+{
+    return ds->positions > 0 ? ds->positions : 1;
+}
 
 /* Loads the training split (train = 1) or the test split (train = 0) described
  * by spec.  want_shape and classes are the network's input shape and output
@@ -59,6 +66,24 @@ struct dl_dataset {
 int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape want_shape,
                     int classes, uint64_t seed, struct dl_dataset *out, struct dl_error *err);
 
+/* What a network reads (graph.h): its input's shape and dtype, its classes,
+ * the labels per sample its loss takes, and the limit of its token ids (0:
+ * the input is not ids). */
+struct dl_data_want {
+    struct dl_shape shape;
+    int classes;
+    int positions;
+    int id_limit;
+};
+
+/* dl_dataset_load for a network that may read token ids or a label per
+ * position: only a text dataset gives those (data/text.h), and it gives
+ * nothing else; a dataset that cannot feed the network is DL_ERR_SPEC
+ * saying what each side has.  dl_dataset_load is this with positions 1
+ * and no ids. */
+int dl_dataset_load_for(const struct dl_data_spec *spec, int train, const struct dl_data_want *want, uint64_t seed,
+                        struct dl_dataset *out, struct dl_error *err);
+
 void dl_dataset_free(struct dl_dataset *ds);
 
 /* Whether spec's data fits a network of input shape want and `classes`
@@ -66,7 +91,7 @@ void dl_dataset_free(struct dl_dataset *ds);
  * image folders: 1 or 3 channels): DL_ERR_SPEC naming the dataset and
  * both sides when not, the reader's status when its files cannot be found
  * or read. */
-int dl_dataset_fits(const struct dl_data_spec *spec, struct dl_shape want, int classes, struct dl_error *err);
+int dl_dataset_fits(const struct dl_data_spec *spec, const struct dl_data_want *want, struct dl_error *err);
 
 /* Per-channel population mean and standard deviation of ds->x into
  * mean[shape.c] and std[shape.c] (a constant channel gets std 1). */

@@ -12,7 +12,8 @@ DL_COMMON_SOURCES += \
 	src/data/transform.c src/data/transform.h \
 	src/data/imagefolder.c src/data/imagefolder.h \
 	src/data/prefetch.c src/data/prefetch.h \
-	src/data/batcher.c src/data/batcher.h
+	src/data/batcher.c src/data/batcher.h \
+	src/data/text.c src/data/text.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_data

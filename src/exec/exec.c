@@ -35,6 +35,7 @@ static dl_real draw(const struct dl_param_desc *p, struct dl_rng *rng)
     case DL_INIT_ONE: return 1;
     case DL_INIT_UNIFORM_FAN_IN: return (dl_real)((2.0 * dl_rng_uniform(rng) - 1.0) / sqrt(fan));
     case DL_INIT_HE_NORMAL: return (dl_real)(dl_rng_normal(rng) * sqrt(2.0 / fan));
+    case DL_INIT_NORMAL: return (dl_real)dl_rng_normal(rng);
     }
     return 0;
 }
@@ -288,7 +289,7 @@ static int alloc_transfers(struct dl_exec *e, struct dl_error *err)
         return DL_OK;
     size_t B = (size_t)e->max_batch;
     m->input_on_device = m->device->alloc(sizeof(dl_real) * B * (size_t)m->tensors[0].count, err);
-    m->labels_on_device = m->device->alloc(sizeof(int) * B, err);
+    m->labels_on_device = m->device->alloc(sizeof(int) * B * (size_t)e->g->positions, err);
     long out = dl_exec_runs(e, e->g->loss) ? dl_exec_scores(e)->count : 1;
     m->readback = dl_calloc(B * (size_t)(out > 1 ? out : 1), sizeof(dl_real), err);
     return m->input_on_device && m->labels_on_device && m->readback ? DL_OK : DL_ERR_NOMEM;

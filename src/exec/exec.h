@@ -218,7 +218,9 @@ int dl_exec_sends_wait(struct dl_exec *e);
 
 /* Sum of the per-sample losses of the last forward (in double), and the
  * number of samples whose arg-max logit equals the label (the lowest class
- * on ties): on the pipeline stage that holds the loss (0 on the others).
+ * on ties; with a label per position, graph.h's positions, the number of
+ * positions, those with an ignored label left out): on the pipeline stage
+ * that holds the loss (0 on the others).
  * With the classes split over the tensor group, every rank of the group
  * calls dl_exec_correct (it agrees the arg-max over the group; errors set
  * e->status). */

@@ -93,7 +93,8 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
         size_t bytes = sizeof *x * (size_t)batch * (size_t)m->tensors[0].count;
         int rc = m->device->copy(m->input_on_device, x, bytes, DL_COPY_TO_DEVICE, &e->err);
         if (!rc && labels)
-            rc = m->device->copy(m->labels_on_device, labels, sizeof *labels * (size_t)batch, DL_COPY_TO_DEVICE,
+            rc = m->device->copy(m->labels_on_device, labels, sizeof *labels * (size_t)batch * (size_t)e->g->positions,
+                                 DL_COPY_TO_DEVICE,
                                  &e->err);
         if (rc) {
             e->status = rc;
@@ -352,6 +353,21 @@ int dl_exec_correct(struct dl_exec *e)
             return 0;
         }
         scores = m->readback;
+    }
+    int P = e->g->positions;
+    if (P > 1) { /* a sequence [T, C] (stored [C][T]): the best class at each position with a label */
+        long C = z->shape.c;
+        for (int n = 0; n < N; n++)
+            for (int t = 0; t < P; t++) {
+                const dl_real *col = scores + n * z->count + t;
+                int label = e->labels[(long)n * P + t];
+                long k = 0;
+                for (long j = 1; j < C; j++)
+                    if (col[j * P] > col[k * P])
+                        k = j;
+                correct += label >= 0 && k == label;
+            }
+        return correct;
     }
     for (int n = 0; n < N; n++) {
         const dl_real *row = scores + n * z->count;

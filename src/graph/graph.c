@@ -237,7 +237,19 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
                 l->in_shape[k] = g->layers[l->in[k]].out_shape;
                 g->layers[l->in[k]].n_consumers++;
             }
+            if (l->in_shape[k].dtype == DL_I32 && (k > 0 || !l->kind->id_limit)) {
+                rc = loc_errorf(err, &l->loc, "layer '%s' (%s): its input '%s' holds token ids (i32), which only an "
+                                "embedding reads", l->name, l->kind->name,
+                                l->in[k] == DL_GRAPH_INPUT ? "input" : g->layers[l->in[k]].name);
+                break;
+            }
+            if (l->in_shape[k].dtype == DL_I32) {
+                int limit = l->kind->id_limit(l->attr);
+                g->id_limit = g->id_limit == 0 || limit < g->id_limit ? limit : g->id_limit;
+            }
         }
+        if (rc)
+            break;
         struct dl_error e = {0};
         if (l->kind->infer(l->attr, l->n_in, l->in_shape, &l->out_shape, &e)) {
             rc = loc_errorf(err, &l->loc, "layer '%s' (%s): %s", l->name, l->kind->name, e.msg);
@@ -258,8 +270,12 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
         g->loss = g->n - 1;
         struct dl_layer *loss = &g->layers[g->loss];
         g->logits = loss->in[0];
+        g->positions = dl_shape_rank(loss->in_shape[0]) == 2 ? loss->in_shape[0].h : 1;
         if (g->logits == DL_GRAPH_INPUT)
             rc = loc_errorf(err, &loss->loc, "the loss reads the network input directly: there are no layers");
+        else if (loss->in_shape[0].c != classes && dl_shape_rank(loss->in_shape[0]) == 2)
+            rc = loc_errorf(err, &loss->loc, "the loss input '%s' has %d scores per position but input.classes is %d",
+                            g->layers[g->logits].name, loss->in_shape[0].c, classes);
         else if (loss->in_shape[0].c != classes)
             rc = loc_errorf(err, &loss->loc,
                             "the loss input '%s' has %ld values per sample but input.classes is %d",

@@ -61,6 +61,13 @@ struct dl_graph {
     int loss;                          /* index of the loss layer */
     int logits;                        /* index of the layer feeding the loss */
     int input_consumers;
+    /* Labels per sample: the positions of the loss's scores (1 for a
+     * vector of class scores; T for a per-position loss over [T, classes]). */
+    int positions;
+    /* Token ids of the input (an i32 input, core/shape.h) are below this:
+     * the least vocabulary of the layers reading them (op.h's id_limit);
+     * 0 for an input that is not ids.  The data loader checks it. */
+    int id_limit;
 };
 
 /* Takes ownership of the decls' names and attrs (the decl array itself stays

@@ -8,6 +8,7 @@
 #define DL_OP_LIST \
     DL_OP(dl_op_conv) \
     DL_OP(dl_op_fc) \
+    DL_OP(dl_op_embedding) \
     DL_OP(dl_op_maxpool) \
     DL_OP(dl_op_avgpool) \
     DL_OP(dl_op_global_avgpool) \

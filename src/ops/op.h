@@ -56,7 +56,8 @@ enum dl_init {
     DL_INIT_ZERO,
     DL_INIT_ONE,
     DL_INIT_UNIFORM_FAN_IN, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default */
-    DL_INIT_HE_NORMAL       /* N(0, 2/fan_in) */
+    DL_INIT_HE_NORMAL,      /* N(0, 2/fan_in) */
+    DL_INIT_NORMAL          /* N(0, 1): PyTorch's nn.Embedding */
 };
 
 struct dl_param_desc {
@@ -141,6 +142,12 @@ struct dl_op_kind {
     int micro_batch;
     int is_relu;
     int commutes_with_relu;
+
+    /* Token ids: the number of ids the layer reads (an embedding's
+     * vocabulary): its first input holds i32 ids (shape.h: [T] with dtype
+     * i32), each of which the data loader checks is below this.  NULL: the
+     * layer takes no ids (the graph refuses an i32 input there). */
+    int (*id_limit)(const void *attr);
 
     /* Cross-field checks after all attributes were parsed (may be NULL).
      * The message names the attribute(s) and the expected vs found value. */

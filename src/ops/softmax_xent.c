@@ -3,6 +3,12 @@
  * q = (1 - eps) onehot(y_n) + eps / C (label smoothing as in PyTorch's
  * CrossEntropyLoss; eps = 0 gives -log softmax(x_n)[y_n]).  Output: one loss
  * per sample (1, 1, 1).  Backward: din[n, k] = dout[n] * (p_nk - q_k).
+ * Per position: on the scores of a sequence [T, C] (core/shape.h: stored
+ * [C][T] per sample) with T labels per sample, the same at every position,
+ * and a sample's loss is the mean over its positions whose label is not
+ * ignore_index (0 when all are; PyTorch's mean over every token of the
+ * batch when no label is ignored); backward divides by that count too. 
+ * A vector of scores is the case T = 1.
  * With its classes split over the tensor group (c->sync_max set; op.h), each
  * rank holds the scores of classes [channel0, channel0 + Cl): the maximum is
  * reduced first, then the sums of exponentials, of the target score (0 on
@@ -17,13 +23,23 @@
 
 struct softmax_xent_attr {
     double label_smoothing;
+    int ignore_index;
 };
 
 static const struct dl_attr_desc softmax_xent_attrs[] = {
     {.key = "label_smoothing", .type = DL_ATTR_FLOAT,
      .offset = offsetof(struct softmax_xent_attr, label_smoothing), .def = 0, .min = 0, .max = 1,
      .doc = "eps in [0, 1): the target puts 1 - eps on the label and eps evenly over all classes"},
+    {.key = "ignore_index", .type = DL_ATTR_INT, .offset = offsetof(struct softmax_xent_attr, ignore_index),
+     .def = -100, .min = -1000000, .max = -1,
+     .doc = "a label with this (negative) value is no target: its position counts for nothing (PyTorch's -100)"},
 };
+
+/* Positions of the scores: T of a sequence [T, C], else 1. */
+static int positions_of(struct dl_shape s)
+{
+    return dl_shape_rank(s) == 2 ? s.h : 1;
+}
 
 static int softmax_xent_check(const void *attr, struct dl_error *err)
 {
@@ -38,10 +54,10 @@ static int softmax_xent_infer(const void *attr, int n_in, const struct dl_shape 
                               struct dl_shape *out, struct dl_error *err)
 {
     char got[48];
-    if (in[0].h != 1 || in[0].w != 1)
+    if ((in[0].h != 1 || in[0].w != 1) && dl_shape_rank(in[0]) != 2)
         return dl_errorf(err, DL_ERR_SPEC, "softmax_cross_entropy takes a vector of class scores "
-                         "(C, 1, 1), found %s: put a flatten or global_avgpool layer before it",
-                         dl_shape_str(in[0], got, sizeof got));
+                         "(C, 1, 1) or a sequence of them [T, C], found %s: put a flatten or global_avgpool layer "
+                         "before it", dl_shape_str(in[0], got, sizeof got));
     if (in[0].c < 2)
         return dl_errorf(err, DL_ERR_SPEC, "softmax_cross_entropy needs at least 2 classes, "
                          "found %d", in[0].c);
@@ -54,45 +70,56 @@ static int softmax_xent_infer(const void *attr, int n_in, const struct dl_shape 
 static long softmax_xent_saved_size(const void *attr, int batch, const struct dl_shape *in,
                                     struct dl_shape out)
 {
-    return (long)batch * in[0].c + 1;
+    return (long)batch * in[0].c * positions_of(in[0]) + 1;
 }
 
-/* Writes the loss and the probabilities p = exp(x - lse) of sample n from
- * its log-sum-exp, target score and sum of scores. */
-static void softmax_xent_finish(const struct dl_op_call *c, int n, double lse, double target, double xsum,
-                                double classes)
+/* The loss at one position and its probabilities p = exp(x - lse) (stride
+ * P apart), from its log-sum-exp, target score and sum of scores. */
+static double softmax_xent_finish(const struct dl_op_call *c, const dl_real *x, dl_real *p, int P, double lse,
+                                  double target, double xsum, double classes)
 {
     const struct softmax_xent_attr *a = c->attr;
     int C = c->in_shape[0].c;
-    const dl_real *x = c->in[0] + (long)n * C;
-    dl_real *p = c->saved + (long)n * C;
     double eps = a->label_smoothing;
     for (int k = 0; k < C; k++)
-        p[k] = (dl_real)exp((double)x[k] - lse);
+        p[(long)k * P] = (dl_real)exp((double)x[(long)k * P] - lse);
     /* With log p_k = x_k - lse and sum_k q_k = 1:
      * -sum_k q_k log p_k = lse - (1 - eps) x_y - eps/C sum_k x_k. */
-    c->out[n] = (dl_real)(lse - (1 - eps) * target - eps / classes * xsum);
+    return lse - (1 - eps) * target - eps / classes * xsum;
 }
 
 static void softmax_xent_forward_whole(const struct dl_op_call *c)
 {
-    int C = c->in_shape[0].c;
+    const struct softmax_xent_attr *a = c->attr;
+    int C = c->in_shape[0].c, P = positions_of(c->in_shape[0]);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
-        const dl_real *x = c->in[0] + (long)n * C;
-        int y = c->labels[n];
-        assert(y >= 0 && y < C);
-        /* log-sum-exp with the maximum subtracted, so no exp overflows. */
-        double xmax = x[0], sum = 0, xsum = 0;
-        for (int k = 1; k < C; k++)
-            xmax = x[k] > xmax ? x[k] : xmax;
-        for (int k = 0; k < C; k++) {
-            sum += exp((double)x[k] - xmax);
-            xsum += x[k];
+        double total = 0;
+        int valid = 0;
+        for (int t = 0; t < P; t++) {
+            const dl_real *x = c->in[0] + (long)n * C * P + t;
+            dl_real *p = c->saved + (long)n * C * P + t;
+            int y = c->labels[(long)n * P + t];
+            if (y == a->ignore_index) {
+                for (int k = 0; k < C; k++)
+                    p[(long)k * P] = 0;
+                continue;
+            }
+            assert(y >= 0 && y < C);
+            /* log-sum-exp with the maximum subtracted, so no exp overflows. */
+            double xmax = x[0], sum = 0, xsum = 0;
+            for (int k = 1; k < C; k++)
+                xmax = x[(long)k * P] > xmax ? x[(long)k * P] : xmax;
+            for (int k = 0; k < C; k++) {
+                sum += exp((double)x[(long)k * P] - xmax);
+                xsum += x[(long)k * P];
+            }
+            total += softmax_xent_finish(c, x, p, P, xmax + log(sum), x[(long)y * P], xsum, C);
+            valid++;
         }
-        softmax_xent_finish(c, n, xmax + log(sum), x[y], xsum, C);
+        c->out[n] = (dl_real)(valid ? total / valid : 0);
     }
-    c->saved[(long)c->batch * C] = (dl_real)C;
+    c->saved[(long)c->batch * C * P] = (dl_real)C;
 }
 
 /* Classes [channel0, channel0 + Cl) here: the maximum over every rank's
@@ -130,7 +157,8 @@ static void softmax_xent_forward_split(const struct dl_op_call *c)
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         assert(c->labels[n] >= 0 && c->labels[n] < classes);
-        softmax_xent_finish(c, n, xmax[n] + log(sums[n]), sums[N + n], sums[2 * N + n], classes);
+        c->out[n] = (dl_real)softmax_xent_finish(c, c->in[0] + (long)n * Cl, c->saved + (long)n * Cl, 1,
+                                                 xmax[n] + log(sums[n]), sums[N + n], sums[2 * N + n], classes);
     }
     c->saved[(long)N * Cl] = (dl_real)classes;
 }
@@ -150,32 +178,44 @@ static void softmax_xent_backward(const struct dl_op_call *c)
     const struct softmax_xent_attr *a = c->attr;
     if (!c->din[0])
         return;
-    int C = c->in_shape[0].c, k0 = c->sync_max ? c->channel0 : 0;
-    double classes = c->saved[(long)c->batch * C];
+    int C = c->in_shape[0].c, P = positions_of(c->in_shape[0]), k0 = c->sync_max ? c->channel0 : 0;
+    double classes = c->saved[(long)c->batch * C * P];
     dl_real smooth = (dl_real)(a->label_smoothing / classes);
     dl_real on_label = (dl_real)(1 - a->label_smoothing);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
-        const dl_real *p = c->saved + (long)n * C;
-        dl_real *dx = c->din[0] + (long)n * C;
-        dl_real g = c->dout[n];
-        int y = c->labels[n] - k0;
-        for (int k = 0; k < C; k++)
-            dx[k] = g * (p[k] - smooth);
-        if (y >= 0 && y < C)
-            dx[y] -= g * on_label;
+        const int *labels = c->labels + (long)n * P;
+        int valid = 0;
+        for (int t = 0; t < P; t++)
+            valid += labels[t] != a->ignore_index;
+        dl_real g = valid > 1 ? c->dout[n] / (dl_real)valid : c->dout[n];
+        for (int t = 0; t < P; t++) {
+            const dl_real *p = c->saved + (long)n * C * P + t;
+            dl_real *dx = c->din[0] + (long)n * C * P + t;
+            if (labels[t] == a->ignore_index) {
+                for (int k = 0; k < C; k++)
+                    dx[(long)k * P] = 0;
+                continue;
+            }
+            int y = labels[t] - k0;
+            for (int k = 0; k < C; k++)
+                dx[(long)k * P] = g * (p[(long)k * P] - smooth);
+            if (y >= 0 && y < C)
+                dx[(long)y * P] -= g * on_label;
+        }
     }
 }
 
 /* Per class: subtract the maximum, exp, add to the sum, the probability. */
 static double softmax_xent_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
 {
-    return 4.0 * in[0].c;
+    return 4.0 * in[0].c * positions_of(in[0]);
 }
 
 const struct dl_op_kind dl_op_softmax_xent = {
     .name = "softmax_cross_entropy",
-    .summary = "softmax cross-entropy loss of class scores against integer labels, per sample",
+    .summary = "softmax cross-entropy loss of class scores against integer labels, per sample (or per position "
+               "of a sequence [T, classes], averaged)",
     .attr_size = sizeof(struct softmax_xent_attr),
     .attrs = softmax_xent_attrs,
     .n_attrs = (int)(sizeof softmax_xent_attrs / sizeof softmax_xent_attrs[0]),

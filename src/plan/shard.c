@@ -360,6 +360,10 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
                   struct dl_shard *out, struct dl_error *err)
 {
     memset(out, 0, sizeof *out);
+    for (int i = 0; dims->tp > 1 && i < g->n; i++)
+        if (dl_shape_rank(g->layers[i].out_shape) == 2)
+            return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its output is a sequence [T, C]; tensor parallelism "
+                             "does not split sequences yet (use dp and pp)", g->layers[i].name);
     struct dl_shard *s = out;
     s->g = g;
     s->dims = *dims;

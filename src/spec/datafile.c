@@ -11,7 +11,7 @@
 #include "core/shipped.h"
 
 const char *const dl_dataset_names[] = {"fashion-mnist", "mnist", "idx", "synthetic", "cifar10", "cifar100",
-                                        "imagefolder", NULL};
+                                        "imagefolder", "text", NULL};
 const char *const dl_crop_names[] = {"random-resized", "center", NULL};
 const char *const dl_bad_sample_names[] = {"skip", "fail", NULL};
 
@@ -31,6 +31,7 @@ void dl_data_defaults(struct dl_data_spec *d)
     d->synthetic_train = 1024;
     d->synthetic_test = 256;
     d->normalize = 1;
+    d->validation = 0.1;
     transform_defaults(&d->train_transform, &d->eval_transform);
 }
 
@@ -194,7 +195,7 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
     static const char *const keys[] = {"dataset", "dir", "train_images", "train_labels", "test_images",
                                        "test_labels", "train_samples", "test_samples", "normalize", "mean", "std",
                                        "train", "eval", "threads", "prefetch", "bad_samples", "limit_train",
-                                       "limit_test", NULL};
+                                       "limit_test", "validation", NULL};
     if (dl_y_check_keys(m, "data", keys, NULL, err))
         return DL_ERR_SPEC;
     const struct dl_ynode *ds = dl_ymap_get(m, "dataset");
@@ -215,6 +216,7 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
         dl_ymap_int(m, "prefetch", "data", 1, 1024, &prefetch, err) ||
         dl_ymap_int(m, "limit_train", "data", 1, 1L << 40, &d->limit_train, err) ||
         dl_ymap_int(m, "limit_test", "data", 1, 1L << 40, &d->limit_test, err) ||
+        dl_ymap_float(m, "validation", "data", 0.001, 0.999, &d->validation, err) ||
         dl_ymap_enum(m, "bad_samples", "data", dl_bad_sample_names, &bad, err) ||
         parse_common(m, "data", d, err))
         return DL_ERR_SPEC;

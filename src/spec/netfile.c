@@ -42,20 +42,33 @@ void dl_net_defaults(struct dl_net *net)
 /* ------------------------------------------------------------ small sections */
 static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *classes, struct dl_error *err)
 {
-    static const char *const keys[] = {"shape", "classes", NULL};
+    static const char *const keys[] = {"shape", "dtype", "classes", NULL};
+    static const char *const dtypes[] = {"f32", "i32", NULL};
     if (dl_y_check_keys(m, "input", keys, NULL, err))
+        return DL_ERR_SPEC;
+    int dt = 0;
+    if (dl_ymap_enum(m, "dtype", "input", dtypes, &dt, err))
         return DL_ERR_SPEC;
     const struct dl_ynode *s = dl_ymap_get(m, "shape");
     if (!s)
-        return dl_yerrorf(err, DL_ERR_SPEC, m, "input: missing required key 'shape' ([C, H, W] or [features])");
-    if (s->kind != DL_Y_SEQ || (s->n != 1 && s->n != 3))
-        return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: expected a list [C, H, W] or [features], found %s%s",
-                          dl_ynode_kind_name(s), s->kind == DL_Y_SEQ ? " of another length" : "");
+        return dl_yerrorf(err, DL_ERR_SPEC, m, "input: missing required key 'shape' ([C, H, W], [T, C] or [features]; "
+                          "[T] for token ids with dtype: i32)");
+    if (s->kind != DL_Y_SEQ || s->n < 1 || s->n > 3)
+        return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: expected a list [C, H, W], [T, C] or [features], found "
+                          "%s%s", dl_ynode_kind_name(s), s->kind == DL_Y_SEQ ? " of another length" : "");
+    if (dt == 1 && s->n != 1)
+        return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: token ids (dtype: i32) are a list [T] of positions, "
+                          "found a list of %d", s->n);
     long v[3] = {1, 1, 1};
     for (int i = 0; i < s->n; i++)
         if (dl_y_int(s->items[i], "input.shape", 1, 1 << 20, &v[i], err))
             return DL_ERR_SPEC;
-    *shape = (struct dl_shape){(int)v[0], (int)v[1], (int)v[2]};
+    if (dt == 1)
+        *shape = dl_shape_seq((int)v[0], 1, DL_I32);
+    else if (s->n == 2)
+        *shape = dl_shape_seq((int)v[0], (int)v[1], DL_F32);
+    else
+        *shape = (struct dl_shape){(int)v[0], (int)v[1], (int)v[2]}; /* rank as its dims say (shape.h) */
     if (dl_shape_count(*shape) > (1L << 30))
         return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: more than 2^30 values per sample");
     long c = 0;

@@ -18,7 +18,8 @@ enum dl_dataset_kind {
     DL_DATASET_SYNTHETIC,     /* random inputs and labels of the network's shape */
     DL_DATASET_CIFAR10,       /* CIFAR-10 binary batches (data_batch_*.bin, test_batch.bin) */
     DL_DATASET_CIFAR100,      /* CIFAR-100 binary (train.bin, test.bin; fine labels) */
-    DL_DATASET_IMAGEFOLDER    /* dir/train and dir/val: a subfolder per class, or list files */
+    DL_DATASET_IMAGEFOLDER,   /* dir/train and dir/val: a subfolder per class, or list files */
+    DL_DATASET_TEXT           /* a file or folder of text: byte ids in windows, the next byte as labels */
 };
 
 #define DL_DATASET_NAME_MAX 64
@@ -61,6 +62,7 @@ struct dl_data_spec {
     int threads;                    /* decode threads of image datasets (0: default) */
     int prefetch;                   /* ready batches queued ahead (0: default) */
     enum dl_bad_samples bad_samples;
+    double validation;              /* text: the fraction of the bytes (the last) that make the test split */
 };
 
 enum dl_optim_kind {

@@ -10,7 +10,8 @@
 static int alloc_slot(struct dl_batch_ahead *ba, struct dl_batch_slot *s, int max_local, struct dl_error *err)
 {
     const struct dl_device *dev = ba->device;
-    size_t values = (size_t)max_local * (size_t)ba->per_sample, labels = (size_t)max_local;
+    size_t values = (size_t)max_local * (size_t)ba->per_sample;
+    size_t labels = (size_t)max_local * (size_t)dl_dataset_positions(ba->batcher->ds);
     if (!ba->ahead) { /* the executors read the host's buffers in place */
         s->x = dl_calloc(values ? values : 1, sizeof *s->x, err);
         s->y = dl_calloc(labels ? labels : 1, sizeof *s->y, err);
@@ -93,7 +94,8 @@ static int read_into(struct dl_batch_ahead *ba, struct dl_batch_slot *s, struct 
     rc = dev->copy_ahead(s->x_device, s->x, sizeof *s->x * (size_t)s->n * (size_t)ba->per_sample, &s->read,
                          &s->copied, err);
     if (!rc)
-        rc = dev->copy_ahead(s->y_device, s->y, sizeof *s->y * (size_t)s->n, &s->read, &s->copied, err);
+        rc = dev->copy_ahead(s->y_device, s->y, sizeof *s->y * (size_t)s->n * (size_t)dl_dataset_positions(ba->batcher->ds),
+                             &s->read, &s->copied, err);
     if (dl_trace_on(ba->trace))
         dl_trace_span(ba->trace, DL_TRACE_DATA, "batch copy to device", t0);
     return rc;

@@ -190,8 +190,8 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
         e->sample0 = sample0 + lo;
         e->loss_norm = 1.0 / n; /* the chunks' gradients add up to the local batch's mean */
         e->input_resident = pl->x_resident ? pl->x_resident + lo * per_sample : NULL;
-        e->labels_resident = pl->y_resident ? pl->y_resident + lo : NULL;
-        dl_exec_forward(e, x + lo * per_sample, y + lo, hi - lo, 1);
+        e->labels_resident = pl->y_resident ? pl->y_resident + (long)lo * pl->g->positions : NULL;
+        dl_exec_forward(e, x + lo * per_sample, y + (long)lo * pl->g->positions, hi - lo, 1);
         *loss_sum += dl_exec_loss_sum(e);
         *correct += dl_exec_correct(e);
         if (hook && hook->after_forward && !e->status)
@@ -246,7 +246,7 @@ int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, l
             e->chunk = (int)chunk;
             e->input_resident = NULL; /* the test split is copied in */
             e->labels_resident = NULL;
-            dl_exec_forward(e, x + start * per_sample, y + start, b, 0);
+            dl_exec_forward(e, x + start * per_sample, y + start * pl->g->positions, b, 0);
             int rc = failed(e, err);
             if (rc)
                 return rc;

@@ -164,7 +164,7 @@ static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_er
     if (rc)
         return rc;
     er->test_loss = n ? sums[0] / (double)n : 0;
-    er->test_accuracy = n ? sums[1] / (double)n : 0;
+    er->test_accuracy = n ? sums[1] / ((double)n * tr->net->graph.positions) : 0; /* correct positions */
     er->test_samples = n;
     er->evaluated = 1;
     return DL_OK;
@@ -419,9 +419,11 @@ static int setup(struct trainer *tr, struct dl_error *err)
     if (ts->batch < shards)
         return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least "
                          "one sample (use --batch %d or more)", ts->batch, shards, shards);
-    rc = dl_dataset_load(&net->data, 1, net->graph.input, net->graph.classes, ts->seed, &tr->train, err);
+    const struct dl_graph *g = &net->graph;
+    struct dl_data_want want = {g->input, g->classes, g->positions, g->id_limit};
+    rc = dl_dataset_load_for(&net->data, 1, &want, ts->seed, &tr->train, err);
     if (!rc)
-        rc = dl_dataset_load(&net->data, 0, net->graph.input, net->graph.classes, ts->seed, &tr->test, err);
+        rc = dl_dataset_load_for(&net->data, 0, &want, ts->seed, &tr->test, err);
     if (!rc)
         rc = dl_batcher_init(&tr->batcher, &tr->train, ts->batch, tr->layout.data_rank, shards, 1, ts->seed, 0, err);
     if (!rc)
@@ -690,7 +692,7 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
     struct dl_step_report sr = {
         .epoch = epoch + 1, .epochs = tr->net->train.epochs, .step = tally->step,
         .steps_per_epoch = tr->steps_per_epoch, .global_step = global_step, .total_steps = tr->total_steps,
-        .loss = m->loss_sum / m->samples, .accuracy = m->correct / m->samples, .lr = lr,
+        .loss = m->loss_sum / m->samples, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
         .samples_per_s = (double)(tally->seen - tally->seen_before) / (now - tally->start + 1e-12),
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->start_step) *
                  (double)(tr->total_steps - global_step),
@@ -726,7 +728,8 @@ static int finish_epoch(struct trainer *tr, int epoch, const struct epoch_tally 
     const struct dl_train_spec *ts = &tr->net->train;
     struct dl_epoch_report er = {.epoch = epoch + 1, .epochs = ts->epochs,
                                  .train_loss = tally->seen ? tally->loss_sum / (double)tally->seen : 0,
-                                 .train_accuracy = tally->seen ? tally->correct / (double)tally->seen : 0};
+                                 .train_accuracy = tally->seen ? tally->correct / ((double)tally->seen *
+                                                                                   tr->net->graph.positions) : 0};
     er.seconds = dl_clock_now() - tally->start;
     er.samples_per_s = (double)(tally->seen - tally->seen_before) / (er.seconds + 1e-12);
     er.comm_seconds = tally->comm_seconds;
