@@ -94,7 +94,7 @@ for l in lines:
         part = 1
     if len(f) >= 6 and f[0].isdigit() and part == 0 and f[2] == "fc":
         whole[f[1]] = int(f[-2])
-        units[f[1]] = int(f[-3].split("x")[0]) if "x" in f[-3] else int(f[-3])
+        units[f[1]] = int(f[-4].split("x")[0]) if "x" in f[-4] else int(f[-4])
     elif len(f) >= 4 and f[0].isdigit() and part == 1 and f[1] in whole:
         rank0[f[1]] = int(f[-1])
 ok = len(whole) == 3 and sorted(rank0) == sorted(whole)

@@ -15,7 +15,7 @@
 # - check is a preflight: every refusal exits 2 with nothing on stdout.
 . "$top_srcdir/tests/tap.sh"
 T="$TMPDIR_TEST"
-tap_plan 48
+tap_plan 53
 SRC=$(cd "$top_srcdir" && pwd)
 
 # ---------------------------------------------------------------- names from any folder
@@ -83,7 +83,7 @@ FOLDER="data.dataset=imagefolder;data.dir=$T"
 cat > "$T/keys" <<KEYS
 name|other|[1, 2]||1
 description|a network|[a, b]||0
-input.shape|[1, 32, 32]|[1, 2]||1
+input.shape|[1, 32, 32]|[1, 2, 3, 4]||1
 input.classes|12|1|layers.fc2.units=12|1
 data.dataset|fashion-mnist|nope||1
 data.dir|$T|[1]|data.dataset=cifar10;input.shape=[3, 32, 32]|1
@@ -186,6 +186,18 @@ expect_status 0 "--dataset fashion-mnist on a file with cifar10 and its folder" 
     "$DLTRAIN" check --net "$T/cifar.yaml" --dataset fashion-mnist
 expect_output "data: dataset fashion-mnist \(format fashion-mnist\), dir '/usr/share/datasets/fashion-mnist'," \
     "drops the file's folder for cifar10 (the dataset file's own instead)"
+
+# The token keys, on the bigram model: --set as the file, good and bad
+printf 'some text to make a few windows of sixty-four bytes out of, and then some more of it, and more.\n%.0s' $(seq 1 40) > "$T/text.txt"
+/usr/bin/python3 "$top_srcdir/tests/set_keys.py" "$top_srcdir/nets/bigram.yaml" "$T/val.yaml" data.validation=0.25
+"$DLTRAIN" check --net "$T/val.yaml" --data "$T/text.txt" > "$T/val.file" 2>&1
+"$DLTRAIN" check --net bigram --data "$T/text.txt" --set data.validation=0.25 > "$T/val.set" 2>&1
+[ "$(tail -n +2 "$T/val.file")" = "$(tail -n +2 "$T/val.set")" ] && grep -q "validation 0.25" "$T/val.set"
+tap_result $? "--set data.validation as in the file, and shown"
+expect_status 2 "--set data.validation out of range" -- "$DLTRAIN" check --net bigram --data "$T/text.txt" --set data.validation=1.5
+expect_output "data.validation: expected a number in \[0.001, 0.999\], found 1.5" "the file's message"
+expect_status 2 "--set input.dtype=f32 on the bigram model" -- "$DLTRAIN" check --net bigram --data "$T/text.txt" --set input.dtype=f32
+expect_output "layer 'wte' \\(embedding\\): expected token ids \\[T\\] \\(i32\\), found 64" "the embedding then refuses it"
 
 expect_status 2 "--set without '='" -- "$DLTRAIN" check --net lenet5 --set train.batch
 expect_output "--set: expected KEY=VALUE" "says what it expects"

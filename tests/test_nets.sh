@@ -64,7 +64,7 @@ result $st "resnet50.yaml has fewer than 200 lines ($lines)"
 # Names of the layers with trainable parameters, from a check table (rows
 # start with the layer index; column 2 is the name, column 6 the count).
 param_layers() {
-    awk '$1 ~ /^[0-9]+$/ && $6 > 0 { print $2 }' "$TMP/$1.out" | sort
+    awk '$1 ~ /^[0-9]+$/ && $7 > 0 { print $2 }' "$TMP/$1.out" | sort
 }
 
 # compare NET DESCRIPTION: param_layers NET against the names on stdin (run

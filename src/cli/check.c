@@ -162,6 +162,8 @@ static void print_settings(const struct dl_net *net)
                d->std[2]);
     if (d->kind == DL_DATASET_SYNTHETIC)
         printf(", train_samples %ld, test_samples %ld", d->synthetic_train, d->synthetic_test);
+    if (d->kind == DL_DATASET_TEXT)
+        printf(", validation %g", d->validation);
     if (d->kind == DL_DATASET_IDX)
         printf(", train_images '%s', train_labels '%s', test_images '%s', test_labels '%s'", d->train_images,
                d->train_labels, d->test_images, d->test_labels);
@@ -183,8 +185,8 @@ static void print_layers(const struct dl_net *net, const char *path)
     char shape[64];
     printf("network %s (%s): input %s, %d classes, %d layers\n", net->name, path,
            dl_shape_str(g->input, shape, sizeof shape), g->classes, g->n);
-    printf("%-4s %-28s %-22s %-30s %-14s %12s %10s\n", "#", "layer", "type", "inputs", "output", "params",
-           "FLOPs");
+    printf("%-4s %-28s %-22s %-30s %-14s %-5s %12s %10s\n", "#", "layer", "type", "inputs", "output", "dtype",
+           "params", "FLOPs");
     double flops = 0;
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
@@ -197,8 +199,10 @@ static void print_layers(const struct dl_net *net, const char *path)
         char f[32];
         human(l->flops, f, sizeof f);
         flops += l->flops;
-        printf("%-4d %-28s %-22s %-30s %-14s %12ld %10s\n", i, l->name, l->kind->name, inputs,
-               dl_shape_str(l->out_shape, shape, sizeof shape), dl_layer_param_count(l), f);
+        struct dl_shape dims = l->out_shape;
+        dims.dtype = DL_F32; /* the dtype in its column */
+        printf("%-4d %-28s %-22s %-30s %-14s %-5s %12ld %10s\n", i, l->name, l->kind->name, inputs,
+               dl_shape_str(dims, shape, sizeof shape), dl_dtype_names[l->out_shape.dtype], dl_layer_param_count(l), f);
     }
     char f[32];
     human(flops, f, sizeof f);

@@ -63,11 +63,19 @@ static void xent_backward_data(void *inst, const struct dl_kernel_args *a)
                    "softmax_xent backward launch");
 }
 
+/* A vector of class scores per sample; a loss at every position of a
+ * sequence [T, C] has no GPU kernel yet. */
+static int xent_supports(const struct dl_layer *l)
+{
+    return dl_shape_rank(l->in_shape[0]) != 2;
+}
+
 const struct dl_kernel dl_kernel_cuda_softmax_xent = {
     .name = "cuda",
     .backend = "cuda",
     .op = &dl_op_softmax_xent,
     .device = DL_DEVICE_CUDA,
+    .supports = xent_supports,
     .create = xent_create,
     .destroy = xent_destroy,
     .saved_bytes = xent_saved_bytes,
