@@ -60,6 +60,9 @@ static struct grad_case grad_cases[] = {
     {"fc_grad_3d_input", &dl_op_fc, "{units: 4}", 3, {3, 2, 5}},
     {"fc_grad_no_bias", &dl_op_fc, "{units: 3, bias: false}", 2, {7, 1, 1}},
     {"fc_grad_one_unit", &dl_op_fc, "{units: 1}", 1, {2, 1, 3}},
+    /* at every position of a sequence [T, C] (stored [C][T]) */
+    {"fc_grad_sequence", &dl_op_fc, "{units: 3}", 2, {4, 5, 1, 2}},
+    {"fc_grad_sequence_no_bias", &dl_op_fc, "{units: 2, bias: false}", 3, {3, 4, 1, 2}},
     /* token ids [T] (i32): 7 positions over a vocabulary of 5, so rows repeat and their gradients add up */
     {"embedding_grad_repeated_ids", &dl_op_embedding, "{vocab: 5, dim: 4}", 3, {1, 7, 1, 2, DL_I32}},
     {"embedding_grad_one_position", &dl_op_embedding, "{vocab: 9, dim: 3}", 2, {1, 1, 1, 2, DL_I32}},

@@ -130,6 +130,9 @@ static const struct kcase cases[] = {
     {"fc_odd", "[7, 3, 1]", "{type: fc, units: 1}", 6, NULL},
     {"fc_wide", "[300, 1, 1]", "{type: fc, units: 65}", 8, NULL},
     {"fc_lenet1", "[16, 5, 5]", "{type: fc, units: 120}", 4, NULL},
+    /* at every position of a sequence [T, C] (stored [C][T]: one GEMM per sample) */
+    {"fc_sequence", "[9, 7]", "{type: fc, units: 6}", 3, NULL},
+    {"fc_sequence_no_bias", "[5, 33]", "{type: fc, units: 17, bias: false}", 2, NULL},
 };
 
 #define N_CASES (sizeof cases / sizeof cases[0])

@@ -71,7 +71,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 33; else tap_plan 25; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 37; else tap_plan 29; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn'
 check lenet5 "$NETS/lenet5.yaml" default all=reference
 check mlp "$NETS/mlp.yaml" default all=reference
@@ -82,6 +82,19 @@ check resnet50 "$W/resnet50.yaml" default all=reference
 text_corpus "$top_builddir/tests/text-corpus" && cat "$top_builddir"/tests/text-corpus/*.txt > "$W/text" 2>/dev/null ||
     cat /usr/share/common-licenses/* > "$W/text"
 DLTRAIN_TEXT="$W/text" check bigram "$NETS/bigram.yaml" default all=reference
+# fully connected layers at every position of a sequence [T, C] (PyTorch's Linear on the last dim)
+cat >"$W/bigram_mlp.yaml" <<'YAML'
+name: bigram_mlp
+input: {shape: [32], dtype: i32, classes: 256}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 24}
+  - {name: fc1, type: fc, units: 48}
+  - {name: act, type: relu}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+train: {batch: 16, seed: 3}
+YAML
+DLTRAIN_TEXT="$W/text" check bigram_mlp "$W/bigram_mlp.yaml" default all=reference
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then
     check alexnet "$W/alexnet.yaml" default all=reference
     check vgg16 "$W/vgg16.yaml" default all=reference

@@ -272,6 +272,21 @@ class Bigram(nn.Module):
         return self.wte(x)  # [N, T, 256]
 
 
+class BigramMLP(nn.Module):
+    """An MLP at every position after an embedding (test_torch.sh's bigram_mlp):
+    fc layers on the last dim, a ReLU whose decisions come from dltrain in its
+    [C][T] order (core/shape.h), hence the transposes."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(256, 24)
+        self.fc1, self.head = nn.Linear(24, 48), nn.Linear(48, 256)
+
+    def forward(self, x):
+        h = self.fc1(self.wte(x)).transpose(1, 2)  # [N, 48, T]
+        return self.head(relu(h).transpose(1, 2))
+
+
 def text_windows(n, T):
     """n windows of T + 1 bytes of the text at $DLTRAIN_TEXT (a file), at
     offsets i * T as dltrain's text dataset cuts them: ids and next bytes."""
@@ -305,6 +320,7 @@ MODELS = {
     "alexnet": (AlexNet, lambda: gaussian(4, (3, 64, 64), 1000, 1)),
     "vgg16": (VGG16, lambda: gaussian(2, (3, 32, 32), 1000, 16)),
     "bigram": (Bigram, lambda: text_windows(32, 64)),
+    "bigram_mlp": (BigramMLP, lambda: text_windows(16, 32)),
 }
 
 

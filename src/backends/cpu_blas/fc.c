@@ -2,7 +2,10 @@
  * oneDNN's JIT sgemm ("dnnl-gemm"): y = x W^T + b, dx = dy W, dW += dy^T x
  * (beta = 1 accumulates across micro-batches), db += column sums of dy.
  * x is the NCHW sample flattened (a (C,1,1) vector in nChw16c with C a
- * multiple of 16 is the same memory, so no reorder is needed there). */
+ * multiple of 16 is the same memory, so no reorder is needed there).  On a
+ * sequence [T, C] (stored [C][T] per sample, core/shape.h) one GEMM per
+ * sample: y_n (U x T) = W (U x C) x_n (C x T), dx_n = W^T dy_n,
+ * dW += dy_n x_n^T. */
 #include "backends/cpu_blas/blas.h"
 
 #include <stdlib.h>
@@ -14,6 +17,7 @@ struct fc_inst {
     enum dl_gemm_lib lib;
     long F, U;
     int bias;
+    long T; /* positions of a sequence (F its features per position); 1 otherwise */
 };
 
 static int fc_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, enum dl_gemm_lib lib,
@@ -22,7 +26,9 @@ static int fc_create(const struct dl_layer *l, const struct dl_kernel_config *cf
     struct fc_inst *f = dl_calloc(1, sizeof *f, err);
     if (!f)
         return DL_ERR_NOMEM;
-    *f = (struct fc_inst){lib, dl_shape_count(l->in_shape[0]), l->out_shape.c, l->n_params > 1};
+    int seq = dl_shape_rank(l->in_shape[0]) == 2;
+    *f = (struct fc_inst){lib, seq ? l->in_shape[0].c : dl_shape_count(l->in_shape[0]), l->out_shape.c, l->n_params > 1,
+                          seq ? l->in_shape[0].h : 1};
     *inst = f;
     return DL_OK;
 }
@@ -48,7 +54,19 @@ static void fc_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct fc_inst *f = inst;
     const struct dl_op_call *c = &a->c;
-    long N = c->batch;
+    long N = c->batch, T = f->T;
+    if (T > 1) {
+        #pragma omp parallel for schedule(static)
+        for (long n = 0; n < N; n++) {
+            float *y = c->out + n * f->U * T;
+            for (long u = 0; f->bias && u < f->U; u++)
+                for (long t = 0; t < T; t++)
+                    y[u * T + t] = c->param[1][u];
+            dl_sgemm(f->lib, 0, 0, f->U, T, f->F, 1, c->param[0], f->F, c->in[0] + n * f->F * T, T, f->bias ? 1 : 0,
+                     y, T);
+        }
+        return;
+    }
     if (f->bias)
         for (long n = 0; n < N; n++)
             for (long u = 0; u < f->U; u++)
@@ -60,14 +78,36 @@ static void fc_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct fc_inst *f = inst;
     const struct dl_op_call *c = &a->c;
-    if (c->din[0])
+    long T = f->T;
+    if (c->din[0] && T > 1) {
+        #pragma omp parallel for schedule(static)
+        for (long n = 0; n < c->batch; n++)
+            dl_sgemm(f->lib, 1, 0, f->F, T, f->U, 1, c->param[0], f->F, c->dout + n * f->U * T, T, 0,
+                     c->din[0] + n * f->F * T, T);
+    } else if (c->din[0]) {
         dl_sgemm(f->lib, 0, 0, c->batch, f->F, f->U, 1, c->dout, f->U, c->param[0], f->F, 0, c->din[0], f->F);
+    }
 }
 
 static void fc_backward_weights(void *inst, const struct dl_kernel_args *a)
 {
     const struct fc_inst *f = inst;
     const struct dl_op_call *c = &a->c;
+    long T = f->T;
+    if (T > 1) { /* samples in order, so the sums are the same on any thread count */
+        for (long n = 0; n < c->batch; n++) {
+            const float *dy = c->dout + n * f->U * T;
+            if (c->dparam[0])
+                dl_sgemm(f->lib, 0, 1, f->U, f->F, T, 1, dy, T, c->in[0] + n * f->F * T, T, 1, c->dparam[0], f->F);
+            for (long u = 0; f->bias && c->dparam[1] && u < f->U; u++) {
+                double sum = 0;
+                for (long t = 0; t < T; t++)
+                    sum += dy[u * T + t];
+                c->dparam[1][u] += (float)sum;
+            }
+        }
+        return;
+    }
     if (c->dparam[0])
         dl_sgemm(f->lib, 1, 0, f->U, f->F, c->batch, 1, c->dout, f->U, c->in[0], f->F, 1, c->dparam[0], f->F);
     if (f->bias && c->dparam[1]) /* row by row: contiguous, so it vectorizes */

@@ -63,7 +63,7 @@ static int fc_usable(const struct dl_layer *l, enum dl_layout in)
 
 static int fc_supports(const struct dl_layer *l)
 {
-    return fc_usable(l, DL_LAYOUT_PLAIN);
+    return dl_shape_rank(l->in_shape[0]) != 2 && fc_usable(l, DL_LAYOUT_PLAIN); /* not per position */
 }
 
 /* The input as offered when that is a blocked layout oneDNN handles, else

@@ -117,11 +117,18 @@ static void cublas_fc_backward_weights(void *inst, const struct dl_kernel_args *
                      "cublasSgemv");
 }
 
+/* A flattened sample; fc at every position of a sequence has no GPU kernel yet. */
+static int cublas_fc_supports(const struct dl_layer *l)
+{
+    return dl_shape_rank(l->in_shape[0]) != 2;
+}
+
 const struct dl_kernel dl_kernel_cublas_fc = {
     .name = "cublas",
     .backend = "cuda",
     .op = &dl_op_fc,
     .device = DL_DEVICE_CUDA,
+    .supports = cublas_fc_supports,
     .create = cublas_fc_create,
     .destroy = cublas_fc_destroy,
     .forward = cublas_fc_forward,
