@@ -7,13 +7,14 @@
 # counts on the validation split); 2 data-parallel ranks train as one
 # process (the windows' seeded shuffle is the same on any number of ranks);
 # a byte outside the network's vocabulary is refused naming the file and
-# its offset; a text dataset for an image network, and an image dataset
-# for the token network, are refused saying what each side has.
+# its offset; the benchmarks draw token ids for it; a text dataset for an
+# image network, and an image dataset for the token network, are refused
+# saying what each side has.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 14
+tap_plan 16
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 echo "# text: $TEXT_SOURCE ($(cat "$top_builddir"/tests/text-corpus/*.txt "$top_builddir"/tests/text-corpus/[A-Z]* 2>/dev/null | wc -c) bytes)"
 TEXT="$top_builddir/tests/text-corpus"
@@ -52,6 +53,11 @@ if command -v mpirun >/dev/null 2>&1; then
 else
     echo "ok - # SKIP mpirun not found"
 fi
+
+# The benchmarks' random batches hold token ids below the vocabulary (and
+# a label per position): a step, and the layer times of --parallel hybrid
+expect_status 0 "dltrain bench step on the token network" -- $DLTRAIN bench step --net "$top_srcdir/nets/bigram.yaml" --threads 1
+expect_status 0 "dltrain plan measures the token network's layers" -- $DLTRAIN plan --net "$top_srcdir/nets/bigram.yaml" --ranks 2
 
 # A byte the vocabulary does not have: the file and its offset
 printf 'plain ascii text, then caf\303\251 and more text after it to make a window or two long enough\n' > "$T/cafe.txt"
