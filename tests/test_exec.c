@@ -1,7 +1,9 @@
 /* test_exec.c: the executor's backward over a whole graph with branches,
  * fan-out (one tensor feeding three layers), add and concat merges, batch
- * normalisation and dropout, against central finite differences of the mean
- * loss (double-precision build), plus the gradient-ready hook. */
+ * normalisation and dropout, and over a graph whose layers share a weight
+ * (share:, both uses' gradients in one tensor), against central finite
+ * differences of the mean loss (double-precision build), plus the
+ * gradient-ready hook. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +32,20 @@ static const char *const NET =
     "  - {name: head, type: fc, units: 4}\n"
     "loss: softmax_cross_entropy\n";
 
+/* Two layers of one [6, 6] weight (ALBERT's cross-layer sharing), the
+ * second reading the first's output through tanh. */
+static const char *const TIED =
+    "input: {shape: [2, 6, 5], classes: 4}\n"
+    "layers:\n"
+    "  - {name: stem, type: fc, units: 6}\n"
+    "  - {name: act, type: tanh}\n"
+    "  - {name: mid, type: fc, units: 6}\n"
+    "  - {name: act2, type: tanh}\n"
+    "  - {name: mid2, type: fc, units: 6, share: {weight: mid}}\n"
+    "  - {name: act3, type: tanh}\n"
+    "  - {name: head, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n";
+
 struct fixture {
     struct dl_net net;
     struct dl_exec e;
@@ -55,12 +71,12 @@ static void hook(void *ctx, int layer)
     f->last_layer = layer;
 }
 
-static void whole_graph_gradient(void **state)
+static void check_gradient(const char *net)
 {
     struct fixture f;
     memset(&f, 0, sizeof f);
     struct dl_error err = {0};
-    assert_int_equal(dl_net_load_string("exec.yaml", NET, &f.net, &err), DL_OK);
+    assert_int_equal(dl_net_load_string("exec.yaml", net, &f.net, &err), DL_OK);
     assert_int_equal(dl_exec_init(&f.e, &f.net.graph, 3, 7, NULL, &err), DL_OK);
     long count = 3 * dl_shape_count(f.net.graph.input);
     f.x = calloc((size_t)count, sizeof *f.x);
@@ -81,6 +97,7 @@ static void whole_graph_gradient(void **state)
     assert_int_equal(f.hook_calls, f.net.graph.n);
     assert_true(f.hook_order_ok);
     assert_int_equal(f.e.weight_begin[f.net.graph.n], f.e.n_weights);
+    assert_int_equal(f.e.n_weights, dl_graph_param_count(&f.net.graph));
 
     dl_real *analytic = calloc((size_t)f.e.n_weights, sizeof *analytic);
     memcpy(analytic, f.e.dweights, sizeof *analytic * (size_t)f.e.n_weights);
@@ -102,6 +119,33 @@ static void whole_graph_gradient(void **state)
     free(f.x);
     dl_exec_free(&f.e);
     dl_net_free(&f.net);
+}
+
+static void whole_graph_gradient(void **state)
+{
+    check_gradient(NET);
+}
+
+/* The tied weight is stored once: both layers read the one tensor, and its
+ * gradient (finite differences move both uses) is the sum of theirs. */
+static void tied_weight_gradient(void **state)
+{
+    struct dl_net net;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("tied.yaml", TIED, &net, &err), DL_OK);
+    const struct dl_graph *g = &net.graph;
+    int mid = dl_graph_find(g, "mid"), mid2 = dl_graph_find(g, "mid2");
+    assert_true(g->layers[mid2].param[0].shares && !g->layers[mid2].param[1].shares);
+    assert_int_equal(g->layers[mid2].param[0].share_layer, mid);
+    assert_int_equal(dl_graph_param_count(g), 6 * 60 + 6 + 6 * 6 + 6 + 6 + 4 * 6 + 4);
+    struct dl_exec e;
+    assert_int_equal(dl_exec_init(&e, g, 2, 5, NULL, &err), DL_OK);
+    assert_ptr_equal(e.param[mid2][0], e.param[mid][0]);
+    assert_ptr_equal(e.dparam[mid2][0], e.dparam[mid][0]);
+    assert_ptr_not_equal(e.param[mid2][1], e.param[mid][1]);
+    dl_exec_free(&e);
+    dl_net_free(&net);
+    check_gradient(TIED);
 }
 
 static void same_seed_same_weights(void **state)
@@ -128,6 +172,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(whole_graph_gradient),
+        cmocka_unit_test(tied_weight_gradient),
         cmocka_unit_test(same_seed_same_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

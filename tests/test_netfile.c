@@ -270,6 +270,39 @@ static void stage_and_split_keys(void **s)
                  (const char *const[]){"bad.yaml:3:", "layer 'fc1', key 'stage'", "-2", NULL});
 }
 
+/* share: names a layer of the same list (inside a block: of the same
+ * instance); a chain of shares ends at the stored parameter; an error
+ * elsewhere in the file frees the shares parsed so far (ASan). */
+static void share_key(void **s)
+{
+    const char *text = HEAD "blocks:\n"
+                            "  b: {layers: [{name: p, type: conv, filters: 1, kernel: 1},\n"
+                            "               {name: q, type: conv, filters: 1, kernel: 1, share: {weight: p}}]}\n"
+                            "layers:\n"
+                            "  - {name: b1, block: b}\n"
+                            "  - {name: b2, block: b}\n"
+                            "  - {name: r, type: conv, filters: 1, kernel: 1, share: {weight: b2.q}}\n"
+                            "  - {name: head, type: fc, units: 3}\n"
+                            "loss: softmax_cross_entropy\n";
+    struct dl_net net;
+    load_good(text, &net);
+    const struct dl_graph *g = &net.graph;
+    const struct dl_layer *q1 = &g->layers[dl_graph_find(g, "b1.q")], *r = &g->layers[dl_graph_find(g, "r")];
+    assert_true(q1->param[0].shares && q1->param[0].share_layer == dl_graph_find(g, "b1.p"));
+    assert_true(r->param[0].shares && r->param[0].share_layer == dl_graph_find(g, "b2.p")); /* through b2.q */
+    assert_int_equal(q1->param[0].share_param, 0);
+    assert_false(q1->param[1].shares);
+    /* p, q1, p2, q2 and r: 5 biases, 2 weights */
+    assert_int_equal(dl_graph_param_count(g), 5 + 2 + 3 * 64 + 3);
+    dl_net_free(&net);
+    EXPECT(HEAD "layers:\n  - {name: a, type: fc, units: 3}\n  - {name: b, type: fc, units: 3, share: {weight: a}}\n"
+                "  - {name: c, type: relu, colour: red}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:5:", "'colour'");
+    EXPECT(HEAD "layers:\n  - {name: a, type: fc, units: 3}\n  - {name: b, type: fc, units: 3, share: {weight: [a]}}\n"
+                "loss: softmax_cross_entropy\n",
+           "bad.yaml:4:", "share");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,7 +314,7 @@ int main(void)
         cmocka_unit_test(yaml_syntax), cmocka_unit_test(bad_inputs_count),
         cmocka_unit_test(unused_output), cmocka_unit_test(block_errors),
         cmocka_unit_test(good_dag_and_blocks), cmocka_unit_test(sections_parsed),
-        cmocka_unit_test(stage_and_split_keys),
+        cmocka_unit_test(stage_and_split_keys), cmocka_unit_test(share_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,8 @@
 # factor 4 (tests/torch_check.py, which says why the training step shares
 # dltrain's ReLU, max-pooling and dropout decisions; dltrain's side is
 # tests/torch_step), and for token inputs nets/bigram.yaml on windows of
-# real text (the embedding's gradient; logits per position).  The oneDNN batch norm, whose float sums drifted by
+# real text (the embedding's gradient; logits per position; an MLP at every
+# position; the head tied to the embedding).  The oneDNN batch norm, whose float sums drifted by
 # 1e-3..1e-2 there, must fail the same check.  AlexNet and VGG-16 (their
 # classifiers take 3-5 GB and 2 minutes here) run with DLTRAIN_TORCH_ALL=1
 # (make check-slow).  Skipped where /usr/bin/python3 has no torch (Debian's
@@ -71,7 +72,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 37; else tap_plan 29; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 41; else tap_plan 33; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn'
 check lenet5 "$NETS/lenet5.yaml" default all=reference
 check mlp "$NETS/mlp.yaml" default all=reference
@@ -95,6 +96,19 @@ loss: softmax_cross_entropy
 train: {batch: 16, seed: 3}
 YAML
 DLTRAIN_TEXT="$W/text" check bigram_mlp "$W/bigram_mlp.yaml" default all=reference
+# weight tying: the head's weight is the embedding's (share:); one gradient, both uses summed
+cat >"$W/bigram_tied.yaml" <<'YAML'
+name: bigram_tied
+input: {shape: [32], dtype: i32, classes: 256}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 24}
+  - {name: fc1, type: fc, units: 24}
+  - {name: act, type: relu}
+  - {name: head, type: fc, units: 256, share: {weight: wte}}
+loss: softmax_cross_entropy
+train: {batch: 16, seed: 3}
+YAML
+DLTRAIN_TEXT="$W/text" check bigram_tied "$W/bigram_tied.yaml" default all=reference
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then
     check alexnet "$W/alexnet.yaml" default all=reference
     check vgg16 "$W/vgg16.yaml" default all=reference

@@ -287,6 +287,23 @@ class BigramMLP(nn.Module):
         return self.head(relu(h).transpose(1, 2))
 
 
+class BigramTied(nn.Module):
+    """test_torch.sh's bigram_tied: the head's weight is the embedding's
+    (share: in the network file; tie_weights in Hugging Face's GPT-2).  The
+    tied tensor's gradient is the sum of both uses', under wte.weight."""
+    tied = ("head.weight",)
+
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(256, 24)
+        self.fc1, self.head = nn.Linear(24, 24), nn.Linear(24, 256)
+        self.head.weight = self.wte.weight
+
+    def forward(self, x):
+        h = self.fc1(self.wte(x)).transpose(1, 2)  # [N, 24, T]
+        return self.head(relu(h).transpose(1, 2))
+
+
 def text_windows(n, T):
     """n windows of T + 1 bytes of the text at $DLTRAIN_TEXT (a file), at
     offsets i * T as dltrain's text dataset cuts them: ids and next bytes."""
@@ -321,6 +338,7 @@ MODELS = {
     "vgg16": (VGG16, lambda: gaussian(2, (3, 32, 32), 1000, 16)),
     "bigram": (Bigram, lambda: text_windows(32, 64)),
     "bigram_mlp": (BigramMLP, lambda: text_windows(16, 32)),
+    "bigram_tied": (BigramTied, lambda: text_windows(16, 32)),
 }
 
 
@@ -350,7 +368,8 @@ def torch_run(kind, ckpt, x, y, decisions, dtype):
     state = {k: torch.from_numpy(v.astype(np.float64)).to(dtype) for k, v in ckpt.items()
              if not k.startswith(("optim.", "rng."))}
     model.load_state_dict(state, strict=False)
-    missing = {k for k in set(model.state_dict()) - set(state) if not k.endswith("num_batches_tracked")}
+    missing = {k for k in set(model.state_dict()) - set(state)
+               if not k.endswith("num_batches_tracked") and k not in getattr(model, "tied", ())}
     unknown = set(state) - set(model.state_dict())
     if missing or unknown:
         raise SystemExit("state_dict mismatch: missing %s, unknown %s" % (sorted(missing), sorted(unknown)))

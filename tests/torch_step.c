@@ -62,6 +62,8 @@ static void add_params(struct out *o, const struct dl_exec *e)
         const struct dl_layer *l = &e->g->layers[i];
         for (int j = 0; j < l->n_params; j++) {
             const struct dl_param_desc *p = &l->param[j];
+            if (p->shares) /* tied: its gradient is summed in the owner's */
+                continue;
             char name[128];
             int64_t shape[4];
             snprintf(name, sizeof name, "%s.%s", l->name, p->name);

@@ -207,6 +207,13 @@ static void print_layers(const struct dl_net *net, const char *path)
     char f[32];
     human(flops, f, sizeof f);
     printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++) {
+            const struct dl_param_desc *p = &g->layers[i].param[j];
+            if (p->shares)
+                printf("tied: %s.%s is %s.%s (counted once)\n", g->layers[i].name, p->name,
+                       g->layers[p->share_layer].name, g->layers[p->share_layer].param[p->share_param].name);
+        }
 }
 
 /* What check decides before it prints: the memory of one process (or of
@@ -281,8 +288,7 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
     dl_exec_free(&plan);
     double trainable = 0, state = 0;
     for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->layers[i].n_params; j++)
-            *(g->layers[i].param[j].trainable ? &trainable : &state) += (double)g->layers[i].param[j].count;
+        dl_layer_param_tally(&g->layers[i], &trainable, &state);
     out->params = dl_optim_param_bytes(&net->train.optim, trainable, state);
     out->peak = (double)out->arena + out->params;
     if (out->limit > 0 && out->peak > out->limit)

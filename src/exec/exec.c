@@ -191,6 +191,8 @@ static void count_params(struct dl_exec *e)
     const struct dl_graph *g = e->g;
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
+            if (g->layers[i].param[j].shares) /* the owner's storage */
+                continue;
             if (g->layers[i].param[j].trainable)
                 e->n_weights += g->layers[i].param[j].count;
             else
@@ -318,6 +320,13 @@ static void draw_params(struct dl_exec *e, dl_real *weights, dl_real *state)
         for (int j = 0; j < whole->layers[i].n_params; j++) {
             const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
             dl_real *host = NULL;
+            if (whole->layers[i].param[j].shares) { /* tied: the earlier layer's tensor, drawn there */
+                if (p) {
+                    e->param[i][j] = e->param[p->share_layer][p->share_param];
+                    e->dparam[i][j] = e->dparam[p->share_layer][p->share_param];
+                }
+                continue;
+            }
             if (p && p->trainable) {
                 e->param[i][j] = e->weights + wo;
                 e->dparam[i][j] = e->dweights + wo;

@@ -10,9 +10,10 @@
 
 #include "comm/tags.h"
 
+/* A tied parameter (share:) is its owner's: in no set of its own. */
 static int in_set(const struct dl_param_desc *p, enum dl_param_set set)
 {
-    return set == DL_PARAMS_TRAINABLE ? p->trainable : !p->trainable;
+    return !p->shares && (set == DL_PARAMS_TRAINABLE ? p->trainable : !p->trainable);
 }
 
 long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set)

@@ -1,6 +1,7 @@
 /* graph.c: resolves layer inputs by name, orders layers topologically
  * (Kahn's algorithm; a leftover layer means a cycle, reported with the path),
- * infers every output shape and describes every parameter. */
+ * infers every output shape, describes every parameter and ties the shared
+ * ones (`share:`) to the earlier layer's. */
 #include "graph/graph.h"
 
 #include <stdarg.h>
@@ -51,7 +52,7 @@ void dl_graph_free(struct dl_graph *g)
     memset(g, 0, sizeof *g);
 }
 
-static void free_decls(struct dl_layer_decl *d, int n)
+void dl_layer_decls_free(struct dl_layer_decl *d, int n)
 {
     for (int i = 0; i < n; i++) {
         free(d[i].name);
@@ -62,7 +63,116 @@ static void free_decls(struct dl_layer_decl *d, int n)
             free(d[i].inputs[k]);
             d[i].inputs[k] = NULL;
         }
+        for (int k = 0; k < d[i].n_share; k++) {
+            free(d[i].share_param[k]);
+            free(d[i].share_layer[k]);
+            d[i].share_param[k] = d[i].share_layer[k] = NULL;
+        }
+        d[i].n_share = 0;
     }
+}
+
+/* One `share: {PARAM: LAYER}` entry of a layer, by graph index. */
+struct share_req {
+    char param[sizeof ((struct dl_param_desc *)0)->name];
+    int owner;
+    struct dl_loc loc;
+};
+
+/* The share entries of each decl, the owner found by name (by decl index
+ * until the order is known). */
+static int resolve_shares(const struct dl_layer_decl *d, int n, struct share_req (*req)[DL_MAX_PARAMS],
+                          struct dl_error *err)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < d[i].n_share; k++) {
+            const struct dl_loc *loc = d[i].share_loc[k].file ? &d[i].share_loc[k] : &d[i].loc;
+            int j = decl_find(d, n, d[i].share_layer[k]);
+            if (j < 0)
+                return loc_errorf(err, loc, "layer '%s' (%s): share: '%s' is not the name of any layer", d[i].name,
+                                  d[i].kind->name, d[i].share_layer[k]);
+            if (j == i)
+                return loc_errorf(err, loc, "layer '%s' (%s): share: a layer cannot share its own parameter",
+                                  d[i].name, d[i].kind->name);
+            if (strlen(d[i].share_param[k]) >= sizeof req[i][k].param)
+                return loc_errorf(err, loc, "layer '%s' (%s): share: no parameter is named '%s'", d[i].name,
+                                  d[i].kind->name, d[i].share_param[k]);
+            strcpy(req[i][k].param, d[i].share_param[k]);
+            req[i][k].owner = j;
+            req[i][k].loc = *loc;
+        }
+    return DL_OK;
+}
+
+static int param_find(const struct dl_layer *l, const char *name)
+{
+    for (int j = 0; j < l->n_params; j++)
+        if (strcmp(l->param[j].name, name) == 0)
+            return j;
+    return -1;
+}
+
+static void param_names(const struct dl_layer *l, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int j = 0; j < l->n_params && used < cap; j++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", j ? ", " : "", l->param[j].name);
+    if (!l->n_params)
+        snprintf(buf, cap, "none");
+}
+
+static void param_dims_str(const struct dl_param_desc *p, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < p->ndim && used < cap; k++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%d", k ? ", " : "", p->dims[k]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
+}
+
+/* Layer i's shared parameters point at an earlier layer's of the same
+ * dims (weight tying); a chain ends at the parameter that has storage. */
+static int tie_params(struct dl_graph *g, int i, const struct share_req *req, int n_req, struct dl_error *err)
+{
+    struct dl_layer *l = &g->layers[i];
+    for (int k = 0; k < n_req; k++) {
+        const struct share_req *r = &req[k];
+        const struct dl_layer *o = &g->layers[r->owner];
+        char names[200], a[64], b[64];
+        if (r->owner > i)
+            return loc_errorf(err, &r->loc, "layer '%s' (%s): share: layer '%s' runs after it; the later of two "
+                              "layers declares share: (as a language model's head shares the token embedding's "
+                              "weight)", l->name, l->kind->name, o->name);
+        int j = param_find(l, r->param), oj = param_find(o, r->param);
+        if (j < 0) {
+            param_names(l, names, sizeof names);
+            return loc_errorf(err, &r->loc, "layer '%s' (%s): share: it has no parameter '%s' (its parameters: %s)",
+                              l->name, l->kind->name, r->param, names);
+        }
+        if (oj < 0) {
+            param_names(o, names, sizeof names);
+            return loc_errorf(err, &r->loc, "layer '%s' (%s): share: layer '%s' (%s) has no parameter '%s' (its "
+                              "parameters: %s)", l->name, l->kind->name, o->name, o->kind->name, r->param, names);
+        }
+        const struct dl_param_desc *op = &o->param[oj];
+        struct dl_param_desc *p = &l->param[j];
+        if (!p->trainable || !op->trainable)
+            return loc_errorf(err, &r->loc, "layer '%s' (%s): share: '%s' is statistics, not a weight; only weights "
+                              "are shared", l->name, l->kind->name, r->param);
+        param_dims_str(p, a, sizeof a);
+        param_dims_str(op, b, sizeof b);
+        if (p->count != op->count || strcmp(a, b) != 0)
+            return loc_errorf(err, &r->loc, "layer '%s' (%s): share: its %s is %s but layer '%s''s is %s", l->name,
+                              l->kind->name, r->param, a, o->name, b);
+        if (p->shares)
+            return loc_errorf(err, &r->loc, "layer '%s' (%s): share: '%s' is listed twice", l->name, l->kind->name,
+                              r->param);
+        p->shares = 1;
+        p->share_layer = op->shares ? op->share_layer : r->owner;
+        p->share_param = op->shares ? op->share_param : oj;
+    }
+    return DL_OK;
 }
 
 /* Producer index per input of each decl (DL_GRAPH_INPUT for the network
@@ -179,18 +289,23 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
 {
     memset(g, 0, sizeof *g);
     if (n < 1 || !d[n - 1].kind->is_loss) {
-        free_decls(d, n);
+        dl_layer_decls_free(d, n);
         return dl_errorf(err, DL_ERR_SPEC, "the network has no loss layer");
     }
     int (*src)[DL_MAX_INPUTS] = calloc((size_t)n, sizeof *src);
     int *order = calloc((size_t)n, sizeof *order);
     int *pos = calloc((size_t)n, sizeof *pos);
+    struct share_req (*req)[DL_MAX_PARAMS] = calloc((size_t)n, sizeof *req);    /* by decl */
+    struct share_req (*shared)[DL_MAX_PARAMS] = calloc((size_t)n, sizeof *shared); /* by layer */
+    int *n_shared = calloc((size_t)n, sizeof *n_shared);
     g->layers = calloc((size_t)n, sizeof *g->layers);
     int rc = DL_OK;
-    if (!src || !order || !pos || !g->layers)
+    if (!src || !order || !pos || !req || !shared || !n_shared || !g->layers)
         rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory building the graph");
     if (!rc)
         rc = resolve(d, n, src, err);
+    if (!rc)
+        rc = resolve_shares(d, n, req, err);
     if (!rc)
         rc = toposort(d, n, src, order, err);
     if (!rc) {
@@ -210,6 +325,11 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
                 int s = src[order[i]][k];
                 l->in[k] = s == DL_GRAPH_INPUT ? DL_GRAPH_INPUT : pos[s];
             }
+            n_shared[i] = dd->n_share;
+            for (int k = 0; k < dd->n_share; k++) {
+                shared[i][k] = req[order[i]][k];
+                shared[i][k].owner = pos[req[order[i]][k].owner];
+            }
             g->n = i + 1;
         }
         for (int i = 0; i < n; i++) { /* ownership moved to the graph */
@@ -217,11 +337,14 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
             d[i].attr = NULL;
         }
     }
-    free_decls(d, n);
+    dl_layer_decls_free(d, n);
     free(src);
     free(order);
     free(pos);
+    free(req);
     if (rc) {
+        free(shared);
+        free(n_shared);
         dl_graph_free(g);
         return rc;
     }
@@ -263,7 +386,8 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
         }
         l->n_params = l->kind->params ? l->kind->params(l->attr, l->in_shape, l->out_shape, l->param) : 0;
         l->flops = l->kind->flops ? l->kind->flops(l->attr, l->in_shape, l->out_shape) : 0;
-        if (l->kind->is_loss && i != g->n - 1)
+        rc = tie_params(g, i, shared[i], n_shared[i], err);
+        if (!rc && l->kind->is_loss && i != g->n - 1)
             rc = loc_errorf(err, &l->loc, "layer '%s': a loss must be the last layer", l->name);
     }
     if (!rc) {
@@ -286,6 +410,8 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
                                 "layer '%s' (%s): its output is never used (every layer but the loss must feed another)",
                                 g->layers[i].name, g->layers[i].kind->name);
     }
+    free(shared);
+    free(n_shared);
     if (rc)
         dl_graph_free(g);
     return rc;
@@ -295,8 +421,15 @@ long dl_layer_param_count(const struct dl_layer *l)
 {
     long n = 0;
     for (int j = 0; j < l->n_params; j++)
-        n += l->param[j].trainable ? l->param[j].count : 0;
+        n += l->param[j].trainable && !l->param[j].shares ? l->param[j].count : 0;
     return n;
+}
+
+void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *state)
+{
+    for (int j = 0; j < l->n_params; j++)
+        if (!l->param[j].shares)
+            *(l->param[j].trainable ? trainable : state) += (double)l->param[j].count;
 }
 
 long dl_graph_param_count(const struct dl_graph *g)

@@ -34,6 +34,10 @@ struct dl_layer_decl {
     struct dl_loc input_loc[DL_MAX_INPUTS];
     int stage;                         /* `stage:` key: first pipeline stage of this layer, -1: not given */
     enum dl_split split;               /* `split:` key */
+    /* `share: {PARAM: LAYER}`: parameters that are another layer's (weight tying) */
+    int n_share;
+    char *share_param[DL_MAX_PARAMS], *share_layer[DL_MAX_PARAMS];
+    struct dl_loc share_loc[DL_MAX_PARAMS];
 };
 
 struct dl_layer {
@@ -80,8 +84,15 @@ void dl_graph_free(struct dl_graph *g);
 /* Index of the layer called name, or -1. */
 int dl_graph_find(const struct dl_graph *g, const char *name);
 
-/* Number of trainable parameter elements of layer l, of the graph. */
+/* Frees what n declarations own (dl_graph_build does it on its own). */
+void dl_layer_decls_free(struct dl_layer_decl *d, int n);
+
+/* Number of trainable parameter elements of layer l, of the graph (a shared
+ * parameter counts once, in the layer that owns it). */
 long dl_layer_param_count(const struct dl_layer *l);
+/* Adds layer l's trainable elements to *trainable and the rest (batch-norm
+ * statistics) to *state, each stored parameter once. */
+void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *state);
 long dl_graph_param_count(const struct dl_graph *g);
 
 #endif

@@ -68,6 +68,12 @@ struct dl_param_desc {
     enum dl_init init;
     long fan_in;     /* for the fan-in based initialisers */
     int trainable;   /* 0: state updated by forward (batch-norm running statistics) */
+    /* Weight tying (the network file's `share:`, graph.c): this parameter is
+     * layer share_layer's parameter share_param, an earlier layer's of the
+     * same shape; it has no storage, no checkpoint entry and no count of its
+     * own, and both layers' gradients add up in the one tensor. */
+    int shares;
+    int share_layer, share_param;
 };
 
 /* ---------------------------------------------------------------- one call */

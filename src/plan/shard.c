@@ -256,7 +256,12 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
     v->flops = l->kind->flops ? l->kind->flops(v->attr, v->in_shape, v->out_shape) : 0;
     struct dl_shard_layer *W = &s->layer[i];
     for (int j = 0; j < v->n_params; j++) {
-        const struct dl_param_desc *p = &v->param[j];
+        struct dl_param_desc *p = &v->param[j];
+        if (T == 1) { /* tied parameters run unsplit */
+            p->shares = l->param[j].shares;
+            p->share_layer = l->param[j].share_layer;
+            p->share_param = l->param[j].share_param;
+        }
         int dim = L->by_output || (L->split_out && !L->by_input) ? 0 : L->by_input && j == 0 ? 1 : -1;
         W->slice[j] = dim < 0 ? (struct dl_param_slice){-1, 0, p->count}
                               : (struct dl_param_slice){dim, (long)s->pos.t * p->dims[dim], p->dims[dim]};
@@ -356,6 +361,22 @@ int dl_shard_edge(const struct dl_shard *s, int layer, int to)
     return -1;
 }
 
+/* A tied parameter's gradients add up in one tensor: the layers sharing it
+ * run in one pipeline stage. */
+static int tied_in_one_stage(const struct dl_shard *s, int i, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    for (int j = 0; j < l->n_params; j++) {
+        const struct dl_param_desc *p = &l->param[j];
+        if (p->shares && s->layer[i].stage != s->layer[p->share_layer].stage)
+            return dl_errorf(err, DL_ERR_SPEC, "layer '%s' shares its %s with layer '%s' (share:), but they run in "
+                             "pipeline stages %d and %d; the pipeline does not carry tied parameters between "
+                             "stages yet (use dp)", l->name, p->name, s->g->layers[p->share_layer].name, s->layer[i].stage,
+                             s->layer[p->share_layer].stage);
+    }
+    return DL_OK;
+}
+
 int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int V, int rank, const double *cost,
                   struct dl_shard *out, struct dl_error *err)
 {
@@ -364,6 +385,12 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
         if (dl_shape_rank(g->layers[i].out_shape) == 2)
             return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its output is a sequence [T, C]; tensor parallelism "
                              "does not split sequences yet (use dp and pp)", g->layers[i].name);
+    for (int i = 0; dims->tp > 1 && i < g->n; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            if (g->layers[i].param[j].shares)
+                return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its %s is layer '%s''s (share:); tensor "
+                                 "parallelism does not split tied parameters yet (use dp and pp)", g->layers[i].name,
+                                 g->layers[i].param[j].name, g->layers[g->layers[i].param[j].share_layer].name);
     struct dl_shard *s = out;
     s->g = g;
     s->dims = *dims;
@@ -379,6 +406,8 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
     int rc = dl_stages_cut(g, dims->pp, V, cost, &s->stages, err);
     for (int i = 0; !rc && i < g->n; i++)
         s->layer[i].stage = dl_stages_of(&s->stages, i);
+    for (int i = 0; !rc && i < g->n; i++)
+        rc = tied_in_one_stage(s, i, err);
     for (int i = 0; !rc && i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         void *local_attr = l->attr;

@@ -26,8 +26,7 @@ static void count_params(const struct dl_graph *g, double *weights, double *stat
 {
     *weights = *state = 0;
     for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->layers[i].n_params; j++)
-            *(g->layers[i].param[j].trainable ? weights : state) += (double)g->layers[i].param[j].count;
+        dl_layer_param_tally(&g->layers[i], weights, state);
 }
 
 int dl_plan_consistency(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_machine *m,

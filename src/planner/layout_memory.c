@@ -66,9 +66,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
         for (int i = 0; i < staged->n; i++) {
             if (!dl_shard_runs(&s, i))
                 continue;
-            const struct dl_layer *v = &s.local.layers[i];
-            for (int j = 0; j < v->n_params; j++)
-                *(v->param[j].trainable ? &trainable : &state) += (double)v->param[j].count;
+            dl_layer_param_tally(&s.local.layers[i], &trainable, &state);
         }
         *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, state);
     }

@@ -317,6 +317,21 @@ static int declare_layer(struct expander *x, const struct dl_ynode *item, const 
         return DL_ERR_SPEC;
     d->stage = (int)stage;
     d->split = (enum dl_split)split;
+    const struct dl_ynode *sh = dl_ymap_get(item, "share");
+    if (sh && (sh->kind != DL_Y_MAP || sh->n > DL_MAX_PARAMS))
+        return dl_yerrorf(x->err, DL_ERR_SPEC, sh, "layer '%s', key 'share': expected a mapping {PARAMETER: LAYER} "
+                          "(such as {weight: wte}), found %s", d->name, dl_ynode_kind_name(sh));
+    for (int i = 0; sh && i < sh->n; i++) {
+        const char *from;
+        if (dl_y_string(sh->items[i], "share", &from, x->err))
+            return DL_ERR_SPEC;
+        d->share_param[i] = dl_strdup(sh->keys[i]->str, x->err);
+        d->share_layer[i] = qualify(prefix, from, x->err);
+        if (!d->share_param[i] || !d->share_layer[i])
+            return DL_ERR_NOMEM;
+        d->share_loc[i] = (struct dl_loc){sh->items[i]->file, sh->items[i]->line, sh->items[i]->col};
+        d->n_share = i + 1;
+    }
     const struct dl_ynode *in = dl_ymap_get(item, "inputs");
     if (in) {
         const struct dl_ynode *one[1] = {in};
@@ -608,14 +623,8 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
         rc = apply_stage_list(stages, x.decls, x.n, err);
     if (!rc)
         rc = dl_graph_build(x.decls, x.n, input, classes, &net->graph, err);
-    else {
-        for (int i = 0; i < x.n; i++) { /* dl_graph_build frees them on its own paths */
-            free(x.decls[i].name);
-            free(x.decls[i].attr);
-            for (int k = 0; k < x.decls[i].n_in; k++)
-                free(x.decls[i].inputs[k]);
-        }
-    }
+    else /* dl_graph_build frees them on its own paths */
+        dl_layer_decls_free(x.decls, x.n);
     free(x.decls);
     for (int i = 0; i < x.n_owned; i++)
         dl_ynode_free(x.owned[i]);

@@ -89,6 +89,8 @@ static int build_entries(const struct dl_run_view *v, struct entry **out, int *c
             const struct dl_layer *l = &g->layers[i];
             for (int j = 0; j < l->n_params && !rc; j++) {
                 const struct dl_param_desc *p = &l->param[j];
+                if (p->shares) /* tied: saved once, under the owner's name */
+                    continue;
                 int64_t shape[DL_ST_MAX_DIMS];
                 for (int d = 0; d < p->ndim; d++)
                     shape[d] = p->dims[d];

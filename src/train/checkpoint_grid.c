@@ -57,6 +57,10 @@ static int whole_init(struct whole *w, const struct dl_run_view *v, struct dl_er
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {
             const struct dl_param_desc *p = &g->layers[i].param[j];
+            if (p->shares) { /* tied: the earlier layer's */
+                e->param[i][j] = e->param[p->share_layer][p->share_param];
+                continue;
+            }
             e->param[i][j] = p->trainable ? e->weights + wo : e->state + so;
             *(p->trainable ? &wo : &so) += p->count;
         }
