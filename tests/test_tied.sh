@@ -15,7 +15,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 30
+tap_plan 32
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
 
@@ -40,6 +40,9 @@ expect_status 0 "check a network whose head shares the embedding's weight" -- $D
 expect_output "^total: $((256 * 24 + 24 * 24 + 24 + 256)) trainable parameters" "the tied matrix is counted once"
 expect_output "^3 +head +fc .* 256 " "the head's own parameters are its bias"
 expect_output "^tied: head.weight is wte.weight \\(counted once\\)" "check says which parameter is whose"
+
+expect_status 0 "dltrain help layers" -- $DLTRAIN help layers
+expect_output "^  share    weight tying, \\{PARAMETER: LAYER\\}" "  documents the share key"
 
 # checkpoints: the matrix once; resuming continues the same run
 expect_status 0 "20 steps with a checkpoint at step 10" -- \

@@ -36,7 +36,11 @@ int dl_cli_help(int argc, char **argv)
           "           samples, [t*N/T, (t+1)*N/T) of a chunk of N (Krizhevsky's hybrid: convolutions\n"
           "           data parallel, fc layers tensor parallel); later layers at auto but a loss keep\n"
           "           the share, others read the shares gathered; weight gradients and batch-norm\n"
-          "           statistics are summed over the tensor ranks; never chosen by auto\n\n",
+          "           statistics are summed over the tensor ranks; never chosen by auto\n"
+          "  share    weight tying, {PARAMETER: LAYER}: this layer's parameter is the same-named,\n"
+          "           same-dims parameter of an earlier layer, one tensor whose gradient sums both\n"
+          "           uses (a language model's head on the token embedding: share: {weight: wte});\n"
+          "           stored, counted and checkpointed once; tied layers stay in one pipeline stage\n\n",
           stdout);
     for (int i = 0; dl_op_kinds[i]; i++) {
         dl_attrs_print_doc(stdout, dl_op_kinds[i]);
