@@ -46,6 +46,10 @@ static const struct example examples[] = {
     {"flatten", "{}", {3, 4, 5}},
     {"add", "{}", {3, 4, 5}}, /* (row_local only: every input of this shape) */
     {"embedding", "{vocab: 5, dim: 3}", {1, 6, 1, 2, DL_I32}}, /* token ids [6] */
+    {"position_embedding", "{context: 8}", {4, 6, 1, 2}},        /* [6, 4] */
+    {"attention", "{heads: 2, dropout: 0.3}", {12, 5, 1, 2}},    /* packed q, k, v [5, 12] */
+    {"layernorm", "{}", {6, 5, 1, 2}},
+    {"gelu", "{}", {3, 4, 5}},
 };
 #define N_EXAMPLES (sizeof examples / sizeof examples[0])
 

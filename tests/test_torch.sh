@@ -10,7 +10,7 @@
 # dltrain's ReLU, max-pooling and dropout decisions; dltrain's side is
 # tests/torch_step), and for token inputs nets/bigram.yaml on windows of
 # real text (the embedding's gradient; logits per position; an MLP at every
-# position; the head tied to the embedding).  The oneDNN batch norm, whose float sums drifted by
+# position; the head tied to the embedding; a 2-block GPT-2).  The oneDNN batch norm, whose float sums drifted by
 # 1e-3..1e-2 there, must fail the same check.  AlexNet and VGG-16 (their
 # classifiers take 3-5 GB and 2 minutes here) run with DLTRAIN_TORCH_ALL=1
 # (make check-slow).  Skipped where /usr/bin/python3 has no torch (Debian's
@@ -72,7 +72,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 41; else tap_plan 33; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 45; else tap_plan 37; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn'
 check lenet5 "$NETS/lenet5.yaml" default all=reference
 check mlp "$NETS/mlp.yaml" default all=reference
@@ -109,6 +109,35 @@ loss: softmax_cross_entropy
 train: {batch: 16, seed: 3}
 YAML
 DLTRAIN_TEXT="$W/text" check bigram_tied "$W/bigram_tied.yaml" default all=reference
+# a GPT-2 of 2 blocks (layer norm, packed q, k, v, causal attention, GELU, residual adds), position
+# embeddings longer than the window, the head tied to the token embedding
+cat >"$W/gpt_tiny.yaml" <<'YAML'
+name: gpt_tiny
+input: {shape: [16], dtype: i32, classes: 256}
+blocks:
+  block:
+    args: {width: 32, qkv: 96, mlp: 128, heads: 4}
+    layers:
+      - {name: ln_1, type: layernorm}
+      - {name: attn.c_attn, type: fc, units: $qkv}
+      - {name: attn.attn, type: attention, heads: $heads}
+      - {name: attn.c_proj, type: fc, units: $width}
+      - {name: add1, type: add, inputs: [attn.c_proj, input]}
+      - {name: ln_2, type: layernorm}
+      - {name: mlp.c_fc, type: fc, units: $mlp}
+      - {name: mlp.act, type: gelu}
+      - {name: mlp.c_proj, type: fc, units: $width}
+      - {name: add2, type: add, inputs: [mlp.c_proj, add1]}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 32}
+  - {name: wpe, type: position_embedding, context: 24}
+  - {name: h, block: block, repeat: 2}
+  - {name: ln_f, type: layernorm}
+  - {name: lm_head, type: fc, units: 256, bias: false, share: {weight: wte}}
+loss: softmax_cross_entropy
+train: {batch: 8, seed: 5}
+YAML
+DLTRAIN_TEXT="$W/text" check gpt_tiny "$W/gpt_tiny.yaml" default all=reference
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then
     check alexnet "$W/alexnet.yaml" default all=reference
     check vgg16 "$W/vgg16.yaml" default all=reference

@@ -27,6 +27,7 @@ it cannot run).
 """
 import gzip
 import json
+import math
 import os
 import struct
 import subprocess
@@ -304,6 +305,54 @@ class BigramTied(nn.Module):
         return self.head(relu(h).transpose(1, 2))
 
 
+class GPTBlock(nn.Module):
+    """A GPT-2 block (pre-norm): attention and an MLP, each added to its input."""
+
+    def __init__(self, C, H):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.attn = nn.Module()
+        self.attn.c_attn, self.attn.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.mlp = nn.Module()
+        self.mlp.c_fc, self.mlp.c_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        self.H = H
+
+    def attention(self, x):
+        N, T, C = x.shape
+        q, k, v = self.attn.c_attn(x).split(C, dim=2)
+        q, k, v = (z.view(N, T, self.H, C // self.H).transpose(1, 2) for z in (q, k, v))  # [N, H, T, d]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(C // self.H)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        weights = F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        return self.attn.c_proj((weights @ v).transpose(1, 2).reshape(N, T, C))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPTTiny(nn.Module):
+    """test_torch.sh's gpt_tiny: token and position embeddings, 2 blocks of
+    width 32 and 4 heads, a final layer norm and the head tied to the token
+    embedding (Hugging Face's GPT-2 modules, with nn.Linear's [out, in]
+    weights where its Conv1D has [in, out])."""
+    tied = ("lm_head.weight",)
+
+    def __init__(self, V=256, C=32, H=4, context=24, layers=2):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(context, C)
+        self.h = nn.ModuleList(GPTBlock(C, H) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(C)
+        self.lm_head = nn.Linear(C, V, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe.weight[:ids.shape[1]]
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
 def text_windows(n, T):
     """n windows of T + 1 bytes of the text at $DLTRAIN_TEXT (a file), at
     offsets i * T as dltrain's text dataset cuts them: ids and next bytes."""
@@ -339,6 +388,7 @@ MODELS = {
     "bigram": (Bigram, lambda: text_windows(32, 64)),
     "bigram_mlp": (BigramMLP, lambda: text_windows(16, 32)),
     "bigram_tied": (BigramTied, lambda: text_windows(16, 32)),
+    "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),
 }
 
 

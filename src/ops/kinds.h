@@ -9,6 +9,9 @@
     DL_OP(dl_op_conv) \
     DL_OP(dl_op_fc) \
     DL_OP(dl_op_embedding) \
+    DL_OP(dl_op_position_embedding) \
+    DL_OP(dl_op_attention) \
+    DL_OP(dl_op_layernorm) \
     DL_OP(dl_op_maxpool) \
     DL_OP(dl_op_avgpool) \
     DL_OP(dl_op_global_avgpool) \
@@ -17,6 +20,7 @@
     DL_OP(dl_op_leaky_relu) \
     DL_OP(dl_op_sigmoid) \
     DL_OP(dl_op_tanh) \
+    DL_OP(dl_op_gelu) \
     DL_OP(dl_op_dropout) \
     DL_OP(dl_op_flatten) \
     DL_OP(dl_op_add) \

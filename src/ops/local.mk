@@ -5,3 +5,4 @@ DL_REAL_SOURCES += \
 include $(srcdir)/src/ops/conv_fc.mk
 include $(srcdir)/src/ops/pool_bn.mk
 include $(srcdir)/src/ops/misc.mk
+include $(srcdir)/src/ops/transformer.mk

@@ -122,8 +122,12 @@ int dl_attrs_from_string(const struct dl_op_kind *op, const char *yaml, void *at
 
 void dl_attrs_print_doc(FILE *f, const struct dl_op_kind *op)
 {
-    fprintf(f, "%s: %s (inputs: %d%s)\n", op->name, op->summary, op->min_inputs,
-            op->max_inputs > op->min_inputs ? " or more" : "");
+    if (op->max_inputs == op->min_inputs)
+        fprintf(f, "%s: %s (inputs: %d)\n", op->name, op->summary, op->min_inputs);
+    else if (op->max_inputs >= DL_MAX_INPUTS)
+        fprintf(f, "%s: %s (inputs: %d or more)\n", op->name, op->summary, op->min_inputs);
+    else
+        fprintf(f, "%s: %s (inputs: %d to %d)\n", op->name, op->summary, op->min_inputs, op->max_inputs);
     for (int i = 0; i < op->n_attrs; i++) {
         const struct dl_attr_desc *d = &op->attrs[i];
         fprintf(f, "  %-18s ", d->key);

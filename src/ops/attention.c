@@ -1,0 +1,257 @@
+/* attention.c: multi-head scaled dot-product self-attention (GPT-2's, the
+ * core of PyTorch's MultiheadAttention without its projections):
+ *   y_h = softmax(q_h k_h^T / sqrt(d) + mask) v_h   for each head h,
+ * on q, k, v of [T, C] split into `heads` heads of d = C / heads features
+ * (head h: features [h d, (h+1) d)); the heads' outputs side by side give
+ * y [T, C].  The input is one packed tensor [T, 3C] (q, k, v blocks in
+ * that order, as GPT-2's c_attn makes it) or three [T, C] inputs (q, k, v).
+ * causal (the default) masks the positions after each query's own.
+ * Training with dropout zeroes each attention weight with probability
+ * `dropout` and scales the others by 1/(1 - dropout); a weight's mask is a
+ * hash of the call's key and its place (sample, head, query, key), so any
+ * split of the batch draws what one process draws.
+ * This is the plain reference: scores and sums in double, weights as
+ * dl_real; backward recomputes each head's weights from q and k, so nothing
+ * T x T is ever stored: saved[] is only the scratch of one query's weights
+ * and their gradients per (sample, head), 2 T values each, so memory grows
+ * with T, not T^2.
+ * Features are stored first (core/shape.h): feature k of position t of a
+ * sample is at k T + t. */
+#include "ops/op.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "core/rng.h"
+
+struct attention_attr {
+    int heads;
+    int causal;
+    double dropout;
+};
+
+static const struct dl_attr_desc attention_attrs[] = {
+    {.key = "heads", .type = DL_ATTR_INT, .offset = offsetof(struct attention_attr, heads), .required = 1, .min = 1,
+     .max = 1 << 16, .doc = "number of heads; it divides the width C (each head has C / heads features)"},
+    {.key = "causal", .type = DL_ATTR_BOOL, .offset = offsetof(struct attention_attr, causal), .def = 1,
+     .doc = "each position attends to itself and the positions before it only (a language model's mask)"},
+    {.key = "dropout", .type = DL_ATTR_FLOAT, .offset = offsetof(struct attention_attr, dropout), .def = 0,
+     .min = 0, .max = 1, .doc = "probability of zeroing an attention weight during training, in [0, 1)"},
+};
+
+static int attention_check(const void *attr, struct dl_error *err)
+{
+    const struct attention_attr *a = attr;
+    if (a->dropout >= 1)
+        return dl_errorf(err, DL_ERR_SPEC, "key 'dropout': expected a number in [0, 1), found %g", a->dropout);
+    return DL_OK;
+}
+
+static int attention_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
+                           struct dl_error *err)
+{
+    const struct attention_attr *a = attr;
+    char buf[48], other[48];
+    if (n_in == 2)
+        return dl_errorf(err, DL_ERR_SPEC, "expected 1 input (q, k and v packed as [T, 3C]) or 3 (q, k, v, each "
+                         "[T, C]), found 2");
+    for (int i = 0; i < n_in; i++)
+        if (dl_shape_rank(in[i]) != 2 || in[i].dtype != DL_F32 || in[i].c < 1)
+            return dl_errorf(err, DL_ERR_SPEC, "expected sequences [T, C] of features, found %s",
+                             dl_shape_str(in[i], buf, sizeof buf));
+    int C = in[0].c;
+    if (n_in == 1 && C % 3)
+        return dl_errorf(err, DL_ERR_SPEC, "expected q, k and v packed as [T, 3C], found %s (%d features is not "
+                         "a multiple of 3)", dl_shape_str(in[0], buf, sizeof buf), C);
+    if (n_in == 1)
+        C /= 3;
+    for (int i = 1; i < n_in; i++)
+        if (!dl_shape_eq(in[i], in[0]))
+            return dl_errorf(err, DL_ERR_SPEC, "q, k and v must have one shape: input 1 is %s, input %d is %s",
+                             dl_shape_str(in[0], buf, sizeof buf), i + 1, dl_shape_str(in[i], other, sizeof other));
+    if (C % a->heads)
+        return dl_errorf(err, DL_ERR_SPEC, "heads %d do not divide the width %d", a->heads, C);
+    *out = dl_shape_seq(in[0].h, C, DL_F32);
+    return DL_OK;
+}
+
+/* Where q, k and v of sample n start (their feature k at position t is
+ * at [k T + t]), and their gradients' (NULL: not wanted). */
+struct qkv {
+    const dl_real *q, *k, *v;
+    dl_real *dq, *dk, *dv;
+};
+
+static struct qkv sample_qkv(const struct dl_op_call *c, long n, int with_grads)
+{
+    long T = c->out_shape.h, C = c->out_shape.c;
+    struct qkv p = {0};
+    if (c->n_in == 1) {
+        long base = n * 3 * C * T;
+        p.q = c->in[0] + base, p.k = p.q + C * T, p.v = p.k + C * T;
+        if (with_grads && c->din[0])
+            p.dq = c->din[0] + base, p.dk = p.dq + C * T, p.dv = p.dk + C * T;
+        return p;
+    }
+    long base = n * C * T;
+    p.q = c->in[0] + base, p.k = c->in[1] + base, p.v = c->in[2] + base;
+    if (with_grads) {
+        p.dq = c->din[0] ? c->din[0] + base : NULL;
+        p.dk = c->din[1] ? c->din[1] + base : NULL;
+        p.dv = c->din[2] ? c->din[2] + base : NULL;
+    }
+    return p;
+}
+
+/* Attention weights of query t of head h of sample n (keys [0, len)),
+ * after dropout: w[s].  Returns len. */
+static long weights_of(const struct dl_op_call *c, const struct qkv *p, long n, long h, long t, dl_real *w)
+{
+    const struct attention_attr *a = c->attr;
+    long T = c->out_shape.h, d = c->out_shape.c / a->heads, len = a->causal ? t + 1 : T;
+    const dl_real *q = p->q + h * d * T, *k = p->k + h * d * T;
+    double scale = 1 / sqrt((double)d), most = -INFINITY, sum = 0;
+    for (long s = 0; s < len; s++) {
+        double dot = 0;
+        for (long j = 0; j < d; j++)
+            dot += (double)q[j * T + t] * (double)k[j * T + s];
+        most = dot * scale > most ? dot * scale : most;
+        w[s] = (dl_real)(dot * scale);
+    }
+    for (long s = 0; s < len; s++) {
+        double e = exp((double)w[s] - most);
+        sum += e;
+        w[s] = (dl_real)e;
+    }
+    for (long s = 0; s < len; s++)
+        w[s] = (dl_real)((double)w[s] / sum);
+    return len;
+}
+
+/* Dropout's factor for weight (t, s) of head h of sample n: 0 or 1/(1-rate). */
+static double kept(const struct dl_op_call *c, long n, long h, long t, long s)
+{
+    const struct attention_attr *a = c->attr;
+    if (!c->training || a->dropout == 0)
+        return 1;
+    long T = c->out_shape.h;
+    uint64_t sample = dl_rng_hash(c->key, (uint64_t)(c->sample0 + n));
+    return dl_rng_hash_uniform(sample, (uint64_t)((h * T + t) * T + s)) >= a->dropout ? 1 / (1 - a->dropout) : 0;
+}
+
+/* saved: 2 T values of scratch per (sample, head) task. */
+static long attention_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
+{
+    const struct attention_attr *a = attr;
+    return 2L * batch * a->heads * out.h;
+}
+
+static void attention_forward(const struct dl_op_call *c)
+{
+    const struct attention_attr *a = c->attr;
+    long T = c->out_shape.h, C = c->out_shape.c, H = a->heads, d = C / H;
+    #pragma omp parallel for schedule(static)
+    for (long task = 0; task < (long)c->batch * H; task++) {
+        long n = task / H, h = task % H;
+        dl_real *w = c->saved + 2 * task * T;
+        struct qkv p = sample_qkv(c, n, 0);
+        const dl_real *v = p.v + h * d * T;
+        dl_real *y = c->out + n * C * T + h * d * T;
+        for (long t = 0; t < T; t++) {
+            long len = weights_of(c, &p, n, h, t, w);
+            for (long j = 0; j < d; j++) {
+                double acc = 0;
+                for (long s = 0; s < len; s++)
+                    acc += (double)w[s] * kept(c, n, h, t, s) * (double)v[j * T + s];
+                y[j * T + t] = (dl_real)acc;
+            }
+        }
+    }
+}
+
+/* Backward of one head of one sample, query by query: with P the weights,
+ * D the dropout factors and dy the output gradient,
+ *   dv[s] += P D [t, s] dy[t],  dP = (dy . v[s]) D,
+ *   dS = P (dP - sum_s P dP),   dq[t] = scale sum_s dS k[s],
+ *   dk[s] += scale dS q[t]. */
+static void head_backward(const struct dl_op_call *c, long n, long h, dl_real *w, dl_real *dp)
+{
+    const struct attention_attr *a = c->attr;
+    long T = c->out_shape.h, C = c->out_shape.c, d = C / a->heads;
+    struct qkv p = sample_qkv(c, n, 1);
+    long off = h * d * T;
+    const dl_real *q = p.q + off, *k = p.k + off, *v = p.v + off, *dy = c->dout + n * C * T + off;
+    dl_real *dq = p.dq ? p.dq + off : NULL, *dk = p.dk ? p.dk + off : NULL, *dv = p.dv ? p.dv + off : NULL;
+    double scale = 1 / sqrt((double)d);
+    if (dk)
+        memset(dk, 0, sizeof *dk * (size_t)(d * T));
+    if (dv)
+        memset(dv, 0, sizeof *dv * (size_t)(d * T));
+    for (long t = 0; t < T; t++) {
+        long len = weights_of(c, &p, n, h, t, w);
+        double row = 0;
+        for (long s = 0; s < len; s++) {
+            double D = kept(c, n, h, t, s), g = 0;
+            for (long j = 0; j < d; j++)
+                g += (double)dy[j * T + t] * (double)v[j * T + s];
+            if (dv)
+                for (long j = 0; j < d; j++)
+                    dv[j * T + s] += (dl_real)((double)w[s] * D * (double)dy[j * T + t]);
+            dp[s] = (dl_real)(g * D);
+            row += (double)w[s] * (double)dp[s];
+        }
+        for (long s = 0; s < len; s++)
+            dp[s] = (dl_real)((double)w[s] * ((double)dp[s] - row) * scale); /* dS, scaled */
+        for (long j = 0; dq && j < d; j++) {
+            double acc = 0;
+            for (long s = 0; s < len; s++)
+                acc += (double)dp[s] * (double)k[j * T + s];
+            dq[j * T + t] = (dl_real)acc;
+        }
+        for (long s = 0; dk && s < len; s++)
+            for (long j = 0; j < d; j++)
+                dk[j * T + s] += (dl_real)((double)dp[s] * (double)q[j * T + t]);
+    }
+}
+
+static void attention_backward(const struct dl_op_call *c)
+{
+    const struct attention_attr *a = c->attr;
+    long T = c->out_shape.h, H = a->heads;
+    int any = 0;
+    for (int i = 0; i < c->n_in; i++)
+        any |= c->din[i] != NULL;
+    if (!any)
+        return;
+    #pragma omp parallel for schedule(static)
+    for (long task = 0; task < (long)c->batch * H; task++)
+        head_backward(c, task / H, task % H, c->saved + 2 * task * T, c->saved + 2 * task * T + T);
+}
+
+/* The two products, q k^T and the weights times v: 2 T^2 C multiply-adds,
+ * or about half of them under the causal mask (T (T + 1) / 2 pairs). */
+static double attention_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
+{
+    const struct attention_attr *a = attr;
+    double T = out.h, pairs = a->causal ? T * (T + 1) / 2 : T * T;
+    return 2 * 2 * pairs * out.c;
+}
+
+const struct dl_op_kind dl_op_attention = {
+    .name = "attention",
+    .summary = "multi-head scaled dot-product self-attention, causal by default (GPT-2's), on packed q, k, v "
+               "[T, 3C] or three [T, C] inputs",
+    .attr_size = sizeof(struct attention_attr),
+    .attrs = attention_attrs,
+    .n_attrs = sizeof attention_attrs / sizeof attention_attrs[0],
+    .min_inputs = 1,
+    .max_inputs = 3,
+    .micro_batch = 1,
+    .check = attention_check,
+    .infer = attention_infer,
+    .saved_size = attention_saved_size,
+    .forward = attention_forward,
+    .backward = attention_backward,
+    .flops = attention_flops,
+};

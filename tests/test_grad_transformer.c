@@ -1,0 +1,294 @@
+/* test_grad_transformer.c: the transformer layers (gelu, layernorm,
+ * position_embedding, attention): finite-difference gradient checks in the
+ * double precision build, forward values against formulas and properties
+ * (causality, each head on its own features, dropout's mask drawn by place),
+ * and their shape errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "gradcheck.h"
+#include "ops/kinds.h"
+#include "optest.h"
+
+#define SEQ(T, C) dl_shape_seq(T, C, DL_F32)
+
+/* ---------------------------------------------------------------- gradients */
+static void gelu_grad(void **state)
+{
+    const char *attrs[] = {"{}", "{approximate: none}"};
+    for (int i = 0; i < 2; i++) {
+        struct gc_case seq = {.op = &dl_op_gelu, .attrs = attrs[i], .batch = 3, .n_in = 1, .in = {SEQ(5, 4)},
+                              .training = 1};
+        gc_assert(&seq);
+        struct gc_case image = {.op = &dl_op_gelu, .attrs = attrs[i], .batch = 2, .n_in = 1, .in = {{3, 4, 5}},
+                                .training = 1};
+        gc_assert(&image);
+    }
+}
+
+static void layernorm_grad(void **state)
+{
+    struct gc_case seq = {.op = &dl_op_layernorm, .attrs = "{}", .batch = 3, .n_in = 1, .in = {SEQ(5, 7)},
+                          .training = 1};
+    gc_assert(&seq);
+    struct gc_case plain = {.op = &dl_op_layernorm, .attrs = "{affine: false, eps: 0.001}", .batch = 2, .n_in = 1,
+                            .in = {SEQ(4, 6)}, .training = 1};
+    gc_assert(&plain);
+    struct gc_case vec = {.op = &dl_op_layernorm, .attrs = "{}", .batch = 4, .n_in = 1, .in = {{9, 1, 1}},
+                          .training = 0};
+    gc_assert(&vec);
+}
+
+static void position_embedding_grad(void **state)
+{
+    /* fewer positions than the table: its last rows get no gradient */
+    struct gc_case c = {.op = &dl_op_position_embedding, .attrs = "{context: 9}", .batch = 3, .n_in = 1,
+                        .in = {SEQ(6, 4)}, .training = 1};
+    gc_assert(&c);
+}
+
+static void attention_grad(void **state)
+{
+    static const struct {
+        const char *attrs;
+        int n_in, T, C, batch, training;
+    } cases[] = {
+        {"{heads: 1}", 1, 5, 3 * 4, 2, 1},                  /* packed q, k, v */
+        {"{heads: 2}", 1, 6, 3 * 6, 2, 1},                  /* two heads of 3 features */
+        {"{heads: 3}", 3, 4, 6, 2, 1},                      /* three inputs */
+        {"{heads: 2, causal: false}", 1, 5, 3 * 4, 2, 1},   /* every position sees every other */
+        {"{heads: 2, dropout: 0.3}", 1, 7, 3 * 4, 3, 1},    /* the same mask on every evaluation */
+        {"{heads: 2, dropout: 0.3}", 1, 4, 3 * 4, 2, 0},    /* inference: no dropout */
+        {"{heads: 1}", 1, 1, 3 * 2, 3, 1},                  /* one position */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct gc_case c = {.op = &dl_op_attention, .attrs = cases[i].attrs, .batch = cases[i].batch,
+                            .n_in = cases[i].n_in, .training = cases[i].training};
+        for (int k = 0; k < c.n_in; k++)
+            c.in[k] = SEQ(cases[i].T, cases[i].C);
+        gc_assert(&c);
+    }
+}
+
+/* ---------------------------------------------------------------- forward values */
+static void gelu_values(void **state)
+{
+    static const double x[] = {-3, -1, -0.5, 0, 0.5, 1, 3};
+    dl_real in[7];
+    for (int i = 0; i < 7; i++)
+        in[i] = (dl_real)x[i];
+    const dl_real *xs[] = {in};
+    struct dl_shape s = {7, 1, 1};
+    struct ot_run r;
+    ot_setup(&r, &dl_op_gelu, "{}", 1, 1, &s, xs, NULL, 1);
+    dl_op_gelu.forward(&r.call);
+    for (int i = 0; i < 7; i++) {
+        double v = x[i], want = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        assert_true(fabs((double)r.call.out[i] - want) < 1e-12);
+    }
+    ot_free(&r);
+    ot_setup(&r, &dl_op_gelu, "{approximate: none}", 1, 1, &s, xs, NULL, 1);
+    dl_op_gelu.forward(&r.call);
+    for (int i = 0; i < 7; i++)
+        assert_true(fabs((double)r.call.out[i] - x[i] * 0.5 * erfc(-x[i] / sqrt(2))) < 1e-12);
+    assert_true(fabs((double)r.call.out[5] - 0.8413447460685429) < 1e-12); /* GELU(1) = Phi(1) */
+    ot_free(&r);
+    ot_expect_attr_error(&dl_op_gelu, "{approximate: sigmoid}", (const char *[]){"approximate", "tanh", "none", NULL});
+}
+
+/* Each position's features come out with mean 0 and variance 1 (before the
+ * affine part), then scaled and shifted per feature. */
+static void layernorm_values(void **state)
+{
+    int T = 3, C = 5, N = 2;
+    struct dl_shape s = SEQ(T, C);
+    dl_real x[2 * 15];
+    struct dl_rng rng;
+    dl_rng_seed(&rng, 9);
+    for (int i = 0; i < N * C * T; i++)
+        x[i] = (dl_real)(3 + 2 * dl_rng_normal(&rng));
+    const dl_real *xs[] = {x};
+    struct ot_run r;
+    ot_setup(&r, &dl_op_layernorm, "{eps: 0}", N, 1, &s, xs, NULL, 1);
+    dl_real w[5] = {1, 2, 3, 4, 5}, b[5] = {0, 1, 0, 1, 0};
+    r.call.param[0] = w;
+    r.call.param[1] = b;
+    dl_op_layernorm.forward(&r.call);
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++) {
+            double m = 0, v = 0;
+            for (int k = 0; k < C; k++)
+                m += ((double)r.call.out[(n * C + k) * T + t] - b[k]) / w[k];
+            for (int k = 0; k < C; k++) {
+                double z = ((double)r.call.out[(n * C + k) * T + t] - b[k]) / w[k];
+                v += z * z;
+            }
+            assert_true(fabs(m / C) < 1e-12 && fabs(v / C - 1) < 1e-9);
+        }
+    ot_free(&r);
+    struct dl_shape image = {3, 4, 4};
+    ot_expect_infer_error(&dl_op_layernorm, 1, &image,
+                          (const char *[]){"expected a sequence [T, C] or a vector [F]", "3x4x4", NULL});
+}
+
+static void position_embedding_values(void **state)
+{
+    int T = 3, C = 2;
+    struct dl_shape s = SEQ(T, C);
+    dl_real x[6] = {1, 2, 3, 4, 5, 6}; /* feature 0 at t = 0..2, then feature 1 */
+    const dl_real *xs[] = {x};
+    struct ot_run r;
+    ot_setup(&r, &dl_op_position_embedding, "{context: 4}", 1, 1, &s, xs, NULL, 1);
+    dl_real w[8] = {10, 20, 30, 40, 50, 60, 70, 80}; /* [context 4, C 2]: row t is (w[2t], w[2t+1]) */
+    r.call.param[0] = w;
+    dl_op_position_embedding.forward(&r.call);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < C; k++)
+            assert_true(r.call.out[k * T + t] == x[k * T + t] + w[t * C + k]);
+    ot_free(&r);
+    struct dl_shape longer = SEQ(5, 2), image = {2, 3, 3};
+    struct dl_error err = {0};
+    struct { int context; } a = {4};
+    struct dl_shape out;
+    assert_int_equal(dl_op_position_embedding.infer(&a, 1, &longer, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"5 positions", "context 4", NULL});
+    assert_int_equal(dl_op_position_embedding.infer(&a, 1, &image, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"expected a sequence [T, C]", "2x3x3", NULL});
+}
+
+/* Fills a sample's packed q, k, v [T, 3C] with normal values. */
+static void random_fill(dl_real *x, long n, unsigned seed)
+{
+    struct dl_rng rng;
+    dl_rng_seed(&rng, seed);
+    for (long i = 0; i < n; i++)
+        x[i] = (dl_real)dl_rng_normal(&rng);
+}
+
+/* Causal: position t's output depends on positions up to t only; at t = 0
+ * it is v at 0.  Heads: changing head 1's features leaves head 0's output
+ * alone.  Against a plain formula for one query. */
+static void attention_values(void **state)
+{
+    int T = 5, C = 4, H = 2, d = 2;
+    struct dl_shape s = SEQ(T, 3 * C);
+    dl_real x[60], y0[20];
+    random_fill(x, 60, 3);
+    const dl_real *xs[] = {x};
+    struct ot_run r;
+    ot_setup(&r, &dl_op_attention, "{heads: 2}", 1, 1, &s, xs, NULL, 1);
+    dl_op_attention.forward(&r.call);
+    memcpy(y0, r.call.out, sizeof y0);
+    for (int k = 0; k < C; k++) /* t = 0 sees only itself: y = v[0] */
+        assert_true(fabs((double)y0[k * T] - (double)x[(2 * C + k) * T]) < 1e-12);
+    /* query t = 3 of head 1 by the formula */
+    int t = 3, h = 1;
+    double sc[5], most = -1e300, sum = 0;
+    for (int u = 0; u <= t; u++) {
+        double dot = 0;
+        for (int j = 0; j < d; j++)
+            dot += (double)x[(h * d + j) * T + t] * (double)x[(C + h * d + j) * T + u];
+        sc[u] = dot / sqrt(d);
+        most = fmax(most, sc[u]);
+    }
+    for (int u = 0; u <= t; u++)
+        sum += (sc[u] = exp(sc[u] - most));
+    for (int j = 0; j < d; j++) {
+        double want = 0;
+        for (int u = 0; u <= t; u++)
+            want += sc[u] / sum * (double)x[(2 * C + h * d + j) * T + u];
+        assert_true(fabs((double)y0[(h * d + j) * T + t] - want) < 1e-12);
+    }
+    /* the last position changes: nothing before it moves */
+    for (int k = 0; k < 3 * C; k++)
+        ((dl_real *)r.call.in[0])[k * T + T - 1] += 1;
+    dl_op_attention.forward(&r.call);
+    for (int k = 0; k < C; k++)
+        for (int u = 0; u < T - 1; u++)
+            assert_true(r.call.out[k * T + u] == y0[k * T + u]);
+    /* head 1's q, k, v change: head 0's output does not */
+    memcpy((void *)r.call.in[0], x, sizeof x);
+    for (int blk = 0; blk < 3; blk++)
+        for (int j = 0; j < d; j++)
+            for (int u = 0; u < T; u++)
+                ((dl_real *)r.call.in[0])[(blk * C + d + j) * T + u] *= 2;
+    dl_op_attention.forward(&r.call);
+    for (int j = 0; j < d; j++)
+        for (int u = 0; u < T; u++)
+            assert_true(r.call.out[j * T + u] == y0[j * T + u]);
+    ot_free(&r);
+    (void)H;
+}
+
+/* Dropout: the mask is drawn by place, so the second sample of a batch of
+ * two gets what it gets as the only sample at sample0 = 1; inference
+ * ignores it; a rate above 0 changes the training output. */
+static void attention_dropout(void **state)
+{
+    int T = 6, C = 4;
+    struct dl_shape s = SEQ(T, 3 * C);
+    dl_real x[2 * 72];
+    random_fill(x, 2 * 72, 5);
+    const dl_real *xs[] = {x}, *second[] = {x + 72};
+    struct ot_run both, one, plain;
+    ot_setup(&both, &dl_op_attention, "{heads: 2, dropout: 0.5}", 2, 1, &s, xs, NULL, 1);
+    ot_setup(&one, &dl_op_attention, "{heads: 2, dropout: 0.5}", 1, 1, &s, second, NULL, 1);
+    ot_setup(&plain, &dl_op_attention, "{heads: 2}", 2, 1, &s, xs, NULL, 1);
+    one.call.sample0 = 1;
+    dl_op_attention.forward(&both.call);
+    dl_op_attention.forward(&one.call);
+    dl_op_attention.forward(&plain.call);
+    assert_memory_equal(both.call.out + C * T, one.call.out, sizeof(dl_real) * (size_t)(C * T));
+    assert_true(memcmp(both.call.out, plain.call.out, sizeof(dl_real) * (size_t)(2 * C * T)) != 0);
+    both.call.training = 0;
+    dl_op_attention.forward(&both.call);
+    assert_memory_equal(both.call.out, plain.call.out, sizeof(dl_real) * (size_t)(2 * C * T));
+    ot_free(&both);
+    ot_free(&one);
+    ot_free(&plain);
+}
+
+static void attention_shapes(void **state)
+{
+    struct dl_shape packed = SEQ(4, 12), odd = SEQ(4, 10), two[2] = {SEQ(4, 4), SEQ(4, 4)},
+                    mixed[3] = {SEQ(4, 4), SEQ(4, 4), SEQ(3, 4)}, image = {12, 2, 2};
+    struct dl_error err = {0};
+    struct dl_shape out;
+    struct { int heads, causal; double dropout; } a = {2, 1, 0};
+    assert_int_equal(dl_op_attention.infer(&a, 1, &packed, &out, &err), DL_OK);
+    assert_true(dl_shape_eq(out, SEQ(4, 4)));
+    a.heads = 3;
+    struct dl_shape six = SEQ(4, 18);
+    assert_int_equal(dl_op_attention.infer(&a, 1, &six, &out, &err), DL_OK);
+    a.heads = 4;
+    assert_int_equal(dl_op_attention.infer(&a, 1, &six, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"heads 4 do not divide the width 6", NULL});
+    assert_int_equal(dl_op_attention.infer(&a, 1, &odd, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"[T, 3C]", "4x10", "not a multiple of 3", NULL});
+    assert_int_equal(dl_op_attention.infer(&a, 2, two, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"expected 1 input", "or 3", "found 2", NULL});
+    a.heads = 1;
+    assert_int_equal(dl_op_attention.infer(&a, 3, mixed, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"one shape", "4x4", "3x4", NULL});
+    assert_int_equal(dl_op_attention.infer(&a, 1, &image, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"expected sequences [T, C]", "12x2x2", NULL});
+    ot_expect_attr_error(&dl_op_attention, "{heads: 2, dropout: 1}", (const char *[]){"dropout", "[0, 1)", NULL});
+    ot_expect_attr_error(&dl_op_attention, "{}", (const char *[]){"heads", NULL});
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gelu_grad),        cmocka_unit_test(layernorm_grad),
+        cmocka_unit_test(position_embedding_grad), cmocka_unit_test(attention_grad),
+        cmocka_unit_test(gelu_values),      cmocka_unit_test(layernorm_values),
+        cmocka_unit_test(position_embedding_values), cmocka_unit_test(attention_values),
+        cmocka_unit_test(attention_dropout), cmocka_unit_test(attention_shapes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
