@@ -148,6 +148,46 @@ static void tied_weight_gradient(void **state)
     check_gradient(TIED);
 }
 
+/* init_std: the weight matrices from N(0, init_std), the biases 0; the
+ * layer norm keeps ones and zeros. */
+static void init_std_draws(void **state)
+{
+    static const char *const net = "input: {shape: [8], dtype: i32, classes: 32}\n"
+                                   "layers:\n"
+                                   "  - {name: wte, type: embedding, vocab: 32, dim: 64, init_std: 0.02}\n"
+                                   "  - {name: ln, type: layernorm}\n"
+                                   "  - {name: fc, type: fc, units: 64, init_std: 0.005}\n"
+                                   "  - {name: head, type: fc, units: 32}\n"
+                                   "loss: softmax_cross_entropy\n";
+    struct dl_net f;
+    struct dl_error err = {0};
+    assert_int_equal(dl_net_load_string("init.yaml", net, &f, &err), DL_OK);
+    struct dl_exec e;
+    assert_int_equal(dl_exec_init(&e, &f.graph, 2, 3, NULL, &err), DL_OK);
+    const struct dl_graph *g = &f.graph;
+    const struct { const char *layer; long n; double std; } w[] = {{"wte", 32 * 64, 0.02}, {"fc", 64 * 64, 0.005}};
+    for (int k = 0; k < 2; k++) {
+        int i = dl_graph_find(g, w[k].layer);
+        double ss = 0;
+        for (long j = 0; j < w[k].n; j++)
+            ss += (double)e.param[i][0][j] * (double)e.param[i][0][j];
+        double std = sqrt(ss / (double)w[k].n); /* within 5%: 2000-4000 draws give about 1.5% */
+        if (fabs(std / w[k].std - 1) > 0.05) {
+            print_error("%s: standard deviation %g, expected %g\n", w[k].layer, std, w[k].std);
+            fail();
+        }
+    }
+    int fc = dl_graph_find(g, "fc"), ln = dl_graph_find(g, "ln"), head = dl_graph_find(g, "head");
+    for (int j = 0; j < 64; j++)
+        assert_true(e.param[fc][1][j] == 0 && e.param[ln][0][j] == 1 && e.param[ln][1][j] == 0);
+    double most = 0; /* the head keeps PyTorch's U(-1/sqrt(64), 1/sqrt(64)) */
+    for (int j = 0; j < 32 * 64; j++)
+        most = fmax(most, fabs((double)e.param[head][0][j]));
+    assert_true(most > 0.1 && most <= 0.125);
+    dl_exec_free(&e);
+    dl_net_free(&f);
+}
+
 static void same_seed_same_weights(void **state)
 {
     struct dl_net net;
@@ -173,6 +213,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(whole_graph_gradient),
         cmocka_unit_test(tied_weight_gradient),
+        cmocka_unit_test(init_std_draws),
         cmocka_unit_test(same_seed_same_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -303,6 +303,43 @@ static void share_key(void **s)
            "bad.yaml:4:", "share");
 }
 
+/* The file's args: in every section but blocks, products of integers and
+ * arguments, block arguments from them; init_std checked and refused where
+ * there is no weight matrix. */
+static void file_args_and_products(void **s)
+{
+    const char *text = "args: {width: 6, n: 2, classes: 3}\n"
+                       "input: {shape: [4], dtype: i32, classes: $classes}\n"
+                       "blocks:\n"
+                       "  mlp:\n"
+                       "    args: {width: 2}\n"
+                       "    layers: [{name: up, type: fc, units: $width*4}, {name: down, type: fc, units: 2*$width}]\n"
+                       "layers:\n"
+                       "  - {name: wte, type: embedding, vocab: $classes, dim: $width*$n, init_std: 0.02}\n"
+                       "  - {name: b, block: mlp, repeat: $n, args: {width: $width}}\n"
+                       "  - {name: head, type: fc, units: $classes}\n"
+                       "loss: softmax_cross_entropy\n";
+    struct dl_net net;
+    load_good(text, &net);
+    const struct dl_graph *g = &net.graph;
+    assert_int_equal(g->classes, 3);
+    assert_int_equal(g->layers[dl_graph_find(g, "wte")].out_shape.c, 12);
+    assert_int_equal(g->layers[dl_graph_find(g, "b.0.up")].out_shape.c, 24);
+    assert_int_equal(g->layers[dl_graph_find(g, "b.1.down")].out_shape.c, 12);
+    const struct dl_layer *wte = &g->layers[dl_graph_find(g, "wte")];
+    assert_true(wte->param[0].init == DL_INIT_NORMAL && wte->param[0].std == 0.02);
+    dl_net_free(&net);
+    EXPECT("args: [1, 2]\n" HEAD "layers:\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:1:7:", "args: expected a mapping");
+    EXPECT("args: {w: 3}\n" HEAD "layers:\n  - {type: fc, units: $w*x}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:4:", "units", "'$w*x'");
+    EXPECT(HEAD "layers:\n  - {name: ln, type: batchnorm, init_std: 0.1}\n  - {type: fc, units: 3}\n"
+                "loss: softmax_cross_entropy\n",
+           "bad.yaml:3:", "layer 'ln' (batchnorm): init_std: it has no weight matrix");
+    EXPECT(HEAD "layers:\n  - {type: fc, units: 3, init_std: -1}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:", "init_std", "-1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +352,7 @@ int main(void)
         cmocka_unit_test(unused_output), cmocka_unit_test(block_errors),
         cmocka_unit_test(good_dag_and_blocks), cmocka_unit_test(sections_parsed),
         cmocka_unit_test(stage_and_split_keys), cmocka_unit_test(share_key),
+        cmocka_unit_test(file_args_and_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,7 +40,9 @@ int dl_cli_help(int argc, char **argv)
           "  share    weight tying, {PARAMETER: LAYER}: this layer's parameter is the same-named,\n"
           "           same-dims parameter of an earlier layer, one tensor whose gradient sums both\n"
           "           uses (a language model's head on the token embedding: share: {weight: wte});\n"
-          "           stored, counted and checkpointed once; tied layers stay in one pipeline stage\n\n",
+          "           stored, counted and checkpointed once; tied layers stay in one pipeline stage\n"
+          "  init_std draw the layer's weights (two or more dims) from N(0, init_std) and set its\n"
+          "           biases to 0, instead of the type's PyTorch default (GPT-2: 0.02)\n\n",
           stdout);
     for (int i = 0; dl_op_kinds[i]; i++) {
         dl_attrs_print_doc(stdout, dl_op_kinds[i]);

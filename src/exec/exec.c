@@ -35,7 +35,7 @@ static dl_real draw(const struct dl_param_desc *p, struct dl_rng *rng)
     case DL_INIT_ONE: return 1;
     case DL_INIT_UNIFORM_FAN_IN: return (dl_real)((2.0 * dl_rng_uniform(rng) - 1.0) / sqrt(fan));
     case DL_INIT_HE_NORMAL: return (dl_real)(dl_rng_normal(rng) * sqrt(2.0 / fan));
-    case DL_INIT_NORMAL: return (dl_real)dl_rng_normal(rng);
+    case DL_INIT_NORMAL: return (dl_real)(dl_rng_normal(rng) * (p->std > 0 ? p->std : 1.0));
     }
     return 0;
 }

@@ -131,6 +131,30 @@ static void param_dims_str(const struct dl_param_desc *p, char *buf, size_t cap)
         snprintf(buf + used, cap - used, "]");
 }
 
+/* The layer key init_std (GPT-2's initialisation): every trainable weight
+ * of two or more dims drawn from N(0, init_std), the biases zero; the
+ * other parameters (a layer norm's, running statistics) keep the op's. */
+static int init_from_std(struct dl_layer *l, struct dl_error *err)
+{
+    int weights = 0;
+    for (int j = 0; j < l->n_params; j++) {
+        struct dl_param_desc *p = &l->param[j];
+        if (!p->trainable)
+            continue;
+        if (p->ndim >= 2) {
+            p->init = DL_INIT_NORMAL;
+            p->std = l->init_std;
+            weights++;
+        } else if (strcmp(p->name, "bias") == 0) {
+            p->init = DL_INIT_ZERO;
+        }
+    }
+    if (!weights)
+        return loc_errorf(err, &l->loc, "layer '%s' (%s): init_std: it has no weight matrix to draw (only a layer "
+                          "with a weight of two or more dims takes init_std)", l->name, l->kind->name);
+    return DL_OK;
+}
+
 /* Layer i's shared parameters point at an earlier layer's of the same
  * dims (weight tying); a chain ends at the parameter that has storage. */
 static int tie_params(struct dl_graph *g, int i, const struct share_req *req, int n_req, struct dl_error *err)
@@ -320,6 +344,7 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
             l->loc = dd->loc;
             l->stage = dd->stage;
             l->split = dd->split;
+            l->init_std = dd->init_std;
             l->n_in = dd->n_in;
             for (int k = 0; k < dd->n_in; k++) {
                 int s = src[order[i]][k];
@@ -387,6 +412,8 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
         l->n_params = l->kind->params ? l->kind->params(l->attr, l->in_shape, l->out_shape, l->param) : 0;
         l->flops = l->kind->flops ? l->kind->flops(l->attr, l->in_shape, l->out_shape) : 0;
         rc = tie_params(g, i, shared[i], n_shared[i], err);
+        if (!rc && l->init_std > 0)
+            rc = init_from_std(l, err);
         if (!rc && l->kind->is_loss && i != g->n - 1)
             rc = loc_errorf(err, &l->loc, "layer '%s': a loss must be the last layer", l->name);
     }

@@ -34,6 +34,7 @@ struct dl_layer_decl {
     struct dl_loc input_loc[DL_MAX_INPUTS];
     int stage;                         /* `stage:` key: first pipeline stage of this layer, -1: not given */
     enum dl_split split;               /* `split:` key */
+    double init_std;                   /* `init_std:` key (0: the op's own initialisation) */
     /* `share: {PARAM: LAYER}`: parameters that are another layer's (weight tying) */
     int n_share;
     char *share_param[DL_MAX_PARAMS], *share_layer[DL_MAX_PARAMS];
@@ -55,6 +56,7 @@ struct dl_layer {
     struct dl_loc loc;
     int stage;                         /* as declared (parallel/ places layers; graph/ never reads them) */
     enum dl_split split;
+    double init_std;                   /* as declared: weights drawn from N(0, init_std), biases 0 (0: the op's) */
 };
 
 struct dl_graph {

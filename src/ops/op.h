@@ -57,7 +57,7 @@ enum dl_init {
     DL_INIT_ONE,
     DL_INIT_UNIFORM_FAN_IN, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default */
     DL_INIT_HE_NORMAL,      /* N(0, 2/fan_in) */
-    DL_INIT_NORMAL          /* N(0, 1): PyTorch's nn.Embedding */
+    DL_INIT_NORMAL          /* N(0, std), std 1 unless set: PyTorch's nn.Embedding */
 };
 
 struct dl_param_desc {
@@ -68,6 +68,7 @@ struct dl_param_desc {
     enum dl_init init;
     long fan_in;     /* for the fan-in based initialisers */
     int trainable;   /* 0: state updated by forward (batch-norm running statistics) */
+    double std;      /* DL_INIT_NORMAL's standard deviation (0: 1); the layer key init_std sets it */
     /* Weight tying (the network file's `share:`, graph.c): this parameter is
      * layer share_layer's parameter share_param, an earlier layer's of the
      * same shape; it has no storage, no checkpoint entry and no count of its

@@ -5,7 +5,7 @@
 #include <limits.h>
 #include <string.h>
 
-const char *const dl_layer_common_keys[] = {"name", "type", "inputs", "stage", "split", "share", NULL};
+const char *const dl_layer_common_keys[] = {"name", "type", "inputs", "stage", "split", "share", "init_std", NULL};
 
 static void set_default(const struct dl_attr_desc *d, void *attr)
 {

@@ -317,6 +317,11 @@ static int declare_layer(struct expander *x, const struct dl_ynode *item, const 
         return DL_ERR_SPEC;
     d->stage = (int)stage;
     d->split = (enum dl_split)split;
+    const struct dl_ynode *is = dl_ymap_get(item, "init_std");
+    char what_std[200];
+    snprintf(what_std, sizeof what_std, "layer '%s', key 'init_std'", d->name);
+    if (is && dl_y_float(is, what_std, 1e-12, 1e6, &d->init_std, x->err))
+        return DL_ERR_SPEC;
     const struct dl_ynode *sh = dl_ymap_get(item, "share");
     if (sh && (sh->kind != DL_Y_MAP || sh->n > DL_MAX_PARAMS))
         return dl_yerrorf(x->err, DL_ERR_SPEC, sh, "layer '%s', key 'share': expected a mapping {PARAMETER: LAYER} "
@@ -571,8 +576,8 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
     if (!root || root->kind != DL_Y_MAP)
         return dl_yerrorf(err, DL_ERR_SPEC, root, "%s: expected a mapping with keys input, layers, loss, found %s",
                           net->doc->file, dl_ynode_kind_name(root));
-    static const char *const keys[] = {"name", "description", "input", "data", "blocks", "layers", "loss", "train",
-                                       "parallel", NULL};
+    static const char *const keys[] = {"name", "description", "args", "input", "data", "blocks", "layers", "loss",
+                                       "train", "parallel", NULL};
     if (dl_y_check_keys(root, "network file", keys, NULL, err))
         return DL_ERR_SPEC;
     const struct dl_ynode *n = dl_ymap_get(root, "description");
@@ -639,8 +644,34 @@ static void free_set_docs(struct dl_net *net)
     net->n_set_docs = 0;
 }
 
+/* The file's top-level `args:` put in every other top-level section (not
+ * in `blocks:`, whose `$name`s are their own arguments): five numbers
+ * (`$width`, `$width*4`, ...) can size a whole network. */
+static int apply_file_args(struct dl_net *net, struct dl_error *err)
+{
+    struct dl_ynode *root = net->doc->root;
+    const struct dl_ynode *args = dl_ymap_get(root, "args");
+    if (!args)
+        return DL_OK;
+    if (args->kind != DL_Y_MAP)
+        return dl_yerrorf(err, DL_ERR_SPEC, args, "args: expected a mapping of names to values (such as {width: "
+                          "64}), found %s", dl_ynode_kind_name(args));
+    for (int i = 0; i < root->n; i++) {
+        if (strcmp(root->keys[i]->str, "args") == 0 || strcmp(root->keys[i]->str, "blocks") == 0)
+            continue;
+        struct dl_ynode *c = dl_ynode_clone(root->items[i], args, err);
+        if (!c)
+            return DL_ERR_NOMEM;
+        dl_ynode_free(root->items[i]);
+        root->items[i] = c;
+    }
+    return DL_OK;
+}
+
 static int finish_load(struct dl_net *net, int rc, struct dl_error *err)
 {
+    if (!rc && net->doc->root && net->doc->root->kind == DL_Y_MAP)
+        rc = apply_file_args(net, err);
     if (!rc)
         rc = parse_net(net, err);
     if (rc) {

@@ -437,6 +437,48 @@ int dl_yaml_load_string(const char *name, const char *text, struct dl_ydoc **out
 }
 
 /* ------------------------------------------------------------ clone */
+/* The value of one factor of a product: an integer, or $name of args
+ * holding one.  0: not a factor (the text stays as it is). */
+static int factor_value(const char *f, size_t len, const struct dl_ynode *args, long long *v)
+{
+    char name[128], *end;
+    if (len == 0 || len >= sizeof name)
+        return 0;
+    memcpy(name, f, len);
+    name[len] = 0;
+    const char *digits = name;
+    if (name[0] == '$') {
+        const struct dl_ynode *a = dl_ymap_get(args, name + 1);
+        if (!a || a->kind != DL_Y_SCALAR || a->quoted)
+            return 0;
+        digits = a->str;
+    }
+    errno = 0;
+    *v = strtoll(digits, &end, 10);
+    return end != digits && *end == 0 && errno == 0;
+}
+
+/* "$a*3", "4*$a*$b": the product of integers and integer arguments, as
+ * decimal text in buf; NULL when text is no such product (or overflows). */
+static const char *product(const char *text, const struct dl_ynode *args, char *buf, size_t size)
+{
+    if (!strchr(text, '*') || !strchr(text, '$'))
+        return NULL;
+    long long p = 1;
+    for (const char *f = text;;) {
+        const char *star = strchr(f, '*');
+        size_t len = star ? (size_t)(star - f) : strlen(f);
+        long long v;
+        if (!factor_value(f, len, args, &v) || __builtin_mul_overflow(p, v, &p))
+            return NULL;
+        if (!star)
+            break;
+        f = star + 1;
+    }
+    snprintf(buf, size, "%lld", p);
+    return buf;
+}
+
 struct dl_ynode *dl_ynode_clone(const struct dl_ynode *n, const struct dl_ynode *args,
                                 struct dl_error *err)
 {
@@ -449,13 +491,16 @@ struct dl_ynode *dl_ynode_clone(const struct dl_ynode *n, const struct dl_ynode 
     c->items = NULL;
     c->n = 0;
     if (n->kind == DL_Y_SCALAR) {
-        const char *text = n->str;
-        if (args && !n->quoted && text[0] == '$') {
+        const char *text = n->str, *prod;
+        char buf[32];
+        if (args && !n->quoted && text[0] == '$' && dl_ymap_get(args, text + 1)) {
             const struct dl_ynode *a = dl_ymap_get(args, text + 1);
-            if (a && a->kind == DL_Y_SCALAR) {
+            if (a->kind == DL_Y_SCALAR) {
                 text = a->str;
                 c->quoted = a->quoted;
             }
+        } else if (args && !n->quoted && (prod = product(text, args, buf, sizeof buf))) {
+            text = prod;
         }
         c->str = dl_strdup(text, err);
         if (!c->str) {

@@ -33,8 +33,10 @@ int dl_yaml_load_string(const char *name, const char *text, struct dl_ydoc **out
                         struct dl_error *err);
 void dl_ydoc_free(struct dl_ydoc *doc);
 
-/* Deep copy; every scalar "$name" is replaced by the text of args[name] when
- * args (a map) has it.  The copy keeps the original locations. */
+/* Deep copy; every unquoted scalar "$name" is replaced by the text of
+ * args[name] when args (a map) has it, and a product of integers and such
+ * arguments holding integers ("$width*3", "4*$width") by its value.  The
+ * copy keeps the original locations. */
 struct dl_ynode *dl_ynode_clone(const struct dl_ynode *n, const struct dl_ynode *args,
                                 struct dl_error *err);
 void dl_ynode_free(struct dl_ynode *n);
