@@ -303,9 +303,9 @@ static void share_key(void **s)
            "bad.yaml:4:", "share");
 }
 
-/* The file's args: in every section but blocks, products of integers and
- * arguments, block arguments from them; init_std checked and refused where
- * there is no weight matrix. */
+/* The file's args: in every section but blocks (a block's $width stays its
+ * own argument), products of integers and arguments; init_std checked and
+ * refused where there is no weight matrix. */
 static void file_args_and_products(void **s)
 {
     const char *text = "args: {width: 6, n: 2, classes: 3}\n"
@@ -316,7 +316,7 @@ static void file_args_and_products(void **s)
                        "    layers: [{name: up, type: fc, units: $width*4}, {name: down, type: fc, units: 2*$width}]\n"
                        "layers:\n"
                        "  - {name: wte, type: embedding, vocab: $classes, dim: $width*$n, init_std: 0.02}\n"
-                       "  - {name: b, block: mlp, repeat: $n, args: {width: $width}}\n"
+                       "  - {name: b, block: mlp, repeat: $n, args: {width: 5}}\n"
                        "  - {name: head, type: fc, units: $classes}\n"
                        "loss: softmax_cross_entropy\n";
     struct dl_net net;
@@ -324,8 +324,9 @@ static void file_args_and_products(void **s)
     const struct dl_graph *g = &net.graph;
     assert_int_equal(g->classes, 3);
     assert_int_equal(g->layers[dl_graph_find(g, "wte")].out_shape.c, 12);
-    assert_int_equal(g->layers[dl_graph_find(g, "b.0.up")].out_shape.c, 24);
-    assert_int_equal(g->layers[dl_graph_find(g, "b.1.down")].out_shape.c, 12);
+    /* the block's $width is its own argument (5), not the file's (6) */
+    assert_int_equal(g->layers[dl_graph_find(g, "b.0.up")].out_shape.c, 20);
+    assert_int_equal(g->layers[dl_graph_find(g, "b.1.down")].out_shape.c, 10);
     const struct dl_layer *wte = &g->layers[dl_graph_find(g, "wte")];
     assert_true(wte->param[0].init == DL_INIT_NORMAL && wte->param[0].std == 0.02);
     dl_net_free(&net);
