@@ -115,6 +115,9 @@ static const struct kcase cases[] = {
     {"leaky_relu", "[7, 3, 5]", "{type: leaky_relu, slope: 0.2}", 2, NULL},
     {"sigmoid", "[7, 3, 5]", "{type: sigmoid}", 2, NULL},
     {"tanh", "[7, 3, 5]", "{type: tanh}", 2, NULL},
+    {"gelu", "[7, 3, 5]", "{type: gelu}", 2, NULL},
+    {"gelu_exact", "[7, 3, 5]", "{type: gelu, approximate: none}", 2, NULL},
+    {"gelu_sequence", "[9, 14]", "{type: gelu}", 3, NULL},
     {"add", "[18, 4, 3]", "{type: add, inputs: [input, input]}", 2, NULL},
     {"add_three", "[5, 3, 7]", "{type: add, inputs: [input, s, input]}", 4, "{type: relu}"},
     /* blocks of 5, 3 and 5 channels in every sample */

@@ -44,6 +44,12 @@ int dl_attr_int(const struct dl_layer *l, const char *key, int i)
     return ((const int *)((const char *)l->attr + d->offset))[i];
 }
 
+const char *dl_attr_choice(const struct dl_layer *l, const char *key)
+{
+    const struct dl_attr_desc *d = find(l, key, 1u << DL_ATTR_ENUM, "an enum");
+    return d->choices[*(const int *)((const char *)l->attr + d->offset)];
+}
+
 double dl_attr_float(const struct dl_layer *l, const char *key)
 {
     const struct dl_attr_desc *d = find(l, key, 1u << DL_ATTR_FLOAT, "a float");

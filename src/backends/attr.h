@@ -17,6 +17,8 @@
  * abort(). */
 int dl_attr_int(const struct dl_layer *l, const char *key, int i);
 double dl_attr_float(const struct dl_layer *l, const char *key);
+/* An ENUM key's value as the name of its choice ("tanh"). */
+const char *dl_attr_choice(const struct dl_layer *l, const char *key);
 
 /* A convolution in the ops' notation (src/ops/conv.c), with the right padding
  * that makes oneDNN's output size equal PyTorch's floor rounding. */

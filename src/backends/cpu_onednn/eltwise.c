@@ -1,7 +1,7 @@
 /* eltwise.c: oneDNN element-wise activations (relu, leaky_relu, sigmoid,
- * tanh), forward and backward from the saved input, in whatever layout the
- * input arrives.  One instance type; each kind's kernel table names its
- * oneDNN algorithm. */
+ * tanh, gelu), forward and backward from the saved input, in whatever
+ * layout the input arrives.  One instance type; each kind's kernel table
+ * names its oneDNN algorithm (gelu's follows its `approximate` key). */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
@@ -99,3 +99,16 @@ ELT_KERNEL(dl_kernel_onednn_relu, dl_op_relu, dnnl_eltwise_relu, NULL)
 ELT_KERNEL(dl_kernel_onednn_leaky_relu, dl_op_leaky_relu, dnnl_eltwise_relu, leaky_slope)
 ELT_KERNEL(dl_kernel_onednn_sigmoid, dl_op_sigmoid, dnnl_eltwise_logistic, NULL)
 ELT_KERNEL(dl_kernel_onednn_tanh, dl_op_tanh, dnnl_eltwise_tanh, NULL)
+
+static int gelu_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
+{
+    dnnl_alg_kind_t alg = strcmp(dl_attr_choice(l, "approximate"), "tanh") == 0 ? dnnl_eltwise_gelu_tanh
+                                                                                   : dnnl_eltwise_gelu_erf;
+    return elt_create(l, cfg, inst, err, alg, NULL);
+}
+
+const struct dl_kernel dl_kernel_onednn_gelu = {
+    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_gelu, .layouts = dl_kernel_follow_layouts,
+    .create = gelu_create, .destroy = elt_destroy, .workspace_bytes = elt_ws,
+    .forward = elt_forward, .backward_data = elt_backward,
+};
