@@ -136,6 +136,12 @@ static const struct kcase cases[] = {
     /* at every position of a sequence [T, C] (stored [C][T]: one GEMM per sample) */
     {"fc_sequence", "[9, 7]", "{type: fc, units: 6}", 3, NULL},
     {"fc_sequence_no_bias", "[5, 33]", "{type: fc, units: 17, bias: false}", 2, NULL},
+    /* attention on packed q, k, v [T, 3C], three inputs, without the mask, with dropout */
+    {"attention", "[7, 24]", "{type: attention, heads: 2}", 3, NULL},
+    {"attention_one_head", "[5, 9]", "{type: attention, heads: 1}", 2, NULL},
+    {"attention_three", "[6, 8]", "{type: attention, heads: 4, inputs: [input, s, input]}", 2, "{type: relu}"},
+    {"attention_full", "[9, 12]", "{type: attention, heads: 2, causal: false}", 2, NULL},
+    {"attention_dropout", "[8, 12]", "{type: attention, heads: 2, dropout: 0.25}", 3, NULL},
 };
 
 #define N_CASES (sizeof cases / sizeof cases[0])

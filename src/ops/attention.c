@@ -17,13 +17,14 @@
  * with T, not T^2.
  * Features are stored first (core/shape.h): feature k of position t of a
  * sample is at k T + t. */
-#include "ops/op.h"
+#include "ops/attention.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "core/rng.h"
+#include "ops/op.h"
 
 struct attention_attr {
     int heads;
@@ -129,15 +130,19 @@ static long weights_of(const struct dl_op_call *c, const struct qkv *p, long n, 
     return len;
 }
 
-/* Dropout's factor for weight (t, s) of head h of sample n: 0 or 1/(1-rate). */
+double dl_attention_kept(uint64_t key, long sample, long h, long t, long s, long T, double rate)
+{
+    if (rate == 0)
+        return 1;
+    uint64_t k = dl_rng_hash(key, (uint64_t)sample);
+    return dl_rng_hash_uniform(k, (uint64_t)((h * T + t) * T + s)) >= rate ? 1 / (1 - rate) : 0;
+}
+
+/* Dropout's factor for weight (t, s) of head h of sample n of the call. */
 static double kept(const struct dl_op_call *c, long n, long h, long t, long s)
 {
     const struct attention_attr *a = c->attr;
-    if (!c->training || a->dropout == 0)
-        return 1;
-    long T = c->out_shape.h;
-    uint64_t sample = dl_rng_hash(c->key, (uint64_t)(c->sample0 + n));
-    return dl_rng_hash_uniform(sample, (uint64_t)((h * T + t) * T + s)) >= a->dropout ? 1 / (1 - a->dropout) : 0;
+    return c->training ? dl_attention_kept(c->key, c->sample0 + n, h, t, s, c->out_shape.h, a->dropout) : 1;
 }
 
 /* saved: 2 T values of scratch per (sample, head) task. */

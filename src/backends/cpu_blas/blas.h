@@ -1,15 +1,16 @@
-/* blas.h: the GEMM-based kernels (fully connected, im2col convolution) on
- * OpenBLAS or oneDNN's JIT sgemm.  DL_BLAS_KERNELS lists them in preference
- * order for the registry (measurements in bench/README.md). */
+/* blas.h: the GEMM-based kernels (fully connected, im2col convolution,
+ * attention) on OpenBLAS or oneDNN's JIT sgemm.  DL_BLAS_KERNELS lists them
+ * in preference order for the registry (measurements in bench/README.md). */
 #ifndef DL_BACKENDS_BLAS_H
 #define DL_BACKENDS_BLAS_H
 
 #include "backends/kernel.h"
 
 extern const struct dl_kernel dl_kernel_openblas_fc, dl_kernel_dnnl_gemm_fc, dl_kernel_openblas_conv,
-    dl_kernel_dnnl_gemm_conv;
+    dl_kernel_dnnl_gemm_conv, dl_kernel_dnnl_gemm_attention;
 
 #define DL_BLAS_KERNELS                                                                          \
-    &dl_kernel_dnnl_gemm_fc, &dl_kernel_openblas_fc, &dl_kernel_dnnl_gemm_conv, &dl_kernel_openblas_conv,
+    &dl_kernel_dnnl_gemm_fc, &dl_kernel_openblas_fc, &dl_kernel_dnnl_gemm_conv, &dl_kernel_openblas_conv,        \
+    &dl_kernel_dnnl_gemm_attention,
 
 #endif

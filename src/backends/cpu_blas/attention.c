@@ -1,0 +1,190 @@
+/* attention.c: multi-head attention (ops/attention.c) as GEMMs on oneDNN's
+ * JIT sgemm ("dnnl-gemm"), one (sample, head) task per thread at a time.
+ * q, k, v and the output of a head are [d][T] blocks of the [C][T]
+ * storage (core/shape.h), which the GEMMs read in place (leading dim T):
+ *   S = scale q^T k      (T x T; the causal part is masked afterwards),
+ *   P = softmax(S) row by row in float, P' = P * dropout factors,
+ *   y = v P'^T           (d x T, written into the output's block).
+ * Backward recomputes S and P (nothing T x T outlives a call: the three
+ * T x T matrices of a task live in its thread's workspace):
+ *   dv = dy P',  dP' = dy^T v,  dP = dP' * factors,
+ *   dS = scale P (dP - rowsum(P dP)),  dq = k dS^T,  dk = q dS.
+ * Each task's GEMMs run on one thread, so results do not depend on the
+ * thread count. */
+#include "backends/cpu_blas/blas.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/attr.h"
+#include "backends/cpu_blas/gemm.h"
+#include "core/threads.h"
+#include "ops/attention.h"
+#include "ops/kinds.h"
+
+struct attn_inst {
+    long T, C, H, d;
+    int packed, causal, threads;
+    double dropout;
+};
+
+static int attn_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                       struct dl_error *err)
+{
+    struct attn_inst *m = dl_calloc(1, sizeof *m, err);
+    if (!m)
+        return DL_ERR_NOMEM;
+    m->T = l->out_shape.h;
+    m->C = l->out_shape.c;
+    m->H = dl_attr_int(l, "heads", 0);
+    m->d = m->C / m->H;
+    m->packed = l->n_in == 1;
+    m->causal = dl_attr_int(l, "causal", 0);
+    m->dropout = dl_attr_float(l, "dropout");
+    m->threads = dl_threads_get();
+    *inst = m;
+    return DL_OK;
+}
+
+static void attn_destroy(void *inst)
+{
+    free(inst);
+}
+
+/* Per thread: P, P' (with dropout) and dP, T x T each. */
+static size_t attn_ws(const void *inst, enum dl_dir dir)
+{
+    const struct attn_inst *m = inst;
+    return sizeof(float) * 3 * (size_t)(m->T * m->T) * (size_t)m->threads;
+}
+
+struct head {
+    const float *q, *k, *v;
+    float *dq, *dk, *dv;
+};
+
+/* Head h of sample n: its q, k, v blocks and their gradients' (NULL: not wanted). */
+static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c, long n, long h)
+{
+    long T = m->T, C = m->C, off = h * m->d * T;
+    struct head x = {0};
+    if (m->packed) {
+        long base = n * 3 * C * T + off;
+        x.q = c->in[0] + base, x.k = x.q + C * T, x.v = x.k + C * T;
+        if (c->din[0])
+            x.dq = c->din[0] + base, x.dk = x.dq + C * T, x.dv = x.dk + C * T;
+        return x;
+    }
+    long base = n * C * T + off;
+    x.q = c->in[0] + base, x.k = c->in[1] + base, x.v = c->in[2] + base;
+    x.dq = c->din[0] ? c->din[0] + base : NULL;
+    x.dk = c->din[1] ? c->din[1] + base : NULL;
+    x.dv = c->din[2] ? c->din[2] + base : NULL;
+    return x;
+}
+
+/* P = softmax(scale q^T k) with the causal mask, and P' = P with sample
+ * n's dropout factors for head h (pd == p when none apply). */
+static void weights(const struct attn_inst *m, const struct dl_op_call *c, const struct head *x, long n, long h,
+                    float *p, float *pd)
+{
+    long T = m->T;
+    dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->d, (float)(1 / sqrt((double)m->d)), x->q, T, x->k, T, 0, p, T);
+    for (long t = 0; t < T; t++) {
+        float *row = p + t * T, most = -INFINITY;
+        long len = m->causal ? t + 1 : T;
+        for (long s = 0; s < len; s++)
+            most = row[s] > most ? row[s] : most;
+        float sum = 0;
+        for (long s = 0; s < len; s++)
+            sum += (row[s] = expf(row[s] - most));
+        float inv = 1 / sum;
+        for (long s = 0; s < len; s++)
+            row[s] *= inv;
+        for (long s = len; s < T; s++)
+            row[s] = 0;
+    }
+    if (pd == p)
+        return;
+    for (long t = 0; t < T; t++)
+        for (long s = 0; s < T; s++)
+            pd[t * T + s] = p[t * T + s] *
+                            (float)dl_attention_kept(c->key, c->sample0 + n, h, t, s, T, m->dropout);
+}
+
+static int drops(const struct attn_inst *m, const struct dl_op_call *c)
+{
+    return c->training && m->dropout > 0;
+}
+
+static void attn_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct attn_inst *m = inst;
+    const struct dl_op_call *c = &a->c;
+    long T = m->T, tasks = (long)c->batch * m->H;
+    #pragma omp parallel for num_threads(m->threads) schedule(static)
+    for (long task = 0; task < tasks; task++) {
+        long n = task / m->H, h = task % m->H;
+        float *p = (float *)a->workspace + 3 * (size_t)(T * T) * (size_t)omp_get_thread_num(), *pd = p + T * T;
+        struct head x = head_of(m, c, n, h);
+        if (!drops(m, c))
+            pd = p;
+        weights(m, c, &x, n, h, p, pd);
+        float *y = c->out + n * m->C * T + h * m->d * T;
+        dl_sgemm(DL_GEMM_DNNL, 0, 1, m->d, T, T, 1, x.v, T, pd, T, 0, y, T);
+    }
+}
+
+static void attn_backward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct attn_inst *m = inst;
+    const struct dl_op_call *c = &a->c;
+    int any = 0;
+    for (int i = 0; i < c->n_in; i++)
+        any |= c->din[i] != NULL;
+    if (!any)
+        return;
+    long T = m->T, tasks = (long)c->batch * m->H;
+    float scale = (float)(1 / sqrt((double)m->d));
+    #pragma omp parallel for num_threads(m->threads) schedule(static)
+    for (long task = 0; task < tasks; task++) {
+        long n = task / m->H, h = task % m->H;
+        float *p = (float *)a->workspace + 3 * (size_t)(T * T) * (size_t)omp_get_thread_num(), *pd = p + T * T,
+              *dp = pd + T * T;
+        struct head x = head_of(m, c, n, h);
+        int dropout = drops(m, c);
+        if (!dropout)
+            pd = p;
+        weights(m, c, &x, n, h, p, pd);
+        const float *dy = c->dout + n * m->C * T + h * m->d * T;
+        if (x.dv)
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->d, T, T, 1, dy, T, pd, T, 0, x.dv, T);
+        dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->d, 1, dy, T, x.v, T, 0, dp, T);
+        for (long t = 0; t < T; t++) {
+            float *g = dp + t * T;
+            const float *w = p + t * T;
+            long len = m->causal ? t + 1 : T;
+            if (dropout)
+                for (long s = 0; s < len; s++)
+                    g[s] *= (float)dl_attention_kept(c->key, c->sample0 + n, h, t, s, T, m->dropout);
+            double row = 0;
+            for (long s = 0; s < len; s++)
+                row += (double)w[s] * (double)g[s];
+            for (long s = 0; s < len; s++)
+                g[s] = scale * w[s] * (g[s] - (float)row);
+            for (long s = len; s < T; s++)
+                g[s] = 0;
+        }
+        if (x.dq)
+            dl_sgemm(DL_GEMM_DNNL, 0, 1, m->d, T, T, 1, x.k, T, dp, T, 0, x.dq, T);
+        if (x.dk)
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->d, T, T, 1, x.q, T, dp, T, 0, x.dk, T);
+    }
+}
+
+const struct dl_kernel dl_kernel_dnnl_gemm_attention = {
+    .name = "dnnl-gemm", .backend = "cpu_blas", .op = &dl_op_attention, .create = attn_create,
+    .destroy = attn_destroy, .workspace_bytes = attn_ws, .forward = attn_forward, .backward_data = attn_backward,
+};

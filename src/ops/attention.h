@@ -1,0 +1,14 @@
+/* attention.h: what attention's kernels share with its reference op
+ * (ops/attention.c): the dropout factor of one attention weight, a
+ * function of its place, so every kernel draws the reference's mask. */
+#ifndef DL_OPS_ATTENTION_H
+#define DL_OPS_ATTENTION_H
+
+#include <stdint.h>
+
+/* 0 or 1/(1 - rate): weight (query t, key s) of head h of the sample with
+ * index `sample` in the mini-batch, for a call's key and T positions.  A
+ * training call with rate 0, or an inference call, keeps everything (1). */
+double dl_attention_kept(uint64_t key, long sample, long h, long t, long s, long T, double rate);
+
+#endif
