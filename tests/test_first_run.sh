@@ -109,6 +109,7 @@ train.epochs|5|0||1
 train.max_steps|7|-1||1
 train.seed|9|-1||1
 train.device|emulated|tpu||1
+train.clip_grad_norm|1.5|-1||1
 train.optimizer.type|adagrad|sgdd||1
 train.optimizer.lr|0.5|-1||1
 train.optimizer.momentum|0.5|1.5||1

@@ -135,8 +135,8 @@ static void print_settings(const struct dl_net *net)
     const struct dl_data_spec *d = &net->data;
     const struct dl_parallel_spec *p = &net->parallel;
     printf("settings (the file, --set and the options):\n");
-    printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s\n", t->batch, t->epochs, t->max_steps,
-           (unsigned long long)t->seed, dl_device_names[t->device]);
+    printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s, clip_grad_norm %g\n", t->batch,
+           t->epochs, t->max_steps, (unsigned long long)t->seed, dl_device_names[t->device], t->clip_grad_norm);
     printf("  train.optimizer: type %s, lr %g, weight_decay %g", dl_optim_names[o->kind], o->lr, o->weight_decay);
     if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_RMSPROP)
         printf(", momentum %g", o->momentum);

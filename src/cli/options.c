@@ -49,6 +49,7 @@ static const struct option_key {
     {DL_OPT_MOMENTUM, "train.optimizer.momentum", 0, NULL},
     {DL_OPT_NESTEROV, "train.optimizer.nesterov", 0, "true"},
     {DL_OPT_WEIGHT_DECAY, "train.optimizer.weight_decay", 0, NULL},
+    {DL_OPT_CLIP_GRAD_NORM, "train.clip_grad_norm", 0, NULL},
     {DL_OPT_SCHEDULE, "train.schedule.type", 1, NULL},
     {DL_OPT_WARMUP, "train.schedule.warmup_epochs", 0, NULL},
     {DL_OPT_DATASET, "data.dataset", 1, NULL},
@@ -265,6 +266,8 @@ void dl_net_options_help(FILE *f)
           "  --momentum X          momentum (sgd, rmsprop)\n"
           "  --nesterov            Nesterov momentum (sgd)\n"
           "  --weight-decay X      L2 weight decay (decoupled for adamw)\n"
+          "  --clip-grad-norm X    scale the gradient down to L2 norm X when above it, over the whole\n"
+          "                        model (PyTorch's clip_grad_norm_; the norm goes to --metrics)\n"
           "  --schedule NAME       constant, step or cosine\n"
           "  --warmup-epochs X     linear learning-rate warm-up\n"
           "  --seed N              seed of every random choice (default 1)\n"

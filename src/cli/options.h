@@ -19,7 +19,7 @@ enum {
     DL_OPT_DATASET, DL_OPT_LIMIT_TRAIN, DL_OPT_LIMIT_TEST, DL_OPT_MAX_STEPS, DL_OPT_THREADS,
     DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL, DL_OPT_NO_FUSION,
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
-    DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE, DL_OPT_SET,
+    DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE, DL_OPT_SET, DL_OPT_CLIP_GRAD_NORM,
     DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
@@ -28,6 +28,7 @@ enum {
     {"batch", required_argument, 0, DL_OPT_BATCH}, {"lr", required_argument, 0, DL_OPT_LR}, \
     {"optimizer", required_argument, 0, DL_OPT_OPTIMIZER}, {"momentum", required_argument, 0, DL_OPT_MOMENTUM}, \
     {"nesterov", no_argument, 0, DL_OPT_NESTEROV}, {"weight-decay", required_argument, 0, DL_OPT_WEIGHT_DECAY}, \
+    {"clip-grad-norm", required_argument, 0, DL_OPT_CLIP_GRAD_NORM}, \
     {"schedule", required_argument, 0, DL_OPT_SCHEDULE}, {"warmup-epochs", required_argument, 0, DL_OPT_WARMUP}, \
     {"seed", required_argument, 0, DL_OPT_SEED}, {"data", required_argument, 0, DL_OPT_DATA}, \
     {"dataset", required_argument, 0, DL_OPT_DATASET}, {"limit-train", required_argument, 0, DL_OPT_LIMIT_TRAIN}, \

@@ -100,9 +100,9 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     struct printer *p = ctx;
     /* a server's update: its worker and staleness; a worker's step: the bytes it
      * sent; the consensus distance where measured */
-    const char *keys[12] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+    const char *keys[13] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
                             "exposed_comm_s"};
-    double vals[12] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+    double vals[13] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
                        r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds};
     int n = 9;
     if (r->worker >= 0) {
@@ -113,6 +113,8 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     }
     if (isfinite(r->consensus_distance))
         keys[n] = "consensus_distance", vals[n++] = r->consensus_distance;
+    if (isfinite(r->grad_norm))
+        keys[n] = "grad_norm", vals[n++] = r->grad_norm;
     dl_metrics_write(&p->metrics, "step", n, keys, vals);
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;
@@ -121,6 +123,8 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     char who[48] = "";
     if (r->worker >= 0)
         snprintf(who, sizeof who, "  worker %d staleness %d", r->worker, r->staleness);
+    else if (isfinite(r->grad_norm))
+        snprintf(who, sizeof who, "  grad norm %.4g", r->grad_norm);
     printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f samples/s  ETA %s%s\n", r->epoch,
            r->epochs, r->step, r->steps_per_epoch, r->loss, 100 * r->accuracy, r->lr, r->samples_per_s, eta, who);
     fflush(stdout);

@@ -250,6 +250,14 @@ long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set);
 /* readback.c.  The device whose memory holds e's arena, weights,
  * gradients and state (exec options' device; the host by default). */
 const struct dl_device *dl_exec_device(const struct dl_exec *e);
+/* grad_norm.c: *sq = the sum of squares of e's weight gradients that this
+ * rank counts in the whole model's norm (a weight kept whole on every
+ * tensor rank counts on tensor rank 0 only; a tied one once), so that its
+ * sum over the tensor and pipeline groups is the whole model's.  Reads a
+ * device's gradients through a copy. */
+int dl_exec_grad_sq(const struct dl_exec *e, double *sq, struct dl_error *err);
+/* Multiplies e's weight gradients by f where they live. */
+int dl_exec_grad_scale(struct dl_exec *e, double f, struct dl_error *err);
 /* n values of e's memory at p (act[], weights, dweights, state, an
  * optimizer's state on e's device) for the host to read: p itself on a
  * device with host memory, else a copy in *buf (*cap values, grown as

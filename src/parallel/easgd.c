@@ -67,7 +67,8 @@ static int easgd_finish(struct dl_strategy *s, long step, double lr, struct dl_s
     int rc = dl_strategy_sum_metrics(s, m, im->global_batch, err);
     if (rc)
         return rc;
-    dl_strategy_optim_step(s, lr);
+    if ((rc = dl_strategy_optim_step(s, lr, err)) != 0)
+        return rc;
     return ++im->since >= im->tau ? elastic_round(s, st, err) : DL_OK;
 }
 

@@ -82,7 +82,9 @@ static int worker_finish(struct dl_strategy *s, long step, double lr, struct dl_
                          struct dl_step_stats *st, struct dl_error *err)
 {
     struct easgd_async_impl *im = s->impl;
-    dl_strategy_optim_step(s, lr);
+    int rc = dl_strategy_optim_step(s, lr, err);
+    if (rc)
+        return rc;
     im->round.clock = (double)step;
     im->round.loss_sum += m->loss_sum;
     im->round.correct += m->correct;

@@ -79,10 +79,11 @@ static int gossip_finish(struct dl_strategy *s, long step, double lr, struct dl_
     if (im->overlap) {
         rc = exchange_finish(s, st, err);
         if (!rc)
-            dl_strategy_optim_step(s, lr);
+            rc = dl_strategy_optim_step(s, lr, err);
     } else {
-        dl_strategy_optim_step(s, lr);
-        rc = exchange_start(s, im->t, err);
+        rc = dl_strategy_optim_step(s, lr, err);
+        if (!rc)
+            rc = exchange_start(s, im->t, err);
         if (!rc)
             rc = exchange_finish(s, st, err);
     }

@@ -25,8 +25,7 @@ static int serial_begin(struct dl_strategy *s, int local_batch, int global_batch
 static int serial_finish(struct dl_strategy *s, long step, double lr, struct dl_step_metrics *m,
                          struct dl_step_stats *st, struct dl_error *err)
 {
-    dl_strategy_optim_step(s, lr);
-    return DL_OK;
+    return dl_strategy_optim_step(s, lr, err);
 }
 
 const struct dl_strategy_ops dl_strategy_serial = {

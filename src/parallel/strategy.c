@@ -195,6 +195,7 @@ int dl_strategy_create(struct dl_comm *c, struct dl_exec *e, struct dl_optim *o,
     s->warn = warn;
     s->warn_ctx = warn_ctx;
     s->consensus_every = po->consensus_every;
+    s->grad_norm = NAN;
     dl_strategy_layout(po, c->size, c->rank, &s->layout);
     int rc = DL_OK;
     if (po->sync_bn && c->size > 1 && s->layout.sync_bn) {
@@ -230,12 +231,32 @@ void dl_strategy_free(struct dl_strategy *s)
     free(s);
 }
 
-void dl_strategy_optim_step(struct dl_strategy *s, double lr)
+/* The whole model's gradient norm, and the gradient scaled to clip_norm
+ * when above it (by clip_norm / (norm + 1e-6), as PyTorch's
+ * clip_grad_norm_). */
+static int clip_gradient(struct dl_strategy *s, struct dl_error *err)
+{
+    double sq;
+    int rc = dl_exec_grad_sq(s->exec, &sq, err);
+    if (!rc && s->model_sum)
+        rc = s->model_sum(s->model_ctx, &sq, err);
+    if (rc)
+        return rc;
+    s->grad_norm = sqrt(sq);
+    double f = s->clip_norm / (s->grad_norm + 1e-6);
+    return f < 1 ? dl_exec_grad_scale(s->exec, f, err) : DL_OK;
+}
+
+int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err)
 {
     double t0 = dl_trace_now(s->exec->trace);
+    int rc = s->clip_norm > 0 ? clip_gradient(s, err) : DL_OK;
+    if (rc)
+        return rc;
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
     if (dl_trace_on(s->exec->trace))
         dl_trace_span(s->exec->trace, DL_TRACE_OPTIMIZER, "optimizer", t0);
+    return DL_OK;
 }
 
 int dl_strategy_sum_metrics(struct dl_strategy *s, struct dl_step_metrics *m, int global_batch, struct dl_error *err)

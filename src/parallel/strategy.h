@@ -196,6 +196,15 @@ struct dl_strategy {
     void *warn_ctx;
     int consensus_every;          /* from the options */
     float *mean;                  /* the consensus distance's work space (n_weights) */
+    /* Gradient-norm clipping (train.clip_grad_norm): before each update the
+     * gradient is scaled down to this L2 norm when above it (0: never), as
+     * PyTorch's clip_grad_norm_; grad_norm is the last update's norm
+     * before clipping (NaN: not measured).  model_sum adds up a squared
+     * norm over the ranks holding the other parts of the model (a grid's
+     * tensor and pipeline groups; NULL: this rank holds all of it). */
+    double clip_norm, grad_norm;
+    int (*model_sum)(void *ctx, double *sq, struct dl_error *err);
+    void *model_ctx;
     void *impl;
 };
 
@@ -219,8 +228,9 @@ int dl_strategy_consistent(const struct dl_strategy *s);
 void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
 
 /* The optimizer's update of s->exec's weights from its gradient at rate lr
- * (a --trace records it). */
-void dl_strategy_optim_step(struct dl_strategy *s, double lr);
+ * (a --trace records it), the gradient clipped first when s->clip_norm is
+ * set. */
+int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err);
 /* Sums m over the ranks (one small allreduce); its samples become global_batch. */
 int dl_strategy_sum_metrics(struct dl_strategy *s, struct dl_step_metrics *m, int global_batch, struct dl_error *err);
 /* Replaces every rank's weights and batch-norm statistics by their mean

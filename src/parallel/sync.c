@@ -55,12 +55,11 @@ static int sync_finish(struct dl_strategy *s, long step, double lr, struct dl_st
         s->optim->spec.momentum = 0;
         s->optim->spec.weight_decay = 0;
         s->optim->spec.nesterov = 0;
-        dl_strategy_optim_step(s, lr);
+        rc = dl_strategy_optim_step(s, lr, err);
         s->optim->spec = keep;
-    } else {
-        dl_strategy_optim_step(s, lr);
+        return rc;
     }
-    return DL_OK;
+    return dl_strategy_optim_step(s, lr, err);
 }
 
 static int sync_end(struct dl_strategy *s, struct dl_error *err)

@@ -124,7 +124,7 @@ static int parse_schedule(const struct dl_ynode *m, struct dl_sched_spec *s, str
 static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct dl_error *err)
 {
     static const char *const keys[] = {"batch", "epochs", "max_steps", "seed", "device", "optimizer", "schedule",
-                                       NULL};
+                                       "clip_grad_norm", NULL};
     if (dl_y_check_keys(m, "train", keys, NULL, err))
         return DL_ERR_SPEC;
     long batch = t->batch, epochs = t->epochs, seed = (long)t->seed;
@@ -132,7 +132,8 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
         dl_ymap_int(m, "epochs", "train", 1, 1 << 24, &epochs, err) ||
         dl_ymap_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
         dl_ymap_int(m, "seed", "train", 0, 1L << 62, &seed, err) ||
-        dl_ymap_enum(m, "device", "train", dl_device_names, &t->device, err))
+        dl_ymap_enum(m, "device", "train", dl_device_names, &t->device, err) ||
+        dl_ymap_float(m, "clip_grad_norm", "train", 0, 1e12, &t->clip_grad_norm, err))
         return DL_ERR_SPEC;
     t->batch = (int)batch;
     t->epochs = (int)epochs;

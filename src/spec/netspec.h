@@ -98,6 +98,7 @@ struct dl_train_spec {
     int device;           /* enum dl_device_kind (backends/device.h): where the executor runs */
     struct dl_optim_spec optim;
     struct dl_sched_spec sched;
+    double clip_grad_norm; /* >0: the gradient scaled to this L2 norm when above it (PyTorch's clip_grad_norm_) */
 };
 
 enum dl_parallel_kind { DL_PAR_AUTO, DL_PAR_NONE, DL_PAR_DATA, DL_PAR_MODEL, DL_PAR_PIPELINE, DL_PAR_HYBRID };

@@ -122,6 +122,15 @@ static int agree_over_grid(struct trainer *tr, double *v, int n, int sums, struc
     return rc ? rc : dl_comm_sum_small(tr->grid.pipeline, v, n, err);
 }
 
+/* A squared gradient norm of this rank's part of the model summed over the
+ * grid's tensor and pipeline groups: the whole model's. */
+static int model_norm_sum(void *ctx, double *sq, struct dl_error *err)
+{
+    struct trainer *tr = ctx;
+    int rc = dl_comm_sum_small(tr->grid.tensor, sq, 1, err);
+    return rc ? rc : dl_comm_sum_small(tr->grid.pipeline, sq, 1, err);
+}
+
 /* Test loss and accuracy, where the strategy's layout says: a slice per
  * data-parallel rank, summed, or the whole split on rank 0. */
 static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
@@ -439,9 +448,19 @@ static int setup(struct trainer *tr, struct dl_error *err)
     struct dl_parallel_opts po = o->parallel;
     if (chunks > 1) /* the gradients are final after the last chunk only */
         po.overlap = 0;
+    if (!rc && ts->clip_grad_norm > 0 && (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
+        rc = dl_errorf(err, DL_ERR_SPEC, "--clip-grad-norm: the parameter server (--consistency ssp or async) "
+                       "applies each worker's gradient on its own; clip with sync, local-sgd, gossip or easgd");
     if (!rc)
         rc = dl_strategy_create(tr->data_comm, dl_pipeline_exec(&tr->pipe), &tr->optim, &po, ts->seed,
                                 forward_warning, tr, &tr->strategy, err);
+    if (!rc) {
+        tr->strategy->clip_norm = ts->clip_grad_norm;
+        if (tr->sharded) { /* the other parts of the model are on the tensor and pipeline groups */
+            tr->strategy->model_sum = model_norm_sum;
+            tr->strategy->model_ctx = tr;
+        }
+    }
     if (!rc)
         rc = dl_batch_ahead_init(&tr->batches, &tr->batcher, dl_exec_device(dl_pipeline_exec(&tr->pipe)),
                                  dl_batcher_max_local(&tr->batcher), dl_shape_count(net->graph.input), tr->trace,
@@ -697,7 +716,8 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->start_step) *
                  (double)(tr->total_steps - global_step),
         .comm_seconds = out->stats.comm_seconds, .exposed_comm_seconds = out->stats.exposed_seconds,
-        .bytes_sent = out->stats.bytes_sent, .consensus_distance = out->stats.consensus_distance, .worker = -1};
+        .bytes_sent = out->stats.bytes_sent, .consensus_distance = out->stats.consensus_distance,
+        .grad_norm = tr->strategy->grad_norm, .worker = -1};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
@@ -873,7 +893,7 @@ static void on_served_update(void *ctx, const struct dl_served_update *u)
         .global_step = u->step, .total_steps = tr->total_steps, .loss = u->loss, .accuracy = u->accuracy,
         .lr = u->lr, .samples_per_s = (double)u->updates * u->batch / (now - st->start + 1e-12),
         .eta_s = (now - st->start) / (double)u->updates * (double)(tr->total_steps * updates_per_step - u->updates),
-        .staleness = u->staleness, .worker = u->worker, .consensus_distance = NAN};
+        .staleness = u->staleness, .worker = u->worker, .consensus_distance = NAN, .grad_norm = NAN};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 

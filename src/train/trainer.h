@@ -26,6 +26,7 @@ struct dl_step_report {
     double exposed_comm_seconds;/* the part of it backward did not hide */
     size_t bytes_sent;          /* by rank 0 in this step's exchange (gradients, weights or center) */
     double consensus_distance;  /* of the ranks' weights (strategy.h), NaN when not measured */
+    double grad_norm;           /* of the whole model's gradient before clipping, NaN when not measured */
     int staleness;              /* parameter server: clock gap of this update */
     int worker;                 /* parameter server: which worker (-1 otherwise) */
 };

@@ -1,0 +1,46 @@
+/* grad_norm.c: this rank's part of the whole model's gradient norm, and
+ * the gradient's scaling (gradient-norm clipping, parallel/strategy.c).  A
+ * rank holds its stages' layers, and of a layer split over the tensor ranks
+ * its slice: summing the squares over the tensor and pipeline groups gives
+ * the whole model's, provided a weight kept whole on every tensor rank (a
+ * layer norm's, an unsplit layer's) is counted on tensor rank 0 only. */
+#include "exec/exec_impl.h"
+
+#include <stdlib.h>
+
+int dl_exec_grad_sq(const struct dl_exec *e, double *sq, struct dl_error *err)
+{
+    *sq = 0;
+    dl_real *buf = NULL;
+    long cap = 0;
+    const dl_real *g = e->n_weights ? dl_exec_host_values(e, e->dweights, e->n_weights, &buf, &cap, err) : NULL;
+    if (e->n_weights && !g)
+        return err->code;
+    const struct dl_graph *l = e->g;
+    double sum = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (!dl_shard_runs(e->shard, i))
+            continue;
+        for (int j = 0; j < l->layers[i].n_params; j++) {
+            const struct dl_param_desc *p = &l->layers[i].param[j];
+            if (!p->trainable || p->shares || !e->dparam[i][j])
+                continue;
+            if (e->shard->layer[i].slice[j].dim < 0 && e->shard->pos.t != 0) /* whole here and on rank 0 */
+                continue;
+            const dl_real *x = g + (e->dparam[i][j] - e->dweights);
+            for (long k = 0; k < p->count; k++)
+                sum += (double)x[k] * (double)x[k];
+        }
+    }
+    free(buf);
+    *sq = sum;
+    return DL_OK;
+}
+
+int dl_exec_grad_scale(struct dl_exec *e, double f, struct dl_error *err)
+{
+    if (e->n_weights == 0)
+        return DL_OK;
+    const struct dl_device *dev = dl_exec_device(e);
+    return dev->scale(e->dweights, e->n_weights, (dl_real)f, err);
+}
