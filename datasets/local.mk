@@ -11,5 +11,6 @@ nobase_dist_pkgdata_DATA += \
 nobase_dist_pkgdata_SCRIPTS += \
 	datasets/prepare-imagenet \
 	datasets/prepare-cifar \
-	datasets/prepare-mnist
+	datasets/prepare-mnist \
+	datasets/prepare-text
 EXTRA_DIST += datasets/README.md

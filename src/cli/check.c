@@ -20,6 +20,7 @@
 #include "cli/options.h"
 #include "core/parse.h"
 #include "data/dataset.h"
+#include "data/tokens.h"
 #include "exec/exec.h"
 #include "optim/optim.h"
 #include "parallel/strategy.h"
@@ -162,8 +163,11 @@ static void print_settings(const struct dl_net *net)
                d->std[2]);
     if (d->kind == DL_DATASET_SYNTHETIC)
         printf(", train_samples %ld, test_samples %ld", d->synthetic_train, d->synthetic_test);
-    if (d->kind == DL_DATASET_TEXT)
+    if (d->kind == DL_DATASET_TEXT || d->kind == DL_DATASET_TOKENS)
         printf(", validation %g", d->validation);
+    if (d->kind == DL_DATASET_TOKENS)
+        printf(", train_files '%s', val_files '%s'", d->train_files[0] ? d->train_files : DL_TOKENS_TRAIN_FILES,
+               d->val_files[0] ? d->val_files : DL_TOKENS_VAL_FILES);
     if (d->kind == DL_DATASET_IDX)
         printf(", train_images '%s', train_labels '%s', test_images '%s', test_labels '%s'", d->train_images,
                d->train_labels, d->test_images, d->test_labels);

@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 
 #include "data/text.h"
+#include "data/tokens.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -35,6 +36,7 @@ const char *dl_dataset_kind_name(enum dl_dataset_kind kind)
     case DL_DATASET_CIFAR100: return "cifar100";
     case DL_DATASET_IMAGEFOLDER: return "imagefolder";
     case DL_DATASET_TEXT: return "text";
+    case DL_DATASET_TOKENS: return "tokens";
     }
     return "unknown";
 }
@@ -414,14 +416,14 @@ static int feeds(const struct dl_data_spec *spec, const char *name, const struct
 {
     char buf[64];
     dl_shape_str(want->shape, buf, sizeof buf);
-    int text = spec->kind == DL_DATASET_TEXT, ids = want->shape.dtype == DL_I32;
+    int text = spec->kind == DL_DATASET_TEXT || spec->kind == DL_DATASET_TOKENS, ids = want->shape.dtype == DL_I32;
     if (text && (!ids || want->positions != want->shape.h))
-        return dl_errorf(err, DL_ERR_SPEC, "%s: a text dataset gives token ids [T] (i32) and the next id at every "
+        return dl_errorf(err, DL_ERR_SPEC, "%s: a %s dataset gives token ids [T] (i32) and the next id at every "
                          "position (a loss over [T, classes]); the network reads %s with %d label%s per sample",
-                         name, buf, want->positions, want->positions == 1 ? "" : "s");
+                         name, dl_dataset_kind_name(spec->kind), buf, want->positions, want->positions == 1 ? "" : "s");
     if (!text && (ids || want->positions > 1))
         return dl_errorf(err, DL_ERR_SPEC, "%s: the network reads %s with %d labels per sample; %s gives %s and one "
-                         "label per sample (token ids and per-position labels: dataset: text)", name, buf,
+                         "label per sample (token ids and per-position labels: dataset text or tokens)", name, buf,
                          want->positions, name, "float inputs");
     return DL_OK;
 }
@@ -471,6 +473,8 @@ int dl_dataset_fits(const struct dl_data_spec *spec, const struct dl_data_want *
             return dl_errorf(err, DL_ERR_IO, "%s: %s not found (pass --data FILE or DIR)", ds.name,
                              spec->dir[0] ? spec->dir : "no text given:");
         return DL_OK;
+    case DL_DATASET_TOKENS:
+        return dl_tokens_check(spec, err);
     case DL_DATASET_IMAGEFOLDER:
         if (want.c != 1 && want.c != 3)
             return dl_errorf(err, DL_ERR_SPEC, "%s: the network's input is %s but image folders give 1 or 3 "
@@ -532,6 +536,10 @@ static int load_split(const struct dl_data_spec *spec, int train, const struct d
         rc = dl_text_load(spec->dir, spec->validation, train, want.h, w->id_limit, classes, limit_of(spec, train), ds,
                           err);
         break;
+    case DL_DATASET_TOKENS:
+        ds->shape = want;
+        rc = dl_tokens_load(spec, train, want.h, w->id_limit, classes, limit_of(spec, train), ds, err);
+        break;
     default:
         rc = dl_errorf(err, DL_ERR_INTERNAL, "unknown dataset kind %d", (int)spec->kind);
     }
@@ -552,7 +560,8 @@ int dl_dataset_load_for(const struct dl_data_spec *spec, int train, const struct
 {
     struct dl_shape want_shape = w->shape;
     int rc = load_split(spec, train, w, seed, out, err);
-    if (rc != DL_OK || !spec->normalize || out->source || spec->kind == DL_DATASET_TEXT)
+    if (rc != DL_OK || !spec->normalize || out->source || spec->kind == DL_DATASET_TEXT ||
+        spec->kind == DL_DATASET_TOKENS)
         return rc; /* token ids are not normalised */
     if (spec->has_stats && want_shape.c == 3) { /* the dataset file's statistics */
         rc = dl_dataset_normalize(out, spec->mean, spec->std, err);

@@ -1,8 +1,8 @@
 # src/data: readers (IDX, CIFAR binaries, image folders with JPEG/PNG decoding
-# and transforms), dataset loading, and the shuffling, sharding batcher with
-# its pool of decode threads.
-AM_CPPFLAGS += $(JPEG_CFLAGS) $(PNG_CFLAGS)
-DL_LIBS += $(JPEG_LIBS) $(PNG_LIBS)
+# and transforms, text, llm.c token files), GPT-2's tokenizer, dataset
+# loading, and the shuffling, sharding batcher with its pool of decode threads.
+AM_CPPFLAGS += $(JPEG_CFLAGS) $(PNG_CFLAGS) $(PCRE2_CFLAGS)
+DL_LIBS += $(JPEG_LIBS) $(PNG_LIBS) $(PCRE2_LIBS)
 DL_COMMON_SOURCES += \
 	src/data/idx.c src/data/idx.h \
 	src/data/dataset.c src/data/dataset.h \
@@ -13,7 +13,12 @@ DL_COMMON_SOURCES += \
 	src/data/imagefolder.c src/data/imagefolder.h \
 	src/data/prefetch.c src/data/prefetch.h \
 	src/data/batcher.c src/data/batcher.h \
-	src/data/text.c src/data/text.h
+	src/data/text.c src/data/text.h \
+	src/data/path_list.c src/data/path_list.h \
+	src/data/token_file.c src/data/token_file.h \
+	src/data/tokens.c src/data/tokens.h \
+	src/data/utf8.c src/data/utf8.h \
+	src/data/bpe.c src/data/bpe.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_data

@@ -1,71 +1,15 @@
 /* text.c: text datasets (see text.h). */
 #include "data/text.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-/* The regular files below dir (or dir itself when it is a file), sorted. */
-struct file_list {
-    char **path;
-    int n, cap;
-};
-
-static int add_path(struct file_list *l, const char *p, struct dl_error *err)
-{
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        char **grown = realloc(l->path, sizeof *grown * (size_t)cap);
-        if (!grown)
-            return dl_errorf(err, DL_ERR_NOMEM, "out of memory listing %s", p);
-        l->path = grown, l->cap = cap;
-    }
-    if (!(l->path[l->n] = dl_strdup(p, err)))
-        return DL_ERR_NOMEM;
-    l->n++;
-    return DL_OK;
-}
-
-static int list_files(const char *p, struct file_list *l, int depth, struct dl_error *err)
-{
-    struct stat st;
-    if (stat(p, &st) != 0)
-        return dl_errorf(err, DL_ERR_IO, "%s: cannot read: %s", p, strerror(errno));
-    if (S_ISREG(st.st_mode))
-        return add_path(l, p, err);
-    if (!S_ISDIR(st.st_mode) || depth > 16)
-        return DL_OK;
-    DIR *d = opendir(p);
-    if (!d)
-        return dl_errorf(err, DL_ERR_IO, "%s: cannot open the folder: %s", p, strerror(errno));
-    int rc = DL_OK;
-    for (struct dirent *e; !rc && (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        size_t len = strlen(p) + strlen(e->d_name) + 2;
-        char *child = malloc(len);
-        if (!child) {
-            rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory listing %s", p);
-            break;
-        }
-        snprintf(child, len, "%s/%s", p, e->d_name);
-        rc = list_files(child, l, depth + 1, err);
-        free(child);
-    }
-    closedir(d);
-    return rc;
-}
-
-static int by_path(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+#include "data/path_list.h"
 
 /* The bytes of every file of l, concatenated; starts[i] the offset of file i. */
-static int read_all(const struct file_list *l, unsigned char **out, long *len, long *starts, struct dl_error *err)
+static int read_all(const struct dl_path_list *l, unsigned char **out, long *len, long *starts, struct dl_error *err)
 {
     long total = 0;
     unsigned char *buf = NULL;
@@ -101,18 +45,39 @@ static int read_all(const struct file_list *l, unsigned char **out, long *len, l
     return DL_OK;
 }
 
+int dl_text_windows(const int32_t *ids, long len, int T, long limit, const char *split, const char *path,
+                    struct dl_dataset *ds, struct dl_error *err)
+{
+    long n = len > T ? (len - 1) / T : 0;
+    if (n == 0)
+        return dl_errorf(err, DL_ERR_DATA, "%s: the %s split of %s has %ld tokens, fewer than one window of %d + 1",
+                         ds->name, split, path, len, T);
+    if (limit > 0 && limit < n)
+        n = limit;
+    ds->n = n;
+    ds->positions = T;
+    ds->x = dl_calloc((size_t)n * (size_t)T, sizeof *ds->x, err);
+    ds->y = ds->x ? dl_calloc((size_t)n * (size_t)T, sizeof *ds->y, err) : NULL;
+    if (!ds->y)
+        return DL_ERR_NOMEM;
+    for (long i = 0; i < n; i++)
+        for (int t = 0; t < T; t++) {
+            memcpy(&ds->x[i * T + t], &ids[i * T + t], sizeof *ids); /* i32 in a 4-byte element */
+            ds->y[i * T + t] = ids[i * T + t + 1];
+        }
+    return DL_OK;
+}
+
 int dl_text_load(const char *path, double validation, int train, int T, int id_limit, int classes, long limit,
                  struct dl_dataset *ds, struct dl_error *err)
 {
     if (!path || !*path)
         return dl_errorf(err, DL_ERR_SPEC, "%s: no text given: pass --data FILE or --data DIR (its files are "
                          "read in the order of their paths)", ds->name);
-    struct file_list files = {0};
-    int rc = list_files(path, &files, 0, err);
+    struct dl_path_list files = {0};
+    int rc = dl_path_list_add(&files, path, err);
     if (!rc && files.n == 0)
         rc = dl_errorf(err, DL_ERR_DATA, "%s: no file below %s", ds->name, path);
-    if (!rc)
-        qsort(files.path, (size_t)files.n, sizeof *files.path, by_path);
     unsigned char *text = NULL;
     long len = 0, *starts = files.n ? calloc((size_t)files.n, sizeof *starts) : NULL;
     if (!rc && !starts)
@@ -132,29 +97,16 @@ int dl_text_load(const char *path, double validation, int train, int T, int id_l
         }
     long cut = len - (long)((double)len * validation);
     long lo = train ? 0 : cut, hi = train ? cut : len;
-    long n = hi - lo > T ? (hi - lo - 1) / T : 0;
-    if (!rc && n == 0)
-        rc = dl_errorf(err, DL_ERR_DATA, "%s: the %s split of %s has %ld bytes, fewer than one window of %d + 1",
-                       ds->name, train ? "training" : "validation", path, hi - lo, T);
-    if (!rc && limit > 0 && limit < n)
-        n = limit;
-    if (!rc) {
-        ds->n = n;
-        ds->positions = T;
-        ds->x = dl_calloc((size_t)n * (size_t)T, sizeof *ds->x, err);
-        ds->y = ds->x ? dl_calloc((size_t)n * (size_t)T, sizeof *ds->y, err) : NULL;
-        rc = ds->y ? DL_OK : DL_ERR_NOMEM;
-    }
-    for (long i = 0; !rc && i < n; i++)
-        for (int t = 0; t < T; t++) {
-            int32_t id = text[lo + i * T + t];
-            memcpy(&ds->x[i * T + t], &id, sizeof id); /* i32 in a 4-byte element */
-            ds->y[i * T + t] = text[lo + i * T + t + 1];
-        }
+    int32_t *ids = rc ? NULL : dl_calloc((size_t)(hi - lo) + 1, sizeof *ids, err);
+    if (!rc && !ids)
+        rc = DL_ERR_NOMEM;
+    for (long i = lo; !rc && i < hi; i++)
+        ids[i - lo] = text[i];
+    if (!rc)
+        rc = dl_text_windows(ids, hi - lo, T, limit, train ? "training" : "validation", path, ds, err);
+    free(ids);
     free(text);
     free(starts);
-    for (int i = 0; i < files.n; i++)
-        free(files.path[i]);
-    free(files.path);
+    dl_path_list_free(&files);
     return rc;
 }

@@ -22,4 +22,11 @@
 int dl_text_load(const char *path, double validation, int train, int T, int id_limit, int classes, long limit,
                  struct dl_dataset *ds, struct dl_error *err);
 
+/* The windows of ids[0..len) into ds (x and y, n, positions): sample i
+ * is ids[i*T .. i*T+T] (ids in x, the next ids in y); limit > 0 keeps the
+ * first limit.  Fewer than T + 1 ids is DL_ERR_DATA naming ds, the split
+ * ("training", "validation") and path. */
+int dl_text_windows(const int32_t *ids, long len, int T, long limit, const char *split, const char *path,
+                    struct dl_dataset *ds, struct dl_error *err);
+
 #endif

@@ -11,7 +11,7 @@
 #include "core/shipped.h"
 
 const char *const dl_dataset_names[] = {"fashion-mnist", "mnist", "idx", "synthetic", "cifar10", "cifar100",
-                                        "imagefolder", "text", NULL};
+                                        "imagefolder", "text", "tokens", NULL};
 const char *const dl_crop_names[] = {"random-resized", "center", NULL};
 const char *const dl_bad_sample_names[] = {"skip", "fail", NULL};
 
@@ -84,7 +84,10 @@ static int parse_common(const struct dl_ynode *m, const char *what, struct dl_da
     if (read_numbers(m, "mean", what, 3, -1e3, 1e3, mean, err) ||
         read_numbers(m, "std", what, 3, 1e-6, 1e3, std, err) ||
         dl_ymap_path(m, "dir", what, d->dir, sizeof d->dir, err) ||
-        dl_ymap_bool(m, "normalize", what, &d->normalize, err))
+        dl_ymap_bool(m, "normalize", what, &d->normalize, err) ||
+        dl_ymap_path(m, "train_files", what, d->train_files, sizeof d->train_files, err) ||
+        dl_ymap_path(m, "val_files", what, d->val_files, sizeof d->val_files, err) ||
+        dl_ymap_float(m, "validation", what, 0.001, 0.999, &d->validation, err))
         return DL_ERR_SPEC;
     if (mn) {
         d->has_stats = 1;
@@ -128,7 +131,8 @@ int dl_dataset_file_load(const char *path, struct dl_data_spec *d, struct dl_err
     if (rc)
         return rc;
     static const char *const keys[] = {"name", "description", "format", "dir", "classes", "mean", "std",
-                                       "normalize", "train", "eval", NULL};
+                                       "normalize", "train", "eval", "train_files", "val_files", "validation",
+                                       NULL};
     const struct dl_ynode *m = doc->root;
     long classes = 0;
     int kind = -1;
@@ -195,7 +199,7 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
     static const char *const keys[] = {"dataset", "dir", "train_images", "train_labels", "test_images",
                                        "test_labels", "train_samples", "test_samples", "normalize", "mean", "std",
                                        "train", "eval", "threads", "prefetch", "bad_samples", "limit_train",
-                                       "limit_test", "validation", NULL};
+                                       "limit_test", "validation", "train_files", "val_files", NULL};
     if (dl_y_check_keys(m, "data", keys, NULL, err))
         return DL_ERR_SPEC;
     const struct dl_ynode *ds = dl_ymap_get(m, "dataset");
@@ -216,7 +220,6 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
         dl_ymap_int(m, "prefetch", "data", 1, 1024, &prefetch, err) ||
         dl_ymap_int(m, "limit_train", "data", 1, 1L << 40, &d->limit_train, err) ||
         dl_ymap_int(m, "limit_test", "data", 1, 1L << 40, &d->limit_test, err) ||
-        dl_ymap_float(m, "validation", "data", 0.001, 0.999, &d->validation, err) ||
         dl_ymap_enum(m, "bad_samples", "data", dl_bad_sample_names, &bad, err) ||
         parse_common(m, "data", d, err))
         return DL_ERR_SPEC;

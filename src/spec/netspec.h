@@ -19,7 +19,8 @@ enum dl_dataset_kind {
     DL_DATASET_CIFAR10,       /* CIFAR-10 binary batches (data_batch_*.bin, test_batch.bin) */
     DL_DATASET_CIFAR100,      /* CIFAR-100 binary (train.bin, test.bin; fine labels) */
     DL_DATASET_IMAGEFOLDER,   /* dir/train and dir/val: a subfolder per class, or list files */
-    DL_DATASET_TEXT           /* a file or folder of text: byte ids in windows, the next byte as labels */
+    DL_DATASET_TEXT,          /* a file or folder of text: byte ids in windows, the next byte as labels */
+    DL_DATASET_TOKENS         /* llm.c's token files (data/tokens.h): ids in windows, the next id as labels */
 };
 
 #define DL_DATASET_NAME_MAX 64
@@ -63,6 +64,8 @@ struct dl_data_spec {
     int prefetch;                   /* ready batches queued ahead (0: default) */
     enum dl_bad_samples bad_samples;
     double validation;              /* text: the fraction of the bytes (the last) that make the test split */
+    char train_files[DL_PATH_MAX];  /* tokens: glob patterns in --data's folder ("" = data/tokens.h's) */
+    char val_files[DL_PATH_MAX];
 };
 
 enum dl_optim_kind {

@@ -1,0 +1,331 @@
+/* bpe.c: GPT-2's byte-level BPE (see bpe.h). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "data/bpe.h"
+
+#include <errno.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/shipped.h"
+
+/* GPT-2's pre-tokenizer, as tiktoken writes it for r50k_base: `$` is the end
+ * of the text only (PCRE2_DOLLAR_ENDONLY), \s and \p{..} are Unicode's
+ * (PCRE2_UCP). */
+static const char pattern[] =
+    "'(?:[sdmt]|ll|ve|re)| ?\\p{L}++| ?\\p{N}++| ?[^\\s\\p{L}\\p{N}]++|\\s++$|\\s+(?!\\S)|\\s";
+
+#define NO_RANK INT32_MAX
+
+struct entry {
+    uint32_t off, len; /* bytes in pool */
+    int32_t rank;      /* -1: empty slot */
+};
+
+struct dl_bpe {
+    unsigned char *pool; /* every token's bytes */
+    size_t pool_len;
+    uint32_t *off, *len; /* by rank */
+    int32_t n;           /* ranks 0..n-1 */
+    struct entry *slot;  /* open addressing on the bytes */
+    size_t mask;
+    pcre2_code *re;
+};
+
+static uint64_t hash(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int32_t rank_of(const struct dl_bpe *b, const unsigned char *p, size_t n)
+{
+    for (size_t i = (size_t)hash(p, n) & b->mask;; i = (i + 1) & b->mask) {
+        const struct entry *e = &b->slot[i];
+        if (e->rank < 0)
+            return NO_RANK;
+        if (e->len == n && memcmp(b->pool + e->off, p, n) == 0)
+            return e->rank;
+    }
+}
+
+static int b64(int c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Decodes base64 text[0..n) into out; returns the length or -1. */
+static long unbase64(const char *text, size_t n, unsigned char *out)
+{
+    long o = 0;
+    unsigned bits = 0, have = 0;
+    size_t i = 0;
+    for (; i < n && text[i] != '='; i++) {
+        int v = b64((unsigned char)text[i]);
+        if (v < 0)
+            return -1;
+        bits = bits << 6 | (unsigned)v;
+        have += 6;
+        if (have >= 8) {
+            have -= 8;
+            out[o++] = (unsigned char)(bits >> have);
+            bits &= (1u << have) - 1;
+        }
+    }
+    for (; i < n; i++)
+        if (text[i] != '=')
+            return -1;
+    return n % 4 == 0 && o > 0 ? o : -1;
+}
+
+static int add(struct dl_bpe *b, const unsigned char *p, size_t n, int32_t rank, const char *path, long line,
+               struct dl_error *err)
+{
+    size_t i = (size_t)hash(p, n) & b->mask;
+    for (; b->slot[i].rank >= 0; i = (i + 1) & b->mask)
+        if (b->slot[i].len == n && memcmp(b->pool + b->slot[i].off, p, n) == 0)
+            return dl_errorf(err, DL_ERR_DATA, "%s:%ld: the bytes of rank %d already have rank %d", path, line, rank,
+                             b->slot[i].rank);
+    b->slot[i] = (struct entry){(uint32_t)(p - b->pool), (uint32_t)n, rank};
+    b->off[rank] = (uint32_t)(p - b->pool);
+    b->len[rank] = (uint32_t)n;
+    return DL_OK;
+}
+
+static int read_text(const char *path, char **text, size_t *n, struct dl_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return dl_errorf(err, DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *text = size >= 0 ? malloc((size_t)size + 1) : NULL;
+    int rc = !*text ? dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", path)
+             : fread(*text, 1, (size_t)size, f) != (size_t)size ? dl_errorf(err, DL_ERR_IO, "%s: read error", path)
+                                                                   : DL_OK;
+    fclose(f);
+    if (rc) {
+        free(*text);
+        *text = NULL;
+        return rc;
+    }
+    (*text)[size] = '\0';
+    *n = (size_t)size;
+    return DL_OK;
+}
+
+int dl_bpe_load(const char *path, struct dl_bpe **out, struct dl_error *err)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t n = 0;
+    int rc = read_text(path, &text, &n, err);
+    if (rc)
+        return rc;
+    long lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += text[i] == '\n';
+    lines += n && text[n - 1] != '\n';
+    struct dl_bpe *b = calloc(1, sizeof *b);
+    size_t slots = 1024;
+    while (slots < 2 * (size_t)lines + 2)
+        slots *= 2;
+    if (b) {
+        b->mask = slots - 1;
+        b->pool = malloc(n + 1);
+        b->off = calloc((size_t)lines + 1, sizeof *b->off);
+        b->len = calloc((size_t)lines + 1, sizeof *b->len);
+        b->slot = malloc(slots * sizeof *b->slot);
+    }
+    if (!b || !b->pool || !b->off || !b->len || !b->slot) {
+        dl_bpe_free(b);
+        free(text);
+        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (size_t i = 0; i < slots; i++)
+        b->slot[i].rank = -1;
+    long line = 0;
+    for (char *p = text, *end = text + n; !rc && p < end; line++) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *stop = nl ? nl : end, *space = memchr(p, ' ', (size_t)(stop - p));
+        char *tail;
+        long rank = space ? strtol(space + 1, &tail, 10) : -1;
+        long len = space ? unbase64(p, (size_t)(space - p), b->pool + b->pool_len) : -1;
+        if (len < 0 || space + 1 == tail || (tail != stop && !(tail + 1 == stop && *tail == '\r')))
+            rc = dl_errorf(err, DL_ERR_DATA, "%s:%ld: expected \"BASE64 RANK\" (a .tiktoken vocabulary)", path,
+                           line + 1);
+        else if (rank != line)
+            rc = dl_errorf(err, DL_ERR_DATA, "%s:%ld: rank %ld, expected %ld (ranks count up from 0, one per line)",
+                           path, line + 1, rank, line);
+        else
+            rc = add(b, b->pool + b->pool_len, (size_t)len, (int32_t)rank, path, line + 1, err);
+        b->pool_len += len > 0 ? (size_t)len : 0;
+        p = stop + 1;
+    }
+    free(text);
+    b->n = (int32_t)line;
+    for (int c = 0; !rc && c < 256; c++) {
+        unsigned char byte = (unsigned char)c;
+        if (rank_of(b, &byte, 1) == NO_RANK)
+            rc = dl_errorf(err, DL_ERR_DATA, "%s: byte %d has no rank: a byte-level vocabulary ranks all 256", path,
+                           c);
+    }
+    int code;
+    PCRE2_SIZE at;
+    if (!rc && !(b->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+                                        PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &code, &at, NULL))) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        rc = dl_errorf(err, DL_ERR_INTERNAL, "the pre-tokenizer pattern at %zu: %s", (size_t)at, (char *)msg);
+    }
+    if (!rc)
+        pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* without JIT it still matches, slower */
+    if (rc) {
+        dl_bpe_free(b);
+        return rc;
+    }
+    *out = b;
+    return DL_OK;
+}
+
+int dl_bpe_open(const char *name, struct dl_bpe **out, struct dl_error *err)
+{
+    char rel[1024], path[4096], looked[4096] = "";
+    if (strchr(name, '/') || access(name, R_OK) == 0)
+        return dl_bpe_load(name, out, err);
+    snprintf(rel, sizeof rel, "vocab/%s.tiktoken", name);
+    if (dl_shipped_find(rel, path, sizeof path, looked, sizeof looked))
+        return dl_bpe_load(path, out, err);
+    *out = NULL;
+    return dl_errorf(err, DL_ERR_IO, "vocabulary '%s': no %s.tiktoken (looked in %s): tools/deps fetches gpt2.tiktoken "
+                     "(from the openai-whisper source distribution on PyPI) into vocab/; or give a .tiktoken file's "
+                     "path", name, name, looked[0] ? looked : "nowhere");
+}
+
+void dl_bpe_free(struct dl_bpe *b)
+{
+    if (!b)
+        return;
+    pcre2_code_free(b->re);
+    free(b->pool);
+    free(b->off);
+    free(b->len);
+    free(b->slot);
+    free(b);
+}
+
+/* Merges piece p[0..n) (n >= 2) and appends its tokens. */
+static int merge(const struct dl_bpe *b, const unsigned char *p, size_t n, struct dl_token_stream *out,
+                 struct dl_error *err)
+{
+    size_t small_pos[64];
+    int32_t small_rank[64];
+    size_t *pos = n + 1 <= 64 ? small_pos : malloc((n + 1) * sizeof *pos);
+    int32_t *rank = n + 1 <= 64 ? small_rank : malloc((n + 1) * sizeof *rank);
+    if (!pos || !rank) {
+        if (pos != small_pos)
+            free(pos);
+        if (rank != small_rank)
+            free(rank);
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory encoding a piece of %zu bytes", n);
+    }
+    size_t m = n + 1; /* boundaries; rank[i]: of the bytes pos[i]..pos[i+2] */
+    for (size_t i = 0; i < m; i++)
+        pos[i] = i;
+    for (size_t i = 0; i + 2 < m; i++)
+        rank[i] = rank_of(b, p + pos[i], pos[i + 2] - pos[i]);
+    while (m > 2) {
+        size_t best = 0;
+        int32_t r = NO_RANK;
+        for (size_t i = 0; i + 2 < m; i++)
+            if (rank[i] < r)
+                r = rank[i], best = i;
+        if (r == NO_RANK)
+            break;
+        /* drop boundary best + 1: pieces best and best + 1 become one */
+        memmove(pos + best + 1, pos + best + 2, (m - best - 2) * sizeof *pos);
+        memmove(rank + best + 1, rank + best + 2, (m >= best + 4 ? m - best - 4 : 0) * sizeof *rank);
+        m--;
+        if (best + 2 < m)
+            rank[best] = rank_of(b, p + pos[best], pos[best + 2] - pos[best]);
+        if (best > 0)
+            rank[best - 1] = rank_of(b, p + pos[best - 1], pos[best + 1] - pos[best - 1]);
+    }
+    int rc = dl_token_stream_reserve(out, (long)(m - 1), err);
+    for (size_t i = 0; !rc && i + 1 < m; i++)
+        out->id[out->n++] = rank_of(b, p + pos[i], pos[i + 1] - pos[i]);
+    if (pos != small_pos)
+        free(pos);
+    if (rank != small_rank)
+        free(rank);
+    return rc;
+}
+
+int dl_bpe_encode(const struct dl_bpe *b, const char *text, size_t n, struct dl_token_stream *out,
+                  struct dl_error *err)
+{
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->re, NULL);
+    if (!md)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory for the pre-tokenizer");
+    int rc = DL_OK;
+    for (size_t at = 0; !rc && at < n;) {
+        int got = pcre2_match(b->re, (PCRE2_SPTR)text, n, at, PCRE2_NO_UTF_CHECK, md, NULL);
+        if (got == PCRE2_ERROR_NOMATCH)
+            break;
+        if (got < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(got, msg, sizeof msg);
+            rc = dl_errorf(err, DL_ERR_DATA, "the pre-tokenizer at byte %zu: %s", at, (char *)msg);
+            break;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        const unsigned char *piece = (const unsigned char *)text + ov[0];
+        size_t len = ov[1] - ov[0];
+        int32_t whole = rank_of(b, piece, len);
+        if (whole != NO_RANK) {
+            rc = dl_token_stream_reserve(out, 1, err);
+            if (!rc)
+                out->id[out->n++] = whole;
+        } else
+            rc = merge(b, piece, len, out, err);
+        at = ov[1] > at ? ov[1] : at + 1;
+    }
+    pcre2_match_data_free(md);
+    return rc;
+}
+
+const unsigned char *dl_bpe_bytes(const struct dl_bpe *b, int32_t id, size_t *len)
+{
+    static const unsigned char eot[] = "<|endoftext|>";
+    if (id == b->n) {
+        *len = sizeof eot - 1;
+        return eot;
+    }
+    if (id < 0 || id > b->n) {
+        *len = 0;
+        return NULL;
+    }
+    *len = b->len[id];
+    return b->pool + b->off[id];
+}
+
+int dl_bpe_vocab(const struct dl_bpe *b)
+{
+    return b->n + 1;
+}
+
+int32_t dl_bpe_end_of_text(const struct dl_bpe *b)
+{
+    return b->n;
+}
