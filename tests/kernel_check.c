@@ -37,6 +37,11 @@ static float *vec(long n)
     return calloc((size_t)(n > 0 ? n : 1), sizeof(float));
 }
 
+long kc_positions(const struct dl_layer *l)
+{
+    return l->kind->is_loss && dl_shape_rank(l->in_shape[0]) == 2 ? l->in_shape[0].h : 1;
+}
+
 void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed)
 {
     memset(t, 0, sizeof *t);
@@ -50,9 +55,10 @@ void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_
     if (l->kind->is_loss) {
         struct dl_rng r;
         dl_rng_seed(&r, seed + 400);
-        t->labels = calloc((size_t)batch, sizeof *t->labels);
-        for (int n = 0; n < batch; n++)
-            t->labels[n] = (int)dl_rng_below(&r, (uint64_t)l->in_shape[0].c);
+        long P = kc_positions(l);
+        t->labels = calloc((size_t)(batch * P), sizeof *t->labels);
+        for (long n = 0; n < batch * P; n++) /* a sequence's every 7th position ignored (ignore_index) */
+            t->labels[n] = P > 1 && n % 7 == 3 ? -100 : (int)dl_rng_below(&r, (uint64_t)l->in_shape[0].c);
     }
     long ny = batch * dl_shape_count(l->out_shape);
     t->y = vec(ny);
@@ -173,7 +179,8 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
     long ycount = dl_layout_count(cfg.out, l->out_shape);
     size_t ybytes = sizeof(float) * (size_t)t->batch * (size_t)ycount;
     float *yd = on_device(&b, y, ybytes), *dyd = on_device(&b, dy, ybytes);
-    const int *labels = t->labels ? on_device(&b, t->labels, sizeof *t->labels * (size_t)t->batch) : NULL;
+    long P = kc_positions(l);
+    const int *labels = t->labels ? on_device(&b, t->labels, sizeof *t->labels * (size_t)(t->batch * P)) : NULL;
     float *param[DL_MAX_PARAMS] = {0}, *dparam[DL_MAX_PARAMS] = {0};
     for (int j = 0; j < l->n_params; j++) {
         size_t bytes = sizeof(float) * (size_t)l->param[j].count;
@@ -204,7 +211,7 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
                 c->dparam[j] = dparam[j];
             }
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);
-            c->labels = labels ? labels + (long)sl * mb : NULL;
+            c->labels = labels ? labels + (long)sl * mb * P : NULL;
             c->training = 1;
             c->key = KC_KEY; /* dropout's mask: the whole batch's, whatever the slices */
             c->sample0 = (long)sl * mb;

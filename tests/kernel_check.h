@@ -15,7 +15,7 @@ struct kc_tensors {
     int batch;
     float *x[DL_MAX_INPUTS], *y, *dy, *dx[DL_MAX_INPUTS];
     float *param[DL_MAX_PARAMS], *dparam[DL_MAX_PARAMS];
-    int *labels;          /* a loss layer's: batch class indices; else NULL */
+    int *labels;          /* a loss layer's: batch x kc_positions class indices; else NULL */
 };
 
 double kc_rel_err(const float *a, const float *b, long n);
@@ -24,6 +24,9 @@ void kc_fill(float *v, long n, uint64_t seed);
  * norm), output gradients, pre-set weight gradients (to check += ) and, for
  * a loss, labels (random classes). */
 void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed);
+/* Labels per sample of layer l: T for a loss on a sequence [T, C] (every 7th
+ * of them -100, ignored), else 1. */
+long kc_positions(const struct dl_layer *l);
 void kc_free(struct kc_tensors *t, const struct dl_layer *l);
 /* forward (training mode) then backward of k on l in slices of mb samples,
  * on k's device (DL_ERR_UNSUPPORTED when this build lacks it); slice j's

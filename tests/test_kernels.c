@@ -150,6 +150,11 @@ static const struct kcase cases[] = {
 static const struct kcase losses[] = {
     {"softmax_xent", "[7, 1, 1]", "{type: softmax_cross_entropy}", 5, NULL},
     {"softmax_xent_smooth", "[12, 1, 1]", "{type: softmax_cross_entropy, label_smoothing: 0.1}", 4, NULL},
+    /* at every position of a sequence [T, C] (every 7th label ignored): runs
+     * of 8 positions and a tail, two runs of 64 and a tail, smoothing */
+    {"softmax_xent_sequence", "[13, 37]", "{type: softmax_cross_entropy}", 3, NULL},
+    {"softmax_xent_sequence_runs", "[131, 50]", "{type: softmax_cross_entropy}", 2, NULL},
+    {"softmax_xent_sequence_smooth", "[8, 1001]", "{type: softmax_cross_entropy, label_smoothing: 0.2}", 3, NULL},
 };
 #define N_LOSSES (sizeof losses / sizeof losses[0])
 
@@ -194,8 +199,11 @@ static const struct bcase blocked[] = {
 static int load(const struct kcase *kc, struct dl_net *net)
 {
     char text[1024];
-    int classes = 0;
-    if (is_loss(kc) && sscanf(kc->input, "[%d", &classes) == 1)
+    int classes = 0, dims[3], rank = sscanf(kc->input, "[%d, %d, %d]", &dims[0], &dims[1], &dims[2]);
+    if (is_loss(kc) && rank == 2 && (classes = dims[1])) /* a sequence [T, C] */
+        snprintf(text, sizeof text, "input: {shape: %s, classes: %d}\nlayers:\n  - {type: gelu, name: f}\n"
+                 "loss: %s\n", kc->input, classes, kc->layer);
+    else if (is_loss(kc) && sscanf(kc->input, "[%d", &classes) == 1)
         snprintf(text, sizeof text, "input: {shape: %s, classes: %d}\nlayers:\n  - {type: flatten, name: f}\n"
                  "loss: %s\n", kc->input, classes, kc->layer);
     else

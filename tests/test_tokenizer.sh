@@ -101,6 +101,8 @@ cases = {
                                                 random.randint(0x3000, 0xD7FF), random.randint(0x10000, 0x1FFFF)]))
                              for _ in range(5000)).encode(),
     "o_endoftext": b"<|endoftext|> is text here <|endoftext|>",
+    # Unicode's white space between symbols splits them (\s is Unicode's)
+    "p_symbols_spaces": "!!\u00a0!! ..\u3000.. --\u2003-- ''\u00a0'' ((\u2028)) {\u0085} ,\u205f,".encode(),
 }
 for name, data in cases.items():
     open(os.path.join(sys.argv[1], name), "wb").write(data)
