@@ -6,4 +6,7 @@ nobase_dist_pkgdata_DATA += \
 	nets/vgg16.yaml \
 	nets/resnet18.yaml \
 	nets/resnet50.yaml \
-	nets/bigram.yaml
+	nets/bigram.yaml \
+	nets/gpt-tiny.yaml \
+	nets/gpt2.yaml \
+	nets/gpt2-medium.yaml

@@ -103,6 +103,7 @@ cases = {
     "o_endoftext": b"<|endoftext|> is text here <|endoftext|>",
     # Unicode's white space between symbols splits them (\s is Unicode's)
     "p_symbols_spaces": "!!\u00a0!! ..\u3000.. --\u2003-- ''\u00a0'' ((\u2028)) {\u0085} ,\u205f,".encode(),
+    "q_space_then_unicode_space": " \u3000x \u00a0y a \u2003b c \u00a0\u00a0d \u3000\u3000 e\u00a0 \u00a0".encode(),
 }
 for name, data in cases.items():
     open(os.path.join(sys.argv[1], name), "wb").write(data)

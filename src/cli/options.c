@@ -58,6 +58,7 @@ static const struct option_key {
     {DL_OPT_BAD_SAMPLES, "data.bad_samples", 1, NULL},
     {DL_OPT_LIMIT_TRAIN, "data.limit_train", 0, NULL},
     {DL_OPT_LIMIT_TEST, "data.limit_test", 0, NULL},
+    {DL_OPT_CONTEXT, "args.context", 0, NULL},
 };
 
 static const struct option_key *option_key(int code)
@@ -281,6 +282,8 @@ void dl_net_options_help(FILE *f)
           "                        with a warning (skip, the default) or stops the run (fail)\n"
           "  --limit-train N       use only the first N training samples\n"
           "  --limit-test N        use only the first N test samples\n"
+          "  --context T           the training window of a sequence network: its args.context\n"
+          "                        (nets/gpt2.yaml: up to its 1024 positions)\n"
           "  --device cpu|cuda|emulated  where the network runs (default cpu; cuda: one GPU\n"
           "                        per rank by local rank, never yet run on a GPU: see the\n"
           "                        README; emulated: a testing aid, CPU kernels on memory\n"

@@ -767,9 +767,29 @@ static char *quoted(const char *text, struct dl_error *err)
     return q;
 }
 
+/* A set of args.NAME needs NAME among the file's args (a new one would size
+ * nothing): DL_ERR_SPEC listing them. */
+static int known_arg(const struct dl_net *net, const struct dl_net_set *set, struct dl_error *err)
+{
+    if (strncmp(set->key, "args.", 5) != 0)
+        return DL_OK;
+    const struct dl_ynode *root = net->doc->root;
+    const struct dl_ynode *args = root && root->kind == DL_Y_MAP ? dl_ymap_get(root, "args") : NULL;
+    if (args && args->kind == DL_Y_MAP && dl_ymap_get(args, set->key + 5))
+        return DL_OK;
+    char names[512] = "";
+    for (int i = 0; args && args->kind == DL_Y_MAP && i < args->n; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", args->keys[i]->str);
+    return dl_errorf(err, DL_ERR_SPEC, "%s: the network has no argument '%s' (its args: %s)", set->label,
+                     set->key + 5, names[0] ? names : "none");
+}
+
 /* One set on net's document. */
 static int apply_set(struct dl_net *net, const struct dl_net_set *set, struct dl_error *err)
 {
+    int known = known_arg(net, set, err);
+    if (known)
+        return known;
     if (net->n_set_docs == DL_NET_MAX_SETS)
         return dl_errorf(err, DL_ERR_SPEC, "%s: more than %d values from the command line", set->label,
                          DL_NET_MAX_SETS);
