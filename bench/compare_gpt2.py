@@ -1,0 +1,80 @@
+"""compare_gpt2.py: the PyTorch side of bench/compare-gpt2 (see there)."""
+import argparse
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--dltrain", required=True)
+ap.add_argument("--nets", required=True)
+ap.add_argument("--batch", type=int, default=4)
+ap.add_argument("--context", type=int, default=64)
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--steps", type=int, default=5)
+ap.add_argument("--no-compile", action="store_true")
+a = ap.parse_args()
+
+torch.set_num_threads(a.threads)
+torch.manual_seed(1)
+
+
+def dltrain():
+    out = subprocess.run([a.dltrain, "bench", "step", "--net", a.nets + "/gpt2.yaml", "--context", str(a.context),
+                          "--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
+                          "--warmup", "2"], capture_output=True, text=True, check=True).stdout
+    step = float(re.search(r"step time: ([0-9.]+) ms", out).group(1)) / 1e3
+    peak = re.search(r"sgemm peak: ([0-9.]+) GFLOP/s", out)
+    gflop = float(re.search(r"\(([0-9.]+) GFLOP per step\)", out).group(1))
+    mem = re.search(r"planned arena: [0-9]+ bytes \(([0-9.]+) MiB.*parameters ([0-9.]+) MiB", out)
+    return step, gflop, float(peak.group(1)) if peak else None, mem.group(0) if mem else ""
+
+
+def pytorch(compiled):
+    cfg = GPT2Config(n_positions=1024, n_embd=768, n_layer=12, n_head=12, vocab_size=50257,
+                     resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+    model = GPT2LMHeadModel(cfg)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    ids = torch.randint(0, 50257, (a.batch, a.context + 1), generator=torch.Generator().manual_seed(1))
+    x, y = ids[:, :-1], ids[:, 1:]
+    run = torch.compile(model) if compiled else model
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = run(input_ids=x).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    for _ in range(2):
+        step()
+    t = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        step()
+        t.append(time.perf_counter() - t0)
+    return statistics.median(t)
+
+
+print("GPT-2 small, batch %d x %d tokens, %d threads, torch %s, %d timed steps (median)" %
+      (a.batch, a.context, a.threads, torch.__version__, a.steps))
+d, gflop, peak, mem = dltrain()
+e = pytorch(False)
+d2, _, _, _ = dltrain()
+rows = [("dltrain", min(d, d2)), ("PyTorch eager", e)]
+if not a.no_compile:
+    c = pytorch(True)
+    rows.append(("PyTorch torch.compile", c))
+best = min(d, d2)
+for name, s in rows:
+    print("%-22s %8.3f s/step  %6.1f GFLOP/s%s" % (name, s, gflop / s,
+          "" if name == "dltrain" else "   dltrain is %.2fx" % (s / best)))
+if peak:
+    print("dltrain: %.1f%% of the measured sgemm peak (%.1f GFLOP/s); %s" % (100 * gflop / best / peak, peak, mem))
+print("PyTorch peak RSS: %.0f MiB" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
