@@ -226,6 +226,10 @@ int dl_exec_sends_wait(struct dl_exec *e);
  * e->status). */
 double dl_exec_loss_sum(const struct dl_exec *e);
 int dl_exec_correct(struct dl_exec *e);
+/* The class scores (logits) that the last forward gave sample n at position
+ * t (0 for a network with one label per sample) into out[classes], on the
+ * host; DL_ERR_UNSUPPORTED where they are not whole on this rank. */
+int dl_exec_scores_at(struct dl_exec *e, int n, int t, dl_real *out, struct dl_error *err);
 
 /* gather.c.  Which parameters a flat vector holds: the trainable ones
  * (weights, their gradients, each optimizer slot) or the others (state). */

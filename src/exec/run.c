@@ -334,6 +334,31 @@ const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e)
     return &m->tensors[m->steps[m->tensors[m->out_tensor[e->g->loss]].step].in[0]];
 }
 
+int dl_exec_scores_at(struct dl_exec *e, int n, int t, dl_real *out, struct dl_error *err)
+{
+    const struct dl_exec_impl *m = e->impl;
+    if (!dl_exec_runs(e, e->g->loss) || e->shard->layer[e->g->loss].split_classes)
+        return dl_errorf(err, DL_ERR_UNSUPPORTED, "the class scores are not whole on this rank (a pipeline stage "
+                         "without the loss, or classes split over the tensor group)");
+    const struct dl_exec_tensor *z = dl_exec_scores(e);
+    int P = e->g->positions > 1 ? e->g->positions : 1;
+    long C = P > 1 ? z->shape.c : z->count;
+    if (n < 0 || n >= e->batch || t < 0 || t >= P)
+        return dl_errorf(err, DL_ERR_INTERNAL, "scores of sample %d, position %d: the batch has %d of %d", n, t,
+                         e->batch, P);
+    const dl_real *col = z->data + (long)n * z->count + t; /* class k at col[k * P] */
+    if (m->readback) {
+        int rc = m->device->copy(m->readback, z->data + (long)n * z->count, sizeof *col * (size_t)z->count,
+                                 DL_COPY_TO_HOST, err);
+        if (rc)
+            return rc;
+        col = m->readback + t;
+    }
+    for (long k = 0; k < C; k++)
+        out[k] = col[k * P];
+    return DL_OK;
+}
+
 int dl_exec_correct(struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;

@@ -1,0 +1,249 @@
+/* generate.c: `dltrain generate --net FILE --checkpoint FILE|DIR [--prompt
+ * TEXT]`: samples text from a trained sequence network, printing each token
+ * as it comes.  The tokens are bytes for a network of 256 classes, GPT-2's
+ * BPE otherwise (--vocab, data/bpe.h).  Each new token runs one forward of
+ * the window (the last T tokens, T the network's input length; positions
+ * after them padded, which a causal network never reads) on one sample and
+ * draws from the scores at the last real position: divided by
+ * --temperature (0: the most likely token), cut to the --top-k best,
+ * softmax in double, a draw from the run's seeded generator (--seed).
+ * There is no key/value cache: a token costs a whole window. */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/options.h"
+#include "core/clock.h"
+#include "core/parse.h"
+#include "core/rng.h"
+#include "data/bpe.h"
+#include "data/utf8.h"
+#include "exec/exec.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
+
+#define PROG "dltrain generate"
+
+enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB };
+
+static void help(void)
+{
+    fputs("Usage: dltrain generate --net FILE --checkpoint FILE|DIR [--prompt TEXT] [options]\n"
+          "Samples text from a trained sequence network (token ids in, a loss at every position), printing\n"
+          "each token as it comes: bytes for a network of 256 classes, GPT-2's BPE otherwise.\n\n"
+          "  --checkpoint FILE|DIR the weights: a checkpoint, or the latest in a --checkpoint-dir\n"
+          "  --prompt TEXT         the text to continue (default: <|endoftext|>, or a newline for bytes)\n"
+          "  --max-tokens N        tokens to generate (default 64)\n"
+          "  --temperature X       divide the scores by X (default 1; 0: always the most likely)\n"
+          "  --top-k K             draw among the K most likely only (default 0: all)\n"
+          "  --vocab NAME|FILE     the BPE vocabulary (default gpt2)\n"
+          "  --seed N              the draws' seed (default the network's train.seed)\n"
+          "  --context T           the window (the network's args.context)\n\n",
+          stdout);
+    dl_net_options_help(stdout);
+}
+
+struct sampler {
+    double temperature;
+    int top_k;
+    struct dl_rng rng;
+    double *p;  /* [classes] */
+    int *order; /* [classes] */
+};
+
+static const float *sort_scores;
+static int by_score(const void *a, const void *b)
+{
+    float x = sort_scores[*(const int *)a], y = sort_scores[*(const int *)b];
+    return x < y ? 1 : x > y ? -1 : (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+/* A token drawn from the scores s[0..C). */
+static int draw(struct sampler *z, const float *s, int C)
+{
+    int best = 0;
+    for (int k = 1; k < C; k++)
+        best = s[k] > s[best] ? k : best;
+    if (z->temperature == 0)
+        return best;
+    int K = z->top_k > 0 && z->top_k < C ? z->top_k : C;
+    for (int k = 0; k < C; k++)
+        z->order[k] = k;
+    if (K < C) {
+        sort_scores = s;
+        qsort(z->order, (size_t)C, sizeof *z->order, by_score);
+    }
+    double sum = 0;
+    for (int i = 0; i < K; i++)
+        sum += z->p[i] = exp(((double)s[z->order[i]] - s[best]) / z->temperature);
+    double u = dl_rng_uniform(&z->rng) * sum;
+    for (int i = 0; i < K; i++) {
+        if (u < z->p[i])
+            return z->order[i];
+        u -= z->p[i];
+    }
+    return z->order[K - 1];
+}
+
+/* Writes token id's bytes to stdout. */
+static void emit(const struct dl_bpe *b, int id)
+{
+    if (!b) {
+        putchar(id);
+    } else {
+        size_t len;
+        const unsigned char *bytes = dl_bpe_bytes(b, id, &len);
+        if (bytes)
+            fwrite(bytes, 1, len, stdout);
+    }
+    fflush(stdout);
+}
+
+static int load_weights(const char *path, struct dl_exec *e, const struct dl_graph *g, struct dl_error *err)
+{
+    char file[4200];
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return dl_errorf(err, DL_ERR_IO, "--checkpoint %s: no such file or folder", path);
+    if (S_ISDIR(st.st_mode)) {
+        int found = 0, rc = dl_checkpoint_find_latest(path, file, sizeof file, &found, NULL, 0, err);
+        if (rc)
+            return rc;
+        if (!found)
+            return dl_errorf(err, DL_ERR_IO, "--checkpoint %s: no checkpoint in the folder", path);
+        path = file;
+    }
+    struct dl_run_view v = {g, e, NULL};
+    struct dl_checkpoint_meta meta;
+    return dl_checkpoint_load(path, &v, &meta, err);
+}
+
+int dl_cli_generate(int argc, char **argv)
+{
+    static const struct option opts[] = {DL_NET_OPTIONS,
+                                         {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
+                                         {"prompt", required_argument, 0, OPT_PROMPT},
+                                         {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
+                                         {"temperature", required_argument, 0, OPT_TEMPERATURE},
+                                         {"top-k", required_argument, 0, OPT_TOP_K},
+                                         {"vocab", required_argument, 0, OPT_VOCAB},
+                                         {0, 0, 0, 0}};
+    struct dl_net_options no;
+    dl_net_options_init(&no);
+    const char *checkpoint = NULL, *prompt = NULL, *vocab = "gpt2";
+    int max_tokens = 64, opt;
+    struct sampler z = {.temperature = 1};
+    struct dl_error err = {0};
+    optind = 1;
+    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
+        int r = dl_net_option(&no, opt, optarg, PROG);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        int rc = DL_OK;
+        switch (opt) {
+        case OPT_CHECKPOINT: checkpoint = optarg; break;
+        case OPT_PROMPT: prompt = optarg; break;
+        case OPT_MAX_TOKENS: rc = dl_parse_int("--max-tokens", optarg, 0, 1 << 24, &max_tokens, &err); break;
+        case OPT_TEMPERATURE: rc = dl_parse_double("--temperature", optarg, 0, 1e6, &z.temperature, &err); break;
+        case OPT_TOP_K: rc = dl_parse_int("--top-k", optarg, 0, 1 << 30, &z.top_k, &err); break;
+        case OPT_VOCAB: vocab = optarg; break;
+        case DL_OPT_HELP: help(); return 0;
+        default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
+        }
+        if (dl_option_refused(PROG, rc, &err))
+            return 2;
+    }
+    if (!checkpoint) {
+        fprintf(stderr, PROG ": no weights given: --checkpoint FILE or DIR (a run's --checkpoint-dir)\n");
+        return 2;
+    }
+    struct dl_net net;
+    int status = dl_net_options_load(&no, &net, PROG);
+    if (status)
+        return status;
+    const struct dl_graph *g = &net.graph;
+    int T = g->input.h, C = g->classes, rc = DL_OK;
+    if (g->input.dtype != DL_I32 || g->positions != T || T < 1)
+        rc = dl_errorf(&err, DL_ERR_SPEC, "%s reads no token ids with a loss at every position (input [T], dtype "
+                       "i32): nothing to generate from", no.net_path);
+    struct dl_bpe *b = NULL;
+    if (!rc && C != 256) {
+        rc = dl_bpe_open(vocab, &b, &err);
+        if (!rc && dl_bpe_vocab(b) > C)
+            rc = dl_errorf(&err, DL_ERR_SPEC, "the vocabulary '%s' has %d tokens, the network only %d classes", vocab,
+                           dl_bpe_vocab(b), C);
+    }
+    /* the prompt's tokens */
+    struct dl_token_stream s = {0};
+    const char *text = prompt ? prompt : "";
+    size_t n = strlen(text), len = 0;
+    unsigned char *fixed = rc ? NULL : malloc(3 * n + 1);
+    if (!rc && !fixed)
+        rc = dl_errorf(&err, DL_ERR_NOMEM, "out of memory");
+    if (!rc)
+        dl_utf8_repair((const unsigned char *)text, n, fixed, &len);
+    if (!rc && b && (!prompt || !*prompt) && !(rc = dl_token_stream_reserve(&s, 1, &err)))
+        s.id[s.n++] = dl_bpe_end_of_text(b);
+    else if (!rc && b)
+        rc = dl_bpe_encode(b, (const char *)fixed, len, &s, &err);
+    else if (!rc && !(rc = dl_token_stream_reserve(&s, (long)len + 1, &err))) {
+        for (size_t i = 0; i < len; i++)
+            s.id[s.n++] = fixed[i];
+        if (!len)
+            s.id[s.n++] = '\n';
+    }
+    free(fixed);
+    struct dl_exec e;
+    struct dl_exec_options eo;
+    dl_net_exec_options(&no, &eo);
+    int have_exec = 0;
+    if (!rc && !(rc = dl_exec_init(&e, g, 1, net.train.seed, &eo, &err)))
+        have_exec = 1;
+    if (!rc)
+        rc = load_weights(checkpoint, &e, g, &err);
+    float *x = rc ? NULL : calloc((size_t)T, sizeof *x), *scores = rc ? NULL : calloc((size_t)C, sizeof *scores);
+    int *labels = rc ? NULL : calloc((size_t)T, sizeof *labels);
+    z.p = rc ? NULL : calloc((size_t)C, sizeof *z.p);
+    z.order = rc ? NULL : calloc((size_t)C, sizeof *z.order);
+    if (!rc && (!x || !scores || !labels || !z.p || !z.order))
+        rc = dl_errorf(&err, DL_ERR_NOMEM, "out of memory");
+    dl_rng_seed(&z.rng, net.train.seed);
+    if (!rc)
+        fwrite(prompt ? prompt : "", 1, prompt ? strlen(prompt) : 0, stdout);
+    double t0 = dl_clock_now();
+    for (int i = 0; !rc && i < max_tokens; i++) {
+        long first = s.n > T ? s.n - T : 0, used = s.n - first;
+        memset(x, 0, sizeof *x * (size_t)T);
+        for (long t = 0; t < used; t++)
+            memcpy(&x[t], &s.id[first + t], sizeof *s.id); /* i32 in a 4-byte element */
+        dl_exec_forward(&e, x, labels, 1, 0);
+        if (e.status)
+            rc = dl_errorf(&err, e.status, "%s", e.err.msg);
+        if (!rc)
+            rc = dl_exec_scores_at(&e, 0, (int)used - 1, scores, &err);
+        if (!rc)
+            rc = dl_token_stream_reserve(&s, 1, &err);
+        if (!rc) {
+            int id = draw(&z, scores, C);
+            s.id[s.n++] = id;
+            emit(b, id);
+        }
+    }
+    if (!rc)
+        fprintf(stderr, "\n" PROG ": %d tokens in %.2f s (%.1f ms a token, a window of %d)\n", max_tokens,
+                dl_clock_now() - t0, max_tokens ? 1e3 * (dl_clock_now() - t0) / max_tokens : 0.0, T);
+    free(x), free(scores), free(labels), free(z.p), free(z.order);
+    dl_token_stream_free(&s);
+    dl_bpe_free(b);
+    if (have_exec)
+        dl_exec_free(&e);
+    dl_net_free(&net);
+    return dl_option_refused(PROG, rc, &err) ? (rc == DL_ERR_SPEC ? 2 : 1) : 0;
+}

@@ -1,0 +1,71 @@
+#!/bin/sh
+# test_generate.sh: `dltrain generate` as a user runs it after training
+# (issue 28): gpt-tiny trained 300 steps on the man pages (tests/
+# text_corpus.sh) with a checkpoint; greedy decoding (--temperature 0)
+# continues the prompt token for token as the same weights in PyTorch
+# (tests/torch_check.py's GPT, in float64, fed the same window of the last
+# 64 bytes, the prompt longer than that) decode it; sampling is the same for the same --seed and differs
+# for another; --top-k 1 is greedy; a network that reads no token ids and a
+# missing checkpoint are refused.
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/text_corpus.sh"
+T="$TMPDIR_TEST"
+tap_plan 10
+text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
+TEXT="$top_builddir/tests/text-corpus"
+GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $TEXT --threads 1"
+
+expect_status 0 "train gpt-tiny 300 steps with a checkpoint" -- \
+    $DLTRAIN $GPT --max-steps 300 --checkpoint-dir "$T/ckpt" --checkpoint-every 300 --quiet
+PROMPT="On success, the number of bytes read is returned, and the file position is advanced"
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --temperature 0 > "$T/greedy1" 2>"$T/err1"
+s1=$?
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --temperature 0 > "$T/greedy2" 2>/dev/null
+[ $s1 = 0 ] && [ "$(head -c ${#PROMPT} "$T/greedy1")" = "$PROMPT" ] && [ "$(wc -c < "$T/greedy1")" -eq $((${#PROMPT} + 40)) ]
+tap_result $? "greedy: the prompt, then 40 bytes"
+grep -Eq "^dltrain generate: 40 tokens in [0-9.]+ s \([0-9.]+ ms a token, a window of 64\)" "$T/err1"
+tap_result $? "it reports the tokens, the time and the window on stderr"
+cmp -s "$T/greedy1" "$T/greedy2"; tap_result $? "greedy decoding is the same twice"
+# Five prompts of 70 bytes from the last file of the corpus, 24 greedy bytes each.
+last=$(ls "$TEXT"/*.txt | LC_ALL=C sort | tail -1)
+: > "$T/greedy_all"
+for k in 0 1 2 3 4; do
+    p=$(tail -c +$((k * 400 + 1)) "$last" | head -c 70 | tr -d '\000')
+    printf '%s' "$p" > "$T/prompt$k"
+    $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$p" --max-tokens 24 --temperature 0 > "$T/g$k" 2>/dev/null
+done
+/usr/bin/python3 - "$top_srcdir/tests" "$T/ckpt" "$T" <<'PY'
+import glob, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import torch
+import torch_check as tc
+ckpt = tc.st_read(sorted(glob.glob(sys.argv[2] + "/ckpt-*.safetensors"))[-1])
+model = tc.GPTTiny(V=256, C=64, H=4, context=64, layers=2).double()
+state = {k: torch.from_numpy(np.array(v, dtype=np.float64)) for k, v in ckpt.items()
+         if not k.startswith(("optim.", "rng."))}
+model.load_state_dict(state, strict=False)
+ok = True
+for k in range(5):
+    prompt = open("%s/prompt%d" % (sys.argv[3], k), "rb").read()
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(24):
+            ids.append(int(model(torch.tensor([ids[-64:]]))[0, -1].argmax()))
+    want, got = bytes(ids), open("%s/g%d" % (sys.argv[3], k), "rb").read()
+    print("# %r: PyTorch %r, dltrain %r" % (prompt[-12:], want[len(prompt):], got[len(prompt):]))
+    ok = ok and want == got
+sys.exit(0 if ok else 1)
+PY
+tap_result $? "greedy decoding of five prompts equals PyTorch's on the same weights (float64)"
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --max-tokens 200 --seed 7 --top-k 40 > "$T/s7a" 2>/dev/null
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --max-tokens 200 --seed 7 --top-k 40 > "$T/s7b" 2>/dev/null
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --max-tokens 200 --seed 8 --top-k 40 > "$T/s8" 2>/dev/null
+cmp -s "$T/s7a" "$T/s7b" && ! cmp -s "$T/s7a" "$T/s8"
+tap_result $? "sampling: the same for the same --seed, different for another"
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --top-k 1 --seed 3 > "$T/top1" 2>/dev/null
+cmp -s "$T/top1" "$T/greedy1"; tap_result $? "--top-k 1 is greedy"
+expect_status 2 "a network that reads no token ids" -- $DLTRAIN generate --net lenet5 --checkpoint "$T/ckpt"
+expect_output "reads no token ids with a loss at every position" "the message says why"
+expect_status 1 "a missing checkpoint" -- $DLTRAIN generate $GPT --checkpoint "$T/nosuch"
+exit $((tap_failed > 0))
