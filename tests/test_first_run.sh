@@ -115,6 +115,7 @@ train.optimizer.lr|0.5|-1||1
 train.optimizer.momentum|0.5|1.5||1
 train.optimizer.nesterov|true|3|train.optimizer.momentum=0.9|1
 train.optimizer.weight_decay|0.001|-1||1
+train.optimizer.no_decay|[bias, embedding]|[bias, weights]||1
 train.optimizer.beta1|0.8|1.5|train.optimizer.type=adam|1
 train.optimizer.beta2|0.95|2|train.optimizer.type=adamw|1
 train.optimizer.alpha|0.9|2|train.optimizer.type=rmsprop|1

@@ -19,6 +19,7 @@
 #include "exec/exec.h"
 #include "io/trace.h"
 #include "optim/optim.h"
+#include "train/no_decay.h"
 #include "parallel/trace_ranks.h"
 #include "tune/tune.h"
 
@@ -128,6 +129,11 @@ int dl_cli_bench_step(int argc, char **argv)
         rc = dl_exec_init(&e, g, N, net.train.seed, &eo, &err);
     if (!rc && (rc = dl_optim_init_on(&o, &net.train.optim, e.n_weights, dl_exec_device(&e), &err)) != 0)
         dl_exec_free(&e);
+    struct dl_exec *one = &e;
+    if (!rc && (rc = dl_no_decay_apply(&one, 1, e.weights, net.train.optim.no_decay, &o, NULL, &err)) != 0) {
+        dl_optim_free(&o);
+        dl_exec_free(&e);
+    }
     if (rc) {
         fprintf(stderr, "dltrain bench step: %s\n", err.msg);
         free(x), free(y), free(t);

@@ -139,6 +139,13 @@ static void print_settings(const struct dl_net *net)
     printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s, clip_grad_norm %g\n", t->batch,
            t->epochs, t->max_steps, (unsigned long long)t->seed, dl_device_names[t->device], t->clip_grad_norm);
     printf("  train.optimizer: type %s, lr %g, weight_decay %g", dl_optim_names[o->kind], o->lr, o->weight_decay);
+    for (int k = 0, first = 1; dl_no_decay_names[k]; k++)
+        if (o->no_decay >> k & 1) {
+            printf("%s%s", first ? ", no_decay [" : ", ", dl_no_decay_names[k]);
+            first = 0;
+        }
+    if (o->no_decay)
+        printf("]");
     if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_RMSPROP)
         printf(", momentum %g", o->momentum);
     if (o->kind == DL_OPTIM_SGD)

@@ -5,7 +5,7 @@
 
 
 static int adagrad_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                        dl_real *sum, long n)
+                        dl_real *sum, long n, long stride)
 {
     /* Constants in locals and a simd loop: vectorized, same arithmetic. */
     const double wd = s->weight_decay, eps = s->eps;

@@ -17,9 +17,9 @@ void dl_optim_adam_corrections(const struct dl_optim_spec *s, double lr, long t,
 }
 
 static void adam_update(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                        dl_real *state, long n, int decoupled)
+                        dl_real *state, long n, long stride, int decoupled)
 {
-    dl_real *m = state, *v = state + n;
+    dl_real *m = state, *v = state + stride;
     double c1, c2, shrink;
     dl_optim_adam_corrections(s, lr, t, &c1, &c2, &shrink);
     /* Constants in locals and simd loops (one per weight-decay kind):
@@ -37,16 +37,16 @@ static void adam_update(const struct dl_optim_spec *s, double lr, long t, dl_rea
 }
 
 static int adam_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                     dl_real *state, long n)
+                     dl_real *state, long n, long stride)
 {
-    adam_update(s, lr, t, w, g, state, n, 0);
+    adam_update(s, lr, t, w, g, state, n, stride, 0);
     return DL_OK;
 }
 
 static int adamw_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                      dl_real *state, long n)
+                      dl_real *state, long n, long stride)
 {
-    adam_update(s, lr, t, w, g, state, n, 1);
+    adam_update(s, lr, t, w, g, state, n, stride, 1);
     return DL_OK;
 }
 

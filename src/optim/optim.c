@@ -6,6 +6,8 @@
 #include "config.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_CUDA)
 #include "optim/cuda/optim_cuda.h"
@@ -50,6 +52,8 @@ int dl_optim_init_on(struct dl_optim *o, const struct dl_optim_spec *spec, long 
 {
     o->algo = dl_optim_algo_find(spec->kind, device->kernels);
     o->state = NULL;
+    o->no_decay = NULL;
+    o->n_no_decay = 0;
     o->device = device;
     if (!o->algo)
         return dl_optim_algo_find(spec->kind, DL_DEVICE_CPU)
@@ -79,6 +83,44 @@ void dl_optim_free(struct dl_optim *o)
 {
     (o->device ? o->device : &dl_device_host)->free(o->state);
     o->state = NULL;
+    free(o->no_decay);
+    o->no_decay = NULL;
+    o->n_no_decay = 0;
+}
+
+static int by_begin(const void *a, const void *b)
+{
+    long x = ((const struct dl_optim_span *)a)->begin, y = ((const struct dl_optim_span *)b)->begin;
+    return (x > y) - (x < y);
+}
+
+int dl_optim_set_no_decay(struct dl_optim *o, const struct dl_optim_span *spans, int n, struct dl_error *err)
+{
+    free(o->no_decay);
+    o->no_decay = NULL;
+    o->n_no_decay = 0;
+    if (n <= 0)
+        return DL_OK;
+    struct dl_optim_span *s = dl_calloc((size_t)n, sizeof *s, err);
+    if (!s)
+        return DL_ERR_NOMEM;
+    memcpy(s, spans, sizeof *s * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, by_begin);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i].begin < 0 || s[i].end > o->n || s[i].begin > s[i].end) {
+            free(s);
+            return dl_errorf(err, DL_ERR_INTERNAL, "a weight-decay exception [%ld, %ld) outside the %ld weights",
+                             spans[i].begin, spans[i].end, o->n);
+        }
+        if (m && s[i].begin <= s[m - 1].end)
+            s[m - 1].end = s[i].end > s[m - 1].end ? s[i].end : s[m - 1].end;
+        else
+            s[m++] = s[i];
+    }
+    o->no_decay = s;
+    o->n_no_decay = m;
+    return DL_OK;
 }
 
 int dl_optim_step(struct dl_optim *o, double lr, dl_real *w, const dl_real *g)
@@ -86,7 +128,24 @@ int dl_optim_step(struct dl_optim *o, double lr, dl_real *w, const dl_real *g)
     const struct dl_device *dev = o->device ? o->device : &dl_device_host;
     o->t++;
     dl_device_work_begin(dev);
-    int rc = o->algo->step(&o->spec, lr, o->t, w, g, o->state, o->n);
+    int rc = DL_OK;
+    if (!o->n_no_decay || o->spec.weight_decay == 0) {
+        rc = o->algo->step(&o->spec, lr, o->t, w, g, o->state, o->n, o->n);
+    } else { /* runs that decay and runs that do not, in order */
+        struct dl_optim_spec plain = o->spec;
+        plain.weight_decay = 0;
+        long at = 0;
+        for (int i = 0; i <= o->n_no_decay && !rc; i++) {
+            long end = i < o->n_no_decay ? o->no_decay[i].begin : o->n;
+            if (end > at)
+                rc = o->algo->step(&o->spec, lr, o->t, w + at, g + at, o->state + at, end - at, o->n);
+            if (i < o->n_no_decay && !rc && o->no_decay[i].end > end)
+                rc = o->algo->step(&plain, lr, o->t, w + end, g + end, o->state + end, o->no_decay[i].end - end,
+                                   o->n);
+            if (i < o->n_no_decay)
+                at = o->no_decay[i].end;
+        }
+    }
     dl_device_work_end(dev);
     return rc;
 }

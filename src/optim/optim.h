@@ -16,11 +16,12 @@
 struct dl_optim_algo {
     const char *name;
     int state_vectors; /* per-weight state arrays (momentum buffer, moments...) */
-    /* One update of w[0..n) from g[0..n); t is the 1-based step count.
-     * Every pointer is memory of the algorithm's device.  DL_OK, or (a
-     * device's loop) DL_ERR_INTERNAL when it could not be launched. */
+    /* One update of w[0..n) from g[0..n); t is the 1-based step count;
+     * state vector v of these weights is state + v * stride.  Every
+     * pointer is memory of the algorithm's device.  DL_OK, or (a device's
+     * loop) DL_ERR_INTERNAL when it could not be launched. */
     int (*step)(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                 dl_real *state, long n);
+                 dl_real *state, long n, long stride);
     enum dl_optim_kind kind;
     enum dl_device_kind device; /* whose memory step() works in (0: the host's) */
 };
@@ -36,6 +37,11 @@ void dl_optim_adam_corrections(const struct dl_optim_spec *s, double lr, long t,
 /* The update loops of kind on device, or NULL when this build has none. */
 const struct dl_optim_algo *dl_optim_algo_find(enum dl_optim_kind kind, enum dl_device_kind device);
 
+/* A run of weights [begin, end) that the weight decay leaves out. */
+struct dl_optim_span {
+    long begin, end;
+};
+
 struct dl_optim {
     const struct dl_optim_algo *algo;
     struct dl_optim_spec spec;
@@ -43,6 +49,8 @@ struct dl_optim {
     dl_real *state;   /* algo->state_vectors x n, zero at start, in device's memory */
     long t;           /* steps taken */
     const struct dl_device *device; /* where state, weights and gradients live (NULL: the host) */
+    struct dl_optim_span *no_decay; /* sorted, disjoint; NULL: every weight decays */
+    int n_no_decay;
 };
 
 /* Per-weight state arrays of spec's algorithm (its state_vectors), -1 for
@@ -66,6 +74,11 @@ int dl_optim_init(struct dl_optim *o, const struct dl_optim_spec *spec, long n, 
 int dl_optim_init_on(struct dl_optim *o, const struct dl_optim_spec *spec, long n, const struct dl_device *device,
                      struct dl_error *err);
 void dl_optim_free(struct dl_optim *o);
+/* The runs of weights that the weight decay leaves out (train.optimizer.
+ * no_decay: biases, norms' and embeddings' weights; train/no_decay.h finds
+ * them): copied, sorted and merged; steps then update each run with weight
+ * decay 0 and the rest as before. */
+int dl_optim_set_no_decay(struct dl_optim *o, const struct dl_optim_span *spans, int n, struct dl_error *err);
 /* Applies one step with learning rate lr (w and g in the optimizer's
  * device's memory); DL_OK, or DL_ERR_INTERNAL when a device's loop could
  * not be launched (the host's loops cannot fail, and the host's callers

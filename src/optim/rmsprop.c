@@ -6,9 +6,9 @@
 
 
 static int rmsprop_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                        dl_real *state, long n)
+                        dl_real *state, long n, long stride)
 {
-    dl_real *v = state, *buf = state + n;
+    dl_real *v = state, *buf = state + stride;
     /* Constants in locals and simd loops (one per momentum choice): vectorized,
      * with the same per-element arithmetic as a scalar loop. */
     const double wd = s->weight_decay, alpha = s->alpha, eps = s->eps, mu = s->momentum;

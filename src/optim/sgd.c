@@ -7,7 +7,7 @@
 
 /* Three loops with the choices hoisted out, so that each one vectorizes. */
 static int sgd_step(const struct dl_optim_spec *s, double lr, long t, dl_real *restrict w,
-                    const dl_real *restrict g, dl_real *restrict buf, long n)
+                    const dl_real *restrict g, dl_real *restrict buf, long n, long stride)
 {
     const dl_real wd = (dl_real)s->weight_decay, mu = (dl_real)s->momentum, rate = (dl_real)lr;
     if (mu == 0) {

@@ -12,6 +12,7 @@
 #include "spec/datafile.h"
 
 const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", NULL};
+const char *const dl_no_decay_names[] = {"bias", "norm", "embedding", NULL};
 const char *const dl_sched_names[] = {"constant", "step", "cosine", NULL};
 const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
 
@@ -84,7 +85,7 @@ static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *cl
 static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, struct dl_error *err)
 {
     static const char *const keys[] = {"type", "lr", "momentum", "nesterov", "weight_decay", "beta1",
-                                       "beta2", "alpha", "eps", NULL};
+                                       "beta2", "alpha", "eps", "no_decay", NULL};
     if (dl_y_check_keys(m, "train.optimizer", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)o->kind;
@@ -99,6 +100,18 @@ static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, st
         dl_ymap_float(m, "eps", "train.optimizer", 1e-30, 1, &o->eps, err))
         return DL_ERR_SPEC;
     o->kind = (enum dl_optim_kind)kind;
+    const struct dl_ynode *nd = dl_ymap_get(m, "no_decay");
+    if (nd && nd->kind != DL_Y_SEQ)
+        return dl_yerrorf(err, DL_ERR_SPEC, nd, "train.optimizer.no_decay: expected a list of bias, norm, "
+                          "embedding (such as [bias, norm]), found %s", dl_ynode_kind_name(nd));
+    if (nd)
+        o->no_decay = 0;
+    for (int i = 0; nd && i < nd->n; i++) {
+        int bit;
+        if (dl_y_enum(nd->items[i], "train.optimizer.no_decay", dl_no_decay_names, &bit, err))
+            return DL_ERR_SPEC;
+        o->no_decay |= 1u << bit;
+    }
     if (o->nesterov && (o->kind != DL_OPTIM_SGD || o->momentum <= 0))
         return dl_yerrorf(err, DL_ERR_SPEC, dl_ymap_get(m, "nesterov"),
                           "train.optimizer.nesterov: needs type sgd with momentum > 0");

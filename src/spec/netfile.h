@@ -60,6 +60,7 @@ int dl_net_check_unused_keys(const struct dl_net *net, void (*warn)(void *ctx, c
 /* Names for enum values (for printing and for option parsing). */
 extern const char *const dl_dataset_names[];
 extern const char *const dl_optim_names[];
+extern const char *const dl_no_decay_names[]; /* train.optimizer.no_decay's words, DL_NO_DECAY_* bit order */
 extern const char *const dl_sched_names[];
 extern const char *const dl_parallel_names[];
 

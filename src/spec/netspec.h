@@ -81,7 +81,14 @@ struct dl_optim_spec {
     double beta1, beta2;  /* Adam, AdamW */
     double alpha;         /* RMSProp smoothing constant */
     double eps;           /* AdaGrad, RMSProp, Adam, AdamW */
+    unsigned no_decay;    /* DL_NO_DECAY_* bits: weights the weight decay leaves out (train/no_decay.h) */
 };
+
+/* Kinds of weights that weight decay can leave out (train.optimizer.no_decay,
+ * dl_no_decay_names in that order): every parameter named bias; the
+ * parameters of normalisation layers (layernorm, batchnorm); those of
+ * embedding and position_embedding layers. */
+enum { DL_NO_DECAY_BIAS = 1, DL_NO_DECAY_NORM = 2, DL_NO_DECAY_EMBEDDING = 4 };
 
 enum dl_sched_kind { DL_SCHED_CONSTANT, DL_SCHED_STEP, DL_SCHED_COSINE };
 

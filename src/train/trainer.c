@@ -37,6 +37,7 @@
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_grid.h"
 #include "train/numerics.h"
+#include "train/no_decay.h"
 #include "train/pipeline.h"
 #include "train/signals.h"
 
@@ -448,6 +449,17 @@ static int setup(struct trainer *tr, struct dl_error *err)
     struct dl_parallel_opts po = o->parallel;
     if (chunks > 1) /* the gradients are final after the last chunk only */
         po.overlap = 0;
+    if (!rc && ts->optim.no_decay && ts->optim.weight_decay > 0 &&
+        (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
+        rc = dl_errorf(err, DL_ERR_SPEC, "train.optimizer.no_decay: the parameter server (--consistency ssp or "
+                       "async) decays every weight; leave no_decay out or train with sync, local-sgd, gossip or easgd");
+    if (!rc && ts->optim.no_decay) { /* the rank's stages share slot 0's weights */
+        struct dl_exec *stages[tr->pipe.V > 0 ? tr->pipe.V : 1];
+        for (int v = 0; v < tr->pipe.V; v++)
+            stages[v] = &tr->pipe.slot[tr->pipe.first_slot[v]];
+        rc = dl_no_decay_apply(stages, tr->pipe.V, dl_pipeline_exec(&tr->pipe)->weights, ts->optim.no_decay,
+                               &tr->optim, NULL, err);
+    }
     if (!rc && ts->clip_grad_norm > 0 && (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
         rc = dl_errorf(err, DL_ERR_SPEC, "--clip-grad-norm: the parameter server (--consistency ssp or async) "
                        "applies each worker's gradient on its own; clip with sync, local-sgd, gossip or easgd");

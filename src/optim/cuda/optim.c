@@ -15,43 +15,43 @@ static int launched(int status)
 }
 
 static int sgd_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g, dl_real *buf,
-                    long n)
+                    long n, long stride)
 {
     return launched(dl_cuda_sgd(w, g, buf, n, (dl_real)s->weight_decay, (dl_real)s->momentum, s->nesterov,
                                 (dl_real)lr));
 }
 
 static int adagrad_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                        dl_real *sum, long n)
+                        dl_real *sum, long n, long stride)
 {
     return launched(dl_cuda_adagrad(w, g, sum, n, s->weight_decay, s->eps, lr));
 }
 
 static int rmsprop_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                        dl_real *state, long n)
+                        dl_real *state, long n, long stride)
 {
-    return launched(dl_cuda_rmsprop(w, g, state, state + n, n, s->weight_decay, s->alpha, s->eps, s->momentum, lr));
+    return launched(dl_cuda_rmsprop(w, g, state, state + stride, n, s->weight_decay, s->alpha, s->eps, s->momentum, lr));
 }
 
 static int adam_update(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                       dl_real *state, long n, int decoupled)
+                       dl_real *state, long n, long stride, int decoupled)
 {
     double c1, c2, shrink;
     dl_optim_adam_corrections(s, lr, t, &c1, &c2, &shrink);
-    return launched(dl_cuda_adam(w, g, state, state + n, n, decoupled, s->beta1, s->beta2, c1, c2, s->weight_decay,
+    return launched(dl_cuda_adam(w, g, state, state + stride, n, decoupled, s->beta1, s->beta2, c1, c2, s->weight_decay,
                                  shrink, s->eps, lr));
 }
 
 static int adam_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g, dl_real *state,
-                     long n)
+                     long n, long stride)
 {
-    return adam_update(s, lr, t, w, g, state, n, 0);
+    return adam_update(s, lr, t, w, g, state, n, stride, 0);
 }
 
 static int adamw_step(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g, dl_real *state,
-                      long n)
+                      long n, long stride)
 {
-    return adam_update(s, lr, t, w, g, state, n, 1);
+    return adam_update(s, lr, t, w, g, state, n, stride, 1);
 }
 
 #define CUDA_OPTIM(SYM, NAME, SLOTS, STEP, KIND)                                                  \
