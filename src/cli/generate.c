@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/options.h"
 #include "core/clock.h"
@@ -24,12 +23,10 @@
 #include "data/bpe.h"
 #include "data/utf8.h"
 #include "exec/exec.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_dir.h"
 
 #define PROG "dltrain generate"
 
-enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB };
+enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_INIT_FROM, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB };
 
 static void help(void)
 {
@@ -37,6 +34,7 @@ static void help(void)
           "Samples text from a trained sequence network (token ids in, a loss at every position), printing\n"
           "each token as it comes: bytes for a network of 256 classes, GPT-2's BPE otherwise.\n\n"
           "  --checkpoint FILE|DIR the weights: a checkpoint, or the latest in a --checkpoint-dir\n"
+          "  --init-from FILE      the weights: a Hugging Face GPT-2 model.safetensors\n"
           "  --prompt TEXT         the text to continue (default: <|endoftext|>, or a newline for bytes)\n"
           "  --max-tokens N        tokens to generate (default 64)\n"
           "  --temperature X       divide the scores by X (default 1; 0: always the most likely)\n"
@@ -104,29 +102,11 @@ static void emit(const struct dl_bpe *b, int id)
     fflush(stdout);
 }
 
-static int load_weights(const char *path, struct dl_exec *e, const struct dl_graph *g, struct dl_error *err)
-{
-    char file[4200];
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return dl_errorf(err, DL_ERR_IO, "--checkpoint %s: no such file or folder", path);
-    if (S_ISDIR(st.st_mode)) {
-        int found = 0, rc = dl_checkpoint_find_latest(path, file, sizeof file, &found, NULL, 0, err);
-        if (rc)
-            return rc;
-        if (!found)
-            return dl_errorf(err, DL_ERR_IO, "--checkpoint %s: no checkpoint in the folder", path);
-        path = file;
-    }
-    struct dl_run_view v = {g, e, NULL};
-    struct dl_checkpoint_meta meta;
-    return dl_checkpoint_load(path, &v, &meta, err);
-}
-
 int dl_cli_generate(int argc, char **argv)
 {
     static const struct option opts[] = {DL_NET_OPTIONS,
                                          {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
+                                         {"init-from", required_argument, 0, OPT_INIT_FROM},
                                          {"prompt", required_argument, 0, OPT_PROMPT},
                                          {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
                                          {"temperature", required_argument, 0, OPT_TEMPERATURE},
@@ -135,7 +115,7 @@ int dl_cli_generate(int argc, char **argv)
                                          {0, 0, 0, 0}};
     struct dl_net_options no;
     dl_net_options_init(&no);
-    const char *checkpoint = NULL, *prompt = NULL, *vocab = "gpt2";
+    const char *checkpoint = NULL, *init_from = NULL, *prompt = NULL, *vocab = "gpt2";
     int max_tokens = 64, opt;
     struct sampler z = {.temperature = 1};
     struct dl_error err = {0};
@@ -149,6 +129,7 @@ int dl_cli_generate(int argc, char **argv)
         int rc = DL_OK;
         switch (opt) {
         case OPT_CHECKPOINT: checkpoint = optarg; break;
+        case OPT_INIT_FROM: init_from = optarg; break;
         case OPT_PROMPT: prompt = optarg; break;
         case OPT_MAX_TOKENS: rc = dl_parse_int("--max-tokens", optarg, 0, 1 << 24, &max_tokens, &err); break;
         case OPT_TEMPERATURE: rc = dl_parse_double("--temperature", optarg, 0, 1e6, &z.temperature, &err); break;
@@ -160,8 +141,10 @@ int dl_cli_generate(int argc, char **argv)
         if (dl_option_refused(PROG, rc, &err))
             return 2;
     }
-    if (!checkpoint) {
-        fprintf(stderr, PROG ": no weights given: --checkpoint FILE or DIR (a run's --checkpoint-dir)\n");
+    if (!checkpoint == !init_from) {
+        fprintf(stderr, PROG ": %s\n", checkpoint ? "--checkpoint and --init-from: give one"
+                : "no weights given: --checkpoint FILE or DIR (a run's --checkpoint-dir), or --init-from FILE "
+                  "(Hugging Face's GPT-2 safetensors)");
         return 2;
     }
     struct dl_net net;
@@ -207,7 +190,7 @@ int dl_cli_generate(int argc, char **argv)
     if (!rc && !(rc = dl_exec_init(&e, g, 1, net.train.seed, &eo, &err)))
         have_exec = 1;
     if (!rc)
-        rc = load_weights(checkpoint, &e, g, &err);
+        rc = dl_load_weights(checkpoint, init_from, &e, g, &err);
     float *x = rc ? NULL : calloc((size_t)T, sizeof *x), *scores = rc ? NULL : calloc((size_t)C, sizeof *scores);
     int *labels = rc ? NULL : calloc((size_t)T, sizeof *labels);
     z.p = rc ? NULL : calloc((size_t)C, sizeof *z.p);

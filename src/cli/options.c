@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backends/device.h"
@@ -16,6 +17,9 @@
 #include "core/threads.h"
 #include "exec/exec.h"
 #include "spec/datafile.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
+#include "train/hf_gpt2.h"
 
 void dl_net_options_init(struct dl_net_options *o)
 {
@@ -403,4 +407,27 @@ int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog
     }
     fprintf(stderr, "Try '%s --help'.\n", prog);
     return '?';
+}
+
+int dl_load_weights(const char *checkpoint, const char *init_from, struct dl_exec *e, const struct dl_graph *g,
+                    struct dl_error *err)
+{
+    if (init_from)
+        return dl_hf_gpt2_import(init_from, g, e, err);
+    char file[4200];
+    struct stat st;
+    const char *path = checkpoint;
+    if (stat(path, &st) != 0)
+        return dl_errorf(err, DL_ERR_IO, "--checkpoint %s: no such file or folder", path);
+    if (S_ISDIR(st.st_mode)) {
+        int found = 0, rc = dl_checkpoint_find_latest(path, file, sizeof file, &found, NULL, 0, err);
+        if (rc)
+            return rc;
+        if (!found)
+            return dl_errorf(err, DL_ERR_IO, "--checkpoint %s: no checkpoint in the folder", path);
+        path = file;
+    }
+    struct dl_run_view v = {g, e, NULL};
+    struct dl_checkpoint_meta meta;
+    return dl_checkpoint_load(path, &v, &meta, err);
 }

@@ -109,6 +109,13 @@ const char *dl_closest_name(const char *word, const char *const *names);
 /* Help text of the shared options. */
 void dl_net_options_help(FILE *f);
 
+/* Loads an executor's weights (a whole network's, one process): from a
+ * checkpoint file, or the latest in a --checkpoint-dir folder
+ * (train/checkpoint.h, without optimizer state), or with init_from set from
+ * Hugging Face's GPT-2 safetensors (train/hf_gpt2.h). */
+int dl_load_weights(const char *checkpoint, const char *init_from, struct dl_exec *e, const struct dl_graph *g,
+                    struct dl_error *err);
+
 /* --version (cli/version.c): the version, the commit it was built from
  * and the features compiled in (communication backends and their MPI or
  * NCCL, kernel libraries, devices and their CUDA libraries). */

@@ -30,7 +30,7 @@ enum {
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
-    OPT_PLAN_KEEP, OPT_COMM_EMULATE
+    OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM
 };
 
 struct printer {
@@ -293,7 +293,9 @@ static void help(void)
           "  --resume [FILE]       continue from FILE, or from the newest valid checkpoint in DIR\n"
           "                        (starts from the beginning when there is none); a checkpoint\n"
           "                        holds whole tensors and resumes on any --grid or rank count\n"
-          "  --strict-checkpoints  stop training when a checkpoint cannot be written\n\n"
+          "  --strict-checkpoints  stop training when a checkpoint cannot be written\n"
+          "  --init-from FILE      start from the weights of a Hugging Face GPT-2 model.safetensors\n"
+          "                        (fine-tuning; one process or data parallelism)\n\n"
           "SIZE: bytes, or a number with a unit: K, M, G, T (= KiB, MiB, GiB, TiB: powers of\n"
           "1024) or KB, MB, GB, TB (powers of 1000), e.g. 25M = 26214400, 25MB = 25000000.\n"
           "TIME: seconds, or a number with a unit s, m or h, e.g. 90, 15m, 2h.\n\n"
@@ -326,6 +328,7 @@ static const struct option long_opts[] = {
     {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
     {"keep", required_argument, 0, OPT_KEEP},
     {"resume", optional_argument, 0, OPT_RESUME},
+    {"init-from", required_argument, 0, OPT_INIT_FROM},
     {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
     {"grid", required_argument, 0, OPT_GRID},
     {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
@@ -432,6 +435,7 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         train->resume_path = arg;
         break;
     case OPT_STRICT_CKPT: train->strict_checkpoints = 1; break;
+    case OPT_INIT_FROM: train->init_from = arg; break;
     case OPT_GRID: cmd->grid = arg; break;
     case OPT_PLAN_TRIALS:
         bad = refused(dl_parse_int("--plan-trials", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_trials, &err), &err);

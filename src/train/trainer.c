@@ -37,6 +37,7 @@
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_grid.h"
 #include "train/numerics.h"
+#include "train/hf_gpt2.h"
 #include "train/no_decay.h"
 #include "train/pipeline.h"
 #include "train/signals.h"
@@ -1020,7 +1021,17 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     }
     if (!rc) {
         tr.run_start = dl_clock_now();
-        if (opts->resume)
+        if (opts->init_from) {
+            rc = tr.sharded ? dl_errorf(err, DL_ERR_SPEC, "--init-from: loads one process's whole network (one "
+                                        "process or data parallelism), not a tensor or pipeline grid's parts")
+                            : dl_hf_gpt2_import(opts->init_from, &tr.net->graph, dl_pipeline_exec(&tr.pipe), err);
+            if (rc == DL_OK && tr.comm->rank == 0) {
+                char msg[1200];
+                snprintf(msg, sizeof msg, "starting from the weights of %s", opts->init_from);
+                warn(&tr, msg);
+            }
+        }
+        if (!rc && opts->resume)
             rc = resume(&tr, res, err);
         if (!rc)
             rc = tr.layout.role == DL_ROLE_SERVER ? serve(&tr, res, err) : train_epochs(&tr, res, err);

@@ -88,6 +88,9 @@ struct dl_train_opts {
     int strict_checkpoints;           /* 1: a failed write stops training */
     int resume;                       /* 1: continue from resume_path, or the latest in the folder */
     const char *resume_path;
+    /* Start from these weights (Hugging Face's GPT-2 safetensors, train/
+     * hf_gpt2.h) instead of the seed's; NULL: none.  --resume wins. */
+    const char *init_from;
     /* Testing aid: after this global step (> 0) every rank waits, up to 10
      * minutes, for a stop signal, so that a test's signal lands at a known
      * step instead of racing the run's end. */
