@@ -2,10 +2,12 @@
 # test_generate.sh: `dltrain generate` as a user runs it after training
 # (issue 28): gpt-tiny trained 300 steps on the man pages (tests/
 # text_corpus.sh) with a checkpoint; greedy decoding (--temperature 0)
-# continues the prompt token for token as the same weights in PyTorch
-# (tests/torch_check.py's GPT, in float64, fed the same window of the last
-# 64 bytes, the prompt longer than that) decode it; sampling is the same for the same --seed and differs
-# for another; --top-k 1 is greedy; a network that reads no token ids and a
+# continues prompts token for token as the same weights in PyTorch
+# (tests/torch_check.py's GPT, in float64, fed the window of the last 64
+# bytes) decode them: on the window (--no-cache, 70-byte prompts, so the
+# window slides) and with the key/value cache (30-byte prompts and 24
+# tokens, within its 64 positions); sampling is the same for the same
+# --seed and differs for another; --top-k 1 is greedy; a network that reads no token ids and a
 # missing checkpoint are refused.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
@@ -23,7 +25,7 @@ s1=$?
 $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --temperature 0 > "$T/greedy2" 2>/dev/null
 [ $s1 = 0 ] && [ "$(head -c ${#PROMPT} "$T/greedy1")" = "$PROMPT" ] && [ "$(wc -c < "$T/greedy1")" -eq $((${#PROMPT} + 40)) ]
 tap_result $? "greedy: the prompt, then 40 bytes"
-grep -Eq "^dltrain generate: 40 tokens in [0-9.]+ s \([0-9.]+ ms a token, a window of 64\)" "$T/err1"
+grep -Eq "^dltrain generate: 40 tokens in [0-9.]+ s \([0-9.]+ ms a token after the first, which took [0-9.]+ ms with the prompt's 83; a window of 64, key/value cache\)" "$T/err1"
 tap_result $? "it reports the tokens, the time and the window on stderr"
 cmp -s "$T/greedy1" "$T/greedy2"; tap_result $? "greedy decoding is the same twice"
 # Five prompts of 70 bytes from the last file of the corpus, 24 greedy bytes each.
@@ -32,7 +34,11 @@ last=$(ls "$TEXT"/*.txt | LC_ALL=C sort | tail -1)
 for k in 0 1 2 3 4; do
     p=$(tail -c +$((k * 400 + 1)) "$last" | head -c 70 | tr -d '\000')
     printf '%s' "$p" > "$T/prompt$k"
-    $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$p" --max-tokens 24 --temperature 0 > "$T/g$k" 2>/dev/null
+    $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$p" --max-tokens 24 --temperature 0 --no-cache \
+        > "$T/g$k" 2>/dev/null
+    # a prompt of 30 bytes, 24 more: within the 64 positions the cache holds
+    $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$(printf '%s' "$p" | head -c 30)" --max-tokens 24 \
+        --temperature 0 > "$T/c$k" 2>/dev/null
 done
 /usr/bin/python3 - "$top_srcdir/tests" "$T/ckpt" "$T" <<'PY'
 import glob, sys
@@ -55,9 +61,16 @@ for k in range(5):
     want, got = bytes(ids), open("%s/g%d" % (sys.argv[3], k), "rb").read()
     print("# %r: PyTorch %r, dltrain %r" % (prompt[-12:], want[len(prompt):], got[len(prompt):]))
     ok = ok and want == got
+    ids = list(prompt[:30])
+    with torch.no_grad():
+        for _ in range(24):
+            ids.append(int(model(torch.tensor([ids[-64:]]))[0, -1].argmax()))
+    cached = open("%s/c%d" % (sys.argv[3], k), "rb").read()
+    print("# %r: PyTorch %r, dltrain with its key/value cache %r" % (prompt[18:30], bytes(ids)[30:], cached[30:]))
+    ok = ok and bytes(ids) == cached
 sys.exit(0 if ok else 1)
 PY
-tap_result $? "greedy decoding of five prompts equals PyTorch's on the same weights (float64)"
+tap_result $? "greedy decoding of five prompts equals PyTorch's on the same weights (float64), on the window (70-byte prompts) and with the key/value cache (30)"
 $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --max-tokens 200 --seed 7 --top-k 40 > "$T/s7a" 2>/dev/null
 $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --max-tokens 200 --seed 7 --top-k 40 > "$T/s7b" 2>/dev/null
 $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --max-tokens 200 --seed 8 --top-k 40 > "$T/s8" 2>/dev/null

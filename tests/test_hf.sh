@@ -3,9 +3,10 @@
 # GPT2LMHeadModel (4.40 on Debian's torch 1.13; tools/deps installs it):
 # `dltrain export` of a trained gpt-tiny checkpoint loads with
 # load_state_dict(strict=True), and its greedy continuations of five
-# prompts equal dltrain generate's; the other way, a GPT2LMHeadModel of
-# random weights that save_pretrained wrote drives `dltrain generate
-# --init-from` to its own greedy continuations, and `dltrain --init-from`
+# prompts equal dltrain generate's (on the window, --no-cache); the other
+# way, a GPT2LMHeadModel of random weights that save_pretrained wrote
+# drives `dltrain generate --init-from` (with its key/value cache) to its
+# own greedy continuations, and `dltrain --init-from`
 # trains from those weights (a step at lr 0 keeps them, as a checkpoint
 # shows); a model of another size is refused naming the tensor.
 . "$top_srcdir/tests/tap.sh"
@@ -35,7 +36,10 @@ def greedy(m, prompt, n):
     return bytes(ids)
 PY
 last=$(ls "$TEXT"/*.txt | LC_ALL=C sort | tail -1)
-for k in 0 1 2 3 4; do tail -c +$((k * 400 + 1)) "$last" | head -c 70 | tr -d '\000' > "$T/prompt$k"; done
+for k in 0 1 2 3 4; do
+    tail -c +$((k * 400 + 1)) "$last" | head -c 70 | tr -d '\000' > "$T/prompt$k"
+    head -c 30 "$T/prompt$k" > "$T/short$k" # with 24 more, within the 64 positions a key/value cache holds
+done
 
 # dltrain -> Hugging Face
 $DLTRAIN $GPT --max-steps 200 --checkpoint-dir "$T/ckpt" --checkpoint-every 200 --quiet > /dev/null 2>&1
@@ -43,7 +47,7 @@ expect_status 0 "export a trained gpt-tiny checkpoint" -- \
     $DLTRAIN export $GPT --checkpoint "$T/ckpt" -o "$T/export.safetensors"
 for k in 0 1 2 3 4; do
     $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$(cat "$T/prompt$k")" --max-tokens 24 --temperature 0 \
-        > "$T/d$k" 2>/dev/null
+        --no-cache > "$T/d$k" 2>/dev/null
 done
 "$PY" - "$T" <<'PY'
 import sys
@@ -72,16 +76,16 @@ torch.manual_seed(3)
 m = model()
 m.save_pretrained(sys.argv[1] + "/hf", safe_serialization=True)
 for k in range(5):
-    p = open("%s/prompt%d" % (sys.argv[1], k), "rb").read()
+    p = open("%s/short%d" % (sys.argv[1], k), "rb").read()
     open("%s/h%d" % (sys.argv[1], k), "wb").write(greedy(m, p, 24))
 PY
 tap_result $? "save_pretrained writes a random GPT2LMHeadModel and its greedy continuations"
 ok=0
 for k in 0 1 2 3 4; do
-    $DLTRAIN generate $GPT --init-from "$T/hf/model.safetensors" --prompt "$(cat "$T/prompt$k")" --max-tokens 24 \
+    $DLTRAIN generate $GPT --init-from "$T/hf/model.safetensors" --prompt "$(cat "$T/short$k")" --max-tokens 24 \
         --temperature 0 > "$T/g$k" 2>/dev/null && cmp -s "$T/g$k" "$T/h$k" || ok=1
 done
-[ $ok = 0 ]; tap_result $? "dltrain generate --init-from continues the five prompts as transformers does"
+[ $ok = 0 ]; tap_result $? "dltrain generate --init-from (with its key/value cache) continues five prompts as transformers does"
 expect_status 0 "dltrain --init-from: one step at lr 0, checkpointed" -- \
     $DLTRAIN $GPT --init-from "$T/hf/model.safetensors" --lr 0 --max-steps 1 --limit-test 16 \
         --checkpoint-dir "$T/from" --checkpoint-every 1

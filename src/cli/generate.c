@@ -7,7 +7,16 @@
  * draws from the scores at the last real position: divided by
  * --temperature (0: the most likely token), cut to the --top-k best,
  * softmax in double, a draw from the run's seeded generator (--seed).
- * There is no key/value cache: a token costs a whole window. */
+ * With a key/value cache (the default where the network file has
+ * args.context and its position table does not depend on it, as
+ * nets/gpt2.yaml's args.positions) a second executor runs the network on
+ * one position at a time (exec.h's decode_positions): each token costs one
+ * position, whatever the prefix.  The prompt runs as one window from
+ * position 0, which fills the caches (the window executor's, shared).  The
+ * cache holds the window's T positions (a longer prompt's last T), so up to
+ * T tokens it continues exactly as the window does; when it is full it
+ * restarts from the last T/2 tokens (where the window would slide by one).  --no-cache (or a network without
+ * that argument) runs every token on the whole window. */
 #include "cli/cli.h"
 
 #include <getopt.h>
@@ -26,7 +35,7 @@
 
 #define PROG "dltrain generate"
 
-enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_INIT_FROM, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB };
+enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_INIT_FROM, OPT_NO_CACHE, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB };
 
 static void help(void)
 {
@@ -41,6 +50,7 @@ static void help(void)
           "  --top-k K             draw among the K most likely only (default 0: all)\n"
           "  --vocab NAME|FILE     the BPE vocabulary (default gpt2)\n"
           "  --seed N              the draws' seed (default the network's train.seed)\n"
+          "  --no-cache            run every token on the whole window (no key/value cache)\n"
           "  --context T           the window (the network's args.context)\n\n",
           stdout);
     dl_net_options_help(stdout);
@@ -102,11 +112,113 @@ static void emit(const struct dl_bpe *b, int id)
     fflush(stdout);
 }
 
+/* Window mode: the last T tokens (positions after them padded) through e,
+ * the scores at the last. */
+static int window_scores(struct dl_exec *e, int T, const struct dl_token_stream *s, float *x, int *labels,
+                         float *scores, struct dl_error *err)
+{
+    long first = s->n > T ? s->n - T : 0, used = s->n - first;
+    memset(x, 0, sizeof *x * (size_t)T);
+    for (long t = 0; t < used; t++)
+        memcpy(&x[t], &s->id[first + t], sizeof *s->id); /* i32 in a 4-byte element */
+    dl_exec_forward(e, x, labels, 1, 0);
+    if (e->status)
+        return dl_errorf(err, e->status, "%s", e->err.msg);
+    return dl_exec_scores_at(e, 0, (int)used - 1, scores, err);
+}
+
+/* Cached mode: the network on one position, its attention layers' caches
+ * holding s->id[base .. base + pos). */
+struct cached {
+    int on;
+    struct dl_net net;
+    struct dl_exec e;        /* one position a call; the window executor's caches */
+    struct dl_exec *window;  /* the prompt's window from position 0, filling the caches */
+    long P, base, pos;
+};
+
+/* Sets up d for the window of T positions, or leaves d->on 0 (after saying
+ * why on stderr) where the network cannot run one position at a time. */
+static void open_cached(const struct dl_net_options *no, const char *checkpoint, const char *init_from,
+                        struct dl_exec *window, int T, struct cached *d)
+{
+    struct dl_net_options one = *no;
+    struct dl_error err = {0};
+    FILE *quiet = fopen("/dev/null", "w"), *saved = stderr; /* the second load's messages are the first's */
+    if (dl_net_option(&one, DL_OPT_CONTEXT, "1", PROG) != 1)
+        return;
+    if (quiet)
+        stderr = quiet;
+    int rc = dl_net_options_load(&one, &d->net, PROG);
+    stderr = saved;
+    if (quiet)
+        fclose(quiet);
+    if (rc) {
+        fprintf(stderr, PROG ": no key/value cache (the network file has no args.context to run one position "
+                "with): every token runs the window\n");
+        return;
+    }
+    struct dl_exec_options eo;
+    dl_net_exec_options(&one, &eo);
+    eo.decode_positions = T;
+    eo.share_cache = window;
+    rc = dl_exec_init(&d->e, &d->net.graph, 1, d->net.train.seed, &eo, &err);
+    if (!rc && (rc = dl_load_weights(checkpoint, init_from, &d->e, &d->net.graph, &err)) != 0)
+        dl_exec_free(&d->e);
+    if (rc) {
+        fprintf(stderr, PROG ": no key/value cache (%s): every token runs the window\n", err.msg);
+        dl_net_free(&d->net);
+        return;
+    }
+    d->on = 1;
+    d->P = T;
+    d->window = window;
+}
+
+static void close_cached(struct cached *d)
+{
+    if (!d->on)
+        return;
+    dl_exec_free(&d->e);
+    dl_net_free(&d->net);
+    d->on = 0;
+}
+
+/* Gives the scores after the tokens of s: an empty cache takes the last P
+ * of them in one forward of the window from position 0 (which fills it),
+ * then each new token is one position; a full cache starts again from the
+ * last P/2 tokens. */
+static int cached_scores(struct cached *d, const struct dl_token_stream *s, float *x, int *labels, float *scores,
+                         struct dl_error *err)
+{
+    if (d->pos == d->P && d->base + d->pos < s->n)
+        d->pos = 0, d->base = s->n - d->P / 2;
+    if (d->pos == 0) {
+        d->base = s->n > d->P ? s->n - d->P : d->base;
+        struct dl_token_stream rest = {s->id + d->base, s->n - d->base, 0};
+        d->window->position0 = 0;
+        d->pos = rest.n;
+        return window_scores(d->window, (int)d->P, &rest, x, labels, scores, err);
+    }
+    int label = 0;
+    while (d->base + d->pos < s->n) {
+        float one;
+        memcpy(&one, &s->id[d->base + d->pos], sizeof one); /* i32 in a 4-byte element */
+        d->e.position0 = d->pos;
+        dl_exec_forward(&d->e, &one, &label, 1, 0);
+        if (d->e.status)
+            return dl_errorf(err, d->e.status, "%s", d->e.err.msg);
+        d->pos++;
+    }
+    return dl_exec_scores_at(&d->e, 0, 0, scores, err);
+}
+
 int dl_cli_generate(int argc, char **argv)
 {
     static const struct option opts[] = {DL_NET_OPTIONS,
                                          {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
                                          {"init-from", required_argument, 0, OPT_INIT_FROM},
+                                         {"no-cache", no_argument, 0, OPT_NO_CACHE},
                                          {"prompt", required_argument, 0, OPT_PROMPT},
                                          {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
                                          {"temperature", required_argument, 0, OPT_TEMPERATURE},
@@ -116,7 +228,7 @@ int dl_cli_generate(int argc, char **argv)
     struct dl_net_options no;
     dl_net_options_init(&no);
     const char *checkpoint = NULL, *init_from = NULL, *prompt = NULL, *vocab = "gpt2";
-    int max_tokens = 64, opt;
+    int max_tokens = 64, opt, use_cache = 1;
     struct sampler z = {.temperature = 1};
     struct dl_error err = {0};
     optind = 1;
@@ -130,6 +242,7 @@ int dl_cli_generate(int argc, char **argv)
         switch (opt) {
         case OPT_CHECKPOINT: checkpoint = optarg; break;
         case OPT_INIT_FROM: init_from = optarg; break;
+        case OPT_NO_CACHE: use_cache = 0; break;
         case OPT_PROMPT: prompt = optarg; break;
         case OPT_MAX_TOKENS: rc = dl_parse_int("--max-tokens", optarg, 0, 1 << 24, &max_tokens, &err); break;
         case OPT_TEMPERATURE: rc = dl_parse_double("--temperature", optarg, 0, 1e6, &z.temperature, &err); break;
@@ -187,6 +300,8 @@ int dl_cli_generate(int argc, char **argv)
     struct dl_exec_options eo;
     dl_net_exec_options(&no, &eo);
     int have_exec = 0;
+    if (use_cache) /* the window's attention layers keep caches for the one-position executor */
+        eo.decode_positions = T;
     if (!rc && !(rc = dl_exec_init(&e, g, 1, net.train.seed, &eo, &err)))
         have_exec = 1;
     if (!rc)
@@ -200,17 +315,16 @@ int dl_cli_generate(int argc, char **argv)
     dl_rng_seed(&z.rng, net.train.seed);
     if (!rc)
         fwrite(prompt ? prompt : "", 1, prompt ? strlen(prompt) : 0, stdout);
-    double t0 = dl_clock_now();
+    struct cached dec = {0};
+    if (!rc && use_cache)
+        open_cached(&no, checkpoint, init_from, &e, T, &dec);
+    double t0 = dl_clock_now(), t1 = t0;
+    long prompt_tokens = s.n;
     for (int i = 0; !rc && i < max_tokens; i++) {
-        long first = s.n > T ? s.n - T : 0, used = s.n - first;
-        memset(x, 0, sizeof *x * (size_t)T);
-        for (long t = 0; t < used; t++)
-            memcpy(&x[t], &s.id[first + t], sizeof *s.id); /* i32 in a 4-byte element */
-        dl_exec_forward(&e, x, labels, 1, 0);
-        if (e.status)
-            rc = dl_errorf(&err, e.status, "%s", e.err.msg);
-        if (!rc)
-            rc = dl_exec_scores_at(&e, 0, (int)used - 1, scores, &err);
+        rc = dec.on ? cached_scores(&dec, &s, x, labels, scores, &err)
+                    : window_scores(&e, T, &s, x, labels, scores, &err);
+        if (i == 0)
+            t1 = dl_clock_now(); /* the prompt's tokens are in */
         if (!rc)
             rc = dl_token_stream_reserve(&s, 1, &err);
         if (!rc) {
@@ -220,8 +334,11 @@ int dl_cli_generate(int argc, char **argv)
         }
     }
     if (!rc)
-        fprintf(stderr, "\n" PROG ": %d tokens in %.2f s (%.1f ms a token, a window of %d)\n", max_tokens,
-                dl_clock_now() - t0, max_tokens ? 1e3 * (dl_clock_now() - t0) / max_tokens : 0.0, T);
+        fprintf(stderr, "\n" PROG ": %d tokens in %.2f s (%.1f ms a token after the first, which took %.1f ms with "
+                "the prompt's %ld; a window of %d, %s)\n", max_tokens, dl_clock_now() - t0,
+                max_tokens > 1 ? 1e3 * (dl_clock_now() - t1) / (max_tokens - 1) : 0.0, 1e3 * (t1 - t0), prompt_tokens,
+                T, dec.on ? "key/value cache" : "no cache: every token runs the window");
+    close_cached(&dec);
     free(x), free(scores), free(labels), free(z.p), free(z.order);
     dl_token_stream_free(&s);
     dl_bpe_free(b);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "comm/tags.h"
+#include "ops/kinds.h"
 
 /* The planner's offsets keep their alignment only on a base at least as aligned. */
 _Static_assert(DL_DEVICE_ALIGN % DL_PLAN_ALIGN == 0, "device blocks must be aligned as the arena's offsets");
@@ -84,6 +85,9 @@ void dl_exec_free(struct dl_exec *e)
     free(e->time_fwd);
     free(e->time_bwd);
     free(e->time_wgt);
+    for (int i = 0; e->cache && !e->cache_shared && i < e->g->n; i++)
+        free(e->cache[i]);
+    free(e->cache);
     memset(e, 0, sizeof *e);
 }
 
@@ -412,19 +416,51 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     return DL_OK;
 }
 
+/* The attention layers' key/value caches for incremental decoding. */
+static int init_caches(struct dl_exec *e, const struct dl_graph *g, int max_batch, long positions,
+                       const struct dl_exec *share, struct dl_error *err)
+{
+    int rc = dl_exec_device(e)->host_memory ? DL_OK
+                                               : dl_errorf(err, DL_ERR_UNSUPPORTED, "incremental decoding runs on "
+                                                           "the host's memory");
+    e->cache = rc ? NULL : dl_calloc((size_t)g->n, sizeof *e->cache, err);
+    if (!rc && !e->cache)
+        rc = DL_ERR_NOMEM;
+    if (!rc && share && (share->cache_len != positions || share->max_batch != max_batch || !share->cache ||
+                         share->g->n != g->n))
+        rc = dl_errorf(err, DL_ERR_INTERNAL, "an executor's caches are for another network or size");
+    e->cache_shared = share != NULL;
+    for (int i = 0; !rc && share && i < g->n; i++)
+        e->cache[i] = share->cache[i];
+    for (int i = 0; !rc && !share && i < g->n; i++)
+        if (g->layers[i].kind == &dl_op_attention &&
+            !(e->cache[i] = dl_calloc((size_t)max_batch * 2 * (size_t)g->layers[i].out_shape.c * (size_t)positions,
+                                      sizeof **e->cache, err)))
+            rc = DL_ERR_NOMEM;
+    e->cache_len = positions;
+    if (rc)
+        dl_exec_free(e);
+    return rc;
+}
+
 int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uint64_t seed,
                  const struct dl_exec_options *o, struct dl_error *err)
 {
     const struct dl_exec_options none = {0};
     if (!o)
         o = &none;
-    if (o->plan || !o->tuner.plan)
-        return init_planned(e, g, max_batch, seed, o, o->plan, err);
-    struct dl_mbplan plan = {0}; /* the tuner plans the layers as this rank runs them */
-    int rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
-    if (!rc)
-        rc = init_planned(e, g, max_batch, seed, o, &plan, err);
-    dl_mbplan_free(&plan);
+    int rc;
+    if (o->plan || !o->tuner.plan) {
+        rc = init_planned(e, g, max_batch, seed, o, o->plan, err);
+    } else {
+        struct dl_mbplan plan = {0}; /* the tuner plans the layers as this rank runs them */
+        rc = o->tuner.plan(o->tuner.ctx, o->shard ? &o->shard->local : g, max_batch, o->kernels, &plan, err);
+        if (!rc)
+            rc = init_planned(e, g, max_batch, seed, o, &plan, err);
+        dl_mbplan_free(&plan);
+    }
+    if (!rc && o->decode_positions > 0)
+        rc = init_caches(e, g, max_batch, o->decode_positions, o->share_cache, err);
     return rc;
 }
 

@@ -73,6 +73,12 @@ struct dl_exec {
      * mini-batch (a data-parallel rank's or a pipeline chunk's offset). */
     uint64_t step;
     long sample0;
+    /* Incremental decoding (the options' decode_positions): the absolute
+     * position of the next forward's first position, and each attention
+     * layer's key/value cache ([layer]; NULL for the others). */
+    long position0, cache_len;
+    dl_real **cache;
+    int cache_shared;                      /* 1: the caches are another executor's */
     uint64_t seed;
     long *weight_begin;                    /* [layer] first index of its weights in dweights */
     /* Called right after layer i's backward, when its weight gradients (the
@@ -178,6 +184,15 @@ struct dl_exec_options {
      * a host copy (rows.c), and reorders are refused (DL_ERR_SPEC) unless
      * the device's kernels are the host's. */
     const struct dl_device *device;
+    /* > 0: incremental decoding (dltrain generate) over up to this many
+     * positions: every attention layer keeps a key/value cache of its
+     * samples (op.h's cache), which each forward extends at the executor's
+     * position0.  Host memory only. */
+    long decode_positions;
+    /* Another executor of the same network whose caches this one uses
+     * (the same decode_positions and batch): a prompt's window through
+     * one, the tokens after it one position at a time through the other. */
+    const struct dl_exec *share_cache;
 };
 
 /* Allocates everything for batches of up to max_batch samples and initialises

@@ -40,6 +40,9 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->training = training;
     c->key = dl_rng_hash(dl_rng_hash(e->rng[s->layer].s[0], e->rng[s->layer].s[1]), e->step);
     c->sample0 = e->sample0;
+    c->position0 = e->position0;
+    c->cache = e->cache ? e->cache[s->layer] : NULL;
+    c->cache_len = e->cache_len;
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = e->shard->pos.t * l->out_shape.c;
     c->labels = m->labels_in_use && e->labels ? m->labels_in_use : e->labels;

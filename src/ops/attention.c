@@ -152,9 +152,60 @@ static long attention_saved_size(const void *attr, int batch, const struct dl_sh
     return 2L * batch * a->heads * out.h;
 }
 
+/* Incremental decoding (c->cache, op.h): the call's T positions, at
+ * position0 onwards, join the cache of their sample's keys and values, and
+ * each query attends over the cache up to its own position (all of it when
+ * not causal); no dropout (inference only). */
+static void attention_forward_cached(const struct dl_op_call *c)
+{
+    const struct attention_attr *a = c->attr;
+    long T = c->out_shape.h, C = c->out_shape.c, H = a->heads, d = C / H, L = c->cache_len, p0 = c->position0;
+    #pragma omp parallel for schedule(static)
+    for (long n = 0; n < (long)c->batch; n++) {
+        struct qkv p = sample_qkv(c, n, 0);
+        dl_real *K = c->cache + n * 2 * C * L, *V = K + C * L;
+        for (long j = 0; j < C; j++)
+            for (long t = 0; t < T; t++) {
+                K[j * L + p0 + t] = p.k[j * T + t];
+                V[j * L + p0 + t] = p.v[j * T + t];
+            }
+    }
+    #pragma omp parallel for schedule(static)
+    for (long task = 0; task < (long)c->batch * H; task++) {
+        long n = task / H, h = task % H;
+        struct qkv p = sample_qkv(c, n, 0);
+        const dl_real *K = c->cache + n * 2 * C * L + h * d * L, *V = K + C * L, *q = p.q + h * d * T;
+        dl_real *y = c->out + n * C * T + h * d * T;
+        double scale = 1 / sqrt((double)d);
+        for (long t = 0; t < T; t++) {
+            long len = a->causal ? p0 + t + 1 : p0 + T;
+            double w[len], most = -INFINITY, sum = 0;
+            for (long s = 0; s < len; s++) {
+                double dot = 0;
+                for (long j = 0; j < d; j++)
+                    dot += (double)q[j * T + t] * (double)K[j * L + s];
+                w[s] = dot * scale;
+                most = w[s] > most ? w[s] : most;
+            }
+            for (long s = 0; s < len; s++)
+                sum += w[s] = exp(w[s] - most);
+            for (long j = 0; j < d; j++) {
+                double acc = 0;
+                for (long s = 0; s < len; s++)
+                    acc += w[s] / sum * (double)V[j * L + s];
+                y[j * T + t] = (dl_real)acc;
+            }
+        }
+    }
+}
+
 static void attention_forward(const struct dl_op_call *c)
 {
     const struct attention_attr *a = c->attr;
+    if (c->cache) {
+        attention_forward_cached(c);
+        return;
+    }
     long T = c->out_shape.h, C = c->out_shape.c, H = a->heads, d = C / H;
     #pragma omp parallel for schedule(static)
     for (long task = 0; task < (long)c->batch * H; task++) {

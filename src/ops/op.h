@@ -101,6 +101,15 @@ struct dl_op_call {
     uint64_t key;
     long sample0;
     int channel0;
+    /* Incremental decoding (dltrain generate, exec.h's decode_positions):
+     * the absolute position of the call's first position (a position
+     * embedding reads its rows from there; 0 otherwise), and an attention
+     * layer's cache of its samples' keys and values at every position so
+     * far, [2][C][cache_len] per sample, which the call extends (NULL:
+     * none, as in training and evaluation). */
+    long position0;
+    dl_real *cache;
+    long cache_len;
     const int *labels;                  /* loss ops only: N class indices */
     /* Cross-rank reductions for values that span more than this call's
      * part of a tensor: replace v[0..n) by its sum (sync_sum) or maximum

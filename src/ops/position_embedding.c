@@ -1,7 +1,8 @@
 /* position_embedding.c: learned position embeddings added to a sequence
  * (GPT-2's wpe): for an input [T, C], y[t, :] = x[t, :] + W[t, :] with the
  * table W [context, C] (rows past T unused), drawn from N(0, 1) as
- * nn.Embedding's.  T may be any length up to `context`.  Backward: the
+ * nn.Embedding's.  T may be any length up to `context`; an incremental
+ * decoding call's positions start at its position0 (op.h).  Backward: the
  * input's gradient is the output's; row t of the table adds up the output
  * gradient of position t over the samples.  Features are stored first
  * (core/shape.h): feature k of position t is x[k T + t]. */
@@ -54,7 +55,7 @@ static void position_embedding_forward(const struct dl_op_call *c)
             const dl_real *x = c->in[0] + (n * C + k) * T;
             dl_real *y = c->out + (n * C + k) * T;
             for (long t = 0; t < T; t++)
-                y[t] = x[t] + w[t * C + k];
+                y[t] = x[t] + w[(c->position0 + t) * C + k];
         }
 }
 
@@ -74,7 +75,7 @@ static void position_embedding_backward(const struct dl_op_call *c)
             double s = 0;
             for (long n = 0; n < c->batch; n++)
                 s += (double)c->dout[(n * C + k) * T + t];
-            dw[t * C + k] += (dl_real)s;
+            dw[(c->position0 + t) * C + k] += (dl_real)s;
         }
 }
 

@@ -124,6 +124,21 @@ static void attn_forward(void *inst, const struct dl_kernel_args *a)
     const struct attn_inst *m = inst;
     const struct dl_op_call *c = &a->c;
     long T = m->T, tasks = (long)c->batch * m->H;
+    if (c->cache && (c->position0 > 0 || T == 1)) { /* incremental decoding: the reference's cached pass */
+        dl_op_attention.forward(c);
+        return;
+    }
+    if (c->cache) /* a prompt's window from position 0: its keys and values start the cache */
+        for (long n = 0; n < c->batch; n++) {
+            const float *k = c->in[0] + n * 3 * m->C * T + m->C * T, *v = k + m->C * T;
+            float *K = c->cache + n * 2 * m->C * c->cache_len, *V = K + m->C * c->cache_len;
+            if (!m->packed)
+                k = c->in[1] + n * m->C * T, v = c->in[2] + n * m->C * T;
+            for (long j = 0; j < m->C; j++) {
+                memcpy(K + j * c->cache_len, k + j * T, sizeof *K * (size_t)T);
+                memcpy(V + j * c->cache_len, v + j * T, sizeof *V * (size_t)T);
+            }
+        }
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (long task = 0; task < tasks; task++) {
         long n = task / m->H, h = task % m->H;
