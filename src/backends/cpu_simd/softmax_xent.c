@@ -21,9 +21,6 @@
 
 #include "ops/kinds.h"
 
-/* exp8 returns a vector; it is always inlined, so no call passes one. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 enum { RUN = 64, V = 8 };
 
 typedef float v8 __attribute__((vector_size(32)));
@@ -43,35 +40,37 @@ struct xent_inst {
     double eps;
 };
 
-/* exp(x) in float on 8 lanes: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by
- * Cephes' polynomial, 2^n from the exponent bits; below -87.3 it is 0. */
-INLINE v8 exp8(v8 x)
-{
-    const v8 top = (v8){0} + 88.3762626647949f, bottom = (v8){0} - 87.3365447505531f;
-    v8 lo = SEL(x > top, top, x);
-    lo = SEL(lo < bottom, bottom, lo);
-    v8i under = x < bottom;
-    v8 t = lo * 1.44269504088896341f + 0.5f;
-    v8i n = __builtin_convertvector(t, v8i); /* toward zero */
-    n += __builtin_convertvector(n, v8) > t; /* floor: -1 where that rounded a negative t up */
-    v8 fn = __builtin_convertvector(n, v8);
-    v8 r = lo - fn * 0.693359375f;
-    r = r - fn * -2.12194440e-4f;
-    v8 p = (v8){0} + 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
-    v8i bits = (n + 127) << 23;
-    v8 y = p * (v8)bits;
-    return (v8)((v8i)y & ~under);
-}
+/* y = exp(x) in float on 8 lanes: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by
+ * Cephes' polynomial, 2^n from the exponent bits; below -87.3 it is 0.  A
+ * macro, not a function: no call passes a vector (GCC and clang refuse AVX
+ * vector arguments in the baseline clone). */
+#define EXP8(y, x)                                                                                             \
+    do {                                                                                                       \
+        const v8 x_ = (x), top_ = (v8){0} + 88.3762626647949f, bottom_ = (v8){0} - 87.3365447505531f;          \
+        v8 lo_ = SEL(x_ > top_, top_, x_);                                                                     \
+        lo_ = SEL(lo_ < bottom_, bottom_, lo_);                                                                \
+        v8i under_ = x_ < bottom_;                                                                             \
+        v8 t_ = lo_ * 1.44269504088896341f + 0.5f;                                                             \
+        v8i n_ = __builtin_convertvector(t_, v8i); /* toward zero */                                          \
+        n_ += __builtin_convertvector(n_, v8) > t_; /* floor: -1 where that rounded a negative t up */         \
+        v8 fn_ = __builtin_convertvector(n_, v8);                                                              \
+        v8 r_ = lo_ - fn_ * 0.693359375f;                                                                      \
+        r_ = r_ - fn_ * -2.12194440e-4f;                                                                       \
+        v8 p_ = (v8){0} + 1.9875691500E-4f;                                                                    \
+        p_ = p_ * r_ + 1.3981999507E-3f;                                                                       \
+        p_ = p_ * r_ + 8.3334519073E-3f;                                                                       \
+        p_ = p_ * r_ + 4.1665795894E-2f;                                                                       \
+        p_ = p_ * r_ + 1.6666665459E-1f;                                                                       \
+        p_ = p_ * r_ + 5.0000001201E-1f;                                                                       \
+        p_ = p_ * r_ * r_ + r_ + 1.0f;                                                                         \
+        v8i bits_ = (n_ + 127) << 23;                                                                          \
+        (y) = (v8)((v8i)(p_ * (v8)bits_) & ~under_);                                                           \
+    } while (0)
 
 INLINE float exp1(float x)
 {
-    v8 v = exp8((v8){0} + x);
+    v8 v;
+    EXP8(v, (v8){0} + x);
     return v[0];
 }
 
@@ -137,7 +136,8 @@ CLONE void run_forward(const struct xent_inst *m, const float *x, float *p, cons
         const float *xk = x + k * P + t0;
         float *pk = p + k * P + t0;
         for (int t = 0; t < vl; t += V) {
-            v8 e = exp8(LD8(xk + t) - LD8(mx + t));
+            v8 e;
+            EXP8(e, LD8(xk + t) - LD8(mx + t));
             ST8(pk + t, e);
             v8d w = __builtin_convertvector(e, v8d);
             for (int j = 0; j < V; j++)
