@@ -20,7 +20,6 @@
 #include "cli/cli.h"
 
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +31,7 @@
 #include "data/bpe.h"
 #include "data/utf8.h"
 #include "exec/exec.h"
+#include "train/sample.h"
 
 #define PROG "dltrain generate"
 
@@ -56,75 +56,10 @@ static void help(void)
     dl_net_options_help(stdout);
 }
 
-struct sampler {
-    double temperature;
-    int top_k;
-    struct dl_rng rng;
-    double *p;  /* [classes] */
-    int *order; /* [classes] */
-};
-
-static const float *sort_scores;
-static int by_score(const void *a, const void *b)
-{
-    float x = sort_scores[*(const int *)a], y = sort_scores[*(const int *)b];
-    return x < y ? 1 : x > y ? -1 : (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
-}
-
-/* A token drawn from the scores s[0..C). */
-static int draw(struct sampler *z, const float *s, int C)
-{
-    int best = 0;
-    for (int k = 1; k < C; k++)
-        best = s[k] > s[best] ? k : best;
-    if (z->temperature == 0)
-        return best;
-    int K = z->top_k > 0 && z->top_k < C ? z->top_k : C;
-    for (int k = 0; k < C; k++)
-        z->order[k] = k;
-    if (K < C) {
-        sort_scores = s;
-        qsort(z->order, (size_t)C, sizeof *z->order, by_score);
-    }
-    double sum = 0;
-    for (int i = 0; i < K; i++)
-        sum += z->p[i] = exp(((double)s[z->order[i]] - s[best]) / z->temperature);
-    double u = dl_rng_uniform(&z->rng) * sum;
-    for (int i = 0; i < K; i++) {
-        if (u < z->p[i])
-            return z->order[i];
-        u -= z->p[i];
-    }
-    return z->order[K - 1];
-}
-
-/* Writes token id's bytes to stdout. */
-static void emit(const struct dl_bpe *b, int id)
-{
-    if (!b) {
-        putchar(id);
-    } else {
-        size_t len;
-        const unsigned char *bytes = dl_bpe_bytes(b, id, &len);
-        if (bytes)
-            fwrite(bytes, 1, len, stdout);
-    }
-    fflush(stdout);
-}
-
-/* Window mode: the last T tokens (positions after them padded) through e,
- * the scores at the last. */
 static int window_scores(struct dl_exec *e, int T, const struct dl_token_stream *s, float *x, int *labels,
                          float *scores, struct dl_error *err)
 {
-    long first = s->n > T ? s->n - T : 0, used = s->n - first;
-    memset(x, 0, sizeof *x * (size_t)T);
-    for (long t = 0; t < used; t++)
-        memcpy(&x[t], &s->id[first + t], sizeof *s->id); /* i32 in a 4-byte element */
-    dl_exec_forward(e, x, labels, 1, 0);
-    if (e->status)
-        return dl_errorf(err, e->status, "%s", e->err.msg);
-    return dl_exec_scores_at(e, 0, (int)used - 1, scores, err);
+    return dl_sample_window_scores(e, T, s->id, s->n, x, labels, scores, err);
 }
 
 /* Cached mode: the network on one position, its attention layers' caches
@@ -229,7 +164,9 @@ int dl_cli_generate(int argc, char **argv)
     dl_net_options_init(&no);
     const char *checkpoint = NULL, *init_from = NULL, *prompt = NULL, *vocab = "gpt2";
     int max_tokens = 64, opt, use_cache = 1;
-    struct sampler z = {.temperature = 1};
+    struct dl_sampler z;
+    double temperature = 1;
+    int top_k = 0;
     struct dl_error err = {0};
     optind = 1;
     while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
@@ -245,8 +182,8 @@ int dl_cli_generate(int argc, char **argv)
         case OPT_NO_CACHE: use_cache = 0; break;
         case OPT_PROMPT: prompt = optarg; break;
         case OPT_MAX_TOKENS: rc = dl_parse_int("--max-tokens", optarg, 0, 1 << 24, &max_tokens, &err); break;
-        case OPT_TEMPERATURE: rc = dl_parse_double("--temperature", optarg, 0, 1e6, &z.temperature, &err); break;
-        case OPT_TOP_K: rc = dl_parse_int("--top-k", optarg, 0, 1 << 30, &z.top_k, &err); break;
+        case OPT_TEMPERATURE: rc = dl_parse_double("--temperature", optarg, 0, 1e6, &temperature, &err); break;
+        case OPT_TOP_K: rc = dl_parse_int("--top-k", optarg, 0, 1 << 30, &top_k, &err); break;
         case OPT_VOCAB: vocab = optarg; break;
         case DL_OPT_HELP: help(); return 0;
         default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
@@ -308,11 +245,11 @@ int dl_cli_generate(int argc, char **argv)
         rc = dl_load_weights(checkpoint, init_from, &e, g, &err);
     float *x = rc ? NULL : calloc((size_t)T, sizeof *x), *scores = rc ? NULL : calloc((size_t)C, sizeof *scores);
     int *labels = rc ? NULL : calloc((size_t)T, sizeof *labels);
-    z.p = rc ? NULL : calloc((size_t)C, sizeof *z.p);
-    z.order = rc ? NULL : calloc((size_t)C, sizeof *z.order);
-    if (!rc && (!x || !scores || !labels || !z.p || !z.order))
+    int have_sampler = 0;
+    if (!rc && (!x || !scores || !labels))
         rc = dl_errorf(&err, DL_ERR_NOMEM, "out of memory");
-    dl_rng_seed(&z.rng, net.train.seed);
+    if (!rc && !(rc = dl_sampler_init(&z, C, temperature, top_k, net.train.seed, &err)))
+        have_sampler = 1;
     if (!rc)
         fwrite(prompt ? prompt : "", 1, prompt ? strlen(prompt) : 0, stdout);
     struct cached dec = {0};
@@ -328,9 +265,10 @@ int dl_cli_generate(int argc, char **argv)
         if (!rc)
             rc = dl_token_stream_reserve(&s, 1, &err);
         if (!rc) {
-            int id = draw(&z, scores, C);
+            int id = dl_sampler_draw(&z, scores);
             s.id[s.n++] = id;
-            emit(b, id);
+            dl_sample_emit(stdout, b, id);
+            fflush(stdout);
         }
     }
     if (!rc)
@@ -339,7 +277,9 @@ int dl_cli_generate(int argc, char **argv)
                 max_tokens > 1 ? 1e3 * (dl_clock_now() - t1) / (max_tokens - 1) : 0.0, 1e3 * (t1 - t0), prompt_tokens,
                 T, dec.on ? "key/value cache" : "no cache: every token runs the window");
     close_cached(&dec);
-    free(x), free(scores), free(labels), free(z.p), free(z.order);
+    free(x), free(scores), free(labels);
+    if (have_sampler)
+        dl_sampler_free(&z);
     dl_token_stream_free(&s);
     dl_bpe_free(b);
     if (have_exec)

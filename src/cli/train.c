@@ -30,7 +30,7 @@ enum {
     OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
-    OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM
+    OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS
 };
 
 struct printer {
@@ -150,6 +150,30 @@ static void on_epoch(void *ctx, const struct dl_epoch_report *r)
     fflush(stdout);
 }
 
+static void on_eval(void *ctx, long global_step, const struct dl_epoch_report *r)
+{
+    struct printer *p = ctx;
+    static const char *const keys[] = {"global_step", "test_loss", "test_accuracy", "test_samples"};
+    double vals[] = {(double)global_step, r->test_loss, r->test_accuracy, (double)r->test_samples};
+    dl_metrics_write(&p->metrics, "eval", 4, keys, vals);
+    if (p->quiet)
+        return;
+    printf("step %ld: test loss %.4f acc %.2f%% (%ld samples)\n", global_step, r->test_loss, 100 * r->test_accuracy,
+           r->test_samples);
+    fflush(stdout);
+}
+
+static void on_sample(void *ctx, long global_step, const char *text, size_t len)
+{
+    struct printer *p = ctx;
+    if (p->quiet)
+        return;
+    printf("step %ld: sample ---\n", global_step);
+    fwrite(text, 1, len, stdout);
+    printf("\n---\n");
+    fflush(stdout);
+}
+
 static void on_warning(void *ctx, const char *msg)
 {
     fprintf(stderr, "dltrain: %s\n", msg);
@@ -239,6 +263,9 @@ static void help(void)
     fputs("\nOutput options:\n"
           "  --metrics FILE        also write every step and epoch as JSON lines to FILE\n"
           "  --log-every N         print a progress line every N steps (default 100)\n"
+          "  --eval-every N        the test split's loss every N steps (also as \"eval\" in --metrics)\n"
+          "  --sample-every N      a sample of the network's text every N steps (token networks;\n"
+          "                        --sample-tokens, default 64, drawn at temperature 1)\n"
           "  --quiet               print only the final result\n"
           "  --dump-weights FILE   write the final weights as raw float32 (graph order) to FILE\n"
           "  --trace FILE          write a timeline of every rank (Chrome trace-event JSON for\n"
@@ -329,6 +356,9 @@ static const struct option long_opts[] = {
     {"keep", required_argument, 0, OPT_KEEP},
     {"resume", optional_argument, 0, OPT_RESUME},
     {"init-from", required_argument, 0, OPT_INIT_FROM},
+    {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+    {"sample-every", required_argument, 0, OPT_SAMPLE_EVERY},
+    {"sample-tokens", required_argument, 0, OPT_SAMPLE_TOKENS},
     {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
     {"grid", required_argument, 0, OPT_GRID},
     {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
@@ -436,6 +466,15 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_STRICT_CKPT: train->strict_checkpoints = 1; break;
     case OPT_INIT_FROM: train->init_from = arg; break;
+    case OPT_EVAL_EVERY:
+        bad = refused(dl_parse_long("--eval-every", arg, 1, 1L << 40, &train->eval_every, &err), &err);
+        break;
+    case OPT_SAMPLE_EVERY:
+        bad = refused(dl_parse_long("--sample-every", arg, 1, 1L << 40, &train->sample_every, &err), &err);
+        break;
+    case OPT_SAMPLE_TOKENS:
+        bad = refused(dl_parse_int("--sample-tokens", arg, 1, 1 << 20, &train->sample_tokens, &err), &err);
+        break;
     case OPT_GRID: cmd->grid = arg; break;
     case OPT_PLAN_TRIALS:
         bad = refused(dl_parse_int("--plan-trials", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_trials, &err), &err);
@@ -541,7 +580,8 @@ static int run(struct train_command *cmd, const struct dl_net *net, struct dl_tr
 {
     struct dl_train_hooks hooks = {.ctx = &cmd->printer, .on_memory = on_memory, .on_start = on_start,
                                    .on_step = on_step,
-                                   .on_epoch = on_epoch, .on_warning = on_warning};
+                                   .on_epoch = on_epoch, .on_warning = on_warning, .on_eval = on_eval,
+                                   .on_sample = on_sample};
     dl_net_exec_options(&cmd->net_options, &cmd->train_options.exec);
     int rc = dl_train(net, &cmd->train_options, &hooks, res, err);
     if (!rc && cmd->printer.metrics.open)

@@ -40,6 +40,7 @@
 #include "train/hf_gpt2.h"
 #include "train/no_decay.h"
 #include "train/pipeline.h"
+#include "train/sample.h"
 #include "train/signals.h"
 
 /* Everything one rank's run holds. */
@@ -81,6 +82,7 @@ struct trainer {
      * whatever happens after it */
     struct dl_trace *trace;
     int nonfinite_stop, left_loop_together;
+    struct dl_bpe *bpe;             /* --sample-every's vocabulary (NULL: bytes) */
 };
 
 /* The running sums of the epoch in progress. */
@@ -781,6 +783,65 @@ static int finish_epoch(struct trainer *tr, int epoch, const struct epoch_tally 
 
 /* The steps of one epoch, until its data or the run's steps run out or a
  * stop signal arrives (*stop); *global_step counts the steps done. */
+/* --sample-every: rank 0 draws opts->sample_tokens tokens from its
+ * executor (the whole network) at temperature 1, seeded by the run's seed
+ * and the step, and hands the text to on_sample. */
+static int sample(struct trainer *tr, long global_step, struct dl_error *err)
+{
+    const struct dl_graph *g = &tr->net->graph;
+    struct dl_exec *e = dl_pipeline_exec(&tr->pipe);
+    int T = g->input.h, C = g->classes, n = tr->opts->sample_tokens > 0 ? tr->opts->sample_tokens : 64;
+    struct dl_sampler z;
+    int rc = dl_sampler_init(&z, C, 1.0, 0, dl_rng_hash(tr->net->train.seed, (uint64_t)global_step), err);
+    if (rc)
+        return rc;
+    int32_t *ids = dl_calloc((size_t)n + 1, sizeof *ids, err);
+    float *x = ids ? dl_calloc((size_t)T, sizeof *x, err) : NULL, *scores = x ? dl_calloc((size_t)C, sizeof *scores, err) : NULL;
+    int *labels = scores ? dl_calloc((size_t)T, sizeof *labels, err) : NULL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = labels ? open_memstream(&text, &len) : NULL;
+    rc = f ? DL_OK : dl_errorf(err, DL_ERR_NOMEM, "out of memory for a sample");
+    long count = 0;
+    if (!rc)
+        ids[count++] = tr->bpe ? dl_bpe_end_of_text(tr->bpe) : '\n';
+    for (int i = 0; !rc && i < n; i++) {
+        rc = dl_sample_window_scores(e, T, ids, count, x, labels, scores, err);
+        if (!rc) {
+            ids[count] = dl_sampler_draw(&z, scores);
+            dl_sample_emit(f, tr->bpe, ids[count++]);
+        }
+    }
+    if (f)
+        fclose(f);
+    if (!rc && tr->hooks && tr->hooks->on_sample)
+        tr->hooks->on_sample(tr->hooks->ctx, global_step, text, len);
+    free(text);
+    free(labels);
+    free(scores);
+    free(x);
+    free(ids);
+    dl_sampler_free(&z);
+    return rc;
+}
+
+/* --eval-every and --sample-every after a step (the last step's evaluation
+ * is the run's own). */
+static int between_steps(struct trainer *tr, long global_step, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    int rc = DL_OK;
+    if (o->eval_every > 0 && global_step % o->eval_every == 0 && global_step < tr->total_steps) {
+        struct dl_epoch_report er = {0};
+        rc = evaluate(tr, &er, err); /* every rank: its slice, or rank 0 alone */
+        if (!rc && tr->reporter && tr->hooks && tr->hooks->on_eval)
+            tr->hooks->on_eval(tr->hooks->ctx, global_step, &er);
+    }
+    if (!rc && o->sample_every > 0 && global_step % o->sample_every == 0 && tr->comm->rank == 0)
+        rc = sample(tr, global_step, err);
+    return rc;
+}
+
 static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop, struct dl_train_result *res,
                      struct dl_error *err)
 {
@@ -828,6 +889,9 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         res->bytes_sent += out.stats.bytes_sent;
         res->dense_bytes += out.stats.dense_bytes;
         report_step(tr, epoch, &tally, *global_step, lr, &out);
+        rc = between_steps(tr, *global_step, err);
+        if (rc)
+            return rc;
         /* A checkpoint, and with one the stop it comes with, waits for a
          * step after which every rank holds the same state (local SGD: the
          * next average; the signal and the schedule stay pending until then) */
@@ -1021,7 +1085,15 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     }
     if (!rc) {
         tr.run_start = dl_clock_now();
-        if (opts->init_from) {
+        if (!rc && opts->sample_every > 0) {
+            const struct dl_graph *g = &tr.net->graph;
+            if (tr.sharded || g->input.dtype != DL_I32 || g->positions != g->input.h)
+                rc = dl_errorf(err, DL_ERR_SPEC, "--sample-every: needs a network of token ids with a loss at every "
+                               "position, on one process or data-parallel ranks (not a tensor or pipeline grid)");
+            else if (g->classes != 256)
+                rc = dl_bpe_open("gpt2", &tr.bpe, err);
+        }
+        if (!rc && opts->init_from) {
             rc = tr.sharded ? dl_errorf(err, DL_ERR_SPEC, "--init-from: loads one process's whole network (one "
                                         "process or data parallelism), not a tensor or pipeline grid's parts")
                             : dl_hf_gpt2_import(opts->init_from, &tr.net->graph, dl_pipeline_exec(&tr.pipe), err);
@@ -1040,6 +1112,7 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     if (rc == DL_STOPPED) {
         res->seconds = dl_clock_now() - tr.run_start;
         rc = finish_trace(&tr, rc, err);
+        dl_bpe_free(tr.bpe);
         teardown(&tr);
         return rc;
     }
@@ -1049,6 +1122,7 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
         rc = dump_weights(&tr, err);
     res->seconds = dl_clock_now() - tr.run_start;
     rc = finish_trace(&tr, rc, err);
+    dl_bpe_free(tr.bpe);
     teardown(&tr);
     return rc;
 }

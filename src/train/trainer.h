@@ -61,6 +61,10 @@ struct dl_train_hooks {
     void (*on_step)(void *ctx, const struct dl_step_report *r);
     void (*on_epoch)(void *ctx, const struct dl_epoch_report *r);
     void (*on_warning)(void *ctx, const char *msg);
+    /* --eval-every: the test split's loss after global_step (r's test fields). */
+    void (*on_eval)(void *ctx, long global_step, const struct dl_epoch_report *r);
+    /* --sample-every: the text drawn after global_step (len bytes, not terminated). */
+    void (*on_sample)(void *ctx, long global_step, const char *text, size_t len);
 };
 
 struct dl_train_opts {
@@ -91,6 +95,14 @@ struct dl_train_opts {
     /* Start from these weights (Hugging Face's GPT-2 safetensors, train/
      * hf_gpt2.h) instead of the seed's; NULL: none.  --resume wins. */
     const char *init_from;
+    /* Every this many steps (0: never): the test split's loss and accuracy
+     * (on_eval), and rank 0's sample of sample_tokens tokens from the
+     * network drawn at temperature 1 from <|endoftext|> (a newline for a
+     * byte network) with the seed and the step (on_sample; one process or
+     * data parallelism; GPT-2's BPE, vocab/gpt2.tiktoken, for a network of
+     * more than 256 classes). */
+    long eval_every, sample_every;
+    int sample_tokens;
     /* Testing aid: after this global step (> 0) every rank waits, up to 10
      * minutes, for a stop signal, so that a test's signal lands at a known
      * step instead of racing the run's end. */
