@@ -32,9 +32,7 @@ int dl_cli_export(int argc, char **argv)
                                          {"output", required_argument, 0, OPT_OUTPUT},
                                          {"format", required_argument, 0, OPT_FORMAT},
                                          {0, 0, 0, 0}};
-    for (int i = 1; i < argc; i++) /* dl_getopt takes long options only */
-        if (argv[i][0] == '-' && argv[i][1] == 'o' && !argv[i][2])
-            argv[i] = (char *)"--output";
+    dl_short_output(argc, argv);
     struct dl_net_options no;
     dl_net_options_init(&no);
     const char *checkpoint = NULL, *out = NULL;

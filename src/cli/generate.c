@@ -56,12 +56,6 @@ static void help(void)
     dl_net_options_help(stdout);
 }
 
-static int window_scores(struct dl_exec *e, int T, const struct dl_token_stream *s, float *x, int *labels,
-                         float *scores, struct dl_error *err)
-{
-    return dl_sample_window_scores(e, T, s->id, s->n, x, labels, scores, err);
-}
-
 /* Cached mode: the network on one position, its attention layers' caches
  * holding s->id[base .. base + pos). */
 struct cached {
@@ -130,10 +124,9 @@ static int cached_scores(struct cached *d, const struct dl_token_stream *s, floa
         d->pos = 0, d->base = s->n - d->P / 2;
     if (d->pos == 0) {
         d->base = s->n > d->P ? s->n - d->P : d->base;
-        struct dl_token_stream rest = {s->id + d->base, s->n - d->base, 0};
         d->window->position0 = 0;
-        d->pos = rest.n;
-        return window_scores(d->window, (int)d->P, &rest, x, labels, scores, err);
+        d->pos = s->n - d->base;
+        return dl_sample_window_scores(d->window, (int)d->P, s->id + d->base, d->pos, x, labels, scores, err);
     }
     int label = 0;
     while (d->base + d->pos < s->n) {
@@ -259,7 +252,7 @@ int dl_cli_generate(int argc, char **argv)
     long prompt_tokens = s.n;
     for (int i = 0; !rc && i < max_tokens; i++) {
         rc = dec.on ? cached_scores(&dec, &s, x, labels, scores, &err)
-                    : window_scores(&e, T, &s, x, labels, scores, &err);
+                    : dl_sample_window_scores(&e, T, s.id, s.n, x, labels, scores, &err);
         if (i == 0)
             t1 = dl_clock_now(); /* the prompt's tokens are in */
         if (!rc)

@@ -374,6 +374,13 @@ const char *dl_closest_name(const char *word, const char *const *names)
     return best && (best_d <= 2 || best_d <= len / 3) ? best : NULL;
 }
 
+void dl_short_output(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-o") == 0)
+            argv[i] = (char *)"--output";
+}
+
 int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog)
 {
     opterr = 0;

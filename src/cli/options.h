@@ -101,6 +101,11 @@ int dl_option_refused(const char *prog, int rc, const struct dl_error *err);
  * one, or a missing value, and "Try 'PROG --help'." (the caller exits 2). */
 int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog);
 
+/* For the commands that write a file (tokenize, export): a bare "-o" in
+ * argv becomes "--output", which dl_getopt takes (it takes long options
+ * only).  Call before the first dl_getopt. */
+void dl_short_output(int argc, char **argv);
+
 /* The name among the NULL-terminated names closest to word by edit
  * distance when it is near enough to be a likely typo (at most 2 edits, or a
  * third of word's length), else NULL. */

@@ -155,9 +155,7 @@ int dl_cli_tokenize(int argc, char **argv)
     double validation = 0.1;
     int eot = 1, opt;
     struct dl_error err = {0};
-    for (int i = 1; i < argc; i++) /* dl_getopt takes long options only */
-        if (strcmp(argv[i], "-o") == 0)
-            argv[i] = (char *)"--output";
+    dl_short_output(argc, argv);
     optind = 1;
     while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
         switch (opt) {

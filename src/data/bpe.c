@@ -2,7 +2,6 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "data/bpe.h"
 
-#include <errno.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/shipped.h"
+#include "data/imagefolder.h"
 
 /* GPT-2's pre-tokenizer, as tiktoken writes it for r50k_base: `$` is the end
  * of the text only (PCRE2_DOLLAR_ENDONLY), \s and \p{..} are Unicode's
@@ -102,26 +102,20 @@ static int add(struct dl_bpe *b, const unsigned char *p, size_t n, int32_t rank,
     return DL_OK;
 }
 
+/* path's bytes, terminated (strtol reads the last rank). */
 static int read_text(const char *path, char **text, size_t *n, struct dl_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dl_errorf(err, DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *text = size >= 0 ? malloc((size_t)size + 1) : NULL;
-    int rc = !*text ? dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", path)
-             : fread(*text, 1, (size_t)size, f) != (size_t)size ? dl_errorf(err, DL_ERR_IO, "%s: read error", path)
-                                                                   : DL_OK;
-    fclose(f);
-    if (rc) {
-        free(*text);
-        *text = NULL;
+    unsigned char *buf;
+    int rc = dl_read_file(path, &buf, n, err);
+    if (rc)
         return rc;
+    char *t = realloc(buf, *n + 1);
+    if (!t) {
+        free(buf);
+        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", path);
     }
-    (*text)[size] = '\0';
-    *n = (size_t)size;
+    t[*n] = '\0';
+    *text = t;
     return DL_OK;
 }
 

@@ -438,3 +438,12 @@ const char *dl_st_meta_get(const struct dl_st_file *f, const char *key)
             return f->meta_value[i];
     return NULL;
 }
+
+void dl_st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%" PRId64, d ? ", " : "", shape[d]);
+    if (len < n)
+        snprintf(buf + len, n - len, "]");
+}

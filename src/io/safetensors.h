@@ -84,6 +84,9 @@ int dl_st_open_memory(const char *name, const void *buf, size_t size, struct dl_
                       struct dl_error *err);
 void dl_st_close(struct dl_st_file *f);
 
+/* "[d0, d1, ...]" of a shape, for messages (truncated to n bytes). */
+void dl_st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+
 /* The tensor or metadata value called name, or NULL. */
 const struct dl_st_entry *dl_st_find(const struct dl_st_file *f, const char *name);
 const char *dl_st_meta_get(const struct dl_st_file *f, const char *key);

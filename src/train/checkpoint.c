@@ -258,15 +258,6 @@ static int same_shape(const struct dl_st_entry *t, const struct entry *e)
     return 1;
 }
 
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
-{
-    size_t len = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && len < n; d++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%" PRId64, d ? ", " : "", shape[d]);
-    if (len < n)
-        snprintf(buf + len, n - len, "]");
-}
-
 /* Checks the file against the run's entries; copies nothing. */
 static int check_tensors(const struct dl_st_file *f, const struct dl_run_view *v, const struct dl_checkpoint_meta *m,
                          const struct entry *list, int n, struct dl_error *err)
@@ -281,8 +272,8 @@ static int check_tensors(const struct dl_st_file *f, const struct dl_run_view *v
         if (!t)
             return dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s' is missing: the checkpoint is of a different "
                              "network", f->name, list[i].name);
-        shape_str(list[i].ndim, list[i].shape, want, sizeof want);
-        shape_str(t->ndim, t->shape, got, sizeof got);
+        dl_st_shape_str(list[i].ndim, list[i].shape, want, sizeof want);
+        dl_st_shape_str(t->ndim, t->shape, got, sizeof got);
         if (t->dtype != list[i].dtype)
             return dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected dtype %s, found %s", f->name,
                              list[i].name, dl_st_dtype_name(list[i].dtype), dl_st_dtype_name(t->dtype));

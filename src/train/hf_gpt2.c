@@ -120,15 +120,6 @@ static int known(const struct dl_st_file *f, const char *name, const struct dl_g
     return 0;
 }
 
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
-{
-    size_t at = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && at < n; d++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
-    if (at < n)
-        snprintf(buf + at, n - at, "]");
-}
-
 int dl_hf_gpt2_import(const char *path, const struct dl_graph *g, struct dl_exec *e, struct dl_error *err)
 {
     int rc = host_only(e, err);
@@ -152,7 +143,7 @@ int dl_hf_gpt2_import(const char *path, const struct dl_graph *g, struct dl_exec
             int same = t && t->ndim == p->ndim;
             for (int d = 0; same && d < p->ndim; d++)
                 same = t->shape[d] == want[d];
-            shape_str(p->ndim, want, a, sizeof a);
+            dl_st_shape_str(p->ndim, want, a, sizeof a);
             if (!t)
                 rc = dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s' (or '%s.%s') is missing: the weights are of another "
                                "network", path, name, l->name, p->name);
@@ -160,7 +151,7 @@ int dl_hf_gpt2_import(const char *path, const struct dl_graph *g, struct dl_exec
                 rc = dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected dtype F32, found %s", path, t->name,
                                dl_st_dtype_name(t->dtype));
             else if (!same) {
-                shape_str(t->ndim, t->shape, b, sizeof b);
+                dl_st_shape_str(t->ndim, t->shape, b, sizeof b);
                 rc = dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected shape %s, found %s", path, t->name, a, b);
             }
         }
