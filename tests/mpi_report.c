@@ -7,7 +7,7 @@ int mpi_report(struct dl_comm *world, int ok, const char *what, const char *deta
 {
     float bad = ok ? 0.0f : 1.0f;
     struct dl_error err;
-    if (world->ops->allreduce(world, &bad, 1, &err) != DL_OK)
+    if (world->ops->allreduce(world, &bad, DL_F32, 1, &err) != DL_OK)
         bad = 1;
     if (world->rank == 0) {
         if (bad == 0)

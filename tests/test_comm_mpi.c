@@ -4,7 +4,8 @@
  * collectives, and the compressed allreduce: exact codecs exact, the lossy
  * ones' error feedback on both sides checked as an invariant over steps;
  * the step metrics' sum over the ranks (dl_comm_sum_small); every grid's
- * group communicators.  Rank 0 prints one TAP line per check without
+ * group communicators; bf16 sums by every algorithm and the native
+ * reduce-scatter equal to the f32 sum rounded once.  Rank 0 prints one TAP line per check without
  * numbers ("ok - ..."); the shell script numbers them.
  * Usage: test_comm_mpi [--big] (adds a 64 MiB vector). */
 #include <math.h>
@@ -48,7 +49,7 @@ static int check_sizes(struct dl_comm *c, const char *algo, const struct dl_allr
             buf[i] = value(i, c->rank);
         buf[n] = 12345.0f; /* guard: nothing may write past n */
         struct dl_error err = {0};
-        int rc = dl_allreduce(c, algo, buf, n, o, &err);
+        int rc = dl_allreduce(c, algo, buf, DL_F32, n, o, &err);
         if (rc != DL_OK) {
             snprintf(detail, dlen, "n=%zu: %s", n, err.msg);
             free(buf);
@@ -125,7 +126,7 @@ static void check_split(void)
     }
     if (ok) {
         float v = 1.0f + (float)world->rank;
-        ok = dl_allreduce(half, "ring", &v, 1, NULL, &err) == DL_OK;
+        ok = dl_allreduce(half, "ring", &v, DL_F32, 1, NULL, &err) == DL_OK;
         float want = 0;
         for (int r = world->rank % 2; r < world->size; r += 2)
             want += 1.0f + (float)r;
@@ -166,7 +167,7 @@ static void check_p2p_and_collectives(void)
     int *all = malloc((size_t)p * sizeof *all);
     for (size_t i = 0; i < (size_t)p * count; i++)
         send[i] = (float)(i + (size_t)r);
-    rc = world->ops->reduce_scatter(world, send, recv, count, &err);
+    rc = world->ops->reduce_scatter(world, send, recv, DL_F32, count, &err);
     int ok = rc == DL_OK;
     for (size_t i = 0; ok && i < count; i++) {
         float want = 0;
@@ -186,6 +187,99 @@ static void check_p2p_and_collectives(void)
     report(rc == DL_OK && root_val == 77, "native bcast from the last rank, barrier", err.msg);
     free(send);
     free(all);
+}
+
+/* A bf16 value of element i on rank r: k 2^-e with |k| <= 255 (8
+ * significant bits, so bf16 holds it) and e in 4..7.  On up to 8 ranks
+ * every partial sum is a multiple of 2^-7 below 2^7, exact in f32 in any
+ * order, so the f32 sum rounded once to bf16 is one value, while sums
+ * rounded to bf16 at each addition differ from it on three ranks or more. */
+static float bf16_value(size_t i, int r)
+{
+    long k = (long)((i * 37 + (size_t)r * 101) % 511) - 255;
+    return ldexpf((float)k, -(int)(4 + (i + (size_t)r) % 4));
+}
+
+static float bf16_sum_rounded_once(size_t i, int p)
+{
+    float sum = 0;
+    for (int r = 0; r < p; r++)
+        sum += bf16_value(i, r);
+    return dl_bf16_to_f32(dl_f32_to_bf16(sum));
+}
+
+/* n bf16 values through dl_allreduce's algo; 1 when each equals the f32 sum rounded once. */
+static int check_bf16_size(const char *algo, size_t n, char *detail, size_t dlen)
+{
+    dl_bf16 *buf = malloc((n + 1) * sizeof *buf);
+    if (!buf) {
+        snprintf(detail, dlen, "out of memory at n=%zu", n);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        buf[i] = dl_f32_to_bf16(bf16_value(i, world->rank));
+    buf[n] = 0x1234; /* guard */
+    struct dl_error err = {0};
+    int ok = dl_allreduce(world, algo, buf, DL_BF16, n, NULL, &err) == DL_OK;
+    if (!ok)
+        snprintf(detail, dlen, "n=%zu: %s", n, err.msg);
+    for (size_t i = 0; ok && i < n; i++) {
+        float got = dl_bf16_to_f32(buf[i]), want = bf16_sum_rounded_once(i, world->size);
+        if (got != want) {
+            snprintf(detail, dlen, "n=%zu: element %zu is %g, the f32 sum rounded once is %g", n, i, (double)got,
+                     (double)want);
+            ok = 0;
+        }
+    }
+    if (ok && buf[n] != 0x1234) {
+        snprintf(detail, dlen, "n=%zu: wrote past the end", n);
+        ok = 0;
+    }
+    free(buf);
+    return ok;
+}
+
+static void check_bf16_sums(void)
+{
+    int p = world->size;
+    size_t sizes[] = {0, 1, 7, (size_t)p * 5 + 1, 1003, 100003};
+    const char *algos[] = {"ring", "recursive_doubling", "rabenseifner", "tree", "ps", "native", "auto"};
+    char detail[1200] = "", what[96];
+    for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+        int ok = 1;
+        for (size_t k = 0; ok && k < sizeof sizes / sizeof *sizes; k++)
+            ok = check_bf16_size(algos[a], sizes[k], detail, sizeof detail);
+        snprintf(what, sizeof what, "%s bf16 sums = the f32 sum rounded once, sizes 0..100003", algos[a]);
+        report(ok, what, detail);
+    }
+    /* The values do tell the two apart: rounding at each addition, in rank
+     * order, misses the f32 sum rounded once somewhere on 3 ranks or more. */
+    if (p >= 3) {
+        long differ = 0;
+        for (size_t i = 0; i < 1003; i++) {
+            float stepwise = 0;
+            for (int r = 0; r < p; r++)
+                stepwise = dl_bf16_to_f32(dl_f32_to_bf16(stepwise + bf16_value(i, r)));
+            differ += stepwise != bf16_sum_rounded_once(i, p);
+        }
+        snprintf(detail, sizeof detail, "%ld of 1003 sums differ", differ);
+        report(differ > 0, "bf16 sums rounded at each addition differ from rounded once", detail);
+    }
+    /* The native reduce-scatter of bf16 blocks, and a dtype no sum takes. */
+    size_t count = 5;
+    dl_bf16 *send = malloc((size_t)p * count * sizeof *send), recv[5];
+    for (size_t i = 0; i < (size_t)p * count; i++)
+        send[i] = dl_f32_to_bf16(bf16_value(i, world->rank));
+    struct dl_error err = {0};
+    int ok = world->ops->reduce_scatter(world, send, recv, DL_BF16, count, &err) == DL_OK;
+    for (size_t i = 0; ok && i < count; i++)
+        ok = dl_bf16_to_f32(recv[i]) == bf16_sum_rounded_once((size_t)world->rank * count + i, p);
+    report(ok, "native reduce_scatter of bf16 = the f32 sums rounded once", err.msg);
+    int32_t ids[2] = {1, 2};
+    ok = dl_allreduce(world, "ring", ids, DL_I32, 2, NULL, &err) == DL_ERR_INTERNAL &&
+         world->ops->allreduce(world, ids, DL_I32, 2, &err) == DL_ERR_INTERNAL;
+    report(ok && strstr(err.msg, "i32"), "a sum of i32 values is refused by name", err.msg);
+    free(send);
 }
 
 /* Compressed allreduce where the codec loses nothing (none, top-k keeping
@@ -493,6 +587,7 @@ int main(int argc, char **argv)
     }
     check_p2p_and_collectives();
     check_algorithms(big);
+    check_bf16_sums();
     check_split();
     check_grids();
     check_codecs();

@@ -117,9 +117,9 @@ static void collectives_and_split(void **state)
     struct dl_comm *c = open_self();
     struct dl_error err;
     float v[3] = {1, 2, 3}, out[3] = {0};
-    assert_int_equal(c->ops->allreduce(c, v, 3, &err), DL_OK);
+    assert_int_equal(c->ops->allreduce(c, v, DL_F32, 3, &err), DL_OK);
     assert_true(v[0] == 1 && v[1] == 2 && v[2] == 3);
-    assert_int_equal(c->ops->reduce_scatter(c, v, out, 3, &err), DL_OK);
+    assert_int_equal(c->ops->reduce_scatter(c, v, out, DL_F32, 3, &err), DL_OK);
     assert_true(out[2] == 3);
     memset(out, 0, sizeof out);
     assert_int_equal(c->ops->allgather(c, v, out, sizeof v, &err), DL_OK);
@@ -148,14 +148,14 @@ static void standin_plays_one_rank(void **state)
     assert_int_equal(c->rank, 1);
     assert_int_equal(c->size, 3);
     float v[2] = {1.5f, -2};
-    assert_int_equal(c->ops->allreduce(c, v, 2, NULL), DL_OK);
+    assert_int_equal(c->ops->allreduce(c, v, DL_F32, 2, NULL), DL_OK);
     assert_true(v[0] == 4.5f && v[1] == -6);
     float mine[2] = {7, 8}, all[6] = {0};
     assert_int_equal(c->ops->allgather(c, mine, all, sizeof mine, NULL), DL_OK);
     for (int r = 0; r < 3; r++)
         assert_true(all[2 * r] == 7 && all[2 * r + 1] == 8);
     float send[6] = {1, 2, 3, 4, 5, 6}, recv[2] = {0};
-    assert_int_equal(c->ops->reduce_scatter(c, send, recv, 2, NULL), DL_OK);
+    assert_int_equal(c->ops->reduce_scatter(c, send, recv, DL_F32, 2, NULL), DL_OK);
     assert_true(recv[0] == 9 && recv[1] == 12);
     float buf[2] = {42, 43};
     struct dl_comm_req req = {.active = 1};
@@ -181,15 +181,15 @@ static void every_algorithm_on_one_rank(void **state)
         const struct dl_allreduce_algo *a = dl_allreduce_at(i);
         assert_ptr_equal(dl_allreduce_find(a->name), a);
         float v[5] = {1, -2, 3, 0, 5};
-        assert_int_equal(dl_allreduce(c, a->name, v, 5, NULL, &err), DL_OK);
+        assert_int_equal(dl_allreduce(c, a->name, v, DL_F32, 5, NULL, &err), DL_OK);
         assert_true(v[0] == 1 && v[1] == -2 && v[4] == 5);
-        assert_int_equal(dl_allreduce(c, a->name, v, 0, NULL, &err), DL_OK);
+        assert_int_equal(dl_allreduce(c, a->name, v, DL_F32, 0, NULL, &err), DL_OK);
     }
     assert_int_equal(count, 7);
     assert_ptr_equal(dl_allreduce_find("rd"), dl_allreduce_find("recursive_doubling"));
     assert_null(dl_allreduce_find("bogus"));
     float v = 1;
-    assert_int_equal(dl_allreduce(c, "bogus", &v, 1, NULL, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_allreduce(c, "bogus", &v, DL_F32, 1, NULL, &err), DL_ERR_SPEC);
     assert_non_null(strstr(err.msg, "bogus"));
     dl_comm_close(c);
 }

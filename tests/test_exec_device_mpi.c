@@ -102,16 +102,18 @@ static int done(struct dl_comm *c, int rc)
     return rc;
 }
 
-static int wrap_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+static int wrap_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
 {
-    int rc = where(c, buf, buf, sizeof *buf * n, err);
-    return rc ? rc : done(c, inner(c)->ops->allreduce(inner(c), buf, n, err));
+    int rc = where(c, buf, buf, dl_dtype_size(dtype) * n, err);
+    return rc ? rc : done(c, inner(c)->ops->allreduce(inner(c), buf, dtype, n, err));
 }
 
-static int wrap_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count, struct dl_error *err)
+static int wrap_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
+                               struct dl_error *err)
 {
-    int rc = where(c, send + (size_t)c->rank * count, recv, sizeof *recv * count, err);
-    return rc ? rc : done(c, inner(c)->ops->reduce_scatter(inner(c), send, recv, count, err));
+    size_t bytes = dl_dtype_size(dtype) * count;
+    int rc = where(c, (const unsigned char *)send + (size_t)c->rank * bytes, recv, bytes, err);
+    return rc ? rc : done(c, inner(c)->ops->reduce_scatter(inner(c), send, recv, dtype, count, err));
 }
 
 static int wrap_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes, struct dl_error *err)

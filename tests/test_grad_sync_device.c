@@ -53,8 +53,10 @@ static int on_device(const float *p, size_t n)
     return yes;
 }
 
-static int host_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+static int host_allreduce(struct dl_comm *c, void *values, enum dl_dtype dtype, size_t n, struct dl_error *err)
 {
+    float *buf = values;
+    assert_int_equal(dtype, DL_F32);
     host_calls++;
     if (on_device(buf, n))
         wrong_memory++;
@@ -63,8 +65,10 @@ static int host_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_err
     return DL_OK;
 }
 
-static int device_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+static int device_allreduce(struct dl_comm *c, void *values, enum dl_dtype dtype, size_t n, struct dl_error *err)
 {
+    float *buf = values;
+    assert_int_equal(dtype, DL_F32);
     device_calls++;
     if (!on_device(buf, n)) {
         wrong_memory++;

@@ -33,7 +33,7 @@ static void allreduce_on_one_rank(void **state)
         host[i] = (float)i - 500.5f;
     assert_int_equal(cudaMalloc((void **)&dev, sizeof host), cudaSuccess);
     assert_int_equal(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
-    assert_int_equal(c->ops->allreduce(c, dev, N, &err), DL_OK);
+    assert_int_equal(c->ops->allreduce(c, dev, DL_F32, N, &err), DL_OK);
     assert_int_equal(c->ops->bcast(c, dev, sizeof host, 0, &err), DL_OK);
     assert_int_equal(cudaMemcpy(back, dev, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int i = 0; i < N; i++)

@@ -282,7 +282,7 @@ static int run_codecs(struct bench *b, float *buf, size_t n, struct dl_error *er
     if (!exact)
         return dl_errorf(err, DL_ERR_NOMEM, "out of memory"), -1;
     fill_gradient(exact, n, c->rank);
-    int rc = c->ops->allreduce(c, exact, n, err);
+    int rc = c->ops->allreduce(c, exact, DL_F32, n, err);
     for (int k = 0; k < b->ncodecs && rc == DL_OK; k++) {
         struct dl_codec_spec spec;
         struct dl_codec_state *st = NULL;

@@ -8,7 +8,7 @@
 static int native(struct dl_comm *c, float *buf, size_t n, const struct dl_allreduce_opts *opts,
                   struct dl_error *err)
 {
-    return c->ops->allreduce(c, buf, n, err);
+    return c->ops->allreduce(c, buf, DL_F32, n, err);
 }
 
 static int automatic(struct dl_comm *c, float *buf, size_t n,
@@ -71,7 +71,18 @@ const struct dl_allreduce_algo *dl_allreduce_choose(const struct dl_comm *c, siz
     return best;
 }
 
-int dl_allreduce(struct dl_comm *c, const char *name, float *buf, size_t n,
+struct algo_call {
+    const struct dl_allreduce_algo *algo;
+    const struct dl_allreduce_opts *opts;
+};
+
+static int run_f32(struct dl_comm *c, float *buf, size_t n, void *ctx, struct dl_error *err)
+{
+    const struct algo_call *a = ctx;
+    return a->algo->run(c, buf, n, a->opts, err);
+}
+
+int dl_allreduce(struct dl_comm *c, const char *name, void *buf, enum dl_dtype dtype, size_t n,
                  const struct dl_allreduce_opts *opts, struct dl_error *err)
 {
     const struct dl_allreduce_algo *a = dl_allreduce_find(name);
@@ -79,5 +90,8 @@ int dl_allreduce(struct dl_comm *c, const char *name, float *buf, size_t n,
         return dl_errorf(err, DL_ERR_SPEC,
                          "unknown allreduce algorithm '%s' (expected ring, recursive_doubling,"
                          " rabenseifner, tree, ps, native or auto)", name ? name : "(null)");
-    return a->run(c, buf, n, opts, err);
+    if (a->run == native) /* the backend sums the dtype itself */
+        return c->ops->allreduce(c, buf, dtype, n, err);
+    struct algo_call call = {a, opts};
+    return dl_comm_sum_as_f32(c, buf, dtype, n, run_f32, &call, err);
 }

@@ -1,7 +1,8 @@
 /* allreduce.h: allreduce algorithms written once on top of the comm table's
  * send/recv (so they run on any backend), their registry, and the helpers
  * they share (block partition, pipelined exchange, power-of-two fix-up).
- * Every algorithm sums n floats in place on every rank of the communicator. */
+ * Every algorithm sums n floats in place on every rank of the communicator;
+ * dl_allreduce sums bf16 values through them in f32 (comm.h's widen.c). */
 #ifndef DL_ALLREDUCE_H
 #define DL_ALLREDUCE_H
 
@@ -39,8 +40,10 @@ struct dl_allreduce_algo {
 const struct dl_allreduce_algo *dl_allreduce_find(const char *name);
 /* The i-th registered algorithm (i from 0), or NULL past the end; "auto" last. */
 const struct dl_allreduce_algo *dl_allreduce_at(int i);
-/* Runs algorithm name; opts may be NULL.  Unknown names are DL_ERR_SPEC. */
-int dl_allreduce(struct dl_comm *c, const char *name, float *buf, size_t n,
+/* Runs algorithm name on n values of dtype (f32, or bf16: the f32 sum
+ * rounded once, by any algorithm; "native" leaves bf16 to the backend);
+ * opts may be NULL.  Unknown names are DL_ERR_SPEC. */
+int dl_allreduce(struct dl_comm *c, const char *name, void *buf, enum dl_dtype dtype, size_t n,
                  const struct dl_allreduce_opts *opts, struct dl_error *err);
 /* The algorithm auto picks for n floats on c (the cheapest modelled one). */
 const struct dl_allreduce_algo *dl_allreduce_choose(const struct dl_comm *c, size_t n,

@@ -125,6 +125,7 @@ void dl_comm_close(struct dl_comm *c)
     if (!c)
         return;
     free(c->scratch);
+    free(c->widened);
     if (c->ops->destroy)
         c->ops->destroy(c);
     free(c);
@@ -166,22 +167,27 @@ int dl_comm_waitall(struct dl_comm *c, struct dl_comm_req *reqs, int n, struct d
     return first;
 }
 
-void *dl_comm_scratch(struct dl_comm *c, size_t bytes, struct dl_error *err)
+void *dl_comm_grow(void **buf, size_t *cap, size_t bytes, const char *what, struct dl_error *err)
 {
-    if (bytes <= c->scratch_bytes && c->scratch)
-        return c->scratch;
-    free(c->scratch);
-    c->scratch = NULL;
-    c->scratch_bytes = 0;
+    if (bytes <= *cap && *buf)
+        return *buf;
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
     /* 64-byte aligned so that the reduction loops vectorise cleanly. */
     size_t rounded = (bytes + 63) / 64 * 64;
-    if (posix_memalign(&c->scratch, 64, rounded ? rounded : 64) != 0) {
-        c->scratch = NULL;
-        dl_errorf(err, DL_ERR_NOMEM, "out of memory allocating %zu bytes of comm scratch", bytes);
+    if (posix_memalign(buf, 64, rounded ? rounded : 64) != 0) {
+        *buf = NULL;
+        dl_errorf(err, DL_ERR_NOMEM, "out of memory allocating %zu bytes of %s", bytes, what);
         return NULL;
     }
-    c->scratch_bytes = rounded;
-    return c->scratch;
+    *cap = rounded;
+    return *buf;
+}
+
+void *dl_comm_scratch(struct dl_comm *c, size_t bytes, struct dl_error *err)
+{
+    return dl_comm_grow(&c->scratch, &c->scratch_bytes, bytes, "comm scratch", err);
 }
 
 int dl_comm_sum_small(struct dl_comm *c, double *v, int n, struct dl_error *err)
@@ -193,7 +199,7 @@ int dl_comm_sum_small(struct dl_comm *c, double *v, int n, struct dl_error *err)
     float staged[DL_COMM_SMALL_SUM_MAX];
     for (int i = 0; i < n; i++)
         staged[i] = (float)v[i];
-    int rc = c->ops->allreduce(c, staged, (size_t)n, err);
+    int rc = c->ops->allreduce(c, staged, DL_F32, (size_t)n, err);
     for (int i = 0; !rc && i < n; i++)
         v[i] = staged[i];
     return rc;

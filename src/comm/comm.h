@@ -2,12 +2,14 @@
  * table of function pointers; everything above it (collective algorithms,
  * gradient codecs, the parallel planner) calls only these functions, so no
  * caller ever #ifdefs on a backend.  Byte-moving calls take void buffers;
- * the reductions (allreduce, reduce_scatter) sum float buffers. */
+ * the reductions (allreduce, reduce_scatter) sum values of a dtype (f32 or
+ * bf16; bf16 summed in f32, widen.c). */
 #ifndef DL_COMM_H
 #define DL_COMM_H
 
 #include <stddef.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 struct dl_comm;
@@ -46,18 +48,20 @@ struct dl_comm_ops {
     int (*wait)(struct dl_comm *c, struct dl_comm_req *req, struct dl_error *err);
     /* *done = 1 (and req completed) or 0 (still in flight). */
     int (*test)(struct dl_comm *c, struct dl_comm_req *req, int *done, struct dl_error *err);
-    /* Native collectives.  allreduce: in-place sum of n floats.
-     * reduce_scatter: sum of size*count floats of send, this rank's block of
-     * count floats into recv.  allgather: bytes from each rank, rank order.
-     * bcast: bytes from root. */
-    int (*allreduce)(struct dl_comm *c, float *buf, size_t n, struct dl_error *err);
+    /* Native collectives.  allreduce: in-place sum of n values of dtype.
+     * reduce_scatter: sum of size*count values of send, this rank's block of
+     * count values into recv.  dtype f32 or bf16 (others: DL_ERR_INTERNAL);
+     * bf16 values are summed in f32: on host backends the f32 sum rounded
+     * once (dl_comm_sum_as_f32), on NCCL rounded at each hop of its ring.
+     * allgather: bytes from each rank, rank order.  bcast: bytes from root. */
+    int (*allreduce)(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err);
     /* A communicator of device buffers: the collectives queued after this
      * call wait until device mark m (recorded by the device's mark_record
      * behind the kernels that wrote their buffers) is reached, without the
      * host waiting for the device (NCCL: cudaStreamWaitEvent on its own
      * stream).  NULL: callers wait for the device (its sync) first. */
     int (*wait_mark)(struct dl_comm *c, const struct dl_device_mark *m, struct dl_error *err);
-    int (*reduce_scatter)(struct dl_comm *c, const float *send, float *recv, size_t count,
+    int (*reduce_scatter)(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
                           struct dl_error *err);
     int (*allgather)(struct dl_comm *c, const void *send, void *recv, size_t bytes,
                      struct dl_error *err);
@@ -77,6 +81,8 @@ struct dl_comm {
     int thread_level;    /* 0 single, 1 funneled, 2 serialized, 3 multiple (granted) */
     void *scratch;       /* reusable work space for the algorithms (dl_comm_scratch) */
     size_t scratch_bytes;
+    void *widened;       /* bf16 sums' f32 copies (widen.c) */
+    size_t widened_bytes;
 };
 
 /* Opens the world communicator of backend name: "auto", "mpi", "nccl" or
@@ -121,6 +127,28 @@ int dl_comm_sendrecv(struct dl_comm *c, const void *sbuf, size_t sbytes, int dst
 int dl_comm_waitall(struct dl_comm *c, struct dl_comm_req *reqs, int n, struct dl_error *err);
 /* Work space of at least bytes owned by c, valid until the next call or close. */
 void *dl_comm_scratch(struct dl_comm *c, size_t bytes, struct dl_error *err);
+/* *buf grown to at least bytes (64-byte aligned; *cap its size), what of
+ * `what` to name in the out-of-memory message; NULL on failure. */
+void *dl_comm_grow(void **buf, size_t *cap, size_t bytes, const char *what, struct dl_error *err);
+
+/* widen.c: sums of bf16 values through an f32 sum.  An f32 sum of n floats
+ * in place (ctx: the caller's). */
+typedef int (*dl_comm_f32_sum)(struct dl_comm *c, float *buf, size_t n, void *ctx, struct dl_error *err);
+/* Sums n values of dtype at buf over the ranks with sum: f32 as they are;
+ * bf16 widened (exactly) into f32 in c's widened buffer, summed there and
+ * rounded once back to bf16 (to nearest even), so that the result is the
+ * f32 sum rounded once whatever the algorithm.  Other dtypes are
+ * DL_ERR_INTERNAL. */
+int dl_comm_sum_as_f32(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, dl_comm_f32_sum sum, void *ctx,
+                       struct dl_error *err);
+/* An f32 reduce-scatter (comm_ops' contract with floats). */
+typedef int (*dl_comm_f32_scatter)(struct dl_comm *c, const float *send, float *recv, size_t count,
+                                   struct dl_error *err);
+/* reduce_scatter of dtype through an f32 one, as dl_comm_sum_as_f32. */
+int dl_comm_scatter_as_f32(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
+                           dl_comm_f32_scatter scatter, struct dl_error *err);
+/* DL_OK for the dtypes the reductions sum (f32, bf16), else DL_ERR_INTERNAL. */
+int dl_comm_sum_dtype_ok(enum dl_dtype dtype, struct dl_error *err);
 /* Allocates and zeroes a struct dl_comm for a backend constructor. */
 struct dl_comm *dl_comm_new(const struct dl_comm_ops *ops, int rank, int size,
                             struct dl_error *err);

@@ -126,17 +126,18 @@ static int e_test(struct dl_comm *c, struct dl_comm_req *req, int *done, struct 
     return inner(c)->ops->test(inner(c), req, done, err);
 }
 
-static int e_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+static int e_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
 {
     dl_clock_sleep(dl_comm_emulation_allreduce_s(&((struct emulated *)c->impl)->e, c->size,
-                                                 (double)n * sizeof(float)));
-    return inner(c)->ops->allreduce(inner(c), buf, n, err);
+                                                 (double)n * dl_dtype_size(dtype)));
+    return inner(c)->ops->allreduce(inner(c), buf, dtype, n, err);
 }
 
-static int e_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count, struct dl_error *err)
+static int e_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
+                            struct dl_error *err)
 {
-    delay(c, c->size - 1, (double)count * sizeof(float));
-    return inner(c)->ops->reduce_scatter(inner(c), send, recv, count, err);
+    delay(c, c->size - 1, (double)count * dl_dtype_size(dtype));
+    return inner(c)->ops->reduce_scatter(inner(c), send, recv, dtype, count, err);
 }
 
 static int e_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes, struct dl_error *err)

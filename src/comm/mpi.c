@@ -122,8 +122,9 @@ static int mpi_test(struct dl_comm *c, struct dl_comm_req *req, int *done, struc
 }
 
 /* MPI_Allreduce in pieces of at most INT_MAX floats. */
-static int mpi_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+static int mpi_allreduce_f32(struct dl_comm *c, float *buf, size_t n, void *ctx, struct dl_error *err)
 {
+    (void)ctx;
     while (n > 0) {
         int m = n > INT_MAX ? INT_MAX : (int)n;
         MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, buf, m, MPI_FLOAT, MPI_SUM, comm_of(c)),
@@ -134,8 +135,13 @@ static int mpi_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_erro
     return DL_OK;
 }
 
-static int mpi_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count,
-                              struct dl_error *err)
+static int mpi_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
+{
+    return dl_comm_sum_as_f32(c, buf, dtype, n, mpi_allreduce_f32, NULL, err);
+}
+
+static int mpi_reduce_scatter_f32(struct dl_comm *c, const float *send, float *recv, size_t count,
+                                  struct dl_error *err)
 {
     int n = 0, rc = count_of(count, &n, err);
     if (rc != DL_OK)
@@ -143,6 +149,12 @@ static int mpi_reduce_scatter(struct dl_comm *c, const float *send, float *recv,
     MPI_CALL(MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm_of(c)),
              "MPI_Reduce_scatter_block");
     return DL_OK;
+}
+
+static int mpi_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
+                              struct dl_error *err)
+{
+    return dl_comm_scatter_as_f32(c, send, recv, dtype, count, mpi_reduce_scatter_f32, err);
 }
 
 static int mpi_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes,

@@ -147,9 +147,18 @@ static int nccl_recv(struct dl_comm *c, void *buf, size_t bytes, int peer, int t
     return rc != DL_OK ? rc : nccl_wait(c, &r, err);
 }
 
-static int nccl_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+/* NCCL's element type for dtype (f32 or bf16: dl_comm_sum_dtype_ok first). */
+static ncclDataType_t nccl_type(enum dl_dtype dtype)
 {
-    NCCL_CALL(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, st(c)->comm, st(c)->stream),
+    return dtype == DL_BF16 ? ncclBfloat16 : ncclFloat;
+}
+
+static int nccl_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
+{
+    int rc = dl_comm_sum_dtype_ok(dtype, err);
+    if (rc != DL_OK)
+        return rc;
+    NCCL_CALL(ncclAllReduce(buf, buf, n, nccl_type(dtype), ncclSum, st(c)->comm, st(c)->stream),
               "ncclAllReduce");
     return nccl_sync(c, err);
 }
@@ -162,10 +171,13 @@ static int nccl_wait_mark(struct dl_comm *c, const struct dl_device_mark *m, str
     return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaStreamWaitEvent (the NCCL stream)");
 }
 
-static int nccl_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count,
+static int nccl_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
                                struct dl_error *err)
 {
-    NCCL_CALL(ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, st(c)->comm,
+    int rc = dl_comm_sum_dtype_ok(dtype, err);
+    if (rc != DL_OK)
+        return rc;
+    NCCL_CALL(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, st(c)->comm,
                                 st(c)->stream), "ncclReduceScatter");
     return nccl_sync(c, err);
 }

@@ -190,17 +190,19 @@ static int self_recv(struct dl_comm *c, void *buf, size_t bytes, int peer, int t
     return rc;
 }
 
-static int self_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+/* One rank's sum is its values (a bf16 value widened and rounded back is itself). */
+static int self_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
 {
-    return DL_OK;
+    return dl_comm_sum_dtype_ok(dtype, err);
 }
 
-static int self_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count,
+static int self_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
                                struct dl_error *err)
 {
-    if (count && send != recv)
-        memmove(recv, send, count * sizeof *recv);
-    return DL_OK;
+    int rc = dl_comm_sum_dtype_ok(dtype, err);
+    if (rc == DL_OK && count && send != recv)
+        memmove(recv, send, count * dl_dtype_size(dtype));
+    return rc;
 }
 
 static int self_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes,

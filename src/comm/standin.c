@@ -68,21 +68,27 @@ static int standin_test(struct dl_comm *c, struct dl_comm_req *req, int *done, s
     return DL_OK;
 }
 
-static int standin_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+static int standin_allreduce_f32(struct dl_comm *c, float *buf, size_t n, void *ctx, struct dl_error *err)
 {
-    (void)err;
+    (void)ctx, (void)err;
     for (size_t i = 0; i < n; i++)
         buf[i] *= (float)c->size;
     return DL_OK;
 }
 
-static int standin_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count,
-                                  struct dl_error *err)
+static int standin_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
 {
-    (void)err;
-    if (count)
-        memmove(recv, send + (size_t)c->rank * count, count * sizeof *recv);
-    return standin_allreduce(c, recv, count, err);
+    return dl_comm_sum_as_f32(c, buf, dtype, n, standin_allreduce_f32, NULL, err);
+}
+
+static int standin_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype,
+                                  size_t count, struct dl_error *err)
+{
+    int rc = dl_comm_sum_dtype_ok(dtype, err);
+    size_t size = dl_dtype_size(dtype);
+    if (rc == DL_OK && count)
+        memmove(recv, (const unsigned char *)send + (size_t)c->rank * count * size, count * size);
+    return rc != DL_OK ? rc : standin_allreduce(c, recv, dtype, count, err);
 }
 
 static int standin_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes, struct dl_error *err)

@@ -129,7 +129,7 @@ static int sum_all(struct dl_comm *c, const struct dl_device *dev, dl_real *buf,
     return dl_errorf(err, DL_ERR_UNSUPPORTED, "tensor parallelism runs in single precision only");
 #else
     int rc = settled(dev, err);
-    return rc ? rc : c->ops->allreduce(c, buf, n, err);
+    return rc ? rc : c->ops->allreduce(c, buf, DL_F32, n, err);
 #endif
 }
 
@@ -141,7 +141,7 @@ static int sum_scatter(struct dl_comm *c, const struct dl_device *dev, const dl_
     return dl_errorf(err, DL_ERR_UNSUPPORTED, "tensor parallelism runs in single precision only");
 #else
     int rc = settled(dev, err);
-    return rc ? rc : c->ops->reduce_scatter(c, send, recv, count, err);
+    return rc ? rc : c->ops->reduce_scatter(c, send, recv, DL_F32, count, err);
 #endif
 }
 

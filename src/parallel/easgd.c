@@ -42,7 +42,7 @@ static int elastic_round(struct dl_strategy *s, struct dl_step_stats *st, struct
         *x -= alpha * im->pull[i];
     }
     double t0 = dl_clock_now();
-    int rc = dl_allreduce(s->comm, im->algorithm, im->pull, (size_t)n, NULL, err);
+    int rc = dl_allreduce(s->comm, im->algorithm, im->pull, DL_F32, (size_t)n, NULL, err);
     if (rc)
         return rc;
     st->comm_seconds = st->exposed_seconds = dl_clock_now() - t0;

@@ -116,7 +116,7 @@ static int reduce_in_host(struct dl_grad_sync *s, struct bucket *b, float *buf, 
         return rc;
     }
     s->bytes_sent += dense;
-    return dl_allreduce(s->comm, s->opts.algorithm, buf, n, &s->opts.ar, err);
+    return dl_allreduce(s->comm, s->opts.algorithm, buf, DL_F32, n, &s->opts.ar, err);
 }
 
 /* Bucket k (scaled by the device when handed over) summed in place over
@@ -132,7 +132,7 @@ static int reduce_on_device(struct dl_grad_sync *s, int k, struct dl_error *err)
     s->dense_bytes += dense;
     s->bytes_sent += dense;
     int rc = c->ops->wait_mark ? c->ops->wait_mark(c, &s->ready[k], err) : s->device->sync(err);
-    return rc ? rc : c->ops->allreduce(c, s->exec->dweights + b->lo, (size_t)n, err);
+    return rc ? rc : c->ops->allreduce(c, s->exec->dweights + b->lo, DL_F32, (size_t)n, err);
 }
 
 static int reduce_bucket(struct dl_grad_sync *s, int k, struct dl_error *err)

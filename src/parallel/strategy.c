@@ -279,7 +279,7 @@ int dl_strategy_average_model(struct dl_strategy *s, const char *algorithm, stru
     for (int b = 0; b < 2; b++) {
         if (counts[b] == 0)
             continue;
-        int rc = dl_allreduce(s->comm, algorithm, bufs[b], (size_t)counts[b], NULL, err);
+        int rc = dl_allreduce(s->comm, algorithm, bufs[b], DL_F32, (size_t)counts[b], NULL, err);
         if (rc)
             return rc;
         for (long i = 0; i < counts[b]; i++)
@@ -302,7 +302,7 @@ int dl_strategy_consensus(struct dl_strategy *s, long step, double *out, struct 
     if (!s->mean && !(s->mean = dl_calloc((size_t)(n > 0 ? n : 1), sizeof *s->mean, err)))
         return DL_ERR_NOMEM;
     memcpy(s->mean, w, sizeof *w * (size_t)n);
-    int rc = dl_allreduce(s->comm, "auto", s->mean, (size_t)n, NULL, err);
+    int rc = dl_allreduce(s->comm, "auto", s->mean, DL_F32, (size_t)n, NULL, err);
     if (rc)
         return rc;
     double apart = 0, size = 0, p = s->comm->size;

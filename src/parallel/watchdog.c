@@ -219,18 +219,19 @@ static int w_test(struct dl_comm *c, struct dl_comm_req *req, int *done, struct 
     return inner(c)->ops->test(inner(c), req, done, err);
 }
 
-static int w_allreduce(struct dl_comm *c, float *buf, size_t n, struct dl_error *err)
+static int w_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
 {
     enter(c, "sum (allreduce)", -1);
-    int rc = inner(c)->ops->allreduce(inner(c), buf, n, err);
+    int rc = inner(c)->ops->allreduce(inner(c), buf, dtype, n, err);
     leave(c);
     return rc;
 }
 
-static int w_reduce_scatter(struct dl_comm *c, const float *send, float *recv, size_t count, struct dl_error *err)
+static int w_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
+                            struct dl_error *err)
 {
     enter(c, "reduce-scatter", -1);
-    int rc = inner(c)->ops->reduce_scatter(inner(c), send, recv, count, err);
+    int rc = inner(c)->ops->reduce_scatter(inner(c), send, recv, dtype, count, err);
     leave(c);
     return rc;
 }
