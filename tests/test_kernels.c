@@ -11,7 +11,13 @@
  * meets some case of its kind (every_kernel_has_a_case), and the last case
  * checks that every kernel the CPU can run was compared at least once.
  * Losses (softmax cross-entropy, with and without label smoothing) are
- * cases too, on random labels.
+ * cases too, on random labels.  The bf16 kernels (kernel.h "Dtypes") run
+ * every case of the kinds they serve on bf16 inputs and output gradient
+ * (bf16_kernels): their output and input gradients must be the
+ * reference's on the same bf16 values and bf16-rounded parameters, rounded
+ * once to bf16 (each product of two bf16 values is exact in f32, so
+ * computing at bf16's rounding points adds that one rounding and nothing
+ * else); weight gradients are the reference's in f32.
  * The harness itself (kernel_check.c: layouts, copies to the kernel's
  * device and back) gives for the reference kernel bit for bit what the
  * reference called directly gives (harness_equals_direct_reference).
@@ -328,7 +334,8 @@ static void run_kcase(const struct kcase *kc, enum dl_layout offer)
     int tested = 0;
     for (int i = 0; dl_kernels[i]; i++) {
         const struct dl_kernel *k = dl_kernels[i];
-        if (k == &dl_kernel_reference || !on_test_device(k) || k->op != l->kind || (k->supports && !k->supports(l)))
+        if (k == &dl_kernel_reference || !on_test_device(k) || k->op != l->kind || (k->supports && !k->supports(l)) ||
+            k->dtype != DL_F32)
             continue;
         int mbs[2] = {kc->batch, k->whole_batch || kc->batch % 2 ? 0 : kc->batch / 2};
         for (int m = 0; m < 2 && mbs[m]; m++) {
@@ -504,6 +511,141 @@ static void maxpool_ties_and_nans(void **state)
     }
 }
 
+#ifndef TEST_ON_CUDA
+static float bf16_rounded(float x)
+{
+    return dl_bf16_to_f32(dl_f32_to_bf16(x));
+}
+
+/* t's inputs, output gradient and parameters rounded to bf16 in place. */
+static void round_to_bf16(struct kc_tensors *t, const struct dl_layer *l)
+{
+    for (int i = 0; i < l->n_in; i++)
+        for (long v = 0; v < t->batch * dl_shape_count(l->in_shape[i]); v++)
+            t->x[i][v] = bf16_rounded(t->x[i][v]);
+    for (long v = 0; v < t->batch * dl_shape_count(l->out_shape); v++)
+        t->dy[v] = bf16_rounded(t->dy[v]);
+    for (int j = 0; j < l->n_params; j++)
+        for (long v = 0; v < l->param[j].count; v++)
+            t->param[j][v] = bf16_rounded(t->param[j][v]);
+}
+
+/* bf16 kernel k forward then backward on l in slices of mb samples, its
+ * tensors bf16 copies of t's (results widened back into t). */
+static void run_bf16(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb)
+{
+    struct dl_error err = {0};
+    struct dl_kernel_config cfg;
+    void *inst = NULL;
+    assert_int_equal(dl_kernel_create_plain(k, l, mb, &cfg, &inst, &err), DL_OK);
+    long nx[DL_MAX_INPUTS], ny = dl_shape_count(l->out_shape);
+    dl_bf16 *x[DL_MAX_INPUTS], *dx[DL_MAX_INPUTS], *y = calloc((size_t)(t->batch * ny), 2),
+                                                     *dy = calloc((size_t)(t->batch * ny), 2);
+    dl_cast(t->dy, DL_F32, dy, DL_BF16, t->batch * ny, &err);
+    for (int i = 0; i < l->n_in; i++) {
+        nx[i] = dl_shape_count(l->in_shape[i]);
+        x[i] = calloc((size_t)(t->batch * nx[i]), 2);
+        dx[i] = calloc((size_t)(t->batch * nx[i]), 2);
+        dl_cast(t->x[i], DL_F32, x[i], DL_BF16, t->batch * nx[i], &err);
+    }
+    void *ws = calloc(dl_kernel_workspace_max(k, inst) + 64, 1);
+    void *saved = calloc(dl_kernel_saved_bytes(k, inst) + 64, 1);
+    for (int n0 = 0; n0 < t->batch; n0 += mb) {
+        struct dl_kernel_args a = {.workspace = ws};
+        a.c.attr = l->attr;
+        a.c.batch = mb;
+        a.c.n_in = l->n_in;
+        a.c.training = 1;
+        a.c.out_shape = l->out_shape;
+        a.c.out_shape.dtype = DL_BF16;
+        a.c.out = (dl_real *)(y + n0 * ny);
+        a.c.dout = (dl_real *)(dy + n0 * ny);
+        a.c.saved = saved;
+        for (int i = 0; i < l->n_in; i++) {
+            a.c.in_shape[i] = l->in_shape[i];
+            a.c.in_shape[i].dtype = DL_BF16;
+            a.c.in[i] = (dl_real *)(x[i] + n0 * nx[i]);
+            a.c.din[i] = (dl_real *)(dx[i] + n0 * nx[i]);
+        }
+        for (int j = 0; j < l->n_params; j++) {
+            a.c.param[j] = t->param[j];
+            a.c.dparam[j] = t->dparam[j];
+        }
+        k->forward(inst, &a);
+        dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_DATA, l->n_params > 0, 1);
+        dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_WEIGHTS, l->n_params > 0, 1);
+    }
+    dl_cast(y, DL_BF16, t->y, DL_F32, t->batch * ny, &err);
+    for (int i = 0; i < l->n_in; i++) {
+        dl_cast(dx[i], DL_BF16, t->dx[i], DL_F32, t->batch * nx[i], &err);
+        free(x[i]);
+        free(dx[i]);
+    }
+    free(y);
+    free(dy);
+    free(ws);
+    free(saved);
+    k->destroy(inst);
+}
+
+/* Values of a that are not b rounded once to bf16. */
+static long not_rounded_once(const float *a, const float *b, long n)
+{
+    long d = 0;
+    for (long i = 0; i < n; i++) {
+        float want = bf16_rounded(b[i]);
+        d += memcmp(&a[i], &want, sizeof want) != 0;
+    }
+    return d;
+}
+
+static void bf16_kernels(void **state)
+{
+    int runs = 0;
+    for (size_t c = 0; c < N_CASES; c++) {
+        struct dl_net net;
+        assert_int_equal(load(&cases[c], &net), 0);
+        const struct dl_layer *l = under_test(&cases[c], &net);
+        int batch = cases[c].batch;
+        for (int i = 0; dl_kernels[i]; i++) {
+            const struct dl_kernel *k = dl_kernels[i];
+            if (k->dtype != DL_BF16 || !on_test_device(k) || (k->op && k->op != l->kind) ||
+                (k->supports && !k->supports(l)))
+                continue;
+            struct kc_tensors ref;
+            kc_alloc(&ref, l, batch, 11);
+            round_to_bf16(&ref, l);
+            assert_int_equal(kc_run(&dl_kernel_reference, l, &ref, batch), 0);
+            int mbs[2] = {batch, batch % 2 ? 0 : batch / 2};
+            for (int m = 0; m < 2 && mbs[m]; m++) {
+                struct kc_tensors t;
+                kc_alloc(&t, l, batch, 11);
+                round_to_bf16(&t, l);
+                run_bf16(k, l, &t, mbs[m]);
+                long d = not_rounded_once(t.y, ref.y, batch * dl_shape_count(l->out_shape));
+                for (int j = 0; j < l->n_in; j++)
+                    d += not_rounded_once(t.dx[j], ref.dx[j], batch * dl_shape_count(l->in_shape[j]));
+                double e = 0;
+                for (int j = 0; j < l->n_params; j++)
+                    if (t.dparam[j])
+                        e = worse(e, kc_rel_err(t.dparam[j], ref.dparam[j], l->param[j].count));
+                print_message("# %-24s %-14s mb %d: %ld outputs and input gradients not the reference's rounded "
+                              "once to bf16, weight gradients relative error %.2e\n", cases[c].name, k->name,
+                              mbs[m], d, e);
+                assert_int_equal(d, 0);
+                assert_true(mbs[m] == batch ? e == 0 : e <= TOL); /* halves sum the samples in another order */
+                kc_free(&t, l);
+                compared[kernel_index(k)]++;
+                runs++;
+            }
+            kc_free(&ref, l);
+        }
+        dl_net_free(&net);
+    }
+    print_message("# bf16 kernels: %d runs compared\n", runs);
+}
+#endif
+
 /* 0 for a kernel that has no implementation on this CPU: oneDNN's Winograd
  * convolution exists for AVX-512 only (elsewhere its supports() declines
  * every layer). */
@@ -560,8 +702,9 @@ static void every_kernel_has_a_case(void **state)
         const struct dl_layer *l = under_test(kc, &net);
         for (int i = 0; i < n_kernels; i++) {
             const struct dl_kernel *k = dl_kernels[i];
-            served[i] += k->op == l->kind;
-            runs[i] += k->op == l->kind && (!k->supports || k->supports(l));
+            int serves = !k->op || k->op == l->kind; /* op NULL: every kind (the bf16 reference) */
+            served[i] += serves;
+            runs[i] += serves && (!k->supports || k->supports(l));
         }
         dl_net_free(&net);
     }
@@ -570,8 +713,9 @@ static void every_kernel_has_a_case(void **state)
         const struct dl_kernel *k = dl_kernels[i];
         if (k == &dl_kernel_reference || !on_test_device(k))
             continue;
-        print_message("# kernel %-12s for %-15s: %2d layers, runs on %d\n", k->name, k->op->name, served[i], runs[i]);
-        missing += served[i] == 0;
+        print_message("# kernel %-12s for %-15s: %2d layers, runs on %d\n", k->name, k->op ? k->op->name : "any op",
+                      served[i], runs[i]);
+        missing += served[i] == 0 || (!k->op && runs[i] == 0);
     }
     assert_int_equal(missing, 0);
 }
@@ -588,7 +732,7 @@ int main(void)
         printf("1..0 # SKIP %s\n", err.msg);
         return 0;
     }
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 4];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 5];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
@@ -601,6 +745,7 @@ int main(void)
 #ifndef TEST_ON_CUDA
     tests[n_tests++] = (struct CMUnitTest){"harness_equals_direct_reference", harness_equals_direct_reference, NULL,
                                            NULL, NULL};
+    tests[n_tests++] = (struct CMUnitTest){"bf16_kernels", bf16_kernels, NULL, NULL, NULL};
 #endif
     /* last: it counts what the cases before it compared */
     tests[n_tests++] = (struct CMUnitTest){"every_kernel_compared", every_kernel_compared, NULL, NULL, NULL};

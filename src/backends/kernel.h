@@ -31,6 +31,14 @@
  * kernels never reorder activations behind the caller's back.  Gradients
  * travel in the layout of the tensor they belong to.
  *
+ * Dtypes.  A kernel declares one dtype (.dtype, f32 unless said) for the
+ * floating-point tensors it reads and writes: its inputs, its output and
+ * their gradients; an input of ids (i32, core/shape.h) stays i32, and the
+ * layer's parameters and their gradients are f32 (the master weights).
+ * The executor inserts a cast step where a producer's dtype differs, as it
+ * inserts reorders, so a kernel never sees another dtype; the call's
+ * in_shape and out_shape carry the dtypes it gets.
+ *
  * Fused ReLU.  A kernel with fuses_relu may be created with cfg.relu = 1
  * when the executor folds the ReLU layer that alone consumes its output
  * into it (or, for max pooling, the ReLU before it, which commutes with
@@ -97,6 +105,10 @@ struct dl_kernel {
      * every CPU kernel; kernel choice only takes a kernel whose device is
      * the one the executor runs on (struct dl_kernel_choices). */
     enum dl_device_kind device;
+    /* The dtype of its floating-point tensors (see "Dtypes" above): DL_F32
+     * for all but the bf16 kernels, which run a layer by default only under
+     * a bf16 precision (struct dl_kernel_choices), else only when chosen. */
+    enum dl_dtype dtype;
     int whole_batch;               /* 1: mb must equal the batch (batch statistics) */
     /* 1: honours the op call's sync_sum hook (struct dl_op_call), so that
      * with --sync-bn its batch statistics are summed over the data-parallel
@@ -217,6 +229,10 @@ struct dl_kernel_choices {
     int sync_stats; /* 1: batch statistics are summed over ranks (--sync-bn): whole_batch kernels
                        without sync_stats cannot run a layer */
     enum dl_device_kind device; /* only kernels of this device run a layer (0: the host's) */
+    /* The dtype layers compute in when no --kernel choice says otherwise:
+     * f32, or bf16 (a layer takes the first usable kernel of that dtype,
+     * else an f32 one; --precision bf16). */
+    enum dl_dtype precision;
     int n;
     char key[DL_MAX_KERNEL_CHOICES][64];
     char name[DL_MAX_KERNEL_CHOICES][32];
@@ -225,6 +241,18 @@ struct dl_kernel_choices {
 /* Adds "KEY=NAME" to ch, checking that NAME is a kernel of this build (and,
  * when KEY is an op kind, that it serves KEY). */
 int dl_kernel_choice_add(struct dl_kernel_choices *ch, const char *spec, struct dl_error *err);
+
+/* The dtype k stores a tensor of shape s in: ids stay i32, floating-point
+ * values take the kernel's dtype. */
+static inline enum dl_dtype dl_kernel_tensor_dtype(const struct dl_kernel *k, struct dl_shape s)
+{
+    return s.dtype == DL_F32 ? k->dtype : s.dtype;
+}
+
+/* 1 when k may run a layer by default under ch: fallback 0, its dtype is
+ * ch's precision (f32 when ch is NULL); fallback 1 (a layer no kernel of
+ * that dtype can run), it is an f32 kernel. */
+int dl_kernel_in_precision(const struct dl_kernel *k, const struct dl_kernel_choices *ch, int fallback);
 
 /* 1 when k can run layer l under ch (NULL: no choices): it serves l's op
  * kind, supports l, runs on ch's device and honours ch->sync_stats. */

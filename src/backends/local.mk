@@ -3,6 +3,8 @@
 DL_REAL_SOURCES += src/backends/kernel.h src/backends/registry.c src/backends/kernel_fault.c \
 	src/backends/layout.c src/backends/layout.h \
 	src/backends/reference/reference.c src/backends/reference/reference.h
+# The bf16 reference (float build only: registry.c leaves it out of the double one).
+libdltrain_a_SOURCES += src/backends/reference/reference_bf16.c
 # Where buffers live (device.h): the host device serves both libraries; the
 # opener (dl_device_open) and the CUDA device only the program's.
 DL_COMMON_SOURCES += src/backends/device.h src/backends/device_host.c

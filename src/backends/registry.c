@@ -36,6 +36,9 @@ const struct dl_kernel *const dl_kernels[] = {
     DL_BLAS_KERNELS
     DL_ONEDNN_KERNELS_LAST
 #endif
+#ifndef DL_REAL_DOUBLE
+    &dl_kernel_reference_bf16,
+#endif
     &dl_kernel_reference,
     NULL,
 };
@@ -94,6 +97,12 @@ int dl_kernel_usable(const struct dl_kernel *k, const struct dl_layer *l, const 
     return k && serves(k, l->kind) && (!k->supports || k->supports(l));
 }
 
+int dl_kernel_in_precision(const struct dl_kernel *k, const struct dl_kernel_choices *ch, int fallback)
+{
+    enum dl_dtype want = ch ? ch->precision : DL_F32;
+    return fallback ? k->dtype == DL_F32 : k->dtype == want;
+}
+
 const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct dl_kernel_choices *ch)
 {
     for (int i = ch ? ch->n - 1 : -1; i >= 0; i--) {
@@ -104,9 +113,10 @@ const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct 
         if (dl_kernel_usable(k, l, ch))
             return k;
     }
-    for (int i = 0; dl_kernels[i]; i++)
-        if (dl_kernel_usable(dl_kernels[i], l, ch))
-            return dl_kernels[i];
+    for (int fallback = 0; fallback < 2; fallback++)
+        for (int i = 0; dl_kernels[i]; i++)
+            if (dl_kernel_in_precision(dl_kernels[i], ch, fallback) && dl_kernel_usable(dl_kernels[i], l, ch))
+                return dl_kernels[i];
     return ch && ch->device != DL_DEVICE_CPU ? NULL : &dl_kernel_reference;
 }
 

@@ -136,8 +136,9 @@ static void print_settings(const struct dl_net *net)
     const struct dl_data_spec *d = &net->data;
     const struct dl_parallel_spec *p = &net->parallel;
     printf("settings (the file, --set and the options):\n");
-    printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s, clip_grad_norm %g\n", t->batch,
-           t->epochs, t->max_steps, (unsigned long long)t->seed, dl_device_names[t->device], t->clip_grad_norm);
+    printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s, precision %s, clip_grad_norm %g\n",
+           t->batch, t->epochs, t->max_steps, (unsigned long long)t->seed, dl_device_names[t->device],
+           dl_precision_names[t->precision], t->clip_grad_norm);
     printf("  train.optimizer: type %s, lr %g, weight_decay %g", dl_optim_names[o->kind], o->lr, o->weight_decay);
     for (int k = 0, first = 1; dl_no_decay_names[k]; k++)
         if (o->no_decay >> k & 1) {
@@ -189,8 +190,23 @@ static void print_settings(const struct dl_net *net)
 
 static void human(double v, char *buf, size_t n);
 
-/* The header and the layer table. */
-static void print_layers(const struct dl_net *net, const char *path)
+/* What check decides before it prints: the memory of one process (or of
+ * every grid position), against the limit; without a grid, the dtype each
+ * layer's output is stored in and the kernel that makes it. */
+struct preflight {
+    size_t arena, unplanned;     /* one process's executor arena, and without reuse */
+    double params;               /* parameters, their gradients and the optimizer's state, bytes */
+    double peak;                 /* one process's: arena + params */
+    double limit;                /* bytes per rank */
+    const char *limit_from;      /* "--memory-per-rank" or "this machine's memory" */
+    struct dl_check_grid_plan grid;
+    enum dl_dtype *dtype;        /* [layer], NULL with a grid */
+    const struct dl_kernel **kernel; /* [layer], NULL with a grid */
+    int casts;                   /* cast steps between dtypes */
+};
+
+/* The header and the layer table; the run's dtypes where pf knows them. */
+static void print_layers(const struct dl_net *net, const char *path, const struct preflight *pf)
 {
     const struct dl_graph *g = &net->graph;
     char shape[64];
@@ -212,12 +228,25 @@ static void print_layers(const struct dl_net *net, const char *path)
         flops += l->flops;
         struct dl_shape dims = l->out_shape;
         dims.dtype = DL_F32; /* the dtype in its column */
+        enum dl_dtype dtype = pf->dtype ? pf->dtype[i] : l->out_shape.dtype;
         printf("%-4d %-28s %-22s %-30s %-14s %-5s %12ld %10s\n", i, l->name, l->kind->name, inputs,
-               dl_shape_str(dims, shape, sizeof shape), dl_dtype_names[l->out_shape.dtype], dl_layer_param_count(l), f);
+               dl_shape_str(dims, shape, sizeof shape), dl_dtype_names[dtype], dl_layer_param_count(l), f);
     }
     char f[32];
     human(flops, f, sizeof f);
     printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
+    if (net->train.precision && pf->kernel) {
+        int n16 = 0;
+        const char *kernel = "";
+        for (int i = 0; i < g->n; i++)
+            if (pf->kernel[i] && pf->kernel[i]->dtype == DL_BF16)
+                n16++, kernel = pf->kernel[i]->name;
+        printf("precision %s: %d of %d layers compute in bf16%s%s%s from fp32 master weights, %d casts between "
+               "dtypes; the others in fp32\n", dl_precision_names[net->train.precision], n16, g->n,
+               n16 ? " (" : "", kernel, n16 ? strcmp(kernel, "reference-bf16") == 0
+                                                  ? ": the ops' code at bf16's rounding points, slow)" : ")" : "",
+               pf->casts);
+    }
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {
             const struct dl_param_desc *p = &g->layers[i].param[j];
@@ -226,17 +255,6 @@ static void print_layers(const struct dl_net *net, const char *path)
                        g->layers[p->share_layer].name, g->layers[p->share_layer].param[p->share_param].name);
         }
 }
-
-/* What check decides before it prints: the memory of one process (or of
- * every grid position), against the limit. */
-struct preflight {
-    size_t arena, unplanned;     /* one process's executor arena, and without reuse */
-    double params;               /* parameters, their gradients and the optimizer's state, bytes */
-    double peak;                 /* one process's: arena + params */
-    double limit;                /* bytes per rank */
-    const char *limit_from;      /* "--memory-per-rank" or "this machine's memory" */
-    struct dl_check_grid_plan grid;
-};
 
 /* The machine's physical memory in bytes (0 when unknown). */
 static double machine_memory(void)
@@ -296,7 +314,16 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
         return 2;
     }
     out->arena = plan.arena_bytes, out->unplanned = plan.unplanned_bytes;
+    out->dtype = malloc(sizeof *out->dtype * (size_t)g->n);
+    out->kernel = malloc(sizeof *out->kernel * (size_t)g->n);
+    for (int i = 0; out->dtype && out->kernel && i < g->n; i++)
+        out->dtype[i] = plan.act_dtype[i], out->kernel[i] = plan.kernel[i];
+    out->casts = dl_exec_casts(&plan);
     dl_exec_free(&plan);
+    if (!out->dtype || !out->kernel) {
+        fprintf(stderr, "dltrain check: out of memory\n");
+        return 1;
+    }
     double trainable = 0, state = 0;
     for (int i = 0; i < g->n; i++)
         dl_layer_param_tally(&g->layers[i], &trainable, &state);
@@ -413,7 +440,7 @@ int dl_cli_check(int argc, char **argv)
     struct preflight pf;
     status = preflight(&net, &grid, consistency, memory_limit, &eo, &pf);
     if (!status) {
-        print_layers(&net, net_options.net_path);
+        print_layers(&net, net_options.net_path, &pf);
         print_settings(&net);
         if (!grid.grid)
             print_memory(&net, &pf, grid.bytes);
@@ -425,6 +452,8 @@ int dl_cli_check(int argc, char **argv)
         }
     }
     dl_check_grid_plan_free(&pf.grid);
+    free(pf.dtype);
+    free(pf.kernel);
     dl_net_free(&net);
     return status;
 }

@@ -48,6 +48,7 @@ static const struct option_key {
     {DL_OPT_MAX_STEPS, "train.max_steps", 0, NULL},
     {DL_OPT_SEED, "train.seed", 0, NULL},
     {DL_OPT_DEVICE, "train.device", 1, NULL},
+    {DL_OPT_PRECISION, "train.precision", 1, NULL},
     {DL_OPT_OPTIMIZER, "train.optimizer.type", 1, NULL},
     {DL_OPT_LR, "train.optimizer.lr", 0, NULL},
     {DL_OPT_MOMENTUM, "train.optimizer.momentum", 0, NULL},
@@ -241,6 +242,7 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
         rc = dl_net_check_unused_keys(net, print_warning, &sink, &err);
     if (!rc)
         rc = check_kernel_choices(&net->graph, &o->kernels, &err);
+    o->kernels.precision = net->doc && net->train.precision == 1 ? DL_BF16 : DL_F32;
     if (!rc)
         rc = open_device(net, &o->device, &err);
     if (rc) {
@@ -286,13 +288,17 @@ void dl_net_options_help(FILE *f)
           "                        with a warning (skip, the default) or stops the run (fail)\n"
           "  --limit-train N       use only the first N training samples\n"
           "  --limit-test N        use only the first N test samples\n"
+          "  --precision P         fp32 (the default) or bf16: layers on PyTorch autocast's bf16\n"
+          "                        list (fc, conv) compute in bf16 from fp32 master weights, their\n"
+          "                        activations stored in bf16; the others in fp32 (train.precision)\n"
           "  --context T           the training window of a sequence network: its args.context\n"
           "                        (nets/gpt2.yaml: up to its 1024 positions)\n"
           "  --device cpu|cuda|emulated  where the network runs (default cpu; cuda: one GPU\n"
           "                        per rank by local rank, never yet run on a GPU: see the\n"
           "                        README; emulated: a testing aid, CPU kernels on memory\n"
-          "                        the host reaches only through device copies)\n"
-          "  --threads N           threads for every kernel (default: the available cores,\n"
+          "                        the host reaches only through device copies)\n",
+          f);
+    fputs("  --threads N           threads for every kernel (default: the available cores,\n"
           "                        shared among this node's ranks when they are not bound)\n"
           "  --kernel OP=NAME      run OP (or a layer name, or all) with kernel NAME, e.g.\n"
           "                        conv=onednn, fc=openblas, all=reference (repeatable)\n"

@@ -20,7 +20,7 @@ enum {
     DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL, DL_OPT_NO_FUSION,
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
     DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE, DL_OPT_SET, DL_OPT_CLIP_GRAD_NORM,
-    DL_OPT_CONTEXT, DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
+    DL_OPT_CONTEXT, DL_OPT_PRECISION, DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
 #define DL_NET_OPTIONS \
@@ -41,7 +41,7 @@ enum {
     {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY}, \
     {"data-threads", required_argument, 0, DL_OPT_DATA_THREADS}, {"bad-samples", required_argument, 0, DL_OPT_BAD_SAMPLES}, \
     {"device", required_argument, 0, DL_OPT_DEVICE}, {"set", required_argument, 0, DL_OPT_SET}, \
-    {"context", required_argument, 0, DL_OPT_CONTEXT}
+    {"context", required_argument, 0, DL_OPT_CONTEXT}, {"precision", required_argument, 0, DL_OPT_PRECISION}
 
 struct dl_net_options {
     const char *net_path;        /* --net; after dl_net_options_load, the file found */
@@ -50,7 +50,7 @@ struct dl_net_options {
     int n;                       /* --set and the options standing for a key, in command-line order */
     int codes[DL_NET_MAX_SETS];  /* DL_OPT_SET or the option's code */
     const char *values[DL_NET_MAX_SETS];
-    struct dl_kernel_choices kernels; /* --kernel, --no-fusion */
+    struct dl_kernel_choices kernels; /* --kernel, --no-fusion; its precision from train.precision */
     struct dl_tune_options tune;      /* --workspace-limit, --workspace-total, --tune-db, --tune-policy */
     int tune_on;                      /* --tune: executors are planned by the tuner */
     const struct dl_device *device;   /* opened by dl_net_options_load (train.device, --device) */

@@ -59,3 +59,24 @@ int dl_cast(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, lo
     }
     return dl_errorf(err, DL_ERR_INTERNAL, "no cast from %s to %s", dl_dtype_names[from], dl_dtype_names[to]);
 }
+
+/* Value i of a f32 or bf16 array, widened. */
+static inline float widened(const void *p, enum dl_dtype t, long i)
+{
+    return t == DL_BF16 ? dl_bf16_to_f32(((const dl_bf16 *)p)[i]) : ((const float *)p)[i];
+}
+
+int dl_cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err)
+{
+    if ((from != DL_F32 && from != DL_BF16) || (to != DL_F32 && to != DL_BF16))
+        return dl_errorf(err, DL_ERR_INTERNAL, "no sum of %s values into %s", dl_dtype_names[from],
+                         dl_dtype_names[to]);
+    for (long i = 0; i < n; i++) {
+        float sum = widened(dst, to, i) + widened(src, from, i);
+        if (to == DL_BF16)
+            ((dl_bf16 *)dst)[i] = dl_f32_to_bf16(sum);
+        else
+            ((float *)dst)[i] = sum;
+    }
+    return DL_OK;
+}

@@ -50,5 +50,9 @@ static inline float dl_bf16_to_f32(dl_bf16 h)
  * when from == to).  Supported: any dtype to itself, f32 <-> bf16, i32 ->
  * f32 and i32 -> bf16; others are DL_ERR_INTERNAL. */
 int dl_cast(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err);
+/* dst[i] += src[i] for n values, src of dtype from, dst of dtype to (f32
+ * or bf16 each): the sum taken in f32 and rounded once to to's dtype.
+ * Others are DL_ERR_INTERNAL. */
+int dl_cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err);
 
 #endif

@@ -70,6 +70,7 @@ void dl_exec_free(struct dl_exec *e)
     }
     free(e->impl);
     free(e->act);
+    free(e->act_dtype);
     free(e->act_layout);
     free(e->kernel);
     free(e->fused);
@@ -182,8 +183,8 @@ static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
     for (int s = 0; s < m->n_steps; s++) {
         const struct dl_exec_step *st = &m->steps[s];
         if (st->kind == DL_STEP_REORDER && dev->kernels != DL_DEVICE_CPU)
-            return dl_errorf(err, DL_ERR_SPEC, "--device %s: a reorder step between memory layouts is a host loop; "
-                             "its kernels must agree on layouts", dev->name);
+            return dl_errorf(err, DL_ERR_SPEC, "--device %s: a reorder step between memory layouts or dtypes is a host "
+                             "loop; its kernels must agree on layouts and dtypes", dev->name);
     }
     return DL_OK;
 }
@@ -229,9 +230,10 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
     e->act_layout = dl_calloc(n, sizeof *e->act_layout, err);
+    e->act_dtype = dl_calloc(n, sizeof *e->act_dtype, err);
     e->kernel = dl_calloc(n, sizeof *e->kernel, err);
     e->fused = dl_calloc(n, sizeof *e->fused, err);
-    rc = !e->act || !e->act_layout || !e->kernel || !e->fused ? DL_ERR_NOMEM : DL_OK;
+    rc = !e->act || !e->act_layout || !e->act_dtype || !e->kernel || !e->fused ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
         rc = copy_mbplan(&e->impl->mbplan, mbplan, g, err);
     if (!rc)
@@ -484,5 +486,15 @@ int dl_exec_reorders(const struct dl_exec *e)
     int r = 0;
     for (int s = 0; s < e->impl->n_steps; s++)
         r += e->impl->steps[s].kind == DL_STEP_REORDER;
+    return r;
+}
+
+int dl_exec_casts(const struct dl_exec *e)
+{
+    const struct dl_exec_impl *m = e->impl;
+    int r = 0;
+    for (int s = 0; s < m->n_steps; s++)
+        r += m->steps[s].kind == DL_STEP_REORDER &&
+             m->tensors[m->steps[s].src].shape.dtype != m->tensors[m->steps[s].out].shape.dtype;
     return r;
 }

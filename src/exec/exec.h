@@ -46,6 +46,7 @@ struct dl_exec {
     int max_batch;
     dl_real **act;                         /* [layer] its output, in the layout of act_layout[layer] */
     enum dl_layout *act_layout;            /* [layer] */
+    enum dl_dtype *act_dtype;              /* [layer] the dtype of act[layer] (kernel.h "Dtypes") */
     dl_real *(*param)[DL_MAX_PARAMS];      /* [layer][j] into weights or state */
     dl_real *(*dparam)[DL_MAX_PARAMS];     /* [layer][j] into dweights (NULL for state) */
     struct dl_rng *rng;                    /* [layer] its random state: dropout's key comes from it (and the step) */
@@ -287,7 +288,9 @@ const dl_real *dl_exec_host_values(const struct dl_exec *e, const dl_real *p, lo
 
 /* Starts recording per-layer times into time_fwd/time_bwd (zeroed). */
 int dl_exec_timing_enable(struct dl_exec *e, struct dl_error *err);
-/* Number of reorder steps the executor inserted. */
+/* Number of reorder steps the executor inserted (casts included). */
 int dl_exec_reorders(const struct dl_exec *e);
+/* Number of those that are casts between dtypes (kernel.h "Dtypes"). */
+int dl_exec_casts(const struct dl_exec *e);
 
 #endif

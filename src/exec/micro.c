@@ -119,7 +119,7 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
         return 0;
     const struct dl_mbplan_dir *pd = &s->mbplan->dir[dir];
     const struct dl_layer *l = &e->g->layers[s->layer];
-    long out_count = m->tensors[s->out].count;
+    const struct dl_exec_tensor *out = &m->tensors[s->out];
     int n0 = 0;
     size_t saved_off = 0;
     for (int p = 0; p < pd->n; p++) {
@@ -131,12 +131,12 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
             struct dl_kernel_args b = *a;
             b.c.batch = mb;
             for (int j = 0; j < l->n_in; j++) {
-                long cnt = (long)n0 * m->tensors[s->in[j]].count;
-                b.c.in[j] = a->c.in[j] ? a->c.in[j] + cnt : NULL;
-                b.c.din[j] = a->c.din[j] ? a->c.din[j] + cnt : NULL;
+                const struct dl_exec_tensor *in = &m->tensors[s->in[j]];
+                b.c.in[j] = dl_exec_samples_at(a->c.in[j], in, n0);
+                b.c.din[j] = dl_exec_samples_at(a->c.din[j], in, n0);
             }
-            b.c.out = a->c.out ? a->c.out + (long)n0 * out_count : NULL;
-            b.c.dout = a->c.dout ? a->c.dout + (long)n0 * out_count : NULL;
+            b.c.out = dl_exec_samples_at(a->c.out, out, n0);
+            b.c.dout = dl_exec_samples_at(a->c.dout, out, n0);
             b.c.labels = a->c.labels ? a->c.labels + (long)n0 * e->g->positions : NULL;
             b.c.sample0 = a->c.sample0 + n0;
             b.c.saved = a->c.saved ? (dl_real *)((unsigned char *)a->c.saved + saved_off) : NULL;

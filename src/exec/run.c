@@ -3,7 +3,8 @@
  * the first consumer to run backward writes its gradient in place and the
  * others write into a scratch buffer that is then added, which keeps the
  * kernels' "overwrite din" contract simple; a reorder's backward converts its
- * gradient back and adds it into the source's.  A layer with a micro-batch
+ * gradient back and adds it into the source's (a cast's: in f32, rounded
+ * once to a bf16 source's dtype).  A layer with a micro-batch
  * plan runs each direction as its parts (micro.c); communication steps run
  * in comm_steps.c.  A split backward (zero bubble) runs the data directions
  * first and the weight directions in a later pass over the same steps.
@@ -28,9 +29,11 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->n_in = l->n_in;
     for (int k = 0; k < l->n_in; k++) {
         c->in_shape[k] = l->in_shape[k];
+        c->in_shape[k].dtype = m->tensors[s->in[k]].shape.dtype;
         c->in[k] = m->tensors[s->in[k]].data;
     }
     c->out_shape = l->out_shape;
+    c->out_shape.dtype = m->tensors[s->out].shape.dtype;
     c->out = m->tensors[s->out].data;
     for (int j = 0; j < l->n_params; j++) {
         c->param[j] = e->param[s->layer][j];
@@ -76,9 +79,16 @@ static void take_fault(struct dl_exec *e, const struct dl_exec_step *s, enum dl_
         e->status = dl_kernel_fault_error(&m->fault, &e->g->layers[s->layer], dir, &e->err);
 }
 
+/* A reorder, or a cast (a reorder between dtypes, plain layout). */
 static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     const struct dl_exec_tensor *src = &e->impl->tensors[s->src], *dst = &e->impl->tensors[s->out];
+    if (src->shape.dtype != dst->shape.dtype) {
+        int rc = dl_cast(src->data, src->shape.dtype, dst->data, dst->shape.dtype, src->count * e->batch, &e->err);
+        if (rc && !e->status)
+            e->status = rc;
+        return;
+    }
     dl_layout_reorder(src->data, src->layout, dst->data, dst->layout, e->batch, src->shape, 0);
 }
 
@@ -142,17 +152,17 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     }
 }
 
-/* Zeroes n values at p on the executor's device (its arena, its gradients). */
-static void zero_on_device(struct dl_exec *e, void *p, long n)
+/* Zeroes n values of dtype at p on the executor's device (its arena, its gradients). */
+static void zero_on_device(struct dl_exec *e, void *p, long n, enum dl_dtype dtype)
 {
-    int rc = e->impl->device->fill(p, 0, sizeof(dl_real) * (size_t)n, &e->err);
+    int rc = e->impl->device->fill(p, 0, dl_exec_value_size(dtype) * (size_t)n, &e->err);
     if (rc && !e->status)
         e->status = rc;
 }
 
 void dl_exec_zero_grad(struct dl_exec *e)
 {
-    zero_on_device(e, e->dweights, e->n_weights > 0 ? e->n_weights : 1);
+    zero_on_device(e, e->dweights, e->n_weights > 0 ? e->n_weights : 1, DL_F32);
 }
 
 static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
@@ -161,7 +171,15 @@ static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     if (!src->needs_grad)
         return;
-    dl_layout_reorder(dst->grad, dst->layout, src->grad, src->layout, e->batch, src->shape, m->written[s->src]);
+    if (src->shape.dtype != dst->shape.dtype) {
+        long n = src->count * e->batch;
+        int rc = m->written[s->src] ? dl_cast_add(dst->grad, dst->shape.dtype, src->grad, src->shape.dtype, n, &e->err)
+                                    : dl_cast(dst->grad, dst->shape.dtype, src->grad, src->shape.dtype, n, &e->err);
+        if (rc && !e->status)
+            e->status = rc;
+    } else {
+        dl_layout_reorder(dst->grad, dst->layout, src->grad, src->layout, e->batch, src->shape, m->written[s->src]);
+    }
     m->written[s->src] = 1;
 }
 
@@ -176,7 +194,7 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     fill_args(e, s, &a, 1);
     struct dl_exec_tensor *out = &m->tensors[s->out];
     if (!m->written[s->out]) /* nothing consumed it: zero gradient */
-        zero_on_device(e, out->grad, out->count * e->batch);
+        zero_on_device(e, out->grad, out->count * e->batch, out->shape.dtype);
     a.c.dout = out->grad;
     int any = 0;
     for (int k = 0; k < l->n_in && pass != PASS_WEIGHTS; k++) { /* the weights pass writes no input gradient */
@@ -205,7 +223,10 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         if (!a.c.din[k])
             continue;
         if (s->via_scratch[k]) {
-            int rc = m->device->accumulate(t->grad, s->scratch[k], t->count * e->batch, &e->err);
+            long n = t->count * e->batch;
+            int rc = t->shape.dtype == DL_F32 ? m->device->accumulate(t->grad, s->scratch[k], n, &e->err)
+                                              : dl_cast_add(s->scratch[k], t->shape.dtype, t->grad, t->shape.dtype, n,
+                                                            &e->err);
             if (rc && !e->status)
                 e->status = rc;
         }

@@ -1,7 +1,10 @@
 /* steps.c: turns the graph into the executor's step list.  For each layer in
  * topological order: choose its kernel, negotiate layouts with its producers,
  * insert an explicit reorder step for every input whose layout differs (one
- * per tensor and layout, shared by the consumers), then describe every buffer
+ * per tensor and layout, shared by the consumers) and a cast step, a
+ * reorder between dtypes in plain layout, for every input whose dtype
+ * differs from the kernel's (kernel.h "Dtypes"; the communication steps
+ * take f32), then describe every buffer
  * (activation, gradient, kernel state, fan-out scratch, workspace) with its
  * lifetime for the memory planner and point them into the arena.  Layers with
  * a micro-batch plan get their kernel from it (micro.c checks the rest).
@@ -50,6 +53,26 @@ static struct dl_exec_step *add_step(struct dl_exec_impl *m, enum dl_step_kind k
     return st;
 }
 
+/* The tensor holding plain src's values in dtype want: src itself, or a
+ * (possibly shared) cast copy, a reorder step between dtypes. */
+static int cast(struct dl_exec *e, int src, enum dl_dtype want, int layer)
+{
+    struct dl_exec_impl *m = e->impl;
+    struct dl_exec_tensor *t = &m->tensors[src];
+    if (t->shape.dtype == want)
+        return src;
+    for (int s = 0; s < m->n_steps; s++)
+        if (m->steps[s].kind == DL_STEP_REORDER && m->steps[s].src == src &&
+            m->tensors[m->steps[s].out].shape.dtype == want)
+            return m->steps[s].out;
+    struct dl_exec_step *st = add_step(m, DL_STEP_REORDER, src, layer);
+    struct dl_shape shape = t->shape;
+    shape.dtype = want;
+    st->out = add_tensor(m, m->n_steps, shape, DL_LAYOUT_PLAIN, t->needs_grad);
+    m->n_steps++;
+    return st->out;
+}
+
 /* The tensor holding src's values in layout want: src itself when the
  * memory is the same, else a (possibly shared) reordered copy. */
 static int reordered(struct dl_exec *e, int src, enum dl_layout want, int layer)
@@ -58,15 +81,28 @@ static int reordered(struct dl_exec *e, int src, enum dl_layout want, int layer)
     struct dl_exec_tensor *t = &m->tensors[src];
     if (dl_layout_same(t->layout, want, t->shape))
         return src;
+    if (t->shape.dtype != DL_F32) { /* layouts are reorders of f32 values: via f32 */
+        int f32 = cast(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), DL_F32, layer);
+        return reordered(e, f32, want, layer);
+    }
     if (t->layout != DL_LAYOUT_PLAIN && want != DL_LAYOUT_PLAIN) /* blocked to blocked: via NCHW */
         return reordered(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), want, layer);
     for (int s = 0; s < m->n_steps; s++)
-        if (m->steps[s].kind == DL_STEP_REORDER && m->steps[s].src == src && m->tensors[m->steps[s].out].layout == want)
+        if (m->steps[s].kind == DL_STEP_REORDER && m->steps[s].src == src &&
+            m->tensors[m->steps[s].out].layout == want && m->tensors[m->steps[s].out].shape.dtype == t->shape.dtype)
             return m->steps[s].out;
     struct dl_exec_step *st = add_step(m, DL_STEP_REORDER, src, layer);
     st->out = add_tensor(m, m->n_steps, t->shape, want, t->needs_grad);
     m->n_steps++;
     return st->out;
+}
+
+/* src in layout want and dtype want_dtype (casts happen in plain layout). */
+static int converted(struct dl_exec *e, int src, enum dl_layout want, enum dl_dtype want_dtype, int layer)
+{
+    if (e->impl->tensors[src].shape.dtype == want_dtype)
+        return reordered(e, src, want, layer);
+    return reordered(e, cast(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), want_dtype, layer), want, layer);
 }
 
 /* 1 when layer i's output gets a gradient: it or a layer before it learns
@@ -98,6 +134,7 @@ static int received(struct dl_exec *e, int p, int i)
     st->out = add_tensor(m, m->n_steps, e->g->layers[p].out_shape, DL_LAYOUT_PLAIN, learns(e->shard->g, p));
     m->out_tensor[p] = st->out;
     e->act_layout[p] = DL_LAYOUT_PLAIN;
+    e->act_dtype[p] = DL_F32;
     m->n_steps++;
     return st->out;
 }
@@ -108,7 +145,7 @@ static int received(struct dl_exec *e, int p, int i)
 static int tp_step(struct dl_exec *e, int src, int i, enum dl_tp_in how, int sum_grad, struct dl_shape shape)
 {
     struct dl_exec_impl *m = e->impl;
-    src = reordered(e, src, DL_LAYOUT_PLAIN, i);
+    src = converted(e, src, DL_LAYOUT_PLAIN, DL_F32, i);
     for (int s = 0; s < m->n_steps; s++)
         if (m->steps[s].kind == DL_STEP_TP && m->steps[s].src == src && m->steps[s].tp_in == how &&
             m->steps[s].tp_sum_grad == sum_grad && dl_shape_eq(m->tensors[m->steps[s].out].shape, shape))
@@ -186,7 +223,7 @@ static void add_sends(struct dl_exec *e)
             int edge = dl_shard_edge(sh, p, stage);
             if (edge < 0)
                 continue;
-            int src = reordered(e, m->out_tensor[p], DL_LAYOUT_PLAIN, p);
+            int src = converted(e, m->out_tensor[p], DL_LAYOUT_PLAIN, DL_F32, p);
             struct dl_exec_step *st = add_step(m, DL_STEP_SEND, src, p);
             st->peer = dl_stages_rank(&sh->stages, stage);
             st->peer_layer = p;
@@ -216,7 +253,8 @@ int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, cons
 /* The kernel that runs layer i: the plan's (first part of the first
  * direction that runs) when the layer is tuned, else the registry's; a
  * layer on bands of rows or a share of the samples takes one that sums its statistics through
- * sync_sum (batch norm's over the tensor group). */
+ * sync_sum (batch norm's over the tensor group); one whose outputs are
+ * partial sums, an f32 one. */
 static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
 {
     const struct dl_mbplan *p = &e->impl->mbplan;
@@ -224,14 +262,14 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
         for (int d = 0; d < DL_N_DIRS; d++)
             if (p->layer[i].dir[d].n)
                 return p->layer[i].dir[d].part[0].kernel;
-    if (e->shard->layer[i].split_rows || e->shard->layer[i].split_batch) {
-        struct dl_kernel_choices rows = {0};
-        if (ch)
-            rows = *ch;
-        rows.sync_stats = 1;
-        return dl_kernel_select(&e->g->layers[i], &rows);
-    }
-    return dl_kernel_select(&e->g->layers[i], ch);
+    struct dl_kernel_choices own = {0};
+    if (ch)
+        own = *ch;
+    if (e->shard->layer[i].split_rows || e->shard->layer[i].split_batch)
+        own.sync_stats = 1;
+    if (e->shard->layer[i].partial) /* partial sums are summed over the tensor group in f32 */
+        own.precision = DL_F32;
+    return dl_kernel_select(&e->g->layers[i], &own);
 }
 
 /* 1 when ReLU layer r may be folded into layer o's kernel (its producer or
@@ -285,7 +323,7 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     const struct dl_graph *g = e->g;
     const struct dl_shard *sh = e->shard;
     struct dl_exec_impl *m = e->impl;
-    int max_steps = g->n * (4 + 4 * DL_MAX_INPUTS) + 8;
+    int max_steps = g->n * (6 + 6 * DL_MAX_INPUTS) + 8;
     m->steps = dl_calloc((size_t)max_steps, sizeof *m->steps, err);
     m->tensors = dl_calloc((size_t)max_steps + 1, sizeof *m->tensors, err);
     m->out_tensor = dl_calloc((size_t)g->n, sizeof *m->out_tensor, err);
@@ -305,6 +343,7 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             m->out_tensor[i] = src;
             e->kernel[i] = e->fused[i] == DL_FUSED_INTO_PRODUCER ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
             e->act_layout[i] = m->tensors[src].layout;
+            e->act_dtype[i] = m->tensors[src].shape.dtype;
             continue;
         }
         const struct dl_kernel *k = layer_kernel(e, i, ch);
@@ -317,7 +356,7 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         dl_kernel_layouts(k, l, offered, want, &out);
         int in[DL_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++)
-            in[j] = reordered(e, src[j], want[j], i);
+            in[j] = converted(e, src[j], want[j], dl_kernel_tensor_dtype(k, l->in_shape[j]), i);
         struct dl_exec_step *s = add_step(m, DL_STEP_LAYER, -1, i);
         s->layer = i;
         s->kernel = k;
@@ -338,9 +377,12 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         int needs_grad = l->n_params > 0;
         for (int j = 0; j < l->n_in; j++)
             needs_grad |= m->tensors[in[j]].needs_grad;
-        s->out = add_tensor(m, m->n_steps, l->out_shape, out, needs_grad);
+        struct dl_shape out_shape = l->out_shape;
+        out_shape.dtype = dl_kernel_tensor_dtype(k, out_shape);
+        s->out = add_tensor(m, m->n_steps, out_shape, out, needs_grad);
         m->out_tensor[i] = s->out;
         e->act_layout[i] = out;
+        e->act_dtype[i] = out_shape.dtype;
         m->n_steps++;
         int rc = dl_exec_make_instance(s, l, k, e->max_batch, err);
         if (rc)
@@ -521,9 +563,10 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     m->bufs = dl_calloc((size_t)(2 * m->n_tensors + (DL_MAX_INPUTS + 1) * S + 1), sizeof *m->bufs, err);
     if (!m->bufs)
         return DL_ERR_NOMEM;
-    size_t real = sizeof(dl_real), N = (size_t)e->max_batch;
+    size_t N = (size_t)e->max_batch;
     for (int t = 1; t < m->n_tensors; t++) { /* tensor 0: the caller's input */
         struct dl_exec_tensor *x = &m->tensors[t];
+        size_t real = dl_exec_value_size(x->shape.dtype);
         int bwd = end - x->step;
         const struct dl_exec_step *made = &m->steps[x->step];
         int keep = made->kind == DL_STEP_LAYER && (made->layer == g->loss || made->layer == g->logits);
@@ -538,14 +581,15 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
         struct dl_exec_step *st = &m->steps[s];
         st->buf_saved = -1;
         if (st->kind == DL_STEP_SEND && st->via_scratch[0] && m->tensors[st->src].needs_grad)
-            st->buf_scratch[0] = add_buf(m, N * (size_t)m->tensors[st->src].count * real, end - s, end - s);
+            st->buf_scratch[0] = add_buf(m, N * (size_t)m->tensors[st->src].count * sizeof(dl_real), end - s, end - s);
         if (st->kind != DL_STEP_LAYER)
             continue;
         st->buf_saved = add_buf(m, st->saved_bytes, s, end - s);
         for (int j = 0; j < g->layers[st->layer].n_in; j++) {
             const struct dl_exec_tensor *x = &m->tensors[st->in[j]];
             st->buf_scratch[j] = st->via_scratch[j] && x->needs_grad
-                                     ? add_buf(m, N * (size_t)x->count * real, end - s, end - s) : -1;
+                                     ? add_buf(m, N * (size_t)x->count * dl_exec_value_size(x->shape.dtype), end - s, end - s)
+                                     : -1;
         }
     }
     m->buf_workspace = add_buf(m, m->workspace_bytes, 0, end);

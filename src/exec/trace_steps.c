@@ -108,11 +108,14 @@ int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err)
             rc = s->trace_name[0] ? layer_details(e, s, err) : DL_ERR_NOMEM;
         } else if (s->kind == DL_STEP_REORDER) {
             char buf[64];
-            snprintf(buf, sizeof buf, "%s -> %s", dl_layout_names[m->tensors[s->src].layout],
-                     dl_layout_names[m->tensors[s->out].layout]);
+            const struct dl_exec_tensor *from = &m->tensors[s->src], *to = &m->tensors[s->out];
+            int cast = from->shape.dtype != to->shape.dtype; /* a cast: a reorder between dtypes */
+            snprintf(buf, sizeof buf, "%s -> %s",
+                     cast ? dl_dtype_names[from->shape.dtype] : dl_layout_names[from->layout],
+                     cast ? dl_dtype_names[to->shape.dtype] : dl_layout_names[to->layout]);
             s->trace_kind[0] = s->trace_kind[1] = DL_TRACE_REORDER;
-            s->trace_name[0] = "reorder";
-            s->trace_name[1] = m->tensors[s->src].needs_grad ? "reorder" : NULL;
+            s->trace_name[0] = cast ? "cast" : "reorder";
+            s->trace_name[1] = from->needs_grad ? s->trace_name[0] : NULL;
             s->trace_detail[0] = s->trace_detail[1] = dl_trace_intern(e->trace, buf, err);
             s->trace_tensor = dl_trace_intern(e->trace, consumer, err);
             rc = s->trace_detail[0] && s->trace_tensor ? DL_OK : DL_ERR_NOMEM;

@@ -401,6 +401,7 @@ const struct dl_op_kind dl_op_conv = {
     .min_inputs = 1,
     .max_inputs = 1,
     .micro_batch = 1,
+    .autocast_bf16 = 1,
     .check = conv_check,
     .infer = conv_infer,
     .params = conv_params,

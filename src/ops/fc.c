@@ -207,6 +207,7 @@ const struct dl_op_kind dl_op_fc = {
     .min_inputs = 1,
     .max_inputs = 1,
     .micro_batch = 1,
+    .autocast_bf16 = 1,
     .infer = fc_infer,
     .params = fc_params,
     .forward = fc_forward,

@@ -159,6 +159,11 @@ struct dl_op_kind {
     int is_relu;
     int commutes_with_relu;
 
+    /* On PyTorch autocast's lower-precision list (its matrix products:
+     * linear, convolution): under --precision bf16 it may run in bf16, its
+     * inputs and output stored in bf16 (backends' reference-bf16). */
+    int autocast_bf16;
+
     /* Token ids: the number of ids the layer reads (an embedding's
      * vocabulary): its first input holds i32 ids (shape.h: [T] with dtype
      * i32), each of which the data loader checks is below this.  NULL: the

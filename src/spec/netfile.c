@@ -14,6 +14,7 @@
 const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", NULL};
 const char *const dl_no_decay_names[] = {"bias", "norm", "embedding", NULL};
 const char *const dl_sched_names[] = {"constant", "step", "cosine", NULL};
+const char *const dl_precision_names[] = {"fp32", "bf16", NULL};
 const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
 
 #define MAX_BLOCK_DEPTH 8
@@ -137,7 +138,7 @@ static int parse_schedule(const struct dl_ynode *m, struct dl_sched_spec *s, str
 static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct dl_error *err)
 {
     static const char *const keys[] = {"batch", "epochs", "max_steps", "seed", "device", "optimizer", "schedule",
-                                       "clip_grad_norm", NULL};
+                                       "clip_grad_norm", "precision", NULL};
     if (dl_y_check_keys(m, "train", keys, NULL, err))
         return DL_ERR_SPEC;
     long batch = t->batch, epochs = t->epochs, seed = (long)t->seed;
@@ -146,6 +147,7 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
         dl_ymap_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
         dl_ymap_int(m, "seed", "train", 0, 1L << 62, &seed, err) ||
         dl_ymap_enum(m, "device", "train", dl_device_names, &t->device, err) ||
+        dl_ymap_enum(m, "precision", "train", dl_precision_names, &t->precision, err) ||
         dl_ymap_float(m, "clip_grad_norm", "train", 0, 1e12, &t->clip_grad_norm, err))
         return DL_ERR_SPEC;
     t->batch = (int)batch;

@@ -32,20 +32,34 @@ int dl_numerics_all_finite(const dl_real *x, long n)
 int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfinite *nf)
 {
     const struct dl_graph *g = e->g;
-    dl_real *staging = NULL; /* on a device: each output copied out */
-    long cap = 0;
+    dl_real *staging = NULL, *wide = NULL; /* on a device: each output copied out; a bf16 one widened */
+    long cap = 0, wide_cap = 0;
     struct dl_error err = {0};
     *nf = (struct dl_nonfinite){DL_NF_NONE, -1, -1, 0};
     for (int i = 0; i < g->n && nf->where == DL_NF_NONE; i++) {
         if (!e->act[i]) /* a layer of another pipeline stage */
             continue;
         long n = dl_layout_count(e->act_layout[i], g->layers[i].out_shape) * e->batch;
-        const dl_real *out = dl_exec_host_values(e, e->act[i], n, &staging, &cap, &err);
+        size_t size = dl_dtype_size(e->act_dtype[i]);
+        long words = (long)(((size_t)n * size + sizeof(dl_real) - 1) / sizeof(dl_real)); /* its bytes, as values */
+        const dl_real *out = dl_exec_host_values(e, e->act[i], words, &staging, &cap, &err);
+        if (out && e->act_dtype[i] != DL_F32) { /* widened to f32 (exact) */
+            const dl_real *raw = out;
+            out = NULL;
+            if (n > wide_cap) {
+                dl_real *grown = realloc(wide, sizeof *grown * (size_t)n);
+                if (grown)
+                    wide = grown, wide_cap = n;
+            }
+            if (n <= wide_cap && dl_cast(raw, e->act_dtype[i], wide, DL_F32, n, &err) == DL_OK)
+                out = wide;
+        }
         long at = out ? first_bad(out, n) : -1; /* a failed copy: nothing found */
         if (at >= 0)
             *nf = (struct dl_nonfinite){DL_NF_OUTPUT, i, at, out[at]};
     }
     free(staging);
+    free(wide);
     return nf->where != DL_NF_NONE;
 }
 

@@ -38,9 +38,12 @@ static void candidates(const struct dl_layer *l, const struct dl_kernel_choices 
         const struct dl_kernel *sel = dl_kernel_select(l, ch);
         chosen = sel != dl_kernel_select(l, NULL) ? sel : NULL;
     }
+    int fallback = 1; /* the precision's kernels when one can run l, else the f32 ones */
+    for (int i = 0; dl_kernels[i] && fallback; i++)
+        fallback = !(dl_kernel_in_precision(dl_kernels[i], ch, 0) && dl_kernel_usable(dl_kernels[i], l, ch));
     for (int i = 0; dl_kernels[i] && L->n_k < DL_TUNE_MAX_KERNELS; i++) {
         const struct dl_kernel *k = dl_kernels[i];
-        if (!dl_kernel_usable(k, l, ch) || k->whole_batch)
+        if (!dl_kernel_usable(k, l, ch) || k->whole_batch || (!chosen && !dl_kernel_in_precision(k, ch, fallback)))
             continue;
         if ((chosen && k != chosen) || (!k->op && L->n_k > 0)) /* the reference only as a last resort */
             continue;
