@@ -119,9 +119,9 @@ tests_test_schedule_CFLAGS = $(TEST_CFLAGS)
 tests_test_schedule_LDADD = $(TEST_LIBS)
 TESTS += tests/test_schedule
 endif
-TESTS += tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_hf.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/test_cli.sh tests/test_first_run.sh tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
+TESTS += tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/test_cli.sh tests/test_first_run.sh tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
 	tests/test_resume.sh tests/test_checklist.sh tests/test_trace.sh tests/test_schedules_mpi.sh
-EXTRA_DIST += tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_hf.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/text_corpus.sh tests/test_cli.sh tests/test_first_run.sh tests/set_keys.py tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
+EXTRA_DIST += tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/text_corpus.sh tests/test_cli.sh tests/test_first_run.sh tests/set_keys.py tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
 	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py \
 	tests/test_schedules_mpi.sh tests/grid_runs.sh
 

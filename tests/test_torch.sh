@@ -10,7 +10,11 @@
 # dltrain's ReLU, max-pooling and dropout decisions; dltrain's side is
 # tests/torch_step), and for token inputs nets/bigram.yaml on windows of
 # real text (the embedding's gradient; logits per position; an MLP at every
-# position; the head tied to the embedding; a 2-block GPT-2).  The oneDNN batch norm, whose float sums drifted by
+# position; the head tied to the embedding; a 2-block GPT-2).  Under
+# --precision bf16 (choice precision=bf16) LeNet-5, the batch-norm network,
+# ResNet-18 and the GPT-2 are compared with PyTorch's bf16 autocast instead
+# of float32: the loss, gradients and logits within 2x of its distance to
+# float64 (or of one bf16 rounding).  The oneDNN batch norm, whose float sums drifted by
 # 1e-3..1e-2 there, must fail the same check.  AlexNet and VGG-16 (their
 # classifiers take 3-5 GB and 2 minutes here) run with DLTRAIN_TORCH_ALL=1
 # (make check-slow).  Skipped where /usr/bin/python3 has no torch (Debian's
@@ -72,11 +76,11 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 45; else tap_plan 37; fi
-check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn'
-check lenet5 "$NETS/lenet5.yaml" default all=reference
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 53; else tap_plan 45; fi
+check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
+check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
 check mlp "$NETS/mlp.yaml" default all=reference
-check resnet18 "$W/resnet18.yaml" default all=reference
+check resnet18 "$W/resnet18.yaml" default all=reference precision=bf16
 check resnet50 "$W/resnet50.yaml" default all=reference
 # token inputs: the bigram model on windows of real text (tests/text_corpus.sh)
 . "$top_srcdir/tests/text_corpus.sh"
@@ -137,7 +141,7 @@ layers:
 loss: softmax_cross_entropy
 train: {batch: 8, seed: 5}
 YAML
-DLTRAIN_TEXT="$W/text" check gpt_tiny "$W/gpt_tiny.yaml" default all=reference
+DLTRAIN_TEXT="$W/text" check gpt_tiny "$W/gpt_tiny.yaml" default all=reference precision=bf16
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then
     check alexnet "$W/alexnet.yaml" default all=reference
     check vgg16 "$W/vgg16.yaml" default all=reference

@@ -5,7 +5,8 @@
  *       loads CKPT, runs one training step on BATCH (safetensors: x F32
  *       [N, C, H, W], y I32 [N]; for token ids, x I32 [N, T] and y I32
  *       [N, T], a label per position) with the given kernel choices (as --kernel;
- *       "no-fusion" as --no-fusion), then one evaluation forward, and writes
+ *       "no-fusion" as --no-fusion, "precision=bf16" as --precision bf16), then
+ *       one evaluation forward, and writes
  *       OUT (safetensors): grad.<layer>.<param> for every trainable parameter,
  *       <layer>.<param> for every running statistic after the step, the
  *       training loss, the evaluation logits and loss, and the training
@@ -77,16 +78,28 @@ static void add_params(struct out *o, const struct dl_exec *e)
     }
 }
 
-/* A copy of layer i's output (NCHW) as a tensor of OUT named prefix + name. */
-static float *add_output(struct out *o, const struct dl_exec *e, int i, const char *prefix, const char *name)
+/* Layer i's output in f32, plain layout (NCHW), into a new buffer. */
+static float *plain_output(const struct dl_exec *e, int i)
 {
     const struct dl_layer *l = &e->g->layers[i];
-    float *v = malloc((size_t)e->batch * (size_t)dl_layout_count(DL_LAYOUT_PLAIN, l->out_shape) * sizeof *v);
+    long n = (long)e->batch * dl_layout_count(DL_LAYOUT_PLAIN, l->out_shape);
+    float *v = malloc((size_t)n * sizeof *v);
     if (!v) {
         fprintf(stderr, "torch_step: out of memory\n");
         exit(1);
     }
-    dl_layout_reorder(e->act[i], e->act_layout[i], v, DL_LAYOUT_PLAIN, e->batch, l->out_shape, 0);
+    if (e->act_dtype[i] != DL_F32) /* a bf16 output: plain layout, widened */
+        dl_cast(e->act[i], e->act_dtype[i], v, DL_F32, n, NULL);
+    else
+        dl_layout_reorder(e->act[i], e->act_layout[i], v, DL_LAYOUT_PLAIN, e->batch, l->out_shape, 0);
+    return v;
+}
+
+/* A copy of layer i's output (NCHW) as a tensor of OUT named prefix + name. */
+static float *add_output(struct out *o, const struct dl_exec *e, int i, const char *prefix, const char *name)
+{
+    const struct dl_layer *l = &e->g->layers[i];
+    float *v = plain_output(e, i);
     int64_t shape[4] = {e->batch, l->out_shape.c, l->out_shape.h, l->out_shape.w};
     out_add(o, prefix, name, DL_ST_F32, v, 4, shape);
     return v;
@@ -100,6 +113,8 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
     for (int k = 0; k < nk; k++) {
         if (!strcmp(kernels[k], "no-fusion"))
             ch.no_fusion = 1;
+        else if (!strcmp(kernels[k], "precision=bf16"))
+            ch.precision = DL_BF16;
         else if (dl_kernel_choice_add(&ch, kernels[k], &err))
             return die(kernels[k], &err);
     }
@@ -163,11 +178,7 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
     double eval_loss = dl_exec_loss_sum(&e) / n;
     const struct dl_layer *lg = &net->graph.layers[net->graph.logits];
     long classes = dl_layout_count(DL_LAYOUT_PLAIN, lg->out_shape);
-    float *logits = malloc((size_t)n * (size_t)classes * sizeof *logits);
-    if (!logits)
-        return 1;
-    dl_layout_reorder(e.act[net->graph.logits], e.act_layout[net->graph.logits], logits, DL_LAYOUT_PLAIN, n,
-                      lg->out_shape, 0);
+    float *logits = plain_output(&e, net->graph.logits);
 
     add_params(&o, &e);
     int64_t one = 1, lshape[2] = {n, classes};

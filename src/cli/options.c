@@ -165,6 +165,31 @@ const char *dl_shipped_file(const char *path, const char *folder, char *buf, siz
 /* Every --kernel choice names all, an op kind, or a layer of this network
  * whose op the kernel serves (dl_kernel_choice_add could only check the
  * first two: layer names are known once the network is loaded). */
+/* Under a precision other than f32, a --kernel choice that puts a kernel
+ * of another dtype on a layer some kernel of that precision could run
+ * (with no choices) is refused, naming the layer, the kernel and those
+ * that have the precision. */
+static int check_precision_choices(const struct dl_graph *g, const struct dl_kernel_choices *ch, struct dl_error *err)
+{
+    struct dl_kernel_choices plain = *ch;
+    plain.n = 0;
+    for (int i = 0; ch->precision != DL_F32 && i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        const struct dl_kernel *chosen = dl_kernel_select(l, ch), *own = dl_kernel_select(l, &plain);
+        if (chosen->dtype == ch->precision || own->dtype != ch->precision)
+            continue;
+        for (int c = ch->n - 1; c >= 0; c--)
+            if (dl_kernel_find(l->kind, ch->name[c]) == chosen &&
+                (!strcmp(ch->key[c], "all") || !strcmp(ch->key[c], l->kind->name) || !strcmp(ch->key[c], l->name)))
+                return dl_errorf(err, DL_ERR_SPEC, "--kernel %s=%s: layer '%s' (%s) computes in %s under --precision "
+                                 "%s, and kernel '%s' has no %s version (%s: %s)", ch->key[c], ch->name[c], l->name,
+                                 l->kind->name, dl_dtype_names[ch->precision], dl_dtype_names[ch->precision],
+                                 chosen->name, dl_dtype_names[ch->precision], dl_dtype_names[ch->precision],
+                                 own->name);
+    }
+    return DL_OK;
+}
+
 static int check_kernel_choices(const struct dl_graph *g, const struct dl_kernel_choices *ch, struct dl_error *err)
 {
     for (int c = 0; c < ch->n; c++) {
@@ -180,7 +205,7 @@ static int check_kernel_choices(const struct dl_graph *g, const struct dl_kernel
             return dl_errorf(err, DL_ERR_SPEC, "--kernel %s=%s: kernel '%s' cannot run layer '%s' (%s)", ch->key[c],
                              ch->name[c], ch->name[c], ch->key[c], g->layers[i].kind->name);
     }
-    return DL_OK;
+    return check_precision_choices(g, ch, err);
 }
 
 struct warning_sink {
@@ -240,9 +265,9 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
     struct warning_sink sink = {prog};
     if (!rc)
         rc = dl_net_check_unused_keys(net, print_warning, &sink, &err);
+    o->kernels.precision = !rc && net->train.precision == 1 ? DL_BF16 : DL_F32;
     if (!rc)
         rc = check_kernel_choices(&net->graph, &o->kernels, &err);
-    o->kernels.precision = net->doc && net->train.precision == 1 ? DL_BF16 : DL_F32;
     if (!rc)
         rc = open_device(net, &o->device, &err);
     if (rc) {

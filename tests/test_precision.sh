@@ -1,0 +1,70 @@
+#!/bin/sh
+# test_precision.sh: --precision bf16 (train.precision) as a user runs it.
+# check shows each output's dtype in the run (bf16 for the convolutions and
+# fully connected layers, f32 for the loss) and the casts; fp16 and a
+# --kernel choice without a bf16 version are refused by name; the run's
+# first lines say which kernel computes in bf16.  LeNet-5 on Fashion-MNIST
+# for one epoch in bf16 ends within a point of fp32's test accuracy; a
+# tuned bf16 run with micro-batches (the executor's bf16 tensors sliced
+# into parts) and runs on 2 data-parallel and 2 pipeline ranks equal one
+# process's bf16 run (losses and weights within 1e-5); 2 tensor-parallel
+# ranks (their partial sums in f32) within bf16's rounding, 2^-8.  The
+# arithmetic itself is compared with PyTorch's bf16 autocast in
+# test_torch.sh.
+. "$top_srcdir/tests/tap.sh"
+skip_without_mpirun
+. "$top_srcdir/tests/grid_runs.sh"
+T="$TMPDIR_TEST"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HOME="$T"
+tap_plan 17
+NET="--net $top_srcdir/nets/lenet5.yaml"
+
+expect_status 0 "check --precision bf16" -- $DLTRAIN check $NET --precision bf16
+expect_output "^0 +conv1 +conv +input +6x28x28 +bf16 " "  conv1's output is stored in bf16"
+expect_output "^6 +fc1 +fc .* bf16 " "  fc1's output is stored in bf16"
+expect_output "^11 +loss +softmax_cross_entropy .* f32 " "  the loss computes in f32"
+expect_output "^precision bf16: 5 of 12 layers compute in bf16 \(reference-bf16.* ([1-9][0-9]*) casts between dtypes" \
+    "  5 layers in bf16, and the casts counted"
+BF16_CHECK="$OUT"
+expect_status 0 "train.precision in the file is the same setting" -- \
+    $DLTRAIN check $NET --set train.precision=bf16
+[ "$OUT" = "$BF16_CHECK" ]
+tap_result $? "  the same report as --precision bf16"
+expect_status 2 "--precision fp16 is refused" -- $DLTRAIN check $NET --precision fp16
+expect_output "--precision fp16: train.precision: expected one of fp32, bf16, found 'fp16'" "  naming the accepted values"
+expect_status 2 "a --kernel choice with no bf16 version is refused under bf16" -- \
+    $DLTRAIN check $NET --precision bf16 --kernel conv=onednn
+expect_output "layer 'conv1' \(conv\) computes in bf16 under --precision bf16, and kernel 'onednn' has no bf16 version" \
+    "  naming the layer and the kernel"
+
+# One epoch each way: the test accuracies within a point.
+$DLTRAIN train $NET --epochs 1 --precision fp32 > "$T/fp32.txt" 2>&1 &&
+    $DLTRAIN train $NET --epochs 1 --precision bf16 > "$T/bf16.txt" 2>&1
+st=$?
+grep -q "^  precision bf16: 5 layers compute in bf16 (reference-bf16" "$T/bf16.txt" || st=1
+a=$(sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$T/fp32.txt")
+b=$(sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$T/bf16.txt")
+echo "# LeNet-5, one epoch: test accuracy fp32 $a%, bf16 $b%"
+[ $st -eq 0 ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 80 && d <= 1) }'
+tap_result $? "LeNet-5, one epoch in bf16 (the run says so): test accuracy within a point of fp32's"
+
+BF="$NET --precision bf16 --max-steps 30 --limit-test 200 --threads 1"
+run 1 serial $BF
+tap_result $? "LeNet-5, 30 steps in bf16 on one process"
+$DLTRAIN tune $NET --precision bf16 --batch 64 --workspace-limit 256K --tune-policy all --tune-db "$T/tune.sqlite" \
+    > "$T/tune.txt" 2>&1
+grep -Eq "^conv1 +conv +fwd +reference-bf16 [0-9]+x[0-9]+ *(\+|[0-9])" "$T/tune.txt" &&
+    grep -Eq "reference-bf16 [0-9]+x([2-9]|[1-9][0-9]+)" "$T/tune.txt" &&
+    run 1 tuned $BF --tune --workspace-limit 256K --tune-policy all --tune-db "$T/tune.sqlite" &&
+    compare tuned serial tuned
+tap_result $? "micro-batched by the tuner (bf16 tensors cut into parts): as the undivided run"
+grid dp2 serial 2 $BF --grid dp=2
+grid pp2 serial 2 $BF --grid pp=2
+run 2 tp2 $BF --grid tp=2 && /usr/bin/python3 - "$T" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open("%s/%s.jsonl" % (sys.argv[1], n)) if '"step"' in l] for n in ("serial", "tp2"))
+rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print("# tp2: %d steps, max relative loss difference %.2g" % (len(b), rel))
+sys.exit(0 if len(a) == len(b) == 30 and rel <= 2.0 ** -8 else 1)
+PY
+tap_result $? "tp2: within bf16's rounding of one process (its partial sums in f32)"
