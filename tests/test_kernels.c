@@ -599,6 +599,49 @@ static long not_rounded_once(const float *a, const float *b, long n)
     return d;
 }
 
+/* bf16 reorders between every pair of layouts (13 channels: a partial
+ * block) move what the f32 reorders move, bit for bit, write padding as
+ * zeros, and accumulate in f32 rounded once (the executor's casts keep a
+ * tensor's layout, so bf16 tensors are reordered in bf16). */
+static void bf16_reorders(void **state)
+{
+    struct dl_shape s = {13, 3, 5};
+    int n = 2;
+    long most = n * dl_layout_count(DL_LAYOUT_BLOCK16, s);
+    float *xf = calloc((size_t)most, sizeof *xf), *yf = calloc((size_t)most, sizeof *yf);
+    float *acc = calloc((size_t)most, sizeof *acc);
+    dl_bf16 *xb = calloc((size_t)most, 2), *yb = calloc((size_t)most, 2), *zb = calloc((size_t)most, 2);
+    for (int from = 0; from < DL_N_LAYOUTS; from++)
+        for (int to = 0; to < DL_N_LAYOUTS; to++) {
+            if (from != DL_LAYOUT_PLAIN && to != DL_LAYOUT_PLAIN && from != to)
+                continue; /* blocked to blocked goes through plain */
+            long nin = n * dl_layout_count((enum dl_layout)from, s), nout = n * dl_layout_count((enum dl_layout)to, s);
+            kc_fill(xf, nin, 7 + (uint64_t)from);
+            kc_fill(acc, nout, 9 + (uint64_t)to);
+            for (long i = 0; i < nin; i++)
+                xf[i] = bf16_rounded(xf[i]);
+            dl_cast(xf, DL_F32, xb, DL_BF16, nin, NULL);
+            memset(yf, 0x7f, sizeof *yf * (size_t)nout); /* garbage where padding goes */
+            memset(yb, 0x7f, 2 * (size_t)nout);
+            dl_layout_reorder(xf, (enum dl_layout)from, yf, (enum dl_layout)to, n, s, 0);
+            dl_layout_reorder_dtype(xb, (enum dl_layout)from, yb, (enum dl_layout)to, n, s, 0, DL_BF16);
+            long moved = 0, summed = 0;
+            for (long i = 0; i < nout; i++)
+                moved += dl_bf16_to_f32(yb[i]) != yf[i];
+            dl_cast(acc, DL_F32, zb, DL_BF16, nout, NULL);
+            for (long i = 0; i < nout; i++)
+                yf[i] = dl_bf16_to_f32(zb[i]); /* the destination, widened */
+            dl_layout_reorder(xf, (enum dl_layout)from, yf, (enum dl_layout)to, n, s, 1);
+            dl_layout_reorder_dtype(xb, (enum dl_layout)from, zb, (enum dl_layout)to, n, s, 1, DL_BF16);
+            for (long i = 0; i < nout; i++)
+                summed += dl_bf16_to_f32(zb[i]) != bf16_rounded(yf[i]);
+            print_message("# bf16 reorder %s -> %s: %ld values moved otherwise than in f32, %ld sums not rounded "
+                          "once\n", dl_layout_names[from], dl_layout_names[to], moved, summed);
+            assert_int_equal(moved + summed, 0);
+        }
+    free(xf), free(yf), free(acc), free(xb), free(yb), free(zb);
+}
+
 static void bf16_kernels(void **state)
 {
     int runs = 0;
@@ -732,7 +775,7 @@ int main(void)
         printf("1..0 # SKIP %s\n", err.msg);
         return 0;
     }
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 5];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 6];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
@@ -746,6 +789,7 @@ int main(void)
     tests[n_tests++] = (struct CMUnitTest){"harness_equals_direct_reference", harness_equals_direct_reference, NULL,
                                            NULL, NULL};
     tests[n_tests++] = (struct CMUnitTest){"bf16_kernels", bf16_kernels, NULL, NULL, NULL};
+    tests[n_tests++] = (struct CMUnitTest){"bf16_reorders", bf16_reorders, NULL, NULL, NULL};
 #endif
     /* last: it counts what the cases before it compared */
     tests[n_tests++] = (struct CMUnitTest){"every_kernel_compared", every_kernel_compared, NULL, NULL, NULL};

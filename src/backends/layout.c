@@ -98,3 +98,51 @@ void dl_layout_reorder(const dl_real *src, enum dl_layout from, dl_real *dst, en
             block_copy(sp + b * hw * bs, dp, 0, bs, c0, nc, hw, accumulate);
     }
 }
+
+/* d = v, or d + v in f32 rounded once (accumulate). */
+static inline void put_bf16(dl_bf16 *d, dl_bf16 v, int accumulate)
+{
+    *d = accumulate ? dl_f32_to_bf16(dl_bf16_to_f32(*d) + dl_bf16_to_f32(v)) : v;
+}
+
+/* bf16 values: the moves of dl_layout_reorder, value by value. */
+static void reorder_bf16(const dl_bf16 *src, enum dl_layout from, dl_bf16 *dst, enum dl_layout to, int n,
+                         struct dl_shape s, int accumulate)
+{
+    long hw = (long)s.h * s.w, in_count = dl_layout_count(from, s), out_count = dl_layout_count(to, s);
+    if (dl_layout_same(from, to, s)) {
+        #pragma omp parallel for schedule(static)
+        for (long i = 0; i < (long)n * in_count; i++)
+            put_bf16(&dst[i], src[i], accumulate);
+        return;
+    }
+    int to_blocked = to != DL_LAYOUT_PLAIN, bs = dl_layout_block(to_blocked ? to : from);
+    long cb = (s.c + bs - 1) / bs;
+    #pragma omp parallel for schedule(static)
+    for (long t = 0; t < (long)n * cb; t++) {
+        long smp = t / cb, b = t % cb;
+        const dl_bf16 *sp = src + smp * in_count;
+        dl_bf16 *dp = dst + smp * out_count;
+        for (int j = 0; j < bs; j++) {
+            long c = b * bs + j;
+            for (long i = 0; i < hw; i++) {
+                long plain = c * hw + i, blocked = (b * hw + i) * bs + j;
+                if (to_blocked && c < s.c)
+                    put_bf16(&dp[blocked], sp[plain], accumulate);
+                else if (to_blocked && !accumulate) /* padding */
+                    dp[blocked] = 0;
+                else if (!to_blocked && c < s.c)
+                    put_bf16(&dp[plain], sp[blocked], accumulate);
+            }
+        }
+    }
+}
+
+void dl_layout_reorder_dtype(const void *src, enum dl_layout from, void *dst, enum dl_layout to, int n,
+                             struct dl_shape s, int accumulate, enum dl_dtype dtype)
+{
+    if (dtype == DL_BF16)
+        reorder_bf16(src, from, dst, to, n, s, accumulate);
+    else
+        dl_layout_reorder(src, from, dst, to, n, s, accumulate);
+}

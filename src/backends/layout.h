@@ -29,5 +29,9 @@ int dl_layout_same(enum dl_layout a, enum dl_layout b, struct dl_shape s);
  * destination is written as zeros (or left as it is when accumulating). */
 void dl_layout_reorder(const dl_real *src, enum dl_layout from, dl_real *dst, enum dl_layout to, int n,
                        struct dl_shape s, int accumulate);
+/* The same for values of dtype: f32 (dl_real, as above) or bf16, whose
+ * accumulation adds in f32 and rounds once. */
+void dl_layout_reorder_dtype(const void *src, enum dl_layout from, void *dst, enum dl_layout to, int n,
+                             struct dl_shape s, int accumulate, enum dl_dtype dtype);
 
 #endif

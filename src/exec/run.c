@@ -79,7 +79,7 @@ static void take_fault(struct dl_exec *e, const struct dl_exec_step *s, enum dl_
         e->status = dl_kernel_fault_error(&m->fault, &e->g->layers[s->layer], dir, &e->err);
 }
 
-/* A reorder, or a cast (a reorder between dtypes, plain layout). */
+/* A reorder, or a cast (a reorder between dtypes, in one layout). */
 static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     const struct dl_exec_tensor *src = &e->impl->tensors[s->src], *dst = &e->impl->tensors[s->out];
@@ -89,7 +89,7 @@ static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
             e->status = rc;
         return;
     }
-    dl_layout_reorder(src->data, src->layout, dst->data, dst->layout, e->batch, src->shape, 0);
+    dl_layout_reorder_dtype(src->data, src->layout, dst->data, dst->layout, e->batch, src->shape, 0, src->shape.dtype);
 }
 
 void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int batch, int training)
@@ -178,7 +178,8 @@ static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
         if (rc && !e->status)
             e->status = rc;
     } else {
-        dl_layout_reorder(dst->grad, dst->layout, src->grad, src->layout, e->batch, src->shape, m->written[s->src]);
+        dl_layout_reorder_dtype(dst->grad, dst->layout, src->grad, src->layout, e->batch, src->shape,
+                                m->written[s->src], src->shape.dtype);
     }
     m->written[s->src] = 1;
 }

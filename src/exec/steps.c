@@ -53,8 +53,9 @@ static struct dl_exec_step *add_step(struct dl_exec_impl *m, enum dl_step_kind k
     return st;
 }
 
-/* The tensor holding plain src's values in dtype want: src itself, or a
- * (possibly shared) cast copy, a reorder step between dtypes. */
+/* The tensor holding src's values in dtype want: src itself, or a
+ * (possibly shared) cast copy in src's layout, a reorder step between
+ * dtypes. */
 static int cast(struct dl_exec *e, int src, enum dl_dtype want, int layer)
 {
     struct dl_exec_impl *m = e->impl;
@@ -68,7 +69,7 @@ static int cast(struct dl_exec *e, int src, enum dl_dtype want, int layer)
     struct dl_exec_step *st = add_step(m, DL_STEP_REORDER, src, layer);
     struct dl_shape shape = t->shape;
     shape.dtype = want;
-    st->out = add_tensor(m, m->n_steps, shape, DL_LAYOUT_PLAIN, t->needs_grad);
+    st->out = add_tensor(m, m->n_steps, shape, t->layout, t->needs_grad);
     m->n_steps++;
     return st->out;
 }
@@ -81,10 +82,6 @@ static int reordered(struct dl_exec *e, int src, enum dl_layout want, int layer)
     struct dl_exec_tensor *t = &m->tensors[src];
     if (dl_layout_same(t->layout, want, t->shape))
         return src;
-    if (t->shape.dtype != DL_F32) { /* layouts are reorders of f32 values: via f32 */
-        int f32 = cast(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), DL_F32, layer);
-        return reordered(e, f32, want, layer);
-    }
     if (t->layout != DL_LAYOUT_PLAIN && want != DL_LAYOUT_PLAIN) /* blocked to blocked: via NCHW */
         return reordered(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), want, layer);
     for (int s = 0; s < m->n_steps; s++)
@@ -97,12 +94,14 @@ static int reordered(struct dl_exec *e, int src, enum dl_layout want, int layer)
     return st->out;
 }
 
-/* src in layout want and dtype want_dtype (casts happen in plain layout). */
+/* src in layout want and dtype want_dtype: a layout reorder in the
+ * smaller of the two dtypes (the cast keeps the layout). */
 static int converted(struct dl_exec *e, int src, enum dl_layout want, enum dl_dtype want_dtype, int layer)
 {
-    if (e->impl->tensors[src].shape.dtype == want_dtype)
-        return reordered(e, src, want, layer);
-    return reordered(e, cast(e, reordered(e, src, DL_LAYOUT_PLAIN, layer), want_dtype, layer), want, layer);
+    enum dl_dtype from = e->impl->tensors[src].shape.dtype;
+    if (dl_dtype_size(want_dtype) < dl_dtype_size(from))
+        return reordered(e, cast(e, src, want_dtype, layer), want, layer);
+    return cast(e, reordered(e, src, want, layer), want_dtype, layer);
 }
 
 /* 1 when layer i's output gets a gradient: it or a layer before it learns
