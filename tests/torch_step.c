@@ -88,9 +88,17 @@ static float *plain_output(const struct dl_exec *e, int i)
         fprintf(stderr, "torch_step: out of memory\n");
         exit(1);
     }
-    if (e->act_dtype[i] != DL_F32) /* a bf16 output: plain layout, widened */
-        dl_cast(e->act[i], e->act_dtype[i], v, DL_F32, n, NULL);
-    else
+    if (e->act_dtype[i] != DL_F32) { /* a bf16 output: to plain layout, then widened */
+        void *b = malloc((size_t)n * dl_dtype_size(e->act_dtype[i]));
+        if (!b) {
+            fprintf(stderr, "torch_step: out of memory\n");
+            exit(1);
+        }
+        dl_layout_reorder_dtype(e->act[i], e->act_layout[i], b, DL_LAYOUT_PLAIN, e->batch, l->out_shape, 0,
+                                e->act_dtype[i]);
+        dl_cast(b, e->act_dtype[i], v, DL_F32, n, NULL);
+        free(b);
+    } else
         dl_layout_reorder(e->act[i], e->act_layout[i], v, DL_LAYOUT_PLAIN, e->batch, l->out_shape, 0);
     return v;
 }

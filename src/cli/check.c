@@ -236,16 +236,9 @@ static void print_layers(const struct dl_net *net, const char *path, const struc
     human(flops, f, sizeof f);
     printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
     if (net->train.precision && pf->kernel) {
-        int n16 = 0;
-        const char *kernel = "";
-        for (int i = 0; i < g->n; i++)
-            if (pf->kernel[i] && pf->kernel[i]->dtype == DL_BF16)
-                n16++, kernel = pf->kernel[i]->name;
-        printf("precision %s: %d of %d layers compute in bf16%s%s%s from fp32 master weights, %d casts between "
-               "dtypes; the others in fp32\n", dl_precision_names[net->train.precision], n16, g->n,
-               n16 ? " (" : "", kernel, n16 ? strcmp(kernel, "reference-bf16") == 0
-                                                  ? ": the ops' code at bf16's rounding points, slow)" : ")" : "",
-               pf->casts);
+        char line[512];
+        dl_precision_summary(net, pf->kernel, line, sizeof line);
+        printf("%s, %d casts between dtypes\n", line, pf->casts);
     }
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {

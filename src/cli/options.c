@@ -342,6 +342,35 @@ void dl_net_options_help(FILE *f)
           f);
 }
 
+void dl_precision_summary(const struct dl_net *net, const struct dl_kernel *const *kernel, char *buf, size_t size)
+{
+    const struct dl_graph *g = &net->graph;
+    struct dl_kernel_choices defaults = {.precision = net->train.precision ? DL_BF16 : DL_F32};
+    const struct dl_kernel *seen[8];
+    int count[8] = {0}, n_seen = 0, total = 0, slow = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_kernel *k = kernel ? kernel[i] : dl_kernel_select(&g->layers[i], &defaults);
+        if (!k || k->dtype == DL_F32)
+            continue;
+        total++;
+        int s = 0;
+        while (s < n_seen && seen[s] != k)
+            s++;
+        if (s == n_seen && n_seen < 8)
+            seen[n_seen++] = k;
+        if (s < 8)
+            count[s]++;
+        slow |= k->op == NULL; /* reference-bf16: any op, through its reference code */
+    }
+    int len = snprintf(buf, size, "precision %s: %d of %d layers compute in bf16", dl_precision_names[net->train.precision],
+                       total, g->n);
+    for (int s = 0; s < n_seen && len > 0 && (size_t)len < size; s++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%d %s", s ? ", " : " (", count[s], seen[s]->name);
+    if (len > 0 && (size_t)len < size)
+        snprintf(buf + len, size - (size_t)len, "%s from fp32 master weights, the others in fp32",
+                 !n_seen ? "" : slow ? ": reference-bf16 is the ops' code at bf16's rounding points, slow)" : ")");
+}
+
 int dl_option_refused(const char *prog, int rc, const struct dl_error *err)
 {
     if (rc)

@@ -65,18 +65,10 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
            net->graph.n, dl_graph_param_count(&net->graph), t->batch, steps, t->epochs, t->epochs == 1 ? "" : "s",
            dl_optim_names[t->optim.kind], t->optim.lr, dl_threads_get(), dl_threads_get() == 1 ? "" : "s",
            (unsigned long long)t->seed);
-    if (t->precision) { /* which layers compute in bf16, and through which kernel */
-        struct dl_kernel_choices bf16 = {.precision = DL_BF16};
-        const struct dl_kernel *k = NULL;
-        int n = 0;
-        for (int i = 0; i < net->graph.n; i++) {
-            const struct dl_kernel *ki = dl_kernel_select(&net->graph.layers[i], &bf16);
-            if (ki && ki->dtype == DL_BF16)
-                n++, k = ki;
-        }
-        printf("  precision %s: %d layers compute in bf16%s%s%s from fp32 master weights, the others in fp32\n",
-               dl_precision_names[t->precision], n, k ? " (" : "", k ? k->name : "",
-               !k ? "" : strcmp(k->name, "reference-bf16") == 0 ? ": f32 code at bf16's rounding points, slow)" : ")");
+    if (t->precision) { /* which layers compute in bf16, and through which kernels */
+        char line[512];
+        dl_precision_summary(net, NULL, line, sizeof line);
+        printf("  %s\n", line);
     }
     fflush(stdout);
 }

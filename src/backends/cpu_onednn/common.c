@@ -42,7 +42,7 @@ void dl_dnnl_md(dnnl_memory_desc_t *md, int n, struct dl_shape s, enum dl_layout
 {
     dnnl_dims_t d = {n, s.c, s.h, s.w};
     dnnl_format_tag_t tag = l == DL_LAYOUT_BLOCK16 ? dnnl_nChw16c : l == DL_LAYOUT_BLOCK8 ? dnnl_nChw8c : dnnl_nchw;
-    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(md, 4, d, dl_dnnl_type(s.dtype), tag);
 }
 
 int dl_dnnl_layout_of(const dnnl_memory_desc_t *md, int n, struct dl_shape s)

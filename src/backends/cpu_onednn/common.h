@@ -28,7 +28,13 @@ dnnl_stream_t dl_dnnl_stream(void);
 /* Turns a oneDNN status into an error naming what failed. */
 int dl_dnnl_check(dnnl_status_t st, const char *what, struct dl_error *err);
 
-/* 4-D descriptor of n samples of s in layout l. */
+/* oneDNN's data type for a dtype (f32 or bf16). */
+static inline dnnl_data_type_t dl_dnnl_type(enum dl_dtype t)
+{
+    return t == DL_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
+/* 4-D descriptor of n samples of s (in its dtype) in layout l. */
 void dl_dnnl_md(dnnl_memory_desc_t *md, int n, struct dl_shape s, enum dl_layout l);
 /* The layout whose descriptor equals md, or -1. */
 int dl_dnnl_layout_of(const dnnl_memory_desc_t *md, int n, struct dl_shape s);

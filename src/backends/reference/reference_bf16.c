@@ -3,9 +3,10 @@
  * fc, conv) computed at bf16's rounding points through the op's f32
  * reference code.  Its inputs, output and their gradients are bf16
  * (kernel.h "Dtypes"); each call widens them (exactly) into f32 in the
- * workspace, rounds the f32 master weights to bf16 there, runs the op's
- * reference (every product of two bf16 values is exact in f32; the sums
- * are the reference's, in double) and rounds the output, or the input
+ * workspace, rounds the f32 master weights (the first parameter) to bf16
+ * there, keeps the bias f32 (as oneDNN's bf16 primitives add it), runs the
+ * op's reference (every product of two bf16 values is exact in f32; the
+ * sums are the reference's, in double) and rounds the output, or the input
  * gradients, to bf16 to nearest even.  Weight gradients are accumulated in
  * f32 into the master weights' gradients.  It is the ground truth for fast
  * bf16 kernels, the path on a CPU without native bf16, and what exercises
@@ -75,7 +76,8 @@ static size_t bf16_saved_bytes(const void *inst)
 }
 
 /* The f32 call of a's bf16 one on the workspace: inputs and output
- * widened, parameters rounded to bf16; returns the workspace past them. */
+ * widened, the weights rounded to bf16 (other parameters as they are);
+ * returns the workspace past them. */
 static float *widened_call(const struct bf16_inst *r, const struct dl_kernel_args *a, struct dl_op_call *c)
 {
     const struct dl_layer *l = r->l;
@@ -97,7 +99,7 @@ static float *widened_call(const struct bf16_inst *r, const struct dl_kernel_arg
     ws += n_out;
     for (int j = 0; j < l->n_params; j++) {
         for (long i = 0; i < l->param[j].count; i++)
-            ws[i] = dl_bf16_to_f32(dl_f32_to_bf16(a->c.param[j][i]));
+            ws[i] = j == 0 ? dl_bf16_to_f32(dl_f32_to_bf16(a->c.param[j][i])) : a->c.param[j][i];
         c->param[j] = ws;
         ws += l->param[j].count;
     }
