@@ -159,7 +159,7 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
     enum dl_layout offered[DL_MAX_INPUTS] = {offer};
     dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
     void *inst = NULL;
-    int rc = k->create(l, &cfg, &inst, &err);
+    int rc = dl_kernel_create(k, l, &cfg, &inst, &err);
     if (rc)
         return rc;
     size_t ws_bytes = dl_kernel_workspace_max(k, inst), saved_bytes = dl_kernel_saved_bytes(k, inst);

@@ -260,7 +260,7 @@ static int keeps_state(const struct dl_kernel *k, const struct dl_layer *l)
     dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
     void *inst;
     struct dl_error err = {0};
-    assert_int_equal(k->create(l, &cfg, &inst, &err), 0);
+    assert_int_equal(dl_kernel_create(k, l, &cfg, &inst, &err), 0);
     size_t saved = dl_kernel_saved_bytes(k, inst);
     k->destroy(inst);
     return dl_kernel_couples(k, saved, l->n_params > 0);

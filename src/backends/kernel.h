@@ -62,6 +62,8 @@ struct dl_kernel_config {
     enum dl_layout in[DL_MAX_INPUTS];       /* layout of each input (and its gradient) */
     enum dl_layout out;                     /* layout of the output (and its gradient) */
     int relu;                               /* 1: a ReLU is fused after the op (fuses_relu kernels) */
+    enum dl_dtype dtype;                    /* the kernel's dtype (dl_kernel_create sets it): one create
+                                               function may serve an f32 and a bf16 kernel table */
 };
 
 /* A failure inside a call.  Forward and backward return nothing, so a
@@ -164,6 +166,15 @@ static inline size_t dl_kernel_workspace_max(const struct dl_kernel *k, const vo
 static inline size_t dl_kernel_saved_bytes(const struct dl_kernel *k, const void *inst)
 {
     return k->saved_bytes ? k->saved_bytes(inst) : 0;
+}
+
+/* k's instance for layer l under cfg (its dtype set to k's): every caller
+ * creates instances through this. */
+static inline int dl_kernel_create(const struct dl_kernel *k, const struct dl_layer *l, struct dl_kernel_config *cfg,
+                                   void **inst, struct dl_error *err)
+{
+    cfg->dtype = k->dtype;
+    return k->create(l, cfg, inst, err);
 }
 
 /* 1 when k computes weight gradients inside backward_data. */

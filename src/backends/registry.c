@@ -145,7 +145,7 @@ int dl_kernel_create_plain(const struct dl_kernel *k, const struct dl_layer *l, 
     enum dl_layout offered[DL_MAX_INPUTS] = {DL_LAYOUT_PLAIN};
     dl_kernel_layouts(k, l, offered, cfg->in, &cfg->out);
     *inst = NULL;
-    return k->create(l, cfg, inst, err);
+    return dl_kernel_create(k, l, cfg, inst, err);
 }
 
 int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int mb, size_t ws[DL_N_DIRS],

@@ -346,29 +346,32 @@ void dl_precision_summary(const struct dl_net *net, const struct dl_kernel *cons
 {
     const struct dl_graph *g = &net->graph;
     struct dl_kernel_choices defaults = {.precision = net->train.precision ? DL_BF16 : DL_F32};
-    const struct dl_kernel *seen[8];
+    const char *seen[8];
     int count[8] = {0}, n_seen = 0, total = 0, slow = 0;
     for (int i = 0; i < g->n; i++) {
+        if (!kernel && !g->layers[i].kind->autocast_bf16) /* the others follow their inputs: known to the executor */
+            continue;
         const struct dl_kernel *k = kernel ? kernel[i] : dl_kernel_select(&g->layers[i], &defaults);
         if (!k || k->dtype == DL_F32)
             continue;
         total++;
         int s = 0;
-        while (s < n_seen && seen[s] != k)
+        while (s < n_seen && strcmp(seen[s], k->name) != 0)
             s++;
         if (s == n_seen && n_seen < 8)
-            seen[n_seen++] = k;
+            seen[n_seen++] = k->name;
         if (s < 8)
             count[s]++;
         slow |= k->op == NULL; /* reference-bf16: any op, through its reference code */
     }
-    int len = snprintf(buf, size, "precision %s: %d of %d layers compute in bf16", dl_precision_names[net->train.precision],
-                       total, g->n);
+    int len = snprintf(buf, size, "precision %s: %d of %d layers%s compute in bf16", dl_precision_names[net->train.precision],
+                       total, g->n, kernel ? "" : " (the fc and convolution ones)");
     for (int s = 0; s < n_seen && len > 0 && (size_t)len < size; s++)
-        len += snprintf(buf + len, size - (size_t)len, "%s%d %s", s ? ", " : " (", count[s], seen[s]->name);
+        len += snprintf(buf + len, size - (size_t)len, "%s%d %s", s ? ", " : " (", count[s], seen[s]);
     if (len > 0 && (size_t)len < size)
-        snprintf(buf + len, size - (size_t)len, "%s from fp32 master weights, the others in fp32",
-                 !n_seen ? "" : slow ? ": reference-bf16 is the ops' code at bf16's rounding points, slow)" : ")");
+        snprintf(buf + len, size - (size_t)len, "%s from fp32 master weights, the others in fp32%s",
+                 !n_seen ? "" : slow ? ": reference-bf16 is the ops' code at bf16's rounding points, slow)" : ")",
+                 kernel ? "" : " or in bf16 where all their inputs are");
 }
 
 int dl_option_refused(const char *prog, int rc, const struct dl_error *err)

@@ -240,7 +240,7 @@ int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, cons
     if (s->n_inst == DL_EXEC_MAX_INSTANCES)
         return dl_errorf(err, DL_ERR_INTERNAL, "layer '%s': more than %d kernel instances", l->name,
                          DL_EXEC_MAX_INSTANCES);
-    int rc = k->create(l, &cfg, &inst, err);
+    int rc = dl_kernel_create(k, l, &cfg, &inst, err);
     if (rc) {
         dl_error_prefix(err, "layer '%s' (kernel %s)", l->name, k->name);
         return rc;
@@ -253,7 +253,25 @@ int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, cons
  * direction that runs) when the layer is tuned, else the registry's; a
  * layer on bands of rows or a share of the samples takes one that sums its statistics through
  * sync_sum (batch norm's over the tensor group); one whose outputs are
- * partial sums, an f32 one. */
+ * partial sums, an f32 one; one off autocast's list with an f32 input, an
+ * f32 one. */
+static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch);
+
+/* The dtype layer p's output will have: the graph input's, f32 for a
+ * tensor another stage sends, a folded ReLU's input's, else its kernel's
+ * (the one chosen, or the one layer_kernel would choose). */
+static enum dl_dtype produced_dtype(const struct dl_exec *e, int p, const struct dl_kernel_choices *ch)
+{
+    if (p == DL_GRAPH_INPUT)
+        return e->g->input.dtype;
+    if (!dl_exec_runs(e, p))
+        return DL_F32;
+    if (e->fused[p])
+        return produced_dtype(e, e->g->layers[p].in[0], ch);
+    const struct dl_kernel *k = e->kernel[p] ? e->kernel[p] : layer_kernel(e, p, ch);
+    return dl_kernel_tensor_dtype(k, e->g->layers[p].out_shape);
+}
+
 static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
 {
     const struct dl_mbplan *p = &e->impl->mbplan;
@@ -268,7 +286,14 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
         own.sync_stats = 1;
     if (e->shard->layer[i].partial) /* partial sums are summed over the tensor group in f32 */
         own.precision = DL_F32;
-    return dl_kernel_select(&e->g->layers[i], &own);
+    /* A layer off autocast's list runs in a lower precision only when all
+     * its inputs come in it (PyTorch's promotion: f32 + bf16 adds in f32,
+     * so a transformer's residual stream stays f32). */
+    const struct dl_layer *l = &e->g->layers[i];
+    for (int j = 0; own.precision != DL_F32 && !l->kind->autocast_bf16 && j < l->n_in; j++)
+        if (produced_dtype(e, l->in[j], ch) == DL_F32)
+            own.precision = DL_F32;
+    return dl_kernel_select(l, &own);
 }
 
 /* 1 when ReLU layer r may be folded into layer o's kernel (its producer or

@@ -31,12 +31,12 @@ static int add_create(const struct dl_layer *l, const struct dl_kernel_config *c
     if (!q)
         return DL_ERR_NOMEM;
     q->n = l->n_in;
-    q->bytes = sizeof(float) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->out, l->out_shape);
+    q->bytes = dl_dtype_size(cfg->dtype) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->out, l->out_shape);
     dnnl_memory_desc_t md[DL_MAX_INPUTS];
     float scales[DL_MAX_INPUTS];
     int args[DL_MAX_INPUTS + 2];
     for (int i = 0; i < l->n_in; i++) {
-        dl_dnnl_md(&md[i], cfg->mb, l->in_shape[i], cfg->in[i]);
+        dl_dnnl_md(&md[i], cfg->mb, dl_dnnl_shape(l->in_shape[i], cfg), cfg->in[i]);
         scales[i] = 1;
         args[i] = DNNL_ARG_MULTIPLE_SRC + i;
     }
@@ -77,23 +77,24 @@ static void add_forward(void *inst, const struct dl_kernel_args *a)
     dl_dnnl_prim_run(&q->sum, ptr, a->workspace);
 }
 
+/* Each input's gradient is the output's: copied (in the kernel's dtype). */
 static void add_backward(void *inst, const struct dl_kernel_args *a)
 {
     struct add_inst *q = inst;
-    long n = (long)(q->bytes / sizeof(float));
-    for (int i = 0; i < q->n; i++) {
-        float *dx = a->c.din[i];
-        const float *dy = a->c.dout;
-        if (!dx)
-            continue;
-        #pragma omp parallel for simd schedule(static)
-        for (long j = 0; j < n; j++)
-            dx[j] = dy[j];
-    }
+    for (int i = 0; i < q->n; i++)
+        if (a->c.din[i])
+            memcpy(a->c.din[i], a->c.dout, q->bytes);
 }
 
 const struct dl_kernel dl_kernel_onednn_add = {
     .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_add, .layouts = dl_kernel_follow_layouts,
     .create = add_create, .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward,
     .backward_data = add_backward,
+};
+
+/* In bf16: the sum in f32 inside oneDNN, rounded once. */
+const struct dl_kernel dl_kernel_onednn_add_bf16 = {
+    .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_add, .dtype = DL_BF16,
+    .supports = dl_dnnl_bf16_supports, .layouts = dl_kernel_follow_layouts, .create = add_create,
+    .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward, .backward_data = add_backward,
 };

@@ -53,10 +53,10 @@ static int bn_create(const struct dl_layer *l, const struct dl_kernel_config *cf
     b->momentum = dl_attr_float(l, "momentum");
     b->dscale = dl_calloc(2 * (size_t)b->C, sizeof *b->dscale, err);
     if (l->in[0] == DL_GRAPH_INPUT)
-        b->sink = sizeof(float) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->in[0], l->in_shape[0]);
+        b->sink = dl_dtype_size(cfg->dtype) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->in[0], l->in_shape[0]);
     float eps = (float)dl_attr_float(l, "eps");
     dnnl_memory_desc_t md;
-    dl_dnnl_md(&md, cfg->mb, l->in_shape[0], cfg->in[0]);
+    dl_dnnl_md(&md, cfg->mb, dl_dnnl_shape(l->in_shape[0], cfg), cfg->in[0]);
     unsigned ss = dnnl_use_scale | dnnl_use_shift;
     dnnl_batch_normalization_desc_t td, id, bd;
     int rc = b->dscale ? DL_OK : DL_ERR_NOMEM;
@@ -140,4 +140,14 @@ const struct dl_kernel dl_kernel_onednn_batchnorm = {
     .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_batchnorm, .whole_batch = 1,
     .layouts = dl_dnnl_blocked_layouts, .create = bn_create, .destroy = bn_destroy,
     .workspace_bytes = bn_ws, .saved_bytes = bn_saved, .forward = bn_forward, .backward_data = bn_backward,
+};
+
+/* In bf16: bf16 input, output and gradients; statistics, scale, shift and
+ * their gradients f32 (oneDNN computes in f32 inside).  The f32 sums'
+ * drift above is below bf16's rounding. */
+const struct dl_kernel dl_kernel_onednn_batchnorm_bf16 = {
+    .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_batchnorm, .dtype = DL_BF16, .whole_batch = 1,
+    .supports = dl_dnnl_bf16_supports, .layouts = dl_dnnl_blocked_layouts, .create = bn_create,
+    .destroy = bn_destroy, .workspace_bytes = bn_ws, .saved_bytes = bn_saved, .forward = bn_forward,
+    .backward_data = bn_backward,
 };

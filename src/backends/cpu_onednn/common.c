@@ -153,6 +153,12 @@ void dl_dnnl_prim_run(const struct dl_dnnl_prim *p, void *const *ptr, void *scra
     dnnl_stream_wait(dl_dnnl_stream());
 }
 
+int dl_dnnl_bf16_supports(const struct dl_layer *l)
+{
+    (void)l;
+    return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core;
+}
+
 int dl_dnnl_all_jit(const void *const *descs, int n)
 {
     dnnl_primitive_desc_t fwd = NULL;

@@ -34,6 +34,17 @@ static inline dnnl_data_type_t dl_dnnl_type(enum dl_dtype t)
     return t == DL_BF16 ? dnnl_bf16 : dnnl_f32;
 }
 
+/* s in the dtype of the kernel cfg is for (the layer's shapes say f32). */
+static inline struct dl_shape dl_dnnl_shape(struct dl_shape s, const struct dl_kernel_config *cfg)
+{
+    s.dtype = cfg->dtype;
+    return s;
+}
+
+/* 1 when oneDNN runs bf16 primitives with its JIT code on this CPU (AVX-512
+ * core, natively with AVX512-BF16): the bf16 kernels' supports(). */
+int dl_dnnl_bf16_supports(const struct dl_layer *l);
+
 /* 4-D descriptor of n samples of s (in its dtype) in layout l. */
 void dl_dnnl_md(dnnl_memory_desc_t *md, int n, struct dl_shape s, enum dl_layout l);
 /* The layout whose descriptor equals md, or -1. */

@@ -1,6 +1,6 @@
 /* eltwise.c: oneDNN element-wise activations (relu, leaky_relu, sigmoid,
  * tanh, gelu), forward and backward from the saved input, in whatever
- * layout the input arrives.  One instance type; each kind's kernel table
+ * layout the input arrives; ReLU also in bf16 ("onednn-bf16").  One instance type; each kind's kernel table
  * names its oneDNN algorithm (gelu's follows its `approximate` key). */
 #include "backends/cpu_onednn/onednn.h"
 
@@ -39,7 +39,7 @@ static int elt_create(const struct dl_layer *l, const struct dl_kernel_config *c
         return DL_ERR_NOMEM;
     float alpha = alpha_of ? alpha_of(l) : 0;
     dnnl_memory_desc_t md;
-    dl_dnnl_md(&md, cfg->mb, l->in_shape[0], cfg->in[0]);
+    dl_dnnl_md(&md, cfg->mb, dl_dnnl_shape(l->in_shape[0], cfg), cfg->in[0]);
     dnnl_eltwise_desc_t fd, bd;
     int rc = dl_dnnl_check(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &md, alpha, 0),
                            "eltwise descriptor", err);
@@ -99,6 +99,13 @@ ELT_KERNEL(dl_kernel_onednn_relu, dl_op_relu, dnnl_eltwise_relu, NULL)
 ELT_KERNEL(dl_kernel_onednn_leaky_relu, dl_op_leaky_relu, dnnl_eltwise_relu, leaky_slope)
 ELT_KERNEL(dl_kernel_onednn_sigmoid, dl_op_sigmoid, dnnl_eltwise_logistic, NULL)
 ELT_KERNEL(dl_kernel_onednn_tanh, dl_op_tanh, dnnl_eltwise_tanh, NULL)
+
+/* ReLU in bf16 (its create is relu's: the dtype comes with the config). */
+const struct dl_kernel dl_kernel_onednn_relu_bf16 = {
+    .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_relu, .dtype = DL_BF16,
+    .supports = dl_dnnl_bf16_supports, .layouts = dl_kernel_follow_layouts, .create = dl_kernel_onednn_relu_create,
+    .destroy = elt_destroy, .workspace_bytes = elt_ws, .forward = elt_forward, .backward_data = elt_backward,
+};
 
 static int gelu_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
 {

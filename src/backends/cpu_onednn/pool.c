@@ -59,7 +59,7 @@ static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *
     struct pool_inst *q = dl_calloc(1, sizeof *q, err);
     if (!q)
         return DL_ERR_NOMEM;
-    if (cfg->in[0] == DL_LAYOUT_PLAIN) {
+    if (cfg->in[0] == DL_LAYOUT_PLAIN && cfg->dtype == DL_F32) {
         q->plain = l;
         long n = l->kind->saved_size ? l->kind->saved_size(l->attr, cfg->mb, l->in_shape, l->out_shape) : 0;
         q->plain_saved = sizeof(float) * (size_t)n;
@@ -69,8 +69,8 @@ static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *
     dnnl_alg_kind_t alg = pool_alg(&pg);
     q->max = alg == dnnl_pooling_max;
     dnnl_memory_desc_t src, dst;
-    dl_dnnl_md(&src, cfg->mb, l->in_shape[0], cfg->in[0]);
-    dl_dnnl_md(&dst, cfg->mb, l->out_shape, cfg->out);
+    dl_dnnl_md(&src, cfg->mb, dl_dnnl_shape(l->in_shape[0], cfg), cfg->in[0]);
+    dl_dnnl_md(&dst, cfg->mb, dl_dnnl_shape(l->out_shape, cfg), cfg->out);
     dnnl_dims_t k = {pg.kh, pg.kw}, s = {pg.sh, pg.sw}, pl = {pg.ph, pg.pw}, pr = {pg.pr_h, pg.pr_w};
     dnnl_pooling_desc_t fd, bd;
     int rc = dl_dnnl_check(dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, alg, &src, &dst, s, k, pl, pr),
@@ -151,3 +151,20 @@ static void pool_backward(void *inst, const struct dl_kernel_args *a)
 POOL_KERNEL(dl_kernel_onednn_maxpool, dl_op_maxpool, dl_maxpool_geom)
 POOL_KERNEL(dl_kernel_onednn_avgpool, dl_op_avgpool, dl_avgpool_geom)
 POOL_KERNEL(dl_kernel_onednn_global_avgpool, dl_op_global_avgpool, dl_global_avgpool_geom)
+
+/* In bf16, in any layout (a plain input too: oneDNN's pooling, never the
+ * f32 reference above). */
+#define POOL_KERNEL_BF16(SYM, F32)                                                               \
+    static int SYM##_supports(const struct dl_layer *l)                                          \
+    {                                                                                            \
+        return dl_dnnl_bf16_supports(l) && F32##_supports(l);                                    \
+    }                                                                                            \
+    const struct dl_kernel SYM = {                                                               \
+        .name = "onednn-bf16", .backend = "cpu_onednn", .op = F32.op, .dtype = DL_BF16,          \
+        .supports = SYM##_supports, .layouts = dl_kernel_follow_layouts, .create = F32##_create, \
+        .destroy = pool_destroy, .workspace_bytes = pool_ws, .saved_bytes = pool_saved,          \
+        .forward = pool_forward, .backward_data = pool_backward,                                 \
+    };
+POOL_KERNEL_BF16(dl_kernel_onednn_maxpool_bf16, dl_kernel_onednn_maxpool)
+POOL_KERNEL_BF16(dl_kernel_onednn_avgpool_bf16, dl_kernel_onednn_avgpool)
+POOL_KERNEL_BF16(dl_kernel_onednn_global_avgpool_bf16, dl_kernel_onednn_global_avgpool)
