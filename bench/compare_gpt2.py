@@ -18,6 +18,7 @@ ap.add_argument("--context", type=int, default=64)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--steps", type=int, default=5)
 ap.add_argument("--no-compile", action="store_true")
+ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
 a = ap.parse_args()
 
 torch.set_num_threads(a.threads)
@@ -27,7 +28,8 @@ torch.manual_seed(1)
 def dltrain():
     out = subprocess.run([a.dltrain, "bench", "step", "--net", a.nets + "/gpt2.yaml", "--context", str(a.context),
                           "--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
-                          "--warmup", "2"], capture_output=True, text=True, check=True).stdout
+                          "--warmup", "2", "--precision", a.precision], capture_output=True, text=True,
+                         check=True).stdout
     step = float(re.search(r"step time: ([0-9.]+) ms", out).group(1)) / 1e3
     peak = re.search(r"sgemm peak: ([0-9.]+) GFLOP/s", out)
     gflop = float(re.search(r"\(([0-9.]+) GFLOP per step\)", out).group(1))
@@ -47,8 +49,9 @@ def pytorch(compiled):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = run(input_ids=x).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = run(input_ids=x).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
         loss.backward()
         opt.step()
 
@@ -62,8 +65,9 @@ def pytorch(compiled):
     return statistics.median(t)
 
 
-print("GPT-2 small, batch %d x %d tokens, %d threads, torch %s, %d timed steps (median)" %
-      (a.batch, a.context, a.threads, torch.__version__, a.steps))
+print("GPT-2 small, batch %d x %d tokens, %d threads, torch %s, %d timed steps (median), %s%s" %
+      (a.batch, a.context, a.threads, torch.__version__, a.steps, a.precision,
+       " (PyTorch under bf16 autocast)" if a.precision == "bf16" else ""))
 d, gflop, peak, mem = dltrain()
 e = pytorch(False)
 d2, _, _, _ = dltrain()

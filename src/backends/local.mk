@@ -41,7 +41,7 @@ libdltrain_a_SOURCES += \
 	src/backends/cpu_onednn/common.c src/backends/cpu_onednn/common.h \
 	src/backends/cpu_onednn/conv.c src/backends/cpu_onednn/pool.c \
 	src/backends/cpu_onednn/batchnorm.c src/backends/cpu_onednn/eltwise.c \
-	src/backends/cpu_onednn/add.c src/backends/cpu_onednn/fc.c
+	src/backends/cpu_onednn/add.c src/backends/cpu_onednn/fc.c src/backends/cpu_onednn/fc_bf16.c
 endif
 if HAVE_DNNL
 libdltrain_a_SOURCES += \
