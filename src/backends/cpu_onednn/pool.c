@@ -154,17 +154,17 @@ POOL_KERNEL(dl_kernel_onednn_global_avgpool, dl_op_global_avgpool, dl_global_avg
 
 /* In bf16, in any layout (a plain input too: oneDNN's pooling, never the
  * f32 reference above). */
-#define POOL_KERNEL_BF16(SYM, F32)                                                               \
+#define POOL_KERNEL_BF16(SYM, F32, OP)                                                           \
     static int SYM##_supports(const struct dl_layer *l)                                          \
     {                                                                                            \
         return dl_dnnl_bf16_supports(l) && F32##_supports(l);                                    \
     }                                                                                            \
     const struct dl_kernel SYM = {                                                               \
-        .name = "onednn-bf16", .backend = "cpu_onednn", .op = F32.op, .dtype = DL_BF16,          \
+        .name = "onednn-bf16", .backend = "cpu_onednn", .op = &OP, .dtype = DL_BF16,             \
         .supports = SYM##_supports, .layouts = dl_kernel_follow_layouts, .create = F32##_create, \
         .destroy = pool_destroy, .workspace_bytes = pool_ws, .saved_bytes = pool_saved,          \
         .forward = pool_forward, .backward_data = pool_backward,                                 \
     };
-POOL_KERNEL_BF16(dl_kernel_onednn_maxpool_bf16, dl_kernel_onednn_maxpool)
-POOL_KERNEL_BF16(dl_kernel_onednn_avgpool_bf16, dl_kernel_onednn_avgpool)
-POOL_KERNEL_BF16(dl_kernel_onednn_global_avgpool_bf16, dl_kernel_onednn_global_avgpool)
+POOL_KERNEL_BF16(dl_kernel_onednn_maxpool_bf16, dl_kernel_onednn_maxpool, dl_op_maxpool)
+POOL_KERNEL_BF16(dl_kernel_onednn_avgpool_bf16, dl_kernel_onednn_avgpool, dl_op_avgpool)
+POOL_KERNEL_BF16(dl_kernel_onednn_global_avgpool_bf16, dl_kernel_onednn_global_avgpool, dl_op_global_avgpool)
