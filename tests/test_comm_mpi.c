@@ -265,6 +265,30 @@ static void check_bf16_sums(void)
         snprintf(detail, sizeof detail, "%ld of 1003 sums differ", differ);
         report(differ > 0, "bf16 sums rounded at each addition differ from rounded once", detail);
     }
+    /* bf16 on the wire: the same sums, half a ring's bytes of f32 (up to the last block's padding) */
+    int ok_wire = 1;
+    size_t wire_n[] = {0, 1, 7, (size_t)p * 5 + 1, 1003, 100003}, sent = 0;
+    for (size_t k = 0; ok_wire && k < sizeof wire_n / sizeof *wire_n; k++) {
+        size_t n = wire_n[k];
+        dl_bf16 *b = malloc((n + 1) * sizeof *b);
+        for (size_t i = 0; i < n; i++)
+            b[i] = dl_f32_to_bf16(bf16_value(i, world->rank));
+        struct dl_error e2 = {0};
+        ok_wire = dl_allreduce_bf16_wire(world, b, n, &sent, &e2) == DL_OK;
+        for (size_t i = 0; ok_wire && i < n; i++)
+            if (dl_bf16_to_f32(b[i]) != bf16_sum_rounded_once(i, p)) {
+                snprintf(detail, sizeof detail, "n=%zu: element %zu is %g, the f32 sum rounded once is %g", n, i,
+                         (double)dl_bf16_to_f32(b[i]), (double)bf16_sum_rounded_once(i, p));
+                ok_wire = 0;
+            }
+        size_t ring = dl_allreduce_ring_bytes(p, n);
+        if (ok_wire && (2 * sent > ring + 8 * (size_t)p || (p > 1 && n > 0 && sent == 0))) {
+            snprintf(detail, sizeof detail, "n=%zu: %zu bytes sent, the f32 ring sends %zu", n, sent, ring);
+            ok_wire = 0;
+        }
+        free(b);
+    }
+    report(ok_wire, "bf16 on the wire: the f32 sum rounded once, half the f32 ring's bytes", detail);
     /* The native reduce-scatter of bf16 blocks, and a dtype no sum takes. */
     size_t count = 5;
     dl_bf16 *send = malloc((size_t)p * count * sizeof *send), recv[5];

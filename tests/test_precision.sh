@@ -8,7 +8,10 @@
 # tuned bf16 run with micro-batches (the executor's bf16 tensors sliced
 # into parts) and runs on 2 data-parallel and 2 pipeline ranks equal one
 # process's bf16 run (losses and weights within 1e-5); 2 tensor-parallel
-# ranks (their partial sums in f32) within bf16's rounding, 2^-8.  The
+# ranks (their partial sums in f32) within bf16's rounding, 2^-8.
+# --grad-dtype bf16 on 2 data-parallel ranks sends half the bytes of fp32
+# buckets, its losses within 2^-8 of theirs; it is refused with a codec
+# and off sync, and other dtypes are refused.  The
 # arithmetic itself is compared with PyTorch's bf16 autocast in
 # test_torch.sh.
 . "$top_srcdir/tests/tap.sh"
@@ -16,7 +19,7 @@ skip_without_mpirun
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HOME="$T"
-tap_plan 17
+tap_plan 20
 NET="--net $top_srcdir/nets/lenet5.yaml"
 
 expect_status 0 "check --precision bf16" -- $DLTRAIN check $NET --precision bf16
@@ -68,3 +71,19 @@ print("# tp2: %d steps, max relative loss difference %.2g" % (len(b), rel))
 sys.exit(0 if len(a) == len(b) == 30 and rel <= 2.0 ** -8 else 1)
 PY
 tap_result $? "tp2: within bf16's rounding of one process (its partial sums in f32)"
+
+# bf16 gradient buckets: half the bytes, the same training within bf16's rounding
+FP="$NET --max-steps 30 --limit-test 200 --threads 1"
+run 2 g32 $FP && run 2 g16 $FP --grad-dtype bf16 && /usr/bin/python3 - "$T" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open("%s/%s.jsonl" % (sys.argv[1], n)) if '"step"' in l] for n in ("g32", "g16"))
+s32, s16 = sum(x["bytes_sent"] for x in a), sum(x["bytes_sent"] for x in b)
+rel = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
+print("# --grad-dtype bf16: %d bytes sent against %d in fp32 (%.3f), max relative loss difference %.2g"
+      % (s16, s32, s16 / s32, rel))
+sys.exit(0 if len(a) == len(b) == 30 and abs(s16 / s32 - 0.5) < 0.01 and 0 < rel <= 2.0 ** -8 else 1)
+PY
+tap_result $? "--grad-dtype bf16 on 2 ranks: half the bytes, losses within 2^-8 of fp32 buckets'"
+expect_status 2 "--grad-dtype bf16 with --compress is refused" -- \
+    mpirun --oversubscribe -np 2 $DLTRAIN $FP --grad-dtype bf16 --compress topk:0.01
+expect_status 2 "--grad-dtype fp16 is refused" -- $DLTRAIN $FP --grad-dtype fp16

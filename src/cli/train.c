@@ -27,7 +27,7 @@
 
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
-    OPT_COMPRESS, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
+    OPT_COMPRESS, OPT_GRAD_DTYPE, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
     OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS
@@ -309,6 +309,8 @@ static void help(void)
           "                        one allreduce of the weights each time; gossip, easgd, local-sgd)\n"
           "  --allreduce NAME      auto (cost model), ring, recursive_doubling, rabenseifner, tree, ps, native\n"
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
+          "  --grad-dtype fp32|bf16  the dtype gradient buckets travel in (sync): bf16 sends half\n"
+          "                        the bytes, summed in f32 and rounded once (default fp32)\n"
           "  --bucket-bytes SIZE   gradient fusion bucket size (default 25M)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
@@ -344,6 +346,7 @@ static const struct option long_opts[] = {
     {"parallel", required_argument, 0, OPT_PARALLEL},
     {"allreduce", required_argument, 0, OPT_ALLREDUCE},
     {"compress", required_argument, 0, OPT_COMPRESS},
+    {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE},
     {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
     {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
     {"consistency", required_argument, 0, OPT_CONSISTENCY},
@@ -421,6 +424,12 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         }
         break;
     case OPT_COMPRESS: bad = refused(dl_codec_parse(arg, &par->codec, &err), &err); break;
+    case OPT_GRAD_DTYPE:
+        if (!strcmp(arg, "fp32") || !strcmp(arg, "bf16"))
+            par->grad_dtype = arg[0] == 'b' ? DL_BF16 : DL_F32;
+        else
+            bad = refused(dl_errorf(&err, DL_ERR_SPEC, "--grad-dtype: expected fp32 or bf16, found '%s'", arg), &err);
+        break;
     case OPT_BUCKET_BYTES:
         bad = refused(dl_parse_bytes("--bucket-bytes", arg, 4, (size_t)1 << 40, &par->bucket_bytes, &err), &err);
         break;

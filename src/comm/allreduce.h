@@ -61,6 +61,15 @@ int dl_allreduce_tree(struct dl_comm *c, float *buf, size_t n,
 int dl_allreduce_ps(struct dl_comm *c, float *buf, size_t n,
                     const struct dl_allreduce_opts *opts, struct dl_error *err);
 
+/* allreduce_bf16.c: n bf16 values summed over the ranks with bf16 on the
+ * wire: each rank sends its bf16 values of block b to block b's owner,
+ * which sums the p contributions in f32 in rank order and rounds once;
+ * the rounded blocks are then allgathered.  The result is the f32 sum
+ * rounded once, the same on every rank, and each rank sends 2 (p - 1) / p
+ * x 2n bytes: half of a ring allreduce of the f32 values
+ * (dl_allreduce_ring_bytes).  *bytes_sent (may be NULL) gets that count. */
+int dl_allreduce_bf16_wire(struct dl_comm *c, dl_bf16 *buf, size_t n, size_t *bytes_sent, struct dl_error *err);
+
 /* ---- shared helpers (allreduce_util.c) ---- */
 
 /* First element of block i when n elements are cut into p blocks whose sizes

@@ -5,7 +5,7 @@ libdltrain_a_SOURCES += \
 	src/comm/comm.h src/comm/comm.c src/comm/self.c src/comm/standin.c src/comm/tags.h \
 	src/comm/allreduce.h src/comm/allreduce.c src/comm/allreduce_util.c \
 	src/comm/allreduce_ring.c src/comm/allreduce_recursive_doubling.c \
-	src/comm/allreduce_rabenseifner.c src/comm/allreduce_tree.c src/comm/allreduce_ps.c \
+	src/comm/allreduce_rabenseifner.c src/comm/allreduce_tree.c src/comm/allreduce_ps.c src/comm/allreduce_bf16.c \
 	src/comm/costmodel.h src/comm/costmodel.c src/comm/emulate.h src/comm/emulate.c \
 	src/comm/agree.h src/comm/agree.c src/comm/widen.c
 if HAVE_MPI

@@ -65,6 +65,8 @@ enum dl_tag {
     DL_TAG_EASGD_CENTER,
     /* comm/agree.c: a failed rank's status and message hash, to every rank. */
     DL_TAG_AGREE,
+    /* comm/allreduce_bf16.c: each rank's bf16 block to its owner. */
+    DL_TAG_BF16_SCATTER,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

@@ -58,6 +58,7 @@ struct dl_grad_sync {
      * for momentum correction, the weights), n_weights values each. */
     const struct dl_device *device;
     float *staged_grad, *staged_weights;
+    dl_bf16 *wire;                  /* grad_dtype bf16: a bucket's values rounded (the largest bucket) */
     /* With a communicator of device buffers: [n_buckets] marks recorded on
      * the device behind each bucket's backward and scale, which its
      * allreduce waits for (none: initialised marks). */
@@ -113,6 +114,16 @@ static int reduce_in_host(struct dl_grad_sync *s, struct bucket *b, float *buf, 
             correct_momentum(s, b, buf, w);
         int rc = dl_compressed_allreduce(s->comm, b->codec, buf, n, &st, err);
         s->bytes_sent += st.bytes_sent;
+        return rc;
+    }
+    if (s->opts.grad_dtype == DL_BF16) { /* rounded to bf16, summed in f32, rounded once, widened back */
+        size_t sent = 0;
+        int rc = dl_cast(buf, DL_F32, s->wire, DL_BF16, (long)n, err);
+        if (rc == DL_OK)
+            rc = dl_allreduce_bf16_wire(s->comm, s->wire, n, &sent, err);
+        if (rc == DL_OK)
+            rc = dl_cast(s->wire, DL_BF16, buf, DL_F32, (long)n, err);
+        s->bytes_sent += sent;
         return rc;
     }
     s->bytes_sent += dense;
@@ -285,6 +296,15 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
         dl_grad_sync_free(s);
         return dl_errorf(err, DL_ERR_SPEC, "--allreduce: unknown algorithm '%s'", o->algorithm);
     }
+    if (o->grad_dtype == DL_BF16 && (o->codec.ops || o->device_comm)) {
+        dl_grad_sync_free(s);
+        return dl_errorf(err, DL_ERR_INTERNAL, "bf16 gradient buckets: without a codec, over host memory");
+    }
+    if (o->grad_dtype == DL_BF16 && !(s->wire = dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1),
+                                                           sizeof *s->wire, err))) {
+        dl_grad_sync_free(s);
+        return DL_ERR_NOMEM;
+    }
     long per = (long)((o->bucket_bytes ? o->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
     if (per < 1)
         per = 1;
@@ -383,6 +403,7 @@ void dl_grad_sync_free(struct dl_grad_sync *s)
     free(s->buckets);
     free(s->staged_grad);
     free(s->staged_weights);
+    free(s->wire);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

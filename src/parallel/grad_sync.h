@@ -30,6 +30,8 @@ struct dl_grad_sync_opts {
     const char *algorithm;          /* allreduce algorithm name ("auto", "ring", ...) */
     struct dl_allreduce_opts ar;
     struct dl_codec_spec codec;     /* ops == NULL: no compression */
+    enum dl_dtype grad_dtype;       /* bf16: buckets rounded to bf16 and summed with bf16 on the wire
+                                       (dl_allreduce_bf16_wire; no codec, host memory) */
     size_t bucket_bytes;            /* fusion size (0: 25 MiB) */
     int overlap;                    /* 1: buckets start during backward; 0: after it */
     uint64_t seed;                  /* for stochastic codecs (made per rank inside) */

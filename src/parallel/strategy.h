@@ -41,6 +41,7 @@ struct dl_parallel_opts {
     int consensus_every;       /* consensus distance every this many steps (0: never) */
     const char *allreduce;     /* algorithm name */
     struct dl_codec_spec codec;
+    enum dl_dtype grad_dtype;  /* sync: the dtype gradient buckets travel in (bf16: half the bytes) */
     size_t bucket_bytes;
     int overlap;
     double stall_warning_s, stall_timeout_s;

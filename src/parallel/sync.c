@@ -86,7 +86,7 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
     if (!im)
         return DL_ERR_NOMEM;
     s->impl = im;
-    struct dl_grad_sync_opts go = {.algorithm = po->allreduce, .codec = po->codec,
+    struct dl_grad_sync_opts go = {.algorithm = po->allreduce, .codec = po->codec, .grad_dtype = po->grad_dtype,
                                    .bucket_bytes = po->bucket_bytes, .overlap = po->overlap, .seed = seed};
     const struct dl_optim_spec *os = &s->optim->spec;
     im->corrected = po->codec.ops && os->kind == DL_OPTIM_SGD && os->momentum > 0;
@@ -101,6 +101,7 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
     const struct dl_device *dev = dl_exec_device(s->exec);
     int rc = DL_OK;
     if (!dev->host_memory && dev->comm && dl_comm_available(dev->comm) && s->comm->size > 1 && !po->codec.ops &&
+        po->grad_dtype == DL_F32 &&
         (!po->allreduce || !strcmp(po->allreduce, "auto") || !strcmp(po->allreduce, "native")))
         rc = dl_comm_open_over(dev->comm, s->comm, &im->device_comm, err);
     go.device_comm = im->device_comm;
