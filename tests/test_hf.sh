@@ -3,7 +3,9 @@
 # GPT2LMHeadModel (4.40 on Debian's torch 1.13; tools/deps installs it):
 # `dltrain export` of a trained gpt-tiny checkpoint loads with
 # load_state_dict(strict=True), and its greedy continuations of five
-# prompts equal dltrain generate's (on the window, --no-cache); the other
+# prompts equal dltrain generate's (on the window, --no-cache); with
+# --save-dtype bf16 each tensor is that export rounded as torch rounds, and a
+# bf16 GPT2LMHeadModel loads it strictly; the other
 # way, a GPT2LMHeadModel of random weights that save_pretrained wrote
 # drives `dltrain generate --init-from` (with its key/value cache) to its
 # own greedy continuations, and `dltrain --init-from`
@@ -12,7 +14,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-tap_plan 8
+tap_plan 10
 PY=${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv}/bin/python
 if ! "$PY" -c "import transformers, torch" 2>/dev/null; then
     for i in $(seq 1 8); do echo "ok $i # SKIP no transformers in $PY (tools/deps installs it)"; done
@@ -65,6 +67,24 @@ for k in range(5):
 sys.exit(0 if ok else 1)
 PY
 tap_result $? "GPT2LMHeadModel loads it strictly and continues five prompts as dltrain generate does"
+# --save-dtype bf16: transformers' bf16 model loads it; each tensor is PyTorch's rounding of the fp32 export's
+expect_status 0 "export it in bf16 (--save-dtype bf16)" -- \
+    $DLTRAIN export $GPT --checkpoint "$T/ckpt" -o "$T/export16.safetensors" --save-dtype bf16
+"$PY" - "$T" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from hf import model
+from safetensors.torch import load_file
+f32, b16 = (load_file(sys.argv[1] + n) for n in ("/export.safetensors", "/export16.safetensors"))
+m = model().to(torch.bfloat16)
+m.load_state_dict(b16, strict=True)
+same = all(b16[k].dtype == torch.bfloat16 and torch.equal(b16[k], f32[k].to(torch.bfloat16)) for k in f32)
+size = os.path.getsize(sys.argv[1] + "/export16.safetensors") / os.path.getsize(sys.argv[1] + "/export.safetensors")
+print("# %d tensors, bf16 file %.3f of the fp32 one's bytes" % (len(b16), size))
+sys.exit(0 if same and set(b16) == set(f32) and size < 0.51 else 1)
+PY
+tap_result $? "  a bf16 GPT2LMHeadModel loads it strictly; every tensor is the fp32 export rounded as torch rounds, half the bytes"
 
 # Hugging Face -> dltrain
 "$PY" - "$T" <<'PY'

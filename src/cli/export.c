@@ -13,14 +13,17 @@
 
 #define PROG "dltrain export"
 
-enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_OUTPUT, OPT_FORMAT };
+enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_OUTPUT, OPT_FORMAT, OPT_SAVE_DTYPE };
 
 static void help(void)
 {
     fputs("Usage: dltrain export --net FILE --checkpoint FILE|DIR -o OUT.safetensors [--format hf-gpt2]\n"
+          "                      [--save-dtype fp32|bf16]\n"
           "Writes a checkpoint's weights (or the latest in a --checkpoint-dir) in Hugging Face's GPT-2 layout:\n"
           "transformer.h.0.attn.c_attn.weight [in, out] (Conv1D), ..., lm_head.weight, for\n"
-          "GPT2LMHeadModel.load_state_dict (strict) or from_pretrained.\n\n",
+          "GPT2LMHeadModel.load_state_dict (strict) or from_pretrained.  --save-dtype bf16 writes the\n"
+          "weights rounded to bf16 (to nearest even), half the bytes, for inference; the checkpoints\n"
+          "keep the fp32 master weights.\n\n",
           stdout);
     dl_net_options_help(stdout);
 }
@@ -31,11 +34,13 @@ int dl_cli_export(int argc, char **argv)
                                          {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
                                          {"output", required_argument, 0, OPT_OUTPUT},
                                          {"format", required_argument, 0, OPT_FORMAT},
+                                         {"save-dtype", required_argument, 0, OPT_SAVE_DTYPE},
                                          {0, 0, 0, 0}};
     dl_short_output(argc, argv);
     struct dl_net_options no;
     dl_net_options_init(&no);
     const char *checkpoint = NULL, *out = NULL;
+    enum dl_dtype save = DL_F32;
     int opt;
     optind = 1;
     while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
@@ -52,6 +57,13 @@ int dl_cli_export(int argc, char **argv)
                 fprintf(stderr, PROG ": --format: expected hf-gpt2 (Hugging Face's GPT-2), found '%s'\n", optarg);
                 return 2;
             }
+            break;
+        case OPT_SAVE_DTYPE:
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "bf16") != 0) {
+                fprintf(stderr, PROG ": --save-dtype: expected fp32 or bf16, found '%s'\n", optarg);
+                return 2;
+            }
+            save = optarg[0] == 'b' ? DL_BF16 : DL_F32;
             break;
         case DL_OPT_HELP: help(); return 0;
         default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
@@ -74,7 +86,7 @@ int dl_cli_export(int argc, char **argv)
     if (!rc) {
         rc = dl_load_weights(checkpoint, NULL, &e, &net.graph, &err);
         if (!rc)
-            rc = dl_hf_gpt2_export(out, &net.graph, &e, &err);
+            rc = dl_hf_gpt2_export(out, &net.graph, &e, save, &err);
         dl_exec_free(&e);
     }
     if (!rc)

@@ -49,14 +49,15 @@ static int host_only(const struct dl_exec *e, struct dl_error *err)
     return DL_OK;
 }
 
-int dl_hf_gpt2_export(const char *path, const struct dl_graph *g, const struct dl_exec *e, struct dl_error *err)
+int dl_hf_gpt2_export(const char *path, const struct dl_graph *g, const struct dl_exec *e, enum dl_dtype dtype,
+                      struct dl_error *err)
 {
     int rc = host_only(e, err), n = 0, cap = 1;
     for (int i = 0; i < g->n; i++)
         cap += g->layers[i].n_params;
     struct dl_st_tensor *t = rc ? NULL : dl_calloc((size_t)cap, sizeof *t, err);
     char (*names)[256] = t ? dl_calloc((size_t)cap, sizeof *names, err) : NULL;
-    float **copies = names ? dl_calloc((size_t)cap, sizeof *copies, err) : NULL;
+    void **copies = names ? dl_calloc(2 * (size_t)cap, sizeof *copies, err) : NULL; /* [2n]: f32, bf16 */
     if (!rc && !copies)
         rc = DL_ERR_NOMEM;
     for (int i = 0; !rc && i < g->n; i++) {
@@ -68,12 +69,21 @@ int dl_hf_gpt2_export(const char *path, const struct dl_graph *g, const struct d
             file_name(l, p, 1, names[n], sizeof names[n]);
             t[n] = (struct dl_st_tensor){.name = names[n], .dtype = DL_ST_F32, .ndim = own->ndim, .data = data};
             file_shape(l, own, t[n].shape);
-            if (conv1d(l, own)) {
-                if (!(copies[n] = dl_calloc((size_t)own->count, sizeof **copies, err)))
+            if (conv1d(l, own) || dtype != DL_F32) { /* a copy: transposed, rounded, or both */
+                float *f = dl_calloc((size_t)own->count, sizeof *f, err);
+                dl_bf16 *b = f && dtype == DL_BF16 ? dl_calloc((size_t)own->count, sizeof *b, err) : NULL;
+                if (f && conv1d(l, own))
+                    transpose(f, data, own->dims[0], own->dims[1]);
+                else if (f)
+                    memcpy(f, data, sizeof *f * (size_t)own->count);
+                copies[2 * n] = f;
+                copies[2 * n + 1] = b;
+                if (!f || (dtype == DL_BF16 && !b))
                     rc = DL_ERR_NOMEM;
-                else
-                    transpose(copies[n], data, own->dims[0], own->dims[1]);
-                t[n].data = copies[n];
+                else if (b)
+                    rc = dl_cast(f, DL_F32, b, DL_BF16, own->count, err);
+                t[n].data = b ? (const void *)b : f;
+                t[n].dtype = b ? DL_ST_BF16 : DL_ST_F32;
             }
             n++;
         }
@@ -81,7 +91,7 @@ int dl_hf_gpt2_export(const char *path, const struct dl_graph *g, const struct d
     struct dl_st_meta meta[] = {{"format", "pt"}};
     if (!rc)
         rc = dl_st_write(path, t, n, meta, 1, err);
-    for (int k = 0; copies && k < n; k++)
+    for (int k = 0; copies && k < 2 * n; k++)
         free(copies[k]);
     free(copies);
     free(names);

@@ -12,8 +12,10 @@
 
 #include "exec/exec.h"
 
-/* Writes e's weights (a whole network's, on the host) to path. */
-int dl_hf_gpt2_export(const char *path, const struct dl_graph *g, const struct dl_exec *e, struct dl_error *err);
+/* Writes e's weights (a whole network's, on the host) to path, as F32, or
+ * as BF16 (dtype DL_BF16: each rounded to nearest even, for inference). */
+int dl_hf_gpt2_export(const char *path, const struct dl_graph *g, const struct dl_exec *e, enum dl_dtype dtype,
+                      struct dl_error *err);
 
 /* Reads path into e's weights (a whole network's, on the host): every
  * parameter of g must be there with its shape (DL_ERR_SPEC naming the
