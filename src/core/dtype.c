@@ -71,6 +71,7 @@ int dl_cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to
     if ((from != DL_F32 && from != DL_BF16) || (to != DL_F32 && to != DL_BF16))
         return dl_errorf(err, DL_ERR_INTERNAL, "no sum of %s values into %s", dl_dtype_names[from],
                          dl_dtype_names[to]);
+    #pragma omp parallel for schedule(static) if (n > 65536)
     for (long i = 0; i < n; i++) {
         float sum = widened(dst, to, i) + widened(src, from, i);
         if (to == DL_BF16)
