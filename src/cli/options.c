@@ -166,15 +166,19 @@ const char *dl_shipped_file(const char *path, const char *folder, char *buf, siz
  * whose op the kernel serves (dl_kernel_choice_add could only check the
  * first two: layer names are known once the network is loaded). */
 /* Under a precision other than f32, a --kernel choice that puts a kernel
- * of another dtype on a layer some kernel of that precision could run
- * (with no choices) is refused, naming the layer, the kernel and those
- * that have the precision. */
+ * of another dtype on a layer of autocast's list (fc, conv: those that
+ * compute in that precision whatever their inputs) which a kernel of the
+ * precision could run is refused, naming the layer, the kernel and the one
+ * that has the precision.  Other layers follow their inputs' dtype, so a
+ * choice there only keeps them in f32. */
 static int check_precision_choices(const struct dl_graph *g, const struct dl_kernel_choices *ch, struct dl_error *err)
 {
     struct dl_kernel_choices plain = *ch;
     plain.n = 0;
     for (int i = 0; ch->precision != DL_F32 && i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
+        if (!l->kind->autocast_bf16)
+            continue;
         const struct dl_kernel *chosen = dl_kernel_select(l, ch), *own = dl_kernel_select(l, &plain);
         if (chosen->dtype == ch->precision || own->dtype != ch->precision)
             continue;
