@@ -180,8 +180,8 @@ static int check_precision_choices(const struct dl_graph *g, const struct dl_ker
         if (!l->kind->autocast_bf16)
             continue;
         const struct dl_kernel *chosen = dl_kernel_select(l, ch), *own = dl_kernel_select(l, &plain);
-        if (chosen->dtype == ch->precision || own->dtype != ch->precision)
-            continue;
+        if (!chosen || !own || chosen->dtype == ch->precision || own->dtype != ch->precision)
+            continue; /* no kernel of the device (refused with the device) */
         for (int c = ch->n - 1; c >= 0; c--)
             if (dl_kernel_find(l->kind, ch->name[c]) == chosen &&
                 (!strcmp(ch->key[c], "all") || !strcmp(ch->key[c], l->kind->name) || !strcmp(ch->key[c], l->name)))

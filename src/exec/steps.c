@@ -2,7 +2,7 @@
  * topological order: choose its kernel, negotiate layouts with its producers,
  * insert an explicit reorder step for every input whose layout differs (one
  * per tensor and layout, shared by the consumers) and a cast step, a
- * reorder between dtypes in plain layout, for every input whose dtype
+ * reorder between dtypes that keeps the layout, for every input whose dtype
  * differs from the kernel's (kernel.h "Dtypes"; the communication steps
  * take f32), then describe every buffer
  * (activation, gradient, kernel state, fan-out scratch, workspace) with its
@@ -269,7 +269,7 @@ static enum dl_dtype produced_dtype(const struct dl_exec *e, int p, const struct
     if (e->fused[p])
         return produced_dtype(e, e->g->layers[p].in[0], ch);
     const struct dl_kernel *k = e->kernel[p] ? e->kernel[p] : layer_kernel(e, p, ch);
-    return dl_kernel_tensor_dtype(k, e->g->layers[p].out_shape);
+    return k ? dl_kernel_tensor_dtype(k, e->g->layers[p].out_shape) : DL_F32; /* none: refused when p is built */
 }
 
 static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, const struct dl_kernel_choices *ch)
