@@ -69,6 +69,9 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
         char line[512];
         dl_precision_summary(net, NULL, line, sizeof line);
         printf("  %s\n", line);
+        if (strstr(line, "reference-bf16")) /* said once, where it is seen */
+            fprintf(stderr, "dltrain: warning: --precision bf16 emulates bf16 on some layers through f32 code "
+                            "(reference-bf16: no bf16 kernel of this CPU runs them), which is slow\n");
     }
     fflush(stdout);
 }
