@@ -108,23 +108,35 @@ int dl_dnnl_prim_init(struct dl_dnnl_prim *p, const void *op_desc, const_dnnl_pr
     return rc ? rc : dl_dnnl_prim_adopt(p, args, err);
 }
 
+int dl_dnnl_attr(int accumulate, dnnl_primitive_attr_t *attr, struct dl_error *err)
+{
+    dnnl_post_ops_t po;
+    if (dnnl_primitive_attr_create(attr) != dnnl_success)
+        return dl_errorf(err, DL_ERR_NOMEM, "oneDNN attributes: out of memory");
+    dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    if (!accumulate)
+        return DL_OK;
+    if (dnnl_post_ops_create(&po) != dnnl_success) {
+        dnnl_primitive_attr_destroy(*attr);
+        return dl_errorf(err, DL_ERR_NOMEM, "oneDNN post-ops: out of memory");
+    }
+    dnnl_post_ops_append_sum(po, 1.0f);
+    dnnl_primitive_attr_set_post_ops(*attr, po);
+    dnnl_post_ops_destroy(po);
+    return DL_OK;
+}
+
 int dl_dnnl_reorder_init(struct dl_dnnl_prim *p, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
                          int accumulate, struct dl_error *err)
 {
     memset(p, 0, sizeof *p);
     dnnl_primitive_attr_t attr;
-    dnnl_post_ops_t po;
-    if (dnnl_primitive_attr_create(&attr) != dnnl_success || dnnl_post_ops_create(&po) != dnnl_success)
-        return dl_errorf(err, DL_ERR_NOMEM, "oneDNN reorder: out of memory");
-    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (accumulate) {
-        dnnl_post_ops_append_sum(po, 1.0f);
-        dnnl_primitive_attr_set_post_ops(attr, po);
-    }
+    int rc = dl_dnnl_attr(accumulate, &attr, err);
+    if (rc)
+        return rc;
     dnnl_status_t st = dnnl_reorder_primitive_desc_create(&p->pd, src, dl_dnnl_engine(), dst, dl_dnnl_engine(), attr);
-    dnnl_post_ops_destroy(po);
     dnnl_primitive_attr_destroy(attr);
-    int rc = dl_dnnl_check(st, "reorder", err);
+    rc = dl_dnnl_check(st, "reorder", err);
     static const int args[] = {DNNL_ARG_FROM, DNNL_ARG_TO, 0};
     return rc ? rc : dl_dnnl_prim_adopt(p, args, err);
 }

@@ -67,6 +67,10 @@ size_t dl_dnnl_prim_bytes(const struct dl_dnnl_prim *p, int arg);
  * scratch as the scratchpad; waits for completion. */
 void dl_dnnl_prim_run(const struct dl_dnnl_prim *p, void *const *ptr, void *scratch);
 
+/* Primitive attributes with a user scratchpad and, when accumulate is 1, a
+ * sum post-op (dst += the result); the caller destroys them. */
+int dl_dnnl_attr(int accumulate, dnnl_primitive_attr_t *attr, struct dl_error *err);
+
 /* A reorder between two descriptors; accumulate: dst += reorder(src). */
 int dl_dnnl_reorder_init(struct dl_dnnl_prim *p, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
                          int accumulate, struct dl_error *err);

@@ -51,15 +51,8 @@ static int matmul(struct dl_dnnl_prim *p, const dnnl_memory_desc_t *src, const d
     dnnl_matmul_desc_t d;
     int rc = dl_dnnl_check(dnnl_matmul_desc_init(&d, src, w, bias, dst), "matmul descriptor", err);
     dnnl_primitive_attr_t attr;
-    dnnl_post_ops_t po;
-    if (rc || dnnl_primitive_attr_create(&attr) != dnnl_success)
-        return rc ? rc : dl_errorf(err, DL_ERR_NOMEM, "oneDNN matmul: out of memory");
-    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (sum && dnnl_post_ops_create(&po) == dnnl_success) {
-        dnnl_post_ops_append_sum(po, 1.0f);
-        dnnl_primitive_attr_set_post_ops(attr, po);
-        dnnl_post_ops_destroy(po);
-    }
+    if (rc || (rc = dl_dnnl_attr(sum, &attr, err)))
+        return rc;
     rc = dl_dnnl_check(dnnl_primitive_desc_create(&p->pd, &d, attr, dl_dnnl_engine(), NULL), "matmul", err);
     dnnl_primitive_attr_destroy(attr);
     const int args[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, bias ? DNNL_ARG_BIAS : 0, 0};
