@@ -179,6 +179,9 @@ static void block_errors(void **s)
     EXPECT(HEAD "blocks:\n  b: {layers: [{name: y, block: b}]}\nlayers:\n  - {name: x, block: b}\n"
                 "  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n",
            "blocks nested deeper");
+    EXPECT(HEAD "blocks:\n  b: {args: [1, 2], layers: [{type: fc, units: 3}]}\n"
+                "layers:\n  - {name: x, block: b}\nloss: softmax_cross_entropy\n",
+           "bad.yaml:3:13:", "block 'b': args", "expected a mapping", "found a list");
 }
 
 static void good_dag_and_blocks(void **s)

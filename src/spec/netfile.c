@@ -389,6 +389,11 @@ static struct dl_ynode *instance_args(struct expander *x, const struct dl_ynode 
 {
     char what[160];
     snprintf(what, sizeof what, "arguments of block '%s'", block_name);
+    if (block_args && block_args->kind != DL_Y_MAP) {
+        dl_yerrorf(x->err, DL_ERR_SPEC, block_args, "block '%s': args: expected a mapping of names to defaults "
+                   "(such as {width: 64}), found %s", block_name, dl_ynode_kind_name(block_args));
+        return NULL;
+    }
     const char *names[64];
     int n = 0;
     for (int i = 0; block_args && i < block_args->n && n < 63; i++)
