@@ -138,6 +138,9 @@ static void schedules(void **st)
     assert_true(fabs(dl_schedule_lr(&s, 0.1, 4, 10, 100) - 0.05) < 1e-12);
     assert_true(fabs(dl_schedule_lr(&s, 0.1, 10, 10, 100) - 0.1) < 1e-12);
     assert_true(fabs(dl_schedule_lr(&s, 0.1, 55, 10, 100) - 0.0505) < 1e-12);
+    /* a run of 5 steps, shorter than its 10 warm-up steps, still ramps up */
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 0, 10, 5) - 0.01) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 4, 10, 5) - 0.05) < 1e-12);
 }
 
 int main(void)

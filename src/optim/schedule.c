@@ -1,6 +1,7 @@
 /* schedule.c: learning-rate schedules.
  *   step:   lr * gamma^floor(epoch / step_epochs)
  *   cosine: min + (lr - min) * (1 + cos(pi * p)) / 2, p = progress after warm-up in [0, 1]
+ *           (0 during the warm-up, even of a run that ends before it does)
  *   warm-up (any kind): multiplied by (step + 1) / warmup_steps during the first
  *   warmup_epochs epochs. */
 #include "optim/schedule.h"
@@ -22,8 +23,9 @@ double dl_schedule_lr(const struct dl_sched_spec *s, double base_lr, long step, 
         lr = base_lr * pow(s->gamma, floor(epoch / s->step_epochs));
         break;
     case DL_SCHED_COSINE: {
+        /* warming up: from the top (a run shorter than its warm-up still ramps the rate up) */
         long span = total_steps - warmup;
-        double p = span > 0 ? (double)(step - warmup) / (double)span : 1.0;
+        double p = step < warmup ? 0 : span > 0 ? (double)(step - warmup) / (double)span : 1.0;
         if (p < 0)
             p = 0;
         if (p > 1)
