@@ -229,17 +229,19 @@ static void tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     const struct dl_device *dev;
     struct dl_comm *c = tensor_group(e, s, &dev);
-    int N = e->batch, T = c->size;
+    /* channel groups (packed q, k, v) are blocked as samples of their own */
+    int G = s->tp_groups > 1 ? s->tp_groups : 1, N = e->batch * G, T = c->size;
+    long src_count = src->count / G, dst_count = dst->count / G;
     if (s->tp_in == DL_TP_IN_SLICE_BATCH || s->tp_in == DL_TP_IN_GATHER_BATCH) {
         dl_exec_samples_forward(e, s);
     } else if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {
         dl_exec_rows_forward(e, s);
     } else if (s->tp_in == DL_TP_IN_SLICE) {
-        block_of(e, dev, src->data, dst->data, N, dst->count, T, c->rank, 0);
+        block_of(e, dev, src->data, dst->data, N, dst_count, T, c->rank, 0);
     } else if (s->tp_in == DL_TP_IN_GATHER) {
         dl_real *byrank = m->workspace;
-        failed(e, gather_all(c, dev, src->data, byrank, sizeof *byrank * (size_t)N * (size_t)src->count, &e->err));
-        ranks_to_samples(e, dev, byrank, dst->data, N, src->count, T, 0);
+        failed(e, gather_all(c, dev, src->data, byrank, sizeof *byrank * (size_t)N * (size_t)src_count, &e->err));
+        ranks_to_samples(e, dev, byrank, dst->data, N, src_count, T, 0);
     } /* as it is: the same memory (an alias) */
 }
 
@@ -249,7 +251,8 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     const struct dl_device *dev;
     struct dl_comm *c = tensor_group(e, s, &dev);
-    int N = e->batch, T = c->size, acc = m->written[s->src];
+    int G = s->tp_groups > 1 ? s->tp_groups : 1, N = e->batch * G, T = c->size, acc = m->written[s->src];
+    long src_count = src->count / G, dst_count = dst->count / G;
     if (s->tp_in == DL_TP_IN_SLICE_BATCH || s->tp_in == DL_TP_IN_GATHER_BATCH) {
         dl_exec_samples_backward(e, s);
         return;
@@ -262,18 +265,18 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
         return;
     dl_real *byrank = m->workspace;
     if (s->tp_in == DL_TP_IN_SLICE) { /* every rank's block of the gradient, whole again */
-        failed(e, gather_all(c, dev, dst->grad, byrank, sizeof *byrank * (size_t)N * (size_t)dst->count, &e->err));
-        ranks_to_samples(e, dev, byrank, src->grad, N, dst->count, T, acc);
+        failed(e, gather_all(c, dev, dst->grad, byrank, sizeof *byrank * (size_t)N * (size_t)dst_count, &e->err));
+        ranks_to_samples(e, dev, byrank, src->grad, N, dst_count, T, acc);
     } else if (s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad) { /* partial whole gradients: summed, blocked */
-        dl_real *block = byrank + (long)N * dst->count;
-        samples_to_ranks(e, dev, dst->grad, byrank, N, src->count, T);
-        failed(e, sum_scatter(c, dev, byrank, block, (size_t)N * (size_t)src->count, &e->err));
-        add_into(e, dev, src->grad, block, (long)N * src->count, acc);
+        dl_real *block = byrank + (long)N * dst_count;
+        samples_to_ranks(e, dev, dst->grad, byrank, N, src_count, T);
+        failed(e, sum_scatter(c, dev, byrank, block, (size_t)N * (size_t)src_count, &e->err));
+        add_into(e, dev, src->grad, block, (long)N * src_count, acc);
     } else if (s->tp_in == DL_TP_IN_GATHER) { /* the whole gradient on every rank: keep the block */
-        block_of(e, dev, dst->grad, src->grad, N, src->count, T, c->rank, acc);
+        block_of(e, dev, dst->grad, src->grad, N, src_count, T, c->rank, acc);
     } else { /* as it is, the consumer's partial input gradient: summed */
-        failed(e, sum_all(c, dev, dst->grad, (size_t)N * (size_t)dst->count, &e->err));
-        add_into(e, dev, src->grad, dst->grad, (long)N * src->count, acc);
+        failed(e, sum_all(c, dev, dst->grad, (size_t)e->batch * (size_t)dst->count, &e->err));
+        add_into(e, dev, src->grad, dst->grad, (long)e->batch * src->count, acc);
     }
     m->written[s->src] = 1;
 }
@@ -344,7 +347,9 @@ int dl_exec_group_values(const struct dl_exec *e)
 {
     int most = 0;
     for (int i = e->first; i < e->end; i++) {
-        int n = e->shard->layer[i].split_classes ? 3 * e->max_batch + 1 /* the loss's sums (correct's pairs: 2N) */
+        long rows = (long)e->max_batch * (e->g->positions > 1 ? e->g->positions : 1);
+        rows = rows < DL_SPLIT_CLASSES_ROWS ? rows : DL_SPLIT_CLASSES_ROWS;
+        int n = e->shard->layer[i].split_classes ? 3 * (int)rows + 1 /* the loss's sums (correct's pairs: 2 a row) */
                 : e->shard->layer[i].split_rows || e->shard->layer[i].split_batch ? 2 * e->g->layers[i].in_shape[0].c + 1 /* batch statistics */
                                                  : 0;
         most = n > most ? n : most;

@@ -80,6 +80,8 @@ struct dl_exec_step {
     const struct dl_mbplan_layer *mbplan; /* layer: its micro-batch plan (NULL: undivided) */
     enum dl_tp_in tp_in;                /* TP: how src reaches the layer */
     int tp_sum_grad;                    /* TP: the layer's input gradient is a partial sum (output split) */
+    int tp_groups;                      /* TP: the channel groups of the blocks sliced or gathered (plan/shard.h's
+                                           groups: 3 for packed q, k, v split by heads; 1 plain) */
     int peer, peer_layer;               /* RECV, SEND: the other stage's pipeline rank; the layer whose
                                            output travels */
     int edge;                           /* RECV, SEND: the shard's stage edge (message tags) */

@@ -390,10 +390,9 @@ int dl_exec_correct(struct dl_exec *e)
     if (!dl_exec_runs(e, e->g->loss) || e->status)
         return 0;
     const struct dl_exec_tensor *z = dl_exec_scores(e);
-    long classes = dl_shape_count(z->shape);
     int split = e->shard->layer[e->g->loss].split_classes, N = e->batch;
-    double best[split ? 2 * N : 1];
-    int correct = 0;
+    int P = e->g->positions > 1 ? e->g->positions : 1; /* a sequence [T, C] is stored [C][T] */
+    long C = P > 1 ? z->shape.c : dl_shape_count(z->shape), rows = (long)N * P;
     const dl_real *scores = z->data;
     if (m->readback) { /* on a device: the scores copied out */
         int rc = m->device->copy(m->readback, scores, sizeof *scores * (size_t)N * (size_t)z->count, DL_COPY_TO_HOST,
@@ -404,38 +403,31 @@ int dl_exec_correct(struct dl_exec *e)
         }
         scores = m->readback;
     }
-    int P = e->g->positions;
-    if (P > 1) { /* a sequence [T, C] (stored [C][T]): the best class at each position with a label */
-        long C = z->shape.c;
-        for (int n = 0; n < N; n++)
-            for (int t = 0; t < P; t++) {
-                const dl_real *col = scores + n * z->count + t;
-                int label = e->labels[(long)n * P + t];
-                long k = 0;
-                for (long j = 1; j < C; j++)
-                    if (col[j * P] > col[k * P])
-                        k = j;
-                correct += label >= 0 && k == label;
+    int correct = 0;
+    /* the best class of each row (sample, position) with a label; with the
+     * classes split, (score, class) pairs reduced over the group, as many
+     * rows a call as the loss's sums (op.h's DL_SPLIT_CLASSES_ROWS) */
+    for (long r0 = 0; r0 < rows && !e->status; r0 += DL_SPLIT_CLASSES_ROWS) {
+        int R = (int)(rows - r0 < DL_SPLIT_CLASSES_ROWS ? rows - r0 : DL_SPLIT_CLASSES_ROWS);
+        double best[split ? 2 * R : 1];
+        for (int r = 0; r < R; r++) {
+            long n = (r0 + r) / P, t = (r0 + r) % P, k = 0;
+            const dl_real *col = scores + n * z->count + t; /* class j at col[j * P] */
+            for (long j = 1; j < C; j++)
+                if (col[j * P] > col[k * P])
+                    k = j;
+            if (split) {
+                best[2 * r] = col[k * P];
+                best[2 * r + 1] = (double)(e->shard->pos.t * C + k);
+            } else {
+                correct += e->labels[r0 + r] >= 0 && k == e->labels[r0 + r];
             }
-        return correct;
-    }
-    for (int n = 0; n < N; n++) {
-        const dl_real *row = scores + n * z->count;
-        long k = 0;
-        for (long j = 1; j < classes; j++)
-            if (row[j] > row[k])
-                k = j;
-        if (!split) {
-            correct += k == e->labels[n];
-            continue;
         }
-        best[2 * n] = row[k];
-        best[2 * n + 1] = (double)(e->shard->pos.t * classes + k);
+        if (!split)
+            continue;
+        dl_exec_group_best(e, best, R);
+        for (int r = 0; r < R && !e->status; r++)
+            correct += e->labels[r0 + r] >= 0 && best[2 * r + 1] == e->labels[r0 + r];
     }
-    if (!split)
-        return correct;
-    dl_exec_group_best(e, best, N);
-    for (int n = 0; n < N && !e->status; n++)
-        correct += best[2 * n + 1] == e->labels[n];
     return correct;
 }

@@ -141,17 +141,19 @@ static int received(struct dl_exec *e, int p, int i)
 /* The tensor src adapted by tensor-parallel step `how` into a tensor of
  * shape `shape` (sum_grad: the consumer's input gradient is a partial sum):
  * shared by the layers that need the same one. */
-static int tp_step(struct dl_exec *e, int src, int i, enum dl_tp_in how, int sum_grad, struct dl_shape shape)
+static int tp_step(struct dl_exec *e, int src, int i, enum dl_tp_in how, int sum_grad, int groups, struct dl_shape shape)
 {
     struct dl_exec_impl *m = e->impl;
     src = converted(e, src, DL_LAYOUT_PLAIN, DL_F32, i);
     for (int s = 0; s < m->n_steps; s++)
         if (m->steps[s].kind == DL_STEP_TP && m->steps[s].src == src && m->steps[s].tp_in == how &&
-            m->steps[s].tp_sum_grad == sum_grad && dl_shape_eq(m->tensors[m->steps[s].out].shape, shape))
+            m->steps[s].tp_sum_grad == sum_grad && m->steps[s].tp_groups == groups &&
+            dl_shape_eq(m->tensors[m->steps[s].out].shape, shape))
             return m->steps[s].out;
     struct dl_exec_step *st = add_step(m, DL_STEP_TP, src, i);
     st->tp_in = how;
     st->tp_sum_grad = sum_grad;
+    st->tp_groups = groups;
     st->out = add_tensor(m, m->n_steps, shape, DL_LAYOUT_PLAIN, m->tensors[src].needs_grad);
     if (how == DL_TP_IN_AS_IS) /* the same values; only the gradient is summed */
         m->tensors[st->out].alias = src;
@@ -176,26 +178,26 @@ static int tp_adapted(struct dl_exec *e, int src, int i, int k)
         return src;
     struct dl_shape shape = m->tensors[src].shape;
     if (L->batch_in[k] == DL_TP_IN_GATHER_BATCH)
-        src = tp_step(e, src, i, DL_TP_IN_GATHER_BATCH, 0, shape);
+        src = tp_step(e, src, i, DL_TP_IN_GATHER_BATCH, 0, 1, shape);
     if (L->rows_in[k] == DL_TP_IN_GATHER_ROWS) {
         shape.h = whole->in_shape[k].h;
-        src = tp_step(e, src, i, DL_TP_IN_GATHER_ROWS, 0, shape);
+        src = tp_step(e, src, i, DL_TP_IN_GATHER_ROWS, 0, 1, shape);
     }
     if (how != DL_TP_IN_AS_IS || sum_grad) {
         shape.c = how == DL_TP_IN_SLICE ? shape.c / T : how == DL_TP_IN_GATHER ? shape.c * T : shape.c;
-        src = tp_step(e, src, i, how, sum_grad, shape);
+        src = tp_step(e, src, i, how, sum_grad, L->in_groups[k] > 1 ? L->in_groups[k] : 1, shape);
     }
     if (L->rows_in[k] == DL_TP_IN_SLICE_ROWS) {
         int lo;
         dl_shard_band(shape.h, T, e->shard->pos.t, &lo, &shape.h);
-        src = tp_step(e, src, i, DL_TP_IN_SLICE_ROWS, 0, shape);
+        src = tp_step(e, src, i, DL_TP_IN_SLICE_ROWS, 0, 1, shape);
     }
     if (L->halo) {
         shape.h += 2 * L->halo;
-        src = tp_step(e, src, i, DL_TP_IN_HALO, 0, shape);
+        src = tp_step(e, src, i, DL_TP_IN_HALO, 0, 1, shape);
     }
     if (L->batch_in[k] == DL_TP_IN_SLICE_BATCH)
-        src = tp_step(e, src, i, DL_TP_IN_SLICE_BATCH, 0, shape);
+        src = tp_step(e, src, i, DL_TP_IN_SLICE_BATCH, 0, 1, shape);
     return src;
 }
 

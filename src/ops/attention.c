@@ -30,6 +30,7 @@ struct attention_attr {
     int heads;
     int causal;
     double dropout;
+    int head0; /* the whole layer's index of head 0 (a tensor rank's part: tp_heads), not a key */
 };
 
 static const struct dl_attr_desc attention_attrs[] = {
@@ -142,7 +143,27 @@ double dl_attention_kept(uint64_t key, long sample, long h, long t, long s, long
 static double kept(const struct dl_op_call *c, long n, long h, long t, long s)
 {
     const struct attention_attr *a = c->attr;
-    return c->training ? dl_attention_kept(c->key, c->sample0 + n, h, t, s, c->out_shape.h, a->dropout) : 1;
+    return c->training ? dl_attention_kept(c->key, c->sample0 + n, a->head0 + h, t, s, c->out_shape.h, a->dropout)
+                       : 1;
+}
+
+long dl_attention_first_head(const void *attr)
+{
+    return ((const struct attention_attr *)attr)->head0;
+}
+
+/* Rank t of T runs heads [t H/T, (t+1) H/T) on block t of each of q, k
+ * and v: of each input, or of each third of the packed one. */
+static int attention_tp_heads(const void *attr, int n_in, int T, int t, void *local)
+{
+    const struct attention_attr *a = attr;
+    struct attention_attr *l = local;
+    if (a->heads % T)
+        return -1;
+    *l = *a;
+    l->heads = a->heads / T;
+    l->head0 = a->head0 + t * l->heads;
+    return n_in == 1 ? 3 : 1;
 }
 
 /* saved: 2 T values of scratch per (sample, head) task. */
@@ -310,4 +331,5 @@ const struct dl_op_kind dl_op_attention = {
     .forward = attention_forward,
     .backward = attention_backward,
     .flops = attention_flops,
+    .tp_heads = attention_tp_heads,
 };

@@ -11,4 +11,9 @@
  * training call with rate 0, or an inference call, keeps everything (1). */
 double dl_attention_kept(uint64_t key, long sample, long h, long t, long s, long T, double rate);
 
+/* The whole layer's index of the first head of a layer's attributes: 0,
+ * or where a tensor rank's part of the heads starts (its dropout draws
+ * the whole layer's masks for its heads). */
+long dl_attention_first_head(const void *attr);
+
 #endif

@@ -200,6 +200,9 @@ struct dl_op_kind {
      * exponentials and target score over the ranks (Megatron-LM's
      * vocabulary-parallel cross entropy). */
     int split_classes;
+/* A split_classes loss reduces the sums of at most this many rows (sample,
+ * position) a call over the tensor group (4 doubles a row on the stack). */
+#define DL_SPLIT_CLASSES_ROWS 4096
     /* An op with weights [out, in, ...] and bias [out] (convolution, fully
      * connected) that can be divided over T ranks: writes into local (a copy
      * of attr) the attributes of one part, split by its outputs (by_output:
@@ -208,6 +211,14 @@ struct dl_op_kind {
      * Returns 0, or -1 when these attributes cannot be split so (T does not
      * divide the outputs, a grouped convolution).  NULL: never split. */
     int (*tp_split)(const void *attr, int by_output, int T, int keep_bias, void *local);
+    /* An op over heads (attention) that can run on whole heads: writes into
+     * local (a copy of attr) the attributes of rank t's part of T (heads
+     * [t H/T, (t+1) H/T)) for n_in inputs and returns the number of equal
+     * channel groups its input packs (3 for q, k, v in one tensor, 1 for
+     * three inputs), rank t reading block t of each; -1 when T does not
+     * divide the heads.  Megatron-LM's attention core, local to the rank.
+     * NULL: never split so. */
+    int (*tp_heads)(const void *attr, int n_in, int T, int t, void *local);
     /* The planner's choices for tp_split kinds (planner/split_choice.h):
      * tp_pairs, two such layers in a row may split column then row (the
      * activation between them stays split, Megatron-LM's pairs of fc

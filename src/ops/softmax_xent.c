@@ -122,45 +122,67 @@ static void softmax_xent_forward_whole(const struct dl_op_call *c)
     c->saved[(long)c->batch * C * P] = (dl_real)C;
 }
 
-/* Classes [channel0, channel0 + Cl) here: the maximum over every rank's
- * classes first, then per sample the sums [exp(x - max), x_y, x] and the
- * class count, summed over the ranks. */
+/* Classes [channel0, channel0 + Cl) here: for each row (sample, position)
+ * the maximum over every rank's classes first, then the sums [exp(x - max),
+ * x_y, x] and the class count, summed over the ranks; a sample's loss is
+ * the mean over its positions with a label, as softmax_xent_forward_whole. */
 static void softmax_xent_forward_split(const struct dl_op_call *c)
 {
-    int N = c->batch, Cl = c->in_shape[0].c;
-    double xmax[N > 0 ? N : 1], sums[3 * N + 1];
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const dl_real *x = c->in[0] + (long)n * Cl;
-        double m = x[0];
-        for (int k = 1; k < Cl; k++)
-            m = x[k] > m ? x[k] : m;
-        xmax[n] = m;
-    }
-    c->sync_max(c->sync_ctx, xmax, N);
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const dl_real *x = c->in[0] + (long)n * Cl;
-        int y = c->labels[n] - c->channel0;
-        double sum = 0, xsum = 0;
-        for (int k = 0; k < Cl; k++) {
-            sum += exp((double)x[k] - xmax[n]);
-            xsum += x[k];
+    const struct softmax_xent_attr *a = c->attr;
+    int N = c->batch, Cl = c->in_shape[0].c, P = positions_of(c->in_shape[0]);
+    long rows = (long)N * P;
+    double total[N > 0 ? N : 1], classes = Cl;
+    int valid[N > 0 ? N : 1];
+    for (int n = 0; n < N; n++)
+        total[n] = 0, valid[n] = 0;
+    for (long r0 = 0; r0 < rows; r0 += DL_SPLIT_CLASSES_ROWS) {
+        int R = (int)(rows - r0 < DL_SPLIT_CLASSES_ROWS ? rows - r0 : DL_SPLIT_CLASSES_ROWS);
+        double xmax[R], sums[3 * R + 1];
+        #pragma omp parallel for schedule(static)
+        for (int r = 0; r < R; r++) {
+            long n = (r0 + r) / P, t = (r0 + r) % P;
+            const dl_real *x = c->in[0] + n * Cl * P + t;
+            double m = x[0];
+            for (int k = 1; k < Cl; k++)
+                m = x[(long)k * P] > m ? x[(long)k * P] : m;
+            xmax[r] = m;
         }
-        sums[n] = sum;
-        sums[N + n] = y >= 0 && y < Cl ? x[y] : 0;
-        sums[2 * N + n] = xsum;
+        c->sync_max(c->sync_ctx, xmax, R);
+        #pragma omp parallel for schedule(static)
+        for (int r = 0; r < R; r++) {
+            long n = (r0 + r) / P, t = (r0 + r) % P;
+            const dl_real *x = c->in[0] + n * Cl * P + t;
+            int y = c->labels[r0 + r] - c->channel0;
+            double sum = 0, xsum = 0;
+            for (int k = 0; k < Cl; k++) {
+                sum += exp((double)x[(long)k * P] - xmax[r]);
+                xsum += x[(long)k * P];
+            }
+            sums[r] = sum;
+            sums[R + r] = y >= 0 && y < Cl ? x[(long)y * P] : 0;
+            sums[2 * R + r] = xsum;
+        }
+        sums[3 * R] = Cl;
+        c->sync_sum(c->sync_ctx, sums, 3 * R + 1);
+        classes = sums[3 * R];
+        for (int r = 0; r < R; r++) { /* in order: a sample's positions add up as in the whole call */
+            long n = (r0 + r) / P, t = (r0 + r) % P;
+            dl_real *p = c->saved + n * Cl * P + t;
+            int y = c->labels[r0 + r];
+            if (y == a->ignore_index) {
+                for (int k = 0; k < Cl; k++)
+                    p[(long)k * P] = 0;
+                continue;
+            }
+            assert(y >= 0 && y < classes);
+            total[n] += softmax_xent_finish(c, c->in[0] + n * Cl * P + t, p, P, xmax[r] + log(sums[r]), sums[R + r],
+                                            sums[2 * R + r], classes);
+            valid[n]++;
+        }
     }
-    sums[3 * N] = Cl;
-    c->sync_sum(c->sync_ctx, sums, 3 * N + 1);
-    double classes = sums[3 * N];
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        assert(c->labels[n] >= 0 && c->labels[n] < classes);
-        c->out[n] = (dl_real)softmax_xent_finish(c, c->in[0] + (long)n * Cl, c->saved + (long)n * Cl, 1,
-                                                 xmax[n] + log(sums[n]), sums[N + n], sums[2 * N + n], classes);
-    }
-    c->saved[(long)N * Cl] = (dl_real)classes;
+    for (int n = 0; n < N; n++)
+        c->out[n] = (dl_real)(valid[n] ? total[n] / valid[n] : 0);
+    c->saved[(long)N * Cl * P] = (dl_real)classes;
 }
 
 static void softmax_xent_forward(const struct dl_op_call *c)

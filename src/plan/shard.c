@@ -39,6 +39,57 @@ static int input_split(const struct dl_shard *s, const struct dl_layer *l, int k
     return l->in[k] != DL_GRAPH_INPUT && s->layer[l->in[k]].split_out;
 }
 
+/* The channel groups of layer i's split output (shard.h's groups). */
+static int groups_of(const struct dl_shard *s, int i)
+{
+    return s->layer[i].groups > 1 ? s->layer[i].groups : 1;
+}
+
+/* The groups of input k of layer l when it is split, else 1. */
+static int input_groups(const struct dl_shard *s, const struct dl_layer *l, int k)
+{
+    return input_split(s, l, k) ? groups_of(s, l->in[k]) : 1;
+}
+
+/* The groups layer i's output should be split in for the layers that read
+ * it: the packing of every reader split by heads (3: q, k and v in one
+ * tensor), when they agree and the tensor ranks divide each group; else 1. */
+static int groups_for_readers(const struct dl_shard *s, int i)
+{
+    const struct dl_graph *g = s->g;
+    int want = 0, T = s->dims.tp;
+    for (int j = i + 1; j < g->n; j++)
+        for (int k = 0; k < g->layers[j].n_in; k++) {
+            const struct dl_layer *r = &g->layers[j];
+            if (r->in[k] != i)
+                continue;
+            int G = 1;
+            if (r->kind->tp_heads && r->split == DL_SPLIT_AUTO) {
+                char scratch[256];
+                G = r->attr && r->kind->attr_size <= sizeof scratch ? r->kind->tp_heads(r->attr, r->n_in, T, 0, scratch)
+                                                                      : 1;
+            }
+            if (G < 1 || (want && want != G))
+                return 1;
+            want = G;
+        }
+    return want > 1 && g->layers[i].out_shape.c % (want * T) == 0 ? want : 1;
+}
+
+/* 1 when layer i holds a parameter tied to another layer's (share:), or
+ * one another layer's is tied to. */
+static int tied(const struct dl_graph *g, int i)
+{
+    for (int j = 0; j < g->layers[i].n_params; j++)
+        if (g->layers[i].param[j].shares)
+            return 1;
+    for (int k = 0; k < g->n; k++)
+        for (int j = 0; j < g->layers[k].n_params; j++)
+            if (g->layers[k].param[j].shares && g->layers[k].param[j].share_layer == i)
+                return 1;
+    return 0;
+}
+
 /* 1 when input k of layer l is split into bands of rows. */
 static int input_rows(const struct dl_shard *s, const struct dl_layer *l, int k)
 {
@@ -141,6 +192,10 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
         L->rows_in[0] = DL_TP_IN_GATHER_ROWS;
     /* 0 whole, 1 by outputs, 2 by inputs; auto takes a split input as it is */
     int mode = by_output_request(want) ? 1 : by_input_request(want) ? 2 : want == DL_SPLIT_AUTO ? (sh ? 2 : 1) : 0;
+    if (want == DL_SPLIT_AUTO && mode && tied(s->g, i)) {
+        L->whole_because = "its weight is tied to another layer's (share:), which stays whole";
+        mode = 0;
+    }
     if (mode == 2 && l->in_shape[0].c % T) {
         char why[160];
         snprintf(why, sizeof why, "%d tensor ranks do not divide its %d input channels", T, l->in_shape[0].c);
@@ -164,8 +219,52 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
     L->by_output = mode == 1;
     L->by_input = mode == 2;
     L->split_out = mode == 1;
+    L->groups = mode == 1 ? groups_for_readers(s, i) : 1;
     L->partial = mode == 2;
     L->in[0] = mode == 2 ? (sh ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE) : (sh ? DL_TP_IN_GATHER : DL_TP_IN_AS_IS);
+    L->in_groups[0] = input_groups(s, l, 0);
+    return DL_OK;
+}
+
+/* A layer over heads (op.h's tp_heads: attention) runs whole heads, block
+ * t of each of its inputs' channel groups: its inputs as they come when
+ * split in those groups, whole ones cut so; its output is split into
+ * plain blocks (the heads side by side).  Heads the tensor ranks do not
+ * divide are refused; inputs split otherwise are read whole. */
+static int decide_heads(struct dl_shard *s, int i, void *local_attr, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    struct dl_shard_layer *L = &s->layer[i];
+    int T = s->dims.tp, G = l->kind->tp_heads(l->attr, l->n_in, T, s->pos.t, local_attr);
+    if (G < 1) {
+        char why[160];
+        snprintf(why, sizeof why, "%d tensor ranks do not divide its heads (each rank runs whole heads)", T);
+        return refuse(l, why, err);
+    }
+    gather_batch_inputs(s, l, L);
+    int fits = 1;
+    for (int k = 0; k < l->n_in; k++) {
+        if (input_rows(s, l, k))
+            L->rows_in[k] = DL_TP_IN_GATHER_ROWS, fits = 0;
+        if (input_split(s, l, k) && input_groups(s, l, k) != G)
+            fits = 0;
+    }
+    if (!fits) {
+        memcpy(local_attr, l->attr, l->kind->attr_size);
+        L->whole_because = "its inputs are not split by heads (they are gathered whole)";
+        for (int k = 0; k < l->n_in; k++) {
+            L->in[k] = input_split(s, l, k) ? DL_TP_IN_GATHER : DL_TP_IN_AS_IS;
+            L->in_groups[k] = input_groups(s, l, k);
+        }
+        return DL_OK;
+    }
+    L->by_heads = 1;
+    L->split_out = 1;
+    L->groups = 1;
+    for (int k = 0; k < l->n_in; k++) {
+        L->in[k] = input_split(s, l, k) ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE;
+        L->in_groups[k] = G;
+    }
     return DL_OK;
 }
 
@@ -207,7 +306,11 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
     for (int k = 0; k < l->n_in; k++) /* whole again; the channel rule below sees whole inputs */
         if (input_rows(s, l, k))
             L->rows_in[k] = DL_TP_IN_GATHER_ROWS;
-    if (any && l->kind->split_classes && l->split == DL_SPLIT_AUTO) { /* a loss over split class scores */
+    int G = 0; /* the split inputs' groups, when they agree (else -1) */
+    for (int k = 0; k < l->n_in; k++)
+        if (input_split(s, l, k))
+            G = !G || G == input_groups(s, l, k) ? input_groups(s, l, k) : -1;
+    if (any && l->kind->split_classes && l->split == DL_SPLIT_AUTO && G == 1) { /* a loss over split class scores */
         if (l->in_shape[0].c / T >= 2) {
             L->split = DL_SPLIT_NONE;
             L->split_classes = 1;
@@ -216,14 +319,17 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
         }
         L->whole_because = "its class scores are gathered: a tensor rank would hold fewer than 2 classes";
     }
-    int follow = any && l->kind->channel_local && l->split == DL_SPLIT_AUTO;
+    int follow = any && l->kind->channel_local && l->split == DL_SPLIT_AUTO && G >= 1;
     for (int k = 0; k < l->n_in && follow; k++)
-        follow = input_split(s, l, k) || l->in_shape[k].c % T == 0;
+        follow = input_split(s, l, k) || l->in_shape[k].c % (G * T) == 0;
     L->split = DL_SPLIT_NONE;
     L->split_out = follow;
-    for (int k = 0; k < l->n_in; k++)
+    L->groups = follow ? G : 1;
+    for (int k = 0; k < l->n_in; k++) {
         L->in[k] = input_split(s, l, k) ? (follow ? DL_TP_IN_AS_IS : DL_TP_IN_GATHER)
                                         : (follow ? DL_TP_IN_SLICE : DL_TP_IN_AS_IS);
+        L->in_groups[k] = input_split(s, l, k) ? input_groups(s, l, k) : follow ? G : 1;
+    }
     return DL_OK;
 }
 
@@ -257,14 +363,17 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
     struct dl_shard_layer *W = &s->layer[i];
     for (int j = 0; j < v->n_params; j++) {
         struct dl_param_desc *p = &v->param[j];
-        if (T == 1) { /* tied parameters run unsplit */
+        int dim = L->by_output || (L->split_out && !L->by_input && !L->by_heads) ? 0 : L->by_input && j == 0 ? 1
+                                                                                                        : -1;
+        int G = dim == 0 ? groups_of(s, i) : dim == 1 ? input_groups(s, l, 0) : 1;
+        long count = dim < 0 ? p->count : p->dims[dim] / G;
+        W->slice[j] = dim < 0 ? (struct dl_param_slice){-1, 0, p->count, 1}
+                              : (struct dl_param_slice){dim, (long)s->pos.t * count, count, G};
+        if (dim < 0) { /* tied parameters run unsplit (tied_whole) */
             p->shares = l->param[j].shares;
             p->share_layer = l->param[j].share_layer;
             p->share_param = l->param[j].share_param;
         }
-        int dim = L->by_output || (L->split_out && !L->by_input) ? 0 : L->by_input && j == 0 ? 1 : -1;
-        W->slice[j] = dim < 0 ? (struct dl_param_slice){-1, 0, p->count}
-                              : (struct dl_param_slice){dim, (long)s->pos.t * p->dims[dim], p->dims[dim]};
     }
     return DL_OK;
 }
@@ -276,16 +385,20 @@ long dl_param_slice_index(const struct dl_param_desc *p, const struct dl_param_s
     long stride = 1;
     for (int d = sl->dim + 1; d < p->ndim; d++)
         stride *= p->dims[d];
-    long extent = p->dims[sl->dim], coord = i / stride % extent;
-    if (coord < sl->offset || coord >= sl->offset + sl->count)
+    int G = sl->groups > 1 ? sl->groups : 1;
+    long extent = p->dims[sl->dim], coord = i / stride % extent, group = coord / (extent / G),
+         in_group = coord % (extent / G);
+    if (in_group < sl->offset || in_group >= sl->offset + sl->count)
         return -1;
-    return i / (stride * extent) * (sl->count * stride) + (coord - sl->offset) * stride + i % stride;
+    return i / (stride * extent) * (G * sl->count * stride) + (group * sl->count + in_group - sl->offset) * stride +
+           i % stride;
 }
 
 const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t size)
 {
     const struct dl_shard_layer *L = &s->layer[i];
     const char *what = L->by_output                 ? "outputs"
+                       : L->by_heads                ? "heads"
                        : L->by_input                ? "inputs, partial sums"
                        : L->split_classes           ? "classes (no gather)"
                        : L->split_out               ? "follows channel blocks"
@@ -294,6 +407,8 @@ const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t
                        : L->split == DL_SPLIT_BATCH ? "batch share"
                                                     : "whole";
     int n = snprintf(buf, size, "%s", what);
+    if (L->split_out && groups_of(s, i) > 1)
+        n += snprintf(buf + n, size - (size_t)n, " (by %d groups: q, k, v)", groups_of(s, i));
     if (L->split == DL_SPLIT_HEIGHT)
         n += snprintf(buf + n, size - (size_t)n, " %d", L->halo);
     for (int k = 0; k < s->g->layers[i].n_in && (size_t)n < size; k++) { /* the adapters in the order they run */
@@ -377,20 +492,29 @@ static int tied_in_one_stage(const struct dl_shard *s, int i, struct dl_error *e
     return DL_OK;
 }
 
+/* A tied parameter is whole in both layers under tensor parallelism
+ * (decide_linear keeps a tied layer whole): each tensor rank holds it and
+ * sums both layers' gradients, as one process does. */
+static int tied_whole(const struct dl_shard *s, int i, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    for (int j = 0; j < l->n_params; j++) {
+        const struct dl_param_desc *p = &l->param[j];
+        if (!p->shares)
+            continue;
+        int o = p->share_layer;
+        if (s->layer[i].slice[j].dim >= 0 || s->layer[o].slice[p->share_param].dim >= 0)
+            return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its %s is layer '%s''s (share:), which tensor "
+                             "parallelism splits; a tied parameter stays whole on every tensor rank (set split: "
+                             "none on both)", l->name, p->name, s->g->layers[o].name);
+    }
+    return DL_OK;
+}
+
 int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int V, int rank, const double *cost,
                   struct dl_shard *out, struct dl_error *err)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; dims->tp > 1 && i < g->n; i++)
-        if (dl_shape_rank(g->layers[i].out_shape) == 2)
-            return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its output is a sequence [T, C]; tensor parallelism "
-                             "does not split sequences yet (use dp and pp)", g->layers[i].name);
-    for (int i = 0; dims->tp > 1 && i < g->n; i++)
-        for (int j = 0; j < g->layers[i].n_params; j++)
-            if (g->layers[i].param[j].shares)
-                return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its %s is layer '%s''s (share:); tensor "
-                                 "parallelism does not split tied parameters yet (use dp and pp)", g->layers[i].name,
-                                 g->layers[i].param[j].name, g->layers[g->layers[i].param[j].share_layer].name);
     struct dl_shard *s = out;
     s->g = g;
     s->dims = *dims;
@@ -411,7 +535,14 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
     for (int i = 0; !rc && i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         void *local_attr = l->attr;
-        if (dims->tp > 1 && l->kind->tp_split) {
+        if (dims->tp > 1 && l->kind->tp_heads && l->split == DL_SPLIT_AUTO) {
+            if (!(local_attr = calloc(1, l->kind->attr_size)))
+                rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
+            else
+                s->local.layers[i].attr = local_attr;
+            if (!rc)
+                rc = decide_heads(s, i, local_attr, err);
+        } else if (dims->tp > 1 && l->kind->tp_split) {
             if (!(local_attr = calloc(1, l->kind->attr_size)))
                 rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
             else
@@ -426,6 +557,8 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
         if (!rc)
             rc = local_view(s, i, local_attr, err);
     }
+    for (int i = 0; !rc && i < g->n; i++)
+        rc = tied_whole(s, i, err);
     if (!rc)
         rc = find_edges(s, err);
     if (rc)

@@ -44,19 +44,29 @@ enum dl_tp_in { DL_TP_IN_AS_IS, DL_TP_IN_SLICE, DL_TP_IN_GATHER,
 };
 
 /* Where local parameter j of a layer sits in the whole tensor: along
- * dimension dim (of the PyTorch layout) it holds [offset, offset + count);
- * dim -1: the whole tensor. */
+ * dimension dim (of the PyTorch layout), whose extent is `groups` equal
+ * groups (1, or 3 for a weight producing packed q, k, v), it holds
+ * [offset, offset + count) of every group, the groups one after the other
+ * (a strided slice: a packed QKV weight split by heads); dim -1: the whole
+ * tensor. */
 struct dl_param_slice {
     int dim;
     long offset, count;
+    int groups;
 };
 
 struct dl_shard_layer {
     enum dl_split split;        /* as resolved: none, column/filters (by output), row/channels (by input) */
     int by_output, by_input;
     int split_out;              /* its output is split into channel blocks over the tensor group */
+    int groups;                 /* with split_out: its channels are `groups` equal groups, each split into
+                                   blocks, rank t holding block t of every group (3: packed q, k, v split
+                                   by heads); 0 or 1: plain blocks */
+    int by_heads;               /* split by heads (attention: op.h's tp_heads), its inputs' blocks whole heads */
     int partial;                /* its output is a partial sum, allreduced right after it (input splits) */
     enum dl_tp_in in[DL_MAX_INPUTS];
+    int in_groups[DL_MAX_INPUTS]; /* the groups of the channel blocks input k is sliced into or gathered
+                                     from (as `groups`; 0 or 1: plain blocks) */
     struct dl_param_slice slice[DL_MAX_PARAMS]; /* for the local params (an input split's bias lives on
                                                    tensor rank 0 only: the others have one param less) */
     int split_rows;             /* its output is split into bands of rows over the tensor group (a

@@ -25,7 +25,7 @@
 #include "ops/kinds.h"
 
 struct attn_inst {
-    long T, C, H, d;
+    long T, C, H, d, head0; /* head0: the whole layer's index of head 0 (a tensor rank's part) */
     int packed, causal, threads;
     double dropout;
 };
@@ -43,6 +43,7 @@ static int attn_create(const struct dl_layer *l, const struct dl_kernel_config *
     m->packed = l->n_in == 1;
     m->causal = dl_attr_int(l, "causal", 0);
     m->dropout = dl_attr_float(l, "dropout");
+    m->head0 = dl_attention_first_head(l->attr);
     m->threads = dl_threads_get();
     *inst = m;
     return DL_OK;
@@ -111,7 +112,7 @@ static void weights(const struct attn_inst *m, const struct dl_op_call *c, const
     for (long t = 0; t < T; t++)
         for (long s = 0; s < T; s++)
             pd[t * T + s] = p[t * T + s] *
-                            (float)dl_attention_kept(c->key, c->sample0 + n, h, t, s, T, m->dropout);
+                            (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
 }
 
 static int drops(const struct attn_inst *m, const struct dl_op_call *c)
@@ -183,7 +184,7 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
             long len = m->causal ? t + 1 : T;
             if (dropout)
                 for (long s = 0; s < len; s++)
-                    g[s] *= (float)dl_attention_kept(c->key, c->sample0 + n, h, t, s, T, m->dropout);
+                    g[s] *= (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
             double row = 0;
             for (long s = 0; s < len; s++)
                 row += (double)w[s] * (double)g[s];

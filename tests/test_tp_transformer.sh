@@ -1,0 +1,88 @@
+#!/bin/sh
+# test_tp_transformer.sh: Megatron-LM's tensor parallelism of a transformer
+# (issue 30; issue 27's strided parameter slices and sequences over a
+# tensor group), against one process.  gpt-tiny on tp=2, tp=4 (one head a
+# rank) and dp=2 x tp=2: c_attn split by its outputs in three groups (q, k
+# and v, each rank holding whole heads: a strided slice of the weight), the
+# attention core on the rank's heads, c_proj and the MLP's second linear by
+# their inputs (partial sums, one allreduce each), the tied head whole; a
+# net with attention dropout reading a whole packed input (cut by heads)
+# and three separate q, k, v inputs, so each rank's dropout draws the whole
+# layer's masks for its heads, and a head split by its outputs (the loss
+# vocabulary-parallel at every position); a tp=2 checkpoint resumed on one process
+# continues the one-process run.  Each grid run: every step's loss within
+# 1e-5 relative and the final weights within 1e-5 of the largest
+# (grid_runs.sh).  Heads the tensor ranks do not divide are refused,
+# naming the layer.
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/text_corpus.sh"
+skip_without_mpirun
+T="$TMPDIR_TEST"
+tap_plan 12
+. "$top_srcdir/tests/grid_runs.sh"
+text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
+TEXT="$top_builddir/tests/text-corpus"
+GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $TEXT --threads 1 --max-steps 20 --limit-test 64"
+
+expect_status 0 "check gpt-tiny --grid tp=2" -- $DLTRAIN check $GPT --grid tp=2
+expect_output "^3 +h\\.0\\.attn\\.c_attn +0 +outputs \\(by 3 groups: q, k, v\\) +6240\$" \
+    "c_attn split by its outputs in q, k, v groups: 6,240 of its 12,480 parameters a rank"
+expect_output "^4 +h\\.0\\.attn\\.attn +0 +heads " "the attention core split by heads"
+expect_output "^10 +h\\.0\\.mlp\\.c_proj +0 +inputs, partial sums " "the MLP's second linear split by its inputs"
+expect_output "^layer 'lm_head' stays whole on every tensor rank: its weight is tied" "the tied head stays whole, said so"
+expect_status 2 "2 heads on 4 tensor ranks" -- $DLTRAIN check $GPT --set args.heads=2 --grid tp=4
+expect_output "layer 'h\\.0\\.attn\\.attn' \\(attention\\), split auto: 4 tensor ranks do not divide its heads" \
+    "  refused, naming the attention layer"
+
+run 1 gpt-one $GPT
+grid gpt-tp2 gpt-one 2 $GPT --grid tp=2
+grid gpt-tp4 gpt-one 4 $GPT --grid tp=4
+grid gpt-dp2-tp2 gpt-one 4 $GPT --grid dp=2,tp=2
+
+# attention dropout; a packed input kept whole (split: none) cut by heads
+# on the way in; q, k and v from three linears split by their outputs; the
+# head split by its outputs, so the loss is vocabulary-parallel at every
+# position.  SGD: the keys' bias has a gradient of 0 but for rounding,
+# which Adam would scale up to whole steps.
+cat > "$T/attn.yaml" <<'YAML'
+name: tp-attention
+input: {shape: [16], dtype: i32, classes: 256}
+data: {dataset: text}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 32, init_std: 0.02}
+  - {name: qkv, type: fc, units: 96, split: none}
+  - {name: attn, type: attention, heads: 4, dropout: 0.2}
+  - {name: proj, type: fc, units: 32}
+  - {name: add1, type: add, inputs: [proj, wte]}
+  - {name: ln, type: layernorm}
+  - {name: q, type: fc, units: 32}
+  - {name: k, type: fc, units: 32, inputs: [ln]}
+  - {name: v, type: fc, units: 32, inputs: [ln]}
+  - {name: attn2, type: attention, heads: 4, dropout: 0.2, inputs: [q, k, v]}
+  - {name: proj2, type: fc, units: 32}
+  - {name: add2, type: add, inputs: [proj2, add1]}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+train: {batch: 8, epochs: 1, seed: 3, optimizer: {type: sgd, lr: 0.1, momentum: 0.9}}
+YAML
+ATTN="--net $T/attn.yaml --data $TEXT --threads 1 --max-steps 20 --limit-test 32"
+run 1 attn-one $ATTN && grid attn-tp2 attn-one 2 $ATTN --grid tp=2
+
+# a tp=2 checkpoint of step 10 resumed on one process
+run 1 gpt-one-ckpt $GPT --checkpoint-dir "$T/one" --checkpoint-every 10 &&
+    run 2 gpt-tp2-ckpt $GPT --grid tp=2 --checkpoint-dir "$T/tp2" --checkpoint-every 10 &&
+    run 1 gpt-tp2-on-one $GPT --resume "$T/tp2/ckpt-0000000010.safetensors" &&
+    /usr/bin/python3 - "$T" <<'PY'
+import json, sys
+import numpy as np
+T = sys.argv[1]
+a = [json.loads(l)["loss"] for l in open(T + "/gpt-one.jsonl") if '"step"' in l]
+b = [json.loads(l)["loss"] for l in open(T + "/gpt-tp2-on-one.jsonl") if '"step"' in l]
+x, y = np.fromfile(T + "/gpt-one.bin", np.float32), np.fromfile(T + "/gpt-tp2-on-one.bin", np.float32)
+rel = max(abs(p - q) / abs(p) for p, q in zip(a[10:], b[-10:]))
+wd = np.max(np.abs(x - y)) / np.max(np.abs(x))
+print("# resumed on one process: steps 11-20 within %.2g relative, weights %.2g" % (rel, wd))
+sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= 1e-5 else 1)
+PY
+tap_result $? "a tp=2 checkpoint (strided c_attn slices gathered) resumed on one process continues its run"
+[ $tap_failed -eq 0 ]
