@@ -27,8 +27,17 @@ static void print_layers(const struct dl_graph *g, const struct dl_shard *s, con
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *v = &s->local.layers[i];
         long params = dl_layer_param_count(v);
-        printf("%-4d %-28s %-5d %-50s %12ld\n", i, g->layers[i].name, dl_stages_of(&s->stages, i),
-               dl_shard_describe(s, i, how, sizeof how), params);
+        char copy[120] = "";
+        for (int j = 0; j < v->n_params; j++) { /* tied to a layer of another pipeline rank: a copy (op.h's replica) */
+            const struct dl_param_desc *p = &g->layers[i].param[j];
+            if (p->shares && dl_stages_rank(&s->stages, s->layer[i].stage) !=
+                                 dl_stages_rank(&s->stages, s->layer[p->share_layer].stage)) {
+                params += p->count;
+                snprintf(copy, sizeof copy, " (a copy of %s.%s)", g->layers[p->share_layer].name, p->name);
+            }
+        }
+        printf("%-4d %-28s %-5d %-50s %12ld%s\n", i, g->layers[i].name, dl_stages_of(&s->stages, i),
+               dl_shard_describe(s, i, how, sizeof how), params, copy);
     }
     for (int i = 0; i < g->n; i++)
         if (s->layer[i].whole_because)

@@ -67,6 +67,9 @@ enum dl_tag {
     DL_TAG_AGREE,
     /* comm/allreduce_bf16.c: each rank's bf16 block to its owner. */
     DL_TAG_BF16_SCATTER,
+    /* train/tied.c, on the world: a pipeline rank's gradient of a tied
+     * parameter, to the other ranks holding it. */
+    DL_TAG_TIED,
     DL_TAG_FIXED_END, /* the fixed tags end here */
 
     /* Ranges: base + an offset below the range's width. */

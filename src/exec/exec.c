@@ -196,7 +196,7 @@ static void count_params(struct dl_exec *e)
     const struct dl_graph *g = e->g;
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
-            if (g->layers[i].param[j].shares) /* the owner's storage */
+            if (g->layers[i].param[j].shares && !g->layers[i].param[j].replica) /* the owner's storage */
                 continue;
             if (g->layers[i].param[j].trainable)
                 e->n_weights += g->layers[i].param[j].count;
@@ -313,11 +313,15 @@ static int same_shard(const struct dl_exec *a, const struct dl_exec *b)
 /* Points param[][] and dparam[][] into the device's vectors and draws every
  * value of the whole network in order into the host's weights and state,
  * keeping this shard's. */
-static void draw_params(struct dl_exec *e, dl_real *weights, dl_real *state)
+static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, struct dl_error *err)
 {
+    static const struct dl_param_slice whole_slice = {-1, 0, 0, 1};
     const struct dl_graph *g = e->g, *whole = e->shard->g;
     struct dl_rng init;
     dl_rng_seed(&init, e->seed);
+    struct dl_rng(*began)[DL_MAX_PARAMS] = dl_calloc((size_t)g->n, sizeof *began, err); /* where each draw began */
+    if (!began)
+        return DL_ERR_NOMEM;
     long wo = 0, so = 0;
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
@@ -326,11 +330,20 @@ static void draw_params(struct dl_exec *e, dl_real *weights, dl_real *state)
         for (int j = 0; j < whole->layers[i].n_params; j++) {
             const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
             dl_real *host = NULL;
-            if (whole->layers[i].param[j].shares) { /* tied: the earlier layer's tensor, drawn there */
+            began[i][j] = init;
+            if (whole->layers[i].param[j].shares && !(p && p->replica)) { /* tied: the earlier layer's tensor */
                 if (p) {
                     e->param[i][j] = e->param[p->share_layer][p->share_param];
                     e->dparam[i][j] = e->dparam[p->share_layer][p->share_param];
                 }
+                continue;
+            }
+            if (p && p->replica) { /* the owner's values, drawn again */
+                struct dl_rng again = began[p->share_layer][p->share_param];
+                e->param[i][j] = e->weights + wo;
+                e->dparam[i][j] = e->dweights + wo;
+                init_param(&whole->layers[p->share_layer].param[p->share_param], &whole_slice, weights + wo, &again);
+                wo += p->count;
                 continue;
             }
             if (p && p->trainable) {
@@ -346,11 +359,15 @@ static void draw_params(struct dl_exec *e, dl_real *weights, dl_real *state)
             init_param(&whole->layers[i].param[j], p ? &e->shard->layer[i].slice[j] : NULL, host, &init);
         }
     }
+    free(began);
     e->weight_begin[g->n] = wo;
+    return DL_OK;
 }
 
 /* Parameters of the layers e runs (their slices), drawn in the whole
- * network's order; or another executor's. */
+ * network's order; a copy of a tied parameter whose owner runs on another
+ * rank (op.h's replica) drawn as the owner is, from the generator's state
+ * where the owner's draw began. */
 static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, struct dl_error *err)
 {
     const struct dl_graph *g = e->g;
@@ -385,7 +402,7 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
     int rc = !e->weights || !e->dweights || !e->state || !weights || !state ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
-        draw_params(e, weights, state);
+        rc = draw_params(e, weights, state, err);
     if (!rc)
         rc = dev->copy(e->weights, weights, sizeof *weights * (size_t)e->n_weights, DL_COPY_TO_DEVICE, err);
     if (!rc)

@@ -25,17 +25,37 @@ long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set)
     return n;
 }
 
+/* Where parameter j of layer i starts in the whole vector of set. */
+static long whole_offset(const struct dl_graph *g, enum dl_param_set set, int i, int j)
+{
+    long at = 0;
+    for (int k = 0; k < g->n; k++)
+        for (int m = 0; m < g->layers[k].n_params && (k < i || (k == i && m < j)); m++)
+            at += in_set(&g->layers[k].param[m], set) ? g->layers[k].param[m].count : 0;
+    return at;
+}
+
 /* Walks the parameters of set that shard sh holds, in the order of a local
  * vector, with where each lives in the whole vector: for every whole
- * element of a held slice, copy(ctx, local index, whole index). */
+ * element of a held slice, copy(ctx, local index, whole index).  A copy of
+ * a tied parameter (op.h's replica) is the owner's elements, copied only
+ * with replicas (into a rank's vector; out of it, the owner's count). */
 static long walk(const struct dl_shard *sh, enum dl_param_set set, void (*copy)(void *ctx, long local, long whole),
-                 void *ctx)
+                 void *ctx, int replicas)
 {
     const struct dl_graph *g = sh->g;
     long at_local = 0, at_whole = 0;
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {
             const struct dl_param_desc *p = &g->layers[i].param[j];
+            if (dl_shard_runs(sh, i) && j < sh->local.layers[i].n_params && sh->local.layers[i].param[j].replica) {
+                const struct dl_param_desc *own = &g->layers[p->share_layer].param[p->share_param];
+                long from = in_set(own, set) ? whole_offset(g, set, p->share_layer, p->share_param) : -1;
+                for (long k = 0; copy && replicas && from >= 0 && k < own->count; k++)
+                    copy(ctx, at_local + k, from + k);
+                at_local += from >= 0 ? own->count : 0;
+                continue;
+            }
             if (!in_set(p, set))
                 continue;
             if (dl_shard_runs(sh, i) && j < sh->local.layers[i].n_params) {
@@ -72,13 +92,13 @@ int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *
                  struct dl_error *err)
 {
     const struct dl_device *dev = dl_exec_device(e);
-    long n = walk(e->shard, set, NULL, NULL);
+    long n = walk(e->shard, set, NULL, NULL, 0);
     /* on a device: this executor's values in a host copy, copied back */
     dl_real *local = dev->host_memory ? mine : dl_calloc((size_t)(n > 0 ? n : 1), sizeof *local, err);
     if (!local)
         return DL_ERR_NOMEM;
     struct copy_ctx c = {whole, local};
-    walk(e->shard, set, to_local, &c);
+    walk(e->shard, set, to_local, &c, 1);
     int rc = DL_OK;
     if (local != mine) {
         rc = dev->copy(mine, local, sizeof *local * (size_t)n, DL_COPY_TO_DEVICE, err);
@@ -110,14 +130,14 @@ static int gather_host(const struct dl_exec *e, struct dl_comm *world, long n, e
             if (rc)
                 break;
             const struct dl_shard *theirs = r == 0 ? sh : &other;
-            long count = walk(theirs, set, NULL, NULL);
+            long count = walk(theirs, set, NULL, NULL, 0);
             dl_real *buf = r == 0 ? (dl_real *)mine : dl_calloc((size_t)(count ? count : 1), sizeof *buf, err);
             rc = buf ? DL_OK : DL_ERR_NOMEM;
             if (!rc && r != 0)
                 rc = world->ops->recv(world, buf, sizeof *buf * (size_t)count, r, DL_TAG_GATHER_PARAMS, err);
             struct copy_ctx c = {buf, whole};
             if (!rc)
-                walk(theirs, set, to_whole, &c);
+                walk(theirs, set, to_whole, &c, 0);
             if (r != 0) {
                 free(buf);
                 dl_shard_free(&other);
@@ -129,7 +149,7 @@ static int gather_host(const struct dl_exec *e, struct dl_comm *world, long n, e
 int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
                    dl_real *whole, struct dl_error *err)
 {
-    long n = walk(e->shard, set, NULL, NULL), cap = 0;
+    long n = walk(e->shard, set, NULL, NULL, 0), cap = 0;
     dl_real *staging = NULL; /* on a device: this executor's values copied out */
     const dl_real *host = dl_exec_host_values(e, mine, n, &staging, &cap, err);
     int rc = host ? gather_host(e, world, n, set, host, whole, err) : err->code;

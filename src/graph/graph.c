@@ -455,7 +455,7 @@ long dl_layer_param_count(const struct dl_layer *l)
 void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *state)
 {
     for (int j = 0; j < l->n_params; j++)
-        if (!l->param[j].shares)
+        if (!l->param[j].shares || l->param[j].replica)
             *(l->param[j].trainable ? trainable : state) += (double)l->param[j].count;
 }
 

@@ -93,7 +93,8 @@ void dl_layer_decls_free(struct dl_layer_decl *d, int n);
  * parameter counts once, in the layer that owns it). */
 long dl_layer_param_count(const struct dl_layer *l);
 /* Adds layer l's trainable elements to *trainable and the rest (batch-norm
- * statistics) to *state, each stored parameter once. */
+ * statistics) to *state, each stored parameter once (a tied one where it is
+ * stored: its owner, or a rank's copy, op.h's replica). */
 void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *state);
 long dl_graph_param_count(const struct dl_graph *g);
 

@@ -72,9 +72,15 @@ struct dl_param_desc {
     /* Weight tying (the network file's `share:`, graph.c): this parameter is
      * layer share_layer's parameter share_param, an earlier layer's of the
      * same shape; it has no storage, no checkpoint entry and no count of its
-     * own, and both layers' gradients add up in the one tensor. */
+     * own, and both layers' gradients add up in the one tensor.  replica
+     * (a rank's view, plan/shard.c): the owner runs in a pipeline stage of
+     * another rank, so this rank keeps a copy of it, with storage, drawn as
+     * the owner is; the copies' gradients are summed between the ranks
+     * before each update (train/tied.c), so they stay equal; still no
+     * checkpoint entry or count of its own. */
     int shares;
     int share_layer, share_param;
+    int replica;
 };
 
 /* ---------------------------------------------------------------- one call */

@@ -256,7 +256,9 @@ static int clip_gradient(struct dl_strategy *s, struct dl_error *err)
 int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err)
 {
     double t0 = dl_trace_now(s->exec->trace);
-    int rc = s->clip_norm > 0 ? clip_gradient(s, err) : DL_OK;
+    int rc = s->before_update ? s->before_update(s->update_ctx, err) : DL_OK;
+    if (!rc && s->clip_norm > 0)
+        rc = clip_gradient(s, err);
     if (rc)
         return rc;
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);

@@ -206,6 +206,11 @@ struct dl_strategy {
     double clip_norm, grad_norm;
     int (*model_sum)(void *ctx, double *sq, struct dl_error *err);
     void *model_ctx;
+    /* Called on the gradient first, before clipping and the update (NULL:
+     * none): the copies of tied parameters summed across pipeline ranks
+     * (train/tied.c). */
+    int (*before_update)(void *ctx, struct dl_error *err);
+    void *update_ctx;
     void *impl;
 };
 
@@ -229,8 +234,8 @@ int dl_strategy_consistent(const struct dl_strategy *s);
 void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
 
 /* The optimizer's update of s->exec's weights from its gradient at rate lr
- * (a --trace records it), the gradient clipped first when s->clip_norm is
- * set. */
+ * (a --trace records it), after s->before_update, the gradient clipped
+ * first when s->clip_norm is set. */
 int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err);
 /* Sums m over the ranks (one small allreduce); its samples become global_batch. */
 int dl_strategy_sum_metrics(struct dl_strategy *s, struct dl_step_metrics *m, int global_batch, struct dl_error *err);

@@ -373,6 +373,8 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
             p->shares = l->param[j].shares;
             p->share_layer = l->param[j].share_layer;
             p->share_param = l->param[j].share_param;
+            /* the owner on another rank's stage: a copy here */
+            p->replica = p->shares && dl_shard_runs(s, i) && !dl_shard_runs(s, p->share_layer);
         }
     }
     return DL_OK;
@@ -476,25 +478,10 @@ int dl_shard_edge(const struct dl_shard *s, int layer, int to)
     return -1;
 }
 
-/* A tied parameter's gradients add up in one tensor: the layers sharing it
- * run in one pipeline stage. */
-static int tied_in_one_stage(const struct dl_shard *s, int i, struct dl_error *err)
-{
-    const struct dl_layer *l = &s->g->layers[i];
-    for (int j = 0; j < l->n_params; j++) {
-        const struct dl_param_desc *p = &l->param[j];
-        if (p->shares && s->layer[i].stage != s->layer[p->share_layer].stage)
-            return dl_errorf(err, DL_ERR_SPEC, "layer '%s' shares its %s with layer '%s' (share:), but they run in "
-                             "pipeline stages %d and %d; the pipeline does not carry tied parameters between "
-                             "stages yet (use dp)", l->name, p->name, s->g->layers[p->share_layer].name, s->layer[i].stage,
-                             s->layer[p->share_layer].stage);
-    }
-    return DL_OK;
-}
-
 /* A tied parameter is whole in both layers under tensor parallelism
  * (decide_linear keeps a tied layer whole): each tensor rank holds it and
- * sums both layers' gradients, as one process does. */
+ * sums both layers' gradients, as one process does (or, the layers in
+ * stages of two ranks, each holds a copy: op.h's replica). */
 static int tied_whole(const struct dl_shard *s, int i, struct dl_error *err)
 {
     const struct dl_layer *l = &s->g->layers[i];
@@ -530,8 +517,6 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
     int rc = dl_stages_cut(g, dims->pp, V, cost, &s->stages, err);
     for (int i = 0; !rc && i < g->n; i++)
         s->layer[i].stage = dl_stages_of(&s->stages, i);
-    for (int i = 0; !rc && i < g->n; i++)
-        rc = tied_in_one_stage(s, i, err);
     for (int i = 0; !rc && i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         void *local_attr = l->attr;

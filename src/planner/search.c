@@ -73,27 +73,6 @@ static int cut(const struct dl_graph *g, const struct dl_tp_view *v, const struc
     return rc;
 }
 
-/* Why the cuts of layout l cannot run g: a tied parameter (share:) whose
- * two layers they put in different stages (the pipeline does not carry
- * one yet); NULL when none is. */
-static const char *tied_across_cut(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t size)
-{
-    for (int s = 1; s < dl_layout_stages(l); s++) {
-        int cut_at = l->first[s];
-        for (int i = cut_at; i < g->n; i++)
-            for (int j = 0; j < g->layers[i].n_params; j++) {
-                const struct dl_param_desc *p = &g->layers[i].param[j];
-                if (p->shares && p->share_layer < cut_at) {
-                    snprintf(buf, size, "the stage cut before layer '%s' puts layers '%s' and '%s', which share a "
-                             "weight (share:), in different stages", g->layers[cut_at].name,
-                             g->layers[p->share_layer].name, g->layers[i].name);
-                    return buf;
-                }
-            }
-    }
-    return NULL;
-}
-
 /* Predicts and sizes candidate c (its layout's cuts set) with the arenas
  * and parameters of its pipeline ranks (shared by the schedules; NULL:
  * memory not wanted). */
@@ -192,17 +171,6 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
             l.V = variants[k].V;
             if (dl_layout_stages(&l) != dl_layout_stages(&planned) || planned.chunks == 0)
                 rc = cut(g, v, req, (double)local / M, &l, cost, mem, err);
-            char tied[320];
-            if (!rc && tied_across_cut(g, &l, tied, sizeof tied)) {
-                struct dl_plan_candidate *c = push(r, cap, err);
-                if (!c) {
-                    rc = DL_ERR_NOMEM;
-                    break;
-                }
-                c->layout = l;
-                snprintf(c->why, sizeof c->why, "%s", tied);
-                continue;
-            }
             /* arenas follow the cuts, and zb-h1's backward in two passes */
             int replan = memcmp(l.first, planned.first, sizeof l.first) || planned.chunks == 0 ||
                          (l.schedule == DL_SCHED_ZB_H1) != (planned.schedule == DL_SCHED_ZB_H1);

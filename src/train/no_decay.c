@@ -26,7 +26,10 @@ int dl_no_decay_apply(struct dl_exec *const *e, int n, const dl_real *weights, u
             const struct dl_layer *l = &g->layers[i];
             for (int j = 0; j < l->n_params && !rc; j++) {
                 const struct dl_param_desc *p = &l->param[j];
-                if (!p->trainable || p->shares || !e[x]->param[i][j] || !dl_no_decay_applies(l, j, kinds))
+                /* a copy of a tied parameter (op.h's replica) as its owner */
+                const struct dl_layer *own = p->replica ? &g->layers[p->share_layer] : l;
+                if (!p->trainable || (p->shares && !p->replica) || !e[x]->param[i][j] ||
+                    !dl_no_decay_applies(own, p->replica ? p->share_param : j, kinds))
                     continue;
                 if (m == cap) {
                     cap = cap ? 2 * cap : 64;

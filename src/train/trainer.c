@@ -39,6 +39,7 @@
 #include "train/numerics.h"
 #include "train/hf_gpt2.h"
 #include "train/no_decay.h"
+#include "train/tied.h"
 #include "train/pipeline.h"
 #include "train/sample.h"
 #include "train/signals.h"
@@ -55,6 +56,7 @@ struct trainer {
     struct dl_dataset train, test;
     struct dl_batcher batcher;
     struct dl_pipeline pipe;        /* the executors of this rank's step */
+    struct dl_tied *tied;           /* copies of tied parameters summed across pipeline ranks, or NULL */
     int sharded;                    /* a grid of tensor or pipeline ranks: */
     struct dl_grid grid;            /*   this rank's place and group communicators */
     struct dl_shard shard;          /*   its part of the network */
@@ -128,6 +130,11 @@ static int agree_over_grid(struct trainer *tr, double *v, int n, int sums, struc
 
 /* A squared gradient norm of this rank's part of the model summed over the
  * grid's tensor and pipeline groups: the whole model's. */
+static int tied_sum(void *ctx, struct dl_error *err)
+{
+    return dl_tied_sum(ctx, err);
+}
+
 static int model_norm_sum(void *ctx, double *sq, struct dl_error *err)
 {
     struct trainer *tr = ctx;
@@ -469,11 +476,21 @@ static int setup(struct trainer *tr, struct dl_error *err)
     if (!rc)
         rc = dl_strategy_create(tr->data_comm, dl_pipeline_exec(&tr->pipe), &tr->optim, &po, ts->seed,
                                 forward_warning, tr, &tr->strategy, err);
+    if (!rc && tr->sharded)
+        rc = dl_tied_create(dl_pipeline_exec(&tr->pipe), tr->comm, &tr->tied, err);
+    if (!rc && tr->tied && (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
+        rc = dl_errorf(err, DL_ERR_SPEC, "a tied parameter (share:) whose layers run in two pipeline ranks' stages: "
+                       "the parameter server (--consistency ssp or async) updates the copies on their own; train "
+                       "with sync, local-sgd, gossip or easgd");
     if (!rc) {
         tr->strategy->clip_norm = ts->clip_grad_norm;
         if (tr->sharded) { /* the other parts of the model are on the tensor and pipeline groups */
             tr->strategy->model_sum = model_norm_sum;
             tr->strategy->model_ctx = tr;
+        }
+        if (tr->tied) {
+            tr->strategy->before_update = tied_sum;
+            tr->strategy->update_ctx = tr->tied;
         }
     }
     if (!rc)
@@ -493,6 +510,7 @@ static void teardown(struct trainer *tr)
 {
     dl_batch_ahead_free(&tr->batches);
     dl_strategy_free(tr->strategy);
+    dl_tied_free(tr->tied);
     dl_optim_free(&tr->optim);
     dl_pipeline_free(&tr->pipe);
     if (tr->sharded)

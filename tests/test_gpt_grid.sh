@@ -1,7 +1,7 @@
 #!/bin/sh
-# test_tp_transformer.sh: Megatron-LM's tensor parallelism of a transformer
-# (issue 30; issue 27's strided parameter slices and sequences over a
-# tensor group), against one process.  gpt-tiny on tp=2, tp=4 (one head a
+# test_gpt_grid.sh: a GPT on grids as Megatron-LM lays it out (issue 30;
+# issue 27's strided parameter slices, sequences over a tensor group and
+# tied parameters across pipeline stages), against one process.  gpt-tiny on tp=2, tp=4 (one head a
 # rank) and dp=2 x tp=2: c_attn split by its outputs in three groups (q, k
 # and v, each rank holding whole heads: a strided slice of the weight), the
 # attention core on the rank's heads, c_proj and the MLP's second linear by
@@ -10,7 +10,13 @@
 # and three separate q, k, v inputs, so each rank's dropout draws the whole
 # layer's masks for its heads, and a head split by its outputs (the loss
 # vocabulary-parallel at every position); a tp=2 checkpoint resumed on one process
-# continues the one-process run.  Each grid run: every step's loss within
+# continues the one-process run.  Pipelines: the token embedding on the
+# first stage and the head tied to it on the last (each rank a copy, their
+# gradients summed before each update) on pp=2, interleaved pp=2 (4
+# stages), tp=2 x pp=2 and dp=2 x pp=2, and with the embeddings left out
+# of the weight decay (the copy as its owner), with check's count of the copy; a
+# pp=2 checkpoint resumed on one process and one process's on pp=2 (the
+# copy filled from the owner's tensor).  Each grid run: every step's loss within
 # 1e-5 relative and the final weights within 1e-5 of the largest
 # (grid_runs.sh).  Heads the tensor ranks do not divide are refused,
 # naming the layer.
@@ -18,7 +24,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 12
+tap_plan 21
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -68,6 +74,18 @@ YAML
 ATTN="--net $T/attn.yaml --data $TEXT --threads 1 --max-steps 20 --limit-test 32"
 run 1 attn-one $ATTN && grid attn-tp2 attn-one 2 $ATTN --grid tp=2
 
+# the tied head on another pipeline rank than the embedding
+expect_status 0 "check gpt-tiny --grid pp=2" -- $DLTRAIN check $GPT --grid pp=2
+expect_output "^23 +lm_head +1 +whole +16384 \\(a copy of wte\\.weight\\)\$" \
+    "the head's stage holds a copy of the embedding (16,384 values)"
+grid gpt-pp2 gpt-one 2 $GPT --grid pp=2
+grid gpt-pp2-interleaved gpt-one 2 $GPT --grid pp=2 --pipeline-schedule interleaved:2 --pipeline-chunks 4
+grid gpt-tp2-pp2 gpt-one 4 $GPT --grid tp=2,pp=2
+grid gpt-dp2-pp2 gpt-one 4 $GPT --grid dp=2,pp=2
+# GPT-2's recipe leaves the embeddings out of the decay: the head's copy too
+NODECAY="$GPT --set train.optimizer.no_decay=[bias,norm,embedding]"
+run 1 gpt-one-nodecay $NODECAY && grid gpt-pp2-nodecay gpt-one-nodecay 2 $NODECAY --grid pp=2
+
 # a tp=2 checkpoint of step 10 resumed on one process
 run 1 gpt-one-ckpt $GPT --checkpoint-dir "$T/one" --checkpoint-every 10 &&
     run 2 gpt-tp2-ckpt $GPT --grid tp=2 --checkpoint-dir "$T/tp2" --checkpoint-every 10 &&
@@ -85,4 +103,25 @@ print("# resumed on one process: steps 11-20 within %.2g relative, weights %.2g"
 sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= 1e-5 else 1)
 PY
 tap_result $? "a tp=2 checkpoint (strided c_attn slices gathered) resumed on one process continues its run"
+
+# resumed(NAME): steps 11-20 and the final weights of run NAME against gpt-one's
+resumed() {
+    /usr/bin/python3 - "$T" "$1" <<'PY'
+import json, sys
+import numpy as np
+T, name = sys.argv[1:3]
+a = [json.loads(l)["loss"] for l in open(T + "/gpt-one.jsonl") if '"step"' in l]
+b = [json.loads(l)["loss"] for l in open(T + "/" + name + ".jsonl") if '"step"' in l]
+x, y = np.fromfile(T + "/gpt-one.bin", np.float32), np.fromfile(T + "/" + name + ".bin", np.float32)
+rel = max(abs(p - q) / abs(p) for p, q in zip(a[10:], b[-10:]))
+wd = np.max(np.abs(x - y)) / np.max(np.abs(x))
+print("# %s: steps 11-20 within %.2g relative, weights %.2g" % (name, rel, wd))
+sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= 1e-5 else 1)
+PY
+}
+run 2 gpt-pp2-ckpt $GPT --grid pp=2 --checkpoint-dir "$T/pp2" --checkpoint-every 10 &&
+    run 1 gpt-pp2-on-one $GPT --resume "$T/pp2/ckpt-0000000010.safetensors" && resumed gpt-pp2-on-one
+tap_result $? "a pp=2 checkpoint (the tied weight once) resumed on one process continues its run"
+run 2 gpt-one-on-pp2 $GPT --grid pp=2 --resume "$T/one/ckpt-0000000010.safetensors" && resumed gpt-one-on-pp2
+tap_result $? "one process's checkpoint resumed on pp=2 (the head's copy from the embedding's tensor)"
 [ $tap_failed -eq 0 ]
