@@ -1,30 +1,32 @@
 #!/bin/sh
 # test_gpt_grid.sh: a GPT on grids as Megatron-LM lays it out (issue 30;
-# issue 27's strided parameter slices, sequences over a tensor group and
-# tied parameters across pipeline stages), against one process.  gpt-tiny on tp=2, tp=4 (one head a
-# rank) and dp=2 x tp=2: c_attn split by its outputs in three groups (q, k
-# and v, each rank holding whole heads: a strided slice of the weight), the
-# attention core on the rank's heads, c_proj and the MLP's second linear by
-# their inputs (partial sums, one allreduce each), the tied head whole; a
-# net with attention dropout reading a whole packed input (cut by heads)
-# and three separate q, k, v inputs, so each rank's dropout draws the whole
-# layer's masks for its heads, and a head split by its outputs (the loss
-# vocabulary-parallel at every position); a tp=2 checkpoint resumed on one process
-# continues the one-process run.  Pipelines: the token embedding on the
-# first stage and the head tied to it on the last (each rank a copy, their
-# gradients summed before each update) on pp=2, interleaved pp=2 (4
-# stages), tp=2 x pp=2 and dp=2 x pp=2, and with the embeddings left out
-# of the weight decay (the copy as its owner), with check's count of the copy; a
-# pp=2 checkpoint resumed on one process and one process's on pp=2 (the
-# copy filled from the owner's tensor).  Each grid run: every step's loss within
-# 1e-5 relative and the final weights within 1e-5 of the largest
-# (grid_runs.sh).  Heads the tensor ranks do not divide are refused,
-# naming the layer.
+# issue 27's sequences over a tensor group, strided parameter slices and
+# tied parameters across tensor and pipeline ranks), against one process:
+# every step's loss within 1e-5 relative and the final weights within 1e-5
+# of the largest (grid_runs.sh).
+# - Tensor parallelism, gpt-tiny on tp=2, tp=4 (one head a rank) and
+#   dp=2 x tp=2: c_attn split by its outputs in three groups (q, k and v,
+#   whole heads a rank: a strided slice of its weight), the attention core
+#   on the rank's heads, c_proj and the MLP's second linear by their inputs
+#   (one allreduce each); the token embedding by its rows (vocabulary-
+#   parallel: partial sums) and the head tied to it by its outputs on the
+#   same slice, so the loss is vocabulary-parallel at every position; heads
+#   the ranks do not divide are refused, naming the layer.
+# - A net with attention dropout on a whole packed input (cut by heads) and
+#   on three separate q, k, v inputs (each rank draws the whole layer's
+#   masks for its heads) and an untied head split by its outputs, on tp=2.
+# - Pipelines: the embedding on the first stage and the head tied to it on
+#   the last (each rank a copy, their gradients summed before each update)
+#   on pp=2, interleaved pp=2 (4 stages), tp=2 x pp=2 (copies of a slice)
+#   and dp=2 x pp=2, with the embeddings left out of the weight decay (the
+#   copy decayed as its owner); check counts the copy.
+# - Checkpoints: tp=2's and pp=2's resumed on one process, one process's on
+#   pp=2 (the copy filled from the owner's tensor).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 21
+tap_plan 24
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -35,7 +37,9 @@ expect_output "^3 +h\\.0\\.attn\\.c_attn +0 +outputs \\(by 3 groups: q, k, v\\) 
     "c_attn split by its outputs in q, k, v groups: 6,240 of its 12,480 parameters a rank"
 expect_output "^4 +h\\.0\\.attn\\.attn +0 +heads " "the attention core split by heads"
 expect_output "^10 +h\\.0\\.mlp\\.c_proj +0 +inputs, partial sums " "the MLP's second linear split by its inputs"
-expect_output "^layer 'lm_head' stays whole on every tensor rank: its weight is tied" "the tied head stays whole, said so"
+expect_output "^0 +wte +0 +vocabulary, partial sums +8192\$" "the token embedding split by its rows (the vocabulary)"
+expect_output "^23 +lm_head +0 +outputs +0\$" "  and the head tied to it by its outputs, on the same slice"
+expect_output "^24 +loss +0 +classes \\(no gather\\)" "  so the loss is vocabulary-parallel at every position"
 expect_status 2 "2 heads on 4 tensor ranks" -- $DLTRAIN check $GPT --set args.heads=2 --grid tp=4
 expect_output "layer 'h\\.0\\.attn\\.attn' \\(attention\\), split auto: 4 tensor ranks do not divide its heads" \
     "  refused, naming the attention layer"
@@ -78,6 +82,9 @@ run 1 attn-one $ATTN && grid attn-tp2 attn-one 2 $ATTN --grid tp=2
 expect_status 0 "check gpt-tiny --grid pp=2" -- $DLTRAIN check $GPT --grid pp=2
 expect_output "^23 +lm_head +1 +whole +16384 \\(a copy of wte\\.weight\\)\$" \
     "the head's stage holds a copy of the embedding (16,384 values)"
+expect_status 0 "check gpt-tiny --grid tp=2,pp=2" -- $DLTRAIN check $GPT --grid tp=2,pp=2
+expect_output "^23 +lm_head +1 +outputs +8192 \\(a copy of wte\\.weight\\)\$" \
+    "  on tp=2 x pp=2, a copy of the tensor rank's vocabulary slice (8,192 values)"
 grid gpt-pp2 gpt-one 2 $GPT --grid pp=2
 grid gpt-pp2-interleaved gpt-one 2 $GPT --grid pp=2 --pipeline-schedule interleaved:2 --pipeline-chunks 4
 grid gpt-tp2-pp2 gpt-one 4 $GPT --grid tp=2,pp=2

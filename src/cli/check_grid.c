@@ -32,7 +32,7 @@ static void print_layers(const struct dl_graph *g, const struct dl_shard *s, con
             const struct dl_param_desc *p = &g->layers[i].param[j];
             if (p->shares && dl_stages_rank(&s->stages, s->layer[i].stage) !=
                                  dl_stages_rank(&s->stages, s->layer[p->share_layer].stage)) {
-                params += p->count;
+                params += v->param[j].count; /* this tensor rank's slice */
                 snprintf(copy, sizeof copy, " (a copy of %s.%s)", g->layers[p->share_layer].name, p->name);
             }
         }

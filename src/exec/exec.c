@@ -315,7 +315,6 @@ static int same_shard(const struct dl_exec *a, const struct dl_exec *b)
  * keeping this shard's. */
 static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, struct dl_error *err)
 {
-    static const struct dl_param_slice whole_slice = {-1, 0, 0, 1};
     const struct dl_graph *g = e->g, *whole = e->shard->g;
     struct dl_rng init;
     dl_rng_seed(&init, e->seed);
@@ -342,7 +341,8 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
                 struct dl_rng again = began[p->share_layer][p->share_param];
                 e->param[i][j] = e->weights + wo;
                 e->dparam[i][j] = e->dweights + wo;
-                init_param(&whole->layers[p->share_layer].param[p->share_param], &whole_slice, weights + wo, &again);
+                init_param(&whole->layers[p->share_layer].param[p->share_param], &e->shard->layer[i].slice[j],
+                           weights + wo, &again);
                 wo += p->count;
                 continue;
             }

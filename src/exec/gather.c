@@ -51,9 +51,12 @@ static long walk(const struct dl_shard *sh, enum dl_param_set set, void (*copy)(
             if (dl_shard_runs(sh, i) && j < sh->local.layers[i].n_params && sh->local.layers[i].param[j].replica) {
                 const struct dl_param_desc *own = &g->layers[p->share_layer].param[p->share_param];
                 long from = in_set(own, set) ? whole_offset(g, set, p->share_layer, p->share_param) : -1;
-                for (long k = 0; copy && replicas && from >= 0 && k < own->count; k++)
-                    copy(ctx, at_local + k, from + k);
-                at_local += from >= 0 ? own->count : 0;
+                for (long k = 0; copy && replicas && from >= 0 && k < own->count; k++) {
+                    long l = dl_param_slice_index(own, &sh->layer[i].slice[j], k); /* the owner's slice */
+                    if (l >= 0)
+                        copy(ctx, at_local + l, from + k);
+                }
+                at_local += from >= 0 ? sh->local.layers[i].param[j].count : 0;
                 continue;
             }
             if (!in_set(p, set))

@@ -5,7 +5,11 @@
  * weight [vocab, dim] drawn from N(0, 1) as PyTorch does.  Backward adds
  * each position's output gradient into its id's row; the ids take no
  * gradient.  An id outside [0, vocab) never reaches it: the data loader
- * checks every id against the graph's limit (graph.h's id_limit). */
+ * checks every id against the graph's limit (graph.h's id_limit).
+ * A tensor rank's part (tp_vocab, Megatron-LM's vocabulary-parallel
+ * embedding) holds rows [vocab0, vocab0 + vocab) of the whole table: an id
+ * among them gives its row, any other zeros, and the parts' outputs are
+ * summed over the tensor group; backward adds into its rows only. */
 #include "ops/op.h"
 
 #include <stddef.h>
@@ -15,6 +19,7 @@
 struct embedding_attr {
     int vocab;
     int dim;
+    int vocab0; /* the whole table's index of row 0 (a tensor rank's part: tp_vocab), not a key */
 };
 
 static const struct dl_attr_desc embedding_attrs[] = {
@@ -59,6 +64,15 @@ static int32_t id_at(const struct dl_op_call *c, long n, long t)
     return id;
 }
 
+/* The row of the id at sample n, position t in this table, or -1 (another
+ * rank's part holds it). */
+static long row_at(const struct dl_op_call *c, long n, long t)
+{
+    const struct embedding_attr *a = c->attr;
+    long r = (long)id_at(c, n, t) - a->vocab0;
+    return r >= 0 && r < a->vocab ? r : -1;
+}
+
 static void embedding_forward(const struct dl_op_call *c)
 {
     const struct embedding_attr *a = c->attr;
@@ -67,10 +81,10 @@ static void embedding_forward(const struct dl_op_call *c)
     #pragma omp parallel for schedule(static)
     for (long n = 0; n < c->batch; n++)
         for (long t = 0; t < T; t++) {
-            const dl_real *row = w + (long)id_at(c, n, t) * C;
+            long r = row_at(c, n, t);
             dl_real *y = c->out + n * C * T + t;
             for (long k = 0; k < C; k++)
-                y[k * T] = row[k];
+                y[k * T] = r >= 0 ? w[r * C + k] : 0;
         }
 }
 
@@ -84,11 +98,26 @@ static void embedding_backward(const struct dl_op_call *c)
     /* In sample and position order, so the sums are the same on any thread count. */
     for (long n = 0; n < c->batch; n++)
         for (long t = 0; t < T; t++) {
-            dl_real *row = dw + (long)id_at(c, n, t) * C;
+            long r = row_at(c, n, t);
+            if (r < 0)
+                continue;
+            dl_real *row = dw + r * C;
             const dl_real *dy = c->dout + n * C * T + t;
             for (long k = 0; k < C; k++)
                 row[k] += dy[k * T];
         }
+}
+
+static int embedding_tp_vocab(const void *attr, int T, int t, void *local)
+{
+    const struct embedding_attr *a = attr;
+    struct embedding_attr *l = local;
+    if (a->vocab % T)
+        return -1;
+    *l = *a;
+    l->vocab = a->vocab / T;
+    l->vocab0 = a->vocab0 + t * l->vocab;
+    return 0;
 }
 
 const struct dl_op_kind dl_op_embedding = {
@@ -105,4 +134,5 @@ const struct dl_op_kind dl_op_embedding = {
     .params = embedding_params,
     .forward = embedding_forward,
     .backward = embedding_backward,
+    .tp_vocab = embedding_tp_vocab,
 };

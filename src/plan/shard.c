@@ -192,8 +192,12 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
         L->rows_in[0] = DL_TP_IN_GATHER_ROWS;
     /* 0 whole, 1 by outputs, 2 by inputs; auto takes a split input as it is */
     int mode = by_output_request(want) ? 1 : by_input_request(want) ? 2 : want == DL_SPLIT_AUTO ? (sh ? 2 : 1) : 0;
-    if (want == DL_SPLIT_AUTO && mode && tied(s->g, i)) {
-        L->whole_because = "its weight is tied to another layer's (share:), which stays whole";
+    const struct dl_param_desc *own = l->param[0].shares ? &l->param[0] : NULL; /* a tied weight: its owner's slice */
+    if (want == DL_SPLIT_AUTO && mode && own && s->layer[own->share_layer].slice[own->share_param].dim == 0)
+        mode = 1; /* split as the owner (a vocabulary-parallel embedding: the head's columns) */
+    else if (want == DL_SPLIT_AUTO && mode && tied(s->g, i)) {
+        L->whole_because = own ? "its weight is tied to another layer's (share:), which stays whole"
+                               : "another layer's weight is tied to it (share:), so it stays whole";
         mode = 0;
     }
     if (mode == 2 && l->in_shape[0].c % T) {
@@ -265,6 +269,23 @@ static int decide_heads(struct dl_shard *s, int i, void *local_attr, struct dl_e
         L->in[k] = input_split(s, l, k) ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE;
         L->in_groups[k] = G;
     }
+    return DL_OK;
+}
+
+/* A lookup table (op.h's tp_vocab) split by its rows: the ids whole on
+ * every rank, its output a partial sum, summed over the group. */
+static int decide_vocab(struct dl_shard *s, int i, void *local_attr, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    struct dl_shard_layer *L = &s->layer[i];
+    gather_batch_inputs(s, l, L);
+    if (l->kind->tp_vocab(l->attr, s->dims.tp, s->pos.t, local_attr)) {
+        memcpy(local_attr, l->attr, l->kind->attr_size);
+        L->whole_because = "the tensor ranks do not divide its rows (the vocabulary)";
+        return DL_OK;
+    }
+    L->by_vocab = 1;
+    L->partial = 1;
     return DL_OK;
 }
 
@@ -363,19 +384,19 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
     struct dl_shard_layer *W = &s->layer[i];
     for (int j = 0; j < v->n_params; j++) {
         struct dl_param_desc *p = &v->param[j];
-        int dim = L->by_output || (L->split_out && !L->by_input && !L->by_heads) ? 0 : L->by_input && j == 0 ? 1
-                                                                                                        : -1;
+        int dim = L->by_output || L->by_vocab || (L->split_out && !L->by_input && !L->by_heads) ? 0
+                  : L->by_input && j == 0                                                      ? 1
+                                                                                               : -1;
         int G = dim == 0 ? groups_of(s, i) : dim == 1 ? input_groups(s, l, 0) : 1;
         long count = dim < 0 ? p->count : p->dims[dim] / G;
         W->slice[j] = dim < 0 ? (struct dl_param_slice){-1, 0, p->count, 1}
                               : (struct dl_param_slice){dim, (long)s->pos.t * count, count, G};
-        if (dim < 0) { /* tied parameters run unsplit (tied_whole) */
-            p->shares = l->param[j].shares;
-            p->share_layer = l->param[j].share_layer;
-            p->share_param = l->param[j].share_param;
-            /* the owner on another rank's stage: a copy here */
-            p->replica = p->shares && dl_shard_runs(s, i) && !dl_shard_runs(s, p->share_layer);
-        }
+        /* tied: the owner's slice of it (tied_alike) */
+        p->shares = l->param[j].shares;
+        p->share_layer = l->param[j].share_layer;
+        p->share_param = l->param[j].share_param;
+        /* the owner on another rank's stage: a copy here */
+        p->replica = p->shares && dl_shard_runs(s, i) && !dl_shard_runs(s, p->share_layer);
     }
     return DL_OK;
 }
@@ -400,6 +421,7 @@ const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t
 {
     const struct dl_shard_layer *L = &s->layer[i];
     const char *what = L->by_output                 ? "outputs"
+                       : L->by_vocab                ? "vocabulary, partial sums"
                        : L->by_heads                ? "heads"
                        : L->by_input                ? "inputs, partial sums"
                        : L->split_classes           ? "classes (no gather)"
@@ -478,11 +500,12 @@ int dl_shard_edge(const struct dl_shard *s, int layer, int to)
     return -1;
 }
 
-/* A tied parameter is whole in both layers under tensor parallelism
- * (decide_linear keeps a tied layer whole): each tensor rank holds it and
- * sums both layers' gradients, as one process does (or, the layers in
- * stages of two ranks, each holds a copy: op.h's replica). */
-static int tied_whole(const struct dl_shard *s, int i, struct dl_error *err)
+/* A tied parameter is the same slice in both layers under tensor
+ * parallelism (decide_linear splits a tied layer as its owner, or keeps
+ * both whole): each tensor rank holds it and sums both layers' gradients,
+ * as one process does (or, the layers in stages of two ranks, each holds
+ * a copy: op.h's replica). */
+static int tied_alike(const struct dl_shard *s, int i, struct dl_error *err)
 {
     const struct dl_layer *l = &s->g->layers[i];
     for (int j = 0; j < l->n_params; j++) {
@@ -490,10 +513,12 @@ static int tied_whole(const struct dl_shard *s, int i, struct dl_error *err)
         if (!p->shares)
             continue;
         int o = p->share_layer;
-        if (s->layer[i].slice[j].dim >= 0 || s->layer[o].slice[p->share_param].dim >= 0)
-            return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its %s is layer '%s''s (share:), which tensor "
-                             "parallelism splits; a tied parameter stays whole on every tensor rank (set split: "
-                             "none on both)", l->name, p->name, s->g->layers[o].name);
+        const struct dl_param_slice *a = &s->layer[i].slice[j], *b = &s->layer[o].slice[p->share_param];
+        if (a->dim != b->dim || (a->dim >= 0 && (a->offset != b->offset || a->count != b->count ||
+                                                 a->groups != b->groups)))
+            return dl_errorf(err, DL_ERR_SPEC, "layer '%s': its %s is layer '%s''s (share:), but tensor "
+                             "parallelism splits them differently; leave split out on both, or set split: none "
+                             "on both", l->name, p->name, s->g->layers[o].name);
     }
     return DL_OK;
 }
@@ -520,7 +545,14 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
     for (int i = 0; !rc && i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         void *local_attr = l->attr;
-        if (dims->tp > 1 && l->kind->tp_heads && l->split == DL_SPLIT_AUTO) {
+        if (dims->tp > 1 && l->kind->tp_vocab && l->split == DL_SPLIT_AUTO) {
+            if (!(local_attr = calloc(1, l->kind->attr_size)))
+                rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
+            else
+                s->local.layers[i].attr = local_attr;
+            if (!rc)
+                rc = decide_vocab(s, i, local_attr, err);
+        } else if (dims->tp > 1 && l->kind->tp_heads && l->split == DL_SPLIT_AUTO) {
             if (!(local_attr = calloc(1, l->kind->attr_size)))
                 rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
             else
@@ -543,7 +575,7 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
             rc = local_view(s, i, local_attr, err);
     }
     for (int i = 0; !rc && i < g->n; i++)
-        rc = tied_whole(s, i, err);
+        rc = tied_alike(s, i, err);
     if (!rc)
         rc = find_edges(s, err);
     if (rc)

@@ -58,6 +58,7 @@ struct dl_param_slice {
 struct dl_shard_layer {
     enum dl_split split;        /* as resolved: none, column/filters (by output), row/channels (by input) */
     int by_output, by_input;
+    int by_vocab;               /* a lookup table split by its rows (op.h's tp_vocab): partial sums */
     int split_out;              /* its output is split into channel blocks over the tensor group */
     int groups;                 /* with split_out: its channels are `groups` equal groups, each split into
                                    blocks, rank t holding block t of every group (3: packed q, k, v split
