@@ -90,7 +90,8 @@ grid gpt-pp2-interleaved gpt-one 2 $GPT --grid pp=2 --pipeline-schedule interlea
 grid gpt-tp2-pp2 gpt-one 4 $GPT --grid tp=2,pp=2
 grid gpt-dp2-pp2 gpt-one 4 $GPT --grid dp=2,pp=2
 # GPT-2's recipe leaves the embeddings out of the decay: the head's copy too
-NODECAY="$GPT --set train.optimizer.no_decay=[bias,norm,embedding]"
+# (a large decay, so that a copy decayed otherwise would show)
+NODECAY="$GPT --set train.optimizer.no_decay=[bias,norm,embedding] --set train.optimizer.weight_decay=1"
 run 1 gpt-one-nodecay $NODECAY && grid gpt-pp2-nodecay gpt-one-nodecay 2 $NODECAY --grid pp=2
 
 # a tp=2 checkpoint of step 10 resumed on one process

@@ -36,7 +36,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 36
+tap_plan 39
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -73,6 +73,23 @@ PY
 tap_result $? "each data-parallel layout of one chunk comes with buckets of 25 (default), 1 and 4 MiB, same memory"
 $PLAN --ranks 4 --json > "$T/plan2.json" 2>&1 && cmp -s "$T/plan.json" "$T/plan2.json"
 tap_result $? "the same inputs give the same plan, byte for byte"
+# --grad-dtype bf16: the data-parallel sums move half the bytes (the link's
+# per-message latency aside), the compute is the same
+$PLAN --ranks 4 --grad-dtype bf16 --json > "$T/plan-bf16.json" 2>&1 &&
+    /usr/bin/python3 - "$T/plan.json" "$T/plan-bf16.json" <<'PY'
+import json, sys
+f32, bf16 = ({(l["dp"], l["tp"], l["pp"], l["bucket_bytes"], l["by_samples"], tuple(l["whole"]), l["chunks"]): l
+              for l in json.load(open(p))["layouts"] if l["feasible"]} for p in sys.argv[1:3])
+pairs = [(f32[k], bf16[k]) for k in f32 if k in bf16 and k[0] > 1]
+ratios = [b["dp_s"] / a["dp_s"] for a, b in pairs if a["dp_s"] > 0]
+ok = pairs and all(b["grad_dtype"] == "bf16" and a["grad_dtype"] == "f32" for a, b in pairs)
+ok = ok and ratios and all(0.45 < r < 0.75 for r in ratios)
+print("# data-parallel sum time, bf16 over fp32: %.3f to %.3f over %d layouts" % (min(ratios), max(ratios), len(ratios)))
+sys.exit(0 if ok else 1)
+PY
+tap_result $? "--grad-dtype bf16 halves the predicted bytes of the data-parallel gradient sums"
+expect_status 2 "--grad-dtype fp16" -- $PLAN --ranks 4 --grad-dtype fp16
+expect_output "^dltrain plan: --grad-dtype: expected fp32 or bf16, found 'fp16'" "  is refused, naming both"
 
 # The least memory any layout needs, from the JSON of a run with no limit.
 least=$(/usr/bin/python3 -c '

@@ -16,17 +16,15 @@
 
 #include <stddef.h>
 
+#include "core/device_kind.h"
 #include "core/error.h"
 #include "core/real.h"
 
-/* The devices --device and the network file's train.device name.  The
- * emulated device is a testing aid (device_emulated.c): host memory that
- * the host may touch only through the device's table, so that a run on it
- * takes every path a GPU without host memory takes, with CPU kernels. */
-enum dl_device_kind { DL_DEVICE_CPU, DL_DEVICE_CUDA, DL_DEVICE_EMULATED, DL_N_DEVICE_KINDS };
-
-/* "cpu", "cuda", "emulated", NULL: the spellings of enum dl_device_kind. */
-extern const char *const dl_device_names[];
+/* The devices --device and the network file's train.device name
+ * (core/device_kind.h).  The emulated device is a testing aid
+ * (device_emulated.c): host memory that the host may touch only through
+ * the device's table, so that a run on it takes every path a GPU without
+ * host memory takes, with CPU kernels. */
 
 #define DL_DEVICE_ALIGN 64 /* bytes: every allocation is aligned to at least this */
 

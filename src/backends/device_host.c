@@ -11,7 +11,6 @@
 
 #include "core/clock.h"
 
-const char *const dl_device_names[] = {"cpu", "cuda", "emulated", NULL};
 
 static void *host_alloc(size_t bytes, struct dl_error *err)
 {

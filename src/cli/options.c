@@ -227,7 +227,7 @@ static void print_warning(void *ctx, const char *msg)
  * is read (DL_ERR_SPEC). */
 static int open_device(const struct dl_net *net, const struct dl_device **out, struct dl_error *err)
 {
-    return dl_device_open((enum dl_device_kind)net->train.device, dl_threads_local_rank(), out, err);
+    return dl_device_open(net->train.device, dl_threads_local_rank(), out, err);
 }
 
 int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char *prog)

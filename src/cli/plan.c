@@ -46,6 +46,8 @@ static void help(void)
           "                        (exit status 2)\n"
           "  --flops RATE          time layers from their FLOPs at RATE FLOP/s (reproducible) instead\n"
           "                        of measuring them now; the tuning database's times still win\n"
+          "  --grad-dtype fp32|bf16  the dtype data-parallel gradients travel in (as for training;\n"
+          "                        bf16: half the bytes of the gradient sums)\n"
           "  --no-db               ignore the tuning database\n"
           "  --top N               layouts in the table (default 5)\n"
           "  --json                print one JSON object instead of the tables\n"
@@ -57,7 +59,7 @@ static void help(void)
 }
 
 enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON,
-       OPT_COMPARE, OPT_CORES, OPT_MACHINE };
+       OPT_COMPARE, OPT_CORES, OPT_MACHINE, OPT_GRAD_DTYPE };
 
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
@@ -69,6 +71,7 @@ struct plan_command {
     size_t memory;
     double flops;
     int no_db, top, json;
+    enum dl_dtype grad_dtype;   /* --grad-dtype: the dtype data-parallel gradients travel in */
     struct dl_parallel_opts models[MAX_MODELS]; /* --compare-consistency */
     char model_names[MAX_MODELS][48];
     int n_models;
@@ -148,7 +151,7 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
 
 /* The layout's name and the layers it keeps whole: "dp=1,tp=2,pp=1 (fc1,fc2 whole)",
  * "dp=1,tp=4,pp=1 convs by samples". */
-static void layout_name(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
+static const char *layout_name(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
 {
     dl_layout_str(l, buf, n);
     size_t len = strlen(buf);
@@ -161,6 +164,7 @@ static void layout_name(const struct dl_graph *g, const struct dl_plan_layout *l
                          k == l->n_whole - 1 ? " whole)" : "");
         len += w > 0 ? (size_t)w : 0;
     }
+    return buf;
 }
 
 static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, char *buf, size_t n)
@@ -179,15 +183,20 @@ static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, c
 
 static void print_table(const struct dl_graph *g, const struct dl_plan_result *r, int top)
 {
-    printf("%-3s %-28s %-24s %10s %11s %13s %6s %7s\n", "#", "layout", "stage cuts (first layers)", "step ms",
+    char name[256], cuts[256];
+    int width = 28; /* the layout column: as wide as its widest name */
+    for (int k = 0; k < r->n_feasible && k < top; k++) {
+        int len = (int)strlen(layout_name(g, &r->c[r->rank[k]].layout, name, sizeof name));
+        width = len > width ? len : width;
+    }
+    printf("%-3s %-*s %-24s %10s %11s %13s %6s %7s\n", "#", width, "layout", "stage cuts (first layers)", "step ms",
            "samples/s", "memory/rank", "comm", "bubble");
     for (int k = 0; k < r->n_feasible && k < top; k++) {
         const struct dl_plan_candidate *c = &r->c[r->rank[k]];
-        char name[256], cuts[256];
         cuts_str(g, &c->layout, cuts, sizeof cuts);
         layout_name(g, &c->layout, name, sizeof name);
-        printf("%-3d %-28s %-24s %10.3f %11.1f %13zu %5.1f%% %6.1f%%\n", k + 1, name, cuts, 1e3 * c->pred.step_s, c->pred.samples_per_s,
-               c->memory, 100 * c->pred.comm_share, 100 * c->pred.bubble);
+        printf("%-3d %-*s %-24s %10.3f %11.1f %13zu %5.1f%% %6.1f%%\n", k + 1, width, name, cuts, 1e3 * c->pred.step_s,
+               c->pred.samples_per_s, c->memory, 100 * c->pred.comm_share, 100 * c->pred.bubble);
     }
     if (r->n_feasible == 0)
         return;
@@ -195,7 +204,7 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
     const struct dl_plan_candidate *best = &r->c[r->rank[0]];
     for (int i = 0; i < r->n; i++) {
         const struct dl_plan_candidate *c = &r->c[i];
-        char name[256], grid[64], why[320];
+        char grid[64], why[320];
         int first_of_grid = i == 0 || memcmp(&r->c[i - 1].layout.dims, &c->layout.dims, sizeof c->layout.dims);
         if (!first_of_grid)
             continue;
@@ -252,8 +261,8 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
         }
-        printf("], \"bucket_bytes\": %zu, \"by_samples\": %s, \"whole\": [", c->layout.bucket_bytes,
-               c->layout.by_samples ? "true" : "false");
+        printf("], \"bucket_bytes\": %zu, \"grad_dtype\": \"%s\", \"by_samples\": %s, \"whole\": [",
+               c->layout.bucket_bytes, dl_dtype_names[c->layout.grad_dtype], c->layout.by_samples ? "true" : "false");
         for (int w = 0; w < c->layout.n_whole; w++) {
             printf("%s", w ? ", " : "");
             json_string(g->layers[c->layout.whole[w]].name);
@@ -313,7 +322,7 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
     }
     struct dl_plan_request req = {.g = &net->graph, .times = t, .machine = m, .ranks = N, .batch = batch,
                                   .memory_limit = c->memory, .eo = eo, .optim = &net->train.optim,
-                                  .skip_memory = !memory && !c->memory,
+                                  .skip_memory = !memory && !c->memory, .grad_dtype = c->grad_dtype,
                                   .tensor_times = measure ? dl_layer_times_tensor_hook : NULL, .tensor_ctx = measure};
     struct dl_error err = {0};
     if (dl_plan_search(&req, r, &err)) {
@@ -556,7 +565,8 @@ int dl_cli_plan(int argc, char **argv)
         {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
         {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
         {"json", no_argument, 0, OPT_JSON}, {"compare-consistency", required_argument, 0, OPT_COMPARE},
-        {"machine", required_argument, 0, OPT_MACHINE}, {0, 0, 0, 0}};
+        {"machine", required_argument, 0, OPT_MACHINE}, {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE},
+        {0, 0, 0, 0}};
     struct plan_command c = {.top = 5};
     struct dl_net_options net_options;
     dl_net_options_init(&net_options);
@@ -603,6 +613,9 @@ int dl_cli_plan(int argc, char **argv)
         case OPT_JSON: c.json = 1; break;
         case OPT_COMPARE: bad = dl_option_refused("dltrain plan", parse_models(optarg, &c, &err), &err); break;
         case OPT_MACHINE: c.machine_path = optarg; break;
+        case OPT_GRAD_DTYPE:
+            bad = dl_option_refused("dltrain plan", dl_precision_parse("--grad-dtype", optarg, &c.grad_dtype, &err), &err);
+            break;
         case DL_OPT_HELP: help(); return 0;
         case DL_OPT_VERSION: dl_print_version("dltrain plan"); return 0;
         default: return 2;

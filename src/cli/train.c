@@ -427,12 +427,7 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         }
         break;
     case OPT_COMPRESS: bad = refused(dl_codec_parse(arg, &par->codec, &err), &err); break;
-    case OPT_GRAD_DTYPE:
-        if (!strcmp(arg, "fp32") || !strcmp(arg, "bf16"))
-            par->grad_dtype = arg[0] == 'b' ? DL_BF16 : DL_F32;
-        else
-            bad = refused(dl_errorf(&err, DL_ERR_SPEC, "--grad-dtype: expected fp32 or bf16, found '%s'", arg), &err);
-        break;
+    case OPT_GRAD_DTYPE: bad = refused(dl_precision_parse("--grad-dtype", arg, &par->grad_dtype, &err), &err); break;
     case OPT_BUCKET_BYTES:
         bad = refused(dl_parse_bytes("--bucket-bytes", arg, 4, (size_t)1 << 40, &par->bucket_bytes, &err), &err);
         break;

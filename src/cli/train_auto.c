@@ -67,7 +67,7 @@ static int is_hybrid(const struct dl_grid_dims *d)
 }
 
 static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, double flop_rate, int keep,
-                         int hybrid, struct plan_words *out, char *summary, size_t size)
+                         int hybrid, enum dl_dtype grad_dtype, struct plan_words *out, char *summary, size_t size)
 {
     const char *who = hybrid ? "--parallel hybrid" : "--parallel auto";
     const struct dl_graph *g = &net->graph;
@@ -88,7 +88,7 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
     dl_machine_share_cores(&m, dl_threads_local_ranks(), dl_threads_get(), dl_threads_node_cores(), flop_rate <= 0);
     struct dl_tensor_times_request measure = {.batch = batch, .ranks = N, .eo = &eo};
     struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = batch, .eo = &eo,
-                                  .optim = &net->train.optim,
+                                  .optim = &net->train.optim, .grad_dtype = grad_dtype,
                                   .tensor_times = flop_rate > 0 ? NULL : dl_layer_times_tensor_hook,
                                   .tensor_ctx = &measure};
     struct dl_plan_result r;
@@ -197,7 +197,8 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
     char summary[512] = "";
     int keep = trials > 1 ? trials : 1;
     if (comm->rank == 0)
-        p->status = plan_on_rank0(net, no, comm->size, flop_rate, keep, hybrid, p, summary, sizeof summary);
+        p->status = plan_on_rank0(net, no, comm->size, flop_rate, keep, hybrid, train->parallel.grad_dtype, p, summary,
+                                  sizeof summary);
     struct dl_error err = {0};
     if (comm->ops->bcast(comm, p, sizeof *p, 0, &err)) {
         fprintf(stderr, "dltrain: --%s: %s\n", label, err.msg);

@@ -17,6 +17,14 @@ int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struc
     return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of f32, bf16, i32, found '%s'", what, name);
 }
 
+int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
+{
+    if (strcmp(name, "fp32") && strcmp(name, "bf16"))
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected fp32 or bf16, found '%s'", what, name);
+    *out = name[0] == 'b' ? DL_BF16 : DL_F32;
+    return DL_OK;
+}
+
 static void f32_to_bf16(const float *restrict s, dl_bf16 *restrict d, long n)
 {
     for (long i = 0; i < n; i++)

@@ -25,6 +25,9 @@ static inline size_t dl_dtype_size(enum dl_dtype t)
 
 /* The dtype named name: DL_ERR_SPEC naming `what` and the names otherwise. */
 int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err);
+/* A training precision's spelling (--precision, --grad-dtype): "fp32" is
+ * DL_F32, "bf16" DL_BF16; DL_ERR_SPEC naming `what` and both otherwise. */
+int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err);
 
 typedef uint16_t dl_bf16;
 

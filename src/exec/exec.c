@@ -193,16 +193,12 @@ static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
  * every stage of the rank (executors of its other stages share them). */
 static void count_params(struct dl_exec *e)
 {
-    const struct dl_graph *g = e->g;
-    for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->layers[i].n_params && dl_shard_runs(e->shard, i); j++) {
-            if (g->layers[i].param[j].shares && !g->layers[i].param[j].replica) /* the owner's storage */
-                continue;
-            if (g->layers[i].param[j].trainable)
-                e->n_weights += g->layers[i].param[j].count;
-            else
-                e->n_state += g->layers[i].param[j].count;
-        }
+    double trainable = 0, state = 0;
+    for (int i = 0; i < e->g->n; i++)
+        if (dl_shard_runs(e->shard, i))
+            dl_layer_param_tally(&e->g->layers[i], &trainable, &state);
+    e->n_weights = (long)trainable;
+    e->n_state = (long)state;
 }
 
 static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,

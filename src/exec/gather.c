@@ -18,11 +18,10 @@ static int in_set(const struct dl_param_desc *p, enum dl_param_set set)
 
 long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set)
 {
-    long n = 0;
+    double trainable = 0, state = 0;
     for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->layers[i].n_params; j++)
-            n += in_set(&g->layers[i].param[j], set) ? g->layers[i].param[j].count : 0;
-    return n;
+        dl_layer_param_tally(&g->layers[i], &trainable, &state);
+    return (long)(set == DL_PARAMS_TRAINABLE ? trainable : state);
 }
 
 /* Where parameter j of layer i starts in the whole vector of set. */

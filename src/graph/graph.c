@@ -444,19 +444,18 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
     return rc;
 }
 
-long dl_layer_param_count(const struct dl_layer *l)
-{
-    long n = 0;
-    for (int j = 0; j < l->n_params; j++)
-        n += l->param[j].trainable && !l->param[j].shares ? l->param[j].count : 0;
-    return n;
-}
-
 void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *state)
 {
     for (int j = 0; j < l->n_params; j++)
         if (!l->param[j].shares || l->param[j].replica)
             *(l->param[j].trainable ? trainable : state) += (double)l->param[j].count;
+}
+
+long dl_layer_param_count(const struct dl_layer *l)
+{
+    double trainable = 0, state = 0;
+    dl_layer_param_tally(l, &trainable, &state);
+    return (long)trainable;
 }
 
 long dl_graph_param_count(const struct dl_graph *g)

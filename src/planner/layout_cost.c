@@ -220,14 +220,15 @@ static double cut_bytes(const struct dl_graph *g, const struct dl_plan_layout *l
  * backward has finished its every layer, and reduced one after another.
  * bwd[i]: layer i's backward seconds; *total: the allreduces' sum. */
 static double overlapped_allreduce(const struct dl_machine *m, const struct dl_tp_view *v, const double *bwd,
-                                   int first, int end, long per, int D, int crosses, double *total)
+                                   int first, int end, long per, int D, int crosses, double value_bytes,
+                                   double *total)
 {
     double now = 0, comm_end = 0, open_ready = 0;
     long open = 0;
     *total = 0;
 #define REDUCE(floats, ready)                                                                        \
     do {                                                                                             \
-        double t_ = dl_machine_allreduce(m, D, crosses, 4.0 * (double)(floats));                     \
+        double t_ = dl_machine_allreduce(m, D, crosses, value_bytes * (double)(floats));             \
         comm_end = ((ready) > comm_end ? (ready) : comm_end) + t_;                                   \
         *total += t_;                                                                                \
     } while (0)
@@ -312,13 +313,15 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     if (M == 1 && D > 1 && !rc && !layer_bwd)
         rc = DL_ERR_NOMEM;
     long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
+    double value_bytes = (double)dl_dtype_size(l->grad_dtype); /* a gradient value on the wire */
     for (int s = 0; !rc && s < P; s++) {
-        double bytes = 0, tp_rank = 0;
+        double values = 0, tp_rank = 0;
         for (int st = s; st < S; st += P) {
             for (int i = l->first[st]; i < l->first[st + 1]; i++)
-                bytes += 4.0 * (double)v->params[i];
+                values += (double)v->params[i];
             tp_rank += tp[st];
         }
+        double bytes = value_bytes * values;
         int crosses = 0;
         for (long r = (long)s * T * D; r < (long)(s + 1) * T * D && r < world; r++)
             crosses |= !dl_machine_same_node(m, (long)s * T * D, r);
@@ -329,11 +332,11 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
             for (int i = l->first[s]; i < l->first[s + 1]; i++)
                 layer_bwd[i] = layer_pass(t, v, m, i, 1, b, &unused);
             e = overlapped_allreduce(m, v, layer_bwd, l->first[s], l->first[s + 1], per > 0 ? per : 1, D, crosses,
-                                     &a);
+                                     value_bytes, &a);
         }
         dp = a > dp ? a : dp;
         exposed = e > exposed ? e : exposed;
-        double update = bytes / 4.0 * t->optim_per_param * (m->compute_scale > 1 ? m->compute_scale : 1);
+        double update = values * t->optim_per_param * (m->compute_scale > 1 ? m->compute_scale : 1);
         out->optim_s = update > out->optim_s ? update : out->optim_s;
         if (tp_rank > tp_max)
             tp_max = tp_rank;

@@ -102,6 +102,7 @@ struct dl_plan_layout {
     int by_samples;
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
+    enum dl_dtype grad_dtype;       /* the dtype its gradients travel in (--grad-dtype): f32 or bf16 */
     int first[DL_SCHED_MAX_STAGES + 1];
 };
 

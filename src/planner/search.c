@@ -35,7 +35,9 @@ const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size
     else
         len = snprintf(buf, size, "%s", dl_grid_str(&l->dims, grid, sizeof grid));
     if (l->bucket_bytes && len > 0 && (size_t)len < size)
-        snprintf(buf + len, size - (size_t)len, " buckets %zuM", l->bucket_bytes >> 20);
+        len += snprintf(buf + len, size - (size_t)len, " buckets %zuM", l->bucket_bytes >> 20);
+    if (l->grad_dtype == DL_BF16 && l->dims.dp > 1 && len > 0 && (size_t)len < size)
+        snprintf(buf + len, size - (size_t)len, " bf16 gradients");
     return buf;
 }
 
@@ -118,7 +120,8 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
 {
     const struct dl_graph *g = req->g;
     struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1,
-                                  .n_whole = choice->n_whole, .by_samples = choice->by_samples};
+                                  .n_whole = choice->n_whole, .by_samples = choice->by_samples,
+                                  .grad_dtype = req->grad_dtype};
     memcpy(base.whole, choice->whole, sizeof base.whole);
     const char *why = NULL;
     char msg[320];

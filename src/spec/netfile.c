@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/device.h"
+#include "core/device_kind.h"
 #include "spec/attrs.h"
 #include "spec/datafile.h"
 
@@ -142,16 +142,18 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
     if (dl_y_check_keys(m, "train", keys, NULL, err))
         return DL_ERR_SPEC;
     long batch = t->batch, epochs = t->epochs, seed = (long)t->seed;
+    int device = (int)t->device;
     if (dl_ymap_int(m, "batch", "train", 1, 1 << 24, &batch, err) ||
         dl_ymap_int(m, "epochs", "train", 1, 1 << 24, &epochs, err) ||
         dl_ymap_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
         dl_ymap_int(m, "seed", "train", 0, 1L << 62, &seed, err) ||
-        dl_ymap_enum(m, "device", "train", dl_device_names, &t->device, err) ||
+        dl_ymap_enum(m, "device", "train", dl_device_names, &device, err) ||
         dl_ymap_enum(m, "precision", "train", dl_precision_names, &t->precision, err) ||
         dl_ymap_float(m, "clip_grad_norm", "train", 0, 1e12, &t->clip_grad_norm, err))
         return DL_ERR_SPEC;
     t->batch = (int)batch;
     t->epochs = (int)epochs;
+    t->device = (enum dl_device_kind)device;
     t->seed = (uint64_t)seed;
     const struct dl_ynode *o = dl_ymap_get(m, "optimizer");
     if (o && parse_optimizer(o, &t->optim, err))

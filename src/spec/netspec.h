@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "core/device_kind.h"
 #include "core/shape.h"
 
 #define DL_PATH_MAX 1024
@@ -105,7 +106,7 @@ struct dl_train_spec {
     int epochs;
     long max_steps;       /* >0: stop after this many steps */
     uint64_t seed;
-    int device;           /* enum dl_device_kind (backends/device.h): where the executor runs */
+    enum dl_device_kind device; /* where the executor runs */
     struct dl_optim_spec optim;
     struct dl_sched_spec sched;
     double clip_grad_norm; /* >0: the gradient scaled to this L2 norm when above it (PyTorch's clip_grad_norm_) */
