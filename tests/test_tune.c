@@ -3,7 +3,8 @@
  * a workspace limit, every policy), never loses to the undivided candidate,
  * and respects the limit; Pareto filtering; the ILP equals a brute force and
  * is never worse than the per-layer DP given the DP plan's total workspace;
- * the SQLite database round-trips rows and is shared by processes; keys
+ * the SQLite database round-trips rows (the kernel's dtype in the key) and is
+ * shared by processes, and a file of its first schema is carried over; keys
  * and measurements follow the kernel's device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +277,61 @@ static void ilp_equals_brute_force_and_beats_dp(void **state)
     assert_true(solved >= 10);
 }
 
+/* A file of the first schema (no dtype in the key) is carried over when
+ * opened: each row under the dtype its kernel's name says, once. */
+static void db_first_schema_carried_over(void **state)
+{
+    char path[] = "/tmp/dltrain-test-tune-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    sqlite3 *old;
+    assert_int_equal(sqlite3_open(path, &old), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(old,
+                                  "CREATE TABLE measurement (op TEXT NOT NULL, direction INTEGER NOT NULL, mb INTEGER "
+                                  "NOT NULL, kernel TEXT NOT NULL, versions TEXT NOT NULL, device TEXT NOT NULL, threads "
+                                  "INTEGER NOT NULL, time_s REAL, workspace INTEGER NOT NULL, saved INTEGER NOT NULL, "
+                                  "measured_at INTEGER NOT NULL, PRIMARY KEY (op, direction, mb, kernel, versions, "
+                                  "device, threads));"
+                                  "INSERT INTO measurement VALUES ('fc', 0, 8, 'onednn', 'v', 'cpu', 2, 0.5, 0, 0, 1);"
+                                  "INSERT INTO measurement VALUES ('fc', 0, 8, 'onednn-bf16', 'v', 'cpu', 2, 0.25, 0, 0, 1);",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(old);
+    struct dl_tune_db *db;
+    struct dl_error err = {0};
+    assert_int_equal(dl_tune_db_open(&db, path, &err), 0);
+    struct dl_tune_key k = {.op = "fc", .kernel = "onednn", .dtype = "f32", .dir = 0, .mb = 8, .threads = 2,
+                            .versions = "v", .device = "cpu"};
+    struct dl_tune_row r = {0};
+    assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 1);
+    assert_true(r.time_s == 0.5);
+    k.kernel = "onednn-bf16";
+    assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 0);
+    k.dtype = "bf16";
+    assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 1);
+    assert_true(r.time_s == 0.25);
+    dl_tune_db_close(db);
+    assert_int_equal(dl_tune_db_open(&db, path, &err), 0); /* again: nothing left to carry */
+    assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 1);
+    dl_tune_db_close(db);
+    assert_int_equal(sqlite3_open(path, &old), SQLITE_OK);
+    sqlite3_stmt *s;
+    assert_int_equal(sqlite3_prepare_v2(old, "SELECT count(*) FROM sqlite_master WHERE name='measurement'", -1, &s,
+                                        NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(s, 0), 0);
+    sqlite3_finalize(s);
+    sqlite3_close(old);
+    char aux[64];
+    unlink(path);
+    snprintf(aux, sizeof aux, "%s-wal", path), unlink(aux);
+    snprintf(aux, sizeof aux, "%s-shm", path), unlink(aux);
+    snprintf(aux, sizeof aux, "%s.lock", path), unlink(aux);
+}
+
 static void db_round_trip(void **state)
 {
     char path[] = "/tmp/dltrain-test-tune-XXXXXX";
@@ -285,13 +342,16 @@ static void db_round_trip(void **state)
     struct dl_tune_db *db;
     struct dl_error err = {0};
     assert_int_equal(dl_tune_db_open(&db, path, &err), 0);
-    struct dl_tune_key k = {.op = "conv,filters=8 in=1x4x4 out=8x4x4", .kernel = "onednn", .dir = 1, .mb = 4,
-                            .threads = 2, .versions = "v", .device = "cpu"};
+    struct dl_tune_key k = {.op = "conv,filters=8 in=1x4x4 out=8x4x4", .kernel = "onednn", .dtype = "f32", .dir = 1,
+                            .mb = 4, .threads = 2, .versions = "v", .device = "cpu"};
     struct dl_tune_row r = {0}, in = {0.25, 4096, 64};
     assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 0);
     assert_int_equal(dl_tune_db_put(db, &k, &in, &err), 0);
     assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 1);
     assert_true(r.time_s == 0.25 && r.ws == 4096 && r.saved == 64);
+    k.dtype = "bf16"; /* the dtype is in the key */
+    assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 0);
+    k.dtype = "f32";
     k.threads = 1; /* any key field makes another row */
     assert_int_equal(dl_tune_db_get(db, &k, &r, &err), 0);
     struct dl_tune_row untimed = {NAN, 1 << 30, 0};
@@ -391,6 +451,7 @@ int main(void)
         cmocka_unit_test(ilp_equals_brute_force_and_beats_dp),
         cmocka_unit_test(db_round_trip),
         cmocka_unit_test(device_in_key_and_measurement),
+        cmocka_unit_test(db_first_schema_carried_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,12 +26,47 @@ struct dl_tune_db {
     char lock_path[1100];
 };
 
+/* measurement_v2: the key has the kernel's dtype.  A file of the first
+ * schema (table measurement, no dtype) is carried over once by
+ * carry_over(): its kernels' names said their dtype (-bf16). */
 static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS measurement ("
-    " op TEXT NOT NULL, direction INTEGER NOT NULL, mb INTEGER NOT NULL, kernel TEXT NOT NULL,"
+    "CREATE TABLE IF NOT EXISTS measurement_v2 ("
+    " op TEXT NOT NULL, direction INTEGER NOT NULL, mb INTEGER NOT NULL, kernel TEXT NOT NULL, dtype TEXT NOT NULL,"
     " versions TEXT NOT NULL, device TEXT NOT NULL, threads INTEGER NOT NULL,"
     " time_s REAL, workspace INTEGER NOT NULL, saved INTEGER NOT NULL, measured_at INTEGER NOT NULL,"
-    " PRIMARY KEY (op, direction, mb, kernel, versions, device, threads));";
+    " PRIMARY KEY (op, direction, mb, kernel, dtype, versions, device, threads));";
+
+static const char carry_over_rows[] =
+    "INSERT OR IGNORE INTO measurement_v2 SELECT op, direction, mb, kernel,"
+    " CASE WHEN kernel LIKE '%-bf16' THEN 'bf16' ELSE 'f32' END, versions, device, threads, time_s, workspace,"
+    " saved, measured_at FROM measurement; DROP TABLE measurement;";
+
+/* 1 when the file still has the first schema's table. */
+static int has_old_table(sqlite3 *db)
+{
+    sqlite3_stmt *s = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='measurement'", -1, &s,
+                           NULL) == SQLITE_OK)
+        found = sqlite3_step(s) == SQLITE_ROW;
+    sqlite3_finalize(s);
+    return found;
+}
+
+/* Moves the first schema's rows into measurement_v2, in one transaction
+ * (another process opening the file at the same time finds it done). */
+static int carry_over(sqlite3 *db)
+{
+    if (!has_old_table(db))
+        return SQLITE_OK;
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (has_old_table(db))
+        rc = sqlite3_exec(db, carry_over_rows, NULL, NULL, NULL);
+    return sqlite3_exec(db, rc == SQLITE_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK ? rc
+                                                                                                  : SQLITE_ERROR;
+}
 
 static int db_error(struct dl_tune_db *d, struct dl_error *err, const char *what)
 {
@@ -107,17 +142,17 @@ int dl_tune_db_open(struct dl_tune_db **out, const char *path, struct dl_error *
         sqlite3_busy_timeout(d->db, BUSY_TIMEOUT_MS); /* a writer holds the lock for one short transaction */
         if (set_wal(d->db) != SQLITE_OK ||
             sqlite3_exec(d->db, "PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) != SQLITE_OK ||
-            sqlite3_exec(d->db, schema, NULL, NULL, NULL) != SQLITE_OK)
+            sqlite3_exec(d->db, schema, NULL, NULL, NULL) != SQLITE_OK || carry_over(d->db) != SQLITE_OK)
             rc = db_error(d, err, path);
     }
     if (!rc && (sqlite3_prepare_v2(d->db,
-                                   "SELECT time_s, workspace, saved FROM measurement WHERE op=?1 AND direction=?2 "
-                                   "AND mb=?3 AND kernel=?4 AND versions=?5 AND device=?6 AND threads=?7",
+                                   "SELECT time_s, workspace, saved FROM measurement_v2 WHERE op=?1 AND direction=?2 "
+                                   "AND mb=?3 AND kernel=?4 AND versions=?5 AND device=?6 AND threads=?7 AND dtype=?8",
                                    -1, &d->get, NULL) != SQLITE_OK ||
                 sqlite3_prepare_v2(d->db,
-                                   "INSERT OR REPLACE INTO measurement (op, direction, mb, kernel, versions, device, "
-                                   "threads, time_s, workspace, saved, measured_at) "
-                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, strftime('%s','now'))",
+                                   "INSERT OR REPLACE INTO measurement_v2 (op, direction, mb, kernel, versions, device, "
+                                   "threads, dtype, time_s, workspace, saved, measured_at) "
+                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, strftime('%s','now'))",
                                    -1, &d->put, NULL) != SQLITE_OK))
         rc = db_error(d, err, "prepare");
     if (rc) {
@@ -149,6 +184,7 @@ static void bind_key(sqlite3_stmt *s, const struct dl_tune_key *k)
     sqlite3_bind_text(s, 5, k->versions, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 6, k->device, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 7, k->threads);
+    sqlite3_bind_text(s, 8, k->dtype ? k->dtype : "f32", -1, SQLITE_STATIC);
 }
 
 int dl_tune_db_get(struct dl_tune_db *d, const struct dl_tune_key *k, struct dl_tune_row *r, struct dl_error *err)
@@ -174,11 +210,11 @@ int dl_tune_db_put(struct dl_tune_db *d, const struct dl_tune_key *k, const stru
     sqlite3_reset(d->put);
     bind_key(d->put, k);
     if (isnan(r->time_s))
-        sqlite3_bind_null(d->put, 8);
+        sqlite3_bind_null(d->put, 9);
     else
-        sqlite3_bind_double(d->put, 8, r->time_s);
-    sqlite3_bind_int64(d->put, 9, (sqlite3_int64)r->ws);
-    sqlite3_bind_int64(d->put, 10, (sqlite3_int64)r->saved);
+        sqlite3_bind_double(d->put, 9, r->time_s);
+    sqlite3_bind_int64(d->put, 10, (sqlite3_int64)r->ws);
+    sqlite3_bind_int64(d->put, 11, (sqlite3_int64)r->saved);
     int st = sqlite3_step(d->put);
     sqlite3_reset(d->put);
     return st == SQLITE_DONE ? DL_OK : db_error(d, err, "write");

@@ -59,6 +59,7 @@ int dl_tune_ilp(const struct dl_tune_unit *u, int n_units, size_t total, int *ch
 struct dl_tune_key {
     char op[512];          /* op kind, attributes, input and output shapes */
     const char *kernel;
+    const char *dtype;     /* the kernel's dtype (its tensors'): "f32", "bf16" */
     int dir, mb, threads;
     char versions[256];    /* dltrain and the kernel libraries found at run time */
     char device[128];      /* CPU model (or accelerator name) */
