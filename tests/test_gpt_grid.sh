@@ -15,6 +15,10 @@
 # - A net with attention dropout on a whole packed input (cut by heads) and
 #   on three separate q, k, v inputs (each rank draws the whole layer's
 #   masks for its heads) and an untied head split by its outputs, on tp=2.
+# - Sequence parallelism (Korthikanti et al. 2022): layer norms and residual
+#   adds on the tensor rank's positions, the linears after them reading
+#   them gathered, on tp=2 and tp=2 x pp=2 (--sequence-parallel, and the
+#   network file's parallel.sequence_parallel through --set).
 # - Pipelines: the embedding on the first stage and the head tied to it on
 #   the last (each rank a copy, their gradients summed before each update)
 #   on pp=2, interleaved pp=2 (4 stages), tp=2 x pp=2 (copies of a slice)
@@ -26,7 +30,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 24
+tap_plan 29
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -77,6 +81,14 @@ train: {batch: 8, epochs: 1, seed: 3, optimizer: {type: sgd, lr: 0.1, momentum: 
 YAML
 ATTN="--net $T/attn.yaml --data $TEXT --threads 1 --max-steps 20 --limit-test 32"
 run 1 attn-one $ATTN && grid attn-tp2 attn-one 2 $ATTN --grid tp=2
+
+# sequence parallelism: layer norms and residual adds on the rank's positions
+expect_status 0 "check gpt-tiny --grid tp=2 --sequence-parallel" -- $DLTRAIN check $GPT --grid tp=2 --sequence-parallel
+expect_output "^2 +h\\.0\\.ln_1 +0 +positions \\(sequence parallel\\); input 0: rows sliced +128\$" \
+    "the first layer norm cuts its positions from the whole input"
+expect_output "^8 +h\\.0\\.mlp\\.c_fc +0 +outputs; input 0: rows gathered " "  and the next linear gathers them"
+grid gpt-tp2-sp gpt-one 2 $GPT --grid tp=2 --sequence-parallel
+grid gpt-tp2-pp2-sp gpt-one 4 $GPT --grid tp=2,pp=2 --set parallel.sequence_parallel=true
 
 # the tied head on another pipeline rank than the embedding
 expect_status 0 "check gpt-tiny --grid pp=2" -- $DLTRAIN check $GPT --grid pp=2

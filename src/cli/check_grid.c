@@ -115,8 +115,9 @@ int dl_check_grid_plan(const struct dl_net *net, const struct dl_check_grid *c, 
     if (dl_grid_parse(c->grid, &want, err)) /* its message names --grid */
         return DL_ERR_SPEC;
     int world = c->ranks ? c->ranks : (want.dp ? want.dp : 1) * (want.tp ? want.tp : 1) * (want.pp ? want.pp : 1);
-    if (dl_grid_resolve(DL_PAR_HYBRID, want, world, &out->d, err) ||
-        dl_shard_make(&net->graph, &out->d, c->V, 0, NULL, &s, err)) {
+    int bad = dl_grid_resolve(DL_PAR_HYBRID, want, world, &out->d, err);
+    out->d.sp = net->parallel.sequence_parallel;
+    if (bad || dl_shard_make(&net->graph, &out->d, c->V, 0, NULL, &s, err)) {
         dl_error_prefix(err, "--grid %s%s", c->grid, c->ranks ? " --ranks" : "");
         return DL_ERR_SPEC;
     }

@@ -64,6 +64,7 @@ static const struct option_key {
     {DL_OPT_LIMIT_TRAIN, "data.limit_train", 0, NULL},
     {DL_OPT_LIMIT_TEST, "data.limit_test", 0, NULL},
     {DL_OPT_CONTEXT, "args.context", 0, NULL},
+    {DL_OPT_SEQUENCE_PARALLEL, "parallel.sequence_parallel", 0, "true"},
 };
 
 static const struct option_key *option_key(int code)
@@ -322,6 +323,9 @@ void dl_net_options_help(FILE *f)
           "                        activations stored in bf16; the others in fp32 (train.precision)\n"
           "  --context T           the training window of a sequence network: its args.context\n"
           "                        (nets/gpt2.yaml: up to its 1024 positions)\n"
+          "  --sequence-parallel   with tensor parallelism, the layers that treat positions\n"
+          "                        independently (layer norm, residual adds) run on the tensor\n"
+          "                        rank's share of the positions (parallel.sequence_parallel)\n"
           "  --device cpu|cuda|emulated  where the network runs (default cpu; cuda: one GPU\n"
           "                        per rank by local rank, never yet run on a GPU: see the\n"
           "                        README; emulated: a testing aid, CPU kernels on memory\n"

@@ -259,6 +259,7 @@ static int resolve_grid(const char *cli, const char *grid, const struct dl_net *
     }
     if (!train->pipeline_chunks && net->parallel.micro_batches)
         train->pipeline_chunks = net->parallel.micro_batches;
+    train->grid.sp = net->parallel.sequence_parallel;
     return 0;
 }
 

@@ -129,7 +129,7 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
 /* Sets train's grid, chunks and schedule and the graph's stage keys to w. */
 static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
 {
-    train->grid = (struct dl_grid_dims){w[0], w[1], w[2]};
+    train->grid = (struct dl_grid_dims){w[0], w[1], w[2], net->parallel.sequence_parallel};
     train->pipeline_chunks = w[3];
     train->pipeline_schedule = (enum dl_pipe_schedule)w[4];
     train->pipeline_virtual = w[5];

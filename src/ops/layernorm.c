@@ -147,6 +147,7 @@ const struct dl_op_kind dl_op_layernorm = {
     .min_inputs = 1,
     .max_inputs = 1,
     .micro_batch = 1,
+    .row_local = 1, /* positions are independent: a band of them (sequence parallelism) */
     .infer = layernorm_infer,
     .params = layernorm_params,
     .saved_size = layernorm_saved_size,

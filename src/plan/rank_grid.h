@@ -14,6 +14,7 @@
 
 struct dl_grid_dims {
     int dp, tp, pp;  /* 0 in a request: not given (decided by dl_grid_resolve) */
+    int sp;          /* 1: sequence parallelism within the tensor group (plan/shard.c) */
 };
 
 struct dl_grid_pos {

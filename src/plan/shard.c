@@ -16,7 +16,12 @@
  * the bands gathered.  A layer with `split: batch` runs whole on this
  * rank's share of the samples; the layers after it that treat samples
  * independently (all but a loss) keep the share, other layers read the
- * shares gathered. */
+ * shares gathered.  With sequence parallelism (dims.sp; Korthikanti et al.
+ * 2022) a layer on sequences that treats positions independently (row-
+ * local: layer norm, residual adds) runs on a band of the positions, as
+ * for a height split: whole inputs cut to the band, and the band's layers
+ * after it keep it until a layer needs them all (the next linear), which
+ * reads them gathered. */
 #include "plan/shard.h"
 
 #include <stdio.h>
@@ -289,6 +294,16 @@ static int decide_vocab(struct dl_shard *s, int i, void *local_attr, struct dl_e
     return DL_OK;
 }
 
+/* 1 when layer l reads and writes sequences [T, C] of at least T
+ * positions (sequence parallelism splits their positions). */
+static int on_positions(const struct dl_layer *l, int T)
+{
+    for (int k = 0; k < l->n_in; k++)
+        if (dl_shape_rank(l->in_shape[k]) != 2 || l->in_shape[k].h < T)
+            return 0;
+    return dl_shape_rank(l->out_shape) == 2;
+}
+
 /* A layer without split weights: channel-local ones follow their inputs
  * (a whole input of a multi-input layer whose others are split is cut to
  * this rank's block), the rest read whole tensors. */
@@ -322,6 +337,13 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
         L->split_rows = 1;
         for (int k = 0; k < l->n_in; k++)
             L->rows_in[k] = input_rows(s, l, k) ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE_ROWS;
+        return DL_OK;
+    }
+    if (s->dims.sp && !rows && !any && l->kind->row_local && l->split == DL_SPLIT_AUTO && on_positions(l, T)) {
+        L->split = DL_SPLIT_NONE; /* sequence parallelism: this rank's positions of whole inputs */
+        L->split_rows = 1;
+        for (int k = 0; k < l->n_in; k++)
+            L->rows_in[k] = DL_TP_IN_SLICE_ROWS;
         return DL_OK;
     }
     for (int k = 0; k < l->n_in; k++) /* whole again; the channel rule below sees whole inputs */
@@ -427,6 +449,8 @@ const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t
                        : L->split_classes           ? "classes (no gather)"
                        : L->split_out               ? "follows channel blocks"
                        : L->split == DL_SPLIT_HEIGHT ? "height, halo"
+                       : L->split_rows && s->dims.sp && dl_shape_rank(s->g->layers[i].out_shape) == 2
+                                                    ? "positions (sequence parallel)"
                        : L->split_rows              ? "follows row bands"
                        : L->split == DL_SPLIT_BATCH ? "batch share"
                                                     : "whole";

@@ -122,6 +122,8 @@ struct dl_parallel_spec {
     enum dl_parallel_kind kind;
     int dp, tp, pp;       /* process grid; 0 = decided at run time */
     int micro_batches;    /* pipeline micro-batches */
+    int sequence_parallel; /* layers that treat positions independently run on the tensor rank's
+                              positions (Korthikanti et al. 2022; plan/shard.c) */
 };
 
 #endif
