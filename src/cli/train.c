@@ -27,7 +27,7 @@
 
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
-    OPT_COMPRESS, OPT_GRAD_DTYPE, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
+    OPT_COMPRESS, OPT_ZERO, OPT_GRAD_DTYPE, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
     OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS
@@ -315,6 +315,9 @@ static void help(void)
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
           "  --grad-dtype fp32|bf16  the dtype gradient buckets travel in (sync): bf16 sends half\n"
           "                        the bytes, summed in f32 and rounded once (default fp32)\n"
+          "  --zero 0|1            1: ZeRO stage 1 (sync): the optimizer's state cut over the\n"
+          "                        data-parallel ranks; gradients reduce-scattered, each rank\n"
+          "                        updates its block, the weights allgathered (default 0)\n"
           "  --bucket-bytes SIZE   gradient fusion bucket size (default 25M)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
@@ -350,7 +353,7 @@ static const struct option long_opts[] = {
     {"parallel", required_argument, 0, OPT_PARALLEL},
     {"allreduce", required_argument, 0, OPT_ALLREDUCE},
     {"compress", required_argument, 0, OPT_COMPRESS},
-    {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE},
+    {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE}, {"zero", required_argument, 0, OPT_ZERO},
     {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
     {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
     {"consistency", required_argument, 0, OPT_CONSISTENCY},
@@ -429,6 +432,7 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_COMPRESS: bad = refused(dl_codec_parse(arg, &par->codec, &err), &err); break;
     case OPT_GRAD_DTYPE: bad = refused(dl_precision_parse("--grad-dtype", arg, &par->grad_dtype, &err), &err); break;
+    case OPT_ZERO: bad = refused(dl_parse_int("--zero", arg, 0, 1, &par->zero, &err), &err); break;
     case OPT_BUCKET_BYTES:
         bad = refused(dl_parse_bytes("--bucket-bytes", arg, 4, (size_t)1 << 40, &par->bucket_bytes, &err), &err);
         break;

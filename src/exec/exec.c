@@ -364,7 +364,7 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
  * network's order; a copy of a tied parameter whose owner runs on another
  * rank (op.h's replica) drawn as the owner is, from the generator's state
  * where the owner's draw began. */
-static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, struct dl_error *err)
+static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, long multiple, struct dl_error *err)
 {
     const struct dl_graph *g = e->g;
     size_t n = (size_t)g->n;
@@ -391,8 +391,9 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     /* on the executor's device, drawn on the host (in staging copies the
      * size of each, copied over) */
     const struct dl_device *dev = e->impl->device;
-    e->weights = alloc_real(dev, e->n_weights, err);
-    e->dweights = alloc_real(dev, e->n_weights, err);
+    long padded = multiple > 1 ? (e->n_weights + multiple - 1) / multiple * multiple : e->n_weights;
+    e->weights = alloc_real(dev, padded, err);
+    e->dweights = alloc_real(dev, padded, err);
     e->state = alloc_real(dev, e->n_state, err);
     dl_real *weights = dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
     dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
@@ -419,7 +420,7 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     if (!rc)
         rc = alloc_transfers(e, err);
     if (!rc)
-        rc = init_params(e, seed, o->share_params, err);
+        rc = init_params(e, seed, o->share_params, o->weights_multiple, err);
     if (!rc && o->trace) {
         e->trace = o->trace;
         rc = dl_exec_trace_prepare(e, err);

@@ -190,6 +190,10 @@ struct dl_exec_options {
      * samples (op.h's cache), which each forward extends at the executor's
      * position0.  Host memory only. */
     long decode_positions;
+    /* > 1: weights and their gradients are allocated to a multiple of this
+     * many values, the padding zero (ZeRO's equal shards over the data-
+     * parallel ranks, parallel/zero.c); n_weights does not count it. */
+    long weights_multiple;
     /* Another executor of the same network whose caches this one uses
      * (the same decode_positions and batch): a prompt's window through
      * one, the tokens after it one position at a time through the other. */
@@ -276,6 +280,9 @@ const struct dl_device *dl_exec_device(const struct dl_exec *e);
  * sum over the tensor and pipeline groups is the whole model's.  Reads a
  * device's gradients through a copy. */
 int dl_exec_grad_sq(const struct dl_exec *e, double *sq, struct dl_error *err);
+/* The same over the weights [lo, hi) of the vector only, their gradients
+ * at g (host memory; g[0] is weight lo's): a ZeRO block's part. */
+void dl_exec_grad_sq_range(const struct dl_exec *e, const dl_real *g, long lo, long hi, double *sq);
 /* Multiplies e's weight gradients by f where they live. */
 int dl_exec_grad_scale(struct dl_exec *e, double f, struct dl_error *err);
 /* n values of e's memory at p (act[], weights, dweights, state, an

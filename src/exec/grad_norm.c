@@ -16,6 +16,13 @@ int dl_exec_grad_sq(const struct dl_exec *e, double *sq, struct dl_error *err)
     const dl_real *g = e->n_weights ? dl_exec_host_values(e, e->dweights, e->n_weights, &buf, &cap, err) : NULL;
     if (e->n_weights && !g)
         return err->code;
+    dl_exec_grad_sq_range(e, g, 0, e->n_weights, sq);
+    free(buf);
+    return DL_OK;
+}
+
+void dl_exec_grad_sq_range(const struct dl_exec *e, const dl_real *g, long lo, long hi, double *sq)
+{
     const struct dl_graph *l = e->g;
     double sum = 0;
     for (int i = 0; i < l->n; i++) {
@@ -27,14 +34,13 @@ int dl_exec_grad_sq(const struct dl_exec *e, double *sq, struct dl_error *err)
                 continue;
             if (e->shard->layer[i].slice[j].dim < 0 && e->shard->pos.t != 0) /* whole here and on rank 0 */
                 continue;
-            const dl_real *x = g + (e->dparam[i][j] - e->dweights);
-            for (long k = 0; k < p->count; k++)
-                sum += (double)x[k] * (double)x[k];
+            long at = e->dparam[i][j] - e->dweights, from = at > lo ? at : lo,
+                 to = at + p->count < hi ? at + p->count : hi;
+            for (long k = from; k < to; k++)
+                sum += (double)g[k - lo] * (double)g[k - lo];
         }
     }
-    free(buf);
     *sq = sum;
-    return DL_OK;
 }
 
 int dl_exec_grad_scale(struct dl_exec *e, double f, struct dl_error *err)

@@ -104,15 +104,23 @@ int dl_optim_set_no_decay(struct dl_optim *o, const struct dl_optim_span *spans,
     struct dl_optim_span *s = dl_calloc((size_t)n, sizeof *s, err);
     if (!s)
         return DL_ERR_NOMEM;
-    memcpy(s, spans, sizeof *s * (size_t)n);
+    int kept = 0;
+    for (int i = 0; i < n; i++) { /* in the optimizer's own indices: a ZeRO block's part of each */
+        struct dl_optim_span c = {spans[i].begin - o->offset, spans[i].end - o->offset};
+        if (spans[i].begin < 0 || spans[i].begin > spans[i].end) {
+            free(s);
+            return dl_errorf(err, DL_ERR_INTERNAL, "a weight-decay exception [%ld, %ld)", spans[i].begin,
+                             spans[i].end);
+        }
+        c.begin = c.begin < 0 ? 0 : c.begin;
+        c.end = c.end > o->n ? o->n : c.end;
+        if (c.begin < c.end)
+            s[kept++] = c;
+    }
+    n = kept;
     qsort(s, (size_t)n, sizeof *s, by_begin);
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (s[i].begin < 0 || s[i].end > o->n || s[i].begin > s[i].end) {
-            free(s);
-            return dl_errorf(err, DL_ERR_INTERNAL, "a weight-decay exception [%ld, %ld) outside the %ld weights",
-                             spans[i].begin, spans[i].end, o->n);
-        }
         if (m && s[i].begin <= s[m - 1].end)
             s[m - 1].end = s[i].end > s[m - 1].end ? s[i].end : s[m - 1].end;
         else

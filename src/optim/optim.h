@@ -51,6 +51,8 @@ struct dl_optim {
     const struct dl_device *device; /* where state, weights and gradients live (NULL: the host) */
     struct dl_optim_span *no_decay; /* sorted, disjoint; NULL: every weight decays */
     int n_no_decay;
+    long offset;      /* the executor's index of its first weight (a ZeRO block's; 0 otherwise):
+                         dl_optim_set_no_decay's spans are shifted by it and cut to [0, n) */
 };
 
 /* Per-weight state arrays of spec's algorithm (its state_vectors), -1 for

@@ -13,6 +13,7 @@ libdltrain_a_SOURCES += \
 	src/parallel/stall.c src/parallel/stall.h \
 	src/parallel/param_server.c \
 	src/parallel/sync_bn.c src/parallel/sync_bn.h \
+	src/parallel/zero.c src/parallel/zero.h \
 	src/parallel/grid.c src/parallel/grid.h \
 	src/parallel/watchdog.c src/parallel/watchdog.h \
 	src/parallel/schedule.c src/parallel/schedule.h src/parallel/schedule_check.c \

@@ -46,6 +46,7 @@ struct dl_parallel_opts {
     int overlap;
     double stall_warning_s, stall_timeout_s;
     int sync_bn;               /* batch-norm statistics over every rank's samples */
+    int zero;                  /* sync: 1 for ZeRO stage 1 (parallel/zero.h), 0 for none */
     double slow_rank_ms;       /* testing aid: sleep per step on slow_rank */
     int slow_rank;
 };

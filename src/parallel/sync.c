@@ -5,35 +5,97 @@
  * codec, SGD's momentum and weight decay move into the gradient path
  * (momentum correction, grad_sync.h) and the optimizer takes plain steps.
  * On a GPU, the buckets are summed over NCCL in device memory when the
- * build has it (compiled only: never run on a GPU so far). */
+ * build has it (compiled only: never run on a GPU so far).  With --zero 1
+ * (zero.h) the gradient is reduce-scattered after backward instead, each
+ * rank updates its block of the weights and the blocks are allgathered. */
 #include "parallel/strategy.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
+#include "io/trace.h"
 #include "parallel/grad_sync.h"
 #include "parallel/stall.h"
+#include "parallel/zero.h"
 
 struct sync_impl {
     struct dl_grad_sync *gs;
     struct dl_comm *device_comm; /* the buckets' communicator of device buffers, or NULL */
     struct dl_stall *stall;
     int global_batch; /* of the step in progress */
+    int local_batch;
     int corrected;    /* momentum correction: the optimizer steps without momentum */
+    int zero;         /* ZeRO stage 1: gs is NULL; the block's gradient sums go to block */
+    struct dl_zero_shard shard;
+    dl_real *block;   /* [shard.block] */
 };
 
 static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
     im->global_batch = global_batch;
-    dl_grad_sync_begin(im->gs, (double)local_batch / (double)global_batch);
+    im->local_batch = local_batch;
+    if (!im->zero)
+        dl_grad_sync_begin(im->gs, (double)local_batch / (double)global_batch);
     return DL_OK;
+}
+
+/* ZeRO stage 1's step: this rank's share of the batch scaled in, the
+ * gradient reduce-scattered into its block, the block clipped by the whole
+ * model's norm (its ranks' squares summed, then the grid's), updated, and
+ * the blocks allgathered into every rank's weights. */
+static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *st, struct dl_error *err)
+{
+    struct sync_impl *im = s->impl;
+    struct dl_exec *e = s->exec;
+    const struct dl_zero_shard *sh = &im->shard;
+    struct dl_comm *c = s->comm;
+    double t0 = dl_clock_now();
+    size_t bytes = sizeof(dl_real) * (size_t)sh->block;
+    int rc = e->n_weights ? dl_device_host.scale(e->dweights, e->n_weights,
+                                                 (dl_real)((double)im->local_batch / im->global_batch), err)
+                          : DL_OK;
+    if (!rc && s->before_update)
+        rc = s->before_update(s->update_ctx, err);
+    if (!rc)
+        rc = c->ops->reduce_scatter(c, e->dweights, im->block, DL_F32, (size_t)sh->block, err);
+    if (!rc && s->clip_norm > 0) {
+        double sq;
+        dl_exec_grad_sq_range(e, im->block, sh->lo, sh->lo + sh->n, &sq);
+        rc = dl_comm_sum_small(c, &sq, 1, err);
+        if (!rc && s->model_sum)
+            rc = s->model_sum(s->model_ctx, &sq, err);
+        s->grad_norm = sqrt(sq);
+        double f = s->clip_norm / (s->grad_norm + 1e-6);
+        for (long i = 0; !rc && f < 1 && i < sh->n; i++)
+            im->block[i] *= (dl_real)f;
+    }
+    double t_update = dl_trace_now(e->trace);
+    if (!rc && sh->n)
+        rc = dl_optim_step(s->optim, lr, e->weights + sh->lo, im->block);
+    if (dl_trace_on(e->trace))
+        dl_trace_span(e->trace, DL_TRACE_OPTIMIZER, "optimizer", t_update);
+    if (!rc) { /* the weights padded to the ranks' blocks: the last one's tail is zero */
+        memcpy(im->block, e->weights + sh->lo, bytes);
+        rc = c->ops->allgather(c, im->block, e->weights, bytes, err);
+    }
+    st->comm_seconds = st->exposed_seconds = dl_clock_now() - t0;
+    st->bytes_sent = st->dense_bytes = 2 * bytes * (size_t)(c->size - 1);
+    return rc;
 }
 
 static int sync_finish(struct dl_strategy *s, long step, double lr, struct dl_step_metrics *m,
                        struct dl_step_stats *st, struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
+    if (im->zero) {
+        int rc = dl_stall_arrive(im->stall, step, err);
+        if (!rc)
+            rc = dl_strategy_sum_metrics(s, m, im->global_batch, err);
+        return rc ? rc : zero_finish(s, lr, st, err);
+    }
     double summed[DL_STEP_METRICS];
     dl_step_metrics_pack(m, summed);
     int rc = dl_stall_arrive(im->stall, step, err);
@@ -74,6 +136,7 @@ static void sync_destroy(struct dl_strategy *s)
     if (!im)
         return;
     dl_grad_sync_free(im->gs);
+    free(im->block);
     dl_comm_close(im->device_comm);
     dl_stall_free(im->stall);
     free(im);
@@ -105,8 +168,14 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
         (!po->allreduce || !strcmp(po->allreduce, "auto") || !strcmp(po->allreduce, "native")))
         rc = dl_comm_open_over(dev->comm, s->comm, &im->device_comm, err);
     go.device_comm = im->device_comm;
-    if (!rc)
+    im->zero = po->zero && s->comm->size > 1;
+    if (im->zero) {
+        dl_zero_shard_of(s->exec->n_weights, s->comm->size, s->comm->rank, &im->shard);
+        if (!(im->block = dl_calloc((size_t)(im->shard.block ? im->shard.block : 1), sizeof *im->block, err)))
+            rc = DL_ERR_NOMEM;
+    } else if (!rc) {
         rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
+    }
     if (!rc)
         rc = dl_stall_create(s->comm, po->stall_warning_s, po->stall_timeout_s, s->warn, s->warn_ctx, &im->stall,
                              err);

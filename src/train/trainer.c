@@ -30,6 +30,7 @@
 #include "optim/schedule.h"
 #include "parallel/grid.h"
 #include "parallel/watchdog.h"
+#include "parallel/zero.h"
 #include "parallel/trace_ranks.h"
 #include "spec/netfile.h"
 #include "train/batch_ahead.h"
@@ -57,6 +58,8 @@ struct trainer {
     struct dl_batcher batcher;
     struct dl_pipeline pipe;        /* the executors of this rank's step */
     struct dl_tied *tied;           /* copies of tied parameters summed across pipeline ranks, or NULL */
+    int zero;                       /* --zero 1 on more than one data-parallel rank: */
+    struct dl_zero_shard zero_shard; /*   this rank's block of the weights and optimizer state */
     int sharded;                    /* a grid of tensor or pipeline ranks: */
     struct dl_grid grid;            /*   this rank's place and group communicators */
     struct dl_shard shard;          /*   its part of the network */
@@ -130,6 +133,27 @@ static int agree_over_grid(struct trainer *tr, double *v, int n, int sums, struc
 
 /* A squared gradient norm of this rank's part of the model summed over the
  * grid's tensor and pipeline groups: the whole model's. */
+/* --zero 1: what it needs, and whether it applies (more than one data-
+ * parallel rank; on one it changes nothing). */
+static int zero_refusal(struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    const struct dl_parallel_opts *po = &o->parallel;
+    if (!po->zero)
+        return DL_OK;
+    if (po->consistency != DL_CONS_SYNC)
+        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: synchronous data parallelism only (--consistency sync)");
+    if (po->codec.ops)
+        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: not with --compress (the blocks are summed exactly)");
+    if (po->grad_dtype != DL_F32)
+        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: not with --grad-dtype bf16 yet");
+    if (o->exec.device && !o->exec.device->host_memory)
+        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: not on a device without host memory yet (--device %s)",
+                         o->exec.device->name);
+    tr->zero = tr->data_comm->size > 1;
+    return DL_OK;
+}
+
 static int tied_sum(void *ctx, struct dl_error *err)
 {
     return dl_tied_sum(ctx, err);
@@ -238,6 +262,8 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         o.tensor_device_comm = tr->tensor_device_comm;
     }
     o.trace = tr->trace;
+    if (tr->opts->parallel.zero) /* ZeRO's equal blocks of the weights */
+        o.weights_multiple = tr->data_comm->size;
     if (!rc)
         rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
                               stages_per_rank(tr->opts), tr->net->train.seed, err);
@@ -452,10 +478,17 @@ static int setup(struct trainer *tr, struct dl_error *err)
     if (!rc)
         dl_batcher_min_slice(&tr->batcher, chunks);
     if (!rc)
-        rc = init_pipeline(tr, dl_batcher_max_local(&tr->batcher), chunks, err);
+        rc = zero_refusal(tr, err);
     if (!rc)
-        rc = dl_optim_init_on(&tr->optim, &ts->optim, dl_pipeline_exec(&tr->pipe)->n_weights,
-                              dl_exec_device(dl_pipeline_exec(&tr->pipe)), err);
+        rc = init_pipeline(tr, dl_batcher_max_local(&tr->batcher), chunks, err);
+    long n_opt = dl_pipeline_exec(&tr->pipe)->n_weights;
+    if (!rc && tr->zero) { /* ZeRO stage 1: the optimizer holds this rank's block */
+        dl_zero_shard_of(n_opt, tr->data_comm->size, tr->data_comm->rank, &tr->zero_shard);
+        n_opt = tr->zero_shard.n;
+    }
+    if (!rc)
+        rc = dl_optim_init_on(&tr->optim, &ts->optim, n_opt, dl_exec_device(dl_pipeline_exec(&tr->pipe)), err);
+    tr->optim.offset = tr->zero ? tr->zero_shard.lo : 0;
     struct dl_parallel_opts po = o->parallel;
     if (chunks > 1) /* the gradients are final after the last chunk only */
         po.overlap = 0;
@@ -478,6 +511,9 @@ static int setup(struct trainer *tr, struct dl_error *err)
                                 forward_warning, tr, &tr->strategy, err);
     if (!rc && tr->sharded)
         rc = dl_tied_create(dl_pipeline_exec(&tr->pipe), tr->comm, &tr->tied, err);
+    if (!rc && tr->tied && tr->zero)
+        rc = dl_errorf(err, DL_ERR_SPEC, "--zero 1: a tied parameter (share:) whose layers run in two pipeline "
+                       "ranks' stages is not supported with it yet");
     if (!rc && tr->tied && (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
         rc = dl_errorf(err, DL_ERR_SPEC, "a tied parameter (share:) whose layers run in two pipeline ranks' stages: "
                        "the parameter server (--consistency ssp or async) updates the copies on their own; train "
@@ -557,8 +593,33 @@ static int through_copies(struct trainer *tr)
     return tr->sharded || !dl_exec_device(dl_pipeline_exec(&tr->pipe))->host_memory;
 }
 
+/* The optimizer a checkpoint holds: the run's, or with ZeRO a whole one
+ * (state allocated for every weight; with gather, every rank's block
+ * gathered into it: collective over the data-parallel group).  Freed by
+ * whole_optim_free. */
+static int whole_optim(struct trainer *tr, int gather, struct dl_optim *out, struct dl_error *err)
+{
+    *out = tr->optim;
+    if (!tr->zero)
+        return DL_OK;
+    out->n = dl_pipeline_exec(&tr->pipe)->n_weights;
+    out->offset = 0;
+    int slots = tr->optim.algo->state_vectors;
+    out->state = dl_calloc((size_t)(out->n * slots > 0 ? out->n * slots : 1), sizeof *out->state, err);
+    if (!out->state)
+        return DL_ERR_NOMEM;
+    return gather ? dl_zero_gather_state(tr->data_comm, &tr->zero_shard, &tr->optim, out, err) : DL_OK;
+}
+
+static void whole_optim_free(struct trainer *tr, struct dl_optim *whole)
+{
+    if (tr->zero)
+        free(whole->state);
+}
+
 /* --resume: every rank loads the same file before the first batch (with a
- * grid, the whole tensors, keeping its slices). */
+ * grid, the whole tensors, keeping its slices; with ZeRO, its block of the
+ * optimizer's state). */
 static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
 {
     const struct dl_train_opts *o = tr->opts;
@@ -580,9 +641,18 @@ static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_err
         warn(tr, msg);
         return DL_OK;
     }
-    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
+    struct dl_optim whole;
+    rc = whole_optim(tr, 0, &whole, err);
+    if (rc)
+        return rc;
+    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &whole};
     rc = through_copies(tr) ? dl_checkpoint_load_sliced(path, &v, &tr->resume, err)
                             : dl_checkpoint_load(path, &v, &tr->resume, err);
+    if (!rc && tr->zero)
+        dl_zero_take_state(&tr->zero_shard, &whole, &tr->optim);
+    else if (!rc)
+        tr->optim.t = whole.t;
+    whole_optim_free(tr, &whole);
     if (rc)
         return rc;
     if (tr->resume.seed != tr->net->train.seed)
@@ -631,8 +701,14 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
     tr->steps_since_checkpoint = 0;
     tr->last_checkpoint_time = dl_clock_now();
     int writer = tr->comm->rank == tr->layout.checkpoint_writer;
-    if (!writer && !tr->sharded)
+    struct dl_optim whole; /* with ZeRO, every data-parallel rank's block gathered */
+    int rc = whole_optim(tr, 1, &whole, err);
+    if (rc)
+        return rc;
+    if (!writer && !tr->sharded) {
+        whole_optim_free(tr, &whole);
         return DL_OK;
+    }
     const struct dl_train_opts *o = tr->opts;
     struct dl_checkpoint_meta meta = {
         .global_step = global_step, .epoch = tr->batcher.epoch, .step = dl_batch_ahead_cursor(&tr->batches),
@@ -641,14 +717,15 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
         .dp = tr->layout.data_ranks, .tp = 1, .pp = 1};
     if (tr->sharded)
         meta.tp = o->grid.tp, meta.pp = o->grid.pp;
-    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &tr->optim};
+    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &whole};
     char path[1100];
     struct dl_error e = {0};
     double t0 = tr->trace ? dl_clock_now() : 0;
-    int rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
+    rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
     if (!rc)
         rc = through_copies(tr) ? dl_checkpoint_save_gathered(path, tr->comm, &v, &meta, &e)
                                 : dl_checkpoint_save(path, &v, &meta, &e);
+    whole_optim_free(tr, &whole);
     dl_trace_span(tr->trace, DL_TRACE_CHECKPOINT, "checkpoint", t0);
     /* a grid's writer that failed otherwise than writing the file (out of
      * memory for the whole tensors) may have left the others' slices

@@ -1,0 +1,74 @@
+#!/bin/sh
+# test_zero.sh: ZeRO stage 1 (--zero 1, parallel/zero.h; issue 30) against
+# one process (grid_runs.sh: every step's loss within 1e-5 relative, the
+# final weights within 1e-5 of the largest):
+# - LeNet-5 with AdamW, gradient clipping and biases left out of the decay
+#   on 2 and 4 data-parallel ranks (61,706 weights: uneven blocks on 4), the
+#   optimizer's state a block a rank (the run's memory line);
+# - gpt-tiny on dp=2 x tp=2 (the blocks of a tensor rank's slices);
+# - checkpoints: a --zero 1 run's resumed on one process, and one
+#   process's resumed on --zero 1 over 4 ranks (the whole state gathered
+#   into the file, each rank's block taken back);
+# - what it does not do is refused: --compress, other consistency models.
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/text_corpus.sh"
+skip_without_mpirun
+T="$TMPDIR_TEST"
+tap_plan 10
+. "$top_srcdir/tests/grid_runs.sh"
+
+LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
+    --optimizer adamw --lr 0.002 --weight-decay 0.1 --clip-grad-norm 0.5 --set train.optimizer.no_decay=[bias]"
+run 1 lenet-one $LENET
+grid lenet-zero-dp2 lenet-one 2 $LENET --zero 1
+grid lenet-zero-dp4 lenet-one 4 $LENET --zero 1
+/usr/bin/python3 - "$T/lenet-zero-dp4.jsonl" <<'PY'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1]) if '"event":"memory"' in l]
+n = 61706
+blocks = [min(max(n - r * ((n + 3) // 4), 0), (n + 3) // 4) for r in range(4)]
+got = sorted((e["d"], e["optimizer_state"]) for e in m)
+print("# optimizer state per rank:", [s for _, s in got], "of", 2 * n)
+sys.exit(0 if got == [(d, 2 * blocks[d]) for d in range(4)] else 1)
+PY
+tap_result $? "each rank keeps AdamW's two vectors for its block only"
+
+text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
+GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus --threads 1 --max-steps 20
+    --limit-test 64"
+run 1 gpt-one $GPT
+grid gpt-zero-dp2-tp2 gpt-one 4 $GPT --grid dp=2,tp=2 --zero 1
+
+# checkpoints both ways (steps 11-20 after a resume against the uninterrupted run)
+resumed() {
+    /usr/bin/python3 - "$T" "$1" "$2" <<'PY'
+import json, sys
+import numpy as np
+T, ref, name = sys.argv[1:4]
+a = [json.loads(l)["loss"] for l in open(T + "/" + ref + ".jsonl") if '"step"' in l]
+b = [json.loads(l)["loss"] for l in open(T + "/" + name + ".jsonl") if '"step"' in l]
+x, y = np.fromfile(T + "/" + ref + ".bin", np.float32), np.fromfile(T + "/" + name + ".bin", np.float32)
+rel = max(abs(p - q) / abs(p) for p, q in zip(a[-10:], b[-10:]))
+wd = np.max(np.abs(x - y)) / np.max(np.abs(x))
+print("# %s: the last 10 steps within %.2g relative, weights %.2g" % (name, rel, wd))
+sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= 1e-5 else 1)
+PY
+}
+CK="--max-steps 20"
+run 2 lenet-zero-ck $LENET $CK --zero 1 --checkpoint-dir "$T/z" --checkpoint-every 10 &&
+    run 1 lenet-one20 $LENET $CK &&
+    run 1 lenet-zero-on-one $LENET $CK --resume "$T/z/ckpt-0000000010.safetensors" &&
+    resumed lenet-one20 lenet-zero-on-one
+tap_result $? "a --zero 1 checkpoint (the blocks gathered) resumed on one process continues its run"
+run 1 lenet-one-ck $LENET $CK --checkpoint-dir "$T/one" --checkpoint-every 10 &&
+    run 4 lenet-one-on-zero $LENET $CK --zero 1 --resume "$T/one/ckpt-0000000010.safetensors" &&
+    resumed lenet-one20 lenet-one-on-zero
+tap_result $? "one process's checkpoint resumed with --zero 1 on 4 ranks (each its block)"
+
+expect_status 2 "--zero 1 --compress topk:0.1" -- \
+    timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 1 --compress topk:0.1
+expect_output "--zero 1: not with --compress" "  is refused"
+expect_status 2 "--zero 1 --consistency local-sgd:2" -- \
+    timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 1 --consistency local-sgd:2
+expect_output "--zero 1: synchronous data parallelism only" "  is refused"
+[ $tap_failed -eq 0 ]
