@@ -423,7 +423,8 @@ static void check_row_local(const struct dl_op_kind *op, const struct example *e
         struct dl_shape band[DL_MAX_INPUTS];
         dl_real *bx[DL_MAX_INPUTS];
         for (int k = 0; k < n_in; k++) {
-            band[k] = (struct dl_shape){C, rows, W};
+            band[k] = e->in; /* its rank too: a band of a sequence's positions is a sequence */
+            band[k].h = rows;
             bx[k] = vec((long)N * C * rows * W);
             for (long pl = 0; pl < (long)N * C; pl++)
                 memcpy(bx[k] + pl * rows * W, x[k] + (pl * H + lo) * W, sizeof(dl_real) * (size_t)(rows * W));

@@ -481,7 +481,7 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = zero_refusal(tr, err);
     if (!rc)
         rc = init_pipeline(tr, dl_batcher_max_local(&tr->batcher), chunks, err);
-    long n_opt = dl_pipeline_exec(&tr->pipe)->n_weights;
+    long n_opt = rc ? 0 : dl_pipeline_exec(&tr->pipe)->n_weights;
     if (!rc && tr->zero) { /* ZeRO stage 1: the optimizer holds this rank's block */
         dl_zero_shard_of(n_opt, tr->data_comm->size, tr->data_comm->rank, &tr->zero_shard);
         n_opt = tr->zero_shard.n;
