@@ -61,7 +61,8 @@ static int add_owner(struct dl_tied *t, const struct dl_exec *e, int o, int jo, 
                 mine = i;
             }
         }
-    struct tied_param tp = {.n = sh->local.layers[o].param[jo].count, .me = -1, .holders = on}; /* this tensor rank's slice */
+    /* n: this tensor rank's slice of it */
+    struct tied_param tp = {.n = sh->local.layers[o].param[jo].count, .me = -1, .holders = on};
     for (int p = 0; p < P; p++) /* in place: holder k's pipeline rank is at least k */
         if (on[p]) {
             struct dl_grid_pos at = sh->pos;

@@ -58,7 +58,7 @@ static size_t ln_saved(const void *inst)
 }
 
 /* Positions [t0, t0 + len) of one sample (x, y: its [C][T] block). */
-CLONE void run_forward(const struct ln_inst *m, const float *x, const float *w, const float *b, long t0, int len,
+CLONE void ln_run_forward(const struct ln_inst *m, const float *x, const float *w, const float *b, long t0, int len,
                        float *y, float *mean, float *rstd)
 {
     long C = m->C, T = m->T;
@@ -104,13 +104,13 @@ static void ln_forward(void *inst, const struct dl_kernel_args *a)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs, t0 = task % runs * RUN;
         int len = (int)(T - t0 < RUN ? T - t0 : RUN);
-        run_forward(m, c->in[0] + n * C * T, w, b, t0, len, c->out + n * C * T, c->saved + n * T + t0,
+        ln_run_forward(m, c->in[0] + n * C * T, w, b, t0, len, c->out + n * C * T, c->saved + n * T + t0,
                     c->saved + rows + n * T + t0);
     }
 }
 
 /* dx of positions [t0, t0 + len) of one sample. */
-CLONE void run_backward(const struct ln_inst *m, const float *x, const float *dy, const float *w, long t0, int len,
+CLONE void ln_run_backward(const struct ln_inst *m, const float *x, const float *dy, const float *w, long t0, int len,
                         const float *mean, const float *rstd, float *dx)
 {
     long C = m->C, T = m->T;
@@ -151,13 +151,13 @@ static void ln_backward_data(void *inst, const struct dl_kernel_args *a)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs, t0 = task % runs * RUN;
         int len = (int)(T - t0 < RUN ? T - t0 : RUN);
-        run_backward(m, c->in[0] + n * C * T, c->dout + n * C * T, w, t0, len, c->saved + n * T + t0,
+        ln_run_backward(m, c->in[0] + n * C * T, c->dout + n * C * T, w, t0, len, c->saved + n * T + t0,
                      c->saved + rows + n * T + t0, c->din[0] + n * C * T);
     }
 }
 
 /* Feature k's sums of dy xhat and dy over samples and positions, in order. */
-CLONE void feature_sums(const struct ln_inst *m, const float *x, const float *dy, const float *mean,
+CLONE void ln_feature_sums(const struct ln_inst *m, const float *x, const float *dy, const float *mean,
                         const float *rstd, int batch, long k, double *sw, double *sb)
 {
     long C = m->C, T = m->T;
@@ -183,7 +183,7 @@ static void ln_backward_weights(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for schedule(static)
     for (long k = 0; k < m->C; k++) {
         double sw, sb;
-        feature_sums(m, c->in[0], c->dout, c->saved, c->saved + rows, c->batch, k, &sw, &sb);
+        ln_feature_sums(m, c->in[0], c->dout, c->saved, c->saved + rows, c->batch, k, &sw, &sb);
         if (c->dparam[0])
             c->dparam[0][k] += (float)sw;
         if (c->dparam[1])
