@@ -5,7 +5,9 @@
 # - LeNet-5 with AdamW, gradient clipping and biases left out of the decay
 #   on 2 and 4 data-parallel ranks (61,706 weights: uneven blocks on 4), the
 #   optimizer's state a block a rank (the run's memory line);
-# - gpt-tiny on dp=2 x tp=2 (the blocks of a tensor rank's slices);
+# - gpt-tiny on dp=2 x tp=2 (the blocks of a tensor rank's slices); check
+#   --grid counts the optimizer's state a block a rank (--zero 1 and the
+#   network file's parallel.zero);
 # - checkpoints: a --zero 1 run's resumed on one process, and one
 #   process's resumed on --zero 1 over 4 ranks (the whole state gathered
 #   into the file, each rank's block taken back);
@@ -14,7 +16,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 10
+tap_plan 14
 . "$top_srcdir/tests/grid_runs.sh"
 
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
@@ -38,6 +40,12 @@ GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus
     --limit-test 64"
 run 1 gpt-one $GPT
 grid gpt-zero-dp2-tp2 gpt-one 4 $GPT --grid dp=2,tp=2 --zero 1
+expect_status 0 "check --grid dp=4 --zero 1" -- $DLTRAIN check $GPT --optimizer adam --grid dp=4 --zero 1 --bytes
+expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +482304 +241152 " \
+    "  counts Adam's state a block a rank: 241,152 of its 964,608 bytes"
+expect_status 0 "check --grid dp=4 --set parallel.zero=1" -- $DLTRAIN check $GPT --optimizer adam --grid dp=4 \
+    --set parallel.zero=1 --bytes
+expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +482304 +241152 " "  and so does the file's parallel.zero"
 
 # checkpoints both ways (steps 11-20 after a resume against the uninterrupted run)
 resumed() {

@@ -184,8 +184,9 @@ static void print_settings(const struct dl_net *net)
         print_transform("data.train", &d->train_transform);
         print_transform("data.eval", &d->eval_transform);
     }
-    printf("  parallel: strategy %s, dp %d, tp %d, pp %d, micro_batches %d (0: decided when the job starts)\n",
-           dl_parallel_names[p->kind], p->dp, p->tp, p->pp, p->micro_batches);
+    printf("  parallel: strategy %s, dp %d, tp %d, pp %d, micro_batches %d (0: decided when the job starts), "
+           "sequence_parallel %s, zero %d\n", dl_parallel_names[p->kind], p->dp, p->tp, p->pp, p->micro_batches,
+           p->sequence_parallel ? "true" : "false", p->zero);
 }
 
 static void human(double v, char *buf, size_t n);
@@ -320,7 +321,7 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
     double trainable = 0, state = 0;
     for (int i = 0; i < g->n; i++)
         dl_layer_param_tally(&g->layers[i], &trainable, &state);
-    out->params = dl_optim_param_bytes(&net->train.optim, trainable, state);
+    out->params = dl_optim_param_bytes(&net->train.optim, trainable, state, 1);
     out->peak = (double)out->arena + out->params;
     if (out->limit > 0 && out->peak > out->limit)
         return over_limit(out->peak, "process", net->train.batch, out);

@@ -8,6 +8,7 @@
  * one row per (tensor, pipeline) position. */
 #include "cli/check_grid.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +97,11 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                 used += (size_t)snprintf(r->ranks + used, sizeof r->ranks - used, "%s%d", dd ? "," : "",
                                          dl_grid_rank(d, (struct dl_grid_pos){t, dd, p}));
             layer_range(&s, r->layers, sizeof r->layers);
-            r->weights = 4.0 * (double)m.weights, r->optimizer = r->weights * vectors, r->state = 4.0 * (double)m.state;
+            int blocks = net->parallel.zero ? d->dp : 1; /* ZeRO: the optimizer's state a block a data-parallel rank */
+            r->weights = 4.0 * (double)m.weights, r->state = 4.0 * (double)m.state;
+            r->optimizer = 4.0 * vectors * (blocks > 1 ? ceil((double)m.weights / blocks) : (double)m.weights);
             r->arena = (double)m.arena_bytes;
-            r->peak = r->arena + dl_optim_param_bytes(&net->train.optim, (double)m.weights, (double)m.state);
+            r->peak = r->arena + dl_optim_param_bytes(&net->train.optim, (double)m.weights, (double)m.state, blocks);
             if (r->peak > out->peak)
                 out->peak = r->peak;
             dl_shard_free(&s);

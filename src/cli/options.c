@@ -65,6 +65,7 @@ static const struct option_key {
     {DL_OPT_LIMIT_TEST, "data.limit_test", 0, NULL},
     {DL_OPT_CONTEXT, "args.context", 0, NULL},
     {DL_OPT_SEQUENCE_PARALLEL, "parallel.sequence_parallel", 0, "true"},
+    {DL_OPT_ZERO, "parallel.zero", 0, NULL},
 };
 
 static const struct option_key *option_key(int code)
@@ -326,6 +327,9 @@ void dl_net_options_help(FILE *f)
           "  --sequence-parallel   with tensor parallelism, the layers that treat positions\n"
           "                        independently (layer norm, residual adds) run on the tensor\n"
           "                        rank's share of the positions (parallel.sequence_parallel)\n"
+          "  --zero 0|1            1: ZeRO stage 1 (sync): the optimizer's state cut over the\n"
+          "                        data-parallel ranks; gradients reduce-scattered, each rank\n"
+          "                        updates its block, the weights allgathered (parallel.zero)\n"
           "  --device cpu|cuda|emulated  where the network runs (default cpu; cuda: one GPU\n"
           "                        per rank by local rank, never yet run on a GPU: see the\n"
           "                        README; emulated: a testing aid, CPU kernels on memory\n"

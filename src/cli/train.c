@@ -27,7 +27,7 @@
 
 enum {
     OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
-    OPT_COMPRESS, OPT_ZERO, OPT_GRAD_DTYPE, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
+    OPT_COMPRESS, OPT_GRAD_DTYPE, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
     OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS
@@ -89,7 +89,7 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
         double vals[] = {m[r].rank, m[r].d, m[r].t, m[r].p, m[r].slots, m[r].arena_bytes, m[r].weights, m[r].state,
                          m[r].optimizer_state};
         dl_metrics_write(&p->metrics, "memory", 9, keys, vals);
-        double bytes = m[r].arena_bytes + dl_optim_param_bytes(p->optim, m[r].weights, m[r].state);
+        double bytes = m[r].arena_bytes + 4.0 * (2 * m[r].weights + m[r].optimizer_state + m[r].state);
         if (bytes > peak)
             most = r, peak = bytes;
     }
@@ -260,6 +260,7 @@ static int resolve_grid(const char *cli, const char *grid, const struct dl_net *
     if (!train->pipeline_chunks && net->parallel.micro_batches)
         train->pipeline_chunks = net->parallel.micro_batches;
     train->grid.sp = net->parallel.sequence_parallel;
+    train->parallel.zero = net->parallel.zero;
     return 0;
 }
 
@@ -315,9 +316,6 @@ static void help(void)
           "  --compress CODEC      none, 1bit, qsgd:BITS or topk:FRACTION (error feedback per rank)\n"
           "  --grad-dtype fp32|bf16  the dtype gradient buckets travel in (sync): bf16 sends half\n"
           "                        the bytes, summed in f32 and rounded once (default fp32)\n"
-          "  --zero 0|1            1: ZeRO stage 1 (sync): the optimizer's state cut over the\n"
-          "                        data-parallel ranks; gradients reduce-scattered, each rank\n"
-          "                        updates its block, the weights allgathered (default 0)\n"
           "  --bucket-bytes SIZE   gradient fusion bucket size (default 25M)\n"
           "  --no-overlap          start the allreduces after backward instead of during it\n"
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
@@ -353,7 +351,7 @@ static const struct option long_opts[] = {
     {"parallel", required_argument, 0, OPT_PARALLEL},
     {"allreduce", required_argument, 0, OPT_ALLREDUCE},
     {"compress", required_argument, 0, OPT_COMPRESS},
-    {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE}, {"zero", required_argument, 0, OPT_ZERO},
+    {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE},
     {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
     {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
     {"consistency", required_argument, 0, OPT_CONSISTENCY},
@@ -432,7 +430,6 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
         break;
     case OPT_COMPRESS: bad = refused(dl_codec_parse(arg, &par->codec, &err), &err); break;
     case OPT_GRAD_DTYPE: bad = refused(dl_precision_parse("--grad-dtype", arg, &par->grad_dtype, &err), &err); break;
-    case OPT_ZERO: bad = refused(dl_parse_int("--zero", arg, 0, 1, &par->zero, &err), &err); break;
     case OPT_BUCKET_BYTES:
         bad = refused(dl_parse_bytes("--bucket-bytes", arg, 4, (size_t)1 << 40, &par->bucket_bytes, &err), &err);
         break;

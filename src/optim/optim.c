@@ -5,6 +5,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,11 @@ int dl_optim_state_vectors(const struct dl_optim_spec *spec)
     return a ? a->state_vectors : -1;
 }
 
-double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state)
+double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state, int blocks)
 {
     int vectors = spec ? dl_optim_state_vectors(spec) : 1;
-    return 4.0 * ((2.0 + (vectors > 0 ? vectors : 0)) * trainable + state);
+    double block = blocks > 1 ? ceil(trainable / blocks) : trainable;
+    return 4.0 * (2.0 * trainable + (vectors > 0 ? vectors : 0) * block + state);
 }
 
 int dl_optim_keeps_state(const struct dl_optim_spec *spec)

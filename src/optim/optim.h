@@ -61,10 +61,11 @@ int dl_optim_state_vectors(const struct dl_optim_spec *spec);
 
 /* The one formula of a rank's parameter memory (check, check --grid, the
  * trainer's report and the planner use it): bytes of `trainable` weights,
- * as many gradients and the optimizer's state_vectors per weight, and
- * `state` other values (batch-norm statistics), 4 bytes each.  spec NULL:
- * SGD with momentum (one vector). */
-double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state);
+ * as many gradients and the optimizer's state_vectors per weight (cut into
+ * `blocks` equal blocks, one held: ZeRO stage 1 over that many data-
+ * parallel ranks; 1 otherwise), and `state` other values (batch-norm
+ * statistics), 4 bytes each.  spec NULL: SGD with momentum (one vector). */
+double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state, int blocks);
 
 /* Whether the steps of spec's algorithm keep per-weight state (SGD without
  * momentum keeps none: its slot stays zero). */

@@ -124,6 +124,8 @@ struct dl_parallel_spec {
     int micro_batches;    /* pipeline micro-batches */
     int sequence_parallel; /* layers that treat positions independently run on the tensor rank's
                               positions (Korthikanti et al. 2022; plan/shard.c) */
+    int zero;             /* ZeRO stage: 0, or 1 (the optimizer's state cut over the data-parallel
+                             ranks: parallel/zero.h) */
 };
 
 #endif
