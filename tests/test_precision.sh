@@ -4,7 +4,7 @@
 # fully connected layers, f32 for the loss) and the casts; fp16 and a
 # --kernel choice without a bf16 version are refused by name; the run's
 # first lines say which kernel computes in bf16.  LeNet-5 on Fashion-MNIST
-# for one epoch in bf16 ends within a point of fp32's test accuracy; a
+# for three epochs in bf16 ends within half a point of fp32's test accuracy; a
 # tuned bf16 run with micro-batches (the executor's bf16 tensors sliced
 # into parts) and runs on 2 data-parallel and 2 pipeline ranks equal one
 # process's bf16 run (losses and weights within 1e-5); 2 tensor-parallel
@@ -40,9 +40,9 @@ expect_status 2 "a --kernel choice with no bf16 version is refused under bf16" -
 expect_output "layer 'conv1' \(conv\) computes in bf16 under --precision bf16, and kernel 'onednn' has no bf16 version" \
     "  naming the layer and the kernel"
 
-# One epoch each way: the test accuracies within a point.
-$DLTRAIN train $NET --epochs 1 --precision fp32 > "$T/fp32.txt" 2>&1 &&
-    $DLTRAIN train $NET --epochs 1 --precision bf16 > "$T/bf16.txt" 2>&1
+# Three epochs each way (issue 29): the test accuracies within half a point.
+$DLTRAIN train $NET --epochs 3 --precision fp32 > "$T/fp32.txt" 2>&1 &&
+    $DLTRAIN train $NET --epochs 3 --precision bf16 > "$T/bf16.txt" 2>&1
 st=$?
 grep -Eq "^  precision bf16: 5 of 12 layers \(the fc and convolution ones\) compute in bf16 \(.*(reference|onednn)-bf16" "$T/bf16.txt" || st=1
 if grep -q "reference-bf16" "$T/bf16.txt"; then # the emulated path says so, once
@@ -50,9 +50,9 @@ if grep -q "reference-bf16" "$T/bf16.txt"; then # the emulated path says so, onc
 fi
 a=$(sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$T/fp32.txt")
 b=$(sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$T/bf16.txt")
-echo "# LeNet-5, one epoch: test accuracy fp32 $a%, bf16 $b%"
-[ $st -eq 0 ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 80 && d <= 1) }'
-tap_result $? "LeNet-5, one epoch in bf16 (the run says so): test accuracy within a point of fp32's"
+echo "# LeNet-5, three epochs: test accuracy fp32 $a%, bf16 $b%"
+[ $st -eq 0 ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 80 && d <= 0.5) }'
+tap_result $? "LeNet-5, three epochs in bf16 (the run says so): test accuracy within half a point of fp32's"
 
 BF="$NET --precision bf16 --max-steps 30 --limit-test 200 --threads 1"
 run 1 serial $BF
