@@ -36,7 +36,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 39
+tap_plan 40
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -88,6 +88,23 @@ print("# data-parallel sum time, bf16 over fp32: %.3f to %.3f over %d layouts" %
 sys.exit(0 if ok else 1)
 PY
 tap_result $? "--grad-dtype bf16 halves the predicted bytes of the data-parallel gradient sums"
+# --zero 1: the optimizer's state a block a data-parallel rank, no buckets
+$PLAN --ranks 4 --optimizer adam --json > "$T/plan-adam.json" 2> "$T/plan-adam.err" &&
+    $PLAN --ranks 4 --optimizer adam --zero 1 --json > "$T/plan-zero.json" 2> "$T/plan-zero.err" &&
+    /usr/bin/python3 - "$T/plan-adam.json" "$T/plan-zero.json" <<'PY'
+import json, sys
+plain, zero = ([l for l in json.load(open(p))["layouts"] if l["feasible"]] for p in sys.argv[1:3])
+key = lambda l: (l["dp"], l["tp"], l["pp"], l["by_samples"], tuple(l["whole"]), l["chunks"], l["schedule"], l["V"])
+base = {key(l): l for l in plain if l["bucket_bytes"] == 0}
+ok = all(l["zero"] == 1 and l["bucket_bytes"] == 0 for l in zero)
+for l in zero:
+    b = base.get(key(l))
+    ok = ok and b is not None and (l["memory_bytes"] < b["memory_bytes"] if l["dp"] > 1 else
+                                   l["memory_bytes"] == b["memory_bytes"])
+print("# --zero 1: %d layouts, data-parallel ones smaller" % len(zero))
+sys.exit(0 if ok and zero else 1)
+PY
+tap_result $? "--zero 1: data-parallel layouts hold less (a block of Adam's state), no bucket variants"
 expect_status 2 "--grad-dtype fp16" -- $PLAN --ranks 4 --grad-dtype fp16
 expect_output "^dltrain plan: --grad-dtype: expected fp32 or bf16, found 'fp16'" "  is refused, naming both"
 

@@ -261,8 +261,9 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
             printf("%s", s > 1 ? ", " : "");
             json_string(g->layers[c->layout.first[s]].name);
         }
-        printf("], \"bucket_bytes\": %zu, \"grad_dtype\": \"%s\", \"by_samples\": %s, \"whole\": [",
-               c->layout.bucket_bytes, dl_dtype_names[c->layout.grad_dtype], c->layout.by_samples ? "true" : "false");
+        printf("], \"bucket_bytes\": %zu, \"grad_dtype\": \"%s\", \"zero\": %d, \"by_samples\": %s, \"whole\": [",
+               c->layout.bucket_bytes, dl_dtype_names[c->layout.grad_dtype], c->layout.zero,
+               c->layout.by_samples ? "true" : "false");
         for (int w = 0; w < c->layout.n_whole; w++) {
             printf("%s", w ? ", " : "");
             json_string(g->layers[c->layout.whole[w]].name);
@@ -323,6 +324,7 @@ static int search(const struct dl_net *net, const struct dl_layer_times *t, cons
     struct dl_plan_request req = {.g = &net->graph, .times = t, .machine = m, .ranks = N, .batch = batch,
                                   .memory_limit = c->memory, .eo = eo, .optim = &net->train.optim,
                                   .skip_memory = !memory && !c->memory, .grad_dtype = c->grad_dtype,
+                                  .zero = net->parallel.zero, .sequence_parallel = net->parallel.sequence_parallel,
                                   .tensor_times = measure ? dl_layer_times_tensor_hook : NULL, .tensor_ctx = measure};
     struct dl_error err = {0};
     if (dl_plan_search(&req, r, &err)) {

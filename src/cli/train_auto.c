@@ -88,7 +88,8 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
     dl_machine_share_cores(&m, dl_threads_local_ranks(), dl_threads_get(), dl_threads_node_cores(), flop_rate <= 0);
     struct dl_tensor_times_request measure = {.batch = batch, .ranks = N, .eo = &eo};
     struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = batch, .eo = &eo,
-                                  .optim = &net->train.optim, .grad_dtype = grad_dtype,
+                                  .optim = &net->train.optim, .grad_dtype = grad_dtype, .zero = net->parallel.zero,
+                                  .sequence_parallel = net->parallel.sequence_parallel,
                                   .tensor_times = flop_rate > 0 ? NULL : dl_layer_times_tensor_hook,
                                   .tensor_ctx = &measure};
     struct dl_plan_result r;

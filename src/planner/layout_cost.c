@@ -309,8 +309,10 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
      * the gradients of its stages p, p + P, ...; its allreduce overlaps
      * backward with one chunk (no pipeline: one stage), else follows it. */
     double dp = 0, exposed = 0, tp_max = 0;
-    double *layer_bwd = M == 1 && D > 1 && !rc ? dl_calloc((size_t)g->n, sizeof *layer_bwd, err) : NULL;
-    if (M == 1 && D > 1 && !rc && !layer_bwd)
+    /* ZeRO's reduce-scatter and allgather follow backward: nothing hidden */
+    int overlaps = M == 1 && D > 1 && !l->zero;
+    double *layer_bwd = overlaps && !rc ? dl_calloc((size_t)g->n, sizeof *layer_bwd, err) : NULL;
+    if (overlaps && !rc && !layer_bwd)
         rc = DL_ERR_NOMEM;
     long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
     double value_bytes = (double)dl_dtype_size(l->grad_dtype); /* a gradient value on the wire */

@@ -68,7 +68,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
                 continue;
             dl_layer_param_tally(&s.local.layers[i], &trainable, &state);
         }
-        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, state, 1);
+        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, state, l->zero ? l->dims.dp : 1);
     }
     dl_shard_free(&s);
     return rc;

@@ -37,7 +37,11 @@ const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size
     if (l->bucket_bytes && len > 0 && (size_t)len < size)
         len += snprintf(buf + len, size - (size_t)len, " buckets %zuM", l->bucket_bytes >> 20);
     if (l->grad_dtype == DL_BF16 && l->dims.dp > 1 && len > 0 && (size_t)len < size)
-        snprintf(buf + len, size - (size_t)len, " bf16 gradients");
+        len += snprintf(buf + len, size - (size_t)len, " bf16 gradients");
+    if (l->zero && l->dims.dp > 1 && len > 0 && (size_t)len < size)
+        len += snprintf(buf + len, size - (size_t)len, " zero1");
+    if (l->dims.sp && l->dims.tp > 1 && len > 0 && (size_t)len < size)
+        snprintf(buf + len, size - (size_t)len, " sequence-parallel");
     return buf;
 }
 
@@ -119,9 +123,9 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
                            int *cap, double *cost, double *mem, struct dl_error *err)
 {
     const struct dl_graph *g = req->g;
-    struct dl_plan_layout base = {.dims = {D, T, P}, .schedule = DL_SCHED_1F1B, .chunks = 1,
-                                  .n_whole = choice->n_whole, .by_samples = choice->by_samples,
-                                  .grad_dtype = req->grad_dtype};
+    struct dl_plan_layout base = {.dims = {D, T, P, req->sequence_parallel}, .schedule = DL_SCHED_1F1B,
+                                  .chunks = 1, .n_whole = choice->n_whole, .by_samples = choice->by_samples,
+                                  .grad_dtype = req->grad_dtype, .zero = req->zero};
     memcpy(base.whole, choice->whole, sizeof base.whole);
     const char *why = NULL;
     char msg[320];
@@ -187,7 +191,7 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
                 c->layout = l;
                 rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
             }
-            for (int q = 0; !rc && D > 1 && M == 1 && q < N_BUCKET_CHOICES; q++) {
+            for (int q = 0; !rc && D > 1 && M == 1 && !req->zero && q < N_BUCKET_CHOICES; q++) { /* zero: no buckets */
                 struct dl_plan_candidate *o = push(r, cap, err), *first = &r->c[r->n - 2 - q];
                 if (!o) {
                     rc = DL_ERR_NOMEM;
