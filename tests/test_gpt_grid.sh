@@ -10,7 +10,9 @@
 #   on the rank's heads, c_proj and the MLP's second linear by their inputs
 #   (one allreduce each); the token embedding by its rows (vocabulary-
 #   parallel: partial sums) and the head tied to it by its outputs on the
-#   same slice, so the loss is vocabulary-parallel at every position; heads
+#   same slice, so the loss is vocabulary-parallel at every position, also
+#   when the ranks do not divide the vocabulary (unequal bands: gpt-tiny
+#   with 257 ids on tp=2 and tp=2 x pp=2, GPT-2's 50,257 in check); heads
 #   the ranks do not divide are refused, naming the layer.
 # - A net with attention dropout on a whole packed input (cut by heads) and
 #   on three separate q, k, v inputs (each rank draws the whole layer's
@@ -30,7 +32,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 30
+tap_plan 34
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -81,6 +83,23 @@ train: {batch: 8, epochs: 1, seed: 3, optimizer: {type: sgd, lr: 0.1, momentum: 
 YAML
 ATTN="--net $T/attn.yaml --data $TEXT --threads 1 --max-steps 20 --limit-test 32"
 run 1 attn-one $ATTN && grid attn-tp2 attn-one 2 $ATTN --grid tp=2
+
+# a vocabulary the tensor ranks do not divide (257: bands of 128 and 129
+# rows on 2 ranks, 64 and 65 on 4), as GPT-2's 50,257
+V257="$GPT --set args.vocab=257"
+run 1 gpt257-one $V257
+grid gpt257-tp2 gpt257-one 2 $V257 --grid tp=2
+grid gpt257-tp2-pp2 gpt257-one 4 $V257 --grid tp=2,pp=2
+mkdir -p "$T/ids"
+/usr/bin/python3 -c "
+import random, struct, sys
+random.seed(1); ids = [random.randrange(50257) for _ in range(4000)]
+open(sys.argv[1], 'wb').write(struct.pack('<256i', 20240520, 1, len(ids), *[0] * 253) + struct.pack('<%dH' % len(ids), *ids))
+" "$T/ids/train.bin"
+expect_status 0 "check nets/gpt2.yaml --grid tp=2" -- $DLTRAIN check --net "$top_srcdir/nets/gpt2.yaml" --data "$T/ids" \
+    --context 64 --grid tp=2
+expect_output "^0 +wte +0 +vocabulary, partial sums +19298304\$" \
+    "  GPT-2's embedding splits by its 50,257 rows: 25,128 x 768 on tensor rank 0"
 
 # sequence parallelism: layer norms and residual adds on the rank's positions
 expect_status 0 "check gpt-tiny --grid tp=2 --sequence-parallel" -- $DLTRAIN check $GPT --grid tp=2 --sequence-parallel

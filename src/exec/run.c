@@ -47,12 +47,12 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->cache = e->cache ? e->cache[s->layer] : NULL;
     c->cache_len = e->cache_len;
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
-        c->channel0 = e->shard->pos.t * l->out_shape.c;
+        c->channel0 = (int)e->shard->layer[s->layer].channel0;
     c->labels = m->labels_in_use && e->labels ? m->labels_in_use : e->labels;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
-        c->channel0 = e->shard->pos.t * l->in_shape[0].c;
+        c->channel0 = (int)e->shard->layer[s->layer].channel0;
         c->sync_sum = dl_exec_group_sum;
         c->sync_max = dl_exec_group_max;
         c->sync_ctx = e;
@@ -418,7 +418,7 @@ int dl_exec_correct(struct dl_exec *e)
                     k = j;
             if (split) {
                 best[2 * r] = col[k * P];
-                best[2 * r + 1] = (double)(e->shard->pos.t * C + k);
+                best[2 * r + 1] = (double)(e->shard->layer[e->g->loss].channel0 + k);
             } else {
                 correct += e->labels[r0 + r] >= 0 && k == e->labels[r0 + r];
             }

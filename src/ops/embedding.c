@@ -112,11 +112,11 @@ static int embedding_tp_vocab(const void *attr, int T, int t, void *local)
 {
     const struct embedding_attr *a = attr;
     struct embedding_attr *l = local;
-    if (a->vocab % T)
+    if (a->vocab < T)
         return -1;
     *l = *a;
-    l->vocab = a->vocab / T;
-    l->vocab0 = a->vocab0 + t * l->vocab;
+    l->vocab0 = a->vocab0 + (int)((long)t * a->vocab / T);
+    l->vocab = (int)((long)(t + 1) * a->vocab / T - (long)t * a->vocab / T);
     return 0;
 }
 

@@ -197,6 +197,14 @@ static int fc_tp_split(const void *attr, int by_output, int T, int keep_bias, vo
     return 0;
 }
 
+static void fc_tp_outputs(const void *attr, long lo, long hi, void *local)
+{
+    const struct fc_attr *a = attr;
+    struct fc_attr *l = local;
+    *l = *a;
+    l->units = (int)(hi - lo);
+}
+
 const struct dl_op_kind dl_op_fc = {
     .name = "fc",
     .summary = "fully connected layer on the flattened sample, or at every position of a sequence [T, C] "
@@ -214,5 +222,6 @@ const struct dl_op_kind dl_op_fc = {
     .backward = fc_backward,
     .flops = fc_flops,
     .tp_split = fc_tp_split,
+    .tp_outputs = fc_tp_outputs,
     .tp_pairs = 1,
 };

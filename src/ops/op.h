@@ -227,11 +227,15 @@ struct dl_op_kind {
     int (*tp_heads)(const void *attr, int n_in, int T, int t, void *local);
     /* A lookup table that can be split by its rows (the vocabulary) over T
      * ranks: writes into local (a copy of attr) the attributes of rank t's
-     * rows [t V/T, (t+1) V/T), whose output is its rows' part (zeros for
-     * other ids), summed over the group; returns 0, or -1 when T does not
-     * divide the rows.  Megatron-LM's vocabulary-parallel embedding.  NULL:
-     * never split so. */
+     * rows [t V / T, (t+1) V / T) (integer division: unequal when T does
+     * not divide V), whose output is its rows' part (zeros for other ids),
+     * summed over the group; returns 0, or -1 when it has fewer rows than
+     * ranks.  Megatron-LM's vocabulary-parallel embedding.  NULL: never. */
     int (*tp_vocab)(const void *attr, int T, int t, void *local);
+    /* A tp_split op whose part keeps outputs [lo, hi) of any size (a head
+     * split as the vocabulary its weight is tied to): writes that part's
+     * attributes into local.  NULL: equal blocks only (tp_split). */
+    void (*tp_outputs)(const void *attr, long lo, long hi, void *local);
     /* The planner's choices for tp_split kinds (planner/split_choice.h):
      * tp_pairs, two such layers in a row may split column then row (the
      * activation between them stays split, Megatron-LM's pairs of fc

@@ -198,9 +198,11 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
     /* 0 whole, 1 by outputs, 2 by inputs; auto takes a split input as it is */
     int mode = by_output_request(want) ? 1 : by_input_request(want) ? 2 : want == DL_SPLIT_AUTO ? (sh ? 2 : 1) : 0;
     const struct dl_param_desc *own = l->param[0].shares ? &l->param[0] : NULL; /* a tied weight: its owner's slice */
-    if (want == DL_SPLIT_AUTO && mode && own && s->layer[own->share_layer].slice[own->share_param].dim == 0)
+    int uneven = 0; /* as an owner split in unequal bands */
+    if (want == DL_SPLIT_AUTO && mode && own && s->layer[own->share_layer].slice[own->share_param].dim == 0) {
         mode = 1; /* split as the owner (a vocabulary-parallel embedding: the head's columns) */
-    else if (want == DL_SPLIT_AUTO && mode && tied(s->g, i)) {
+        uneven = s->layer[own->share_layer].uneven;
+    } else if (want == DL_SPLIT_AUTO && mode && tied(s->g, i)) {
         L->whole_because = own ? "its weight is tied to another layer's (share:), which stays whole"
                                : "another layer's weight is tied to it (share:), so it stays whole";
         mode = 0;
@@ -212,7 +214,10 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
             return refuse(l, why, err);
         mode = 1;
     }
-    if (mode && l->kind->tp_split(l->attr, mode == 1, T, s->pos.t == 0, local_attr) != 0) {
+    long U = l->out_shape.c;
+    if (uneven) /* the owner's band of the rows: outputs [t U / T, (t+1) U / T) */
+        l->kind->tp_outputs(l->attr, s->pos.t * U / T, (s->pos.t + 1) * U / T, local_attr);
+    else if (mode && l->kind->tp_split(l->attr, mode == 1, T, s->pos.t == 0, local_attr) != 0) {
         if (want != DL_SPLIT_AUTO) {
             char why[160];
             snprintf(why, sizeof why, "%d tensor ranks do not divide its %d outputs (or it is a grouped convolution)",
@@ -228,7 +233,8 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
     L->by_output = mode == 1;
     L->by_input = mode == 2;
     L->split_out = mode == 1;
-    L->groups = mode == 1 ? groups_for_readers(s, i) : 1;
+    L->uneven = uneven;
+    L->groups = mode == 1 && !uneven ? groups_for_readers(s, i) : 1;
     L->partial = mode == 2;
     L->in[0] = mode == 2 ? (sh ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE) : (sh ? DL_TP_IN_GATHER : DL_TP_IN_AS_IS);
     L->in_groups[0] = input_groups(s, l, 0);
@@ -277,6 +283,29 @@ static int decide_heads(struct dl_shard *s, int i, void *local_attr, struct dl_e
     return DL_OK;
 }
 
+/* 1 when every layer tied to layer i's weight can split its outputs in
+ * any bands (tp_outputs) and every reader of theirs is a loss reading
+ * split classes as they are: a vocabulary the tensor ranks do not divide
+ * splits into unequal bands, which nothing may gather. */
+static int bands_read_as_they_are(const struct dl_shard *s, int i)
+{
+    const struct dl_graph *g = s->g;
+    for (int u = i + 1; u < g->n; u++) {
+        const struct dl_layer *l = &g->layers[u];
+        if (!(l->n_params && l->param[0].shares && l->param[0].share_layer == i))
+            continue;
+        if (!l->kind->tp_outputs || l->split != DL_SPLIT_AUTO)
+            return 0;
+        for (int r = u + 1; r < g->n; r++)
+            for (int k = 0; k < g->layers[r].n_in; k++)
+                if (g->layers[r].in[k] == u &&
+                    (!g->layers[r].kind->split_classes || g->layers[r].split != DL_SPLIT_AUTO ||
+                     l->out_shape.c / s->dims.tp < 2))
+                    return 0;
+    }
+    return 1;
+}
+
 /* A lookup table (op.h's tp_vocab) split by its rows: the ids whole on
  * every rank, its output a partial sum, summed over the group. */
 static int decide_vocab(struct dl_shard *s, int i, void *local_attr, struct dl_error *err)
@@ -284,12 +313,16 @@ static int decide_vocab(struct dl_shard *s, int i, void *local_attr, struct dl_e
     const struct dl_layer *l = &s->g->layers[i];
     struct dl_shard_layer *L = &s->layer[i];
     gather_batch_inputs(s, l, L);
-    if (l->kind->tp_vocab(l->attr, s->dims.tp, s->pos.t, local_attr)) {
+    int T = s->dims.tp, uneven = l->param[0].dims[0] % T != 0;
+    if (l->kind->tp_vocab(l->attr, T, s->pos.t, local_attr) || (uneven && !bands_read_as_they_are(s, i))) {
         memcpy(local_attr, l->attr, l->kind->attr_size);
-        L->whole_because = "the tensor ranks do not divide its rows (the vocabulary)";
+        L->whole_because = uneven ? "the tensor ranks do not divide its rows (the vocabulary), and a layer tied to "
+                                    "it has readers that would gather unequal blocks"
+                                  : "it has fewer rows than the tensor ranks";
         return DL_OK;
     }
     L->by_vocab = 1;
+    L->uneven = uneven;
     L->partial = 1;
     return DL_OK;
 }
@@ -357,12 +390,17 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
         if (l->in_shape[0].c / T >= 2) {
             L->split = DL_SPLIT_NONE;
             L->split_classes = 1;
+            L->channel0 = s->layer[l->in[0]].channel0; /* the block of the classes it reads */
             L->in[0] = DL_TP_IN_AS_IS;
             return DL_OK;
         }
         L->whole_because = "its class scores are gathered: a tensor rank would hold fewer than 2 classes";
     }
     int follow = any && l->kind->channel_local && l->split == DL_SPLIT_AUTO && G >= 1;
+    for (int k = 0; k < l->n_in; k++) /* unequal blocks are read as they are by a loss only */
+        if (input_split(s, l, k) && s->layer[l->in[k]].uneven)
+            return refuse(l, "its input is split in unequal blocks (a vocabulary the tensor ranks do not divide), "
+                          "which only a loss reads", err);
     for (int k = 0; k < l->n_in && follow; k++)
         follow = input_split(s, l, k) || l->in_shape[k].c % (G * T) == 0;
     L->split = DL_SPLIT_NONE;
@@ -404,6 +442,8 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
     v->n_params = l->kind->params ? l->kind->params(v->attr, v->in_shape, v->out_shape, v->param) : 0;
     v->flops = l->kind->flops ? l->kind->flops(v->attr, v->in_shape, v->out_shape) : 0;
     struct dl_shard_layer *W = &s->layer[i];
+    if (L->split_out) /* its block's first channel: t C / T (equal blocks: t times its own) */
+        W->channel0 = (long)s->pos.t * l->out_shape.c / T;
     for (int j = 0; j < v->n_params; j++) {
         struct dl_param_desc *p = &v->param[j];
         int dim = L->by_output || L->by_vocab || (L->split_out && !L->by_input && !L->by_heads) ? 0
@@ -411,8 +451,9 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
                                                                                                : -1;
         int G = dim == 0 ? groups_of(s, i) : dim == 1 ? input_groups(s, l, 0) : 1;
         long count = dim < 0 ? p->count : p->dims[dim] / G;
+        long extent = dim < 0 ? 0 : l->param[j].dims[dim] / G; /* of a group, whole */
         W->slice[j] = dim < 0 ? (struct dl_param_slice){-1, 0, p->count, 1}
-                              : (struct dl_param_slice){dim, (long)s->pos.t * count, count, G};
+                              : (struct dl_param_slice){dim, (long)s->pos.t * extent / T, count, G};
         /* tied: the owner's slice of it (tied_alike) */
         p->shares = l->param[j].shares;
         p->share_layer = l->param[j].share_layer;

@@ -54,6 +54,8 @@ struct dl_param_slice {
     long offset, count;
     int groups;
 };
+/* (offset is t E / T of a group's extent E over T ranks: equal blocks, or
+ * the bands of a split the ranks do not divide) */
 
 struct dl_shard_layer {
     enum dl_split split;        /* as resolved: none, column/filters (by output), row/channels (by input) */
@@ -64,6 +66,11 @@ struct dl_shard_layer {
                                    blocks, rank t holding block t of every group (3: packed q, k, v split
                                    by heads); 0 or 1: plain blocks */
     int by_heads;               /* split by heads (attention: op.h's tp_heads), its inputs' blocks whole heads */
+    int uneven;                 /* split into blocks [t C / T, (t+1) C / T) that T does not make equal (a
+                                   vocabulary the ranks do not divide): read only as it is (a loss's
+                                   classes), never gathered */
+    long channel0;              /* with split_out or split_classes: the whole tensor's index of this rank's
+                                   first channel (class) */
     int partial;                /* its output is a partial sum, allreduced right after it (input splits) */
     enum dl_tp_in in[DL_MAX_INPUTS];
     int in_groups[DL_MAX_INPUTS]; /* the groups of the channel blocks input k is sliced into or gathered
