@@ -277,15 +277,31 @@ static void ilp_equals_brute_force_and_beats_dp(void **state)
     assert_true(solved >= 10);
 }
 
+/* A fresh path for a database file (nothing there yet). */
+static void db_path(char *path)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+}
+
+/* Removes a database file and SQLite's and the lock's files beside it. */
+static void db_remove(const char *path)
+{
+    char aux[64];
+    unlink(path);
+    snprintf(aux, sizeof aux, "%s-wal", path), unlink(aux);
+    snprintf(aux, sizeof aux, "%s-shm", path), unlink(aux);
+    snprintf(aux, sizeof aux, "%s.lock", path), unlink(aux);
+}
+
 /* A file of the first schema (no dtype in the key) is carried over when
  * opened: each row under the dtype its kernel's name says, once. */
 static void db_first_schema_carried_over(void **state)
 {
     char path[] = "/tmp/dltrain-test-tune-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
+    db_path(path);
     sqlite3 *old;
     assert_int_equal(sqlite3_open(path, &old), SQLITE_OK);
     assert_int_equal(sqlite3_exec(old,
@@ -325,20 +341,13 @@ static void db_first_schema_carried_over(void **state)
     assert_int_equal(sqlite3_column_int(s, 0), 0);
     sqlite3_finalize(s);
     sqlite3_close(old);
-    char aux[64];
-    unlink(path);
-    snprintf(aux, sizeof aux, "%s-wal", path), unlink(aux);
-    snprintf(aux, sizeof aux, "%s-shm", path), unlink(aux);
-    snprintf(aux, sizeof aux, "%s.lock", path), unlink(aux);
+    db_remove(path);
 }
 
 static void db_round_trip(void **state)
 {
     char path[] = "/tmp/dltrain-test-tune-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
+    db_path(path);
     struct dl_tune_db *db;
     struct dl_error err = {0};
     assert_int_equal(dl_tune_db_open(&db, path, &err), 0);
@@ -392,11 +401,7 @@ static void db_round_trip(void **state)
             assert_true(r.time_s == i && r.ws == (size_t)p);
         }
     dl_tune_db_close(db);
-    char aux[64];
-    unlink(path);
-    snprintf(aux, sizeof aux, "%s-wal", path), unlink(aux);
-    snprintf(aux, sizeof aux, "%s-shm", path), unlink(aux);
-    snprintf(aux, sizeof aux, "%s.lock", path), unlink(aux);
+    db_remove(path);
 }
 
 /* A measurement's key names the kernel's device: the CPU model for a host

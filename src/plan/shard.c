@@ -610,32 +610,26 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
     for (int i = 0; !rc && i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         void *local_attr = l->attr;
-        if (dims->tp > 1 && l->kind->tp_vocab && l->split == DL_SPLIT_AUTO) {
+        int T = dims->tp, vocab = T > 1 && l->kind->tp_vocab && l->split == DL_SPLIT_AUTO,
+            heads = T > 1 && l->kind->tp_heads && l->split == DL_SPLIT_AUTO, linear = T > 1 && l->kind->tp_split;
+        if (vocab || heads || linear) { /* its part's attributes: owned from here, freed with the shard */
             if (!(local_attr = calloc(1, l->kind->attr_size)))
                 rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
             else
                 s->local.layers[i].attr = local_attr;
-            if (!rc)
-                rc = decide_vocab(s, i, local_attr, err);
-        } else if (dims->tp > 1 && l->kind->tp_heads && l->split == DL_SPLIT_AUTO) {
-            if (!(local_attr = calloc(1, l->kind->attr_size)))
-                rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
-            else
-                s->local.layers[i].attr = local_attr;
-            if (!rc)
-                rc = decide_heads(s, i, local_attr, err);
-        } else if (dims->tp > 1 && l->kind->tp_split) {
-            if (!(local_attr = calloc(1, l->kind->attr_size)))
-                rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");
-            else
-                s->local.layers[i].attr = local_attr; /* owned from here, freed with the shard */
-            if (!rc)
-                rc = decide_linear(s, i, local_attr, err);
-        } else if (dims->tp > 1) {
-            rc = decide_follower(s, i, err);
-        } else {
-            s->layer[i].split = DL_SPLIT_NONE;
         }
+        if (rc)
+            break;
+        if (vocab)
+            rc = decide_vocab(s, i, local_attr, err);
+        else if (heads)
+            rc = decide_heads(s, i, local_attr, err);
+        else if (linear)
+            rc = decide_linear(s, i, local_attr, err);
+        else if (T > 1)
+            rc = decide_follower(s, i, err);
+        else
+            s->layer[i].split = DL_SPLIT_NONE;
         if (!rc)
             rc = local_view(s, i, local_attr, err);
     }
