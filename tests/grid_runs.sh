@@ -1,9 +1,10 @@
 # grid_runs.sh: sourced by the shell tests that train on a grid of ranks
 # and compare with one process (test_hybrid.sh, test_schedules_mpi.sh,
-# test_split.sh):
+# test_split.sh, test_gpt_grid.sh, test_zero.sh, ...):
 # runs writing losses (metrics) and final weights (--dump-weights) to $T,
 # their comparison (every step's loss within 1e-5 relative, weights within
-# 1e-5 of the largest), and the small ResNet both tests train.  Expects
+# 1e-5 of the largest), a resumed run's against the uninterrupted one, and
+# the small ResNet both tests train.  Expects
 # tap.sh sourced and T set.
 
 # compare NAME REF RUN: losses and weights of run T/RUN against T/REF.
@@ -41,6 +42,24 @@ run() {
     st=$?
     [ $st -ne 0 ] && sed 's/^/#   /' "$T/$out.txt" | head -8
     return $st
+}
+
+# resumed REF RUN: run T/RUN, resumed from a checkpoint, continues run T/REF:
+# their last 10 steps' losses within 1e-5 relative, their final weights
+# within 1e-5 of the largest (the grid tolerances).
+resumed() {
+    /usr/bin/python3 - "$T" "$1" "$2" <<'PY'
+import json, sys
+import numpy as np
+T, ref, name = sys.argv[1:4]
+a = [json.loads(l)["loss"] for l in open(T + "/" + ref + ".jsonl") if '"step"' in l]
+b = [json.loads(l)["loss"] for l in open(T + "/" + name + ".jsonl") if '"step"' in l]
+x, y = np.fromfile(T + "/" + ref + ".bin", np.float32), np.fromfile(T + "/" + name + ".bin", np.float32)
+rel = max(abs(p - q) / abs(p) for p, q in zip(a[-10:], b[-10:]))
+wd = np.max(np.abs(x - y)) / np.max(np.abs(x))
+print("# %s: the last 10 steps within %.2g relative, weights %.2g" % (name, rel, wd))
+sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= 1e-5 else 1)
+PY
 }
 
 # grid NAME REF RANKS ARGS...: trains on a grid and compares with REF.

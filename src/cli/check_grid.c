@@ -8,7 +8,6 @@
  * one row per (tensor, pipeline) position. */
 #include "cli/check_grid.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +67,6 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
     const struct dl_graph *g = &net->graph;
     const struct dl_grid_dims *d = &out->d;
     int max_local = (net->train.batch + d->dp - 1) / d->dp; /* the batcher's largest part of a mini-batch */
-    int vectors = dl_optim_state_vectors(&net->train.optim);
     out->chunks = dl_pipeline_chunks(c->chunks ? c->chunks : net->parallel.micro_batches, d->pp);
     out->rows = dl_calloc((size_t)d->tp * (size_t)d->pp, sizeof *out->rows, err);
     if (!out->rows)
@@ -99,7 +97,7 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
             layer_range(&s, r->layers, sizeof r->layers);
             int blocks = net->parallel.zero ? d->dp : 1; /* ZeRO: the optimizer's state a block a data-parallel rank */
             r->weights = 4.0 * (double)m.weights, r->state = 4.0 * (double)m.state;
-            r->optimizer = 4.0 * vectors * (blocks > 1 ? ceil((double)m.weights / blocks) : (double)m.weights);
+            r->optimizer = dl_optim_state_bytes(&net->train.optim, (double)m.weights, blocks);
             r->arena = (double)m.arena_bytes;
             r->peak = r->arena + dl_optim_param_bytes(&net->train.optim, (double)m.weights, (double)m.state, blocks);
             if (r->peak > out->peak)

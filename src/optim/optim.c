@@ -36,11 +36,16 @@ int dl_optim_state_vectors(const struct dl_optim_spec *spec)
     return a ? a->state_vectors : -1;
 }
 
-double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state, int blocks)
+double dl_optim_state_bytes(const struct dl_optim_spec *spec, double trainable, int blocks)
 {
     int vectors = spec ? dl_optim_state_vectors(spec) : 1;
     double block = blocks > 1 ? ceil(trainable / blocks) : trainable;
-    return 4.0 * (2.0 * trainable + (vectors > 0 ? vectors : 0) * block + state);
+    return 4.0 * (vectors > 0 ? vectors : 0) * block;
+}
+
+double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state, int blocks)
+{
+    return 4.0 * (2.0 * trainable + state) + dl_optim_state_bytes(spec, trainable, blocks);
 }
 
 int dl_optim_keeps_state(const struct dl_optim_spec *spec)

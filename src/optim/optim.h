@@ -66,6 +66,8 @@ int dl_optim_state_vectors(const struct dl_optim_spec *spec);
  * parallel ranks; 1 otherwise), and `state` other values (batch-norm
  * statistics), 4 bytes each.  spec NULL: SGD with momentum (one vector). */
 double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double state, int blocks);
+/* Its optimizer part alone: the state vectors of one block of `trainable`. */
+double dl_optim_state_bytes(const struct dl_optim_spec *spec, double trainable, int blocks);
 
 /* Whether the steps of spec's algorithm keep per-weight state (SGD without
  * momentum keeps none: its slot stays zero). */

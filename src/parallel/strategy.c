@@ -240,17 +240,23 @@ void dl_strategy_free(struct dl_strategy *s)
 /* The whole model's gradient norm, and the gradient scaled to clip_norm
  * when above it (by clip_norm / (norm + 1e-6), as PyTorch's
  * clip_grad_norm_). */
-static int clip_gradient(struct dl_strategy *s, struct dl_error *err)
+int dl_strategy_clip_factor(struct dl_strategy *s, double sq, double *f, struct dl_error *err)
 {
-    double sq;
-    int rc = dl_exec_grad_sq(s->exec, &sq, err);
-    if (!rc && s->model_sum)
-        rc = s->model_sum(s->model_ctx, &sq, err);
+    int rc = s->model_sum ? s->model_sum(s->model_ctx, &sq, err) : DL_OK;
     if (rc)
         return rc;
     s->grad_norm = sqrt(sq);
-    double f = s->clip_norm / (s->grad_norm + 1e-6);
-    return f < 1 ? dl_exec_grad_scale(s->exec, f, err) : DL_OK;
+    *f = s->clip_norm / (s->grad_norm + 1e-6);
+    return DL_OK;
+}
+
+static int clip_gradient(struct dl_strategy *s, struct dl_error *err)
+{
+    double sq, f;
+    int rc = dl_exec_grad_sq(s->exec, &sq, err);
+    if (!rc)
+        rc = dl_strategy_clip_factor(s, sq, &f, err);
+    return !rc && f < 1 ? dl_exec_grad_scale(s->exec, f, err) : rc;
 }
 
 int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err)

@@ -238,6 +238,10 @@ void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
  * (a --trace records it), after s->before_update, the gradient clipped
  * first when s->clip_norm is set. */
 int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err);
+/* Clipping's rule: the whole model's norm from this rank's sum of squares
+ * sq (the other parts added through s->model_sum) into s->grad_norm, and
+ * *f the factor to scale the gradient by (below 1: clip; else leave it). */
+int dl_strategy_clip_factor(struct dl_strategy *s, double sq, double *f, struct dl_error *err);
 /* Sums m over the ranks (one small allreduce); its samples become global_batch. */
 int dl_strategy_sum_metrics(struct dl_strategy *s, struct dl_step_metrics *m, int global_batch, struct dl_error *err);
 /* Replaces every rank's weights and batch-norm statistics by their mean

@@ -10,7 +10,6 @@
  * rank updates its block of the weights and the blocks are allgathered. */
 #include "parallel/strategy.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,22 +53,18 @@ static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *s
     struct dl_comm *c = s->comm;
     double t0 = dl_clock_now();
     size_t bytes = sizeof(dl_real) * (size_t)sh->block;
-    int rc = e->n_weights ? dl_device_host.scale(e->dweights, e->n_weights,
-                                                 (dl_real)((double)im->local_batch / im->global_batch), err)
-                          : DL_OK;
+    int rc = dl_exec_grad_scale(e, (double)im->local_batch / im->global_batch, err);
     if (!rc && s->before_update)
         rc = s->before_update(s->update_ctx, err);
     if (!rc)
         rc = c->ops->reduce_scatter(c, e->dweights, im->block, DL_F32, (size_t)sh->block, err);
     double comm = dl_clock_now() - t0;
     if (!rc && s->clip_norm > 0) {
-        double sq;
+        double sq, f = 1;
         dl_exec_grad_sq_range(e, im->block, sh->lo, sh->lo + sh->n, &sq);
-        rc = dl_comm_sum_small(c, &sq, 1, err);
-        if (!rc && s->model_sum)
-            rc = s->model_sum(s->model_ctx, &sq, err);
-        s->grad_norm = sqrt(sq);
-        double f = s->clip_norm / (s->grad_norm + 1e-6);
+        rc = dl_comm_sum_small(c, &sq, 1, err); /* the blocks' squares, then the grid's */
+        if (!rc)
+            rc = dl_strategy_clip_factor(s, sq, &f, err);
         for (long i = 0; !rc && f < 1 && i < sh->n; i++)
             im->block[i] *= (dl_real)f;
     }
