@@ -41,7 +41,11 @@ tar -tzf "$T/prep/autotools.tar.gz" > "$T/autotools.list" &&
     grep -qx config.h.in "$T/autotools.list"
 tap_result $? "the Autotools outputs travel (the GPU machine has no autoconf)"
 # What a device call carries: the tree (tracked and not ignored) and the prepared folder.
-tree=$(cd "$SRC" && git ls-files -co --exclude-standard -z 2>/dev/null | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+if [ "$(git -C "$SRC" rev-parse --show-toplevel 2>/dev/null)" = "$SRC" ]; then
+    tree=$(cd "$SRC" && git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+else   # a copy (tools/mutate's): what the script's own fallback copies
+    tree=$(cd "$SRC" && tar -cf - --exclude='./build*' --exclude=./.gpu-check --exclude=./gpu-check-out --exclude=./.git . | wc -c)
+fi
 prep=$(du -sb "$T/prep" | cut -f1)
 echo "# tree ${tree:-?} bytes, prepared $prep bytes"
 [ -n "$tree" ] && [ $((tree + prep)) -lt $((60 * 1048576)) ]
