@@ -12,8 +12,8 @@ nobase_dist_pkgdata_SCRIPTS += bench/data-torchvision
 # build-commit.h: the commit --version names (git describe of the source
 # tree, "-dirty" with uncommitted changes; "unknown" outside a git clone),
 # rewritten only when it changes so that nothing rebuilds needlessly.
-BUILT_SOURCES = build-commit.h
-CLEANFILES = build-commit.h
+BUILT_SOURCES += build-commit.h
+CLEANFILES += build-commit.h
 src/cli/version.$(OBJEXT): build-commit.h
 build-commit.h: FORCE
 	@c=$$(git -C "$(top_srcdir)" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown); \

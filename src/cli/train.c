@@ -20,6 +20,7 @@
 #include "core/threads.h"
 #include "data/dataset.h"
 #include "io/metrics.h"
+#include "io/tensorboard.h"
 #include "optim/optim.h"
 #include "train/checkpoint_dir.h"
 #include "train/signals.h"
@@ -30,7 +31,8 @@ enum {
     OPT_COMPRESS, OPT_GRAD_DTYPE, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
-    OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS
+    OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS,
+    OPT_TENSORBOARD
 };
 
 struct printer {
@@ -39,7 +41,20 @@ struct printer {
     long log_every;
     int quiet;
     struct dl_metrics metrics;
+    struct dl_tensorboard tb;    /* --tensorboard (rank 0) */
+    int tb_started;              /* the START event is written with the first step */
+    double *memory_bytes;        /* each rank's planned bytes, for the event file */
+    int memory_ranks;
+    long global_step;            /* the last step reported (the epoch's scalars' step) */
+    double tokens_per_sample;    /* token inputs: positions per sample (tokens/s); 0 otherwise */
 };
+
+/* tags[i] = values[i] in the event file at step, in events of at most 32. */
+static void tb_scalars(struct printer *p, long step, int n, const char *const *tags, const double *values)
+{
+    for (int i = 0; i < n; i += 32)
+        dl_tensorboard_scalars(&p->tb, step, n - i < 32 ? n - i : 32, tags + i, values + i);
+}
 
 static void fmt_time(double s, char *buf, size_t n)
 {
@@ -54,6 +69,7 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
                      const char *strategy)
 {
     struct printer *p = ctx;
+    p->tokens_per_sample = net->graph.id_limit > 0 ? (double)dl_shape_count(net->graph.input) : 0;
     if (p->quiet)
         return;
     const struct dl_train_spec *t = &net->train;
@@ -90,6 +106,10 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
                          m[r].optimizer_state};
         dl_metrics_write(&p->metrics, "memory", 9, keys, vals);
         double bytes = m[r].arena_bytes + 4.0 * (2 * m[r].weights + m[r].optimizer_state + m[r].state);
+        if (p->tb.open && r == 0 && !p->memory_bytes && (p->memory_bytes = calloc((size_t)n, sizeof *p->memory_bytes)))
+            p->memory_ranks = n;
+        if (r < p->memory_ranks)
+            p->memory_bytes[r] = bytes;
         if (bytes > peak)
             most = r, peak = bytes;
     }
@@ -103,16 +123,53 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
     fflush(stdout);
 }
 
+/* The event file's scalars of a step: the metrics line's values under
+ * TensorBoard tags (keys from "loss" on); the first step starts the run's
+ * curves (a resume's START event) and writes each rank's planned memory. */
+static void tb_step(struct printer *p, const struct dl_step_report *r, int n, const char *const *keys,
+                    const double *vals)
+{
+    static const char *const names[][2] = {
+        {"loss", "train/loss"}, {"accuracy", "train/accuracy"}, {"lr", "train/lr"},
+        {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"comm_s", "comm/seconds"},
+        {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"}, {"worker", "ps/worker"},
+        {"staleness", "ps/staleness"}, {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"}};
+    if (!p->tb_started) {
+        p->tb_started = 1;
+        dl_tensorboard_start(&p->tb, r->global_step);
+        char mem_tags[64][32];
+        const char *tags[64];
+        double vals_mem[64];
+        for (int i = 0; i < p->memory_ranks; i += 64) {
+            int k = 0;
+            for (; k < 64 && i + k < p->memory_ranks; k++) {
+                snprintf(mem_tags[k], sizeof mem_tags[k], "memory/rank%d_bytes", i + k);
+                tags[k] = mem_tags[k], vals_mem[k] = p->memory_bytes[i + k];
+            }
+            tb_scalars(p, r->global_step - 1, k, tags, vals_mem);
+        }
+    }
+    const char *tags[16];
+    int m = 0;
+    for (int i = 0; i < n && m < 16; i++)
+        for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
+            if (!strcmp(keys[i], names[j][0]))
+                tags[m++] = names[j][1];
+    tb_scalars(p, r->global_step, m, tags, vals);
+}
+
 static void on_step(void *ctx, const struct dl_step_report *r)
 {
     struct printer *p = ctx;
     /* a server's update: its worker and staleness; a worker's step: the bytes it
      * sent; the consensus distance where measured */
-    const char *keys[13] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+    const char *keys[14] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
                             "exposed_comm_s"};
-    double vals[13] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+    double vals[14] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
                        r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds};
     int n = 9;
+    if (p->tokens_per_sample > 0)
+        keys[n] = "tokens_per_s", vals[n++] = r->samples_per_s * p->tokens_per_sample;
     if (r->worker >= 0) {
         keys[n] = "worker", vals[n++] = r->worker;
         keys[n] = "staleness", vals[n++] = r->staleness;
@@ -124,6 +181,11 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     if (isfinite(r->grad_norm))
         keys[n] = "grad_norm", vals[n++] = r->grad_norm;
     dl_metrics_write(&p->metrics, "step", n, keys, vals);
+    p->global_step = r->global_step;
+    if (p->tb.open) {
+        tb_step(p, r, n - 3, keys + 3, vals + 3);
+        dl_tensorboard_push(&p->tb); /* to the kernel each step: a killed run keeps its curves */
+    }
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;
     char eta[32];
@@ -133,8 +195,10 @@ static void on_step(void *ctx, const struct dl_step_report *r)
         snprintf(who, sizeof who, "  worker %d staleness %d", r->worker, r->staleness);
     else if (isfinite(r->grad_norm))
         snprintf(who, sizeof who, "  grad norm %.4g", r->grad_norm);
-    printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f samples/s  ETA %s%s\n", r->epoch,
-           r->epochs, r->step, r->steps_per_epoch, r->loss, 100 * r->accuracy, r->lr, r->samples_per_s, eta, who);
+    double rate = p->tokens_per_sample > 0 ? r->samples_per_s * p->tokens_per_sample : r->samples_per_s;
+    printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f %s/s  ETA %s%s\n", r->epoch,
+           r->epochs, r->step, r->steps_per_epoch, r->loss, 100 * r->accuracy, r->lr, rate,
+           p->tokens_per_sample > 0 ? "tokens" : "samples", eta, who);
     fflush(stdout);
 }
 
@@ -146,6 +210,21 @@ static void on_epoch(void *ctx, const struct dl_epoch_report *r)
     double vals[] = {r->epoch, r->train_loss, r->train_accuracy, r->test_loss, r->test_accuracy, r->seconds,
                      r->samples_per_s};
     dl_metrics_write(&p->metrics, "epoch", 7, keys, vals);
+    if (p->tb.open) {
+        static const char *const tags[] = {"epoch/train_loss", "epoch/train_accuracy", "epoch/test_loss",
+                                           "epoch/test_accuracy", "epoch/seconds", "epoch/samples_per_s"};
+        const double tb_vals[] = {r->train_loss, r->train_accuracy, r->test_loss, r->test_accuracy, r->seconds,
+                                  r->samples_per_s};
+        /* the test scores only where the epoch evaluated (they are NaN otherwise) */
+        if (r->evaluated)
+            tb_scalars(p, p->global_step, 6, tags, tb_vals);
+        else {
+            const char *const some[] = {tags[0], tags[1], tags[4], tags[5]};
+            const double some_vals[] = {tb_vals[0], tb_vals[1], tb_vals[4], tb_vals[5]};
+            tb_scalars(p, p->global_step, 4, some, some_vals);
+        }
+        dl_tensorboard_flush(&p->tb, NULL);
+    }
     if (p->quiet)
         return;
     printf("epoch %d/%d done: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f samples/s",
@@ -164,6 +243,11 @@ static void on_eval(void *ctx, long global_step, const struct dl_epoch_report *r
     static const char *const keys[] = {"global_step", "test_loss", "test_accuracy", "test_samples"};
     double vals[] = {(double)global_step, r->test_loss, r->test_accuracy, (double)r->test_samples};
     dl_metrics_write(&p->metrics, "eval", 4, keys, vals);
+    if (p->tb.open) {
+        static const char *const tags[] = {"eval/loss", "eval/accuracy"};
+        tb_scalars(p, global_step, 2, tags, vals + 1);
+        dl_tensorboard_flush(&p->tb, NULL);
+    }
     if (p->quiet)
         return;
     printf("step %ld: test loss %.4f acc %.2f%% (%ld samples)\n", global_step, r->test_loss, 100 * r->test_accuracy,
@@ -272,6 +356,8 @@ static void help(void)
     dl_net_options_help(stdout);
     fputs("\nOutput options:\n"
           "  --metrics FILE        also write every step and epoch as JSON lines to FILE\n"
+          "  --tensorboard DIR     also write them as TensorBoard event files in DIR (made if\n"
+          "                        missing; a resumed run continues the same curves)\n"
           "  --log-every N         print a progress line every N steps (default 100)\n"
           "  --eval-every N        the test split's loss every N steps (also as \"eval\" in --metrics)\n"
           "  --sample-every N      a sample of the network's text every N steps (token networks;\n"
@@ -345,6 +431,7 @@ static void help(void)
 static const struct option long_opts[] = {
     DL_NET_OPTIONS,
     {"metrics", required_argument, 0, OPT_METRICS},
+    {"tensorboard", required_argument, 0, OPT_TENSORBOARD},
     {"log-every", required_argument, 0, OPT_LOG_EVERY},
     {"quiet", no_argument, 0, OPT_QUIET},
     {"comm", required_argument, 0, OPT_COMM},
@@ -390,7 +477,7 @@ struct train_command {
     struct dl_net_options net_options;   /* --net and the network file's overrides */
     struct dl_train_opts train_options;
     struct printer printer;              /* output options */
-    const char *metrics_path, *comm_name, *parallel, *grid;
+    const char *metrics_path, *tensorboard_dir, *comm_name, *parallel, *grid;
     double plan_flops;              /* --plan-flops: --parallel auto times layers from FLOPs */
     int plan_trials;                /* --plan-trials: --parallel auto times its best few */
     int plan_keep;                  /* --debug-plan-keep: testing aid, the trial kept (1-based; 0: fastest) */
@@ -410,6 +497,7 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
     case DL_OPT_HELP: help(); return 0;
     case DL_OPT_VERSION: dl_print_version("dltrain"); return 0;
     case OPT_METRICS: cmd->metrics_path = arg; break;
+    case OPT_TENSORBOARD: cmd->tensorboard_dir = arg; break;
     case OPT_LOG_EVERY:
         bad = refused(dl_parse_long("--log-every", arg, 1, 1L << 40, &cmd->printer.log_every, &err), &err);
         break;
@@ -585,6 +673,11 @@ static int begin(struct train_command *cmd, struct dl_net *net, struct dl_comm *
         fprintf(stderr, "dltrain: %s\n", err.msg);
         status = 1;
     }
+    if (!status && cmd->tensorboard_dir && comm->rank == 0 &&
+        dl_tensorboard_open(&cmd->printer.tb, cmd->tensorboard_dir, &err)) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
+        status = err.code == DL_ERR_SPEC ? 2 : 1;
+    }
     return status;
 }
 
@@ -602,6 +695,13 @@ static int run(struct train_command *cmd, const struct dl_net *net, struct dl_tr
         rc = dl_metrics_close(&cmd->printer.metrics, err);
     else if (cmd->printer.metrics.open)
         dl_metrics_close(&cmd->printer.metrics, NULL);
+    /* The event file keeps what a failed or stopped run wrote (whole records). */
+    if (cmd->printer.tb.open) {
+        int tb_rc = dl_tensorboard_close(&cmd->printer.tb, rc ? NULL : err);
+        rc = rc ? rc : tb_rc;
+    }
+    free(cmd->printer.memory_bytes);
+    cmd->printer.memory_bytes = NULL;
     return rc;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm/allreduce.h"
+#include "core/folders.h"
 #include "core/clock.h"
 
 static double lg_floor(int p, int *p2)
@@ -357,24 +358,11 @@ int dl_cost_cached(int ranks, struct dl_cost_params *out)
     return dl_cost_cache_path_for(ranks, path, sizeof path, NULL) == DL_OK && read_cache(path, out);
 }
 
-/* mkdir -p of the folders above path. */
-static void make_parents(const char *path)
-{
-    char d[4096];
-    snprintf(d, sizeof d, "%s", path);
-    for (char *s = d + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            mkdir(d, 0755);
-            *s = '/';
-        }
-}
-
 static int write_cache(const char *path, const struct dl_cost_params *cp, struct dl_error *err)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    make_parents(path);
+    dl_make_parents(path, NULL); /* a failure shows in the write below */
     FILE *f = fopen(tmp, "w");
     if (!f)
         return dl_errorf(err, DL_ERR_IO, "cannot write %s", tmp);

@@ -1,5 +1,6 @@
 # src/core: errors, shapes, the random number generator, the clock, option
-# value parsers, tensor dtypes and their casts, the files shipped with dltrain found from any folder.
+# value parsers, tensor dtypes and their casts, the files shipped with dltrain found from any folder,
+# mkdir -p.
 DL_REAL_SOURCES += \
 	src/core/clock.c src/core/clock.h \
 	src/core/error.c src/core/error.h \
@@ -9,4 +10,5 @@ DL_REAL_SOURCES += \
 	src/core/threads.c src/core/threads.h \
 	src/core/shipped.c src/core/shipped.h \
 	src/core/dtype.c src/core/dtype.h \
-	src/core/device_kind.c src/core/device_kind.h
+	src/core/device_kind.c src/core/device_kind.h \
+	src/core/folders.c src/core/folders.h

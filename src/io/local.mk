@@ -10,3 +10,19 @@ DL_LIBS += $(JANSSON_LIBS)
 # hold it) and the Chrome trace-event JSON it becomes.
 DL_COMMON_SOURCES += src/io/trace.c src/io/trace.h
 libdltrain_a_SOURCES += src/io/trace_json.c src/io/trace_json.h
+# --tensorboard: event files (TFRecord records of protobuf-c-encoded Event
+# messages; protoc-c compiles the .proto into the build tree).  Without
+# protobuf-c and ISA-L, tensorboard.c alone is built and refuses.
+libdltrain_a_SOURCES += src/io/tensorboard.c src/io/tensorboard.h
+EXTRA_DIST += src/io/tensorboard_event.proto
+if HAVE_TENSORBOARD
+libdltrain_a_SOURCES += src/io/tfrecord.c src/io/tfrecord.h
+nodist_libdltrain_a_SOURCES = src/io/tensorboard_event.pb-c.c src/io/tensorboard_event.pb-c.h
+BUILT_SOURCES += src/io/tensorboard_event.pb-c.h
+CLEANFILES += src/io/tensorboard_event.pb-c.c src/io/tensorboard_event.pb-c.h
+src/io/tensorboard_event.pb-c.h: src/io/tensorboard_event.pb-c.c
+src/io/tensorboard_event.pb-c.c: $(srcdir)/src/io/tensorboard_event.proto
+	$(AM_V_GEN)$(MKDIR_P) src/io && $(PROTOC_C) --proto_path=$(srcdir) --c_out=. $(srcdir)/src/io/tensorboard_event.proto
+AM_CPPFLAGS += $(PROTOBUF_C_CFLAGS) $(ISAL_CFLAGS)
+DL_LIBS += $(PROTOBUF_C_LIBS) $(ISAL_LIBS)
+endif

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/folders.h"
+
 #define BUSY_TIMEOUT_MS 120000
 
 struct dl_tune_db {
@@ -73,22 +75,6 @@ static int db_error(struct dl_tune_db *d, struct dl_error *err, const char *what
     return dl_errorf(err, DL_ERR_IO, "tuning database: %s: %s", what, d->db ? sqlite3_errmsg(d->db) : "no handle");
 }
 
-/* Creates the folders of path (mkdir -p of its dirname). */
-static int make_parents(const char *path, struct dl_error *err)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return dl_errorf(err, DL_ERR_IO, "tuning database: cannot create folder %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    return DL_OK;
-}
-
 int dl_tune_db_default_path(char *buf, size_t size, struct dl_error *err)
 {
     const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -126,9 +112,11 @@ int dl_tune_db_open(struct dl_tune_db **out, const char *path, struct dl_error *
     }
     if (strlen(path) >= 1024)
         return dl_errorf(err, DL_ERR_IO, "tuning database: path too long");
-    int rc = make_parents(path, err);
-    if (rc)
+    int rc = dl_make_parents(path, err);
+    if (rc) {
+        dl_error_prefix(err, "tuning database");
         return rc;
+    }
     struct dl_tune_db *d = dl_calloc(1, sizeof *d, err);
     if (!d)
         return DL_ERR_NOMEM;

@@ -1,0 +1,75 @@
+#!/bin/sh
+# test_tensorboard.sh: --tensorboard DIR, read by TensorBoard's own loader
+# (tests/check_tensorboard.py, in the virtual environment of tools/deps;
+# skipped where PyPI could not be reached).
+# - every scalar, tag and step equals the --metrics JSON lines of the run;
+# - a file cut at any byte of its last record reads as the records before it;
+# - a run killed after step 25 and resumed from its step-20 checkpoint gives
+#   one curve, steps 1-40 once each (the resumption's START event drops the
+#   killed run's steps 21-25), the later values the resumed run's;
+# - a run stopped by SIGTERM keeps every step it reported;
+# - rank 0 alone writes under mpirun; a folder that cannot be made is refused.
+. "$top_srcdir/tests/tap.sh"
+T="$TMPDIR_TEST"
+VENV_PY=${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv}/bin/python
+if ! "$VENV_PY" -c "import tensorboard" 2>/dev/null; then
+    echo "1..0 # SKIP TensorBoard is not installed in ${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv} (tools/deps installs it from PyPI)"
+    exit 0
+fi
+if "$DLTRAIN" --version | grep -q "TensorBoard: no"; then
+    echo "1..0 # SKIP this dltrain was built without TensorBoard event files (protobuf-c, ISA-L)"
+    exit 0
+fi
+tap_plan 15
+CHECK="$VENV_PY $top_srcdir/tests/check_tensorboard.py"
+B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --threads 1 --eval-every 10 --quiet"
+
+# ---------------------------------------------------------------- one run
+expect_status 0 "a run with --tensorboard and --metrics" -- $DLTRAIN $B --tensorboard "$T/tb/run1" --metrics "$T/m1.jsonl"
+ls "$T/tb/run1" | grep -Eq "^events\.out\.tfevents\.[0-9]+\.$(hostname)\.[0-9]+\.0$"
+tap_result $? "the file is named as TensorBoard's writers name it (events.out.tfevents.TIME.HOST.PID.N)"
+expect_status 0 "TensorBoard reads every scalar, tag and step of the JSON lines" -- $CHECK compare "$T/tb/run1" "$T/m1.jsonl"
+echo "$OUT" | sed 's/^/# /'
+expect_status 0 "a cut at any byte of the last record: the records before it, read whole" -- $CHECK truncate "$T/tb/run1"
+echo "$OUT" | sed 's/^/# /'
+
+# ---------------------------------------------------------------- killed, resumed
+D="$T/ckpt"
+$DLTRAIN $B --checkpoint-dir "$D" --checkpoint-every 10 --tensorboard "$T/tb/run2" --metrics "$T/m2.jsonl" \
+    --debug-hold-at-step 25 > "$T/killed.txt" 2>&1 &
+pid=$!
+wait_steps "$T/m2.jsonl" 25
+kill -KILL $pid; wait $pid
+expect_status 0 "the killed run resumes from its step-20 checkpoint" -- \
+    $DLTRAIN $B --checkpoint-dir "$D" --resume --tensorboard "$T/tb/run2" --metrics "$T/m3.jsonl"
+[ "$(ls "$T/tb/run2" | wc -l)" -eq 2 ]; tap_result $? "the resumed run writes a second event file in the same folder"
+expect_status 0 "one curve: steps 1-20 the killed run's, 21-40 the resumed run's, none twice" -- \
+    $CHECK compare "$T/tb/run2" "$T/m2.jsonl.partial" "$T/m3.jsonl"
+echo "$OUT" | sed 's/^/# /'
+grep -q '"global_step":25,' "$T/m2.jsonl.partial"; tap_result $? "the killed run had reported steps 21-25 (which the curve drops)"
+
+# ---------------------------------------------------------------- SIGTERM
+$DLTRAIN $B --tensorboard "$T/tb/run3" --metrics "$T/m4.jsonl" --debug-hold-at-step 15 > "$T/stopped.txt" 2>&1 &
+pid=$!
+stop_after "$T/m4.jsonl" 15 TERM $pid
+wait $pid; st=$?
+[ $st -eq 1 ]; tap_result $? "SIGTERM stops the run (status 1: no checkpoint folder; got $st)"
+expect_status 0 "the stopped run's event file holds every step it reported" -- $CHECK compare "$T/tb/run3" "$T/m4.jsonl"
+echo "$OUT" | sed 's/^/# /'
+
+# ---------------------------------------------------------------- ranks, refusals
+if command -v mpirun > /dev/null; then
+    expect_status 0 "2 data-parallel ranks" -- mpirun --oversubscribe -np 2 $DLTRAIN $B --tensorboard "$T/tb/run4" \
+        --metrics "$T/m5.jsonl"
+    [ "$(ls "$T/tb/run4" | wc -l)" -eq 1 ] && $CHECK compare "$T/tb/run4" "$T/m5.jsonl" > /dev/null
+    tap_result $? "rank 0 alone writes, the JSON lines' values"
+else
+    tap_result 0 "# SKIP no mpirun"
+    tap_result 0 "# SKIP no mpirun"
+fi
+v=$(dpkg-query -W -f='${Version}' libprotobuf-c-dev 2>/dev/null | sed 's/-.*//')
+"$DLTRAIN" --version | grep -q "^TensorBoard: protobuf-c ${v:-?}, ISA-L "
+tap_result $? "--version names protobuf-c ${v:-(no dpkg)} as dpkg does, and ISA-L"
+expect_status 1 "a folder that cannot be made fails the run" -- $DLTRAIN $B --tensorboard /dev/null/tb
+expect_output "cannot create folder /dev/null/tb: Not a directory" "naming the folder and the reason"
+exit $((tap_failed > 0))
