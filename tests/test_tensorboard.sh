@@ -4,7 +4,7 @@
 # skipped where PyPI could not be reached).
 # - every scalar, tag and step equals the --metrics JSON lines of the run;
 # - a file cut at any byte of its last record reads as the records before it;
-# - a run killed after step 25 and resumed from its step-20 checkpoint gives
+# - a run killed after step 25 has all 25 steps in its file; resumed from its step-20 checkpoint gives
 #   one curve, steps 1-40 once each (the resumption's START event drops the
 #   killed run's steps 21-25), the later values the resumed run's;
 # - a run stopped by SIGTERM keeps every step it reported;
@@ -20,7 +20,7 @@ if "$DLTRAIN" --version | grep -q "TensorBoard: no"; then
     echo "1..0 # SKIP this dltrain was built without TensorBoard event files (protobuf-c, ISA-L)"
     exit 0
 fi
-tap_plan 15
+tap_plan 16
 CHECK="$VENV_PY $top_srcdir/tests/check_tensorboard.py"
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --threads 1 --eval-every 10 --quiet"
 
@@ -39,7 +39,10 @@ $DLTRAIN $B --checkpoint-dir "$D" --checkpoint-every 10 --tensorboard "$T/tb/run
     --debug-hold-at-step 25 > "$T/killed.txt" 2>&1 &
 pid=$!
 wait_steps "$T/m2.jsonl" 25
-kill -KILL $pid; wait $pid
+kill -KILL $pid; wait $pid 2> /dev/null
+expect_status 0 "the killed run's event file holds every step it reported (1-25)" -- \
+    $CHECK compare "$T/tb/run2" "$T/m2.jsonl.partial"
+echo "$OUT" | sed 's/^/# /'
 expect_status 0 "the killed run resumes from its step-20 checkpoint" -- \
     $DLTRAIN $B --checkpoint-dir "$D" --resume --tensorboard "$T/tb/run2" --metrics "$T/m3.jsonl"
 [ "$(ls "$T/tb/run2" | wc -l)" -eq 2 ]; tap_result $? "the resumed run writes a second event file in the same folder"
