@@ -4,9 +4,10 @@
 # skipped where PyPI could not be reached).
 # - every scalar, tag and step equals the --metrics JSON lines of the run;
 # - a file cut at any byte of its last record reads as the records before it;
-# - a run killed after step 25 has all 25 steps in its file; resumed from its step-20 checkpoint gives
-#   one curve, steps 1-40 once each (the resumption's START event drops the
-#   killed run's steps 21-25), the later values the resumed run's;
+# - a run killed after step 25 has all 25 steps in its file; resumed from
+#   its step-20 checkpoint it gives one curve, steps 1-40 once each (the
+#   resumption's START event drops the killed run's steps 21-25), the later
+#   values the resumed run's;
 # - a run stopped by SIGTERM keeps every step it reported;
 # - rank 0 alone writes under mpirun; a folder that cannot be made is refused.
 . "$top_srcdir/tests/tap.sh"
