@@ -22,6 +22,7 @@ static void usage(FILE *f)
           "       dltrain tokenize -o DIR FILE|DIR...    GPT-2 BPE into token files (train.bin, val.bin)\n"
           "       dltrain generate --net FILE --checkpoint F  sample text from a trained network\n"
           "       dltrain export --net FILE --checkpoint F -o OUT  weights for Hugging Face's GPT2LMHeadModel\n"
+          "       dltrain plot RUN.jsonl... -o FILE.svg  loss, accuracy and throughput charts of runs\n"
           "       dltrain help layers                    list every layer type and its keys\n"
           "       dltrain COMMAND --help                 options of one command\n"
           "       dltrain --version                      version, commit and what the build contains\n"
@@ -54,6 +55,8 @@ int dl_cli_main(int argc, char **argv)
         return dl_cli_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "export") == 0)
         return dl_cli_export(argc - 1, argv + 1);
+    if (strcmp(cmd, "plot") == 0)
+        return dl_cli_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;
@@ -64,7 +67,7 @@ int dl_cli_main(int argc, char **argv)
     }
     if (cmd[0] == '-') /* options only: train */
         return dl_cli_train(argc, argv);
-    static const char *const commands[] = {"train", "check", "plan", "tune", "bench", "help", "tokenize", "generate", "export", NULL};
+    static const char *const commands[] = {"train", "check", "plan", "tune", "bench", "help", "tokenize", "generate", "export", "plot", NULL};
     const char *near = dl_closest_name(cmd, commands);
     if (near)
         fprintf(stderr, "dltrain: unknown command '%s' (did you mean %s?)\n", cmd, near);

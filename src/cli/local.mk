@@ -5,7 +5,8 @@ libdltrain_a_SOURCES += \
 	src/cli/train.c src/cli/check.c src/cli/check_grid.c src/cli/check_grid.h src/cli/help.c src/cli/bench.c \
 	src/cli/bench_step.c src/cli/bench_data.c src/cli/bench_pipeline.c \
 	src/cli/plan.c src/cli/layer_times.c src/cli/layer_times.h src/cli/train_auto.c src/cli/train_auto.h \
-	src/cli/job_output.c src/cli/job_output.h src/cli/version.c src/cli/tokenize.c src/cli/generate.c src/cli/export.c
+	src/cli/job_output.c src/cli/job_output.h src/cli/version.c src/cli/tokenize.c src/cli/generate.c src/cli/export.c \
+	src/cli/plot.c
 # torchvision's side of `dltrain bench data`, run from the installed data folder.
 nobase_dist_pkgdata_SCRIPTS += bench/data-torchvision
 

@@ -16,6 +16,7 @@
 #include "comm/allreduce.h"
 #include "comm/comm.h"
 #include "comm/emulate.h"
+#include "core/clock.h"
 #include "core/parse.h"
 #include "core/threads.h"
 #include "data/dataset.h"
@@ -47,6 +48,7 @@ struct printer {
     int memory_ranks;
     long global_step;            /* the last step reported (the epoch's scalars' step) */
     double tokens_per_sample;    /* token inputs: positions per sample (tokens/s); 0 otherwise */
+    double t0;                   /* the start (dl_clock_now), for the steps' time_s */
 };
 
 /* tags[i] = values[i] in the event file at step, in events of at most 32. */
@@ -70,6 +72,7 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
 {
     struct printer *p = ctx;
     p->tokens_per_sample = net->graph.id_limit > 0 ? (double)dl_shape_count(net->graph.input) : 0;
+    p->t0 = dl_clock_now();
     if (p->quiet)
         return;
     const struct dl_train_spec *t = &net->train;
@@ -163,11 +166,11 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     struct printer *p = ctx;
     /* a server's update: its worker and staleness; a worker's step: the bytes it
      * sent; the consensus distance where measured */
-    const char *keys[14] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
-                            "exposed_comm_s"};
-    double vals[14] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
-                       r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds};
-    int n = 9;
+    const char *keys[15] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+                            "exposed_comm_s", "time_s"};
+    double vals[15] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+                       r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, dl_clock_now() - p->t0};
+    int n = 10;
     if (p->tokens_per_sample > 0)
         keys[n] = "tokens_per_s", vals[n++] = r->samples_per_s * p->tokens_per_sample;
     if (r->worker >= 0) {

@@ -13,19 +13,22 @@
 #include "build-commit.h"
 #include "comm/comm.h"
 #include "io/tensorboard.h"
+#include "plot/chart.h"
 
 void dl_print_version(const char *prog)
 {
-    char comm[512], kernels[512], devices[256], tensorboard[128];
+    char comm[512], kernels[512], devices[256], tensorboard[128], charts[128];
     dl_comm_libraries(comm, sizeof comm);
     dl_kernel_libraries(kernels, sizeof kernels);
     dl_device_libraries(devices, sizeof devices);
     dl_tensorboard_libraries(tensorboard, sizeof tensorboard);
+    dl_chart_libraries(charts, sizeof charts);
     printf("%s (dltrain) %s\n", prog, PACKAGE_VERSION);
     printf("commit: %s\n", DL_BUILD_COMMIT);
     printf("communication: %s\n", comm);
     printf("kernels: reference, simd%s%s\n", *kernels ? ", " : "", kernels);
     printf("devices: cpu, emulated; %s\n", devices);
     printf("TensorBoard: %s\n", tensorboard);
+    printf("charts: %s\n", charts);
     printf("License: MIT (see LICENSE)\n");
 }

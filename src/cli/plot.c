@@ -1,0 +1,326 @@
+/* plot.c: `dltrain plot RUN.jsonl... -o FILE.svg|.pdf|.png`: the --metrics
+ * JSON lines of one or more runs as charts (plot/chart.h), overlaid, one
+ * colour per run: loss against steps and against seconds, accuracy, and
+ * throughput (tokens/s for token inputs), each with the raw training values
+ * faint under TensorBoard's smoothing (an exponential moving average with its
+ * start-up bias removed) and the validation points on top. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/options.h"
+#include "core/parse.h"
+#include "plot/chart.h"
+
+#define PROG "dltrain plot"
+
+enum { OPT_OUTPUT = DL_OPT_FIRST_LOCAL, OPT_LABELS, OPT_TITLE, OPT_WIDTH, OPT_SMOOTH };
+
+/* A growing array of doubles. */
+struct column {
+    double *v;
+    int n, cap;
+};
+
+static int push(struct column *c, double v)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 256;
+        double *nv = realloc(c->v, (size_t)cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        c->v = nv, c->cap = cap;
+    }
+    c->v[c->n++] = v;
+    return 0;
+}
+
+/* One run's curves: per step, and per validation (eval lines, and the epoch
+ * lines' test scores at that epoch's last step). */
+struct run {
+    char label[256];
+    struct column step, time, loss, acc, rate, loss_smooth, acc_smooth;
+    struct column vstep, vtime, vloss, vacc;
+    int tokens; /* the rate is tokens_per_s */
+};
+
+static void run_free(struct run *r)
+{
+    struct column *c[] = {&r->step, &r->time, &r->loss, &r->acc, &r->rate, &r->loss_smooth, &r->acc_smooth,
+                          &r->vstep, &r->vtime, &r->vloss, &r->vacc};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        free(c[i]->v);
+}
+
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* The time of the step line with this global step (NaN when there is none). */
+static double time_at(const struct run *r, double step)
+{
+    int lo = 0, hi = r->step.n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (r->step.v[mid] == step)
+            return r->time.v[mid];
+        if (r->step.v[mid] < step)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return NAN;
+}
+
+/* A validation point; one at a step already there (an evaluation at an
+ * epoch's end) replaces it. */
+static int add_validation(struct run *r, double step, double loss, double acc)
+{
+    if (!isfinite(loss))
+        return 0;
+    for (int i = 0; i < r->vstep.n; i++)
+        if (r->vstep.v[i] == step) {
+            r->vloss.v[i] = loss, r->vacc.v[i] = acc;
+            return 0;
+        }
+    return push(&r->vstep, step) || push(&r->vloss, loss) || push(&r->vacc, acc) ||
+           push(&r->vtime, time_at(r, step));
+}
+
+/* TensorBoard's smoothing of y into out. */
+static int smooth(const struct column *y, double weight, struct column *out)
+{
+    double last = 0, debias = 1;
+    int k = 0;
+    for (int i = 0; i < y->n; i++) {
+        double v = y->v[i];
+        if (isfinite(v)) {
+            last = last * weight + (1 - weight) * v;
+            debias *= weight;
+            k++;
+        }
+        if (push(out, k ? last / (1 - debias) : NAN))
+            return -1;
+    }
+    return 0;
+}
+
+/* Reads path's JSON lines into r; returns 0, or 2 with a message naming the
+ * file, line and column. */
+static int read_run(const char *path, struct run *r, double weight)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, PROG ": %s: cannot read: %s\n", path, strerror(errno));
+        return 2;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    long lineno = 0;
+    double last_step = NAN;
+    int status = 0, oom = 0;
+    while (!status && getline(&line, &cap, f) > 0) {
+        lineno++;
+        if (line[strspn(line, " \t\r\n")] == 0)
+            continue;
+        json_error_t je;
+        json_t *o = json_loads(line, 0, &je);
+        if (!o || !json_is_object(o)) {
+            fprintf(stderr, PROG ": %s:%ld:%d: %s\n", path, lineno, o ? 1 : je.column,
+                    o ? "expected a JSON object (a --metrics line)" : je.text);
+            status = 2;
+        } else {
+            const char *ev = json_string_value(json_object_get(o, "event"));
+            if (ev && !strcmp(ev, "step")) {
+                last_step = num(o, "global_step");
+                double tok = num(o, "tokens_per_s");
+                r->tokens |= isfinite(tok);
+                oom |= push(&r->step, last_step) || push(&r->time, num(o, "time_s")) ||
+                       push(&r->loss, num(o, "loss")) || push(&r->acc, 100 * num(o, "accuracy")) ||
+                       push(&r->rate, isfinite(tok) ? tok : num(o, "samples_per_s"));
+            } else if (ev && !strcmp(ev, "eval")) {
+                oom |= add_validation(r, num(o, "global_step"), num(o, "test_loss"), 100 * num(o, "test_accuracy"));
+            } else if (ev && !strcmp(ev, "epoch") && isfinite(last_step)) {
+                oom |= add_validation(r, last_step, num(o, "test_loss"), 100 * num(o, "test_accuracy"));
+            }
+        }
+        json_decref(o);
+    }
+    free(line);
+    fclose(f);
+    if (!status && r->step.n == 0) {
+        fprintf(stderr, PROG ": %s: no \"step\" lines (a file written by dltrain --metrics?)\n", path);
+        status = 2;
+    }
+    if (!status)
+        oom |= smooth(&r->loss, weight, &r->loss_smooth) || smooth(&r->acc, weight, &r->acc_smooth);
+    if (oom) {
+        fprintf(stderr, PROG ": out of memory reading %s\n", path);
+        status = 1;
+    }
+    return status;
+}
+
+static void help(void)
+{
+    fputs("Usage: dltrain plot RUN.jsonl... -o FILE.svg|FILE.pdf|FILE.png [options]\n"
+          "Draws the --metrics JSON lines of one or more runs, overlaid (one colour each): loss against\n"
+          "steps and against seconds, accuracy, and samples/s (tokens/s for token inputs).  Training\n"
+          "values are drawn faint, with TensorBoard's smoothing over them; validation points (eval lines,\n"
+          "and the test scores of epoch lines) are dots.  Axes turn logarithmic where the values span\n"
+          "more than a factor of 20.\n\n"
+          "  -o, --output FILE     the chart: .svg, .pdf or .png (written whole or not at all)\n"
+          "  --labels A,B,...      the runs' names in the legend (default: the file names)\n"
+          "  --title TEXT          the chart's title (default: the runs' names)\n"
+          "  --width PX            the width in pixels (default 1200; the height follows)\n"
+          "  --smooth W            the smoothing weight, 0 (none) to below 1 (default 0.6,\n"
+          "                        TensorBoard's)\n",
+          stdout);
+}
+
+/* The runs' labels: --labels, else each file's name without .jsonl (and
+ * without .partial, a running job's). */
+static int label_runs(struct run *runs, char **files, int n, const char *labels)
+{
+    const char *p = labels;
+    for (int i = 0; i < n; i++) {
+        if (labels) {
+            size_t len = strcspn(p, ",");
+            if (!*p && i > 0) {
+                fprintf(stderr, PROG ": --labels: %d names for %d runs\n", i, n);
+                return 2;
+            }
+            snprintf(runs[i].label, sizeof runs[i].label, "%.*s", (int)len, p);
+            p += len + (p[len] == ',');
+            continue;
+        }
+        const char *base = strrchr(files[i], '/');
+        base = base ? base + 1 : files[i];
+        snprintf(runs[i].label, sizeof runs[i].label, "%s", base);
+        char *dot = strstr(runs[i].label, ".jsonl");
+        if (dot)
+            *dot = 0;
+    }
+    if (labels && *p) {
+        fprintf(stderr, PROG ": --labels: more names than the %d run%s\n", n, n == 1 ? "" : "s");
+        return 2;
+    }
+    return 0;
+}
+
+int dl_cli_plot(int argc, char **argv)
+{
+    static const struct option opts[] = {{"output", required_argument, 0, OPT_OUTPUT},
+                                         {"labels", required_argument, 0, OPT_LABELS},
+                                         {"title", required_argument, 0, OPT_TITLE},
+                                         {"width", required_argument, 0, OPT_WIDTH},
+                                         {"smooth", required_argument, 0, OPT_SMOOTH},
+                                         {"help", no_argument, 0, DL_OPT_HELP},
+                                         {0, 0, 0, 0}};
+    dl_short_output(argc, argv);
+    const char *out = NULL, *labels = NULL, *title = NULL;
+    int width = 1200, opt;
+    double weight = 0.6;
+    struct dl_error err = {0};
+    optind = 1;
+    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
+        switch (opt) {
+        case OPT_OUTPUT: out = optarg; break;
+        case OPT_LABELS: labels = optarg; break;
+        case OPT_TITLE: title = optarg; break;
+        case OPT_WIDTH:
+            if (dl_parse_int("--width", optarg, 300, 10000, &width, &err))
+                return fprintf(stderr, PROG ": %s\n", err.msg), 2;
+            break;
+        case OPT_SMOOTH:
+            if (dl_parse_double("--smooth", optarg, 0, 0.999, &weight, &err))
+                return fprintf(stderr, PROG ": %s\n", err.msg), 2;
+            break;
+        case DL_OPT_HELP: help(); return 0;
+        default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
+        }
+    }
+    int n = argc - optind;
+    if (n < 1 || !out) {
+        fprintf(stderr, PROG ": %s (Try '" PROG " --help'.)\n",
+                n < 1 ? "no run given: dltrain plot RUN.jsonl... -o FILE.svg" : "-o FILE.svg|.pdf|.png is required");
+        return 2;
+    }
+    if (n > 10) {
+        fprintf(stderr, PROG ": %d runs; at most 10 fit one chart (one colour each)\n", n);
+        return 2;
+    }
+    struct run *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs)
+        return 1;
+    int status = label_runs(runs, argv + optind, n, labels);
+    for (int i = 0; i < n && !status; i++)
+        status = read_run(argv[optind + i], &runs[i], weight);
+    struct dl_chart_series *series = calloc((size_t)n * 11, sizeof *series);
+    if (!status && !series)
+        status = 1;
+    if (!status) {
+        /* panel p's series of run i: raw, smoothed, validation */
+        struct dl_chart_series *s = series;
+        int counts[4] = {0};
+        struct dl_chart_series *first[4];
+        for (int p = 0; p < 4; p++) {
+            first[p] = s;
+            for (int i = 0; i < n; i++) {
+                struct run *r = &runs[i];
+                const struct column *x = p == 1 ? &r->time : &r->step, *vx = p == 1 ? &r->vtime : &r->vstep;
+                const struct column *raw = p == 2 ? &r->acc : p == 3 ? &r->rate : &r->loss;
+                const struct column *sm = p == 2 ? &r->acc_smooth : &r->loss_smooth, *val = p == 2 ? &r->vacc : &r->vloss;
+                if (p == 3) {
+                    *s++ = (struct dl_chart_series){i, DL_CHART_LINE, x->v, raw->v, raw->n};
+                    counts[p]++;
+                    continue;
+                }
+                *s++ = (struct dl_chart_series){i, weight > 0 ? DL_CHART_FAINT : DL_CHART_LINE, x->v, raw->v, raw->n};
+                if (weight > 0)
+                    *s++ = (struct dl_chart_series){i, DL_CHART_LINE, x->v, sm->v, sm->n};
+                *s++ = (struct dl_chart_series){i, DL_CHART_MARKED, vx->v, val->v, val->n};
+                counts[p] += weight > 0 ? 3 : 2;
+            }
+        }
+        int tokens = 0;
+        for (int i = 0; i < n; i++)
+            tokens |= runs[i].tokens;
+        const struct dl_chart_panel panels[] = {
+            {"Loss", "step", "loss", -1, first[0], counts[0]},
+            {"Loss against time", "seconds since the start", "loss", -1, first[1], counts[1]},
+            {"Accuracy", "step", "accuracy (%)", 0, first[2], counts[2]},
+            {"Throughput", "step", tokens ? "tokens/s (samples/s without tokens)" : "samples/s", -1, first[3],
+             counts[3]}};
+        const char *names[10];
+        char joined[512] = "";
+        for (int i = 0; i < n; i++) {
+            names[i] = runs[i].label;
+            size_t len = strlen(joined);
+            snprintf(joined + len, sizeof joined - len, "%s%s", i ? " vs " : "", runs[i].label);
+        }
+        char note[160];
+        if (weight > 0)
+            snprintf(note, sizeof note, "faint: each training step; line: smoothed (%g); dots: validation", weight);
+        else
+            snprintf(note, sizeof note, "line: each training step; dots: validation");
+        struct dl_chart_legend legend = {names, n, note};
+        if (dl_chart_render(out, title ? title : joined, panels, 4, 2, &legend, width, &err)) {
+            fprintf(stderr, PROG ": %s\n", err.msg);
+            status = err.code == DL_ERR_SPEC ? 2 : 1;
+        }
+    }
+    free(series);
+    for (int i = 0; i < n; i++)
+        run_free(&runs[i]);
+    free(runs);
+    return status;
+}

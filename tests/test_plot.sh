@@ -1,0 +1,92 @@
+#!/bin/sh
+# test_plot.sh: `dltrain plot` as a user meets it, its files read by their
+# real readers: PIL for PNG (the size; one colour per run, drawn), Python's
+# XML parser for SVG, poppler's pdftotext for the words of a PDF (titles,
+# legend labels, tick labels: a loss spanning four decades gets a log axis);
+# every step line of --metrics has its time; bad input exits 2 with the
+# file, line and column, and writes nothing.
+. "$top_srcdir/tests/tap.sh"
+T="$TMPDIR_TEST"
+if "$DLTRAIN" --version | grep -q "^charts: no"; then
+    echo "1..0 # SKIP this dltrain was built without charts (cairo)"
+    exit 0
+fi
+tap_plan 25
+PY=/usr/bin/python3
+B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --eval-every 10 --threads 1 --quiet"
+expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
+expect_status 0 "a run with Adam" -- $DLTRAIN $B --optimizer adam --lr 0.001 --metrics "$T/adam.jsonl"
+$PY - "$T/sgd.jsonl" <<'EOF'
+import json, sys
+t = [r.get("time_s") for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"]
+sys.exit(0 if len(t) == 40 and all(x is not None for x in t) and t == sorted(t) and t[-1] > 0 else 1)
+EOF
+tap_result $? "every step line has time_s, the seconds since the start, never decreasing"
+
+# ---------------------------------------------------------------- PNG, SVG, PDF
+expect_status 0 "two runs into a PNG" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" -o "$T/c.png"
+# pixels of the palette's first two colours (tab10 blue, orange)
+colours() {
+    $PY - "$1" <<'EOF'
+import sys
+from PIL import Image
+im = Image.open(sys.argv[1]).convert("RGB")
+px = list(im.getdata())
+near = lambda c: sum(1 for p in px if sum(abs(a - b) for a, b in zip(p, c)) < 30)
+print(im.size[0], im.size[1], near((31, 119, 180)), near((255, 127, 14)))
+EOF
+}
+set -- $(colours "$T/c.png")
+echo "# c.png: $1 x $2, $3 blue and $4 orange pixels"
+[ "$1" -eq 1200 ] && [ "$2" -gt 700 ]; tap_result $? "PIL reads it: 1200 pixels wide (got $1 x $2)"
+[ "$3" -gt 300 ] && [ "$4" -gt 300 ]; tap_result $? "both runs are drawn, one colour each"
+expect_status 0 "one run, 800 pixels wide" -- $DLTRAIN plot "$T/sgd.jsonl" -o "$T/one.png" --width 800
+set -- $(colours "$T/one.png")
+[ "$1" -eq 800 ] && [ "$3" -gt 300 ] && [ "$4" -lt 20 ]; tap_result $? "its colour alone (got $3 blue, $4 orange)"
+expect_status 0 "an SVG" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" -o "$T/c.svg"
+$PY -c "
+import sys, xml.etree.ElementTree as E
+r = E.parse(sys.argv[1]).getroot()
+sys.exit(0 if r.tag.endswith('svg') and r.get('width', '').startswith('1200') else 1)" "$T/c.svg"
+tap_result $? "Python's XML parser reads an <svg> 1200 wide"
+expect_status 0 "a PDF with labels and a title" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" \
+    --labels "SGD momentum,Adam" --title "two optimizers" -o "$T/c.pdf"
+words=$(pdftotext "$T/c.pdf" - 2>&1 | tr '\n' '|')
+ok=0
+for w in "two optimizers" "SGD momentum" "|Adam|" "Loss against time" "Accuracy" "Throughput" "seconds since the start" \
+    "samples/s" "faint: each training step; line: smoothed (0.6); dots: validation"; do
+    echo "$words" | grep -qF -- "$w" || { echo "# not in the PDF: $w"; ok=1; }
+done
+tap_result $ok "pdftotext finds the title, the legend's labels and note, the panels' titles and axis labels"
+
+# A loss over four decades (a file written as --metrics writes them): log axis.
+$PY - "$T/decades.jsonl" <<'EOF'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for s in range(1, 101):
+        f.write(json.dumps({"event": "step", "global_step": s, "loss": 100 * 0.9 ** (s - 1), "accuracy": s / 100,
+                            "samples_per_s": 1000, "time_s": s / 10}) + "\n")
+EOF
+expect_status 0 "a loss from 100 down to 0.003" -- $DLTRAIN plot "$T/decades.jsonl" -o "$T/decades.pdf"
+words=$(pdftotext "$T/decades.pdf" - 2>&1 | tr '\n' '|')
+echo "$words" | grep -q "|0.01|" && echo "$words" | grep -q "|0.1|" && echo "$words" | grep -q "|10|" &&
+    echo "$words" | grep -q "|100|"
+tap_result $? "its loss axes are logarithmic: ticks 0.01, 0.1, 10, 100"
+echo "$words" | grep -q "|20|" && echo "$words" | grep -q "|80|"
+tap_result $? "the accuracy axis stays linear (20, 80)"
+cp "$T/sgd.jsonl" "$T/live.jsonl.partial"
+expect_status 0 "a running job's .partial file" -- $DLTRAIN plot "$T/live.jsonl.partial" -o "$T/live.pdf"
+pdftotext "$T/live.pdf" - | grep -qx "live"; tap_result $? "labelled with its run's name"
+
+# ---------------------------------------------------------------- bad input
+printf '{"event":"step","global_step":1,"loss":2}\n\n{"event": "step", "loss": }\n' > "$T/bad.jsonl"
+expect_status 2 "a broken JSON line exits 2" -- $DLTRAIN plot "$T/bad.jsonl" -o "$T/bad.svg"
+expect_output "bad.jsonl:3:[0-9]+: " "naming the file, line and column"
+[ ! -e "$T/bad.svg" ]; tap_result $? "and writes no chart"
+echo '{"event":"epoch","epoch":1}' > "$T/nosteps.jsonl"
+expect_status 2 "a file without step lines exits 2" -- $DLTRAIN plot "$T/nosteps.jsonl" -o "$T/x.svg"
+expect_status 2 "an unknown format exits 2" -- $DLTRAIN plot "$T/sgd.jsonl" -o "$T/c.jpg"
+expect_output "must end in .svg, .pdf or .png" "naming the formats"
+expect_status 2 "--labels with too few names exits 2" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" --labels one -o "$T/x.svg"
+expect_status 1 "a folder that does not exist fails" -- $DLTRAIN plot "$T/sgd.jsonl" -o "$T/no/such/c.svg"
+exit $((tap_failed > 0))
