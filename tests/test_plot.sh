@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_plot.sh: `dltrain plot` as a user meets it, its files read by their
 # real readers: PIL for PNG (the size; one colour per run, drawn), Python's
-# XML parser for SVG, poppler's pdftotext for the words of a PDF (titles,
+# XML parser for SVG (its polylines hold the runs' values), poppler's pdftotext for the words of a PDF (titles,
 # legend labels, tick labels: a loss spanning four decades gets a log axis);
 # every step line of --metrics has its time; bad input exits 2 with the
 # file, line and column, and writes nothing.
@@ -11,7 +11,7 @@ if "$DLTRAIN" --version | grep -q "^charts: no"; then
     echo "1..0 # SKIP this dltrain was built without charts (cairo)"
     exit 0
 fi
-tap_plan 25
+tap_plan 32
 PY=/usr/bin/python3
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --eval-every 10 --threads 1 --quiet"
 expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
@@ -44,11 +44,58 @@ expect_status 0 "one run, 800 pixels wide" -- $DLTRAIN plot "$T/sgd.jsonl" -o "$
 set -- $(colours "$T/one.png")
 [ "$1" -eq 800 ] && [ "$3" -gt 300 ] && [ "$4" -lt 20 ]; tap_result $? "its colour alone (got $3 blue, $4 orange)"
 expect_status 0 "an SVG" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" -o "$T/c.svg"
-$PY -c "
-import sys, xml.etree.ElementTree as E
-r = E.parse(sys.argv[1]).getroot()
-sys.exit(0 if r.tag.endswith('svg') and r.get('width', '').startswith('1200') else 1)" "$T/c.svg"
-tap_result $? "Python's XML parser reads an <svg> 1200 wide"
+# Its polylines hold the runs' values: for each run's losses, accuracies and
+# samples/s, a line whose x is an affine map of the steps and y of the values
+# (the axes' scales), through every point to within cairo's 1/256 pixel
+# (cairo merges the middle points of straight runs into one segment).
+$PY - "$T/c.svg" "$T/sgd.jsonl" "$T/adam.jsonl" <<'EOF'
+import json, re, sys, xml.etree.ElementTree as E
+root = E.parse(sys.argv[1]).getroot()
+assert root.tag.endswith("svg") and root.get("width", "").startswith("1200"), root.attrib
+lines = []
+for el in root.iter():
+    d = el.get("d")
+    if el.tag.endswith("path") and d and "stroke:none" not in el.get("style", "") and re.fullmatch(r"[ML0-9.\- ]+", d):
+        nums = [float(v) for v in re.findall(r"-?[0-9.]+", d)]
+        lines.append(list(zip(nums[0::2], nums[1::2])))
+def holds(line, steps, vals):
+    if len(line) < 2 or len(line) > len(steps):
+        return False
+    ax = (line[-1][0] - line[0][0]) / (steps[-1] - steps[0])
+    if ax <= 0:
+        return False
+    idx = []
+    for x, _ in line:  # each vertex at a step
+        k = (x - line[0][0]) / ax
+        if abs(k - round(k)) * abs(ax) > 0.01 or not 0 <= round(k) < len(steps):
+            return False
+        idx.append(round(k))
+    if idx[0] != 0 or idx[-1] != len(steps) - 1 or idx != sorted(set(idx)):
+        return False
+    u, v = [vals[i] for i in idx], [y for _, y in line]
+    n = len(u); mu, mv = sum(u) / n, sum(v) / n
+    suu = sum((a - mu) ** 2 for a in u)
+    a = sum((p - mu) * (q - mv) for p, q in zip(u, v)) / suu if suu else 0
+    if a >= 0:
+        return False  # larger values are higher up: smaller y
+    for j in range(len(idx) - 1):  # every point, vertex or merged, on the line
+        for i in range(idx[j], idx[j + 1] + 1):
+            t = (i - idx[j]) / (idx[j + 1] - idx[j])
+            y = line[j][1] + t * (line[j + 1][1] - line[j][1])
+            if abs(y - (mv + a * (vals[i] - mu))) > 0.02:
+                return False
+    return True
+ok = True
+for path in sys.argv[2:]:
+    rows = [r for r in map(json.loads, open(path)) if r["event"] == "step"]
+    steps = [r["global_step"] for r in rows]
+    for key in ("loss", "accuracy", "samples_per_s"):
+        if not any(holds(l, steps, [r[key] for r in rows]) for l in lines):
+            print("# no polyline holds %s's %s" % (path.split("/")[-1], key))
+            ok = False
+sys.exit(0 if ok else 1)
+EOF
+tap_result $? "Python's XML parser reads it: an <svg> 1200 wide whose polylines hold each run's losses, accuracies and rates"
 expect_status 0 "a PDF with labels and a title" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" \
     --labels "SGD momentum,Adam" --title "two optimizers" -o "$T/c.pdf"
 words=$(pdftotext "$T/c.pdf" - 2>&1 | tr '\n' '|')
@@ -85,6 +132,15 @@ expect_output "bad.jsonl:3:[0-9]+: " "naming the file, line and column"
 [ ! -e "$T/bad.svg" ]; tap_result $? "and writes no chart"
 echo '{"event":"epoch","epoch":1}' > "$T/nosteps.jsonl"
 expect_status 2 "a file without step lines exits 2" -- $DLTRAIN plot "$T/nosteps.jsonl" -o "$T/x.svg"
+: > "$T/empty.jsonl"
+expect_status 2 "an empty file exits 2" -- $DLTRAIN plot "$T/empty.jsonl" -o "$T/x.svg"
+expect_output "empty.jsonl: no \"step\" lines" "saying it has no step lines"
+head -c 3000 "$T/sgd.jsonl" > "$T/cut.jsonl"
+expect_status 2 "a file cut in the middle of a line exits 2" -- $DLTRAIN plot "$T/cut.jsonl" -o "$T/x.svg"
+expect_output "cut.jsonl:$(wc -l < "$T/cut.jsonl" | awk '{print $1 + 1}'):[0-9]+: " "naming its last line"
+expect_status 2 "a network file (not metrics) exits 2" -- $DLTRAIN plot "$top_srcdir/nets/lenet5.yaml" -o "$T/x.svg"
+expect_output "lenet5.yaml:1:[0-9]+: " "naming its first line"
+[ ! -e "$T/x.svg" ]; tap_result $? "none of them writes a chart"
 expect_status 2 "an unknown format exits 2" -- $DLTRAIN plot "$T/sgd.jsonl" -o "$T/c.jpg"
 expect_output "must end in .svg, .pdf or .png" "naming the formats"
 expect_status 2 "--labels with too few names exits 2" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" --labels one -o "$T/x.svg"
