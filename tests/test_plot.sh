@@ -1,8 +1,10 @@
 #!/bin/sh
 # test_plot.sh: `dltrain plot` as a user meets it, its files read by their
 # real readers: PIL for PNG (the size; one colour per run, drawn), Python's
-# XML parser for SVG (its polylines hold the runs' values), poppler's pdftotext for the words of a PDF (titles,
-# legend labels, tick labels: a loss spanning four decades gets a log axis);
+# XML parser for SVG (its polylines hold the runs' values), poppler's
+# pdftotext for the words of a PDF (titles, legend labels, tick labels: a
+# loss spanning four decades gets a log axis);
+# --trace's bars hold each rank's milliseconds per step by part;
 # every step line of --metrics has its time; bad input exits 2 with the
 # file, line and column, and writes nothing.
 . "$top_srcdir/tests/tap.sh"
@@ -11,7 +13,7 @@ if "$DLTRAIN" --version | grep -q "^charts: no"; then
     echo "1..0 # SKIP this dltrain was built without charts (cairo)"
     exit 0
 fi
-tap_plan 32
+tap_plan 39
 PY=/usr/bin/python3
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --eval-every 10 --threads 1 --quiet"
 expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
@@ -124,6 +126,60 @@ tap_result $? "the accuracy axis stays linear (20, 80)"
 cp "$T/sgd.jsonl" "$T/live.jsonl.partial"
 expect_status 0 "a running job's .partial file" -- $DLTRAIN plot "$T/live.jsonl.partial" -o "$T/live.pdf"
 pdftotext "$T/live.pdf" - | grep -qx "live"; tap_result $? "labelled with its run's name"
+
+# ---------------------------------------------------------------- --trace
+if command -v mpirun > /dev/null; then
+    expect_status 0 "a traced run of 2 pipeline ranks" -- mpirun --oversubscribe -np 2 $DLTRAIN $B --max-steps 12 \
+        --grid pp=2 --trace "$T/t.json"
+else
+    expect_status 0 "a traced run (no mpirun: one rank)" -- $DLTRAIN $B --max-steps 12 --trace "$T/t.json"
+fi
+expect_status 0 "plot --trace into an SVG" -- $DLTRAIN plot --trace "$T/t.json" -o "$T/t.svg"
+# The bars hold the trace's times: each rank's milliseconds per step by
+# part, computed here from the trace's events, are the widths of its bar's
+# pieces in the part's colour, one scale for the whole panel.
+$PY - "$T/t.json" "$T/t.svg" <<'EOF'
+import json, re, sys, xml.etree.ElementTree as E
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+parts = [("layer", "reorder", "optimizer"), ("data",), ("tensor-comm", "send", "recv"), ("grad-wait",)]
+want = {}
+for pid in sorted({e["pid"] for e in ev if e.get("ph") == "X"}):
+    x = [e for e in ev if e.get("pid") == pid and e.get("ph") == "X"]
+    steps = [e["dur"] / 1000 for e in x if e["cat"] == "step"]
+    if not steps:
+        continue
+    ms = [sum(e["dur"] / 1000 for e in x if e["cat"] in p) / len(steps) for p in parts]
+    want[pid] = ms + [sum(steps) / len(steps) - sum(ms)]
+tab10 = ["12.2%,46.7%,70.6%", "100%,49.8%,5.5%", "17.3%,62.7%,17.3%", "83.9%,15.3%,15.7%", "58%,40.4%,74.1%"]
+rects = []  # (y, colour index, width) of the first panel's pieces
+for el in E.parse(sys.argv[2]).getroot().iter():
+    m = re.search(r"fill:rgb\(([^)]*)\)", el.get("style", ""))
+    d = el.get("d", "")
+    if m and m.group(1) in tab10 and d.count("L") == 3 and "Z" in d:
+        v = [float(t) for t in re.findall(r"-?[0-9.]+", d)]
+        rects.append((round(v[1], 2), tab10.index(m.group(1)), v[2] - v[0]))
+rows = sorted({r[0] for r in rects})
+pids = sorted(want)
+ok = len(rows) == len(pids)
+pairs = [(want[pids[rows.index(y)]][c], w) for y, c, w in rects] if ok else []
+k = sum(w for _, w in pairs) / sum(v for v, _ in pairs) if pairs else 0
+for v, w in pairs:
+    ok &= abs(w - k * v) < 0.02
+expected = sum(1 for p in pids for v in want[p] if k * v >= 0.004)
+print("# %d ranks, %d pieces drawn (%d expected), %.2f px per ms" % (len(rows), len(rects), expected, k))
+sys.exit(0 if ok and len(rects) == expected else 1)
+EOF
+tap_result $? "each rank's bar holds the trace's milliseconds per step by part, at one scale"
+expect_status 0 "plot --trace into a PDF" -- $DLTRAIN plot --trace "$T/t.json" -o "$T/t.pdf"
+words=$(pdftotext "$T/t.pdf" - 2>&1 | tr '\n' '|')
+ok=0
+for w in "rank 0 (0,0,0)" "compute (layers, reorders, optimizer)" "input wait" "waiting for gradients" \
+    "Gradient allreduce (the communication thread, overlapping backward)" "milliseconds per recorded step"; do
+    echo "$words" | grep -qF -- "$w" || { echo "# not in the PDF: $w"; ok=1; }
+done
+tap_result $ok "pdftotext finds the ranks' names, the parts and the panels"
+expect_status 2 "--trace on a metrics file exits 2" -- $DLTRAIN plot --trace "$T/sgd.jsonl" -o "$T/y.svg"
+expect_output "sgd.jsonl:2:[0-9]+: " "naming where it stops being one JSON document"
 
 # ---------------------------------------------------------------- bad input
 printf '{"event":"step","global_step":1,"loss":2}\n\n{"event": "step", "loss": }\n' > "$T/bad.jsonl"

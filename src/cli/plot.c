@@ -20,7 +20,7 @@
 
 #define PROG "dltrain plot"
 
-enum { OPT_OUTPUT = DL_OPT_FIRST_LOCAL, OPT_LABELS, OPT_TITLE, OPT_WIDTH, OPT_SMOOTH };
+enum { OPT_OUTPUT = DL_OPT_FIRST_LOCAL, OPT_LABELS, OPT_TITLE, OPT_WIDTH, OPT_SMOOTH, OPT_TRACE };
 
 /* A growing array of doubles. */
 struct column {
@@ -169,6 +169,140 @@ static int read_run(const char *path, struct run *r, double weight)
     return status;
 }
 
+/* --trace: each rank's time per recorded step, in milliseconds, by what the
+ * compute thread did (stacked), and the communication thread's allreduces. */
+enum { PART_COMPUTE, PART_INPUT, PART_MESSAGES, PART_GRAD_WAIT, PART_OTHER, PARTS };
+
+struct rank_time {
+    long pid;
+    char label[96];
+    double step, part[PARTS], allreduce;
+    int steps;
+};
+
+static int by_pid(const void *a, const void *b)
+{
+    long x = ((const struct rank_time *)a)->pid, y = ((const struct rank_time *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+static struct rank_time *rank_of(struct rank_time *r, int *n, long pid)
+{
+    for (int i = 0; i < *n; i++)
+        if (r[i].pid == pid)
+            return &r[i];
+    if (*n >= 4096)
+        return NULL;
+    memset(&r[*n], 0, sizeof r[*n]);
+    r[*n].pid = pid;
+    snprintf(r[*n].label, sizeof r[*n].label, "rank %ld", pid);
+    return &r[(*n)++];
+}
+
+static int plot_trace(const char *path, const char *out, const char *title, int width)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) {
+        fprintf(stderr, PROG ": %s:%d:%d: %s\n", path, je.line, je.column, je.text);
+        return 2;
+    }
+    json_t *events = json_object_get(root, "traceEvents");
+    if (!json_is_array(events)) {
+        fprintf(stderr, PROG ": %s: no \"traceEvents\" array (a file written by dltrain --trace?)\n", path);
+        json_decref(root);
+        return 2;
+    }
+    struct rank_time *ranks = calloc(4096, sizeof *ranks);
+    int n = 0, status = 0;
+    if (!ranks)
+        status = 1;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        if (status)
+            break;
+        const char *ph = json_string_value(json_object_get(ev, "ph")), *cat = json_string_value(json_object_get(ev, "cat"));
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        json_t *pid = json_object_get(ev, "pid");
+        if (!ph || !json_is_integer(pid))
+            continue;
+        struct rank_time *r = rank_of(ranks, &n, (long)json_integer_value(pid));
+        if (!r)
+            break;
+        if (!strcmp(ph, "M") && name && !strcmp(name, "process_name")) {
+            const char *label = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
+            if (label)
+                snprintf(r->label, sizeof r->label, "%s", label);
+            continue;
+        }
+        double ms = num(ev, "dur") / 1000;
+        if (strcmp(ph, "X") || !cat || !isfinite(ms))
+            continue;
+        if (!strcmp(cat, "step"))
+            r->step += ms, r->steps++;
+        else if (!strcmp(cat, "layer") || !strcmp(cat, "reorder") || !strcmp(cat, "optimizer"))
+            r->part[PART_COMPUTE] += ms;
+        else if (!strcmp(cat, "data"))
+            r->part[PART_INPUT] += ms;
+        else if (!strcmp(cat, "tensor-comm") || !strcmp(cat, "send") || !strcmp(cat, "recv"))
+            r->part[PART_MESSAGES] += ms;
+        else if (!strcmp(cat, "grad-wait"))
+            r->part[PART_GRAD_WAIT] += ms;
+        else if (!strcmp(cat, "allreduce"))
+            r->allreduce += ms;
+    }
+    json_decref(root);
+    int with_steps = 0;
+    for (int k = 0; k < n; k++)
+        with_steps += ranks[k].steps > 0;
+    if (!status && with_steps == 0) {
+        fprintf(stderr, PROG ": %s: no recorded training step (a file written by dltrain --trace?)\n", path);
+        status = 2;
+    }
+    if (!status) {
+        qsort(ranks, (size_t)n, sizeof *ranks, by_pid);
+        const char **rows = calloc((size_t)n, sizeof *rows);
+        double *split = calloc((size_t)n * PARTS, sizeof *split), *comm = calloc((size_t)n, sizeof *comm);
+        int m = 0;
+        for (int k = 0; k < n && rows && split && comm; k++) {
+            struct rank_time *r = &ranks[k];
+            if (!r->steps)
+                continue;
+            double known = 0;
+            for (int j = 0; j < PART_OTHER; j++)
+                split[m * PARTS + j] = r->part[j] / r->steps, known += r->part[j];
+            split[m * PARTS + PART_OTHER] = (r->step - known) / r->steps; /* launch, bookkeeping, bubbles unaccounted */
+            comm[m] = r->allreduce / r->steps;
+            rows[m++] = r->label;
+        }
+        if (!rows || !split || !comm)
+            status = 1;
+        else {
+            const struct dl_chart_bars stacked = {m, PARTS, 0, rows, split}, ar = {m, 1, PARTS, rows, comm};
+            const struct dl_chart_panel panels[] = {
+                {"Each rank's training step (the compute thread)", "milliseconds per recorded step", "", 0, NULL, 0,
+                 &stacked},
+                {"Gradient allreduce (the communication thread, overlapping backward)", "milliseconds per recorded step",
+                 "", 0, NULL, 0, &ar}};
+            static const char *const parts[] = {"compute (layers, reorders, optimizer)", "input wait",
+                                                "pipeline and tensor messages (bubbles)", "waiting for gradients",
+                                                "other", "allreduce"};
+            struct dl_chart_legend legend = {parts, PARTS + 1, NULL};
+            char head[300];
+            snprintf(head, sizeof head, "%s", title ? title : path);
+            struct dl_error err = {0};
+            if (dl_chart_render(out, head, panels, 2, 1, &legend, width, &err)) {
+                fprintf(stderr, PROG ": %s\n", err.msg);
+                status = err.code == DL_ERR_SPEC ? 2 : 1;
+            }
+        }
+        free(rows), free(split), free(comm);
+    }
+    free(ranks);
+    return status;
+}
+
 static void help(void)
 {
     fputs("Usage: dltrain plot RUN.jsonl... -o FILE.svg|FILE.pdf|FILE.png [options]\n"
@@ -182,7 +316,12 @@ static void help(void)
           "  --title TEXT          the chart's title (default: the runs' names)\n"
           "  --width PX            the width in pixels (default 1200; the height follows)\n"
           "  --smooth W            the smoothing weight, 0 (none) to below 1 (default 0.6,\n"
-          "                        TensorBoard's)\n",
+          "                        TensorBoard's)\n\n"
+          "       dltrain plot --trace TRACE.json -o FILE.svg|.pdf|.png\n"
+          "Draws a --trace file's summary per rank, for people without a trace viewer: the milliseconds\n"
+          "of each recorded step spent computing (layers, reorders, optimizer), waiting for input, in\n"
+          "pipeline and tensor-parallel messages (a pipeline's bubbles are waits for them), waiting for\n"
+          "gradients, and the rest; and the gradient allreduces of the communication thread.\n",
           stdout);
 }
 
@@ -223,10 +362,11 @@ int dl_cli_plot(int argc, char **argv)
                                          {"title", required_argument, 0, OPT_TITLE},
                                          {"width", required_argument, 0, OPT_WIDTH},
                                          {"smooth", required_argument, 0, OPT_SMOOTH},
+                                         {"trace", required_argument, 0, OPT_TRACE},
                                          {"help", no_argument, 0, DL_OPT_HELP},
                                          {0, 0, 0, 0}};
     dl_short_output(argc, argv);
-    const char *out = NULL, *labels = NULL, *title = NULL;
+    const char *out = NULL, *labels = NULL, *title = NULL, *trace = NULL;
     int width = 1200, opt;
     double weight = 0.6;
     struct dl_error err = {0};
@@ -236,6 +376,7 @@ int dl_cli_plot(int argc, char **argv)
         case OPT_OUTPUT: out = optarg; break;
         case OPT_LABELS: labels = optarg; break;
         case OPT_TITLE: title = optarg; break;
+        case OPT_TRACE: trace = optarg; break;
         case OPT_WIDTH:
             if (dl_parse_int("--width", optarg, 300, 10000, &width, &err))
                 return fprintf(stderr, PROG ": %s\n", err.msg), 2;
@@ -249,6 +390,12 @@ int dl_cli_plot(int argc, char **argv)
         }
     }
     int n = argc - optind;
+    if (trace && out && n == 0)
+        return plot_trace(trace, out, title, width);
+    if (trace && n > 0) {
+        fprintf(stderr, PROG ": --trace draws one trace file alone, not with runs' metrics (two commands)\n");
+        return 2;
+    }
     if (n < 1 || !out) {
         fprintf(stderr, PROG ": %s (Try '" PROG " --help'.)\n",
                 n < 1 ? "no run given: dltrain plot RUN.jsonl... -o FILE.svg" : "-o FILE.svg|.pdf|.png is required");

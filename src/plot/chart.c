@@ -113,9 +113,75 @@ static void text_at(cairo_t *cr, double x, double y, const char *s, double align
     cairo_show_text(cr, s);
 }
 
+static double part(const struct dl_chart_bars *b, int row, int j)
+{
+    double v = b->values[row * b->parts + j];
+    return isfinite(v) && v > 0 ? v : 0;
+}
+
+/* A bar panel in the box (x0, y0, w, h): rows top to bottom, labelled on the left. */
+static void draw_bars(cairo_t *cr, const struct dl_chart_panel *p, double x0, double y0, double w, double h)
+{
+    const struct dl_chart_bars *b = p->bars;
+    cairo_set_font_size(cr, FONT);
+    double left = 70;
+    for (int r = 0; r < b->rows; r++) {
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, b->row_labels[r], &e);
+        left = fmax(left, e.x_advance + 16);
+    }
+    double px = x0 + left, py = y0 + 30, pw = w - left - 14, ph = h - 30 - 46;
+    cairo_set_font_size(cr, FONT + 1);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, x0 + w / 2, y0 + 6, p->title, 0.5, 0);
+    cairo_set_font_size(cr, FONT);
+    double most = 0;
+    for (int r = 0; r < b->rows; r++) {
+        double sum = 0;
+        for (int j = 0; j < b->parts; j++)
+            sum += part(b, r, j);
+        most = fmax(most, sum);
+    }
+    struct axis ax = {0, most > 0 ? most : 1, 0};
+    ax.hi = ceil(ax.hi / linear_step(0, ax.hi)) * linear_step(0, ax.hi);
+    double t[MAX_TICKS];
+    char label[32];
+    cairo_set_line_width(cr, 1);
+    int n = ticks(&ax, t);
+    for (int i = 0; i < n; i++) {
+        double x = px + pw * axis_at(&ax, t[i]);
+        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
+        cairo_move_to(cr, x, py), cairo_line_to(cr, x, py + ph), cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        tick_label(t[i], label, sizeof label);
+        text_at(cr, x, py + ph + 6, label, 0.5, 0);
+    }
+    double row_h = ph / (b->rows > 0 ? b->rows : 1);
+    for (int r = 0; r < b->rows; r++) {
+        double y = py + row_h * r + row_h * 0.15, bh = row_h * 0.7, x = px;
+        for (int j = 0; j < b->parts; j++) {
+            double bw = pw * part(b, r, j) / ax.hi;
+            set_color(cr, b->color0 + j, 1);
+            cairo_rectangle(cr, x, y, bw, bh);
+            cairo_fill(cr);
+            x += bw;
+        }
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text_at(cr, px - 8, y + bh / 2, b->row_labels[r], 1, 0.5);
+    }
+    cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
+    cairo_rectangle(cr, px, py, pw, ph), cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, px + pw / 2, y0 + h - 4, p->xlabel, 0.5, 1);
+}
+
 /* One panel in the box (x0, y0, w, h). */
 static void draw_panel(cairo_t *cr, const struct dl_chart_panel *p, double x0, double y0, double w, double h)
 {
+    if (p->bars) {
+        draw_bars(cr, p, x0, y0, w, h);
+        return;
+    }
     const double left = 70, right = 14, top = 30, bottom = 46;
     double px = x0 + left, py = y0 + top, pw = w - left - right, ph = h - top - bottom;
     cairo_set_font_size(cr, FONT + 1);

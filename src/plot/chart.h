@@ -1,7 +1,8 @@
 /* chart.h: line charts drawn with cairo into an SVG, PDF or PNG file (by the
  * name's extension), for `dltrain plot`: a grid of panels, each with its
  * axes (linear or logarithmic, ticks at 1, 2 and 5 times powers of ten),
- * grid lines and series, and one legend under them naming each colour.
+ * grid lines and series (or stacked horizontal bars), and one legend under
+ * them naming each colour.
  * The file is written to a temporary name and renamed (io/atomic_file.h).
  * The build has charts when configure found cairo; without it
  * dl_chart_render refuses with DL_ERR_SPEC. */
@@ -25,12 +26,22 @@ struct dl_chart_series {
     int n;
 };
 
+/* Horizontal bars, one row each, of parts stacked left to right (part j in
+ * palette colour color0 + j); the x axis is linear from 0. */
+struct dl_chart_bars {
+    int rows, parts;
+    int color0;                 /* the first part's palette colour (the others follow) */
+    const char *const *row_labels;
+    const double *values;       /* rows x parts, row-major; negative or non-finite parts count as 0 */
+};
+
 struct dl_chart_panel {
     const char *title, *xlabel, *ylabel;
     int log_y;                  /* 1: logarithmic; 0: linear; -1: logarithmic when the positive
                                    values span more than a factor of 20 */
     const struct dl_chart_series *series;
     int n_series;
+    const struct dl_chart_bars *bars; /* a bar panel instead of series (NULL: series) */
 };
 
 /* The legend: what each colour is (a run's label). */
