@@ -137,7 +137,8 @@ fi
 expect_status 0 "plot --trace into an SVG" -- $DLTRAIN plot --trace "$T/t.json" -o "$T/t.svg"
 # The bars hold the trace's times: each rank's milliseconds per step by
 # part, computed here from the trace's events, are the widths of its bar's
-# pieces in the part's colour, one scale for the whole panel.
+# pieces in the part's colour, one scale for the whole panel, side by side
+# from one left edge.
 $PY - "$T/t.json" "$T/t.svg" <<'EOF'
 import json, re, sys, xml.etree.ElementTree as E
 ev = json.load(open(sys.argv[1]))["traceEvents"]
@@ -157,11 +158,18 @@ for el in E.parse(sys.argv[2]).getroot().iter():
     d = el.get("d", "")
     if m and m.group(1) in tab10 and d.count("L") == 3 and "Z" in d:
         v = [float(t) for t in re.findall(r"-?[0-9.]+", d)]
-        rects.append((round(v[1], 2), tab10.index(m.group(1)), v[2] - v[0]))
+        rects.append((round(v[1], 2), tab10.index(m.group(1)), v[2] - v[0], v[0]))
 rows = sorted({r[0] for r in rects})
 pids = sorted(want)
 ok = len(rows) == len(pids)
-pairs = [(want[pids[rows.index(y)]][c], w) for y, c, w in rects] if ok else []
+pairs = [(want[pids[rows.index(y)]][c], w) for y, c, w, _ in rects] if ok else []
+starts = set()
+for y in rows:  # a row's pieces side by side, in the parts' order, from the same left edge
+    row = sorted((x0, c, w) for yy, c, w, x0 in rects if yy == y)
+    starts.add(round(row[0][0], 2))
+    ok &= [c for _, c, _ in row] == sorted(c for _, c, _ in row)
+    ok &= all(abs(row[i][0] + row[i][2] - row[i + 1][0]) < 0.02 for i in range(len(row) - 1))
+ok &= len(starts) == 1
 k = sum(w for _, w in pairs) / sum(v for v, _ in pairs) if pairs else 0
 for v, w in pairs:
     ok &= abs(w - k * v) < 0.02
