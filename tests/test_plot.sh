@@ -4,7 +4,8 @@
 # XML parser for SVG (its polylines hold the runs' values), poppler's
 # pdftotext for the words of a PDF (titles, legend labels, tick labels: a
 # loss spanning four decades gets a log axis);
-# --trace's bars hold each rank's milliseconds per step by part;
+# --trace's bars hold each rank's milliseconds per step by part; --tuner's
+# table holds every row of dltrain tune's plan;
 # every step line of --metrics has its time; bad input exits 2 with the
 # file, line and column, and writes nothing.
 . "$top_srcdir/tests/tap.sh"
@@ -13,7 +14,7 @@ if "$DLTRAIN" --version | grep -q "^charts: no"; then
     echo "1..0 # SKIP this dltrain was built without charts (cairo)"
     exit 0
 fi
-tap_plan 39
+tap_plan 46
 PY=/usr/bin/python3
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --eval-every 10 --threads 1 --quiet"
 expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
@@ -188,6 +189,40 @@ done
 tap_result $ok "pdftotext finds the ranks' names, the parts and the panels"
 expect_status 2 "--trace on a metrics file exits 2" -- $DLTRAIN plot --trace "$T/sgd.jsonl" -o "$T/y.svg"
 expect_output "sgd.jsonl:2:[0-9]+: " "naming where it stops being one JSON document"
+
+# ---------------------------------------------------------------- --tuner
+DB="$T/tune.sqlite"
+expect_status 0 "dltrain tune measures LeNet-5 at batch 16" -- $DLTRAIN tune --net "$top_srcdir/nets/lenet5.yaml" \
+    --batch 16 --threads 1 --repeats 1 --tune-db "$DB"
+echo "$OUT" > "$T/tune.txt"
+expect_status 0 "plot --tuner draws its plan into a PDF" -- $DLTRAIN plot --tuner "$DB" --net "$top_srcdir/nets/lenet5.yaml" \
+    --batch 16 --threads 1 -o "$T/plan.pdf"
+expect_status 0 "and into an SVG" -- $DLTRAIN plot --tuner "$DB" --net "$top_srcdir/nets/lenet5.yaml" --batch 16 \
+    --threads 1 -o "$T/plan.svg"
+# Every row tune printed is a row of the table (pdftotext -layout keeps rows),
+# and the rows that split the batch are the highlighted ones.
+pdftotext -layout "$T/plan.pdf" "$T/plan.txt"
+$PY - "$T/tune.txt" "$T/plan.txt" "$T/plan.svg" <<'EOF'
+import re, sys
+tune = open(sys.argv[1]).read().splitlines()
+start = [i for i, l in enumerate(tune) if l.startswith("layer ")][0]
+rows = [l.split() for l in tune[start + 1:] if l and not l.startswith(("(", " ", "total", "candidates"))]
+drawn = [l.split() for l in open(sys.argv[2]).read().splitlines()]
+missing = [r for r in rows if r not in drawn]
+batch = 16
+split = sum(1 for r in rows if any(int(mb) < batch for mb, _ in re.findall(r"(\d+)x(\d+)", " ".join(r[3:]))))
+svg = open(sys.argv[3]).read()
+lit = len(re.findall(r"fill:rgb\(100%,49.8%,5.5%\);fill-opacity:0.25", svg))
+print("# %d rows printed by tune, %d missing from the table; %d split the batch, %d highlighted" % (len(rows), len(missing), split, lit))
+for r in missing[:3]:
+    print("#   missing: " + " ".join(r))
+sys.exit(0 if rows and not missing and split == lit else 1)
+EOF
+tap_result $? "the table holds every row dltrain tune printed, the micro-batched rows highlighted"
+expect_status 2 "--tuner on a database that does not exist exits 2" -- $DLTRAIN plot --tuner "$T/none.sqlite" \
+    --net "$top_srcdir/nets/lenet5.yaml" -o "$T/z.svg"
+[ ! -e "$T/none.sqlite" ]; tap_result $? "and creates none"
+expect_status 2 "--tuner without --net exits 2" -- $DLTRAIN plot --tuner "$DB" -o "$T/z.svg"
 
 # ---------------------------------------------------------------- bad input
 printf '{"event":"step","global_step":1,"loss":2}\n\n{"event": "step", "loss": }\n' > "$T/bad.jsonl"

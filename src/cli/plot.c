@@ -13,14 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/options.h"
+#include "cli/tune_table.h"
 #include "core/parse.h"
 #include "plot/chart.h"
 
 #define PROG "dltrain plot"
 
-enum { OPT_OUTPUT = DL_OPT_FIRST_LOCAL, OPT_LABELS, OPT_TITLE, OPT_WIDTH, OPT_SMOOTH, OPT_TRACE };
+enum { OPT_OUTPUT = DL_OPT_FIRST_LOCAL, OPT_LABELS, OPT_TITLE, OPT_WIDTH, OPT_SMOOTH, OPT_TRACE, OPT_TUNER };
 
 /* A growing array of doubles. */
 struct column {
@@ -303,6 +305,65 @@ static int plot_trace(const char *path, const char *out, const char *title, int 
     return status;
 }
 
+/* --tuner: the plan dltrain tune would print from the database alone, as a
+ * table whose micro-batched rows are highlighted. */
+static int plot_tuner(struct dl_net_options *no, const char *db, const char *out, const char *title)
+{
+    if (access(db, R_OK) != 0) { /* opening it would create an empty one */
+        fprintf(stderr, PROG ": --tuner %s: cannot read it: %s\n", db, strerror(errno));
+        return 2;
+    }
+    no->tune.db_path = db;
+    no->tune.no_measure = 1;
+    struct dl_net net;
+    int status = dl_net_options_load(no, &net, PROG);
+    if (status)
+        return status;
+    struct dl_tune_options o = no->tune;
+    o.kernels = &no->kernels;
+    struct dl_mbplan plan;
+    struct dl_tune_report rep;
+    struct dl_error err = {0};
+    int rc = dl_tune_net(&net.graph, net.train.batch, &o, &plan, &rep, &err);
+    if (rc) {
+        fprintf(stderr, PROG ": %s\n", err.msg);
+        dl_net_free(&net);
+        return rc == DL_ERR_SPEC ? 2 : 1;
+    }
+    struct dl_tune_table t;
+    const char **cells = NULL;
+    if (dl_tune_table_build(&net.graph, &plan, &rep, &t) == 0 &&
+        (cells = calloc((size_t)t.rows * DL_TUNE_TABLE_COLS + 1, sizeof *cells))) {
+        for (int r = 0; r < t.rows; r++)
+            for (int c = 0; c < DL_TUNE_TABLE_COLS; c++)
+                cells[r * DL_TUNE_TABLE_COLS + c] = t.cell[r][c];
+        static const int right[DL_TUNE_TABLE_COLS] = {0, 0, 0, 0, 1, 1, 1, 1};
+        const struct dl_chart_table table = {t.rows, DL_TUNE_TABLE_COLS, dl_tune_table_header, cells, t.divided, right};
+        char head[256], total[256], note1[160], note2[160];
+        snprintf(head, sizeof head, "%s", title ? title : "");
+        if (!title)
+            snprintf(head, sizeof head, "Tuner's plan: %s, batch %d (%s)", net.name, net.train.batch, db);
+        dl_tune_table_total(&t, total, sizeof total);
+        size_t cut = strcspn(dl_tune_table_note, "\n");
+        snprintf(note1, sizeof note1, "%.*s", (int)cut, dl_tune_table_note);
+        snprintf(note2, sizeof note2, "%s", dl_tune_table_note + cut + (dl_tune_table_note[cut] != 0));
+        const char *notes[] = {"highlighted: the batch is split into micro-batches", note1, note2, total};
+        if (dl_chart_render_table(out, head, &table, notes, 4, &err)) {
+            fprintf(stderr, PROG ": %s\n", err.msg);
+            status = err.code == DL_ERR_SPEC ? 2 : 1;
+        }
+    } else {
+        fprintf(stderr, PROG ": out of memory\n");
+        status = 1;
+    }
+    free(cells);
+    dl_tune_table_free(&t);
+    dl_tune_report_free(&rep);
+    dl_mbplan_free(&plan);
+    dl_net_free(&net);
+    return status;
+}
+
 static void help(void)
 {
     fputs("Usage: dltrain plot RUN.jsonl... -o FILE.svg|FILE.pdf|FILE.png [options]\n"
@@ -321,7 +382,12 @@ static void help(void)
           "Draws a --trace file's summary per rank, for people without a trace viewer: the milliseconds\n"
           "of each recorded step spent computing (layers, reorders, optimizer), waiting for input, in\n"
           "pipeline and tensor-parallel messages (a pipeline's bubbles are waits for them), waiting for\n"
-          "gradients, and the rest; and the gradient allreduces of the communication thread.\n",
+          "gradients, and the rest; and the gradient allreduces of the communication thread.\n\n"
+          "       dltrain plot --tuner DB --net FILE --batch N [options] -o FILE.svg|.pdf|.png\n"
+          "Draws the plan dltrain tune prints, from the tuning database DB alone (nothing is measured;\n"
+          "candidates it lacks are skipped), as a table: per tuned layer and direction the kernels and\n"
+          "micro-batches, the time, the workspace, the best undivided time and the speedup; rows that\n"
+          "split the batch are highlighted.  The network and tuning options are dltrain tune's.\n",
           stdout);
 }
 
@@ -357,26 +423,37 @@ static int label_runs(struct run *runs, char **files, int n, const char *labels)
 
 int dl_cli_plot(int argc, char **argv)
 {
-    static const struct option opts[] = {{"output", required_argument, 0, OPT_OUTPUT},
+    static const struct option opts[] = {DL_NET_OPTIONS,
+                                         {"output", required_argument, 0, OPT_OUTPUT},
                                          {"labels", required_argument, 0, OPT_LABELS},
                                          {"title", required_argument, 0, OPT_TITLE},
                                          {"width", required_argument, 0, OPT_WIDTH},
                                          {"smooth", required_argument, 0, OPT_SMOOTH},
                                          {"trace", required_argument, 0, OPT_TRACE},
-                                         {"help", no_argument, 0, DL_OPT_HELP},
+                                         {"tuner", required_argument, 0, OPT_TUNER},
                                          {0, 0, 0, 0}};
     dl_short_output(argc, argv);
-    const char *out = NULL, *labels = NULL, *title = NULL, *trace = NULL;
+    const char *out = NULL, *labels = NULL, *title = NULL, *trace = NULL, *tuner = NULL;
+    struct dl_net_options no;
+    dl_net_options_init(&no);
     int width = 1200, opt;
     double weight = 0.6;
     struct dl_error err = {0};
     optind = 1;
     while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
+        if (opt != DL_OPT_HELP) {
+            int r = dl_net_option(&no, opt, optarg, PROG);
+            if (r < 0)
+                return 2;
+            if (r > 0)
+                continue;
+        }
         switch (opt) {
         case OPT_OUTPUT: out = optarg; break;
         case OPT_LABELS: labels = optarg; break;
         case OPT_TITLE: title = optarg; break;
         case OPT_TRACE: trace = optarg; break;
+        case OPT_TUNER: tuner = optarg; break;
         case OPT_WIDTH:
             if (dl_parse_int("--width", optarg, 300, 10000, &width, &err))
                 return fprintf(stderr, PROG ": %s\n", err.msg), 2;
@@ -386,16 +463,23 @@ int dl_cli_plot(int argc, char **argv)
                 return fprintf(stderr, PROG ": %s\n", err.msg), 2;
             break;
         case DL_OPT_HELP: help(); return 0;
+        case DL_OPT_VERSION: dl_print_version(PROG); return 0;
         default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
         }
     }
     int n = argc - optind;
-    if (trace && out && n == 0)
-        return plot_trace(trace, out, title, width);
-    if (trace && n > 0) {
-        fprintf(stderr, PROG ": --trace draws one trace file alone, not with runs' metrics (two commands)\n");
+    if ((trace || tuner) && (n > 0 || (trace && tuner))) {
+        fprintf(stderr, PROG ": --trace, --tuner and runs' metrics are drawn each on its own (one command each)\n");
         return 2;
     }
+    if (tuner && !no.net_path) {
+        fprintf(stderr, PROG ": --tuner needs the network the plan is for: --net FILE (and --batch N)\n");
+        return 2;
+    }
+    if (tuner && out)
+        return plot_tuner(&no, tuner, out, title);
+    if (trace && out)
+        return plot_trace(trace, out, title, width);
     if (n < 1 || !out) {
         fprintf(stderr, PROG ": %s (Try '" PROG " --help'.)\n",
                 n < 1 ? "no run given: dltrain plot RUN.jsonl... -o FILE.svg" : "-o FILE.svg|.pdf|.png is required");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "cli/tune_table.h"
 #include "core/parse.h"
 #include "core/threads.h"
 #include "tune/tune.h"
@@ -29,43 +30,22 @@ static void help(void)
     dl_net_options_help(stdout);
 }
 
-static void print_plan(const struct dl_graph *g, const struct dl_mbplan *p, const struct dl_tune_report *r)
+static int print_plan(const struct dl_graph *g, const struct dl_mbplan *p, const struct dl_tune_report *r)
 {
-    static const char *const dirs[DL_N_DIRS] = {"fwd", "bwd-data", "bwd-weights"};
-    double total = 0, undiv = 0;
-    int all_undiv = 1;
-    printf("%-26s %-8s %-12s %-44s %10s %10s %10s %8s\n", "layer", "type", "direction", "plan (kernel mb x count)",
-           "ms", "MiB", "undiv ms", "speedup");
-    for (int i = 0; i < g->n; i++) {
-        const struct dl_tune_layer_report *lr = &r->layer[i];
-        if (!p->layer[i].tuned)
-            continue;
-        for (int d = 0; d < DL_N_DIRS; d++) {
-            const struct dl_mbplan_dir *pd = &p->layer[i].dir[d];
-            if (!pd->n)
-                continue;
-            char s[256];
-            dl_mbplan_dir_str(pd, s, sizeof s);
-            printf("%-26s %-8s %-12s %-44s %10.3f %10.2f", g->layers[i].name, g->layers[i].kind->name, dirs[d], s,
-                   1e3 * pd->time_s, pd->ws_bytes / 1048576.0);
-            if (lr->dir_undivided[d] > 0)
-                printf(" %10.3f %7.2fx\n", 1e3 * lr->dir_undivided[d],
-                       pd->time_s > 0 ? lr->dir_undivided[d] / pd->time_s : 1.0);
-            else
-                printf(" %10s %8s\n", pd->time_s > 0 ? "n/a" : "(in fwd)", "");
-        }
-        total += lr->time_s;
-        undiv += lr->undivided_s;
-        all_undiv &= lr->undivided_s > 0 || lr->time_s == 0;
+    struct dl_tune_table t;
+    if (dl_tune_table_build(g, p, r, &t))
+        return -1;
+    const char *const *h = dl_tune_table_header;
+    printf("%-26s %-8s %-12s %-44s %10s %10s %10s %8s\n", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    for (int i = 0; i < t.rows; i++) {
+        char(*c)[192] = t.cell[i];
+        printf("%-26s %-8s %-12s %-44s %10s %10s %10s %8s\n", c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]);
     }
-    printf("(undiv: the layer's best plan without micro-batches, whose kernels may differ; \"in fwd\": kernels\n"
-           " keeping state from forward to backward split every direction alike, timed together)\n");
-    printf("total: %.3f ms per step for the tuned layers, workspace %.2f MiB", 1e3 * total,
-           p->workspace_bytes / 1048576.0);
-    if (all_undiv && total > 0)
-        printf("; best undivided %.3f ms: %.2fx\n", 1e3 * undiv, undiv / total);
-    else
-        printf("; no undivided plan fits the limit on every layer\n");
+    char total[256];
+    dl_tune_table_total(&t, total, sizeof total);
+    printf("%s\n%s\n", dl_tune_table_note, total);
+    dl_tune_table_free(&t);
+    return 0;
 }
 
 int dl_cli_tune(int argc, char **argv)
@@ -124,7 +104,8 @@ int dl_cli_tune(int argc, char **argv)
         snprintf(tot, sizeof tot, "%.2f MiB", o.workspace_total / 1048576.0);
     printf("network %s, batch %d, %d threads, policy %s, workspace limit %s, total %s\n", net.name,
            net.train.batch, dl_threads_get(), dl_tune_policy_names[o.policy], lim, tot);
-    print_plan(&net.graph, &plan, &rep);
+    if (print_plan(&net.graph, &plan, &rep))
+        fprintf(stderr, "dltrain tune: out of memory printing the plan\n");
     printf("candidates: %ld measured (%.1f s), %ld from the database; %.2f s in all\n", rep.measured,
            rep.tune_seconds, rep.cached, rep.total_seconds);
     dl_tune_report_free(&rep);

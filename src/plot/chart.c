@@ -318,39 +318,47 @@ static cairo_status_t write_out(void *closure, const unsigned char *data, unsign
     return dl_atomic_write(closure, data, len, NULL) ? CAIRO_STATUS_WRITE_ERROR : CAIRO_STATUS_SUCCESS;
 }
 
-static void draw(cairo_t *cr, const char *title, const struct dl_chart_panel *panels, int n, int cols,
-                 const struct dl_chart_legend *legend, double width, double panel_h, double title_h)
+/* What a figure draws, and the drawing. */
+struct figure {
+    const char *title;
+    const struct dl_chart_panel *panels;
+    int n, cols;
+    const struct dl_chart_legend *legend;
+    double width, panel_h, title_h;
+};
+
+static void draw_figure(cairo_t *cr, const void *ctx)
 {
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    const struct figure *f = ctx;
     cairo_set_font_size(cr, TITLE_FONT);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, width / 2, 12, title, 0.5, 0);
-    double panel_w = width / cols;
-    for (int i = 0; i < n; i++)
-        draw_panel(cr, &panels[i], panel_w * (i % cols), title_h + panel_h * (i / cols), panel_w, panel_h);
-    legend_layout(cr, legend, width, 1, title_h + panel_h * ((n + cols - 1) / cols));
+    text_at(cr, f->width / 2, 12, f->title, 0.5, 0);
+    double panel_w = f->width / f->cols;
+    for (int i = 0; i < f->n; i++)
+        draw_panel(cr, &f->panels[i], panel_w * (i % f->cols), f->title_h + f->panel_h * (i / f->cols), panel_w,
+                   f->panel_h);
+    legend_layout(cr, f->legend, f->width, 1, f->title_h + f->panel_h * ((f->n + f->cols - 1) / f->cols));
 }
 
-int dl_chart_render(const char *path, const char *title, const struct dl_chart_panel *panels, int n, int cols,
-                    const struct dl_chart_legend *legend, int width, struct dl_error *err)
+/* A scratch context for measuring text before the page's size is known. */
+static cairo_t *measuring(void)
+{
+    cairo_surface_t *scratch = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1);
+    cairo_t *cr = cairo_create(scratch);
+    cairo_surface_destroy(scratch); /* the context keeps a reference */
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    return cr;
+}
+
+/* Draws a w x h page on white into path, in the format of its extension,
+ * written atomically. */
+static int render_to(const char *path, double w, double h, void (*draw_fn)(cairo_t *, const void *), const void *ctx,
+                     struct dl_error *err)
 {
     const char *dot = strrchr(path, '.');
     int kind = !dot ? -1 : !strcmp(dot, ".svg") ? 0 : !strcmp(dot, ".pdf") ? 1 : !strcmp(dot, ".png") ? 2 : -1;
     if (kind < 0)
         return dl_errorf(err, DL_ERR_SPEC, "%s: the name must end in .svg, .pdf or .png (the format)", path);
-    if (cols < 1)
-        cols = 1;
-    double w = width, panel_w = w / cols, panel_h = fmin(fmax(panel_w * 0.62, 240), 440), title_h = 44;
-    /* the legend's height, measured on a scratch surface */
-    cairo_surface_t *scratch = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1);
-    cairo_t *cr = cairo_create(scratch);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    double h = title_h + panel_h * ((n + cols - 1) / cols) + legend_layout(cr, legend, w, 0, 0) + 6;
-    cairo_destroy(cr);
-    cairo_surface_destroy(scratch);
-
     struct dl_atomic_file af;
     int rc = dl_atomic_open(&af, path, NULL, err);
     if (rc)
@@ -359,8 +367,11 @@ int dl_chart_render(const char *path, const char *title, const struct dl_chart_p
         kind == 0   ? cairo_svg_surface_create_for_stream(write_out, &af, w, h)
         : kind == 1 ? cairo_pdf_surface_create_for_stream(write_out, &af, w, h)
                     : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)ceil(w), (int)ceil(h));
-    cr = cairo_create(surface);
-    draw(cr, title, panels, n, cols, legend, w, panel_h, title_h);
+    cairo_t *cr = cairo_create(surface);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    draw_fn(cr, ctx);
     cairo_status_t st = cairo_status(cr);
     cairo_destroy(cr);
     if (st == CAIRO_STATUS_SUCCESS && kind == 2)
@@ -376,6 +387,94 @@ int dl_chart_render(const char *path, const char *title, const struct dl_chart_p
     return dl_atomic_commit(&af, err);
 }
 
+int dl_chart_render(const char *path, const char *title, const struct dl_chart_panel *panels, int n, int cols,
+                    const struct dl_chart_legend *legend, int width, struct dl_error *err)
+{
+    if (cols < 1)
+        cols = 1;
+    double panel_w = (double)width / cols;
+    struct figure f = {title, panels, n, cols, legend, width, fmin(fmax(panel_w * 0.62, 240), 440), 44};
+    cairo_t *cr = measuring();
+    double h = f.title_h + f.panel_h * ((n + cols - 1) / cols) + legend_layout(cr, legend, f.width, 0, 0) + 6;
+    cairo_destroy(cr);
+    return render_to(path, f.width, h, draw_figure, &f, err);
+}
+
+/* A table's layout: its columns' widths, measured. */
+struct table_page {
+    const char *title;
+    const struct dl_chart_table *t;
+    const char *const *notes;
+    int n_notes;
+    double col_w[32], width;
+};
+
+enum { ROW_H = 20, TABLE_TOP = 48, MARGIN = 16 };
+
+static void draw_table(cairo_t *cr, const void *ctx)
+{
+    const struct table_page *pg = ctx;
+    const struct dl_chart_table *t = pg->t;
+    cairo_set_font_size(cr, TITLE_FONT);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, MARGIN, 12, pg->title, 0, 0);
+    cairo_set_font_size(cr, FONT);
+    for (int r = -1; r < t->rows; r++) {
+        double y = TABLE_TOP + ROW_H * (r + 1), x = MARGIN;
+        if (r >= 0 && ((t->highlight && t->highlight[r]) || r % 2)) {
+            if (t->highlight && t->highlight[r])
+                set_color(cr, 1, 0.25);
+            else
+                cairo_set_source_rgb(cr, 0.95, 0.95, 0.95);
+            cairo_rectangle(cr, MARGIN / 2, y, pg->width - MARGIN, ROW_H);
+            cairo_fill(cr);
+        }
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        for (int c = 0; c < t->cols && c < 32; c++) {
+            const char *s = r < 0 ? t->header[c] : t->cells[r * t->cols + c];
+            int right = t->right && t->right[c];
+            text_at(cr, right ? x + pg->col_w[c] - MARGIN : x, y + ROW_H / 2, s, right, 0.5);
+            x += pg->col_w[c];
+        }
+        if (r < 0) {
+            cairo_set_line_width(cr, 1);
+            cairo_move_to(cr, MARGIN / 2, y + ROW_H), cairo_line_to(cr, pg->width - MARGIN / 2, y + ROW_H);
+            cairo_stroke(cr);
+        }
+    }
+    cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
+    for (int i = 0; i < pg->n_notes; i++)
+        text_at(cr, MARGIN, TABLE_TOP + ROW_H * (t->rows + 1) + 10 + ROW_H * (i + 0.5), pg->notes[i], 0, 0.5);
+}
+
+int dl_chart_render_table(const char *path, const char *title, const struct dl_chart_table *t,
+                          const char *const *notes, int n_notes, struct dl_error *err)
+{
+    struct table_page pg = {title, t, notes, n_notes, {0}, 2 * MARGIN};
+    cairo_t *cr = measuring();
+    cairo_set_font_size(cr, FONT);
+    for (int c = 0; c < t->cols && c < 32; c++) {
+        for (int r = -1; r < t->rows; r++) {
+            cairo_text_extents_t e;
+            cairo_text_extents(cr, r < 0 ? t->header[c] : t->cells[r * t->cols + c], &e);
+            pg.col_w[c] = fmax(pg.col_w[c], e.x_advance + MARGIN);
+        }
+        pg.width += pg.col_w[c];
+    }
+    for (int i = 0; i < n_notes; i++) {
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, notes[i], &e);
+        pg.width = fmax(pg.width, e.x_advance + 2 * MARGIN);
+    }
+    cairo_set_font_size(cr, TITLE_FONT);
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, title, &e);
+    pg.width = fmax(pg.width, e.x_advance + 2 * MARGIN);
+    cairo_destroy(cr);
+    double h = TABLE_TOP + ROW_H * (t->rows + 1) + 10 + ROW_H * n_notes + MARGIN;
+    return render_to(path, ceil(pg.width), h, draw_table, &pg, err);
+}
+
 void dl_chart_libraries(char *buf, size_t n)
 {
     snprintf(buf, n, "cairo %s (SVG, PDF, PNG)", cairo_version_string());
@@ -388,6 +487,12 @@ int dl_chart_render(const char *path, const char *title, const struct dl_chart_p
 {
     return dl_errorf(err, DL_ERR_SPEC, "%s: this dltrain was built without charts (configure finds cairo: "
                      "Debian's libcairo2-dev)", path);
+}
+
+int dl_chart_render_table(const char *path, const char *title, const struct dl_chart_table *t,
+                          const char *const *notes, int n_notes, struct dl_error *err)
+{
+    return dl_chart_render(path, title, NULL, 0, 1, NULL, 0, err);
 }
 
 void dl_chart_libraries(char *buf, size_t n)

@@ -56,6 +56,21 @@ struct dl_chart_legend {
 int dl_chart_render(const char *path, const char *title, const struct dl_chart_panel *panels, int n, int cols,
                     const struct dl_chart_legend *legend, int width, struct dl_error *err);
 
+/* A table of text (the tuner's plan): a header row, then rows striped for
+ * reading, those marked highlighted in a pale colour. */
+struct dl_chart_table {
+    int rows, cols;
+    const char *const *header;  /* cols */
+    const char *const *cells;   /* rows x cols, row-major */
+    const int *highlight;       /* rows: 1 highlights the row (NULL: none) */
+    const int *right;           /* cols: 1 aligns the column right, for numbers (NULL: all left) */
+};
+
+/* Draws the table under title, then n_notes lines of notes, into path (.svg,
+ * .pdf or .png); the columns are as wide as their text. */
+int dl_chart_render_table(const char *path, const char *title, const struct dl_chart_table *t,
+                          const char *const *notes, int n_notes, struct dl_error *err);
+
 /* What the build draws charts with, for --version: "cairo 1.16.0", or "no (...)". */
 void dl_chart_libraries(char *buf, size_t n);
 

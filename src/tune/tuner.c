@@ -328,8 +328,11 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
             r->least_ws = least_workspace(&L[u[i].layer], u, i, end);
             if (!rc && !isfinite(layer_time[u[i].layer]))
                 rc = r->least_ws == SIZE_MAX
-                         ? dl_errorf(err, DL_ERR_SPEC, "layer '%s': no kernel could run it",
-                                     g->layers[u[i].layer].name)
+                         ? dl_errorf(err, DL_ERR_SPEC, "layer '%s': no kernel could run it%s",
+                                     g->layers[u[i].layer].name,
+                                     o->no_measure ? " (--no-measure: the tuning database holds no measurement of "
+                                                     "its kernels at this batch; dltrain tune measures them)"
+                                                   : "")
                          : dl_errorf(err, DL_ERR_SPEC, "layer '%s': no kernel runs it within %zu bytes of "
                                      "workspace; the least it needs is %zu (raise --workspace-limit)",
                                      g->layers[u[i].layer].name, limit, r->least_ws);
