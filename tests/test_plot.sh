@@ -14,7 +14,7 @@ if "$DLTRAIN" --version | grep -q "^charts: no"; then
     echo "1..0 # SKIP this dltrain was built without charts (cairo)"
     exit 0
 fi
-tap_plan 46
+tap_plan 47
 PY=/usr/bin/python3
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --eval-every 10 --threads 1 --quiet"
 expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
@@ -46,12 +46,22 @@ echo "# c.png: $1 x $2, $3 blue and $4 orange pixels"
 expect_status 0 "one run, 800 pixels wide" -- $DLTRAIN plot "$T/sgd.jsonl" -o "$T/one.png" --width 800
 set -- $(colours "$T/one.png")
 [ "$1" -eq 800 ] && [ "$3" -gt 300 ] && [ "$4" -lt 20 ]; tap_result $? "its colour alone (got $3 blue, $4 orange)"
-expect_status 0 "an SVG" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" -o "$T/c.svg"
+runs="$T/sgd.jsonl $T/adam.jsonl"
+if command -v mpirun > /dev/null; then
+    # a parameter server and 2 workers, each reporting its own steps
+    expect_status 0 "a run of ssp:2 (a parameter server, 2 workers)" -- mpirun --oversubscribe -np 3 $DLTRAIN $B \
+        --consistency ssp:2 --metrics "$T/ssp.jsonl"
+    runs="$runs $T/ssp.jsonl"
+else
+    tap_result 0 "# SKIP no mpirun: no parameter-server run"
+fi
+expect_status 0 "an SVG" -- $DLTRAIN plot $runs -o "$T/c.svg"
 # Its polylines hold the runs' values: for each run's losses, accuracies and
 # samples/s, a line whose x is an affine map of the steps and y of the values
 # (the axes' scales), through every point to within cairo's 1/256 pixel
-# (cairo merges the middle points of straight runs into one segment).
-$PY - "$T/c.svg" "$T/sgd.jsonl" "$T/adam.jsonl" <<'EOF'
+# (cairo merges the middle points of straight runs into one segment); a
+# parameter server's run, the workers' mean at each step.
+$PY - "$T/c.svg" $runs <<'EOF'
 import json, re, sys, xml.etree.ElementTree as E
 root = E.parse(sys.argv[1]).getroot()
 assert root.tag.endswith("svg") and root.get("width", "").startswith("1200"), root.attrib
@@ -91,9 +101,10 @@ def holds(line, steps, vals):
 ok = True
 for path in sys.argv[2:]:
     rows = [r for r in map(json.loads, open(path)) if r["event"] == "step"]
-    steps = [r["global_step"] for r in rows]
+    steps = sorted({r["global_step"] for r in rows})  # a parameter server's workers: their mean per step
+    mean = lambda key, s: sum(r[key] for r in rows if r["global_step"] == s) / sum(1 for r in rows if r["global_step"] == s)
     for key in ("loss", "accuracy", "samples_per_s"):
-        if not any(holds(l, steps, [r[key] for r in rows]) for l in lines):
+        if not any(holds(l, steps, [mean(key, s) for s in steps]) for l in lines):
             print("# no polyline holds %s's %s" % (path.split("/")[-1], key))
             ok = False
 sys.exit(0 if ok else 1)

@@ -3,7 +3,9 @@
  * colour per run: loss against steps and against seconds, accuracy, and
  * throughput (tokens/s for token inputs), each with the raw training values
  * faint under TensorBoard's smoothing (an exponential moving average with its
- * start-up bias removed) and the validation points on top. */
+ * start-up bias removed) and the validation points on top.  A parameter
+ * server's run, whose workers each report their steps, is drawn as the
+ * workers' mean at each step. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -82,8 +84,8 @@ static double time_at(const struct run *r, double step)
     return NAN;
 }
 
-/* A validation point; one at a step already there (an evaluation at an
- * epoch's end) replaces it. */
+/* A validation point (its time is looked up once the steps are read); one
+ * at a step already there (an evaluation at an epoch's end) replaces it. */
 static int add_validation(struct run *r, double step, double loss, double acc)
 {
     if (!isfinite(loss))
@@ -93,8 +95,59 @@ static int add_validation(struct run *r, double step, double loss, double acc)
             r->vloss.v[i] = loss, r->vacc.v[i] = acc;
             return 0;
         }
-    return push(&r->vstep, step) || push(&r->vloss, loss) || push(&r->vacc, acc) ||
-           push(&r->vtime, time_at(r, step));
+    return push(&r->vstep, step) || push(&r->vloss, loss) || push(&r->vacc, acc) || push(&r->vtime, NAN);
+}
+
+/* A parameter server's run reports each worker's steps (interleaved, the
+ * same global step once per worker): one point per step, the workers' mean. */
+static const struct column *sort_key;
+
+static int by_step(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    double x = sort_key->v[i], y = sort_key->v[j];
+    return x < y ? -1 : x > y ? 1 : (i > j) - (i < j);
+}
+
+static int merge_steps(struct run *r)
+{
+    int n = r->step.n, sorted = 1;
+    for (int i = 1; i < n && sorted; i++)
+        sorted = r->step.v[i] > r->step.v[i - 1];
+    if (sorted)
+        return 0;
+    int *idx = malloc((size_t)n * sizeof *idx);
+    struct column *cols[] = {&r->step, &r->time, &r->loss, &r->acc, &r->rate};
+    enum { NCOLS = sizeof cols / sizeof cols[0] };
+    double *copy[NCOLS] = {0};
+    int ok = idx != NULL;
+    for (int c = 0; c < NCOLS && ok; c++)
+        ok = (copy[c] = malloc((size_t)n * sizeof(double))) != NULL;
+    if (ok) {
+        for (int i = 0; i < n; i++)
+            idx[i] = i;
+        sort_key = &r->step;
+        qsort(idx, (size_t)n, sizeof *idx, by_step);
+        for (int c = 0; c < NCOLS; c++)
+            memcpy(copy[c], cols[c]->v, (size_t)n * sizeof(double));
+        int m = 0;
+        for (int i = 0; i < n;) {
+            int j = i;
+            double sum[NCOLS] = {0};
+            for (; j < n && copy[0][idx[j]] == copy[0][idx[i]]; j++)
+                for (int c = 0; c < NCOLS; c++)
+                    sum[c] += copy[c][idx[j]];
+            for (int c = 0; c < NCOLS; c++)
+                cols[c]->v[m] = sum[c] / (j - i);
+            m++, i = j;
+        }
+        for (int c = 0; c < NCOLS; c++)
+            cols[c]->n = m;
+    }
+    free(idx);
+    for (int c = 0; c < NCOLS; c++)
+        free(copy[c]);
+    return ok ? 0 : -1;
 }
 
 /* TensorBoard's smoothing of y into out. */
@@ -163,7 +216,9 @@ static int read_run(const char *path, struct run *r, double weight)
         status = 2;
     }
     if (!status)
-        oom |= smooth(&r->loss, weight, &r->loss_smooth) || smooth(&r->acc, weight, &r->acc_smooth);
+        oom |= merge_steps(r) || smooth(&r->loss, weight, &r->loss_smooth) || smooth(&r->acc, weight, &r->acc_smooth);
+    for (int i = 0; !status && !oom && i < r->vstep.n; i++) /* the steps are in order now */
+        r->vtime.v[i] = time_at(r, r->vstep.v[i]);
     if (oom) {
         fprintf(stderr, PROG ": out of memory reading %s\n", path);
         status = 1;
@@ -529,7 +584,7 @@ int dl_cli_plot(int argc, char **argv)
             {"Loss", "step", "loss", -1, first[0], counts[0]},
             {"Loss against time", "seconds since the start", "loss", -1, first[1], counts[1]},
             {"Accuracy", "step", "accuracy (%)", 0, first[2], counts[2]},
-            {"Throughput", "step", tokens ? "tokens/s (samples/s without tokens)" : "samples/s", -1, first[3],
+            {"Throughput", "step", tokens ? "tokens/s (samples/s without tokens)" : "samples/s", 0, first[3],
              counts[3]}};
         const char *names[10];
         char joined[512] = "";
