@@ -28,7 +28,7 @@ from tensorboard.backend.event_processing import event_accumulator
 STEP_TAGS = {"loss": "train/loss", "accuracy": "train/accuracy", "lr": "train/lr",
              "samples_per_s": "train/samples_per_s", "tokens_per_s": "train/tokens_per_s",
              "comm_s": "comm/seconds", "exposed_comm_s": "comm/exposed_seconds", "bytes_sent": "comm/bytes_sent",
-             "worker": "ps/worker", "staleness": "ps/staleness", "consensus_distance": "consensus/distance",
+             "staleness": "staleness", "consensus_distance": "consensus/distance",
              "grad_norm": "train/grad_norm"}
 EPOCH_TAGS = {"train_loss": "epoch/train_loss", "train_accuracy": "epoch/train_accuracy",
               "test_loss": "epoch/test_loss", "test_accuracy": "epoch/test_accuracy", "seconds": "epoch/seconds",
@@ -51,8 +51,10 @@ def expected(jsonl):
         if ev == "step":
             last = r["global_step"]
             first = last if first is None else first
+            worker = r.get("worker")  # a parameter server's worker: curves of its own
             for k, tag in STEP_TAGS.items():
                 if r.get(k) is not None:
+                    tag = "worker%d/%s" % (worker, k) if worker is not None else tag
                     out.setdefault(tag, {})[last] = r[k]
         elif ev == "eval":
             out.setdefault("eval/loss", {})[r["global_step"]] = r["test_loss"]
@@ -61,6 +63,7 @@ def expected(jsonl):
             for k, tag in EPOCH_TAGS.items():
                 if r.get(k) is not None:
                     out.setdefault(tag, {})[last] = r[k]
+    first = first if first is not None else 1
     memory = [json.loads(l) for l in open(jsonl) if '"event":"memory"' in l]
     for m in memory:
         bytes_ = m["arena_bytes"] + 4.0 * (2 * m["weights"] + m["optimizer_state"] + m["state"])

@@ -9,7 +9,8 @@
 #   resumption's START event drops the killed run's steps 21-25), the later
 #   values the resumed run's;
 # - a run stopped by SIGTERM keeps every step it reported;
-# - rank 0 alone writes under mpirun; a folder that cannot be made is refused.
+# - rank 0 alone writes under mpirun; a parameter server's workers each get
+#   their own curves; a folder that cannot be made is refused.
 . "$top_srcdir/tests/tap.sh"
 T="$TMPDIR_TEST"
 VENV_PY=${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv}/bin/python
@@ -21,7 +22,7 @@ if "$DLTRAIN" --version | grep -q "TensorBoard: no"; then
     echo "1..0 # SKIP this dltrain was built without TensorBoard event files (protobuf-c, ISA-L)"
     exit 0
 fi
-tap_plan 16
+tap_plan 18
 CHECK="$VENV_PY $top_srcdir/tests/check_tensorboard.py"
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --threads 1 --eval-every 10 --quiet"
 
@@ -67,9 +68,13 @@ if command -v mpirun > /dev/null; then
         --metrics "$T/m5.jsonl"
     [ "$(ls "$T/tb/run4" | wc -l)" -eq 1 ] && $CHECK compare "$T/tb/run4" "$T/m5.jsonl" > /dev/null
     tap_result $? "rank 0 alone writes, the JSON lines' values"
+    expect_status 0 "a parameter server and 2 workers (ssp:2)" -- mpirun --oversubscribe -np 3 $DLTRAIN $B \
+        --consistency ssp:2 --tensorboard "$T/tb/run5" --metrics "$T/m6.jsonl"
+    expect_status 0 "each worker's steps its own curves (workerW/loss, ...), the JSON lines' values" -- \
+        $CHECK compare "$T/tb/run5" "$T/m6.jsonl"
+    echo "$OUT" | sed 's/^/# /'
 else
-    tap_result 0 "# SKIP no mpirun"
-    tap_result 0 "# SKIP no mpirun"
+    for i in 1 2 3 4; do tap_result 0 "# SKIP no mpirun"; done
 fi
 v=$(dpkg-query -W -f='${Version}' libprotobuf-c-dev 2>/dev/null | sed 's/-.*//')
 "$DLTRAIN" --version | grep -q "^TensorBoard: protobuf-c ${v:-?}, ISA-L "

@@ -127,16 +127,18 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
 }
 
 /* The event file's scalars of a step: the metrics line's values under
- * TensorBoard tags (keys from "loss" on); the first step starts the run's
- * curves (a resume's START event) and writes each rank's planned memory. */
+ * TensorBoard tags (keys from "loss" on; those without a tag, such as
+ * time_s, left out); the first step starts the run's curves (a resume's
+ * START event) and writes each rank's planned memory. */
 static void tb_step(struct printer *p, const struct dl_step_report *r, int n, const char *const *keys,
                     const double *vals)
 {
     static const char *const names[][2] = {
         {"loss", "train/loss"}, {"accuracy", "train/accuracy"}, {"lr", "train/lr"},
         {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"comm_s", "comm/seconds"},
-        {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"}, {"worker", "ps/worker"},
-        {"staleness", "ps/staleness"}, {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"}};
+        {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"},
+        {"staleness", "staleness"}, /* a parameter server's worker's: workerW/staleness */
+        {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"}};
     if (!p->tb_started) {
         p->tb_started = 1;
         dl_tensorboard_start(&p->tb, r->global_step);
@@ -152,13 +154,22 @@ static void tb_step(struct printer *p, const struct dl_step_report *r, int n, co
             tb_scalars(p, r->global_step - 1, k, tags, vals_mem);
         }
     }
+    /* a parameter server's workers report their own steps: each its own curves, workerW/KEY */
+    char worker_tags[16][48];
     const char *tags[16];
+    double values[16];
     int m = 0;
     for (int i = 0; i < n && m < 16; i++)
         for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
-            if (!strcmp(keys[i], names[j][0]))
-                tags[m++] = names[j][1];
-    tb_scalars(p, r->global_step, m, tags, vals);
+            if (!strcmp(keys[i], names[j][0])) {
+                if (r->worker >= 0) {
+                    snprintf(worker_tags[m], sizeof worker_tags[m], "worker%d/%s", r->worker, keys[i]);
+                    tags[m] = worker_tags[m];
+                } else
+                    tags[m] = names[j][1];
+                values[m++] = vals[i];
+            }
+    tb_scalars(p, r->global_step, m, tags, values);
 }
 
 static void on_step(void *ctx, const struct dl_step_report *r)
