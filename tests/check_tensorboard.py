@@ -29,7 +29,8 @@ STEP_TAGS = {"loss": "train/loss", "accuracy": "train/accuracy", "lr": "train/lr
              "samples_per_s": "train/samples_per_s", "tokens_per_s": "train/tokens_per_s",
              "comm_s": "comm/seconds", "exposed_comm_s": "comm/exposed_seconds", "bytes_sent": "comm/bytes_sent",
              "staleness": "staleness", "consensus_distance": "consensus/distance",
-             "grad_norm": "train/grad_norm"}
+             "grad_norm": "train/grad_norm", "step_s": "time/step_seconds", "input_s": "time/input_seconds",
+             "compute_s": "time/compute_seconds"}
 EPOCH_TAGS = {"train_loss": "epoch/train_loss", "train_accuracy": "epoch/train_accuracy",
               "test_loss": "epoch/test_loss", "test_accuracy": "epoch/test_accuracy", "seconds": "epoch/seconds",
               "samples_per_s": "epoch/samples_per_s"}

@@ -138,7 +138,8 @@ static void tb_step(struct printer *p, const struct dl_step_report *r, int n, co
         {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"comm_s", "comm/seconds"},
         {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"},
         {"staleness", "staleness"}, /* a parameter server's worker's: workerW/staleness */
-        {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"}};
+        {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"},
+        {"step_s", "time/step_seconds"}, {"input_s", "time/input_seconds"}, {"compute_s", "time/compute_seconds"}};
     if (!p->tb_started) {
         p->tb_started = 1;
         dl_tensorboard_start(&p->tb, r->global_step);
@@ -155,11 +156,11 @@ static void tb_step(struct printer *p, const struct dl_step_report *r, int n, co
         }
     }
     /* a parameter server's workers report their own steps: each its own curves, workerW/KEY */
-    char worker_tags[16][48];
-    const char *tags[16];
-    double values[16];
+    char worker_tags[24][48];
+    const char *tags[24];
+    double values[24];
     int m = 0;
-    for (int i = 0; i < n && m < 16; i++)
+    for (int i = 0; i < n && m < 24; i++)
         for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
             if (!strcmp(keys[i], names[j][0])) {
                 if (r->worker >= 0) {
@@ -177,9 +178,9 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     struct printer *p = ctx;
     /* a server's update: its worker and staleness; a worker's step: the bytes it
      * sent; the consensus distance where measured */
-    const char *keys[15] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+    const char *keys[20] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
                             "exposed_comm_s", "time_s"};
-    double vals[15] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+    double vals[20] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
                        r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, dl_clock_now() - p->t0};
     int n = 10;
     if (p->tokens_per_sample > 0)
@@ -194,6 +195,12 @@ static void on_step(void *ctx, const struct dl_step_report *r)
         keys[n] = "consensus_distance", vals[n++] = r->consensus_distance;
     if (isfinite(r->grad_norm))
         keys[n] = "grad_norm", vals[n++] = r->grad_norm;
+    if (isfinite(r->step_seconds)) { /* this rank's step: waiting for input, exposed communication, the rest */
+        keys[n] = "step_s", vals[n++] = r->step_seconds;
+        keys[n] = "input_s", vals[n++] = r->input_seconds;
+        double compute = r->step_seconds - r->input_seconds - r->exposed_comm_seconds;
+        keys[n] = "compute_s", vals[n++] = compute > 0 ? compute : 0;
+    }
     dl_metrics_write(&p->metrics, "step", n, keys, vals);
     p->global_step = r->global_step;
     if (p->tb.open) {

@@ -812,7 +812,7 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
 }
 
 static void report_step(const struct trainer *tr, int epoch, const struct epoch_tally *tally, long global_step,
-                        double lr, const struct step_outcome *out)
+                        double lr, const struct step_outcome *out, double t_step, double input_seconds)
 {
     if (!tr->reporter || !tr->hooks || !tr->hooks->on_step)
         return;
@@ -827,7 +827,8 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
                  (double)(tr->total_steps - global_step),
         .comm_seconds = out->stats.comm_seconds, .exposed_comm_seconds = out->stats.exposed_seconds,
         .bytes_sent = out->stats.bytes_sent, .consensus_distance = out->stats.consensus_distance,
-        .grad_norm = tr->strategy->grad_norm, .worker = -1};
+        .grad_norm = tr->strategy->grad_norm, .worker = -1, .step_seconds = now - t_step,
+        .input_seconds = input_seconds};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
@@ -947,9 +948,10 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
     start_epoch(tr, epoch, &tally);
     int rc = DL_OK, local_batch = 0;
     while (!rc && *global_step < tr->total_steps) {
-        double t_step = tr->trace ? dl_clock_now() : 0;
+        double t_step = dl_clock_now();
         dl_trace_step_begin(tr->trace, *global_step + 1);
         local_batch = dl_batch_ahead_next(&tr->batches, &tr->batch, err);
+        double input_seconds = dl_clock_now() - t_step;
         if (local_batch <= 0) {
             dl_trace_step_end(tr->trace, t_step, 0);
             break;
@@ -983,7 +985,7 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         tally.exposed_seconds += out.stats.exposed_seconds;
         res->bytes_sent += out.stats.bytes_sent;
         res->dense_bytes += out.stats.dense_bytes;
-        report_step(tr, epoch, &tally, *global_step, lr, &out);
+        report_step(tr, epoch, &tally, *global_step, lr, &out, t_step, input_seconds);
         rc = between_steps(tr, *global_step, err);
         if (rc)
             return rc;
@@ -1065,7 +1067,8 @@ static void on_served_update(void *ctx, const struct dl_served_update *u)
         .global_step = u->step, .total_steps = tr->total_steps, .loss = u->loss, .accuracy = u->accuracy,
         .lr = u->lr, .samples_per_s = (double)u->updates * u->batch / (now - st->start + 1e-12),
         .eta_s = (now - st->start) / (double)u->updates * (double)(tr->total_steps * updates_per_step - u->updates),
-        .staleness = u->staleness, .worker = u->worker, .consensus_distance = NAN, .grad_norm = NAN};
+        .staleness = u->staleness, .worker = u->worker, .consensus_distance = NAN, .grad_norm = NAN,
+        .step_seconds = NAN, .input_seconds = NAN};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 

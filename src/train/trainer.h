@@ -27,6 +27,9 @@ struct dl_step_report {
     size_t bytes_sent;          /* by rank 0 in this step's exchange (gradients, weights or center) */
     double consensus_distance;  /* of the ranks' weights (strategy.h), NaN when not measured */
     double grad_norm;           /* of the whole model's gradient before clipping, NaN when not measured */
+    double step_seconds;        /* this rank's wall time of the step, from asking for its batch to its
+                                   metrics (NaN where not measured: a parameter server's updates) */
+    double input_seconds;       /* the part of it spent waiting for the batch */
     int staleness;              /* parameter server: clock gap of this update */
     int worker;                 /* parameter server: which worker (-1 otherwise) */
 };
