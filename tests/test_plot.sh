@@ -21,10 +21,17 @@ expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
 expect_status 0 "a run with Adam" -- $DLTRAIN $B --optimizer adam --lr 0.001 --metrics "$T/adam.jsonl"
 $PY - "$T/sgd.jsonl" <<'EOF'
 import json, sys
-t = [r.get("time_s") for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"]
-sys.exit(0 if len(t) == 40 and all(x is not None for x in t) and t == sorted(t) and t[-1] > 0 else 1)
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"]
+t = [r.get("time_s") for r in rows]
+ok = len(t) == 40 and all(x is not None for x in t) and t == sorted(t) and t[-1] > 0
+# a step's parts add up, and the steps fill most of the time between reports
+# (the rest: evaluations every 10 steps, the epoch's end)
+ok = ok and all(abs(r["input_s"] + r["compute_s"] + r["exposed_comm_s"] - r["step_s"]) < 1e-6 for r in rows)
+span, busy = t[-1] - t[0], sum(r["step_s"] for r in rows[1:])
+print("# steps 2-40: %.3f s of step_s in %.3f s between their reports" % (busy, span))
+sys.exit(0 if ok and 0.3 * span < busy <= span * 1.001 + 1e-4 else 1)
 EOF
-tap_result $? "every step line has time_s, the seconds since the start, never decreasing"
+tap_result $? "every step line has time_s (never decreasing) and step_s = input_s + compute_s + exposed_comm_s, filling the time between steps"
 
 # ---------------------------------------------------------------- PNG, SVG, PDF
 expect_status 0 "two runs into a PNG" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" -o "$T/c.png"
