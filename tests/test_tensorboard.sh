@@ -9,6 +9,7 @@
 #   resumption's START event drops the killed run's steps 21-25), the later
 #   values the resumed run's;
 # - a run stopped by SIGTERM keeps every step it reported;
+# - a token network's curves include tokens/s (window x samples/s);
 # - rank 0 alone writes under mpirun; a parameter server's workers each get
 #   their own curves; a folder that cannot be made is refused.
 . "$top_srcdir/tests/tap.sh"
@@ -22,7 +23,7 @@ if "$DLTRAIN" --version | grep -q "TensorBoard: no"; then
     echo "1..0 # SKIP this dltrain was built without TensorBoard event files (protobuf-c, ISA-L)"
     exit 0
 fi
-tap_plan 18
+tap_plan 21
 CHECK="$VENV_PY $top_srcdir/tests/check_tensorboard.py"
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --threads 1 --eval-every 10 --quiet"
 
@@ -61,6 +62,21 @@ wait $pid; st=$?
 [ $st -eq 1 ]; tap_result $? "SIGTERM stops the run (status 1: no checkpoint folder; got $st)"
 expect_status 0 "the stopped run's event file holds every step it reported" -- $CHECK compare "$T/tb/run3" "$T/m4.jsonl"
 echo "$OUT" | sed 's/^/# /'
+
+# ---------------------------------------------------------------- token inputs
+. "$top_srcdir/tests/text_corpus.sh"
+text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
+expect_status 0 "gpt-tiny on text, 12 steps" -- $DLTRAIN --net "$top_srcdir/nets/gpt-tiny.yaml" \
+    --data "$top_builddir/tests/text-corpus" --threads 1 --max-steps 12 --eval-every 6 --limit-test 64 --quiet \
+    --tensorboard "$T/tb/gpt" --metrics "$T/gpt.jsonl"
+expect_status 0 "its curves, tokens/s among them, are the JSON lines'" -- $CHECK compare "$T/tb/gpt" "$T/gpt.jsonl"
+echo "$OUT" | sed 's/^/# /'
+/usr/bin/python3 - "$T/gpt.jsonl" <<'EOF'
+import json, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"]
+sys.exit(0 if rows and all(abs(r["tokens_per_s"] - 64 * r["samples_per_s"]) <= 1e-6 * r["tokens_per_s"] for r in rows) else 1)
+EOF
+tap_result $? "tokens/s is 64 (gpt-tiny's window) times samples/s"
 
 # ---------------------------------------------------------------- ranks, refusals
 if command -v mpirun > /dev/null; then
