@@ -19,6 +19,8 @@ if HAVE_TENSORBOARD
 libdltrain_a_SOURCES += src/io/tfrecord.c src/io/tfrecord.h
 nodist_libdltrain_a_SOURCES = src/io/tensorboard_event.pb-c.c src/io/tensorboard_event.pb-c.h
 BUILT_SOURCES += src/io/tensorboard_event.pb-c.h
+# (BUILT_SOURCES are made by `make all` and `make check` only; `make libdltrain.a` needs this)
+src/io/tensorboard.$(OBJEXT): src/io/tensorboard_event.pb-c.h
 CLEANFILES += src/io/tensorboard_event.pb-c.c src/io/tensorboard_event.pb-c.h
 src/io/tensorboard_event.pb-c.h: src/io/tensorboard_event.pb-c.c
 src/io/tensorboard_event.pb-c.c: $(srcdir)/src/io/tensorboard_event.proto
