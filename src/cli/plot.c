@@ -19,6 +19,7 @@
 
 #include "cli/options.h"
 #include "cli/tune_table.h"
+#include "io/metrics_read.h"
 #include "core/parse.h"
 #include "plot/chart.h"
 
@@ -26,132 +27,31 @@
 
 enum { OPT_OUTPUT = DL_OPT_FIRST_LOCAL, OPT_LABELS, OPT_TITLE, OPT_WIDTH, OPT_SMOOTH, OPT_TRACE, OPT_TUNER };
 
-/* A growing array of doubles. */
-struct column {
-    double *v;
-    int n, cap;
-};
-
-static int push(struct column *c, double v)
-{
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 256;
-        double *nv = realloc(c->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return -1;
-        c->v = nv, c->cap = cap;
-    }
-    c->v[c->n++] = v;
-    return 0;
-}
-
-/* One run's curves: per step, and per validation (eval lines, and the epoch
- * lines' test scores at that epoch's last step). */
+/* One run: its metrics, and what the charts draw of them (accuracy in
+ * percent, TensorBoard's smoothing). */
 struct run {
     char label[256];
-    struct column step, time, loss, acc, rate, loss_smooth, acc_smooth;
-    struct column vstep, vtime, vloss, vacc;
-    int tokens; /* the rate is tokens_per_s */
+    struct dl_metrics_run m;
+    struct dl_column acc, vacc, loss_smooth, acc_smooth;
 };
 
 static void run_free(struct run *r)
 {
-    struct column *c[] = {&r->step, &r->time, &r->loss, &r->acc, &r->rate, &r->loss_smooth, &r->acc_smooth,
-                          &r->vstep, &r->vtime, &r->vloss, &r->vacc};
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
-        free(c[i]->v);
+    dl_metrics_run_free(&r->m);
+    free(r->acc.v), free(r->vacc.v), free(r->loss_smooth.v), free(r->acc_smooth.v);
 }
 
-static double num(json_t *o, const char *key)
+static int percent(const struct dl_column *x, struct dl_column *out)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
+    for (int i = 0; i < x->n; i++)
+        if (dl_column_push(out, 100 * x->v[i]))
+            return -1;
+    return 0;
 }
 
-/* The time of the step line with this global step (NaN when there is none). */
-static double time_at(const struct run *r, double step)
-{
-    int lo = 0, hi = r->step.n - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (r->step.v[mid] == step)
-            return r->time.v[mid];
-        if (r->step.v[mid] < step)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return NAN;
-}
-
-/* A validation point (its time is looked up once the steps are read); one
- * at a step already there (an evaluation at an epoch's end) replaces it. */
-static int add_validation(struct run *r, double step, double loss, double acc)
-{
-    if (!isfinite(loss))
-        return 0;
-    for (int i = 0; i < r->vstep.n; i++)
-        if (r->vstep.v[i] == step) {
-            r->vloss.v[i] = loss, r->vacc.v[i] = acc;
-            return 0;
-        }
-    return push(&r->vstep, step) || push(&r->vloss, loss) || push(&r->vacc, acc) || push(&r->vtime, NAN);
-}
-
-/* A parameter server's run reports each worker's steps (interleaved, the
- * same global step once per worker): one point per step, the workers' mean. */
-static const struct column *sort_key;
-
-static int by_step(const void *a, const void *b)
-{
-    int i = *(const int *)a, j = *(const int *)b;
-    double x = sort_key->v[i], y = sort_key->v[j];
-    return x < y ? -1 : x > y ? 1 : (i > j) - (i < j);
-}
-
-static int merge_steps(struct run *r)
-{
-    int n = r->step.n, sorted = 1;
-    for (int i = 1; i < n && sorted; i++)
-        sorted = r->step.v[i] > r->step.v[i - 1];
-    if (sorted)
-        return 0;
-    int *idx = malloc((size_t)n * sizeof *idx);
-    struct column *cols[] = {&r->step, &r->time, &r->loss, &r->acc, &r->rate};
-    enum { NCOLS = sizeof cols / sizeof cols[0] };
-    double *copy[NCOLS] = {0};
-    int ok = idx != NULL;
-    for (int c = 0; c < NCOLS && ok; c++)
-        ok = (copy[c] = malloc((size_t)n * sizeof(double))) != NULL;
-    if (ok) {
-        for (int i = 0; i < n; i++)
-            idx[i] = i;
-        sort_key = &r->step;
-        qsort(idx, (size_t)n, sizeof *idx, by_step);
-        for (int c = 0; c < NCOLS; c++)
-            memcpy(copy[c], cols[c]->v, (size_t)n * sizeof(double));
-        int m = 0;
-        for (int i = 0; i < n;) {
-            int j = i;
-            double sum[NCOLS] = {0};
-            for (; j < n && copy[0][idx[j]] == copy[0][idx[i]]; j++)
-                for (int c = 0; c < NCOLS; c++)
-                    sum[c] += copy[c][idx[j]];
-            for (int c = 0; c < NCOLS; c++)
-                cols[c]->v[m] = sum[c] / (j - i);
-            m++, i = j;
-        }
-        for (int c = 0; c < NCOLS; c++)
-            cols[c]->n = m;
-    }
-    free(idx);
-    for (int c = 0; c < NCOLS; c++)
-        free(copy[c]);
-    return ok ? 0 : -1;
-}
-
-/* TensorBoard's smoothing of y into out. */
-static int smooth(const struct column *y, double weight, struct column *out)
+/* TensorBoard's smoothing of y into out: an exponential moving average
+ * with its start-up bias removed. */
+static int smooth(const struct dl_column *y, double weight, struct dl_column *out)
 {
     double last = 0, debias = 1;
     int k = 0;
@@ -162,68 +62,26 @@ static int smooth(const struct column *y, double weight, struct column *out)
             debias *= weight;
             k++;
         }
-        if (push(out, k ? last / (1 - debias) : NAN))
+        if (dl_column_push(out, k ? last / (1 - debias) : NAN))
             return -1;
     }
     return 0;
 }
 
-/* Reads path's JSON lines into r; returns 0, or 2 with a message naming the
- * file, line and column. */
+/* Reads path into r; returns 0, or the exit status after the message. */
 static int read_run(const char *path, struct run *r, double weight)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, PROG ": %s: cannot read: %s\n", path, strerror(errno));
-        return 2;
+    struct dl_error err = {0};
+    if (dl_metrics_read(path, &r->m, &err)) {
+        fprintf(stderr, PROG ": %s\n", err.msg);
+        return err.code == DL_ERR_NOMEM ? 1 : 2;
     }
-    char *line = NULL;
-    size_t cap = 0;
-    long lineno = 0;
-    double last_step = NAN;
-    int status = 0, oom = 0;
-    while (!status && getline(&line, &cap, f) > 0) {
-        lineno++;
-        if (line[strspn(line, " \t\r\n")] == 0)
-            continue;
-        json_error_t je;
-        json_t *o = json_loads(line, 0, &je);
-        if (!o || !json_is_object(o)) {
-            fprintf(stderr, PROG ": %s:%ld:%d: %s\n", path, lineno, o ? 1 : je.column,
-                    o ? "expected a JSON object (a --metrics line)" : je.text);
-            status = 2;
-        } else {
-            const char *ev = json_string_value(json_object_get(o, "event"));
-            if (ev && !strcmp(ev, "step")) {
-                last_step = num(o, "global_step");
-                double tok = num(o, "tokens_per_s");
-                r->tokens |= isfinite(tok);
-                oom |= push(&r->step, last_step) || push(&r->time, num(o, "time_s")) ||
-                       push(&r->loss, num(o, "loss")) || push(&r->acc, 100 * num(o, "accuracy")) ||
-                       push(&r->rate, isfinite(tok) ? tok : num(o, "samples_per_s"));
-            } else if (ev && !strcmp(ev, "eval")) {
-                oom |= add_validation(r, num(o, "global_step"), num(o, "test_loss"), 100 * num(o, "test_accuracy"));
-            } else if (ev && !strcmp(ev, "epoch") && isfinite(last_step)) {
-                oom |= add_validation(r, last_step, num(o, "test_loss"), 100 * num(o, "test_accuracy"));
-            }
-        }
-        json_decref(o);
-    }
-    free(line);
-    fclose(f);
-    if (!status && r->step.n == 0) {
-        fprintf(stderr, PROG ": %s: no \"step\" lines (a file written by dltrain --metrics?)\n", path);
-        status = 2;
-    }
-    if (!status)
-        oom |= merge_steps(r) || smooth(&r->loss, weight, &r->loss_smooth) || smooth(&r->acc, weight, &r->acc_smooth);
-    for (int i = 0; !status && !oom && i < r->vstep.n; i++) /* the steps are in order now */
-        r->vtime.v[i] = time_at(r, r->vstep.v[i]);
-    if (oom) {
+    if (percent(&r->m.accuracy, &r->acc) || percent(&r->m.vaccuracy, &r->vacc) ||
+        smooth(&r->m.loss, weight, &r->loss_smooth) || smooth(&r->acc, weight, &r->acc_smooth)) {
         fprintf(stderr, PROG ": out of memory reading %s\n", path);
-        status = 1;
+        return 1;
     }
-    return status;
+    return 0;
 }
 
 /* --trace: each rank's time per recorded step, in milliseconds, by what the
@@ -236,6 +94,12 @@ struct rank_time {
     double step, part[PARTS], allreduce;
     int steps;
 };
+
+static double duration_us(json_t *ev)
+{
+    json_t *v = json_object_get(ev, "dur");
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
 
 static int by_pid(const void *a, const void *b)
 {
@@ -293,7 +157,7 @@ static int plot_trace(const char *path, const char *out, const char *title, int 
                 snprintf(r->label, sizeof r->label, "%s", label);
             continue;
         }
-        double ms = num(ev, "dur") / 1000;
+        double ms = duration_us(ev) / 1000;
         if (strcmp(ph, "X") || !cat || !isfinite(ms))
             continue;
         if (!strcmp(cat, "step"))
@@ -562,9 +426,10 @@ int dl_cli_plot(int argc, char **argv)
             first[p] = s;
             for (int i = 0; i < n; i++) {
                 struct run *r = &runs[i];
-                const struct column *x = p == 1 ? &r->time : &r->step, *vx = p == 1 ? &r->vtime : &r->vstep;
-                const struct column *raw = p == 2 ? &r->acc : p == 3 ? &r->rate : &r->loss;
-                const struct column *sm = p == 2 ? &r->acc_smooth : &r->loss_smooth, *val = p == 2 ? &r->vacc : &r->vloss;
+                const struct dl_column *x = p == 1 ? &r->m.time : &r->m.step, *vx = p == 1 ? &r->m.vtime : &r->m.vstep;
+                const struct dl_column *raw = p == 2 ? &r->acc : p == 3 ? &r->m.rate : &r->m.loss;
+                const struct dl_column *sm = p == 2 ? &r->acc_smooth : &r->loss_smooth;
+                const struct dl_column *val = p == 2 ? &r->vacc : &r->m.vloss;
                 if (p == 3) {
                     *s++ = (struct dl_chart_series){i, DL_CHART_LINE, x->v, raw->v, raw->n};
                     counts[p]++;
@@ -579,7 +444,7 @@ int dl_cli_plot(int argc, char **argv)
         }
         int tokens = 0;
         for (int i = 0; i < n; i++)
-            tokens |= runs[i].tokens;
+            tokens |= runs[i].m.tokens;
         const struct dl_chart_panel panels[] = {
             {"Loss", "step", "loss", -1, first[0], counts[0]},
             {"Loss against time", "seconds since the start", "loss", -1, first[1], counts[1]},

@@ -1,5 +1,5 @@
 # src/io: files the tool writes (metrics; checkpoints later).
-libdltrain_a_SOURCES += src/io/metrics.c src/io/metrics.h
+libdltrain_a_SOURCES += src/io/metrics.c src/io/metrics.h src/io/metrics_read.c src/io/metrics_read.h
 # Atomic files (temporary + fsync + rename) and the safetensors format.
 libdltrain_a_SOURCES += src/io/atomic_file.c src/io/atomic_file.h \
 	src/io/safetensors.c src/io/safetensors.h
@@ -28,3 +28,10 @@ src/io/tensorboard_event.pb-c.c: $(srcdir)/src/io/tensorboard_event.proto
 AM_CPPFLAGS += $(PROTOBUF_C_CFLAGS) $(ISAL_CFLAGS)
 DL_LIBS += $(PROTOBUF_C_LIBS) $(ISAL_LIBS)
 endif
+# The --metrics reader's fuzz target, replayed over its seeds and crashes.
+check_PROGRAMS += tests/fuzz_replay_metrics
+tests_fuzz_replay_metrics_SOURCES = tests/fuzz_replay.c fuzz/fuzz_metrics.c fuzz/fuzz.h
+tests_fuzz_replay_metrics_CPPFLAGS = $(FUZZ_REPLAY_CPPFLAGS) -DFUZZ_TARGET='"metrics"'
+tests_fuzz_replay_metrics_LDADD = libdltrain.a $(DL_LIBS)
+TESTS += tests/fuzz_replay_metrics
+EXTRA_DIST += fuzz/fuzz_metrics.c
