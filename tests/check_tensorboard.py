@@ -10,6 +10,8 @@ for tests/test_tensorboard.sh.
   truncate DIR           the folder's one event file cut at each byte of its
                          last record: TensorBoard reads every record before it,
                          and nothing of the cut one
+  corrupt DIR            a byte of its middle record's length or data flipped:
+                         TensorBoard's checksums stop it there
 Exits 1 with the differences printed, 0 when all match.
 """
 import glob
@@ -146,6 +148,37 @@ def truncate(folder):
         shutil.rmtree(tmp)
 
 
+def corrupt(folder):
+    """A byte flipped in the length, or in the data, of the middle record: the
+    reader reads the records before it, as if the file ended there."""
+    (path,) = glob.glob(os.path.join(folder, "*tfevents*"))
+    offs, size = record_offsets(path)
+    data = open(path, "rb").read()
+    k = len(offs) // 2
+    tmp = tempfile.mkdtemp()
+    try:
+        def read_bytes(b, name):
+            d = os.path.join(tmp, name)
+            os.mkdir(d)
+            with open(os.path.join(d, os.path.basename(path)), "wb") as g:
+                g.write(b)
+            return read(d)
+        before = read_bytes(data[:offs[k]], "before")
+        ok = True
+        for where, at in (("length", offs[k] + 2), ("data", offs[k] + 12 + 3)):
+            bad = bytearray(data)
+            bad[at] ^= 0x40
+            got = read_bytes(bytes(bad), where)
+            print("record %d of %d, a byte of its %s flipped: %s" % (k, len(offs), where,
+                  "the records before it, no more" if got == before else "read otherwise"))
+            ok &= got == before
+        return ok and before != read(folder)
+    finally:
+        shutil.rmtree(tmp)
+
+
 if __name__ == "__main__":
-    ok = compare(sys.argv[2], sys.argv[3:]) if sys.argv[1] == "compare" else truncate(sys.argv[2])
+    mode = sys.argv[1]
+    ok = compare(sys.argv[2], sys.argv[3:]) if mode == "compare" else truncate(sys.argv[2]) if mode == "truncate" \
+        else corrupt(sys.argv[2])
     sys.exit(0 if ok else 1)

@@ -3,7 +3,8 @@
 # (tests/check_tensorboard.py, in the virtual environment of tools/deps;
 # skipped where PyPI could not be reached).
 # - every scalar, tag and step equals the --metrics JSON lines of the run;
-# - a file cut at any byte of its last record reads as the records before it;
+# - a file cut at any byte of its last record reads as the records before it,
+#   and so does one whose middle record has a byte flipped (the checksums);
 # - a run killed after step 25 has all 25 steps in its file; resumed from
 #   its step-20 checkpoint it gives one curve, steps 1-40 once each (the
 #   resumption's START event drops the killed run's steps 21-25), the later
@@ -23,7 +24,7 @@ if "$DLTRAIN" --version | grep -q "TensorBoard: no"; then
     echo "1..0 # SKIP this dltrain was built without TensorBoard event files (protobuf-c, ISA-L)"
     exit 0
 fi
-tap_plan 21
+tap_plan 22
 CHECK="$VENV_PY $top_srcdir/tests/check_tensorboard.py"
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --threads 1 --eval-every 10 --quiet"
 
@@ -34,6 +35,9 @@ tap_result $? "the file is named as TensorBoard's writers name it (events.out.tf
 expect_status 0 "TensorBoard reads every scalar, tag and step of the JSON lines" -- $CHECK compare "$T/tb/run1" "$T/m1.jsonl"
 echo "$OUT" | sed 's/^/# /'
 expect_status 0 "a cut at any byte of the last record: the records before it, read whole" -- $CHECK truncate "$T/tb/run1"
+echo "$OUT" | sed 's/^/# /'
+expect_status 0 "a byte flipped in a record's length or data: the records before it, read whole" -- \
+    $CHECK corrupt "$T/tb/run1"
 echo "$OUT" | sed 's/^/# /'
 
 # ---------------------------------------------------------------- killed, resumed
