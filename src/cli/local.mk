@@ -6,7 +6,7 @@ libdltrain_a_SOURCES += \
 	src/cli/bench_step.c src/cli/bench_data.c src/cli/bench_pipeline.c \
 	src/cli/plan.c src/cli/layer_times.c src/cli/layer_times.h src/cli/train_auto.c src/cli/train_auto.h \
 	src/cli/job_output.c src/cli/job_output.h src/cli/version.c src/cli/tokenize.c src/cli/generate.c src/cli/export.c \
-	src/cli/plot.c src/cli/tune_table.c src/cli/tune_table.h
+	src/cli/plot.c src/cli/tune_table.c src/cli/tune_table.h src/cli/run_scalars.c src/cli/run_scalars.h
 # torchvision's side of `dltrain bench data`, run from the installed data folder.
 nobase_dist_pkgdata_SCRIPTS += bench/data-torchvision
 

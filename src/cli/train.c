@@ -11,6 +11,7 @@
 #include "backends/kernel.h"
 #include "cli/job_output.h"
 #include "cli/options.h"
+#include "cli/run_scalars.h"
 #include "cli/train_auto.h"
 #include "comm/agree.h"
 #include "comm/allreduce.h"
@@ -21,7 +22,6 @@
 #include "core/threads.h"
 #include "data/dataset.h"
 #include "io/metrics.h"
-#include "io/tensorboard.h"
 #include "optim/optim.h"
 #include "train/checkpoint_dir.h"
 #include "train/signals.h"
@@ -42,21 +42,10 @@ struct printer {
     long log_every;
     int quiet;
     struct dl_metrics metrics;
-    struct dl_tensorboard tb;    /* --tensorboard (rank 0) */
-    int tb_started;              /* the START event is written with the first step */
-    double *memory_bytes;        /* each rank's planned bytes, for the event file */
-    int memory_ranks;
-    long global_step;            /* the last step reported (the epoch's scalars' step) */
+    struct dl_run_scalars scalars; /* --tensorboard (rank 0) */
     double tokens_per_sample;    /* token inputs: positions per sample (tokens/s); 0 otherwise */
     double t0;                   /* the start (dl_clock_now), for the steps' time_s */
 };
-
-/* tags[i] = values[i] in the event file at step, in events of at most 32. */
-static void tb_scalars(struct printer *p, long step, int n, const char *const *tags, const double *values)
-{
-    for (int i = 0; i < n; i += 32)
-        dl_tensorboard_scalars(&p->tb, step, n - i < 32 ? n - i : 32, tags + i, values + i);
-}
 
 static void fmt_time(double s, char *buf, size_t n)
 {
@@ -109,10 +98,7 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
                          m[r].optimizer_state};
         dl_metrics_write(&p->metrics, "memory", 9, keys, vals);
         double bytes = m[r].arena_bytes + 4.0 * (2 * m[r].weights + m[r].optimizer_state + m[r].state);
-        if (p->tb.open && r == 0 && !p->memory_bytes && (p->memory_bytes = calloc((size_t)n, sizeof *p->memory_bytes)))
-            p->memory_ranks = n;
-        if (r < p->memory_ranks)
-            p->memory_bytes[r] = bytes;
+        dl_run_scalars_memory(&p->scalars, r, n, bytes);
         if (bytes > peak)
             most = r, peak = bytes;
     }
@@ -124,53 +110,6 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
            dl_bytes_str(m[most].arena_bytes, arena, sizeof arena), m[most].slots, m[most].slots == 1 ? "" : "s",
            m[most].weights, m[most].optimizer_state);
     fflush(stdout);
-}
-
-/* The event file's scalars of a step: the metrics line's values under
- * TensorBoard tags (keys from "loss" on; those without a tag, such as
- * time_s, left out); the first step starts the run's curves (a resume's
- * START event) and writes each rank's planned memory. */
-static void tb_step(struct printer *p, const struct dl_step_report *r, int n, const char *const *keys,
-                    const double *vals)
-{
-    static const char *const names[][2] = {
-        {"loss", "train/loss"}, {"accuracy", "train/accuracy"}, {"lr", "train/lr"},
-        {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"comm_s", "comm/seconds"},
-        {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"},
-        {"staleness", "staleness"}, /* a parameter server's worker's: workerW/staleness */
-        {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"},
-        {"step_s", "time/step_seconds"}, {"input_s", "time/input_seconds"}, {"compute_s", "time/compute_seconds"}};
-    if (!p->tb_started) {
-        p->tb_started = 1;
-        dl_tensorboard_start(&p->tb, r->global_step);
-        char mem_tags[64][32];
-        const char *tags[64];
-        double vals_mem[64];
-        for (int i = 0; i < p->memory_ranks; i += 64) {
-            int k = 0;
-            for (; k < 64 && i + k < p->memory_ranks; k++) {
-                snprintf(mem_tags[k], sizeof mem_tags[k], "memory/rank%d_bytes", i + k);
-                tags[k] = mem_tags[k], vals_mem[k] = p->memory_bytes[i + k];
-            }
-            tb_scalars(p, r->global_step - 1, k, tags, vals_mem);
-        }
-    }
-    /* a parameter server's workers report their own steps: each its own curves, workerW/KEY */
-    char worker_tags[24][48];
-    const char *tags[24];
-    double values[24];
-    int m = 0;
-    for (int i = 0; i < n && m < 24; i++)
-        for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
-            if (!strcmp(keys[i], names[j][0])) {
-                if (r->worker >= 0) {
-                    snprintf(worker_tags[m], sizeof worker_tags[m], "worker%d/%s", r->worker, keys[i]);
-                    tags[m] = worker_tags[m];
-                } else
-                    tags[m] = names[j][1];
-                values[m++] = vals[i];
-            }
-    tb_scalars(p, r->global_step, m, tags, values);
 }
 
 static void on_step(void *ctx, const struct dl_step_report *r)
@@ -202,11 +141,7 @@ static void on_step(void *ctx, const struct dl_step_report *r)
         keys[n] = "compute_s", vals[n++] = compute > 0 ? compute : 0;
     }
     dl_metrics_write(&p->metrics, "step", n, keys, vals);
-    p->global_step = r->global_step;
-    if (p->tb.open) {
-        tb_step(p, r, n - 3, keys + 3, vals + 3);
-        dl_tensorboard_push(&p->tb); /* to the kernel each step: a killed run keeps its curves */
-    }
+    dl_run_scalars_step(&p->scalars, r, n - 3, keys + 3, vals + 3);
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;
     char eta[32];
@@ -231,21 +166,7 @@ static void on_epoch(void *ctx, const struct dl_epoch_report *r)
     double vals[] = {r->epoch, r->train_loss, r->train_accuracy, r->test_loss, r->test_accuracy, r->seconds,
                      r->samples_per_s};
     dl_metrics_write(&p->metrics, "epoch", 7, keys, vals);
-    if (p->tb.open) {
-        static const char *const tags[] = {"epoch/train_loss", "epoch/train_accuracy", "epoch/test_loss",
-                                           "epoch/test_accuracy", "epoch/seconds", "epoch/samples_per_s"};
-        const double tb_vals[] = {r->train_loss, r->train_accuracy, r->test_loss, r->test_accuracy, r->seconds,
-                                  r->samples_per_s};
-        /* the test scores only where the epoch evaluated (they are NaN otherwise) */
-        if (r->evaluated)
-            tb_scalars(p, p->global_step, 6, tags, tb_vals);
-        else {
-            const char *const some[] = {tags[0], tags[1], tags[4], tags[5]};
-            const double some_vals[] = {tb_vals[0], tb_vals[1], tb_vals[4], tb_vals[5]};
-            tb_scalars(p, p->global_step, 4, some, some_vals);
-        }
-        dl_tensorboard_flush(&p->tb, NULL);
-    }
+    dl_run_scalars_epoch(&p->scalars, r);
     if (p->quiet)
         return;
     printf("epoch %d/%d done: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f samples/s",
@@ -264,11 +185,7 @@ static void on_eval(void *ctx, long global_step, const struct dl_epoch_report *r
     static const char *const keys[] = {"global_step", "test_loss", "test_accuracy", "test_samples"};
     double vals[] = {(double)global_step, r->test_loss, r->test_accuracy, (double)r->test_samples};
     dl_metrics_write(&p->metrics, "eval", 4, keys, vals);
-    if (p->tb.open) {
-        static const char *const tags[] = {"eval/loss", "eval/accuracy"};
-        tb_scalars(p, global_step, 2, tags, vals + 1);
-        dl_tensorboard_flush(&p->tb, NULL);
-    }
+    dl_run_scalars_eval(&p->scalars, global_step, r->test_loss, r->test_accuracy);
     if (p->quiet)
         return;
     printf("step %ld: test loss %.4f acc %.2f%% (%ld samples)\n", global_step, r->test_loss, 100 * r->test_accuracy,
@@ -695,7 +612,7 @@ static int begin(struct train_command *cmd, struct dl_net *net, struct dl_comm *
         status = 1;
     }
     if (!status && cmd->tensorboard_dir && comm->rank == 0 &&
-        dl_tensorboard_open(&cmd->printer.tb, cmd->tensorboard_dir, &err)) {
+        dl_tensorboard_open(&cmd->printer.scalars.tb, cmd->tensorboard_dir, &err)) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         status = err.code == DL_ERR_SPEC ? 2 : 1;
     }
@@ -717,12 +634,8 @@ static int run(struct train_command *cmd, const struct dl_net *net, struct dl_tr
     else if (cmd->printer.metrics.open)
         dl_metrics_close(&cmd->printer.metrics, NULL);
     /* The event file keeps what a failed or stopped run wrote (whole records). */
-    if (cmd->printer.tb.open) {
-        int tb_rc = dl_tensorboard_close(&cmd->printer.tb, rc ? NULL : err);
-        rc = rc ? rc : tb_rc;
-    }
-    free(cmd->printer.memory_bytes);
-    cmd->printer.memory_bytes = NULL;
+    int tb_rc = dl_run_scalars_close(&cmd->printer.scalars, rc ? NULL : err);
+    rc = rc ? rc : tb_rc;
     return rc;
 }
 

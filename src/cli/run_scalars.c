@@ -1,0 +1,109 @@
+/* run_scalars.c: a training run's reports as TensorBoard scalars (see
+ * run_scalars.h). */
+#include "cli/run_scalars.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PER_EVENT = 32 }; /* scalars in one event */
+
+/* tags[i] = values[i] at step, in events of at most PER_EVENT. */
+static void scalars(struct dl_run_scalars *s, long step, int n, const char *const *tags, const double *values)
+{
+    for (int i = 0; i < n; i += PER_EVENT)
+        dl_tensorboard_scalars(&s->tb, step, n - i < PER_EVENT ? n - i : PER_EVENT, tags + i, values + i);
+}
+
+void dl_run_scalars_memory(struct dl_run_scalars *s, int r, int n, double bytes)
+{
+    if (!s->tb.open)
+        return;
+    if (!s->memory_bytes && (s->memory_bytes = calloc((size_t)n, sizeof *s->memory_bytes)))
+        s->memory_ranks = n;
+    if (r < s->memory_ranks)
+        s->memory_bytes[r] = bytes;
+}
+
+/* The first step: the START event (on which TensorBoard drops what earlier
+ * files hold from this step on) and each rank's memory, the step before. */
+static void start(struct dl_run_scalars *s, long step)
+{
+    s->started = 1;
+    dl_tensorboard_start(&s->tb, step);
+    char names[PER_EVENT][32];
+    const char *tags[PER_EVENT];
+    double values[PER_EVENT];
+    for (int i = 0; i < s->memory_ranks; i += PER_EVENT) {
+        int k = 0;
+        for (; k < PER_EVENT && i + k < s->memory_ranks; k++) {
+            snprintf(names[k], sizeof names[k], "memory/rank%d_bytes", i + k);
+            tags[k] = names[k], values[k] = s->memory_bytes[i + k];
+        }
+        scalars(s, step - 1, k, tags, values);
+    }
+}
+
+void dl_run_scalars_step(struct dl_run_scalars *s, const struct dl_step_report *r, int n, const char *const *keys,
+                         const double *vals)
+{
+    static const char *const names[][2] = {
+        {"loss", "train/loss"}, {"accuracy", "train/accuracy"}, {"lr", "train/lr"},
+        {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"comm_s", "comm/seconds"},
+        {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"},
+        {"staleness", "staleness"}, /* a parameter server's worker's: workerW/staleness */
+        {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"},
+        {"step_s", "time/step_seconds"}, {"input_s", "time/input_seconds"}, {"compute_s", "time/compute_seconds"}};
+    enum { MAX = sizeof names / sizeof names[0] };
+    if (!s->tb.open)
+        return;
+    s->last_step = r->global_step;
+    if (!s->started)
+        start(s, r->global_step);
+    char worker_tags[MAX][48];
+    const char *tags[MAX];
+    double values[MAX];
+    int m = 0;
+    for (int i = 0; i < n && m < MAX; i++)
+        for (int j = 0; j < MAX; j++)
+            if (!strcmp(keys[i], names[j][0])) {
+                if (r->worker >= 0) { /* a worker's steps: curves of its own */
+                    snprintf(worker_tags[m], sizeof worker_tags[m], "worker%d/%s", r->worker, keys[i]);
+                    tags[m] = worker_tags[m];
+                } else
+                    tags[m] = names[j][1];
+                values[m++] = vals[i];
+            }
+    scalars(s, r->global_step, m, tags, values);
+    dl_tensorboard_push(&s->tb); /* to the system each step: a killed run keeps its curves */
+}
+
+void dl_run_scalars_epoch(struct dl_run_scalars *s, const struct dl_epoch_report *r)
+{
+    if (!s->tb.open)
+        return;
+    static const char *const tags[] = {"epoch/train_loss", "epoch/train_accuracy", "epoch/seconds",
+                                       "epoch/samples_per_s", "epoch/test_loss", "epoch/test_accuracy"};
+    const double values[] = {r->train_loss, r->train_accuracy, r->seconds, r->samples_per_s, r->test_loss,
+                             r->test_accuracy};
+    scalars(s, s->last_step, r->evaluated ? 6 : 4, tags, values); /* test scores where the epoch evaluated */
+    dl_tensorboard_flush(&s->tb, NULL);
+}
+
+void dl_run_scalars_eval(struct dl_run_scalars *s, long step, double loss, double accuracy)
+{
+    if (!s->tb.open)
+        return;
+    static const char *const tags[] = {"eval/loss", "eval/accuracy"};
+    const double values[] = {loss, accuracy};
+    scalars(s, step, 2, tags, values);
+    dl_tensorboard_flush(&s->tb, NULL);
+}
+
+int dl_run_scalars_close(struct dl_run_scalars *s, struct dl_error *err)
+{
+    int rc = dl_tensorboard_close(&s->tb, err);
+    free(s->memory_bytes);
+    s->memory_bytes = NULL, s->memory_ranks = 0;
+    return rc;
+}
