@@ -113,6 +113,23 @@ static void text_at(cairo_t *cr, double x, double y, const char *s, double align
     cairo_show_text(cr, s);
 }
 
+/* The x axis's grid lines and tick labels under the plot area (px, py, pw, ph). */
+static void x_ticks(cairo_t *cr, const struct axis *ax, double px, double py, double pw, double ph)
+{
+    double t[MAX_TICKS];
+    char label[32];
+    cairo_set_line_width(cr, 1);
+    int n = ticks(ax, t);
+    for (int i = 0; i < n; i++) {
+        double x = px + pw * axis_at(ax, t[i]);
+        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
+        cairo_move_to(cr, x, py), cairo_line_to(cr, x, py + ph), cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        tick_label(t[i], label, sizeof label);
+        text_at(cr, x, py + ph + 6, label, 0.5, 0);
+    }
+}
+
 static double part(const struct dl_chart_bars *b, int row, int j)
 {
     double v = b->values[row * b->parts + j];
@@ -144,18 +161,7 @@ static void draw_bars(cairo_t *cr, const struct dl_chart_panel *p, double x0, do
     }
     struct axis ax = {0, most > 0 ? most : 1, 0};
     ax.hi = ceil(ax.hi / linear_step(0, ax.hi)) * linear_step(0, ax.hi);
-    double t[MAX_TICKS];
-    char label[32];
-    cairo_set_line_width(cr, 1);
-    int n = ticks(&ax, t);
-    for (int i = 0; i < n; i++) {
-        double x = px + pw * axis_at(&ax, t[i]);
-        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-        cairo_move_to(cr, x, py), cairo_line_to(cr, x, py + ph), cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-        tick_label(t[i], label, sizeof label);
-        text_at(cr, x, py + ph + 6, label, 0.5, 0);
-    }
+    x_ticks(cr, &ax, px, py, pw, ph);
     double row_h = ph / (b->rows > 0 ? b->rows : 1);
     for (int r = 0; r < b->rows; r++) {
         double y = py + row_h * r + row_h * 0.15, bh = row_h * 0.7, x = px;
@@ -219,15 +225,8 @@ static void draw_panel(cairo_t *cr, const struct dl_chart_panel *p, double x0, d
         tick_label(t[i], label, sizeof label);
         text_at(cr, px - 6, y, label, 1, 0.5);
     }
-    n = have ? ticks(&ax, t) : 0;
-    for (int i = 0; i < n; i++) {
-        double x = px + pw * axis_at(&ax, t[i]);
-        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-        cairo_move_to(cr, x, py), cairo_line_to(cr, x, py + ph), cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-        tick_label(t[i], label, sizeof label);
-        text_at(cr, x, py + ph + 6, label, 0.5, 0);
-    }
+    if (have)
+        x_ticks(cr, &ax, px, py, pw, ph);
     cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
     cairo_rectangle(cr, px, py, pw, ph), cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0, 0, 0);
