@@ -10,7 +10,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 10
+tap_plan 12
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
 NET="$top_srcdir/nets/gpt-tiny.yaml"
@@ -30,6 +30,26 @@ expect_status 2 "--set args.heads=5" -- $DLTRAIN check $GPT --set args.heads=5
 expect_output "gpt-tiny.yaml:[0-9]+:[0-9]+: layer 'h.0.attn.attn' \\(attention\\): heads 5 do not divide the width 64" \
     "  is refused, located at the attention layer"
 
+# --debug-dump-batches (the testing aid of bench/compare-gpt-curve): each
+# step's 16 windows of 64 byte ids, then their labels, the next bytes.
+expect_status 0 "3 steps with --debug-dump-batches" -- $DLTRAIN $GPT --max-steps 3 --limit-test 64 --quiet \
+    --debug-dump-batches "$T/batches.bin"
+/usr/bin/python3 - "$T/batches.bin" "$TEXT" <<'PY'
+import os, sys
+import numpy as np
+a = np.fromfile(sys.argv[1], dtype=np.int32)
+folder = sys.argv[2]
+text = b"".join(open(os.path.join(folder, f), "rb").read() for f in sorted(os.listdir(folder)) if f != "done")
+ok = a.size == 3 * 2 * 16 * 64
+if ok:
+    b = a.reshape(3, 2, 16, 64)
+    x, y = b[:, 0], b[:, 1]
+    ok = (x[:, :, 1:] == y[:, :, :-1]).all() and 0 <= a.min() and a.max() < 256
+    # every window is the text's: its 65 bytes found in the corpus
+    ok = ok and all(bytes(x[s, i].astype(np.uint8)) + bytes([y[s, i, -1]]) in text for s in range(3) for i in range(16))
+sys.exit(0 if ok else 1)
+PY
+tap_result $? "the dump holds 3 steps of 16 windows of the text and their labels, the next bytes"
 expect_status 0 "300 steps of gpt-tiny" -- $DLTRAIN $GPT --max-steps 300 --limit-test 512 --metrics "$T/gpt.jsonl"
 /usr/bin/python3 - "$TEXT" "$T/gpt.jsonl" <<'PY'
 import json, math, os, sys

@@ -33,7 +33,7 @@ enum {
     OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
     OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
     OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS,
-    OPT_TENSORBOARD
+    OPT_TENSORBOARD, OPT_DUMP_BATCHES
 };
 
 struct printer {
@@ -387,6 +387,7 @@ static const struct option long_opts[] = {
     {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
     {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
     {"debug-hold-at-step", required_argument, 0, OPT_HOLD_AT_STEP},
+    {"debug-dump-batches", required_argument, 0, OPT_DUMP_BATCHES},
     {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
     {"sync-bn", no_argument, 0, OPT_SYNC_BN},
     {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
@@ -490,6 +491,7 @@ static int train_option(struct train_command *cmd, int opt, const char *arg)
     case OPT_HOLD_AT_STEP:
         bad = refused(dl_parse_long("--debug-hold-at-step", arg, 1, 1L << 40, &train->hold_at_step, &err), &err);
         break;
+    case OPT_DUMP_BATCHES: train->dump_batches_path = arg; break;
     case OPT_DUMP_WEIGHTS: train->dump_weights = arg; break;
     case OPT_CKPT_DIR: train->checkpoint_dir = arg; break;
     case OPT_CKPT_EVERY: {

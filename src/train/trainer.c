@@ -88,6 +88,7 @@ struct trainer {
     struct dl_trace *trace;
     int nonfinite_stop, left_loop_together;
     struct dl_bpe *bpe;             /* --sample-every's vocabulary (NULL: bytes) */
+    FILE *dump_batches;             /* --debug-dump-batches (rank 0) */
 };
 
 /* The running sums of the epoch in progress. */
@@ -558,6 +559,8 @@ static void teardown(struct trainer *tr)
     dl_dataset_free(&tr->train);
     dl_dataset_free(&tr->test);
     dl_trace_free(tr->trace);
+    if (tr->dump_batches)
+        fclose(tr->dump_batches);
     if (tr->own_comm)
         dl_comm_close(tr->comm);
 }
@@ -938,6 +941,20 @@ static int between_steps(struct trainer *tr, long global_step, struct dl_error *
     return rc;
 }
 
+/* --debug-dump-batches: the step's inputs and labels appended. */
+static int dump_batch(struct trainer *tr, int local_batch, struct dl_error *err)
+{
+    const char *path = tr->opts->dump_batches_path;
+    if (!tr->dump_batches && !(tr->dump_batches = fopen(path, "wb")))
+        return dl_errorf(err, DL_ERR_IO, "--debug-dump-batches: cannot create %s: %s", path, strerror(errno));
+    size_t nx = (size_t)local_batch * (size_t)dl_shape_count(tr->net->graph.input);
+    size_t ny = (size_t)local_batch * (size_t)tr->net->graph.positions;
+    if (fwrite(tr->batch->x, 4, nx, tr->dump_batches) != nx || fwrite(tr->batch->y, 4, ny, tr->dump_batches) != ny ||
+        fflush(tr->dump_batches) != 0)
+        return dl_errorf(err, DL_ERR_IO, "--debug-dump-batches: cannot write %s: %s", path, strerror(errno));
+    return DL_OK;
+}
+
 static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop, struct dl_train_result *res,
                      struct dl_error *err)
 {
@@ -958,6 +975,8 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         }
         if (dl_trace_on(tr->trace))
             dl_trace_span(tr->trace, DL_TRACE_DATA, "batch", t_step);
+        if (tr->opts->dump_batches_path && tr->comm->rank == 0 && (rc = dump_batch(tr, local_batch, err)))
+            return rc;
         /* without host memory the next batch is read and its copy queued now, to run beside this step */
         if (*global_step + 1 < tr->total_steps)
             rc = dl_batch_ahead_prefetch(&tr->batches, err);

@@ -110,6 +110,10 @@ struct dl_train_opts {
      * minutes, for a stop signal, so that a test's signal lands at a known
      * step instead of racing the run's end. */
     long hold_at_step;
+    /* Testing aid (benchmarks against other frameworks): rank 0 appends
+     * each step's batch to this file, its samples' inputs (4-byte elements:
+     * f32, or i32 token ids) then their labels (int32, one per position). */
+    const char *dump_batches_path;
     /* --trace FILE: rank 0 writes Chrome trace-event JSON of every rank's
      * first trace_steps steps (0: all; io/trace_json.h) at the end of the
      * run, also when a signal or an error stops it early. */
