@@ -235,20 +235,12 @@ static int plot_tuner(struct dl_net_options *no, const char *db, const char *out
     no->tune.db_path = db;
     no->tune.no_measure = 1;
     struct dl_net net;
-    int status = dl_net_options_load(no, &net, PROG);
-    if (status)
-        return status;
-    struct dl_tune_options o = no->tune;
-    o.kernels = &no->kernels;
     struct dl_mbplan plan;
     struct dl_tune_report rep;
+    int status = dl_tune_plan_net(no, PROG, &net, &plan, &rep);
+    if (status)
+        return status;
     struct dl_error err = {0};
-    int rc = dl_tune_net(&net.graph, net.train.batch, &o, &plan, &rep, &err);
-    if (rc) {
-        fprintf(stderr, PROG ": %s\n", err.msg);
-        dl_net_free(&net);
-        return rc == DL_ERR_SPEC ? 2 : 1;
-    }
     struct dl_tune_table t;
     const char **cells = NULL;
     if (dl_tune_table_build(&net.graph, &plan, &rep, &t) == 0 &&

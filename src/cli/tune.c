@@ -83,20 +83,12 @@ int dl_cli_tune(int argc, char **argv)
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&net_options, &net, "dltrain tune");
-    if (status)
-        return status;
-    struct dl_tune_options o = net_options.tune;
-    o.kernels = &net_options.kernels;
     struct dl_mbplan plan;
     struct dl_tune_report rep;
-    struct dl_error err = {0};
-    int rc = dl_tune_net(&net.graph, net.train.batch, &o, &plan, &rep, &err);
-    if (rc) {
-        fprintf(stderr, "dltrain tune: %s\n", err.msg);
-        dl_net_free(&net);
-        return rc == DL_ERR_SPEC ? 2 : 1;
-    }
+    int status = dl_tune_plan_net(&net_options, "dltrain tune", &net, &plan, &rep);
+    if (status)
+        return status;
+    const struct dl_tune_options o = net_options.tune;
     char lim[64] = "none", tot[64] = "none";
     if (o.workspace_limit)
         snprintf(lim, sizeof lim, "%.2f MiB", o.workspace_limit / 1048576.0);

@@ -4,6 +4,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cli/options.h"
+
+int dl_tune_plan_net(struct dl_net_options *o, const char *prog, struct dl_net *net, struct dl_mbplan *plan,
+                     struct dl_tune_report *rep)
+{
+    int status = dl_net_options_load(o, net, prog);
+    if (status)
+        return status;
+    struct dl_tune_options t = o->tune;
+    t.kernels = &o->kernels;
+    struct dl_error err = {0};
+    int rc = dl_tune_net(&net->graph, net->train.batch, &t, plan, rep, &err);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        dl_net_free(net);
+        return rc == DL_ERR_SPEC ? 2 : 1;
+    }
+    return 0;
+}
+
 const char *const dl_tune_table_header[DL_TUNE_TABLE_COLS] = {
     "layer", "type", "direction", "plan (kernel mb x count)", "ms", "MiB", "undiv ms", "speedup"};
 

@@ -1,7 +1,8 @@
 /* tune_table.h: the tuner's plan as a table, one row per tuned layer and
  * direction: the kernels and micro-batches, the time, the workspace, the
  * layer's best plan without micro-batches and the speedup over it.
- * `dltrain tune` prints it, `dltrain plot --tuner` draws it. */
+ * `dltrain tune` prints it, `dltrain plot --tuner` draws it; both plan
+ * the network the same way (dl_tune_plan_net). */
 #ifndef DL_CLI_TUNE_TABLE_H
 #define DL_CLI_TUNE_TABLE_H
 
@@ -10,6 +11,15 @@
 #include "graph/graph.h"
 #include "plan/mbplan.h"
 #include "tune/tune.h"
+
+struct dl_net;
+struct dl_net_options;
+
+/* Loads the network of o and plans it as dltrain tune does (o's tuning
+ * options and kernels); returns 0, or the exit status after prog's message
+ * (net is then freed). */
+int dl_tune_plan_net(struct dl_net_options *o, const char *prog, struct dl_net *net, struct dl_mbplan *plan,
+                     struct dl_tune_report *rep);
 
 enum { DL_TUNE_TABLE_COLS = 8 };
 

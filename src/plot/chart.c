@@ -22,6 +22,8 @@ static const double palette[10][3] = {
     {0.737, 0.741, 0.133}, {0.090, 0.745, 0.812}};
 
 enum { MAX_TICKS = 24, FONT = 13, TITLE_FONT = 18 };
+/* A panel's margins around its plot area (the left one fits the y labels). */
+enum { PANEL_TOP = 30, PANEL_BOTTOM = 46, PANEL_RIGHT = 14, PANEL_LEFT = 70 };
 
 struct axis {
     double lo, hi;
@@ -130,6 +132,26 @@ static void x_ticks(cairo_t *cr, const struct axis *ax, double px, double py, do
     }
 }
 
+/* A panel's title over its box, from x0 across w. */
+static void panel_title(cairo_t *cr, const struct dl_chart_panel *p, double x0, double y0, double w)
+{
+    cairo_set_font_size(cr, FONT + 1);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, x0 + w / 2, y0 + 6, p->title, 0.5, 0);
+    cairo_set_font_size(cr, FONT);
+}
+
+/* The plot area's frame and the x axis's label above the box's bottom. */
+static void panel_frame(cairo_t *cr, const struct dl_chart_panel *p, double px, double py, double pw, double ph,
+                        double bottom)
+{
+    cairo_set_line_width(cr, 1);
+    cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
+    cairo_rectangle(cr, px, py, pw, ph), cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, px + pw / 2, bottom - 4, p->xlabel, 0.5, 1);
+}
+
 static double part(const struct dl_chart_bars *b, int row, int j)
 {
     double v = b->values[row * b->parts + j];
@@ -141,17 +163,14 @@ static void draw_bars(cairo_t *cr, const struct dl_chart_panel *p, double x0, do
 {
     const struct dl_chart_bars *b = p->bars;
     cairo_set_font_size(cr, FONT);
-    double left = 70;
+    double left = PANEL_LEFT;
     for (int r = 0; r < b->rows; r++) {
         cairo_text_extents_t e;
         cairo_text_extents(cr, b->row_labels[r], &e);
         left = fmax(left, e.x_advance + 16);
     }
-    double px = x0 + left, py = y0 + 30, pw = w - left - 14, ph = h - 30 - 46;
-    cairo_set_font_size(cr, FONT + 1);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, x0 + w / 2, y0 + 6, p->title, 0.5, 0);
-    cairo_set_font_size(cr, FONT);
+    double px = x0 + left, py = y0 + PANEL_TOP, pw = w - left - PANEL_RIGHT, ph = h - PANEL_TOP - PANEL_BOTTOM;
+    panel_title(cr, p, x0, y0, w);
     double most = 0;
     for (int r = 0; r < b->rows; r++) {
         double sum = 0;
@@ -175,10 +194,7 @@ static void draw_bars(cairo_t *cr, const struct dl_chart_panel *p, double x0, do
         cairo_set_source_rgb(cr, 0, 0, 0);
         text_at(cr, px - 8, y + bh / 2, b->row_labels[r], 1, 0.5);
     }
-    cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
-    cairo_rectangle(cr, px, py, pw, ph), cairo_stroke(cr);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, px + pw / 2, y0 + h - 4, p->xlabel, 0.5, 1);
+    panel_frame(cr, p, px, py, pw, ph, y0 + h);
 }
 
 /* One panel in the box (x0, y0, w, h). */
@@ -188,11 +204,9 @@ static void draw_panel(cairo_t *cr, const struct dl_chart_panel *p, double x0, d
         draw_bars(cr, p, x0, y0, w, h);
         return;
     }
-    const double left = 70, right = 14, top = 30, bottom = 46;
-    double px = x0 + left, py = y0 + top, pw = w - left - right, ph = h - top - bottom;
-    cairo_set_font_size(cr, FONT + 1);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, x0 + w / 2, y0 + 6, p->title, 0.5, 0);
+    double px = x0 + PANEL_LEFT, py = y0 + PANEL_TOP, pw = w - PANEL_LEFT - PANEL_RIGHT,
+           ph = h - PANEL_TOP - PANEL_BOTTOM;
+    panel_title(cr, p, x0, y0, w);
     struct axis ax = {0, 1, 0}, ay = {0, 1, 0};
     int have = data_range(p, 0, 0, &ax.lo, &ax.hi);
     double ylo = 0, yhi = 1, plo = 0, phi = 1;
@@ -214,7 +228,6 @@ static void draw_panel(cairo_t *cr, const struct dl_chart_panel *p, double x0, d
     /* the frame, grid and tick labels */
     double t[MAX_TICKS];
     char label[32];
-    cairo_set_font_size(cr, FONT);
     cairo_set_line_width(cr, 1);
     int n = have_y ? ticks(&ay, t) : 0;
     for (int i = 0; i < n; i++) {
@@ -227,10 +240,7 @@ static void draw_panel(cairo_t *cr, const struct dl_chart_panel *p, double x0, d
     }
     if (have)
         x_ticks(cr, &ax, px, py, pw, ph);
-    cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
-    cairo_rectangle(cr, px, py, pw, ph), cairo_stroke(cr);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, px + pw / 2, y0 + h - 4, p->xlabel, 0.5, 1);
+    panel_frame(cr, p, px, py, pw, ph, y0 + h);
     cairo_save(cr);
     cairo_move_to(cr, x0 + 4, py + ph / 2);
     cairo_rotate(cr, -M_PI / 2);
