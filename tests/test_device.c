@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,7 +128,7 @@ static void copies_ahead_land_in_order(void **state)
     assert_int_equal(dev->mark_record(&filled, &err), DL_OK);
     assert_int_equal(dev->copy_ahead(d, pinned, sizeof(float) * N, &filled, &copied, &err), DL_OK);
     assert_int_equal(dev->wait_mark(&copied, &err), DL_OK);
-    assert_int_equal(dev->accumulate(sum, d, N, &err), DL_OK);
+    assert_int_equal(dev->accumulate(sum, d, N, DL_F32, &err), DL_OK);
     assert_int_equal(dev->mark_sync(&copied, &err), DL_OK);
     assert_int_equal(dev->copy(back, sum, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
     assert_int_equal(dev->sync(&err), DL_OK);
@@ -156,11 +157,85 @@ static void accumulate_adds(void **state)
     assert_non_null(b);
     assert_int_equal(dev->copy(a, x, sizeof x, DL_COPY_TO_DEVICE, &err), DL_OK);
     assert_int_equal(dev->copy(b, y, sizeof y, DL_COPY_TO_DEVICE, &err), DL_OK);
-    assert_int_equal(dev->accumulate(a, b, N - 1, &err), DL_OK); /* the last value left alone */
+    assert_int_equal(dev->accumulate(a, b, N - 1, DL_F32, &err), DL_OK); /* the last value left alone */
     assert_int_equal(dev->copy(back, a, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
     for (int i = 0; i < N; i++)
         if (back[i] != (i < N - 1 ? x[i] + y[i] : x[i]))
             fail_msg("value %d is %g, expected %g", i, (double)back[i], (double)(i < N - 1 ? x[i] + y[i] : x[i]));
+    dev->free(a);
+    dev->free(b);
+}
+
+/* scale multiplies in place: read back, each value is the host's product
+ * (exact: small integers times a power of two). */
+static void scale_multiplies(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    enum { N = 1000 };
+    dl_real x[N], back[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (dl_real)(i % 37) - 18;
+    dl_real *a = dev->alloc(sizeof x, &err);
+    assert_non_null(a);
+    assert_int_equal(dev->copy(a, x, sizeof x, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->scale(a, N - 1, (dl_real)0.25, DL_F32, &err), DL_OK); /* the last value left alone */
+    assert_int_equal(dev->copy(back, a, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        if (back[i] != (i < N - 1 ? x[i] * (dl_real)0.25 : x[i]))
+            fail_msg("value %d is %g, expected %g", i, (double)back[i], (double)(i < N - 1 ? x[i] / 4 : x[i]));
+    dev->free(a);
+}
+
+/* bf16 values summed and scaled on the device are rounded once from the
+ * f32 result, to nearest even, as core/bf16.h's cast rounds on the host:
+ * read back, every value has the cast's bits, on random values, sums that
+ * fall halfway between two bf16 values, sums past bf16's largest
+ * (infinity) and NaN.  The buffers are exactly 2 bytes a value, so a
+ * device that took them for floats reads past them (the emulated device
+ * refuses that).  An i32 sum or scaling is refused. */
+static void bf16_sums_and_scales_round_once(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    enum { N = 4096 };
+    static dl_bf16 x[N], y[N], back[N];
+    uint64_t r = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (dl_bf16)(r >> 48), y[i] = (dl_bf16)(r >> 32);
+        if (i % 4 == 1) /* halfway: x + 2^-8 x (its last bit's half) */
+            y[i] = dl_f32_to_bf16(dl_bf16_to_f32(x[i]) / 256);
+    }
+    x[0] = dl_f32_to_bf16(3e38f), y[0] = dl_f32_to_bf16(3e38f); /* to infinity */
+    x[3] = 0x7fc1;                                               /* NaN */
+    dl_bf16 *a = dev->alloc(sizeof x, &err), *b = dev->alloc(sizeof y, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(dev->copy(a, x, sizeof x, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->copy(b, y, sizeof y, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->accumulate(a, b, N, DL_BF16, &err), DL_OK);
+    assert_int_equal(dev->copy(back, a, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
+    int rounded_up = 0;
+    for (int i = 0; i < N; i++) {
+        float sum = dl_bf16_to_f32(x[i]) + dl_bf16_to_f32(y[i]);
+        uint32_t bits;
+        memcpy(&bits, &sum, sizeof bits);
+        rounded_up += i % 4 == 1 && dl_f32_to_bf16(sum) != (dl_bf16)(bits >> 16); /* not the truncation */
+        if (back[i] != dl_f32_to_bf16(sum))
+            fail_msg("sum %d: %#06x + %#06x is %#06x, expected %#06x", i, x[i], y[i], back[i], dl_f32_to_bf16(sum));
+    }
+    assert_true(rounded_up > 0); /* the halfway sums took the rounding's path */
+    assert_true(isinf(dl_bf16_to_f32(back[0])) && isnan(dl_bf16_to_f32(back[3])));
+    float f = 0.3f;
+    assert_int_equal(dev->scale(b, N, (dl_real)f, DL_BF16, &err), DL_OK);
+    assert_int_equal(dev->copy(back, b, sizeof back, DL_COPY_TO_HOST, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        if (back[i] != dl_f32_to_bf16(dl_bf16_to_f32(y[i]) * f))
+            fail_msg("scaled %d: %#06x * 0.3 is %#06x, expected %#06x", i, y[i], back[i],
+                     dl_f32_to_bf16(dl_bf16_to_f32(y[i]) * f));
+    assert_int_equal(dev->accumulate(a, b, 2, DL_I32, &err), DL_ERR_INTERNAL);
+    assert_int_equal(dev->scale(a, 2, 1, DL_I32, &err), DL_ERR_INTERNAL);
     dev->free(a);
     dev->free(b);
 }
@@ -478,6 +553,8 @@ int main(void)
         cmocka_unit_test(allocations_are_aligned_and_freed),
         cmocka_unit_test(copies_and_fills_move_the_bytes),
         cmocka_unit_test(accumulate_adds),
+        cmocka_unit_test(scale_multiplies),
+        cmocka_unit_test(bf16_sums_and_scales_round_once),
         cmocka_unit_test(copy_rows_moves_the_rows),
         cmocka_unit_test(copies_ahead_land_in_order),
         cmocka_unit_test(marks_lie_within_the_host_interval),

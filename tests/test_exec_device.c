@@ -91,10 +91,10 @@ static int rec_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
     return dl_device_host.fill(dst, byte, bytes, err);
 }
 
-static int rec_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_error *err)
+static int rec_accumulate(void *dst, const void *src, long n, enum dl_dtype dtype, struct dl_error *err)
 {
     accumulated += n;
-    return dl_device_host.accumulate(dst, src, n, err);
+    return dl_device_host.accumulate(dst, src, n, dtype, err);
 }
 
 /* The live block [p, p + bytes) lies in, or NULL. */

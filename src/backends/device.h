@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "core/device_kind.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/real.h"
 
@@ -66,13 +67,18 @@ struct dl_device {
     int (*copy_rows)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
                      struct dl_error *err);
     int (*fill)(void *dst, int byte, size_t bytes, struct dl_error *err);
-    /* dst[i] += src[i] for n values, both in the device's memory (the
-     * executor's sum of a gradient from several consumers). */
-    int (*accumulate)(dl_real *dst, const dl_real *src, long n, struct dl_error *err);
-    /* x[i] *= f for n values in the device's memory (a data-parallel
-     * gradient bucket scaled where it lives, before a communicator whose
-     * buffers are device memory sums it). */
-    int (*scale)(dl_real *x, long n, dl_real f, struct dl_error *err);
+    /* dst[i] += src[i] for n values of dtype, both in the device's memory
+     * (the executor's sum of a gradient from several consumers).  f32
+     * values are dl_real (core/dtype.h's dl_dtype_value_size); a bf16 sum is
+     * taken in f32 and rounded once (dtype.h's dl_cast_add).  Other dtypes:
+     * DL_ERR_INTERNAL. */
+    int (*accumulate)(void *dst, const void *src, long n, enum dl_dtype dtype, struct dl_error *err);
+    /* x[i] *= f for n values of dtype in the device's memory (a
+     * data-parallel gradient bucket scaled where it lives, before a
+     * communicator whose buffers are device memory sums it); a bf16
+     * product is taken in f32 and rounded once.  Other dtypes:
+     * DL_ERR_INTERNAL. */
+    int (*scale)(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl_error *err);
     /* Returns when everything queued on the device so far has finished. */
     int (*sync)(struct dl_error *err);
     /* The clock: initialise a mark, record it at the current point of the

@@ -215,28 +215,28 @@ static int emu_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
     return DL_OK;
 }
 
-static int emu_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_error *err)
+static int emu_accumulate(void *dst, const void *src, long n, enum dl_dtype dtype, struct dl_error *err)
 {
-    size_t bytes = sizeof *dst * (size_t)(n > 0 ? n : 0);
+    size_t bytes = dl_dtype_value_size(dtype) * (size_t)(n > 0 ? n : 0);
     int rc = bytes ? check_side(dst, bytes, 1, "accumulate destination", err) : DL_OK;
     if (!rc && bytes)
         rc = check_side(src, bytes, 1, "accumulate source", err);
     if (rc || !bytes)
         return rc;
     work_begin();
-    rc = dl_device_host.accumulate(dst, src, n, err);
+    rc = dl_device_host.accumulate(dst, src, n, dtype, err);
     work_end();
     return rc;
 }
 
-static int emu_scale(dl_real *x, long n, dl_real f, struct dl_error *err)
+static int emu_scale(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl_error *err)
 {
-    size_t bytes = sizeof *x * (size_t)(n > 0 ? n : 0);
+    size_t bytes = dl_dtype_value_size(dtype) * (size_t)(n > 0 ? n : 0);
     int rc = bytes ? check_side(x, bytes, 1, "scale values", err) : DL_OK;
     if (rc || !bytes)
         return rc;
     work_begin();
-    rc = dl_device_host.scale(x, n, f, err);
+    rc = dl_device_host.scale(x, n, f, dtype, err);
     work_end();
     return rc;
 }

@@ -1,6 +1,7 @@
 /* device_host.c: the host device of device.h, the memory every CPU kernel
  * works in: posix_memalign'd blocks, memcpy and memset, an OpenMP loop
- * for accumulate, a plain one for scale, nothing queued
+ * for accumulate, a plain one for scale (bf16 values summed and scaled
+ * in f32, rounded once), nothing queued
  * (sync returns at once, a copy ahead is a copy now, pinned memory is its
  * own), and marks that are readings of core/clock.h's
  * monotonic clock.  Also the spellings of the device kinds. */
@@ -52,20 +53,31 @@ static int host_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
     return DL_OK;
 }
 
-static int host_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_error *err)
+static int host_accumulate(void *dst, const void *src, long n, enum dl_dtype dtype, struct dl_error *err)
 {
-    (void)err;
+    if (dtype != DL_F32)
+        return dl_cast_add(src, dtype, dst, dtype, n, err);
+    dl_real *d = dst;
+    const dl_real *s = src;
     #pragma omp parallel for simd schedule(static)
     for (long i = 0; i < n; i++)
-        dst[i] += src[i];
+        d[i] += s[i];
     return DL_OK;
 }
 
-static int host_scale(dl_real *x, long n, dl_real f, struct dl_error *err)
+static int host_scale(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl_error *err)
 {
-    (void)err;
+    if (dtype == DL_BF16) {
+        dl_bf16 *h = x;
+        for (long i = 0; i < n; i++)
+            h[i] = dl_f32_to_bf16(dl_bf16_to_f32(h[i]) * (float)f);
+        return DL_OK;
+    }
+    if (dtype != DL_F32)
+        return dl_errorf(err, DL_ERR_INTERNAL, "no scaling of %s values", dl_dtype_names[dtype]);
+    dl_real *v = x;
     for (long i = 0; i < n; i++)
-        x[i] *= f;
+        v[i] *= f;
     return DL_OK;
 }
 

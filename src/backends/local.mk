@@ -11,6 +11,7 @@ DL_COMMON_SOURCES += src/backends/device.h src/backends/device_host.c
 libdltrain_a_SOURCES += src/backends/device.c src/backends/device_emulated.c
 if HAVE_CUDA
 libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
+	src/backends/cuda/device_kernels.h src/backends/cuda/device_kernels.cu \
 	src/backends/cuda/cudnn_io.c src/backends/cuda/cudnn_io.h \
 	src/backends/cuda/conv.c src/backends/cuda/fc.c src/backends/cuda/eltwise.c src/backends/cuda/pool.c \
 	src/backends/cuda/batchnorm.c src/backends/cuda/softmax_xent.c \

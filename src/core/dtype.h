@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "core/error.h"
+#include "core/real.h"
 
 enum dl_dtype { DL_F32, DL_BF16, DL_I32, DL_DTYPE_COUNT };
 
@@ -23,31 +25,19 @@ static inline size_t dl_dtype_size(enum dl_dtype t)
     return t == DL_BF16 ? 2 : 4;
 }
 
+/* Bytes of one value of t as this build stores it: f32 values are dl_real
+ * (a double in the gradient-check build, core/real.h), the others their
+ * own size. */
+static inline size_t dl_dtype_value_size(enum dl_dtype t)
+{
+    return t == DL_F32 ? sizeof(dl_real) : dl_dtype_size(t);
+}
+
 /* The dtype named name: DL_ERR_SPEC naming `what` and the names otherwise. */
 int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err);
 /* A training precision's spelling (--precision, --grad-dtype): "fp32" is
  * DL_F32, "bf16" DL_BF16; DL_ERR_SPEC naming `what` and both otherwise. */
 int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err);
-
-typedef uint16_t dl_bf16;
-
-static inline dl_bf16 dl_f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: quiet, whatever its low payload bits */
-        return (dl_bf16)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even; carries into the exponent (to infinity) */
-    return (dl_bf16)(u >> 16);
-}
-
-static inline float dl_bf16_to_f32(dl_bf16 h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* n elements of src (dtype from) into dst (dtype to; the same memory only
  * when from == to).  Supported: any dtype to itself, f32 <-> bf16, i32 ->

@@ -53,7 +53,7 @@ static void move_rows(struct dl_exec *e, const struct dl_device *dev, dl_real *d
                             sizeof *dst * (size_t)B, (size_t)rows, &e->err);
     } else {
         for (int r = 0; r < rows && !rc; r++)
-            rc = dev->accumulate(dst + (long)r * dst_pitch, src + (long)r * src_pitch, B, &e->err);
+            rc = dev->accumulate(dst + (long)r * dst_pitch, src + (long)r * src_pitch, B, DL_F32, &e->err);
     }
     if (rc && !e->status)
         e->status = rc;
@@ -89,7 +89,7 @@ static void add_into(struct dl_exec *e, const struct dl_device *dev, dl_real *ds
     if (dst == src && !acc)
         return;
     if (dev) {
-        int rc = acc ? dev->accumulate(dst, src, n, &e->err)
+        int rc = acc ? dev->accumulate(dst, src, n, DL_F32, &e->err)
                      : dev->copy(dst, src, sizeof *dst * (size_t)n, DL_COPY_WITHIN, &e->err);
         if (rc && !e->status)
             e->status = rc;

@@ -28,18 +28,11 @@ struct dl_exec_tensor {
     dl_real *data, *grad;
 };
 
-/* Bytes per value of a tensor of dtype t: f32 tensors hold dl_real (a
- * double in the gradient-check build). */
-static inline size_t dl_exec_value_size(enum dl_dtype t)
-{
-    return t == DL_F32 ? sizeof(dl_real) : dl_dtype_size(t);
-}
-
 /* Sample n0 of p, a buffer of tensor t's values or gradients (in its
  * dtype); NULL for NULL. */
 static inline dl_real *dl_exec_samples_at(const void *p, const struct dl_exec_tensor *t, long n0)
 {
-    return p ? (dl_real *)((unsigned char *)p + (size_t)(n0 * t->count) * dl_exec_value_size(t->shape.dtype)) : NULL;
+    return p ? (dl_real *)((unsigned char *)p + (size_t)(n0 * t->count) * dl_dtype_value_size(t->shape.dtype)) : NULL;
 }
 
 struct dl_exec_instance {

@@ -48,5 +48,5 @@ int dl_exec_grad_scale(struct dl_exec *e, double f, struct dl_error *err)
     if (e->n_weights == 0)
         return DL_OK;
     const struct dl_device *dev = dl_exec_device(e);
-    return dev->scale(e->dweights, e->n_weights, (dl_real)f, err);
+    return dev->scale(e->dweights, e->n_weights, (dl_real)f, DL_F32, err);
 }

@@ -219,7 +219,7 @@ static void grad_end_on_device(struct dl_exec *e, int layer, long n)
     for (int j = 0; j < l->n_params && !rc && !e->status; j++) {
         if (!e->dparam[layer][j])
             continue;
-        rc = dev->accumulate(e->dparam[layer][j], m->grad_part + at, l->param[j].count, &e->err);
+        rc = dev->accumulate(e->dparam[layer][j], m->grad_part + at, l->param[j].count, DL_F32, &e->err);
         at += l->param[j].count;
     }
     if (rc && !e->status)

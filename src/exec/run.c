@@ -155,7 +155,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
 /* Zeroes n values of dtype at p on the executor's device (its arena, its gradients). */
 static void zero_on_device(struct dl_exec *e, void *p, long n, enum dl_dtype dtype)
 {
-    int rc = e->impl->device->fill(p, 0, dl_exec_value_size(dtype) * (size_t)n, &e->err);
+    int rc = e->impl->device->fill(p, 0, dl_dtype_value_size(dtype) * (size_t)n, &e->err);
     if (rc && !e->status)
         e->status = rc;
 }
@@ -225,9 +225,7 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
             continue;
         if (s->via_scratch[k]) {
             long n = t->count * e->batch;
-            int rc = t->shape.dtype == DL_F32 ? m->device->accumulate(t->grad, s->scratch[k], n, &e->err)
-                                              : dl_cast_add(s->scratch[k], t->shape.dtype, t->grad, t->shape.dtype, n,
-                                                            &e->err);
+            int rc = m->device->accumulate(t->grad, s->scratch[k], n, t->shape.dtype, &e->err);
             if (rc && !e->status)
                 e->status = rc;
         }

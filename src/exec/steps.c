@@ -592,7 +592,7 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     size_t N = (size_t)e->max_batch;
     for (int t = 1; t < m->n_tensors; t++) { /* tensor 0: the caller's input */
         struct dl_exec_tensor *x = &m->tensors[t];
-        size_t real = dl_exec_value_size(x->shape.dtype);
+        size_t real = dl_dtype_value_size(x->shape.dtype);
         int bwd = end - x->step;
         const struct dl_exec_step *made = &m->steps[x->step];
         int keep = made->kind == DL_STEP_LAYER && (made->layer == g->loss || made->layer == g->logits);
@@ -614,7 +614,7 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
         for (int j = 0; j < g->layers[st->layer].n_in; j++) {
             const struct dl_exec_tensor *x = &m->tensors[st->in[j]];
             st->buf_scratch[j] = st->via_scratch[j] && x->needs_grad
-                                     ? add_buf(m, N * (size_t)x->count * dl_exec_value_size(x->shape.dtype), end - s, end - s)
+                                     ? add_buf(m, N * (size_t)x->count * dl_dtype_value_size(x->shape.dtype), end - s, end - s)
                                      : -1;
         }
     }

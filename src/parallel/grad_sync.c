@@ -175,7 +175,7 @@ static int scale_bucket(struct dl_grad_sync *s, int k, struct dl_error *err)
 {
     const struct bucket *b = &s->buckets[k];
     if (s->opts.device_comm) {
-        int rc = s->scale != 1.0 ? s->device->scale(s->exec->dweights + b->lo, b->hi - b->lo, (dl_real)s->scale, err)
+        int rc = s->scale != 1.0 ? s->device->scale(s->exec->dweights + b->lo, b->hi - b->lo, (dl_real)s->scale, DL_F32, err)
                                  : DL_OK;
         return rc ? rc : s->device->mark_record(&s->ready[k], err);
     }

@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "backends/cuda/pointwise_kernels.h"
+#include "backends/cuda/device_kernels.h"
 #include <cublas_v2.h>
 #include <cudnn.h>
 
@@ -61,16 +61,26 @@ static int cuda_fill(void *dst, int byte, size_t bytes, struct dl_error *err)
     return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "cudaMemset");
 }
 
-static int cuda_accumulate(dl_real *dst, const dl_real *src, long n, struct dl_error *err)
+/* f32 or bf16 (device_kernels.cu); other dtypes have no sums. */
+static int arith_dtype(enum dl_dtype dtype, const char *what, struct dl_error *err)
 {
-    cudaError_t r = (cudaError_t)dl_cuda_accumulate(dst, src, n);
-    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "accumulate launch");
+    return dtype == DL_F32 || dtype == DL_BF16
+               ? DL_OK
+               : dl_errorf(err, DL_ERR_INTERNAL, "no %s of %s values on the GPU", what, dl_dtype_names[dtype]);
 }
 
-static int cuda_scale(dl_real *x, long n, dl_real f, struct dl_error *err)
+static int cuda_accumulate(void *dst, const void *src, long n, enum dl_dtype dtype, struct dl_error *err)
 {
-    cudaError_t r = (cudaError_t)dl_cuda_scale(x, n, f);
-    return r == cudaSuccess ? DL_OK : cuda_fail(err, r, "scale launch");
+    int rc = arith_dtype(dtype, "sum", err);
+    cudaError_t r = rc ? cudaSuccess : (cudaError_t)dl_cuda_accumulate(dst, src, n, dtype == DL_BF16);
+    return rc ? rc : r == cudaSuccess ? DL_OK : cuda_fail(err, r, "accumulate launch");
+}
+
+static int cuda_scale(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl_error *err)
+{
+    int rc = arith_dtype(dtype, "scaling", err);
+    cudaError_t r = rc ? cudaSuccess : (cudaError_t)dl_cuda_scale(x, n, f, dtype == DL_BF16);
+    return rc ? rc : r == cudaSuccess ? DL_OK : cuda_fail(err, r, "scale launch");
 }
 
 static int cuda_sync(struct dl_error *err)

@@ -54,20 +54,6 @@ static __global__ void multiply(const float *a, const float *b, long n, float *o
         out[i] = __fmul_rn(a[i], b[i]);
 }
 
-static __global__ void accumulate(float *dst, const float *src, long n)
-{
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        dst[i] += src[i];
-}
-
-static __global__ void scale(float *x, long n, float f)
-{
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        x[i] = __fmul_rn(x[i], f);
-}
-
 /* The launch's error (0 when it was queued). */
 static int launched(void)
 {
@@ -94,20 +80,6 @@ extern "C" int dl_cuda_dropout_forward(const float *x, int batch, long per, uint
     long n = (long)batch * per;
     if (n > 0)
         dropout_forward<<<blocks(n), THREADS>>>(x, n, per, key, sample0, first, rate, keep, m, y);
-    return launched();
-}
-
-extern "C" int dl_cuda_accumulate(float *dst, const float *src, long n)
-{
-    if (n > 0)
-        accumulate<<<blocks(n), THREADS>>>(dst, src, n);
-    return launched();
-}
-
-extern "C" int dl_cuda_scale(float *x, long n, float f)
-{
-    if (n > 0)
-        scale<<<blocks(n), THREADS>>>(x, n, f);
     return launched();
 }
 

@@ -1,6 +1,6 @@
 /* cuda/pointwise_kernels.h: element-wise CUDA kernels of the layers cuDNN
  * has no call for (pointwise_kernels.cu, compiled by nvcc): leaky ReLU and
- * dropout, and the device's accumulate, behind plain C functions so that pointwise.c needs no CUDA
+ * dropout, behind plain C functions so that pointwise.c needs no CUDA
  * language.  Every pointer is device memory, n counts elements; each
  * returns 0, or the CUDA error (a cudaError_t) of the launch. */
 #ifndef DL_BACKENDS_CUDA_POINTWISE_KERNELS_H
@@ -24,10 +24,6 @@ int dl_cuda_dropout_forward(const float *x, int batch, long per, uint64_t key, l
                             float keep, float *m, float *y);
 /* out = a * b element by element (dropout's backward: dy * m). */
 int dl_cuda_multiply(const float *a, const float *b, long n, float *out);
-/* dst += src element by element (the CUDA device's accumulate). */
-int dl_cuda_accumulate(float *dst, const float *src, long n);
-/* x *= f element by element (the CUDA device's scale). */
-int dl_cuda_scale(float *x, long n, float f);
 
 #ifdef __cplusplus
 }
