@@ -1,13 +1,16 @@
-/* fuzz_tokens.c: fuzz target for the token-file reader (data/token_file.h):
- * the input is the file (in memory, memfd), read by the header check and by
- * the whole reader: what the reader takes the header check takes, with its
- * count. */
+/* fuzz_tokens.c: fuzz target for the token-file reader (data/token_file.h)
+ * and the mapped windows of token datasets (data/token_windows.h): the
+ * input is the file (in memory, memfd), read by the header check, by the
+ * whole reader and mapped after the header check: what the reader takes
+ * the header check takes, with its count, and the mapping holds the same
+ * ids. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "data/token_file.h"
+#include "data/token_windows.h"
 #include "fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -28,6 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int whole = dl_token_file_read(path, &s, &width, &err);
     if ((head != DL_OK && whole == DL_OK) || (whole == DL_OK && s.n != count)) /* ids > INT32_MAX fail only whole */
         abort();
+    struct dl_token_windows *w = calloc(1, sizeof *w);
+    if (w && head == DL_OK &&
+        dl_token_windows_add(w, path, 4 * DL_TOKEN_FILE_HEADER_INTS, width, count, &err) == DL_OK && whole == DL_OK)
+        for (long k = 0; k < s.n; k++)
+            if (dl_token_windows_id(w, k) != s.id[k])
+                abort();
+    dl_token_windows_free(w);
     dl_token_stream_free(&s);
     close(fd);
     return 0;

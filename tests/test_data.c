@@ -27,6 +27,8 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/imagefolder.h"
+#include "data/token_file.h"
+#include "data/token_windows.h"
 
 struct fixture {
     char dir[512];
@@ -1148,6 +1150,74 @@ static void file_lists(void **state)
     dl_file_list_free(&l);
 }
 
+/* ---------------------------------------------------------------- token windows */
+
+/* A stream of token files mapped one after another (uint16 files, an empty
+ * one, a uint32 one): every window of a split that starts inside the first
+ * file is the stream's ids from lo + i*T, its labels the next ids, windows
+ * across the seams between files included; an id past a limit is refused
+ * naming its file and index, and a text file's byte naming its offset. */
+static void token_windows_across_files(void **state)
+{
+    struct fixture *fx = *state;
+    enum { T = 8 };
+    static const long len[4] = {37, 0, 41, 23};
+    int32_t all[101], *at = all;
+    struct dl_token_windows *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    struct dl_error err = {0};
+    for (int f = 0; f < 4; f++) {
+        for (long j = 0; j < len[f]; j++)
+            at[j] = f == 3 ? 70000 + (int32_t)(j * 7) : (int32_t)((f * 131 + j * 17) % 50257);
+        char path[600];
+        snprintf(path, sizeof path, "%s/shard%d.bin", fx->dir, f);
+        assert_int_equal(dl_token_file_write(path, at, len[f], &err), DL_OK);
+        long count;
+        int width;
+        assert_int_equal(dl_token_file_header(path, &count, &width, &err), DL_OK);
+        assert_int_equal(width, f == 3 ? 4 : 2);
+        assert_int_equal(dl_token_windows_add(w, path, 4 * DL_TOKEN_FILE_HEADER_INTS, width, count, &err), DL_OK);
+        at += len[f];
+    }
+    long total = at - all;
+    assert_int_equal(w->start[w->n_files], total);
+    for (long k = 0; k < total; k++)
+        assert_int_equal(dl_token_windows_id(w, k), all[k]);
+    assert_int_equal(dl_token_windows_check(w, 70000 + 7 * 22 + 1, "the limit", &err), DL_OK);
+    assert_int_equal(dl_token_windows_split(w, 3, total, T, 0, "test", "training", fx->dir, &err), DL_OK);
+    assert_int_equal(w->n, (total - 3 - 1) / T);
+    for (long i = 0; i < w->n; i++) {
+        float x[T];
+        int y[T];
+        dl_token_windows_get(w, i, x, y);
+        for (int t = 0; t < T; t++) {
+            int32_t id;
+            memcpy(&id, &x[t], sizeof id);
+            assert_int_equal(id, all[3 + i * T + t]);
+            assert_int_equal(y[t], all[3 + i * T + t + 1]);
+        }
+    }
+    assert_int_equal(dl_token_windows_check(w, 70000 + 7 * 5, "the limit", &err), DL_ERR_DATA);
+    assert_non_null(strstr(err.msg, "shard3.bin: token 5 is 70035, not an id below 70035 (the limit)"));
+    assert_int_equal(dl_token_windows_split(w, 0, T, T, 0, "test", "validation", "here", &err), DL_ERR_DATA);
+    assert_non_null(strstr(err.msg, "test: the validation split of here has 8 tokens, fewer than one window of 8 + 1"));
+    dl_token_windows_free(w);
+
+    char text[600];
+    snprintf(text, sizeof text, "%s/text", fx->dir);
+    FILE *f = fopen(text, "wb");
+    assert_non_null(f);
+    fputs("plain \xc3\xa9 text", f);
+    fclose(f);
+    w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    assert_int_equal(dl_token_windows_add(w, text, 0, 1, -1, &err), DL_OK);
+    assert_int_equal(w->start[1], 13);
+    assert_int_equal(dl_token_windows_check(w, 128, "ASCII", &err), DL_ERR_DATA);
+    assert_non_null(strstr(err.msg, "text: byte 195 at offset 6 is not a token id below 128 (ASCII)"));
+    dl_token_windows_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1174,6 +1244,7 @@ int main(void)
         cmocka_unit_test(range_reader),
         cmocka_unit_test_setup_teardown(cifar100_fine_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(file_lists, setup, teardown),
+        cmocka_unit_test_setup_teardown(token_windows_across_files, setup, teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -15,7 +15,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-tap_plan 22
+tap_plan 24
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 CORPUS="$top_builddir/tests/text-corpus"
 VOCAB="$top_srcdir/vocab/gpt2.tiktoken"
@@ -164,7 +164,59 @@ expect_status 0 "llm.c's names and uint16 layout, written by Python, train" -- \
     $DLTRAIN $GPT --data "$T/llmc" --batch 4 --max-steps 2
 expect_output "on tokens: [0-9]+ training / 5 test samples" "the test split is tiny_val.bin's 5 windows"
 expect_status 0 "the uint32 (LLaMA 3) layout in two training shards trains" -- \
-    $DLTRAIN $GPT --data "$T/llama" --batch 4 --max-steps 2
+    $DLTRAIN $GPT --data "$T/llama" --batch 4 --max-steps 2 --debug-dump-batches "$T/llama.dump"
+# The windows are read from the mapped shards (data/token_windows.h): each
+# dumped window is the stream's ids from a multiple of 64, the labels the
+# next ids (test_data reads every window of a stream of several files,
+# seams inside windows among them).
+/usr/bin/python3 - "$T/llama.dump" "$T/llama" <<'PY'
+import sys
+import numpy as np
+folder = sys.argv[2]
+shards = [np.fromfile(folder + "/shard_train_%03d.bin" % i, dtype=np.uint32)[256:] for i in range(2)]
+stream, seam = np.concatenate(shards), shards[0].size
+a = np.fromfile(sys.argv[1], dtype=np.int32).reshape(2, 2, 4, 64)
+ok = True
+for s in range(2):
+    for i in range(4):
+        x, y = a[s, 0, i], a[s, 1, i]
+        starts = [k for k in range(0, stream.size - 64, 64) if (stream[k:k + 64] == x).all() and (stream[k + 1:k + 65] == y).all()]
+        ok = ok and len(starts) > 0
+print("# seam at %d; windows checked: 8" % seam)
+sys.exit(0 if ok else 1)
+PY
+tap_result $? "each window of the two uint32 shards is the stream's 64 + 1 ids from a multiple of 64"
+# A 64M-token file (128 MiB) trains with its windows read where they lie:
+# the process's peak memory is within 40 MiB (0.6 byte a token) of a 64K-
+# token file's (reading the ids into memory took 8 bytes a token).
+/usr/bin/python3 - "$T/big" <<'PY'
+import array, os, random, struct, sys
+os.makedirs(sys.argv[1], exist_ok=True)
+random.seed(7)
+base = array.array("H", [random.randrange(256) for _ in range(1 << 16)])
+for name, toks in (("small.bin", base), ("big.bin", base * 1024)):
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(struct.pack("<256i", *([20240520, 1, len(toks)] + [0] * 253)))
+        toks.tofile(f)
+PY
+/usr/bin/python3 - $DLTRAIN --net "$top_srcdir/nets/gpt-tiny.yaml" --dataset tokens --threads 1 \
+    --set data.limit_test=16 --batch 4 --max-steps 2 --data "$T/big" <<'PY'
+import resource, subprocess, sys
+peak = {}
+for name in ("small", "big"):
+    cmd = sys.argv[1:-1] + [sys.argv[-1] + "/" + name + ".bin"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        print("# " + name + ": exit %d: %s" % (r.returncode, r.stderr[-300:]))
+        sys.exit(1)
+    peak[name] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert peak[name] >= before / 1024  # the small run first: the big run's peak is the later maximum
+print("# peak RSS: %.1f MiB with 64K tokens, %.1f MiB with 64M tokens" % (peak["small"], peak["big"]))
+sys.exit(0 if peak["big"] - peak["small"] < 40 else 1)
+PY
+tap_result $? "a 64M-token file costs less than 40 MiB more than a 64K-token one (peak RSS)"
+rm -rf "$T/big"
 
 # Bad input: each stops before training with what was wrong: exit 1, as every
 # malformed dataset (dltrain(1)), and check, the preflight, exits 2 on it.

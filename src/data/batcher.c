@@ -11,6 +11,7 @@
 
 #include "core/rng.h"
 #include "data/prefetch.h"
+#include "data/token_windows.h"
 
 #define DEFAULT_THREADS 2
 #define DEFAULT_PREFETCH 3
@@ -309,6 +310,10 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
         long count = dl_shape_count(b->ds->shape), P = dl_dataset_positions(b->ds);
         for (long i = lo; i < hi; i++) {
             long s = sample_at(b, i);
+            if (b->ds->windows) {
+                dl_token_windows_get(b->ds->windows, s, x + (i - lo) * count, y + (i - lo) * P);
+                continue;
+            }
             memcpy(x + (i - lo) * count, b->ds->x + s * count, (size_t)count * sizeof *x);
             memcpy(y + (i - lo) * P, b->ds->y + s * P, (size_t)P * sizeof *y);
         }
@@ -320,7 +325,7 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
 
 int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y)
 {
-    if (b->range && !b->ds->source) { /* consecutive samples: no copy */
+    if (b->range && b->ds->x) { /* consecutive samples in memory: no copy */
         if (b->step >= b->steps)
             return 0;
         long lo, hi;

@@ -49,6 +49,7 @@ void dl_dataset_free(struct dl_dataset *ds)
     free(ds->y);
     if (ds->source)
         ds->source->ops->free(ds->source);
+    dl_token_windows_free(ds->windows);
     free(ds->mean);
     free(ds->std);
     memset(ds, 0, sizeof *ds);

@@ -1,7 +1,8 @@
 /* dataset.h: a dataset split: integer labels in memory, and inputs either in
  * memory as float NCHW (IDX files of MNIST and Fashion-MNIST, CIFAR binaries,
  * synthetic data) or made on demand by a sample source (image folders:
- * decoded and transformed when the batcher asks).  The loader checks the data
+ * decoded and transformed when the batcher asks), or token windows read
+ * from mapped files with their labels (text and token datasets).  The loader checks the data
  * against the network's input shape and class count, so a mismatch is
  * reported here, by name. */
 #ifndef DL_DATASET_H
@@ -18,6 +19,7 @@
 #define DL_SYNTHETIC_DEFAULT_TEST 256
 
 struct dl_sample_source;
+struct dl_token_windows;
 
 /* Samples made on demand.  load may run on several threads at once (for
  * distinct x). */
@@ -40,6 +42,8 @@ struct dl_dataset {
     int classes;
     float *x;              /* n x dl_shape_count(shape) floats, NCHW; NULL with a source */
     struct dl_sample_source *source; /* owned; non-NULL: inputs made on demand */
+    struct dl_token_windows *windows; /* owned; non-NULL: ids and labels read from mapped files
+                                         (text and token datasets, data/token_windows.h); x, y NULL */
     int threads, prefetch; /* decode threads and ready batches queued (sources only) */
     enum dl_bad_samples bad_samples;
     int *y;                /* n x positions labels in [0, classes) */

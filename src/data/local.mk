@@ -15,7 +15,7 @@ DL_COMMON_SOURCES += \
 	src/data/batcher.c src/data/batcher.h \
 	src/data/text.c src/data/text.h \
 	src/data/path_list.c src/data/path_list.h \
-	src/data/token_file.c src/data/token_file.h \
+	src/data/token_file.c src/data/token_file.h src/data/token_windows.c src/data/token_windows.h \
 	src/data/tokens.c src/data/tokens.h \
 	src/data/utf8.c src/data/utf8.h \
 	src/data/bpe.c src/data/bpe.h

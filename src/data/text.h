@@ -6,27 +6,28 @@
  * at i * T: the ids are its first T bytes and the labels its last T (the
  * next byte at every position), so an epoch reads each byte of the split
  * once; the batcher's seeded shuffle of the windows is the same on any
- * number of ranks. */
+ * number of ranks.  The files are mapped, not read (data/token_windows.h). */
 #ifndef DL_DATA_TEXT_H
 #define DL_DATA_TEXT_H
 
 #include "data/dataset.h"
+#include "data/token_windows.h"
 
 /* Fills ds (named by its caller) with split train of path's text for
- * windows of T positions: ds->x holds the ids as i32 in 4-byte elements
- * (core/shape.h), ds->y the labels, T per sample (ds->positions).  A byte
- * that is not below id_limit (the network's vocabulary; 0: no limit) or
- * classes is DL_ERR_DATA naming the file and its offset; a split too short
- * for one window is DL_ERR_DATA too.  limit > 0 keeps the first limit
- * windows. */
+ * windows of T positions, read from the mapped files when the batcher asks
+ * (data/token_windows.h: ds->windows; ds->positions is T).  A byte that is
+ * not below id_limit (the network's vocabulary; 0: no limit) or classes is
+ * DL_ERR_DATA naming the file and its offset; a split too short for one
+ * window is DL_ERR_DATA too.  limit > 0 keeps the first limit windows. */
 int dl_text_load(const char *path, double validation, int train, int T, int id_limit, int classes, long limit,
                  struct dl_dataset *ds, struct dl_error *err);
 
-/* The windows of ids[0..len) into ds (x and y, n, positions): sample i
- * is ids[i*T .. i*T+T] (ids in x, the next ids in y); limit > 0 keeps the
- * first limit.  Fewer than T + 1 ids is DL_ERR_DATA naming ds, the split
- * ("training", "validation") and path. */
-int dl_text_windows(const int32_t *ids, long len, int T, long limit, const char *split, const char *path,
-                    struct dl_dataset *ds, struct dl_error *err);
+/* Gives ds the windows of [lo, hi) of w's stream (w then belongs to ds, or
+ * is freed on error): every id of w checked below id_limit (0: no limit)
+ * and classes, and the split cut into windows of T + 1 (limit > 0 keeps
+ * the first limit), as dl_token_windows_check and _split say, naming the
+ * split ("training", "validation") and path. */
+int dl_text_windows(struct dl_token_windows *w, long lo, long hi, int T, int id_limit, int classes, long limit,
+                    const char *split, const char *path, struct dl_dataset *ds, struct dl_error *err);
 
 #endif

@@ -43,22 +43,17 @@ static const char *val_pattern(const struct dl_data_spec *spec)
     return spec->val_files[0] ? spec->val_files : DL_TOKENS_VAL_FILES;
 }
 
-/* Appends path's tokens to s; each must be below `below`. */
-static int read_file(const char *path, struct dl_token_stream *s, int below, int id_limit, struct dl_error *err)
+/* Maps path's tokens after those of w. */
+static int map_file(const char *path, struct dl_token_windows *w, struct dl_error *err)
 {
-    long first = s->n;
-    int rc = dl_token_file_read(path, s, NULL, err);
-    for (long i = first; !rc && i < s->n; i++)
-        if (s->id[i] >= below)
-            rc = dl_errorf(err, DL_ERR_DATA, "%s: token %ld is %d, not an id below %d (the network's %s)", path,
-                           i - first, s->id[i], below,
-                           below == id_limit ? "vocabulary: its embedding's vocab" : "input.classes");
-    return rc;
+    long count;
+    int width, rc = dl_token_file_header(path, &count, &width, err);
+    return rc ? rc : dl_token_windows_add(w, path, 4 * DL_TOKEN_FILE_HEADER_INTS, width, count, err);
 }
 
-/* The token stream of a split: lo..hi of s are its ids, each below `below`. */
-static int read_split(const struct dl_data_spec *spec, int train, int below, int id_limit, struct dl_token_stream *s,
-                      long *lo, long *hi, struct dl_error *err)
+/* The token stream of a split: w's files, [*lo, *hi) of them the split. */
+static int map_split(const struct dl_data_spec *spec, int train, struct dl_token_windows *w, long *lo, long *hi,
+                     struct dl_error *err)
 {
     glob_t tg, vg;
     int is_file = 0, rc = split_files(spec, train_pattern(spec), &tg, &is_file, err);
@@ -71,16 +66,17 @@ static int read_split(const struct dl_data_spec *spec, int train, int below, int
                        train_pattern(spec));
     int whole = is_file || vg.gl_pathc == 0; /* the test split is the end of the training files */
     if (!rc && is_file)
-        rc = read_file(spec->dir, s, below, id_limit, err);
+        rc = map_file(spec->dir, w, err);
     else if (!rc) {
         const glob_t *g = train || whole ? &tg : &vg;
         for (size_t i = 0; !rc && i < g->gl_pathc; i++)
-            rc = read_file(g->gl_pathv[i], s, below, id_limit, err);
+            rc = map_file(g->gl_pathv[i], w, err);
     }
-    *lo = 0, *hi = s->n;
+    long n = w->n_files ? w->start[w->n_files] : 0;
+    *lo = 0, *hi = n;
     if (!rc && whole) {
-        long cut = s->n - (long)((double)s->n * spec->validation);
-        *lo = train ? 0 : cut, *hi = train ? cut : s->n;
+        long cut = n - (long)((double)n * spec->validation);
+        *lo = train ? 0 : cut, *hi = train ? cut : n;
     }
     if (!is_file) {
         globfree(&tg);
@@ -92,14 +88,15 @@ static int read_split(const struct dl_data_spec *spec, int train, int below, int
 int dl_tokens_load(const struct dl_data_spec *spec, int train, int T, int id_limit, int classes, long limit,
                    struct dl_dataset *ds, struct dl_error *err)
 {
-    struct dl_token_stream s = {0};
     long lo, hi;
-    int below = id_limit > 0 && id_limit < classes ? id_limit : classes;
-    int rc = read_split(spec, train, below, id_limit, &s, &lo, &hi, err);
-    if (!rc)
-        rc = dl_text_windows(s.id + lo, hi - lo, T, limit, train ? "training" : "validation", spec->dir, ds, err);
-    dl_token_stream_free(&s);
-    return rc;
+    struct dl_token_windows *w = dl_calloc(1, sizeof *w, err);
+    int rc = w ? map_split(spec, train, w, &lo, &hi, err) : DL_ERR_NOMEM;
+    if (rc) {
+        dl_token_windows_free(w);
+        return rc;
+    }
+    return dl_text_windows(w, lo, hi, T, id_limit, classes, limit, train ? "training" : "validation", spec->dir, ds,
+                           err);
 }
 
 int dl_tokens_check(const struct dl_data_spec *spec, struct dl_error *err)

@@ -1,6 +1,7 @@
 /* tokens.h: a token-file dataset (`format: tokens`, dltrain-data(5)): llm.c's
- * token files (data/token_file.h), read whole and cut into the same windows
- * of T + 1 ids as a text dataset (data/text.h).  --data names a folder or a
+ * token files (data/token_file.h), mapped and cut into the same windows of
+ * T + 1 ids as a text dataset (data/text.h, data/token_windows.h): a
+ * window is read from the files when the batcher asks for it.  --data names a folder or a
  * file.  In a folder, the training split is the concatenation of the files
  * that match train_files (default "*train*.bin") in the order of their names,
  * the test split that of val_files (default "*val*.bin"): llm.c's

@@ -1,0 +1,70 @@
+/* token_windows.h: the ids of a text or token dataset read where they lie.
+ * Each file is mapped read-only (mmap) instead of read into memory: the
+ * bytes of a text file (ids 0-255, data/text.h) or the uint16 / uint32 ids
+ * after an llm.c token file's header (data/token_file.h).  The files make
+ * one stream of ids in their order; a split is a range [lo, hi) of it, and
+ * its sample i is the window of T + 1 ids from lo + i*T (the ids at T
+ * positions and, as labels, the next id at each), which may run from one
+ * file into the next.  A window is made when the batcher asks for it, so a
+ * corpus costs its pages in the page cache rather than 8 bytes a token of
+ * the process's memory (FineWeb's shards of 100M tokens each, as llm.c
+ * streams them). */
+#ifndef DL_DATA_TOKEN_WINDOWS_H
+#define DL_DATA_TOKEN_WINDOWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+struct dl_token_windows_file {
+    char *path;
+    const unsigned char *ids; /* count ids of width bytes, little-endian (NULL when count is 0) */
+    long count;
+    int width;                /* 1 (text bytes), 2 or 4 */
+    void *map;                /* the mapping to unmap (MAP_FAILED: none) */
+    size_t map_bytes;
+};
+
+struct dl_token_windows {
+    int n_files;
+    struct dl_token_windows_file *file;
+    long *start;   /* [n_files + 1]: file f's first id in the stream; start[n_files] = every id */
+    long lo, hi;   /* the split's range of the stream */
+    int T;         /* positions per window */
+    long n;        /* windows in the split */
+};
+
+/* Maps path's ids and appends them to the stream: a text file's every byte
+ * (width 1, no header), or a token file's ids after its header
+ * (header_bytes, then count ids of width 2 or 4, as dl_token_file_header
+ * read them).  DL_ERR_IO naming the file when it cannot be opened or
+ * mapped; DL_ERR_NOMEM. */
+int dl_token_windows_add(struct dl_token_windows *w, const char *path, size_t header_bytes, int width, long count,
+                         struct dl_error *err);
+
+/* The id at index k of the stream (0 <= k < start[n_files]). */
+int32_t dl_token_windows_id(const struct dl_token_windows *w, long k);
+
+/* Every id of the stream is below `below` (one pass over the mapped files):
+ * otherwise DL_ERR_DATA naming the file and the id's place in it, a byte's
+ * offset for a text file, a token's index for a token file, and what the
+ * limit is (`limit_is`: "the network's vocabulary: ...").  A uint32 id
+ * above INT32_MAX is refused too. */
+int dl_token_windows_check(const struct dl_token_windows *w, int below, const char *limit_is, struct dl_error *err);
+
+/* Makes [lo, hi) of the stream the split, cut into windows of T + 1
+ * (limit > 0 keeps the first limit): fewer than T + 1 ids is DL_ERR_DATA
+ * naming `what` (the dataset), the split ("training", "validation") and
+ * `path`. */
+int dl_token_windows_split(struct dl_token_windows *w, long lo, long hi, int T, long limit, const char *what,
+                           const char *split, const char *path, struct dl_error *err);
+
+/* Window i of the split: its T ids into x (i32 in 4-byte elements,
+ * core/shape.h) and the next id at each position into y. */
+void dl_token_windows_get(const struct dl_token_windows *w, long i, float *x, int *y);
+
+/* Unmaps the files and frees w's memory (w itself too); NULL is ignored. */
+void dl_token_windows_free(struct dl_token_windows *w);
+
+#endif
