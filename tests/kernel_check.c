@@ -32,6 +32,16 @@ void kc_fill(float *v, long n, uint64_t seed)
         v[i] = (float)dl_rng_normal(&r);
 }
 
+void kc_fill_ids(float *v, long n, int limit, uint64_t seed)
+{
+    struct dl_rng r;
+    dl_rng_seed(&r, seed);
+    for (long i = 0; i < n; i++) {
+        int32_t id = (int32_t)dl_rng_below(&r, (uint64_t)limit);
+        memcpy(&v[i], &id, sizeof id);
+    }
+}
+
 static float *vec(long n)
 {
     return calloc((size_t)(n > 0 ? n : 1), sizeof(float));
@@ -50,7 +60,10 @@ void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_
         long n = batch * dl_shape_count(l->in_shape[i]);
         t->x[i] = vec(n);
         t->dx[i] = vec(n);
-        kc_fill(t->x[i], n, seed + (uint64_t)i);
+        if (l->in_shape[i].dtype == DL_I32) /* token ids (4-byte elements holding i32), below the kind's limit */
+            kc_fill_ids(t->x[i], n, l->kind->id_limit(l->attr), seed + (uint64_t)i);
+        else
+            kc_fill(t->x[i], n, seed + (uint64_t)i);
     }
     if (l->kind->is_loss) {
         struct dl_rng r;
@@ -187,6 +200,16 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
         param[j] = on_device(&b, t->param[j], bytes);
         dparam[j] = t->dparam[j] ? on_device(&b, t->dparam[j], bytes) : NULL;
     }
+    /* a loss's divisor over the slices: the whole batch's labelled positions
+     * a sample, as the trainer gives it (op.h's label_norm) */
+    double label_norm = 0;
+    int ignored;
+    if (t->labels && l->kind->ignored_label && l->kind->ignored_label(l->attr, &ignored)) {
+        long labelled = 0;
+        for (long i = 0; i < t->batch * P; i++)
+            labelled += t->labels[i] != ignored;
+        label_norm = (double)labelled / t->batch;
+    }
     struct dl_kernel_fault fault = {0};
     enum dl_dir fault_dir = DL_DIR_FORWARD;
     for (int pass = 0; pass < 2 && !b.failed; pass++)
@@ -212,6 +235,7 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
             }
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);
             c->labels = labels ? labels + (long)sl * mb * P : NULL;
+            c->label_norm = label_norm;
             c->training = 1;
             c->key = KC_KEY; /* dropout's mask: the whole batch's, whatever the slices */
             c->sample0 = (long)sl * mb;

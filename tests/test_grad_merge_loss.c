@@ -108,14 +108,22 @@ static void softmax_xent_positions(void **state)
         sum += v.call.out[0];
         valid++;
         for (int k = 0; k < C; k++)
-            /* the vector's gradient is dout (p - q); per position, dout / 3 labelled positions */
-            expect_near("din per position", r.call.din[0][k * T + t], v.call.din[0][k] / 3.0, 1e-12);
+            /* the vector's gradient is dout (p - q); per position, dout / 1.5: the batch's 3 labelled
+             * positions over its 2 samples */
+            expect_near("din per position", r.call.din[0][k * T + t], v.call.din[0][k] / 1.5, 1e-12);
         ot_free(&v);
     }
-    expect_near("sample 0 loss: the mean over its 3 labelled positions", r.call.out[0], sum / valid, 1e-12);
+    assert_int_equal(valid, 3);
+    expect_near("sample 0 loss: its sum over 1.5 labelled positions a sample", r.call.out[0], sum / 1.5, 1e-12);
     expect_near("sample 1 loss: every label ignored", r.call.out[1], 0, 0);
+    expect_near("the batch's mean: the mean over its 3 labelled positions (PyTorch's)",
+                (r.call.out[0] + r.call.out[1]) / N, sum / valid, 1e-12);
     for (int i = C * T; i < 2 * C * T; i++)
         assert_true(r.call.din[0][i] == 0);
+    /* a mini-batch's count from the trainer (its other samples elsewhere) divides instead */
+    r.call.label_norm = 2.5;
+    dl_op_softmax_xent.forward(&r.call);
+    expect_near("sample 0 loss over the mini-batch's 2.5 labelled positions a sample", r.call.out[0], sum / 2.5, 1e-12);
     ot_free(&r);
 }
 

@@ -318,9 +318,21 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
             memcpy(y + (i - lo) * P, b->ds->y + s * P, (size_t)P * sizeof *y);
         }
     }
+    if (b->count_labels) { /* the whole global batch, every rank's slice */
+        long start = b->step * b->global_batch, labelled = 0;
+        for (long i = start; i < start + gsize; i++)
+            labelled += dl_dataset_labelled(b->ds, sample_at(b, i), b->ignored_label);
+        b->last_label_norm = gsize > 0 ? (double)labelled / (double)gsize : 0;
+    }
     b->step++;
     b->last_global = (int)gsize;
     return (int)(hi - lo);
+}
+
+void dl_batcher_count_labels(struct dl_batcher *b, int ignored)
+{
+    b->count_labels = 1;
+    b->ignored_label = ignored;
 }
 
 int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y)

@@ -37,6 +37,11 @@ struct dl_batcher {
     long steps;                  /* global batches per epoch */
     long epoch, step;            /* cursor: the next batch is `step` of `epoch` */
     int last_global;             /* size of the global batch last returned */
+    /* dl_batcher_count_labels: the labels not equal to ignored_label per
+     * sample of the global batch last returned, every rank's slice of it
+     * (a loss's divisor, struct dl_op_call's label_norm). */
+    int count_labels, ignored_label;
+    double last_label_norm;
     /* range mode (dl_batcher_init_range): samples first.. in order */
     int range;
     long first, count;
@@ -70,6 +75,11 @@ void dl_batcher_free(struct dl_batcher *b);
  * batches of `batch` (the last one smaller); one process, no shuffle. */
 int dl_batcher_init_range(struct dl_batcher *b, const struct dl_dataset *ds, int batch, long first,
                           long count, struct dl_error *err);
+
+/* From now on dl_batcher_next counts the labels that are not `ignored`
+ * over the whole global batch (every rank's samples, read again on each:
+ * the batch is the same on every rank) into b->last_label_norm. */
+void dl_batcher_count_labels(struct dl_batcher *b, int ignored);
 
 /* Where warnings go (default: nowhere). */
 void dl_batcher_set_warning(struct dl_batcher *b, dl_batcher_warn_fn fn, void *ctx);

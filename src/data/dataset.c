@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 
 #include "data/text.h"
+#include "data/token_windows.h"
 #include "data/tokens.h"
 
 #include <errno.h>
@@ -53,6 +54,26 @@ void dl_dataset_free(struct dl_dataset *ds)
     free(ds->mean);
     free(ds->std);
     memset(ds, 0, sizeof *ds);
+}
+
+int dl_dataset_labelled(const struct dl_dataset *ds, long i, int ignored)
+{
+    int P = dl_dataset_positions(ds), own[ds->windows ? P : 1];
+    const int *y = ds->y ? ds->y + i * P : own;
+    if (ds->windows)
+        dl_token_windows_get(ds->windows, i, NULL, own);
+    int labelled = 0;
+    for (int t = 0; t < P; t++)
+        labelled += y[t] != ignored;
+    return labelled;
+}
+
+double dl_dataset_label_norm(const struct dl_dataset *ds, long first, long count, int ignored)
+{
+    long labelled = 0;
+    for (long i = first; i < first + count; i++)
+        labelled += dl_dataset_labelled(ds, i, ignored);
+    return count > 0 ? (double)labelled / (double)count : 0;
 }
 
 /* Allocates x and y for n samples of ds->shape. */

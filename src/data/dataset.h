@@ -90,6 +90,14 @@ int dl_dataset_load_for(const struct dl_data_spec *spec, int train, const struct
 
 void dl_dataset_free(struct dl_dataset *ds);
 
+/* The labels of sample i that are not `ignored` (at most
+ * dl_dataset_positions). */
+int dl_dataset_labelled(const struct dl_dataset *ds, long i, int ignored);
+
+/* Those labels per sample over samples first..first+count-1 (0 for none):
+ * a loss's divisor for a split (struct dl_op_call's label_norm). */
+double dl_dataset_label_norm(const struct dl_dataset *ds, long first, long count, int ignored);
+
 /* Whether spec's data fits a network of input shape want and `classes`
  * outputs, without loading it (IDX files: their header; CIFAR: 3x32x32;
  * image folders: 1 or 3 channels): DL_ERR_SPEC naming the dataset and

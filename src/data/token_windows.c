@@ -143,7 +143,7 @@ void dl_token_windows_get(const struct dl_token_windows *w, long i, float *x, in
         while (k >= w->start[f + 1]) /* into the next file */
             f++;
         int32_t id = (int32_t)file_id(&w->file[f], k - w->start[f]);
-        if (t < w->T)
+        if (t < w->T && x)
             memcpy(&x[t], &id, sizeof id); /* i32 in a 4-byte element */
         if (t > 0)
             y[t - 1] = id;

@@ -61,7 +61,8 @@ int dl_token_windows_split(struct dl_token_windows *w, long lo, long hi, int T, 
                            const char *split, const char *path, struct dl_error *err);
 
 /* Window i of the split: its T ids into x (i32 in 4-byte elements,
- * core/shape.h) and the next id at each position into y. */
+ * core/shape.h; NULL: not wanted) and the next id at each position into
+ * y. */
 void dl_token_windows_get(const struct dl_token_windows *w, long i, float *x, int *y);
 
 /* Unmaps the files and frees w's memory (w itself too); NULL is ignored. */

@@ -68,6 +68,11 @@ struct dl_exec {
      * 1/batch, the mean over this batch); chunks of a mini-batch set
      * 1/(mini-batch) so that their gradients add up to the mini-batch's. */
     double loss_norm;
+    /* The loss's divisor (struct dl_op_call's label_norm): the labelled
+     * positions per sample of the whole mini-batch (every rank's and
+     * chunk's samples), set by the trainer; 0: those of each forward's
+     * batch, counted by the executor from its labels. */
+    double label_norm;
     int chunk;                             /* pipeline chunk of the next forward/backward (message tags) */
     /* What random choices (dropout) depend on besides the seed: the
      * training step, and the index of this executor's first sample in the

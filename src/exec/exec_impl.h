@@ -130,6 +130,11 @@ struct dl_exec_impl {
     dl_real *input_on_device;
     int *labels_on_device;
     const int *labels_in_use;           /* the last forward's labels in the device's memory (NULL: none) */
+    /* The loss's divisor of the last forward (op.h's label_norm): the
+     * executor's label_norm, or the labelled positions per sample of its
+     * batch, counted from the host's labels (a device kernel never counts
+     * its own) */
+    double label_norm_in_use;
     dl_real *readback;
     void *staging;                      /* host mirrors of a communication step's buffers (staging.c) */
     size_t staging_bytes;

@@ -49,6 +49,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = (int)e->shard->layer[s->layer].channel0;
     c->labels = m->labels_in_use && e->labels ? m->labels_in_use : e->labels;
+    c->label_norm = m->label_norm_in_use;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
@@ -92,12 +93,28 @@ static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
     dl_layout_reorder_dtype(src->data, src->layout, dst->data, dst->layout, e->batch, src->shape, 0, src->shape.dtype);
 }
 
+/* The loss's divisor for a forward of e's batch (exec.h's label_norm). */
+static double label_norm_of(const struct dl_exec *e)
+{
+    const struct dl_graph *g = e->g;
+    int ignored;
+    if (e->label_norm > 0 || !e->labels || e->batch <= 0 || !dl_exec_runs(e, g->loss) ||
+        !g->layers[g->loss].kind->ignored_label || !g->layers[g->loss].kind->ignored_label(g->layers[g->loss].attr,
+                                                                                           &ignored))
+        return e->label_norm;
+    long labelled = 0, n = (long)e->batch * (g->positions > 1 ? g->positions : 1);
+    for (long i = 0; i < n; i++)
+        labelled += e->labels[i] != ignored;
+    return (double)labelled / e->batch;
+}
+
 void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int batch, int training)
 {
     struct dl_exec_impl *m = e->impl;
     e->input = x;
     e->labels = labels;
     e->batch = batch;
+    m->label_norm_in_use = label_norm_of(e);
     if (m->input_on_device && e->input_resident) { /* the batch is there already */
         x = e->input_resident;
         m->labels_in_use = e->labels_resident;
@@ -401,7 +418,10 @@ int dl_exec_correct(struct dl_exec *e)
         }
         scores = m->readback;
     }
-    int correct = 0;
+    int correct = 0, ignored = -1; /* a label the loss ignores is never correct (negative ones never are) */
+    const struct dl_layer *loss = &e->g->layers[e->g->loss];
+    if (loss->kind->ignored_label)
+        loss->kind->ignored_label(loss->attr, &ignored);
     /* the best class of each row (sample, position) with a label; with the
      * classes split, (score, class) pairs reduced over the group, as many
      * rows a call as the loss's sums (op.h's DL_SPLIT_CLASSES_ROWS) */
@@ -418,14 +438,14 @@ int dl_exec_correct(struct dl_exec *e)
                 best[2 * r] = col[k * P];
                 best[2 * r + 1] = (double)(e->shard->layer[e->g->loss].channel0 + k);
             } else {
-                correct += e->labels[r0 + r] >= 0 && k == e->labels[r0 + r];
+                correct += e->labels[r0 + r] >= 0 && e->labels[r0 + r] != ignored && k == e->labels[r0 + r];
             }
         }
         if (!split)
             continue;
         dl_exec_group_best(e, best, R);
         for (int r = 0; r < R && !e->status; r++)
-            correct += e->labels[r0 + r] >= 0 && best[2 * r + 1] == e->labels[r0 + r];
+            correct += e->labels[r0 + r] >= 0 && e->labels[r0 + r] != ignored && best[2 * r + 1] == e->labels[r0 + r];
     }
     return correct;
 }

@@ -4,4 +4,4 @@ DL_REAL_SOURCES += \
 	src/ops/eltwise.h \
 	src/ops/leaky_relu.c src/ops/sigmoid.c src/ops/tanh.c \
 	src/ops/dropout.c src/ops/flatten.c src/ops/add.c src/ops/concat.c \
-	src/ops/softmax_xent.c
+	src/ops/softmax_xent.c src/ops/softmax_xent.h

@@ -116,7 +116,13 @@ struct dl_op_call {
     long position0;
     dl_real *cache;
     long cache_len;
-    const int *labels;                  /* loss ops only: N class indices */
+    const int *labels;                  /* loss ops only: N class indices (N x T for a sequence) */
+    /* Loss ops: the labelled positions per sample over the whole
+     * mini-batch (its labels that the loss does not ignore, over its
+     * samples), by which a sample's summed loss is divided so that the
+     * mini-batch's mean is the mean over its labelled positions; 0: over
+     * this call's samples (ops/softmax_xent.h). */
+    double label_norm;
     /* Cross-rank reductions for values that span more than this call's
      * part of a tensor: replace v[0..n) by its sum (sync_sum) or maximum
      * (sync_max) over the ranks holding the other parts, the same on every
@@ -140,6 +146,10 @@ struct dl_op_kind {
     int n_attrs;
     int min_inputs, max_inputs;
     int is_loss;            /* consumes labels; output is the per-sample loss (1,1,1) */
+    /* A loss that skips positions with one label value: writes it into
+     * *label and returns 1 (the trainer then counts the mini-batch's other
+     * labels for dl_op_call.label_norm); NULL: every label counts. */
+    int (*ignored_label)(const void *attr, int *label);
 
     /* Capabilities: what the tuner and the executor may do with a layer of
      * this kind.  They decide; nothing compares kind names or symbols.

@@ -4,18 +4,21 @@
  * CrossEntropyLoss; eps = 0 gives -log softmax(x_n)[y_n]).  Output: one loss
  * per sample (1, 1, 1).  Backward: din[n, k] = dout[n] * (p_nk - q_k).
  * Per position: on the scores of a sequence [T, C] (core/shape.h: stored
- * [C][T] per sample) with T labels per sample, the same at every position,
- * and a sample's loss is the mean over its positions whose label is not
- * ignore_index (0 when all are; PyTorch's mean over every token of the
- * batch when no label is ignored); backward divides by that count too. 
- * A vector of scores is the case T = 1.
+ * [C][T] per sample) with T labels per sample, the same at every position;
+ * positions whose label is ignore_index add nothing, and a sample's sum is
+ * divided by the mini-batch's labelled positions per sample
+ * (dl_softmax_xent_norm, ops/softmax_xent.h), so that the mean of the
+ * per-sample losses over the mini-batch is the mean over its labelled
+ * positions, PyTorch's CrossEntropyLoss(ignore_index=..., reduction='mean')
+ * over every token; backward divides by it too.  A vector of scores is the
+ * case T = 1 (ignored samples then count as positions do).
  * With its classes split over the tensor group (c->sync_max set; op.h), each
  * rank holds the scores of classes [channel0, channel0 + Cl): the maximum is
  * reduced first, then the sums of exponentials, of the target score (0 on
  * the ranks that do not hold it) and of the scores, as Megatron-LM's
  * vocabulary-parallel cross entropy does, and each rank's gradient is its
  * block of p - q. */
-#include "ops/op.h"
+#include "ops/softmax_xent.h"
 
 #include <assert.h>
 #include <math.h>
@@ -31,8 +34,9 @@ static const struct dl_attr_desc softmax_xent_attrs[] = {
      .offset = offsetof(struct softmax_xent_attr, label_smoothing), .def = 0, .min = 0, .max = 1,
      .doc = "eps in [0, 1): the target puts 1 - eps on the label and eps evenly over all classes"},
     {.key = "ignore_index", .type = DL_ATTR_INT, .offset = offsetof(struct softmax_xent_attr, ignore_index),
-     .def = -100, .min = -1000000, .max = -1,
-     .doc = "a label with this (negative) value is no target: its position counts for nothing (PyTorch's -100)"},
+     .def = -100, .min = -1000000, .max = 1000000,
+     .doc = "a label with this value is no target: its position counts for nothing, and the loss is the mean over "
+            "the mini-batch's other positions (PyTorch's -100; a class id such as a padding token works too)"},
 };
 
 /* Positions of the scores: T of a sequence [T, C], else 1. */
@@ -88,14 +92,30 @@ static double softmax_xent_finish(const struct dl_op_call *c, const dl_real *x, 
     return lse - (1 - eps) * target - eps / classes * xsum;
 }
 
+double dl_softmax_xent_norm(const struct dl_op_call *c, int ignore_index)
+{
+    if (c->label_norm > 0)
+        return c->label_norm;
+    long P = positions_of(c->in_shape[0]), labelled = 0;
+    for (long i = 0; i < (long)c->batch * P; i++)
+        labelled += c->labels[i] != ignore_index;
+    return c->batch > 0 ? (double)labelled / c->batch : 0;
+}
+
+static int softmax_xent_ignored_label(const void *attr, int *label)
+{
+    *label = ((const struct softmax_xent_attr *)attr)->ignore_index;
+    return 1;
+}
+
 static void softmax_xent_forward_whole(const struct dl_op_call *c)
 {
     const struct softmax_xent_attr *a = c->attr;
     int C = c->in_shape[0].c, P = positions_of(c->in_shape[0]);
+    double norm = dl_softmax_xent_norm(c, a->ignore_index);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         double total = 0;
-        int valid = 0;
         for (int t = 0; t < P; t++) {
             const dl_real *x = c->in[0] + (long)n * C * P + t;
             dl_real *p = c->saved + (long)n * C * P + t;
@@ -115,9 +135,8 @@ static void softmax_xent_forward_whole(const struct dl_op_call *c)
                 xsum += x[(long)k * P];
             }
             total += softmax_xent_finish(c, x, p, P, xmax + log(sum), x[(long)y * P], xsum, C);
-            valid++;
         }
-        c->out[n] = (dl_real)(valid ? total / valid : 0);
+        c->out[n] = (dl_real)(norm > 0 ? total / norm : 0);
     }
     c->saved[(long)c->batch * C * P] = (dl_real)C;
 }
@@ -131,10 +150,9 @@ static void softmax_xent_forward_split(const struct dl_op_call *c)
     const struct softmax_xent_attr *a = c->attr;
     int N = c->batch, Cl = c->in_shape[0].c, P = positions_of(c->in_shape[0]);
     long rows = (long)N * P;
-    double total[N > 0 ? N : 1], classes = Cl;
-    int valid[N > 0 ? N : 1];
+    double total[N > 0 ? N : 1], classes = Cl, norm = dl_softmax_xent_norm(c, a->ignore_index);
     for (int n = 0; n < N; n++)
-        total[n] = 0, valid[n] = 0;
+        total[n] = 0;
     for (long r0 = 0; r0 < rows; r0 += DL_SPLIT_CLASSES_ROWS) {
         int R = (int)(rows - r0 < DL_SPLIT_CLASSES_ROWS ? rows - r0 : DL_SPLIT_CLASSES_ROWS);
         double xmax[R], sums[3 * R + 1];
@@ -177,11 +195,10 @@ static void softmax_xent_forward_split(const struct dl_op_call *c)
             assert(y >= 0 && y < classes);
             total[n] += softmax_xent_finish(c, c->in[0] + n * Cl * P + t, p, P, xmax[r] + log(sums[r]), sums[R + r],
                                             sums[2 * R + r], classes);
-            valid[n]++;
         }
     }
     for (int n = 0; n < N; n++)
-        c->out[n] = (dl_real)(valid[n] ? total[n] / valid[n] : 0);
+        c->out[n] = (dl_real)(norm > 0 ? total[n] / norm : 0);
     c->saved[(long)N * Cl * P] = (dl_real)classes;
 }
 
@@ -204,13 +221,11 @@ static void softmax_xent_backward(const struct dl_op_call *c)
     double classes = c->saved[(long)c->batch * C * P];
     dl_real smooth = (dl_real)(a->label_smoothing / classes);
     dl_real on_label = (dl_real)(1 - a->label_smoothing);
+    double norm = dl_softmax_xent_norm(c, a->ignore_index);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         const int *labels = c->labels + (long)n * P;
-        int valid = 0;
-        for (int t = 0; t < P; t++)
-            valid += labels[t] != a->ignore_index;
-        dl_real g = valid > 1 ? c->dout[n] / (dl_real)valid : c->dout[n];
+        dl_real g = norm > 0 ? c->dout[n] / (dl_real)norm : 0;
         for (int t = 0; t < P; t++) {
             const dl_real *p = c->saved + (long)n * C * P + t;
             dl_real *dx = c->din[0] + (long)n * C * P + t;
@@ -244,6 +259,7 @@ const struct dl_op_kind dl_op_softmax_xent = {
     .min_inputs = 1,
     .max_inputs = 1,
     .is_loss = 1,
+    .ignored_label = softmax_xent_ignored_label,
     .check = softmax_xent_check,
     .infer = softmax_xent_infer,
     .saved_size = softmax_xent_saved_size,

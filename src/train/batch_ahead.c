@@ -88,6 +88,7 @@ static int read_into(struct dl_batch_ahead *ba, struct dl_batch_slot *s, struct 
     s->n = dl_batcher_next(ba->batcher, s->x, s->y);
     s->global = ba->batcher->last_global;
     s->offset = dl_batcher_last_offset(ba->batcher);
+    s->label_norm = ba->batcher->last_label_norm;
     if (!ba->ahead || s->n <= 0)
         return DL_OK;
     double t0 = dl_trace_now(ba->trace);

@@ -27,6 +27,7 @@ struct dl_batch_slot {
     int n;                        /* samples on this rank: > 0, or 0 (the epoch's end), -1 (unreadable) */
     int global;                   /* samples in the whole batch */
     long offset;                  /* index of this rank's first sample in it */
+    double label_norm;            /* its labelled positions per sample (batcher.h's last_label_norm) */
     struct dl_device_mark copied; /* recorded on the copy stream behind its copy */
     struct dl_device_mark read;   /* recorded on the kernels' stream after the step that read it */
 };

@@ -189,6 +189,7 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
         e->step = step;
         e->sample0 = sample0 + lo;
         e->loss_norm = 1.0 / n; /* the chunks' gradients add up to the local batch's mean */
+        e->label_norm = pl->label_norm;
         e->input_resident = pl->x_resident ? pl->x_resident + lo * per_sample : NULL;
         e->labels_resident = pl->y_resident ? pl->y_resident + (long)lo * pl->g->positions : NULL;
         dl_exec_forward(e, x + lo * per_sample, y + (long)lo * pl->g->positions, hi - lo, 1);
@@ -244,6 +245,7 @@ int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, l
         for (int v = 0; v < pl->V; v++) { /* each stage's input comes from the stage before it */
             struct dl_exec *e = &pl->slot[pl->first_slot[v]];
             e->chunk = (int)chunk;
+            e->label_norm = pl->label_norm;
             e->input_resident = NULL; /* the test split is copied in */
             e->labels_resident = NULL;
             dl_exec_forward(e, x + start * per_sample, y + start * pl->g->positions, b, 0);

@@ -36,6 +36,10 @@ struct dl_pipeline {
      * place, exec.h's input_resident); NULL: copied in from x and y. */
     const float *x_resident;
     const int *y_resident;
+    /* The loss's divisor for the next step or evaluation (exec.h's
+     * label_norm): the labelled positions per sample of the whole
+     * mini-batch or test split; 0: each chunk's own. */
+    double label_norm;
 };
 
 /* The chunks a step cuts a rank's part of the batch into: those requested

@@ -56,6 +56,11 @@ struct trainer {
     struct dl_rank_layout layout;   /* role, data shard, evaluation, checkpoint writer */
     struct dl_dataset train, test;
     struct dl_batcher batcher;
+    /* A loss that ignores a label: its mean is over the labelled positions
+     * of the whole mini-batch (the batcher counts them per step) and of
+     * the whole test split (counted once, test_label_norm; < 0 before). */
+    int counts_labels, ignored_label;
+    double test_label_norm;
     struct dl_pipeline pipe;        /* the executors of this rank's step */
     struct dl_tied *tied;           /* copies of tied parameters summed across pipeline ranks, or NULL */
     int zero;                       /* --zero 1 on more than one data-parallel rank: */
@@ -182,6 +187,9 @@ static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_er
         return DL_OK;
     }
     double t0 = tr->trace ? dl_clock_now() : 0;
+    if (tr->counts_labels && tr->test_label_norm < 0) /* the divisor of the whole split's mean, every rank's */
+        tr->test_label_norm = dl_dataset_label_norm(&tr->test, 0, n, tr->ignored_label);
+    tr->pipe.label_norm = tr->counts_labels ? tr->test_label_norm : 0;
     /* the samples are views of the split, or decoded from files on the way */
     struct dl_batcher reader;
     int rc = dl_batcher_init_range(&reader, &tr->test, dl_pipeline_exec(&tr->pipe)->max_batch, first, count, err);
@@ -475,6 +483,11 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = dl_batcher_init(&tr->batcher, &tr->train, ts->batch, tr->layout.data_rank, shards, 1, ts->seed, 0, err);
     if (!rc)
         dl_batcher_set_warning(&tr->batcher, forward_warning, tr);
+    const struct dl_layer *loss = g->loss >= 0 ? &g->layers[g->loss] : NULL;
+    tr->counts_labels = loss && loss->kind->ignored_label && loss->kind->ignored_label(loss->attr, &tr->ignored_label);
+    tr->test_label_norm = -1;
+    if (!rc && tr->counts_labels)
+        dl_batcher_count_labels(&tr->batcher, tr->ignored_label);
     int chunks = dl_pipeline_chunks(o->pipeline_chunks, o->grid.pp);
     if (!rc)
         dl_batcher_min_slice(&tr->batcher, chunks);
@@ -787,6 +800,7 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
     const struct dl_batch_slot *b = tr->batch;
     tr->pipe.x_resident = b->x_device;
     tr->pipe.y_resident = b->y_device;
+    tr->pipe.label_norm = tr->counts_labels ? b->label_norm : 0;
     rc = dl_pipeline_step(&tr->pipe, b->x, b->y, local_batch, b->offset, (uint64_t)(global_step - 1), &hook,
                           &m->loss_sum, &m->correct, err);
     tr->pipe.x_resident = NULL;

@@ -10,8 +10,8 @@
  * 2 ulp).  A position's loss is lse - (1 - eps) x_y - eps/C sum_k x_k with
  * lse = max + log(sum) in double, summed per sample in position order, so
  * results do not depend on the thread count.  Backward: dx = g (p - eps/C),
- * minus g (1 - eps) at the label, g = dout / (valid positions), by class
- * rows.  A split vocabulary (the tensor group's sync_max) runs the
+ * minus g (1 - eps) at the label, g = dout / (the mini-batch's labelled
+ * positions per sample, ops/softmax_xent.h), by class rows.  A split vocabulary (the tensor group's sync_max) runs the
  * reference. */
 #include "backends/cpu_simd/simd.h"
 
@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ops/kinds.h"
+#include "ops/softmax_xent.h"
 
 enum { RUN = 64, V = 8 };
 
@@ -190,13 +191,13 @@ static void xent_forward(void *inst, const struct dl_kernel_args *a)
         int t0 = (int)(task % runs) * RUN, len = P - t0 < RUN ? (int)(P - t0) : RUN;
         run_forward(m, c->in[0] + n * C * P, c->saved + n * C * P, c->labels + n * P, t0, len, loss + n * P + t0);
     }
+    double norm = dl_softmax_xent_norm(c, m->ignore);
     for (int n = 0; n < c->batch; n++) {
         double total = 0;
-        int valid = 0;
         for (long t = 0; t < P; t++)
             if (c->labels[n * P + t] != m->ignore)
-                total += loss[n * P + t], valid++;
-        c->out[n] = (float)(valid ? total / valid : 0);
+                total += loss[n * P + t];
+        c->out[n] = (float)(norm > 0 ? total / norm : 0);
     }
     c->saved[(long)c->batch * C * P] = (float)C;
 }
@@ -227,13 +228,11 @@ static void xent_backward(void *inst, const struct dl_kernel_args *a)
         return;
     long C = m->C, P = m->P;
     float smooth = (float)(m->eps / (double)C), on_label = (float)(1 - m->eps);
+    double norm = dl_softmax_xent_norm(c, m->ignore);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         const int *y = c->labels + (long)n * P;
-        int valid = 0;
-        for (long t = 0; t < P; t++)
-            valid += y[t] != m->ignore;
-        float g0 = valid > 1 ? c->dout[n] / (float)valid : c->dout[n];
+        float g0 = norm > 0 ? c->dout[n] / (float)norm : 0;
         float g[P], gs[P];
         for (long t = 0; t < P; t++) {
             g[t] = y[t] == m->ignore ? 0 : g0;
