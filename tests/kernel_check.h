@@ -20,7 +20,10 @@ struct kc_tensors {
 
 double kc_rel_err(const float *a, const float *b, long n);
 void kc_fill(float *v, long n, uint64_t seed);
-/* Allocates and fills inputs, parameters (positive variances for batch
+/* n token ids in [0, limit) (i32 in 4-byte elements: core/shape.h). */
+void kc_fill_ids(float *v, long n, int limit, uint64_t seed);
+/* Allocates and fills inputs (token ids below the kind's id_limit for an
+ * i32 input), parameters (positive variances for batch
  * norm), output gradients, pre-set weight gradients (to check += ) and, for
  * a loss, labels (random classes). */
 void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed);
