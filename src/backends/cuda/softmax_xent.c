@@ -1,11 +1,19 @@
 /* cuda/softmax_xent.c: the softmax cross-entropy loss on a GPU ("cuda";
- * built --with-cuda, never run on a GPU so far): scores, labels, losses and
- * gradients in device memory, through the CUDA kernels of
- * softmax_xent_kernels.cu; the probabilities stay in the layer's saved
- * memory from forward to backward.  Label smoothing as the op.  Class
- * scores split over a tensor group (the op's sync_max) are not supported:
- * the executor does not run on a GPU yet, and such a layer would need the
- * reductions of softmax_xent.c's split forward. */
+ * built --with-cuda, never run on a GPU so far): class scores per sample
+ * (C, 1, 1) or at every position of a sequence [T, C] (stored [C][T] per
+ * sample, T labels per sample), labels, losses and gradients in device
+ * memory, through the CUDA kernels of softmax_xent_kernels.cu.  Positions
+ * whose label is ignore_index add nothing, and a sample's sum is divided by
+ * the mini-batch's labelled positions per sample (the call's label_norm, or
+ * its own count: ops/softmax_xent.h), as the op; label smoothing as the op.  Only each position's log-sum-exp
+ * stays in the layer's saved memory from forward to backward (a double per
+ * sample and position), and backward recomputes the probabilities from the
+ * scores, so GPT-2's 50,257 classes keep nothing the size of the scores.
+ * Workspace: the positions' losses forward (a double each), the samples'
+ * gradient scales backward.  Class scores split over a tensor group (the
+ * call's sync_max, op.h's split_classes) are not supported: such a call
+ * records a fault, since the reductions over the group of
+ * ops/softmax_xent.c's split forward have no GPU kernel yet. */
 #include "backends/cuda/cuda.h"
 
 #include <stdlib.h>
@@ -16,7 +24,8 @@
 #include "ops/kinds.h"
 
 struct cuda_xent {
-    int C;
+    int C, P; /* classes, positions per sample (1: a vector of scores) */
+    int ignore;
     size_t mb;
     double eps;
 };
@@ -27,7 +36,9 @@ static int xent_create(const struct dl_layer *l, const struct dl_kernel_config *
     struct cuda_xent *q = dl_calloc(1, sizeof *q, err);
     if (!q)
         return DL_ERR_NOMEM;
-    *q = (struct cuda_xent){l->in_shape[0].c, (size_t)cfg->mb, dl_attr_float(l, "label_smoothing")};
+    struct dl_shape s = l->in_shape[0];
+    *q = (struct cuda_xent){s.c, dl_shape_rank(s) == 2 ? s.h : 1, dl_attr_int(l, "ignore_index", 0), (size_t)cfg->mb,
+                            dl_attr_float(l, "label_smoothing")};
     *inst = q;
     return DL_OK;
 }
@@ -40,34 +51,47 @@ static void xent_destroy(void *inst)
 static size_t xent_saved_bytes(const void *inst)
 {
     const struct cuda_xent *q = inst;
-    return sizeof(float) * q->mb * (size_t)q->C;
+    return sizeof(double) * q->mb * (size_t)q->P;
+}
+
+static size_t xent_workspace_bytes(const void *inst, enum dl_dir dir)
+{
+    const struct cuda_xent *q = inst;
+    return dir == DL_DIR_FORWARD ? sizeof(double) * q->mb * (size_t)q->P
+           : dir == DL_DIR_BACKWARD_DATA ? sizeof(float) * q->mb
+                                          : 0;
+}
+
+/* A call whose classes are split over a tensor group has no GPU kernel. */
+static int whole_classes(const struct dl_kernel_args *a)
+{
+    if (!a->c.sync_max)
+        return 1;
+    dl_kernel_fail(a, "cuda", "softmax_xent", "class scores split over the tensor group have no GPU kernel");
+    return 0;
 }
 
 static void xent_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_xent *q = inst;
     const struct dl_op_call *c = &a->c;
-    dl_cuda_ok(a, "cuda",
-               (cudaError_t)dl_cuda_xent_forward(c->in[0], c->labels, c->batch, q->C, q->eps, c->out, (float *)c->saved),
-               "softmax_xent forward launch");
+    if (whole_classes(a))
+        dl_cuda_ok(a, "cuda",
+                   (cudaError_t)dl_cuda_xent_forward(c->in[0], c->labels, c->batch, q->P, q->C, q->eps, q->ignore,
+                                                     c->label_norm, (double *)c->saved, a->workspace, c->out),
+                   "softmax_xent forward launch");
 }
 
 static void xent_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_xent *q = inst;
     const struct dl_op_call *c = &a->c;
-    if (c->din[0])
+    if (c->din[0] && whole_classes(a))
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_xent_backward((const float *)c->saved, c->labels, c->dout, c->batch, q->C,
-                                                      q->eps, c->din[0]),
+                   (cudaError_t)dl_cuda_xent_backward(c->in[0], c->labels, (const double *)c->saved, c->dout, c->batch,
+                                                      q->P, q->C, q->eps, q->ignore, c->label_norm, a->workspace,
+                                                      c->din[0]),
                    "softmax_xent backward launch");
-}
-
-/* A vector of class scores per sample; a loss at every position of a
- * sequence [T, C] has no GPU kernel yet. */
-static int xent_supports(const struct dl_layer *l)
-{
-    return dl_shape_rank(l->in_shape[0]) != 2;
 }
 
 const struct dl_kernel dl_kernel_cuda_softmax_xent = {
@@ -75,9 +99,9 @@ const struct dl_kernel dl_kernel_cuda_softmax_xent = {
     .backend = "cuda",
     .op = &dl_op_softmax_xent,
     .device = DL_DEVICE_CUDA,
-    .supports = xent_supports,
     .create = xent_create,
     .destroy = xent_destroy,
+    .workspace_bytes = xent_workspace_bytes,
     .saved_bytes = xent_saved_bytes,
     .forward = xent_forward,
     .backward_data = xent_backward_data,
