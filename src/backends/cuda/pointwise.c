@@ -1,17 +1,21 @@
-/* cuda/pointwise.c: leaky ReLU, dropout and flatten on a GPU ("cuda"; built
- * --with-cuda, never run on a GPU so far) through the CUDA kernels of
- * pointwise_kernels.cu, NCHW float in device memory.  Dropout keeps its
- * mask in the layer's saved memory from forward to backward and draws it
- * from the call's key, first sample and first channel as the host's op, so
- * that any split of the batch draws what one process draws; in inference
- * (or at rate 0) both directions copy.  Flatten copies both ways too: a
- * sample's NCHW values already are its feature vector. */
+/* cuda/pointwise.c: leaky ReLU, GELU, dropout and flatten on a GPU ("cuda";
+ * built --with-cuda, never run on a GPU so far) through the CUDA kernels of
+ * pointwise_kernels.cu and gelu_kernels.cu, float in device memory, any
+ * shape (an image, a vector, a sequence [T, C]: the kernels go element by
+ * element).  Dropout keeps its mask in the layer's saved memory from
+ * forward to backward and draws it from the call's key, first sample and
+ * first channel as the host's op, so that any split of the batch draws
+ * what one process draws; in inference (or at rate 0) both directions
+ * copy.  Flatten copies both ways too: a sample's NCHW values already are
+ * its feature vector. */
 #include "backends/cuda/cuda.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/attr.h"
 #include "backends/cuda/fault.h"
+#include "backends/cuda/gelu_kernels.h"
 #include "backends/cuda/pointwise_kernels.h"
 #include "ops/kinds.h"
 
@@ -19,19 +23,26 @@ struct cuda_pointwise {
     long per;      /* values per sample */
     long plane;    /* values per channel of a sample (h * w) */
     size_t mb;
-    double value;  /* leaky_relu's slope, dropout's rate */
+    double value;  /* leaky_relu's slope, dropout's rate; gelu: 1 for the exact form (approximate: none) */
 };
 
-static int pointwise_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
-                            struct dl_error *err, const char *attr)
+static int pointwise_new(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                         struct dl_error *err, double value)
 {
     struct cuda_pointwise *q = dl_calloc(1, sizeof *q, err);
     if (!q)
         return DL_ERR_NOMEM;
     *q = (struct cuda_pointwise){dl_shape_count(l->out_shape), (long)l->out_shape.h * l->out_shape.w,
-                                 (size_t)cfg->mb, dl_attr_float(l, attr)};
+                                 (size_t)cfg->mb, value};
     *inst = q;
     return DL_OK;
+}
+
+/* An instance whose value is layer l's number attribute attr. */
+static int pointwise_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
+                            struct dl_error *err, const char *attr)
+{
+    return pointwise_new(l, cfg, inst, err, dl_attr_float(l, attr));
 }
 
 static void pointwise_destroy(void *inst)
@@ -72,6 +83,40 @@ const struct dl_kernel dl_kernel_cuda_leaky_relu = {
     .destroy = pointwise_destroy,
     .forward = leaky_forward,
     .backward_data = leaky_backward_data,
+};
+
+static int gelu_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
+{
+    return pointwise_new(l, cfg, inst, err, strcmp(dl_attr_choice(l, "approximate"), "none") == 0);
+}
+
+static void gelu_forward(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    const struct dl_op_call *c = &a->c;
+    dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_gelu_forward(c->in[0], c->batch * q->per, (int)q->value, c->out),
+               "gelu forward launch");
+}
+
+static void gelu_backward_data(void *inst, const struct dl_kernel_args *a)
+{
+    const struct cuda_pointwise *q = inst;
+    const struct dl_op_call *c = &a->c;
+    if (c->din[0])
+        dl_cuda_ok(a, "cuda",
+                   (cudaError_t)dl_cuda_gelu_backward(c->in[0], c->dout, c->batch * q->per, (int)q->value, c->din[0]),
+                   "gelu backward launch");
+}
+
+const struct dl_kernel dl_kernel_cuda_gelu = {
+    .name = "cuda",
+    .backend = "cuda",
+    .op = &dl_op_gelu,
+    .device = DL_DEVICE_CUDA,
+    .create = gelu_create,
+    .destroy = pointwise_destroy,
+    .forward = gelu_forward,
+    .backward_data = gelu_backward_data,
 };
 
 static int dropout_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
