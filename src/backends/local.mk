@@ -18,7 +18,11 @@ libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
 	src/backends/cuda/softmax_xent_kernels.h src/backends/cuda/softmax_xent_kernels.cu \
 	src/backends/cuda/fault.c src/backends/cuda/fault.h \
 	src/backends/cuda/pointwise.c src/backends/cuda/pointwise_kernels.h src/backends/cuda/pointwise_kernels.cu \
-	src/backends/cuda/join.c src/backends/cuda/launch.h src/backends/cuda/gelu_kernels.h src/backends/cuda/gelu_kernels.cu src/backends/cuda/layernorm.c src/backends/cuda/layernorm_kernels.h src/backends/cuda/layernorm_kernels.cu src/backends/cuda/embedding.c src/backends/cuda/embedding_kernels.h src/backends/cuda/embedding_kernels.cu
+	src/backends/cuda/join.c src/backends/cuda/launch.h \
+	src/backends/cuda/gelu_kernels.h src/backends/cuda/gelu_kernels.cu \
+	src/backends/cuda/layernorm.c src/backends/cuda/layernorm_kernels.h src/backends/cuda/layernorm_kernels.cu \
+	src/backends/cuda/embedding.c src/backends/cuda/embedding_kernels.h src/backends/cuda/embedding_kernels.cu \
+	src/backends/cuda/attention.c src/backends/cuda/attention_kernels.h src/backends/cuda/attention_kernels.cu
 endif
 # CUDA sources (.cu) are compiled by nvcc (configure finds it next to the
 # toolkit); the C side reaches them through plain C declarations.

@@ -21,7 +21,10 @@ extern const struct dl_device dl_device_cuda;
  * into an error naming the layer and the call.  Launches are asynchronous:
  * a fault found only when the GPU runs the work surfaces at the next
  * synchronising copy or device sync, not in the call.  The convolution comes as one kernel per rank
- * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first. */
+ * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first.  A
+ * transformer's layers (GPT-2's) have theirs too: layer norm, GELU, the
+ * token and position embeddings, attention, fc and the loss at every
+ * position of a sequence. */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
     dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
     dl_kernel_cudnn_conv_r8;
@@ -29,7 +32,8 @@ extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
     dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm, dl_kernel_cuda_softmax_xent,
     dl_kernel_cuda_leaky_relu, dl_kernel_cuda_dropout, dl_kernel_cuda_flatten, dl_kernel_cudnn_add,
-    dl_kernel_cuda_concat, dl_kernel_cuda_gelu, dl_kernel_cuda_layernorm, dl_kernel_cuda_embedding, dl_kernel_cuda_position_embedding;
+    dl_kernel_cuda_concat, dl_kernel_cuda_layernorm, dl_kernel_cuda_gelu, dl_kernel_cuda_embedding,
+    dl_kernel_cuda_position_embedding, dl_kernel_cublas_attention;
 #define DL_CUDA_KERNELS                                                                          \
     &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
     &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
@@ -37,7 +41,8 @@ extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
     &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent, &dl_kernel_cuda_leaky_relu, &dl_kernel_cuda_dropout, \
     &dl_kernel_cuda_flatten, \
-    &dl_kernel_cudnn_add, &dl_kernel_cuda_concat, &dl_kernel_cuda_gelu, &dl_kernel_cuda_layernorm, &dl_kernel_cuda_embedding, &dl_kernel_cuda_position_embedding,
+    &dl_kernel_cudnn_add, &dl_kernel_cuda_concat, &dl_kernel_cuda_layernorm, &dl_kernel_cuda_gelu, \
+    &dl_kernel_cuda_embedding, &dl_kernel_cuda_position_embedding, &dl_kernel_cublas_attention,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */
