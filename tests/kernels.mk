@@ -36,5 +36,11 @@ tests_test_kernels_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_ON_CUDA
 tests_test_kernels_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_cuda_LDADD = $(TEST_LIBS)
 TESTS += tests/test_kernels_cuda
+# Every layer of the shipped networks has a GPU kernel that supports it (no GPU needed).
+check_PROGRAMS += tests/test_cuda_nets
+tests_test_cuda_nets_SOURCES = tests/test_cuda_nets.c
+tests_test_cuda_nets_CFLAGS = $(TEST_CFLAGS)
+tests_test_cuda_nets_LDADD = $(TEST_LIBS)
+TESTS += tests/test_cuda_nets
 endif
 endif

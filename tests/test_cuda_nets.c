@@ -1,0 +1,112 @@
+/* test_cuda_nets.c: every layer of every shipped network (the files of
+ * nets/, the GPT networks gpt-tiny and gpt2 among them) has a GPU kernel of
+ * this build that supports it: kernel choice for an executor on the CUDA
+ * device (dl_kernel_select with device DL_DEVICE_CUDA, what the executor
+ * asks) finds one, so `--device cuda` can run the network layer by layer.
+ * A kernel's supports() is plain host code, so this needs no GPU and runs
+ * wherever the CUDA build does (tools/test's build-cuda); whether those
+ * kernels compute what the host's do is test_kernels_cuda's question,
+ * where a GPU is present.  Prints each layer's kernel, or the layers
+ * without one.  The mutations of src/backends/cuda/ it catches
+ * (cuda_fc_refuses_sequences, cuda_attention_not_registered) need a
+ * --with-cuda build to run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/kernel.h"
+#include "config.h"
+#include "spec/netfile.h"
+
+#define MAX_NETS 64
+
+static char names[MAX_NETS][256];
+
+/* The layers of nets/NAME.yaml that no CUDA kernel supports (each printed),
+ * after printing every layer's kernel. */
+static int layers_without_gpu_kernel(const char *name)
+{
+    char path[1024];
+    const char *src = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/nets/%s", src ? src : ".", name);
+    struct dl_net net;
+    struct dl_error err = {0};
+    int rc = dl_net_load(path, &net, &err);
+    if (rc)
+        print_message("# %s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+    struct dl_kernel_choices on_gpu = {.device = DL_DEVICE_CUDA};
+    int missing = 0;
+    for (int i = 0; i < net.graph.n; i++) {
+        const struct dl_layer *l = &net.graph.layers[i];
+        const struct dl_kernel *k = dl_kernel_select(l, &on_gpu);
+        char shape[48];
+        dl_shape_str(l->in_shape[0], shape, sizeof shape);
+        if (k)
+            print_message("# %s: %-22s %-20s in %-14s kernel %s\n", name, l->name, l->kind->name, shape, k->name);
+        else
+            print_message("# %s: %-22s %-20s in %-14s NO GPU KERNEL supports it\n", name, l->name, l->kind->name,
+                          shape);
+        missing += !k;
+    }
+    print_message("# %s: %d layers, %d without a GPU kernel\n", name, net.graph.n, missing);
+    dl_net_free(&net);
+    return missing;
+}
+
+static void every_layer_has_a_gpu_kernel(void **state)
+{
+    assert_int_equal(layers_without_gpu_kernel(*state), 0);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* The shipped networks, sorted; the GPT networks must be among them. */
+static int shipped_nets(void)
+{
+    char dir[1024];
+    const char *src = getenv("top_srcdir");
+    snprintf(dir, sizeof dir, "%s/nets", src ? src : ".");
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < MAX_NETS;) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && len < sizeof names[0] && strcmp(e->d_name + len - 5, ".yaml") == 0)
+            strcpy(names[n++], e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], by_name);
+    return n;
+}
+
+int main(void)
+{
+#ifndef DL_HAVE_CUDA /* built under HAVE_CUDA only (tests/kernels.mk); said in case it is built elsewhere */
+    printf("1..0 # SKIP this dltrain was built without --with-cuda: it has no GPU kernels\n");
+    return 0;
+#endif
+    int n = shipped_nets(), gpt = 0;
+    for (int i = 0; i < n; i++)
+        gpt += !strcmp(names[i], "gpt-tiny.yaml") || !strcmp(names[i], "gpt2.yaml");
+    if (gpt != 2) {
+        printf("not ok 1 - nets/gpt-tiny.yaml and nets/gpt2.yaml found among %d networks (top_srcdir %s)\n", n,
+               getenv("top_srcdir") ? getenv("top_srcdir") : "unset");
+        return 1;
+    }
+    struct CMUnitTest tests[MAX_NETS];
+    for (int i = 0; i < n; i++)
+        tests[i] = (struct CMUnitTest){names[i], every_layer_has_a_gpu_kernel, NULL, NULL, names[i]};
+    return _cmocka_run_group_tests("tests", tests, (size_t)n, NULL, NULL);
+}
