@@ -15,13 +15,15 @@
 
 #include "core/rng.h"
 #include "spec/attrs.h"
+#include "test_params.h"
 
 struct gc_state {
     const struct dl_op_kind *op;
     struct dl_op_call call;
     long in_count[DL_MAX_INPUTS], out_count, saved_count;
-    struct dl_param_desc params[DL_MAX_PARAMS];
+    struct dl_param_desc params[TEST_MAX_PARAMS];
     int n_params;
+    dl_real *param[TEST_MAX_PARAMS], *dparam[TEST_MAX_PARAMS]; /* the call's arrays */
     dl_real *in[DL_MAX_INPUTS];
     dl_real *r;
     unsigned seed;
@@ -96,6 +98,8 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
         return 1;
     }
     struct dl_op_call *call = &s.call;
+    call->param = s.param;
+    call->dparam = s.dparam;
     call->attr = attr;
     call->batch = c->batch;
     call->n_in = c->n_in;
@@ -135,8 +139,11 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     for (long n = 0; n < (long)c->batch * P; n++)
         labels[n] = c->ignore_some && n % 3 == 1 ? -100 : (int)dl_rng_below(&rng, (uint64_t)(classes > 0 ? classes : 1));
     call->labels = labels;
-    s.n_params = c->op->params ? c->op->params(attr, c->in, call->out_shape, s.params) : 0;
-    dl_real *pre[DL_MAX_PARAMS] = {0};
+    s.n_params = c->op->params ? c->op->params(attr, c->in, call->out_shape, NULL) : 0;
+    assert_true(s.n_params <= TEST_MAX_PARAMS);
+    if (s.n_params)
+        c->op->params(attr, c->in, call->out_shape, s.params);
+    dl_real *pre[TEST_MAX_PARAMS] = {0};
     for (int j = 0; j < s.n_params; j++) {
         call->param[j] = alloc_random(&rng, s.params[j].count, 0.5);
         if (!s.params[j].trainable) /* running statistics: keep variances positive */

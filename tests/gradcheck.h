@@ -11,6 +11,7 @@
 #define DL_TEST_GRADCHECK_H
 
 #include "ops/op.h"
+#include "test_params.h"
 
 struct gc_case {
     const struct dl_op_kind *op;

@@ -55,6 +55,10 @@ long kc_positions(const struct dl_layer *l)
 void kc_alloc(struct kc_tensors *t, const struct dl_layer *l, int batch, uint64_t seed)
 {
     memset(t, 0, sizeof *t);
+    if (l->n_params > TEST_MAX_PARAMS) {
+        fprintf(stderr, "layer '%s': %d parameters, more than the tests' %d\n", l->name, l->n_params, TEST_MAX_PARAMS);
+        abort();
+    }
     t->batch = batch;
     for (int i = 0; i < l->n_in; i++) {
         long n = batch * dl_shape_count(l->in_shape[i]);
@@ -138,7 +142,7 @@ int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct k
 struct kc_device_bufs {
     const struct dl_device *dev;
     int n, failed;
-    void *p[3 * DL_MAX_INPUTS + 2 * DL_MAX_PARAMS + 8];
+    void *p[3 * DL_MAX_INPUTS + 2 * TEST_MAX_PARAMS + 8];
 };
 
 /* bytes on the device holding host's bytes (zeros when host is NULL). */
@@ -194,7 +198,7 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
     float *yd = on_device(&b, y, ybytes), *dyd = on_device(&b, dy, ybytes);
     long P = kc_positions(l);
     const int *labels = t->labels ? on_device(&b, t->labels, sizeof *t->labels * (size_t)(t->batch * P)) : NULL;
-    float *param[DL_MAX_PARAMS] = {0}, *dparam[DL_MAX_PARAMS] = {0};
+    float *param[TEST_MAX_PARAMS] = {0}, *dparam[TEST_MAX_PARAMS] = {0};
     for (int j = 0; j < l->n_params; j++) {
         size_t bytes = sizeof(float) * (size_t)l->param[j].count;
         param[j] = on_device(&b, t->param[j], bytes);
@@ -229,10 +233,8 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
             c->out_shape = l->out_shape;
             c->out = yd + (long)sl * mb * ycount;
             c->dout = dyd + (long)sl * mb * ycount;
-            for (int j = 0; j < l->n_params; j++) {
-                c->param[j] = param[j];
-                c->dparam[j] = dparam[j];
-            }
+            c->param = param;
+            c->dparam = dparam;
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);
             c->labels = labels ? labels + (long)sl * mb * P : NULL;
             c->label_norm = label_norm;

@@ -9,12 +9,13 @@
 
 #include "backends/kernel.h"
 #include "spec/netfile.h"
+#include "test_params.h"
 
 /* Everything one pass over a layer reads and writes, plain NCHW. */
 struct kc_tensors {
     int batch;
     float *x[DL_MAX_INPUTS], *y, *dy, *dx[DL_MAX_INPUTS];
-    float *param[DL_MAX_PARAMS], *dparam[DL_MAX_PARAMS];
+    float *param[TEST_MAX_PARAMS], *dparam[TEST_MAX_PARAMS];
     int *labels;          /* a loss layer's: batch x kc_positions class indices; else NULL */
 };
 

@@ -13,9 +13,11 @@
 #include "core/rng.h"
 #include "ops/op.h"
 #include "spec/attrs.h"
+#include "test_params.h"
 
 struct ot_run {
     struct dl_op_call call;
+    dl_real *param[TEST_MAX_PARAMS], *dparam[TEST_MAX_PARAMS]; /* the call's arrays (the test sets them) */
     void *attr;
     long in_count[DL_MAX_INPUTS], out_count, saved_count;
 };
@@ -28,6 +30,8 @@ static inline void ot_setup(struct ot_run *r, const struct dl_op_kind *op, const
     struct dl_error err = {0};
     memset(r, 0, sizeof *r);
     struct dl_op_call *c = &r->call;
+    c->param = r->param;
+    c->dparam = r->dparam;
     r->attr = calloc(1, op->attr_size ? op->attr_size : 1);
     if (dl_attrs_from_string(op, attrs, r->attr, &err))
         fail_msg("attributes %s: %s", attrs, err.msg);

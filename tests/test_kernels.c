@@ -419,8 +419,7 @@ static void reference_direct(const struct dl_layer *l, struct kc_tensors *t)
     for (int i = 0; i < l->n_in; i++)
         c->in_shape[i] = l->in_shape[i], c->in[i] = t->x[i], c->din[i] = t->dx[i];
     c->out = t->y, c->dout = t->dy, c->labels = t->labels, c->key = KC_KEY;
-    for (int j = 0; j < l->n_params; j++)
-        c->param[j] = t->param[j], c->dparam[j] = t->dparam[j];
+    c->param = t->param, c->dparam = t->dparam;
     c->saved = calloc(saved + 64, 1);
     a.workspace = calloc(ws + 64, 1);
     for (int d = 0; d < DL_N_DIRS; d++)
@@ -610,10 +609,8 @@ static void run_bf16(const struct dl_kernel *k, const struct dl_layer *l, struct
             a.c.in[i] = (dl_real *)(x[i] + n0 * nx[i]);
             a.c.din[i] = (dl_real *)(dx[i] + n0 * nx[i]);
         }
-        for (int j = 0; j < l->n_params; j++) {
-            a.c.param[j] = t->param[j];
-            a.c.dparam[j] = t->dparam[j];
-        }
+        a.c.param = t->param;
+        a.c.dparam = t->dparam;
         k->forward(inst, &a);
         dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_DATA, l->n_params > 0, 1);
         dl_kernel_run(k, inst, &a, DL_DIR_BACKWARD_WEIGHTS, l->n_params > 0, 1);

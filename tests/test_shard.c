@@ -301,7 +301,7 @@ static void one_rank_and_pipeline(void **state)
     for (int i = 0; i < net.graph.n; i++) {
         assert_true(dl_shape_eq(s.local.layers[i].out_shape, net.graph.layers[i].out_shape));
         assert_int_equal(s.local.layers[i].n_params, net.graph.layers[i].n_params);
-        assert_true(s.layer[i].slice[0].dim == -1 || !net.graph.layers[i].n_params);
+        assert_true(!net.graph.layers[i].n_params || s.layer[i].slice[0].dim == -1);
     }
     dl_shard_free(&s);
     int prev_end = 0;

@@ -314,9 +314,15 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
     const struct dl_graph *g = e->g, *whole = e->shard->g;
     struct dl_rng init;
     dl_rng_seed(&init, e->seed);
-    struct dl_rng(*began)[DL_MAX_PARAMS] = dl_calloc((size_t)g->n, sizeof *began, err); /* where each draw began */
-    if (!began)
+    long *first = dl_calloc((size_t)g->n + 1, sizeof *first, err); /* layer i's began[first[i] + j] */
+    for (int i = 0; first && i < g->n; i++)
+        first[i + 1] = first[i] + whole->layers[i].n_params;
+    struct dl_rng *began = first ? dl_calloc((size_t)first[g->n] + 1, sizeof *began, err) : NULL; /* where each
+                                                                                                     draw began */
+    if (!began) {
+        free(first);
         return DL_ERR_NOMEM;
+    }
     long wo = 0, so = 0;
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
@@ -325,7 +331,7 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
         for (int j = 0; j < whole->layers[i].n_params; j++) {
             const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
             dl_real *host = NULL;
-            began[i][j] = init;
+            began[first[i] + j] = init;
             if (whole->layers[i].param[j].shares && !(p && p->replica)) { /* tied: the earlier layer's tensor */
                 if (p) {
                     e->param[i][j] = e->param[p->share_layer][p->share_param];
@@ -334,7 +340,7 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
                 continue;
             }
             if (p && p->replica) { /* the owner's values, drawn again */
-                struct dl_rng again = began[p->share_layer][p->share_param];
+                struct dl_rng again = began[first[p->share_layer] + p->share_param];
                 e->param[i][j] = e->weights + wo;
                 e->dparam[i][j] = e->dweights + wo;
                 init_param(&whole->layers[p->share_layer].param[p->share_param], &e->shard->layer[i].slice[j],
@@ -356,8 +362,21 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
         }
     }
     free(began);
+    free(first);
     e->weight_begin[g->n] = wo;
     return DL_OK;
+}
+
+dl_real ***dl_exec_param_table(const struct dl_graph *g, struct dl_error *err)
+{
+    size_t slots = 0;
+    for (int i = 0; i < g->n; i++)
+        slots += (size_t)g->layers[i].n_params;
+    dl_real ***t = dl_calloc(1, sizeof *t * (size_t)g->n + sizeof **t * slots, err);
+    dl_real **at = t ? (dl_real **)(t + g->n) : NULL;
+    for (int i = 0; t && i < g->n; i++, at += g->layers[i - 1].n_params)
+        t[i] = at;
+    return t;
 }
 
 /* Parameters of the layers e runs (their slices), drawn in the whole
@@ -383,8 +402,8 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
         e->n_weights = share->n_weights, e->n_state = share->n_state;
         return DL_OK;
     }
-    e->param = dl_calloc(n, sizeof *e->param, err);
-    e->dparam = dl_calloc(n, sizeof *e->dparam, err);
+    e->param = dl_exec_param_table(e->shard->g, err);
+    e->dparam = dl_exec_param_table(e->shard->g, err);
     e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
     if (!e->param || !e->dparam || !e->weight_begin)
         return DL_ERR_NOMEM;

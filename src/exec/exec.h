@@ -47,8 +47,9 @@ struct dl_exec {
     dl_real **act;                         /* [layer] its output, in the layout of act_layout[layer] */
     enum dl_layout *act_layout;            /* [layer] */
     enum dl_dtype *act_dtype;              /* [layer] the dtype of act[layer] (kernel.h "Dtypes") */
-    dl_real *(*param)[DL_MAX_PARAMS];      /* [layer][j] into weights or state */
-    dl_real *(*dparam)[DL_MAX_PARAMS];     /* [layer][j] into dweights (NULL for state) */
+    dl_real ***param;                      /* [layer][j] into weights or state (j below the layer's n_params
+                                              in the whole network: any number) */
+    dl_real ***dparam;                     /* [layer][j] into dweights (NULL for state) */
     struct dl_rng *rng;                    /* [layer] its random state: dropout's key comes from it (and the step) */
     dl_real *weights, *dweights;           /* trainable parameters, flat */
     long n_weights;
@@ -217,6 +218,10 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
 int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
                  struct dl_error *err);
 void dl_exec_free(struct dl_exec *e);
+
+/* A table like param[][] for every parameter of the whole network g, in
+ * one block freed with free(): [layer][j], every pointer NULL. */
+dl_real ***dl_exec_param_table(const struct dl_graph *g, struct dl_error *err);
 
 /* Forward over batch samples of x (batch x input shape, NCHW) with labels.
  * training selects batch statistics and dropout. */

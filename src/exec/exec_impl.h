@@ -117,6 +117,7 @@ struct dl_exec_impl {
     double *group;                      /* [T][group_cap] values gathered over the tensor group (dl_exec_group_*) */
     int group_cap;
     dl_real *grad_part;                 /* a layer's weight gradients on its band of rows, to be summed (rows.c) */
+    dl_real **grad_part_at;             /* a call's dparam pointing into grad_part (as many as a layer's params) */
     dl_real *grad_part_host;            /* on a device without host memory: grad_part copied out for the sum */
     int shares_params;                  /* weights, gradients and state belong to another executor */
     int split_backward;                 /* planned for backward in two passes (exec.h) */

@@ -193,11 +193,12 @@ int dl_exec_rows_grad_begin(struct dl_exec *e, const struct dl_exec_step *s, str
     int rc = e->impl->device->fill(e->impl->grad_part, 0, sizeof(dl_real) * (size_t)n, &e->err);
     if (rc && !e->status)
         e->status = rc;
-    for (int j = 0; j < l->n_params; j++)
-        if (a->c.dparam[j]) {
-            a->c.dparam[j] = e->impl->grad_part + at;
-            at += l->param[j].count;
-        }
+    dl_real **part = e->impl->grad_part_at; /* the executor's pointers stay as they are */
+    for (int j = 0; j < l->n_params; j++) {
+        part[j] = a->c.dparam[j] ? e->impl->grad_part + at : NULL;
+        at += a->c.dparam[j] ? l->param[j].count : 0;
+    }
+    a->c.dparam = part;
     return 1;
 }
 

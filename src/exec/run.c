@@ -35,10 +35,8 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->out_shape = l->out_shape;
     c->out_shape.dtype = m->tensors[s->out].shape.dtype;
     c->out = m->tensors[s->out].data;
-    for (int j = 0; j < l->n_params; j++) {
-        c->param[j] = e->param[s->layer][j];
-        c->dparam[j] = e->dparam[s->layer][j];
-    }
+    c->param = e->param[s->layer]; /* never written through the call (a kernel that changes one copies them) */
+    c->dparam = e->dparam[s->layer];
     c->saved = (dl_real *)s->saved;
     c->training = training;
     c->key = dl_rng_hash(dl_rng_hash(e->rng[s->layer].s[0], e->rng[s->layer].s[1]), e->step);

@@ -441,6 +441,11 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         !(m->group = dl_calloc((size_t)sh->dims.tp * (size_t)m->group_cap, sizeof *m->group, err)))
         return DL_ERR_NOMEM;
     long part = dl_exec_rows_grad_values(e);
+    int most = 0;
+    for (int i = 0; i < e->g->n; i++)
+        most = e->g->layers[i].n_params > most ? e->g->layers[i].n_params : most;
+    if (part > 0 && !(m->grad_part_at = dl_calloc((size_t)most, sizeof *m->grad_part_at, err)))
+        return DL_ERR_NOMEM;
     if (part > 0 && m->device->host_memory && !(m->grad_part = dl_calloc((size_t)part, sizeof *m->grad_part, err)))
         return DL_ERR_NOMEM;
     if (part > 0 && !m->device->host_memory) { /* the kernels write it on the device; summed in a host copy */
@@ -637,6 +642,7 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->written);
     free(m->group);
     free(m->grad_part_host);
+    free(m->grad_part_at);
     free(m->bufs);
     if (m->device && m->device->host_memory)
         free(m->grad_part);

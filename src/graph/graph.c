@@ -47,6 +47,7 @@ void dl_graph_free(struct dl_graph *g)
     for (int i = 0; i < g->n; i++) {
         free(g->layers[i].name);
         free(g->layers[i].attr);
+        free(g->layers[i].param);
     }
     free(g->layers);
     memset(g, 0, sizeof *g);
@@ -64,10 +65,11 @@ void dl_layer_decls_free(struct dl_layer_decl *d, int n)
             d[i].inputs[k] = NULL;
         }
         for (int k = 0; k < d[i].n_share; k++) {
-            free(d[i].share_param[k]);
-            free(d[i].share_layer[k]);
-            d[i].share_param[k] = d[i].share_layer[k] = NULL;
+            free(d[i].share[k].param);
+            free(d[i].share[k].layer);
         }
+        free(d[i].share);
+        d[i].share = NULL;
         d[i].n_share = 0;
     }
 }
@@ -79,27 +81,30 @@ struct share_req {
     struct dl_loc loc;
 };
 
-/* The share entries of each decl, the owner found by name (by decl index
- * until the order is known). */
-static int resolve_shares(const struct dl_layer_decl *d, int n, struct share_req (*req)[DL_MAX_PARAMS],
+/* The share entries of each decl (req[i]: d[i].n_share of them, in one
+ * array of every decl's, req0[i] the first), the owner found by name (by
+ * decl index until the order is known). */
+static int resolve_shares(const struct dl_layer_decl *d, int n, struct share_req *req, const int *req0,
                           struct dl_error *err)
 {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < d[i].n_share; k++) {
-            const struct dl_loc *loc = d[i].share_loc[k].file ? &d[i].share_loc[k] : &d[i].loc;
-            int j = decl_find(d, n, d[i].share_layer[k]);
+            const struct dl_share_decl *sd = &d[i].share[k];
+            struct share_req *r = &req[req0[i] + k];
+            const struct dl_loc *loc = sd->loc.file ? &sd->loc : &d[i].loc;
+            int j = decl_find(d, n, sd->layer);
             if (j < 0)
                 return loc_errorf(err, loc, "layer '%s' (%s): share: '%s' is not the name of any layer", d[i].name,
-                                  d[i].kind->name, d[i].share_layer[k]);
+                                  d[i].kind->name, sd->layer);
             if (j == i)
                 return loc_errorf(err, loc, "layer '%s' (%s): share: a layer cannot share its own parameter",
                                   d[i].name, d[i].kind->name);
-            if (strlen(d[i].share_param[k]) >= sizeof req[i][k].param)
+            if (strlen(sd->param) >= sizeof r->param)
                 return loc_errorf(err, loc, "layer '%s' (%s): share: no parameter is named '%s'", d[i].name,
-                                  d[i].kind->name, d[i].share_param[k]);
-            strcpy(req[i][k].param, d[i].share_param[k]);
-            req[i][k].owner = j;
-            req[i][k].loc = *loc;
+                                  d[i].kind->name, sd->param);
+            strcpy(r->param, sd->param);
+            r->owner = j;
+            r->loc = *loc;
         }
     return DL_OK;
 }
@@ -319,23 +324,27 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
     int (*src)[DL_MAX_INPUTS] = calloc((size_t)n, sizeof *src);
     int *order = calloc((size_t)n, sizeof *order);
     int *pos = calloc((size_t)n, sizeof *pos);
-    struct share_req (*req)[DL_MAX_PARAMS] = calloc((size_t)n, sizeof *req);    /* by decl */
-    struct share_req (*shared)[DL_MAX_PARAMS] = calloc((size_t)n, sizeof *shared); /* by layer */
-    int *n_shared = calloc((size_t)n, sizeof *n_shared);
+    int *req0 = calloc((size_t)n + 1, sizeof *req0); /* decl i's share entries: req[req0[i]..req0[i + 1]) */
+    for (int i = 0; req0 && i < n; i++)
+        req0[i + 1] = req0[i] + d[i].n_share;
+    int n_req = req0 ? req0[n] : 0;
+    struct share_req *req = calloc((size_t)n_req + 1, sizeof *req);    /* by decl */
+    struct share_req *shared = calloc((size_t)n_req + 1, sizeof *shared); /* by layer: shared0[i].. */
+    int *n_shared = calloc((size_t)n, sizeof *n_shared), *shared0 = calloc((size_t)n, sizeof *shared0);
     g->layers = calloc((size_t)n, sizeof *g->layers);
     int rc = DL_OK;
-    if (!src || !order || !pos || !req || !shared || !n_shared || !g->layers)
+    if (!src || !order || !pos || !req0 || !req || !shared || !n_shared || !shared0 || !g->layers)
         rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory building the graph");
     if (!rc)
         rc = resolve(d, n, src, err);
     if (!rc)
-        rc = resolve_shares(d, n, req, err);
+        rc = resolve_shares(d, n, req, req0, err);
     if (!rc)
         rc = toposort(d, n, src, order, err);
     if (!rc) {
         for (int i = 0; i < n; i++)
             pos[order[i]] = i;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0, at = 0; i < n; i++) {
             const struct dl_layer_decl *dd = &d[order[i]];
             struct dl_layer *l = &g->layers[i];
             l->name = dd->name;
@@ -351,9 +360,10 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
                 l->in[k] = s == DL_GRAPH_INPUT ? DL_GRAPH_INPUT : pos[s];
             }
             n_shared[i] = dd->n_share;
-            for (int k = 0; k < dd->n_share; k++) {
-                shared[i][k] = req[order[i]][k];
-                shared[i][k].owner = pos[req[order[i]][k].owner];
+            shared0[i] = at;
+            for (int k = 0; k < dd->n_share; k++, at++) {
+                shared[at] = req[req0[order[i]] + k];
+                shared[at].owner = pos[shared[at].owner];
             }
             g->n = i + 1;
         }
@@ -367,9 +377,11 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
     free(order);
     free(pos);
     free(req);
+    free(req0);
     if (rc) {
         free(shared);
         free(n_shared);
+        free(shared0);
         dl_graph_free(g);
         return rc;
     }
@@ -409,9 +421,14 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
                             l->kind->name, dl_shape_str(l->out_shape, b, sizeof b));
             break;
         }
-        l->n_params = l->kind->params ? l->kind->params(l->attr, l->in_shape, l->out_shape, l->param) : 0;
+        l->n_params = dl_op_param_descs(l->kind, l->attr, l->in_shape, l->out_shape, &l->param, err);
+        if (l->n_params < 0) {
+            l->n_params = 0;
+            rc = DL_ERR_NOMEM;
+            break;
+        }
         l->flops = l->kind->flops ? l->kind->flops(l->attr, l->in_shape, l->out_shape) : 0;
-        rc = tie_params(g, i, shared[i], n_shared[i], err);
+        rc = tie_params(g, i, shared + shared0[i], n_shared[i], err);
         if (!rc && l->init_std > 0)
             rc = init_from_std(l, err);
         if (!rc && l->kind->is_loss && i != g->n - 1)
@@ -439,6 +456,7 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
     }
     free(shared);
     free(n_shared);
+    free(shared0);
     if (rc)
         dl_graph_free(g);
     return rc;

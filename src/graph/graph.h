@@ -23,6 +23,12 @@ struct dl_loc {
     int line, col;
 };
 
+/* One `share:` entry: parameter `param` is layer `layer`'s of that name. */
+struct dl_share_decl {
+    char *param, *layer;
+    struct dl_loc loc;
+};
+
 /* One layer as declared (names not yet resolved). */
 struct dl_layer_decl {
     char *name;                        /* fully qualified, e.g. "layer1.0.conv1" */
@@ -35,10 +41,10 @@ struct dl_layer_decl {
     int stage;                         /* `stage:` key: first pipeline stage of this layer, -1: not given */
     enum dl_split split;               /* `split:` key */
     double init_std;                   /* `init_std:` key (0: the op's own initialisation) */
-    /* `share: {PARAM: LAYER}`: parameters that are another layer's (weight tying) */
+    /* `share: {PARAM: LAYER}`: parameters that are another layer's (weight
+     * tying), any number, owned */
     int n_share;
-    char *share_param[DL_MAX_PARAMS], *share_layer[DL_MAX_PARAMS];
-    struct dl_loc share_loc[DL_MAX_PARAMS];
+    struct dl_share_decl *share;
 };
 
 struct dl_layer {
@@ -49,8 +55,8 @@ struct dl_layer {
     int in[DL_MAX_INPUTS];             /* producer layer index or DL_GRAPH_INPUT */
     struct dl_shape in_shape[DL_MAX_INPUTS];
     struct dl_shape out_shape;
-    int n_params;
-    struct dl_param_desc param[DL_MAX_PARAMS];
+    int n_params;                      /* any number */
+    struct dl_param_desc *param;       /* [n_params], owned (NULL when 0) */
     int n_consumers;                   /* layers reading this layer's output */
     double flops;                      /* forward FLOPs per sample */
     struct dl_loc loc;

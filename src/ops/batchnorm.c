@@ -32,7 +32,7 @@ static int batchnorm_infer(const void *attr, int n_in, const struct dl_shape *in
 }
 
 static int batchnorm_params(const void *attr, const struct dl_shape *in, struct dl_shape out,
-                            struct dl_param_desc p[DL_MAX_PARAMS])
+                            struct dl_param_desc *p)
 {
     static const struct {
         const char *name;
@@ -40,7 +40,7 @@ static int batchnorm_params(const void *attr, const struct dl_shape *in, struct 
         int trainable;
     } desc[4] = {{"weight", DL_INIT_ONE, 1}, {"bias", DL_INIT_ZERO, 1},
                  {"running_mean", DL_INIT_ZERO, 0}, {"running_var", DL_INIT_ONE, 0}};
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < 4 && p; j++) {
         p[j] = (struct dl_param_desc){.count = in[0].c, .ndim = 1, .dims = {in[0].c},
                                       .init = desc[j].init, .trainable = desc[j].trainable};
         snprintf(p[j].name, sizeof p[j].name, "%s", desc[j].name);

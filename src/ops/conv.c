@@ -101,10 +101,11 @@ static int conv_infer(const void *attr, int n_in, const struct dl_shape *in, str
     return DL_OK;
 }
 
-static int conv_params(const void *attr, const struct dl_shape *in, struct dl_shape out,
-                       struct dl_param_desc p[DL_MAX_PARAMS])
+static int conv_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
 {
     const struct conv_attr *a = attr;
+    if (!p)
+        return a->bias ? 2 : 1;
     int K = a->filters, Cg = in[0].c / a->groups, R = a->kernel[0], S = a->kernel[1];
     long fan_in = (long)Cg * R * S;
     p[0] = (struct dl_param_desc){.name = "weight", .count = K * fan_in, .ndim = 4, .dims = {K, Cg, R, S},

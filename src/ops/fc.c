@@ -52,10 +52,11 @@ static int fc_infer(const void *attr, int n_in, const struct dl_shape *in, struc
     return DL_OK;
 }
 
-static int fc_params(const void *attr, const struct dl_shape *in, struct dl_shape out,
-                     struct dl_param_desc p[DL_MAX_PARAMS])
+static int fc_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
 {
     const struct fc_attr *a = attr;
+    if (!p)
+        return a->bias ? 2 : 1;
     long T, C;
     fc_dims(in[0], &T, &C);
     int U = a->units, F = (int)C;

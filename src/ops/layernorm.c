@@ -38,11 +38,11 @@ static int layernorm_infer(const void *attr, int n_in, const struct dl_shape *in
 }
 
 static int layernorm_params(const void *attr, const struct dl_shape *in, struct dl_shape out,
-                            struct dl_param_desc p[DL_MAX_PARAMS])
+                            struct dl_param_desc *p)
 {
     const struct layernorm_attr *a = attr;
-    if (!a->affine)
-        return 0;
+    if (!a->affine || !p)
+        return a->affine ? 2 : 0;
     p[0] = (struct dl_param_desc){.name = "weight", .count = in[0].c, .ndim = 1, .dims = {in[0].c},
                                   .init = DL_INIT_ONE, .trainable = 1};
     p[1] = (struct dl_param_desc){.name = "bias", .count = in[0].c, .ndim = 1, .dims = {in[0].c},

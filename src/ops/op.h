@@ -29,7 +29,6 @@
 #include "core/shape.h"
 
 #define DL_MAX_INPUTS 16
-#define DL_MAX_PARAMS 4
 
 /* ---------------------------------------------------------------- attributes */
 enum dl_attr_type {
@@ -92,8 +91,11 @@ struct dl_op_call {
     struct dl_shape out_shape;
     const dl_real *in[DL_MAX_INPUTS];   /* N x in_shape[i] */
     dl_real *out;                       /* N x out_shape */
-    dl_real *param[DL_MAX_PARAMS];      /* as described by params() */
-    dl_real *dparam[DL_MAX_PARAMS];     /* accumulated into by backward */
+    /* [n_params] as described by params(), any number (the caller's
+     * arrays of pointers: a callee that changes one points the call at an
+     * array of its own first) */
+    dl_real **param;
+    dl_real **dparam;                   /* [n_params] accumulated into by backward */
     const dl_real *dout;                /* N x out_shape */
     dl_real *din[DL_MAX_INPUTS];        /* overwritten by backward; NULL = not needed */
     dl_real *saved;                     /* saved_size() elements, forward -> backward */
@@ -193,9 +195,10 @@ struct dl_op_kind {
      * message giving the expected vs found shape. */
     int (*infer)(const void *attr, int n_in, const struct dl_shape *in,
                  struct dl_shape *out, struct dl_error *err);
-    /* Fills p[0..n) and returns n (0 when the op has no parameters; may be NULL). */
-    int (*params)(const void *attr, const struct dl_shape *in, struct dl_shape out,
-                  struct dl_param_desc p[DL_MAX_PARAMS]);
+    /* Returns n, the number of parameters (any; 0 when the op has none),
+     * and fills p[0..n) unless p is NULL (may be NULL: none).  Callers go
+     * through dl_op_param_descs. */
+    int (*params)(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p);
     /* Elements of forward->backward scratch for a batch of n (may be NULL: none). */
     long (*saved_size)(const void *attr, int batch, const struct dl_shape *in,
                        struct dl_shape out);
@@ -272,6 +275,13 @@ struct dl_op_kind {
 
 /* registry.c */
 const struct dl_op_kind *dl_op_find(const char *name);
+
+/* The parameters of a layer of kind k with these attributes and shapes:
+ * returns their number n (>= 0) and, when n > 0, a new array of their n
+ * descriptions in *p (the caller frees it; NULL when n is 0); -1 with err
+ * filled (DL_ERR_NOMEM) when no memory is left. */
+int dl_op_param_descs(const struct dl_op_kind *k, const void *attr, const struct dl_shape *in,
+                      struct dl_shape out, struct dl_param_desc **p, struct dl_error *err);
 /* NULL-terminated table of every op kind, in documentation order. */
 extern const struct dl_op_kind *const dl_op_kinds[];
 

@@ -439,9 +439,18 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
     struct dl_error e = {0};
     if (l->kind->infer(v->attr, v->n_in, v->in_shape, &v->out_shape, &e))
         return dl_errorf(err, DL_ERR_INTERNAL, "layer '%s': its part for %d tensor ranks: %s", l->name, T, e.msg);
-    v->n_params = l->kind->params ? l->kind->params(v->attr, v->in_shape, v->out_shape, v->param) : 0;
+    v->param = NULL;
+    v->n_params = dl_op_param_descs(l->kind, v->attr, v->in_shape, v->out_shape, &v->param, err);
+    if (v->n_params < 0) {
+        v->n_params = 0;
+        return DL_ERR_NOMEM;
+    }
     v->flops = l->kind->flops ? l->kind->flops(v->attr, v->in_shape, v->out_shape) : 0;
     struct dl_shard_layer *W = &s->layer[i];
+    free(W->slice);
+    W->slice = v->n_params ? dl_calloc((size_t)v->n_params, sizeof *W->slice, err) : NULL;
+    if (v->n_params && !W->slice)
+        return DL_ERR_NOMEM;
     if (L->split_out) /* its block's first channel: t C / T (equal blocks: t times its own) */
         W->channel0 = (long)s->pos.t * l->out_shape.c / T;
     for (int j = 0; j < v->n_params; j++) {
@@ -518,9 +527,14 @@ const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t
 
 void dl_shard_free(struct dl_shard *s)
 {
-    for (int i = 0; s->local.layers && s->g && i < s->g->n; i++)
+    for (int i = 0; s->local.layers && s->g && i < s->g->n; i++) {
         if (s->local.layers[i].attr != s->g->layers[i].attr)
             free(s->local.layers[i].attr);
+        if (s->local.layers[i].param != s->g->layers[i].param)
+            free(s->local.layers[i].param);
+    }
+    for (int i = 0; s->layer && s->g && i < s->g->n; i++)
+        free(s->layer[i].slice);
     free(s->local.layers);
     free(s->layer);
     free(s->edge);

@@ -75,8 +75,8 @@ struct dl_shard_layer {
     enum dl_tp_in in[DL_MAX_INPUTS];
     int in_groups[DL_MAX_INPUTS]; /* the groups of the channel blocks input k is sliced into or gathered
                                      from (as `groups`; 0 or 1: plain blocks) */
-    struct dl_param_slice slice[DL_MAX_PARAMS]; /* for the local params (an input split's bias lives on
-                                                   tensor rank 0 only: the others have one param less) */
+    struct dl_param_slice *slice; /* [its local params], owned (an input split's bias lives on tensor rank 0
+                                     only: the others have one param less) */
     int split_rows;             /* its output is split into bands of rows over the tensor group (a
                                    height split, or a row-local layer following one) */
     int halo;                   /* split by height: rows of the neighbours' bands it reads on each side */

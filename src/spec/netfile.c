@@ -345,19 +345,22 @@ static int declare_layer(struct expander *x, const struct dl_ynode *item, const 
     if (is && dl_y_float(is, what_std, 1e-12, 1e6, &d->init_std, x->err))
         return DL_ERR_SPEC;
     const struct dl_ynode *sh = dl_ymap_get(item, "share");
-    if (sh && (sh->kind != DL_Y_MAP || sh->n > DL_MAX_PARAMS))
+    if (sh && sh->kind != DL_Y_MAP)
         return dl_yerrorf(x->err, DL_ERR_SPEC, sh, "layer '%s', key 'share': expected a mapping {PARAMETER: LAYER} "
                           "(such as {weight: wte}), found %s", d->name, dl_ynode_kind_name(sh));
+    if (sh && sh->n > 0 && !(d->share = dl_calloc((size_t)sh->n, sizeof *d->share, x->err)))
+        return DL_ERR_NOMEM;
     for (int i = 0; sh && i < sh->n; i++) {
         const char *from;
         if (dl_y_string(sh->items[i], "share", &from, x->err))
             return DL_ERR_SPEC;
-        d->share_param[i] = dl_strdup(sh->keys[i]->str, x->err);
-        d->share_layer[i] = qualify(prefix, from, x->err);
-        if (!d->share_param[i] || !d->share_layer[i])
-            return DL_ERR_NOMEM;
-        d->share_loc[i] = (struct dl_loc){sh->items[i]->file, sh->items[i]->line, sh->items[i]->col};
+        struct dl_share_decl *sd = &d->share[i];
         d->n_share = i + 1;
+        sd->param = dl_strdup(sh->keys[i]->str, x->err);
+        sd->layer = qualify(prefix, from, x->err);
+        if (!sd->param || !sd->layer)
+            return DL_ERR_NOMEM;
+        sd->loc = (struct dl_loc){sh->items[i]->file, sh->items[i]->line, sh->items[i]->col};
     }
     const struct dl_ynode *in = dl_ymap_get(item, "inputs");
     if (in) {

@@ -39,7 +39,7 @@ static int whole_init(struct whole *w, const struct dl_run_view *v, struct dl_er
     e->g = g;
     e->n_weights = nw;
     e->n_state = ns;
-    e->param = dl_calloc((size_t)g->n, sizeof *e->param, err);
+    e->param = dl_exec_param_table(g, err);
     e->weights = dl_calloc((size_t)(nw ? nw : 1), sizeof *e->weights, err);
     e->state = dl_calloc((size_t)(ns ? ns : 1), sizeof *e->state, err);
     e->rng = dl_calloc((size_t)g->n, sizeof *e->rng, err);

@@ -22,7 +22,8 @@
 struct bufs {
     const struct dl_device *dev;
     int n;
-    void *p[3 * DL_MAX_INPUTS + 2 * DL_MAX_PARAMS + 8];
+    void **p;         /* room for 3 a layer's input, 2 a parameter and 8 more */
+    dl_real **params; /* the call's param and dparam arrays */
 };
 
 /* bytes on the device: uniform values in [-0.1, 0.1) when fill, else zeros. */
@@ -67,6 +68,8 @@ static int fill_args(const struct dl_layer *l, const struct dl_kernel_config *cf
     dl_real *dout = buf(b, n, r, 1);
     c->dout = dout;
     ok &= dout != NULL;
+    c->param = b->params;
+    c->dparam = b->params + l->n_params;
     for (int j = 0; j < l->n_params; j++) {
         ok &= (c->param[j] = buf(b, (size_t)l->param[j].count * real, r, 1)) != NULL;
         ok &= (c->dparam[j] = l->param[j].trainable ? buf(b, (size_t)l->param[j].count * real, r, 0) : NULL) ||
@@ -120,6 +123,13 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "kernel %s runs on %s, which this build lacks", k->name,
                          dl_device_names[k->device]);
     }
+    b.p = dl_calloc((size_t)(3 * l->n_in + 2 * l->n_params + 8), sizeof *b.p, err);
+    b.params = b.p ? dl_calloc((size_t)(2 * l->n_params + 1), sizeof *b.params, err) : NULL;
+    if (!b.params) {
+        free(b.p);
+        k->destroy(inst);
+        return DL_ERR_NOMEM;
+    }
     struct dl_device_mark marks[2];
     rc = b.dev->mark_init(&marks[0], err);
     if (!rc && (rc = b.dev->mark_init(&marks[1], err)) != DL_OK)
@@ -171,6 +181,8 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
     }
     for (int i = 0; i < b.n; i++)
         b.dev->free(b.p[i]);
+    free(b.p);
+    free(b.params);
     b.dev->mark_release(&marks[0]);
     b.dev->mark_release(&marks[1]);
     k->destroy(inst);

@@ -56,15 +56,22 @@ static long inputs_count(const struct bf16_inst *r)
     return n;
 }
 
-/* Forward: inputs, output, parameters in f32.  Backward adds the output's
- * gradient and the inputs' gradients. */
+/* The widened call's array of parameter pointers, first in the workspace
+ * (64-byte multiples, so the floats after it stay aligned). */
+static size_t pointers_bytes(const struct bf16_inst *r)
+{
+    return ((size_t)r->l->n_params * sizeof(dl_real *) + 63) / 64 * 64;
+}
+
+/* Forward: the parameter pointers, then inputs, output, parameters in f32.
+ * Backward adds the output's gradient and the inputs' gradients. */
 static size_t bf16_workspace(const void *inst, enum dl_dir dir)
 {
     const struct bf16_inst *r = inst;
     long n = inputs_count(r) + r->out_count + r->param_count;
     if (dir != DL_DIR_FORWARD)
         n += r->out_count + inputs_count(r);
-    return sizeof(float) * (size_t)n;
+    return pointers_bytes(r) + sizeof(float) * (size_t)n;
 }
 
 static size_t bf16_saved_bytes(const void *inst)
@@ -82,8 +89,9 @@ static float *widened_call(const struct bf16_inst *r, const struct dl_kernel_arg
 {
     const struct dl_layer *l = r->l;
     long N = a->c.batch;
-    float *ws = a->workspace;
+    float *ws = (float *)((unsigned char *)a->workspace + pointers_bytes(r));
     *c = a->c;
+    c->param = a->workspace; /* its own array: the caller's pointers stay as they are */
     for (int k = 0; k < l->n_in; k++) {
         long n = N * dl_shape_count(l->in_shape[k]);
         dl_cast(a->c.in[k], DL_BF16, ws, DL_F32, n, NULL);
