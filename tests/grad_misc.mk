@@ -2,7 +2,7 @@
 # concat and softmax_cross_entropy (test_grad_activations, which covers the
 # activations and dropout, is registered in tests/local.mk), and the op kinds'
 # capability flags checked against their reference ops (test_op_caps).
-EXTRA_DIST += tests/optest.h
+EXTRA_DIST += tests/optest.h tests/layer_params.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_grad_merge_loss

@@ -15,7 +15,7 @@
 
 #include "core/rng.h"
 #include "spec/attrs.h"
-#include "test_params.h"
+#include "layer_params.h"
 
 struct gc_state {
     const struct dl_op_kind *op;

@@ -11,7 +11,7 @@
 #define DL_TEST_GRADCHECK_H
 
 #include "ops/op.h"
-#include "test_params.h"
+#include "layer_params.h"
 
 struct gc_case {
     const struct dl_op_kind *op;

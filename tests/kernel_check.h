@@ -9,7 +9,7 @@
 
 #include "backends/kernel.h"
 #include "spec/netfile.h"
-#include "test_params.h"
+#include "layer_params.h"
 
 /* Everything one pass over a layer reads and writes, plain NCHW. */
 struct kc_tensors {

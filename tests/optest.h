@@ -13,7 +13,7 @@
 #include "core/rng.h"
 #include "ops/op.h"
 #include "spec/attrs.h"
-#include "test_params.h"
+#include "layer_params.h"
 
 struct ot_run {
     struct dl_op_call call;

@@ -1,9 +1,9 @@
-/* test_params.h: room for the parameters of one layer in the tests' own
+/* layer_params.h: room for the parameters of one layer in the tests' own
  * arrays.  The program has no bound (op.h: any number a layer); the op
  * kinds the tests run have at most this many, which each test asserts
  * where it learns a layer's count. */
-#ifndef DL_TEST_PARAMS_H
-#define DL_TEST_PARAMS_H
+#ifndef DL_TESTS_LAYER_PARAMS_H
+#define DL_TESTS_LAYER_PARAMS_H
 
 #define TEST_MAX_PARAMS 8
 
