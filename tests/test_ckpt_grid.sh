@@ -36,7 +36,7 @@ def load(path):
     data = raw[8 + n:]
     meta = header.pop("__metadata__")
     assert meta["dltrain.data_crc32"] == "crc32:%08x" % zlib.crc32(data), path + ": checksum"
-    dtypes = {"F32": np.float32, "U64": np.uint64}
+    dtypes = {"F32": np.float32, "U64": np.uint64, "I64": np.int64}
     return meta, {k: (v["dtype"], np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]],
                                                 dtype=dtypes[v["dtype"]]).reshape(v["shape"]))
                   for k, v in header.items()}

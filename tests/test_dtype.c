@@ -154,7 +154,15 @@ static void bulk_equals_scalar(void **state)
     for (int i = 0; i < N; i++)
         assert_true(y[i] == (float)k[i] && (double)y[i] == (double)k[i]);
     assert_int_equal(dl_cast(y, DL_F32, k, DL_I32, N, &err), DL_ERR_INTERNAL);
+    /* i64 (a layer's counters): 8 bytes, copied to itself, cast to nothing else */
+    int64_t c[3] = {1, (int64_t)1 << 40, -7}, d[3] = {0};
+    assert_int_equal(dl_dtype_size(DL_I64), 8);
+    assert_int_equal(dl_cast(c, DL_I64, d, DL_I64, 3, &err), DL_OK);
+    assert_memory_equal(c, d, sizeof c);
+    assert_int_equal(dl_cast(c, DL_I64, y, DL_F32, 3, &err), DL_ERR_INTERNAL);
     enum dl_dtype t;
+    assert_int_equal(dl_dtype_parse("dtype", "i64", &t, &err), DL_OK);
+    assert_int_equal(t, DL_I64);
     assert_int_equal(dl_dtype_parse("dtype", "bf16", &t, &err), DL_OK);
     assert_int_equal(t, DL_BF16);
     assert_int_equal(dl_dtype_parse("dtype", "fp16", &t, &err), DL_ERR_SPEC);

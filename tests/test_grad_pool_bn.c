@@ -501,8 +501,12 @@ static void batchnorm_params_layout(void **state)
     struct dl_shape in = {7, 3, 3};
     void *attr = calloc(1, dl_op_batchnorm.attr_size);
     dl_attrs_defaults(&dl_op_batchnorm, attr);
-    assert_int_equal(dl_op_batchnorm.params(attr, &in, in, p), 4);
+    assert_int_equal(dl_op_batchnorm.params(attr, &in, in, NULL), 5);
+    assert_int_equal(dl_op_batchnorm.params(attr, &in, in, p), 5);
     free(attr);
+    /* PyTorch's fifth entry of a BatchNorm2d state_dict: a scalar i64 count of training forwards */
+    assert_string_equal(p[4].name, "num_batches_tracked");
+    assert_true(p[4].dtype == DL_I64 && p[4].ndim == 0 && p[4].count == 1 && !p[4].trainable && p[4].counts_forwards);
     static const char *const names[] = {"weight", "bias", "running_mean", "running_var"};
     static const enum dl_init init[] = {DL_INIT_ONE, DL_INIT_ZERO, DL_INIT_ZERO, DL_INIT_ONE};
     for (int j = 0; j < 4; j++) {

@@ -6,7 +6,9 @@ same state_dict names (torchvision's for the ImageNet nets, so a wrong layer
 in a network file shows up as a missing or misshapen tensor); both run one
 training step on the same batch, and then one evaluation forward (running
 statistics, no dropout).  Every weight gradient, every batch-norm running
-statistic after the step, and the evaluation logits are compared with
+statistic and num_batches_tracked count after the step (the checkpoint is
+a whole state_dict: no buffer of the model may be missing from it), and
+the evaluation logits are compared with
 PyTorch in float64: dltrain's distance (max |a - b| over max |b|) must be at
 most FACTOR times PyTorch float32's own distance (or four float32
 roundings, 2^-21, when that is smaller: kernels that sum in another order
@@ -62,7 +64,7 @@ def st_read(path):
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
     header.pop("__metadata__", None)
-    types = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "U64": np.uint64}
+    types = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U64": np.uint64}
     data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
     out = {}
     for name, info in header.items():
@@ -429,8 +431,7 @@ def torch_run(kind, ckpt, x, y, decisions, dtype, autocast=False):
     state = {k: torch.from_numpy(v.astype(np.float64)).to(dtype) for k, v in ckpt.items()
              if not k.startswith(("optim.", "rng."))}
     model.load_state_dict(state, strict=False)
-    missing = {k for k in set(model.state_dict()) - set(state)
-               if not k.endswith("num_batches_tracked") and k not in getattr(model, "tied", ())}
+    missing = {k for k in set(model.state_dict()) - set(state) if k not in getattr(model, "tied", ())}
     unknown = set(state) - set(model.state_dict())
     if missing or unknown:
         raise SystemExit("state_dict mismatch: missing %s, unknown %s" % (sorted(missing), sorted(unknown)))
@@ -451,7 +452,7 @@ def torch_run(kind, ckpt, x, y, decisions, dtype, autocast=False):
         DECISIONS = None
     loss.backward()
     out = {"grad." + k: p.grad.numpy() for k, p in model.named_parameters()}  # views: no copies
-    out.update({k: b.numpy() for k, b in model.named_buffers() if "running" in k})
+    out.update({k: b.numpy() for k, b in model.named_buffers() if "running" in k or "num_batches" in k})
     model.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         logits = model(xt).to(dtype)
@@ -503,7 +504,7 @@ def main():
         factor, low, floor = (BF16_FACTOR, "bf16 autocast", BF16_FLOOR) if bf16 else (FACTOR, "float32", FLOOR)
         t64 = torch_run(kind, ckpt, x, y, Decisions(dl), torch.float64)
         t32 = torch_run(kind, ckpt, x, y, Decisions(dl), torch.float32, autocast=bf16)
-        train = [k for k in t64 if k.startswith("grad.") or "running" in k]
+        train = [k for k in t64 if k.startswith("grad.") or "running" in k or "num_batches" in k]
         print("# %s, kernels %s: batch %d, %d gradients and running statistics; training loss %.7f (PyTorch "
               "float64 %.7f, %s %.7f)" % (kind, name, len(y), len(train), dl["train.loss"][0],
                                           t64["train.loss"][0], low, t32["train.loss"][0]))

@@ -56,7 +56,7 @@ static void out_add(struct out *o, const char *prefix, const char *name, enum dl
 }
 
 /* Every parameter of the graph: trainable ones' gradients as grad.<layer>.<param>,
- * state (running statistics) as <layer>.<param>. */
+ * state (running statistics and counters) as <layer>.<param>. */
 static void add_params(struct out *o, const struct dl_exec *e)
 {
     for (int i = 0; i < e->g->n; i++) {
@@ -72,8 +72,8 @@ static void add_params(struct out *o, const struct dl_exec *e)
                 shape[d] = p->dims[d];
             if (p->trainable)
                 out_add(o, "grad.", name, DL_ST_F32, e->dparam[i][j], p->ndim, shape);
-            else
-                out_add(o, "", name, DL_ST_F32, e->param[i][j], p->ndim, shape);
+            else /* running statistics, and counters (batch norm's num_batches_tracked, i64) */
+                out_add(o, "", name, p->dtype == DL_I64 ? DL_ST_I64 : DL_ST_F32, e->param[i][j], p->ndim, shape);
         }
     }
 }

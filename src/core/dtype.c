@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-const char *const dl_dtype_names[] = {"f32", "bf16", "i32", NULL};
+const char *const dl_dtype_names[] = {"f32", "bf16", "i32", "i64", NULL};
 
 int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
 {
@@ -14,7 +14,7 @@ int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struc
             *out = (enum dl_dtype)i;
             return DL_OK;
         }
-    return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of f32, bf16, i32, found '%s'", what, name);
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of f32, bf16, i32, i64, found '%s'", what, name);
 }
 
 int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)

@@ -1,5 +1,6 @@
-/* dtype.h: the element types of tensors (f32, bf16, i32): their names and
- * sizes, and the casts between them.  f32 -> bf16 rounds to nearest, ties to
+/* dtype.h: the element types of tensors (f32, bf16, i32) and parameters
+ * (i64: a layer's counters, op.h): their names and sizes, and the casts
+ * between them.  f32 -> bf16 rounds to nearest, ties to
  * even (as torch.Tensor.bfloat16() and AVX512-BF16's vcvtneps2bf16 do), keeps
  * infinities, turns a finite value beyond bf16's largest into an infinity,
  * and keeps a NaN a NaN (quieted; its sign and top payload bits kept).
@@ -15,14 +16,14 @@
 #include "core/error.h"
 #include "core/real.h"
 
-enum dl_dtype { DL_F32, DL_BF16, DL_I32, DL_DTYPE_COUNT };
+enum dl_dtype { DL_F32, DL_BF16, DL_I32, DL_I64, DL_DTYPE_COUNT };
 
-/* "f32", "bf16", "i32" (enum order), NULL-terminated. */
+/* "f32", "bf16", "i32", "i64" (enum order), NULL-terminated. */
 extern const char *const dl_dtype_names[];
 
 static inline size_t dl_dtype_size(enum dl_dtype t)
 {
-    return t == DL_BF16 ? 2 : 4;
+    return t == DL_BF16 ? 2 : t == DL_I64 ? 8 : 4;
 }
 
 /* Bytes of one value of t as this build stores it: f32 values are dl_real

@@ -81,6 +81,7 @@ void dl_exec_free(struct dl_exec *e)
         dev->free(e->weights);
         dev->free(e->dweights);
         dev->free(e->state);
+        free(e->counters);
         free(e->weight_begin);
     }
     free(e->time_fwd);
@@ -194,9 +195,12 @@ static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
 static void count_params(struct dl_exec *e)
 {
     double trainable = 0, state = 0;
+    e->n_counters = 0;
     for (int i = 0; i < e->g->n; i++)
-        if (dl_shard_runs(e->shard, i))
+        if (dl_shard_runs(e->shard, i)) {
             dl_layer_param_tally(&e->g->layers[i], &trainable, &state);
+            e->n_counters += dl_layer_counters(&e->g->layers[i]);
+        }
     e->n_weights = (long)trainable;
     e->n_state = (long)state;
 }
@@ -323,7 +327,7 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
         free(first);
         return DL_ERR_NOMEM;
     }
-    long wo = 0, so = 0;
+    long wo = 0, so = 0, co = 0;
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         int runs = dl_shard_runs(e->shard, i);
@@ -346,6 +350,11 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
                 init_param(&whole->layers[p->share_layer].param[p->share_param], &e->shard->layer[i].slice[j],
                            weights + wo, &again);
                 wo += p->count;
+                continue;
+            }
+            if (p && p->dtype == DL_I64) { /* a counter, from 0 (nothing drawn) */
+                e->param[i][j] = (dl_real *)(void *)(e->counters + co);
+                co += p->count;
                 continue;
             }
             if (p && p->trainable) {
@@ -400,6 +409,7 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
         e->param = share->param, e->dparam = share->dparam, e->weight_begin = share->weight_begin;
         e->weights = share->weights, e->dweights = share->dweights, e->state = share->state;
         e->n_weights = share->n_weights, e->n_state = share->n_state;
+        e->counters = share->counters, e->n_counters = share->n_counters;
         return DL_OK;
     }
     e->param = dl_exec_param_table(e->shard->g, err);
@@ -414,9 +424,10 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->weights = alloc_real(dev, padded, err);
     e->dweights = alloc_real(dev, padded, err);
     e->state = alloc_real(dev, e->n_state, err);
+    e->counters = dl_calloc((size_t)(e->n_counters > 0 ? e->n_counters : 1), sizeof *e->counters, err);
     dl_real *weights = dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
     dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
-    int rc = !e->weights || !e->dweights || !e->state || !weights || !state ? DL_ERR_NOMEM : DL_OK;
+    int rc = !e->weights || !e->dweights || !e->state || !e->counters || !weights || !state ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
         rc = draw_params(e, weights, state, err);
     if (!rc)

@@ -55,6 +55,13 @@ struct dl_exec {
     long n_weights;
     dl_real *state;                        /* non-trainable parameters, flat */
     long n_state;
+    /* The layers' i64 counters (op.h's dtype; batch norm's
+     * num_batches_tracked), flat in graph order: host memory on every
+     * device, added to by the executor after a training forward (those
+     * with counts_forwards), never averaged, summed or updated by an
+     * optimizer; param[][] points at them as at any parameter. */
+    int64_t *counters;
+    long n_counters;
     const dl_real *input;                  /* the batch being run */
     const int *labels;
     /* On a device without host memory: the next forward's batch and labels
@@ -262,21 +269,23 @@ int dl_exec_correct(struct dl_exec *e);
 int dl_exec_scores_at(struct dl_exec *e, int n, int t, dl_real *out, struct dl_error *err);
 
 /* gather.c.  Which parameters a flat vector holds: the trainable ones
- * (weights, their gradients, each optimizer slot) or the others (state). */
-enum dl_param_set { DL_PARAMS_TRAINABLE, DL_PARAMS_STATE };
+ * (weights, their gradients, each optimizer slot), the other f32 ones
+ * (state), or the i64 counters (e->counters, host memory everywhere). */
+enum dl_param_set { DL_PARAMS_TRAINABLE, DL_PARAMS_STATE, DL_PARAMS_COUNTERS };
 /* Gathers the whole network's vector of set (graph order, PyTorch layouts:
- * what one process's e->weights or e->state holds) on rank 0 of world from
- * every rank's local vector `mine` (this executor's shard of it, in its
- * memory: copied out through its device when that is not the host's).  Every
- * rank of the grid calls it; the first data-parallel replica (d = 0) sends.
- * whole: on rank 0 only, dl_exec_param_count(whole network, set) values. */
-int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
-                   dl_real *whole, struct dl_error *err);
+ * what one process's e->weights, e->state or e->counters holds) on rank 0
+ * of world from every rank's local vector `mine` (dl_real values, int64_t
+ * for the counters: this executor's shard of it, in its memory: copied out
+ * through its device when that is not the host's).  Every rank of the grid
+ * calls it; the first data-parallel replica (d = 0) sends.  whole: on rank
+ * 0 only, dl_exec_param_count(whole network, set) values. */
+int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const void *mine,
+                   void *whole, struct dl_error *err);
 /* The reverse without messages: this executor's part of a whole vector
  * (whole on the host; mine in the executor's memory, copied there through
  * its device when that is not the host's).  DL_OK, DL_ERR_NOMEM, or the
  * device's copy's error. */
-int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine,
+int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const void *whole, void *mine,
                  struct dl_error *err);
 /* Values of set in the whole network g. */
 long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set);

@@ -2,7 +2,8 @@
  * exec.h): what checkpoints and --dump-weights write, in one process's
  * order and layouts, whatever the grid.  Rank 0 knows every rank's shard
  * (dl_shard_make is a pure function of the grid and the rank), so a rank
- * sends only its values and rank 0 puts each slice in its place. */
+ * sends only its values and rank 0 puts each slice in its place.  The
+ * counters (i64, host memory) travel the same way, 8 bytes a value. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -13,15 +14,28 @@
 /* A tied parameter (share:) is its owner's: in no set of its own. */
 static int in_set(const struct dl_param_desc *p, enum dl_param_set set)
 {
-    return !p->shares && (set == DL_PARAMS_TRAINABLE ? p->trainable : !p->trainable);
+    if (p->shares)
+        return 0;
+    if (set == DL_PARAMS_COUNTERS || p->dtype != DL_F32)
+        return set == DL_PARAMS_COUNTERS && p->dtype == DL_I64;
+    return set == DL_PARAMS_TRAINABLE ? p->trainable : !p->trainable;
+}
+
+/* Bytes of one value of set. */
+static size_t value_size(enum dl_param_set set)
+{
+    return set == DL_PARAMS_COUNTERS ? sizeof(int64_t) : sizeof(dl_real);
 }
 
 long dl_exec_param_count(const struct dl_graph *g, enum dl_param_set set)
 {
     double trainable = 0, state = 0;
-    for (int i = 0; i < g->n; i++)
+    long counters = 0;
+    for (int i = 0; i < g->n; i++) {
         dl_layer_param_tally(&g->layers[i], &trainable, &state);
-    return (long)(set == DL_PARAMS_TRAINABLE ? trainable : state);
+        counters += dl_layer_counters(&g->layers[i]);
+    }
+    return set == DL_PARAMS_COUNTERS ? counters : (long)(set == DL_PARAMS_TRAINABLE ? trainable : state);
 }
 
 /* Where parameter j of layer i starts in the whole vector of set. */
@@ -74,36 +88,39 @@ static long walk(const struct dl_shard *sh, enum dl_param_set set, void (*copy)(
 }
 
 struct copy_ctx {
-    const dl_real *from;
-    dl_real *to;
+    const unsigned char *from;
+    unsigned char *to;
+    size_t size; /* bytes a value */
 };
 
 static void to_whole(void *ctx, long local, long whole)
 {
     struct copy_ctx *c = ctx;
-    c->to[whole] = c->from[local];
+    memcpy(c->to + (size_t)whole * c->size, c->from + (size_t)local * c->size, c->size);
 }
 
 static void to_local(void *ctx, long local, long whole)
 {
     struct copy_ctx *c = ctx;
-    c->to[local] = c->from[whole];
+    memcpy(c->to + (size_t)local * c->size, c->from + (size_t)whole * c->size, c->size);
 }
 
-int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *whole, dl_real *mine,
+int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const void *whole, void *mine,
                  struct dl_error *err)
 {
-    const struct dl_device *dev = dl_exec_device(e);
+    /* the counters are host memory on every device */
+    const struct dl_device *dev = set == DL_PARAMS_COUNTERS ? &dl_device_host : dl_exec_device(e);
     long n = walk(e->shard, set, NULL, NULL, 0);
+    size_t size = value_size(set);
     /* on a device: this executor's values in a host copy, copied back */
-    dl_real *local = dev->host_memory ? mine : dl_calloc((size_t)(n > 0 ? n : 1), sizeof *local, err);
+    void *local = dev->host_memory ? mine : dl_calloc((size_t)(n > 0 ? n : 1), size, err);
     if (!local)
         return DL_ERR_NOMEM;
-    struct copy_ctx c = {whole, local};
+    struct copy_ctx c = {whole, local, size};
     walk(e->shard, set, to_local, &c, 1);
     int rc = DL_OK;
     if (local != mine) {
-        rc = dev->copy(mine, local, sizeof *local * (size_t)n, DL_COPY_TO_DEVICE, err);
+        rc = dev->copy(mine, local, size * (size_t)n, DL_COPY_TO_DEVICE, err);
         free(local);
     }
     return rc;
@@ -111,17 +128,18 @@ int dl_exec_take(const struct dl_exec *e, enum dl_param_set set, const dl_real *
 
 /* gather with `mine` readable by the host. */
 static int gather_host(const struct dl_exec *e, struct dl_comm *world, long n, enum dl_param_set set,
-                       const dl_real *mine, dl_real *whole, struct dl_error *err)
+                       const void *mine, void *whole, struct dl_error *err)
 {
     const struct dl_shard *sh = e->shard;
     const struct dl_grid_dims *d = &sh->dims;
+    size_t size = value_size(set);
     if (d->tp * d->pp == 1) { /* every rank holds the whole network: rank 0's is it */
         if (world->rank == 0)
-            memcpy(whole, mine, sizeof *whole * (size_t)n);
+            memcpy(whole, mine, size * (size_t)n);
         return DL_OK;
     }
     if (world->rank != 0)
-        return sh->pos.d == 0 ? world->ops->send(world, mine, sizeof *mine * (size_t)n, 0, DL_TAG_GATHER_PARAMS, err)
+        return sh->pos.d == 0 ? world->ops->send(world, mine, size * (size_t)n, 0, DL_TAG_GATHER_PARAMS, err)
                               : DL_OK;
     int rc = DL_OK;
     for (int t = 0; t < d->tp && !rc; t++)
@@ -133,11 +151,11 @@ static int gather_host(const struct dl_exec *e, struct dl_comm *world, long n, e
                 break;
             const struct dl_shard *theirs = r == 0 ? sh : &other;
             long count = walk(theirs, set, NULL, NULL, 0);
-            dl_real *buf = r == 0 ? (dl_real *)mine : dl_calloc((size_t)(count ? count : 1), sizeof *buf, err);
+            void *buf = r == 0 ? (void *)mine : dl_calloc((size_t)(count ? count : 1), size, err);
             rc = buf ? DL_OK : DL_ERR_NOMEM;
             if (!rc && r != 0)
-                rc = world->ops->recv(world, buf, sizeof *buf * (size_t)count, r, DL_TAG_GATHER_PARAMS, err);
-            struct copy_ctx c = {buf, whole};
+                rc = world->ops->recv(world, buf, size * (size_t)count, r, DL_TAG_GATHER_PARAMS, err);
+            struct copy_ctx c = {buf, whole, size};
             if (!rc)
                 walk(theirs, set, to_whole, &c, 0);
             if (r != 0) {
@@ -148,12 +166,12 @@ static int gather_host(const struct dl_exec *e, struct dl_comm *world, long n, e
     return rc;
 }
 
-int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const dl_real *mine,
-                   dl_real *whole, struct dl_error *err)
+int dl_exec_gather(const struct dl_exec *e, struct dl_comm *world, enum dl_param_set set, const void *mine,
+                   void *whole, struct dl_error *err)
 {
     long n = walk(e->shard, set, NULL, NULL, 0), cap = 0;
-    dl_real *staging = NULL; /* on a device: this executor's values copied out */
-    const dl_real *host = dl_exec_host_values(e, mine, n, &staging, &cap, err);
+    dl_real *staging = NULL; /* on a device: this executor's values copied out (the counters are the host's) */
+    const void *host = set == DL_PARAMS_COUNTERS ? mine : dl_exec_host_values(e, mine, n, &staging, &cap, err);
     int rc = host ? gather_host(e, world, n, set, host, whole, err) : err->code;
     free(staging);
     return rc;

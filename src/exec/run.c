@@ -91,6 +91,16 @@ static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
     dl_layout_reorder_dtype(src->data, src->layout, dst->data, dst->layout, e->batch, src->shape, 0, src->shape.dtype);
 }
 
+/* A training forward of layer i: its counters of forwards (op.h's
+ * counts_forwards, host memory on every device) add 1. */
+static void count_forward(struct dl_exec *e, int i)
+{
+    const struct dl_layer *l = &e->g->layers[i];
+    for (int j = 0; j < l->n_params; j++)
+        if (l->param[j].counts_forwards)
+            ++*(int64_t *)(void *)e->param[i][j];
+}
+
 /* The loss's divisor for a forward of e's batch (exec.h's label_norm). */
 static double label_norm_of(const struct dl_exec *e)
 {
@@ -158,6 +168,8 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
                 s->kernel->forward(inst, &a);
             dl_device_work_end(m->device);
             take_fault(e, s, DL_DIR_FORWARD);
+            if (training)
+                count_forward(e, s->layer);
         }
         if (e->time_fwd)
             e->time_fwd[s->timed_layer] += dl_clock_now() - t0;

@@ -427,6 +427,15 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
             rc = DL_ERR_NOMEM;
             break;
         }
+        for (int j = 0; j < l->n_params && !rc; j++) { /* what op.h's dtype allows: f32, or an i64 counter */
+            const struct dl_param_desc *p = &l->param[j];
+            if (p->dtype != DL_F32 && (p->dtype != DL_I64 || p->trainable || p->ndim != 0 || p->count != 1))
+                rc = dl_errorf(err, DL_ERR_INTERNAL, "layer '%s' (%s): parameter '%s' of dtype %s: only f32 "
+                               "parameters and scalar i64 counters that are not trained exist", l->name,
+                               l->kind->name, p->name, dl_dtype_names[p->dtype]);
+        }
+        if (rc)
+            break;
         l->flops = l->kind->flops ? l->kind->flops(l->attr, l->in_shape, l->out_shape) : 0;
         rc = tie_params(g, i, shared + shared0[i], n_shared[i], err);
         if (!rc && l->init_std > 0)
@@ -465,8 +474,16 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
 void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *state)
 {
     for (int j = 0; j < l->n_params; j++)
-        if (!l->param[j].shares || l->param[j].replica)
+        if ((!l->param[j].shares || l->param[j].replica) && l->param[j].dtype == DL_F32)
             *(l->param[j].trainable ? trainable : state) += (double)l->param[j].count;
+}
+
+long dl_layer_counters(const struct dl_layer *l)
+{
+    long n = 0;
+    for (int j = 0; j < l->n_params; j++)
+        n += l->param[j].dtype == DL_I64 ? l->param[j].count : 0;
+    return n;
 }
 
 long dl_layer_param_count(const struct dl_layer *l)

@@ -98,10 +98,14 @@ void dl_layer_decls_free(struct dl_layer_decl *d, int n);
 /* Number of trainable parameter elements of layer l, of the graph (a shared
  * parameter counts once, in the layer that owns it). */
 long dl_layer_param_count(const struct dl_layer *l);
-/* Adds layer l's trainable elements to *trainable and the rest (batch-norm
- * statistics) to *state, each stored parameter once (a tied one where it is
- * stored: its owner, or a rank's copy, op.h's replica). */
+/* Adds layer l's trainable elements to *trainable and its other f32 ones
+ * (batch-norm statistics) to *state, each stored parameter once (a tied
+ * one where it is stored: its owner, or a rank's copy, op.h's replica); a
+ * layer's i64 counters (op.h) are in neither (a few bytes of host memory:
+ * dl_layer_counters). */
 void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *state);
+/* Layer l's i64 counters (op.h's dtype), in values. */
+long dl_layer_counters(const struct dl_layer *l);
 long dl_graph_param_count(const struct dl_graph *g);
 
 #endif

@@ -45,7 +45,13 @@ static int batchnorm_params(const void *attr, const struct dl_shape *in, struct 
                                       .init = desc[j].init, .trainable = desc[j].trainable};
         snprintf(p[j].name, sizeof p[j].name, "%s", desc[j].name);
     }
-    return 4;
+    /* PyTorch's count of training forwards, so that a checkpoint is a whole
+     * BatchNorm2d state_dict (it weighs the running statistics only with
+     * momentum None, which this op does not take) */
+    if (p)
+        p[4] = (struct dl_param_desc){.name = "num_batches_tracked", .count = 1, .ndim = 0, .init = DL_INIT_ZERO,
+                                      .dtype = DL_I64, .counts_forwards = 1};
+    return 5;
 }
 
 /* saved = mean[C], inv_std[C] and the number of values per channel over

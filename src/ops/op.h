@@ -67,6 +67,13 @@ struct dl_param_desc {
     enum dl_init init;
     long fan_in;     /* for the fan-in based initialisers */
     int trainable;   /* 0: state updated by forward (batch-norm running statistics) */
+    /* Its dtype: f32 (every weight and statistic; the zero value), or i64
+     * for a counter of the layer's own (batch norm's num_batches_tracked,
+     * as PyTorch keeps it): a scalar, never trainable, never split over
+     * ranks, held in host memory by the executor (exec.h's counters) and
+     * saved with its dtype.  The graph refuses other combinations. */
+    enum dl_dtype dtype;
+    int counts_forwards; /* an i64 counter of the layer's forwards in training mode: the executor adds 1 after each */
     double std;      /* DL_INIT_NORMAL's standard deviation (0: 1); the layer key init_std sets it */
     /* Weight tying (the network file's `share:`, graph.c): this parameter is
      * layer share_layer's parameter share_param, an earlier layer's of the

@@ -47,6 +47,7 @@ struct entry {
     int ndim;
     int64_t shape[DL_ST_MAX_DIMS];
     void *data;
+    int optional; /* a layer's counter (op.h): a checkpoint written before it existed lacks it (left as it is) */
 };
 
 #define REAL_DTYPE (sizeof(dl_real) == 4 ? DL_ST_F32 : DL_ST_F64)
@@ -95,7 +96,10 @@ static int build_entries(const struct dl_run_view *v, struct entry **out, int *c
                 for (int d = 0; d < p->ndim; d++)
                     shape[d] = p->dims[d];
                 if (pass == 0) {
-                    rc = add(list, &n, REAL_DTYPE, p->ndim, shape, e->param[i][j], err, "%s.%s", l->name, p->name);
+                    rc = add(list, &n, p->dtype == DL_I64 ? DL_ST_I64 : REAL_DTYPE, p->ndim, shape, e->param[i][j],
+                             err, "%s.%s", l->name, p->name);
+                    if (!rc)
+                        list[n - 1].optional = p->dtype == DL_I64;
                     continue;
                 }
                 if (!p->trainable)
@@ -269,6 +273,8 @@ static int check_tensors(const struct dl_st_file *f, const struct dl_run_view *v
     for (int i = 0; i < n; i++) {
         const struct dl_st_entry *t = dl_st_find(f, list[i].name);
         char want[160], got[160];
+        if (!t && list[i].optional)
+            continue;
         if (!t)
             return dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s' is missing: the checkpoint is of a different "
                              "network", f->name, list[i].name);
@@ -309,7 +315,8 @@ static int load_file(struct dl_st_file *f, const struct dl_run_view *v, struct d
     if (!rc) {
         for (int i = 0; i < n; i++) {
             const struct dl_st_entry *t = dl_st_find(f, list[i].name);
-            memcpy(list[i].data, t->data, (size_t)(t->end - t->begin));
+            if (t) /* an optional one may be missing */
+                memcpy(list[i].data, t->data, (size_t)(t->end - t->begin));
         }
         if (v->optim)
             v->optim->t = m.optimizer_step;

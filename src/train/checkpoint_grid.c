@@ -23,6 +23,7 @@ static void whole_free(struct whole *w)
     free(w->exec.param);
     free(w->exec.weights);
     free(w->exec.state);
+    free(w->exec.counters);
     free(w->exec.rng);
     free(w->optim.state);
 }
@@ -33,7 +34,8 @@ static int whole_init(struct whole *w, const struct dl_run_view *v, struct dl_er
 {
     const struct dl_graph *g = v->g;
     memset(w, 0, sizeof *w);
-    long nw = dl_exec_param_count(g, DL_PARAMS_TRAINABLE), ns = dl_exec_param_count(g, DL_PARAMS_STATE);
+    long nw = dl_exec_param_count(g, DL_PARAMS_TRAINABLE), ns = dl_exec_param_count(g, DL_PARAMS_STATE),
+         nc = dl_exec_param_count(g, DL_PARAMS_COUNTERS);
     int slots = v->optim ? v->optim->algo->state_vectors : 0;
     struct dl_exec *e = &w->exec;
     e->g = g;
@@ -42,23 +44,30 @@ static int whole_init(struct whole *w, const struct dl_run_view *v, struct dl_er
     e->param = dl_exec_param_table(g, err);
     e->weights = dl_calloc((size_t)(nw ? nw : 1), sizeof *e->weights, err);
     e->state = dl_calloc((size_t)(ns ? ns : 1), sizeof *e->state, err);
+    e->counters = dl_calloc((size_t)(nc ? nc : 1), sizeof *e->counters, err);
+    e->n_counters = nc;
     e->rng = dl_calloc((size_t)g->n, sizeof *e->rng, err);
     if (v->optim) {
         w->optim = *v->optim;
         w->optim.n = nw;
         w->optim.state = dl_calloc((size_t)(nw ? nw : 1) * (size_t)(slots ? slots : 1), sizeof(dl_real), err);
     }
-    if (!e->param || !e->weights || !e->state || !e->rng || (v->optim && !w->optim.state)) {
+    if (!e->param || !e->weights || !e->state || !e->counters || !e->rng || (v->optim && !w->optim.state)) {
         whole_free(w);
         return DL_ERR_NOMEM;
     }
     memcpy(e->rng, v->exec->rng, sizeof *e->rng * (size_t)g->n);
-    long wo = 0, so = 0;
+    long wo = 0, so = 0, co = 0;
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {
             const struct dl_param_desc *p = &g->layers[i].param[j];
             if (p->shares) { /* tied: the earlier layer's */
                 e->param[i][j] = e->param[p->share_layer][p->share_param];
+                continue;
+            }
+            if (p->dtype == DL_I64) {
+                e->param[i][j] = (dl_real *)(void *)(e->counters + co);
+                co += p->count;
                 continue;
             }
             e->param[i][j] = p->trainable ? e->weights + wo : e->state + so;
@@ -81,6 +90,8 @@ int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const s
         rc = dl_exec_gather(e, world, DL_PARAMS_TRAINABLE, e->weights, writer ? w.exec.weights : none, err);
     if (!rc)
         rc = dl_exec_gather(e, world, DL_PARAMS_STATE, e->state, writer ? w.exec.state : none, err);
+    if (!rc)
+        rc = dl_exec_gather(e, world, DL_PARAMS_COUNTERS, e->counters, writer ? w.exec.counters : NULL, err);
     int slots = v->optim ? v->optim->algo->state_vectors : 0;
     for (int k = 0; k < slots && !rc; k++)
         rc = dl_exec_gather(e, world, DL_PARAMS_TRAINABLE, v->optim->state + (long)k * v->optim->n,
@@ -106,6 +117,8 @@ int dl_checkpoint_load_sliced(const char *path, const struct dl_run_view *v, str
         rc = dl_exec_take(e, DL_PARAMS_TRAINABLE, w.exec.weights, e->weights, err);
         if (!rc)
             rc = dl_exec_take(e, DL_PARAMS_STATE, w.exec.state, e->state, err);
+        if (!rc)
+            rc = dl_exec_take(e, DL_PARAMS_COUNTERS, w.exec.counters, e->counters, err);
         int slots = v->optim ? v->optim->algo->state_vectors : 0;
         for (int k = 0; k < slots && !rc; k++)
             rc = dl_exec_take(e, DL_PARAMS_TRAINABLE, w.optim.state + (long)k * w.optim.n,
