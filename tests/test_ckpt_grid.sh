@@ -16,7 +16,7 @@
 . "$top_srcdir/tests/tap.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 32
+tap_plan 34
 
 . "$top_srcdir/tests/grid_runs.sh"
 
@@ -188,6 +188,49 @@ st_compare rone/ckpt-0000000010.safetensors rgrid/ckpt-0000000010.safetensors "s
 tap_result $? "small ResNet: the tp=2 x pp=2 grid's file at step 10 is one process's"
 run 1 resnet-on-one $RESNET --resume="$(ckpt rgrid 10)" && resumed resnet-on-one resnet-one
 tap_result $? "small ResNet: it resumes on one process as the uninterrupted run"
+# A checkpoint written before batch norm's num_batches_tracked existed:
+# the grid's step-10 file without those tensors (its checksum made anew)
+# resumes as the uninterrupted run, the counts starting again from 0:
+# 4 chunks a step, 10 steps more at step 20.
+/usr/bin/python3 - "$(ckpt rgrid 10)" "$T/old-format.safetensors" <<'PY'
+import json, struct, sys, zlib
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+meta = header.pop("__metadata__")
+kept, blobs, at = {}, [], 0
+for name, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+    if name.endswith(".num_batches_tracked"):
+        continue
+    b, e = v["data_offsets"]
+    kept[name] = dict(v, data_offsets=[at, at + e - b])
+    blobs.append(data[b:e])
+    at += e - b
+body = b"".join(blobs)
+meta["dltrain.data_crc32"] = "crc32:%08x" % zlib.crc32(body)
+h = json.dumps(dict(kept, __metadata__=meta)).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + body)
+print("# %d tensors kept, %d num_batches_tracked left out" % (len(kept), len(header) - len(kept)))
+PY
+run 1 resnet-old-format $RESNET --resume="$T/old-format.safetensors" --checkpoint-dir "$T/rold" --checkpoint-every 10 &&
+    resumed resnet-old-format resnet-one
+tap_result $? "small ResNet: a checkpoint without num_batches_tracked resumes as the uninterrupted run"
+/usr/bin/python3 - "$(ckpt rold 20)" "$(ckpt rone 10)" <<'PY'
+import json, struct, sys
+import numpy as np
+def counters(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    h, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+    return {k: int(np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], np.int64)[0])
+            for k, v in h.items() if k.endswith("num_batches_tracked")}
+old, ten = counters(sys.argv[1]), counters(sys.argv[2])
+print("# %d counters: %s at step 10 of the uninterrupted run, %s at step 20 of the resumed one"
+      % (len(old), sorted(set(ten.values())), sorted(set(old.values()))))
+sys.exit(0 if old and set(ten.values()) == {40} and set(old.values()) == {40} and set(old) == set(ten) else 1)
+PY
+tap_result $? "  its counts start from 0: 40 (10 steps of 4 chunks) at step 20, as the first run's at step 10"
 # 2 chunks of each data-parallel rank's 16 samples: the samples of one
 # process's 4 chunks, so the same batch-norm statistics
 run 4 resnet-on-dp2-pp2 $RESNET --grid dp=2,pp=2 --pipeline-chunks 2 --resume="$(ckpt rgrid 10)" &&
