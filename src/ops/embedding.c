@@ -10,6 +10,7 @@
  * embedding) holds rows [vocab0, vocab0 + vocab) of the whole table: an id
  * among them gives its row, any other zeros, and the parts' outputs are
  * summed over the tensor group; backward adds into its rows only. */
+#include "ops/embedding.h"
 #include "ops/op.h"
 
 #include <stddef.h>
@@ -28,6 +29,11 @@ static const struct dl_attr_desc embedding_attrs[] = {
     {.key = "dim", .type = DL_ATTR_INT, .offset = offsetof(struct embedding_attr, dim), .required = 1, .min = 1,
      .max = 1 << 20, .doc = "length of each id's vector (the output's features per position)"},
 };
+
+long dl_embedding_first_row(const void *attr)
+{
+    return ((const struct embedding_attr *)attr)->vocab0;
+}
 
 static int embedding_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
                            struct dl_error *err)

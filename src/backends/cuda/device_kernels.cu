@@ -7,14 +7,9 @@
 
 #include <cuda_runtime.h>
 
+#include "backends/cuda/launch.h"
+
 #include "core/bf16.h"
-
-#define THREADS 256
-
-static unsigned blocks(long n)
-{
-    return (unsigned)((n + THREADS - 1) / THREADS);
-}
 
 static __global__ void accumulate_f32(float *dst, const float *src, long n)
 {
@@ -47,17 +42,17 @@ static __global__ void scale_bf16(dl_bf16 *x, long n, float f)
 extern "C" int dl_cuda_accumulate(void *dst, const void *src, long n, int bf16)
 {
     if (n > 0 && bf16)
-        accumulate_bf16<<<blocks(n), THREADS>>>((dl_bf16 *)dst, (const dl_bf16 *)src, n);
+        accumulate_bf16<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>((dl_bf16 *)dst, (const dl_bf16 *)src, n);
     else if (n > 0)
-        accumulate_f32<<<blocks(n), THREADS>>>((float *)dst, (const float *)src, n);
-    return (int)cudaGetLastError();
+        accumulate_f32<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>((float *)dst, (const float *)src, n);
+    return dl_cuda_launched();
 }
 
 extern "C" int dl_cuda_scale(void *x, long n, float f, int bf16)
 {
     if (n > 0 && bf16)
-        scale_bf16<<<blocks(n), THREADS>>>((dl_bf16 *)x, n, f);
+        scale_bf16<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>((dl_bf16 *)x, n, f);
     else if (n > 0)
-        scale_f32<<<blocks(n), THREADS>>>((float *)x, n, f);
-    return (int)cudaGetLastError();
+        scale_f32<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>((float *)x, n, f);
+    return dl_cuda_launched();
 }

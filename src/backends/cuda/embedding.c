@@ -6,11 +6,9 @@
  * and the position embedding (a table row added at every position from the
  * call's position0; its input gradient a device copy of the output's).
  * Both keep nothing from forward to backward.
- * The token embedding reads its whole table: a tensor rank's part of the
- * vocabulary (op.h's tp_vocab) starts at a row that ops/embedding.c keeps
- * outside the layer's keys with no accessor for kernels yet (as
- * ops/attention.h's dl_attention_first_head is for heads), so the kernel
- * takes rows from 0, which is right for a whole table only. */
+ * A tensor rank's part of the token table (op.h's tp_vocab) holds rows
+ * from dl_embedding_first_row (ops/embedding.h): ids outside its rows give
+ * zeros, as in the reference. */
 #include "backends/cuda/cuda.h"
 
 #include <stdlib.h>
@@ -18,12 +16,13 @@
 #include "backends/attr.h"
 #include "backends/cuda/embedding_kernels.h"
 #include "backends/cuda/fault.h"
+#include "ops/embedding.h"
 #include "ops/kinds.h"
 
 struct cuda_table {
     long T, C;  /* positions and features of the output */
     long vocab; /* the token table's rows */
-    long row0;  /* the whole table's index of row 0 (see above) */
+    long row0;  /* the whole table's index of row 0 (dl_embedding_first_row) */
 };
 
 static int table_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
@@ -32,8 +31,9 @@ static int table_create(const struct dl_layer *l, const struct dl_kernel_config 
     struct cuda_table *q = dl_calloc(1, sizeof *q, err);
     if (!q)
         return DL_ERR_NOMEM;
-    *q = (struct cuda_table){l->out_shape.h, l->out_shape.c, l->kind == &dl_op_embedding ? dl_attr_int(l, "vocab", 0) : 0,
-                             0};
+    int token = l->kind == &dl_op_embedding;
+    *q = (struct cuda_table){l->out_shape.h, l->out_shape.c, token ? dl_attr_int(l, "vocab", 0) : 0,
+                             token ? dl_embedding_first_row(l->attr) : 0};
     *inst = q;
     return DL_OK;
 }

@@ -7,14 +7,9 @@
 
 #include <cuda_runtime.h>
 
+#include "backends/cuda/launch.h"
+
 #include "core/rng_hash.h"
-
-#define THREADS 256
-
-static unsigned blocks(long n)
-{
-    return (unsigned)((n + THREADS - 1) / THREADS);
-}
 
 static __global__ void leaky_forward(const float *x, long n, float slope, float *y)
 {
@@ -54,24 +49,18 @@ static __global__ void multiply(const float *a, const float *b, long n, float *o
         out[i] = __fmul_rn(a[i], b[i]);
 }
 
-/* The launch's error (0 when it was queued). */
-static int launched(void)
-{
-    return (int)cudaGetLastError();
-}
-
 extern "C" int dl_cuda_leaky_relu_forward(const float *x, long n, float slope, float *y)
 {
     if (n > 0)
-        leaky_forward<<<blocks(n), THREADS>>>(x, n, slope, y);
-    return launched();
+        leaky_forward<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>(x, n, slope, y);
+    return dl_cuda_launched();
 }
 
 extern "C" int dl_cuda_leaky_relu_backward(const float *x, const float *dy, long n, float slope, float *dx)
 {
     if (n > 0)
-        leaky_backward<<<blocks(n), THREADS>>>(x, dy, n, slope, dx);
-    return launched();
+        leaky_backward<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>(x, dy, n, slope, dx);
+    return dl_cuda_launched();
 }
 
 extern "C" int dl_cuda_dropout_forward(const float *x, int batch, long per, uint64_t key, long sample0, long first,
@@ -79,13 +68,13 @@ extern "C" int dl_cuda_dropout_forward(const float *x, int batch, long per, uint
 {
     long n = (long)batch * per;
     if (n > 0)
-        dropout_forward<<<blocks(n), THREADS>>>(x, n, per, key, sample0, first, rate, keep, m, y);
-    return launched();
+        dropout_forward<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>(x, n, per, key, sample0, first, rate, keep, m, y);
+    return dl_cuda_launched();
 }
 
 extern "C" int dl_cuda_multiply(const float *a, const float *b, long n, float *out)
 {
     if (n > 0)
-        multiply<<<blocks(n), THREADS>>>(a, b, n, out);
-    return launched();
+        multiply<<<dl_cuda_blocks(n), DL_CUDA_THREADS>>>(a, b, n, out);
+    return dl_cuda_launched();
 }
