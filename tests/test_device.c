@@ -240,6 +240,62 @@ static void bf16_sums_and_scales_round_once(void **state)
     dev->free(b);
 }
 
+/* cast converts in the device's memory as core/dtype.h's dl_cast and
+ * dl_cast_add do on the host, bit for bit: f32 -> bf16 (to nearest even,
+ * halfway values among them), bf16 -> f32, i32 -> f32, and bf16 added into
+ * f32 and f32 into bf16 (the sum rounded once); exactly-sized buffers (the
+ * emulated device refuses a read past them); a pair the host lacks (f32
+ * -> i32) is refused. */
+static void cast_as_the_host(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    enum { N = 777 };
+    static float f[N], g[N], back_f[N], want_f[N];
+    static dl_bf16 h[N], back_h[N], want_h[N];
+    static int32_t k[N];
+    uint64_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint32_t u = (uint32_t)(r >> 32) & 0xbfffffffu; /* no NaN, no infinity */
+        memcpy(&f[i], &u, sizeof u);
+        if (i % 5 == 0) /* halfway between two bf16 values */
+            u = (u & 0xffff0000u) | 0x8000u, memcpy(&f[i], &u, sizeof u);
+        g[i] = (float)(i % 13) - 6.5f;
+        k[i] = (int32_t)(r >> 40) - (1 << 23);
+    }
+    float *df = dev->alloc(sizeof f, &err), *dg = dev->alloc(sizeof g, &err);
+    dl_bf16 *dh = dev->alloc(sizeof h, &err);
+    int32_t *dk = dev->alloc(sizeof k, &err);
+    assert_true(df && dg && dh && dk);
+    assert_int_equal(dev->copy(df, f, sizeof f, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->copy(dg, g, sizeof g, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->copy(dk, k, sizeof k, DL_COPY_TO_DEVICE, &err), DL_OK);
+    assert_int_equal(dev->cast(dh, DL_BF16, df, DL_F32, N, 0, &err), DL_OK); /* f32 -> bf16 */
+    assert_int_equal(dev->copy(back_h, dh, sizeof back_h, DL_COPY_TO_HOST, &err), DL_OK);
+    assert_int_equal(dl_cast(f, DL_F32, want_h, DL_BF16, N, &err), DL_OK);
+    assert_memory_equal(back_h, want_h, sizeof want_h);
+    assert_int_equal(dev->cast(df, DL_F32, dh, DL_BF16, N, 0, &err), DL_OK); /* bf16 -> f32 */
+    assert_int_equal(dev->copy(back_f, df, sizeof back_f, DL_COPY_TO_HOST, &err), DL_OK);
+    assert_int_equal(dl_cast(want_h, DL_BF16, want_f, DL_F32, N, &err), DL_OK);
+    assert_memory_equal(back_f, want_f, sizeof want_f);
+    assert_int_equal(dev->cast(dg, DL_F32, dh, DL_BF16, N, 1, &err), DL_OK); /* bf16 added into f32 */
+    assert_int_equal(dev->copy(back_f, dg, sizeof back_f, DL_COPY_TO_HOST, &err), DL_OK);
+    memcpy(want_f, g, sizeof g);
+    assert_int_equal(dl_cast_add(want_h, DL_BF16, want_f, DL_F32, N, &err), DL_OK);
+    assert_memory_equal(back_f, want_f, sizeof want_f);
+    assert_int_equal(dev->cast(dh, DL_BF16, dg, DL_F32, N, 1, &err), DL_OK); /* f32 added into bf16 */
+    assert_int_equal(dev->copy(back_h, dh, sizeof back_h, DL_COPY_TO_HOST, &err), DL_OK);
+    assert_int_equal(dl_cast_add(want_f, DL_F32, want_h, DL_BF16, N, &err), DL_OK);
+    assert_memory_equal(back_h, want_h, sizeof want_h);
+    assert_int_equal(dev->cast(df, DL_F32, dk, DL_I32, N, 0, &err), DL_OK); /* i32 -> f32 */
+    assert_int_equal(dev->copy(back_f, df, sizeof back_f, DL_COPY_TO_HOST, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(back_f[i] == (float)k[i]);
+    assert_int_equal(dev->cast(dk, DL_I32, df, DL_F32, N, 0, &err), DL_ERR_INTERNAL);
+    dev->free(df), dev->free(dg), dev->free(dh), dev->free(dk);
+}
+
 /* copy_rows moves rows of width bytes between pitches (the sample blocks
  * of exec/comm_steps.c): read back, each row of dst holds its row of src
  * and the gaps between rows keep their fill. */
@@ -555,6 +611,7 @@ int main(void)
         cmocka_unit_test(accumulate_adds),
         cmocka_unit_test(scale_multiplies),
         cmocka_unit_test(bf16_sums_and_scales_round_once),
+        cmocka_unit_test(cast_as_the_host),
         cmocka_unit_test(copy_rows_moves_the_rows),
         cmocka_unit_test(copies_ahead_land_in_order),
         cmocka_unit_test(marks_lie_within_the_host_interval),

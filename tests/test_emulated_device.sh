@@ -7,7 +7,8 @@
 # the losses of every step, the test results, the checkpoint files (copied
 # out through the device) and --dump-weights; a checkpoint resumes on it
 # (copied in), from its own file and from the CPU's; a diverging run names
-# the same first non-finite layer (numerics checks copied out); and under
+# the same first non-finite layer (numerics checks copied out); a bf16 run
+# (its casts the device's) equals the CPU's bf16 run; and under
 # mpirun, data parallelism on 2 ranks (gradient buckets staged through host
 # buffers) equals the CPU's 2 ranks, and so do 2 tensor ranks (the loss's
 # classes split) and 2 pipeline stages (communication steps staged through
@@ -21,7 +22,7 @@
 NET="$top_srcdir/nets/lenet5.yaml"
 # 10 steps of 64 samples, a checkpoint after steps 5 and 10
 B="--net $NET --limit-train 640 --limit-test 200 --epochs 1 --threads 1 --quiet --checkpoint-every 5"
-tap_plan 33
+tap_plan 35
 
 losses() { # FILE [FIRST_GLOBAL_STEP]: the step losses and the epoch's train and test results
     /usr/bin/python3 -c '
@@ -50,6 +51,14 @@ for s in 5 10; do
 done
 [ -s "$TMPDIR_TEST/cpu.bin" ] && cmp -s "$TMPDIR_TEST/cpu.bin" "$TMPDIR_TEST/emu.bin"
 tap_result $? "--dump-weights writes the CPU run's final weights"
+
+# bf16: the casts between dtypes and their gradients are the device's own
+# (device.h's cast), checked by the emulated device as every copy is
+expect_status 0 "--precision bf16 on the emulated device" -- $DLTRAIN $B --precision bf16 --device emulated \
+    --metrics "$TMPDIR_TEST/bf16-emu.jsonl"
+$DLTRAIN $B --precision bf16 --metrics "$TMPDIR_TEST/bf16-cpu.jsonl" > /dev/null 2>&1 &&
+    [ "$(losses "$TMPDIR_TEST/bf16-cpu.jsonl")" = "$(losses "$TMPDIR_TEST/bf16-emu.jsonl")" ]
+tap_result $? "  its losses and test results equal the CPU's bf16 run, bit for bit"
 
 # resume: the newest checkpoint left is step 5's
 for d in cpu emu; do

@@ -79,6 +79,13 @@ struct dl_device {
      * product is taken in f32 and rounded once.  Other dtypes:
      * DL_ERR_INTERNAL. */
     int (*scale)(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl_error *err);
+    /* n values of src (dtype from) into dst (dtype to), both in the
+     * device's memory, as core/dtype.h's dl_cast rounds them (f32 <-> bf16,
+     * i32 -> f32 or bf16), or added into dst when add (dl_cast_add: the sum
+     * in f32, rounded once to to's dtype): the executor's cast steps and
+     * their gradients.  A pair dl_cast lacks: DL_ERR_INTERNAL. */
+    int (*cast)(void *dst, enum dl_dtype to, const void *src, enum dl_dtype from, long n, int add,
+                struct dl_error *err);
     /* Returns when everything queued on the device so far has finished. */
     int (*sync)(struct dl_error *err);
     /* The clock: initialise a mark, record it at the current point of the

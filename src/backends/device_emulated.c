@@ -241,6 +241,21 @@ static int emu_scale(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl_
     return rc;
 }
 
+static int emu_cast(void *dst, enum dl_dtype to, const void *src, enum dl_dtype from, long n, int add,
+                    struct dl_error *err)
+{
+    size_t count = (size_t)(n > 0 ? n : 0);
+    int rc = count ? check_side(dst, dl_dtype_size(to) * count, 1, "cast destination", err) : DL_OK;
+    if (!rc && count)
+        rc = check_side(src, dl_dtype_size(from) * count, 1, "cast source", err);
+    if (rc || !count)
+        return rc;
+    work_begin();
+    rc = dl_device_host.cast(dst, to, src, from, n, add, err);
+    work_end();
+    return rc;
+}
+
 /* Nothing is queued; the clock is the host's. */
 static int emu_sync(struct dl_error *err)
 {
@@ -311,6 +326,7 @@ const struct dl_device dl_device_emulated = {
     .fill = emu_fill,
     .accumulate = emu_accumulate,
     .scale = emu_scale,
+    .cast = emu_cast,
     .sync = emu_sync,
     .mark_init = emu_mark_init,
     .mark_record = emu_mark_record,

@@ -81,6 +81,12 @@ static int host_scale(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl
     return DL_OK;
 }
 
+static int host_cast(void *dst, enum dl_dtype to, const void *src, enum dl_dtype from, long n, int add,
+                     struct dl_error *err)
+{
+    return add ? dl_cast_add(src, from, dst, to, n, err) : dl_cast(src, from, dst, to, n, err);
+}
+
 static int host_sync(struct dl_error *err)
 {
     (void)err;
@@ -148,6 +154,7 @@ const struct dl_device dl_device_host = {
     .fill = host_fill,
     .accumulate = host_accumulate,
     .scale = host_scale,
+    .cast = host_cast,
     .sync = host_sync,
     .mark_init = host_mark_init,
     .mark_record = host_mark_record,

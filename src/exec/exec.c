@@ -169,8 +169,9 @@ static int kernels_on(const struct dl_exec_options *o, const struct dl_device *d
     return DL_OK;
 }
 
-/* What a device without host memory cannot run: reorders unless its
- * kernels are the host's (the emulated device); DL_ERR_SPEC naming it.
+/* What a device without host memory cannot run: layout reorders unless
+ * its kernels are the host's (the emulated device; casts between dtypes
+ * are the device's own, device.h's cast); DL_ERR_SPEC naming it.
  * Communication steps -- slices, gathers, halo exchanges and shares of
  * layers split by rows or samples among them -- run on host mirrors
  * (staging.c), and such a layer's weight gradients are summed in a host
@@ -183,9 +184,11 @@ static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
         return DL_OK;
     for (int s = 0; s < m->n_steps; s++) {
         const struct dl_exec_step *st = &m->steps[s];
-        if (st->kind == DL_STEP_REORDER && dev->kernels != DL_DEVICE_CPU)
-            return dl_errorf(err, DL_ERR_SPEC, "--device %s: a reorder step between memory layouts or dtypes is a host "
-                             "loop; its kernels must agree on layouts and dtypes", dev->name);
+        /* a cast between dtypes is the device's (its cast); a layout reorder a host loop */
+        if (st->kind == DL_STEP_REORDER && dev->kernels != DL_DEVICE_CPU &&
+            m->tensors[st->src].layout != m->tensors[st->out].layout)
+            return dl_errorf(err, DL_ERR_SPEC, "--device %s: a reorder step between memory layouts is a host loop; "
+                             "its kernels must agree on layouts", dev->name);
     }
     return DL_OK;
 }

@@ -82,8 +82,9 @@ static void take_fault(struct dl_exec *e, const struct dl_exec_step *s, enum dl_
 static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     const struct dl_exec_tensor *src = &e->impl->tensors[s->src], *dst = &e->impl->tensors[s->out];
-    if (src->shape.dtype != dst->shape.dtype) {
-        int rc = dl_cast(src->data, src->shape.dtype, dst->data, dst->shape.dtype, src->count * e->batch, &e->err);
+    if (src->shape.dtype != dst->shape.dtype) { /* a cast (same layout): the device's */
+        int rc = e->impl->device->cast(dst->data, dst->shape.dtype, src->data, src->shape.dtype, src->count * e->batch,
+                                       0, &e->err);
         if (rc && !e->status)
             e->status = rc;
         return;
@@ -198,10 +199,10 @@ static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *dst = &m->tensors[s->out];
     if (!src->needs_grad)
         return;
-    if (src->shape.dtype != dst->shape.dtype) {
+    if (src->shape.dtype != dst->shape.dtype) { /* the cast's gradient, cast back on the device */
         long n = src->count * e->batch;
-        int rc = m->written[s->src] ? dl_cast_add(dst->grad, dst->shape.dtype, src->grad, src->shape.dtype, n, &e->err)
-                                    : dl_cast(dst->grad, dst->shape.dtype, src->grad, src->shape.dtype, n, &e->err);
+        int rc = m->device->cast(src->grad, src->shape.dtype, dst->grad, dst->shape.dtype, n, m->written[s->src],
+                                 &e->err);
         if (rc && !e->status)
             e->status = rc;
     } else {

@@ -83,6 +83,16 @@ static int cuda_scale(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl
     return rc ? rc : r == cudaSuccess ? DL_OK : cuda_fail(err, r, "scale launch");
 }
 
+static int cuda_cast(void *dst, enum dl_dtype to, const void *src, enum dl_dtype from, long n, int add,
+                     struct dl_error *err)
+{
+    int r = dl_cuda_cast(dst, (int)to, src, (int)from, n, add);
+    if (r < 0)
+        return dl_errorf(err, DL_ERR_INTERNAL, "no cast from %s to %s on the GPU%s", dl_dtype_names[from],
+                         dl_dtype_names[to], add ? " (added)" : "");
+    return r == cudaSuccess ? DL_OK : cuda_fail(err, (cudaError_t)r, "cast launch");
+}
+
 static int cuda_sync(struct dl_error *err)
 {
     cudaError_t r = cudaDeviceSynchronize();
@@ -243,6 +253,7 @@ const struct dl_device dl_device_cuda = {
     .fill = cuda_fill,
     .accumulate = cuda_accumulate,
     .scale = cuda_scale,
+    .cast = cuda_cast,
     .sync = cuda_sync,
     .mark_init = cuda_mark_init,
     .mark_record = cuda_mark_record,
