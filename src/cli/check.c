@@ -185,8 +185,8 @@ static void print_settings(const struct dl_net *net)
         print_transform("data.eval", &d->eval_transform);
     }
     printf("  parallel: strategy %s, dp %d, tp %d, pp %d, micro_batches %d (0: decided when the job starts), "
-           "sequence_parallel %s, zero %d\n", dl_parallel_names[p->kind], p->dp, p->tp, p->pp, p->micro_batches,
-           p->sequence_parallel ? "true" : "false", p->zero);
+           "sequence_parallel %s, zero %d, recompute %s\n", dl_parallel_names[p->kind], p->dp, p->tp, p->pp,
+           p->micro_batches, p->sequence_parallel ? "true" : "false", p->zero, dl_recompute_names[p->recompute]);
 }
 
 static void human(double v, char *buf, size_t n);

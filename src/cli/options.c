@@ -29,7 +29,8 @@ void dl_net_options_init(struct dl_net_options *o)
 
 void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out)
 {
-    *out = (struct dl_exec_options){.kernels = &o->kernels, .device = o->device};
+    *out = (struct dl_exec_options){.kernels = &o->kernels, .device = o->device,
+                                    .recompute = (enum dl_recompute)o->recompute};
     if (o->tune_on)
         out->tuner = (struct dl_exec_tuner){dl_tune_exec_plan, &o->tune};
 }
@@ -66,6 +67,7 @@ static const struct option_key {
     {DL_OPT_CONTEXT, "args.context", 0, NULL},
     {DL_OPT_SEQUENCE_PARALLEL, "parallel.sequence_parallel", 0, "true"},
     {DL_OPT_ZERO, "parallel.zero", 0, NULL},
+    {DL_OPT_RECOMPUTE, "parallel.recompute", 1, NULL},
 };
 
 static const struct option_key *option_key(int code)
@@ -272,6 +274,7 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
     if (!rc)
         rc = dl_net_check_unused_keys(net, print_warning, &sink, &err);
     o->kernels.precision = !rc && net->train.precision == 1 ? DL_BF16 : DL_F32;
+    o->recompute = rc ? 0 : net->parallel.recompute;
     if (!rc)
         rc = check_kernel_choices(&net->graph, &o->kernels, &err);
     if (!rc)
@@ -330,6 +333,11 @@ void dl_net_options_help(FILE *f)
           "  --zero 0|1            1: ZeRO stage 1 (sync): the optimizer's state cut over the\n"
           "                        data-parallel ranks; gradients reduce-scattered, each rank\n"
           "                        updates its block, the weights allgathered (parallel.zero)\n"
+          "  --recompute none|selective|full  activation recomputation: full keeps only each\n"
+          "                        block's input (a `block:` of the network file) and runs its\n"
+          "                        layers forward again in backward; selective is what every\n"
+          "                        attention kernel does anyway (nothing T x T kept); none the\n"
+          "                        default (parallel.recompute)\n"
           "  --device cpu|cuda|emulated  where the network runs (default cpu; cuda: one GPU\n"
           "                        per rank by local rank, never yet run on a GPU: see the\n"
           "                        README; emulated: a testing aid, CPU kernels on memory\n"

@@ -20,7 +20,8 @@ enum {
     DL_OPT_HELP, DL_OPT_VERSION, DL_OPT_KERNEL, DL_OPT_NO_FUSION,
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
     DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE, DL_OPT_SET, DL_OPT_CLIP_GRAD_NORM,
-    DL_OPT_CONTEXT, DL_OPT_PRECISION, DL_OPT_SEQUENCE_PARALLEL, DL_OPT_ZERO, DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
+    DL_OPT_CONTEXT, DL_OPT_PRECISION, DL_OPT_SEQUENCE_PARALLEL, DL_OPT_ZERO, DL_OPT_RECOMPUTE,
+    DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
 #define DL_NET_OPTIONS \
@@ -42,7 +43,8 @@ enum {
     {"data-threads", required_argument, 0, DL_OPT_DATA_THREADS}, {"bad-samples", required_argument, 0, DL_OPT_BAD_SAMPLES}, \
     {"device", required_argument, 0, DL_OPT_DEVICE}, {"set", required_argument, 0, DL_OPT_SET}, \
     {"context", required_argument, 0, DL_OPT_CONTEXT}, {"precision", required_argument, 0, DL_OPT_PRECISION}, \
-    {"sequence-parallel", no_argument, 0, DL_OPT_SEQUENCE_PARALLEL}, {"zero", required_argument, 0, DL_OPT_ZERO}
+    {"sequence-parallel", no_argument, 0, DL_OPT_SEQUENCE_PARALLEL}, {"zero", required_argument, 0, DL_OPT_ZERO}, \
+    {"recompute", required_argument, 0, DL_OPT_RECOMPUTE}
 
 struct dl_net_options {
     const char *net_path;        /* --net; after dl_net_options_load, the file found */
@@ -55,6 +57,7 @@ struct dl_net_options {
     struct dl_tune_options tune;      /* --workspace-limit, --workspace-total, --tune-db, --tune-policy */
     int tune_on;                      /* --tune: executors are planned by the tuner */
     const struct dl_device *device;   /* opened by dl_net_options_load (train.device, --device) */
+    int recompute;               /* parallel.recompute, --recompute (exec.h's enum dl_recompute) */
 };
 
 /* "precision bf16: 174 of 175 layers compute in bf16 (173 onednn-bf16, 1

@@ -230,6 +230,7 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->max_batch = max_batch;
     e->impl->device = dev;
     e->impl->split_backward = o->split_backward;
+    e->impl->recompute = o->recompute;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
     e->act_layout = dl_calloc(n, sizeof *e->act_layout, err);
@@ -277,17 +278,22 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
         struct dl_exec_tensor *x = &m->tensors[t];
         x->data = x->alias >= 0 ? m->tensors[x->alias].data : AT(x->buf_data);
         x->grad = AT(x->buf_grad);
+        x->data_first = x->data; /* --recompute full: its two homes (recompute.c) */
+        x->data_again = x->alias >= 0 ? m->tensors[x->alias].data_again : AT(x->buf_again);
     }
     for (int s = 0; s < m->n_steps; s++) {
         struct dl_exec_step *st = &m->steps[s];
         st->saved = AT(st->buf_saved);
+        st->saved_first = st->saved;
+        st->saved_again = AT(st->buf_saved_again);
         for (int j = 0; j < DL_MAX_INPUTS; j++)
             st->scratch[j] = AT(st->buf_scratch[j]);
     }
     m->workspace = AT(m->buf_workspace);
 #undef AT
-    for (int i = 0; i < e->g->n; i++)
-        e->act[i] = m->out_tensor[i] >= 0 ? m->tensors[m->out_tensor[i]].data : NULL;
+    for (int i = 0; i < e->g->n; i++) /* an output made again in backward is not held after forward */
+        e->act[i] = m->out_tensor[i] >= 0 && m->tensors[m->out_tensor[i]].run < 0 ? m->tensors[m->out_tensor[i]].data
+                                                                                 : NULL;
     return DL_OK;
 }
 

@@ -26,6 +26,9 @@
 struct dl_exec_impl; /* steps, tensors, kernel instances, arena: exec_impl.h */
 struct dl_trace;     /* io/trace.h */
 
+/* --recompute's choices (spec/netspec.h's dl_recompute_names order). */
+enum dl_recompute { DL_RECOMPUTE_NONE, DL_RECOMPUTE_SELECTIVE, DL_RECOMPUTE_FULL };
+
 /* How a layer is folded into another's kernel (dl_exec.fused). */
 enum dl_fused {
     DL_NOT_FUSED,
@@ -167,6 +170,14 @@ struct dl_exec_options {
      * weight-gradient pass reads (its layers' inputs, output gradients and
      * kernel state) is planned to live until it has run. */
     int split_backward;
+    /* Activation recomputation (--recompute, doc/executor.md): FULL keeps
+     * only what each block instance of the network file reads from outside
+     * it, and runs the block's steps forward again just before their
+     * backward (the same keys, so the same dropout masks); SELECTIVE and
+     * NONE keep every activation (every attention kernel recomputes its
+     * T x T weights in backward already, which is what Megatron-LM's
+     * selective recomputation saves). */
+    enum dl_recompute recompute;
     struct dl_comm *tensor_comm;           /* the shard's tensor group (tp > 1) */
     struct dl_comm *pipeline_comm;         /* the shard's pipeline group (pp > 1), ranks in stage order */
     /* On a device without host memory: the tensor group's communicator

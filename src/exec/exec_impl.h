@@ -26,6 +26,14 @@ struct dl_exec_tensor {
     int last_use;           /* last step reading it (forward order) */
     int buf_data, buf_grad; /* planner buffers, -1: none */
     dl_real *data, *grad;
+    /* --recompute full (recompute.c): run >= 0 when its values (its own, or
+     * its alias root's) are not kept for backward but made again by run
+     * `run`'s steps just before their backward, into a second home
+     * (buf_again; data_again), data pointing at the first home
+     * (data_first) from each forward until then. */
+    int run;
+    int buf_again;
+    dl_real *data_first, *data_again;
 };
 
 /* Sample n0 of p, a buffer of tensor t's values or gradients (in its
@@ -86,6 +94,13 @@ struct dl_exec_step {
     unsigned char trace_kind[2];
     const char *trace_tensor;
     long trace_count;
+    /* --recompute full (recompute.c): the run of steps (a block instance's,
+     * consecutive) it belongs to, -1 none; again: it runs forward a second
+     * time before the run's backward (its output is recomputed), its kernel
+     * state then in a second home (buf_saved_again, saved_again). */
+    int run, again;
+    int buf_saved_again;
+    unsigned char *saved_first, *saved_again;
 };
 
 /* A pipeline message in flight: a copy of what a SEND step (forward) or a
@@ -98,6 +113,12 @@ struct dl_exec_outgoing {
 
 struct dl_exec_impl {
     int n_steps, n_tensors;
+    /* --recompute (exec.h's options): with FULL, n_runs runs of steps
+     * recomputed before their backward, run_last[r] the last step of run r
+     * (whose backward comes first); recompute.c */
+    enum dl_recompute recompute;
+    int n_runs;
+    int *run_last;
     struct dl_exec_step *steps;
     struct dl_exec_tensor *tensors;
     int *out_tensor;                    /* [layer] */
@@ -241,6 +262,16 @@ int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, cons
                           struct dl_error *err);
 int dl_exec_place(struct dl_exec *e, struct dl_error *err);
 void dl_exec_free_steps(struct dl_exec *e);
+
+/* recompute.c (--recompute full): marks the runs, the tensors they make
+ * again and the steps that make them, and each tensor's last forward
+ * reader into last_read[n_tensors] (for the first home's lifetime);
+ * DL_ERR_NOMEM.  _first points every recomputed tensor and step at its
+ * first home (each forward); _again run r's at their second (before its
+ * backward). */
+int dl_exec_recompute_mark(struct dl_exec *e, int *last_read, struct dl_error *err);
+void dl_exec_recompute_first(struct dl_exec *e);
+void dl_exec_recompute_again(struct dl_exec *e, int r);
 /* The instance of step s for mb samples, made on first use (NULL after
  * setting e->status when it cannot be made). */
 void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb);

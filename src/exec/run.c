@@ -102,6 +102,55 @@ static void count_forward(struct dl_exec *e, int i)
             ++*(int64_t *)(void *)e->param[i][j];
 }
 
+/* Step s forward; again: a second time, recomputing in backward
+ * (recompute.c: nothing counted, its time the layer's backward time). */
+static void forward_step(struct dl_exec *e, struct dl_exec_step *s, int training, int again)
+{
+    struct dl_exec_impl *m = e->impl;
+    double *times = again ? e->time_bwd : e->time_fwd;
+    double t0 = times || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+    struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
+    if (s->kind == DL_STEP_REORDER) {
+        dl_device_work_begin(m->device);
+        reorder_forward(e, s);
+        dl_device_work_end(m->device);
+    } else if (s->kind != DL_STEP_LAYER) {
+        dl_exec_comm_staged(e, s, 0);
+    } else {
+        void *inst = dl_exec_instance(e, s, e->batch);
+        if (!inst) {
+            dl_exec_samples_leave(e, whole);
+            return;
+        }
+        struct dl_kernel_args a;
+        fill_args(e, s, &a, training);
+        dl_device_work_begin(m->device);
+        if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
+            s->kernel->forward(inst, &a);
+        dl_device_work_end(m->device);
+        take_fault(e, s, DL_DIR_FORWARD);
+        if (training && !again)
+            count_forward(e, s->layer);
+    }
+    if (times)
+        times[s->timed_layer] += dl_clock_now() - t0;
+    if (dl_trace_on(e->trace))
+        dl_exec_trace_step(e, s, 0, t0);
+    dl_exec_samples_leave(e, whole);
+}
+
+/* --recompute full, before the backward of run r's last step: the run's
+ * steps that make a tensor it does not keep run forward again, in order,
+ * into their second homes (recompute.c). */
+static void recompute_run(struct dl_exec *e, int r)
+{
+    struct dl_exec_impl *m = e->impl;
+    dl_exec_recompute_again(e, r);
+    for (int i = 0; i < m->n_steps && !e->status; i++)
+        if (m->steps[i].run == r && m->steps[i].again)
+            forward_step(e, &m->steps[i], 1, 1);
+}
+
 /* The loss's divisor for a forward of e's batch (exec.h's label_norm). */
 static double label_norm_of(const struct dl_exec *e)
 {
@@ -146,38 +195,9 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
         e->status = e->err.code;
         return;
     }
-    for (int i = 0; i < m->n_steps && !e->status; i++) {
-        struct dl_exec_step *s = &m->steps[i];
-        double t0 = e->time_fwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
-        struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
-        if (s->kind == DL_STEP_REORDER) {
-            dl_device_work_begin(m->device);
-            reorder_forward(e, s);
-            dl_device_work_end(m->device);
-        } else if (s->kind != DL_STEP_LAYER) {
-            dl_exec_comm_staged(e, s, 0);
-        } else {
-            void *inst = dl_exec_instance(e, s, e->batch);
-            if (!inst) {
-                dl_exec_samples_leave(e, whole);
-                return;
-            }
-            struct dl_kernel_args a;
-            fill_args(e, s, &a, training);
-            dl_device_work_begin(m->device);
-            if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
-                s->kernel->forward(inst, &a);
-            dl_device_work_end(m->device);
-            take_fault(e, s, DL_DIR_FORWARD);
-            if (training)
-                count_forward(e, s->layer);
-        }
-        if (e->time_fwd)
-            e->time_fwd[s->timed_layer] += dl_clock_now() - t0;
-        if (dl_trace_on(e->trace))
-            dl_exec_trace_step(e, s, 0, t0);
-        dl_exec_samples_leave(e, whole);
-    }
+    dl_exec_recompute_first(e);
+    for (int i = 0; i < m->n_steps && !e->status; i++)
+        forward_step(e, &m->steps[i], training, 0);
 }
 
 /* Zeroes n values of dtype at p on the executor's device (its arena, its gradients). */
@@ -289,6 +309,10 @@ static void backward(struct dl_exec *e, enum pass pass)
     }
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
+        if (s->run >= 0 && m->run_last[s->run] == i) /* its run's tensors made again first */
+            recompute_run(e, s->run);
+        if (e->status)
+            break;
         double t0 = e->time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {

@@ -31,7 +31,8 @@ static int add_tensor(struct dl_exec_impl *m, int step, struct dl_shape s, enum 
 {
     struct dl_exec_tensor *t = &m->tensors[m->n_tensors];
     *t = (struct dl_exec_tensor){.step = step, .alias = -1, .shape = s, .layout = l, .count = dl_layout_count(l, s),
-                                 .needs_grad = needs_grad, .last_use = step, .buf_data = -1, .buf_grad = -1};
+                                 .needs_grad = needs_grad, .last_use = step, .buf_data = -1, .buf_grad = -1,
+                                 .run = -1, .buf_again = -1};
     return m->n_tensors++;
 }
 
@@ -46,6 +47,8 @@ static struct dl_exec_step *add_step(struct dl_exec_impl *m, enum dl_step_kind k
     st->out = -1;
     st->timed_layer = timed_layer;
     st->buf_saved = -1;
+    st->run = -1;
+    st->buf_saved_again = -1;
     for (int j = 0; j < DL_MAX_INPUTS; j++)
         st->buf_scratch[j] = -1;
     if (src >= 0)
@@ -561,7 +564,7 @@ static int data_buf(const struct dl_exec_impl *m, int t)
 {
     while (m->tensors[t].alias >= 0)
         t = m->tensors[t].alias;
-    return m->tensors[t].buf_data;
+    return m->tensors[t].run >= 0 ? m->tensors[t].buf_again : m->tensors[t].buf_data; /* recomputed: its second home */
 }
 
 /* A split backward's weight-gradient pass comes after the input-gradient
@@ -577,7 +580,7 @@ static void keep_for_weights(struct dl_exec *e)
         if (!dl_exec_defers_weights(e, st))
             continue;
         int until = 3 * S - 1 - s;
-        keep_until(m, st->buf_saved, until);
+        keep_until(m, st->again ? st->buf_saved_again : st->buf_saved, until);
         for (int j = 0; j < e->g->layers[st->layer].n_in; j++)
             keep_until(m, data_buf(m, st->in[j]), until);
         keep_until(m, data_buf(m, st->out), until);
@@ -591,9 +594,15 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     struct dl_exec_impl *m = e->impl;
     const struct dl_graph *g = e->g;
     int S = m->n_steps, end = 2 * S - 1;
-    m->bufs = dl_calloc((size_t)(2 * m->n_tensors + (DL_MAX_INPUTS + 1) * S + 1), sizeof *m->bufs, err);
+    m->bufs = dl_calloc((size_t)(3 * m->n_tensors + (DL_MAX_INPUTS + 2) * S + 1), sizeof *m->bufs, err);
     if (!m->bufs)
         return DL_ERR_NOMEM;
+    /* --recompute full: what runs make again, each tensor's last reader in forward (recompute.c) */
+    int *last_read = m->recompute == DL_RECOMPUTE_FULL ? dl_calloc((size_t)m->n_tensors, sizeof *last_read, err) : NULL;
+    if (m->recompute == DL_RECOMPUTE_FULL && (!last_read || dl_exec_recompute_mark(e, last_read, err))) {
+        free(last_read);
+        return err->code ? err->code : DL_ERR_NOMEM;
+    }
     size_t N = (size_t)e->max_batch;
     for (int t = 1; t < m->n_tensors; t++) { /* tensor 0: the caller's input */
         struct dl_exec_tensor *x = &m->tensors[t];
@@ -601,8 +610,12 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
         int bwd = end - x->step;
         const struct dl_exec_step *made = &m->steps[x->step];
         int keep = made->kind == DL_STEP_LAYER && (made->layer == g->loss || made->layer == g->logits);
-        if (x->alias < 0)
+        if (x->alias < 0 && x->run >= 0) { /* made again before its run's backward: two homes */
+            x->buf_data = add_buf(m, N * (size_t)x->count * real, x->step, last_read[t]);
+            x->buf_again = add_buf(m, N * (size_t)x->count * real, end - m->run_last[x->run], bwd);
+        } else if (x->alias < 0) {
             x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : bwd);
+        }
         if (x->needs_grad) /* a received tensor's gradient is sent at the end: kept till then */
             x->buf_grad = add_buf(m, N * (size_t)x->count * real, end - x->last_use,
                                   made->kind == DL_STEP_RECV ? end : bwd);
@@ -615,7 +628,9 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
             st->buf_scratch[0] = add_buf(m, N * (size_t)m->tensors[st->src].count * sizeof(dl_real), end - s, end - s);
         if (st->kind != DL_STEP_LAYER)
             continue;
-        st->buf_saved = add_buf(m, st->saved_bytes, s, end - s);
+        st->buf_saved = add_buf(m, st->saved_bytes, s, st->again ? s : end - s);
+        if (st->again) /* its kernel state made again before the run's backward */
+            st->buf_saved_again = add_buf(m, st->saved_bytes, end - m->run_last[st->run], end - s);
         for (int j = 0; j < g->layers[st->layer].n_in; j++) {
             const struct dl_exec_tensor *x = &m->tensors[st->in[j]];
             st->buf_scratch[j] = st->via_scratch[j] && x->needs_grad
@@ -626,6 +641,7 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     m->buf_workspace = add_buf(m, m->workspace_bytes, 0, end);
     if (m->split_backward)
         keep_for_weights(e);
+    free(last_read);
     e->unplanned_bytes = dl_plan_total(m->bufs, m->n_bufs);
     return dl_plan(m->bufs, m->n_bufs, &e->arena_bytes, err);
 }
@@ -643,6 +659,7 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->group);
     free(m->grad_part_host);
     free(m->grad_part_at);
+    free(m->run_last);
     free(m->bufs);
     if (m->device && m->device->host_memory)
         free(m->grad_part);

@@ -352,6 +352,7 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
             l->attr = dd->attr;
             l->loc = dd->loc;
             l->stage = dd->stage;
+            l->block = dd->block;
             l->split = dd->split;
             l->init_std = dd->init_std;
             l->n_in = dd->n_in;

@@ -39,6 +39,8 @@ struct dl_layer_decl {
     struct dl_loc loc;
     struct dl_loc input_loc[DL_MAX_INPUTS];
     int stage;                         /* `stage:` key: first pipeline stage of this layer, -1: not given */
+    int block;                         /* the block instance (`block:` use, each repeat one) it was expanded
+                                          from, the innermost; -1: a layer of the top-level list */
     enum dl_split split;               /* `split:` key */
     double init_std;                   /* `init_std:` key (0: the op's own initialisation) */
     /* `share: {PARAM: LAYER}`: parameters that are another layer's (weight
@@ -61,6 +63,7 @@ struct dl_layer {
     double flops;                      /* forward FLOPs per sample */
     struct dl_loc loc;
     int stage;                         /* as declared (parallel/ places layers; graph/ never reads them) */
+    int block;                         /* as declared: its block instance, -1 none (--recompute full's unit) */
     enum dl_split split;
     double init_std;                   /* as declared: weights drawn from N(0, init_std), biases 0 (0: the op's) */
 };

@@ -16,6 +16,7 @@ const char *const dl_no_decay_names[] = {"bias", "norm", "embedding", NULL};
 const char *const dl_sched_names[] = {"constant", "step", "cosine", NULL};
 const char *const dl_precision_names[] = {"fp32", "bf16", NULL};
 const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
+const char *const dl_recompute_names[] = {"none", "selective", "full", NULL};
 
 #define MAX_BLOCK_DEPTH 8
 #define MAX_LAYERS 100000
@@ -167,7 +168,7 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
 static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, struct dl_error *err)
 {
     static const char *const keys[] = {"strategy", "dp", "tp", "pp", "micro_batches", "stages", "sequence_parallel",
-                                       "zero", NULL};
+                                       "zero", "recompute", NULL};
     if (dl_y_check_keys(m, "parallel", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)p->kind;
@@ -177,7 +178,8 @@ static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, 
         dl_ymap_int(m, "pp", "parallel", 1, 1 << 20, &pp, err) ||
         dl_ymap_int(m, "micro_batches", "parallel", 1, 1 << 20, &mb, err) ||
         dl_ymap_bool(m, "sequence_parallel", "parallel", &p->sequence_parallel, err) ||
-        dl_ymap_int(m, "zero", "parallel", 0, 1, &zero, err))
+        dl_ymap_int(m, "zero", "parallel", 0, 1, &zero, err) ||
+        dl_ymap_enum(m, "recompute", "parallel", dl_recompute_names, &p->recompute, err))
         return DL_ERR_SPEC;
     p->zero = (int)zero;
     p->kind = (enum dl_parallel_kind)kind;
@@ -221,6 +223,7 @@ struct expander {
     struct dl_error *err;
     struct dl_ynode **owned;        /* substituted clones, freed at the end */
     int n_owned, cap_owned;
+    int block, blocks_made;         /* the block instance being expanded (-1: none), and how many so far */
 };
 
 static int keep_clone(struct expander *x, struct dl_ynode *c)
@@ -267,6 +270,7 @@ static struct dl_layer_decl *new_decl(struct expander *x, const struct dl_ynode 
     struct dl_layer_decl *d = &x->decls[x->n++];
     memset(d, 0, sizeof *d);
     d->loc = (struct dl_loc){at->file, at->line, at->col};
+    d->block = x->block;
     return d;
 }
 
@@ -499,7 +503,10 @@ static int expand_block(struct expander *x, const struct dl_ynode *item, const c
         else
             snprintf(inst, sizeof inst, "%s%s.", prefix, name);
         char *out = NULL;
+        int outer = x->block; /* this instance's layers are block blocks_made (the innermost instance) */
+        x->block = x->blocks_made++;
         int rc = expand_list(x, body, inst, cur_input, depth + 1, &out);
+        x->block = outer;
         if (rc)
             return rc;
         const struct dl_ynode *on = dl_ymap_get(def, "output");
@@ -648,7 +655,7 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
     if (!loss)
         return dl_yerrorf(err, DL_ERR_SPEC, root, "network file: missing required key 'loss' "
                           "(for example: loss: softmax_cross_entropy)");
-    struct expander x = {.blocks = blocks, .err = err};
+    struct expander x = {.blocks = blocks, .err = err, .block = -1};
     char *last = NULL;
     int rc = expand_list(&x, layers, "", "input", 0, &last);
     if (!rc)

@@ -126,6 +126,11 @@ struct dl_parallel_spec {
                               positions (Korthikanti et al. 2022; plan/shard.c) */
     int zero;             /* ZeRO stage: 0, or 1 (the optimizer's state cut over the data-parallel
                              ranks: parallel/zero.h) */
+    int recompute;        /* index in dl_recompute_names: activation recomputation (exec.h) */
 };
+
+/* "none", "selective", "full": parallel.recompute's values (exec.h's
+ * enum dl_recompute order), NULL-terminated. */
+extern const char *const dl_recompute_names[];
 
 #endif
