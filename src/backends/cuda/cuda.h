@@ -24,7 +24,8 @@ extern const struct dl_device dl_device_cuda;
  * in cuDNN's algorithm ranking (conv.c), cuDNN's first choice first.  A
  * transformer's layers (GPT-2's) have theirs too: layer norm, GELU, the
  * token and position embeddings, attention, fc and the loss at every
- * position of a sequence. */
+ * position of a sequence.  In bf16 (kernel.h "Dtypes", --precision bf16):
+ * fc. */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
     dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
     dl_kernel_cudnn_conv_r8;
@@ -34,10 +35,11 @@ extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cuda_leaky_relu, dl_kernel_cuda_dropout, dl_kernel_cuda_flatten, dl_kernel_cudnn_add,
     dl_kernel_cuda_concat, dl_kernel_cuda_layernorm, dl_kernel_cuda_gelu, dl_kernel_cuda_embedding,
     dl_kernel_cuda_position_embedding, dl_kernel_cublas_attention;
+extern const struct dl_kernel dl_kernel_cublas_fc_bf16;
 #define DL_CUDA_KERNELS                                                                          \
     &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
     &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
-    &dl_kernel_cublas_fc, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
+    &dl_kernel_cublas_fc, &dl_kernel_cublas_fc_bf16, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
     &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
     &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent, &dl_kernel_cuda_leaky_relu, &dl_kernel_cuda_dropout, \
     &dl_kernel_cuda_flatten, \
