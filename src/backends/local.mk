@@ -23,7 +23,8 @@ libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
 	src/backends/cuda/layernorm.c src/backends/cuda/layernorm_kernels.h src/backends/cuda/layernorm_kernels.cu \
 	src/backends/cuda/embedding.c src/backends/cuda/embedding_kernels.h src/backends/cuda/embedding_kernels.cu \
 	src/backends/cuda/attention.c src/backends/cuda/attention_kernels.h src/backends/cuda/attention_kernels.cu \
-	src/backends/cuda/gemm.c src/backends/cuda/gemm.h
+	src/backends/cuda/gemm.c src/backends/cuda/gemm.h \
+	src/backends/cuda/bias_kernels.h src/backends/cuda/bias_kernels.cu
 endif
 # CUDA sources (.cu) are compiled by nvcc (configure finds it next to the
 # toolkit); the C side reaches them through plain C declarations.

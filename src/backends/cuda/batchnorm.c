@@ -49,7 +49,7 @@ static int bn_supports(const struct dl_layer *l)
 static int bn_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
 {
     int rc;
-    struct cudnn_bn *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, "cudnn", &rc, err);
+    struct cudnn_bn *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, cfg->dtype, "cudnn", &rc, err);
     *inst = NULL;
     if (!q)
         return rc;

@@ -25,10 +25,13 @@ extern const struct dl_device dl_device_cuda;
  * transformer's layers (GPT-2's) have theirs too: layer norm, GELU, the
  * token and position embeddings, attention, fc and the loss at every
  * position of a sequence.  In bf16 (kernel.h "Dtypes", --precision bf16):
- * fc. */
+ * the convolution (again one kernel per rank) and fc. */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
     dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
     dl_kernel_cudnn_conv_r8;
+extern const struct dl_kernel dl_kernel_cudnn_conv_bf16, dl_kernel_cudnn_conv_bf16_r2, dl_kernel_cudnn_conv_bf16_r3,
+    dl_kernel_cudnn_conv_bf16_r4, dl_kernel_cudnn_conv_bf16_r5, dl_kernel_cudnn_conv_bf16_r6,
+    dl_kernel_cudnn_conv_bf16_r7, dl_kernel_cudnn_conv_bf16_r8;
 extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cudnn_sigmoid, dl_kernel_cudnn_tanh, dl_kernel_cudnn_maxpool, dl_kernel_cudnn_avgpool,
     dl_kernel_cudnn_global_avgpool, dl_kernel_cudnn_batchnorm, dl_kernel_cuda_softmax_xent,
@@ -39,6 +42,9 @@ extern const struct dl_kernel dl_kernel_cublas_fc_bf16;
 #define DL_CUDA_KERNELS                                                                          \
     &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
     &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
+    &dl_kernel_cudnn_conv_bf16, &dl_kernel_cudnn_conv_bf16_r2, &dl_kernel_cudnn_conv_bf16_r3, \
+    &dl_kernel_cudnn_conv_bf16_r4, &dl_kernel_cudnn_conv_bf16_r5, &dl_kernel_cudnn_conv_bf16_r6, \
+    &dl_kernel_cudnn_conv_bf16_r7, &dl_kernel_cudnn_conv_bf16_r8, \
     &dl_kernel_cublas_fc, &dl_kernel_cublas_fc_bf16, &dl_kernel_cudnn_relu, &dl_kernel_cudnn_sigmoid,   \
     &dl_kernel_cudnn_tanh, &dl_kernel_cudnn_maxpool, &dl_kernel_cudnn_avgpool, &dl_kernel_cudnn_global_avgpool, \
     &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent, &dl_kernel_cuda_leaky_relu, &dl_kernel_cuda_dropout, \

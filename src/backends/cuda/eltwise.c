@@ -31,7 +31,7 @@ static int act_create(const struct dl_layer *l, const struct dl_kernel_config *c
                       struct dl_error *err, cudnnActivationMode_t mode)
 {
     int rc;
-    struct cudnn_act *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, "cudnn", &rc, err);
+    struct cudnn_act *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, cfg->dtype, "cudnn", &rc, err);
     *inst = NULL;
     if (!q)
         return rc;

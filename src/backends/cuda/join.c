@@ -24,7 +24,7 @@ static void add_destroy(void *inst)
 static int add_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
 {
     int rc;
-    *inst = dl_cudnn_io_new(sizeof(struct dl_cudnn_io), l, cfg->mb, "cudnn", &rc, err);
+    *inst = dl_cudnn_io_new(sizeof(struct dl_cudnn_io), l, cfg->mb, cfg->dtype, "cudnn", &rc, err);
     return *inst ? DL_OK : rc;
 }
 

@@ -43,7 +43,7 @@ static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *
     struct dl_pool_geom pg;
     geom(l, &pg);
     int rc;
-    struct cudnn_pool *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, "cudnn", &rc, err);
+    struct cudnn_pool *q = dl_cudnn_io_new(sizeof *q, l, cfg->mb, cfg->dtype, "cudnn", &rc, err);
     *inst = NULL;
     if (!q)
         return rc;
