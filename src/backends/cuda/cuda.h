@@ -25,7 +25,7 @@ extern const struct dl_device dl_device_cuda;
  * transformer's layers (GPT-2's) have theirs too: layer norm, GELU, the
  * token and position embeddings, attention, fc and the loss at every
  * position of a sequence.  In bf16 (kernel.h "Dtypes", --precision bf16):
- * the convolution (again one kernel per rank) and fc. */
+ * the convolution (again one kernel per rank), fc and attention. */
 extern const struct dl_kernel dl_kernel_cudnn_conv, dl_kernel_cudnn_conv_r2, dl_kernel_cudnn_conv_r3,
     dl_kernel_cudnn_conv_r4, dl_kernel_cudnn_conv_r5, dl_kernel_cudnn_conv_r6, dl_kernel_cudnn_conv_r7,
     dl_kernel_cudnn_conv_r8;
@@ -38,7 +38,7 @@ extern const struct dl_kernel dl_kernel_cublas_fc, dl_kernel_cudnn_relu,
     dl_kernel_cuda_leaky_relu, dl_kernel_cuda_dropout, dl_kernel_cuda_flatten, dl_kernel_cudnn_add,
     dl_kernel_cuda_concat, dl_kernel_cuda_layernorm, dl_kernel_cuda_gelu, dl_kernel_cuda_embedding,
     dl_kernel_cuda_position_embedding, dl_kernel_cublas_attention;
-extern const struct dl_kernel dl_kernel_cublas_fc_bf16;
+extern const struct dl_kernel dl_kernel_cublas_fc_bf16, dl_kernel_cublas_attention_bf16;
 #define DL_CUDA_KERNELS                                                                          \
     &dl_kernel_cudnn_conv, &dl_kernel_cudnn_conv_r2, &dl_kernel_cudnn_conv_r3, &dl_kernel_cudnn_conv_r4,    \
     &dl_kernel_cudnn_conv_r5, &dl_kernel_cudnn_conv_r6, &dl_kernel_cudnn_conv_r7, &dl_kernel_cudnn_conv_r8,    \
@@ -50,7 +50,8 @@ extern const struct dl_kernel dl_kernel_cublas_fc_bf16;
     &dl_kernel_cudnn_batchnorm, &dl_kernel_cuda_softmax_xent, &dl_kernel_cuda_leaky_relu, &dl_kernel_cuda_dropout, \
     &dl_kernel_cuda_flatten, \
     &dl_kernel_cudnn_add, &dl_kernel_cuda_concat, &dl_kernel_cuda_layernorm, &dl_kernel_cuda_gelu, \
-    &dl_kernel_cuda_embedding, &dl_kernel_cuda_position_embedding, &dl_kernel_cublas_attention,
+    &dl_kernel_cuda_embedding, &dl_kernel_cuda_position_embedding, &dl_kernel_cublas_attention, \
+    &dl_kernel_cublas_attention_bf16,
 
 /* GPUs on this node into *count; DL_ERR_SPEC with a message saying whether
  * the driver is missing, too old for this build, or finds no device. */
