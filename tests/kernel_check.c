@@ -273,3 +273,40 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
     }
     return b.failed ? DL_ERR_NOMEM : DL_OK;
 }
+
+#ifdef TEST_ON_CUDA
+struct kc_device_bufs *kc_device_bufs_new(const struct dl_kernel *k)
+{
+    struct kc_device_bufs *b = calloc(1, sizeof *b);
+    if (b)
+        b->dev = dl_device_get(k->device);
+    if (b && !b->dev) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void *kc_device_copy(struct kc_device_bufs *b, const void *host, size_t bytes)
+{
+    if (b->n == (int)(sizeof b->p / sizeof b->p[0])) {
+        b->failed = 1;
+        return NULL;
+    }
+    return on_device(b, host, bytes);
+}
+
+void kc_device_read(struct kc_device_bufs *b, void *host, const void *dev, size_t bytes)
+{
+    to_host(b, host, dev, bytes);
+}
+
+int kc_device_release(struct kc_device_bufs *b)
+{
+    int rc = b->failed ? DL_ERR_NOMEM : DL_OK;
+    for (int i = 0; i < b->n; i++)
+        b->dev->free(b->p[i]);
+    free(b);
+    return rc;
+}
+#endif

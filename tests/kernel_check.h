@@ -47,4 +47,17 @@ int kc_run_offered(const struct dl_kernel *k, const struct dl_layer *l, struct k
 int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
                  enum dl_layout offer, int relu);
 
+#ifdef TEST_ON_CUDA
+/* Buffers on a kernel's device for a test that lays out its own tensors
+ * (test_kernels' bf16 runs on the GPU), through the same copies as kc_run:
+ * kc_device_copy makes a copy of `bytes` of host there (zeros when host
+ * is NULL; NULL when that fails), kc_device_read copies one back into
+ * host, and kc_device_release frees them all, returning DL_ERR_NOMEM when
+ * an allocation or copy failed, else DL_OK. */
+struct kc_device_bufs *kc_device_bufs_new(const struct dl_kernel *k);
+void *kc_device_copy(struct kc_device_bufs *b, const void *host, size_t bytes);
+void kc_device_read(struct kc_device_bufs *b, void *host, const void *dev, size_t bytes);
+int kc_device_release(struct kc_device_bufs *b);
+#endif
+
 #endif

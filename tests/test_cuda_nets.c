@@ -3,13 +3,19 @@
  * this build that supports it: kernel choice for an executor on the CUDA
  * device (dl_kernel_select with device DL_DEVICE_CUDA, what the executor
  * asks) finds one, so `--device cuda` can run the network layer by layer.
+ * And under `--precision bf16` (the choice's precision bf16): every layer
+ * on autocast's list (op.h's autocast_bf16: conv, fc) gets a GPU kernel of
+ * dtype bf16, and so does every other layer that reads only bf16 values
+ * (exec/steps.c's rule, followed here layer by layer from the network's
+ * f32 input) where a bf16 GPU kernel serves its kind (gpt2's attention,
+ * after the bf16 projection of q, k and v).
  * A kernel's supports() is plain host code, so this needs no GPU and runs
  * wherever the CUDA build does (tools/test's build-cuda); whether those
  * kernels compute what the host's do is test_kernels_cuda's question,
  * where a GPU is present.  Prints each layer's kernel, or the layers
  * without one.  The mutations of src/backends/cuda/ it catches
- * (cuda_fc_refuses_sequences, cuda_attention_not_registered) need a
- * --with-cuda build to run. */
+ * (cuda_fc_refuses_sequences, cuda_attention_not_registered,
+ * cuda_fc_bf16_not_registered) need a --with-cuda build to run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,6 +72,63 @@ static void every_layer_has_a_gpu_kernel(void **state)
     assert_int_equal(layers_without_gpu_kernel(*state), 0);
 }
 
+/* 1 when a bf16 GPU kernel serves l's kind. */
+static int kind_has_gpu_bf16_kernel(const struct dl_layer *l)
+{
+    for (int i = 0; dl_kernels[i]; i++)
+        if (dl_kernels[i]->device == DL_DEVICE_CUDA && dl_kernels[i]->dtype == DL_BF16 && dl_kernels[i]->op == l->kind)
+            return 1;
+    return 0;
+}
+
+/* The layers of nets/NAME.yaml that should compute in bf16 on the GPU under
+ * --precision bf16 and get no bf16 kernel (each printed), after printing
+ * every layer's kernel and dtype: a layer on autocast's list takes the
+ * first bf16 kernel that supports it; another one does so only when every
+ * input is bf16 (exec/steps.c), which it should wherever a bf16 GPU kernel
+ * serves its kind. */
+static int bf16_layers_without_bf16_kernel(const char *name)
+{
+    char path[1024];
+    const char *src = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/nets/%s", src ? src : ".", name);
+    struct dl_net net;
+    struct dl_error err = {0};
+    int rc = dl_net_load(path, &net, &err);
+    if (rc)
+        print_message("# %s\n", err.msg);
+    assert_int_equal(rc, DL_OK);
+    enum dl_dtype *out = calloc((size_t)net.graph.n, sizeof *out); /* each layer's output dtype */
+    assert_non_null(out);
+    int missing = 0, in_bf16 = 0;
+    for (int i = 0; i < net.graph.n; i++) {
+        const struct dl_layer *l = &net.graph.layers[i];
+        int all_bf16 = 1;
+        for (int j = 0; j < l->n_in; j++)
+            all_bf16 &= l->in[j] != DL_GRAPH_INPUT && out[l->in[j]] == DL_BF16;
+        struct dl_kernel_choices ch = {.device = DL_DEVICE_CUDA,
+                                       .precision = l->kind->autocast_bf16 || all_bf16 ? DL_BF16 : DL_F32};
+        const struct dl_kernel *k = dl_kernel_select(l, &ch);
+        assert_non_null(k); /* every layer has a GPU kernel: every_layer_has_a_gpu_kernel */
+        out[i] = dl_kernel_tensor_dtype(k, l->out_shape);
+        int want = l->kind->autocast_bf16 || (all_bf16 && kind_has_gpu_bf16_kernel(l));
+        print_message("# %s bf16: %-22s %-20s kernel %-14s %s%s\n", name, l->name, l->kind->name, k->name,
+                      k->dtype == DL_BF16 ? "bf16" : "f32", want && k->dtype != DL_BF16 ? "  NO BF16 GPU KERNEL" : "");
+        missing += want && k->dtype != DL_BF16;
+        in_bf16 += k->dtype == DL_BF16;
+    }
+    print_message("# %s bf16: %d of %d layers in bf16 on the GPU, %d without the bf16 kernel they should have\n",
+                  name, in_bf16, net.graph.n, missing);
+    free(out);
+    dl_net_free(&net);
+    return missing;
+}
+
+static void autocast_layers_have_gpu_bf16_kernels(void **state)
+{
+    assert_int_equal(bf16_layers_without_bf16_kernel(*state), 0);
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(a, b);
@@ -105,8 +168,13 @@ int main(void)
                getenv("top_srcdir") ? getenv("top_srcdir") : "unset");
         return 1;
     }
-    struct CMUnitTest tests[MAX_NETS];
-    for (int i = 0; i < n; i++)
-        tests[i] = (struct CMUnitTest){names[i], every_layer_has_a_gpu_kernel, NULL, NULL, names[i]};
-    return _cmocka_run_group_tests("tests", tests, (size_t)n, NULL, NULL);
+    static char bf16_names[MAX_NETS][264];
+    struct CMUnitTest tests[2 * MAX_NETS];
+    for (int i = 0; i < n; i++) {
+        snprintf(bf16_names[i], sizeof bf16_names[i], "%s bf16", names[i]);
+        tests[2 * i] = (struct CMUnitTest){names[i], every_layer_has_a_gpu_kernel, NULL, NULL, names[i]};
+        tests[2 * i + 1] = (struct CMUnitTest){bf16_names[i], autocast_layers_have_gpu_bf16_kernels, NULL, NULL,
+                                               names[i]};
+    }
+    return _cmocka_run_group_tests("tests", tests, (size_t)(2 * n), NULL, NULL);
 }
