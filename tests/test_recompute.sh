@@ -16,12 +16,16 @@
 #   grid_runs.sh);
 # - a small ResNet (batch norm, whose running statistics must move once a
 #   step: its layers never run twice) equals its run without, bit for bit;
-# - dltrain check prints the smaller planned peak; a bad value is refused.
+# - dltrain check prints the smaller planned peak; a bad value is refused;
+# - sequence parallelism (tp=2) plans and runs a smaller arena than tp=2
+#   alone: the positions gathered for a linear are made again before its
+#   backward, and an output no backward reads goes early
+#   (dl_kernel_backward_reads).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 17
+tap_plan 19
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -129,6 +133,19 @@ a=$(sed -n 's/^planned peak: \([0-9]*\) for.*/\1/p' "$T/check-none.txt")
 b=$(sed -n 's/^planned peak: \([0-9]*\) for.*/\1/p' "$T/check-full.txt")
 [ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt "$a" ]
 tap_result $? "  check's planned peak is smaller recomputed ($peak_full; $b against $a bytes)"
+# sequence parallelism: the gathered positions made again before the
+# linear's backward (recompute.c), the bands alone kept between
+for sp in "" "--sequence-parallel"; do
+    $DLTRAIN check $GPT --batch 32 --grid tp=2 --bytes $sp > "$T/check-tp2$sp.txt" 2>&1
+done
+a=$(awk '$1 == 0 && $2 == 0 && $3 == 0 {print $11}' "$T/check-tp2.txt")
+b=$(awk '$1 == 0 && $2 == 0 && $3 == 0 {print $11}' "$T/check-tp2--sequence-parallel.txt")
+echo "# tp=2 arena: $a bytes, $b with sequence parallelism"
+[ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt "$a" ]
+tap_result $? "check --grid tp=2: sequence parallelism plans a smaller arena ($b against $a bytes)"
+run 2 gpt-tp2-sp $GPT --grid tp=2 --sequence-parallel && [ "$(arena gpt-tp2-sp)" -lt "$(arena gpt-tp2-none)" ] &&
+    compare "tp=2 with sequence parallelism" gpt-one gpt-tp2-sp
+tap_result $? "  and so does its run ($(arena gpt-tp2-sp) against $(arena gpt-tp2-none) bytes), as one process"
 expect_status 2 "--recompute everything" -- $DLTRAIN check $GPT --recompute everything
 expect_output "recompute: expected one of none, selective, full, found 'everything'" "  is refused, naming the values"
 exit $((tap_failed > 0))

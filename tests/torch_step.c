@@ -145,7 +145,7 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
     }
     int n = (int)x->shape[0];
     struct dl_exec e;
-    struct dl_exec_options eo = {.kernels = &ch};
+    struct dl_exec_options eo = {.kernels = &ch, .keep_outputs = 1}; /* it reads every output after forward */
     struct dl_checkpoint_meta m;
     struct dl_run_view v = {&net->graph, &e, NULL};
     if (dl_exec_init(&e, &net->graph, n, net->train.seed, &eo, &err))

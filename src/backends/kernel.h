@@ -118,6 +118,10 @@ struct dl_kernel {
      * is never chosen when the choices ask for synchronised statistics. */
     int sync_stats;
     int fuses_relu;                /* 1: can be created with cfg.relu (see above) */
+    /* What its backward reads of the forward's inputs and output (op.h's
+     * DL_READS_*; DL_READS_AS_OP: the op's declaration; 0: not declared,
+     * both): dl_kernel_backward_reads. */
+    unsigned backward_reads;
     /* 1 when this kernel can run layer l (attributes, shapes); may be NULL (all). */
     int (*supports)(const struct dl_layer *l);
     /* Given the layouts the producers offer, the layout wanted for each input
@@ -160,6 +164,16 @@ static inline size_t dl_kernel_workspace_max(const struct dl_kernel *k, const vo
         most = w > most ? w : most;
     }
     return most;
+}
+
+/* What k's backward reads of layer l's forward tensors, DL_READS_INPUTS
+ * and DL_READS_OUTPUT flags: k's declaration or its op's (DL_READS_AS_OP),
+ * both when undeclared; a fused ReLU (relu) reads the output too. */
+static inline unsigned dl_kernel_backward_reads(const struct dl_kernel *k, const struct dl_layer *l, int relu)
+{
+    unsigned r = k->backward_reads & DL_READS_AS_OP ? l->kind->backward_reads : k->backward_reads;
+    r = r & DL_READS_DECLARED ? r & (DL_READS_INPUTS | DL_READS_OUTPUT) : DL_READS_INPUTS | DL_READS_OUTPUT;
+    return relu ? r | DL_READS_OUTPUT : r;
 }
 
 /* Bytes of state inst keeps from forward to backward. */

@@ -231,6 +231,7 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->impl->device = dev;
     e->impl->split_backward = o->split_backward;
     e->impl->recompute = o->recompute;
+    e->impl->keep_outputs = o->keep_outputs;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
     e->act_layout = dl_calloc(n, sizeof *e->act_layout, err);
@@ -291,9 +292,12 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
     }
     m->workspace = AT(m->buf_workspace);
 #undef AT
-    for (int i = 0; i < e->g->n; i++) /* an output made again in backward is not held after forward */
-        e->act[i] = m->out_tensor[i] >= 0 && m->tensors[m->out_tensor[i]].run < 0 ? m->tensors[m->out_tensor[i]].data
-                                                                                 : NULL;
+    for (int i = 0; i < e->g->n; i++) { /* outputs not held after forward (made again, or gone) are NULL */
+        const struct dl_exec_tensor *x = m->out_tensor[i] >= 0 ? &m->tensors[m->out_tensor[i]] : NULL;
+        while (x && x->alias >= 0)
+            x = &m->tensors[x->alias];
+        e->act[i] = x && x->run < 0 && x->held ? m->tensors[m->out_tensor[i]].data : NULL;
+    }
     return DL_OK;
 }
 

@@ -178,6 +178,11 @@ struct dl_exec_options {
      * T x T weights in backward already, which is what Megatron-LM's
      * selective recomputation saves). */
     enum dl_recompute recompute;
+    /* 1: every layer's output stays until forward ends, so e->act holds
+     * them all after a forward (tools and tests that read them: more
+     * memory); 0: an output no backward reads may go as soon as its
+     * readers have run (act[] NULL for it after forward). */
+    int keep_outputs;
     struct dl_comm *tensor_comm;           /* the shard's tensor group (tp > 1) */
     struct dl_comm *pipeline_comm;         /* the shard's pipeline group (pp > 1), ranks in stage order */
     /* On a device without host memory: the tensor group's communicator

@@ -34,6 +34,7 @@ struct dl_exec_tensor {
     int run;
     int buf_again;
     dl_real *data_first, *data_again;
+    int held;               /* its values are still there when forward ends (steps.c's lifetimes) */
 };
 
 /* Sample n0 of p, a buffer of tensor t's values or gradients (in its
@@ -117,6 +118,7 @@ struct dl_exec_impl {
      * recomputed before their backward, run_last[r] the last step of run r
      * (whose backward comes first); recompute.c */
     enum dl_recompute recompute;
+    int keep_outputs;                   /* exec.h's options': every output held until forward ends */
     int n_runs;
     int *run_last;
     struct dl_exec_step *steps;

@@ -16,7 +16,13 @@
  * tensor group's collectives of the run again on every tensor rank at the
  * same point, and counts nothing (op.h's counts_forwards).  A step of a
  * layer with running statistics (batch norm) never runs twice: its output
- * is kept, so its statistics move once a step.  The memory plan
+ * is kept, so its statistics move once a step.
+ * Sequence parallelism (the shard's dims.sp, with or without --recompute)
+ * gathers the tensor ranks' bands of positions before each linear that
+ * needs them all (Korthikanti et al. 2022): such a gather is a run of its
+ * own, made again before the backward of the last layer reading it, so
+ * the whole tensor lives in forward and around that backward only, and
+ * what stays for backward between them is the band.  The memory plan
  * (steps.c's dl_exec_place) places both homes; run.c swaps the pointers. */
 #include "exec/exec_impl.h"
 
@@ -38,6 +44,12 @@ static int moves_state(const struct dl_layer *l)
         if (!l->param[j].trainable)
             return 1;
     return 0;
+}
+
+/* A sequence-parallel gather of the positions' bands (its own run). */
+static int regathered(const struct dl_exec *e, const struct dl_exec_step *s)
+{
+    return e->shard->dims.sp && s->kind == DL_STEP_TP && s->tp_in == DL_TP_IN_GATHER_ROWS;
 }
 
 static int root_of(const struct dl_exec_impl *m, int t)
@@ -62,6 +74,8 @@ static int recomputable(const struct dl_exec *e, int t, const int *last_read)
         (made->layer == e->g->loss || made->layer == e->g->logits || moves_state(&e->g->layers[made->layer])))
         return 0;
     int r = made->run;
+    if (regathered(e, made)) /* the gathered bands: read by the layers after it, made again for their backward */
+        return 1;
     for (int s = 0; s < m->n_steps; s++) { /* every forward reader of t or of an alias of it */
         const struct dl_exec_step *st = &m->steps[s];
         int reads = st->src >= 0 && root_of(m, st->src) == t;
@@ -77,10 +91,16 @@ static int recomputable(const struct dl_exec *e, int t, const int *last_read)
 int dl_exec_recompute_mark(struct dl_exec *e, int *last_read, struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
-    int S = m->n_steps;
-    /* runs: consecutive steps of one block instance */
+    int S = m->n_steps, full = m->recompute == DL_RECOMPUTE_FULL;
+    /* runs: consecutive steps of one block instance (--recompute full), or
+     * a sequence-parallel gather alone */
     for (int s = 0, prev = -1; s < S; s++) {
-        int b = block_of(e, &m->steps[s]);
+        int b = full ? block_of(e, &m->steps[s]) : -1;
+        if (b < 0 && regathered(e, &m->steps[s])) {
+            m->steps[s].run = m->n_runs++;
+            prev = -1;
+            continue;
+        }
         m->steps[s].run = b < 0 ? -1 : b == prev && s > 0 && m->steps[s - 1].run >= 0 ? m->steps[s - 1].run
                                                                                       : m->n_runs++;
         prev = b;
@@ -119,6 +139,11 @@ int dl_exec_recompute_mark(struct dl_exec *e, int *last_read, struct dl_error *e
     for (int s = 0; s < S; s++) /* the run's backward starts at its last step, whatever runs again */
         if (m->steps[s].run >= 0 && m->run_last[m->steps[s].run] >= 0 && s > m->run_last[m->steps[s].run])
             m->run_last[m->steps[s].run] = s;
+    for (int s = 0; s < S; s++) { /* a gather's: at the last layer reading what it gathered */
+        const struct dl_exec_step *st = &m->steps[s];
+        if (st->run >= 0 && st->again && regathered(e, st) && last_read[st->out] > m->run_last[st->run])
+            m->run_last[st->run] = last_read[st->out];
+    }
     return DL_OK;
 }
 

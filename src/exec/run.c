@@ -309,8 +309,9 @@ static void backward(struct dl_exec *e, enum pass pass)
     }
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
-        if (s->run >= 0 && m->run_last[s->run] == i) /* its run's tensors made again first */
-            recompute_run(e, s->run);
+        for (int r = 0; r < m->n_runs && !e->status; r++) /* the runs made again before this backward */
+            if (m->run_last[r] == i)
+                recompute_run(e, r);
         if (e->status)
             break;
         double t0 = e->time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;

@@ -559,6 +559,42 @@ static void keep_until(struct dl_exec_impl *m, int b, int until)
         m->bufs[b].last = until;
 }
 
+static int root_of(const struct dl_exec_impl *m, int t)
+{
+    while (m->tensors[t].alias >= 0)
+        t = m->tensors[t].alias;
+    return t;
+}
+
+/* When root tensor t's values may go (timeline units): after its last
+ * reader in forward, and after every backward that reads them -- its
+ * producer's when that kernel's backward reads its output, each reading
+ * layer's when that one reads its inputs (dl_kernel_backward_reads; the
+ * other steps' backward reads gradients only). */
+static int data_end(const struct dl_exec *e, int t)
+{
+    const struct dl_exec_impl *m = e->impl;
+    int S = m->n_steps, end = 2 * S - 1, last = m->keep_outputs ? S - 1 : m->tensors[t].step;
+    for (int s = 0; s < S; s++) {
+        const struct dl_exec_step *st = &m->steps[s];
+        int reads = st->src >= 0 && root_of(m, st->src) == t;
+        reads |= st->kind == DL_STEP_ALLREDUCE && root_of(m, st->out) == t;
+        int as_input = 0;
+        for (int j = 0; st->kind == DL_STEP_LAYER && j < e->g->layers[st->layer].n_in; j++)
+            as_input |= root_of(m, st->in[j]) == t;
+        if (reads || as_input)
+            last = s > last ? s : last; /* forward */
+        if ((reads || as_input) && st->again) /* read again when its run is recomputed */
+            last = end - m->run_last[st->run] > last ? end - m->run_last[st->run] : last;
+        if (st->kind != DL_STEP_LAYER)
+            continue;
+        unsigned r = dl_kernel_backward_reads(st->kernel, &e->g->layers[st->layer], st->cfg.relu);
+        if ((as_input && (r & DL_READS_INPUTS)) || (root_of(m, st->out) == t && (r & DL_READS_OUTPUT)))
+            last = end - s > last ? end - s : last; /* its backward */
+    }
+    return last;
+}
+
 /* The buffer holding tensor t's values (an alias's are another's). */
 static int data_buf(const struct dl_exec_impl *m, int t)
 {
@@ -597,9 +633,10 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     m->bufs = dl_calloc((size_t)(3 * m->n_tensors + (DL_MAX_INPUTS + 2) * S + 1), sizeof *m->bufs, err);
     if (!m->bufs)
         return DL_ERR_NOMEM;
-    /* --recompute full: what runs make again, each tensor's last reader in forward (recompute.c) */
-    int *last_read = m->recompute == DL_RECOMPUTE_FULL ? dl_calloc((size_t)m->n_tensors, sizeof *last_read, err) : NULL;
-    if (m->recompute == DL_RECOMPUTE_FULL && (!last_read || dl_exec_recompute_mark(e, last_read, err))) {
+    /* what runs make again (--recompute full, sequence parallelism's gathers), each tensor's last reader in
+     * forward (recompute.c) */
+    int *last_read = dl_calloc((size_t)m->n_tensors, sizeof *last_read, err);
+    if (!last_read || dl_exec_recompute_mark(e, last_read, err)) {
         free(last_read);
         return err->code ? err->code : DL_ERR_NOMEM;
     }
@@ -614,7 +651,8 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
             x->buf_data = add_buf(m, N * (size_t)x->count * real, x->step, last_read[t]);
             x->buf_again = add_buf(m, N * (size_t)x->count * real, end - m->run_last[x->run], bwd);
         } else if (x->alias < 0) {
-            x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : bwd);
+            x->held = keep || data_end(e, t) >= S - 1;
+            x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : data_end(e, t));
         }
         if (x->needs_grad) /* a received tensor's gradient is sent at the end: kept till then */
             x->buf_grad = add_buf(m, N * (size_t)x->count * real, end - x->last_use,

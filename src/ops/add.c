@@ -64,6 +64,7 @@ const struct dl_op_kind dl_op_add = {
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,
+    .backward_reads = DL_READS_DECLARED /* the output gradient alone */,
     .flops = add_flops,
     .channel_local = 1,
     .row_local = 1,

@@ -330,6 +330,7 @@ const struct dl_op_kind dl_op_attention = {
     .saved_size = attention_saved_size,
     .forward = attention_forward,
     .backward = attention_backward,
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS /* q, k, v: the weights recomputed */,
     .flops = attention_flops,
     .tp_heads = attention_tp_heads,
 };

@@ -96,6 +96,7 @@ const struct dl_op_kind dl_op_dropout = {
     .saved_size = dropout_saved_size,
     .forward = dropout_forward,
     .backward = dropout_backward,
+    .backward_reads = DL_READS_DECLARED /* its saved mask */,
     .flops = dl_eltwise_flops,
     .micro_batch = 1, /* each sample's mask is its own */
     .channel_local = 1,

@@ -142,5 +142,6 @@ const struct dl_op_kind dl_op_embedding = {
     .params = embedding_params,
     .forward = embedding_forward,
     .backward = embedding_backward,
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS /* the ids */,
     .tp_vocab = embedding_tp_vocab,
 };

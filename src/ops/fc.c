@@ -221,6 +221,7 @@ const struct dl_op_kind dl_op_fc = {
     .params = fc_params,
     .forward = fc_forward,
     .backward = fc_backward,
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
     .flops = fc_flops,
     .tp_split = fc_tp_split,
     .tp_outputs = fc_tp_outputs,

@@ -153,5 +153,6 @@ const struct dl_op_kind dl_op_layernorm = {
     .saved_size = layernorm_saved_size,
     .forward = layernorm_forward,
     .backward = layernorm_backward,
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
     .flops = layernorm_flops,
 };

@@ -30,6 +30,14 @@
 
 #define DL_MAX_INPUTS 16
 
+/* What a backward reads of its forward's tensors (struct dl_op_kind's and
+ * struct dl_kernel's backward_reads): flags, with DL_READS_DECLARED set
+ * whenever it is declared at all. */
+#define DL_READS_INPUTS 1u
+#define DL_READS_OUTPUT 2u
+#define DL_READS_DECLARED 4u
+#define DL_READS_AS_OP 8u /* a kernel: what its op kind's reference reads (the reference kernels) */
+
 /* ---------------------------------------------------------------- attributes */
 enum dl_attr_type {
     DL_ATTR_INT,   /* int */
@@ -183,6 +191,13 @@ struct dl_op_kind {
     int micro_batch;
     int is_relu;
     int commutes_with_relu;
+
+    /* What the reference backward reads of the forward's tensors besides
+     * its saved state and the labels (op.h's DL_READS_*: its inputs, its
+     * output, both, or DL_READS_DECLARED alone for neither); 0: not
+     * declared, taken as both.  The executor keeps a tensor until the last
+     * backward that reads it (exec/steps.c), so this lets memory go early. */
+    unsigned backward_reads;
 
     /* On PyTorch autocast's lower-precision list (its matrix products:
      * linear, convolution): under --precision bf16 it may run in bf16, its

@@ -265,6 +265,7 @@ const struct dl_op_kind dl_op_softmax_xent = {
     .saved_size = softmax_xent_saved_size,
     .forward = softmax_xent_forward,
     .backward = softmax_xent_backward,
+    .backward_reads = DL_READS_DECLARED /* its saved probabilities and the labels */,
     .flops = softmax_xent_flops,
     .split_classes = 1,
 };

@@ -203,4 +203,5 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
 const struct dl_kernel dl_kernel_dnnl_gemm_attention = {
     .name = "dnnl-gemm", .backend = "cpu_blas", .op = &dl_op_attention, .create = attn_create,
     .destroy = attn_destroy, .workspace_bytes = attn_ws, .forward = attn_forward, .backward_data = attn_backward,
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS, /* q, k, v: the weights recomputed */
 };

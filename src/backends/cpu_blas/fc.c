@@ -123,7 +123,7 @@ static void fc_backward_weights(void *inst, const struct dl_kernel_args *a)
     const struct dl_kernel SYM = {                                                               \
         .name = NAME, .backend = "cpu_blas", .op = &dl_op_fc, .create = fc_create_##LIB,         \
         .destroy = fc_destroy, .forward = fc_forward, .backward_data = fc_backward_data,         \
-        .backward_weights = fc_backward_weights,                                                 \
+        .backward_weights = fc_backward_weights, .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS, \
     };
 FC_KERNEL(dl_kernel_openblas_fc, "openblas", openblas)
 FC_KERNEL(dl_kernel_dnnl_gemm_fc, "dnnl-gemm", dnnl)

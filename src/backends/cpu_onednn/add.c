@@ -89,7 +89,7 @@ static void add_backward(void *inst, const struct dl_kernel_args *a)
 const struct dl_kernel dl_kernel_onednn_add = {
     .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_add, .layouts = dl_kernel_follow_layouts,
     .create = add_create, .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward,
-    .backward_data = add_backward,
+    .backward_data = add_backward, .backward_reads = DL_READS_DECLARED, /* the output gradient alone */
 };
 
 /* In bf16: the sum in f32 inside oneDNN, rounded once. */
@@ -97,4 +97,5 @@ const struct dl_kernel dl_kernel_onednn_add_bf16 = {
     .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_add, .dtype = DL_BF16,
     .supports = dl_dnnl_bf16_supports, .layouts = dl_kernel_follow_layouts, .create = add_create,
     .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward, .backward_data = add_backward,
+    .backward_reads = DL_READS_DECLARED,
 };

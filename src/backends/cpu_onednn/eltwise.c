@@ -94,6 +94,7 @@ static void elt_backward(void *inst, const struct dl_kernel_args *a)
         .name = "onednn", .backend = "cpu_onednn", .op = &OP, .layouts = dl_kernel_follow_layouts, \
         .create = SYM##_create, .destroy = elt_destroy, .workspace_bytes = elt_ws,               \
         .forward = elt_forward, .backward_data = elt_backward,                                   \
+        .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS, /* oneDNN's backward from src */   \
     };
 ELT_KERNEL(dl_kernel_onednn_relu, dl_op_relu, dnnl_eltwise_relu, NULL)
 ELT_KERNEL(dl_kernel_onednn_leaky_relu, dl_op_leaky_relu, dnnl_eltwise_relu, leaky_slope)
@@ -105,6 +106,7 @@ const struct dl_kernel dl_kernel_onednn_relu_bf16 = {
     .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_relu, .dtype = DL_BF16,
     .supports = dl_dnnl_bf16_supports, .layouts = dl_kernel_follow_layouts, .create = dl_kernel_onednn_relu_create,
     .destroy = elt_destroy, .workspace_bytes = elt_ws, .forward = elt_forward, .backward_data = elt_backward,
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
 };
 
 static int gelu_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
@@ -117,5 +119,5 @@ static int gelu_create(const struct dl_layer *l, const struct dl_kernel_config *
 const struct dl_kernel dl_kernel_onednn_gelu = {
     .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_gelu, .layouts = dl_kernel_follow_layouts,
     .create = gelu_create, .destroy = elt_destroy, .workspace_bytes = elt_ws,
-    .forward = elt_forward, .backward_data = elt_backward,
+    .forward = elt_forward, .backward_data = elt_backward, .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
 };

@@ -90,5 +90,5 @@ const struct dl_kernel dl_kernel_onednn_fc = {
     .create = fc_create, .destroy = dl_dnnl_wprim_destroy,
     .workspace_bytes = dl_dnnl_wprim_ws, .forward = dl_dnnl_wprim_forward,
     .backward_data = dl_dnnl_wprim_backward_data,
-    .backward_weights = dl_dnnl_wprim_backward_weights,
+    .backward_weights = dl_dnnl_wprim_backward_weights, .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
 };

@@ -194,5 +194,5 @@ static void ln_backward_weights(void *inst, const struct dl_kernel_args *a)
 const struct dl_kernel dl_kernel_simd_layernorm = {
     .name = "simd", .backend = "cpu_simd", .op = &dl_op_layernorm, .supports = ln_supports, .create = ln_create,
     .destroy = ln_destroy, .saved_bytes = ln_saved, .forward = ln_forward, .backward_data = ln_backward_data,
-    .backward_weights = ln_backward_weights,
+    .backward_weights = ln_backward_weights, .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
 };

@@ -146,6 +146,7 @@ static void bf16_backward(void *inst, const struct dl_kernel_args *a)
 }
 
 const struct dl_kernel dl_kernel_reference_bf16 = {
+    .backward_reads = DL_READS_AS_OP, /* the op's reference (an unread output widened is not used) */
     .name = "reference-bf16",
     .backend = "reference",
     .op = NULL,
