@@ -4,7 +4,9 @@
  * differs only by rounding (another kernel, another micro-batch split)
  * make the same choices unless some value lies within that rounding of a
  * kink; only then is the difference of their gradients a continuous
- * function of the rounding, which a rounding bound can judge. */
+ * function of the rounding, which a rounding bound can judge.  The
+ * executors must keep their outputs until forward ends (exec.h's
+ * keep_outputs). */
 #ifndef DL_TESTS_DECISIONS_H
 #define DL_TESTS_DECISIONS_H
 

@@ -131,7 +131,7 @@ static void load(const char *text)
 static void init_exec(struct dl_exec *e, const struct dl_mbplan *plan)
 {
     struct dl_error err = {0};
-    int rc = dl_exec_init(e, &fx.net.graph, BATCH, 3, &(struct dl_exec_options){.plan = plan}, &err);
+    int rc = dl_exec_init(e, &fx.net.graph, BATCH, 3, &(struct dl_exec_options){.plan = plan, .keep_outputs = 1}, &err);
     if (rc)
         print_message("# %s\n", err.msg);
     assert_int_equal(rc, 0);
