@@ -36,7 +36,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 40
+tap_plan 41
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -105,6 +105,27 @@ print("# --zero 1: %d layouts, data-parallel ones smaller" % len(zero))
 sys.exit(0 if ok and zero else 1)
 PY
 tap_result $? "--zero 1: data-parallel layouts hold less (a block of Adam's state), no bucket variants"
+# --recompute full: the blocks' layers run forward again in backward
+# (gpt-tiny on 4 ranks, FLOP times: its blocks are most of its FLOPs), the
+# memory of a rank holding both blocks smaller
+GPLAN="$DLTRAIN plan --net $top_srcdir/nets/gpt-tiny.yaml --data $top_srcdir/nets --flops 1e10 --no-db --threads 1 --ranks 4"
+$GPLAN --json > "$T/g-none.json" 2>&1 && $GPLAN --recompute full --json > "$T/g-full.json" 2>&1 &&
+/usr/bin/python3 - "$T/g-none.json" "$T/g-full.json" <<'PY'
+import json, sys
+key = lambda l: (l["dp"], l["tp"], l["pp"], l["by_samples"], tuple(l["whole"]), l["chunks"], l["schedule"], l["V"],
+                 l["bucket_bytes"])
+a, b = ({key(l): l for l in json.load(open(p))["layouts"] if l["feasible"]} for p in sys.argv[1:3])
+pairs = [(a[k], b[k]) for k in a if k in b]
+ratios = [y["step_s"] / x["step_s"] for x, y in pairs]
+ok = len(pairs) >= 5 and all(not x["recompute"] and y["recompute"] for x, y in pairs)
+# a rank holding both blocks keeps less; a pipeline stage of one block and a part may not (the block's
+# activations are all there again when its backward starts)
+ok = ok and all(y["memory_bytes"] < x["memory_bytes"] for x, y in pairs if x["pp"] == 1)
+print("# %d layouts: step time x%.3f..%.3f recomputed; those without a pipeline smaller: %s"
+      % (len(pairs), min(ratios), max(ratios), ok))
+sys.exit(0 if ok and min(ratios) > 1.05 and max(ratios) < 1.6 else 1)
+PY
+tap_result $? "--recompute full: every layout predicted 5% to 60% slower (the blocks' forward again), without a pipeline smaller"
 expect_status 2 "--grad-dtype fp16" -- $PLAN --ranks 4 --grad-dtype fp16
 expect_output "^dltrain plan: --grad-dtype: expected fp32 or bf16, found 'fp16'" "  is refused, naming both"
 

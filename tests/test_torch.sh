@@ -77,9 +77,24 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 55; else tap_plan 47; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 59; else tap_plan 51; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
 check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
+# a layer norm's output read by a linear through a cast (bf16) and by an f32
+# add: the cast's gradient is added to the add's
+cat >"$W/res_mlp.yaml" <<'YAML'
+input: {shape: [1, 28, 28], classes: 10}
+data: {dataset: fashion-mnist}
+layers:
+  - {name: flat, type: flatten}
+  - {name: fc0, type: fc, units: 32}
+  - {name: ln, type: layernorm}
+  - {name: fc1, type: fc, units: 32}
+  - {name: add, type: add, inputs: [ln, fc1]}
+  - {name: fc2, type: fc, units: 10}
+loss: softmax_cross_entropy
+YAML
+check res_mlp "$W/res_mlp.yaml" default precision=bf16
 check mlp "$NETS/mlp.yaml" default all=reference
 check resnet18 "$W/resnet18.yaml" default all=reference precision=bf16 precision=bf16,conv=reference-bf16
 check resnet50 "$W/resnet50.yaml" default all=reference

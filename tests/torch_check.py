@@ -171,6 +171,21 @@ class MLP(nn.Module):
         return self.fc3(relu(self.fc2(relu(self.fc1(x.flatten(1))))))
 
 
+class ResMLP(nn.Module):
+    """A layer norm's output read by a linear (bf16 under autocast) and by a
+    residual add (f32: it adds an f32 and a bf16 tensor): its gradient is
+    the add's plus the cast's, the linear's input gradient made f32."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc0, self.ln = nn.Linear(784, 32), nn.LayerNorm(32)
+        self.fc1, self.fc2 = nn.Linear(32, 32), nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = self.ln(self.fc0(x.flatten(1)).to(x.dtype))  # layer norm in the model's dtype (f32 under autocast)
+        return self.fc2(y + self.fc1(y))
+
+
 class BNMaxPool(nn.Module):
     """The network of issue 18: batch norm, then max pooling, on raw images."""
 
@@ -394,6 +409,7 @@ MODELS = {
     "lenet5": (LeNet5, lambda: fashion(64)),
     "mlp": (MLP, lambda: fashion(64)),
     "bn_maxpool": (BNMaxPool, lambda: fashion(64)),
+    "res_mlp": (ResMLP, lambda: fashion(64)),
     "resnet18": (lambda: ResNet(False, [2, 2, 2, 2]), lambda: gaussian(16, (3, 32, 32), 1000, 18)),
     "resnet50": (lambda: ResNet(True, [3, 4, 6, 3]), lambda: gaussian(8, (3, 32, 32), 1000, 50)),
     "alexnet": (AlexNet, lambda: gaussian(4, (3, 64, 64), 1000, 1)),

@@ -254,6 +254,16 @@ static double overlapped_allreduce(const struct dl_machine *m, const struct dl_t
     return comm_end > now ? comm_end - now : 0;
 }
 
+/* A layer --recompute full runs twice (exec/recompute.c): one of a block
+ * instance, without running statistics. */
+static int recomputed(const struct dl_layer *l)
+{
+    for (int j = 0; j < l->n_params; j++)
+        if (!l->param[j].trainable)
+            return 0;
+    return l->block >= 0;
+}
+
 int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
                       const struct dl_machine *m, const struct dl_plan_layout *l, int batch,
                       struct dl_layout_prediction *out, struct dl_error *err)
@@ -272,6 +282,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         for (int i = l->first[s]; i < l->first[s + 1]; i++) {
             fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
             bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
+            if (l->recompute && recomputed(&g->layers[i])) /* its forward again, before the block's backward */
+                bwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
             if (split) /* the weight gradients leave the input-gradient pass */
                 wgt[s] += compute_s(t, v, m, i, PART_WEIGHTS, b);
         }

@@ -104,6 +104,10 @@ struct dl_plan_layout {
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     enum dl_dtype grad_dtype;       /* the dtype its gradients travel in (--grad-dtype): f32 or bf16 */
     int zero;                       /* ZeRO stage 1 (--zero 1): the optimizer's state a block a dp rank */
+    /* --recompute full: the layers of the network file's blocks (those
+     * without running statistics, as exec/recompute.c picks them) run
+     * forward again in backward, their tensor collectives too */
+    int recompute;
     int first[DL_SCHED_MAX_STAGES + 1];
 };
 

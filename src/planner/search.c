@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "planner/cuts.h"
+#include "exec/exec.h"
 #include "planner/layout_memory.h"
 
 void dl_plan_result_free(struct dl_plan_result *r)
@@ -41,7 +42,9 @@ const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size
     if (l->zero && l->dims.dp > 1 && len > 0 && (size_t)len < size)
         len += snprintf(buf + len, size - (size_t)len, " zero1");
     if (l->dims.sp && l->dims.tp > 1 && len > 0 && (size_t)len < size)
-        snprintf(buf + len, size - (size_t)len, " sequence-parallel");
+        len += snprintf(buf + len, size - (size_t)len, " sequence-parallel");
+    if (l->recompute && len > 0 && (size_t)len < size)
+        snprintf(buf + len, size - (size_t)len, " recompute");
     return buf;
 }
 
@@ -125,7 +128,8 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
     const struct dl_graph *g = req->g;
     struct dl_plan_layout base = {.dims = {D, T, P, req->sequence_parallel}, .schedule = DL_SCHED_1F1B,
                                   .chunks = 1, .n_whole = choice->n_whole, .by_samples = choice->by_samples,
-                                  .grad_dtype = req->grad_dtype, .zero = req->zero};
+                                  .grad_dtype = req->grad_dtype, .zero = req->zero,
+                                  .recompute = req->eo && req->eo->recompute == DL_RECOMPUTE_FULL};
     memcpy(base.whole, choice->whole, sizeof base.whole);
     const char *why = NULL;
     char msg[320];
