@@ -32,7 +32,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 34
+tap_plan 36
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -106,7 +106,21 @@ expect_status 0 "check gpt-tiny --grid tp=2 --sequence-parallel" -- $DLTRAIN che
 expect_output "^2 +h\\.0\\.ln_1 +0 +positions \\(sequence parallel\\); input 0: rows sliced +128\$" \
     "the first layer norm cuts its positions from the whole input"
 expect_output "^8 +h\\.0\\.mlp\\.c_fc +0 +outputs; input 0: rows gathered " "  and the next linear gathers them"
-grid gpt-tp2-sp gpt-one 2 $GPT --grid tp=2 --sequence-parallel
+grid gpt-tp2-sp gpt-one 2 $GPT --grid tp=2 --sequence-parallel --trace "$T/sp-trace.json"
+# a row-parallel linear's partial sums are reduce-scattered into the bands
+# of positions (no allreduce then a slice; the trace names the add that
+# reads them), and the column-parallel linear's partial input gradient
+# too; only the embedding's sums (read by the whole-position add) are
+# allreduced
+events() { grep -c "\"name\":\"$1\".*\"tensor\":\"$2" "$T/sp-trace.json"; }
+echo "# sequence parallel trace: $(events 'tp reduce-scatter rows' 'h\.[0-9]*\.add') output" \
+    "reduce-scatters, $(events 'tp reduce-scatter rows gradient' '') gradient ones," \
+    "$(events 'tp allreduce' '') allreduces ($(events 'tp allreduce' 'wte') of wte)"
+[ "$(events 'tp reduce-scatter rows' 'h\.[0-9]*\.add')" -gt 0 ] &&
+    [ "$(events 'tp allreduce' '')" = "$(events 'tp allreduce' 'wte')" ]
+tap_result $? "sequence parallelism: the row-parallel linears' sums reduce-scattered, never allreduced"
+[ "$(events 'tp reduce-scatter rows gradient' '')" -gt 0 ] && [ "$(events 'tp allreduce gradient' '')" = 0 ]
+tap_result $? "  and the column-parallel linears' input gradients reduce-scattered"
 grid gpt-tp2-pp2-sp gpt-one 4 $GPT --grid tp=2,pp=2 --set parallel.sequence_parallel=true
 
 # the tied head on another pipeline rank than the embedding

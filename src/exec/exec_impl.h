@@ -35,6 +35,8 @@ struct dl_exec_tensor {
     int buf_again;
     dl_real *data_first, *data_again;
     int held;               /* its values are still there when forward ends (steps.c's lifetimes) */
+    int partial;            /* a layer's partial sums over the tensor group, summed by the SLICE_ROWS
+                               steps that read it (a reduce-scatter; steps.c) */
 };
 
 /* Sample n0 of p, a buffer of tensor t's values or gradients (in its
@@ -81,7 +83,8 @@ struct dl_exec_step {
     struct dl_exec_instance inst[DL_EXEC_MAX_INSTANCES];
     const struct dl_mbplan_layer *mbplan; /* layer: its micro-batch plan (NULL: undivided) */
     enum dl_tp_in tp_in;                /* TP: how src reaches the layer */
-    int tp_sum_grad;                    /* TP: the layer's input gradient is a partial sum (output split) */
+    int tp_sum_grad;                    /* TP: the layer's input gradient is a partial sum (output split);
+                                           with GATHER_ROWS, reduce-scattered into the bands */
     int tp_groups;                      /* TP: the channel groups of the blocks sliced or gathered (plan/shard.h's
                                            groups: 3 for packed q, k, v split by heads; 1 plain) */
     int peer, peer_layer;               /* RECV, SEND: the other stage's pipeline rank; the layer whose
@@ -230,6 +233,11 @@ void dl_exec_copy_rows(dl_real *dst, int dh, int d0, const dl_real *src, int sh,
  * added to it (acc); the bands travel padded to the widest one. */
 void dl_exec_gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real *whole, int H, long planes, int W,
                           int acc);
+/* The reverse: every rank's whole (H rows) of partial sums summed over the
+ * tensor group, this rank's band of the sums (b rows) into band, or added
+ * to it (acc); one reduce-scatter of the bands padded to the widest. */
+void dl_exec_sum_bands(struct dl_exec *e, const dl_real *whole, int H, dl_real *band, int b, long planes, int W,
+                       int acc);
 
 /* samples.c: tensor parallelism over the samples (`split: batch`).  mark
  * sets every tensor's share flag once the steps are built; enter makes

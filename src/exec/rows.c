@@ -1,6 +1,8 @@
 /* rows.c: the tensor-parallel steps on bands of rows (spatial parallelism,
  * Dryden et al., IPDPS 2019; doc/parallel.md): a whole tensor cut to this
- * rank's band, the bands gathered whole, and the halo exchange that gives a
+ * rank's band, the bands gathered whole, partial sums reduce-scattered into
+ * the bands (sequence parallelism's row-parallel linears: their output in
+ * forward, their input gradient in backward), and the halo exchange that gives a
  * layer split by height the rows of its neighbours' bands its window reads
  * (backward sends those rows' gradients back, where they are added); and
  * the sum over the tensor group of the weight gradients a layer computes on
@@ -70,6 +72,24 @@ void dl_exec_gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real
         dl_shard_band(H, T, t, &lo, &n);
         dl_exec_copy_rows(whole, H, lo, all + t * padded, wide, 0, n, planes, W, acc);
     }
+}
+
+/* (exec_impl.h) */
+void dl_exec_sum_bands(struct dl_exec *e, const dl_real *whole, int H, dl_real *band, int b, long planes, int W,
+                       int acc)
+{
+    struct dl_comm *c = e->impl->tensor_comm;
+    int T = c->size, wide = widest_band(H, T);
+    long padded = planes * wide * W;
+    dl_real *mine = e->impl->workspace, *all = mine + padded;
+    for (int t = 0; t < T; t++) { /* rank t's rows, padded (the padding's sums are never read) */
+        int lo, n;
+        dl_shard_band(H, T, t, &lo, &n);
+        dl_exec_copy_rows(all + t * padded, wide, 0, whole, H, lo, n, planes, W, 0);
+    }
+    dl_exec_comm_status(e, c->ops->reduce_scatter(c, all, mine, DL_F32, (size_t)padded, &e->err));
+    if (!e->status)
+        dl_exec_copy_rows(band, b, 0, mine, wide, 0, b, planes, W, acc);
 }
 
 /* Sends to_up to rank t - 1 and to_down to rank t + 1 (those that exist)
@@ -143,7 +163,9 @@ void dl_exec_rows_forward(struct dl_exec *e, const struct dl_exec_step *s)
     const struct dl_exec_tensor *src = &m->tensors[s->src], *out = &m->tensors[s->out];
     long planes = (long)e->batch * src->shape.c;
     int lo, n, W = src->shape.w;
-    if (s->tp_in == DL_TP_IN_SLICE_ROWS) {
+    if (s->tp_in == DL_TP_IN_SLICE_ROWS && src->partial) { /* the sums of this rank's band */
+        dl_exec_sum_bands(e, src->data, src->shape.h, out->data, out->shape.h, planes, W, 0);
+    } else if (s->tp_in == DL_TP_IN_SLICE_ROWS) {
         dl_shard_band(src->shape.h, m->tensor_comm->size, m->tensor_comm->rank, &lo, &n);
         dl_exec_copy_rows(out->data, n, 0, src->data, src->shape.h, lo, n, planes, W, 0);
     } else if (s->tp_in == DL_TP_IN_GATHER_ROWS) {
@@ -163,6 +185,8 @@ void dl_exec_rows_backward(struct dl_exec *e, const struct dl_exec_step *s)
         return;
     if (s->tp_in == DL_TP_IN_SLICE_ROWS) { /* every rank's band of the gradient, whole again */
         dl_exec_gather_bands(e, out->grad, out->shape.h, src->grad, src->shape.h, planes, W, acc);
+    } else if (s->tp_in == DL_TP_IN_GATHER_ROWS && s->tp_sum_grad) { /* partial whole gradients: their band's sums */
+        dl_exec_sum_bands(e, out->grad, out->shape.h, src->grad, src->shape.h, planes, W, acc);
     } else if (s->tp_in == DL_TP_IN_GATHER_ROWS) { /* the same whole gradient on every rank: its band */
         dl_shard_band(out->shape.h, m->tensor_comm->size, m->tensor_comm->rank, &lo, &n);
         dl_exec_copy_rows(src->grad, n, 0, out->grad, out->shape.h, lo, n, planes, W, acc);

@@ -183,8 +183,12 @@ static int tp_adapted(struct dl_exec *e, int src, int i, int k)
     if (L->batch_in[k] == DL_TP_IN_GATHER_BATCH)
         src = tp_step(e, src, i, DL_TP_IN_GATHER_BATCH, 0, 1, shape);
     if (L->rows_in[k] == DL_TP_IN_GATHER_ROWS) {
+        /* the bands gathered for a layer split by its outputs: its partial
+         * input gradient is reduce-scattered into the bands at once */
+        int scatter = how == DL_TP_IN_AS_IS && sum_grad;
         shape.h = whole->in_shape[k].h;
-        src = tp_step(e, src, i, DL_TP_IN_GATHER_ROWS, 0, 1, shape);
+        src = tp_step(e, src, i, DL_TP_IN_GATHER_ROWS, scatter, 1, shape);
+        sum_grad &= !scatter;
     }
     if (how != DL_TP_IN_AS_IS || sum_grad) {
         shape.c = how == DL_TP_IN_SLICE ? shape.c / T : how == DL_TP_IN_GATHER ? shape.c * T : shape.c;
@@ -347,6 +351,34 @@ static int relu_moves_into_pooling(const struct dl_exec *e, int i, const struct 
     return layer_kernel(e, i + 1, ch)->fuses_relu && may_fold_relu(e, i, i + 1, ch);
 }
 
+/* 1 when layer i's partial sums (a row-parallel linear's, under sequence
+ * parallelism) reach every reader as its band of positions only: each
+ * reader runs here, takes the tensor as it is but for its band of rows
+ * (SLICE_ROWS), and is no ReLU that could fold into another kernel.  Then
+ * no allreduce follows the layer: the readers' band steps reduce-scatter
+ * the sums (Korthikanti et al. 2022), half the bytes.  Not when the
+ * executor keeps every output for a reader outside it (exec.h's
+ * keep_outputs), which would find partial sums. */
+static int scattered_by_readers(const struct dl_exec *e, int i)
+{
+    const struct dl_graph *g = e->g;
+    const struct dl_shard *sh = e->shard;
+    int readers = 0;
+    if (!sh->dims.sp || e->impl->keep_outputs || i == g->logits || i == g->loss)
+        return 0;
+    for (int j = i + 1; j < g->n; j++)
+        for (int k = 0; k < g->layers[j].n_in; k++) {
+            if (g->layers[j].in[k] != i)
+                continue;
+            const struct dl_shard_layer *L = &sh->layer[j];
+            if (!dl_exec_runs(e, j) || g->layers[j].kind->is_relu || L->rows_in[k] != DL_TP_IN_SLICE_ROWS ||
+                L->in[k] != DL_TP_IN_AS_IS || L->batch_in[k] != DL_TP_IN_AS_IS || L->halo || L->by_output)
+                return 0;
+            readers++;
+        }
+    return readers > 0 && readers == g->layers[i].n_consumers;
+}
+
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
 {
     const struct dl_graph *g = e->g;
@@ -418,7 +450,9 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
             return rc;
         s->saved_bytes = dl_kernel_saved_bytes(k, s->inst[0].inst);
         s->n_fixed = 1;
-        if (sh->layer[i].partial) { /* partial sums over the tensor group: summed in place */
+        if (sh->layer[i].partial && scattered_by_readers(e, i)) {
+            m->tensors[s->out].partial = 1; /* its readers' SLICE_ROWS steps reduce-scatter it */
+        } else if (sh->layer[i].partial) { /* partial sums over the tensor group: summed in place */
             struct dl_exec_step *ar = add_step(m, DL_STEP_ALLREDUCE, -1, i);
             ar->out = m->out_tensor[i];
             m->n_steps++;

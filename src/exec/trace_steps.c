@@ -31,10 +31,13 @@ static void comm_names(const struct dl_exec_impl *m, struct dl_exec_step *s)
             [DL_TP_IN_SLICE_BATCH] = "tp allgather samples gradient"};
         _Static_assert(sizeof fwd / sizeof *fwd == DL_TP_IN_SLICE_BATCH + 1 && sizeof bwd == sizeof fwd,
                        "a name for every tensor-parallel input kind");
-        s->trace_name[0] = fwd[s->tp_in];
+        s->trace_name[0] = s->tp_in == DL_TP_IN_SLICE_ROWS && m->tensors[s->src].partial ? "tp reduce-scatter rows"
+                                                                                            : fwd[s->tp_in];
         if (!src_grad)
             break;
-        s->trace_name[1] = s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad ? "tp reduce-scatter gradient" : bwd[s->tp_in];
+        s->trace_name[1] = s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad        ? "tp reduce-scatter gradient"
+                           : s->tp_in == DL_TP_IN_GATHER_ROWS && s->tp_sum_grad ? "tp reduce-scatter rows gradient"
+                                                                                : bwd[s->tp_in];
         break;
     }
     case DL_STEP_ALLREDUCE:
