@@ -176,6 +176,16 @@ static void check_p2p_and_collectives(void)
         ok = recv[i] == want;
     }
     report(ok, "native reduce_scatter", err.msg);
+    /* reduce: every rank's send summed into the last rank's, the others' left as they were */
+    rc = world->ops->reduce(world, send, DL_F32, (size_t)p * count, p - 1, &err);
+    ok = rc == DL_OK;
+    for (size_t i = 0; ok && i < (size_t)p * count; i++) {
+        float want = (float)(i + (size_t)r);
+        for (int q = 0; r == p - 1 && q < p - 1; q++)
+            want += (float)(i + (size_t)q);
+        ok = send[i] == want;
+    }
+    report(ok, "native reduce to the last rank, in place", err.msg);
     rc = world->ops->allgather(world, &mine, all, sizeof mine, &err);
     ok = rc == DL_OK;
     for (int q = 0; ok && q < p; q++)

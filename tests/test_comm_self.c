@@ -124,6 +124,9 @@ static void collectives_and_split(void **state)
     memset(out, 0, sizeof out);
     assert_int_equal(c->ops->allgather(c, v, out, sizeof v, &err), DL_OK);
     assert_true(out[1] == 2);
+    assert_int_equal(c->ops->reduce(c, v, DL_F32, 3, 0, &err), DL_OK);
+    assert_true(v[0] == 1 && v[1] == 2 && v[2] == 3);
+    assert_int_equal(c->ops->reduce(c, v, DL_BF16, 3, 0, &err), DL_ERR_INTERNAL);
     assert_int_equal(c->ops->bcast(c, v, sizeof v, 0, &err), DL_OK);
     assert_int_equal(c->ops->bcast(c, v, sizeof v, 1, &err), DL_ERR_COMM);
     assert_int_equal(c->ops->barrier(c, &err), DL_OK);
@@ -157,6 +160,10 @@ static void standin_plays_one_rank(void **state)
     float send[6] = {1, 2, 3, 4, 5, 6}, recv[2] = {0};
     assert_int_equal(c->ops->reduce_scatter(c, send, recv, DL_F32, 2, NULL), DL_OK);
     assert_true(recv[0] == 9 && recv[1] == 12);
+    float root_sum[2] = {1, 2}, other[2] = {3, 4};
+    assert_int_equal(c->ops->reduce(c, root_sum, DL_F32, 2, 1, NULL), DL_OK); /* as the root: 3 times its own */
+    assert_int_equal(c->ops->reduce(c, other, DL_F32, 2, 0, NULL), DL_OK);    /* elsewhere: unchanged */
+    assert_true(root_sum[0] == 3 && root_sum[1] == 6 && other[0] == 3 && other[1] == 4);
     float buf[2] = {42, 43};
     struct dl_comm_req req = {.active = 1};
     assert_int_equal(c->ops->irecv(c, buf, sizeof buf, 0, 5, &req, NULL), DL_OK);

@@ -1,7 +1,8 @@
 #!/bin/sh
-# test_zero.sh: ZeRO stage 1 (--zero 1, parallel/zero.h; issue 30) against
-# one process (grid_runs.sh: every step's loss within 1e-5 relative, the
-# final weights within 1e-5 of the largest):
+# test_zero.sh: ZeRO stages 1 and 2 (--zero 1, parallel/zero.h; --zero 2,
+# parallel/zero_grads.h; issue 30) against one process (grid_runs.sh: every
+# step's loss within 1e-5 relative, the final weights within 1e-5 of the
+# largest):
 # - LeNet-5 with AdamW, gradient clipping and biases left out of the decay
 #   on 2 and 4 data-parallel ranks (61,706 weights: uneven blocks on 4), the
 #   optimizer's state a block a rank (the run's memory line);
@@ -11,12 +12,20 @@
 # - checkpoints: a --zero 1 run's resumed on one process, and one
 #   process's resumed on --zero 1 over 4 ranks (the whole state gathered
 #   into the file, each rank's block taken back);
-# - what it does not do is refused: --compress, other consistency models.
+# - stage 2 (the gradient summed bucket by bucket into its owners as
+#   backward ends each): LeNet-5 on 2 and 4 ranks with buckets of a layer
+#   or two, gpt-tiny on dp=2 (the head's gradient into the tied embedding's
+#   bucket, open all backward), with --recompute full, with two pipeline
+#   chunks a step (each chunk's buckets summed), and on dp=2 x tp=2; the
+#   memory line counts a rank's gradient values (its block and the bucket
+#   arena, fewer than its weights); its checkpoint resumed on one process;
+# - what they do not do is refused: --compress, other consistency models,
+#   stage 2 with a pipeline, stage 3.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 14
+tap_plan 26
 . "$top_srcdir/tests/grid_runs.sh"
 
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
@@ -47,6 +56,28 @@ expect_status 0 "check --grid dp=4 --set parallel.zero=1" -- $DLTRAIN check $GPT
     --set parallel.zero=1 --bytes
 expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +482304 +241152 " "  and so does the file's parallel.zero"
 
+# ZeRO stage 2: no rank holds the whole gradient
+grid lenet-zero2-dp2 lenet-one 2 $LENET --zero 2 --bucket-bytes 40K
+grid lenet-zero2-dp4 lenet-one 4 $LENET --zero 2 --bucket-bytes 40K
+grid gpt-zero2-dp2 gpt-one 2 $GPT --zero 2 --bucket-bytes 100K
+run 1 gpt-one-full $GPT --recompute full
+grid gpt-zero2-dp2-full gpt-one-full 2 $GPT --zero 2 --bucket-bytes 100K --recompute full
+run 1 gpt-one-chunks $GPT --pipeline-chunks 2
+grid gpt-zero2-dp2-chunks gpt-one-chunks 2 $GPT --zero 2 --bucket-bytes 100K --pipeline-chunks 2
+grid gpt-zero2-dp2-tp2 gpt-one 4 $GPT --grid dp=2,tp=2 --zero 2 --bucket-bytes 50K
+run 4 gpt-zero1-dp4 $GPT --zero 1 && run 4 gpt-zero2-dp4 $GPT --zero 2 --bucket-bytes 100K
+/usr/bin/python3 - "$T/gpt-zero1-dp4.jsonl" "$T/gpt-zero2-dp4.jsonl" <<'PY'
+import json, sys
+one, two = ([json.loads(l) for l in open(f) if '"event":"memory"' in l] for f in sys.argv[1:3])
+n = 120576
+block = (n + 3) // 4
+print("# gradient values per rank: --zero 1", [e["gradients"] for e in one], "--zero 2", [e["gradients"] for e in two])
+# stage 1: one per weight; stage 2: the block and an arena of at least the largest layer's
+ok = all(e["gradients"] == n for e in one) and all(block < e["gradients"] < n for e in two)
+sys.exit(0 if ok and len(one) == len(two) == 4 else 1)
+PY
+tap_result $? "the memory lines: --zero 2 holds the rank's block and the buckets, fewer than --zero 1's one a weight"
+
 # checkpoints both ways (the last 10 steps after a resume against the uninterrupted run)
 CK="--max-steps 20"
 run 2 lenet-zero-ck $LENET $CK --zero 1 --checkpoint-dir "$T/z" --checkpoint-every 10 &&
@@ -58,6 +89,10 @@ run 1 lenet-one-ck $LENET $CK --checkpoint-dir "$T/one" --checkpoint-every 10 &&
     run 4 lenet-one-on-zero $LENET $CK --zero 1 --resume "$T/one/ckpt-0000000010.safetensors" &&
     resumed lenet-one20 lenet-one-on-zero
 tap_result $? "one process's checkpoint resumed with --zero 1 on 4 ranks (each its block)"
+run 2 lenet-zero2-ck $LENET $CK --zero 2 --bucket-bytes 40K --checkpoint-dir "$T/z2" --checkpoint-every 10 &&
+    run 1 lenet-zero2-on-one $LENET $CK --resume "$T/z2/ckpt-0000000010.safetensors" &&
+    resumed lenet-one20 lenet-zero2-on-one
+tap_result $? "a --zero 2 checkpoint resumed on one process continues its run"
 
 expect_status 2 "--zero 1 --compress topk:0.1" -- \
     timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 1 --compress topk:0.1
@@ -65,4 +100,8 @@ expect_output "--zero 1: not with --compress" "  is refused"
 expect_status 2 "--zero 1 --consistency local-sgd:2" -- \
     timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 1 --consistency local-sgd:2
 expect_output "--zero 1: synchronous data parallelism only" "  is refused"
+expect_status 2 "--zero 2 --grid pp=2" -- timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 2 --grid pp=2
+expect_output "--zero 2: not with pipeline parallelism" "  is refused"
+expect_status 2 "--zero 3" -- $DLTRAIN $LENET --zero 3
+expect_output "ZeRO stage 3, the weights sharded too) is not supported" "  is refused by name"
 [ $tap_failed -eq 0 ]

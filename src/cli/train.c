@@ -90,14 +90,14 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
 {
     struct printer *p = ctx;
     static const char *const keys[] = {"rank", "d", "t", "p", "slots", "arena_bytes", "weights", "state",
-                                       "optimizer_state"};
+                                       "optimizer_state", "gradients"};
     int most = 0;
     double peak = 0;
     for (int r = 0; r < n; r++) {
         double vals[] = {m[r].rank, m[r].d, m[r].t, m[r].p, m[r].slots, m[r].arena_bytes, m[r].weights, m[r].state,
-                         m[r].optimizer_state};
-        dl_metrics_write(&p->metrics, "memory", 9, keys, vals);
-        double bytes = m[r].arena_bytes + 4.0 * (2 * m[r].weights + m[r].optimizer_state + m[r].state);
+                         m[r].optimizer_state, m[r].gradients};
+        dl_metrics_write(&p->metrics, "memory", 10, keys, vals);
+        double bytes = m[r].arena_bytes + 4.0 * (m[r].weights + m[r].gradients + m[r].optimizer_state + m[r].state);
         dl_run_scalars_memory(&p->scalars, r, n, bytes);
         if (bytes > peak)
             most = r, peak = bytes;
@@ -105,10 +105,10 @@ static void on_memory(void *ctx, const struct dl_rank_memory *m, int n)
     if (p->quiet || n == 1 || (m[most].arena_bytes == m[0].arena_bytes && m[most].weights == m[0].weights))
         return;
     char arena[32], total[32];
-    printf("  largest rank: %d (d=%d t=%d p=%d): %s planned (arena %s in %d executor%s, %.0f parameters, as many "
+    printf("  largest rank: %d (d=%d t=%d p=%d): %s planned (arena %s in %d executor%s, %.0f parameters, %.0f "
            "gradients, %.0f optimizer state)\n", most, m[most].d, m[most].t, m[most].p, dl_bytes_str(peak, total, sizeof total),
            dl_bytes_str(m[most].arena_bytes, arena, sizeof arena), m[most].slots, m[most].slots == 1 ? "" : "s",
-           m[most].weights, m[most].optimizer_state);
+           m[most].weights, m[most].gradients, m[most].optimizer_state);
     fflush(stdout);
 }
 

@@ -53,7 +53,9 @@ struct dl_comm_ops {
      * count values into recv.  dtype f32 or bf16 (others: DL_ERR_INTERNAL);
      * bf16 values are summed in f32: on host backends the f32 sum rounded
      * once (dl_comm_sum_as_f32), on NCCL rounded at each hop of its ring.
-     * allgather: bytes from each rank, rank order.  bcast: bytes from root. */
+     * allgather: bytes from each rank, rank order.  bcast: bytes from root.
+     * reduce: the sum of n values of dtype (f32) into root's buf, in place
+     * (the others' buf unchanged). */
     int (*allreduce)(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err);
     /* A communicator of device buffers: the collectives queued after this
      * call wait until device mark m (recorded by the device's mark_record
@@ -66,6 +68,7 @@ struct dl_comm_ops {
     int (*allgather)(struct dl_comm *c, const void *send, void *recv, size_t bytes,
                      struct dl_error *err);
     int (*bcast)(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err);
+    int (*reduce)(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err);
     int (*barrier)(struct dl_comm *c, struct dl_error *err);
     /* Ends every process of the job (for fatal errors on one rank). */
     void (*abort)(struct dl_comm *c, int code);

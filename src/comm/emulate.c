@@ -140,6 +140,13 @@ static int e_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enu
     return inner(c)->ops->reduce_scatter(inner(c), send, recv, dtype, count, err);
 }
 
+static int e_reduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err)
+{
+    /* a reduce-scatter, then the blocks gathered to the root: 2 (p - 1) messages of n / p */
+    delay(c, 2.0 * (c->size - 1), (double)n * dl_dtype_size(dtype) / c->size);
+    return inner(c)->ops->reduce(inner(c), buf, dtype, n, root, err);
+}
+
 static int e_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes, struct dl_error *err)
 {
     delay(c, c->size - 1, (double)bytes);
@@ -172,7 +179,7 @@ static void e_destroy(struct dl_comm *c)
 
 static const struct dl_comm_ops emulated_ops = {
     .name = "emulated", .split = e_split, .send = e_send, .recv = e_recv, .isend = e_isend, .irecv = e_irecv,
-    .wait = e_wait, .test = e_test, .allreduce = e_allreduce, .reduce_scatter = e_reduce_scatter,
+    .wait = e_wait, .test = e_test, .allreduce = e_allreduce, .reduce_scatter = e_reduce_scatter, .reduce = e_reduce,
     .allgather = e_allgather, .bcast = e_bcast, .barrier = e_barrier, .abort = e_abort, .destroy = e_destroy};
 
 int dl_comm_emulate(struct dl_comm **c, const struct dl_comm_emulation *e, struct dl_error *err)

@@ -140,6 +140,27 @@ static int mpi_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size
     return dl_comm_sum_as_f32(c, buf, dtype, n, mpi_allreduce_f32, NULL, err);
 }
 
+/* MPI_Reduce into root's buffer in place, in pieces of at most INT_MAX floats. */
+static int mpi_reduce_f32(struct dl_comm *c, float *buf, size_t n, void *ctx, struct dl_error *err)
+{
+    int root = *(const int *)ctx;
+    while (n > 0) {
+        int m = n > INT_MAX ? INT_MAX : (int)n;
+        MPI_CALL(MPI_Reduce(c->rank == root ? MPI_IN_PLACE : buf, buf, m, MPI_FLOAT, MPI_SUM, root, comm_of(c)),
+                 "MPI_Reduce");
+        buf += m;
+        n -= (size_t)m;
+    }
+    return DL_OK;
+}
+
+static int mpi_reduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err)
+{
+    if (dtype != DL_F32)
+        return dl_errorf(err, DL_ERR_INTERNAL, "reduce: f32 only");
+    return mpi_reduce_f32(c, buf, n, &root, err);
+}
+
 static int mpi_reduce_scatter_f32(struct dl_comm *c, const float *send, float *recv, size_t count,
                                   struct dl_error *err)
 {
@@ -241,6 +262,7 @@ static const struct dl_comm_ops mpi_ops = {
     .test = mpi_test,
     .allreduce = mpi_allreduce,
     .reduce_scatter = mpi_reduce_scatter,
+    .reduce = mpi_reduce,
     .allgather = mpi_allgather,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,

@@ -182,6 +182,14 @@ static int nccl_reduce_scatter(struct dl_comm *c, const void *send, void *recv, 
     return nccl_sync(c, err);
 }
 
+static int nccl_reduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err)
+{
+    if (dtype != DL_F32)
+        return dl_errorf(err, DL_ERR_INTERNAL, "reduce: f32 only");
+    NCCL_CALL(ncclReduce(buf, buf, n, ncclFloat, ncclSum, root, st(c)->comm, st(c)->stream), "ncclReduce");
+    return nccl_sync(c, err);
+}
+
 static int nccl_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes,
                           struct dl_error *err)
 {
@@ -258,6 +266,7 @@ static const struct dl_comm_ops nccl_ops = {
     .wait_mark = nccl_wait_mark,
     .allreduce = nccl_allreduce,
     .reduce_scatter = nccl_reduce_scatter,
+    .reduce = nccl_reduce,
     .allgather = nccl_allgather,
     .bcast = nccl_bcast,
     .barrier = nccl_barrier,

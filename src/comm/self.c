@@ -205,6 +205,12 @@ static int self_reduce_scatter(struct dl_comm *c, const void *send, void *recv, 
     return rc;
 }
 
+static int self_reduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err)
+{
+    (void)c, (void)buf, (void)n, (void)root;
+    return dtype == DL_F32 ? DL_OK : dl_errorf(err, DL_ERR_INTERNAL, "reduce: f32 only");
+}
+
 static int self_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes,
                           struct dl_error *err)
 {
@@ -258,6 +264,7 @@ static const struct dl_comm_ops self_ops = {
     .test = self_test,
     .allreduce = self_allreduce,
     .reduce_scatter = self_reduce_scatter,
+    .reduce = self_reduce,
     .allgather = self_allgather,
     .bcast = self_bcast,
     .barrier = self_barrier,

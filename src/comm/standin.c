@@ -4,7 +4,8 @@
  * Nothing moves and nothing waits: the collectives act as if every other
  * rank held exactly this rank's values (an allreduce multiplies by the
  * size, an allgather repeats this rank's part in every slot, a
- * reduce-scatter gives the size times this rank's slice, a broadcast leaves
+ * reduce-scatter gives the size times this rank's slice, a reduce the root
+ * the size times its values, a broadcast leaves
  * the buffer as it is), so that counts summed over the group come out
  * right; sends are dropped and receives complete at once with their
  * buffers untouched.  The values computed are otherwise meaningless; the
@@ -91,6 +92,14 @@ static int standin_reduce_scatter(struct dl_comm *c, const void *send, void *rec
     return rc != DL_OK ? rc : standin_allreduce(c, recv, dtype, count, err);
 }
 
+static int standin_reduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root,
+                          struct dl_error *err)
+{
+    if (dtype != DL_F32)
+        return dl_errorf(err, DL_ERR_INTERNAL, "reduce: f32 only");
+    return c->rank == root ? standin_allreduce(c, buf, dtype, n, err) : DL_OK;
+}
+
 static int standin_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes, struct dl_error *err)
 {
     (void)err;
@@ -136,6 +145,7 @@ static const struct dl_comm_ops standin_ops = {
     .test = standin_test,
     .allreduce = standin_allreduce,
     .reduce_scatter = standin_reduce_scatter,
+    .reduce = standin_reduce,
     .allgather = standin_allgather,
     .bcast = standin_bcast,
     .barrier = standin_barrier,

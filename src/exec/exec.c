@@ -83,6 +83,8 @@ void dl_exec_free(struct dl_exec *e)
         dev->free(e->state);
         free(e->counters);
         free(e->weight_begin);
+        free(e->weight_index);
+        free(e->param_first);
     }
     free(e->time_fwd);
     free(e->time_bwd);
@@ -341,6 +343,9 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
         return DL_ERR_NOMEM;
     }
     long wo = 0, so = 0, co = 0;
+    for (long k = 0; k < first[g->n]; k++)
+        e->weight_index[k] = -1;
+    memcpy(e->param_first, first, sizeof *first * ((size_t)g->n + 1));
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         int runs = dl_shard_runs(e->shard, i);
@@ -353,13 +358,15 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
                 if (p) {
                     e->param[i][j] = e->param[p->share_layer][p->share_param];
                     e->dparam[i][j] = e->dparam[p->share_layer][p->share_param];
+                    e->weight_index[first[i] + j] = e->weight_index[first[p->share_layer] + p->share_param];
                 }
                 continue;
             }
             if (p && p->replica) { /* the owner's values, drawn again */
                 struct dl_rng again = began[first[p->share_layer] + p->share_param];
                 e->param[i][j] = e->weights + wo;
-                e->dparam[i][j] = e->dweights + wo;
+                e->dparam[i][j] = e->dweights ? e->dweights + wo : NULL;
+                e->weight_index[first[i] + j] = wo;
                 init_param(&whole->layers[p->share_layer].param[p->share_param], &e->shard->layer[i].slice[j],
                            weights + wo, &again);
                 wo += p->count;
@@ -372,7 +379,8 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
             }
             if (p && p->trainable) {
                 e->param[i][j] = e->weights + wo;
-                e->dparam[i][j] = e->dweights + wo;
+                e->dparam[i][j] = e->dweights ? e->dweights + wo : NULL;
+                e->weight_index[first[i] + j] = wo;
                 host = weights + wo;
                 wo += p->count;
             } else if (p) {
@@ -387,6 +395,16 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
     free(first);
     e->weight_begin[g->n] = wo;
     return DL_OK;
+}
+
+void dl_exec_grads_at(struct dl_exec *e, long lo, long hi, dl_real *buf)
+{
+    for (int i = 0; i < e->shard->g->n; i++)
+        for (int j = 0; j < e->shard->g->layers[i].n_params; j++) {
+            long at = e->weight_index[e->param_first[i] + j];
+            if (at >= lo && at < hi && e->dparam[i])
+                e->dparam[i][j] = buf + (at - lo);
+        }
 }
 
 dl_real ***dl_exec_param_table(const struct dl_graph *g, struct dl_error *err)
@@ -405,7 +423,8 @@ dl_real ***dl_exec_param_table(const struct dl_graph *g, struct dl_error *err)
  * network's order; a copy of a tied parameter whose owner runs on another
  * rank (op.h's replica) drawn as the owner is, from the generator's state
  * where the owner's draw began. */
-static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, long multiple, struct dl_error *err)
+static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, long multiple, int grads_elsewhere,
+                       struct dl_error *err)
 {
     const struct dl_graph *g = e->g;
     size_t n = (size_t)g->n;
@@ -420,6 +439,7 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
             return dl_errorf(err, DL_ERR_INTERNAL, "executors sharing parameters must run the same shard");
         e->impl->shares_params = 1;
         e->param = share->param, e->dparam = share->dparam, e->weight_begin = share->weight_begin;
+        e->weight_index = share->weight_index, e->param_first = share->param_first;
         e->weights = share->weights, e->dweights = share->dweights, e->state = share->state;
         e->n_weights = share->n_weights, e->n_state = share->n_state;
         e->counters = share->counters, e->n_counters = share->n_counters;
@@ -428,19 +448,24 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->param = dl_exec_param_table(e->shard->g, err);
     e->dparam = dl_exec_param_table(e->shard->g, err);
     e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
-    if (!e->param || !e->dparam || !e->weight_begin)
+    size_t slots = 0;
+    for (int i = 0; i < g->n; i++)
+        slots += (size_t)e->shard->g->layers[i].n_params;
+    e->weight_index = dl_calloc(slots + 1, sizeof *e->weight_index, err);
+    e->param_first = dl_calloc(n + 1, sizeof *e->param_first, err);
+    if (!e->param || !e->dparam || !e->weight_begin || !e->weight_index || !e->param_first)
         return DL_ERR_NOMEM;
     /* on the executor's device, drawn on the host (in staging copies the
      * size of each, copied over) */
     const struct dl_device *dev = e->impl->device;
     long padded = multiple > 1 ? (e->n_weights + multiple - 1) / multiple * multiple : e->n_weights;
     e->weights = alloc_real(dev, padded, err);
-    e->dweights = alloc_real(dev, padded, err);
+    e->dweights = grads_elsewhere ? NULL : alloc_real(dev, padded, err);
     e->state = alloc_real(dev, e->n_state, err);
     e->counters = dl_calloc((size_t)(e->n_counters > 0 ? e->n_counters : 1), sizeof *e->counters, err);
     dl_real *weights = dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
     dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
-    int rc = !e->weights || !e->dweights || !e->state || !e->counters || !weights || !state ? DL_ERR_NOMEM : DL_OK;
+    int rc = !e->weights || (!e->dweights && !grads_elsewhere) || !e->state || !e->counters || !weights || !state ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
         rc = draw_params(e, weights, state, err);
     if (!rc)
@@ -463,7 +488,7 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     if (!rc)
         rc = alloc_transfers(e, err);
     if (!rc)
-        rc = init_params(e, seed, o->share_params, o->weights_multiple, err);
+        rc = init_params(e, seed, o->share_params, o->weights_multiple, o->grads_elsewhere, err);
     if (!rc && o->trace) {
         e->trace = o->trace;
         rc = dl_exec_trace_prepare(e, err);

@@ -98,6 +98,10 @@ struct dl_exec {
     int cache_shared;                      /* 1: the caches are another executor's */
     uint64_t seed;
     long *weight_begin;                    /* [layer] first index of its weights in dweights */
+    /* [param_first[layer] + j]: the first index of layer's parameter j in
+     * the flat weights (a tied parameter: its owner's), -1 for none (state,
+     * counters, a layer another rank runs) */
+    long *weight_index, *param_first;
     /* Called right after layer i's backward, when its weight gradients (the
      * dweights range [weight_begin[i], weight_begin[i+1])) are final for the
      * step: data parallelism starts the allreduce of full buckets here. */
@@ -223,6 +227,11 @@ struct dl_exec_options {
      * many values, the padding zero (ZeRO's equal shards over the data-
      * parallel ranks, parallel/zero.c); n_weights does not count it. */
     long weights_multiple;
+    /* 1: no gradient vector (dweights NULL: ZeRO stage 2,
+     * parallel/zero_grads.h): before the first backward the caller points
+     * every weight's gradient into buffers of its own (dl_exec_grads_at),
+     * and zeroes them (dl_exec_zero_grad does nothing). */
+    int grads_elsewhere;
     /* Another executor of the same network whose caches this one uses
      * (the same decode_positions and batch): a prompt's window through
      * one, the tokens after it one position at a time through the other. */
@@ -263,6 +272,9 @@ void dl_exec_backward(struct dl_exec *e);
 void dl_exec_backward_input(struct dl_exec *e);
 void dl_exec_backward_weights(struct dl_exec *e);
 void dl_exec_zero_grad(struct dl_exec *e);
+/* The gradients of the flat weights [lo, hi) accumulate into buf from now
+ * on (buf[0] for weight lo), tied parameters' with their owners'. */
+void dl_exec_grads_at(struct dl_exec *e, long lo, long hi, dl_real *buf);
 
 /* Waits until every pipeline message this executor sent has been received
  * (sends never wait on their own: they go out as copies); a driver calls it

@@ -210,7 +210,8 @@ static void zero_on_device(struct dl_exec *e, void *p, long n, enum dl_dtype dty
 
 void dl_exec_zero_grad(struct dl_exec *e)
 {
-    zero_on_device(e, e->dweights, e->n_weights > 0 ? e->n_weights : 1, DL_F32);
+    if (e->dweights) /* else the gradients are the caller's (grads_elsewhere) */
+        zero_on_device(e, e->dweights, e->n_weights > 0 ? e->n_weights : 1, DL_F32);
 }
 
 static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)

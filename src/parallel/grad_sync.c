@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "io/trace.h"
+#include "parallel/buckets.h"
 
 struct bucket {
     long lo, hi;                    /* range of dweights */
@@ -31,7 +32,7 @@ struct dl_grad_sync {
     struct dl_exec *exec;
     struct dl_grad_sync_opts opts;
     struct bucket *buckets;         /* buckets[0] holds the LAST weights */
-    int n_buckets, cap;
+    int n_buckets;
     double scale;
     int next_ready;                 /* buckets[0..next_ready) handed over */
     /* communication thread */
@@ -65,20 +66,6 @@ struct dl_grad_sync {
     struct dl_device_mark *ready;
     int n_ready;
 };
-
-static int push_bucket(struct dl_grad_sync *s, long lo, long hi, struct dl_error *err)
-{
-    if (s->n_buckets == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 16;
-        struct bucket *nb = realloc(s->buckets, sizeof *nb * (size_t)cap);
-        if (!nb)
-            return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
-        s->buckets = nb;
-        s->cap = cap;
-    }
-    s->buckets[s->n_buckets++] = (struct bucket){lo, hi, NULL, NULL};
-    return DL_OK;
-}
 
 /* Momentum correction (grad_sync.h): replaces the bucket's (scaled) gradient
  * g by this rank's share of the SGD step (w: the bucket's weights). */
@@ -306,29 +293,15 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
         return DL_ERR_NOMEM;
     }
     long per = (long)((o->bucket_bytes ? o->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
-    if (per < 1)
-        per = 1;
-    /* Walk the layers backwards, growing the open bucket [lo, hi) one
-     * layer's weights at a time; close it before it would overflow, and cut a
-     * layer larger than a bucket into bucket-sized pieces. */
-    long hi = e->n_weights, lo = e->n_weights;
-    int rc = DL_OK;
-    for (int l = e->g->n - 1; l >= 0 && !rc; l--) {
-        long wl = e->weight_begin[l];
-        if (wl == lo)
-            continue; /* no weights */
-        if (hi - wl > per && lo < hi) {
-            rc = push_bucket(s, lo, hi, err);
-            hi = lo;
-        }
-        lo = wl;
-        while (!rc && hi - lo > per) {
-            rc = push_bucket(s, hi - per, hi, err);
-            hi -= per;
-        }
+    struct dl_bucket_range *ranges = NULL;
+    int rc = dl_buckets_cut(e, per, 0, &ranges, &s->n_buckets, err);
+    if (!rc && !(s->buckets = dl_calloc((size_t)s->n_buckets + 1, sizeof *s->buckets, err))) {
+        s->n_buckets = 0;
+        rc = DL_ERR_NOMEM;
     }
-    if (!rc && lo < hi)
-        rc = push_bucket(s, lo, hi, err);
+    for (int k = 0; !rc && k < s->n_buckets; k++)
+        s->buckets[k] = (struct bucket){ranges[k].lo, ranges[k].hi, NULL, NULL};
+    free(ranges);
     if (rc) {
         dl_grad_sync_free(s);
         return rc;

@@ -195,6 +195,7 @@ int dl_strategy_create(struct dl_comm *c, struct dl_exec *e, struct dl_optim *o,
     if (!s)
         return DL_ERR_NOMEM;
     s->ops = ops;
+    s->grad_values = -1;
     s->comm = c;
     s->exec = e;
     s->optim = o;

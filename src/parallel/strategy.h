@@ -46,7 +46,7 @@ struct dl_parallel_opts {
     int overlap;
     double stall_warning_s, stall_timeout_s;
     int sync_bn;               /* batch-norm statistics over every rank's samples */
-    int zero;                  /* sync: 1 for ZeRO stage 1 (parallel/zero.h), 0 for none */
+    int zero;                  /* sync: ZeRO stage 1 (parallel/zero.h) or 2 (zero_grads.h), 0 for none */
     double slow_rank_ms;       /* testing aid: sleep per step on slow_rank */
     int slow_rank;
 };
@@ -212,6 +212,8 @@ struct dl_strategy {
      * (train/tied.c). */
     int (*before_update)(void *ctx, struct dl_error *err);
     void *update_ctx;
+    long grad_values;             /* the gradient values this rank holds (ZeRO-2: its block and buckets); -1:
+                                     one per weight, the executor's gradient vector */
     void *impl;
 };
 

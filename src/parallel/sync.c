@@ -7,7 +7,10 @@
  * On a GPU, the buckets are summed over NCCL in device memory when the
  * build has it (compiled only: never run on a GPU so far).  With --zero 1
  * (zero.h) the gradient is reduce-scattered after backward instead, each
- * rank updates its block of the weights and the blocks are allgathered. */
+ * rank updates its block of the weights and the blocks are allgathered;
+ * with --zero 2 (zero_grads.h) backward's buckets are summed into their
+ * owners' blocks as they are finished, and no rank holds the whole
+ * gradient. */
 #include "parallel/strategy.h"
 
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/stall.h"
 #include "parallel/zero.h"
+#include "parallel/zero_grads.h"
 
 struct sync_impl {
     struct dl_grad_sync *gs;
@@ -26,9 +30,10 @@ struct sync_impl {
     int global_batch; /* of the step in progress */
     int local_batch;
     int corrected;    /* momentum correction: the optimizer steps without momentum */
-    int zero;         /* ZeRO stage 1: gs is NULL; the block's gradient sums go to block */
+    int zero;         /* ZeRO stage 1 or 2: gs is NULL; the block's gradient sums go to block */
     struct dl_zero_shard shard;
-    dl_real *block;   /* [shard.block] */
+    dl_real *block;   /* [shard.block] (stage 1) */
+    struct dl_zero_grads *grads; /* stage 2 */
 };
 
 static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
@@ -36,51 +41,76 @@ static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, 
     struct sync_impl *im = s->impl;
     im->global_batch = global_batch;
     im->local_batch = local_batch;
-    if (!im->zero)
+    if (im->grads)
+        dl_zero_grads_begin(im->grads, (double)local_batch / (double)global_batch);
+    else if (!im->zero)
         dl_grad_sync_begin(im->gs, (double)local_batch / (double)global_batch);
     return DL_OK;
 }
 
+/* ZeRO's update of this rank's block from the sums of its gradient: the
+ * block clipped by the whole model's norm (its ranks' squares summed, then
+ * the grid's), updated, and the blocks allgathered into every rank's
+ * weights; *comm gets the allgather's seconds added. */
+static int zero_update(struct dl_strategy *s, double lr, dl_real *block, double *comm, struct dl_error *err)
+{
+    struct sync_impl *im = s->impl;
+    struct dl_exec *e = s->exec;
+    const struct dl_zero_shard *sh = &im->shard;
+    struct dl_comm *c = s->comm;
+    size_t bytes = sizeof(dl_real) * (size_t)sh->block;
+    int rc = DL_OK;
+    if (s->clip_norm > 0) {
+        double sq, f = 1;
+        dl_exec_grad_sq_range(e, block, sh->lo, sh->lo + sh->n, &sq);
+        rc = dl_comm_sum_small(c, &sq, 1, err); /* the blocks' squares, then the grid's */
+        if (!rc)
+            rc = dl_strategy_clip_factor(s, sq, &f, err);
+        for (long i = 0; !rc && f < 1 && i < sh->n; i++)
+            block[i] *= (dl_real)f;
+    }
+    double t_update = dl_trace_now(e->trace);
+    if (!rc && sh->n)
+        rc = dl_optim_step(s->optim, lr, e->weights + sh->lo, block);
+    if (dl_trace_on(e->trace))
+        dl_trace_span(e->trace, DL_TRACE_OPTIMIZER, "optimizer", t_update);
+    if (!rc) { /* the weights padded to the ranks' blocks: the last one's tail is zero */
+        memcpy(block, e->weights + sh->lo, bytes);
+        double t1 = dl_clock_now();
+        rc = c->ops->allgather(c, block, e->weights, bytes, err);
+        *comm += dl_clock_now() - t1;
+    }
+    return rc;
+}
+
 /* ZeRO stage 1's step: this rank's share of the batch scaled in, the
- * gradient reduce-scattered into its block, the block clipped by the whole
- * model's norm (its ranks' squares summed, then the grid's), updated, and
- * the blocks allgathered into every rank's weights. */
+ * gradient reduce-scattered into its block, which is updated; stage 2's:
+ * the block's sums as backward left them. */
 static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *st, struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
     struct dl_exec *e = s->exec;
     const struct dl_zero_shard *sh = &im->shard;
     struct dl_comm *c = s->comm;
-    double t0 = dl_clock_now();
-    size_t bytes = sizeof(dl_real) * (size_t)sh->block;
-    int rc = dl_exec_grad_scale(e, (double)im->local_batch / im->global_batch, err);
-    if (!rc && s->before_update)
-        rc = s->before_update(s->update_ctx, err);
-    if (!rc)
-        rc = c->ops->reduce_scatter(c, e->dweights, im->block, DL_F32, (size_t)sh->block, err);
-    double comm = dl_clock_now() - t0;
-    if (!rc && s->clip_norm > 0) {
-        double sq, f = 1;
-        dl_exec_grad_sq_range(e, im->block, sh->lo, sh->lo + sh->n, &sq);
-        rc = dl_comm_sum_small(c, &sq, 1, err); /* the blocks' squares, then the grid's */
+    size_t bytes = sizeof(dl_real) * (size_t)sh->block, summed = 2 * bytes * (size_t)(c->size - 1);
+    dl_real *block = im->block;
+    double comm = 0, t0 = dl_clock_now();
+    int rc = DL_OK;
+    if (im->grads) { /* summed during backward, between its layers (the compute thread's time) */
+        rc = dl_zero_grads_end(im->grads, &block, &comm, &summed, err);
+        summed += bytes * (size_t)(c->size - 1);
+    } else {
+        rc = dl_exec_grad_scale(e, (double)im->local_batch / im->global_batch, err);
+        if (!rc && s->before_update)
+            rc = s->before_update(s->update_ctx, err);
         if (!rc)
-            rc = dl_strategy_clip_factor(s, sq, &f, err);
-        for (long i = 0; !rc && f < 1 && i < sh->n; i++)
-            im->block[i] *= (dl_real)f;
+            rc = c->ops->reduce_scatter(c, e->dweights, block, DL_F32, (size_t)sh->block, err);
+        comm = dl_clock_now() - t0;
     }
-    double t_update = dl_trace_now(e->trace);
-    if (!rc && sh->n)
-        rc = dl_optim_step(s->optim, lr, e->weights + sh->lo, im->block);
-    if (dl_trace_on(e->trace))
-        dl_trace_span(e->trace, DL_TRACE_OPTIMIZER, "optimizer", t_update);
-    if (!rc) { /* the weights padded to the ranks' blocks: the last one's tail is zero */
-        memcpy(im->block, e->weights + sh->lo, bytes);
-        double t1 = dl_clock_now();
-        rc = c->ops->allgather(c, im->block, e->weights, bytes, err);
-        comm += dl_clock_now() - t1;
-    }
-    st->comm_seconds = st->exposed_seconds = comm; /* after backward: none of it hidden */
-    st->bytes_sent = st->dense_bytes = 2 * bytes * (size_t)(c->size - 1);
+    if (!rc)
+        rc = zero_update(s, lr, block, &comm, err);
+    st->comm_seconds = st->exposed_seconds = comm; /* none of it hidden */
+    st->bytes_sent = st->dense_bytes = summed;
     return rc;
 }
 
@@ -134,6 +164,7 @@ static void sync_destroy(struct dl_strategy *s)
     if (!im)
         return;
     dl_grad_sync_free(im->gs);
+    dl_zero_grads_free(im->grads);
     free(im->block);
     dl_comm_close(im->device_comm);
     dl_stall_free(im->stall);
@@ -167,8 +198,13 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
         rc = dl_comm_open_over(dev->comm, s->comm, &im->device_comm, err);
     go.device_comm = im->device_comm;
     im->zero = po->zero && s->comm->size > 1;
-    if (im->zero) {
+    if (im->zero)
         dl_zero_shard_of(s->exec->n_weights, s->comm->size, s->comm->rank, &im->shard);
+    if (!rc && im->zero && po->zero == 2) {
+        rc = dl_zero_grads_create(s->comm, s->exec, &im->shard, po->bucket_bytes, &im->grads, err);
+        if (!rc)
+            s->grad_values = dl_zero_grads_values(im->grads);
+    } else if (!rc && im->zero) {
         if (!(im->block = dl_calloc((size_t)(im->shard.block ? im->shard.block : 1), sizeof *im->block, err)))
             rc = DL_ERR_NOMEM;
     } else if (!rc) {

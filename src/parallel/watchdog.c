@@ -227,6 +227,14 @@ static int w_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t
     return rc;
 }
 
+static int w_reduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err)
+{
+    enter(c, "reduce", -1);
+    int rc = inner(c)->ops->reduce(inner(c), buf, dtype, n, root, err);
+    leave(c);
+    return rc;
+}
+
 static int w_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
                             struct dl_error *err)
 {
@@ -275,7 +283,7 @@ static void w_destroy(struct dl_comm *c)
 
 static const struct dl_comm_ops watched_ops = {
     .name = "watched", .split = w_split, .send = w_send, .recv = w_recv, .isend = w_isend, .irecv = w_irecv,
-    .wait = w_wait, .test = w_test, .allreduce = w_allreduce, .reduce_scatter = w_reduce_scatter,
+    .wait = w_wait, .test = w_test, .allreduce = w_allreduce, .reduce_scatter = w_reduce_scatter, .reduce = w_reduce,
     .allgather = w_allgather, .bcast = w_bcast, .barrier = w_barrier, .abort = w_abort, .destroy = w_destroy};
 
 int dl_watch_comm(struct dl_comm **c, struct dl_watchdog *w, const char *group, const int *world_ranks,

@@ -67,18 +67,23 @@ static void watch_hook(void *ctx, int layer)
 {
     struct dl_numerics_watch *w = ctx;
     struct dl_exec *e = w->e;
-    if (w->first.where == DL_NF_NONE && !e->status) {
-        long lo = e->weight_begin[layer], hi = e->weight_begin[layer + 1], cap = 0;
-        dl_real *staging = NULL; /* on a device: the layer's gradients copied out */
-        const dl_real *grad = dl_exec_host_values(e, e->dweights + lo, hi - lo, &staging, &cap, &e->err);
+    long lo = e->weight_begin[layer], hi = e->weight_begin[layer + 1], cap = 0;
+    dl_real *staging = NULL; /* on a device: the gradients copied out */
+    /* the layer's own weights (not a tied copy's owner's), wherever their
+     * gradients are (the gradient vector, or ZeRO-2's buckets) */
+    for (int j = 0; w->first.where == DL_NF_NONE && !e->status && j < e->g->layers[layer].n_params; j++) {
+        long at = e->weight_index[e->param_first[layer] + j], n = e->g->layers[layer].param[j].count;
+        if (at < lo || at >= hi || !e->dparam[layer][j])
+            continue;
+        const dl_real *grad = dl_exec_host_values(e, e->dparam[layer][j], n, &staging, &cap, &e->err);
         if (!grad)
             e->status = e->err.code;
-        else if (!dl_numerics_all_finite(grad, hi - lo)) {
-            long at = first_bad(grad, hi - lo);
-            w->first = (struct dl_nonfinite){DL_NF_WEIGHT_GRAD, layer, at, grad[at]};
+        else if (!dl_numerics_all_finite(grad, n)) {
+            long k = first_bad(grad, n);
+            w->first = (struct dl_nonfinite){DL_NF_WEIGHT_GRAD, layer, at - lo + k, grad[k]};
         }
-        free(staging);
     }
+    free(staging);
     if (w->next)
         w->next(w->next_ctx, layer);
 }

@@ -139,23 +139,27 @@ static int agree_over_grid(struct trainer *tr, double *v, int n, int sums, struc
 
 /* A squared gradient norm of this rank's part of the model summed over the
  * grid's tensor and pipeline groups: the whole model's. */
-/* --zero 1: what it needs, and whether it applies (more than one data-
- * parallel rank; on one it changes nothing). */
+/* --zero 1 or 2: what it needs, and whether it applies (more than one
+ * data-parallel rank; on one it changes nothing). */
 static int zero_refusal(struct trainer *tr, struct dl_error *err)
 {
     const struct dl_train_opts *o = tr->opts;
     const struct dl_parallel_opts *po = &o->parallel;
     if (!po->zero)
         return DL_OK;
+    int z = po->zero;
     if (po->consistency != DL_CONS_SYNC)
-        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: synchronous data parallelism only (--consistency sync)");
+        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: synchronous data parallelism only (--consistency sync)", z);
     if (po->codec.ops)
-        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: not with --compress (the blocks are summed exactly)");
+        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with --compress (the blocks are summed exactly)", z);
     if (po->grad_dtype != DL_F32)
-        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: not with --grad-dtype bf16 yet");
+        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with --grad-dtype bf16 yet", z);
     if (o->exec.device && !o->exec.device->host_memory)
-        return dl_errorf(err, DL_ERR_SPEC, "--zero 1: not on a device without host memory yet (--device %s)",
+        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not on a device without host memory yet (--device %s)", z,
                          o->exec.device->name);
+    if (z == 2 && o->grid.pp > 1) /* as DeepSpeed: a pipeline's chunks interleave their backwards */
+        return dl_errorf(err, DL_ERR_SPEC, "--zero 2: not with pipeline parallelism (--grid pp=%d); use --zero 1",
+                         o->grid.pp);
     tr->zero = tr->data_comm->size > 1;
     return DL_OK;
 }
@@ -273,6 +277,7 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
     o.trace = tr->trace;
     if (tr->opts->parallel.zero) /* ZeRO's equal blocks of the weights */
         o.weights_multiple = tr->data_comm->size;
+    o.grads_elsewhere = tr->zero && tr->opts->parallel.zero == 2; /* ZeRO-2: the buckets hold them */
     if (!rc)
         rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
                               stages_per_rank(tr->opts), tr->net->train.seed, err);
@@ -1181,8 +1186,9 @@ static int report_memory(struct trainer *tr, struct dl_error *err)
     struct dl_pipeline_memory pm;
     dl_pipeline_memory(&tr->pipe, &pm);
     struct dl_grid_pos pos = tr->sharded ? tr->shard.pos : (struct dl_grid_pos){.t = 0, .d = tr->comm->rank, .p = 0};
+    long grads = tr->strategy && tr->strategy->grad_values >= 0 ? tr->strategy->grad_values : pm.weights;
     struct dl_rank_memory mine = {tr->comm->rank, pos.d, pos.t, pos.p, pm.slots, (double)pm.arena_bytes,
-                                  (double)pm.weights, (double)pm.state,
+                                  (double)pm.weights, (double)pm.state, (double)grads,
                                   (double)tr->optim.algo->state_vectors * (double)tr->optim.n};
     int n = tr->comm->size;
     struct dl_rank_memory *all = dl_calloc((size_t)n, sizeof *all, err);

@@ -51,7 +51,8 @@ struct dl_rank_memory {
     int rank, d, t, p;           /* world rank and grid position (data parallelism alone: d = rank) */
     int slots;                   /* executors (pipeline chunks in flight) */
     double arena_bytes;          /* their arenas */
-    double weights, state;       /* parameters (floats): trainable (as many gradients), others */
+    double weights, state;       /* parameters (floats): trainable, others */
+    double gradients;            /* gradient values (floats): one per weight, but ZeRO-2's block and buckets */
     double optimizer_state;      /* the optimizer's state (floats) */
 };
 
