@@ -25,7 +25,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 26
+tap_plan 27
 . "$top_srcdir/tests/grid_runs.sh"
 
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
@@ -77,6 +77,19 @@ ok = all(e["gradients"] == n for e in one) and all(block < e["gradients"] < n fo
 sys.exit(0 if ok and len(one) == len(two) == 4 else 1)
 PY
 tap_result $? "the memory lines: --zero 2 holds the rank's block and the buckets, fewer than --zero 1's one a weight"
+# check --grid plans the same buckets (the default 25 MiB: gpt-tiny is one
+# bucket, so a rank holds its block and the whole gradient's arena)
+run 4 gpt-zero2-dp4-default $GPT --zero 2 --max-steps 2 &&
+    $DLTRAIN check $GPT --grid dp=4 --zero 2 --bytes > "$T/check-zero2.txt" 2>&1 &&
+    /usr/bin/python3 - "$T/gpt-zero2-dp4-default.jsonl" "$T/check-zero2.txt" <<'PY'
+import json, re, sys
+ran = {json.loads(l)["gradients"] for l in open(sys.argv[1]) if '"event":"memory"' in l}
+row = [l.split() for l in open(sys.argv[2]) if re.match(r"^0 +0 +0,1,2,3 ", l)]
+planned = int(row[0][7]) if row else -1
+print("# gradient values: the run", ran, "check --grid", planned / 4)
+sys.exit(0 if ran == {planned / 4} and planned / 4 == 120576 // 4 + 120576 else 1)
+PY
+tap_result $? "  check --grid counts what the run holds (the default buckets: the block and all 120,576 values)"
 
 # checkpoints both ways (the last 10 steps after a resume against the uninterrupted run)
 CK="--max-steps 20"

@@ -15,6 +15,7 @@
 #include "core/parse.h"
 
 #include "optim/optim.h"
+#include "parallel/zero_grads.h"
 #include "plan/shard.h"
 #include "train/pipeline.h"
 
@@ -96,10 +97,26 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                                          dl_grid_rank(d, (struct dl_grid_pos){t, dd, p}));
             layer_range(&s, r->layers, sizeof r->layers);
             int blocks = net->parallel.zero ? d->dp : 1; /* ZeRO: the optimizer's state a block a data-parallel rank */
-            r->weights = 4.0 * (double)m.weights, r->state = 4.0 * (double)m.state;
+            long grads = m.weights;
+            if (net->parallel.zero == 2 && d->dp > 1) { /* ZeRO-2: the rank's block and the buckets */
+                struct dl_exec e;
+                struct dl_exec_options o = *eo;
+                o.shard = &s;
+                rc = dl_exec_plan(&e, g, max_local, &o, err);
+                if (!rc) {
+                    rc = dl_zero_grads_plan(&e, d->dp, 0, &grads, err);
+                    dl_exec_free(&e);
+                }
+                if (rc) {
+                    dl_shard_free(&s);
+                    return rc;
+                }
+            }
+            r->weights = 4.0 * (double)m.weights, r->gradients = 4.0 * (double)grads, r->state = 4.0 * (double)m.state;
             r->optimizer = dl_optim_state_bytes(&net->train.optim, (double)m.weights, blocks);
             r->arena = (double)m.arena_bytes;
-            r->peak = r->arena + dl_optim_param_bytes(&net->train.optim, (double)m.weights, (double)m.state, blocks);
+            r->peak = r->arena + dl_optim_param_bytes(&net->train.optim, (double)m.weights, (double)grads,
+                                                      (double)m.state, blocks);
             if (r->peak > out->peak)
                 out->peak = r->peak;
             dl_shard_free(&s);
@@ -156,9 +173,10 @@ void dl_check_grid_print(const struct dl_net *net, const struct dl_check_grid *c
            "params", "gradients", "optimizer", "state", "arena", "peak");
     for (int i = 0; i < p->n; i++) {
         const struct dl_check_grid_row *r = &p->rows[i];
-        char w[32], o[32], st[32], a[32], pk[32];
+        char w[32], gr[32], o[32], st[32], a[32], pk[32];
         printf("%-3d %-3d %-14s %-36s %5d %11s %11s %11s %11s %11s %11s\n", r->t, r->p, r->ranks, r->layers, r->slots,
-               dl_check_size(r->weights, c->bytes, w, sizeof w), w, dl_check_size(r->optimizer, c->bytes, o, sizeof o),
+               dl_check_size(r->weights, c->bytes, w, sizeof w), dl_check_size(r->gradients, c->bytes, gr, sizeof gr),
+               dl_check_size(r->optimizer, c->bytes, o, sizeof o),
                dl_check_size(r->state, c->bytes, st, sizeof st), dl_check_size(r->arena, c->bytes, a, sizeof a),
                dl_check_size(r->peak, c->bytes, pk, sizeof pk));
     }

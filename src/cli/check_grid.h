@@ -26,7 +26,7 @@ const char *dl_check_size(double v, int bytes, char *buf, size_t size);
 struct dl_check_grid_row {
     int t, p, slots;
     char ranks[64], layers[128];
-    double weights, optimizer, state, arena, peak; /* bytes */
+    double weights, gradients, optimizer, state, arena, peak; /* bytes */
 };
 
 /* A grid resolved and planned, before anything is printed. */

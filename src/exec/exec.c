@@ -210,6 +210,8 @@ static void count_params(struct dl_exec *e)
     e->n_state = (long)state;
 }
 
+static int index_weights(struct dl_exec *e, struct dl_error *err);
+
 static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch, const struct dl_exec_options *o,
                      const struct dl_mbplan *mbplan, int runs, struct dl_error *err)
 {
@@ -229,6 +231,10 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     }
     g = e->g;
     count_params(e);
+    if (!o->share_params && (rc = index_weights(e, err)) != DL_OK) {
+        dl_exec_free(e);
+        return rc;
+    }
     e->max_batch = max_batch;
     e->impl->device = dev;
     e->impl->split_backward = o->split_backward;
@@ -325,6 +331,43 @@ static int same_shard(const struct dl_exec *a, const struct dl_exec *b)
     return a->shard == b->shard || (a->impl->own_shard.g && b->impl->own_shard.g && a->shard->g == b->shard->g);
 }
 
+/* weight_begin[], param_first[] and weight_index[]: where each layer's
+ * weights sit in the flat vector, the whole network's order (a tied
+ * parameter: its owner's place; a copy of one whose owner runs on another
+ * rank, op.h's replica: a place of its own). */
+static int index_weights(struct dl_exec *e, struct dl_error *err)
+{
+    const struct dl_graph *g = e->g, *whole = e->shard->g;
+    e->weight_begin = dl_calloc((size_t)g->n + 1, sizeof *e->weight_begin, err);
+    e->param_first = dl_calloc((size_t)g->n + 1, sizeof *e->param_first, err);
+    for (int i = 0; e->param_first && i < g->n; i++)
+        e->param_first[i + 1] = e->param_first[i] + whole->layers[i].n_params;
+    e->weight_index = e->param_first ? dl_calloc((size_t)e->param_first[g->n] + 1, sizeof *e->weight_index, err)
+                                     : NULL;
+    if (!e->weight_begin || !e->param_first || !e->weight_index)
+        return DL_ERR_NOMEM;
+    long wo = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        int runs = dl_shard_runs(e->shard, i);
+        e->weight_begin[i] = wo;
+        for (int j = 0; j < whole->layers[i].n_params; j++) {
+            const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
+            long *at = &e->weight_index[e->param_first[i] + j];
+            *at = -1;
+            if (whole->layers[i].param[j].shares && !(p && p->replica)) { /* the earlier layer's tensor */
+                if (p)
+                    *at = e->weight_index[e->param_first[p->share_layer] + p->share_param];
+            } else if (p && (p->replica || (p->trainable && p->dtype != DL_I64))) {
+                *at = wo;
+                wo += p->count;
+            }
+        }
+    }
+    e->weight_begin[g->n] = wo;
+    return DL_OK;
+}
+
 /* Points param[][] and dparam[][] into the device's vectors and draws every
  * value of the whole network in order into the host's weights and state,
  * keeping this shard's. */
@@ -342,23 +385,19 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
         free(first);
         return DL_ERR_NOMEM;
     }
-    long wo = 0, so = 0, co = 0;
-    for (long k = 0; k < first[g->n]; k++)
-        e->weight_index[k] = -1;
-    memcpy(e->param_first, first, sizeof *first * ((size_t)g->n + 1));
+    long so = 0, co = 0;
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         int runs = dl_shard_runs(e->shard, i);
-        e->weight_begin[i] = wo;
         for (int j = 0; j < whole->layers[i].n_params; j++) {
             const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
+            long wo = e->weight_index[first[i] + j]; /* index_weights' */
             dl_real *host = NULL;
             began[first[i] + j] = init;
             if (whole->layers[i].param[j].shares && !(p && p->replica)) { /* tied: the earlier layer's tensor */
                 if (p) {
                     e->param[i][j] = e->param[p->share_layer][p->share_param];
                     e->dparam[i][j] = e->dparam[p->share_layer][p->share_param];
-                    e->weight_index[first[i] + j] = e->weight_index[first[p->share_layer] + p->share_param];
                 }
                 continue;
             }
@@ -366,10 +405,8 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
                 struct dl_rng again = began[first[p->share_layer] + p->share_param];
                 e->param[i][j] = e->weights + wo;
                 e->dparam[i][j] = e->dweights ? e->dweights + wo : NULL;
-                e->weight_index[first[i] + j] = wo;
                 init_param(&whole->layers[p->share_layer].param[p->share_param], &e->shard->layer[i].slice[j],
                            weights + wo, &again);
-                wo += p->count;
                 continue;
             }
             if (p && p->dtype == DL_I64) { /* a counter, from 0 (nothing drawn) */
@@ -380,9 +417,7 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
             if (p && p->trainable) {
                 e->param[i][j] = e->weights + wo;
                 e->dparam[i][j] = e->dweights ? e->dweights + wo : NULL;
-                e->weight_index[first[i] + j] = wo;
                 host = weights + wo;
-                wo += p->count;
             } else if (p) {
                 e->param[i][j] = e->state + so;
                 host = state + so;
@@ -393,7 +428,6 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
     }
     free(began);
     free(first);
-    e->weight_begin[g->n] = wo;
     return DL_OK;
 }
 
@@ -447,13 +481,7 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     }
     e->param = dl_exec_param_table(e->shard->g, err);
     e->dparam = dl_exec_param_table(e->shard->g, err);
-    e->weight_begin = dl_calloc(n + 1, sizeof *e->weight_begin, err);
-    size_t slots = 0;
-    for (int i = 0; i < g->n; i++)
-        slots += (size_t)e->shard->g->layers[i].n_params;
-    e->weight_index = dl_calloc(slots + 1, sizeof *e->weight_index, err);
-    e->param_first = dl_calloc(n + 1, sizeof *e->param_first, err);
-    if (!e->param || !e->dparam || !e->weight_begin || !e->weight_index || !e->param_first)
+    if (!e->param || !e->dparam) /* weight_begin and the index: made by the plan (index_weights) */
         return DL_ERR_NOMEM;
     /* on the executor's device, drawn on the host (in staging copies the
      * size of each, copied over) */

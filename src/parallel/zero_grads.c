@@ -37,39 +37,38 @@ struct dl_zero_grads {
 /* Where backward writes: every bucket's first and last writer in backward
  * order (a layer writes its own weights' gradients and those of the tied
  * parameters it shares). */
-static void writers(struct dl_zero_grads *z)
+static void writers(const struct dl_exec *e, struct zbucket *b, int n)
 {
-    const struct dl_exec *e = z->exec;
     const struct dl_graph *g = e->g;
-    for (int k = 0; k < z->n; k++)
-        z->b[k].open = INT_MAX, z->b[k].close = -1;
+    for (int k = 0; k < n; k++)
+        b[k].open = INT_MAX, b[k].close = -1;
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {
             long at = e->weight_index[e->param_first[i] + j], end = at + g->layers[i].param[j].count;
             int t = g->n - 1 - i;
-            for (int k = 0; at >= 0 && k < z->n; k++)
-                if (z->b[k].lo < end && at < z->b[k].hi) {
-                    if (t < z->b[k].open)
-                        z->b[k].open = t;
-                    if (t > z->b[k].close)
-                        z->b[k].close = t;
+            for (int k = 0; at >= 0 && k < n; k++)
+                if (b[k].lo < end && at < b[k].hi) {
+                    if (t < b[k].open)
+                        b[k].open = t;
+                    if (t > b[k].close)
+                        b[k].close = t;
                 }
         }
 }
 
 /* First fit: each bucket at the lowest place clear of every earlier one
- * whose writing overlaps its own in time. */
-static void place(struct dl_zero_grads *z)
+ * whose writing overlaps its own in time; the arena's size. */
+static long place(struct zbucket *all, int n)
 {
-    z->arena_n = 0;
-    for (int k = 0; k < z->n; k++) {
-        struct zbucket *b = &z->b[k];
+    long arena = 0;
+    for (int k = 0; k < n; k++) {
+        struct zbucket *b = &all[k];
         long size = b->hi - b->lo;
         b->at = 0;
         for (int moved = 1; moved;) {
             moved = 0;
             for (int q = 0; q < k; q++) {
-                const struct zbucket *o = &z->b[q];
+                const struct zbucket *o = &all[q];
                 int together = o->open <= b->close && b->open <= o->close;
                 if (together && o->at < b->at + size && b->at < o->at + (o->hi - o->lo)) {
                     b->at = o->at + (o->hi - o->lo);
@@ -77,9 +76,41 @@ static void place(struct dl_zero_grads *z)
                 }
             }
         }
-        if (b->at + size > z->arena_n)
-            z->arena_n = b->at + size;
+        if (b->at + size > arena)
+            arena = b->at + size;
     }
+    return arena;
+}
+
+/* e's buckets (*b, *n), placed: the arena's size in *arena. */
+static int make_buckets(const struct dl_exec *e, size_t bucket_bytes, struct zbucket **b, int *n, long *arena,
+                        struct dl_error *err)
+{
+    long per = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(dl_real));
+    struct dl_bucket_range *r = NULL;
+    *b = NULL;
+    int rc = dl_buckets_cut(e, per, 1, &r, n, err);
+    if (!rc && !(*b = dl_calloc((size_t)*n + 1, sizeof **b, err)))
+        rc = DL_ERR_NOMEM;
+    for (int k = 0; !rc && k < *n; k++)
+        (*b)[k] = (struct zbucket){.lo = r[k].lo, .hi = r[k].hi};
+    free(r);
+    if (!rc) {
+        writers(e, *b, *n);
+        *arena = place(*b, *n);
+    }
+    return rc;
+}
+
+int dl_zero_grads_plan(const struct dl_exec *e, int ranks, size_t bucket_bytes, long *values, struct dl_error *err)
+{
+    struct zbucket *b = NULL;
+    int n = 0;
+    long arena = 0;
+    int rc = make_buckets(e, bucket_bytes, &b, &n, &arena, err);
+    free(b);
+    *values = rc ? 0 : (e->n_weights + ranks - 1) / (ranks > 0 ? ranks : 1) + arena;
+    return rc;
 }
 
 int dl_zero_grads_create(struct dl_comm *c, struct dl_exec *e, const struct dl_zero_shard *sh, size_t bucket_bytes,
@@ -94,17 +125,8 @@ int dl_zero_grads_create(struct dl_comm *c, struct dl_exec *e, const struct dl_z
     z->comm = c;
     z->exec = e;
     z->shard = *sh;
-    long per = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(dl_real));
-    struct dl_bucket_range *r = NULL;
-    int rc = dl_buckets_cut(e, per, 1, &r, &z->n, err);
-    if (!rc && !(z->b = dl_calloc((size_t)z->n + 1, sizeof *z->b, err)))
-        rc = DL_ERR_NOMEM;
-    for (int k = 0; !rc && k < z->n; k++)
-        z->b[k] = (struct zbucket){.lo = r[k].lo, .hi = r[k].hi};
-    free(r);
+    int rc = make_buckets(e, bucket_bytes, &z->b, &z->n, &z->arena_n, err);
     if (!rc) {
-        writers(z);
-        place(z);
         z->arena = dl_calloc((size_t)(z->arena_n > 0 ? z->arena_n : 1), sizeof *z->arena, err);
         z->block = dl_calloc((size_t)(sh->block > 0 ? sh->block : 1), sizeof *z->block, err);
         rc = z->arena && z->block ? DL_OK : DL_ERR_NOMEM;

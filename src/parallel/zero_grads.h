@@ -41,5 +41,8 @@ int dl_zero_grads_end(struct dl_zero_grads *z, dl_real **block, double *comm_sec
                       struct dl_error *err);
 /* The gradient values this rank holds: its block and the arena. */
 long dl_zero_grads_values(const struct dl_zero_grads *z);
+/* The same for an executor only planned (dl_exec_plan) on `ranks`
+ * data-parallel ranks: what `dltrain check --grid` and the planner count. */
+int dl_zero_grads_plan(const struct dl_exec *e, int ranks, size_t bucket_bytes, long *values, struct dl_error *err);
 
 #endif

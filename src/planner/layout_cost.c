@@ -321,7 +321,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
      * the gradients of its stages p, p + P, ...; its allreduce overlaps
      * backward with one chunk (no pipeline: one stage), else follows it. */
     double dp = 0, exposed = 0, tp_max = 0;
-    /* ZeRO's reduce-scatter and allgather follow backward: nothing hidden */
+    /* ZeRO's reduce-scatter (stage 2: its reduces, between backward's
+     * layers on the compute thread) and allgather: nothing hidden */
     int overlaps = M == 1 && D > 1 && !l->zero;
     double *layer_bwd = overlaps && !rc ? dl_calloc((size_t)g->n, sizeof *layer_bwd, err) : NULL;
     if (overlaps && !rc && !layer_bwd)
@@ -351,6 +352,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         dp = a > dp ? a : dp;
         exposed = e > exposed ? e : exposed;
         double update = values * t->optim_per_param * (m->compute_scale > 1 ? m->compute_scale : 1);
+        if (l->zero && D > 1) /* ZeRO: each rank updates its block */
+            update /= D;
         out->optim_s = update > out->optim_s ? update : out->optim_s;
         if (tp_rank > tp_max)
             tp_max = tp_rank;

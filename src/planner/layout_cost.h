@@ -103,7 +103,8 @@ struct dl_plan_layout {
     int chunks;
     size_t bucket_bytes;            /* the data-parallel allreduce's buckets (0: grad_sync's default) */
     enum dl_dtype grad_dtype;       /* the dtype its gradients travel in (--grad-dtype): f32 or bf16 */
-    int zero;                       /* ZeRO stage 1 (--zero 1): the optimizer's state a block a dp rank */
+    int zero;                       /* ZeRO stage 1 or 2 (--zero): the optimizer's state a block a dp rank
+                                       (2: the gradients too, layout_memory.c) */
     /* --recompute full: the layers of the network file's blocks (those
      * without running statistics, as exec/recompute.c picks them) run
      * forward again in backward, their tensor collectives too */

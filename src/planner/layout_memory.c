@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "exec/exec.h"
+#include "parallel/zero_grads.h"
 
 int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout *l, struct dl_graph *staged,
                            struct dl_error *err)
@@ -52,12 +53,17 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
     struct dl_comm tensor = {.size = l->dims.tp, .rank = 0}, pipeline = {.size = l->dims.pp, .rank = p};
     o.tensor_comm = l->dims.tp > 1 ? &tensor : NULL;
     o.pipeline_comm = l->dims.pp > 1 ? &pipeline : NULL;
+    double grads = -1; /* ZeRO-2 (no pipeline): the rank's block and the buckets, else one a weight */
     for (int v = 0; !rc && v < V; v++) {
         struct dl_exec e;
         o.stage = v;
         rc = dl_exec_plan(&e, staged, per_chunk, &o, err);
         if (!rc) {
+            long values = 0;
             arena[v] = e.arena_bytes;
+            if (l->zero == 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1 &&
+                (rc = dl_zero_grads_plan(&e, l->dims.dp, l->bucket_bytes, &values, err)) == DL_OK)
+                grads = (double)values;
             dl_exec_free(&e);
         }
     }
@@ -68,7 +74,8 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
                 continue;
             dl_layer_param_tally(&s.local.layers[i], &trainable, &state);
         }
-        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, state, l->zero ? l->dims.dp : 1);
+        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, grads >= 0 ? grads : trainable, state,
+                                                    l->zero ? l->dims.dp : 1);
     }
     dl_shard_free(&s);
     return rc;

@@ -40,7 +40,7 @@ const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size
     if (l->grad_dtype == DL_BF16 && l->dims.dp > 1 && len > 0 && (size_t)len < size)
         len += snprintf(buf + len, size - (size_t)len, " bf16 gradients");
     if (l->zero && l->dims.dp > 1 && len > 0 && (size_t)len < size)
-        len += snprintf(buf + len, size - (size_t)len, " zero1");
+        len += snprintf(buf + len, size - (size_t)len, " zero%d", l->zero);
     if (l->dims.sp && l->dims.tp > 1 && len > 0 && (size_t)len < size)
         len += snprintf(buf + len, size - (size_t)len, " sequence-parallel");
     if (l->recompute && len > 0 && (size_t)len < size)
@@ -140,6 +140,9 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
         why = tp_error;
     } else if (P > g->n - 1) {
         snprintf(msg, sizeof msg, "pp=%d stages, but the network has %d layers before its loss", P, g->n - 1);
+        why = msg;
+    } else if (req->zero == 2 && D > 1 && P > 1) {
+        snprintf(msg, sizeof msg, "--zero 2 does not run with a pipeline (pp=%d)", P);
         why = msg;
     } else if (P > DL_SCHED_MAX_STAGES) {
         snprintf(msg, sizeof msg, "pp=%d is over the %d stages a schedule may have", P, DL_SCHED_MAX_STAGES);

@@ -31,7 +31,8 @@ struct dl_plan_request {
     const struct dl_optim_spec *optim; /* its optimizer (the memory of its state); NULL: SGD with momentum */
     int skip_memory;                   /* 1: no memory (0 everywhere; no limit may be set): faster */
     enum dl_dtype grad_dtype;          /* the run's --grad-dtype: f32 (0) or bf16, bytes of the gradient sums */
-    int zero;                          /* the run's parallel.zero: the optimizer's state a block a dp rank */
+    int zero;                          /* the run's parallel.zero: the optimizer's state a block a dp rank (2: the
+                                          gradients too; no pipeline) */
     int sequence_parallel;             /* the run's parallel.sequence_parallel (the shards' dims.sp) */
     /* Tensor rank 0's layer times (allocated here) with the network split
      * over T ranks, measured (cli/layer_times.h), called once per T > 1;
