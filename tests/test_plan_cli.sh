@@ -36,7 +36,7 @@
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 41
+tap_plan 42
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -129,10 +129,13 @@ tap_result $? "--recompute full: every layout predicted 5% to 60% slower (the bl
 expect_status 2 "--grad-dtype fp16" -- $PLAN --ranks 4 --grad-dtype fp16
 expect_output "^dltrain plan: --grad-dtype: expected fp32 or bf16, found 'fp16'" "  is refused, naming both"
 
-# The least memory any layout needs, from the JSON of a run with no limit.
+# The least memory any layout needs (the memory savers' variants among
+# them), from the JSON of a run whose limit nothing fits.
+$PLAN --ranks 4 --memory-per-rank 1000 --json > "$T/plan-1000.json" 2>/dev/null
 least=$(/usr/bin/python3 -c '
 import json, sys
-print(min(l["memory_bytes"] for l in json.load(open(sys.argv[1]))["layouts"] if l["feasible"]))' "$T/plan.json")
+print(min(l["memory_bytes"] for l in json.load(open(sys.argv[1]))["layouts"] if "memory_bytes" in l))' \
+    "$T/plan-1000.json")
 expect_status 2 "a memory limit below every layout exits 2" -- $PLAN --ranks 4 --memory-per-rank 1000
 expect_output "no layout of 4 ranks fits --memory-per-rank 1000: the smallest needs $least bytes per rank" \
     "and names the smallest memory that would work ($least bytes)"
@@ -144,6 +147,33 @@ ok = L[0]["feasible"] and L[0]["memory_bytes"] <= int(sys.argv[1])
 ok = ok and all(l["memory_bytes"] > int(sys.argv[1]) for l in L if not l["feasible"] and "memory_bytes" in l)
 sys.exit(0 if ok else 1)' "$least"
 tap_result $? "within the limit, the others over it"
+
+# Memory savers: gpt-tiny on 4 ranks under a limit its plain dp=4 layout
+# misses (5,068,992 bytes with Adam): each layout over it is tried again
+# with sequence parallelism, ZeRO 1, 2 and full recomputation in turn
+# (each a layout of its own, each smaller than the last), and the ranking
+# takes the fastest that fits
+$GPLAN --json > "$T/g-free.json" 2>&1 && $GPLAN --memory-per-rank 3800000 --json > "$T/g-saved.json" 2>&1 &&
+/usr/bin/python3 - "$T/g-free.json" "$T/g-saved.json" <<'PY'
+import json, sys
+free, saved = (json.load(open(p))["layouts"] for p in sys.argv[1:3])
+saver = lambda l: l["zero"] > 0 or l["recompute"] or l["sequence_parallel"]
+name = lambda l: "dp=%d,tp=%d,pp=%d%s%s%s" % (l["dp"], l["tp"], l["pp"], " zero%d" % l["zero"] if l["zero"] else "",
+                                            " recompute" if l["recompute"] else "",
+                                            " sequence-parallel" if l["sequence_parallel"] else "")
+dp4 = [l for l in saved if (l["dp"], l["tp"], l["pp"]) == (4, 1, 1) and "memory_bytes" in l]
+plain = [l for l in dp4 if not saver(l)]
+saved4 = [l for l in dp4 if saver(l)]
+best = min((l for l in saved if l["feasible"]), key=lambda l: l["step_s"])
+print("# dp=4 under 3,800,000 bytes: " + ", ".join("%s %d bytes%s" % (name(l), l["memory_bytes"],
+      " (fits)" if l["feasible"] else "") for l in dp4) + "; the best: %s" % name(best))
+ok = not any(saver(l) for l in free) and plain and not any(l["feasible"] for l in plain)
+ok = ok and any(l["feasible"] and l["memory_bytes"] <= 3800000 for l in saved4)
+ok = ok and min(l["memory_bytes"] for l in saved4) < min(l["memory_bytes"] for l in plain)
+ok = ok and best is saved[0] and all(best["step_s"] <= l["step_s"] for l in saved if l["feasible"])
+sys.exit(0 if ok else 1)
+PY
+tap_result $? "plan --memory-per-rank: a layout over the limit made to fit with ZeRO, sequence parallelism or recomputation"
 
 # Layer times from the tuning database: the 11 layers dltrain tune timed
 # at the batch a rank sees (32 of 64 on 2 ranks); the loss, which it does

@@ -105,6 +105,58 @@ static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *
     return DL_OK;
 }
 
+#define DL_PLAN_MAX_V 4 /* the most stages a pipeline rank holds in a layout tried */
+
+/* A layout over the memory limit made smaller step by step, each step a
+ * candidate of its own, until one fits: sequence parallelism (tensor ranks
+ * on a network of sequences: the same bytes, no time in the model), ZeRO
+ * stage 1 then 2 over the data-parallel ranks (stage 2 without a
+ * pipeline; its sums after backward, not hidden), then full recomputation
+ * of the network file's blocks (their forward again).  The ranking then
+ * takes the fastest that fits. */
+static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_view *v,
+                         const struct dl_plan_layout *base, struct dl_plan_result *r, int *cap, struct dl_error *err)
+{
+    const struct dl_graph *g = req->g;
+    int P = base->dims.pp, D = base->dims.dp, T = base->dims.tp, blocks = 0;
+    for (int i = 0; i < g->n; i++)
+        blocks |= g->layers[i].block >= 0;
+    size_t *arena = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *arena, err);
+    size_t *params = dl_calloc((size_t)P, sizeof *params, err);
+    int *slots = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *slots, err);
+    int rc = arena && params && slots ? DL_OK : DL_ERR_NOMEM;
+    struct dl_exec_options eo = req->eo ? *req->eo : (struct dl_exec_options){0};
+    struct dl_plan_layout l = *base;
+    size_t before = 0; /* the last step's memory */
+    for (int step = 0, fits = 0; !rc && !fits && step < 4; step++) {
+        if (step == 0 && T > 1 && g->positions > 1 && !l.dims.sp)
+            l.dims.sp = 1;
+        else if (step == 1 && D > 1 && l.zero < 1)
+            l.zero = 1;
+        else if (step == 2 && D > 1 && P == 1 && l.zero < 2)
+            l.zero = 2;
+        else if (step == 3 && blocks && !l.recompute)
+            l.recompute = 1, eo.recompute = DL_RECOMPUTE_FULL;
+        else
+            continue;
+        rc = dl_layout_arenas(g, &l, req->batch, &eo, req->optim, arena, params, err);
+        struct dl_plan_candidate *c = rc ? NULL : push(r, cap, err);
+        if (!rc && !c)
+            rc = DL_ERR_NOMEM;
+        if (!rc) {
+            c->layout = l;
+            rc = evaluate(req, v, arena, params, slots, c, err);
+            fits = !rc && c->feasible;
+            if (!rc && step == 2 && before && c->memory >= before) /* buckets as large as the gradient: no gain */
+                l.zero = 1;
+            else if (!rc)
+                before = c->memory;
+        }
+    }
+    free(arena), free(params), free(slots);
+    return rc;
+}
+
 /* The data-parallel buckets tried when the allreduce overlaps backward
  * (dp > 1, one chunk), after grad_sync's default (0). */
 static const size_t bucket_choices[] = {(size_t)1 << 20, (size_t)4 << 20};
@@ -112,7 +164,6 @@ static const size_t bucket_choices[] = {(size_t)1 << 20, (size_t)4 << 20};
 
 /* The schedules tried on a pipeline, in enumeration order (the first
  * alone without one); V: stages per rank. */
-#define DL_PLAN_MAX_V 4
 static const struct {
     enum dl_pipe_schedule kind;
     int V;
@@ -194,9 +245,11 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
             struct dl_plan_candidate *c = rc ? NULL : push(r, cap, err);
             if (!rc && !c)
                 rc = DL_ERR_NOMEM;
+            int over = 0;
             if (!rc) {
                 c->layout = l;
                 rc = evaluate(req, v, req->skip_memory ? NULL : arena, params, slots, c, err);
+                over = c->over_memory;
             }
             for (int q = 0; !rc && D > 1 && M == 1 && !req->zero && q < N_BUCKET_CHOICES; q++) { /* zero: no buckets */
                 struct dl_plan_candidate *o = push(r, cap, err), *first = &r->c[r->n - 2 - q];
@@ -211,6 +264,8 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
                 o->memory = first->memory, o->feasible = first->feasible, o->over_memory = first->over_memory;
                 memcpy(o->why, first->why, sizeof o->why);
             }
+            if (!rc && over)
+                rc = memory_savers(req, v, &l, r, cap, err);
         }
         free(arena), free(params), free(slots);
         if (rc)
