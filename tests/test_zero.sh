@@ -4,8 +4,9 @@
 # step's loss within 1e-5 relative, the final weights within 1e-5 of the
 # largest):
 # - LeNet-5 with AdamW, gradient clipping and biases left out of the decay
-#   on 2 and 4 data-parallel ranks (61,706 weights: uneven blocks on 4), the
-#   optimizer's state a block a rank (the run's memory line);
+#   on 2 and 4 data-parallel ranks (61,706 weights: uneven blocks on 4), and
+#   with small buckets (the collectives a chunk at a time), the optimizer's
+#   state a block a rank (the run's memory line);
 # - gpt-tiny on dp=2 x tp=2 (the blocks of a tensor rank's slices); check
 #   --grid counts the optimizer's state a block a rank (--zero 1 and the
 #   network file's parallel.zero);
@@ -25,7 +26,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 27
+tap_plan 28
 . "$top_srcdir/tests/grid_runs.sh"
 
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
@@ -33,6 +34,8 @@ LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --
 run 1 lenet-one $LENET
 grid lenet-zero-dp2 lenet-one 2 $LENET --zero 1
 grid lenet-zero-dp4 lenet-one 4 $LENET --zero 1
+# buckets of 40 KiB: the sums and the allgather go 2,560 values of each block at a time, staged
+grid lenet-zero-dp4-chunks lenet-one 4 $LENET --zero 1 --bucket-bytes 40K
 /usr/bin/python3 - "$T/lenet-zero-dp4.jsonl" <<'PY'
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1]) if '"event":"memory"' in l]
@@ -50,11 +53,11 @@ GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus
 run 1 gpt-one $GPT
 grid gpt-zero-dp2-tp2 gpt-one 4 $GPT --grid dp=2,tp=2 --zero 1
 expect_status 0 "check --grid dp=4 --zero 1" -- $DLTRAIN check $GPT --optimizer adam --grid dp=4 --zero 1 --bytes
-expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +482304 +241152 " \
-    "  counts Adam's state a block a rank: 241,152 of its 964,608 bytes"
+expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +602880 +241152 " \
+    "  counts Adam's state a block a rank: 241,152 of its 964,608 bytes (its gradients: the whole, its block's sums and the staging)"
 expect_status 0 "check --grid dp=4 --set parallel.zero=1" -- $DLTRAIN check $GPT --optimizer adam --grid dp=4 \
     --set parallel.zero=1 --bytes
-expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +482304 +241152 " "  and so does the file's parallel.zero"
+expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +602880 +241152 " "  and so does the file's parallel.zero"
 
 # ZeRO stage 2: no rank holds the whole gradient
 grid lenet-zero2-dp2 lenet-one 2 $LENET --zero 2 --bucket-bytes 40K
@@ -71,12 +74,16 @@ import json, sys
 one, two = ([json.loads(l) for l in open(f) if '"event":"memory"' in l] for f in sys.argv[1:3])
 n = 120576
 block = (n + 3) // 4
+# the collectives' chunks: a bucket's bytes over 4 ranks, staged unless a chunk is the whole block
+staging = lambda bucket: 4 * (bucket // 4 // 4) if bucket // 4 // 4 < block else 0
 print("# gradient values per rank: --zero 1", [e["gradients"] for e in one], "--zero 2", [e["gradients"] for e in two])
-# stage 1: one per weight; stage 2: the block and an arena of at least the largest layer's
-ok = all(e["gradients"] == n for e in one) and all(block < e["gradients"] < n for e in two)
+# stage 1: one per weight, its block's sums and the staging; stage 2: the block, an arena of at least
+# the largest layer's and the staging, fewer than one per weight
+ok = all(e["gradients"] == n + block + staging(25 << 20) for e in one)
+ok = ok and all(block + staging(100 << 10) < e["gradients"] < n for e in two)
 sys.exit(0 if ok and len(one) == len(two) == 4 else 1)
 PY
-tap_result $? "the memory lines: --zero 2 holds the rank's block and the buckets, fewer than --zero 1's one a weight"
+tap_result $? "the memory lines: --zero 2 holds the rank's block, the buckets and the staging, fewer than one a weight"
 # check --grid plans the same buckets (the default 25 MiB: gpt-tiny is one
 # bucket, so a rank holds its block and the whole gradient's arena)
 run 4 gpt-zero2-dp4-default $GPT --zero 2 --max-steps 2 &&
@@ -87,9 +94,10 @@ ran = {json.loads(l)["gradients"] for l in open(sys.argv[1]) if '"event":"memory
 row = [l.split() for l in open(sys.argv[2]) if re.match(r"^0 +0 +0,1,2,3 ", l)]
 planned = int(row[0][7]) if row else -1
 print("# gradient values: the run", ran, "check --grid", planned / 4)
-sys.exit(0 if ran == {planned / 4} and planned / 4 == 120576 // 4 + 120576 else 1)
+n = 120576
+sys.exit(0 if ran == {planned / 4} and planned / 4 == n // 4 + n else 1)
 PY
-tap_result $? "  check --grid counts what the run holds (the default buckets: the block and all 120,576 values)"
+tap_result $? "  check --grid counts what the run holds (the default buckets: the block, all 120,576 values, the staging)"
 
 # checkpoints both ways (the last 10 steps after a resume against the uninterrupted run)
 CK="--max-steps 20"

@@ -97,14 +97,16 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                                          dl_grid_rank(d, (struct dl_grid_pos){t, dd, p}));
             layer_range(&s, r->layers, sizeof r->layers);
             int blocks = net->parallel.zero ? d->dp : 1; /* ZeRO: the optimizer's state a block a data-parallel rank */
-            long grads = m.weights;
-            if (net->parallel.zero == 2 && d->dp > 1) { /* ZeRO-2: the rank's block and the buckets */
+            long grads = m.weights, arena = 0;
+            struct dl_zero_shard zs;
+            dl_zero_shard_of(m.weights, d->dp, 0, &zs);
+            if (net->parallel.zero == 2 && d->dp > 1) { /* ZeRO-2: the buckets (the default size) */
                 struct dl_exec e;
                 struct dl_exec_options o = *eo;
                 o.shard = &s;
                 rc = dl_exec_plan(&e, g, max_local, &o, err);
                 if (!rc) {
-                    rc = dl_zero_grads_plan(&e, d->dp, 0, &grads, err);
+                    rc = dl_zero_grads_plan_arena(&e, 0, &arena, err);
                     dl_exec_free(&e);
                 }
                 if (rc) {
@@ -112,6 +114,8 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                     return rc;
                 }
             }
+            if (net->parallel.zero && d->dp > 1) /* with the block's sums and the staging */
+                grads = dl_zero_grad_values(&zs, m.weights, net->parallel.zero, arena, 0);
             r->weights = 4.0 * (double)m.weights, r->gradients = 4.0 * (double)grads, r->state = 4.0 * (double)m.state;
             r->optimizer = dl_optim_state_bytes(&net->train.optim, (double)m.weights, blocks);
             r->arena = (double)m.arena_bytes;

@@ -33,6 +33,8 @@ struct sync_impl {
     int zero;         /* ZeRO stage 1 or 2: gs is NULL; the block's gradient sums go to block */
     struct dl_zero_shard shard;
     dl_real *block;   /* [shard.block] (stage 1) */
+    dl_real *staging; /* [shard.ranks x chunk]: the pieces of one collective (zero.h's dl_zero_chunk) */
+    long chunk;
     struct dl_zero_grads *grads; /* stage 2 */
 };
 
@@ -77,7 +79,7 @@ static int zero_update(struct dl_strategy *s, double lr, dl_real *block, double 
     if (!rc) { /* the weights padded to the ranks' blocks: the last one's tail is zero */
         memcpy(block, e->weights + sh->lo, bytes);
         double t1 = dl_clock_now();
-        rc = c->ops->allgather(c, block, e->weights, bytes, err);
+        rc = dl_zero_allgather(c, sh, block, e->weights, im->chunk, im->staging, err);
         *comm += dl_clock_now() - t1;
     }
     return rc;
@@ -104,7 +106,7 @@ static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *s
         if (!rc && s->before_update)
             rc = s->before_update(s->update_ctx, err);
         if (!rc)
-            rc = c->ops->reduce_scatter(c, e->dweights, block, DL_F32, (size_t)sh->block, err);
+            rc = dl_zero_reduce_scatter(c, sh, e->dweights, block, im->chunk, im->staging, err);
         comm = dl_clock_now() - t0;
     }
     if (!rc)
@@ -166,6 +168,7 @@ static void sync_destroy(struct dl_strategy *s)
     dl_grad_sync_free(im->gs);
     dl_zero_grads_free(im->grads);
     free(im->block);
+    free(im->staging);
     dl_comm_close(im->device_comm);
     dl_stall_free(im->stall);
     free(im);
@@ -198,15 +201,22 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
         rc = dl_comm_open_over(dev->comm, s->comm, &im->device_comm, err);
     go.device_comm = im->device_comm;
     im->zero = po->zero && s->comm->size > 1;
-    if (im->zero)
+    if (im->zero) { /* the collectives over blocks a chunk at a time */
         dl_zero_shard_of(s->exec->n_weights, s->comm->size, s->comm->rank, &im->shard);
+        im->chunk = dl_zero_chunk(&im->shard, po->bucket_bytes);
+        long staging = dl_zero_staging(&im->shard, po->bucket_bytes);
+        if (!(im->staging = dl_calloc((size_t)(staging > 0 ? staging : 1), sizeof *im->staging, err)))
+            rc = DL_ERR_NOMEM;
+    }
     if (!rc && im->zero && po->zero == 2) {
         rc = dl_zero_grads_create(s->comm, s->exec, &im->shard, po->bucket_bytes, &im->grads, err);
         if (!rc)
-            s->grad_values = dl_zero_grads_values(im->grads);
+            s->grad_values = dl_zero_grad_values(&im->shard, s->exec->n_weights, 2,
+                                                 dl_zero_grads_arena(im->grads), po->bucket_bytes);
     } else if (!rc && im->zero) {
         if (!(im->block = dl_calloc((size_t)(im->shard.block ? im->shard.block : 1), sizeof *im->block, err)))
             rc = DL_ERR_NOMEM;
+        s->grad_values = dl_zero_grad_values(&im->shard, s->exec->n_weights, 1, 0, po->bucket_bytes);
     } else if (!rc) {
         rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
     }

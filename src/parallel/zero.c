@@ -2,6 +2,8 @@
  * zero.h; the step itself is sync.c's). */
 #include "parallel/zero.h"
 
+#include "parallel/grad_sync.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,56 @@ void dl_zero_shard_of(long n_weights, int ranks, int rank, struct dl_zero_shard 
     long lo = block * rank, n = n_weights - lo;
     *out = (struct dl_zero_shard){.lo = lo, .n = n < 0 ? 0 : n < block ? n : block, .block = block, .ranks = ranks,
                                   .rank = rank};
+}
+
+long dl_zero_chunk(const struct dl_zero_shard *sh, size_t bucket_bytes)
+{
+    long per = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(dl_real));
+    long chunk = per / (sh->ranks > 0 ? sh->ranks : 1);
+    if (chunk > sh->block)
+        chunk = sh->block;
+    return chunk > 0 ? chunk : 1;
+}
+
+long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes)
+{
+    long chunk = dl_zero_chunk(sh, bucket_bytes);
+    return chunk < sh->block ? chunk * sh->ranks : 0;
+}
+
+long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes)
+{
+    return (stage == 2 ? arena : n_weights) + sh->block + dl_zero_staging(sh, bucket_bytes);
+}
+
+int dl_zero_allgather(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *block, dl_real *weights,
+                      long chunk, dl_real *staging, struct dl_error *err)
+{
+    if (chunk >= sh->block) /* one piece: the ranks' blocks as the weights hold them */
+        return c->ops->allgather(c, block, weights, sizeof *block * (size_t)sh->block, err);
+    int rc = DL_OK;
+    for (long at = 0; !rc && at < sh->block; at += chunk) {
+        long n = sh->block - at < chunk ? sh->block - at : chunk;
+        rc = c->ops->allgather(c, block + at, staging, sizeof *staging * (size_t)n, err);
+        for (int r = 0; !rc && r < sh->ranks; r++)
+            memcpy(weights + (long)r * sh->block + at, staging + (long)r * n, sizeof *staging * (size_t)n);
+    }
+    return rc;
+}
+
+int dl_zero_reduce_scatter(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *grad, dl_real *block,
+                           long chunk, dl_real *staging, struct dl_error *err)
+{
+    if (chunk >= sh->block) /* one piece: the gradient as it is */
+        return c->ops->reduce_scatter(c, grad, block, DL_F32, (size_t)sh->block, err);
+    int rc = DL_OK;
+    for (long at = 0; !rc && at < sh->block; at += chunk) {
+        long n = sh->block - at < chunk ? sh->block - at : chunk;
+        for (int r = 0; r < sh->ranks; r++)
+            memcpy(staging + (long)r * n, grad + (long)r * sh->block + at, sizeof *staging * (size_t)n);
+        rc = c->ops->reduce_scatter(c, staging, block + at, DL_F32, (size_t)n, err);
+    }
+    return rc;
 }
 
 int dl_zero_gather_state(struct dl_comm *c, const struct dl_zero_shard *sh, const struct dl_optim *o,

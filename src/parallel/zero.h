@@ -23,6 +23,28 @@ struct dl_zero_shard {
 
 void dl_zero_shard_of(long n_weights, int ranks, int rank, struct dl_zero_shard *out);
 
+/* The collectives over blocks go a chunk at a time: `chunk` values of
+ * each rank's block (a gradient bucket's bytes over the ranks, at most a
+ * block), packed into a staging buffer of ranks x chunk values, so that no
+ * collective (nor MPI's own buffers) holds a whole vector again. */
+long dl_zero_chunk(const struct dl_zero_shard *sh, size_t bucket_bytes);
+/* The staging's values: none when a chunk is the whole block (the vector
+ * goes in one piece, as it lies). */
+long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes);
+/* The values of what a rank holds for its gradient with `stage` (1 or 2):
+ * stage 1 the whole gradient, its block's sums and the staging; stage 2
+ * its block, `arena` (zero_grads.h's buckets) and the staging. */
+long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes);
+
+/* Stage 1's sum of grad (ranks x block values, the padding zero) into this
+ * rank's block, reduce-scatters a chunk at a time. */
+int dl_zero_reduce_scatter(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *grad, dl_real *block,
+                           long chunk, dl_real *staging, struct dl_error *err);
+/* Every rank's block (this rank's: block) into weights (ranks x block
+ * values), allgathers a chunk at a time. */
+int dl_zero_allgather(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *block, dl_real *weights,
+                      long chunk, dl_real *staging, struct dl_error *err);
+
 /* The whole optimizer state (state_vectors x n_weights, in whole's own
  * layout: whole->n = n_weights) from every rank's block of o (collective
  * over the data-parallel communicator c). */

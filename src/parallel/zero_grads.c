@@ -25,6 +25,7 @@ struct dl_zero_grads {
     dl_real *arena;
     long arena_n;
     dl_real *block; /* [shard.block] */
+    long piece;     /* the most values one reduce sums (a bucket's) */
     double scale;
     int next;           /* buckets [0, next) summed in this backward */
     int last_layer;     /* the last hook's layer (they fall within a backward) */
@@ -102,14 +103,12 @@ static int make_buckets(const struct dl_exec *e, size_t bucket_bytes, struct zbu
     return rc;
 }
 
-int dl_zero_grads_plan(const struct dl_exec *e, int ranks, size_t bucket_bytes, long *values, struct dl_error *err)
+int dl_zero_grads_plan_arena(const struct dl_exec *e, size_t bucket_bytes, long *arena, struct dl_error *err)
 {
     struct zbucket *b = NULL;
     int n = 0;
-    long arena = 0;
-    int rc = make_buckets(e, bucket_bytes, &b, &n, &arena, err);
+    int rc = make_buckets(e, bucket_bytes, &b, &n, arena, err);
     free(b);
-    *values = rc ? 0 : (e->n_weights + ranks - 1) / (ranks > 0 ? ranks : 1) + arena;
     return rc;
 }
 
@@ -125,6 +124,8 @@ int dl_zero_grads_create(struct dl_comm *c, struct dl_exec *e, const struct dl_z
     z->comm = c;
     z->exec = e;
     z->shard = *sh;
+    z->piece = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(dl_real));
+    z->piece = z->piece > 0 ? z->piece : 1;
     int rc = make_buckets(e, bucket_bytes, &z->b, &z->n, &z->arena_n, err);
     if (!rc) {
         z->arena = dl_calloc((size_t)(z->arena_n > 0 ? z->arena_n : 1), sizeof *z->arena, err);
@@ -171,7 +172,9 @@ static int sum_bucket(struct dl_zero_grads *z, int k, struct dl_error *err)
         long to = b->hi < (r + 1) * sh->block ? b->hi : (r + 1) * sh->block;
         if (from >= to)
             continue;
-        rc = z->comm->ops->reduce(z->comm, g + (from - b->lo), DL_F32, (size_t)(to - from), r, err);
+        for (long at = from; !rc && at < to; at += z->piece) /* a layer larger than a bucket: in pieces */
+            rc = z->comm->ops->reduce(z->comm, g + (at - b->lo), DL_F32,
+                                      (size_t)(to - at < z->piece ? to - at : z->piece), r, err);
         z->bytes += sizeof(dl_real) * (size_t)(to - from) * (size_t)(D - 1) / (size_t)D;
         if (!rc && r == sh->rank)
             for (long i = from; i < to; i++)
@@ -232,7 +235,7 @@ int dl_zero_grads_end(struct dl_zero_grads *z, dl_real **block, double *comm_sec
     return z->status;
 }
 
-long dl_zero_grads_values(const struct dl_zero_grads *z)
+long dl_zero_grads_arena(const struct dl_zero_grads *z)
 {
-    return z->shard.block + z->arena_n;
+    return z->arena_n;
 }

@@ -8,8 +8,9 @@
  * backward finishes a bucket (the executor's grad_hook, every backward of
  * the step: a pipeline's chunks add up), it is scaled by the rank's share of
  * the global batch, each part lying in a data-parallel rank's block
- * (zero.h) summed into that rank (one reduce per owner: the bytes of a
- * reduce-scatter in all), added to the owner's block of sums, and zeroed.
+ * (zero.h) summed into that rank (reduces of at most a bucket's values: the
+ * bytes of a reduce-scatter in all), added to the owner's block of sums,
+ * and zeroed.
  * A rank holds of the gradient its block and the arena.  The reductions
  * run on the compute thread, between layers (none overlap with backward
  * yet); host memory only. */
@@ -39,10 +40,11 @@ void dl_zero_grads_begin(struct dl_zero_grads *z, double scale);
  * and (estimated) bytes sent.  Fails as a reduction failed. */
 int dl_zero_grads_end(struct dl_zero_grads *z, dl_real **block, double *comm_seconds, size_t *bytes,
                       struct dl_error *err);
-/* The gradient values this rank holds: its block and the arena. */
-long dl_zero_grads_values(const struct dl_zero_grads *z);
-/* The same for an executor only planned (dl_exec_plan) on `ranks`
- * data-parallel ranks: what `dltrain check --grid` and the planner count. */
-int dl_zero_grads_plan(const struct dl_exec *e, int ranks, size_t bucket_bytes, long *values, struct dl_error *err);
+/* The arena's values (zero.h's dl_zero_grad_values adds the block and the
+ * staging). */
+long dl_zero_grads_arena(const struct dl_zero_grads *z);
+/* The same for an executor only planned (dl_exec_plan): what `dltrain
+ * check --grid` and the planner count. */
+int dl_zero_grads_plan_arena(const struct dl_exec *e, size_t bucket_bytes, long *arena, struct dl_error *err);
 
 #endif

@@ -53,17 +53,15 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
     struct dl_comm tensor = {.size = l->dims.tp, .rank = 0}, pipeline = {.size = l->dims.pp, .rank = p};
     o.tensor_comm = l->dims.tp > 1 ? &tensor : NULL;
     o.pipeline_comm = l->dims.pp > 1 ? &pipeline : NULL;
-    double grads = -1; /* ZeRO-2 (no pipeline): the rank's block and the buckets, else one a weight */
+    long buckets = 0; /* ZeRO-2 (no pipeline): the buckets' arena */
     for (int v = 0; !rc && v < V; v++) {
         struct dl_exec e;
         o.stage = v;
         rc = dl_exec_plan(&e, staged, per_chunk, &o, err);
         if (!rc) {
-            long values = 0;
             arena[v] = e.arena_bytes;
-            if (l->zero == 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1 &&
-                (rc = dl_zero_grads_plan(&e, l->dims.dp, l->bucket_bytes, &values, err)) == DL_OK)
-                grads = (double)values;
+            if (l->zero == 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1)
+                rc = dl_zero_grads_plan_arena(&e, l->bucket_bytes, &buckets, err);
             dl_exec_free(&e);
         }
     }
@@ -74,8 +72,12 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
                 continue;
             dl_layer_param_tally(&s.local.layers[i], &trainable, &state);
         }
-        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, grads >= 0 ? grads : trainable, state,
-                                                    l->zero ? l->dims.dp : 1);
+        double grads = trainable; /* ZeRO: with its block's sums and staging (zero.h) */
+        struct dl_zero_shard zs;
+        dl_zero_shard_of((long)trainable, l->dims.dp, 0, &zs);
+        if (l->zero && l->dims.dp > 1)
+            grads = (double)dl_zero_grad_values(&zs, (long)trainable, l->zero, buckets, l->bucket_bytes);
+        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, grads, state, l->zero ? l->dims.dp : 1);
     }
     dl_shard_free(&s);
     return rc;
