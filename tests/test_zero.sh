@@ -7,7 +7,9 @@
 #   on 2 and 4 data-parallel ranks (61,706 weights: uneven blocks on 4), and
 #   with small buckets (the collectives a chunk at a time), the optimizer's
 #   state a block a rank (the run's memory line);
-# - gpt-tiny on dp=2 x tp=2 (the blocks of a tensor rank's slices); check
+# - gpt-tiny on dp=2 x tp=2 (the blocks of a tensor rank's slices) and on
+#   dp=2 x pp=2 (the tied embedding's copy on the head's stage; its
+#   checkpoint resumed on one process); check
 #   --grid counts the optimizer's state a block a rank (--zero 1 and the
 #   network file's parallel.zero);
 # - checkpoints: a --zero 1 run's resumed on one process, and one
@@ -26,7 +28,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 28
+tap_plan 30
 . "$top_srcdir/tests/grid_runs.sh"
 
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
@@ -52,6 +54,12 @@ GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus
     --limit-test 64"
 run 1 gpt-one $GPT
 grid gpt-zero-dp2-tp2 gpt-one 4 $GPT --grid dp=2,tp=2 --zero 1
+# the tied embedding and head on two pipeline ranks: the copies' gradients
+# summed before the blocks' sums, each stage's group updating its copy alike
+grid gpt-zero-dp2-pp2 gpt-one 4 $GPT --grid dp=2,pp=2 --zero 1
+run 4 gpt-zero-dp2-pp2-ck $GPT --grid dp=2,pp=2 --zero 1 --checkpoint-dir "$T/zpp" --checkpoint-every 10 &&
+    run 1 gpt-zero-pp-on-one $GPT --resume "$T/zpp/ckpt-0000000010.safetensors" && resumed gpt-one gpt-zero-pp-on-one
+tap_result $? "  its checkpoint (the copies and the blocks gathered) resumed on one process continues its run"
 expect_status 0 "check --grid dp=4 --zero 1" -- $DLTRAIN check $GPT --optimizer adam --grid dp=4 --zero 1 --bytes
 expect_output "^0 +0 +0,1,2,3 +0-24 wte\\.\\.loss +1 +482304 +602880 +241152 " \
     "  counts Adam's state a block a rank: 241,152 of its 964,608 bytes (its gradients: the whole, its block's sums and the staging)"

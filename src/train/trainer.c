@@ -530,9 +530,6 @@ static int setup(struct trainer *tr, struct dl_error *err)
                                 forward_warning, tr, &tr->strategy, err);
     if (!rc && tr->sharded)
         rc = dl_tied_create(dl_pipeline_exec(&tr->pipe), tr->comm, &tr->tied, err);
-    if (!rc && tr->tied && tr->zero)
-        rc = dl_errorf(err, DL_ERR_SPEC, "--zero 1: a tied parameter (share:) whose layers run in two pipeline "
-                       "ranks' stages is not supported with it yet");
     if (!rc && tr->tied && (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
         rc = dl_errorf(err, DL_ERR_SPEC, "a tied parameter (share:) whose layers run in two pipeline ranks' stages: "
                        "the parameter server (--consistency ssp or async) updates the copies on their own; train "
