@@ -115,7 +115,7 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                 }
             }
             if (net->parallel.zero && d->dp > 1) /* with the block's sums and the staging */
-                grads = dl_zero_grad_values(&zs, m.weights, net->parallel.zero, arena, 0);
+                grads = dl_zero_grad_values(&zs, m.weights, net->parallel.zero, arena, 0, DL_F32);
             r->weights = 4.0 * (double)m.weights, r->gradients = 4.0 * (double)grads, r->state = 4.0 * (double)m.state;
             r->optimizer = dl_optim_state_bytes(&net->train.optim, (double)m.weights, blocks);
             r->arena = (double)m.arena_bytes;

@@ -35,6 +35,7 @@ struct sync_impl {
     dl_real *block;   /* [shard.block] (stage 1) */
     dl_real *staging; /* [shard.ranks x chunk]: the pieces of one collective (zero.h's dl_zero_chunk) */
     long chunk;
+    enum dl_dtype wire; /* stage 1's sums on the wire: f32, or bf16 (--grad-dtype) */
     struct dl_zero_grads *grads; /* stage 2 */
 };
 
@@ -94,7 +95,8 @@ static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *s
     struct dl_exec *e = s->exec;
     const struct dl_zero_shard *sh = &im->shard;
     struct dl_comm *c = s->comm;
-    size_t bytes = sizeof(dl_real) * (size_t)sh->block, summed = 2 * bytes * (size_t)(c->size - 1);
+    size_t bytes = sizeof(dl_real) * (size_t)sh->block, D1 = (size_t)(c->size - 1);
+    size_t summed = bytes * D1 + bytes * D1 / (im->wire == DL_BF16 ? 2 : 1); /* the allgather's, the sums' */
     dl_real *block = im->block;
     double comm = 0, t0 = dl_clock_now();
     int rc = DL_OK;
@@ -106,7 +108,7 @@ static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *s
         if (!rc && s->before_update)
             rc = s->before_update(s->update_ctx, err);
         if (!rc)
-            rc = dl_zero_reduce_scatter(c, sh, e->dweights, block, im->chunk, im->staging, err);
+            rc = dl_zero_reduce_scatter(c, sh, e->dweights, block, im->chunk, im->staging, im->wire, err);
         comm = dl_clock_now() - t0;
     }
     if (!rc)
@@ -204,7 +206,8 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
     if (im->zero) { /* the collectives over blocks a chunk at a time */
         dl_zero_shard_of(s->exec->n_weights, s->comm->size, s->comm->rank, &im->shard);
         im->chunk = dl_zero_chunk(&im->shard, po->bucket_bytes);
-        long staging = dl_zero_staging(&im->shard, po->bucket_bytes);
+        im->wire = po->grad_dtype;
+        long staging = dl_zero_staging(&im->shard, po->bucket_bytes, im->wire);
         if (!(im->staging = dl_calloc((size_t)(staging > 0 ? staging : 1), sizeof *im->staging, err)))
             rc = DL_ERR_NOMEM;
     }
@@ -212,11 +215,11 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
         rc = dl_zero_grads_create(s->comm, s->exec, &im->shard, po->bucket_bytes, &im->grads, err);
         if (!rc)
             s->grad_values = dl_zero_grad_values(&im->shard, s->exec->n_weights, 2,
-                                                 dl_zero_grads_arena(im->grads), po->bucket_bytes);
+                                                 dl_zero_grads_arena(im->grads), po->bucket_bytes, im->wire);
     } else if (!rc && im->zero) {
         if (!(im->block = dl_calloc((size_t)(im->shard.block ? im->shard.block : 1), sizeof *im->block, err)))
             rc = DL_ERR_NOMEM;
-        s->grad_values = dl_zero_grad_values(&im->shard, s->exec->n_weights, 1, 0, po->bucket_bytes);
+        s->grad_values = dl_zero_grad_values(&im->shard, s->exec->n_weights, 1, 0, po->bucket_bytes, im->wire);
     } else if (!rc) {
         rc = dl_grad_sync_create(s->comm, s->exec, &go, &im->gs, err);
     }

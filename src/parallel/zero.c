@@ -2,6 +2,7 @@
  * zero.h; the step itself is sync.c's). */
 #include "parallel/zero.h"
 
+#include "core/bf16.h"
 #include "parallel/grad_sync.h"
 
 #include <stdlib.h>
@@ -24,15 +25,16 @@ long dl_zero_chunk(const struct dl_zero_shard *sh, size_t bucket_bytes)
     return chunk > 0 ? chunk : 1;
 }
 
-long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes)
+long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes, enum dl_dtype wire)
 {
     long chunk = dl_zero_chunk(sh, bucket_bytes);
-    return chunk < sh->block ? chunk * sh->ranks : 0;
+    return chunk < sh->block || wire != DL_F32 ? chunk * sh->ranks : 0;
 }
 
-long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes)
+long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes,
+                         enum dl_dtype wire)
 {
-    return (stage == 2 ? arena : n_weights) + sh->block + dl_zero_staging(sh, bucket_bytes);
+    return (stage == 2 ? arena : n_weights) + sh->block + dl_zero_staging(sh, bucket_bytes, wire);
 }
 
 int dl_zero_allgather(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *block, dl_real *weights,
@@ -51,16 +53,27 @@ int dl_zero_allgather(struct dl_comm *c, const struct dl_zero_shard *sh, const d
 }
 
 int dl_zero_reduce_scatter(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *grad, dl_real *block,
-                           long chunk, dl_real *staging, struct dl_error *err)
+                           long chunk, dl_real *staging, enum dl_dtype wire, struct dl_error *err)
 {
-    if (chunk >= sh->block) /* one piece: the gradient as it is */
+    if (chunk >= sh->block && wire == DL_F32) /* one piece: the gradient as it is */
         return c->ops->reduce_scatter(c, grad, block, DL_F32, (size_t)sh->block, err);
     int rc = DL_OK;
     for (long at = 0; !rc && at < sh->block; at += chunk) {
         long n = sh->block - at < chunk ? sh->block - at : chunk;
+        if (wire == DL_F32) {
+            for (int r = 0; r < sh->ranks; r++)
+                memcpy(staging + (long)r * n, grad + (long)r * sh->block + at, sizeof *staging * (size_t)n);
+            rc = c->ops->reduce_scatter(c, staging, block + at, DL_F32, (size_t)n, err);
+            continue;
+        }
+        /* bf16: the ranks' pieces rounded into the staging's first half, the sums into its tail */
+        dl_bf16 *send = (dl_bf16 *)(void *)staging, *sums = send + (long)sh->ranks * n;
         for (int r = 0; r < sh->ranks; r++)
-            memcpy(staging + (long)r * n, grad + (long)r * sh->block + at, sizeof *staging * (size_t)n);
-        rc = c->ops->reduce_scatter(c, staging, block + at, DL_F32, (size_t)n, err);
+            for (long i = 0; i < n; i++)
+                send[(long)r * n + i] = dl_f32_to_bf16(grad[(long)r * sh->block + at + i]);
+        rc = c->ops->reduce_scatter(c, send, sums, DL_BF16, (size_t)n, err);
+        for (long i = 0; !rc && i < n; i++)
+            block[at + i] = dl_bf16_to_f32(sums[i]);
     }
     return rc;
 }

@@ -29,17 +29,20 @@ void dl_zero_shard_of(long n_weights, int ranks, int rank, struct dl_zero_shard 
  * collective (nor MPI's own buffers) holds a whole vector again. */
 long dl_zero_chunk(const struct dl_zero_shard *sh, size_t bucket_bytes);
 /* The staging's values: none when a chunk is the whole block (the vector
- * goes in one piece, as it lies). */
-long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes);
+ * goes in one piece, as it lies) and the sums travel in f32. */
+long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes, enum dl_dtype wire);
 /* The values of what a rank holds for its gradient with `stage` (1 or 2):
  * stage 1 the whole gradient, its block's sums and the staging; stage 2
  * its block, `arena` (zero_grads.h's buckets) and the staging. */
-long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes);
+long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes,
+                         enum dl_dtype wire);
 
 /* Stage 1's sum of grad (ranks x block values, the padding zero) into this
- * rank's block, reduce-scatters a chunk at a time. */
+ * rank's block, reduce-scatters a chunk at a time; wire bf16 (--grad-dtype
+ * bf16): each chunk rounded to bf16, summed in f32 and rounded once (the
+ * comm backends'), half the bytes. */
 int dl_zero_reduce_scatter(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *grad, dl_real *block,
-                           long chunk, dl_real *staging, struct dl_error *err);
+                           long chunk, dl_real *staging, enum dl_dtype wire, struct dl_error *err);
 /* Every rank's block (this rank's: block) into weights (ranks x block
  * values), allgathers a chunk at a time. */
 int dl_zero_allgather(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *block, dl_real *weights,

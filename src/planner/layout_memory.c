@@ -76,7 +76,8 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
         struct dl_zero_shard zs;
         dl_zero_shard_of((long)trainable, l->dims.dp, 0, &zs);
         if (l->zero && l->dims.dp > 1)
-            grads = (double)dl_zero_grad_values(&zs, (long)trainable, l->zero, buckets, l->bucket_bytes);
+            grads = (double)dl_zero_grad_values(&zs, (long)trainable, l->zero, buckets, l->bucket_bytes,
+                                                l->grad_dtype);
         *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, grads, state, l->zero ? l->dims.dp : 1);
     }
     dl_shard_free(&s);

@@ -152,8 +152,8 @@ static int zero_refusal(struct trainer *tr, struct dl_error *err)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: synchronous data parallelism only (--consistency sync)", z);
     if (po->codec.ops)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with --compress (the blocks are summed exactly)", z);
-    if (po->grad_dtype != DL_F32)
-        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with --grad-dtype bf16 yet", z);
+    if (po->grad_dtype != DL_F32 && z == 2)
+        return dl_errorf(err, DL_ERR_SPEC, "--zero 2: not with --grad-dtype bf16 yet (--zero 1 sums in bf16)");
     if (o->exec.device && !o->exec.device->host_memory)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not on a device without host memory yet (--device %s)", z,
                          o->exec.device->name);
