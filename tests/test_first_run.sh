@@ -132,7 +132,7 @@ parallel.pp|2|0||1
 parallel.micro_batches|4|0||1
 parallel.stages|[fc1]|fc1|parallel.pp=2|1
 parallel.sequence_parallel|true|often||1
-parallel.zero|1|2||1
+parallel.zero|1|4||1
 loss.label_smoothing|0.1|2||0
 layers.fc1.units|48|0||1
 layers.conv1.pad|0|-1||1
