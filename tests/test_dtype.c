@@ -170,11 +170,48 @@ static void bulk_equals_scalar(void **state)
     free(x), free(y), free(h), free(k);
 }
 
+/* dl_cast_add for each pair of f32 and bf16, long enough to be split over
+ * threads: dst[i] + src[i] summed in f32, a bf16 destination rounded once
+ * (the scalar casts above, value by value). */
+static void bulk_sum_equals_scalar(void **state)
+{
+    (void)state;
+    enum { N = 70001 };
+    float *x = malloc(sizeof *x * N), *y = malloc(sizeof *y * N);
+    dl_bf16 *g = malloc(sizeof *g * N), *h = malloc(sizeof *h * N);
+    struct dl_rng r;
+    dl_rng_seed(&r, 5);
+    for (int i = 0; i < N; i++) { /* sums of mixed signs and magnitudes, most of them inexact in bf16 */
+        x[i] = (float)(dl_rng_uniform(&r) * 8 - 4);
+        g[i] = dl_f32_to_bf16((float)(dl_rng_uniform(&r) * 8 - 4));
+    }
+    struct dl_error err = {0};
+    memcpy(y, x, sizeof *x * N);
+    assert_int_equal(dl_cast_add(x, DL_F32, y, DL_F32, N, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(y[i] == x[i] + x[i]);
+    memcpy(y, x, sizeof *x * N);
+    assert_int_equal(dl_cast_add(g, DL_BF16, y, DL_F32, N, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(y[i] == x[i] + dl_bf16_to_f32(g[i]));
+    memcpy(h, g, sizeof *g * N);
+    assert_int_equal(dl_cast_add(x, DL_F32, h, DL_BF16, N, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(h[i], dl_f32_to_bf16(dl_bf16_to_f32(g[i]) + x[i]));
+    for (int i = 0; i < N; i++)
+        h[i] = dl_f32_to_bf16(x[i]);
+    assert_int_equal(dl_cast_add(g, DL_BF16, h, DL_BF16, N, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(h[i], dl_f32_to_bf16(dl_bf16_to_f32(dl_f32_to_bf16(x[i])) + dl_bf16_to_f32(g[i])));
+    assert_int_equal(dl_cast_add(x, DL_F32, y, DL_I32, N, &err), DL_ERR_INTERNAL);
+    free(x), free(y), free(g), free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_patterns), cmocka_unit_test(halfway_and_edges), cmocka_unit_test(nans),
-        cmocka_unit_test(exact_back), cmocka_unit_test(bulk_equals_scalar),
+        cmocka_unit_test(exact_back), cmocka_unit_test(bulk_equals_scalar), cmocka_unit_test(bulk_sum_equals_scalar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

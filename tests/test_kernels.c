@@ -97,6 +97,10 @@ static const struct kcase cases[] = {
      2, NULL},
     {"conv_1x1", "[32, 7, 5]", "{type: conv, filters: 48, kernel: 1, bias: false}", 2, NULL},
     {"conv_1x1_stride2", "[32, 7, 7]", "{type: conv, filters: 16, kernel: 1, stride: 2}", 2, NULL},
+    /* rows of 4 KiB in the weights: oneDNN's weight gradient summed back by
+     * backends/cpu_onednn/unblock.c, not by a reorder */
+    {"conv_1x1_wide", "[1024, 3, 2]", "{type: conv, filters: 32, kernel: 1, bias: false}", 2, NULL},
+    {"conv_2x2_wide", "[256, 4, 5]", "{type: conv, filters: 48, kernel: 2, stride: 2}", 2, NULL},
     {"conv_stride_over_kernel", "[2, 8, 7]", "{type: conv, filters: 3, kernel: 2, stride: 3}", 2, NULL},
     /* the last input row and column are never read: oneDNN's right padding is -1 */
     {"conv_1x1_stride2_even", "[16, 8, 8]", "{type: conv, filters: 16, kernel: 1, stride: 2, bias: false}", 2, NULL},

@@ -219,6 +219,8 @@ static int weights_reorder(const dnnl_memory_desc_t *user, struct dl_dnnl_wpass 
     const dnnl_memory_desc_t *md = dl_dnnl_prim_md(&p->prim, p->warg);
     if (!to_user && dnnl_memory_desc_equal(md, user))
         return DL_OK;
+    if (to_user && dl_dnnl_unblock16_wanted(md, user, &p->unblock))
+        return DL_OK;
     return to_user ? dl_dnnl_reorder_init(&p->weights, md, user, 1, err)
                    : dl_dnnl_reorder_init(&p->weights, user, md, 0, err);
 }
@@ -346,7 +348,9 @@ void dl_dnnl_wprim_backward_weights(void *inst, const struct dl_kernel_args *a)
     }
     void *ptr[4] = {src, (void *)a->c.dout, dw, w->dbias};
     dl_dnnl_prim_run(&p->prim, ptr, a->workspace);
-    if (a->c.dparam[0]) {
+    if (a->c.dparam[0] && p->unblock.k) {
+        dl_dnnl_unblock16_add(&p->unblock, dw, a->c.dparam[0]);
+    } else if (a->c.dparam[0]) {
         void *rp[2] = {dw, a->c.dparam[0]};
         dl_dnnl_prim_run(&p->weights, rp, a->workspace);
     }

@@ -9,6 +9,7 @@
 
 #include <dnnl.h>
 
+#include "backends/cpu_onednn/unblock.h"
 #include "backends/kernel.h"
 
 #define DL_DNNL_MAX_ARGS 12
@@ -99,6 +100,7 @@ struct dl_dnnl_wpass {
     struct dl_dnnl_prim weights; /* user weights into prim's layout (backward weights: dW back, summing) */
     struct dl_dnnl_prim act;     /* input into prim's layout (backward data: input gradient back) */
     int warg, aarg;              /* prim's arguments those two reorders serve */
+    struct dl_dnnl_unblock16 unblock; /* backward weights: dW back by unblock.c's loop, not the reorder (k > 0) */
 };                               /* a reorder whose prim is NULL is not needed */
 
 struct dl_dnnl_wprim {
