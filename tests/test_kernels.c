@@ -602,12 +602,14 @@ static void from_kernel(struct bf16_bufs *b, void *host, const void *copy, size_
 /* bf16 kernel k forward then backward on l in slices of mb samples, its
  * tensors bf16 copies of t's in the layouts it negotiates from plain ones
  * (results widened back into t, plain), on k's device. */
-static void run_bf16(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb)
+static void run_bf16(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb, int relu)
 {
     struct dl_error err = {0};
-    struct dl_kernel_config cfg;
+    struct dl_kernel_config cfg = {.mb = mb, .relu = relu};
+    enum dl_layout offered[DL_MAX_INPUTS] = {DL_LAYOUT_PLAIN};
+    dl_kernel_layouts(k, l, offered, cfg.in, &cfg.out);
     void *inst = NULL;
-    assert_int_equal(dl_kernel_create_plain(k, l, mb, &cfg, &inst, &err), DL_OK);
+    assert_int_equal(dl_kernel_create(k, l, &cfg, &inst, &err), DL_OK);
     struct dl_shape so = l->out_shape, si[DL_MAX_INPUTS];
     long ny = dl_layout_count(cfg.out, so), nyp = dl_shape_count(so), nx[DL_MAX_INPUTS], nxp[DL_MAX_INPUTS];
     long most = nyp; /* the largest plain tensor: staging */
@@ -782,6 +784,46 @@ static void bf16_reorders(void **state)
 }
 #endif
 
+/* fused_vs_unfused for a bf16 kernel: with cfg.relu its output is the
+ * unfused one's clamped at 0, and its gradients those of the unfused
+ * kernel given dy masked by y > 0, bit for bit. */
+static void bf16_fused_vs_unfused(const struct dl_kernel *k, const struct dl_layer *l, const char *name, int batch,
+                                  int mb)
+{
+    struct kc_tensors plain, masked, fused;
+    kc_alloc(&plain, l, batch, 11);
+    kc_alloc(&masked, l, batch, 11);
+    kc_alloc(&fused, l, batch, 11);
+    round_to_bf16(&plain, l, 0);
+    round_to_bf16(&masked, l, 0);
+    round_to_bf16(&fused, l, 0);
+    run_bf16(k, l, &plain, mb, 0);
+    long ny = batch * dl_shape_count(l->out_shape), positive = 0;
+    for (long i = 0; i < ny; i++) {
+        positive += plain.y[i] > 0;
+        if (!(plain.y[i] > 0)) {
+            plain.y[i] = 0.0f;
+            masked.dy[i] = 0.0f;
+        }
+    }
+    run_bf16(k, l, &masked, mb, 0);
+    run_bf16(k, l, &fused, mb, 1);
+    long d = differing(fused.y, plain.y, ny);
+    for (int i = 0; i < l->n_in; i++)
+        d += differing(fused.dx[i], masked.dx[i], batch * dl_shape_count(l->in_shape[i]));
+    for (int j = 0; j < l->n_params; j++)
+        if (fused.dparam[j])
+            d += differing(fused.dparam[j], masked.dparam[j], l->param[j].count);
+    print_message("# %-24s %-14s mb %d fused ReLU: %ld of %ld outputs positive, %ld values differ from the "
+                  "unfused kernel and a ReLU\n", name, k->name, mb, positive, ny, d);
+    assert_int_equal(d, 0);
+    kc_free(&plain, l);
+    kc_free(&masked, l);
+    kc_free(&fused, l);
+    if (positive > 0 && positive < ny)
+        compared_fused[kernel_index(k)]++;
+}
+
 static void bf16_kernels(void **state)
 {
     int runs = 0;
@@ -822,7 +864,7 @@ static void bf16_kernels(void **state)
                 struct kc_tensors t;
                 kc_alloc(&t, l, batch, 11);
                 round_to_bf16(&t, l, 0); /* the kernel gets the f32 master weights */
-                run_bf16(k, l, &t, mbs[m]);
+                run_bf16(k, l, &t, mbs[m], 0);
                 long ny = batch * dl_shape_count(l->out_shape), d = 0;
                 double e = 0;
                 if (exact) { /* the reference's results rounded once */
@@ -875,6 +917,8 @@ static void bf16_kernels(void **state)
                 kc_free(&t, l);
                 compared[kernel_index(k)]++;
                 runs++;
+                if (k->fuses_relu)
+                    bf16_fused_vs_unfused(k, l, cases[c].name, batch, mbs[m]);
             }
             kc_free(&ref, l);
             kc_free(&mag, l);

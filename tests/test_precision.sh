@@ -3,7 +3,8 @@
 # check shows each output's dtype in the run (bf16 for the convolutions and
 # fully connected layers, f32 for the loss) and the casts; fp16 and a
 # --kernel choice without a bf16 version are refused by name; the run's
-# first lines say which kernel computes in bf16.  LeNet-5 on Fashion-MNIST
+# first lines say which kernel computes in bf16; a batch norm's ReLU folds
+# into its bf16 kernel (bench step shows it fused).  LeNet-5 on Fashion-MNIST
 # for three epochs in bf16 ends within half a point of fp32's test accuracy; a
 # tuned bf16 run with micro-batches (the executor's bf16 tensors sliced
 # into parts) and runs on 2 data-parallel and 2 pipeline ranks equal one
@@ -19,7 +20,7 @@ skip_without_mpirun
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HOME="$T"
-tap_plan 20
+tap_plan 22
 NET="--net $top_srcdir/nets/lenet5.yaml"
 
 expect_status 0 "check --precision bf16" -- $DLTRAIN check $NET --precision bf16
@@ -39,6 +40,18 @@ expect_status 2 "a --kernel choice with no bf16 version is refused under bf16" -
     $DLTRAIN check $NET --precision bf16 --kernel conv=onednn
 expect_output "layer 'conv1' \(conv\) computes in bf16 under --precision bf16, and kernel 'onednn' has no bf16 version" \
     "  naming the layer and the kernel"
+
+# Batch norm's ReLU folds into its bf16 kernel as into the f32 one (where
+# oneDNN's bf16 batch norm runs: AVX-512 CPUs; elsewhere the emulated path
+# keeps the ReLU layer).
+expect_status 0 "bench step --precision bf16 on ResNet-18" -- \
+    $DLTRAIN bench step --net resnet18 --batch 1 --steps 1 --warmup 0 --no-peak --precision bf16
+if echo "$OUT" | grep -Eq "^1 +bn1 +batchnorm +onednn-bf16 "; then
+    echo "$OUT" | grep -Eq "^2 +relu +relu +fused "
+    tap_result $? "  the ReLU after each batch norm is fused into it"
+else
+    tap_result 0 "  the ReLU after each batch norm is fused into it # SKIP no oneDNN bf16 batch norm on this CPU"
+fi
 
 # Three epochs each way (issue 29): the test accuracies within half a point.
 $DLTRAIN train $NET --epochs 3 --precision fp32 > "$T/fp32.txt" 2>&1 &&

@@ -308,7 +308,7 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
 /* 1 when ReLU layer r may be folded into layer o's kernel (its producer or
  * its consumer): fusion is on, r reads one tensor and is read by one layer,
  * neither layer is the logits or has a micro-batch plan, and no --kernel
- * choice steers r away from its default. */
+ * choice steers r away from its default (the precision's). */
 static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_kernel_choices *ch)
 {
     const struct dl_graph *g = e->g;
@@ -323,7 +323,10 @@ static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_
         return 0; /* a ReLU after partial sums waits for their sum */
     if (p->batch && (p->layer[r].tuned || p->layer[o].tuned))
         return 0;
-    return dl_kernel_select(l, ch) == dl_kernel_select(l, NULL);
+    struct dl_kernel_choices plain = {0}; /* ch without its --kernel choices: the precision's default */
+    if (ch)
+        plain = *ch, plain.n = 0;
+    return dl_kernel_select(l, ch) == dl_kernel_select(l, &plain);
 }
 
 /* 1 when layer i (run by k) takes the ReLU after it into its kernel: the

@@ -9,7 +9,12 @@
  * Not the default: oneDNN 2.6 sums each channel's values in one float
  * register (AVX2), and where many of them are equal (raw images' zero
  * background) the rounding does not average out: the variance was 1-2e-4
- * off at batch 64, gradients 1e-3..1e-2 (issue 18; cpu_simd/batchnorm.c). */
+ * off at batch 64, gradients 1e-3..1e-2 (issue 18; cpu_simd/batchnorm.c).
+ * Both fuse the ReLU after them (kernel.h "Fused ReLU") with oneDNN's
+ * fuse_norm_relu: forward clamps the output and keeps a mask in its
+ * workspace, which goes to backward in saved after the statistics, and
+ * backward masks dout by it: the ReLU layer's two passes over the tensor,
+ * and its output, are gone. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
@@ -26,6 +31,7 @@ struct bn_inst {
     long M;          /* values per channel in a call */
     double momentum;
     float *dscale;   /* [2C]: scale then shift gradients of the last call */
+    size_t mask;     /* with a fused ReLU: bytes of forward's mask for backward (saved, after 2C floats) */
     size_t sink;     /* oneDNN always computes diff_src: bytes of workspace for it when the
                       * input is the network's, which needs no gradient */
 };
@@ -57,7 +63,7 @@ static int bn_create(const struct dl_layer *l, const struct dl_kernel_config *cf
     float eps = (float)dl_attr_float(l, "eps");
     dnnl_memory_desc_t md;
     dl_dnnl_md(&md, cfg->mb, dl_dnnl_shape(l->in_shape[0], cfg), cfg->in[0]);
-    unsigned ss = dnnl_use_scale | dnnl_use_shift;
+    unsigned ss = dnnl_use_scale | dnnl_use_shift | (cfg->relu ? dnnl_fuse_norm_relu : 0);
     dnnl_batch_normalization_desc_t td, id, bd;
     int rc = b->dscale ? DL_OK : DL_ERR_NOMEM;
     if (!rc)
@@ -74,12 +80,19 @@ static int bn_create(const struct dl_layer *l, const struct dl_kernel_config *cf
                              DNNL_ARG_VARIANCE, 0};
     static const int ba[] = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_DST, DNNL_ARG_SCALE,
                              DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT, DNNL_ARG_SHIFT, 0};
+    static const int tra[] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST, DNNL_ARG_MEAN,
+                              DNNL_ARG_VARIANCE, DNNL_ARG_WORKSPACE, 0};
+    static const int bra[] = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_DST, DNNL_ARG_SCALE,
+                              DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT, DNNL_ARG_SHIFT,
+                              DNNL_ARG_WORKSPACE, 0};
     if (!rc)
-        rc = dl_dnnl_prim_init(&b->train, &td, NULL, ta, err);
+        rc = dl_dnnl_prim_init(&b->train, &td, NULL, cfg->relu ? tra : ta, err);
+    if (!rc && cfg->relu)
+        b->mask = dl_dnnl_prim_bytes(&b->train, DNNL_ARG_WORKSPACE);
     if (!rc)
         rc = dl_dnnl_prim_init(&b->infer, &id, NULL, ta, err);
     if (!rc)
-        rc = dl_dnnl_prim_init(&b->bwd, &bd, b->train.pd, ba, err);
+        rc = dl_dnnl_prim_init(&b->bwd, &bd, b->train.pd, cfg->relu ? bra : ba, err);
     if (rc) {
         bn_destroy(b);
         return rc;
@@ -98,7 +111,7 @@ static size_t bn_ws(const void *inst, enum dl_dir dir)
 static size_t bn_saved(const void *inst)
 {
     const struct bn_inst *b = inst;
-    return 2 * sizeof(float) * (size_t)b->C;
+    return 2 * sizeof(float) * (size_t)b->C + b->mask;
 }
 
 static void bn_forward(void *inst, const struct dl_kernel_args *a)
@@ -112,7 +125,7 @@ static void bn_forward(void *inst, const struct dl_kernel_args *a)
         dl_dnnl_prim_run(&b->infer, ptr, a->workspace);
         return;
     }
-    void *ptr[6] = {(void *)c->in[0], c->param[BN_WEIGHT], c->param[BN_BIAS], c->out, mean, var};
+    void *ptr[7] = {(void *)c->in[0], c->param[BN_WEIGHT], c->param[BN_BIAS], c->out, mean, var, var + b->C};
     dl_dnnl_prim_run(&b->train, ptr, a->workspace);
     double m = b->momentum;
     for (int ch = 0; ch < b->C; ch++) {
@@ -127,8 +140,8 @@ static void bn_backward(void *inst, const struct dl_kernel_args *a)
     struct bn_inst *b = inst;
     const struct dl_op_call *c = &a->c;
     void *din = c->din[0] ? (void *)c->din[0] : (char *)a->workspace + dl_dnnl_align(b->bwd.scratch);
-    void *ptr[9] = {(void *)c->in[0], c->saved, c->saved + b->C, (void *)c->dout, c->param[BN_WEIGHT],
-                    din, b->dscale, b->dscale + b->C, c->param[BN_BIAS]};
+    void *ptr[10] = {(void *)c->in[0], c->saved, c->saved + b->C, (void *)c->dout, c->param[BN_WEIGHT],
+                     din, b->dscale, b->dscale + b->C, c->param[BN_BIAS], c->saved + 2 * b->C};
     dl_dnnl_prim_run(&b->bwd, ptr, a->workspace);
     for (int j = BN_WEIGHT; j <= BN_BIAS; j++)
         if (c->dparam[j])
@@ -137,7 +150,7 @@ static void bn_backward(void *inst, const struct dl_kernel_args *a)
 }
 
 const struct dl_kernel dl_kernel_onednn_batchnorm = {
-    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_batchnorm, .whole_batch = 1,
+    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_batchnorm, .whole_batch = 1, .fuses_relu = 1,
     .layouts = dl_dnnl_blocked_layouts, .create = bn_create, .destroy = bn_destroy,
     .workspace_bytes = bn_ws, .saved_bytes = bn_saved, .forward = bn_forward, .backward_data = bn_backward,
 };
@@ -147,6 +160,7 @@ const struct dl_kernel dl_kernel_onednn_batchnorm = {
  * drift above is below bf16's rounding. */
 const struct dl_kernel dl_kernel_onednn_batchnorm_bf16 = {
     .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_batchnorm, .dtype = DL_BF16, .whole_batch = 1,
+    .fuses_relu = 1,
     .supports = dl_dnnl_bf16_supports, .layouts = dl_dnnl_blocked_layouts, .create = bn_create,
     .destroy = bn_destroy, .workspace_bytes = bn_ws, .saved_bytes = bn_saved, .forward = bn_forward,
     .backward_data = bn_backward,
