@@ -4,7 +4,8 @@
 # fully connected layers, f32 for the loss) and the casts; fp16 and a
 # --kernel choice without a bf16 version are refused by name; the run's
 # first lines say which kernel computes in bf16; a batch norm's ReLU folds
-# into its bf16 kernel (bench step shows it fused).  LeNet-5 on Fashion-MNIST
+# into its bf16 kernel (bench step shows it fused, and its share of the
+# measured bf16 GEMM peak).  LeNet-5 on Fashion-MNIST
 # for three epochs in bf16 ends within half a point of fp32's test accuracy; a
 # tuned bf16 run with micro-batches (the executor's bf16 tensors sliced
 # into parts) and runs on 2 data-parallel and 2 pipeline ranks equal one
@@ -20,7 +21,7 @@ skip_without_mpirun
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HOME="$T"
-tap_plan 22
+tap_plan 23
 NET="--net $top_srcdir/nets/lenet5.yaml"
 
 expect_status 0 "check --precision bf16" -- $DLTRAIN check $NET --precision bf16
@@ -45,12 +46,19 @@ expect_output "layer 'conv1' \(conv\) computes in bf16 under --precision bf16, a
 # oneDNN's bf16 batch norm runs: AVX-512 CPUs; elsewhere the emulated path
 # keeps the ReLU layer).
 expect_status 0 "bench step --precision bf16 on ResNet-18" -- \
-    $DLTRAIN bench step --net resnet18 --batch 1 --steps 1 --warmup 0 --no-peak --precision bf16
+    $DLTRAIN bench step --net resnet18 --batch 1 --steps 1 --warmup 0 --precision bf16
 if echo "$OUT" | grep -Eq "^1 +bn1 +batchnorm +onednn-bf16 "; then
     echo "$OUT" | grep -Eq "^2 +relu +relu +fused "
     tap_result $? "  the ReLU after each batch norm is fused into it"
+    # the achieved rate as a share of the measured bf16 GEMM peak (oneDNN's JIT matmul)
+    echo "$OUT" | awk '/^achieved: / { a = $2 }
+        /^bf16 GEMM peak: [0-9.]+ GFLOP\/s \(oneDNN matmul [a-z]+.*share [0-9.]+%$/ {
+            p = $4; s = $NF; sub("%", "", s); n++ }
+        END { exit !(n == 1 && p > 0 && a > 0 && (100 * a / p - s) ^ 2 < 0.01) }'
+    tap_result $? "  and the achieved GFLOP/s as a share of the measured bf16 GEMM peak"
 else
     tap_result 0 "  the ReLU after each batch norm is fused into it # SKIP no oneDNN bf16 batch norm on this CPU"
+    tap_result 0 "  and the achieved GFLOP/s as a share of the measured bf16 GEMM peak # SKIP likewise"
 fi
 
 # Three epochs each way (issue 29): the test accuracies within half a point.

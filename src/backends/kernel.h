@@ -303,6 +303,11 @@ int dl_kernel_workspace(const struct dl_kernel *k, const struct dl_layer *l, int
  * names it and *blas_core gives OpenBLAS's detected core.  0 without any. */
 double dl_kernel_sgemm_peak(int n, const char **lib, const char **blas_core);
 
+/* The machine's measured bf16 GEMM peak: oneDNN's bf16 matmul (f32
+ * accumulation) on an n^3 product, in GFLOP/s; *impl names oneDNN's
+ * implementation.  0 without a JIT one (no AVX-512) or without oneDNN. */
+double dl_kernel_bf16_gemm_peak(int n, const char **impl);
+
 /* The layouts of kernels that keep whatever their first input arrives in
  * (pooling, batch norm, activations, add): every input and the output in the
  * layout of input 0.  For kernel tables' .layouts. */

@@ -15,6 +15,7 @@
 
 #include "backends/reference/reference.h"
 #if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_DNNL)
+#include "backends/cpu_onednn/bf16_peak.h"
 #include "backends/cpu_onednn/onednn.h"
 #include "backends/cpu_blas/blas.h"
 #include "backends/cpu_blas/gemm.h"
@@ -172,6 +173,17 @@ double dl_kernel_sgemm_peak(int n, const char **lib, const char **blas_core)
     *lib = d >= o ? "dnnl_sgemm" : "openblas";
     return d >= o ? d : o;
 #else
+    return 0;
+#endif
+}
+
+double dl_kernel_bf16_gemm_peak(int n, const char **impl)
+{
+    *impl = "none";
+#ifdef DL_FAST_KERNELS
+    return dl_dnnl_bf16_gemm_gflops(n, 5, impl);
+#else
+    (void)n;
     return 0;
 #endif
 }

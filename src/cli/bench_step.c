@@ -4,7 +4,8 @@
  * backward times with the kernel and layout of each layer, then the step
  * time (median), samples/s, achieved GFLOP/s (3x the forward FLOPs: forward,
  * backward data, backward weights) and its share of the machine's measured
- * sgemm peak, and the planned arena bytes.  --trace FILE writes the steps'
+ * sgemm peak (under --precision bf16 also of its measured bf16 GEMM peak),
+ * and the planned arena bytes.  --trace FILE writes the steps'
  * timeline (io/trace_json.h). */
 #include "cli/cli.h"
 
@@ -35,7 +36,8 @@ static void help(void)
           "samples/s, GFLOP/s and the share of the measured sgemm peak.\n\n"
           "  --steps N             timed steps (default 10; the median is reported)\n"
           "  --warmup N            untimed steps first (default 3)\n"
-          "  --no-peak             skip measuring the sgemm peak\n"
+          "  --no-peak             skip measuring the sgemm peak (and, with --precision bf16,\n"
+          "                        the bf16 GEMM peak)\n"
           "  --trace FILE          write the steps' timeline (Chrome trace-event JSON: layers,\n"
           "                        reorders, optimizer) for chrome://tracing or ui.perfetto.dev\n"
           "  --trace-steps N       steps it records, warm-up included (default 20; 0: all)\n\n",
@@ -178,10 +180,13 @@ int dl_cli_bench_step(int argc, char **argv)
         printf("planned arena: %zu bytes (%.1f MiB; %.1f MiB without reuse); parameters %.1f MiB\n", e.arena_bytes,
                e.arena_bytes / 1048576.0, e.unplanned_bytes / 1048576.0, 3.0 * e.n_weights * 4 / 1048576.0);
         if (peak) {
-            const char *lib, *core;
+            const char *lib, *core, *impl;
             double p = dl_kernel_sgemm_peak(1024, &lib, &core);
             printf("sgemm peak: %.1f GFLOP/s (%s, 1024^3; OpenBLAS core %s); share %.1f%%\n", p, lib, core,
                    p > 0 ? 100 * gflops / p : 0);
+            if (net.train.precision && (p = dl_kernel_bf16_gemm_peak(1024, &impl)) > 0) /* bf16: its own peak */
+                printf("bf16 GEMM peak: %.1f GFLOP/s (oneDNN matmul %s, 1024^3, f32 sums); share %.1f%%\n", p, impl,
+                       100 * gflops / p);
         }
     }
     dl_optim_free(&o);

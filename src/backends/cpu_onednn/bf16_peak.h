@@ -1,0 +1,9 @@
+/* bf16_peak.h: the measured bf16 GEMM rate (bf16_peak.c). */
+#ifndef DL_ONEDNN_BF16_PEAK_H
+#define DL_ONEDNN_BF16_PEAK_H
+
+/* GFLOP/s of an n x n x n bf16 matmul into f32 on oneDNN (median of reps
+ * runs); *impl names oneDNN's implementation.  0 without a JIT one. */
+double dl_dnnl_bf16_gemm_gflops(int n, int reps, const char **impl);
+
+#endif
