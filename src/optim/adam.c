@@ -16,6 +16,7 @@ void dl_optim_adam_corrections(const struct dl_optim_spec *s, double lr, long t,
     *shrink = 1 - lr * s->weight_decay;
 }
 
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void adam_update(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
                         dl_real *state, long n, long stride, int decoupled)
 {
