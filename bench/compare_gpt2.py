@@ -31,10 +31,12 @@ def dltrain():
                           "--warmup", "2", "--precision", a.precision], capture_output=True, text=True,
                          check=True).stdout
     step = float(re.search(r"step time: ([0-9.]+) ms", out).group(1)) / 1e3
-    peak = re.search(r"sgemm peak: ([0-9.]+) GFLOP/s", out)
+    # a bf16 run's share is of the bf16 GEMM peak, which bench step measures under --precision bf16
+    peak = re.search(r"bf16 GEMM peak: ([0-9.]+) GFLOP/s", out) or re.search(r"sgemm peak: ([0-9.]+) GFLOP/s", out)
     gflop = float(re.search(r"\(([0-9.]+) GFLOP per step\)", out).group(1))
     mem = re.search(r"planned arena: [0-9]+ bytes \(([0-9.]+) MiB.*parameters ([0-9.]+) MiB", out)
-    return step, gflop, float(peak.group(1)) if peak else None, mem.group(0) if mem else ""
+    return step, gflop, (peak.group(0).split(" peak")[0], float(peak.group(1))) if peak else None, \
+        mem.group(0) if mem else ""
 
 
 def pytorch(compiled):
@@ -80,5 +82,6 @@ for name, s in rows:
     print("%-22s %8.3f s/step  %6.1f GFLOP/s%s" % (name, s, gflop / s,
           "" if name == "dltrain" else "   dltrain is %.2fx" % (s / best)))
 if peak:
-    print("dltrain: %.1f%% of the measured sgemm peak (%.1f GFLOP/s); %s" % (100 * gflop / best / peak, peak, mem))
+    print("dltrain: %.1f%% of the measured %s peak (%.1f GFLOP/s); %s" % (100 * gflop / best / peak[1], peak[0],
+                                                                          peak[1], mem))
 print("PyTorch peak RSS: %.0f MiB" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
