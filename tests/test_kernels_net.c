@@ -196,9 +196,9 @@ static void relu_fused(void **state)
     /* LeNet: relu1 into conv1, relu2 (conv2 runs on oneDNN) into maxpool2
      * (nChw8c); FUSABLE: r1 into c1, r3 into pool (NCHW), not r2;
      * DIRECT_CHAIN: each ReLU into its convolution; RESNET: relu into bn1,
-     * b1r into b1bn (the batch norm's fused ReLU), not r2 and r3 (after an
-     * add) */
-    const int expect[] = {2, 2, 3, 2};
+     * b1r into b1bn (the batch norm's fused ReLU), r2 and r3 into the adds
+     * before them (r2 read by two layers) */
+    const int expect[] = {2, 2, 3, 4};
     for (int k = 0; k < 4; k++) {
         double lf[STEPS], lu[STEPS];
         float *wf, *wu;

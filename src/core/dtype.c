@@ -89,8 +89,11 @@ int dl_cast(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, lo
     } while (0)
 #define AS_IS(x) (x)
 
+/* A static clone behind the public function: clang exports a public
+ * target_clones function only as NAME.ifunc, which other files cannot call
+ * (fuzz/run builds with clang). */
 __attribute__((target_clones("avx512f", "avx2", "default")))
-int dl_cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err)
+static int cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err)
 {
     if (from == DL_F32 && to == DL_F32)
         SUM_LOOP(float, float, AS_IS, AS_IS, AS_IS);
@@ -104,4 +107,9 @@ int dl_cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to
         return dl_errorf(err, DL_ERR_INTERNAL, "no sum of %s values into %s", dl_dtype_names[from],
                          dl_dtype_names[to]);
     return DL_OK;
+}
+
+int dl_cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err)
+{
+    return cast_add(src, from, dst, to, n, err);
 }

@@ -306,15 +306,18 @@ static const struct dl_kernel *layer_kernel(const struct dl_exec *e, int i, cons
 }
 
 /* 1 when ReLU layer r may be folded into layer o's kernel (its producer or
- * its consumer): fusion is on, r reads one tensor and is read by one layer,
- * neither layer is the logits or has a micro-batch plan, and no --kernel
- * choice steers r away from its default (the precision's). */
+ * its consumer): fusion is on, r reads one tensor (and, moving into its
+ * consumer, is read by that layer alone; folded into its producer it may
+ * have several readers, as a ResNet block's last ReLU does: they read the
+ * producer's clamped output), neither layer is the logits or has a
+ * micro-batch plan, and no --kernel choice steers r away from its default
+ * (the precision's). */
 static int may_fold_relu(const struct dl_exec *e, int r, int o, const struct dl_kernel_choices *ch)
 {
     const struct dl_graph *g = e->g;
     const struct dl_mbplan *p = &e->impl->mbplan;
     const struct dl_layer *l = &g->layers[r];
-    if ((ch && ch->no_fusion) || !l->kind->is_relu || l->n_in != 1 || l->n_consumers != 1 ||
+    if ((ch && ch->no_fusion) || !l->kind->is_relu || l->n_in != 1 || (o > r && l->n_consumers != 1) ||
         r == g->logits || o == g->logits || !dl_exec_runs(e, r) || !dl_exec_runs(e, o))
         return 0;
     if (e->shard->layer[r].split_out != e->shard->layer[o].split_out ||

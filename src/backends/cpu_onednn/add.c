@@ -1,18 +1,25 @@
 /* add.c: element-wise sum of several tensors (the residual connections of
  * ResNets) with oneDNN's sum primitive, in the layout of the first input
  * (the others are reordered to it by the executor); backward copies the
- * output gradient to every input (padding included, which stays zero). */
+ * output gradient to every input (padding included, which stays zero).
+ * Folds the ReLU after it (kernel.h "Fused ReLU", a ResNet block's last):
+ * forward clamps the sum in place, backward copies the output gradient
+ * masked by out > 0, one pass where the ReLU layer took two and a copy. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu_onednn/common.h"
+#include "backends/cpu_simd/simd.h"
 
 struct add_inst {
     struct dl_dnnl_prim sum;
     int n;
-    size_t bytes; /* one tensor of mb samples */
+    size_t bytes;      /* one tensor of mb samples */
+    long count;        /* its values */
+    int relu;          /* a ReLU folded in */
+    enum dl_dtype dt;  /* f32 or bf16 */
 };
 
 static void add_destroy(void *p)
@@ -31,7 +38,10 @@ static int add_create(const struct dl_layer *l, const struct dl_kernel_config *c
     if (!q)
         return DL_ERR_NOMEM;
     q->n = l->n_in;
-    q->bytes = dl_dtype_size(cfg->dtype) * (size_t)cfg->mb * (size_t)dl_layout_count(cfg->out, l->out_shape);
+    q->count = (long)cfg->mb * dl_layout_count(cfg->out, l->out_shape);
+    q->bytes = dl_dtype_size(cfg->dtype) * (size_t)q->count;
+    q->relu = cfg->relu;
+    q->dt = cfg->dtype;
     dnnl_memory_desc_t md[DL_MAX_INPUTS];
     float scales[DL_MAX_INPUTS];
     int args[DL_MAX_INPUTS + 2];
@@ -61,6 +71,22 @@ static int add_create(const struct dl_layer *l, const struct dl_kernel_config *c
     return DL_OK;
 }
 
+static void relu_in_place(void *y, long n, enum dl_dtype dt)
+{
+    if (dt == DL_BF16)
+        dl_simd_relu_inplace_bf16(y, n);
+    else
+        dl_simd_relu_inplace(y, n);
+}
+
+static void relu_mask(const void *y, const void *dy, void *dst, long n, enum dl_dtype dt)
+{
+    if (dt == DL_BF16)
+        dl_simd_relu_mask_bf16(dst, dy, y, n);
+    else
+        dl_simd_relu_mask(dst, dy, y, n);
+}
+
 static size_t add_ws(const void *inst, enum dl_dir dir)
 {
     const struct add_inst *q = inst;
@@ -75,26 +101,38 @@ static void add_forward(void *inst, const struct dl_kernel_args *a)
         ptr[i] = (void *)a->c.in[i];
     ptr[q->n] = a->c.out;
     dl_dnnl_prim_run(&q->sum, ptr, a->workspace);
+    if (q->relu)
+        relu_in_place(a->c.out, q->count, q->dt);
 }
 
-/* Each input's gradient is the output's: copied (in the kernel's dtype). */
+/* Each input's gradient is the output's: copied (in the kernel's dtype),
+ * masked by out > 0 under a fused ReLU. */
 static void add_backward(void *inst, const struct dl_kernel_args *a)
 {
     struct add_inst *q = inst;
-    for (int i = 0; i < q->n; i++)
-        if (a->c.din[i])
+    void *first = NULL;
+    for (int i = 0; i < q->n; i++) {
+        if (!a->c.din[i])
+            continue;
+        if (first)
+            memcpy(a->c.din[i], first, q->bytes);
+        else if (q->relu)
+            relu_mask(a->c.out, a->c.dout, a->c.din[i], q->count, q->dt);
+        else
             memcpy(a->c.din[i], a->c.dout, q->bytes);
+        first = a->c.din[i];
+    }
 }
 
 const struct dl_kernel dl_kernel_onednn_add = {
-    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_add, .layouts = dl_kernel_follow_layouts,
+    .name = "onednn", .backend = "cpu_onednn", .op = &dl_op_add, .layouts = dl_kernel_follow_layouts, .fuses_relu = 1,
     .create = add_create, .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward,
     .backward_data = add_backward, .backward_reads = DL_READS_DECLARED, /* the output gradient alone */
 };
 
 /* In bf16: the sum in f32 inside oneDNN, rounded once. */
 const struct dl_kernel dl_kernel_onednn_add_bf16 = {
-    .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_add, .dtype = DL_BF16,
+    .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_add, .dtype = DL_BF16, .fuses_relu = 1,
     .supports = dl_dnnl_bf16_supports, .layouts = dl_kernel_follow_layouts, .create = add_create,
     .destroy = add_destroy, .workspace_bytes = add_ws, .forward = add_forward, .backward_data = add_backward,
     .backward_reads = DL_READS_DECLARED,

@@ -32,8 +32,10 @@ int dl_dnnl_unblock16_wanted(const dnnl_memory_desc_t *blocked, const dnnl_memor
     return 1;
 }
 
+/* A static clone behind the public function (clang exports a public
+ * target_clones function only as NAME.ifunc). */
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void dl_dnnl_unblock16_add(const struct dl_dnnl_unblock16 *u, const float *restrict src, float *restrict dst)
+static void unblock16_add(const struct dl_dnnl_unblock16 *u, const float *restrict src, float *restrict dst)
 {
     long k = u->k, c = u->c, rs = u->rs;
     #pragma omp parallel for schedule(static)
@@ -49,4 +51,9 @@ void dl_dnnl_unblock16_add(const struct dl_dnnl_unblock16 *u, const float *restr
                 }
         }
     }
+}
+
+void dl_dnnl_unblock16_add(const struct dl_dnnl_unblock16 *u, const float *src, float *dst)
+{
+    unblock16_add(u, src, dst);
 }

@@ -1,6 +1,6 @@
 /* relu_fold.c: the two loops a kernel with a fused ReLU needs (kernel.h,
  * "Fused ReLU"): clamping its output at zero, and masking the incoming
- * gradient by that output.  Both as bit operations, so that they vectorize
+ * gradient by that output, in f32 and in bf16.  Both as bit operations, so that they vectorize
  * without branches (half the values are masked, a branch would mispredict
  * on every other one) and treat NaN as the ReLU op does: max(NaN, 0) is 0,
  * and no gradient passes it. */
@@ -40,6 +40,38 @@ __attribute__((target_clones("avx2", "default"))) static void relu_mask(float *d
     #pragma omp simd
     for (long i = 0; i < n; i++)
         dst[i] = keep_if(dy[i], positive_mask(y[i]));
+}
+
+/* bf16 bits h are a positive number (not zero, not NaN, not negative):
+ * 0x0001 .. 0x7f80 (infinity). */
+static inline __attribute__((always_inline)) uint16_t positive_mask_bf16(uint16_t h)
+{
+    return (uint16_t)(0u - (uint32_t)((uint16_t)(h - 1u) < 0x7f80u));
+}
+
+__attribute__((target_clones("avx2", "default"))) static void relu_inplace_bf16(uint16_t *y, long n)
+{
+    #pragma omp simd
+    for (long i = 0; i < n; i++)
+        y[i] &= positive_mask_bf16(y[i]);
+}
+
+__attribute__((target_clones("avx2", "default"))) static void relu_mask_bf16(uint16_t *dst, const uint16_t *dy,
+                                                                            const uint16_t *y, long n)
+{
+    #pragma omp simd
+    for (long i = 0; i < n; i++)
+        dst[i] = dy[i] & positive_mask_bf16(y[i]);
+}
+
+void dl_simd_relu_inplace_bf16(dl_bf16 *y, long n)
+{
+    relu_inplace_bf16(y, n);
+}
+
+void dl_simd_relu_mask_bf16(dl_bf16 *dst, const dl_bf16 *dy, const dl_bf16 *y, long n)
+{
+    relu_mask_bf16(dst, dy, y, n);
 }
 
 void dl_simd_relu_inplace(float *y, long n)

@@ -26,6 +26,8 @@ void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, const struct d
  * where y > 0, else 0 (NaN in y counting as not positive). */
 void dl_simd_relu_inplace(float *y, long n);
 void dl_simd_relu_mask(float *dst, const float *dy, const float *y, long n);
+void dl_simd_relu_inplace_bf16(dl_bf16 *y, long n);
+void dl_simd_relu_mask_bf16(dl_bf16 *dst, const dl_bf16 *dy, const dl_bf16 *y, long n);
 
 /* The batch norm kernel's loops (batchnorm_loops.c) over count planes of
  * len floats, stride apart, whose lane j (of each run of 16) has its own
