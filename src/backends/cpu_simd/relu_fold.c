@@ -29,7 +29,7 @@ static inline __attribute__((always_inline)) float keep_if(float v, uint32_t mas
  * cannot call. */
 __attribute__((target_clones("avx2", "default"))) static void relu_inplace(float *y, long n)
 {
-    #pragma omp simd
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
     for (long i = 0; i < n; i++)
         y[i] = keep_if(y[i], positive_mask(y[i]));
 }
@@ -37,7 +37,7 @@ __attribute__((target_clones("avx2", "default"))) static void relu_inplace(float
 __attribute__((target_clones("avx2", "default"))) static void relu_mask(float *dst, const float *dy, const float *y,
                                                                        long n)
 {
-    #pragma omp simd
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
     for (long i = 0; i < n; i++)
         dst[i] = keep_if(dy[i], positive_mask(y[i]));
 }
@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) uint16_t positive_mask_bf16(uint16_
 
 __attribute__((target_clones("avx2", "default"))) static void relu_inplace_bf16(uint16_t *y, long n)
 {
-    #pragma omp simd
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
     for (long i = 0; i < n; i++)
         y[i] &= positive_mask_bf16(y[i]);
 }
@@ -59,7 +59,7 @@ __attribute__((target_clones("avx2", "default"))) static void relu_inplace_bf16(
 __attribute__((target_clones("avx2", "default"))) static void relu_mask_bf16(uint16_t *dst, const uint16_t *dy,
                                                                             const uint16_t *y, long n)
 {
-    #pragma omp simd
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
     for (long i = 0; i < n; i++)
         dst[i] = dy[i] & positive_mask_bf16(y[i]);
 }
