@@ -205,7 +205,9 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
     for (int i = 0; i < r->n; i++) {
         const struct dl_plan_candidate *c = &r->c[i];
         char grid[64], why[320];
-        int first_of_grid = i == 0 || memcmp(&r->c[i - 1].layout.dims, &c->layout.dims, sizeof c->layout.dims);
+        int first_of_grid = 1; /* a grid's variants need not be neighbours (the memory savers come last) */
+        for (int j = 0; j < i && first_of_grid; j++)
+            first_of_grid = memcmp(&r->c[j].layout.dims, &c->layout.dims, sizeof c->layout.dims) != 0;
         if (!first_of_grid)
             continue;
         /* the grid's best feasible variant, in ranking order */
