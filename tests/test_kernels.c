@@ -324,9 +324,24 @@ static long differing(const float *a, const float *b, long n)
     return d;
 }
 
+static void round_to_bf16(struct kc_tensors *t, const struct dl_layer *l, int params);
+static void run_bf16(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb, int relu);
+
+/* One run of k for fused_vs_unfused: an f32 kernel on inputs offered in
+ * offer, a bf16 one on t's values rounded to bf16 (the layouts it asks). */
+static void run_for_fusion(const struct dl_kernel *k, const struct dl_layer *l, struct kc_tensors *t, int mb,
+                           enum dl_layout offer, int relu)
+{
+    if (k->dtype == DL_BF16)
+        run_bf16(k, l, t, mb, relu);
+    else
+        assert_int_equal(kc_run_fused(k, l, t, mb, offer, relu), 0);
+}
+
 /* k with cfg.relu against k followed by a ReLU (kernel.h): the output is
  * max(y, 0), and from that output's gradient dy the input and weight
- * gradients are those of the unfused kernel given dy masked by y > 0. */
+ * gradients are those of the unfused kernel given dy masked by y > 0, bit
+ * for bit (in f32 and in bf16). */
 static void fused_vs_unfused(const struct dl_kernel *k, const struct dl_layer *l, const char *name, int batch,
                              int mb, enum dl_layout offer)
 {
@@ -334,7 +349,12 @@ static void fused_vs_unfused(const struct dl_kernel *k, const struct dl_layer *l
     kc_alloc(&plain, l, batch, 11);
     kc_alloc(&masked, l, batch, 11);
     kc_alloc(&fused, l, batch, 11);
-    assert_int_equal(kc_run_fused(k, l, &plain, mb, offer, 0), 0);
+    if (k->dtype == DL_BF16) {
+        round_to_bf16(&plain, l, 0);
+        round_to_bf16(&masked, l, 0);
+        round_to_bf16(&fused, l, 0);
+    }
+    run_for_fusion(k, l, &plain, mb, offer, 0);
     long ny = batch * dl_shape_count(l->out_shape), positive = 0;
     for (long i = 0; i < ny; i++) {
         positive += plain.y[i] > 0;
@@ -343,15 +363,15 @@ static void fused_vs_unfused(const struct dl_kernel *k, const struct dl_layer *l
             masked.dy[i] = 0.0f;
         }
     }
-    assert_int_equal(kc_run_fused(k, l, &masked, mb, offer, 0), 0);
-    assert_int_equal(kc_run_fused(k, l, &fused, mb, offer, 1), 0);
+    run_for_fusion(k, l, &masked, mb, offer, 0);
+    run_for_fusion(k, l, &fused, mb, offer, 1);
     long d = differing(fused.y, plain.y, ny);
     for (int i = 0; i < l->n_in; i++)
         d += differing(fused.dx[i], masked.dx[i], batch * dl_shape_count(l->in_shape[i]));
     for (int j = 0; j < l->n_params; j++)
         if (fused.dparam[j])
             d += differing(fused.dparam[j], masked.dparam[j], l->param[j].count);
-    print_message("# %-24s %-12s mb %d fused ReLU: %ld of %ld outputs positive, %ld values differ from the "
+    print_message("# %-24s %-14s mb %d fused ReLU: %ld of %ld outputs positive, %ld values differ from the "
                   "unfused kernel and a ReLU\n", name, k->name, mb, positive, ny, d);
     assert_int_equal(d, 0);
     kc_free(&plain, l);
@@ -784,46 +804,6 @@ static void bf16_reorders(void **state)
 }
 #endif
 
-/* fused_vs_unfused for a bf16 kernel: with cfg.relu its output is the
- * unfused one's clamped at 0, and its gradients those of the unfused
- * kernel given dy masked by y > 0, bit for bit. */
-static void bf16_fused_vs_unfused(const struct dl_kernel *k, const struct dl_layer *l, const char *name, int batch,
-                                  int mb)
-{
-    struct kc_tensors plain, masked, fused;
-    kc_alloc(&plain, l, batch, 11);
-    kc_alloc(&masked, l, batch, 11);
-    kc_alloc(&fused, l, batch, 11);
-    round_to_bf16(&plain, l, 0);
-    round_to_bf16(&masked, l, 0);
-    round_to_bf16(&fused, l, 0);
-    run_bf16(k, l, &plain, mb, 0);
-    long ny = batch * dl_shape_count(l->out_shape), positive = 0;
-    for (long i = 0; i < ny; i++) {
-        positive += plain.y[i] > 0;
-        if (!(plain.y[i] > 0)) {
-            plain.y[i] = 0.0f;
-            masked.dy[i] = 0.0f;
-        }
-    }
-    run_bf16(k, l, &masked, mb, 0);
-    run_bf16(k, l, &fused, mb, 1);
-    long d = differing(fused.y, plain.y, ny);
-    for (int i = 0; i < l->n_in; i++)
-        d += differing(fused.dx[i], masked.dx[i], batch * dl_shape_count(l->in_shape[i]));
-    for (int j = 0; j < l->n_params; j++)
-        if (fused.dparam[j])
-            d += differing(fused.dparam[j], masked.dparam[j], l->param[j].count);
-    print_message("# %-24s %-14s mb %d fused ReLU: %ld of %ld outputs positive, %ld values differ from the "
-                  "unfused kernel and a ReLU\n", name, k->name, mb, positive, ny, d);
-    assert_int_equal(d, 0);
-    kc_free(&plain, l);
-    kc_free(&masked, l);
-    kc_free(&fused, l);
-    if (positive > 0 && positive < ny)
-        compared_fused[kernel_index(k)]++;
-}
-
 static void bf16_kernels(void **state)
 {
     int runs = 0;
@@ -918,7 +898,7 @@ static void bf16_kernels(void **state)
                 compared[kernel_index(k)]++;
                 runs++;
                 if (k->fuses_relu)
-                    bf16_fused_vs_unfused(k, l, cases[c].name, batch, mbs[m]);
+                    fused_vs_unfused(k, l, cases[c].name, batch, mbs[m], DL_LAYOUT_PLAIN);
             }
             kc_free(&ref, l);
             kc_free(&mag, l);
