@@ -181,6 +181,13 @@ static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, c
     }
 }
 
+/* 1 when a and b are the same grid dp x tp x pp (sequence parallelism is a
+ * variant of its grid). */
+static int same_grid(const struct dl_grid_dims *a, const struct dl_grid_dims *b)
+{
+    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp;
+}
+
 static void print_table(const struct dl_graph *g, const struct dl_plan_result *r, int top)
 {
     char name[256], cuts[256];
@@ -207,13 +214,13 @@ static void print_table(const struct dl_graph *g, const struct dl_plan_result *r
         char grid[64], why[320];
         int first_of_grid = 1; /* a grid's variants need not be neighbours (the memory savers come last) */
         for (int j = 0; j < i && first_of_grid; j++)
-            first_of_grid = memcmp(&r->c[j].layout.dims, &c->layout.dims, sizeof c->layout.dims) != 0;
+            first_of_grid = !same_grid(&r->c[j].layout.dims, &c->layout.dims);
         if (!first_of_grid)
             continue;
         /* the grid's best feasible variant, in ranking order */
         const struct dl_plan_candidate *gb = NULL;
         for (int k = 0; k < r->n_feasible && !gb; k++)
-            if (!memcmp(&r->c[r->rank[k]].layout.dims, &c->layout.dims, sizeof c->layout.dims))
+            if (same_grid(&r->c[r->rank[k]].layout.dims, &c->layout.dims))
                 gb = &r->c[r->rank[k]];
         if (gb == best)
             continue;
