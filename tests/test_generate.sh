@@ -7,12 +7,13 @@
 # bytes) decode them: on the window (--no-cache, 70-byte prompts, so the
 # window slides) and with the key/value cache (30-byte prompts and 24
 # tokens, within its 64 positions); sampling is the same for the same
-# --seed and differs for another; --top-k 1 is greedy; a network that reads no token ids and a
+# --seed and differs for another; --top-k 1 is greedy; under --precision bf16
+# the cache decodes in f32 (fp32's bytes); a network that reads no token ids and a
 # missing checkpoint are refused.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-tap_plan 10
+tap_plan 11
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
 GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $TEXT --threads 1"
@@ -78,6 +79,13 @@ cmp -s "$T/s7a" "$T/s7b" && ! cmp -s "$T/s7a" "$T/s8"
 tap_result $? "sampling: the same for the same --seed, different for another"
 $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --top-k 1 --seed 3 > "$T/top1" 2>/dev/null
 cmp -s "$T/top1" "$T/greedy1"; tap_result $? "--top-k 1 is greedy"
+# A network trained in bf16 (train.precision) decodes in f32 with the key/value cache: the same bytes
+# as fp32 (the caches, and the reference's cached pass, are f32; a bf16 attention kernel refuses a cache).
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$(cat "$T/prompt0" | head -c 30)" --max-tokens 24 \
+    --temperature 0 --precision bf16 > "$T/c0bf16" 2>"$T/err_bf16"
+s=$?
+[ $s = 0 ] && cmp -s "$T/c0bf16" "$T/c0"
+tap_result $? "--precision bf16 with the key/value cache decodes in f32: fp32's bytes"
 expect_status 2 "a network that reads no token ids" -- $DLTRAIN generate --net lenet5 --checkpoint "$T/ckpt"
 expect_output "reads no token ids with a loss at every position" "the message says why"
 expect_status 1 "a missing checkpoint" -- $DLTRAIN generate $GPT --checkpoint "$T/nosuch"

@@ -855,10 +855,11 @@ static void bf16_kernels(void **state)
                         if (t.dparam[j])
                             e = worse(e, kc_rel_err(t.dparam[j], ref.dparam[j], l->param[j].count));
                 } else if (!l->kind->autocast_bf16) {
-                    /* not a sum of products (batch norm, activations, pooling, add; on the GPU attention,
-                     * whose f32 internals make it the f32 result rounded once): as a whole, within
-                     * two bf16 roundings (an intermediate's and the output's; oneDNN's batch norm
-                     * backward takes both) and a sum over a channel's M = N H W values in f32,
+                    /* not a sum of products (batch norm, activations, pooling, add; attention: on the
+                     * GPU its f32 internals make it the f32 result rounded once, on the CPU its weights
+                     * and their gradient are rounded to bf16 before the second products, as autocast's
+                     * bmm takes them): as a whole, within two bf16 roundings (an intermediate's and the
+                     * output's; oneDNN's batch norm backward and the CPU's attention take both) and a sum over a channel's M = N H W values in f32,
                      * 2^-7 + M 2^-24, of the largest value (batch norm's statistics move every output) */
                     double M = (double)batch * l->in_shape[0].h * l->in_shape[0].w, tol = 0x1p-7 + M * 0x1p-24;
                     e = kc_rel_err(t.y, ref.y, ny);

@@ -5,12 +5,13 @@
 # --kernel choice without a bf16 version are refused by name; the run's
 # first lines say which kernel computes in bf16; a batch norm's ReLU folds
 # into its bf16 kernel (bench step shows it fused, and its share of the
-# measured bf16 GEMM peak).  LeNet-5 on Fashion-MNIST
+# measured bf16 GEMM peak); GPT's attention computes in bf16.  LeNet-5 on Fashion-MNIST
 # for three epochs in bf16 ends within half a point of fp32's test accuracy; a
 # tuned bf16 run with micro-batches (the executor's bf16 tensors sliced
 # into parts) and runs on 2 data-parallel and 2 pipeline ranks equal one
 # process's bf16 run (losses and weights within 1e-5); 2 tensor-parallel
-# ranks (their partial sums in f32) within bf16's rounding, 2^-8.
+# ranks (their partial sums in f32) within bf16's rounding, 2^-8, also
+# for attention with dropout cut by heads.
 # --grad-dtype bf16 on 2 data-parallel ranks sends half the bytes of fp32
 # buckets, its losses within 2^-8 of theirs; it is refused with a codec
 # and off sync, and other dtypes are refused.  The
@@ -21,7 +22,7 @@ skip_without_mpirun
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HOME="$T"
-tap_plan 23
+tap_plan 26
 NET="--net $top_srcdir/nets/lenet5.yaml"
 
 expect_status 0 "check --precision bf16" -- $DLTRAIN check $NET --precision bf16
@@ -41,6 +42,20 @@ expect_status 2 "a --kernel choice with no bf16 version is refused under bf16" -
     $DLTRAIN check $NET --precision bf16 --kernel conv=onednn
 expect_output "layer 'conv1' \(conv\) computes in bf16 under --precision bf16, and kernel 'onednn' has no bf16 version" \
     "  naming the layer and the kernel"
+
+# GPT's attention computes in bf16 where oneDNN has bf16 matmuls (its
+# products on bf16 q, k, v with f32 sums, as autocast's bmm), so its input
+# and output need no casts; elsewhere it stays f32 between casts.
+. "$top_srcdir/tests/text_corpus.sh"
+text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
+expect_status 0 "check gpt-tiny --precision bf16" -- \
+    $DLTRAIN check --net $top_srcdir/nets/gpt-tiny.yaml --data "$top_builddir/tests/text-corpus" --precision bf16
+if echo "$OUT" | grep -Eq "^precision bf16: .*onednn-bf16"; then
+    echo "$OUT" | grep -Ec "^[0-9]+ +h\.[01]\.attn\.attn +attention .* bf16 " | grep -qx 2
+    tap_result $? "  both attention layers compute in bf16 (onednn-bf16)"
+else
+    tap_result 0 "  both attention layers compute in bf16 (onednn-bf16) # SKIP no oneDNN bf16 on this CPU"
+fi
 
 # Batch norm's ReLU folds into its bf16 kernel as into the f32 one (where
 # oneDNN's bf16 batch norm runs: AVX-512 CPUs; elsewhere the emulated path
@@ -87,14 +102,37 @@ grep -Eq "^conv1 +conv +fwd +reference-bf16 [0-9]+x[0-9]+ *(\+|[0-9])" "$T/tune.
 tap_result $? "micro-batched by the tuner (bf16 tensors cut into parts): as the undivided run"
 grid dp2 serial 2 $BF --grid dp=2
 grid pp2 serial 2 $BF --grid pp=2
-run 2 tp2 $BF --grid tp=2 && /usr/bin/python3 - "$T" <<'PY'
+# near_bf16 REF RUN STEPS: every step's loss of T/RUN within 2^-8 relative of T/REF's.
+near_bf16() {
+    /usr/bin/python3 - "$T" "$1" "$2" "$3" <<'PY'
 import json, sys
-a, b = ([json.loads(l)["loss"] for l in open("%s/%s.jsonl" % (sys.argv[1], n)) if '"step"' in l] for n in ("serial", "tp2"))
+a, b = ([json.loads(l)["loss"] for l in open("%s/%s.jsonl" % (sys.argv[1], n)) if '"step"' in l] for n in sys.argv[2:4])
 rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print("# tp2: %d steps, max relative loss difference %.2g" % (len(b), rel))
-sys.exit(0 if len(a) == len(b) == 30 and rel <= 2.0 ** -8 else 1)
+print("# %s: %d steps, max relative loss difference %.2g" % (sys.argv[3], len(b), rel))
+sys.exit(0 if len(a) == len(b) == int(sys.argv[4]) and rel <= 2.0 ** -8 else 1)
 PY
+}
+run 2 tp2 $BF --grid tp=2 && near_bf16 serial tp2 30
 tap_result $? "tp2: within bf16's rounding of one process (its partial sums in f32)"
+# attention in bf16 with dropout, cut by heads on 2 tensor ranks (each draws
+# the whole layer's masks for its heads)
+cat > "$T/attn.yaml" <<'YAML'
+name: bf16-attention
+input: {shape: [16], dtype: i32, classes: 256}
+data: {dataset: text}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 32, init_std: 0.02}
+  - {name: qkv, type: fc, units: 96}
+  - {name: attn, type: attention, heads: 4, dropout: 0.2}
+  - {name: proj, type: fc, units: 32}
+  - {name: add1, type: add, inputs: [proj, wte]}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+train: {batch: 8, epochs: 1, seed: 3, optimizer: {type: sgd, lr: 0.1, momentum: 0.9}}
+YAML
+ATTN="--net $T/attn.yaml --data $top_builddir/tests/text-corpus --precision bf16 --threads 1 --max-steps 20 --limit-test 32"
+run 1 attn-one $ATTN && run 2 attn-tp2 $ATTN --grid tp=2 && near_bf16 attn-one attn-tp2 20
+tap_result $? "attention with dropout in bf16 on tp2 (by heads): within bf16's rounding of one process"
 
 # bf16 gradient buckets: half the bytes, the same training within bf16's rounding
 FP="$NET --max-steps 30 --limit-test 200 --threads 1"

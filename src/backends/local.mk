@@ -49,11 +49,13 @@ libdltrain_a_SOURCES += \
 	src/backends/cpu_onednn/conv.c src/backends/cpu_onednn/pool.c \
 	src/backends/cpu_onednn/batchnorm.c src/backends/cpu_onednn/eltwise.c \
 	src/backends/cpu_onednn/add.c src/backends/cpu_onednn/fc.c src/backends/cpu_onednn/fc_bf16.c \
+	src/backends/cpu_onednn/attention_bf16.c \
 	src/backends/cpu_onednn/unblock.c src/backends/cpu_onednn/unblock.h \
 	src/backends/cpu_onednn/bf16_peak.c src/backends/cpu_onednn/bf16_peak.h
 endif
 if HAVE_DNNL
 libdltrain_a_SOURCES += \
 	src/backends/cpu_blas/blas.h src/backends/cpu_blas/gemm.c src/backends/cpu_blas/gemm.h \
-	src/backends/cpu_blas/fc.c src/backends/cpu_blas/conv_im2col.c src/backends/cpu_blas/attention.c
+	src/backends/cpu_blas/fc.c src/backends/cpu_blas/conv_im2col.c src/backends/cpu_blas/attention.c \
+	src/backends/attention_rows.c src/backends/attention_rows.h
 endif

@@ -561,6 +561,16 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     const struct dl_exec_options none = {0};
     if (!o)
         o = &none;
+    /* Incremental decoding runs in f32: the caches, and the reference's
+     * cached pass the attention kernels take, are f32. */
+    struct dl_exec_options decoding;
+    struct dl_kernel_choices f32;
+    if (o->decode_positions > 0 && o->kernels && o->kernels->precision != DL_F32) {
+        decoding = *o, f32 = *o->kernels;
+        f32.precision = DL_F32;
+        decoding.kernels = &f32;
+        o = &decoding;
+    }
     int rc;
     if (o->plan || !o->tuner.plan) {
         rc = init_planned(e, g, max_batch, seed, o, o->plan, err);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/attention_rows.h"
 #include "backends/attr.h"
 #include "backends/cpu_blas/gemm.h"
 #include "core/threads.h"
@@ -93,20 +94,7 @@ static void weights(const struct attn_inst *m, const struct dl_op_call *c, const
 {
     long T = m->T;
     dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->d, (float)(1 / sqrt((double)m->d)), x->q, T, x->k, T, 0, p, T);
-    for (long t = 0; t < T; t++) {
-        float *row = p + t * T, most = -INFINITY;
-        long len = m->causal ? t + 1 : T;
-        for (long s = 0; s < len; s++)
-            most = row[s] > most ? row[s] : most;
-        float sum = 0;
-        for (long s = 0; s < len; s++)
-            sum += (row[s] = expf(row[s] - most));
-        float inv = 1 / sum;
-        for (long s = 0; s < len; s++)
-            row[s] *= inv;
-        for (long s = len; s < T; s++)
-            row[s] = 0;
-    }
+    dl_attention_softmax(p, T, m->causal, 1);
     if (pd == p)
         return;
     for (long t = 0; t < T; t++)
@@ -178,21 +166,8 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
         if (x.dv)
             dl_sgemm(DL_GEMM_DNNL, 0, 0, m->d, T, T, 1, dy, T, pd, T, 0, x.dv, T);
         dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->d, 1, dy, T, x.v, T, 0, dp, T);
-        for (long t = 0; t < T; t++) {
-            float *g = dp + t * T;
-            const float *w = p + t * T;
-            long len = m->causal ? t + 1 : T;
-            if (dropout)
-                for (long s = 0; s < len; s++)
-                    g[s] *= (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
-            double row = 0;
-            for (long s = 0; s < len; s++)
-                row += (double)w[s] * (double)g[s];
-            for (long s = 0; s < len; s++)
-                g[s] = scale * w[s] * (g[s] - (float)row);
-            for (long s = len; s < T; s++)
-                g[s] = 0;
-        }
+        struct dl_attention_drop drop = {c->key, c->sample0 + n, m->head0 + h, dropout ? m->dropout : 0};
+        dl_attention_score_grad(dp, p, T, m->causal, scale, &drop);
         if (x.dq)
             dl_sgemm(DL_GEMM_DNNL, 0, 1, m->d, T, T, 1, x.k, T, dp, T, 0, x.dq, T);
         if (x.dk)

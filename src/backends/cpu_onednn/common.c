@@ -153,14 +153,19 @@ void dl_dnnl_prim_free(struct dl_dnnl_prim *p)
     memset(p, 0, sizeof *p);
 }
 
+void dl_dnnl_prim_args(const struct dl_dnnl_prim *p, void *const *ptr, void *scratch, dnnl_stream_t on,
+                       dnnl_exec_arg_t *a)
+{
+    for (int i = 0; i < p->n; i++) {
+        dnnl_memory_set_data_handle_v2(p->mem[i], p->arg[i] == DNNL_ARG_SCRATCHPAD ? scratch : ptr[i], on);
+        a[i] = (dnnl_exec_arg_t){p->arg[i], p->mem[i]};
+    }
+}
+
 void dl_dnnl_prim_run(const struct dl_dnnl_prim *p, void *const *ptr, void *scratch)
 {
     dnnl_exec_arg_t a[DL_DNNL_MAX_ARGS];
-    for (int i = 0; i < p->n; i++) {
-        dnnl_memory_set_data_handle_v2(p->mem[i], p->arg[i] == DNNL_ARG_SCRATCHPAD ? scratch : ptr[i],
-                                       dl_dnnl_stream());
-        a[i] = (dnnl_exec_arg_t){p->arg[i], p->mem[i]};
-    }
+    dl_dnnl_prim_args(p, ptr, scratch, dl_dnnl_stream(), a);
     dnnl_primitive_execute(p->prim, dl_dnnl_stream(), p->n, a);
     dnnl_stream_wait(dl_dnnl_stream());
 }

@@ -64,6 +64,12 @@ void dl_dnnl_prim_free(struct dl_dnnl_prim *p);
 const dnnl_memory_desc_t *dl_dnnl_prim_md(const struct dl_dnnl_prim *p, int arg);
 size_t dl_dnnl_prim_bytes(const struct dl_dnnl_prim *p, int arg);
 
+/* Points p's memory objects at ptr[i] (args[i], same order as at init) and
+ * scratch, and lists them in a[] (p->n of them) for dnnl_primitive_execute
+ * on stream: for a caller running p on a stream of its own (a thread's). */
+void dl_dnnl_prim_args(const struct dl_dnnl_prim *p, void *const *ptr, void *scratch, dnnl_stream_t stream,
+                       dnnl_exec_arg_t *a);
+
 /* Executes with ptr[i] as the data of args[i] (same order as at init) and
  * scratch as the scratchpad; waits for completion. */
 void dl_dnnl_prim_run(const struct dl_dnnl_prim *p, void *const *ptr, void *scratch);

@@ -1,0 +1,28 @@
+/* attention_rows.h: the row-wise steps of attention's fast CPU kernels
+ * (cpu_blas/attention.c in f32, cpu_onednn/attention_bf16.c in bf16),
+ * between their matrix products, in f32 on one head's T x T matrices
+ * (row t: query t; column s: key s). */
+#ifndef DL_BACKENDS_ATTENTION_ROWS_H
+#define DL_BACKENDS_ATTENTION_ROWS_H
+
+#include <stdint.h>
+
+/* Where a head's dropout draws its factors (ops/attention.h's
+ * dl_attention_kept): rate 0 keeps every weight. */
+struct dl_attention_drop {
+    uint64_t key;
+    long sample, head;
+    double rate;
+};
+
+/* Scores to weights in place: p[t][s] = softmax over s of scale p[t][s]
+ * (s <= t when causal; the masked ones set to 0). */
+void dl_attention_softmax(float *p, long T, int causal, float scale);
+
+/* The scores' gradient in place of the dropped weights' gradient g, from
+ * the weights p: g[t][s] = scale p (g f - sum_s' p g f), f the dropout
+ * factor of (t, s); 0 where masked. */
+void dl_attention_score_grad(float *g, const float *p, long T, int causal, float scale,
+                             const struct dl_attention_drop *drop);
+
+#endif
