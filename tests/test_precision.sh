@@ -38,9 +38,10 @@ expect_status 0 "train.precision in the file is the same setting" -- \
 tap_result $? "  the same report as --precision bf16"
 expect_status 2 "--precision fp16 is refused" -- $DLTRAIN check $NET --precision fp16
 expect_output "--precision fp16: train.precision: expected one of fp32, bf16, found 'fp16'" "  naming the accepted values"
+# (conv1 where oneDNN's f32 kernel runs it; on AVX2 CPUs its one input channel has none, so conv2)
 expect_status 2 "a --kernel choice with no bf16 version is refused under bf16" -- \
     $DLTRAIN check $NET --precision bf16 --kernel conv=onednn
-expect_output "layer 'conv1' \(conv\) computes in bf16 under --precision bf16, and kernel 'onednn' has no bf16 version" \
+expect_output "layer 'conv[12]' \(conv\) computes in bf16 under --precision bf16, and kernel 'onednn' has no bf16 version" \
     "  naming the layer and the kernel"
 
 # GPT's attention computes in bf16 where oneDNN has bf16 matmuls (its
@@ -102,20 +103,25 @@ grep -Eq "^conv1 +conv +fwd +reference-bf16 [0-9]+x[0-9]+ *(\+|[0-9])" "$T/tune.
 tap_result $? "micro-batched by the tuner (bf16 tensors cut into parts): as the undivided run"
 grid dp2 serial 2 $BF --grid dp=2
 grid pp2 serial 2 $BF --grid pp=2
-# near_bf16 REF RUN STEPS: every step's loss of T/RUN within 2^-8 relative of T/REF's.
+# near_bf16 REF RUN STEPS [W]: every step's loss of T/RUN within 2^-8 relative of T/REF's
+# (and, given W, the final weights within W of the largest).
 near_bf16() {
-    /usr/bin/python3 - "$T" "$1" "$2" "$3" <<'PY'
+    /usr/bin/python3 - "$T" "$1" "$2" "$3" "${4:-inf}" <<'PY'
 import json, sys
+import numpy as np
 a, b = ([json.loads(l)["loss"] for l in open("%s/%s.jsonl" % (sys.argv[1], n)) if '"step"' in l] for n in sys.argv[2:4])
 rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print("# %s: %d steps, max relative loss difference %.2g" % (sys.argv[3], len(b), rel))
-sys.exit(0 if len(a) == len(b) == int(sys.argv[4]) and rel <= 2.0 ** -8 else 1)
+x, y = (np.fromfile("%s/%s.bin" % (sys.argv[1], n), np.float32) for n in sys.argv[2:4])
+wd = np.max(np.abs(x - y)) / np.max(np.abs(x)) if x.size == y.size else float("inf")
+print("# %s: %d steps, max relative loss difference %.2g, weights %.2g" % (sys.argv[3], len(b), rel, wd))
+sys.exit(0 if len(a) == len(b) == int(sys.argv[4]) and rel <= 2.0 ** -8 and wd <= float(sys.argv[5]) else 1)
 PY
 }
 run 2 tp2 $BF --grid tp=2 && near_bf16 serial tp2 30
 tap_result $? "tp2: within bf16's rounding of one process (its partial sums in f32)"
 # attention in bf16 with dropout, cut by heads on 2 tensor ranks (each draws
-# the whole layer's masks for its heads)
+# the whole layer's masks for its heads): the weights within 2^-9 (measured
+# 2.7e-4; 5.1e-3 when the ranks draw their heads' masks as heads 0 and 1)
 cat > "$T/attn.yaml" <<'YAML'
 name: bf16-attention
 input: {shape: [16], dtype: i32, classes: 256}
@@ -131,7 +137,7 @@ loss: softmax_cross_entropy
 train: {batch: 8, epochs: 1, seed: 3, optimizer: {type: sgd, lr: 0.1, momentum: 0.9}}
 YAML
 ATTN="--net $T/attn.yaml --data $top_builddir/tests/text-corpus --precision bf16 --threads 1 --max-steps 20 --limit-test 32"
-run 1 attn-one $ATTN && run 2 attn-tp2 $ATTN --grid tp=2 && near_bf16 attn-one attn-tp2 20
+run 1 attn-one $ATTN && run 2 attn-tp2 $ATTN --grid tp=2 && near_bf16 attn-one attn-tp2 20 0.001953125
 tap_result $? "attention with dropout in bf16 on tp2 (by heads): within bf16's rounding of one process"
 
 # bf16 gradient buckets: half the bytes, the same training within bf16's rounding
