@@ -9,7 +9,7 @@
  * one batched matmul over the samples with W broadcast, into f32 in the
  * workspace, then the bias added and the sum rounded once to bf16 (oneDNN
  * 2.6 has only its slow reference code for a bias broadcast over the
- * positions); dx[n] = W^T dy[n] likewise; dW += sum over n of dy[n] x[n]^T,
+ * positions; without a bias, as GPT-2's head, the matmul writes bf16); dx[n] = W^T dy[n] likewise; dW += sum over n of dy[n] x[n]^T,
  * whose reduction runs over
  * samples and positions, is one matmul on copies of dy and x laid out
  * [U][N T] and [C][N T] in the workspace. */
@@ -92,7 +92,7 @@ static int fcb_create(const struct dl_layer *l, const struct dl_kernel_config *c
         strided(&y, 3, (dnnl_dims_t){N, U, T}, (dnnl_dims_t){U * T, T, 1}, bf);
         dnnl_memory_desc_t y32;
         strided(&y32, 3, (dnnl_dims_t){N, U, T}, (dnnl_dims_t){U * T, T, 1}, f);
-        rc = matmul(&q->fwd, &w, &x, NULL, &y32, 0, err);
+        rc = matmul(&q->fwd, &w, &x, NULL, q->bias ? &y32 : &y, 0, err); /* no bias: rounded by oneDNN */
         if (!rc)
             rc = matmul(&q->bd, &wt, &y, NULL, &x, 0, err); /* dx[n] = W^T dy[n] */
         /* dW [U, C] += DY [U, N T] X^T, X [C, N T]: the copies' layouts */
@@ -124,7 +124,7 @@ static size_t fcb_ws(const void *inst, enum dl_dir dir)
     const struct dl_dnnl_prim *p = dir == DL_DIR_FORWARD ? &q->fwd : dir == DL_DIR_BACKWARD_DATA ? &q->bd : &q->bw;
     size_t copies = q->T == 1                          ? 0
                     : dir == DL_DIR_BACKWARD_WEIGHTS ? 2 * (size_t)(q->N * q->T * (q->U + q->C))
-                    : dir == DL_DIR_FORWARD          ? 4 * (size_t)(q->N * q->T * q->U)
+                    : dir == DL_DIR_FORWARD && q->bias ? 4 * (size_t)(q->N * q->T * q->U)
                                                      : 0;
     return weights_bytes(q) + dl_dnnl_align(p->scratch) + dl_dnnl_align(copies);
 }
@@ -151,8 +151,10 @@ static void fcb_forward(void *inst, const struct dl_kernel_args *a)
         return;
     }
     float *acc = (float *)((char *)scratch(q, a) + dl_dnnl_align(q->fwd.scratch));
-    void *ptr[3] = {w, (void *)a->c.in[0], acc};
+    void *ptr[3] = {w, (void *)a->c.in[0], b ? (void *)acc : a->c.out};
     dl_dnnl_prim_run(&q->fwd, ptr, scratch(q, a));
+    if (!b) /* the f32 sums rounded once by the matmul */
+        return;
     long N = q->N, U = q->U, T = q->T;
     const float *bias = b;
     dl_bf16 *y = (dl_bf16 *)a->c.out;
