@@ -1,6 +1,6 @@
 /* fc_bf16.c: the fully connected layer in bf16 on oneDNN's matmul
  * ("onednn-bf16"): bf16 input, output and gradients, the f32 master weights
- * rounded to bf16 in the workspace for each call, the bias added in f32,
+ * rounded to bf16 (see weights_bytes), the bias added in f32,
  * the weight and bias gradients accumulated in f32.  Plain layouts.
  *
  * A vector input [N, C] (per sample C = C*H*W features): y = x W^T + b,
@@ -114,12 +114,27 @@ static int fcb_create(const struct dl_layer *l, const struct dl_kernel_config *c
     return DL_OK;
 }
 
-/* The workspace: the bf16 weights, then the primitive's scratchpad, then
- * (a sequence) the f32 output forward, the copies of dy and x backward
- * weights. */
+/* The bf16 weights: a vector's in the workspace of each call; a
+ * sequence's (whose weights serve N T positions: GPT's linears) in its
+ * saved state, cast by forward and read again by backward data, once a step
+ * as PyTorch's autocast caches them. */
 static size_t weights_bytes(const struct fcb_inst *q)
 {
     return dl_dnnl_align(2 * (size_t)(q->U * q->C));
+}
+
+static size_t fcb_saved(const void *inst)
+{
+    const struct fcb_inst *q = inst;
+    return q->T > 1 ? weights_bytes(q) : 0;
+}
+
+/* The workspace: a vector's bf16 weights, then the primitive's scratchpad,
+ * then (a sequence) the f32 output forward, the copies of dy and x
+ * backward. */
+static size_t in_workspace(const struct fcb_inst *q)
+{
+    return q->T == 1 ? weights_bytes(q) : 0;
 }
 
 static size_t fcb_ws(const void *inst, enum dl_dir dir)
@@ -130,25 +145,28 @@ static size_t fcb_ws(const void *inst, enum dl_dir dir)
                     : dir != DL_DIR_FORWARD          ? 2 * (size_t)(q->N * q->T * (q->U + q->C))
                     : dir == DL_DIR_FORWARD && q->bias ? 4 * (size_t)(q->N * q->T * q->U)
                                                      : 0;
-    return weights_bytes(q) + dl_dnnl_align(p->scratch) + dl_dnnl_align(copies);
+    return in_workspace(q) + dl_dnnl_align(p->scratch) + dl_dnnl_align(copies);
 }
 
-/* The weights rounded to bf16 (to nearest even) at the workspace's start. */
-static void *bf16_weights(const struct fcb_inst *q, const struct dl_kernel_args *a)
+/* Where the weights rounded to bf16 (to nearest even) are; cast there
+ * (forward, and a vector's backward data) when cast is 1. */
+static void *bf16_weights(const struct fcb_inst *q, const struct dl_kernel_args *a, int cast)
 {
-    dl_cast(a->c.param[0], DL_F32, a->workspace, DL_BF16, q->U * q->C, NULL);
-    return a->workspace;
+    void *w = q->T > 1 ? (void *)a->c.saved : a->workspace;
+    if (cast || q->T == 1)
+        dl_cast(a->c.param[0], DL_F32, w, DL_BF16, q->U * q->C, NULL);
+    return w;
 }
 
 static void *scratch(const struct fcb_inst *q, const struct dl_kernel_args *a)
 {
-    return (char *)a->workspace + weights_bytes(q);
+    return (char *)a->workspace + in_workspace(q);
 }
 
 static void fcb_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct fcb_inst *q = inst;
-    void *w = bf16_weights(q, a), *b = q->bias ? a->c.param[1] : NULL;
+    void *w = bf16_weights(q, a, 1), *b = q->bias ? a->c.param[1] : NULL;
     if (q->T == 1) {
         void *ptr[4] = {(void *)a->c.in[0], w, a->c.out, b};
         dl_dnnl_prim_run(&q->fwd, ptr, scratch(q, a));
@@ -193,7 +211,7 @@ static void fcb_backward_data(void *inst, const struct dl_kernel_args *a)
     struct fcb_inst *q = inst;
     if (!a->c.din[0])
         return;
-    void *w = bf16_weights(q, a);
+    void *w = bf16_weights(q, a, 0);
     if (q->T == 1) {
         void *ptr[3] = {(void *)a->c.dout, w, a->c.din[0]};
         dl_dnnl_prim_run(&q->bd, ptr, scratch(q, a));
@@ -238,6 +256,6 @@ static void fcb_backward_weights(void *inst, const struct dl_kernel_args *a)
 const struct dl_kernel dl_kernel_onednn_fc_bf16 = {
     .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_fc, .dtype = DL_BF16,
     .supports = dl_dnnl_bf16_supports, .create = fcb_create, .destroy = fcb_destroy, .workspace_bytes = fcb_ws,
-    .forward = fcb_forward, .backward_data = fcb_backward_data, .backward_weights = fcb_backward_weights,
+    .saved_bytes = fcb_saved, .forward = fcb_forward, .backward_data = fcb_backward_data, .backward_weights = fcb_backward_weights,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
 };
