@@ -25,6 +25,7 @@
 #include "backends/attr.h"
 #include "backends/cpu_onednn/common.h"
 #include "core/bf16.h"
+#include "core/dtype.h"
 #include "core/threads.h"
 #include "ops/attention.h"
 
@@ -201,11 +202,13 @@ static void weights(const struct attnb_inst *m, const struct dl_op_call *c, cons
     long T = m->T;
     run(m, w, SCORES, x->q, x->k, w->p);
     dl_attention_softmax(w->p, T, m->causal, (float)(1 / sqrt((double)m->d)));
-    int dropout = drops(m, c);
+    if (!drops(m, c)) {
+        dl_cast(w->p, DL_F32, w->pd, DL_BF16, T * T, NULL); /* vectorized */
+        return;
+    }
     for (long t = 0; t < T; t++)
         for (long s = 0; s < T; s++) {
-            float f = dropout ? (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout)
-                              : 1;
+            float f = (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
             w->pd[t * T + s] = dl_f32_to_bf16(w->p[t * T + s] * f);
         }
 }
@@ -259,8 +262,7 @@ static void attnb_backward(void *inst, const struct dl_kernel_args *a)
         run(m, &w, SCORES, dy, x.v, w.dp);
         struct dl_attention_drop drop = {c->key, c->sample0 + n, m->head0 + h, drops(m, c) ? m->dropout : 0};
         dl_attention_score_grad(w.dp, w.p, T, m->causal, scale, &drop);
-        for (long i = 0; i < T * T; i++)
-            w.ds[i] = dl_f32_to_bf16(w.dp[i]);
+        dl_cast(w.dp, DL_F32, w.ds, DL_BF16, T * T, NULL);
         if (x.dq)
             run(m, &w, BY_T, x.k, w.ds, x.dq);
         if (x.dk)
