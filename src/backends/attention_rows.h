@@ -1,7 +1,7 @@
-/* attention_rows.h: the row-wise steps of attention's fast CPU kernels
- * (cpu_blas/attention.c in f32, cpu_onednn/attention_bf16.c in bf16),
- * between their matrix products, in f32 on one head's T x T matrices
- * (row t: query t; column s: key s). */
+/* attention_rows.h: the row-wise steps of attention's f32 CPU kernel
+ * (cpu_blas/attention.c; the bf16 one has oneDNN's softmax), between its
+ * matrix products, on one head's T x T matrices (row t: query t; column
+ * s: key s). */
 #ifndef DL_BACKENDS_ATTENTION_ROWS_H
 #define DL_BACKENDS_ATTENTION_ROWS_H
 

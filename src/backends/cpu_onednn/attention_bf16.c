@@ -1,7 +1,7 @@
 /* attention_bf16.c: multi-head attention in bf16 ("onednn-bf16") on
  * oneDNN's matmul, as PyTorch's autocast runs attention's products: q, k,
  * v, the output and their gradients bf16; each product's sums f32; the
- * softmax and its gradient f32 (attention_rows.c).  Per (sample, head)
+ * softmax and its gradient f32 (oneDNN's, vectorized).  Per (sample, head)
  * task, on the [d][T] blocks of the [C][T] storage (core/shape.h):
  *   S = q^T k (f32),  P = softmax(scale S) (f32),  P' = bf16(P * dropout),
  *   y = v P'^T (bf16 out);
@@ -11,7 +11,7 @@
  * So the weights and their gradient are rounded to bf16 before the second
  * products, as autocast's bmm rounds them.  Each task runs on one thread
  * (results do not depend on the thread count): every thread has its own
- * three primitives' memory objects, stream and scratchpad (primitives are
+ * primitives' memory objects, stream and scratchpad (primitives are
  * stateless; oneDNN runs one single-threaded inside our parallel region).
  * Incremental decoding (a key/value cache) is the f32 kernels' (the
  * executor decodes in f32): a cached call records a fault. */
@@ -20,8 +20,8 @@
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "backends/attention_rows.h"
 #include "backends/attr.h"
 #include "backends/cpu_onednn/common.h"
 #include "core/bf16.h"
@@ -30,11 +30,14 @@
 #include "ops/attention.h"
 
 /* The three products, each a [rows x K] by [K x cols] matmul on blocks with
- * leading dimension T: */
+ * leading dimension T, and oneDNN's softmax over the rows of T x T f32
+ * (in place; its backward dS = P (dP - rowsum(P dP)) in place of dP): */
 enum {
     SCORES,  /* a^T b -> f32 T x T: S = q^T k, dP' = dy^T v */
     BY_T,    /* a b^T -> bf16 d x T: y = v P'^T, dq = k dS^T */
     PLAIN,   /* a b -> bf16 d x T: dv = dy P', dk = q dS */
+    SOFTMAX, /* src = dst */
+    SOFTMAX_BACK, /* dst, diff dst = diff src */
     N_PRODS
 };
 
@@ -47,7 +50,7 @@ struct attnb_inst {
     long T, C, H, d, head0;
     int packed, causal, threads;
     double dropout;
-    size_t scratch; /* the largest scratchpad of the three */
+    size_t scratch; /* the largest scratchpad of the primitives */
     struct per_thread *th;
 };
 
@@ -72,10 +75,21 @@ static void block(dnnl_memory_desc_t *md, long rows, long cols, long sr, long sc
     dnnl_memory_desc_init_by_strides(md, 2, (dnnl_dims_t){rows, cols}, t, (dnnl_dims_t){sr, sc});
 }
 
-static int product(struct dl_dnnl_prim *p, int which, long T, long d, struct dl_error *err)
+static int product(struct dl_dnnl_prim *p, int which, long T, long d, const struct dl_dnnl_prim *softmax,
+                   struct dl_error *err)
 {
     dnnl_memory_desc_t a, b, c;
     dnnl_data_type_t bf = dnnl_bf16;
+    if (which >= SOFTMAX) {
+        dnnl_softmax_desc_t sd;
+        block(&a, T, T, T, 1, dnnl_f32);
+        int rc = which == SOFTMAX ? dnnl_softmax_forward_desc_init(&sd, dnnl_forward_training, &a, 1)
+                                  : dnnl_softmax_backward_desc_init(&sd, &a, &a, 1);
+        static const int fwd[] = {DNNL_ARG_SRC, DNNL_ARG_DST, 0},
+                         bwd[] = {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, 0};
+        rc = dl_dnnl_check(rc, "softmax descriptor", err);
+        return rc ? rc : dl_dnnl_prim_init(p, &sd, softmax ? softmax->pd : NULL, which == SOFTMAX ? fwd : bwd, err);
+    }
     if (which == SCORES)
         block(&a, T, d, 1, T, bf), block(&b, d, T, T, 1, bf), block(&c, T, T, T, 1, dnnl_f32);
     else if (which == BY_T)
@@ -108,7 +122,7 @@ static int attnb_create(const struct dl_layer *l, const struct dl_kernel_config 
     int rc = m->th ? DL_OK : DL_ERR_NOMEM;
     for (int t = 0; !rc && t < m->threads; t++) {
         for (int p = 0; !rc && p < N_PRODS; p++) {
-            rc = product(&m->th[t].prod[p], p, m->T, m->d, err);
+            rc = product(&m->th[t].prod[p], p, m->T, m->d, &m->th[t].prod[SOFTMAX], err);
             if (!rc && m->th[t].prod[p].scratch > m->scratch)
                 m->scratch = m->th[t].prod[p].scratch;
         }
@@ -195,13 +209,37 @@ static int drops(const struct attnb_inst *m, const struct dl_op_call *c)
     return c->training && m->dropout > 0;
 }
 
-/* P from q and k in w->p, and P' (the dropped weights) rounded in w->pd. */
+/* The scores scaled, -inf where the causal mask hides a key (softmax's
+ * exp makes them 0, or nearly: masked() sets 0 after). */
+static void scaled_scores(float *p, long T, int causal, float scale)
+{
+    for (long t = 0; t < T; t++) {
+        float *row = p + t * T;
+        long len = causal ? t + 1 : T;
+        for (long s = 0; s < len; s++)
+            row[s] *= scale;
+        for (long s = len; s < T; s++)
+            row[s] = -INFINITY;
+    }
+}
+
+/* 0 where the causal mask hides a key. */
+static void masked(float *p, long T, int causal)
+{
+    for (long t = 0; causal && t < T - 1; t++)
+        memset(p + t * T + t + 1, 0, sizeof *p * (size_t)(T - t - 1));
+}
+
+/* P from q and k in w->p (oneDNN's softmax), and P' (the dropped weights)
+ * rounded in w->pd. */
 static void weights(const struct attnb_inst *m, const struct dl_op_call *c, const struct head *x, long n, long h,
                     const struct thread_ws *w)
 {
     long T = m->T;
     run(m, w, SCORES, x->q, x->k, w->p);
-    dl_attention_softmax(w->p, T, m->causal, (float)(1 / sqrt((double)m->d)));
+    scaled_scores(w->p, T, m->causal, (float)(1 / sqrt((double)m->d)));
+    run(m, w, SOFTMAX, w->p, w->p, NULL);
+    masked(w->p, T, m->causal);
     if (!drops(m, c)) {
         dl_cast(w->p, DL_F32, w->pd, DL_BF16, T * T, NULL); /* vectorized */
         return;
@@ -260,8 +298,13 @@ static void attnb_backward(void *inst, const struct dl_kernel_args *a)
         if (x.dv)
             run(m, &w, PLAIN, dy, w.pd, x.dv);
         run(m, &w, SCORES, dy, x.v, w.dp);
-        struct dl_attention_drop drop = {c->key, c->sample0 + n, m->head0 + h, drops(m, c) ? m->dropout : 0};
-        dl_attention_score_grad(w.dp, w.p, T, m->causal, scale, &drop);
+        for (long t = 0; drops(m, c) && t < T; t++)
+            for (long s = 0; s < T; s++)
+                w.dp[t * T + s] *=
+                    (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
+        run(m, &w, SOFTMAX_BACK, w.p, w.dp, w.dp); /* 0 where P is */
+        for (long i = 0; i < T * T; i++)
+            w.dp[i] *= scale;
         dl_cast(w.dp, DL_F32, w.ds, DL_BF16, T * T, NULL);
         if (x.dq)
             run(m, &w, BY_T, x.k, w.ds, x.dq);
