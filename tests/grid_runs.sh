@@ -7,12 +7,14 @@
 # the small ResNet both tests train.  Expects
 # tap.sh sourced and T set.
 
-# compare NAME REF RUN: losses and weights of run T/RUN against T/REF.
+# compare NAME REF RUN: losses and weights of run T/RUN against T/REF (the
+# weights within $WEIGHTS_TOL of the largest where a test sets it, else 1e-5).
 compare() {
-    /usr/bin/python3 - "$T/$2" "$T/$3" "$1" <<'PY'
+    /usr/bin/python3 - "$T/$2" "$T/$3" "$1" "${WEIGHTS_TOL:-1e-5}" <<'PY'
 import json, sys
 import numpy as np
 ref, run, name = sys.argv[1:4]
+wtol = float(sys.argv[4])
 a = np.array([json.loads(l)["loss"] for l in open(ref + ".jsonl") if '"step"' in l])
 b = np.array([json.loads(l)["loss"] for l in open(run + ".jsonl") if '"step"' in l])
 if len(a) != len(b) or len(a) < 20:
@@ -25,7 +27,7 @@ if x.size != y.size:
     sys.exit(1)
 wd = np.max(np.abs(x - y)) / np.max(np.abs(x))
 print("# %s: %d steps, max relative loss difference %.2g, weights %.2g" % (name, len(a), rel, wd))
-sys.exit(0 if rel <= 1e-5 and wd <= 1e-5 else 1)
+sys.exit(0 if rel <= 1e-5 and wd <= wtol else 1)
 PY
 }
 
@@ -48,17 +50,18 @@ run() {
 # their last 10 steps' losses within 1e-5 relative, their final weights
 # within 1e-5 of the largest (the grid tolerances).
 resumed() {
-    /usr/bin/python3 - "$T" "$1" "$2" <<'PY'
+    /usr/bin/python3 - "$T" "$1" "$2" "${WEIGHTS_TOL:-1e-5}" <<'PY'
 import json, sys
 import numpy as np
 T, ref, name = sys.argv[1:4]
+wtol = float(sys.argv[4])
 a = [json.loads(l)["loss"] for l in open(T + "/" + ref + ".jsonl") if '"step"' in l]
 b = [json.loads(l)["loss"] for l in open(T + "/" + name + ".jsonl") if '"step"' in l]
 x, y = np.fromfile(T + "/" + ref + ".bin", np.float32), np.fromfile(T + "/" + name + ".bin", np.float32)
 rel = max(abs(p - q) / abs(p) for p, q in zip(a[-10:], b[-10:]))
 wd = np.max(np.abs(x - y)) / np.max(np.abs(x))
 print("# %s: the last 10 steps within %.2g relative, weights %.2g" % (name, rel, wd))
-sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= 1e-5 else 1)
+sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= wtol else 1)
 PY
 }
 

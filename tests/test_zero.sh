@@ -33,13 +33,19 @@ T="$TMPDIR_TEST"
 tap_plan 34
 . "$top_srcdir/tests/grid_runs.sh"
 
+# LeNet-5's weights within 1e-4 of the largest, not 1e-5 (lenet_grid, lenet_resumed): AdamW's
+# steps on near-zero gradients amplify the rounding of the batch's gradient summed in parts, to
+# 2.6e-6 of the largest weight with oneDNN's AVX-512 kernels and 2.7e-5 with its AVX2 ones (the
+# losses stay within 1e-5)
+lenet_grid() { WEIGHTS_TOL=1e-4; grid "$@"; lenet_st=$?; WEIGHTS_TOL=; return $lenet_st; }
+lenet_resumed() { WEIGHTS_TOL=1e-4; resumed "$@"; lenet_st=$?; WEIGHTS_TOL=; return $lenet_st; }
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
     --optimizer adamw --lr 0.002 --weight-decay 0.1 --clip-grad-norm 0.5 --set train.optimizer.no_decay=[bias]"
 run 1 lenet-one $LENET
-grid lenet-zero-dp2 lenet-one 2 $LENET --zero 1
-grid lenet-zero-dp4 lenet-one 4 $LENET --zero 1
+lenet_grid lenet-zero-dp2 lenet-one 2 $LENET --zero 1
+lenet_grid lenet-zero-dp4 lenet-one 4 $LENET --zero 1
 # buckets of 40 KiB: the sums and the allgather go 2,560 values of each block at a time, staged
-grid lenet-zero-dp4-chunks lenet-one 4 $LENET --zero 1 --bucket-bytes 40K
+lenet_grid lenet-zero-dp4-chunks lenet-one 4 $LENET --zero 1 --bucket-bytes 40K
 /usr/bin/python3 - "$T/lenet-zero-dp4.jsonl" <<'PY'
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1]) if '"event":"memory"' in l]
@@ -104,8 +110,8 @@ expect_status 2 "--zero 2 --grad-dtype bf16" -- \
 expect_output "--zero 2: not with --grad-dtype bf16 yet" "  is refused"
 
 # ZeRO stage 2: no rank holds the whole gradient
-grid lenet-zero2-dp2 lenet-one 2 $LENET --zero 2 --bucket-bytes 40K
-grid lenet-zero2-dp4 lenet-one 4 $LENET --zero 2 --bucket-bytes 40K
+lenet_grid lenet-zero2-dp2 lenet-one 2 $LENET --zero 2 --bucket-bytes 40K
+lenet_grid lenet-zero2-dp4 lenet-one 4 $LENET --zero 2 --bucket-bytes 40K
 grid gpt-zero2-dp2 gpt-one 2 $GPT --zero 2 --bucket-bytes 100K
 run 1 gpt-one-full $GPT --recompute full
 grid gpt-zero2-dp2-full gpt-one-full 2 $GPT --zero 2 --bucket-bytes 100K --recompute full
@@ -148,15 +154,15 @@ CK="--max-steps 20"
 run 2 lenet-zero-ck $LENET $CK --zero 1 --checkpoint-dir "$T/z" --checkpoint-every 10 &&
     run 1 lenet-one20 $LENET $CK &&
     run 1 lenet-zero-on-one $LENET $CK --resume "$T/z/ckpt-0000000010.safetensors" &&
-    resumed lenet-one20 lenet-zero-on-one
+    lenet_resumed lenet-one20 lenet-zero-on-one
 tap_result $? "a --zero 1 checkpoint (the blocks gathered) resumed on one process continues its run"
 run 1 lenet-one-ck $LENET $CK --checkpoint-dir "$T/one" --checkpoint-every 10 &&
     run 4 lenet-one-on-zero $LENET $CK --zero 1 --resume "$T/one/ckpt-0000000010.safetensors" &&
-    resumed lenet-one20 lenet-one-on-zero
+    lenet_resumed lenet-one20 lenet-one-on-zero
 tap_result $? "one process's checkpoint resumed with --zero 1 on 4 ranks (each its block)"
 run 2 lenet-zero2-ck $LENET $CK --zero 2 --bucket-bytes 40K --checkpoint-dir "$T/z2" --checkpoint-every 10 &&
     run 1 lenet-zero2-on-one $LENET $CK --resume "$T/z2/ckpt-0000000010.safetensors" &&
-    resumed lenet-one20 lenet-zero2-on-one
+    lenet_resumed lenet-one20 lenet-zero2-on-one
 tap_result $? "a --zero 2 checkpoint resumed on one process continues its run"
 
 expect_status 2 "--zero 1 --compress topk:0.1" -- \
