@@ -1,11 +1,23 @@
-/* attention_rows.c: softmax rows and their gradient for attention's fast
- * CPU kernels (see attention_rows.h).  The row sum of the gradient is
+/* attention_rows.c: a layer's attention dimensions, and softmax rows and
+ * their gradient for attention's f32 CPU kernel (see attention_rows.h).  The row sum of the gradient is
  * summed in double, as the reference does. */
 #include "backends/attention_rows.h"
 
 #include <math.h>
 
+#include "backends/attr.h"
 #include "ops/attention.h"
+
+struct dl_attention_dims dl_attention_dims(const struct dl_layer *l)
+{
+    struct dl_attention_dims a = {.T = l->out_shape.h, .C = l->out_shape.c, .H = dl_attr_int(l, "heads", 0)};
+    a.d = a.C / a.H;
+    a.head0 = dl_attention_first_head(l->attr);
+    a.packed = l->n_in == 1;
+    a.causal = dl_attr_int(l, "causal", 0);
+    a.dropout = dl_attr_float(l, "dropout");
+    return a;
+}
 
 void dl_attention_softmax(float *p, long T, int causal, float scale)
 {

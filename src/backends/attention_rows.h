@@ -1,11 +1,25 @@
-/* attention_rows.h: the row-wise steps of attention's f32 CPU kernel
- * (cpu_blas/attention.c; the bf16 one has oneDNN's softmax), between its
- * matrix products, on one head's T x T matrices (row t: query t; column
- * s: key s). */
+/* attention_rows.h: what attention's CPU kernels share: a layer's
+ * dimensions as they read them (both kernels), and the row-wise steps of
+ * the f32 kernel (cpu_blas/attention.c; the bf16 one has oneDNN's softmax)
+ * between its matrix products, on one head's T x T matrices (row t: query
+ * t; column s: key s). */
 #ifndef DL_BACKENDS_ATTENTION_ROWS_H
 #define DL_BACKENDS_ATTENTION_ROWS_H
 
 #include <stdint.h>
+
+#include "graph/graph.h"
+
+/* Attention layer l's positions T, width C, heads H of d = C / H features,
+ * the whole layer's index of its first head (a tensor rank's part), q, k, v
+ * packed in one input or three, the causal mask and the dropout rate. */
+struct dl_attention_dims {
+    long T, C, H, d, head0;
+    int packed, causal;
+    double dropout;
+};
+
+struct dl_attention_dims dl_attention_dims(const struct dl_layer *l);
 
 /* Where a head's dropout draws its factors (ops/attention.h's
  * dl_attention_kept): rate 0 keeps every weight. */

@@ -19,16 +19,14 @@
 #include <string.h>
 
 #include "backends/attention_rows.h"
-#include "backends/attr.h"
 #include "backends/cpu_blas/gemm.h"
 #include "core/threads.h"
 #include "ops/attention.h"
 #include "ops/kinds.h"
 
 struct attn_inst {
-    long T, C, H, d, head0; /* head0: the whole layer's index of head 0 (a tensor rank's part) */
-    int packed, causal, threads;
-    double dropout;
+    struct dl_attention_dims a;
+    int threads;
 };
 
 static int attn_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst,
@@ -37,14 +35,7 @@ static int attn_create(const struct dl_layer *l, const struct dl_kernel_config *
     struct attn_inst *m = dl_calloc(1, sizeof *m, err);
     if (!m)
         return DL_ERR_NOMEM;
-    m->T = l->out_shape.h;
-    m->C = l->out_shape.c;
-    m->H = dl_attr_int(l, "heads", 0);
-    m->d = m->C / m->H;
-    m->packed = l->n_in == 1;
-    m->causal = dl_attr_int(l, "causal", 0);
-    m->dropout = dl_attr_float(l, "dropout");
-    m->head0 = dl_attention_first_head(l->attr);
+    m->a = dl_attention_dims(l);
     m->threads = dl_threads_get();
     *inst = m;
     return DL_OK;
@@ -59,7 +50,7 @@ static void attn_destroy(void *inst)
 static size_t attn_ws(const void *inst, enum dl_dir dir)
 {
     const struct attn_inst *m = inst;
-    return sizeof(float) * 3 * (size_t)(m->T * m->T) * (size_t)m->threads;
+    return sizeof(float) * 3 * (size_t)(m->a.T * m->a.T) * (size_t)m->threads;
 }
 
 struct head {
@@ -70,9 +61,9 @@ struct head {
 /* Head h of sample n: its q, k, v blocks and their gradients' (NULL: not wanted). */
 static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c, long n, long h)
 {
-    long T = m->T, C = m->C, off = h * m->d * T;
+    long T = m->a.T, C = m->a.C, off = h * m->a.d * T;
     struct head x = {0};
-    if (m->packed) {
+    if (m->a.packed) {
         long base = n * 3 * C * T + off;
         x.q = c->in[0] + base, x.k = x.q + C * T, x.v = x.k + C * T;
         if (c->din[0])
@@ -92,52 +83,52 @@ static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c
 static void weights(const struct attn_inst *m, const struct dl_op_call *c, const struct head *x, long n, long h,
                     float *p, float *pd)
 {
-    long T = m->T;
-    dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->d, (float)(1 / sqrt((double)m->d)), x->q, T, x->k, T, 0, p, T);
-    dl_attention_softmax(p, T, m->causal, 1);
+    long T = m->a.T;
+    dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->a.d, (float)(1 / sqrt((double)m->a.d)), x->q, T, x->k, T, 0, p, T);
+    dl_attention_softmax(p, T, m->a.causal, 1);
     if (pd == p)
         return;
     for (long t = 0; t < T; t++)
         for (long s = 0; s < T; s++)
             pd[t * T + s] = p[t * T + s] *
-                            (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
+                            (float)dl_attention_kept(c->key, c->sample0 + n, m->a.head0 + h, t, s, T, m->a.dropout);
 }
 
 static int drops(const struct attn_inst *m, const struct dl_op_call *c)
 {
-    return c->training && m->dropout > 0;
+    return c->training && m->a.dropout > 0;
 }
 
 static void attn_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct attn_inst *m = inst;
     const struct dl_op_call *c = &a->c;
-    long T = m->T, tasks = (long)c->batch * m->H;
+    long T = m->a.T, tasks = (long)c->batch * m->a.H;
     if (c->cache && (c->position0 > 0 || T == 1)) { /* incremental decoding: the reference's cached pass */
         dl_op_attention.forward(c);
         return;
     }
     if (c->cache) /* a prompt's window from position 0: its keys and values start the cache */
         for (long n = 0; n < c->batch; n++) {
-            const float *k = c->in[0] + n * 3 * m->C * T + m->C * T, *v = k + m->C * T;
-            float *K = c->cache + n * 2 * m->C * c->cache_len, *V = K + m->C * c->cache_len;
-            if (!m->packed)
-                k = c->in[1] + n * m->C * T, v = c->in[2] + n * m->C * T;
-            for (long j = 0; j < m->C; j++) {
+            const float *k = c->in[0] + n * 3 * m->a.C * T + m->a.C * T, *v = k + m->a.C * T;
+            float *K = c->cache + n * 2 * m->a.C * c->cache_len, *V = K + m->a.C * c->cache_len;
+            if (!m->a.packed)
+                k = c->in[1] + n * m->a.C * T, v = c->in[2] + n * m->a.C * T;
+            for (long j = 0; j < m->a.C; j++) {
                 memcpy(K + j * c->cache_len, k + j * T, sizeof *K * (size_t)T);
                 memcpy(V + j * c->cache_len, v + j * T, sizeof *V * (size_t)T);
             }
         }
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (long task = 0; task < tasks; task++) {
-        long n = task / m->H, h = task % m->H;
+        long n = task / m->a.H, h = task % m->a.H;
         float *p = (float *)a->workspace + 3 * (size_t)(T * T) * (size_t)omp_get_thread_num(), *pd = p + T * T;
         struct head x = head_of(m, c, n, h);
         if (!drops(m, c))
             pd = p;
         weights(m, c, &x, n, h, p, pd);
-        float *y = c->out + n * m->C * T + h * m->d * T;
-        dl_sgemm(DL_GEMM_DNNL, 0, 1, m->d, T, T, 1, x.v, T, pd, T, 0, y, T);
+        float *y = c->out + n * m->a.C * T + h * m->a.d * T;
+        dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, T, T, 1, x.v, T, pd, T, 0, y, T);
     }
 }
 
@@ -150,11 +141,11 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
         any |= c->din[i] != NULL;
     if (!any)
         return;
-    long T = m->T, tasks = (long)c->batch * m->H;
-    float scale = (float)(1 / sqrt((double)m->d));
+    long T = m->a.T, tasks = (long)c->batch * m->a.H;
+    float scale = (float)(1 / sqrt((double)m->a.d));
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (long task = 0; task < tasks; task++) {
-        long n = task / m->H, h = task % m->H;
+        long n = task / m->a.H, h = task % m->a.H;
         float *p = (float *)a->workspace + 3 * (size_t)(T * T) * (size_t)omp_get_thread_num(), *pd = p + T * T,
               *dp = pd + T * T;
         struct head x = head_of(m, c, n, h);
@@ -162,16 +153,16 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
         if (!dropout)
             pd = p;
         weights(m, c, &x, n, h, p, pd);
-        const float *dy = c->dout + n * m->C * T + h * m->d * T;
+        const float *dy = c->dout + n * m->a.C * T + h * m->a.d * T;
         if (x.dv)
-            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->d, T, T, 1, dy, T, pd, T, 0, x.dv, T);
-        dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->d, 1, dy, T, x.v, T, 0, dp, T);
-        struct dl_attention_drop drop = {c->key, c->sample0 + n, m->head0 + h, dropout ? m->dropout : 0};
-        dl_attention_score_grad(dp, p, T, m->causal, scale, &drop);
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, dy, T, pd, T, 0, x.dv, T);
+        dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->a.d, 1, dy, T, x.v, T, 0, dp, T);
+        struct dl_attention_drop drop = {c->key, c->sample0 + n, m->a.head0 + h, dropout ? m->a.dropout : 0};
+        dl_attention_score_grad(dp, p, T, m->a.causal, scale, &drop);
         if (x.dq)
-            dl_sgemm(DL_GEMM_DNNL, 0, 1, m->d, T, T, 1, x.k, T, dp, T, 0, x.dq, T);
+            dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, T, T, 1, x.k, T, dp, T, 0, x.dq, T);
         if (x.dk)
-            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->d, T, T, 1, x.q, T, dp, T, 0, x.dk, T);
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, x.q, T, dp, T, 0, x.dk, T);
     }
 }
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/attr.h"
+#include "backends/attention_rows.h"
 #include "backends/cpu_onednn/common.h"
 #include "core/bf16.h"
 #include "core/dtype.h"
@@ -47,9 +47,8 @@ struct per_thread {
 };
 
 struct attnb_inst {
-    long T, C, H, d, head0;
-    int packed, causal, threads;
-    double dropout;
+    struct dl_attention_dims a;
+    int threads;
     size_t scratch; /* the largest scratchpad of the primitives */
     struct per_thread *th;
 };
@@ -109,20 +108,13 @@ static int attnb_create(const struct dl_layer *l, const struct dl_kernel_config 
     struct attnb_inst *m = dl_calloc(1, sizeof *m, err);
     if (!m)
         return DL_ERR_NOMEM;
-    m->T = l->out_shape.h;
-    m->C = l->out_shape.c;
-    m->H = dl_attr_int(l, "heads", 0);
-    m->d = m->C / m->H;
-    m->packed = l->n_in == 1;
-    m->causal = dl_attr_int(l, "causal", 0);
-    m->dropout = dl_attr_float(l, "dropout");
-    m->head0 = dl_attention_first_head(l->attr);
+    m->a = dl_attention_dims(l);
     m->threads = dl_threads_get();
     m->th = dl_calloc((size_t)m->threads, sizeof *m->th, err);
     int rc = m->th ? DL_OK : DL_ERR_NOMEM;
     for (int t = 0; !rc && t < m->threads; t++) {
         for (int p = 0; !rc && p < N_PRODS; p++) {
-            rc = product(&m->th[t].prod[p], p, m->T, m->d, &m->th[t].prod[SOFTMAX], err);
+            rc = product(&m->th[t].prod[p], p, m->a.T, m->a.d, &m->th[t].prod[SOFTMAX], err);
             if (!rc && m->th[t].prod[p].scratch > m->scratch)
                 m->scratch = m->th[t].prod[p].scratch;
         }
@@ -142,7 +134,7 @@ static int attnb_create(const struct dl_layer *l, const struct dl_kernel_config 
  * dS (bf16), the scratchpad. */
 static size_t thread_bytes(const struct attnb_inst *m)
 {
-    size_t tt = (size_t)(m->T * m->T);
+    size_t tt = (size_t)(m->a.T * m->a.T);
     return dl_dnnl_align(2 * tt * sizeof(float)) + dl_dnnl_align(2 * tt * sizeof(dl_bf16)) +
            dl_dnnl_align(m->scratch);
 }
@@ -162,7 +154,7 @@ struct thread_ws {
 
 static struct thread_ws thread_ws(const struct attnb_inst *m, void *workspace)
 {
-    size_t tt = (size_t)(m->T * m->T);
+    size_t tt = (size_t)(m->a.T * m->a.T);
     char *w = (char *)workspace + thread_bytes(m) * (size_t)omp_get_thread_num();
     struct thread_ws x = {.p = (float *)w};
     x.dp = x.p + tt;
@@ -180,12 +172,12 @@ struct head {
 /* Head h of sample n: its q, k, v blocks and their gradients' (NULL: not wanted). */
 static struct head head_of(const struct attnb_inst *m, const struct dl_op_call *c, long n, long h)
 {
-    long T = m->T, C = m->C, off = h * m->d * T;
+    long T = m->a.T, C = m->a.C, off = h * m->a.d * T;
     const dl_bf16 *in[3];
     dl_bf16 *din[3];
     for (int i = 0; i < 3; i++) {
-        long base = m->packed ? n * 3 * C * T + i * C * T + off : n * C * T + off;
-        int j = m->packed ? 0 : i;
+        long base = m->a.packed ? n * 3 * C * T + i * C * T + off : n * C * T + off;
+        int j = m->a.packed ? 0 : i;
         in[i] = (const dl_bf16 *)c->in[j] + base;
         din[i] = c->din[j] ? (dl_bf16 *)c->din[j] + base : NULL;
     }
@@ -206,7 +198,7 @@ static void run(const struct attnb_inst *m, const struct thread_ws *w, int which
 
 static int drops(const struct attnb_inst *m, const struct dl_op_call *c)
 {
-    return c->training && m->dropout > 0;
+    return c->training && m->a.dropout > 0;
 }
 
 /* The scores scaled, -inf where the causal mask hides a key (softmax's
@@ -235,18 +227,18 @@ static void masked(float *p, long T, int causal)
 static void weights(const struct attnb_inst *m, const struct dl_op_call *c, const struct head *x, long n, long h,
                     const struct thread_ws *w)
 {
-    long T = m->T;
+    long T = m->a.T;
     run(m, w, SCORES, x->q, x->k, w->p);
-    scaled_scores(w->p, T, m->causal, (float)(1 / sqrt((double)m->d)));
+    scaled_scores(w->p, T, m->a.causal, (float)(1 / sqrt((double)m->a.d)));
     run(m, w, SOFTMAX, w->p, w->p, NULL);
-    masked(w->p, T, m->causal);
+    masked(w->p, T, m->a.causal);
     if (!drops(m, c)) {
         dl_cast(w->p, DL_F32, w->pd, DL_BF16, T * T, NULL); /* vectorized */
         return;
     }
     for (long t = 0; t < T; t++)
         for (long s = 0; s < T; s++) {
-            float f = (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
+            float f = (float)dl_attention_kept(c->key, c->sample0 + n, m->a.head0 + h, t, s, T, m->a.dropout);
             w->pd[t * T + s] = dl_f32_to_bf16(w->p[t * T + s] * f);
         }
 }
@@ -264,16 +256,16 @@ static void attnb_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct attnb_inst *m = inst;
     const struct dl_op_call *c = &a->c;
-    long T = m->T, tasks = (long)c->batch * m->H;
+    long T = m->a.T, tasks = (long)c->batch * m->a.H;
     if (!uncached(a))
         return;
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (long task = 0; task < tasks; task++) {
-        long n = task / m->H, h = task % m->H;
+        long n = task / m->a.H, h = task % m->a.H;
         struct thread_ws w = thread_ws(m, a->workspace);
         struct head x = head_of(m, c, n, h);
         weights(m, c, &x, n, h, &w);
-        run(m, &w, BY_T, x.v, w.pd, (dl_bf16 *)c->out + n * m->C * T + h * m->d * T);
+        run(m, &w, BY_T, x.v, w.pd, (dl_bf16 *)c->out + n * m->a.C * T + h * m->a.d * T);
     }
 }
 
@@ -282,22 +274,22 @@ static void attnb_backward(void *inst, const struct dl_kernel_args *a)
     /* called when an input gradient is wanted (kernel.h's dl_kernel_runs) */
     const struct attnb_inst *m = inst;
     const struct dl_op_call *c = &a->c;
-    long T = m->T, tasks = (long)c->batch * m->H;
-    float scale = (float)(1 / sqrt((double)m->d));
+    long T = m->a.T, tasks = (long)c->batch * m->a.H;
+    float scale = (float)(1 / sqrt((double)m->a.d));
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (long task = 0; task < tasks; task++) {
-        long n = task / m->H, h = task % m->H;
+        long n = task / m->a.H, h = task % m->a.H;
         struct thread_ws w = thread_ws(m, a->workspace);
         struct head x = head_of(m, c, n, h);
         weights(m, c, &x, n, h, &w);
-        const dl_bf16 *dy = (const dl_bf16 *)c->dout + n * m->C * T + h * m->d * T;
+        const dl_bf16 *dy = (const dl_bf16 *)c->dout + n * m->a.C * T + h * m->a.d * T;
         if (x.dv)
             run(m, &w, PLAIN, dy, w.pd, x.dv);
         run(m, &w, SCORES, dy, x.v, w.dp);
         for (long t = 0; drops(m, c) && t < T; t++)
             for (long s = 0; s < T; s++)
                 w.dp[t * T + s] *=
-                    (float)dl_attention_kept(c->key, c->sample0 + n, m->head0 + h, t, s, T, m->dropout);
+                    (float)dl_attention_kept(c->key, c->sample0 + n, m->a.head0 + h, t, s, T, m->a.dropout);
         run(m, &w, SOFTMAX_BACK, w.p, w.dp, w.dp); /* 0 where P is */
         for (long i = 0; i < T * T; i++)
             w.dp[i] *= scale;
