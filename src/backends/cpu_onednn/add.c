@@ -3,8 +3,10 @@
  * (the others are reordered to it by the executor); backward copies the
  * output gradient to every input (padding included, which stays zero).
  * Folds the ReLU after it (kernel.h "Fused ReLU", a ResNet block's last):
- * forward clamps the sum in place, backward copies the output gradient
- * masked by out > 0, one pass where the ReLU layer took two and a copy. */
+ * forward clamps the sum (two inputs, a ResNet's: summed and clamped in one
+ * pass of our own; more: in place after oneDNN's sum), backward copies the
+ * output gradient masked by out > 0 to the first two inputs in one pass,
+ * where the ReLU layer took two and a copy for each. */
 #include "backends/cpu_onednn/onednn.h"
 
 #include <stdlib.h>
@@ -79,10 +81,15 @@ static void relu_in_place(void *y, long n, enum dl_dtype dt)
         dl_simd_relu_inplace(y, n);
 }
 
-static void relu_mask(const void *y, const void *dy, void *dst, long n, enum dl_dtype dt)
+/* dst (and dst2 unless NULL) = dy where y > 0, else 0. */
+static void relu_mask(const void *y, const void *dy, void *dst, void *dst2, long n, enum dl_dtype dt)
 {
-    if (dt == DL_BF16)
+    if (dt == DL_BF16 && dst2)
+        dl_simd_relu_mask2_bf16(dst, dst2, dy, y, n);
+    else if (dt == DL_BF16)
         dl_simd_relu_mask_bf16(dst, dy, y, n);
+    else if (dst2)
+        dl_simd_relu_mask2(dst, dst2, dy, y, n);
     else
         dl_simd_relu_mask(dst, dy, y, n);
 }
@@ -96,6 +103,13 @@ static size_t add_ws(const void *inst, enum dl_dir dir)
 static void add_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct add_inst *q = inst;
+    if (q->relu && q->n == 2) {
+        if (q->dt == DL_BF16)
+            dl_simd_add_relu_bf16((void *)a->c.out, (const void *)a->c.in[0], (const void *)a->c.in[1], q->count);
+        else
+            dl_simd_add_relu(a->c.out, a->c.in[0], a->c.in[1], q->count);
+        return;
+    }
     void *ptr[DL_MAX_INPUTS + 1];
     for (int i = 0; i < q->n; i++)
         ptr[i] = (void *)a->c.in[i];
@@ -106,7 +120,7 @@ static void add_forward(void *inst, const struct dl_kernel_args *a)
 }
 
 /* Each input's gradient is the output's: copied (in the kernel's dtype),
- * masked by out > 0 under a fused ReLU. */
+ * masked by out > 0 under a fused ReLU (the first two wanted in one pass). */
 static void add_backward(void *inst, const struct dl_kernel_args *a)
 {
     struct add_inst *q = inst;
@@ -114,12 +128,18 @@ static void add_backward(void *inst, const struct dl_kernel_args *a)
     for (int i = 0; i < q->n; i++) {
         if (!a->c.din[i])
             continue;
-        if (first)
+        if (first) {
             memcpy(a->c.din[i], first, q->bytes);
-        else if (q->relu)
-            relu_mask(a->c.out, a->c.dout, a->c.din[i], q->count, q->dt);
-        else
+        } else if (q->relu) {
+            int j = i + 1;
+            while (j < q->n && !a->c.din[j])
+                j++;
+            relu_mask(a->c.out, a->c.dout, a->c.din[i], j < q->n ? a->c.din[j] : NULL, q->count, q->dt);
+            if (j < q->n)
+                i = j; /* written too */
+        } else {
             memcpy(a->c.din[i], a->c.dout, q->bytes);
+        }
         first = a->c.din[i];
     }
 }

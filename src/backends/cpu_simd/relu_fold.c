@@ -1,6 +1,8 @@
-/* relu_fold.c: the two loops a kernel with a fused ReLU needs (kernel.h,
+/* relu_fold.c: the loops a kernel with a fused ReLU needs (kernel.h,
  * "Fused ReLU"): clamping its output at zero, and masking the incoming
- * gradient by that output, in f32 and in bf16.  Both as bit operations, so that they vectorize
+ * gradient by that output (into one destination or two: an add's inputs),
+ * in f32 and in bf16; and an add of two tensors with the ReLU folded into
+ * its one pass.  Both as bit operations, so that they vectorize
  * without branches (half the values are masked, a branch would mispredict
  * on every other one) and treat NaN as the ReLU op does: max(NaN, 0) is 0,
  * and no gradient passes it. */
@@ -8,6 +10,8 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "core/bf16.h"
 
 /* All ones when v > 0, else 0. */
 static inline __attribute__((always_inline)) uint32_t positive_mask(float v)
@@ -42,6 +46,24 @@ __attribute__((target_clones("avx2", "default"))) static void relu_mask(float *d
         dst[i] = keep_if(dy[i], positive_mask(y[i]));
 }
 
+__attribute__((target_clones("avx2", "default"))) static void relu_mask2(float *dst, float *dst2, const float *dy,
+                                                                        const float *y, long n)
+{
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
+    for (long i = 0; i < n; i++)
+        dst[i] = dst2[i] = keep_if(dy[i], positive_mask(y[i]));
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void add_relu(float *dst, const float *a,
+                                                                                 const float *b, long n)
+{
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
+    for (long i = 0; i < n; i++) {
+        float s = a[i] + b[i];
+        dst[i] = keep_if(s, positive_mask(s));
+    }
+}
+
 /* bf16 bits h are a positive number (not zero, not NaN, not negative):
  * 0x0001 .. 0x7f80 (infinity). */
 static inline __attribute__((always_inline)) uint16_t positive_mask_bf16(uint16_t h)
@@ -64,6 +86,26 @@ __attribute__((target_clones("avx2", "default"))) static void relu_mask_bf16(uin
         dst[i] = dy[i] & positive_mask_bf16(y[i]);
 }
 
+__attribute__((target_clones("avx2", "default"))) static void relu_mask2_bf16(uint16_t *dst, uint16_t *dst2,
+                                                                             const uint16_t *dy, const uint16_t *y,
+                                                                             long n)
+{
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
+    for (long i = 0; i < n; i++)
+        dst[i] = dst2[i] = dy[i] & positive_mask_bf16(y[i]);
+}
+
+/* The sum in f32 rounded once (as oneDNN's bf16 sum), then clamped. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void add_relu_bf16(uint16_t *dst, const uint16_t *a,
+                                                                                      const uint16_t *b, long n)
+{
+    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
+    for (long i = 0; i < n; i++) {
+        uint16_t h = dl_f32_to_bf16(dl_bf16_to_f32(a[i]) + dl_bf16_to_f32(b[i]));
+        dst[i] = h & positive_mask_bf16(h);
+    }
+}
+
 void dl_simd_relu_inplace_bf16(dl_bf16 *y, long n)
 {
     relu_inplace_bf16(y, n);
@@ -74,6 +116,16 @@ void dl_simd_relu_mask_bf16(dl_bf16 *dst, const dl_bf16 *dy, const dl_bf16 *y, l
     relu_mask_bf16(dst, dy, y, n);
 }
 
+void dl_simd_relu_mask2_bf16(dl_bf16 *dst, dl_bf16 *dst2, const dl_bf16 *dy, const dl_bf16 *y, long n)
+{
+    relu_mask2_bf16(dst, dst2, dy, y, n);
+}
+
+void dl_simd_add_relu_bf16(dl_bf16 *dst, const dl_bf16 *a, const dl_bf16 *b, long n)
+{
+    add_relu_bf16(dst, a, b, n);
+}
+
 void dl_simd_relu_inplace(float *y, long n)
 {
     relu_inplace(y, n);
@@ -82,4 +134,14 @@ void dl_simd_relu_inplace(float *y, long n)
 void dl_simd_relu_mask(float *dst, const float *dy, const float *y, long n)
 {
     relu_mask(dst, dy, y, n);
+}
+
+void dl_simd_relu_mask2(float *dst, float *dst2, const float *dy, const float *y, long n)
+{
+    relu_mask2(dst, dst2, dy, y, n);
+}
+
+void dl_simd_add_relu(float *dst, const float *a, const float *b, long n)
+{
+    add_relu(dst, a, b, n);
 }

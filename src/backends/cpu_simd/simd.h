@@ -23,11 +23,17 @@ void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, const struct dl
 void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, const struct dl_pool_geom *g, int block);
 
 /* A fused ReLU (relu_fold.c): y = max(y, 0) over n values, and dst = dy
- * where y > 0, else 0 (NaN in y counting as not positive). */
+ * where y > 0, else 0 (NaN in y counting as not positive); mask2 writes
+ * that gradient to dst and dst2 in one pass; add_relu: dst = max(a + b, 0)
+ * (in bf16 the sum in f32, rounded once). */
 void dl_simd_relu_inplace(float *y, long n);
 void dl_simd_relu_mask(float *dst, const float *dy, const float *y, long n);
+void dl_simd_relu_mask2(float *dst, float *dst2, const float *dy, const float *y, long n);
+void dl_simd_add_relu(float *dst, const float *a, const float *b, long n);
 void dl_simd_relu_inplace_bf16(dl_bf16 *y, long n);
 void dl_simd_relu_mask_bf16(dl_bf16 *dst, const dl_bf16 *dy, const dl_bf16 *y, long n);
+void dl_simd_relu_mask2_bf16(dl_bf16 *dst, dl_bf16 *dst2, const dl_bf16 *dy, const dl_bf16 *y, long n);
+void dl_simd_add_relu_bf16(dl_bf16 *dst, const dl_bf16 *a, const dl_bf16 *b, long n);
 
 /* The batch norm kernel's loops (batchnorm_loops.c) over count planes of
  * len floats, stride apart, whose lane j (of each run of 16) has its own
