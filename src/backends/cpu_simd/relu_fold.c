@@ -2,7 +2,7 @@
  * "Fused ReLU"): clamping its output at zero, and masking the incoming
  * gradient by that output (into one destination or two: an add's inputs),
  * in f32 and in bf16; and an add of two tensors with the ReLU folded into
- * its one pass.  Both as bit operations, so that they vectorize
+ * its one pass.  All as bit operations, so that they vectorize
  * without branches (half the values are masked, a branch would mispredict
  * on every other one) and treat NaN as the ReLU op does: max(NaN, 0) is 0,
  * and no gradient passes it. */
