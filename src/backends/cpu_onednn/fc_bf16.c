@@ -143,7 +143,7 @@ static size_t fcb_ws(const void *inst, enum dl_dir dir)
     const struct dl_dnnl_prim *p = dir == DL_DIR_FORWARD ? &q->fwd : dir == DL_DIR_BACKWARD_DATA ? &q->bd : &q->bw;
     size_t copies = q->T == 1                          ? 0
                     : dir != DL_DIR_FORWARD          ? 2 * (size_t)(q->N * q->T * (q->U + q->C))
-                    : dir == DL_DIR_FORWARD && q->bias ? 4 * (size_t)(q->N * q->T * q->U)
+                    : q->bias                        ? 4 * (size_t)(q->N * q->T * q->U)
                                                      : 0;
     return in_workspace(q) + dl_dnnl_align(p->scratch) + dl_dnnl_align(copies);
 }
@@ -182,7 +182,7 @@ static void fcb_forward(void *inst, const struct dl_kernel_args *a)
     dl_bf16 *y = (dl_bf16 *)a->c.out;
     #pragma omp parallel for schedule(static)
     for (long r = 0; r < N * U; r++) {
-        float add = bias ? bias[r % U] : 0;
+        float add = bias[r % U];
         for (long t = 0; t < T; t++)
             y[r * T + t] = dl_f32_to_bf16(acc[r * T + t] + add);
     }
