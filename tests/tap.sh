@@ -23,10 +23,20 @@ tap_result() {
 }
 
 # expect_status WANT DESCRIPTION -- command...: runs the command, captures
-# stdout+stderr in $OUT, passes when the exit status is WANT.
+# its stdout in $STDOUT, its stderr in $STDERR and both in $OUT (stdout,
+# then stderr: for expect_output's patterns), passes when the exit status is
+# WANT.  Whatever parses or compares whole outputs reads $STDOUT (or
+# $STDERR): a notice that a machine prints must not enter it.
 expect_status() {
     want=$1; desc=$2; shift 3
-    OUT=$("$@" 2>&1); got=$?
+    STDOUT=$("$@" 2> "$TMPDIR_TEST/.stderr"); got=$?
+    STDERR=$(cat "$TMPDIR_TEST/.stderr")
+    if [ -n "$STDOUT" ] && [ -n "$STDERR" ]; then
+        OUT="$STDOUT
+$STDERR"
+    else
+        OUT="$STDOUT$STDERR"
+    fi
     if [ "$got" -ne "$want" ]; then
         echo "# exit status $got, expected $want: $*"
         echo "$OUT" | head -20 | sed 's/^/#   /'

@@ -182,7 +182,7 @@ tap_result $? "bench step prints all 12 layers (2 ReLUs fused) and the step time
 if command -v mpirun >/dev/null 2>&1; then
     expect_status 0 "dltrain bench comm on 2 ranks" -- mpirun --oversubscribe -np 2 $DLTRAIN bench comm \
         --sizes 1K,64K --algorithms ring,tree,auto --compress topk:1,1bit --repeat 3 --csv
-    echo "$OUT" | /usr/bin/python3 -c '
+    echo "$STDOUT" | /usr/bin/python3 -c '
 import sys
 rows = [l.strip().split(",") for l in sys.stdin if l[:1].isdigit()]
 algos = [r for r in rows if len(r) == 9]

@@ -24,7 +24,7 @@ expect_status 2 "bench comm --comm-emulate bw=0GB/s exits 2" -- $DLTRAIN bench c
 
 # bench comm: each algorithm's median time against its emulated cost.
 timeout 120 mpirun --oversubscribe -np 4 $DLTRAIN bench comm --comm-emulate alpha=20ms,bw=2MB/s --sizes 1M \
-    --algorithms ring,recursive_doubling,native --repeat 3 --csv > "$T/bench.csv" 2>&1
+    --algorithms ring,recursive_doubling,native --repeat 3 --csv > "$T/bench.csv" 2> "$T/bench.err"
 /usr/bin/python3 - "$T/bench.csv" <<'PY'
 import sys
 alpha, bw, p, m = 20e-3, 2e6, 4, 1048576.0

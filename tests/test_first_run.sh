@@ -194,8 +194,8 @@ expect_output "data: dataset fashion-mnist \(format fashion-mnist\), dir '/usr/s
 # The token keys, on the bigram model: --set as the file, good and bad
 printf 'some text to make a few windows of sixty-four bytes out of, and then some more of it, and more.\n%.0s' $(seq 1 40) > "$T/text.txt"
 /usr/bin/python3 "$top_srcdir/tests/set_keys.py" "$top_srcdir/nets/bigram.yaml" "$T/val.yaml" data.validation=0.25
-"$DLTRAIN" check --net "$T/val.yaml" --data "$T/text.txt" > "$T/val.file" 2>&1
-"$DLTRAIN" check --net bigram --data "$T/text.txt" --set data.validation=0.25 > "$T/val.set" 2>&1
+"$DLTRAIN" check --net "$T/val.yaml" --data "$T/text.txt" > "$T/val.file" 2> "$T/val.file.err"
+"$DLTRAIN" check --net bigram --data "$T/text.txt" --set data.validation=0.25 > "$T/val.set" 2> "$T/val.set.err"
 [ "$(tail -n +2 "$T/val.file")" = "$(tail -n +2 "$T/val.set")" ] && grep -q "validation 0.25" "$T/val.set"
 tap_result $? "--set data.validation as in the file, and shown"
 expect_status 2 "--set data.validation out of range" -- "$DLTRAIN" check --net bigram --data "$T/text.txt" --set data.validation=1.5

@@ -13,7 +13,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-tap_plan 11
+tap_plan 12
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
 GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $TEXT --threads 1"
@@ -21,13 +21,14 @@ GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $TEXT --threads 1"
 expect_status 0 "train gpt-tiny 300 steps with a checkpoint" -- \
     $DLTRAIN $GPT --max-steps 300 --checkpoint-dir "$T/ckpt" --checkpoint-every 300 --quiet
 PROMPT="On success, the number of bytes read is returned, and the file position is advanced"
-$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --temperature 0 > "$T/greedy1" 2>"$T/err1"
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --temperature 0 --verbose > "$T/greedy1" 2>"$T/err1"
 s1=$?
-$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --temperature 0 > "$T/greedy2" 2>/dev/null
+$DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$PROMPT" --max-tokens 40 --temperature 0 > "$T/greedy2" 2>"$T/err2"
 [ $s1 = 0 ] && [ "$(head -c ${#PROMPT} "$T/greedy1")" = "$PROMPT" ] && [ "$(wc -c < "$T/greedy1")" -eq $((${#PROMPT} + 40)) ]
 tap_result $? "greedy: the prompt, then 40 bytes"
 grep -Eq "^dltrain generate: 40 tokens in [0-9.]+ s \([0-9.]+ ms a token after the first, which took [0-9.]+ ms with the prompt's 83; a window of 64, key/value cache\)" "$T/err1"
-tap_result $? "it reports the tokens, the time and the window on stderr"
+tap_result $? "with --verbose it reports the tokens, the time and the window on stderr"
+[ ! -s "$T/err2" ]; tap_result $? "without it stderr stays empty"
 cmp -s "$T/greedy1" "$T/greedy2"; tap_result $? "greedy decoding is the same twice"
 # Five prompts of 70 bytes from the last file of the corpus, 24 greedy bytes each.
 last=$(ls "$TEXT"/*.txt | LC_ALL=C sort | tail -1)

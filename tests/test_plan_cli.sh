@@ -71,11 +71,11 @@ ok = ok and all(l["bucket_bytes"] == 0 for l in L if l["dp"] == 1 or l["chunks"]
 sys.exit(0 if ok else 1)
 PY
 tap_result $? "each data-parallel layout of one chunk comes with buckets of 25 (default), 1 and 4 MiB, same memory"
-$PLAN --ranks 4 --json > "$T/plan2.json" 2>&1 && cmp -s "$T/plan.json" "$T/plan2.json"
+$PLAN --ranks 4 --json > "$T/plan2.json" 2> "$T/plan2.err" && cmp -s "$T/plan.json" "$T/plan2.json"
 tap_result $? "the same inputs give the same plan, byte for byte"
 # --grad-dtype bf16: the data-parallel sums move half the bytes (the link's
 # per-message latency aside), the compute is the same
-$PLAN --ranks 4 --grad-dtype bf16 --json > "$T/plan-bf16.json" 2>&1 &&
+$PLAN --ranks 4 --grad-dtype bf16 --json > "$T/plan-bf16.json" 2> "$T/plan-bf16.err" &&
     /usr/bin/python3 - "$T/plan.json" "$T/plan-bf16.json" <<'PY'
 import json, sys
 f32, bf16 = ({(l["dp"], l["tp"], l["pp"], l["bucket_bytes"], l["by_samples"], tuple(l["whole"]), l["chunks"]): l
@@ -109,7 +109,7 @@ tap_result $? "--zero 1: data-parallel layouts hold less (a block of Adam's stat
 # (gpt-tiny on 4 ranks, FLOP times: its blocks are most of its FLOPs), the
 # memory of a rank holding both blocks smaller
 GPLAN="$DLTRAIN plan --net $top_srcdir/nets/gpt-tiny.yaml --data $top_srcdir/nets --flops 1e10 --no-db --threads 1 --ranks 4"
-$GPLAN --json > "$T/g-none.json" 2>&1 && $GPLAN --recompute full --json > "$T/g-full.json" 2>&1 &&
+$GPLAN --json > "$T/g-none.json" 2> "$T/g-none.err" && $GPLAN --recompute full --json > "$T/g-full.json" 2> "$T/g-full.err" &&
 /usr/bin/python3 - "$T/g-none.json" "$T/g-full.json" <<'PY'
 import json, sys
 key = lambda l: (l["dp"], l["tp"], l["pp"], l["by_samples"], tuple(l["whole"]), l["chunks"], l["schedule"], l["V"],
@@ -140,7 +140,7 @@ expect_status 2 "a memory limit below every layout exits 2" -- $PLAN --ranks 4 -
 expect_output "no layout of 4 ranks fits --memory-per-rank 1000: the smallest needs $least bytes per rank" \
     "and names the smallest memory that would work ($least bytes)"
 expect_status 0 "that memory as the limit plans a layout" -- $PLAN --ranks 4 --memory-per-rank "$least" --json
-echo "$OUT" | /usr/bin/python3 -c '
+echo "$STDOUT" | /usr/bin/python3 -c '
 import json, sys
 L = json.load(sys.stdin)["layouts"]
 ok = L[0]["feasible"] and L[0]["memory_bytes"] <= int(sys.argv[1])
@@ -153,7 +153,7 @@ tap_result $? "within the limit, the others over it"
 # with sequence parallelism, ZeRO 1, 2 and full recomputation in turn
 # (each a layout of its own, each smaller than the last), and the ranking
 # takes the fastest that fits
-$GPLAN --json > "$T/g-free.json" 2>&1 && $GPLAN --memory-per-rank 3800000 --json > "$T/g-saved.json" 2>&1 &&
+$GPLAN --json > "$T/g-free.json" 2> "$T/g-free.err" && $GPLAN --memory-per-rank 3800000 --json > "$T/g-saved.json" 2> "$T/g-saved.err" &&
 /usr/bin/python3 - "$T/g-free.json" "$T/g-saved.json" <<'PY'
 import json, sys
 free, saved = (json.load(open(p))["layouts"] for p in sys.argv[1:3])
@@ -203,7 +203,7 @@ expect_output "--link: needed when the ranks span nodes \\(16 ranks, 8 per node\
 CONS="--ranks 4 --ranks-per-node 2 --node-link alpha=2us,bw=1GB/s,add=2GB/s --link alpha=50us,bw=100MB/s"
 expect_status 0 "plan --compare-consistency" -- $PLAN $CONS --json \
     --compare-consistency sync,gossip:ring,gossip:one-peer-exp,gossip:complete,local-sgd:4,easgd:2,0.2
-echo "$OUT" | /usr/bin/python3 -c '
+echo "$STDOUT" | /usr/bin/python3 -c '
 import json, sys
 p = json.load(sys.stdin)
 rows = {r["model"]: r for r in p["consistency"]["rows"]}
@@ -234,7 +234,7 @@ expect_output "--compare-consistency gossip:star: .*ring" "naming the option and
 
 expect_status 0 "plan the MLP on 2 ranks" -- $DLTRAIN plan --net "$top_srcdir/nets/mlp.yaml" --flops 1e10 --no-db \
     --threads 1 --ranks 2 --json
-echo "$OUT" | /usr/bin/python3 -c '
+echo "$STDOUT" | /usr/bin/python3 -c '
 import json, sys
 L = [l for l in json.load(sys.stdin)["layouts"] if l["feasible"]]
 tp2 = {tuple(l["whole"]): l for l in L if (l["dp"], l["tp"], l["pp"]) == (1, 2, 1)}

@@ -31,10 +31,10 @@ expect_output "^6 +fc1 +fc .* bf16 " "  fc1's output is stored in bf16"
 expect_output "^11 +loss +softmax_cross_entropy .* f32 " "  the loss computes in f32"
 expect_output "^precision bf16: (5|11) of 12 layers compute in bf16 \(.*(reference|onednn)-bf16.*, ([1-9][0-9]*) casts between dtypes" \
     "  the fc and convolution layers (and the others where oneDNN has bf16) in bf16, and the casts counted"
-BF16_CHECK="$OUT"
+BF16_CHECK="$STDOUT"
 expect_status 0 "train.precision in the file is the same setting" -- \
     $DLTRAIN check $NET --set train.precision=bf16
-[ "$OUT" = "$BF16_CHECK" ]
+[ "$STDOUT" = "$BF16_CHECK" ]
 tap_result $? "  the same report as --precision bf16"
 expect_status 2 "--precision fp16 is refused" -- $DLTRAIN check $NET --precision fp16
 expect_output "--precision fp16: train.precision: expected one of fp32, bf16, found 'fp16'" "  naming the accepted values"

@@ -35,7 +35,7 @@
 
 #define PROG "dltrain generate"
 
-enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_INIT_FROM, OPT_NO_CACHE, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB };
+enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_INIT_FROM, OPT_NO_CACHE, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB, OPT_VERBOSE };
 
 static void help(void)
 {
@@ -51,6 +51,7 @@ static void help(void)
           "  --vocab NAME|FILE     the BPE vocabulary (default gpt2)\n"
           "  --seed N              the draws' seed (default the network's train.seed)\n"
           "  --no-cache            run every token on the whole window (no key/value cache)\n"
+          "  --verbose             then the tokens, the time and the window on stderr\n"
           "  --context T           the window (the network's args.context)\n\n",
           stdout);
     dl_net_options_help(stdout);
@@ -152,11 +153,12 @@ int dl_cli_generate(int argc, char **argv)
                                          {"temperature", required_argument, 0, OPT_TEMPERATURE},
                                          {"top-k", required_argument, 0, OPT_TOP_K},
                                          {"vocab", required_argument, 0, OPT_VOCAB},
+                                         {"verbose", no_argument, 0, OPT_VERBOSE},
                                          {0, 0, 0, 0}};
     struct dl_net_options no;
     dl_net_options_init(&no);
     const char *checkpoint = NULL, *init_from = NULL, *prompt = NULL, *vocab = "gpt2";
-    int max_tokens = 64, opt, use_cache = 1;
+    int max_tokens = 64, opt, use_cache = 1, verbose = 0;
     struct dl_sampler z;
     double temperature = 1;
     int top_k = 0;
@@ -178,6 +180,7 @@ int dl_cli_generate(int argc, char **argv)
         case OPT_TEMPERATURE: rc = dl_parse_double("--temperature", optarg, 0, 1e6, &temperature, &err); break;
         case OPT_TOP_K: rc = dl_parse_int("--top-k", optarg, 0, 1 << 30, &top_k, &err); break;
         case OPT_VOCAB: vocab = optarg; break;
+        case OPT_VERBOSE: verbose = 1; break;
         case DL_OPT_HELP: help(); return 0;
         default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
         }
@@ -264,7 +267,7 @@ int dl_cli_generate(int argc, char **argv)
             fflush(stdout);
         }
     }
-    if (!rc)
+    if (!rc && verbose)
         fprintf(stderr, "\n" PROG ": %d tokens in %.2f s (%.1f ms a token after the first, which took %.1f ms with "
                 "the prompt's %ld; a window of %d, %s)\n", max_tokens, dl_clock_now() - t0,
                 max_tokens > 1 ? 1e3 * (dl_clock_now() - t1) / (max_tokens - 1) : 0.0, 1e3 * (t1 - t0), prompt_tokens,

@@ -265,7 +265,7 @@ static int resolve_grid(const char *cli, const char *grid, const struct dl_net *
     }
     int given = want.dp || want.tp || want.pp;
     if (kind == DL_PAR_HYBRID && !given && comm->size == 1) {
-        fprintf(stderr, "dltrain: parallel strategy 'hybrid' on one process: nothing to split, training on one "
+        fprintf(stderr, "dltrain: warning: parallel strategy 'hybrid' on one process: nothing to split, training on one "
                         "process\n");
         kind = DL_PAR_NONE;
     }
