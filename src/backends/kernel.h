@@ -8,7 +8,10 @@
  * memory layouts negotiated by layouts(); anything expensive (oneDNN
  * primitives, packed weights descriptors) is made there, once, and reused by
  * every call.  The same layer may have instances for several mb (the last
- * partial batch, evaluation, the tuner's micro-batch plans).
+ * partial batch, evaluation, the tuner's micro-batch plans).  The executor
+ * plans a layer's saved memory for its largest batch and runs smaller ones
+ * in it, so saved_bytes() never shrinks as mb grows (tests/test_kernels.c
+ * saved_state_grows_with_samples).
  *
  * Micro-batches.  A call runs on a slice of mb samples: every pointer in
  * args->c already points at the slice's first sample and c.batch == mb.

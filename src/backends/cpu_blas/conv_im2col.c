@@ -9,11 +9,14 @@
  *   backward weights dW_g += sum_n dy_n,g col^T, in one accumulator per
  *                    thread, summed at the end (db += sums of dy).
  * The workspace is per thread, so the instance remembers the thread count it
- * was sized for and never runs more.  When the micro-batch's col matrices
- * take at most IM2COL_SAVE_BYTES, forward unfolds into the layer's saved
- * memory instead and backward weights reads them from there: unfolding is
- * about as slow as the GEMM on small layers (LeNet-5, bench/README.md), and
- * this does it once per step instead of twice. */
+ * was sized for and never runs more.  Forward unfolds the first samples of
+ * the micro-batch, as many as IM2COL_SAVE_BYTES of col matrices hold, into
+ * the layer's saved memory instead, and backward weights reads them from
+ * there: unfolding is about as slow as the GEMM on small layers (LeNet-5,
+ * bench/README.md), and this does it once per step instead of twice.  So the
+ * saved memory grows with the micro-batch up to that cap and then stays:
+ * never more for fewer samples (kernel.h), or a partial batch's state would
+ * not fit the executor's plan for the whole one. */
 #include "backends/cpu_blas/blas.h"
 
 #include <omp.h>
@@ -25,7 +28,7 @@
 #include "core/threads.h"
 #include "ops/kinds.h"
 
-/* Largest col matrices of one micro-batch kept from forward to backward. */
+/* Most bytes of one micro-batch's col matrices kept from forward to backward. */
 #define IM2COL_SAVE_BYTES (16L << 20)
 
 struct im2col_inst {
@@ -34,7 +37,7 @@ struct im2col_inst {
     int threads;       /* the workspace holds this many per-thread areas */
     long HW, PQ, rows; /* rows = C/G*R*S */
     int mb;
-    int save_col;      /* forward leaves sample n, group gi's col at saved + (n*G + gi) col_floats */
+    int kept;          /* samples n < kept: forward leaves group gi's col at saved + (n*G + gi) col_floats */
 };
 
 /* The output columns q in [*lo, *hi) whose input column q*sw - pw + s*dw
@@ -122,7 +125,8 @@ static int im2col_create(const struct dl_layer *l, int mb, enum dl_gemm_lib lib,
     m->PQ = (long)g->P * g->Q;
     m->rows = (long)g->Cg * g->R * g->S;
     m->mb = mb;
-    m->save_col = sizeof(float) * (double)m->rows * m->PQ * g->G * mb <= IM2COL_SAVE_BYTES;
+    long per_sample = (long)sizeof(float) * m->rows * m->PQ * g->G;
+    m->kept = IM2COL_SAVE_BYTES / per_sample < mb ? (int)(IM2COL_SAVE_BYTES / per_sample) : mb;
     *inst = m;
     return DL_OK;
 }
@@ -155,11 +159,18 @@ static size_t dw_floats(const struct im2col_inst *m)
     return (size_t)m->g.K * (size_t)m->rows;
 }
 
+/* 1 when every sample's col is in saved memory: forward and backward
+ * weights need no col of their own. */
+static int all_kept(const struct im2col_inst *m)
+{
+    return m->kept == m->mb;
+}
+
 static size_t im2col_ws(const void *inst, enum dl_dir dir)
 {
     const struct im2col_inst *m = inst;
     size_t col = col_floats(m);
-    if (m->save_col && dir != DL_DIR_BACKWARD_DATA)
+    if (all_kept(m) && dir != DL_DIR_BACKWARD_DATA)
         col = 0;
     size_t per_thread = col + (dir == DL_DIR_BACKWARD_WEIGHTS ? dw_floats(m) : 0);
     return sizeof(float) * per_thread * (size_t)m->threads;
@@ -168,14 +179,14 @@ static size_t im2col_ws(const void *inst, enum dl_dir dir)
 static size_t im2col_saved(const void *inst)
 {
     const struct im2col_inst *m = inst;
-    return m->save_col ? sizeof(float) * col_floats(m) * (size_t)m->g.G * (size_t)m->mb : 0;
+    return sizeof(float) * col_floats(m) * (size_t)m->g.G * (size_t)m->kept;
 }
 
 /* Sample n, group gi's col: in saved memory, or the thread's workspace area
  * (whose areas are `stride` floats apart). */
 static float *col_of(const struct im2col_inst *m, const struct dl_kernel_args *a, int n, int gi, size_t stride)
 {
-    if (m->save_col)
+    if (n < m->kept)
         return a->c.saved + ((size_t)n * (size_t)m->g.G + (size_t)gi) * col_floats(m);
     return (float *)a->workspace + stride * (size_t)omp_get_thread_num();
 }
@@ -244,8 +255,8 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
     const struct im2col_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    /* Per thread: [col unless saved] dW accumulator. */
-    size_t col_ws = m->save_col ? 0 : col_floats(m), stride = col_ws + dw_floats(m);
+    /* Per thread: [col unless every sample's is saved] dW accumulator. */
+    size_t col_ws = all_kept(m) ? 0 : col_floats(m), stride = col_ws + dw_floats(m);
     if (c->dparam[0]) {
         #pragma omp parallel num_threads(m->threads)
         {
@@ -255,7 +266,7 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
             for (int n = 0; n < c->batch; n++)
                 for (int gi = 0; gi < g->G; gi++) {
                     float *col = col_of(m, a, n, gi, stride);
-                    if (!m->save_col)
+                    if (n >= m->kept)
                         im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
                     dl_sgemm(m->lib, 0, 1, g->Kg, m->rows, m->PQ, 1,
                              c->dout + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, col, m->PQ, 1,
