@@ -2,9 +2,10 @@
 # test_cli.sh: the dltrain command as a user runs it: help and version on
 # every subcommand, exit status 2 with file:line:col for a bad network file or
 # option, a short real training run on Fashion-MNIST that learns, identical
-# losses for the same seed, and the JSON-lines metrics file.
+# losses for the same seed, and the JSON-lines metrics file; big batches
+# whose last training or test batch is partial (issue 40).
 . "$top_srcdir/tests/tap.sh"
-tap_plan 38
+tap_plan 46
 
 for cmd in "" "train" "check" "plan"; do
     expect_status 0 "dltrain $cmd --help" -- $DLTRAIN $cmd --help
@@ -77,3 +78,34 @@ expect_status 0 "a run with another seed" -- $RUN --seed 2
 echo "$OUT" > "$TMPDIR_TEST/run3.txt"
 [ "$(losses "$TMPDIR_TEST/run1.txt")" != "$(losses "$TMPDIR_TEST/run3.txt")" ]
 tap_result $? "another seed gives other losses"
+
+# Issue 40: a big batch whose last training or test batch is smaller runs
+# to the end and sees every sample.  The executor sizes each layer's saved
+# memory for the whole batch; im2col convolution (conv=dnnl-gemm and
+# conv=openblas, LeNet-5's conv2 by default on some CPUs) keeps the unfolded
+# inputs of at most 279 of conv2's samples (16 MiB), and once kept all of a
+# partial batch's but none of a whole one's ("state for 272 samples exceeds
+# the plan for 512").  Last batches of 272 (the 10000 test images), 279 and
+# 280 samples, the default kernels and openblas.  Stdout and the metrics
+# file only: the epoch's samples are its seconds times its samples/s.
+partial_batches() { # DESCRIPTION TRAIN TEST OPTIONS...
+    desc=$1; train=$2; test=$3; shift 3
+    $DLTRAIN --net "$top_srcdir/nets/lenet5.yaml" --epochs 1 --threads 2 "$@" --limit-train "$train" \
+        --limit-test "$test" --metrics "$TMPDIR_TEST/p.jsonl" > "$TMPDIR_TEST/p.out" 2> "$TMPDIR_TEST/p.err"
+    got=$?
+    [ "$got" -eq 0 ] || { echo "# exit status $got"; sed 's/^/#   /' "$TMPDIR_TEST/p.err" | head -5; }
+    [ "$got" -eq 0 ]; tap_result $? "$desc exits 0"
+    seen=$(/usr/bin/python3 -c '
+import json, sys
+e = [json.loads(l) for l in open(sys.argv[1]) if "\"epoch\"" in l][-1]
+print(round(e["seconds"] * e["samples_per_s"]))' "$TMPDIR_TEST/p.jsonl" 2>/dev/null)
+    tested=$(sed -n 's/^final: test accuracy .* (\([0-9]*\) samples).*/\1/p' "$TMPDIR_TEST/p.out")
+    echo "# $seen training samples seen, $tested tested"
+    [ "$seen" = "$train" ] && [ "$tested" = "$test" ]
+    tap_result $? "  it trains on all $train samples and tests all $test"
+}
+partial_batches "--batch 512 --limit-train 1024 (a last test batch of 272)" 1024 10000 --batch 512
+partial_batches "--batch 512, last batches of 279 (training) and 280 (test)" 791 792 --batch 512
+partial_batches "--batch 512, last batches of 280 (training) and 279 (test)" 792 791 --batch 512
+partial_batches "--batch 512 --kernel conv=openblas, last batches of 279 and 280" 791 792 --batch 512 \
+    --kernel conv=openblas
