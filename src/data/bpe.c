@@ -119,6 +119,59 @@ static int read_text(const char *path, char **text, size_t *n, struct dl_error *
     return DL_OK;
 }
 
+/* An empty vocabulary for up to `ranks` tokens of `bytes` bytes in all. */
+static struct dl_bpe *vocabulary(size_t ranks, size_t bytes)
+{
+    struct dl_bpe *b = calloc(1, sizeof *b);
+    size_t slots = 1024;
+    while (slots < 2 * ranks + 2)
+        slots *= 2;
+    if (b) {
+        b->mask = slots - 1;
+        b->pool = malloc(bytes + 1);
+        b->off = calloc(ranks + 1, sizeof *b->off);
+        b->len = calloc(ranks + 1, sizeof *b->len);
+        b->slot = malloc(slots * sizeof *b->slot);
+    }
+    if (!b || !b->pool || !b->off || !b->len || !b->slot) {
+        dl_bpe_free(b);
+        return NULL;
+    }
+    for (size_t i = 0; i < slots; i++)
+        b->slot[i].rank = -1;
+    return b;
+}
+
+/* Checks that name's n ranks hold every byte and compiles the pre-tokenizer;
+ * frees b on an error. */
+static int finish(struct dl_bpe *b, int32_t n, const char *name, struct dl_bpe **out, struct dl_error *err)
+{
+    int rc = DL_OK;
+    b->n = n;
+    for (int c = 0; !rc && c < 256; c++) {
+        unsigned char byte = (unsigned char)c;
+        if (rank_of(b, &byte, 1) == NO_RANK)
+            rc = dl_errorf(err, DL_ERR_DATA, "%s: byte %d has no rank: a byte-level vocabulary ranks all 256", name,
+                           c);
+    }
+    int code;
+    PCRE2_SIZE at;
+    if (!rc && !(b->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+                                        PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &code, &at, NULL))) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        rc = dl_errorf(err, DL_ERR_INTERNAL, "the pre-tokenizer pattern at %zu: %s", (size_t)at, (char *)msg);
+    }
+    if (!rc)
+        pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* without JIT it still matches, slower */
+    if (rc) {
+        dl_bpe_free(b);
+        return rc;
+    }
+    *out = b;
+    return DL_OK;
+}
+
 int dl_bpe_load(const char *path, struct dl_bpe **out, struct dl_error *err)
 {
     *out = NULL;
@@ -131,24 +184,11 @@ int dl_bpe_load(const char *path, struct dl_bpe **out, struct dl_error *err)
     for (size_t i = 0; i < n; i++)
         lines += text[i] == '\n';
     lines += n && text[n - 1] != '\n';
-    struct dl_bpe *b = calloc(1, sizeof *b);
-    size_t slots = 1024;
-    while (slots < 2 * (size_t)lines + 2)
-        slots *= 2;
-    if (b) {
-        b->mask = slots - 1;
-        b->pool = malloc(n + 1);
-        b->off = calloc((size_t)lines + 1, sizeof *b->off);
-        b->len = calloc((size_t)lines + 1, sizeof *b->len);
-        b->slot = malloc(slots * sizeof *b->slot);
-    }
-    if (!b || !b->pool || !b->off || !b->len || !b->slot) {
-        dl_bpe_free(b);
+    struct dl_bpe *b = vocabulary((size_t)lines, n);
+    if (!b) {
         free(text);
         return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", path);
     }
-    for (size_t i = 0; i < slots; i++)
-        b->slot[i].rank = -1;
     long line = 0;
     for (char *p = text, *end = text + n; !rc && p < end; line++) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -168,29 +208,34 @@ int dl_bpe_load(const char *path, struct dl_bpe **out, struct dl_error *err)
         p = stop + 1;
     }
     free(text);
-    b->n = (int32_t)line;
-    for (int c = 0; !rc && c < 256; c++) {
-        unsigned char byte = (unsigned char)c;
-        if (rank_of(b, &byte, 1) == NO_RANK)
-            rc = dl_errorf(err, DL_ERR_DATA, "%s: byte %d has no rank: a byte-level vocabulary ranks all 256", path,
-                           c);
-    }
-    int code;
-    PCRE2_SIZE at;
-    if (!rc && !(b->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-                                        PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &code, &at, NULL))) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        rc = dl_errorf(err, DL_ERR_INTERNAL, "the pre-tokenizer pattern at %zu: %s", (size_t)at, (char *)msg);
-    }
-    if (!rc)
-        pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* without JIT it still matches, slower */
     if (rc) {
         dl_bpe_free(b);
         return rc;
     }
-    *out = b;
-    return DL_OK;
+    return finish(b, (int32_t)line, path, out, err);
+}
+
+int dl_bpe_make(const unsigned char *const *bytes, const size_t *len, int32_t n, struct dl_bpe **out,
+                struct dl_error *err)
+{
+    *out = NULL;
+    size_t all = 0;
+    for (int32_t r = 0; r < n; r++)
+        all += len[r];
+    struct dl_bpe *b = vocabulary((size_t)n, all);
+    if (!b)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory for a vocabulary of %d tokens", n);
+    int rc = DL_OK;
+    for (int32_t r = 0; !rc && r < n; r++) {
+        memcpy(b->pool + b->pool_len, bytes[r], len[r]);
+        rc = add(b, b->pool + b->pool_len, len[r], r, "the vocabulary", r + 1, err);
+        b->pool_len += len[r];
+    }
+    if (rc) {
+        dl_bpe_free(b);
+        return rc;
+    }
+    return finish(b, n, "the vocabulary", out, err);
 }
 
 int dl_bpe_open(const char *name, struct dl_bpe **out, struct dl_error *err)
@@ -219,14 +264,18 @@ void dl_bpe_free(struct dl_bpe *b)
     free(b);
 }
 
-/* Merges piece p[0..n) (n >= 2) and appends its tokens. */
-static int merge(const struct dl_bpe *b, const unsigned char *p, size_t n, struct dl_token_stream *out,
-                 struct dl_error *err)
+/* Merges piece p[0..n) (n >= 2) and appends its tokens: the plain merge.
+ * After each merge every pair is scanned again for the lowest rank (the
+ * leftmost of equal ranks), so a piece of n bytes costs O(n^2): the
+ * reference merge_heap is tested against, and the merge of short pieces
+ * (on the stack up to DL_BPE_SCAN_MAX bytes). */
+static int merge_scan(const struct dl_bpe *b, const unsigned char *p, size_t n, struct dl_token_stream *out,
+                      struct dl_error *err)
 {
-    size_t small_pos[64];
-    int32_t small_rank[64];
-    size_t *pos = n + 1 <= 64 ? small_pos : malloc((n + 1) * sizeof *pos);
-    int32_t *rank = n + 1 <= 64 ? small_rank : malloc((n + 1) * sizeof *rank);
+    size_t small_pos[DL_BPE_SCAN_MAX + 1];
+    int32_t small_rank[DL_BPE_SCAN_MAX + 1];
+    size_t *pos = n <= DL_BPE_SCAN_MAX ? small_pos : malloc((n + 1) * sizeof *pos);
+    int32_t *rank = n <= DL_BPE_SCAN_MAX ? small_rank : malloc((n + 1) * sizeof *rank);
     if (!pos || !rank) {
         if (pos != small_pos)
             free(pos);
@@ -266,8 +315,120 @@ static int merge(const struct dl_bpe *b, const unsigned char *p, size_t n, struc
     return rc;
 }
 
+/* merge_heap's parts and pairs, by the first byte of a part: next[s] and
+ * prev[s] link the parts; rank[s] is the rank of part s and the next
+ * (NO_RANK for the last); heap holds every part but the last, ordered by
+ * (rank, first byte): merge_scan's order; at[s] is s's place in heap. */
+struct pairs {
+    uint32_t n, size;
+    uint32_t *next, *prev, *heap, *at;
+    int32_t *rank;
+};
+
+static int before(const struct pairs *h, uint32_t a, uint32_t b)
+{
+    return h->rank[a] < h->rank[b] || (h->rank[a] == h->rank[b] && a < b);
+}
+
+static void place(struct pairs *h, uint32_t i, uint32_t s)
+{
+    h->heap[i] = s;
+    h->at[s] = i;
+}
+
+/* Moves the part at heap place i down below the parts that go before it. */
+static void sift_down(struct pairs *h, uint32_t i)
+{
+    uint32_t s = h->heap[i];
+    for (uint32_t c; (c = 2 * i + 1) < h->size; i = c) {
+        if (c + 1 < h->size && before(h, h->heap[c + 1], h->heap[c]))
+            c++;
+        if (!before(h, h->heap[c], s))
+            break;
+        place(h, i, h->heap[c]);
+    }
+    place(h, i, s);
+}
+
+/* Moves the part at heap place i, whose rank changed, up or down to where
+ * its rank puts it. */
+static void sift(struct pairs *h, uint32_t i)
+{
+    uint32_t s = h->heap[i];
+    for (; i > 0 && before(h, s, h->heap[(i - 1) / 2]); i = (i - 1) / 2)
+        place(h, i, h->heap[(i - 1) / 2]);
+    place(h, i, s);
+    sift_down(h, i);
+}
+
+static void unheap(struct pairs *h, uint32_t s)
+{
+    uint32_t i = h->at[s], last = h->heap[--h->size];
+    if (i < h->size) {
+        place(h, i, last);
+        sift(h, i);
+    }
+}
+
+/* merge_scan's merges in O(n log n): the pair of lowest rank (the leftmost
+ * of equal ranks) is the heap's top; a merge removes the right part's pair
+ * and ranks again the two pairs the merged part is in. */
+static int merge_heap(const struct dl_bpe *b, const unsigned char *p, size_t n, struct dl_token_stream *out,
+                      struct dl_error *err)
+{
+    if (n >= UINT32_MAX)
+        return dl_errorf(err, DL_ERR_DATA, "a piece of %zu bytes (a word, number, run of symbols or of white "
+                         "space): pieces of 4 GiB or more are not encoded", n);
+    struct pairs h = {.n = (uint32_t)n, .size = (uint32_t)n - 1};
+    uint32_t *block = malloc(5 * n * sizeof *block);
+    if (!block)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory encoding a piece of %zu bytes", n);
+    h.next = block, h.prev = block + n, h.heap = block + 2 * n, h.at = block + 3 * n;
+    h.rank = (int32_t *)(block + 4 * n);
+    for (uint32_t s = 0; s < h.n; s++) {
+        h.next[s] = s + 1;
+        h.prev[s] = s - 1; /* unread for the first part */
+        h.rank[s] = s + 1 < h.n ? rank_of(b, p + s, 2) : NO_RANK;
+        if (s + 1 < h.n)
+            place(&h, s, s);
+    }
+    for (uint32_t i = h.size / 2; i-- > 0;)
+        sift_down(&h, i);
+    long parts = (long)n;
+    while (h.size > 0 && h.rank[h.heap[0]] != NO_RANK) {
+        uint32_t s = h.heap[0], right = h.next[s], after = h.next[right];
+        h.next[s] = after;
+        if (after < h.n) {
+            unheap(&h, right);
+            h.prev[after] = s;
+            h.rank[s] = rank_of(b, p + s, h.next[after] - s);
+            sift(&h, h.at[s]);
+        } else {
+            h.rank[s] = NO_RANK;
+            unheap(&h, s);
+        }
+        if (s > 0) {
+            uint32_t q = h.prev[s];
+            h.rank[q] = rank_of(b, p + q, after - q);
+            sift(&h, h.at[q]);
+        }
+        parts--;
+    }
+    int rc = dl_token_stream_reserve(out, parts, err);
+    for (uint32_t s = 0; !rc && s < h.n; s = h.next[s])
+        out->id[out->n++] = rank_of(b, p + s, h.next[s] - s);
+    free(block);
+    return rc;
+}
+
 int dl_bpe_encode(const struct dl_bpe *b, const char *text, size_t n, struct dl_token_stream *out,
                   struct dl_error *err)
+{
+    return dl_bpe_encode_with(b, text, n, DL_BPE_MERGE_AUTO, out, err);
+}
+
+int dl_bpe_encode_with(const struct dl_bpe *b, const char *text, size_t n, enum dl_bpe_merge how,
+                       struct dl_token_stream *out, struct dl_error *err)
 {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->re, NULL);
     if (!md)
@@ -291,8 +452,10 @@ int dl_bpe_encode(const struct dl_bpe *b, const char *text, size_t n, struct dl_
             rc = dl_token_stream_reserve(out, 1, err);
             if (!rc)
                 out->id[out->n++] = whole;
-        } else
-            rc = merge(b, piece, len, out, err);
+        } else if (how == DL_BPE_MERGE_SCAN || (how == DL_BPE_MERGE_AUTO && len <= DL_BPE_SCAN_MAX))
+            rc = merge_scan(b, piece, len, out, err);
+        else
+            rc = merge_heap(b, piece, len, out, err);
         at = ov[1] > at ? ov[1] : at + 1;
     }
     pcre2_match_data_free(md);

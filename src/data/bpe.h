@@ -6,7 +6,8 @@
  * optional leading space, contractions, runs of white space; through PCRE2
  * with Unicode properties), and each piece's bytes are merged pairwise,
  * lowest rank first (the leftmost of equal ranks), until no adjacent pair
- * has a rank. */
+ * has a rank: tiktoken's order.  Long pieces (a run of base64, digits or
+ * one letter) are merged through a min-heap of the pairs, in O(n log n). */
 #ifndef DL_DATA_BPE_H
 #define DL_DATA_BPE_H
 
@@ -22,6 +23,11 @@ struct dl_bpe;
  * of order or a repeated sequence is DL_ERR_DATA naming path:line. */
 int dl_bpe_load(const char *path, struct dl_bpe **out, struct dl_error *err);
 
+/* A vocabulary from memory: rank r is bytes[r][0..len[r]) (the tests' and
+ * the fuzz target's small vocabularies).  Errors as dl_bpe_load's. */
+int dl_bpe_make(const unsigned char *const *bytes, const size_t *len, int32_t n, struct dl_bpe **out,
+                struct dl_error *err);
+
 /* dl_bpe_load of a vocabulary by name or path: a name without a slash that
  * is not a file here is vocab/NAME.tiktoken among the shipped files
  * (core/shipped.h; tools/deps fetches vocab/gpt2.tiktoken), and the message
@@ -35,6 +41,18 @@ void dl_bpe_free(struct dl_bpe *b);
  * (tiktoken's encode_ordinary). */
 int dl_bpe_encode(const struct dl_bpe *b, const char *text, size_t n, struct dl_token_stream *out,
                   struct dl_error *err);
+
+/* How dl_bpe_encode_with merges a piece's bytes: by a scan of every pair
+ * after each merge (the plain reference, O(n^2) in the piece's bytes), or
+ * through a min-heap of the pairs (O(n log n)); AUTO (dl_bpe_encode) scans
+ * pieces of up to DL_BPE_SCAN_MAX bytes, on the stack, and uses the heap
+ * beyond.  All three give the same tokens (tests/test_bpe.c). */
+enum dl_bpe_merge { DL_BPE_MERGE_AUTO, DL_BPE_MERGE_SCAN, DL_BPE_MERGE_HEAP };
+#define DL_BPE_SCAN_MAX 63
+
+/* dl_bpe_encode, merging as how says. */
+int dl_bpe_encode_with(const struct dl_bpe *b, const char *text, size_t n, enum dl_bpe_merge how,
+                       struct dl_token_stream *out, struct dl_error *err);
 
 /* The bytes of token id (NULL with *len 0 for an id out of range). */
 const unsigned char *dl_bpe_bytes(const struct dl_bpe *b, int32_t id, size_t *len);

@@ -26,6 +26,12 @@ tests_test_data_SOURCES = tests/test_data.c
 tests_test_data_CFLAGS = $(TEST_CFLAGS)
 tests_test_data_LDADD = $(TEST_LIBS)
 TESTS += tests/test_data
+# GPT-2's tokenizer: the heap merge against the plain scan (data/bpe.h).
+check_PROGRAMS += tests/test_bpe
+tests_test_bpe_SOURCES = tests/test_bpe.c
+tests_test_bpe_CFLAGS = $(TEST_CFLAGS)
+tests_test_bpe_LDADD = $(TEST_LIBS)
+TESTS += tests/test_bpe
 endif
 
 # Images: the decoder, transforms and pipeline against PIL and torchvision
