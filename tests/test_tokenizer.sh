@@ -13,11 +13,12 @@
 # uint16 and uint32, train); a GPT trains on them (--dataset tokens); a
 # token past the vocabulary, a truncated file, a wrong magic or version, a
 # missing vocabulary: a message naming it, before any training (exit 1 as
-# every malformed dataset; check exits 2).
+# every malformed dataset; check exits 2); --decode of a malformed or
+# missing token file exits 1 too, of no file 2.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-PLAN=26
+PLAN=30
 tap_plan $PLAN
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 CORPUS="$top_builddir/tests/text-corpus"
@@ -271,4 +272,24 @@ $DLTRAIN check $GPT --data "$T/version.bin" > "$T/version.out" 2>&1; s2=$?
 tap_result $? "a wrong magic and a wrong version: check exits 2, naming each"
 expect_status 2 "a vocabulary that is not there" -- $DLTRAIN tokenize --vocab nosuch -o "$T/x" $FILES
 expect_output "vocabulary 'nosuch': no nosuch.tiktoken \(looked in .*\): tools/deps fetches" "the message says where it looked and how to fetch it"
+
+# --decode reads a token file as training does: a malformed or unreadable
+# file is a run-time failure, exit 1, naming what is wrong; a usage error
+# stays 2.
+/usr/bin/python3 -c "
+import struct, sys
+open(sys.argv[1], 'wb').write(struct.pack('<256i', *([20240520, 1, 3] + [0] * 253)) + struct.pack('<3H', 50256, 64, 50300))
+" "$T/past.bin"
+for f in cut past nosuch; do
+    $DLTRAIN tokenize --decode "$T/$f.bin" >/dev/null 2>"$T/decode_$f.err"; eval "s_$f=\$?"
+done
+[ "$s_cut" = 1 ] && grep -q "cut.bin: truncated: the header says" "$T/decode_cut.err"
+tap_result $? "--decode of a truncated token file exits 1, as training does (status $s_cut)"
+[ "$s_past" = 1 ] && grep -q "past.bin: token 2 is 50300, not in the vocabulary (50257 tokens)" "$T/decode_past.err"
+tap_result $? "--decode of a token past the vocabulary exits 1, naming it (status $s_past)"
+[ "$s_nosuch" = 1 ] && grep -q "nosuch.bin" "$T/decode_nosuch.err"
+tap_result $? "--decode of a missing file exits 1, naming it (status $s_nosuch)"
+$DLTRAIN tokenize --decode >/dev/null 2>"$T/decode_usage.err"; s=$?
+[ $s = 2 ] && grep -q "Try 'dltrain tokenize --help'" "$T/decode_usage.err"
+tap_result $? "--decode without a file is a usage error: exit 2 (status $s)"
 exit $((tap_failed > 0))

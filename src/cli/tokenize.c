@@ -182,7 +182,8 @@ int dl_cli_tokenize(int argc, char **argv)
     if (decode_path) {
         int rc = decode(b, decode_path, &err);
         dl_bpe_free(b);
-        return dl_option_refused(PROG, rc, &err) ? 2 : 0;
+        /* a malformed or unreadable token file fails as in training: 1 */
+        return dl_option_refused(PROG, rc, &err) ? (rc == DL_ERR_SPEC ? 2 : 1) : 0;
     }
     double t0 = dl_clock_now();
     struct dl_path_list files = {0};
