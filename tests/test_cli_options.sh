@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_cli_options.sh: every option of every command given a bad value (or
 # an unknown name) once: exit status 2 and a message that names the option
-# (and the value where there is one); then the options and commands no other
+# (and the value where there is one); a value of 5,000 characters shortened
+# in the message, whose reason stays; then the options and commands no other
 # test runs, each once against what it must do: --nesterov takes the first
 # step 1 + momentum times as long as plain momentum, --strict-checkpoints
 # stops a run whose checkpoint cannot be written (without it the run goes
@@ -122,7 +123,7 @@ bench|bogus|
 help|bogus|
 |bogus|
 EOF
-tap_plan $(($(wc -l < "$TMPDIR_TEST/cases") + 13))
+tap_plan $(($(wc -l < "$TMPDIR_TEST/cases") + 17))
 
 while IFS='|' read -r cmd bad value; do
     # shellcheck disable=SC2086 # words on purpose
@@ -136,6 +137,25 @@ while IFS='|' read -r cmd bad value; do
         tap_result 1 "dltrain ${cmd%% --net*} $bad: status 2, the message names $option"
     fi
 done < "$TMPDIR_TEST/cases"
+
+# A value of 5,000 characters: status 2 and a short message on stderr that
+# keeps the reason, the value cut to its first 60 characters and its length.
+LONG=$(printf '%05000d' 0 | tr 0 x)
+for bad in "--set train.optimizer.lr=$LONG|expected a finite number" "--lr $LONG|expected a finite number" \
+    "--net /no/such/$LONG|no such file" "--set layers.$LONG.units=3|expected a key of at most"; do
+    words=${bad%%|*} reason=${bad#*|}
+    # shellcheck disable=SC2086 # words on purpose
+    $DLTRAIN check --net "$NET" $words >/dev/null 2>"$TMPDIR_TEST/long.err"; got=$?
+    size=$(wc -c < "$TMPDIR_TEST/long.err")
+    if [ "$got" -eq 2 ] && [ "$size" -lt 400 ] && grep -qF -- "$reason" "$TMPDIR_TEST/long.err" &&
+        grep -qE -- "x\.\.\. \(50[0-9][0-9] characters\)" "$TMPDIR_TEST/long.err"; then
+        tap_result 0 "${words%% *} with 5,000 characters: status 2, $size bytes on stderr with '$reason'"
+    else
+        echo "# exit status $got, expected 2; $size bytes on stderr, expected under 400 with '$reason':"
+        head -c 600 "$TMPDIR_TEST/long.err" | sed 's/^/#   /'; echo
+        tap_result 1 "${words%% *} with 5,000 characters: status 2, a short message on stderr with '$reason'"
+    fi
+done
 
 # --nesterov: after one step from the same weights and gradient, SGD with
 # momentum mu moves the weights by lr*g and Nesterov by lr*(g + mu*g).

@@ -2,7 +2,8 @@
  * they document (integers, numbers, byte sizes with binary and decimal
  * units, times with units, latencies, rates), refuse garbage, negative values, overflow and
  * values out of range, and every message names the option and quotes the
- * value. */
+ * value, a long value shortened (core/error.h's dl_short) so that the
+ * reason stays. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/parse.h"
@@ -202,6 +204,34 @@ static void rates(void **state)
     }
 }
 
+/* dl_short: up to 100 characters as they are, then the first 60 (whole
+ * UTF-8 characters) and the length; a long value leaves the reason whole. */
+static void short_values(void **state)
+{
+    char text[5001];
+    memset(text, 'x', 5000);
+    text[100] = 0;
+    assert_string_equal(dl_short(text).s, text);
+    text[100] = 'x';
+    text[101] = 0;
+    char want[200];
+    snprintf(want, sizeof want, "%.60s... (101 characters)", text);
+    assert_string_equal(dl_short(text).s, want);
+    for (int i = 0; i < 200; i++) /* 200 e-acutes, 400 bytes */
+        memcpy(text + 2 * i, "\xc3\xa9", 2);
+    text[400] = 0;
+    snprintf(want, sizeof want, "%.120s... (200 characters)", text);
+    assert_string_equal(dl_short(text).s, want);
+    memset(text, '7', 5000);
+    text[5000] = 0;
+    struct dl_error e = {0};
+    int v;
+    assert_int_equal(dl_parse_int("--threads", text, 1, 4096, &v, &e), DL_ERR_SPEC);
+    assert_non_null(strstr(e.msg, "--threads: expected an integer in [1, 4096], found '7777"));
+    assert_non_null(strstr(e.msg, "7... (5000 characters)'"));
+    assert_true(strlen(e.msg) < 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +241,7 @@ int main(void)
         cmocka_unit_test(times),
         cmocka_unit_test(durations),
         cmocka_unit_test(rates),
+        cmocka_unit_test(short_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,10 +62,11 @@ int dl_kernel_choice_add(struct dl_kernel_choices *ch, const char *spec, struct 
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec || !eq[1])
         return dl_errorf(err, DL_ERR_SPEC, "--kernel: expected OP=NAME (e.g. conv=onednn or all=reference), "
-                         "found '%s'", spec);
+                         "found '%s'", dl_short(spec).s);
     size_t klen = (size_t)(eq - spec);
     if (klen >= sizeof ch->key[0] || strlen(eq + 1) >= sizeof ch->name[0])
-        return dl_errorf(err, DL_ERR_SPEC, "--kernel: '%s' is too long", spec);
+        return dl_errorf(err, DL_ERR_SPEC, "--kernel: '%s' is too long (OP at most %zu characters, NAME at most %zu)",
+                         dl_short(spec).s, sizeof ch->key[0] - 1, sizeof ch->name[0] - 1);
     if (ch->n == DL_MAX_KERNEL_CHOICES)
         return dl_errorf(err, DL_ERR_SPEC, "--kernel: more than %d choices", DL_MAX_KERNEL_CHOICES);
     char key[64];

@@ -112,7 +112,8 @@ static int tune_option(struct dl_net_options *o, int opt, const char *arg, const
                 o->tune.policy = (enum dl_tune_policy)i;
                 return 1;
             }
-        fprintf(stderr, "%s: --tune-policy: expected undivided, powerOfTwo or all, found '%s'\n", prog, arg);
+        fprintf(stderr, "%s: --tune-policy: expected undivided, powerOfTwo or all, found '%s'\n", prog,
+                dl_short(arg).s);
         return -1;
     }
     return 0;
@@ -244,12 +245,13 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
     char looked[4200];
     const char *path = dl_shipped_file(o->net_path, "nets", o->net_found, sizeof o->net_found, looked, sizeof looked);
     if (*looked) {
-        fprintf(stderr, "%s: --net %s: no such file here, and no shipped network %s%s in %s\n", prog, o->net_path,
-                o->net_path, strstr(o->net_path, ".yaml") ? "" : ".yaml", looked);
+        struct dl_short shown = dl_short(o->net_path);
+        fprintf(stderr, "%s: --net %s: no such file here, and no shipped network %s%s in %s\n", prog, shown.s, shown.s,
+                strstr(o->net_path, ".yaml") ? "" : ".yaml", looked);
         return 2;
     }
     if (access(path, F_OK) != 0) {
-        fprintf(stderr, "%s: --net %s: no such file\n", prog, o->net_path);
+        fprintf(stderr, "%s: --net %s: no such file\n", prog, dl_short(o->net_path).s);
         return 2;
     }
     o->net_path = path;
@@ -264,7 +266,8 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
             continue;
         }
         const char *v = k->fixed ? k->fixed : o->values[i];
-        snprintf(text[i], sizeof text[i], "--%s%s%s", option_name(k->code), k->fixed ? "" : " ", k->fixed ? "" : v);
+        snprintf(text[i], sizeof text[i], "--%s%s%s", option_name(k->code), k->fixed ? "" : " ",
+                 k->fixed ? "" : dl_short(v).s);
         sets[i] = (struct dl_net_set){.key = k->key, .value = v, .label = text[i], .string = k->string};
     }
     if (!rc)
@@ -477,7 +480,7 @@ int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog
     if (opt == ':') {
         fprintf(stderr, "%s: option '%s' needs a value\n", prog, arg);
     } else if (strncmp(arg, "--", 2) != 0) {
-        fprintf(stderr, "%s: unrecognized option '%s' (options are long: --name)\n", prog, arg);
+        fprintf(stderr, "%s: unrecognized option '%s' (options are long: --name)\n", prog, dl_short(arg).s);
     } else {
         char word[128];
         snprintf(word, sizeof word, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);

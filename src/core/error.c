@@ -1,4 +1,5 @@
-/* error.c: formatting of struct dl_error messages and checked allocation. */
+/* error.c: formatting of struct dl_error messages, user values shortened for
+ * them, and checked allocation. */
 #include "core/error.h"
 
 #include <stdarg.h>
@@ -30,6 +31,20 @@ void dl_error_prefix(struct dl_error *err, const char *fmt, ...)
     char old[sizeof err->msg];
     memcpy(old, err->msg, sizeof old);
     snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+}
+
+struct dl_short dl_short(const char *value)
+{
+    struct dl_short out;
+    size_t head = 0, chars = 0;
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        if ((*p & 0xC0) != 0x80 && ++chars == DL_SHORT_HEAD + 1)
+            head = (size_t)(p - (const unsigned char *)value); /* the bytes of the first DL_SHORT_HEAD */
+    if (chars <= DL_SHORT_MAX)
+        snprintf(out.s, sizeof out.s, "%s", value);
+    else
+        snprintf(out.s, sizeof out.s, "%.*s... (%zu characters)", (int)head, value, chars);
+    return out;
 }
 
 void *dl_calloc(size_t n, size_t size, struct dl_error *err)

@@ -34,6 +34,19 @@ int dl_errorf(struct dl_error *err, int code, const char *fmt, ...)
 void dl_error_prefix(struct dl_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* A user's value as a message quotes it: the value itself when it has at
+ * most DL_SHORT_MAX characters, else its first DL_SHORT_HEAD characters
+ * (cut between UTF-8 characters) and "... (N characters)", so that a long
+ * --set value or path cannot push the reason out of msg.  The result lives
+ * until the end of the full expression: dl_errorf(..., "found '%s'",
+ * dl_short(text).s). */
+#define DL_SHORT_MAX 100
+#define DL_SHORT_HEAD 60
+struct dl_short {
+    char s[4 * DL_SHORT_MAX + 1];
+};
+struct dl_short dl_short(const char *value);
+
 /* Allocation helpers that report DL_ERR_NOMEM through err.  They return NULL on
  * failure (and for a zero size, a valid pointer that must be freed). */
 void *dl_calloc(size_t n, size_t size, struct dl_error *err);

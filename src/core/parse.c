@@ -28,7 +28,8 @@ int dl_parse_long(const char *opt, const char *text, long min, long max, long *o
         ok = !*end && !errno && v >= min && v <= max;
     }
     if (!ok)
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected an integer in [%ld, %ld], found '%s'", opt, min, max, text);
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected an integer in [%ld, %ld], found '%s'", opt, min, max,
+                         dl_short(text).s);
     *out = v;
     return DL_OK;
 }
@@ -65,7 +66,8 @@ int dl_parse_double(const char *opt, const char *text, double min, double max, d
     double v;
     const char *end;
     if (read_number(text, &v, &end) || *end || v < min || v > max)
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a number in [%g, %g], found '%s'", opt, min, max, text);
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a number in [%g, %g], found '%s'", opt, min, max,
+                         dl_short(text).s);
     *out = v;
     return DL_OK;
 }
@@ -78,7 +80,7 @@ int dl_parse_seconds(const char *opt, const char *text, double max, double *out,
         unit = !strcmp(end, "") || !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60 : !strcmp(end, "h") ? 3600 : -1;
     if (unit < 0 || !(v > 0) || v * unit > max)
         return dl_errorf(err, DL_ERR_SPEC, "%s: expected a time such as 90, 90s, 15m or 2h, above 0 and at most "
-                         "%g s, found '%s'", opt, max, text);
+                         "%g s, found '%s'", opt, max, dl_short(text).s);
     *out = v * unit;
     return DL_OK;
 }
@@ -98,7 +100,7 @@ int dl_parse_duration(const char *opt, const char *text, double max, double *out
     }
     if (unit < 0 || v < 0 || v * unit > max)
         return dl_errorf(err, DL_ERR_SPEC, "%s: expected a time with its unit such as 20us, 5ms or 0.1s (ns, us, "
-                         "ms, s), from 0 to %g s, found '%s'", opt, max, text);
+                         "ms, s), from 0 to %g s, found '%s'", opt, max, dl_short(text).s);
     *out = v * unit;
     return DL_OK;
 }
@@ -163,18 +165,19 @@ int dl_parse_bytes(const char *opt, const char *text, size_t min, size_t max, si
         goto syntax;
     uint64_t g = gcd(frac, frac_den), num = frac / g, den = frac_den / g;
     if (inexact || (frac && mult % den))
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a whole number of bytes, found '%s'", opt, text);
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected a whole number of bytes, found '%s'", opt,
+                         dl_short(text).s);
     /* num / den < 1, so num * (mult / den) < mult: no overflow there. */
     uint64_t bytes = whole * mult, part = frac ? num * (mult / den) : 0;
     if (overflow || whole > UINT64_MAX / mult || bytes > UINT64_MAX - part || bytes + part < min ||
         bytes + part > max)
         return dl_errorf(err, DL_ERR_SPEC, "%s: expected a size from %zu to %zu bytes, found '%s'", opt, min, max,
-                         text);
+                         dl_short(text).s);
     *out = (size_t)(bytes + part);
     return DL_OK;
 syntax:
     return dl_errorf(err, DL_ERR_SPEC, "%s: expected a size in bytes such as 4096, 64K, 25MiB or 1GB, found '%s'",
-                     opt, text);
+                     opt, dl_short(text).s);
 }
 
 /* bits per second: a number above 0, then bit, Kbit, Mbit, Gbit or Tbit
@@ -213,7 +216,7 @@ int dl_parse_rate(const char *opt, const char *text, double *out, struct dl_erro
 bad:
     return dl_errorf(err, DL_ERR_SPEC, "%s: expected a rate above 0 such as 1GB/s, 12.5GB/s, 100MiB/s (a size in "
                      "bytes, then /s) or 100Gbit/s (bit, Kbit, Mbit, Gbit, Tbit: powers of 1000), found '%s'", opt,
-                     text);
+                     dl_short(text).s);
 }
 
 int dl_parse_link(const char *opt, const char *text, int allow_add, double max_alpha, struct dl_link *out,
@@ -238,10 +241,10 @@ int dl_parse_link(const char *opt, const char *text, int allow_add, double max_a
             if (eq)
                 *eq = '=';
             return dl_errorf(err, DL_ERR_SPEC, "%s: expected %s (such as alpha=20us,bw=1GB/s), found '%s' in '%s'",
-                             opt, expected, item, text);
+                             opt, expected, item, dl_short(text).s);
         }
         if (*given)
-            return dl_errorf(err, DL_ERR_SPEC, "%s: %s given twice in '%s'", opt, item, text);
+            return dl_errorf(err, DL_ERR_SPEC, "%s: %s given twice in '%s'", opt, item, dl_short(text).s);
         snprintf(what, sizeof what, "%s %s", opt, item);
         int rc = key == 0 ? dl_parse_duration(what, eq + 1, max_alpha, &l.alpha, err)
                           : dl_parse_rate(what, eq + 1, key == 1 ? &l.bw : &l.add, err);
@@ -251,7 +254,7 @@ int dl_parse_link(const char *opt, const char *text, int allow_add, double max_a
     }
     if (!l.has_alpha && !l.has_bw)
         return dl_errorf(err, DL_ERR_SPEC, "%s: expected %s (such as alpha=20us,bw=1GB/s), found '%s'", opt, expected,
-                         text);
+                         dl_short(text).s);
     *out = l;
     return DL_OK;
 }

@@ -135,17 +135,18 @@ static int find_file(const char *dir, const char *base, const char *hint, char *
 {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found: %s", ds->name, dir, hint);
+        return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found: %s", ds->name, dl_short(dir).s, hint);
     const char *suffix[] = {"", ".gz"};
     for (int i = 0; i < 2; i++) {
         if ((size_t)snprintf(path, n, "%s/%s%s", dir, base, suffix[i]) >= n)
             return dl_errorf(err, DL_ERR_SPEC, "%s: data folder path too long: %s", ds->name,
-                             dir);
+                             dl_short(dir).s);
         if (stat(path, &st) == 0)
             return DL_OK;
     }
-    return dl_errorf(err, DL_ERR_IO, "%s: neither %s/%s nor %s/%s.gz exists: %s", ds->name, dir,
-                     base, dir, base, hint);
+    struct dl_short shown = dl_short(dir);
+    return dl_errorf(err, DL_ERR_IO, "%s: neither %s/%s nor %s/%s.gz exists: %s", ds->name, shown.s,
+                     base, shown.s, base, hint);
 }
 
 /* The images and labels files of an MNIST-like folder's split. */
@@ -281,10 +282,11 @@ static int split_path(const struct dl_data_spec *spec, const char *split, char *
         return dl_errorf(err, DL_ERR_SPEC, "%s: no data folder given: pass --data DIR (DIR/train and DIR/val, "
                          "each with a subfolder per class, or list files DIR/train.txt and DIR/val.txt)", ds->name);
     if (stat(spec->dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found", ds->name, spec->dir);
+        return dl_errorf(err, DL_ERR_IO, "%s: data folder %s not found", ds->name, dl_short(spec->dir).s);
     for (*is_list = 0; *is_list < 2; ++*is_list) {
         if ((size_t)snprintf(path, n, "%s/%s%s", spec->dir, split, *is_list ? ".txt" : "") >= n)
-            return dl_errorf(err, DL_ERR_SPEC, "%s: data folder path too long: %s", ds->name, spec->dir);
+            return dl_errorf(err, DL_ERR_SPEC, "%s: data folder path too long: %s", ds->name,
+                             dl_short(spec->dir).s);
         if (stat(path, &st) == 0 && (*is_list ? S_ISREG(st.st_mode) : S_ISDIR(st.st_mode)))
             return DL_OK;
     }

@@ -185,9 +185,10 @@ int dl_data_use_dataset(struct dl_data_spec *d, const char *name, const struct d
         snprintf(formats + strlen(formats), sizeof formats - strlen(formats), "%s%s", k ? ", " : "",
                  dl_dataset_names[k]);
     const char *msg = "dataset '%s': no dataset file %s.yaml (looked in %s) and no format of that name (%s)";
+    struct dl_short shown = dl_short(name);
     if (at)
-        return dl_yerrorf(err, DL_ERR_SPEC, at, msg, name, name, *looked ? looked : "nowhere", formats);
-    dl_errorf(err, DL_ERR_SPEC, msg, name, name, *looked ? looked : "nowhere", formats);
+        return dl_yerrorf(err, DL_ERR_SPEC, at, msg, shown.s, shown.s, *looked ? looked : "nowhere", formats);
+    dl_errorf(err, DL_ERR_SPEC, msg, shown.s, shown.s, *looked ? looked : "nowhere", formats);
     dl_error_prefix(err, "--dataset");
     return DL_ERR_SPEC;
 }

@@ -752,16 +752,18 @@ static int loss_long_form(struct dl_ynode *root, struct dl_error *err)
 int dl_net_set_parse(const char *text, struct dl_net_set *out, char *buf, size_t size, struct dl_error *err)
 {
     const char *eq = strchr(text, '=');
+    struct dl_short shown = dl_short(text);
     if (!eq || eq == text)
         return dl_errorf(err, DL_ERR_SPEC, "--set: expected KEY=VALUE (such as train.optimizer.beta2=0.95), found "
-                         "'%s'", text);
-    size_t klen = (size_t)(eq - text);
-    if (klen + 1 + strlen(text) + 7 > size)
-        return dl_errorf(err, DL_ERR_SPEC, "--set %s: too long", text);
+                         "'%s'", shown.s);
+    size_t klen = (size_t)(eq - text), max = size > sizeof shown.s + 8 ? size - sizeof shown.s - 8 : 0;
+    if (klen > max)
+        return dl_errorf(err, DL_ERR_SPEC, "--set %s: expected a key of at most %zu characters, found %zu", shown.s,
+                         max, klen);
     memcpy(buf, text, klen);
     buf[klen] = '\0';
     char *label = buf + klen + 1;
-    snprintf(label, size - klen - 1, "--set %s", text);
+    snprintf(label, size - klen - 1, "--set %s", shown.s);
     *out = (struct dl_net_set){.key = buf, .value = eq + 1, .label = label};
     return DL_OK;
 }
@@ -821,7 +823,7 @@ static int known_arg(const struct dl_net *net, const struct dl_net_set *set, str
     for (int i = 0; args && args->kind == DL_Y_MAP && i < args->n; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", args->keys[i]->str);
     return dl_errorf(err, DL_ERR_SPEC, "%s: the network has no argument '%s' (its args: %s)", set->label,
-                     set->key + 5, names[0] ? names : "none");
+                     dl_short(set->key + 5).s, names[0] ? names : "none");
 }
 
 /* One set on net's document. */

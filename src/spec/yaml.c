@@ -101,6 +101,15 @@ static int map_add(struct dl_ynode *m, struct dl_ynode *key, struct dl_ynode *va
     return DL_OK;
 }
 
+/* A segment of a --set key, shortened for messages. */
+static struct dl_short short_seg(const char *seg, int len)
+{
+    char *copy = strndup(seg, (size_t)len);
+    struct dl_short s = dl_short(copy ? copy : "");
+    free(copy);
+    return s;
+}
+
 /* Where a node is, for messages: "file:line:col" or the label. */
 static const char *where(const struct dl_ynode *n, char *buf, size_t size)
 {
@@ -123,7 +132,7 @@ int dl_ydoc_set(struct dl_ydoc *doc, const char *path, struct dl_ynode *value, c
         int len = dot ? (int)(dot - seg) : (int)strlen(seg);
         if (len == 0) {
             rc = dl_errorf(err, DL_ERR_SPEC, "%s: expected KEY=VALUE with KEY such as train.optimizer.lr, found "
-                           "an empty key in '%s'", label, path);
+                           "an empty key in '%s'", label, dl_short(path).s);
             break;
         }
         struct dl_ynode *n = *slot;
@@ -161,14 +170,15 @@ int dl_ydoc_set(struct dl_ydoc *doc, const char *path, struct dl_ynode *value, c
             if (!next && end == seg + len && index >= 0 && index < n->n)
                 next = &n->items[index];
             if (!next) {
-                rc = dl_errorf(err, DL_ERR_SPEC, "%s: '%.*s' of '%s': the list at %s has no item named '%.*s' and "
-                               "%d items (0 to %d)", label, len, seg, path, where(n, loc, sizeof loc), len, seg,
-                               n->n, n->n - 1);
+                struct dl_short name = short_seg(seg, len);
+                rc = dl_errorf(err, DL_ERR_SPEC, "%s: '%s' of '%s': the list at %s has no item named '%s' and "
+                               "%d items (0 to %d)", label, name.s, dl_short(path).s, where(n, loc, sizeof loc),
+                               name.s, n->n, n->n - 1);
                 break;
             }
         } else {
-            rc = dl_errorf(err, DL_ERR_SPEC, "%s: '%.*s' of '%s': %s is a scalar, not a mapping or list", label,
-                           len, seg, path, where(n, loc, sizeof loc));
+            rc = dl_errorf(err, DL_ERR_SPEC, "%s: '%s' of '%s': %s is a scalar, not a mapping or list", label,
+                           short_seg(seg, len).s, dl_short(path).s, where(n, loc, sizeof loc));
             break;
         }
         if (!dot) {
@@ -273,7 +283,7 @@ static int build_collection(struct builder *b, struct dl_ynode *n, int depth)
             for (int i = 0; i < n->n; i++)
                 if (strcmp(n->keys[i]->str, key->str) == 0) {
                     rc = dl_yerrorf(b->err, DL_ERR_SPEC, key, "duplicate key '%s' (first given at line %d)",
-                                    key->str, n->keys[i]->line);
+                                    dl_short(key->str).s, n->keys[i]->line);
                     dl_ynode_free(key);
                     return rc;
                 }
@@ -558,7 +568,8 @@ int dl_y_int(const struct dl_ynode *n, const char *what, long min, long max, lon
     errno = 0;
     long v = strtol(n->str, &end, 10);
     if (n->quoted || end == n->str || *end || errno)
-        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected an integer, found '%s'", what, n->str);
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected an integer, found '%s'", what,
+                          dl_short(n->str).s);
     if (v < min || v > max)
         return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected an integer in [%ld, %ld], found %ld",
                           what, min, max, v);
@@ -575,7 +586,8 @@ int dl_y_float(const struct dl_ynode *n, const char *what, double min, double ma
     errno = 0;
     double v = strtod(n->str, &end);
     if (n->quoted || end == n->str || *end || errno || !isfinite(v))
-        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected a finite number, found '%s'", what, n->str);
+        return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected a finite number, found '%s'", what,
+                          dl_short(n->str).s);
     if (v < min || v > max)
         return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected a number in [%g, %g], found %g", what,
                           min, max, v);
@@ -595,7 +607,8 @@ int dl_y_bool(const struct dl_ynode *n, const char *what, int *out, struct dl_er
         *out = 0;
         return DL_OK;
     }
-    return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected true or false, found '%s'", what, n->str);
+    return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected true or false, found '%s'", what,
+                          dl_short(n->str).s);
 }
 
 int dl_y_string(const struct dl_ynode *n, const char *what, const char **out, struct dl_error *err)
@@ -627,7 +640,8 @@ int dl_y_enum(const struct dl_ynode *n, const char *what, const char *const *cho
             *out = i;
             return DL_OK;
         }
-    return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected one of %s, found '%s'", what, list, n->str);
+    return dl_yerrorf(err, DL_ERR_SPEC, n, "%s: expected one of %s, found '%s'", what, list,
+                      dl_short(n->str).s);
 }
 
 static int in_list(const char *const *list, const char *s)
@@ -652,7 +666,7 @@ int dl_y_check_keys(const struct dl_ynode *map, const char *what, const char *co
         join_names(allowed, l1, sizeof l1);
         join_names(allowed2, l2, sizeof l2);
         return dl_yerrorf(err, DL_ERR_SPEC, map->keys[i], "%s: unknown key '%s' (expected one of: %s%s%s)",
-                          what, k, l1, *l2 ? ", " : "", l2);
+                          what, dl_short(k).s, l1, *l2 ? ", " : "", l2);
     }
     return DL_OK;
 }
