@@ -137,7 +137,6 @@ static void missing_sections(void **s)
 static void yaml_syntax(void **s)
 {
     EXPECT(HEAD "layers:\n  - {type: fc, units: 3\nloss: softmax_cross_entropy\n", "bad.yaml:", "YAML syntax error");
-    EXPECT(HEAD "layers: &x\n  - {type: fc, units: 3}\nloss: *x\n", "bad.yaml:4:7:", "aliases");
     EXPECT("- just\n- a list\n", "bad.yaml:1:1:", "expected a mapping");
     EXPECT("", "expected a mapping");
     char deep[600] = "input: ";
@@ -147,6 +146,33 @@ static void yaml_syntax(void **s)
     for (int i = 0; i < 100; i++)
         strcat(deep, "]");
     EXPECT(deep, "nesting deeper than");
+}
+
+/* Anchors, aliases and tags (any: !!str, !!int, !name, a lone !) are
+ * refused where they stand, on scalars, lists, mappings and keys; a tag in
+ * quotes is text.  description takes any value. */
+#define FC(x) HEAD "layers:\n  - {type: fc, " x "}\nloss: softmax_cross_entropy\n"
+static void anchors_aliases_tags(void **s)
+{
+    EXPECT(FC("units: &u 3"), "bad.yaml:3:23:", "found the YAML anchor &u", "not accepted");
+    EXPECT(HEAD "layers: &x\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n", "bad.yaml:2:9:",
+           "anchor &x");
+    EXPECT(FC("units: *u"), "bad.yaml:3:23:", "found the YAML alias *u", "not accepted");
+    EXPECT(FC("units: !!str 7"), "bad.yaml:3:23:", "found the YAML tag !!str", "tags are not accepted");
+    EXPECT(FC("units: !!int 7"), "bad.yaml:3:23:", "found the YAML tag !!int");
+    EXPECT(FC("units: !foo 7"), "bad.yaml:3:23:", "found the YAML tag !foo");
+    EXPECT(FC("units: ! 7"), "bad.yaml:3:23:", "found the YAML tag !");
+    EXPECT(FC("!!str units: 7"), "bad.yaml:3:16:", "found the YAML tag !!str");
+    EXPECT(HEAD "layers: !!seq\n  - {type: fc, units: 3}\nloss: softmax_cross_entropy\n", "bad.yaml:2:9:",
+           "found the YAML tag !!seq");
+    EXPECT(HEAD "layers:\n  - !!map {type: fc, units: 3}\nloss: softmax_cross_entropy\n", "bad.yaml:3:5:",
+           "found the YAML tag !!map");
+    EXPECT(FC("units: \"!!str 7\""), "bad.yaml:3:23:", "expected an integer", "found '!!str 7'");
+    struct dl_net net;
+    load_good("description: [a list, {of: things}]\n" FC("units: 3"), &net);
+    dl_net_free(&net);
+    load_good("description: {what: a mapping, items: [1, 2]}\n" FC("units: 3"), &net);
+    dl_net_free(&net);
 }
 
 static void bad_inputs_count(void **s)
@@ -356,7 +382,7 @@ int main(void)
         cmocka_unit_test(unused_output), cmocka_unit_test(block_errors),
         cmocka_unit_test(good_dag_and_blocks), cmocka_unit_test(sections_parsed),
         cmocka_unit_test(stage_and_split_keys), cmocka_unit_test(share_key),
-        cmocka_unit_test(file_args_and_products),
+        cmocka_unit_test(file_args_and_products), cmocka_unit_test(anchors_aliases_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -621,11 +621,8 @@ static int parse_net(struct dl_net *net, struct dl_error *err)
                                        "train", "parallel", NULL};
     if (dl_y_check_keys(root, "network file", keys, NULL, err))
         return DL_ERR_SPEC;
-    const struct dl_ynode *n = dl_ymap_get(root, "description");
-    const char *description;
-    if (n && dl_y_string(n, "description", &description, err))
-        return DL_ERR_SPEC;
-    n = dl_ymap_get(root, "name");
+    /* description: any value, for the reader alone */
+    const struct dl_ynode *n = dl_ymap_get(root, "name");
     if (n) {
         const char *s;
         if (dl_y_string(n, "name", &s, err))

@@ -307,6 +307,34 @@ static int build_collection(struct builder *b, struct dl_ynode *n, int depth)
     }
 }
 
+/* An anchor (&name) or an explicit tag (!!str, !name, !) on a node:
+ * DL_ERR_SPEC at its place.  The schema reads plain values only: an alias
+ * would stand for a node given elsewhere, and a tag would change how a
+ * scalar reads without the schema seeing it (`units: !!str 7`). */
+static int refuse_properties(struct builder *b, const yaml_event_t *ev)
+{
+    const yaml_char_t *anchor = NULL, *tag = NULL;
+    if (ev->type == YAML_SCALAR_EVENT)
+        anchor = ev->data.scalar.anchor, tag = ev->data.scalar.tag;
+    else if (ev->type == YAML_SEQUENCE_START_EVENT)
+        anchor = ev->data.sequence_start.anchor, tag = ev->data.sequence_start.tag;
+    else if (ev->type == YAML_MAPPING_START_EVENT)
+        anchor = ev->data.mapping_start.anchor, tag = ev->data.mapping_start.tag;
+    int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
+    if (anchor)
+        return dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: expected a plain value, found the YAML anchor &%s (anchors "
+                         "and aliases are not accepted: write the value out)", b->file, line, col,
+                         dl_short((const char *)anchor).s);
+    static const char core[] = "tag:yaml.org,2002:"; /* what !! stands for */
+    const char *t = (const char *)tag;
+    int is_core = t && strncmp(t, core, sizeof core - 1) == 0;
+    if (t)
+        return dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: expected a plain value, found the YAML tag %s%s (tags are "
+                         "not accepted: write the value without it)", b->file, line, col, is_core ? "!!" : "",
+                         dl_short(is_core ? t + sizeof core - 1 : t).s);
+    return DL_OK;
+}
+
 static int build_node(struct builder *b, yaml_event_t *ev, int depth, struct dl_ynode **out)
 {
     int rc = DL_OK;
@@ -315,6 +343,10 @@ static int build_node(struct builder *b, yaml_event_t *ev, int depth, struct dl_
     if (depth > DL_YAML_MAX_DEPTH) {
         rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: nesting deeper than %d levels", b->file,
                        (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1, DL_YAML_MAX_DEPTH);
+        yaml_event_delete(ev);
+        return rc;
+    }
+    if ((rc = refuse_properties(b, ev))) {
         yaml_event_delete(ev);
         return rc;
     }
@@ -345,8 +377,9 @@ static int build_node(struct builder *b, yaml_event_t *ev, int depth, struct dl_
         *out = n;
         return DL_OK;
     case YAML_ALIAS_EVENT:
-        rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: YAML aliases (*name) are not supported in network files",
-                       b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1);
+        rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: expected a plain value, found the YAML alias *%s (anchors "
+                       "and aliases are not accepted: write the value out)", b->file, (int)ev->start_mark.line + 1,
+                       (int)ev->start_mark.column + 1, dl_short((const char *)ev->data.alias.anchor).s);
         break;
     default:
         rc = dl_errorf(b->err, DL_ERR_SPEC, "%s:%d:%d: unexpected YAML event", b->file,
