@@ -24,7 +24,7 @@
 T="$TMPDIR_TEST"
 N="$top_srcdir/nets"
 ENVS="default unset misdetected forced avx2"
-tap_plan 50
+tap_plan 56
 
 # in_env ENV COMMAND...: runs COMMAND under environment ENV.
 in_env() {
@@ -143,16 +143,18 @@ tap_result $? "plan --flops --json on AVX2: the same layouts and times (memory a
 
 # check: the layer table and settings (not the planned peak, which depends on
 # the kernels this CPU has).
-runs check 0 "$DLTRAIN" check --net "$N/gpt-tiny.yaml" --data "$N"
-same check out '/^planned peak: /d'; tap_result $? "check: the same layer table and settings in every environment"
+runs check 0 "$DLTRAIN" check --net "$N/lenet5.yaml"
+same check out '/^planned peak: /d'; tap_result $? "check LeNet-5: the same layer table and settings in every environment"
+runs check-gpt 0 "$DLTRAIN" check --net "$N/gpt-tiny.yaml" --data "$N"
+same check-gpt out '/^planned peak: /d'; tap_result $? "check GPT-tiny: the same layer table and settings in every environment"
 
 # Refusals: a bad option value and a bad network file.
 runs refuse-option 2 "$DLTRAIN" --net "$N/lenet5.yaml" --lr fast
-printf 'name: bad\ninput: {shape: [1, 28, 28]}\nlayers:\n  - {name: fc, type: fc, inputs: [input], units: -3}\n' > "$T/bad.yaml"
+printf 'name: bad\ninput: {shape: [1, 28, 28], classes: 10}\nlayers:\n  - {name: flatten, type: flatten}\n  - {name: fc, type: fc, units: -3}\nloss: softmax_cross_entropy\n' > "$T/bad.yaml"
 runs refuse-file 2 "$DLTRAIN" check --net "$T/bad.yaml"
 same refuse-option err && same refuse-option out && same refuse-file err && same refuse-file out &&
     [ ! -s "$T/default-refuse-option.out" ] && grep -q -- "--lr" "$T/default-refuse-option.err" &&
-    grep -q "bad.yaml:4:" "$T/default-refuse-file.err"
+    grep -q "bad.yaml:5:33: layer 'fc' (fc), key 'units': expected an integer" "$T/default-refuse-file.err"
 tap_result $? "refusals: the same message (option, file:line:col) and nothing on stdout in every environment"
 
 # Training runs.  fp32: the environments differ only in the order of sums
