@@ -170,6 +170,16 @@ static void heap_as_scan_gpt2(void **state)
     dl_bpe_free(b);
 }
 
+/* The 256 one-byte tokens, ids 0..255, in token[] and len[] (bytes[] holds
+ * their bytes). */
+static void byte_tokens(unsigned char bytes[256], const unsigned char **token, size_t *len)
+{
+    for (int c = 0; c < 256; c++) {
+        bytes[c] = (unsigned char)c;
+        token[c] = bytes + c, len[c] = 1;
+    }
+}
+
 /* Equal ranks merge leftmost first: with "aa", three a's are [aa][a] and
  * 101 are 50 [aa] then [a]. */
 static void leftmost_first(void **state)
@@ -178,10 +188,7 @@ static void leftmost_first(void **state)
     unsigned char bytes[256];
     const unsigned char *token[257];
     size_t len[257];
-    for (int c = 0; c < 256; c++) {
-        bytes[c] = (unsigned char)c;
-        token[c] = bytes + c, len[c] = 1;
-    }
+    byte_tokens(bytes, token, len);
     token[256] = (const unsigned char *)"aa", len[256] = 2;
     struct dl_bpe *b;
     struct dl_error err = {0};
@@ -206,10 +213,7 @@ static void make_refuses(void **state)
     unsigned char bytes[256];
     const unsigned char *token[257];
     size_t len[257];
-    for (int c = 0; c < 256; c++) {
-        bytes[c] = (unsigned char)c;
-        token[c] = bytes + c, len[c] = 1;
-    }
+    byte_tokens(bytes, token, len);
     token[256] = bytes + 'x', len[256] = 1;
     struct dl_bpe *b = NULL;
     struct dl_error err = {0};
