@@ -355,11 +355,9 @@ static int open_trace(struct trainer *tr, struct dl_error *err)
     /* rank 0 writes the file: find out now whether it can, not after training */
     double bad = 0;
     if (tr->reporter) {
-        struct dl_atomic_file probe;
-        bad = dl_atomic_open(&probe, o->trace_path, NULL, err) != DL_OK;
+        bad = dl_atomic_check(o->trace_path, err) != DL_OK;
         if (bad)
             dl_error_prefix(err, "--trace");
-        dl_atomic_abort(&probe);
     }
     int rc = dl_comm_sum_small(tr->comm, &bad, 1, err);
     if (!rc && bad > 0) {
