@@ -123,6 +123,7 @@ cat "$T/fifo" > "$T/fifo.out" &
 reader=$!
 timeout 60 $SHORT --metrics "$T/fifo" > /dev/null 2> "$T/fifo.err"; st=$?
 timeout 10 sh -c "while kill -0 $reader 2>/dev/null; do sleep 0.05; done"
+kill $reader 2> /dev/null # a reader whose FIFO was replaced waits for ever
 [ $st -eq 0 ] && [ "$(grep -c '"event":"step"' "$T/fifo.out")" -eq 2 ] && [ -p "$T/fifo" ] && \
     [ ! -e "$T/fifo.partial" ]
 tap_result $? "--metrics FIFO: its reader gets the JSON lines, and it stays a FIFO (status $st)"
@@ -153,5 +154,6 @@ cat "$T/trace" > "$T/trace.out" &
 reader=$!
 timeout 60 $SHORT --trace "$T/trace" > /dev/null 2>&1; st=$?
 timeout 10 sh -c "while kill -0 $reader 2>/dev/null; do sleep 0.05; done"
+kill $reader 2> /dev/null # a reader whose FIFO was replaced waits for ever
 [ $st -eq 0 ] && grep -q '"traceEvents"' "$T/trace.out" && [ -p "$T/trace" ]
 tap_result $? "--trace FIFO: checked at the start without opening it, written at the end (status $st)"
