@@ -374,7 +374,7 @@ int dl_st_open_memory(const char *name, const void *buf, size_t size, struct dl_
 int dl_st_open(const char *path, struct dl_st_file *f, struct dl_error *err)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO is refused below, not waited on */
     if (fd < 0)
         return dl_errorf(err, DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;

@@ -76,7 +76,8 @@ struct dl_st_file {
  * header (jansson; duplicate names rejected), known dtypes, shapes whose size
  * matches the offsets, offsets that tile the data section exactly (no
  * overlap, no gap, nothing outside), string-only metadata, and the checksum
- * when present.  Errors are DL_ERR_IO (cannot read) or DL_ERR_DATA; the
+ * when present.  What is not a regular file (a device; a FIFO, not waited
+ * on) is refused.  Errors are DL_ERR_IO (cannot read) or DL_ERR_DATA; the
  * message names the file, the tensor and the expected vs found value. */
 int dl_st_open(const char *path, struct dl_st_file *f, struct dl_error *err);
 /* Same over a buffer the caller keeps alive until dl_st_close. */
