@@ -6,7 +6,7 @@
 # whose last training or test batch is partial, and outputs that are FIFOs,
 # devices, symbolic links or directories (issue 40).
 . "$top_srcdir/tests/tap.sh"
-tap_plan 52
+tap_plan 55
 
 for cmd in "" "train" "check" "plan"; do
     expect_status 0 "dltrain $cmd --help" -- $DLTRAIN $cmd --help
@@ -157,3 +157,19 @@ timeout 10 sh -c "while kill -0 $reader 2>/dev/null; do sleep 0.05; done"
 kill $reader 2> /dev/null # a reader whose FIFO was replaced waits for ever
 [ $st -eq 0 ] && grep -q '"traceEvents"' "$T/trace.out" && [ -p "$T/trace" ]
 tap_result $? "--trace FIFO: checked at the start without opening it, written at the end (status $st)"
+
+# Inputs that are not regular files: a FIFO given to --init-from or --resume
+# is refused at once (status 1, as a device is), never waited on (where a
+# blocking open ignored SIGINT and SIGTERM); a symbolic link to a checkpoint
+# resumes.
+mkfifo "$T/in.fifo"
+for opt in --init-from --resume; do
+    timeout -k 5 20 $SHORT $opt "$T/in.fifo" > /dev/null 2> "$T/in.err"; st=$?
+    [ $st -eq 1 ] && grep -q "in.fifo: not a regular file" "$T/in.err"
+    tap_result $? "$opt FIFO: refused at once with status 1 (got $st) and a message naming it"
+done
+timeout 60 $SHORT --checkpoint-dir "$T/ck" --checkpoint-every 2 > /dev/null 2>&1
+ln -s "$(ls "$T"/ck/*.safetensors | tail -1)" "$T/ck.link"
+timeout 60 $SHORT --max-steps 3 --resume "$T/ck.link" > "$T/resumed.txt" 2> /dev/null
+[ $? -eq 0 ] && grep -q "after 3 steps" "$T/resumed.txt"
+tap_result $? "--resume through a symbolic link to a checkpoint"
