@@ -18,8 +18,9 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-PLAN=30
+PLAN=32
 tap_plan $PLAN
+tap_plan 26
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 CORPUS="$top_builddir/tests/text-corpus"
 VOCAB="$top_srcdir/vocab/gpt2.tiktoken"
@@ -292,4 +293,15 @@ tap_result $? "--decode of a missing file exits 1, naming it (status $s_nosuch)"
 $DLTRAIN tokenize --decode >/dev/null 2>"$T/decode_usage.err"; s=$?
 [ $s = 2 ] && grep -q "Try 'dltrain tokenize --help'" "$T/decode_usage.err"
 tap_result $? "--decode without a file is a usage error: exit 2 (status $s)"
+# Outputs (issue 40): one that cannot be written (a file size limit, as a
+# full disk) is a run-time failure, status 1 as for export; a symbolic link
+# given as -o keeps pointing at the tokens.
+sh -c 'trap "" XFSZ; ulimit -f 1; exec "$@"' sh $DLTRAIN tokenize --validation 0 -o "$T/big.bin" $FILES \
+    > /dev/null 2> "$T/big.err"; st=$?
+[ $st -eq 1 ] && grep -q "big.bin: cannot write: File too large" "$T/big.err" && [ ! -e "$T/big.bin" ]
+tap_result $? "tokenize -o past the file size limit: status 1 (got $st), the reason, no file"
+ln -s linked.bin "$T/link.bin"
+$DLTRAIN tokenize --validation 0 -o "$T/link.bin" $FILES > /dev/null 2>&1
+[ $? -eq 0 ] && [ -L "$T/link.bin" ] && cmp -s "$T/linked.bin" "$T/corpus.bin"
+tap_result $? "tokenize -o through a symbolic link writes the file it names and keeps the link"
 exit $((tap_failed > 0))

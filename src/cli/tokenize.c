@@ -206,5 +206,5 @@ int dl_cli_tokenize(int argc, char **argv)
     dl_path_list_free(&files);
     dl_token_stream_free(&s);
     dl_bpe_free(b);
-    return dl_option_refused(PROG, rc, &err) ? 2 : 0;
+    return dl_option_refused(PROG, rc, &err) ? (rc == DL_ERR_SPEC ? 2 : 1) : 0; /* a file not written: 1 */
 }
