@@ -14,7 +14,7 @@ if "$DLTRAIN" --version | grep -q "^charts: no"; then
     echo "1..0 # SKIP this dltrain was built without charts (cairo)"
     exit 0
 fi
-tap_plan 47
+tap_plan 49
 PY=/usr/bin/python3
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --eval-every 10 --threads 1 --quiet"
 expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
@@ -262,4 +262,18 @@ expect_status 2 "an unknown format exits 2" -- $DLTRAIN plot "$T/sgd.jsonl" -o "
 expect_output "must end in .svg, .pdf or .png" "naming the formats"
 expect_status 2 "--labels with too few names exits 2" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" --labels one -o "$T/x.svg"
 expect_status 1 "a folder that does not exist fails" -- $DLTRAIN plot "$T/sgd.jsonl" -o "$T/no/such/c.svg"
+# Outputs that are not regular files (issue 40): a FIFO gets the chart and
+# stays a FIFO; a directory is refused (status 1), and stays.
+mkfifo "$T/fifo.svg"
+cat "$T/fifo.svg" > "$T/fifo.out" &
+reader=$!
+timeout 60 $DLTRAIN plot "$T/sgd.jsonl" -o "$T/fifo.svg" > /dev/null 2>&1; st=$?
+timeout 10 sh -c "while kill -0 $reader 2>/dev/null; do sleep 0.05; done"
+kill $reader 2> /dev/null # a reader whose FIFO was replaced waits for ever
+[ $st -eq 0 ] && [ -p "$T/fifo.svg" ] && grep -q "<svg" "$T/fifo.out"
+tap_result $? "plot -o FIFO: its reader gets the chart, and it stays a FIFO (status $st)"
+mkdir "$T/dir.svg"
+$DLTRAIN plot "$T/sgd.jsonl" -o "$T/dir.svg" > /dev/null 2> "$T/dir.err"; st=$?
+[ $st -eq 1 ] && grep -q "dir.svg: cannot write it: it is a directory" "$T/dir.err" && [ -d "$T/dir.svg" ]
+tap_result $? "plot -o a directory: status 1 (got $st), saying what it is"
 exit $((tap_failed > 0))
