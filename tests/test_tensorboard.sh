@@ -12,7 +12,8 @@
 # - a run stopped by SIGTERM keeps every step it reported;
 # - a token network's curves include tokens/s (window x samples/s);
 # - rank 0 alone writes under mpirun; a parameter server's workers each get
-#   their own curves; a folder that cannot be made is refused.
+#   their own curves; a folder that cannot be made is refused;
+# - a full disk (a file size limit) fails the run and leaves whole records.
 . "$top_srcdir/tests/tap.sh"
 T="$TMPDIR_TEST"
 VENV_PY=${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv}/bin/python
@@ -24,7 +25,7 @@ if "$DLTRAIN" --version | grep -q "TensorBoard: no"; then
     echo "1..0 # SKIP this dltrain was built without TensorBoard event files (protobuf-c, ISA-L)"
     exit 0
 fi
-tap_plan 22
+tap_plan 24
 CHECK="$VENV_PY $top_srcdir/tests/check_tensorboard.py"
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --threads 1 --eval-every 10 --quiet"
 
@@ -101,4 +102,41 @@ v=$(dpkg-query -W -f='${Version}' libprotobuf-c-dev 2>/dev/null | sed 's/-.*//')
 tap_result $? "--version names protobuf-c ${v:-(no dpkg)} as dpkg does, and ISA-L"
 expect_status 1 "a folder that cannot be made fails the run" -- $DLTRAIN $B --tensorboard /dev/null/tb
 expect_output "cannot create folder /dev/null/tb: Not a directory" "naming the folder and the reason"
+
+# ---------------------------------------------------------------- a full disk
+# A file size limit stands in for a full disk (EFBIG part-way through a
+# write, SIGXFSZ ignored): the run fails with status 1 and the reason, and
+# the file ends on a whole record (each record's framing and checksums read
+# here), none cut off.
+sh -c 'trap "" XFSZ; ulimit -f 4; exec "$@"' sh $DLTRAIN $B --tensorboard "$T/tb/full" > /dev/null 2> "$T/full.err"; st=$?
+[ $st -eq 1 ] && grep -q "^dltrain: --tensorboard: cannot write .*: File too large" "$T/full.err"
+tap_result $? "a run whose event file meets a file size limit fails with status 1 (got $st), naming the reason"
+/usr/bin/python3 - "$T"/tb/full/events.* <<'EOF2'
+import struct, sys
+table = []
+for i in range(256):
+    c = i
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    table.append(c)
+def masked(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c = table[(c ^ x) & 0xFF] ^ (c >> 8)
+    c ^= 0xFFFFFFFF
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+data, pos, n = open(sys.argv[1], "rb").read(), 0, 0
+while pos < len(data):
+    head = data[pos:pos + 12]
+    assert len(head) == 12, "a record cut in its header at byte %d of %d" % (pos, len(data))
+    size, = struct.unpack("<Q", head[:8])
+    assert struct.unpack("<I", head[8:])[0] == masked(head[:8]), "bad length checksum at byte %d" % pos
+    body = data[pos + 12:pos + 12 + size + 4]
+    assert len(body) == size + 4, "a record cut in its data at byte %d of %d" % (pos, len(data))
+    assert struct.unpack("<I", body[size:])[0] == masked(body[:size]), "bad data checksum at byte %d" % pos
+    pos, n = pos + 16 + size, n + 1
+assert n >= 2, n
+print("# %d whole records, %d bytes" % (n, len(data)))
+EOF2
+tap_result $? "its event file ends on a whole record"
 exit $((tap_failed > 0))

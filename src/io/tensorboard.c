@@ -4,6 +4,7 @@
 #include "io/tensorboard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,20 +33,21 @@ static double wall_time(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Encodes ev (its wall time set here) and appends it as a record. */
+/* Encodes ev (its wall time set here) and appends it as a record, whole
+ * (one write; a failed one leaves the file as it was). */
 static void write_event(struct dl_tensorboard *tb, Tensorboard__Event *ev)
 {
     if (!tb->open || tb->err_no)
         return;
     ev->wall_time = wall_time();
     size_t n = tensorboard__event__get_packed_size(ev);
-    unsigned char stack[4096], *buf = n <= sizeof stack ? stack : malloc(n);
+    unsigned char stack[4096], *buf = n + 16 <= sizeof stack ? stack : malloc(n + 16);
     if (!buf) {
         tb->err_no = ENOMEM;
         return;
     }
-    tensorboard__event__pack(ev, buf);
-    if (dl_tfrecord_write(tb->f, buf, n) != 0)
+    tensorboard__event__pack(ev, buf + 12); /* the record's framing around it */
+    if (dl_tfrecord_append(tb->fd, buf, n) != 0)
         tb->err_no = errno ? errno : EIO;
     if (buf != stack)
         free(buf);
@@ -67,8 +69,8 @@ int dl_tensorboard_open(struct dl_tensorboard *tb, const char *dir, struct dl_er
     if ((size_t)snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s.%ld.%d", dir, (long)time(NULL), host,
                          (long)getpid(), opened++) >= sizeof tb->path)
         return dl_errorf(err, DL_ERR_SPEC, "--tensorboard %s: path too long", dir);
-    tb->f = fopen(tb->path, "wbx"); /* a new file, never another run's */
-    if (!tb->f)
+    tb->fd = open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666); /* a new file, never another run's */
+    if (tb->fd < 0)
         return dl_errorf(err, DL_ERR_IO, "--tensorboard: cannot create %s: %s", tb->path, strerror(errno));
     tb->open = 1;
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
@@ -115,15 +117,14 @@ void dl_tensorboard_scalars(struct dl_tensorboard *tb, long step, int n, const c
 
 void dl_tensorboard_push(struct dl_tensorboard *tb)
 {
-    if (tb->open && !tb->err_no && fflush(tb->f) != 0)
-        tb->err_no = errno ? errno : EIO;
+    /* each record was written whole when it was made */
 }
 
 int dl_tensorboard_flush(struct dl_tensorboard *tb, struct dl_error *err)
 {
     if (!tb->open)
         return DL_OK;
-    if (!tb->err_no && (fflush(tb->f) != 0 || fsync(fileno(tb->f)) != 0))
+    if (!tb->err_no && fsync(tb->fd) != 0)
         tb->err_no = errno ? errno : EIO;
     if (tb->err_no)
         return dl_errorf(err, DL_ERR_IO, "--tensorboard: cannot write %s: %s", tb->path, strerror(tb->err_no));
@@ -135,7 +136,7 @@ int dl_tensorboard_close(struct dl_tensorboard *tb, struct dl_error *err)
     if (!tb->open)
         return DL_OK;
     int rc = dl_tensorboard_flush(tb, err);
-    if (fclose(tb->f) != 0 && !rc)
+    if (close(tb->fd) != 0 && !rc)
         rc = dl_errorf(err, DL_ERR_IO, "--tensorboard: cannot write %s: %s", tb->path, strerror(errno));
     tb->open = 0;
     return rc;

@@ -6,9 +6,10 @@
  *
  * An event file is a log that TensorBoard reads while it grows, so unlike
  * every other file the tool writes it is not written under a temporary name
- * and renamed: it is appended to in place, and each record's checksums let a
- * reader stop at a record cut short (a crash, a full disk) after reading all
- * those before it.  A run that starts again at a step (a resume) writes a new
+ * and renamed: it is appended to in place, each record whole with one write
+ * (one that fails part-way, on a full disk, is cut off again), and each
+ * record's checksums let a reader stop at a record cut short by a crash
+ * after reading all those before it.  A run that starts again at a step (a resume) writes a new
  * file that begins with a SessionLog START event at that step, on which
  * TensorBoard drops what earlier files hold at that step and after, so a
  * resumed run's curves continue without duplicated steps.
@@ -19,12 +20,11 @@
 #define DL_TENSORBOARD_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "core/error.h"
 
 struct dl_tensorboard {
-    FILE *f;
+    int fd;
     char path[4200];
     int err_no; /* the first write error (errno), reported by flush and close */
     int open;
@@ -42,11 +42,11 @@ void dl_tensorboard_start(struct dl_tensorboard *tb, long step);
 void dl_tensorboard_scalars(struct dl_tensorboard *tb, long step, int n, const char *const *tags,
                             const double *values);
 
-/* Pushes what is buffered to the kernel (fflush, no fsync): after each step,
- * so that a killed process leaves every step it reported. */
+/* After each step: nothing to do, as each record goes to the kernel whole
+ * when it is made (so a killed process leaves every step it reported). */
 void dl_tensorboard_push(struct dl_tensorboard *tb);
 
-/* Pushes what is written to the disk (fflush + fsync): at each evaluation
+/* Pushes what is written to the disk (fsync): at each evaluation
  * and at the end, so a preempted job's curves survive it. */
 int dl_tensorboard_flush(struct dl_tensorboard *tb, struct dl_error *err);
 

@@ -1,8 +1,11 @@
-/* tfrecord.c: TFRecord framing with ISA-L's CRC-32C (see tfrecord.h). */
+/* tfrecord.c: TFRecord framing with ISA-L's CRC-32C, records appended whole (see
+ * tfrecord.h). */
 #include "io/tfrecord.h"
 
+#include <errno.h>
 #include <isa-l/crc.h>
 #include <limits.h>
+#include <unistd.h>
 
 uint32_t dl_crc32c(const void *data, size_t n)
 {
@@ -31,14 +34,27 @@ static void put_le(unsigned char *out, uint64_t v, int bytes)
         out[i] = (unsigned char)(v >> (8 * i));
 }
 
-int dl_tfrecord_write(FILE *f, const void *data, size_t n)
+int dl_tfrecord_append(int fd, unsigned char *rec, size_t n)
 {
-    unsigned char head[12], tail[4];
-    put_le(head, (uint64_t)n, 8);
-    put_le(head + 8, dl_tfrecord_mask(dl_crc32c(head, 8)), 4);
-    put_le(tail, dl_tfrecord_mask(dl_crc32c(data, n)), 4);
-    if (fwrite(head, 1, sizeof head, f) != sizeof head || (n && fwrite(data, 1, n, f) != n) ||
-        fwrite(tail, 1, sizeof tail, f) != sizeof tail)
+    put_le(rec, (uint64_t)n, 8);
+    put_le(rec + 8, dl_tfrecord_mask(dl_crc32c(rec, 8)), 4);
+    put_le(rec + 12 + n, dl_tfrecord_mask(dl_crc32c(rec + 12, n)), 4);
+    off_t start = lseek(fd, 0, SEEK_CUR);
+    if (start < 0)
         return -1;
+    size_t done = 0, total = n + 16;
+    while (done < total) {
+        ssize_t w = write(fd, rec + done, total - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            if (ftruncate(fd, start) == 0) /* the file ends on the record before */
+                lseek(fd, start, SEEK_SET);
+            errno = e;
+            return -1;
+        }
+        done += (size_t)w;
+    }
     return 0;
 }
