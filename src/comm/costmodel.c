@@ -1,7 +1,7 @@
 /* costmodel.c: alpha-beta-gamma cost formulas of the allreduce algorithms
  * (Thakur, Rabenseifner & Gropp 2005), the measurement of alpha, beta and
  * gamma on the running machine, and their cache file (one per host and rank
- * count, written to a temporary name and renamed). */
+ * count, written through io/atomic_file.h). */
 #include "comm/costmodel.h"
 
 #include <math.h>
@@ -14,6 +14,7 @@
 #include "comm/allreduce.h"
 #include "core/folders.h"
 #include "core/clock.h"
+#include "io/atomic_file.h"
 
 static double lg_floor(int p, int *p2)
 {
@@ -360,26 +361,17 @@ int dl_cost_cached(int ranks, struct dl_cost_params *out)
 
 static int write_cache(const char *path, const struct dl_cost_params *cp, struct dl_error *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    char text[2048];
+    int n = snprintf(text, sizeof text,
+                     "# dltrain comm cost model: alpha (s/message) beta (s/byte, all ranks, 16 MiB) gamma (s/byte, "
+                     "all ranks) beta_pair (s/byte, one pair) beta_small (s/byte, all ranks, 1 MiB) gamma_one "
+                     "(s/byte, one rank) beta_oneway (s/byte, half the ranks receiving) gamma_small (s/byte, all "
+                     "ranks, 1 MiB) beta_large (s/byte, all ranks, 64 MiB) gamma_large (s/byte, all ranks, 64 MiB)\n"
+                     "%.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n",
+                     cp->alpha, cp->beta, cp->gamma, cp->beta_pair, cp->beta_small, cp->gamma_one, cp->beta_oneway,
+                     cp->gamma_small, cp->beta_large, cp->gamma_large);
     dl_make_parents(path, NULL); /* a failure shows in the write below */
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return dl_errorf(err, DL_ERR_IO, "cannot write %s", tmp);
-    fprintf(f, "# dltrain comm cost model: alpha (s/message) beta (s/byte, all ranks, 16 MiB) gamma (s/byte, "
-               "all ranks) beta_pair (s/byte, one pair) beta_small (s/byte, all ranks, 1 MiB) gamma_one (s/byte, "
-               "one rank) beta_oneway (s/byte, half the ranks receiving) gamma_small (s/byte, all ranks, 1 MiB) "
-               "beta_large (s/byte, all ranks, 64 MiB) gamma_large (s/byte, all ranks, 64 MiB)\n"
-               "%.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n",
-            cp->alpha, cp->beta, cp->gamma, cp->beta_pair, cp->beta_small, cp->gamma_one, cp->beta_oneway,
-            cp->gamma_small, cp->beta_large, cp->gamma_large);
-    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return dl_errorf(err, DL_ERR_IO, "cannot write %s", path);
-    }
-    return DL_OK;
+    return dl_atomic_write_file(path, text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1, err);
 }
 
 int dl_cost_load_or_measure(struct dl_comm *c, int remeasure, struct dl_cost_params *out,
