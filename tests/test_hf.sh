@@ -3,7 +3,8 @@
 # GPT2LMHeadModel (4.40 on Debian's torch 1.13; tools/deps installs it):
 # `dltrain export` of a trained gpt-tiny checkpoint loads with
 # load_state_dict(strict=True), and its greedy continuations of five
-# prompts equal dltrain generate's (on the window, --no-cache); with
+# prompts equal dltrain generate's (on the window, --no-cache); -o through
+# a symbolic link or into a FIFO writes the same bytes, keeping both; with
 # --save-dtype bf16 each tensor is that export rounded as torch rounds, and a
 # bf16 GPT2LMHeadModel loads it strictly; the other
 # way, a GPT2LMHeadModel of random weights that save_pretrained wrote
@@ -14,7 +15,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-tap_plan 10
+tap_plan 11
 PY=${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv}/bin/python
 if ! "$PY" -c "import transformers, torch" 2>/dev/null; then
     for i in $(seq 1 8); do echo "ok $i # SKIP no transformers in $PY (tools/deps installs it)"; done
@@ -47,6 +48,18 @@ done
 $DLTRAIN $GPT --max-steps 200 --checkpoint-dir "$T/ckpt" --checkpoint-every 200 --quiet > /dev/null 2>&1
 expect_status 0 "export a trained gpt-tiny checkpoint" -- \
     $DLTRAIN export $GPT --checkpoint "$T/ckpt" -o "$T/export.safetensors"
+# -o through a symbolic link (the link kept) and into a FIFO (it stays one): the same bytes
+ln -s linked.safetensors "$T/link.safetensors"
+mkfifo "$T/export.fifo"
+cat "$T/export.fifo" > "$T/fifo.safetensors" &
+reader=$!
+$DLTRAIN export $GPT --checkpoint "$T/ckpt" -o "$T/link.safetensors" > /dev/null 2>&1 &&
+    timeout 60 $DLTRAIN export $GPT --checkpoint "$T/ckpt" -o "$T/export.fifo" > /dev/null 2>&1; st=$?
+timeout 10 sh -c "while kill -0 $reader 2>/dev/null; do sleep 0.05; done"
+kill $reader 2> /dev/null # a reader whose FIFO was replaced waits for ever
+[ $st -eq 0 ] && [ -L "$T/link.safetensors" ] && [ -p "$T/export.fifo" ] &&
+    cmp -s "$T/linked.safetensors" "$T/export.safetensors" && cmp -s "$T/fifo.safetensors" "$T/export.safetensors"
+tap_result $? "export -o through a symbolic link and into a FIFO writes the same bytes, keeping both"
 for k in 0 1 2 3 4; do
     $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$(cat "$T/prompt$k")" --max-tokens 24 --temperature 0 \
         --no-cache > "$T/d$k" 2>/dev/null
