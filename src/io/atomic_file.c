@@ -1,7 +1,7 @@
 /* atomic_file.c: temporary file + fsync + rename + directory fsync, or a
- * device or FIFO written through (see atomic_file.h).  The temporary file is created with O_EXCL and mode 0666
- * (less the umask), so the final file gets the same permissions a plain
- * fopen() would have given it. */
+ * device or FIFO written through (see atomic_file.h).  The temporary file is
+ * created with O_EXCL and mode 0666 (less the umask), so the final file gets
+ * the same permissions a plain fopen() would have given it. */
 #include "io/atomic_file.h"
 
 #include <errno.h>
@@ -81,7 +81,7 @@ static int resolve(const char *path, char *out, size_t size, enum dest_kind *kin
         return DL_OK;
     }
     const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device"
-                       : S_ISSOCK(st.st_mode) ? "a socket" : "not a file";
+                       : S_ISSOCK(st.st_mode) ? "a socket" : "something else";
     return dl_errorf(err, DL_ERR_IO, "%s: cannot write it: it is %s, not a file", path, what);
 }
 
