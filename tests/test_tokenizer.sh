@@ -20,7 +20,6 @@
 T="$TMPDIR_TEST"
 PLAN=32
 tap_plan $PLAN
-tap_plan 26
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 CORPUS="$top_builddir/tests/text-corpus"
 VOCAB="$top_srcdir/vocab/gpt2.tiktoken"
