@@ -590,6 +590,22 @@ static void nan_is_located(void **state)
     assert_int_equal(dl_numerics_error(&a.net.graph, 812, NAN, &nf, &err), DL_ERR_DATA);
     assert_non_null(strstr(err.msg, "step 812: the loss is nan; first non-finite value: output of layer 'fc' (fc)"));
     assert_true(dl_numerics_all_finite(a.e.weights, 5));
+    /* the weights themselves: the first non-finite parameter, named */
+    assert_int_equal(dl_numerics_first_nonfinite_param(&a.e, &nf, &err), 1);
+    assert_int_equal(nf.where, DL_NF_PARAM);
+    assert_int_equal(nf.layer, fc);
+    assert_int_equal(nf.index, 5);
+    assert_int_equal(dl_numerics_param_error(&a.net.graph, 7, &nf, &err), DL_ERR_DATA);
+    assert_non_null(strstr(err.msg, "after step 7: the weights are no longer finite: parameter 'fc.weight' "
+                                    "(layer 'fc', fc), element 5 = nan"));
+    a.e.param[fc][0][5] = 0;
+    assert_int_equal(dl_numerics_first_nonfinite_param(&a.e, &nf, &err), 0);
+    int bn = dl_graph_find(&a.net.graph, "bn1");
+    a.e.param[bn][3][1] = (dl_real)-INFINITY; /* running_var: state, not trainable, checked too */
+    assert_int_equal(dl_numerics_first_nonfinite_param(&a.e, &nf, &err), 1);
+    assert_int_equal(nf.layer, bn);
+    assert_int_equal(nf.param, 3);
+    assert_int_equal(nf.index, 1);
     run_close(&a);
 }
 

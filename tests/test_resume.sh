@@ -3,12 +3,13 @@
 # or SIGTERM writes a checkpoint and exits with status 75; --resume continues
 # it bit-identically (the same losses as an uninterrupted run); a 4-rank
 # data-parallel run resumes on 2 ranks; a diverging run stops with a message
-# naming the first non-finite layer and writes no checkpoint for that step.
+# naming the first non-finite layer and writes no checkpoint for that step,
+# and one whose last update leaves a test loss of NaN fails too (status 1).
 . "$top_srcdir/tests/tap.sh"
 NET="$top_srcdir/nets/lenet5.yaml"
 B="--net $NET --limit-train 6400 --limit-test 500 --epochs 2 --threads 1 --quiet"
 D="$TMPDIR_TEST/ckpt"
-tap_plan 16
+tap_plan 19
 
 losses_from() { # FILE FIRST_GLOBAL_STEP: losses of the steps from FIRST on
     /usr/bin/python3 -c '
@@ -89,3 +90,14 @@ nan_step=$(echo "$OUT" | sed -n 's/.*step \([0-9]*\): the loss is.*/\1/p' | head
 newest=$(ls "$D" 2>/dev/null | sort | tail -1 | sed 's/ckpt-0*\([0-9]*\)\.safetensors/\1/')
 [ -n "$nan_step" ] && { [ -z "$newest" ] || [ "$newest" -lt "$nan_step" ]; }
 tap_result $? "no checkpoint is written for the diverged step (newest ${newest:-none}, NaN at $nan_step)"
+
+# Two steps at --lr 1e6: both training losses are finite, the weights after
+# the last update are finite but so large that the evaluation overflows.
+rm -f "$TMPDIR_TEST/w.bin"
+$DLTRAIN --net "$NET" --limit-train 128 --limit-test 64 --epochs 1 --threads 1 --lr 1e6 \
+    --dump-weights "$TMPDIR_TEST/w.bin" > "$TMPDIR_TEST/nan.out" 2> "$TMPDIR_TEST/nan.err"; st=$?
+[ $st -eq 1 ] || sed "s/^/# /" "$TMPDIR_TEST/nan.out" "$TMPDIR_TEST/nan.err"
+[ $st -eq 1 ]; tap_result $? "a run whose test loss is NaN exits with status 1 (got $st)"
+grep -q "the test loss is -*nan" "$TMPDIR_TEST/nan.err"; tap_result $? "stderr says the test loss is not finite"
+! grep -q "test loss" "$TMPDIR_TEST/nan.out" && [ ! -e "$TMPDIR_TEST/w.bin" ]
+tap_result $? "no test loss is reported and no --dump-weights file is written"

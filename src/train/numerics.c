@@ -63,6 +63,32 @@ int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfin
     return nf->where != DL_NF_NONE;
 }
 
+int dl_numerics_first_nonfinite_param(const struct dl_exec *e, struct dl_nonfinite *nf, struct dl_error *err)
+{
+    const struct dl_graph *g = e->g;
+    dl_real *staging = NULL; /* on a device: the parameter copied out */
+    long cap = 0;
+    int rc = 0;
+    *nf = (struct dl_nonfinite){DL_NF_NONE, -1, -1, 0, -1};
+    for (int i = 0; i < g->n && !rc; i++) {
+        for (int j = 0; e->param[i] && j < g->layers[i].n_params && !rc; j++) {
+            const struct dl_param_desc *p = &g->layers[i].param[j];
+            if (p->shares || p->dtype != DL_F32 || !e->param[i][j]) /* tied: checked as its owner's; counters */
+                continue;
+            const dl_real *x = dl_exec_host_values(e, e->param[i][j], p->count, &staging, &cap, err);
+            if (!x)
+                rc = -1;
+            else if (!dl_numerics_all_finite(x, p->count)) {
+                long k = first_bad(x, p->count);
+                *nf = (struct dl_nonfinite){DL_NF_PARAM, i, k, x[k], j};
+                rc = 1;
+            }
+        }
+    }
+    free(staging);
+    return rc;
+}
+
 static void watch_hook(void *ctx, int layer)
 {
     struct dl_numerics_watch *w = ctx;
@@ -127,4 +153,20 @@ int dl_numerics_error(const struct dl_graph *g, long global_step, double loss, c
                      "the last checkpoint is kept)",
                      global_step, isfinite(loss) ? "the loss is finite but the gradients are not: loss" : "the loss is",
                      loss, where);
+}
+
+int dl_numerics_param_error(const struct dl_graph *g, long global_step, const struct dl_nonfinite *nf,
+                            struct dl_error *err)
+{
+    char where[600] = "on another rank";
+    if (nf && nf->where == DL_NF_PARAM && nf->layer >= 0 && nf->layer < g->n && nf->param >= 0 &&
+        nf->param < g->layers[nf->layer].n_params) {
+        const struct dl_layer *l = &g->layers[nf->layer];
+        snprintf(where, sizeof where, "parameter '%s.%s' (layer '%s', %s), element %ld = %g", l->name,
+                 l->param[nf->param].name, l->name, l->kind->name, nf->index, nf->value);
+    }
+    return dl_errorf(err, DL_ERR_DATA,
+                     "after step %ld: the weights are no longer finite: %s (lower the learning rate, or check the "
+                     "data; no checkpoint or weights file is written with them, the last checkpoint is kept)",
+                     global_step, where);
 }

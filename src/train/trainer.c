@@ -221,6 +221,9 @@ static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_er
     if (rc)
         return rc;
     er->test_loss = n ? sums[0] / (double)n : 0;
+    if (!isfinite(er->test_loss)) /* with finite weights (check_weights ran): an activation overflowed */
+        return dl_errorf(err, DL_ERR_DATA, "the test loss is %g (the weights are finite, a layer's output "
+                         "overflowed): lower the learning rate, or check the data", er->test_loss);
     er->test_accuracy = n ? sums[1] / ((double)n * tr->net->graph.positions) : 0; /* correct positions */
     er->test_samples = n;
     er->evaluated = 1;
@@ -706,6 +709,32 @@ static int checkpoint_due(struct trainer *tr)
                              tr->steps_since_checkpoint, dl_clock_now() - tr->last_checkpoint_time);
 }
 
+/* The weights after global step `global_step` are finite (else DL_ERR_DATA
+ * naming the first bad parameter): an update can make them NaN or infinite
+ * with a finite loss (the last step's), and neither a checkpoint nor the
+ * evaluation nor --dump-weights may go on with them.  The ranks of a grid
+ * hold different parts and agree; data-parallel ranks hold the same weights
+ * wherever this is called (a consistent step, the run's end). */
+static int check_weights(struct trainer *tr, long global_step, struct dl_error *err)
+{
+    struct dl_nonfinite nf;
+    int found = dl_numerics_first_nonfinite_param(dl_pipeline_exec(&tr->pipe), &nf, err);
+    if (found < 0)
+        return err->code ? err->code : DL_ERR_INTERNAL;
+    double bad = found;
+    if (tr->sharded) {
+        int rc = dl_comm_sum_small(tr->grid.tensor, &bad, 1, err);
+        if (!rc)
+            rc = dl_comm_sum_small(tr->grid.pipeline, &bad, 1, err);
+        if (rc)
+            return rc;
+    }
+    if (bad == 0)
+        return DL_OK;
+    tr->nonfinite_stop = 1; /* every rank stops here */
+    return dl_numerics_param_error(&tr->net->graph, global_step, found ? &nf : NULL, err);
+}
+
 /* The checkpoint writer saves the state after global step `global_step`;
  * with a grid every rank takes part (the writer gathers the shards), which
  * the step's agreed flags make them do at the same step.  A failed write
@@ -716,9 +745,12 @@ static int save_checkpoint(struct trainer *tr, long global_step, const struct ep
 {
     tr->steps_since_checkpoint = 0;
     tr->last_checkpoint_time = dl_clock_now();
+    int rc = check_weights(tr, global_step, err);
+    if (rc)
+        return rc;
     int writer = tr->comm->rank == tr->layout.checkpoint_writer;
     struct dl_optim whole; /* with ZeRO, every data-parallel rank's block gathered */
-    int rc = whole_optim(tr, 1, &whole, err);
+    rc = whole_optim(tr, 1, &whole, err);
     if (rc)
         return rc;
     if (!writer && !tr->sharded) {
@@ -886,7 +918,9 @@ static int finish_epoch(struct trainer *tr, int epoch, const struct epoch_tally 
     res->exposed_comm_seconds += tally->exposed_seconds;
     int rc = DL_OK;
     if (tr->layout.eval == DL_EVAL_SPLIT && epoch + 1 < ts->epochs && global_step < tr->total_steps) {
-        rc = evaluate(tr, &er, err);
+        rc = check_weights(tr, global_step, err);
+        if (!rc)
+            rc = evaluate(tr, &er, err);
         if (!rc && tr->reporter && tr->hooks && tr->hooks->on_epoch)
             tr->hooks->on_epoch(tr->hooks->ctx, &er);
     }
@@ -1239,6 +1273,8 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
             rc = resume(&tr, res, err);
         if (!rc)
             rc = tr.layout.role == DL_ROLE_SERVER ? serve(&tr, res, err) : train_epochs(&tr, res, err);
+        if (!rc && tr.layout.role != DL_ROLE_SERVER) /* the last update's weights, before they are used */
+            rc = check_weights(&tr, res->steps, err);
         tr.left_loop_together = rc == DL_OK || rc == DL_STOPPED || tr.nonfinite_stop;
     }
     if (rc == DL_STOPPED) {
