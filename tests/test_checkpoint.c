@@ -335,6 +335,55 @@ static void loader_rejects_damaged_checkpoints(void **state)
     run_close(&a);
 }
 
+/* Metadata values against what they can be: each rule refuses with the key,
+ * the value and the range, and a checkpoint a run wrote passes them all. */
+static void metadata_is_checked(void **state)
+{
+    struct dl_error err = {0};
+    const struct dl_checkpoint_meta ok = {.global_step = 30, .epoch = 2, .step = 5, .epoch_loss_sum = 12.5,
+                                          .epoch_seen = 40, .epoch_correct = 30, .world_size = 8, .dp = 2,
+                                          .tp = 2, .pp = 2, .optimizer = "adam", .optimizer_step = 30};
+    const struct dl_checkpoint_limits lim = {.steps_per_epoch = 10, .epoch_samples = 80, .positions = 1};
+    assert_int_equal(dl_checkpoint_meta_check("c", &ok, &lim, &err), 0);
+    assert_int_equal(dl_checkpoint_meta_check("c", &(struct dl_checkpoint_meta){0}, &lim, &err), 0);
+    static const struct {
+        long field; /* 0 step, 1 epoch, 2 epoch_seen, 3 epoch_correct, 4 dp, 5 pp, 6 optimizer_step, 7 loss */
+        long value;
+        int with_limits;
+        const char *want;
+    } cases[] = {
+        {0, 31, 0, "c: metadata 'epoch_step': expected 0..30 (at most the run's step), found 31"},
+        {0, 11, 1, "c: metadata 'epoch_step': expected 0..10 (the steps of an epoch of this run's data), found 11"},
+        {1, 31, 0, "c: metadata 'epoch': expected 0..30 (each epoch took a step), found 31"},
+        {2, 81, 1, "c: metadata 'epoch_seen': expected 0..80 (the samples of an epoch of this run's data), found 81"},
+        {3, 1000000000000, 1, "c: metadata 'epoch_correct': expected 0..40 (epoch_seen 40 x 1 label per sample), "
+                              "found 1000000000000"},
+        {4, 9, 0, "c: metadata 'dp': expected 0..8 (at most world_size), found 9"},
+        {5, 4, 0, "c: metadata 'dp', 'tp', 'pp': expected a product of at most world_size 8, found 2 x 2 x 4"},
+        {6, 3, 0, "c: metadata 'optimizer_step': expected 0..0 (no optimizer was saved), found 3"},
+        {7, 0, 0, "c: metadata 'epoch_loss_sum': expected 0 (epoch_seen is 0), found 12.5"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct dl_checkpoint_meta m = ok;
+        long v = cases[i].value;
+        switch (cases[i].field) {
+        case 0: m.step = v; break;
+        case 1: m.epoch = v; break;
+        case 2: m.epoch_seen = v; break;
+        case 3: m.epoch_correct = v; break;
+        case 4: m.dp = (int)v; break;
+        case 5: m.pp = (int)v; break;
+        case 6: m.optimizer[0] = 0, m.optimizer_step = v; break;
+        default: m.epoch_seen = m.epoch_correct = v; break;
+        }
+        memset(&err, 0, sizeof err);
+        assert_int_equal(dl_checkpoint_meta_check("c", &m, cases[i].with_limits ? &lim : NULL, &err), DL_ERR_DATA);
+        assert_string_equal(err.msg, cases[i].want);
+        if (cases[i].with_limits) /* a limit of the run only */
+            assert_int_equal(dl_checkpoint_meta_check("c", &m, NULL, &err), 0);
+    }
+}
+
 /* ---------------------------------------------------------------- faults */
 
 static long count_entries(const char *dir)
@@ -617,6 +666,7 @@ int main(void)
         cmocka_unit_test(refuses_other_network_and_optimizer),
         cmocka_unit_test(reader_rejects_damaged_files),
         cmocka_unit_test(loader_rejects_damaged_checkpoints),
+        cmocka_unit_test(metadata_is_checked),
         cmocka_unit_test(full_disk_keeps_previous_checkpoint),
         cmocka_unit_test(unwritable_folder_is_a_clear_error),
         cmocka_unit_test(atomic_file_replaces_whole),

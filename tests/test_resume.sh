@@ -4,12 +4,14 @@
 # it bit-identically (the same losses as an uninterrupted run); a 4-rank
 # data-parallel run resumes on 2 ranks; a diverging run stops with a message
 # naming the first non-finite layer and writes no checkpoint for that step,
-# and one whose last update leaves a test loss of NaN fails too (status 1).
+# and one whose last update leaves a test loss of NaN fails too (status 1);
+# a checkpoint whose metadata was tampered with is refused, naming the key,
+# and weights holding a NaN (--resume, --init-from) naming the tensor.
 . "$top_srcdir/tests/tap.sh"
 NET="$top_srcdir/nets/lenet5.yaml"
 B="--net $NET --limit-train 6400 --limit-test 500 --epochs 2 --threads 1 --quiet"
 D="$TMPDIR_TEST/ckpt"
-tap_plan 19
+tap_plan 29
 
 losses_from() { # FILE FIRST_GLOBAL_STEP: losses of the steps from FIRST on
     /usr/bin/python3 -c '
@@ -101,3 +103,71 @@ $DLTRAIN --net "$NET" --limit-train 128 --limit-test 64 --epochs 1 --threads 1 -
 grep -q "the test loss is -*nan" "$TMPDIR_TEST/nan.err"; tap_result $? "stderr says the test loss is not finite"
 ! grep -q "test loss" "$TMPDIR_TEST/nan.out" && [ ! -e "$TMPDIR_TEST/w.bin" ]
 tap_result $? "no test loss is reported and no --dump-weights file is written"
+
+# Tampered metadata (the data and its checksum untouched): each value is
+# checked against what it can be, before anything is loaded.
+rm -rf "$D"
+expect_status 0 "a short run writes checkpoints" -- $DLTRAIN --net "$NET" --limit-train 128 --limit-test 64 \
+    --epochs 1 --threads 1 --quiet --checkpoint-dir "$D" --checkpoint-every 1
+tamper() { # IN OUT KEY VALUE: a copy of IN with metadata KEY set to VALUE
+    /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, key, value = sys.argv[1:5]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"][key] = value
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+}
+C="$D/ckpt-0000000001.safetensors"
+for kv in "epoch_correct 1000000000000 expected 0..64 (epoch_seen 64 x 1 label per sample), found 1000000000000" \
+          "epoch_seen 1000 expected 0..128 (the samples of an epoch of this run's data), found 1000" \
+          "dp 3 expected 0..1 (at most world_size), found 3"; do
+    set -- $kv
+    key=$1 value=$2; shift 2
+    tamper "$C" "$TMPDIR_TEST/t.safetensors" "$key" "$value"
+    $DLTRAIN --net "$NET" --limit-train 128 --limit-test 64 --epochs 1 --threads 1 --quiet \
+        --resume "$TMPDIR_TEST/t.safetensors" > /dev/null 2> "$TMPDIR_TEST/t.err"; st=$?
+    [ $st -eq 1 ] || sed "s/^/# /" "$TMPDIR_TEST/t.err"
+    [ $st -eq 1 ] && grep -qF "t.safetensors: metadata '$key': $*" "$TMPDIR_TEST/t.err"
+    tap_result $? "metadata '$key' of $value: refused with status 1 (got $st), naming the file, the key and the range"
+done
+tamper "$C" "$TMPDIR_TEST/t.safetensors" epoch_correct 0
+expect_status 0 "a value within its range still resumes" -- $DLTRAIN --net "$NET" --limit-train 128 --limit-test 64 \
+    --epochs 1 --threads 1 --quiet --resume "$TMPDIR_TEST/t.safetensors"
+
+# A NaN in the weights (the checksum made to match): refused on loading,
+# naming the file, the tensor and the element, with the status of a damaged file.
+poison() { # IN OUT TENSOR INDEX: a copy of IN with element INDEX of the F32 TENSOR a NaN
+    /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys, zlib
+src, dst, name, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+at = 8 + n + h[name]["data_offsets"][0] + 4 * k
+b[at:at + 4] = struct.pack("<f", float("nan"))
+h["__metadata__"]["dltrain.data_crc32"] = "crc32:%08x" % zlib.crc32(bytes(b[8 + n:]))
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+}
+S="--net $NET --limit-train 128 --limit-test 64 --epochs 1 --threads 1 --quiet"
+poison "$C" "$TMPDIR_TEST/nan.safetensors" conv2.weight 7
+$DLTRAIN $S --resume "$TMPDIR_TEST/nan.safetensors" > /dev/null 2> "$TMPDIR_TEST/n.err"; st=$?
+[ $st -eq 1 ] || sed "s/^/# /" "$TMPDIR_TEST/n.err"
+[ $st -eq 1 ]; tap_result $? "--resume of a checkpoint with a NaN weight: status 1 (got $st)"
+grep -qF "nan.safetensors: tensor 'conv2.weight': element 7 is nan" "$TMPDIR_TEST/n.err"
+tap_result $? "  the message names the file, the tensor and the element"
+expect_status 0 "dltrain export writes the checkpoint's weights" -- \
+    $DLTRAIN export --net "$NET" --checkpoint "$C" -o "$TMPDIR_TEST/w.safetensors"
+poison "$TMPDIR_TEST/w.safetensors" "$TMPDIR_TEST/wnan.safetensors" transformer.fc2.bias 3
+$DLTRAIN $S --init-from "$TMPDIR_TEST/wnan.safetensors" > /dev/null 2> "$TMPDIR_TEST/n.err"; st=$?
+[ $st -eq 1 ] || sed "s/^/# /" "$TMPDIR_TEST/n.err"
+[ $st -eq 1 ]; tap_result $? "--init-from weights with a NaN: status 1 (got $st)"
+grep -qF "wnan.safetensors: tensor 'transformer.fc2.bias': element 3 is nan" "$TMPDIR_TEST/n.err"
+tap_result $? "  the message names the file, the tensor and the element"

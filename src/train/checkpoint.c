@@ -252,6 +252,78 @@ static int parse_meta(const struct dl_st_file *f, struct dl_checkpoint_meta *m, 
     return DL_OK;
 }
 
+static int out_of_range(const char *name, const char *key, long x, long lo, long hi, const char *why,
+                        struct dl_error *err)
+{
+    return dl_errorf(err, DL_ERR_DATA, "%s: metadata '%s': expected %ld..%ld (%s), found %ld", name, key, lo, hi,
+                     why, x);
+}
+
+int dl_checkpoint_meta_check(const char *name, const struct dl_checkpoint_meta *m,
+                             const struct dl_checkpoint_limits *lim, struct dl_error *err)
+{
+    const struct dl_checkpoint_limits none = {0};
+    if (!lim)
+        lim = &none;
+    char why[160];
+    if (m->step > m->global_step)
+        return out_of_range(name, "epoch_step", m->step, 0, m->global_step, "at most the run's step", err);
+    if (m->epoch > m->global_step)
+        return out_of_range(name, "epoch", m->epoch, 0, m->global_step, "each epoch took a step", err);
+    if (lim->steps_per_epoch > 0 && m->step > lim->steps_per_epoch) {
+        snprintf(why, sizeof why, "the steps of an epoch of this run's data");
+        return out_of_range(name, "epoch_step", m->step, 0, lim->steps_per_epoch, why, err);
+    }
+    if (lim->epoch_samples > 0 && m->epoch_seen > lim->epoch_samples)
+        return out_of_range(name, "epoch_seen", m->epoch_seen, 0, lim->epoch_samples,
+                            "the samples of an epoch of this run's data", err);
+    long positions = lim->positions > 0 ? lim->positions : 1;
+    long most = m->epoch_seen > LONG_MAX / positions ? LONG_MAX : m->epoch_seen * positions;
+    if ((lim->positions > 0 || m->epoch_seen == 0) && m->epoch_correct > most) {
+        snprintf(why, sizeof why, "epoch_seen %ld x %ld label%s per sample", m->epoch_seen, positions,
+                 positions == 1 ? "" : "s");
+        return out_of_range(name, "epoch_correct", m->epoch_correct, 0, most, why, err);
+    }
+    if (m->epoch_seen == 0 && m->epoch_loss_sum != 0)
+        return dl_errorf(err, DL_ERR_DATA, "%s: metadata 'epoch_loss_sum': expected 0 (epoch_seen is 0), found %g",
+                         name, m->epoch_loss_sum);
+    if (m->world_size > 0) {
+        const char *key[3] = {"dp", "tp", "pp"};
+        long v[3] = {m->dp, m->tp, m->pp}, product = 1;
+        for (int i = 0; i < 3; i++) {
+            if (v[i] > m->world_size)
+                return out_of_range(name, key[i], v[i], 0, m->world_size, "at most world_size", err);
+            product *= v[i] > 0 ? v[i] : 1; /* < 2^62: each factor and each product <= world_size */
+            if (product > m->world_size)
+                return dl_errorf(err, DL_ERR_DATA, "%s: metadata 'dp', 'tp', 'pp': expected a product of at most "
+                                 "world_size %d, found %d x %d x %d", name, m->world_size, m->dp, m->tp, m->pp);
+        }
+    }
+    if (!m->optimizer[0] && m->optimizer_step != 0)
+        return out_of_range(name, "optimizer_step", m->optimizer_step, 0, 0, "no optimizer was saved", err);
+    return DL_OK;
+}
+
+long dl_checkpoint_first_nonfinite(const struct dl_st_entry *t, double *value)
+{
+    const unsigned char *p = t->data;
+    for (uint64_t i = 0; i < t->count && (t->dtype == DL_ST_F32 || t->dtype == DL_ST_F64); i++) {
+        double x;
+        if (t->dtype == DL_ST_F32) { /* the mapped file need not align it */
+            float f;
+            memcpy(&f, p + 4 * i, 4);
+            x = f;
+        } else {
+            memcpy(&x, p + 8 * i, 8);
+        }
+        if (!isfinite(x)) {
+            *value = x;
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
 static int same_shape(const struct dl_st_entry *t, const struct entry *e)
 {
     if (t->ndim != e->ndim)
@@ -286,6 +358,11 @@ static int check_tensors(const struct dl_st_file *f, const struct dl_run_view *v
         if (!same_shape(t, &list[i]))
             return dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected shape %s, found %s", f->name,
                              list[i].name, want, got);
+        double x;
+        long at = dl_checkpoint_first_nonfinite(t, &x);
+        if (at >= 0)
+            return dl_errorf(err, DL_ERR_DATA, "%s: tensor '%s': element %ld is %g: expected finite values (the run "
+                             "that wrote it had diverged, or the file was altered)", f->name, list[i].name, at, x);
     }
     for (int i = 0; i < f->n; i++) {
         const char *name = f->t[i].name;
@@ -308,6 +385,8 @@ static int load_file(struct dl_st_file *f, const struct dl_run_view *v, struct d
     struct entry *list = NULL;
     int n = 0;
     int rc = parse_meta(f, &m, err);
+    if (!rc)
+        rc = dl_checkpoint_meta_check(f->name, &m, v->limits, err);
     if (!rc)
         rc = build_entries(v, &list, &n, err);
     if (!rc)
@@ -357,6 +436,8 @@ int dl_checkpoint_probe(const char *path, struct dl_checkpoint_meta *meta, struc
     if (rc)
         return rc;
     rc = parse_meta(&f, meta, err);
+    if (!rc)
+        rc = dl_checkpoint_meta_check(f.name, meta, NULL, err);
     dl_st_close(&f);
     return rc;
 }

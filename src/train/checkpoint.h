@@ -46,11 +46,20 @@ struct dl_checkpoint_meta {
     long optimizer_step;    /* optim->t */
 };
 
+/* What the metadata of a checkpoint can hold for the run that loads it;
+ * a 0 is unknown and not checked. */
+struct dl_checkpoint_limits {
+    long steps_per_epoch;   /* epoch_step <= it */
+    long epoch_samples;     /* epoch_seen <= it: the training split's samples */
+    long positions;         /* epoch_correct <= epoch_seen x it: labels per sample */
+};
+
 /* The live state of a run, as pointers: nothing is copied until save/load. */
 struct dl_run_view {
     const struct dl_graph *g;
     struct dl_exec *exec;   /* weights, state, per-layer RNGs */
     struct dl_optim *optim; /* may be NULL (then no optimizer state is saved/loaded) */
+    const struct dl_checkpoint_limits *limits; /* NULL: the metadata checked against itself only */
 };
 
 /* Writes the state of v plus meta to path (temporary file, fsync, rename):
@@ -71,6 +80,21 @@ int dl_checkpoint_load(const char *path, const struct dl_run_view *v, struct dl_
 /* The same from a buffer (name stands for the file in messages). */
 int dl_checkpoint_load_memory(const char *name, const void *buf, size_t size, const struct dl_run_view *v,
                               struct dl_checkpoint_meta *meta, struct dl_error *err);
+
+/* Checks every metadata value against what it can be: against the others
+ * (epoch_step and epoch <= step; nothing correct, no loss when nothing was
+ * seen; dp, tp, pp and their product <= world_size when it is known; no
+ * optimizer step without an optimizer) and, when lim is not NULL, against
+ * the run.  The loaders call it (with v->limits) before anything is
+ * copied.  DL_ERR_DATA naming name, the key, the value and the range. */
+int dl_checkpoint_meta_check(const char *name, const struct dl_checkpoint_meta *m,
+                             const struct dl_checkpoint_limits *lim, struct dl_error *err);
+
+/* The first element of an F32 or F64 tensor of a file that is NaN or
+ * infinite (its index, and its value in *value), or -1: the loaders
+ * (checkpoints, --init-from) refuse such weights, naming the tensor. */
+struct dl_st_entry;
+long dl_checkpoint_first_nonfinite(const struct dl_st_entry *t, double *value);
 
 /* Reads only the metadata of a valid checkpoint (full format and checksum
  * verification, no network needed): for discovery and for `dltrain` messages. */

@@ -73,7 +73,7 @@ static int whole_init(struct whole *w, const struct dl_run_view *v, struct dl_er
             e->param[i][j] = p->trainable ? e->weights + wo : e->state + so;
             *(p->trainable ? &wo : &so) += p->count;
         }
-    w->view = (struct dl_run_view){g, e, v->optim ? &w->optim : NULL};
+    w->view = (struct dl_run_view){g, e, v->optim ? &w->optim : NULL, v->limits};
     return DL_OK;
 }
 

@@ -7,6 +7,7 @@
 
 #include "io/safetensors.h"
 #include "plan/shard.h"
+#include "train/checkpoint.h"
 
 #define PREFIX "transformer."
 #define HEAD "lm_head"
@@ -164,6 +165,11 @@ int dl_hf_gpt2_import(const char *path, const struct dl_graph *g, struct dl_exec
                 dl_st_shape_str(t->ndim, t->shape, b, sizeof b);
                 rc = dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected shape %s, found %s", path, t->name, a, b);
             }
+            double x;
+            long at = rc ? -1 : dl_checkpoint_first_nonfinite(t, &x);
+            if (at >= 0)
+                rc = dl_errorf(err, DL_ERR_DATA, "%s: tensor '%s': element %ld is %g: expected finite weights", path,
+                               t->name, at, x);
         }
     }
     for (int k = 0; !rc && k < f.n; k++)

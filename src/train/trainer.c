@@ -664,7 +664,8 @@ static int resume(struct trainer *tr, struct dl_train_result *res, struct dl_err
     rc = whole_optim(tr, 0, &whole, err);
     if (rc)
         return rc;
-    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &whole};
+    struct dl_checkpoint_limits limits = {tr->steps_per_epoch, tr->train.n, tr->net->graph.positions};
+    struct dl_run_view v = {&tr->net->graph, dl_pipeline_exec(&tr->pipe), &whole, &limits};
     rc = through_copies(tr) ? dl_checkpoint_load_sliced(path, &v, &tr->resume, err)
                             : dl_checkpoint_load(path, &v, &tr->resume, err);
     if (!rc && tr->zero)
