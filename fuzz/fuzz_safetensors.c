@@ -1,6 +1,8 @@
 /* fuzz_safetensors.c: fuzz target for the safetensors reader and the
  * checkpoint loader: every input is validated as a safetensors file and then
- * loaded into a small network's run state (fuzz.h), as --resume would. */
+ * loaded into a small network's run state (fuzz.h), as --resume would (its
+ * metadata checked against the limits of a run too: 4 steps of 16 samples of
+ * 1 label an epoch), and as weights only. */
 #include <stdlib.h>
 
 #include "fuzz/fuzz.h"
@@ -40,9 +42,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 err.code += ((const uint8_t *)f.t[i].data)[f.t[i].end - f.t[i].begin - 1];
         dl_st_close(&f);
     }
-    struct dl_run_view v = {&net.graph, &exec, &optim};
+    const struct dl_checkpoint_limits limits = {.steps_per_epoch = 4, .epoch_samples = 16, .positions = 1};
+    struct dl_run_view v = {&net.graph, &exec, &optim, &limits};
     struct dl_checkpoint_meta meta;
     dl_checkpoint_load_memory("fuzz.safetensors", data, size, &v, &meta, &err);
+    v.limits = NULL;
     v.optim = NULL;
     dl_checkpoint_load_memory("fuzz.safetensors", data, size, &v, &meta, &err);
     return 0;
