@@ -68,12 +68,13 @@ struct dl_run_view {
 int dl_checkpoint_save(const char *path, const struct dl_run_view *v, const struct dl_checkpoint_meta *meta,
                        struct dl_error *err);
 
-/* Verifies path completely (format, checksum, every tensor of the graph present
- * with the expected dtype and shape, no tensor the graph does not have, the
- * same optimizer) and only then copies weights, state, RNG states and the
- * optimizer state (and t) into v, and the metadata into *meta.  On error v is
- * unchanged.  DL_ERR_IO: cannot read; DL_ERR_DATA: damaged or not a
- * checkpoint; DL_ERR_SPEC: a valid checkpoint of a different network or
+/* Verifies path completely (format, checksum, the metadata values
+ * (dl_checkpoint_meta_check with v->limits), every tensor of the graph
+ * present with the expected dtype and shape and finite values, no tensor
+ * the graph does not have, the same optimizer) and only then copies
+ * weights, state, RNG states and the optimizer state (and t) into v, and the
+ * metadata into *meta.  On error v is unchanged.  DL_ERR_IO: cannot read;
+ * DL_ERR_DATA: damaged, altered or not a checkpoint; DL_ERR_SPEC: a valid checkpoint of a different network or
  * optimizer (the message names the tensor, expected vs found). */
 int dl_checkpoint_load(const char *path, const struct dl_run_view *v, struct dl_checkpoint_meta *meta,
                        struct dl_error *err);

@@ -21,7 +21,8 @@ int dl_hf_gpt2_export(const char *path, const struct dl_graph *g, const struct d
  * parameter of g must be there with its shape (DL_ERR_SPEC naming the
  * tensor, expected against found), and every tensor of the file must be
  * one of g's, the tied head's copy, or GPT-2's attention masks (attn.bias,
- * attn.masked_bias); F32 only.  Nothing changes on error. */
+ * attn.masked_bias); F32 only, every value finite (DL_ERR_DATA naming the
+ * tensor and the element).  Nothing changes on error. */
 int dl_hf_gpt2_import(const char *path, const struct dl_graph *g, struct dl_exec *e, struct dl_error *err);
 
 #endif
