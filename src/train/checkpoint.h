@@ -74,8 +74,9 @@ int dl_checkpoint_save(const char *path, const struct dl_run_view *v, const stru
  * the graph does not have, the same optimizer) and only then copies
  * weights, state, RNG states and the optimizer state (and t) into v, and the
  * metadata into *meta.  On error v is unchanged.  DL_ERR_IO: cannot read;
- * DL_ERR_DATA: damaged, altered or not a checkpoint; DL_ERR_SPEC: a valid checkpoint of a different network or
- * optimizer (the message names the tensor, expected vs found). */
+ * DL_ERR_DATA: damaged, altered or not a checkpoint; DL_ERR_SPEC: a valid
+ * checkpoint of a different network or optimizer (the message names the
+ * tensor, expected vs found). */
 int dl_checkpoint_load(const char *path, const struct dl_run_view *v, struct dl_checkpoint_meta *meta,
                        struct dl_error *err);
 /* The same from a buffer (name stands for the file in messages). */
