@@ -1,4 +1,10 @@
-/* test_dtype.c: core/dtype.h's casts against a plain formula.  f32 -> bf16
+/* test_dtype.c: core/dtype.h's table of dtype facts and its casts.  The
+ * table: each size is its C type's, each name and precision spelling parses
+ * back to its dtype (an unknown one refused, naming every accepted one),
+ * float or integer as the type is, dl_precision_names its precision
+ * spellings in enum order, and each row's conversions to and from f32 give
+ * the scalar casts' bits (random values, NaNs, infinities, ties).  The
+ * casts against a plain formula: f32 -> bf16
  * must give the bf16 value nearest to the float, ties to the even one, found
  * here by comparing the two bf16 neighbours in double (exact for these
  * values; a value past bf16's largest rounds to infinity as if the next
@@ -153,6 +159,12 @@ static void bulk_equals_scalar(void **state)
     assert_int_equal(dl_cast(k, DL_I32, y, DL_F32, N, &err), DL_OK);
     for (int i = 0; i < N; i++)
         assert_true(y[i] == (float)k[i] && (double)y[i] == (double)k[i]);
+    /* i32 -> bf16 goes through f32 a block at a time: N is no multiple of the block; ids up to 2^31 round */
+    for (int i = 0; i < N; i += 3)
+        k[i] = (int32_t)(uint32_t)dl_rng_u64(&r);
+    assert_int_equal(dl_cast(k, DL_I32, h, DL_BF16, N, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(h[i], dl_f32_to_bf16((float)k[i]));
     assert_int_equal(dl_cast(y, DL_F32, k, DL_I32, N, &err), DL_ERR_INTERNAL);
     /* i64 (a layer's counters): 8 bytes, copied to itself, cast to nothing else */
     int64_t c[3] = {1, (int64_t)1 << 40, -7}, d[3] = {0};
@@ -167,6 +179,119 @@ static void bulk_equals_scalar(void **state)
     assert_int_equal(t, DL_BF16);
     assert_int_equal(dl_dtype_parse("dtype", "fp16", &t, &err), DL_ERR_SPEC);
     assert_non_null(strstr(err.msg, "fp16"));
+    free(x), free(y), free(h), free(k);
+}
+
+/* The table's facts: sizes, names, kinds, precision spellings. */
+static void table_facts(void **state)
+{
+    (void)state;
+    size_t sizes[DL_DTYPE_COUNT] = {[DL_F32] = sizeof(float), [DL_BF16] = sizeof(dl_bf16),
+                                    [DL_I32] = sizeof(int32_t), [DL_I64] = sizeof(int64_t)};
+    int floats[DL_DTYPE_COUNT] = {[DL_F32] = 1, [DL_BF16] = 1};
+    const char *names[DL_DTYPE_COUNT] = {[DL_F32] = "f32", [DL_BF16] = "bf16", [DL_I32] = "i32", [DL_I64] = "i64"};
+    const char *precisions[DL_DTYPE_COUNT] = {[DL_F32] = "fp32", [DL_BF16] = "bf16"};
+    struct dl_error err = {0};
+    int n_precisions = 0;
+    for (int i = 0; i < DL_DTYPE_COUNT; i++) {
+        enum dl_dtype t = (enum dl_dtype)i, back = DL_DTYPE_COUNT;
+        const struct dl_dtype_traits *tr = dl_dtype_traits(t);
+        assert_ptr_equal(tr, &dl_dtype_table[t]);
+        assert_int_equal(tr->size, sizes[t]);
+        assert_int_equal(dl_dtype_size(t), sizes[t]);
+        assert_int_equal(tr->is_float, floats[t]);
+        assert_string_equal(tr->name, names[t]);
+        assert_ptr_equal(dl_dtype_name(t), tr->name);
+        assert_int_equal(dl_dtype_parse("dtype", tr->name, &back, &err), DL_OK);
+        assert_int_equal(back, t);
+        if (!precisions[t]) {
+            assert_null(tr->precision);
+            continue;
+        }
+        assert_string_equal(tr->precision, precisions[t]);
+        back = DL_DTYPE_COUNT;
+        assert_int_equal(dl_precision_parse("--precision", tr->precision, &back, &err), DL_OK);
+        assert_int_equal(back, t);
+        /* train.precision's index i is dtype i: the precisions come first */
+        assert_int_equal(i, n_precisions);
+        assert_ptr_equal(dl_precision_names[n_precisions++], tr->precision);
+    }
+    assert_null(dl_precision_names[n_precisions]);
+    assert_int_equal(dl_dtype_value_size(DL_F32), sizeof(dl_real));
+    assert_int_equal(dl_dtype_value_size(DL_BF16), 2);
+
+    /* an unknown name or spelling is refused, naming every accepted one; each list is the other's refusal */
+    enum dl_dtype t = DL_BF16;
+    const char *bad[] = {"fp16", "F32", "", "fp32", "f32 ", "int32"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(dl_dtype_parse("dtype", bad[i], &t, &err), DL_ERR_SPEC);
+        assert_int_equal(t, DL_BF16);
+        for (int d = 0; d < DL_DTYPE_COUNT; d++)
+            assert_non_null(strstr(err.msg, names[d]));
+    }
+    assert_string_equal(err.msg, "dtype: expected one of f32, bf16, i32, i64, found 'int32'");
+    const char *bad_precision[] = {"f32", "i32", "fp16", "BF16", ""};
+    for (size_t i = 0; i < sizeof bad_precision / sizeof *bad_precision; i++)
+        assert_int_equal(dl_precision_parse("--precision", bad_precision[i], &t, &err), DL_ERR_SPEC);
+    assert_int_equal(t, DL_BF16);
+    assert_string_equal(err.msg, "--precision: expected fp32 or bf16, found ''");
+    assert_int_equal(dl_precision_parse("--save-dtype", "f32", &t, &err), DL_ERR_SPEC);
+    assert_string_equal(err.msg, "--save-dtype: expected fp32 or bf16, found 'f32'");
+}
+
+/* Each row's conversions against the scalar casts, bit for bit, on random
+ * patterns and the edges (NaNs, infinities, halfway cases); the ones a row
+ * lacks are the casts dl_cast refuses. */
+static void table_conversions(void **state)
+{
+    (void)state;
+    enum { N = 4099 };
+    float *x = malloc(sizeof *x * N), *y = malloc(sizeof *y * N);
+    dl_bf16 *h = malloc(sizeof *h * N);
+    int32_t *k = malloc(sizeof *k * N);
+    struct dl_rng r;
+    dl_rng_seed(&r, 11);
+    uint32_t edges[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x3f808000u,
+                        0x3f818000u, 0xbf808000u, 0x7f7fffffu, 0x00000001u, 0x80000000u, 0x3f807fffu};
+    for (int i = 0; i < N; i++) {
+        x[i] = f32_of(i < (int)(sizeof edges / sizeof *edges) ? edges[i] : (uint32_t)dl_rng_u64(&r));
+        k[i] = (int32_t)(uint32_t)dl_rng_u64(&r);
+    }
+    const struct dl_dtype_traits *f = dl_dtype_traits(DL_F32), *b = dl_dtype_traits(DL_BF16);
+    const struct dl_dtype_traits *i32 = dl_dtype_traits(DL_I32), *i64 = dl_dtype_traits(DL_I64);
+    b->from_f32(x, h, N);
+    for (int i = 0; i < N; i++) {
+        if (isnan(x[i]))
+            assert_true(isnan(dl_bf16_to_f32(h[i])) && (h[i] >> 15) == (bits_of(x[i]) >> 31));
+        assert_int_equal(h[i], dl_f32_to_bf16(x[i]));
+    }
+    for (uint32_t lo = 0; lo < 65536; lo += N) { /* every bf16 widened */
+        long n = 65536 - lo < N ? 65536 - lo : N;
+        for (long i = 0; i < n; i++)
+            h[i] = (dl_bf16)(lo + i);
+        b->to_f32(h, y, n);
+        for (long i = 0; i < n; i++)
+            assert_int_equal(bits_of(y[i]), (lo + (uint32_t)i) << 16);
+    }
+    f->to_f32(x, y, N);
+    assert_memory_equal(x, y, sizeof *x * N);
+    memset(y, 0, sizeof *y * N);
+    f->from_f32(x, y, N);
+    assert_memory_equal(x, y, sizeof *x * N);
+    f->to_f32(y, y, N); /* the same memory: left as it is */
+    assert_memory_equal(x, y, sizeof *x * N);
+    i32->to_f32(k, y, N);
+    for (int i = 0; i < N; i++)
+        assert_true(bits_of(y[i]) == bits_of((float)k[i]));
+    assert_null(i32->from_f32);
+    assert_null(i64->to_f32);
+    assert_null(i64->from_f32);
+    /* dl_cast is the rows' conversions */
+    struct dl_error err = {0};
+    b->from_f32(x, h, N);
+    assert_int_equal(dl_cast(h, DL_BF16, y, DL_F32, N, &err), DL_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(bits_of(y[i]), (uint32_t)h[i] << 16);
     free(x), free(y), free(h), free(k);
 }
 
@@ -212,6 +337,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_patterns), cmocka_unit_test(halfway_and_edges), cmocka_unit_test(nans),
         cmocka_unit_test(exact_back), cmocka_unit_test(bulk_equals_scalar), cmocka_unit_test(bulk_sum_equals_scalar),
+        cmocka_unit_test(table_facts), cmocka_unit_test(table_conversions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

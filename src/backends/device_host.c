@@ -74,7 +74,7 @@ static int host_scale(void *x, long n, dl_real f, enum dl_dtype dtype, struct dl
         return DL_OK;
     }
     if (dtype != DL_F32)
-        return dl_errorf(err, DL_ERR_INTERNAL, "no scaling of %s values", dl_dtype_names[dtype]);
+        return dl_errorf(err, DL_ERR_INTERNAL, "no scaling of %s values", dl_dtype_name(dtype));
     dl_real *v = x;
     for (long i = 0; i < n; i++)
         v[i] *= f;

@@ -231,7 +231,7 @@ static void print_layers(const struct dl_net *net, const char *path, const struc
         dims.dtype = DL_F32; /* the dtype in its column */
         enum dl_dtype dtype = pf->dtype ? pf->dtype[i] : l->out_shape.dtype;
         printf("%-4d %-28s %-22s %-30s %-14s %-5s %12ld %10s\n", i, l->name, l->kind->name, inputs,
-               dl_shape_str(dims, shape, sizeof shape), dl_dtype_names[dtype], dl_layer_param_count(l), f);
+               dl_shape_str(dims, shape, sizeof shape), dl_dtype_name(dtype), dl_layer_param_count(l), f);
     }
     char f[32];
     human(flops, f, sizeof f);

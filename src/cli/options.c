@@ -192,8 +192,8 @@ static int check_precision_choices(const struct dl_graph *g, const struct dl_ker
                 (!strcmp(ch->key[c], "all") || !strcmp(ch->key[c], l->kind->name) || !strcmp(ch->key[c], l->name)))
                 return dl_errorf(err, DL_ERR_SPEC, "--kernel %s=%s: layer '%s' (%s) computes in %s under --precision "
                                  "%s, and kernel '%s' has no %s version (%s: %s)", ch->key[c], ch->name[c], l->name,
-                                 l->kind->name, dl_dtype_names[ch->precision], dl_dtype_names[ch->precision],
-                                 chosen->name, dl_dtype_names[ch->precision], dl_dtype_names[ch->precision],
+                                 l->kind->name, dl_dtype_name(ch->precision), dl_dtype_name(ch->precision),
+                                 chosen->name, dl_dtype_name(ch->precision), dl_dtype_name(ch->precision),
                                  own->name);
     }
     return DL_OK;

@@ -272,7 +272,7 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
         }
         printf("], \"bucket_bytes\": %zu, \"grad_dtype\": \"%s\", \"zero\": %d, \"recompute\": %s, "
                "\"sequence_parallel\": %s, \"by_samples\": %s, \"whole\": [",
-               c->layout.bucket_bytes, dl_dtype_names[c->layout.grad_dtype], c->layout.zero,
+               c->layout.bucket_bytes, dl_dtype_name(c->layout.grad_dtype), c->layout.zero,
                c->layout.recompute ? "true" : "false", c->layout.dims.sp && c->layout.dims.tp > 1 ? "true" : "false",
                c->layout.by_samples ? "true" : "false");
         for (int w = 0; w < c->layout.n_whole; w++) {

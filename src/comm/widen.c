@@ -10,7 +10,7 @@ int dl_comm_sum_dtype_ok(enum dl_dtype dtype, struct dl_error *err)
     if (dtype == DL_F32 || dtype == DL_BF16)
         return DL_OK;
     return dl_errorf(err, DL_ERR_INTERNAL, "a sum over the ranks of %s values (only f32 and bf16 are summed)",
-                     (unsigned)dtype < DL_DTYPE_COUNT ? dl_dtype_names[dtype] : "unknown");
+                     (unsigned)dtype < DL_DTYPE_COUNT ? dl_dtype_name(dtype) : "unknown");
 }
 
 int dl_comm_sum_as_f32(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, dl_comm_f32_sum sum, void *ctx,

@@ -1,30 +1,11 @@
-/* dtype.c: dtype names and the bulk casts (see dtype.h).  The loops are
- * plain C that the compiler vectorizes (clones for AVX-512 and AVX2 picked
- * at run time) and splits over threads; they give the same bits as the
- * scalar casts in dtype.h, which the tests hold against a formula. */
+/* dtype.c: the table of dtype facts, the name parsers that look it up,
+ * and the bulk casts (see dtype.h).  The loops are plain C that the
+ * compiler vectorizes (clones for AVX-512 and AVX2 picked at run time) and
+ * splits over threads; they give the same bits as the scalar casts in
+ * dtype.h, which the tests hold against a formula. */
 #include "core/dtype.h"
 
 #include <stdio.h>
-
-const char *const dl_dtype_names[] = {"f32", "bf16", "i32", "i64", NULL};
-
-int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
-{
-    for (int i = 0; dl_dtype_names[i]; i++)
-        if (strcmp(dl_dtype_names[i], name) == 0) {
-            *out = (enum dl_dtype)i;
-            return DL_OK;
-        }
-    return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of f32, bf16, i32, i64, found '%s'", what, name);
-}
-
-int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
-{
-    if (strcmp(name, "fp32") && strcmp(name, "bf16"))
-        return dl_errorf(err, DL_ERR_SPEC, "%s: expected fp32 or bf16, found '%s'", what, name);
-    *out = name[0] == 'b' ? DL_BF16 : DL_F32;
-    return DL_OK;
-}
 
 /* Split over threads when long (a GPT-2 head's 38.6M weights per call). */
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -43,6 +24,91 @@ static void bf16_to_f32(const dl_bf16 *restrict s, float *restrict d, long n)
         d[i] = dl_bf16_to_f32(s[i]);
 }
 
+/* The table's conversions, with its signatures. */
+static void f32_copy(const void *src, float *dst, long n)
+{
+    if (src != dst)
+        memmove(dst, src, sizeof *dst * (size_t)n);
+}
+
+static void f32_copy_from(const float *src, void *dst, long n)
+{
+    f32_copy(src, dst, n);
+}
+
+static void bf16_widen(const void *src, float *dst, long n)
+{
+    bf16_to_f32(src, dst, n);
+}
+
+static void bf16_round(const float *src, void *dst, long n)
+{
+    f32_to_bf16(src, dst, n);
+}
+
+static void i32_widen(const void *src, float *dst, long n)
+{
+    const int32_t *s = src;
+    for (long i = 0; i < n; i++)
+        dst[i] = (float)s[i];
+}
+
+/* Each spelling once: a precision's is also the name of its list's entry. */
+static const char fp32_name[] = "fp32", bf16_name[] = "bf16";
+
+const struct dl_dtype_traits dl_dtype_table[DL_DTYPE_COUNT] = {
+    [DL_F32] = {"f32", fp32_name, sizeof(float), 1, f32_copy, f32_copy_from},
+    [DL_BF16] = {bf16_name, bf16_name, sizeof(dl_bf16), 1, bf16_widen, bf16_round},
+    [DL_I32] = {"i32", NULL, sizeof(int32_t), 0, i32_widen, NULL},
+    [DL_I64] = {"i64", NULL, sizeof(int64_t), 0, NULL, NULL},
+};
+
+const char *const dl_precision_names[] = {fp32_name, bf16_name, NULL};
+
+/* The table's names (or precision spellings) in enum order, joined by ", "
+ * and the last by `last` (", " or " or "). */
+static void join(char *buf, size_t size, int precision, const char *last)
+{
+    const char *pick[DL_DTYPE_COUNT];
+    int n = 0;
+    for (int t = 0; t < DL_DTYPE_COUNT; t++) {
+        const char *s = precision ? dl_dtype_table[t].precision : dl_dtype_table[t].name;
+        if (s)
+            pick[n++] = s;
+    }
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i == 0 ? "" : i == n - 1 ? last : ", ", pick[i]);
+}
+
+int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
+{
+    for (int t = 0; t < DL_DTYPE_COUNT; t++)
+        if (strcmp(dl_dtype_table[t].name, name) == 0) {
+            *out = (enum dl_dtype)t;
+            return DL_OK;
+        }
+    char list[128];
+    join(list, sizeof list, 0, ", ");
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of %s, found '%s'", what, list, name);
+}
+
+int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
+{
+    for (int t = 0; t < DL_DTYPE_COUNT; t++)
+        if (dl_dtype_table[t].precision && strcmp(dl_dtype_table[t].precision, name) == 0) {
+            *out = (enum dl_dtype)t;
+            return DL_OK;
+        }
+    char list[128];
+    join(list, sizeof list, 1, " or ");
+    return dl_errorf(err, DL_ERR_SPEC, "%s: expected %s, found '%s'", what, list, name);
+}
+
+/* Values converted through f32 a block at a time (i32 -> bf16). */
+#define VIA_BLOCK 1024
+
 int dl_cast(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, long n, struct dl_error *err)
 {
     if (n <= 0)
@@ -52,26 +118,22 @@ int dl_cast(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, lo
             memmove(dst, src, (size_t)n * dl_dtype_size(from));
         return DL_OK;
     }
-    if (from == DL_F32 && to == DL_BF16) {
-        f32_to_bf16(src, dst, n);
-        return DL_OK;
-    }
-    if (from == DL_BF16 && to == DL_F32) {
-        bf16_to_f32(src, dst, n);
-        return DL_OK;
-    }
-    if (from == DL_I32 && (to == DL_F32 || to == DL_BF16)) {
-        const int32_t *s = src;
-        for (long i = 0; i < n; i++) {
-            float f = (float)s[i];
-            if (to == DL_F32)
-                ((float *)dst)[i] = f;
-            else
-                ((dl_bf16 *)dst)[i] = dl_f32_to_bf16(f);
+    const struct dl_dtype_traits *f = dl_dtype_traits(from), *t = dl_dtype_traits(to);
+    if (!f->to_f32 || !t->from_f32)
+        return dl_errorf(err, DL_ERR_INTERNAL, "no cast from %s to %s", f->name, t->name);
+    if (to == DL_F32)
+        f->to_f32(src, dst, n);
+    else if (from == DL_F32)
+        t->from_f32(src, dst, n);
+    else {
+        float block[VIA_BLOCK];
+        for (long i = 0; i < n; i += VIA_BLOCK) {
+            long m = n - i < VIA_BLOCK ? n - i : VIA_BLOCK;
+            f->to_f32((const char *)src + (size_t)i * f->size, block, m);
+            t->from_f32(block, (char *)dst + (size_t)i * t->size, m);
         }
-        return DL_OK;
     }
-    return dl_errorf(err, DL_ERR_INTERNAL, "no cast from %s to %s", dl_dtype_names[from], dl_dtype_names[to]);
+    return DL_OK;
 }
 
 /* dst[i] += src[i] for each pair of f32 and bf16 arrays, summed in f32 (a
@@ -104,8 +166,8 @@ static int cast_add(const void *src, enum dl_dtype from, void *dst, enum dl_dtyp
     else if (from == DL_F32 && to == DL_BF16)
         SUM_LOOP(float, dl_bf16, AS_IS, dl_bf16_to_f32, dl_f32_to_bf16);
     else
-        return dl_errorf(err, DL_ERR_INTERNAL, "no sum of %s values into %s", dl_dtype_names[from],
-                         dl_dtype_names[to]);
+        return dl_errorf(err, DL_ERR_INTERNAL, "no sum of %s values into %s", dl_dtype_name(from),
+                         dl_dtype_name(to));
     return DL_OK;
 }
 

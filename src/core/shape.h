@@ -61,7 +61,7 @@ static inline const char *dl_shape_str(struct dl_shape s, char *buf, size_t n)
     else
         len = snprintf(buf, n, "%dx%dx%d", s.c, s.h, s.w);
     if (s.dtype != DL_F32 && len > 0 && (size_t)len < n)
-        snprintf(buf + len, n - (size_t)len, " %s", dl_dtype_names[s.dtype]);
+        snprintf(buf + len, n - (size_t)len, " %s", dl_dtype_name(s.dtype));
     return buf;
 }
 

@@ -114,8 +114,8 @@ int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err)
             const struct dl_exec_tensor *from = &m->tensors[s->src], *to = &m->tensors[s->out];
             int cast = from->shape.dtype != to->shape.dtype; /* a cast: a reorder between dtypes */
             snprintf(buf, sizeof buf, "%s -> %s",
-                     cast ? dl_dtype_names[from->shape.dtype] : dl_layout_names[from->layout],
-                     cast ? dl_dtype_names[to->shape.dtype] : dl_layout_names[to->layout]);
+                     cast ? dl_dtype_name(from->shape.dtype) : dl_layout_names[from->layout],
+                     cast ? dl_dtype_name(to->shape.dtype) : dl_layout_names[to->layout]);
             s->trace_kind[0] = s->trace_kind[1] = DL_TRACE_REORDER;
             s->trace_name[0] = cast ? "cast" : "reorder";
             s->trace_name[1] = from->needs_grad ? s->trace_name[0] : NULL;

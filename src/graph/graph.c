@@ -433,7 +433,7 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
             if (p->dtype != DL_F32 && (p->dtype != DL_I64 || p->trainable || p->ndim != 0 || p->count != 1))
                 rc = dl_errorf(err, DL_ERR_INTERNAL, "layer '%s' (%s): parameter '%s' of dtype %s: only f32 "
                                "parameters and scalar i64 counters that are not trained exist", l->name,
-                               l->kind->name, p->name, dl_dtype_names[p->dtype]);
+                               l->kind->name, p->name, dl_dtype_name(p->dtype));
         }
         if (rc)
             break;

@@ -110,10 +110,10 @@ int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl
 {
     if (o->grad_dtype != DL_F32 && o->consistency != DL_CONS_SYNC)
         return dl_errorf(err, DL_ERR_SPEC, "--grad-dtype %s: only with --consistency sync (the gradients the ranks "
-                         "sum each step)", dl_dtype_names[o->grad_dtype]);
+                         "sum each step)", dl_dtype_name(o->grad_dtype));
     if (o->grad_dtype != DL_F32 && o->codec.ops)
         return dl_errorf(err, DL_ERR_SPEC, "--grad-dtype %s and --compress %s: choose one (both shrink the gradient "
-                         "messages)", dl_dtype_names[o->grad_dtype], o->codec.ops->name);
+                         "messages)", dl_dtype_name(o->grad_dtype), o->codec.ops->name);
     if (o->gossip_overlap && o->consistency != DL_CONS_GOSSIP)
         return dl_errorf(err, DL_ERR_SPEC, "--gossip-overlap: only with --consistency gossip:TOPOLOGY");
     if (o->consistency == DL_CONS_GOSSIP && (size < 2 || size > DL_MIXING_MAX_RANKS))

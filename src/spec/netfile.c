@@ -14,7 +14,6 @@
 const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", NULL};
 const char *const dl_no_decay_names[] = {"bias", "norm", "embedding", NULL};
 const char *const dl_sched_names[] = {"constant", "step", "cosine", NULL};
-const char *const dl_precision_names[] = {"fp32", "bf16", NULL};
 const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
 const char *const dl_recompute_names[] = {"none", "selective", "full", NULL};
 

@@ -110,11 +110,8 @@ struct dl_train_spec {
     struct dl_optim_spec optim;
     struct dl_sched_spec sched;
     double clip_grad_norm; /* >0: the gradient scaled to this L2 norm when above it (PyTorch's clip_grad_norm_) */
-    int precision;        /* index in dl_precision_names: 0 fp32, 1 bf16 (the autocast ops in bf16) */
+    int precision;        /* index in dl_precision_names (core/dtype.h): 0 fp32, 1 bf16 (the autocast ops in bf16) */
 };
-
-/* "fp32", "bf16": train.precision's values, NULL-terminated. */
-extern const char *const dl_precision_names[];
 
 enum dl_parallel_kind { DL_PAR_AUTO, DL_PAR_NONE, DL_PAR_DATA, DL_PAR_MODEL, DL_PAR_PIPELINE, DL_PAR_HYBRID };
 

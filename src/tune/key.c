@@ -89,7 +89,7 @@ void dl_tune_key_layer(struct dl_tune_key *k, const struct dl_layer *l, const st
         appendf(k->op, sizeof k->op, " in=%dx%dx%d", l->in_shape[i].c, l->in_shape[i].h, l->in_shape[i].w);
     appendf(k->op, sizeof k->op, " out=%dx%dx%d", l->out_shape.c, l->out_shape.h, l->out_shape.w);
     k->kernel = kernel->name;
-    k->dtype = dl_dtype_names[kernel->dtype];
+    k->dtype = dl_dtype_name(kernel->dtype);
     k->threads = dl_threads_get();
     versions_str(k->versions, sizeof k->versions);
     device_str(kernel, k->device, sizeof k->device);

@@ -66,7 +66,7 @@ static int arith_dtype(enum dl_dtype dtype, const char *what, struct dl_error *e
 {
     return dtype == DL_F32 || dtype == DL_BF16
                ? DL_OK
-               : dl_errorf(err, DL_ERR_INTERNAL, "no %s of %s values on the GPU", what, dl_dtype_names[dtype]);
+               : dl_errorf(err, DL_ERR_INTERNAL, "no %s of %s values on the GPU", what, dl_dtype_name(dtype));
 }
 
 static int cuda_accumulate(void *dst, const void *src, long n, enum dl_dtype dtype, struct dl_error *err)
@@ -88,8 +88,8 @@ static int cuda_cast(void *dst, enum dl_dtype to, const void *src, enum dl_dtype
 {
     int r = dl_cuda_cast(dst, (int)to, src, (int)from, n, add);
     if (r < 0)
-        return dl_errorf(err, DL_ERR_INTERNAL, "no cast from %s to %s on the GPU%s", dl_dtype_names[from],
-                         dl_dtype_names[to], add ? " (added)" : "");
+        return dl_errorf(err, DL_ERR_INTERNAL, "no cast from %s to %s on the GPU%s", dl_dtype_name(from),
+                         dl_dtype_name(to), add ? " (added)" : "");
     return r == cudaSuccess ? DL_OK : cuda_fail(err, (cudaError_t)r, "cast launch");
 }
 
