@@ -58,13 +58,12 @@ int dl_cli_export(int argc, char **argv)
                 return 2;
             }
             break;
-        case OPT_SAVE_DTYPE:
-            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "bf16") != 0) {
-                fprintf(stderr, PROG ": --save-dtype: expected fp32 or bf16, found '%s'\n", optarg);
+        case OPT_SAVE_DTYPE: {
+            struct dl_error perr = {0};
+            if (dl_option_refused(PROG, dl_precision_parse("--save-dtype", optarg, &save, &perr), &perr))
                 return 2;
-            }
-            save = optarg[0] == 'b' ? DL_BF16 : DL_F32;
             break;
+        }
         case DL_OPT_HELP: help(); return 0;
         default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
         }
