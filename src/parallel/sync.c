@@ -96,7 +96,7 @@ static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *s
     const struct dl_zero_shard *sh = &im->shard;
     struct dl_comm *c = s->comm;
     size_t bytes = sizeof(dl_real) * (size_t)sh->block, D1 = (size_t)(c->size - 1);
-    size_t summed = bytes * D1 + bytes * D1 / (im->wire == DL_BF16 ? 2 : 1); /* the allgather's, the sums' */
+    size_t summed = bytes * D1 + dl_dtype_size(im->wire) * (size_t)sh->block * D1; /* the allgather's, the sums' */
     dl_real *block = im->block;
     double comm = 0, t0 = dl_clock_now();
     int rc = DL_OK;

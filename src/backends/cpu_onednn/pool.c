@@ -62,7 +62,7 @@ static int pool_create(const struct dl_layer *l, const struct dl_kernel_config *
     if (cfg->in[0] == DL_LAYOUT_PLAIN && cfg->dtype == DL_F32) {
         q->plain = l;
         long n = l->kind->saved_size ? l->kind->saved_size(l->attr, cfg->mb, l->in_shape, l->out_shape) : 0;
-        q->plain_saved = sizeof(float) * (size_t)n;
+        q->plain_saved = dl_dtype_size(cfg->dtype) * (size_t)n;
         *inst = q;
         return DL_OK;
     }
