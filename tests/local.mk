@@ -111,6 +111,16 @@ tests_test_optim_LDADD = $(TEST_LIBS)
 TESTS += tests/test_netfile tests/test_optim
 endif
 
+# dl_train as a program that calls the library runs it: the network file's
+# train.precision chooses the kernels (issue 41).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_train
+tests_test_train_SOURCES = tests/test_train.c
+tests_test_train_CFLAGS = $(TEST_CFLAGS)
+tests_test_train_LDADD = $(TEST_LIBS)
+TESTS += tests/test_train
+endif
+
 # Pipeline schedules: generated, checked, timed against the bubble formulas.
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_schedule

@@ -276,7 +276,7 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
     struct warning_sink sink = {prog};
     if (!rc)
         rc = dl_net_check_unused_keys(net, print_warning, &sink, &err);
-    o->kernels.precision = !rc ? (enum dl_dtype)net->train.precision : DL_F32; /* its index is the dtype (dtype.h) */
+    o->kernels.precision = !rc ? dl_train_precision(&net->train) : DL_F32; /* for executors made outside dl_train */
     o->recompute = rc ? 0 : net->parallel.recompute;
     if (!rc)
         rc = check_kernel_choices(&net->graph, &o->kernels, &err);
@@ -370,7 +370,7 @@ void dl_net_options_help(FILE *f)
 void dl_precision_summary(const struct dl_net *net, const struct dl_kernel *const *kernel, char *buf, size_t size)
 {
     const struct dl_graph *g = &net->graph;
-    struct dl_kernel_choices defaults = {.precision = (enum dl_dtype)net->train.precision};
+    struct dl_kernel_choices defaults = {.precision = dl_train_precision(&net->train)};
     const char *seen[8];
     int count[8] = {0}, n_seen = 0, total = 0, slow = 0;
     for (int i = 0; i < g->n; i++) {

@@ -113,6 +113,15 @@ struct dl_train_spec {
     int precision;        /* index in dl_precision_names (core/dtype.h): 0 fp32, 1 bf16 (the autocast ops in bf16) */
 };
 
+/* train.precision as the dtype layers compute in (its index in
+ * dl_precision_names is the dtype: core/dtype.h).  train/ builds its
+ * executors' kernel choices with it; the commands that make executors of
+ * their own (check, bench, generate, ...) read it the same way. */
+static inline enum dl_dtype dl_train_precision(const struct dl_train_spec *t)
+{
+    return (enum dl_dtype)t->precision;
+}
+
 enum dl_parallel_kind { DL_PAR_AUTO, DL_PAR_NONE, DL_PAR_DATA, DL_PAR_MODEL, DL_PAR_PIPELINE, DL_PAR_HYBRID };
 
 struct dl_parallel_spec {

@@ -251,9 +251,10 @@ static int stages_per_rank(const struct dl_train_opts *o)
     return o->pipeline_schedule == DL_SCHED_INTERLEAVED && o->pipeline_virtual > 1 ? o->pipeline_virtual : 1;
 }
 
-/* The executors of a step: with kernels that sum batch statistics over the
- * ranks when --sync-bn asks for it (whatever the caller's kernel choices),
- * and with a grid, this rank's shard and group communicators. */
+/* The executors of a step: computing in the network's train.precision and
+ * with kernels that sum batch statistics over the ranks when --sync-bn asks
+ * for it (whatever the caller's kernel choices say), and with a grid, this
+ * rank's shard and group communicators. */
 static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct dl_error *err)
 {
     struct dl_exec_options o = tr->opts->exec;
@@ -262,6 +263,7 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         return DL_ERR_NOMEM;
     if (o.kernels)
         *kernels = *o.kernels;
+    kernels->precision = dl_train_precision(&tr->net->train);
     kernels->sync_stats |= tr->opts->parallel.sync_bn;
     o.kernels = kernels;
     int rc = DL_OK;
@@ -286,6 +288,19 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
                               stages_per_rank(tr->opts), tr->net->train.seed, err);
     free(kernels);
     return rc;
+}
+
+/* The layers this rank's executors run with a bf16 kernel: each stage's
+ * first slot's (its other slots choose the same kernels). */
+static int bf16_layers(const struct trainer *tr)
+{
+    int n = 0;
+    for (int v = 0; v < tr->pipe.V; v++) {
+        const struct dl_exec *e = &tr->pipe.slot[tr->pipe.first_slot[v]];
+        for (int i = 0; i < tr->net->graph.n; i++)
+            n += e->kernel[i] && e->kernel[i]->dtype == DL_BF16;
+    }
+    return n;
 }
 
 /* The tensor and pipeline groups' blocking calls under the stall watchdog
@@ -1244,6 +1259,7 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     tr.hooks = hooks;
     int rc = setup(&tr, err);
     if (!rc) {
+        res->bf16_layers = bf16_layers(&tr);
         char how[384];
         describe_layout(&tr, how, sizeof how);
         if (tr.reporter && hooks && hooks->on_start)

@@ -74,7 +74,8 @@ struct dl_train_hooks {
 struct dl_train_opts {
     struct dl_comm *comm;             /* the world; NULL = one process */
     struct dl_exec_options exec;      /* kernel choices, micro-batch plan or tuner (zero: the defaults);
-                                         parallel.sync_bn adds sync_stats to the kernel choices */
+                                         their precision is the network's train.precision (whatever the
+                                         choices say), parallel.sync_bn adds sync_stats to them */
     struct dl_parallel_opts parallel;
     /* Model, pipeline and hybrid parallelism (doc/parallel.md): the grid
      * (zero: data parallelism over every rank), the chunks each rank's
@@ -137,6 +138,8 @@ struct dl_train_result {
     int preempted;                    /* stopped by a signal (the status is DL_EXIT_PREEMPTED) */
     char last_checkpoint[1100];       /* the last checkpoint written ("" if none) */
     long resumed_step;                /* > 0: the run continued from this step */
+    int bf16_layers;                  /* layers this rank's executors run with a bf16 kernel (train.precision
+                                         bf16: onednn-bf16, or reference-bf16 where the CPU has none; 0 in fp32) */
 };
 
 /* dl_train's status when a stop signal ended the run after a checkpoint was
