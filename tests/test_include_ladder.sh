@@ -50,12 +50,12 @@ def cycle():
     print("# ladder, lowest first: " + " < ".join(reversed(order)))
 
     def reach(a):
-        seen, todo = set(), [a]
-        while todo:
-            for b in graph[todo.pop()]:
+        seen, stack = set(), [a]
+        while stack:
+            for b in graph[stack.pop()]:
                 if b not in seen:
                     seen.add(b)
-                    todo.append(b)
+                    stack.append(b)
         return seen
 
     reaches = {n: reach(n) for n in left}
