@@ -120,5 +120,6 @@ static int easgd_create(struct dl_strategy *s, const struct dl_parallel_opts *po
 }
 
 const struct dl_strategy_ops dl_strategy_easgd = {
+    .supports_no_decay = 1, .supports_clip_grad_norm = 1, .supports_tied_across_ranks = 1,
     .name = "easgd", .layout = dl_layout_decentralized, .create = easgd_create, .begin = easgd_begin,
     .finish = easgd_finish, .end = easgd_end, .describe = easgd_describe, .destroy = easgd_destroy};

@@ -225,9 +225,11 @@ static int easgd_async_create(struct dl_strategy *s, const struct dl_parallel_op
 }
 
 const struct dl_strategy_ops dl_strategy_easgd_worker = {
+    .supports_no_decay = 1, .supports_clip_grad_norm = 1, .supports_tied_across_ranks = 1,
     .name = "asynchronous easgd", .layout = dl_ps_layout, .create = easgd_async_create, .begin = worker_begin,
     .finish = worker_finish, .end = worker_end, .describe = easgd_async_describe, .destroy = easgd_async_destroy};
 
 const struct dl_strategy_ops dl_strategy_easgd_server = {
+    .supports_no_decay = 1, .supports_clip_grad_norm = 1, .supports_tied_across_ranks = 1,
     .name = "asynchronous easgd", .layout = dl_ps_layout, .create = easgd_async_create, .serve = server_serve,
     .describe = easgd_async_describe, .destroy = easgd_async_destroy};

@@ -135,5 +135,6 @@ static int gossip_create(struct dl_strategy *s, const struct dl_parallel_opts *p
 }
 
 const struct dl_strategy_ops dl_strategy_gossip = {
+    .supports_no_decay = 1, .supports_clip_grad_norm = 1, .supports_tied_across_ranks = 1,
     .name = "gossip", .layout = dl_layout_decentralized, .create = gossip_create, .begin = gossip_begin,
     .finish = gossip_finish, .end = gossip_end, .describe = gossip_describe, .destroy = gossip_destroy};

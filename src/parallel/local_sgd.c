@@ -84,5 +84,7 @@ static int local_create(struct dl_strategy *s, const struct dl_parallel_opts *po
 }
 
 const struct dl_strategy_ops dl_strategy_local_sgd = {
+    .supports_no_decay = 1, .supports_clip_grad_norm = 1, .supports_tied_across_ranks = 1,
+    .optimizer_state_per_rank = 1,
     .name = "local-sgd", .layout = local_layout, .create = local_create, .begin = local_begin,
     .finish = local_finish, .end = local_end, .consistent = local_consistent, .destroy = local_destroy};

@@ -125,6 +125,7 @@ static int worker_create(struct dl_strategy *s, const struct dl_parallel_opts *p
 }
 
 const struct dl_strategy_ops dl_strategy_ps_worker = {
+    /* capabilities: none (strategy.h; each worker's update is applied on its own) */
     .name = "parameter server", .layout = dl_ps_layout, .create = worker_create, .begin = worker_begin,
     .finish = worker_finish, .end = worker_end, .describe = ps_describe, .destroy = worker_destroy};
 
@@ -239,5 +240,6 @@ static int server_create(struct dl_strategy *s, const struct dl_parallel_opts *p
 }
 
 const struct dl_strategy_ops dl_strategy_ps_server = {
+    /* capabilities: none (strategy.h; each worker's update is applied on its own) */
     .name = "parameter server", .layout = dl_ps_layout, .create = server_create, .serve = server_serve,
     .describe = ps_describe, .destroy = server_destroy};

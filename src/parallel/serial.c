@@ -29,5 +29,7 @@ static int serial_finish(struct dl_strategy *s, long step, double lr, struct dl_
 }
 
 const struct dl_strategy_ops dl_strategy_serial = {
+    .supports_zero = 1, .supports_grid = 1, .supports_no_decay = 1, .supports_clip_grad_norm = 1,
+    .supports_tied_across_ranks = 1,
     .name = "serial", .layout = serial_layout, .create = serial_create, .begin = serial_begin,
     .finish = serial_finish};

@@ -133,26 +133,33 @@ int dl_parallel_opts_check(const struct dl_parallel_opts *o, int size, struct dl
     return DL_OK;
 }
 
-/* The implementation rank runs. */
-static const struct dl_strategy_ops *pick(const struct dl_parallel_opts *po, int size, int rank)
+const struct dl_strategy_ops *dl_strategy_model(const struct dl_parallel_opts *po)
 {
-    if (size == 1)
-        return &dl_strategy_serial;
     switch (po->consistency) {
     case DL_CONS_SYNC: return &dl_strategy_sync;
     case DL_CONS_LOCAL_SGD: return &dl_strategy_local_sgd;
     case DL_CONS_GOSSIP: return &dl_strategy_gossip;
     case DL_CONS_EASGD: return &dl_strategy_easgd;
+    case DL_CONS_EASGD_ASYNC: return &dl_strategy_easgd_worker;
     case DL_CONS_SSP:
-    case DL_CONS_ASYNC:
-    case DL_CONS_EASGD_ASYNC: break;
+    case DL_CONS_ASYNC: break;
     }
+    return &dl_strategy_ps_worker;
+}
+
+/* The implementation rank runs. */
+static const struct dl_strategy_ops *pick(const struct dl_parallel_opts *po, int size, int rank)
+{
+    if (size == 1)
+        return &dl_strategy_serial;
+    const struct dl_strategy_ops *worker = dl_strategy_model(po);
+    if (worker != &dl_strategy_ps_worker && worker != &dl_strategy_easgd_worker)
+        return worker;
     struct dl_rank_layout ps = {0}; /* the tables with server ranks share their layout */
     dl_ps_layout(po, size, rank, &ps);
-    int server = ps.role == DL_ROLE_SERVER;
-    if (po->consistency == DL_CONS_EASGD_ASYNC)
-        return server ? &dl_strategy_easgd_server : &dl_strategy_easgd_worker;
-    return server ? &dl_strategy_ps_server : &dl_strategy_ps_worker;
+    if (ps.role != DL_ROLE_SERVER)
+        return worker;
+    return worker == &dl_strategy_easgd_worker ? &dl_strategy_easgd_server : &dl_strategy_ps_server;
 }
 
 void dl_strategy_layout(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out)

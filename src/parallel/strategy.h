@@ -158,6 +158,29 @@ struct dl_strategy;
 
 struct dl_strategy_ops {
     const char *name;
+    /* What the model can do, declared by each table (a server role's as its
+     * workers'); the trainer asks these of dl_strategy_model's table and
+     * never compares the consistency model itself:
+     *   supports_zero       --zero 1 or 2: the optimizer's state and the
+     *                       gradient sums in blocks over the ranks (sync)
+     *   supports_grid       tensor and pipeline ranks: the data-parallel
+     *                       group of each grid position sums its gradients
+     *                       every step (sync)
+     *   supports_no_decay   train.optimizer.no_decay: the update leaves the
+     *                       weights it names undecayed (not the parameter
+     *                       server, which decays every weight)
+     *   supports_clip_grad_norm  --clip-grad-norm: the update sees the
+     *                       gradient whose norm is clipped (not the parameter
+     *                       server, which applies each worker's on its own)
+     *   supports_tied_across_ranks  a parameter tied across pipeline ranks:
+     *                       its copies summed before one update (not the
+     *                       parameter server, which updates them on their own)
+     *   optimizer_state_per_rank  every rank keeps its own optimizer state,
+     *                       which the model does not average (local SGD), so
+     *                       one rank's checkpoint of a stateful optimizer
+     *                       cannot resume the others */
+    int supports_zero, supports_grid, supports_no_decay, supports_clip_grad_norm, supports_tied_across_ranks;
+    int optimizer_state_per_rank;
     /* This rank's place (called without an instance, before create). */
     void (*layout)(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out);
     /* Builds the implementation in s->impl (s->comm, exec, optim are set). */
@@ -216,6 +239,11 @@ struct dl_strategy {
                                      one per weight, the executor's gradient vector */
     void *impl;
 };
+
+/* The table of the model po names, its workers' whatever the rank count
+ * (one rank runs dl_strategy_serial): its capability flags are what the run
+ * may ask of the model. */
+const struct dl_strategy_ops *dl_strategy_model(const struct dl_parallel_opts *po);
 
 /* Picks and builds the strategy of this rank for the options and the
  * communicator (serial when it has one rank), with synchronised batch norm

@@ -232,5 +232,7 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
 }
 
 const struct dl_strategy_ops dl_strategy_sync = {
+    .supports_zero = 1, .supports_grid = 1, .supports_no_decay = 1, .supports_clip_grad_norm = 1,
+    .supports_tied_across_ranks = 1,
     .name = "sync", .layout = dl_layout_data_parallel, .create = sync_create, .begin = sync_begin,
     .finish = sync_finish, .end = sync_end, .destroy = sync_destroy};

@@ -148,7 +148,7 @@ static int zero_refusal(struct trainer *tr, struct dl_error *err)
     if (!po->zero)
         return DL_OK;
     int z = po->zero;
-    if (po->consistency != DL_CONS_SYNC)
+    if (!dl_strategy_model(po)->supports_zero)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: synchronous data parallelism only (--consistency sync)", z);
     if (po->codec.ops)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with --compress (the blocks are summed exactly)", z);
@@ -335,7 +335,7 @@ static int open_grid(struct trainer *tr, struct dl_error *err)
     if ((long)d.dp * d.tp * d.pp != tr->comm->size)
         return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d x tp=%d x pp=%d, but %d ranks are running", d.dp, d.tp, d.pp,
                          tr->comm->size);
-    if (o->parallel.consistency != DL_CONS_SYNC)
+    if (!dl_strategy_model(&o->parallel)->supports_grid)
         return dl_errorf(err, DL_ERR_SPEC, "--consistency: tensor and pipeline ranks train with sync only (the "
                          "data-parallel group of each position sums its gradients every step)");
     int rc = dl_grid_open(tr->comm, &d, &tr->grid, err);
@@ -445,7 +445,7 @@ static int refuse_checkpoints(const struct trainer *tr, struct dl_error *err)
                          "momentum correction) differ from rank to rank and are not saved, so a resumed run would "
                          "not continue the same training; checkpoint without --compress", opt, po->codec.ops->name);
     const struct dl_optim_spec *os = &tr->net->train.optim;
-    if (po->consistency == DL_CONS_LOCAL_SGD && dl_optim_keeps_state(os)) {
+    if (dl_strategy_model(po)->optimizer_state_per_rank && dl_optim_keeps_state(os)) {
         char momentum[48] = "";
         if (os->kind == DL_OPTIM_SGD)
             snprintf(momentum, sizeof momentum, " (momentum %g)", os->momentum);
@@ -527,8 +527,8 @@ static int setup(struct trainer *tr, struct dl_error *err)
     struct dl_parallel_opts po = o->parallel;
     if (chunks > 1) /* the gradients are final after the last chunk only */
         po.overlap = 0;
-    if (!rc && ts->optim.no_decay && ts->optim.weight_decay > 0 &&
-        (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
+    const struct dl_strategy_ops *model = dl_strategy_model(&po);
+    if (!rc && ts->optim.no_decay && ts->optim.weight_decay > 0 && !model->supports_no_decay)
         rc = dl_errorf(err, DL_ERR_SPEC, "train.optimizer.no_decay: the parameter server (--consistency ssp or "
                        "async) decays every weight; leave no_decay out or train with sync, local-sgd, gossip or easgd");
     if (!rc && ts->optim.no_decay) { /* the rank's stages share slot 0's weights */
@@ -538,7 +538,7 @@ static int setup(struct trainer *tr, struct dl_error *err)
         rc = dl_no_decay_apply(stages, tr->pipe.V, dl_pipeline_exec(&tr->pipe)->weights, ts->optim.no_decay,
                                &tr->optim, NULL, err);
     }
-    if (!rc && ts->clip_grad_norm > 0 && (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
+    if (!rc && ts->clip_grad_norm > 0 && !model->supports_clip_grad_norm)
         rc = dl_errorf(err, DL_ERR_SPEC, "--clip-grad-norm: the parameter server (--consistency ssp or async) "
                        "applies each worker's gradient on its own; clip with sync, local-sgd, gossip or easgd");
     if (!rc)
@@ -546,7 +546,7 @@ static int setup(struct trainer *tr, struct dl_error *err)
                                 forward_warning, tr, &tr->strategy, err);
     if (!rc && tr->sharded)
         rc = dl_tied_create(dl_pipeline_exec(&tr->pipe), tr->comm, &tr->tied, err);
-    if (!rc && tr->tied && (po.consistency == DL_CONS_SSP || po.consistency == DL_CONS_ASYNC))
+    if (!rc && tr->tied && !model->supports_tied_across_ranks)
         rc = dl_errorf(err, DL_ERR_SPEC, "a tied parameter (share:) whose layers run in two pipeline ranks' stages: "
                        "the parameter server (--consistency ssp or async) updates the copies on their own; train "
                        "with sync, local-sgd, gossip or easgd");
