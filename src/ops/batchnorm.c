@@ -225,6 +225,7 @@ const struct dl_op_kind dl_op_batchnorm = {
     .n_attrs = sizeof batchnorm_attrs / sizeof batchnorm_attrs[0],
     .min_inputs = 1,
     .max_inputs = 1,
+    .is_norm = 1,
     .infer = batchnorm_infer,
     .params = batchnorm_params,
     .saved_size = batchnorm_saved_size,

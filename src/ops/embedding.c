@@ -136,6 +136,7 @@ const struct dl_op_kind dl_op_embedding = {
     .n_attrs = sizeof embedding_attrs / sizeof embedding_attrs[0],
     .min_inputs = 1,
     .max_inputs = 1,
+    .is_embedding = 1,
     .micro_batch = 1,
     .id_limit = embedding_id_limit,
     .infer = embedding_infer,

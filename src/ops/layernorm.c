@@ -146,6 +146,7 @@ const struct dl_op_kind dl_op_layernorm = {
     .n_attrs = sizeof layernorm_attrs / sizeof layernorm_attrs[0],
     .min_inputs = 1,
     .max_inputs = 1,
+    .is_norm = 1,
     .micro_batch = 1,
     .row_local = 1, /* positions are independent: a band of them (sequence parallelism) */
     .infer = layernorm_infer,

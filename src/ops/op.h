@@ -169,7 +169,8 @@ struct dl_op_kind {
     int (*ignored_label)(const void *attr, int *label);
 
     /* Capabilities: what the tuner and the executor may do with a layer of
-     * this kind.  They decide; nothing compares kind names or symbols.
+     * this kind.  They decide, not the kind's name (doc/ARCHITECTURE.md names
+     * the few places that still test a kind's symbol).
      *
      * micro_batch: the tuner may split a batch into micro-batches (tune/):
      * each sample's output and input gradient depend on that sample alone and
@@ -203,6 +204,13 @@ struct dl_op_kind {
      * linear, convolution): under --precision bf16 it may run in bf16, its
      * inputs and output stored in bf16 (backends' reference-bf16). */
     int autocast_bf16;
+
+    /* What the kind's parameters are, for a rule that treats some weights
+     * apart (train.optimizer.no_decay's `norm` and `embedding`, as PyTorch
+     * recipes do): is_norm, a normalisation's scale and shift (layer and
+     * batch norm); is_embedding, a table of learned vectors looked up by
+     * token or position. */
+    int is_norm, is_embedding;
 
     /* Token ids: the number of ids the layer reads (an embedding's
      * vocabulary): its first input holds i32 ids (shape.h: [T] with dtype

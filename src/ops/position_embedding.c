@@ -94,6 +94,7 @@ const struct dl_op_kind dl_op_position_embedding = {
     .n_attrs = sizeof position_embedding_attrs / sizeof position_embedding_attrs[0],
     .min_inputs = 1,
     .max_inputs = 1,
+    .is_embedding = 1,
     .micro_batch = 1,
     .infer = position_embedding_infer,
     .params = position_embedding_params,

@@ -6,12 +6,11 @@
 
 int dl_no_decay_applies(const struct dl_layer *l, int j, unsigned kinds)
 {
-    const char *kind = l->kind->name;
     if ((kinds & DL_NO_DECAY_BIAS) && strcmp(l->param[j].name, "bias") == 0)
         return 1;
-    if ((kinds & DL_NO_DECAY_NORM) && (strcmp(kind, "layernorm") == 0 || strcmp(kind, "batchnorm") == 0))
+    if ((kinds & DL_NO_DECAY_NORM) && l->kind->is_norm)
         return 1;
-    return (kinds & DL_NO_DECAY_EMBEDDING) && (strcmp(kind, "embedding") == 0 || strcmp(kind, "position_embedding") == 0);
+    return (kinds & DL_NO_DECAY_EMBEDDING) && l->kind->is_embedding;
 }
 
 int dl_no_decay_apply(struct dl_exec *const *e, int n, const dl_real *weights, unsigned kinds, struct dl_optim *o,
