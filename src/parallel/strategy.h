@@ -1,5 +1,5 @@
 /* strategy.h: how the ranks of a job share the training, one implementation
- * per consistency model, so that the training loop (train/trainer.c) reads
+ * per consistency model, so that the training loop (train/trainer_epochs.c) reads
  * the same for all of them:
  *   serial      one process: the optimizer step (serial.c);
  *   sync        bucketed, overlapped allreduce of gradients, then the
