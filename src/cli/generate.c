@@ -118,7 +118,7 @@ static void close_cached(struct cached *d)
  * of them in one forward of the window from position 0 (which fills it),
  * then each new token is one position; a full cache starts again from the
  * last P/2 tokens. */
-static int cached_scores(struct cached *d, const struct dl_token_stream *s, float *x, int *labels, float *scores,
+static int cached_scores(struct cached *d, const struct dl_token_stream *s, int32_t *x, int *labels, float *scores,
                          struct dl_error *err)
 {
     if (d->pos == d->P && d->base + d->pos < s->n)
@@ -131,10 +131,9 @@ static int cached_scores(struct cached *d, const struct dl_token_stream *s, floa
     }
     int label = 0;
     while (d->base + d->pos < s->n) {
-        float one;
-        memcpy(&one, &s->id[d->base + d->pos], sizeof one); /* i32 in a 4-byte element */
+        const void *one = &s->id[d->base + d->pos]; /* the executor's input: one i32 */
         d->e.position0 = d->pos;
-        dl_exec_forward(&d->e, &one, &label, 1, 0);
+        dl_exec_forward(&d->e, one, &label, 1, 0);
         if (d->e.status)
             return dl_errorf(err, d->e.status, "%s", d->e.err.msg);
         d->pos++;
@@ -239,7 +238,8 @@ int dl_cli_generate(int argc, char **argv)
         have_exec = 1;
     if (!rc)
         rc = dl_load_weights(checkpoint, init_from, &e, g, &err);
-    float *x = rc ? NULL : calloc((size_t)T, sizeof *x), *scores = rc ? NULL : calloc((size_t)C, sizeof *scores);
+    int32_t *x = rc ? NULL : calloc((size_t)T, sizeof *x);
+    float *scores = rc ? NULL : calloc((size_t)C, sizeof *scores);
     int *labels = rc ? NULL : calloc((size_t)T, sizeof *labels);
     int have_sampler = 0;
     if (!rc && (!x || !scores || !labels))

@@ -288,7 +288,27 @@ int dl_batcher_seek(struct dl_batcher *b, long epoch, long step, struct dl_error
     return DL_OK;
 }
 
-int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
+/* This rank's samples lo..hi-1 of the batch from memory into x (the
+ * dataset's dtype) and y: a text dataset's windows of ids (i32), another's
+ * float values. */
+static void copy_samples(const struct dl_batcher *b, long lo, long hi, void *x, int *y)
+{
+    const struct dl_dataset *ds = b->ds;
+    long count = dl_shape_count(ds->shape), P = dl_dataset_positions(ds);
+    int32_t *ids = x;
+    float *values = x;
+    for (long i = lo; i < hi; i++) {
+        long s = sample_at(b, i);
+        if (ds->windows) {
+            dl_token_windows_get(ds->windows, s, ids + (i - lo) * count, y + (i - lo) * P);
+            continue;
+        }
+        memcpy(values + (i - lo) * count, ds->x + s * count, (size_t)count * sizeof *values);
+        memcpy(y + (i - lo) * P, ds->y + s * P, (size_t)P * sizeof *y);
+    }
+}
+
+int dl_batcher_next(struct dl_batcher *b, void *x, int *y)
 {
     if (b->step >= b->steps) {
         deliver_warnings(b, 1);
@@ -296,7 +316,7 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
     }
     long lo, hi;
     long gsize = slice(b, b->step, &lo, &hi);
-    if (b->prefetch) {
+    if (b->prefetch) { /* a sample source's decoded float values */
         int got = dl_prefetch_next(b->prefetch, x, y, &b->waited_s, &b->error);
         deliver_warnings(b, 0);
         if (got < 0)
@@ -307,16 +327,7 @@ int dl_batcher_next(struct dl_batcher *b, float *x, int *y)
             return -1;
         }
     } else {
-        long count = dl_shape_count(b->ds->shape), P = dl_dataset_positions(b->ds);
-        for (long i = lo; i < hi; i++) {
-            long s = sample_at(b, i);
-            if (b->ds->windows) {
-                dl_token_windows_get(b->ds->windows, s, x + (i - lo) * count, y + (i - lo) * P);
-                continue;
-            }
-            memcpy(x + (i - lo) * count, b->ds->x + s * count, (size_t)count * sizeof *x);
-            memcpy(y + (i - lo) * P, b->ds->y + s * P, (size_t)P * sizeof *y);
-        }
+        copy_samples(b, lo, hi, x, y);
     }
     if (b->count_labels) { /* the whole global batch, every rank's slice */
         long start = b->step * b->global_batch, labelled = 0;
@@ -335,7 +346,7 @@ void dl_batcher_count_labels(struct dl_batcher *b, int ignored)
     b->ignored_label = ignored;
 }
 
-int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y)
+int dl_batcher_next_view(struct dl_batcher *b, const void **x, const int **y)
 {
     if (b->range && b->ds->x) { /* consecutive samples in memory: no copy */
         if (b->step >= b->steps)
@@ -349,7 +360,7 @@ int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y)
     }
     if (!b->view_x) {
         size_t local = (size_t)dl_batcher_max_local(b);
-        b->view_x = dl_calloc(local * (size_t)dl_shape_count(b->ds->shape), sizeof *b->view_x, &b->error);
+        b->view_x = dl_calloc(local * (size_t)dl_shape_count(b->ds->shape), dl_dtype_size(b->ds->shape.dtype), &b->error);
         b->view_y = dl_calloc(local * (size_t)dl_dataset_positions(b->ds), sizeof *b->view_y, &b->error);
         if (!b->view_x || !b->view_y)
             return -1;

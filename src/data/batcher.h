@@ -49,7 +49,7 @@ struct dl_batcher {
     struct dl_prefetch *prefetch;
     double waited_s;             /* time dl_batcher_next spent waiting for decoding */
     struct dl_error error;       /* why dl_batcher_next returned -1 */
-    float *view_x;               /* dl_batcher_next_view's buffers */
+    void *view_x;                /* dl_batcher_next_view's buffers (x of the dataset's dtype) */
     int *view_y;
     /* unreadable samples (guarded by bad_mu: decode threads find them) */
     pthread_mutex_t bad_mu;
@@ -93,16 +93,17 @@ void dl_batcher_start_epoch(struct dl_batcher *b, long epoch);
 int dl_batcher_seek(struct dl_batcher *b, long epoch, long step, struct dl_error *err);
 
 /* Copies this rank's slice of the next global batch into x (size x
- * dl_shape_count floats) and y (size labels) and returns its size, which is
- * at least 1 and at most dl_batcher_max_local(b); returns 0 at the end of the
- * epoch, and -1 when a sample could not be made (an unreadable one with
- * DL_BAD_FAIL, or out of memory): the message is in b->error.  The global
- * batch size is then in b->last_global. */
-int dl_batcher_next(struct dl_batcher *b, float *x, int *y);
+ * dl_shape_count values of the dataset's dtype, ds->shape.dtype: floats, or
+ * a text dataset's token ids as int32_t) and y (size labels) and returns its
+ * size, which is at least 1 and at most dl_batcher_max_local(b); returns 0
+ * at the end of the epoch, and -1 when a sample could not be made (an
+ * unreadable one with DL_BAD_FAIL, or out of memory): the message is in
+ * b->error.  The global batch size is then in b->last_global. */
+int dl_batcher_next(struct dl_batcher *b, void *x, int *y);
 
 /* Same, returning pointers (valid until the next call) instead of copying:
  * into the dataset itself for in-memory data read in range mode. */
-int dl_batcher_next_view(struct dl_batcher *b, const float **x, const int **y);
+int dl_batcher_next_view(struct dl_batcher *b, const void **x, const int **y);
 
 /* Unreadable samples met so far. */
 long dl_batcher_bad_samples(struct dl_batcher *b);

@@ -146,8 +146,8 @@ int dl_prefetch_create(const struct dl_prefetch_ops *ops, void *ctx, int threads
     int rc = p->slots && p->threads ? DL_OK : DL_ERR_NOMEM;
     for (int i = 0; !rc && i < depth; i++) {
         p->slots[i].batch = -1;
-        p->slots[i].x = dl_calloc((size_t)max_batch * sample_floats, sizeof(float), err);
-        p->slots[i].y = dl_calloc((size_t)max_batch, sizeof(int), err);
+        p->slots[i].x = dl_calloc((size_t)max_batch * sample_floats, sizeof *p->slots[i].x, err);
+        p->slots[i].y = dl_calloc((size_t)max_batch, sizeof *p->slots[i].y, err);
         if (!p->slots[i].x || !p->slots[i].y)
             rc = DL_ERR_NOMEM;
     }

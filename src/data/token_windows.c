@@ -135,7 +135,7 @@ int dl_token_windows_split(struct dl_token_windows *w, long lo, long hi, int T, 
     return DL_OK;
 }
 
-void dl_token_windows_get(const struct dl_token_windows *w, long i, float *x, int *y)
+void dl_token_windows_get(const struct dl_token_windows *w, long i, int32_t *ids, int *y)
 {
     long k = w->lo + i * w->T;
     int f = file_of(w, k);
@@ -143,8 +143,8 @@ void dl_token_windows_get(const struct dl_token_windows *w, long i, float *x, in
         while (k >= w->start[f + 1]) /* into the next file */
             f++;
         int32_t id = (int32_t)file_id(&w->file[f], k - w->start[f]);
-        if (t < w->T && x)
-            memcpy(&x[t], &id, sizeof id); /* i32 in a 4-byte element */
+        if (t < w->T && ids)
+            ids[t] = id;
         if (t > 0)
             y[t - 1] = id;
     }

@@ -60,10 +60,9 @@ int dl_token_windows_check(const struct dl_token_windows *w, int below, const ch
 int dl_token_windows_split(struct dl_token_windows *w, long lo, long hi, int T, long limit, const char *what,
                            const char *split, const char *path, struct dl_error *err);
 
-/* Window i of the split: its T ids into x (i32 in 4-byte elements,
- * core/shape.h; NULL: not wanted) and the next id at each position into
- * y. */
-void dl_token_windows_get(const struct dl_token_windows *w, long i, float *x, int *y);
+/* Window i of the split: its T ids into ids (NULL: not wanted) and the
+ * next id at each position into y. */
+void dl_token_windows_get(const struct dl_token_windows *w, long i, int32_t *ids, int *y);
 
 /* Unmaps the files and frees w's memory (w itself too); NULL is ignored. */
 void dl_token_windows_free(struct dl_token_windows *w);

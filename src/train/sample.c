@@ -66,15 +66,15 @@ int dl_sampler_draw(struct dl_sampler *z, const float *s)
     return z->order[K - 1];
 }
 
-int dl_sample_window_scores(struct dl_exec *e, int T, const int32_t *ids, long n, float *x, int *labels,
+int dl_sample_window_scores(struct dl_exec *e, int T, const int32_t *ids, long n, int32_t *window, int *labels,
                             float *scores, struct dl_error *err)
 {
     long first = n > T ? n - T : 0, used = n - first;
-    memset(x, 0, sizeof *x * (size_t)T);
+    memset(window, 0, sizeof *window * (size_t)T);
     memset(labels, 0, sizeof *labels * (size_t)T);
-    for (long t = 0; t < used; t++)
-        memcpy(&x[t], &ids[first + t], sizeof *ids); /* i32 in a 4-byte element */
-    dl_exec_forward(e, x, labels, 1, 0);
+    memcpy(window, &ids[first], sizeof *window * (size_t)used);
+    const void *input = window; /* the executor's input: T values of its dtype, i32 */
+    dl_exec_forward(e, input, labels, 1, 0);
     if (e->status)
         return dl_errorf(err, e->status, "%s", e->err.msg);
     return dl_exec_scores_at(e, 0, (int)used - 1, scores, err);

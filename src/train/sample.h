@@ -31,10 +31,10 @@ void dl_sampler_free(struct dl_sampler *z);
 int dl_sampler_draw(struct dl_sampler *z, const float *s);
 
 /* The scores after ids[0..n) (n >= 1): the last T of them through e's
- * network of input [T] (later positions padded with 0, which a causal
- * network never reads) on sample 0, read at the last real position.  x and
- * labels: scratch of T. */
-int dl_sample_window_scores(struct dl_exec *e, int T, const int32_t *ids, long n, float *x, int *labels,
+ * network of input [T] (i32; later positions padded with 0, which a causal
+ * network never reads) on sample 0, read at the last real position.
+ * window and labels: scratch of T. */
+int dl_sample_window_scores(struct dl_exec *e, int T, const int32_t *ids, long n, int32_t *window, int *labels,
                             float *scores, struct dl_error *err);
 
 /* Writes token id's text to f: the byte itself without a vocabulary, the

@@ -189,7 +189,8 @@ static int sample(struct trainer *tr, long global_step, struct dl_error *err)
     if (rc)
         return rc;
     int32_t *ids = dl_calloc((size_t)n + 1, sizeof *ids, err);
-    float *x = ids ? dl_calloc((size_t)T, sizeof *x, err) : NULL, *scores = x ? dl_calloc((size_t)C, sizeof *scores, err) : NULL;
+    int32_t *x = ids ? dl_calloc((size_t)T, sizeof *x, err) : NULL;
+    float *scores = x ? dl_calloc((size_t)C, sizeof *scores, err) : NULL;
     int *labels = scores ? dl_calloc((size_t)T, sizeof *labels, err) : NULL;
     char *text = NULL;
     size_t len = 0;

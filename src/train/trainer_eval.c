@@ -32,7 +32,7 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     struct dl_batcher reader;
     int rc = dl_batcher_init_range(&reader, &tr->data.test, dl_pipeline_exec(&tr->pipe)->max_batch, first, count, err);
     int b = 0;
-    const float *x;
+    const void *x;
     const int *y;
     double sums[2] = {0, 0};
     while (!rc && (b = dl_batcher_next_view(&reader, &x, &y)) > 0) {
