@@ -65,15 +65,15 @@ const struct dl_dtype_traits dl_dtype_table[DL_DTYPE_COUNT] = {
 
 const char *const dl_precision_names[] = {fp32_name, bf16_name, NULL};
 
-/* The table's names (or precision spellings) in enum order, joined by ", "
- * and the last by `last` (", " or " or "). */
-static void join(char *buf, size_t size, int precision, const char *last)
+/* The table's names (or precision spellings) of the dtypes in `among`, in
+ * enum order, joined by ", " and the last by `last` (", " or " or "). */
+static void join(char *buf, size_t size, int precision, unsigned among, const char *last)
 {
     const char *pick[DL_DTYPE_COUNT];
     int n = 0;
     for (int t = 0; t < DL_DTYPE_COUNT; t++) {
         const char *s = precision ? dl_dtype_table[t].precision : dl_dtype_table[t].name;
-        if (s)
+        if (s && among & DL_DTYPE_BIT(t))
             pick[n++] = s;
     }
     size_t used = 0;
@@ -82,16 +82,22 @@ static void join(char *buf, size_t size, int precision, const char *last)
         used += (size_t)snprintf(buf + used, size - used, "%s%s", i == 0 ? "" : i == n - 1 ? last : ", ", pick[i]);
 }
 
-int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
+int dl_dtype_parse_among(const char *what, const char *name, unsigned among, enum dl_dtype *out,
+                         struct dl_error *err)
 {
     for (int t = 0; t < DL_DTYPE_COUNT; t++)
-        if (strcmp(dl_dtype_table[t].name, name) == 0) {
+        if (among & DL_DTYPE_BIT(t) && strcmp(dl_dtype_table[t].name, name) == 0) {
             *out = (enum dl_dtype)t;
             return DL_OK;
         }
     char list[128];
-    join(list, sizeof list, 0, ", ");
+    join(list, sizeof list, 0, among, ", ");
     return dl_errorf(err, DL_ERR_SPEC, "%s: expected one of %s, found '%s'", what, list, name);
+}
+
+int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
+{
+    return dl_dtype_parse_among(what, name, DL_DTYPE_ALL, out, err);
 }
 
 int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err)
@@ -102,7 +108,7 @@ int dl_precision_parse(const char *what, const char *name, enum dl_dtype *out, s
             return DL_OK;
         }
     char list[128];
-    join(list, sizeof list, 1, " or ");
+    join(list, sizeof list, 1, DL_DTYPE_ALL, " or ");
     return dl_errorf(err, DL_ERR_SPEC, "%s: expected %s, found '%s'", what, list, name);
 }
 

@@ -67,9 +67,18 @@ static inline size_t dl_dtype_value_size(enum dl_dtype t)
     return t == DL_F32 ? sizeof(dl_real) : dl_dtype_size(t);
 }
 
+/* A set of dtypes: the bit of each, or'ed (every one: DL_DTYPE_ALL). */
+#define DL_DTYPE_BIT(t) (1u << (t))
+#define DL_DTYPE_ALL (DL_DTYPE_BIT(DL_DTYPE_COUNT) - 1u)
+
 /* The dtype named name (the table's names): DL_ERR_SPEC naming `what` and
  * the names otherwise. */
 int dl_dtype_parse(const char *what, const char *name, enum dl_dtype *out, struct dl_error *err);
+/* The same among the dtypes of the set `among` only (a network's input is
+ * f32 or i32): DL_ERR_SPEC naming `what` and those names otherwise
+ * ("expected one of f32, i32, found 'x'"). */
+int dl_dtype_parse_among(const char *what, const char *name, unsigned among, enum dl_dtype *out,
+                         struct dl_error *err);
 /* The dtype whose precision spelling is name (--precision, --grad-dtype,
  * --save-dtype): "fp32" is DL_F32, "bf16" DL_BF16; DL_ERR_SPEC naming `what`
  * and the spellings ("expected fp32 or bf16") otherwise. */

@@ -42,15 +42,35 @@ void dl_net_defaults(struct dl_net *net)
 }
 
 /* ------------------------------------------------------------ small sections */
+/* The dtypes a network's input may have: f32 values, i32 token ids. */
+#define INPUT_DTYPES (DL_DTYPE_BIT(DL_F32) | DL_DTYPE_BIT(DL_I32))
+
+/* input.dtype (f32 when absent), located in the file when it is not one of
+ * INPUT_DTYPES. */
+static int parse_input_dtype(const struct dl_ynode *m, enum dl_dtype *dtype, struct dl_error *err)
+{
+    const struct dl_ynode *d = dl_ymap_get(m, "dtype");
+    const char *name;
+    struct dl_error bad = {0};
+    *dtype = DL_F32;
+    if (!d)
+        return DL_OK;
+    if (dl_y_string(d, "input.dtype", &name, err))
+        return DL_ERR_SPEC;
+    if (dl_dtype_parse_among("input.dtype", dl_short(name).s, INPUT_DTYPES, dtype, &bad))
+        return dl_yerrorf(err, DL_ERR_SPEC, d, "%s", bad.msg);
+    return DL_OK;
+}
+
 static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *classes, struct dl_error *err)
 {
     static const char *const keys[] = {"shape", "dtype", "classes", NULL};
-    static const char *const dtypes[] = {"f32", "i32", NULL};
     if (dl_y_check_keys(m, "input", keys, NULL, err))
         return DL_ERR_SPEC;
-    int dt = 0;
-    if (dl_ymap_enum(m, "dtype", "input", dtypes, &dt, err))
+    enum dl_dtype dtype;
+    if (parse_input_dtype(m, &dtype, err))
         return DL_ERR_SPEC;
+    int ids = !dl_dtype_traits(dtype)->is_float; /* token ids: a list [T] of positions */
     const struct dl_ynode *s = dl_ymap_get(m, "shape");
     if (!s)
         return dl_yerrorf(err, DL_ERR_SPEC, m, "input: missing required key 'shape' ([C, H, W], [T, C] or [features]; "
@@ -58,17 +78,17 @@ static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *cl
     if (s->kind != DL_Y_SEQ || s->n < 1 || s->n > 3)
         return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: expected a list [C, H, W], [T, C] or [features], found "
                           "%s%s", dl_ynode_kind_name(s), s->kind == DL_Y_SEQ ? " of another length" : "");
-    if (dt == 1 && s->n != 1)
+    if (ids && s->n != 1)
         return dl_yerrorf(err, DL_ERR_SPEC, s, "input.shape: token ids (dtype: i32) are a list [T] of positions, "
                           "found a list of %d", s->n);
     long v[3] = {1, 1, 1};
     for (int i = 0; i < s->n; i++)
         if (dl_y_int(s->items[i], "input.shape", 1, 1 << 20, &v[i], err))
             return DL_ERR_SPEC;
-    if (dt == 1)
-        *shape = dl_shape_seq((int)v[0], 1, DL_I32);
+    if (ids)
+        *shape = dl_shape_seq((int)v[0], 1, dtype);
     else if (s->n == 2)
-        *shape = dl_shape_seq((int)v[0], (int)v[1], DL_F32);
+        *shape = dl_shape_seq((int)v[0], (int)v[1], dtype);
     else
         *shape = (struct dl_shape){(int)v[0], (int)v[1], (int)v[2]}; /* rank as its dims say (shape.h) */
     if (dl_shape_count(*shape) > (1L << 30))
