@@ -182,6 +182,23 @@ static void bulk_equals_scalar(void **state)
     free(x), free(y), free(h), free(k);
 }
 
+/* A lookup among some dtypes (a network's input.dtype: f32 or i32): the
+ * others refused by name, the message listing those allowed only. */
+static void parse_among(void **state)
+{
+    (void)state;
+    struct dl_error err = {0};
+    enum dl_dtype t = DL_F32;
+    unsigned inputs = DL_DTYPE_BIT(DL_F32) | DL_DTYPE_BIT(DL_I32);
+    assert_int_equal(dl_dtype_parse_among("input.dtype", "i32", inputs, &t, &err), DL_OK);
+    assert_int_equal(t, DL_I32);
+    assert_int_equal(dl_dtype_parse_among("input.dtype", "bf16", inputs, &t, &err), DL_ERR_SPEC);
+    assert_string_equal(err.msg, "input.dtype: expected one of f32, i32, found 'bf16'");
+    assert_int_equal(t, DL_I32);
+    assert_int_equal(dl_dtype_parse("dtype", "x", &t, &err), DL_ERR_SPEC);
+    assert_string_equal(err.msg, "dtype: expected one of f32, bf16, i32, i64, found 'x'");
+}
+
 /* The table's facts: sizes, names, kinds, precision spellings. */
 static void table_facts(void **state)
 {
@@ -337,7 +354,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_patterns), cmocka_unit_test(halfway_and_edges), cmocka_unit_test(nans),
         cmocka_unit_test(exact_back), cmocka_unit_test(bulk_equals_scalar), cmocka_unit_test(bulk_sum_equals_scalar),
-        cmocka_unit_test(table_facts), cmocka_unit_test(table_conversions),
+        cmocka_unit_test(table_facts), cmocka_unit_test(table_conversions), cmocka_unit_test(parse_among),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
