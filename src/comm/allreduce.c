@@ -64,7 +64,7 @@ const struct dl_allreduce_algo *dl_allreduce_choose(const struct dl_comm *c, siz
     for (int i = 0; i < n_algos; i++) {
         if (!algos[i].cost)
             continue;
-        double t = algos[i].cost(cp, c->size, (double)n * sizeof(float), opts);
+        double t = algos[i].cost(cp, c->size, (double)n * dl_dtype_size(DL_F32), opts);
         if (!best || t < best_t)
             best = &algos[i], best_t = t;
     }

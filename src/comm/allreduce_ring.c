@@ -53,7 +53,7 @@ static int post_recvs(struct ring *g, int step, int b, struct dl_error *err)
     size_t blen = block_len(g, b);
     for (size_t j = 0; j < nsegs(g, blen); j++) {
         int rc = g->c->ops->irecv(g->c, recv_dst(g, step, b, j),
-                                  seg_len(g, blen, j) * sizeof(float), g->left, g->tagbase + step,
+                                  seg_len(g, blen, j) * sizeof *g->buf, g->left, g->tagbase + step,
                                   &g->rreq[step % 2][j], err);
         if (rc != DL_OK)
             return rc;
@@ -65,7 +65,7 @@ static int send_seg(struct ring *g, int step, int b, size_t j, struct dl_error *
 {
     size_t blen = block_len(g, b);
     const float *src = g->buf + dl_block_lo(g->n, g->c->size, b) + j * g->seg;
-    return g->c->ops->isend(g->c, src, seg_len(g, blen, j) * sizeof(float), g->right, g->tagbase + step,
+    return g->c->ops->isend(g->c, src, seg_len(g, blen, j) * sizeof *src, g->right, g->tagbase + step,
                             &g->sreq[step % 2][j], err);
 }
 
@@ -131,7 +131,7 @@ int dl_allreduce_ring(struct dl_comm *c, float *buf, size_t n,
         g.sreq[k] = reqs + (size_t)(2 + k) * g.maxseg;
     }
     g.tmp_stride = maxblock;
-    g.tmp = dl_comm_scratch(c, 2 * maxblock * sizeof(float), err);
+    g.tmp = dl_comm_scratch(c, 2 * maxblock * sizeof *g.tmp, err);
     int rc = g.tmp ? ring_phase(&g, c->rank, err) : DL_ERR_NOMEM;
     if (rc == DL_OK) {
         g.tmp = NULL;

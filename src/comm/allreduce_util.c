@@ -25,7 +25,7 @@ void dl_reduce_add(float *restrict dst, const float *restrict src, size_t n)
 size_t dl_segment_floats(const struct dl_allreduce_opts *opts)
 {
     size_t bytes = opts && opts->segment_bytes ? opts->segment_bytes : DL_ALLREDUCE_SEGMENT;
-    size_t f = bytes / sizeof(float);
+    size_t f = bytes / dl_dtype_size(DL_F32);
     return f ? f : 1;
 }
 
@@ -107,5 +107,5 @@ int dl_pow2_real(int v, int p)
 
 size_t dl_allreduce_ring_bytes(int p, size_t n)
 {
-    return p > 1 ? (size_t)(2.0 * (p - 1) / p * sizeof(float) * (double)n) : 0;
+    return p > 1 ? (size_t)(2.0 * (p - 1) / p * dl_dtype_size(DL_F32) * (double)n) : 0;
 }

@@ -72,8 +72,8 @@ int dl_codec_state_create(const struct dl_codec_spec *spec, size_t n, uint64_t s
         return DL_ERR_NOMEM;
     st->spec = *spec;
     st->n = n;
-    st->residual = dl_calloc(n, sizeof(float), err);
-    st->server_residual = st->residual ? dl_calloc(n, sizeof(float), err) : NULL;
+    st->residual = dl_calloc(n, sizeof *st->residual, err);
+    st->server_residual = st->residual ? dl_calloc(n, sizeof *st->server_residual, err) : NULL;
     if (!st->server_residual) {
         dl_codec_state_free(st);
         return DL_ERR_NOMEM;
@@ -230,7 +230,7 @@ static int dense_allreduce(struct dl_comm *c, struct dl_codec_state *st, float *
     size_t n = st->n, total = block_offset(st, p, p), rb = block_bytes(st, p, r);
     size_t rlo = dl_block_lo(n, p, r), rlen = dl_block_lo(n, p, r + 1) - rlo;
     /* v (n floats) | sum (rlen) | own encodings (total) | received (p * rb) */
-    size_t fbytes = (n + rlen) * sizeof(float);
+    size_t fbytes = (n + rlen) * dl_dtype_size(DL_F32);
     unsigned char *w = dl_calloc(fbytes + total + (size_t)p * rb + 64, 1, err);
     if (!w)
         return DL_ERR_NOMEM;

@@ -19,13 +19,13 @@ static size_t nbuckets(size_t n)
 
 static size_t bytes_qsgd(const struct dl_codec_spec *s, size_t n)
 {
-    return nbuckets(n) * sizeof(float) + (n * (size_t)s->bits + 7) / 8;
+    return nbuckets(n) * dl_dtype_size(DL_F32) + (n * (size_t)s->bits + 7) / 8;
 }
 
 static void encode_qsgd(const struct dl_codec_spec *s, const float *v, size_t n, void *out,
                         struct dl_rng *rng)
 {
-    unsigned char *codes = (unsigned char *)out + nbuckets(n) * sizeof(float);
+    unsigned char *codes = (unsigned char *)out + nbuckets(n) * dl_dtype_size(DL_F32);
     uint32_t levels = (1u << (s->bits - 1)) - 1, sign = 1u << (s->bits - 1);
     for (size_t b = 0; b * QSGD_BUCKET < n; b++) {
         size_t lo = b * QSGD_BUCKET, hi = lo + QSGD_BUCKET < n ? lo + QSGD_BUCKET : n;
@@ -46,7 +46,7 @@ static void encode_qsgd(const struct dl_codec_spec *s, const float *v, size_t n,
 
 static void decode_add_qsgd(const struct dl_codec_spec *s, const void *in, size_t n, float *out)
 {
-    const unsigned char *codes = (const unsigned char *)in + nbuckets(n) * sizeof(float);
+    const unsigned char *codes = (const unsigned char *)in + nbuckets(n) * dl_dtype_size(DL_F32);
     uint32_t levels = (1u << (s->bits - 1)) - 1, sign = 1u << (s->bits - 1);
     for (size_t b = 0; b * QSGD_BUCKET < n; b++) {
         size_t lo = b * QSGD_BUCKET, hi = lo + QSGD_BUCKET < n ? lo + QSGD_BUCKET : n;

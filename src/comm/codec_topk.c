@@ -79,7 +79,7 @@ void dl_topk_select(const float *v, size_t n, size_t k, uint32_t *idx, float *wo
 /* Encoding: k indices (uint32) then k values. */
 static size_t bytes_topk(const struct dl_codec_spec *s, size_t n)
 {
-    return dl_topk_count(s, n) * (sizeof(uint32_t) + sizeof(float));
+    return dl_topk_count(s, n) * (sizeof(uint32_t) + dl_dtype_size(DL_F32));
 }
 
 static void encode_topk(const struct dl_codec_spec *s, const float *v, size_t n, void *out,
@@ -141,7 +141,7 @@ static int to_dense(struct tk *t, struct tk_set *s, struct dl_error *err)
 {
     if (s->dense)
         return DL_OK;
-    s->dense = dl_calloc(t->n, sizeof(float), err);
+    s->dense = dl_calloc(t->n, sizeof *s->dense, err);
     if (!s->dense)
         return DL_ERR_NOMEM;
     for (size_t i = 0; i < s->nnz; i++)
@@ -190,14 +190,14 @@ static int send_set(struct tk *t, int peer, struct dl_error *err)
     int rc = c->ops->send(c, &hdr, sizeof hdr, peer, DL_TAG_TOPK_HEADER, err);
     t->stats->bytes_sent += sizeof hdr;
     if (rc == DL_OK && t->cur.dense) {
-        t->stats->bytes_sent += t->n * sizeof(float);
-        return c->ops->send(c, t->cur.dense, t->n * sizeof(float), peer, DL_TAG_TOPK_DENSE, err);
+        t->stats->bytes_sent += t->n * sizeof *t->cur.dense;
+        return c->ops->send(c, t->cur.dense, t->n * sizeof *t->cur.dense, peer, DL_TAG_TOPK_DENSE, err);
     }
     if (rc == DL_OK)
         rc = c->ops->send(c, t->cur.idx, t->cur.nnz * sizeof(uint32_t), peer, DL_TAG_TOPK_INDICES, err);
     if (rc == DL_OK)
-        rc = c->ops->send(c, t->cur.val, t->cur.nnz * sizeof(float), peer, DL_TAG_TOPK_VALUES, err);
-    t->stats->bytes_sent += t->cur.nnz * (sizeof(uint32_t) + sizeof(float));
+        rc = c->ops->send(c, t->cur.val, t->cur.nnz * sizeof *t->cur.val, peer, DL_TAG_TOPK_VALUES, err);
+    t->stats->bytes_sent += t->cur.nnz * (sizeof(uint32_t) + dl_dtype_size(DL_F32));
     return rc;
 }
 
@@ -213,7 +213,7 @@ static int recv_set(struct tk *t, int peer, int into_cur, struct dl_error *err)
     if (hdr == TK_DENSE) {
         if ((rc = to_dense(t, s, err)) != DL_OK)
             return rc;
-        return c->ops->recv(c, s->dense, t->n * sizeof(float), peer, DL_TAG_TOPK_DENSE, err);
+        return c->ops->recv(c, s->dense, t->n * sizeof *s->dense, peer, DL_TAG_TOPK_DENSE, err);
     }
     if (hdr > t->cap)
         return dl_errorf(err, DL_ERR_COMM, "top-k: peer %d sent %llu pairs (at most %zu)", peer,
@@ -222,7 +222,7 @@ static int recv_set(struct tk *t, int peer, int into_cur, struct dl_error *err)
     s->dense = NULL;
     s->nnz = (size_t)hdr;
     rc = c->ops->recv(c, s->idx, s->nnz * sizeof(uint32_t), peer, DL_TAG_TOPK_INDICES, err);
-    return rc == DL_OK ? c->ops->recv(c, s->val, s->nnz * sizeof(float), peer, DL_TAG_TOPK_VALUES, err) : rc;
+    return rc == DL_OK ? c->ops->recv(c, s->val, s->nnz * sizeof *s->val, peer, DL_TAG_TOPK_VALUES, err) : rc;
 }
 
 /* One round with a partner: the lower rank sends first, so blocking calls
@@ -274,7 +274,7 @@ int dl_topk_allreduce(struct dl_comm *c, const struct dl_codec_spec *spec, float
     t.cap = n / 2;
     /* cur, in and the merge output: room pairs each; work: n floats */
     size_t room = (k > t.cap ? k : t.cap) + 1, pairs = 3 * room;
-    unsigned char *w = dl_calloc(pairs * 8 + n * sizeof(float), 1, err);
+    unsigned char *w = dl_calloc(pairs * 8 + n * dl_dtype_size(DL_F32), 1, err);
     if (!w)
         return DL_ERR_NOMEM;
     uint32_t *ib = (uint32_t *)w;

@@ -242,11 +242,11 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     dl_cost_defaults(out);
     if (c->size == 1)
         return DL_OK;
-    float *a = dl_calloc(2 * large / sizeof(float), sizeof(float), err);
+    float *a = dl_calloc(2 * large / sizeof *a, sizeof *a, err);
     if (!a)
         return DL_ERR_NOMEM;
-    float *b = a + large / sizeof(float);
-    for (size_t i = 0; i < large / sizeof(float); i++)
+    float *b = a + large / sizeof *a;
+    for (size_t i = 0; i < large / sizeof *a; i++)
         a[i] = (float)(i % 7), b[i] = 1;
     double t_small = 0, t_ring = 0, t_pair = 0, t_ring1 = 0, t_oneway = 0, t_ring64 = 0;
     int rc = time_exchange(c, PAIRS, (char *)a, (char *)b, 8, 5, &t_small, err); /* warm-up */
@@ -270,25 +270,25 @@ int dl_cost_measure(struct dl_comm *c, struct dl_cost_params *out, struct dl_err
     for (int i = 0; i < 5 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
         double t0 = dl_clock_now();
-        dl_reduce_add(a, b, large / sizeof(float));
+        dl_reduce_add(a, b, large / sizeof *a);
         rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tgl[i], err);
     }
     for (int i = 0; i < 31 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
         double t0 = dl_clock_now();
-        dl_reduce_add(a, b, SMALL_VECTOR / sizeof(float));
+        dl_reduce_add(a, b, SMALL_VECTOR / sizeof *a);
         rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tgs[i], err);
     }
     for (int i = 0; i < 9 && rc == DL_OK; i++) {
         rc = c->ops->barrier(c, err);
         double t0 = dl_clock_now();
-        dl_reduce_add(a, b, big / sizeof(float));
+        dl_reduce_add(a, b, big / sizeof *a);
         rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tg[i], err);
         if (rc == DL_OK)
             rc = c->ops->barrier(c, err);
         t0 = dl_clock_now();
         if (c->rank == 0)
-            dl_reduce_add(a, b, big / sizeof(float));
+            dl_reduce_add(a, b, big / sizeof *a);
         rc = rc != DL_OK ? rc : slowest(c, dl_clock_now() - t0, &tg1[i], err);
     }
     free(a);

@@ -7,7 +7,7 @@
 
 int dl_comm_sum_dtype_ok(enum dl_dtype dtype, struct dl_error *err)
 {
-    if (dtype == DL_F32 || dtype == DL_BF16)
+    if ((unsigned)dtype < DL_DTYPE_COUNT && dl_dtype_traits(dtype)->is_float) /* f32, bf16 */
         return DL_OK;
     return dl_errorf(err, DL_ERR_INTERNAL, "a sum over the ranks of %s values (only f32 and bf16 are summed)",
                      (unsigned)dtype < DL_DTYPE_COUNT ? dl_dtype_name(dtype) : "unknown");
@@ -21,7 +21,7 @@ int dl_comm_sum_as_f32(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t
         return rc;
     if (dtype == DL_F32)
         return sum(c, buf, n, ctx, err);
-    float *wide = dl_comm_grow(&c->widened, &c->widened_bytes, n * sizeof(float), "f32 copies of bf16 values", err);
+    float *wide = dl_comm_grow(&c->widened, &c->widened_bytes, n * sizeof *wide, "f32 copies of bf16 values", err);
     if (!wide)
         return DL_ERR_NOMEM;
     rc = dl_cast(buf, DL_BF16, wide, DL_F32, (long)n, err);
@@ -39,7 +39,7 @@ int dl_comm_scatter_as_f32(struct dl_comm *c, const void *send, void *recv, enum
     if (dtype == DL_F32)
         return scatter(c, send, recv, count, err);
     size_t all = (size_t)c->size * count;
-    float *wide = dl_comm_grow(&c->widened, &c->widened_bytes, (all + count) * sizeof(float),
+    float *wide = dl_comm_grow(&c->widened, &c->widened_bytes, (all + count) * sizeof *wide,
                                "f32 copies of bf16 values", err);
     if (!wide)
         return DL_ERR_NOMEM;

@@ -440,7 +440,7 @@ static int feeds(const struct dl_data_spec *spec, const char *name, const struct
 {
     char buf[64];
     dl_shape_str(want->shape, buf, sizeof buf);
-    int text = spec->kind == DL_DATASET_TEXT || spec->kind == DL_DATASET_TOKENS, ids = want->shape.dtype == DL_I32;
+    int text = spec->kind == DL_DATASET_TEXT || spec->kind == DL_DATASET_TOKENS, ids = !dl_dtype_traits(want->shape.dtype)->is_float;
     if (text && (!ids || want->positions != want->shape.h))
         return dl_errorf(err, DL_ERR_SPEC, "%s: a %s dataset gives token ids [T] (i32) and the next id at every "
                          "position (a loss over [T, classes]); the network reads %s with %d label%s per sample",

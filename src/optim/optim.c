@@ -71,7 +71,7 @@ int dl_optim_init_on(struct dl_optim *o, const struct dl_optim_spec *spec, long 
     o->spec = *spec;
     o->n = n;
     o->t = 0;
-    size_t bytes = sizeof(dl_real) * (size_t)(n > 0 ? n : 1) *
+    size_t bytes = dl_dtype_value_size(DL_F32) * (size_t)(n > 0 ? n : 1) *
                    (size_t)(o->algo->state_vectors ? o->algo->state_vectors : 1);
     o->state = device->alloc(bytes, err);
     if (!o->state)

@@ -48,9 +48,9 @@ static int worker_round(struct dl_strategy *s, struct dl_step_stats *st, struct 
     for (int sv = 0; sv < im->servers; sv++) {
         long lo, hi;
         dl_ps_shard(e->n_weights, im->servers, sv, &lo, &hi);
-        size_t bytes = sizeof im->round + sizeof(float) * (size_t)(hi - lo);
+        size_t bytes = sizeof im->round + sizeof *e->weights * (size_t)(hi - lo);
         memcpy(im->msg, &im->round, sizeof im->round);
-        memcpy(im->msg + sizeof im->round, e->weights + lo, sizeof(float) * (size_t)(hi - lo));
+        memcpy(im->msg + sizeof im->round, e->weights + lo, sizeof *e->weights * (size_t)(hi - lo));
         int rc = c->ops->send(c, im->msg, bytes, sv, DL_TAG_EASGD_PUSH, err);
         if (rc)
             return rc;
@@ -59,7 +59,7 @@ static int worker_round(struct dl_strategy *s, struct dl_step_stats *st, struct 
     for (int sv = 0; sv < im->servers; sv++) {
         long lo, hi;
         dl_ps_shard(e->n_weights, im->servers, sv, &lo, &hi);
-        int rc = c->ops->recv(c, im->center, sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_EASGD_CENTER, err);
+        int rc = c->ops->recv(c, im->center, sizeof *im->center * (size_t)(hi - lo), sv, DL_TAG_EASGD_CENTER, err);
         if (rc)
             return rc;
         for (long i = lo; i < hi; i++)
@@ -114,7 +114,7 @@ static int serve_round(struct dl_strategy *s, struct dl_ps_worker_slot *w, int i
     struct dl_comm *comm = s->comm;
     struct round_header h;
     memcpy(&h, w[i].msg, sizeof h);
-    int rc = comm->ops->send(comm, c, sizeof(float) * (size_t)len, im->servers + i, DL_TAG_EASGD_CENTER, err);
+    int rc = comm->ops->send(comm, c, sizeof *c * (size_t)len, im->servers + i, DL_TAG_EASGD_CENTER, err);
     if (rc)
         return rc;
     const float *x = (const float *)(w[i].msg + sizeof h);
@@ -146,7 +146,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
     int workers = c->size - im->servers;
     long lo, hi;
     dl_ps_shard(e->n_weights, im->servers, c->rank, &lo, &hi);
-    size_t bytes = sizeof(struct round_header) + sizeof(float) * (size_t)(hi - lo);
+    size_t bytes = sizeof(struct round_header) + dl_dtype_size(DL_F32) * (size_t)(hi - lo);
     struct dl_ps_worker_slot *w = dl_calloc((size_t)workers, sizeof *w, err);
     int rc = w ? DL_OK : DL_ERR_NOMEM;
     for (int i = 0; !rc && i < workers; i++) {
@@ -215,7 +215,7 @@ static int easgd_async_create(struct dl_strategy *s, const struct dl_parallel_op
     long lo, hi;
     dl_ps_shard(s->exec->n_weights, im->servers, 0, &lo, &hi); /* shard 0 is the largest */
     size_t len = (size_t)(hi - lo > 0 ? hi - lo : 1);
-    im->msg = dl_calloc(sizeof(struct round_header) + sizeof(float) * len, 1, err);
+    im->msg = dl_calloc(sizeof(struct round_header) + dl_dtype_size(DL_F32) * len, 1, err);
     im->center = im->msg ? dl_calloc(len, sizeof *im->center, err) : NULL;
     if (!im->center) {
         easgd_async_destroy(s);

@@ -181,7 +181,7 @@ static void trace_job(struct dl_grad_sync *s, int k, long step, double t0, doubl
                                 .detail = s->trace_algorithm, .chunk = -1, .peer = -1, .index = bucket ? k : -1,
                                 .kind = DL_TRACE_ALLREDUCE};
     if (bucket)
-        ev.bytes = (long)sizeof(float) * (s->buckets[k].hi - s->buckets[k].lo);
+        ev.bytes = (long)dl_dtype_size(DL_F32) * (s->buckets[k].hi - s->buckets[k].lo);
     else
         ev.bytes = (long)sizeof(double) * s->n_extra;
     dl_trace_lane_step(tr, DL_TRACE_COMM, step);
@@ -292,7 +292,7 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
         dl_grad_sync_free(s);
         return DL_ERR_NOMEM;
     }
-    long per = (long)((o->bucket_bytes ? o->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
+    long per = (long)((o->bucket_bytes ? o->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / dl_dtype_size(DL_F32));
     struct dl_bucket_range *ranges = NULL;
     int rc = dl_buckets_cut(e, per, 0, &ranges, &s->n_buckets, err);
     if (!rc && !(s->buckets = dl_calloc((size_t)s->n_buckets + 1, sizeof *s->buckets, err))) {
@@ -322,7 +322,7 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
             size_t n = (size_t)(s->buckets[k].hi - s->buckets[k].lo);
             rc = dl_codec_state_create(&o->codec, n, seed, &s->buckets[k].codec, err);
             if (!rc && o->momentum > 0) {
-                s->buckets[k].velocity = dl_calloc(n, sizeof(float), err);
+                s->buckets[k].velocity = dl_calloc(n, sizeof *s->buckets[k].velocity, err);
                 rc = s->buckets[k].velocity ? DL_OK : DL_ERR_NOMEM;
             }
             if (rc) {

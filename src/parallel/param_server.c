@@ -71,15 +71,15 @@ static int worker_finish(struct dl_strategy *s, long step, double lr, struct dl_
         long lo, hi;
         dl_ps_shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
         memcpy(im->msg, &h, sizeof h);
-        memcpy(im->msg + sizeof h, e->dweights + lo, sizeof(float) * (size_t)(hi - lo));
-        int rc = c->ops->send(c, im->msg, sizeof h + sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_GRADIENT, err);
+        memcpy(im->msg + sizeof h, e->dweights + lo, sizeof *e->dweights * (size_t)(hi - lo));
+        int rc = c->ops->send(c, im->msg, sizeof h + sizeof *e->dweights * (size_t)(hi - lo), sv, DL_TAG_PS_GRADIENT, err);
         if (rc)
             return rc;
     }
     for (int sv = 0; sv < im->cfg.servers; sv++) {
         long lo, hi;
         dl_ps_shard(e->n_weights, im->cfg.servers, sv, &lo, &hi);
-        int rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), sv, DL_TAG_PS_WEIGHTS, err);
+        int rc = c->ops->recv(c, e->weights + lo, sizeof *e->weights * (size_t)(hi - lo), sv, DL_TAG_PS_WEIGHTS, err);
         if (rc)
             return rc;
     }
@@ -115,7 +115,7 @@ static int worker_create(struct dl_strategy *s, const struct dl_parallel_opts *p
     im->cfg = ps_config(po, s->comm->size);
     long lo, hi;
     dl_ps_shard(s->exec->n_weights, im->cfg.servers, 0, &lo, &hi); /* shard 0 is the largest */
-    im->msg = dl_calloc(sizeof(struct ps_header) + sizeof(float) * (size_t)(hi - lo), 1, err);
+    im->msg = dl_calloc(sizeof(struct ps_header) + dl_dtype_size(DL_F32) * (size_t)(hi - lo), 1, err);
     if (!im->msg) {
         free(im);
         return DL_ERR_NOMEM;
@@ -139,7 +139,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
     int workers = c->size - cfg->servers;
     long lo, hi;
     dl_ps_shard(e->n_weights, cfg->servers, c->rank, &lo, &hi);
-    size_t bytes = sizeof(struct ps_header) + sizeof(float) * (size_t)(hi - lo);
+    size_t bytes = sizeof(struct ps_header) + dl_dtype_size(DL_F32) * (size_t)(hi - lo);
     /* The configured momentum, per update: W updates decay the velocity as
      * much as mu^W, and asynchrony adds momentum of its own (about 1 - 1/W,
      * Mitliagkas et al. 2016); together they land near mu per global step.
@@ -174,7 +174,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
                 active--;
                 continue;
             }
-            memcpy(grad, w[i].msg + sizeof h, sizeof(float) * (size_t)(hi - lo));
+            memcpy(grad, w[i].msg + sizeof h, sizeof *grad * (size_t)(hi - lo));
             /* update u stands for 1/W of global step u / W */
             double lr = hooks->lr_at(hooks->ctx, res->updates / workers) / (double)workers;
             dl_optim_step(&opt, lr, e->weights + lo, grad);
@@ -201,7 +201,7 @@ static int server_serve(struct dl_strategy *s, const struct dl_serve_hooks *hook
                 continue;
             if (gap > res->max_staleness)
                 res->max_staleness = (int)gap;
-            rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), cfg->servers + i,
+            rc = c->ops->send(c, e->weights + lo, sizeof *e->weights * (size_t)(hi - lo), cfg->servers + i,
                               DL_TAG_PS_WEIGHTS, err);
             w[i].waiting = 0;
             if (!rc)

@@ -35,16 +35,16 @@ int dl_ps_gather_final(struct dl_comm *c, struct dl_exec *e, int servers, struct
         for (int s = 1; s < servers && !rc; s++) {
             long lo, hi;
             dl_ps_shard(e->n_weights, servers, s, &lo, &hi);
-            rc = c->ops->recv(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), s, DL_TAG_PS_FINAL, err);
+            rc = c->ops->recv(c, e->weights + lo, sizeof *e->weights * (size_t)(hi - lo), s, DL_TAG_PS_FINAL, err);
         }
         if (!rc && e->n_state)
-            rc = c->ops->recv(c, e->state, sizeof(float) * (size_t)e->n_state, servers, DL_TAG_PS_FINAL, err);
+            rc = c->ops->recv(c, e->state, sizeof *e->state * (size_t)e->n_state, servers, DL_TAG_PS_FINAL, err);
     } else if (c->rank < servers) {
         long lo, hi;
         dl_ps_shard(e->n_weights, servers, c->rank, &lo, &hi);
-        rc = c->ops->send(c, e->weights + lo, sizeof(float) * (size_t)(hi - lo), 0, DL_TAG_PS_FINAL, err);
+        rc = c->ops->send(c, e->weights + lo, sizeof *e->weights * (size_t)(hi - lo), 0, DL_TAG_PS_FINAL, err);
     } else if (c->rank == servers && e->n_state) {
-        rc = c->ops->send(c, e->state, sizeof(float) * (size_t)e->n_state, 0, DL_TAG_PS_FINAL, err);
+        rc = c->ops->send(c, e->state, sizeof *e->state * (size_t)e->n_state, 0, DL_TAG_PS_FINAL, err);
     }
     return rc;
 }

@@ -61,7 +61,7 @@ static int zero_update(struct dl_strategy *s, double lr, dl_real *block, double 
     struct dl_exec *e = s->exec;
     const struct dl_zero_shard *sh = &im->shard;
     struct dl_comm *c = s->comm;
-    size_t bytes = sizeof(dl_real) * (size_t)sh->block;
+    size_t bytes = dl_dtype_value_size(DL_F32) * (size_t)sh->block;
     int rc = DL_OK;
     if (s->clip_norm > 0) {
         double sq, f = 1;
@@ -95,7 +95,7 @@ static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *s
     struct dl_exec *e = s->exec;
     const struct dl_zero_shard *sh = &im->shard;
     struct dl_comm *c = s->comm;
-    size_t bytes = sizeof(dl_real) * (size_t)sh->block, D1 = (size_t)(c->size - 1);
+    size_t bytes = dl_dtype_value_size(DL_F32) * (size_t)sh->block, D1 = (size_t)(c->size - 1);
     size_t summed = bytes * D1 + dl_dtype_size(im->wire) * (size_t)sh->block * D1; /* the allgather's, the sums' */
     dl_real *block = im->block;
     double comm = 0, t0 = dl_clock_now();

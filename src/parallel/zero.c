@@ -18,7 +18,7 @@ void dl_zero_shard_of(long n_weights, int ranks, int rank, struct dl_zero_shard 
 
 long dl_zero_chunk(const struct dl_zero_shard *sh, size_t bucket_bytes)
 {
-    long per = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(dl_real));
+    long per = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / dl_dtype_value_size(DL_F32));
     long chunk = per / (sh->ranks > 0 ? sh->ranks : 1);
     if (chunk > sh->block)
         chunk = sh->block;

@@ -87,7 +87,7 @@ static long place(struct zbucket *all, int n)
 static int make_buckets(const struct dl_exec *e, size_t bucket_bytes, struct zbucket **b, int *n, long *arena,
                         struct dl_error *err)
 {
-    long per = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(dl_real));
+    long per = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / dl_dtype_value_size(DL_F32));
     struct dl_bucket_range *r = NULL;
     *b = NULL;
     int rc = dl_buckets_cut(e, per, 1, &r, n, err);
@@ -124,7 +124,7 @@ int dl_zero_grads_create(struct dl_comm *c, struct dl_exec *e, const struct dl_z
     z->comm = c;
     z->exec = e;
     z->shard = *sh;
-    z->piece = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(dl_real));
+    z->piece = (long)((bucket_bytes ? bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / dl_dtype_value_size(DL_F32));
     z->piece = z->piece > 0 ? z->piece : 1;
     int rc = make_buckets(e, bucket_bytes, &z->b, &z->n, &z->arena_n, err);
     if (!rc) {
@@ -175,7 +175,7 @@ static int sum_bucket(struct dl_zero_grads *z, int k, struct dl_error *err)
         for (long at = from; !rc && at < to; at += z->piece) /* a layer larger than a bucket: in pieces */
             rc = z->comm->ops->reduce(z->comm, g + (at - b->lo), DL_F32,
                                       (size_t)(to - at < z->piece ? to - at : z->piece), r, err);
-        z->bytes += sizeof(dl_real) * (size_t)(to - from) * (size_t)(D - 1) / (size_t)D;
+        z->bytes += dl_dtype_value_size(DL_F32) * (size_t)(to - from) * (size_t)(D - 1) / (size_t)D;
         if (!rc && r == sh->rank)
             for (long i = from; i < to; i++)
                 z->block[i - sh->lo] += g[i - b->lo];

@@ -455,7 +455,7 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
         W->channel0 = (long)s->pos.t * l->out_shape.c / T;
     for (int j = 0; j < v->n_params; j++) {
         struct dl_param_desc *p = &v->param[j];
-        int dim = p->dtype != DL_F32 ? -1 /* a counter: whole on every rank */
+        int dim = !dl_dtype_traits(p->dtype)->is_float ? -1 /* a counter: whole on every rank */
                   : L->by_output || L->by_vocab || (L->split_out && !L->by_input && !L->by_heads) ? 0
                   : L->by_input && j == 0                                                      ? 1
                                                                                                : -1;

@@ -327,7 +327,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     double *layer_bwd = overlaps && !rc ? dl_calloc((size_t)g->n, sizeof *layer_bwd, err) : NULL;
     if (overlaps && !rc && !layer_bwd)
         rc = DL_ERR_NOMEM;
-    long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / sizeof(float));
+    long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / dl_dtype_size(DL_F32));
     double value_bytes = (double)dl_dtype_size(l->grad_dtype); /* a gradient value on the wire */
     for (int s = 0; !rc && s < P; s++) {
         double values = 0, tp_rank = 0;
