@@ -36,7 +36,7 @@ static double eval_loss(struct gc_state *s)
     s->op->forward(&s->call);
     double l = 0;
     for (long i = 0; i < s->out_count * s->call.batch; i++)
-        l += (double)s->call.out[i] * s->r[i];
+        l += (double)dl_tensor_f32(&s->call.out)[i] * s->r[i];
     return l;
 }
 
@@ -105,8 +105,7 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     call->n_in = c->n_in;
     call->training = c->training;
     call->key = s.seed + 17;
-    memcpy(call->in_shape, c->in, sizeof c->in);
-    if (c->op->infer(attr, c->n_in, c->in, &call->out_shape, &err)) {
+    if (c->op->infer(attr, c->n_in, c->in, &call->out.shape, &err)) {
         snprintf(report, size, "infer: %s", err.msg);
         free(attr);
         return 1;
@@ -120,17 +119,17 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
             ids = calloc((size_t)(s.in_count[i] * c->batch), sizeof *ids);
             for (long k = 0; k < s.in_count[i] * c->batch; k++)
                 ids[k] = (int32_t)dl_rng_below(&rng, (uint64_t)c->op->id_limit(attr));
-            call->in[i] = (const dl_real *)(const void *)ids;
+            call->in[i] = dl_tensor_of(ids, c->in[i]);
             continue;
         }
         s.in[i] = alloc_random(&rng, s.in_count[i] * c->batch, 1.0);
-        call->in[i] = s.in[i];
-        call->din[i] = alloc_random(&rng, s.in_count[i] * c->batch, 100.0); /* must be overwritten */
+        call->in[i] = dl_tensor_of(s.in[i], c->in[i]);
+        call->din[i] = dl_tensor_of(alloc_random(&rng, s.in_count[i] * c->batch, 100.0), c->in[i]); /* must be overwritten */
     }
-    s.out_count = dl_shape_count(call->out_shape);
-    call->out = calloc((size_t)(s.out_count * c->batch), sizeof(dl_real));
+    s.out_count = dl_shape_count(call->out.shape);
+    call->out.data = calloc((size_t)(s.out_count * c->batch), sizeof(dl_real));
     s.r = alloc_random(&rng, s.out_count * c->batch, 1.0);
-    call->dout = s.r;
+    call->dout = dl_tensor_of(s.r, call->out.shape);
     /* a label per position of a sequence's scores [T, C] (T per sample; with
      * ignore_some, every third one the loss's default ignore_index), else one */
     int P = dl_shape_rank(c->in[0]) == 2 ? c->in[0].h : 1;
@@ -139,10 +138,10 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     for (long n = 0; n < (long)c->batch * P; n++)
         labels[n] = c->ignore_some && n % 3 == 1 ? -100 : (int)dl_rng_below(&rng, (uint64_t)(classes > 0 ? classes : 1));
     call->labels = labels;
-    s.n_params = c->op->params ? c->op->params(attr, c->in, call->out_shape, NULL) : 0;
+    s.n_params = c->op->params ? c->op->params(attr, c->in, call->out.shape, NULL) : 0;
     assert_true(s.n_params <= TEST_MAX_PARAMS);
     if (s.n_params)
-        c->op->params(attr, c->in, call->out_shape, s.params);
+        c->op->params(attr, c->in, call->out.shape, s.params);
     dl_real *pre[TEST_MAX_PARAMS] = {0};
     for (int j = 0; j < s.n_params; j++) {
         call->param[j] = alloc_random(&rng, s.params[j].count, 0.5);
@@ -153,7 +152,7 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
         call->dparam[j] = calloc((size_t)s.params[j].count, sizeof(dl_real));
         memcpy(call->dparam[j], pre[j], sizeof(dl_real) * (size_t)s.params[j].count);
     }
-    s.saved_count = c->op->saved_size ? c->op->saved_size(attr, c->batch, c->in, call->out_shape) : 0;
+    s.saved_count = c->op->saved_size ? c->op->saved_size(attr, c->batch, c->in, call->out.shape) : 0;
     call->saved = calloc((size_t)(s.saved_count > 0 ? s.saved_count : 1), sizeof(dl_real));
 
     eval_loss(&s);
@@ -165,7 +164,7 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
         if (!s.in[i])
             continue; /* ids take no gradient */
         snprintf(what, sizeof what, "din[%d]", i);
-        bad = check_tensor(&s, what, s.in[i], s.in_count[i] * c->batch, call->din[i], c, report, size);
+        bad = check_tensor(&s, what, s.in[i], s.in_count[i] * c->batch, dl_tensor_f32(&call->din[i]), c, report, size);
     }
     for (int j = 0; j < s.n_params && !bad; j++) {
         if (!s.params[j].trainable)
@@ -178,14 +177,14 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
 
     for (int i = 0; i < c->n_in; i++) {
         free(s.in[i]);
-        free(call->din[i]);
+        free(call->din[i].data);
     }
     for (int j = 0; j < s.n_params; j++) {
         free(call->param[j]);
         free(call->dparam[j]);
         free(pre[j]);
     }
-    free(call->out);
+    free(call->out.data);
     free(call->saved);
     free(s.r);
     free(labels);

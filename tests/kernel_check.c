@@ -226,13 +226,11 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
             c->n_in = l->n_in;
             for (int i = 0; i < l->n_in; i++) {
                 long cnt = dl_layout_count(cfg.in[i], l->in_shape[i]);
-                c->in_shape[i] = l->in_shape[i];
-                c->in[i] = xd[i] + (long)sl * mb * cnt;
-                c->din[i] = dxd[i] + (long)sl * mb * cnt;
+                c->in[i] = dl_tensor_of(xd[i] + (long)sl * mb * cnt, l->in_shape[i]);
+                c->din[i] = dl_tensor_of(dxd[i] + (long)sl * mb * cnt, l->in_shape[i]);
             }
-            c->out_shape = l->out_shape;
-            c->out = yd + (long)sl * mb * ycount;
-            c->dout = dyd + (long)sl * mb * ycount;
+            c->out = dl_tensor_of(yd + (long)sl * mb * ycount, l->out_shape);
+            c->dout = dl_tensor_of(dyd + (long)sl * mb * ycount, l->out_shape);
             c->param = param;
             c->dparam = dparam;
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);

@@ -41,32 +41,32 @@ static inline void ot_setup(struct ot_run *r, const struct dl_op_kind *op, const
     c->training = training;
     c->key = 42;
     c->labels = labels;
-    memcpy(c->in_shape, in, sizeof *in * (size_t)n_in);
-    if (op->infer(r->attr, n_in, in, &c->out_shape, &err))
+    struct dl_shape out;
+    if (op->infer(r->attr, n_in, in, &out, &err))
         fail_msg("infer: %s", err.msg);
     for (int i = 0; i < n_in; i++) {
         r->in_count[i] = (long)batch * dl_shape_count(in[i]);
         dl_real *p = calloc((size_t)r->in_count[i], sizeof *p);
         if (x && x[i])
             memcpy(p, x[i], sizeof *p * (size_t)r->in_count[i]);
-        c->in[i] = p;
-        c->din[i] = calloc((size_t)r->in_count[i], sizeof(dl_real));
+        c->in[i] = dl_tensor_of(p, in[i]);
+        c->din[i] = dl_tensor_of(calloc((size_t)r->in_count[i], sizeof(dl_real)), in[i]);
     }
-    r->out_count = (long)batch * dl_shape_count(c->out_shape);
-    c->out = calloc((size_t)r->out_count, sizeof(dl_real));
-    c->dout = calloc((size_t)r->out_count, sizeof(dl_real));
-    r->saved_count = op->saved_size ? op->saved_size(r->attr, batch, in, c->out_shape) : 0;
+    r->out_count = (long)batch * dl_shape_count(out);
+    c->out = dl_tensor_of(calloc((size_t)r->out_count, sizeof(dl_real)), out);
+    c->dout = dl_tensor_of(calloc((size_t)r->out_count, sizeof(dl_real)), out);
+    r->saved_count = op->saved_size ? op->saved_size(r->attr, batch, in, out) : 0;
     c->saved = calloc((size_t)(r->saved_count > 0 ? r->saved_count : 1), sizeof(dl_real));
 }
 
 static inline void ot_free(struct ot_run *r)
 {
     for (int i = 0; i < r->call.n_in; i++) {
-        free((void *)r->call.in[i]);
-        free(r->call.din[i]);
+        free(r->call.in[i].data);
+        free(r->call.din[i].data);
     }
-    free(r->call.out);
-    free((void *)r->call.dout);
+    free(r->call.out.data);
+    free(r->call.dout.data);
     free(r->call.saved);
     free(r->attr);
 }

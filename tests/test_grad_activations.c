@@ -88,8 +88,8 @@ static void expect_forward(const struct dl_op_kind *op, const char *attrs, int n
     ot_setup(&r, op, attrs, 1, 1, &in, &x, NULL, 1);
     op->forward(&r.call);
     for (int i = 0; i < n; i++)
-        if (!(fabs(r.call.out[i] - want[i]) <= 1e-12))
-            fail_msg("%s %s: out[%d] = %.17g, expected %.17g", op->name, attrs, i, r.call.out[i],
+        if (!(fabs(dl_tensor_f32(&r.call.out)[i] - want[i]) <= 1e-12))
+            fail_msg("%s %s: out[%d] = %.17g, expected %.17g", op->name, attrs, i, dl_tensor_f32(&r.call.out)[i],
                      want[i]);
     ot_free(&r);
 }
@@ -124,9 +124,9 @@ static void activation_saturation(void **state)
         const dl_real *xs = x;
         ot_setup(&r, ops[k], "{}", 1, 1, &in, &xs, NULL, 1);
         ops[k]->forward(&r.call);
-        ((dl_real *)r.call.dout)[0] = ((dl_real *)r.call.dout)[1] = 1;
+        dl_tensor_f32(&r.call.dout)[0] = dl_tensor_f32(&r.call.dout)[1] = 1;
         ops[k]->backward(&r.call);
-        assert_true(r.call.din[0][0] == 0 && r.call.din[0][1] == 0);
+        assert_true(dl_tensor_f32(&r.call.din[0])[0] == 0 && dl_tensor_f32(&r.call.din[0])[1] == 0);
         ot_free(&r);
     }
 }
@@ -139,7 +139,7 @@ static void dropout_run_ones(struct ot_run *r, int training)
 {
     struct dl_shape in = {DROP_C, DROP_HW, DROP_HW};
     ot_setup(r, &dl_op_dropout, "{rate: 0.3}", DROP_N, 1, &in, NULL, NULL, training);
-    dl_real *x = (dl_real *)r->call.in[0], *dy = (dl_real *)r->call.dout;
+    dl_real *x = dl_tensor_f32(&r->call.in[0]), *dy = dl_tensor_f32(&r->call.dout);
     for (long i = 0; i < r->in_count[0]; i++)
         x[i] = dy[i] = 1;
     dl_op_dropout.forward(&r->call);
@@ -154,14 +154,14 @@ static void dropout_statistics(void **state)
     long n = r.out_count, zeros = 0;
     double sum = 0, keep = 1 / 0.7;
     for (long i = 0; i < n; i++) {
-        dl_real y = r.call.out[i];
+        dl_real y = dl_tensor_f32(&r.call.out)[i];
         if (y == 0)
             zeros++;
         else if (fabs(y - keep) > 1e-12)
             fail_msg("out[%ld] = %.17g, neither 0 nor 1/(1-rate)", i, y);
         sum += y;
         /* backward applies the same mask */
-        assert_true(r.call.din[0][i] == y);
+        assert_true(dl_tensor_f32(&r.call.din[0])[i] == y);
     }
     /* 40000 draws: the standard deviation of the dropped fraction is 0.0023
      * and that of the mean 0.0033, so these bounds are over 4 sigma. */
@@ -184,17 +184,17 @@ static void dropout_deterministic(void **state)
         omp_set_num_threads(t);
         struct ot_run r;
         dropout_run_ones(&r, 1);
-        assert_memory_equal(r.call.out, ref.call.out, sizeof(dl_real) * (size_t)r.out_count);
+        assert_memory_equal(dl_tensor_f32(&r.call.out), dl_tensor_f32(&ref.call.out), sizeof(dl_real) * (size_t)r.out_count);
         ot_free(&r);
     }
     omp_set_num_threads(threads);
 #endif
     struct ot_run other;
     struct dl_shape in = {DROP_C, DROP_HW, DROP_HW};
-    ot_setup(&other, &dl_op_dropout, "{rate: 0.3}", DROP_N, 1, &in, &ref.call.in[0], NULL, 1);
+    ot_setup(&other, &dl_op_dropout, "{rate: 0.3}", DROP_N, 1, &in, (const dl_real *const[]){dl_tensor_const_f32(&ref.call.in[0])}, NULL, 1);
     other.call.key = 43;
     dl_op_dropout.forward(&other.call);
-    assert_memory_not_equal(other.call.out, ref.call.out, sizeof(dl_real) * (size_t)ref.out_count);
+    assert_memory_not_equal(dl_tensor_f32(&other.call.out), dl_tensor_f32(&ref.call.out), sizeof(dl_real) * (size_t)ref.out_count);
     ot_free(&other);
     ot_free(&ref);
 }
@@ -215,10 +215,10 @@ static void dropout_mask_ignores_splits(void **state)
             struct ot_run r;
             ot_setup(&r, &dl_op_dropout, "{rate: 0.3}", n, 1, &in, NULL, NULL, 1);
             for (long i = 0; i < r.in_count[0]; i++)
-                ((dl_real *)r.call.in[0])[i] = 1;
+                (dl_tensor_f32(&r.call.in[0]))[i] = 1;
             r.call.sample0 = first;
             dl_op_dropout.forward(&r.call);
-            assert_memory_equal(r.call.out, whole.call.out + first * per, sizeof(dl_real) * (size_t)(n * per));
+            assert_memory_equal(dl_tensor_f32(&r.call.out), dl_tensor_f32(&whole.call.out) + first * per, sizeof(dl_real) * (size_t)(n * per));
             ot_free(&r);
         }
     }
@@ -227,11 +227,11 @@ static void dropout_mask_ignores_splits(void **state)
         struct ot_run r;
         ot_setup(&r, &dl_op_dropout, "{rate: 0.3}", DROP_N, 1, &in, NULL, NULL, 1);
         for (long i = 0; i < r.in_count[0]; i++)
-            ((dl_real *)r.call.in[0])[i] = 1;
+            (dl_tensor_f32(&r.call.in[0]))[i] = 1;
         r.call.channel0 = c0;
         dl_op_dropout.forward(&r.call);
         for (int n = 0; n < DROP_N; n++)
-            assert_memory_equal(r.call.out + n * 5 * plane, whole.call.out + n * per + c0 * plane,
+            assert_memory_equal(dl_tensor_f32(&r.call.out) + n * 5 * plane, dl_tensor_f32(&whole.call.out) + n * per + c0 * plane,
                                 sizeof(dl_real) * (size_t)(5 * plane));
         ot_free(&r);
     }
@@ -245,7 +245,7 @@ static void dropout_inference_identity(void **state)
     struct ot_run r;
     dropout_run_ones(&r, 0);
     for (long i = 0; i < r.out_count; i++)
-        assert_true(r.call.out[i] == 1 && r.call.din[0][i] == 1);
+        assert_true(dl_tensor_f32(&r.call.out)[i] == 1 && dl_tensor_f32(&r.call.din[0])[i] == 1);
     ot_free(&r);
 }
 

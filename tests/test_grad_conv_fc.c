@@ -106,21 +106,21 @@ static void run_setup(struct run *r, const struct dl_op_kind *op, const char *at
     c->batch = batch;
     c->n_in = 1;
     c->training = 1;
-    c->in_shape[0] = in;
-    if (op->infer(r->attr, 1, &in, &c->out_shape, &err))
+    struct dl_shape out;
+    if (op->infer(r->attr, 1, &in, &out, &err))
         fail_msg("infer: %s", err.msg);
     r->in_count = batch * dl_shape_count(in);
-    r->out_count = batch * dl_shape_count(c->out_shape);
+    r->out_count = batch * dl_shape_count(out);
     r->x = calloc((size_t)r->in_count, sizeof(dl_real));
-    c->in[0] = r->x;
-    c->din[0] = calloc((size_t)r->in_count, sizeof(dl_real));
-    c->out = calloc((size_t)r->out_count, sizeof(dl_real));
-    c->dout = calloc((size_t)r->out_count, sizeof(dl_real));
-    long saved = op->saved_size ? op->saved_size(r->attr, batch, &in, c->out_shape) : 0;
+    c->in[0] = dl_tensor_of(r->x, in);
+    c->din[0] = dl_tensor_of(calloc((size_t)r->in_count, sizeof(dl_real)), in);
+    c->out = dl_tensor_of(calloc((size_t)r->out_count, sizeof(dl_real)), out);
+    c->dout = dl_tensor_of(calloc((size_t)r->out_count, sizeof(dl_real)), out);
+    long saved = op->saved_size ? op->saved_size(r->attr, batch, &in, out) : 0;
     c->saved = calloc((size_t)saved + 1, sizeof(dl_real));
-    r->n_params = op->params(r->attr, &in, c->out_shape, NULL);
+    r->n_params = op->params(r->attr, &in, out, NULL);
     assert_true(r->n_params <= TEST_MAX_PARAMS);
-    op->params(r->attr, &in, c->out_shape, r->p);
+    op->params(r->attr, &in, out, r->p);
     for (int j = 0; j < r->n_params; j++) {
         c->param[j] = calloc((size_t)r->p[j].count, sizeof(dl_real));
         c->dparam[j] = calloc((size_t)r->p[j].count, sizeof(dl_real));
@@ -130,9 +130,9 @@ static void run_setup(struct run *r, const struct dl_op_kind *op, const char *at
 static void run_free(struct run *r)
 {
     free(r->x);
-    free(r->call.din[0]);
-    free(r->call.out);
-    free((void *)r->call.dout);
+    free(r->call.din[0].data);
+    free(r->call.out.data);
+    free(r->call.dout.data);
     free(r->call.saved);
     for (int j = 0; j < r->n_params; j++) {
         free(r->call.param[j]);
@@ -162,15 +162,15 @@ static void expect_forward(const struct dl_op_kind *op, const char *attrs, int b
 {
     struct run r;
     run_setup(&r, op, attrs, batch, in);
-    assert_int_equal(r.call.out_shape.c, out.c);
-    assert_int_equal(r.call.out_shape.h, out.h);
-    assert_int_equal(r.call.out_shape.w, out.w);
+    assert_int_equal(r.call.out.shape.c, out.c);
+    assert_int_equal(r.call.out.shape.h, out.h);
+    assert_int_equal(r.call.out.shape.w, out.w);
     set_values(r.x, x, r.in_count);
     set_values(r.call.param[0], w, r.p[0].count);
     if (b)
         set_values(r.call.param[1], b, r.p[1].count);
     op->forward(&r.call);
-    expect_values(r.call.out, want, r.out_count);
+    expect_values(dl_tensor_f32(&r.call.out), want, r.out_count);
     run_free(&r);
 }
 
@@ -271,7 +271,7 @@ static void conv_forward_vs_formula_one(const struct conv_case *t)
             r.call.param[j][i] = (dl_real)dl_rng_normal(&rng);
     dl_op_conv.forward(&r.call);
     int C = t->in.c, H = t->in.h, W = t->in.w, Cg = C / t->G, Kg = t->K / t->G;
-    int P = r.call.out_shape.h, Q = r.call.out_shape.w;
+    int P = r.call.out.shape.h, Q = r.call.out.shape.w;
     const dl_real *w = r.call.param[0];
     for (int n = 0; n < t->N; n++)
         for (int k = 0; k < t->K; k++)
@@ -287,7 +287,7 @@ static void conv_forward_vs_formula_one(const struct conv_case *t)
                                 sum += w[((k * Cg + c) * t->R + i) * t->S + j] *
                                        r.x[(((long)n * C + k / Kg * Cg + c) * H + ih) * W + iw];
                             }
-                    double got = r.call.out[(((long)n * t->K + k) * P + p) * Q + q];
+                    double got = dl_tensor_f32(&r.call.out)[(((long)n * t->K + k) * P + p) * Q + q];
                     if (fabs(got - sum) > 1e-12 * (1 + fabs(sum)))
                         fail_msg("%s: y[%d,%d,%d,%d] = %.15g, formula %.15g", attrs, n, k, p, q, got, sum);
                 }
@@ -331,7 +331,7 @@ static void conv_params_layout(void **state)
     assert_int_equal(r.p[1].count, 6);
     assert_int_equal(r.p[1].fan_in, 2 * 3 * 2);
     /* 6 x 6 x 7 outputs, 12 multiply-adds each, plus the bias. */
-    assert_true(dl_op_conv.flops(r.attr, &r.call.in_shape[0], r.call.out_shape) ==
+    assert_true(dl_op_conv.flops(r.attr, &r.call.in[0].shape, r.call.out.shape) ==
                 2.0 * 6 * 6 * 7 * 12 + 6 * 6 * 7);
     run_free(&r);
 }
@@ -340,15 +340,15 @@ static void fc_params_layout(void **state)
 {
     struct run r;
     run_setup(&r, &dl_op_fc, "{units: 5, bias: false}", 1, (struct dl_shape){3, 2, 2});
-    assert_int_equal(r.call.out_shape.c, 5);
-    assert_int_equal(r.call.out_shape.h, 1);
-    assert_int_equal(r.call.out_shape.w, 1);
+    assert_int_equal(r.call.out.shape.c, 5);
+    assert_int_equal(r.call.out.shape.h, 1);
+    assert_int_equal(r.call.out.shape.w, 1);
     assert_int_equal(r.n_params, 1);
     assert_int_equal(r.p[0].ndim, 2);
     assert_int_equal(r.p[0].dims[0], 5);
     assert_int_equal(r.p[0].dims[1], 12);
     assert_int_equal(r.p[0].fan_in, 12);
-    assert_true(dl_op_fc.flops(r.attr, &r.call.in_shape[0], r.call.out_shape) == 2.0 * 5 * 12);
+    assert_true(dl_op_fc.flops(r.attr, &r.call.in[0].shape, r.call.out.shape) == 2.0 * 5 * 12);
     run_free(&r);
 }
 
@@ -401,8 +401,8 @@ static void conv_infer_errors(void **state)
     /* Padding makes a 4x4 input fit a 5x5 kernel. */
     struct run r;
     run_setup(&r, &dl_op_conv, "{filters: 2, kernel: 5, pad: 1}", 1, (struct dl_shape){1, 4, 4});
-    assert_int_equal(r.call.out_shape.h, 2);
-    assert_int_equal(r.call.out_shape.w, 2);
+    assert_int_equal(r.call.out.shape.h, 2);
+    assert_int_equal(r.call.out.shape.w, 2);
     run_free(&r);
 }
 
@@ -444,7 +444,7 @@ static void same_bits_any_threads(const struct dl_op_kind *op, const char *attrs
         run_setup(&r[t], op, attrs, batch, in);
         for (long i = 0; i < r[t].in_count; i++)
             r[t].x[i] = (dl_real)dl_rng_normal(&rng);
-        dl_real *dy = (dl_real *)r[t].call.dout;
+        dl_real *dy = dl_tensor_f32(&r[t].call.dout);
         for (long i = 0; i < r[t].out_count; i++)
             dy[i] = (dl_real)dl_rng_normal(&rng);
         for (int j = 0; j < r[t].n_params; j++)
@@ -453,14 +453,16 @@ static void same_bits_any_threads(const struct dl_op_kind *op, const char *attrs
         omp_set_num_threads(t == 0 ? 1 : 3);
         op->forward(&r[t].call);
         op->backward(&r[t].call);
-        dl_real *din = r[t].call.din[0];
-        r[t].call.din[0] = NULL;
+        void *din = r[t].call.din[0].data;
+        r[t].call.din[0].data = NULL;
         op->backward(&r[t].call); /* accumulates the parameter gradients once more */
-        r[t].call.din[0] = din;
+        r[t].call.din[0].data = din;
     }
     omp_set_num_threads(saved_threads);
-    assert_memory_equal(r[0].call.out, r[1].call.out, sizeof(dl_real) * (size_t)r[0].out_count);
-    assert_memory_equal(r[0].call.din[0], r[1].call.din[0], sizeof(dl_real) * (size_t)r[0].in_count);
+    assert_memory_equal(dl_tensor_f32(&r[0].call.out), dl_tensor_f32(&r[1].call.out),
+                        sizeof(dl_real) * (size_t)r[0].out_count);
+    assert_memory_equal(dl_tensor_f32(&r[0].call.din[0]), dl_tensor_f32(&r[1].call.din[0]),
+                        sizeof(dl_real) * (size_t)r[0].in_count);
     for (int j = 0; j < r[0].n_params; j++)
         assert_memory_equal(r[0].call.dparam[j], r[1].call.dparam[j],
                             sizeof(dl_real) * (size_t)r[0].p[j].count);
@@ -483,16 +485,16 @@ static void embedding_forward_and_shapes(void **state)
     struct ot_run r;
     struct dl_shape in = dl_shape_seq(3, 1, DL_I32);
     ot_setup(&r, &dl_op_embedding, "{vocab: 4, dim: 2}", 2, 1, &in, NULL, NULL, 1);
-    assert_true(dl_shape_eq(r.call.out_shape, dl_shape_seq(3, 2, DL_F32)));
+    assert_true(dl_shape_eq(r.call.out.shape, dl_shape_seq(3, 2, DL_F32)));
     int32_t ids[6] = {3, 0, 3, 1, 2, 1};
-    memcpy((void *)r.call.in[0], ids, sizeof ids); /* 4-byte elements holding i32 (in the f64 build: the first half) */
+    memcpy(dl_tensor_i32(&r.call.in[0]), ids, sizeof ids);
     dl_real w[8] = {0, 1, 10, 11, 20, 21, 30, 31};
     r.call.param[0] = w;
     dl_op_embedding.forward(&r.call);
     for (int n = 0; n < 2; n++)
         for (int t = 0; t < 3; t++)
             for (int c = 0; c < 2; c++)
-                assert_true(r.call.out[n * 6 + c * 3 + t] == w[ids[n * 3 + t] * 2 + c]);
+                assert_true(dl_tensor_f32(&r.call.out)[n * 6 + c * 3 + t] == w[ids[n * 3 + t] * 2 + c]);
     ot_free(&r);
     struct dl_shape floats = dl_shape_seq(3, 1, DL_F32), image = {1, 3, 3};
     ot_expect_infer_error(&dl_op_embedding, 1, &floats, (const char *[]){"expected token ids [T] (i32)", "found 3", NULL});

@@ -86,14 +86,14 @@ static void softmax_xent_positions(void **state)
     ot_setup(&r, &dl_op_softmax_xent, "{}", N, 1, &seq, &xs, labels, 1);
     dl_op_softmax_xent.forward(&r.call);
     for (int i = 0; i < N; i++)
-        ((dl_real *)r.call.dout)[i] = 3;
+        dl_tensor_f32(&r.call.dout)[i] = 3;
     dl_op_softmax_xent.backward(&r.call);
     double sum = 0;
     int valid = 0;
     for (int t = 0; t < T; t++) { /* sample 0, position by position through the vector loss */
         if (labels[t] < 0) {
             for (int k = 0; k < C; k++)
-                assert_true(r.call.din[0][k * T + t] == 0);
+                assert_true(dl_tensor_f32(&r.call.din[0])[k * T + t] == 0);
             continue;
         }
         dl_real xt[C];
@@ -103,27 +103,27 @@ static void softmax_xent_positions(void **state)
         const dl_real *xv = xt;
         ot_setup(&v, &dl_op_softmax_xent, "{}", 1, 1, &vec, &xv, &labels[t], 1);
         dl_op_softmax_xent.forward(&v.call);
-        ((dl_real *)v.call.dout)[0] = 3;
+        dl_tensor_f32(&v.call.dout)[0] = 3;
         dl_op_softmax_xent.backward(&v.call);
-        sum += v.call.out[0];
+        sum += dl_tensor_f32(&v.call.out)[0];
         valid++;
         for (int k = 0; k < C; k++)
             /* the vector's gradient is dout (p - q); per position, dout / 1.5: the batch's 3 labelled
              * positions over its 2 samples */
-            expect_near("din per position", r.call.din[0][k * T + t], v.call.din[0][k] / 1.5, 1e-12);
+            expect_near("din per position", dl_tensor_f32(&r.call.din[0])[k * T + t], dl_tensor_f32(&v.call.din[0])[k] / 1.5, 1e-12);
         ot_free(&v);
     }
     assert_int_equal(valid, 3);
-    expect_near("sample 0 loss: its sum over 1.5 labelled positions a sample", r.call.out[0], sum / 1.5, 1e-12);
-    expect_near("sample 1 loss: every label ignored", r.call.out[1], 0, 0);
+    expect_near("sample 0 loss: its sum over 1.5 labelled positions a sample", dl_tensor_f32(&r.call.out)[0], sum / 1.5, 1e-12);
+    expect_near("sample 1 loss: every label ignored", dl_tensor_f32(&r.call.out)[1], 0, 0);
     expect_near("the batch's mean: the mean over its 3 labelled positions (PyTorch's)",
-                (r.call.out[0] + r.call.out[1]) / N, sum / valid, 1e-12);
+                (dl_tensor_f32(&r.call.out)[0] + dl_tensor_f32(&r.call.out)[1]) / N, sum / valid, 1e-12);
     for (int i = C * T; i < 2 * C * T; i++)
-        assert_true(r.call.din[0][i] == 0);
+        assert_true(dl_tensor_f32(&r.call.din[0])[i] == 0);
     /* a mini-batch's count from the trainer (its other samples elsewhere) divides instead */
     r.call.label_norm = 2.5;
     dl_op_softmax_xent.forward(&r.call);
-    expect_near("sample 0 loss over the mini-batch's 2.5 labelled positions a sample", r.call.out[0], sum / 2.5, 1e-12);
+    expect_near("sample 0 loss over the mini-batch's 2.5 labelled positions a sample", dl_tensor_f32(&r.call.out)[0], sum / 2.5, 1e-12);
     ot_free(&r);
 }
 
@@ -144,9 +144,9 @@ static void flatten_layout(void **state)
         x[i] = i;
     const dl_real *xs = x;
     ot_setup(&r, &dl_op_flatten, "{}", 2, 1, &in, &xs, NULL, 1);
-    assert_true(r.call.out_shape.c == 12 && r.call.out_shape.h == 1 && r.call.out_shape.w == 1);
+    assert_true(r.call.out.shape.c == 12 && r.call.out.shape.h == 1 && r.call.out.shape.w == 1);
     dl_op_flatten.forward(&r.call);
-    assert_memory_equal(r.call.out, x, sizeof x);
+    assert_memory_equal(dl_tensor_f32(&r.call.out), x, sizeof x);
     ot_free(&r);
 }
 
@@ -159,14 +159,14 @@ static void add_values(void **state)
     const dl_real *xs[] = {a, b, c};
     ot_setup(&r, &dl_op_add, "{}", 1, 3, in, xs, NULL, 1);
     dl_op_add.forward(&r.call);
-    assert_true(r.call.out[0] == 111 && r.call.out[1] == 222);
-    ((dl_real *)r.call.dout)[0] = 3;
-    ((dl_real *)r.call.dout)[1] = -4;
-    free(r.call.din[1]);
-    r.call.din[1] = NULL; /* not needed: must be skipped */
+    assert_true(dl_tensor_f32(&r.call.out)[0] == 111 && dl_tensor_f32(&r.call.out)[1] == 222);
+    dl_tensor_f32(&r.call.dout)[0] = 3;
+    dl_tensor_f32(&r.call.dout)[1] = -4;
+    free(r.call.din[1].data);
+    r.call.din[1].data = NULL; /* not needed: must be skipped */
     dl_op_add.backward(&r.call);
-    assert_true(r.call.din[0][0] == 3 && r.call.din[0][1] == -4);
-    assert_true(r.call.din[2][0] == 3 && r.call.din[2][1] == -4);
+    assert_true(dl_tensor_f32(&r.call.din[0])[0] == 3 && dl_tensor_f32(&r.call.din[0])[1] == -4);
+    assert_true(dl_tensor_f32(&r.call.din[2])[0] == 3 && dl_tensor_f32(&r.call.din[2])[1] == -4);
     ot_free(&r);
 }
 
@@ -181,16 +181,16 @@ static void concat_layout(void **state)
     const dl_real b[] = {10, 11, 12, 13, /* sample 1 */ 14, 15, 16, 17};
     const dl_real *xs[] = {a, b};
     ot_setup(&r, &dl_op_concat, "{}", 2, 2, in, xs, NULL, 1);
-    assert_true(r.call.out_shape.c == 3 && r.call.out_shape.h == 1 && r.call.out_shape.w == 2);
+    assert_true(r.call.out.shape.c == 3 && r.call.out.shape.h == 1 && r.call.out.shape.w == 2);
     dl_op_concat.forward(&r.call);
     const dl_real want[] = {1, 2, 10, 11, 12, 13, 3, 4, 14, 15, 16, 17};
-    assert_memory_equal(r.call.out, want, sizeof want);
+    assert_memory_equal(dl_tensor_f32(&r.call.out), want, sizeof want);
     /* backward splits dout into the same blocks; din[0] = NULL is skipped */
-    memcpy((dl_real *)r.call.dout, want, sizeof want);
-    free(r.call.din[0]);
-    r.call.din[0] = NULL;
+    memcpy(dl_tensor_f32(&r.call.dout), want, sizeof want);
+    free(r.call.din[0].data);
+    r.call.din[0].data = NULL;
     dl_op_concat.backward(&r.call);
-    assert_memory_equal(r.call.din[1], b, sizeof b);
+    assert_memory_equal(dl_tensor_f32(&r.call.din[1]), b, sizeof b);
     ot_free(&r);
 }
 
@@ -219,19 +219,19 @@ static void softmax_xent_values(void **state)
         struct dl_shape in = {3, 1, 1};
         const dl_real *xs = cases[k].x;
         ot_setup(&r, &dl_op_softmax_xent, cases[k].attrs, 1, 1, &in, &xs, &cases[k].label, 1);
-        assert_true(r.call.out_shape.c == 1 && r.call.out_shape.h == 1 && r.call.out_shape.w == 1);
+        assert_true(r.call.out.shape.c == 1 && r.call.out.shape.h == 1 && r.call.out.shape.w == 1);
         dl_op_softmax_xent.forward(&r.call);
         char what[96];
         snprintf(what, sizeof what, "case %d %s loss", k, cases[k].attrs);
-        expect_near(what, r.call.out[0], cases[k].loss, 1e-12 * (1 + cases[k].loss));
+        expect_near(what, dl_tensor_f32(&r.call.out)[0], cases[k].loss, 1e-12 * (1 + cases[k].loss));
         if (k < 3) { /* din = dout * (p - q), q = (1 - eps) onehot + eps / 3 */
             double eps = k == 0 ? 0 : k == 1 ? 0.1 : 0.25;
-            ((dl_real *)r.call.dout)[0] = 2;
+            dl_tensor_f32(&r.call.dout)[0] = 2;
             dl_op_softmax_xent.backward(&r.call);
             for (int i = 0; i < 3; i++) {
                 double q = (i == cases[k].label) * (1 - eps) + eps / 3;
                 snprintf(what, sizeof what, "case %d din[%d]", k, i);
-                expect_near(what, r.call.din[0][i], 2 * (p[i] - q), 1e-12);
+                expect_near(what, dl_tensor_f32(&r.call.din[0])[i], 2 * (p[i] - q), 1e-12);
             }
         }
         ot_free(&r);

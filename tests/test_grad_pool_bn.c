@@ -45,25 +45,25 @@ static void setup(struct run *r, const struct dl_op_kind *op, const char *attrs,
     c->attr = r->attr;
     c->batch = batch;
     c->n_in = 1;
-    c->in_shape[0] = in;
+    c->in[0].shape = in;
     c->training = training;
-    if (op->infer(r->attr, 1, &in, &c->out_shape, &err))
+    if (op->infer(r->attr, 1, &in, &c->out.shape, &err))
         fail_msg("%s %s: %s", op->name, attrs, err.msg);
     r->n_in = batch * dl_shape_count(in);
-    r->n_out = batch * dl_shape_count(c->out_shape);
+    r->n_out = batch * dl_shape_count(c->out.shape);
     dl_real *xin = calloc((size_t)r->n_in, sizeof *xin);
     memcpy(xin, x, sizeof *xin * (size_t)r->n_in);
-    c->in[0] = xin;
-    c->din[0] = calloc((size_t)r->n_in, sizeof(dl_real));
-    c->out = calloc((size_t)r->n_out, sizeof(dl_real));
-    c->dout = calloc((size_t)r->n_out, sizeof(dl_real));
-    long ns = op->saved_size ? op->saved_size(r->attr, batch, &in, c->out_shape) : 0;
+    c->in[0].data = xin;
+    c->din[0] = dl_tensor_of(calloc((size_t)r->n_in, sizeof(dl_real)), in);
+    c->out.data = calloc((size_t)r->n_out, sizeof(dl_real));
+    c->dout = dl_tensor_of(calloc((size_t)r->n_out, sizeof(dl_real)), c->out.shape);
+    long ns = op->saved_size ? op->saved_size(r->attr, batch, &in, c->out.shape) : 0;
     c->saved = calloc((size_t)(ns > 0 ? ns : 1), sizeof(dl_real));
     struct dl_param_desc p[TEST_MAX_PARAMS];
-    int np = op->params ? op->params(r->attr, &in, c->out_shape, NULL) : 0;
+    int np = op->params ? op->params(r->attr, &in, c->out.shape, NULL) : 0;
     assert_true(np <= TEST_MAX_PARAMS);
     if (np)
-        op->params(r->attr, &in, c->out_shape, p);
+        op->params(r->attr, &in, c->out.shape, p);
     for (int j = 0; j < np; j++) {
         c->param[j] = calloc((size_t)p[j].count, sizeof(dl_real));
         c->dparam[j] = calloc((size_t)p[j].count, sizeof(dl_real));
@@ -74,10 +74,10 @@ static void setup(struct run *r, const struct dl_op_kind *op, const char *attrs,
 
 static void teardown(struct run *r)
 {
-    free((void *)r->call.in[0]);
-    free(r->call.din[0]);
-    free(r->call.out);
-    free((void *)r->call.dout);
+    free(r->call.in[0].data);
+    free(r->call.din[0].data);
+    free(r->call.out.data);
+    free(r->call.dout.data);
     free(r->call.saved);
     for (int j = 0; j < TEST_MAX_PARAMS; j++) {
         free(r->call.param[j]);
@@ -95,7 +95,7 @@ static void expect_values(const char *what, const dl_real *got, const double *wa
 
 static void expect_shape(const struct run *r, int c, int h, int w)
 {
-    struct dl_shape s = r->call.out_shape;
+    struct dl_shape s = r->call.out.shape;
     if (s.c != c || s.h != h || s.w != w)
         fail_msg("output shape %dx%dx%d, expected %dx%dx%d", s.c, s.h, s.w, c, h, w);
 }
@@ -174,12 +174,12 @@ static void maxpool_values(void **state)
     setup(&r, &dl_op_maxpool, "{kernel: 2}", 1, (struct dl_shape){1, 4, 4}, x, 1);
     expect_shape(&r, 1, 2, 2);
     dl_op_maxpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){9, 8, 11, 10}, 4, 0);
-    dl_real *dy = (dl_real *)r.call.dout;
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){9, 8, 11, 10}, 4, 0);
+    dl_real *dy = dl_tensor_f32(&r.call.dout);
     for (int i = 0; i < 4; i++)
         dy[i] = (dl_real)(i + 1);
     dl_op_maxpool.backward(&r.call);
-    expect_values("din", r.call.din[0],
+    expect_values("din", dl_tensor_f32(&r.call.din[0]),
                   (const double[]){0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 3, 0, 4}, 16, 0);
     teardown(&r);
 }
@@ -193,15 +193,15 @@ static void maxpool_values_pad(void **state)
     setup(&r, &dl_op_maxpool, "{kernel: 2, stride: 1, pad: 1}", 1, (struct dl_shape){1, 2, 2}, x, 1);
     expect_shape(&r, 1, 3, 3);
     dl_op_maxpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){-1, -1, -2, -1, -1, -2, -3, -3, -4}, 9, 0);
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){-1, -1, -2, -1, -1, -2, -3, -3, -4}, 9, 0);
     teardown(&r);
 
     /* A NaN in a window wins (PyTorch propagates it), wherever it sits. */
     setup(&r, &dl_op_maxpool, "{kernel: [1, 2]}", 1, (struct dl_shape){1, 1, 6},
           (const dl_real[]){1, NAN, NAN, 3, 2, 0}, 1);
     dl_op_maxpool.forward(&r.call);
-    assert_true(isnan(r.call.out[0]) && isnan(r.call.out[1]));
-    expect_values("out", r.call.out + 2, (const double[]){2}, 1, 0);
+    assert_true(isnan(dl_tensor_f32(&r.call.out)[0]) && isnan(dl_tensor_f32(&r.call.out)[1]));
+    expect_values("out", dl_tensor_f32(&r.call.out) + 2, (const double[]){2}, 1, 0);
     teardown(&r);
 }
 
@@ -214,18 +214,18 @@ static void maxpool_values_overlap_ceil(void **state)
     setup(&r, &dl_op_maxpool, "{kernel: [1, 2], stride: 1}", 1, (struct dl_shape){1, 1, 4},
           (const dl_real[]){0, 5, 1, 2}, 1);
     dl_op_maxpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){5, 5, 2}, 3, 0);
-    dl_real *dy = (dl_real *)r.call.dout;
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){5, 5, 2}, 3, 0);
+    dl_real *dy = dl_tensor_f32(&r.call.dout);
     dy[0] = dy[1] = dy[2] = 1;
     dl_op_maxpool.backward(&r.call);
-    expect_values("din", r.call.din[0], (const double[]){0, 2, 0, 1}, 4, 0);
+    expect_values("din", dl_tensor_f32(&r.call.din[0]), (const double[]){0, 2, 0, 1}, 4, 0);
     teardown(&r);
 
     setup(&r, &dl_op_maxpool, "{kernel: [1, 2], ceil_mode: true}", 1, (struct dl_shape){1, 1, 3},
           (const dl_real[]){1, 2, 3}, 1);
     expect_shape(&r, 1, 1, 2);
     dl_op_maxpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){2, 3}, 2, 0);
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){2, 3}, 2, 0);
     teardown(&r);
 }
 
@@ -256,9 +256,9 @@ static void pool_output_sizes(void **state)
             dl_real *x = calloc((size_t)(cases[i].h * cases[i].w), sizeof *x);
             struct run r;
             setup(&r, op, cases[i].attrs, 1, (struct dl_shape){1, cases[i].h, cases[i].w}, x, 1);
-            if (r.call.out_shape.h != cases[i].oh || r.call.out_shape.w != cases[i].ow)
+            if (r.call.out.shape.h != cases[i].oh || r.call.out.shape.w != cases[i].ow)
                 fail_msg("%s %s on %dx%d: output %dx%d, expected %dx%d", op->name, cases[i].attrs,
-                         cases[i].h, cases[i].w, r.call.out_shape.h, r.call.out_shape.w, cases[i].oh,
+                         cases[i].h, cases[i].w, r.call.out.shape.h, r.call.out.shape.w, cases[i].oh,
                          cases[i].ow);
             teardown(&r);
             free(x);
@@ -280,7 +280,7 @@ static void avgpool_values_count_include_pad(void **state)
           (struct dl_shape){1, 4, 4}, x, 1);
     expect_shape(&r, 1, 3, 3);
     dl_op_avgpool.forward(&r.call);
-    expect_values("out", r.call.out,
+    expect_values("out", dl_tensor_f32(&r.call.out),
                   (const double[]){4.0 / 9, 6.0 / 9, 2.0 / 6, 6.0 / 9, 1, 3.0 / 6, 2.0 / 6, 3.0 / 6,
                                    1.0 / 4},
                   9, 1e-12);
@@ -289,7 +289,7 @@ static void avgpool_values_count_include_pad(void **state)
     setup(&r, &dl_op_avgpool, "{kernel: 3, stride: 2, pad: 1, ceil_mode: true, count_include_pad: false}",
           1, (struct dl_shape){1, 4, 4}, x, 1);
     dl_op_avgpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){1, 1, 1, 1, 1, 1, 1, 1, 1}, 9, 1e-12);
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){1, 1, 1, 1, 1, 1, 1, 1, 1}, 9, 1e-12);
     teardown(&r);
 }
 
@@ -302,12 +302,12 @@ static void avgpool_values(void **state)
     struct run r;
     setup(&r, &dl_op_avgpool, "{kernel: 2}", 2, (struct dl_shape){1, 2, 4}, x, 1);
     dl_op_avgpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){3.5, 5.5, 2, 4}, 4, 1e-12);
-    dl_real *dy = (dl_real *)r.call.dout;
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){3.5, 5.5, 2, 4}, 4, 1e-12);
+    dl_real *dy = dl_tensor_f32(&r.call.dout);
     dy[0] = 4;
     dy[3] = 8;
     dl_op_avgpool.backward(&r.call);
-    expect_values("din", r.call.din[0],
+    expect_values("din", dl_tensor_f32(&r.call.din[0]),
                   (const double[]){1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 2, 2, 0, 0, 2, 2}, 16, 1e-12);
     teardown(&r);
 }
@@ -321,11 +321,11 @@ static void avgpool_values_adaptive(void **state)
           (const dl_real[]){0, 1, 2, 3, 4}, 1);
     expect_shape(&r, 1, 1, 3);
     dl_op_avgpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){0.5, 2, 3.5}, 3, 1e-12);
-    dl_real *dy = (dl_real *)r.call.dout;
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){0.5, 2, 3.5}, 3, 1e-12);
+    dl_real *dy = dl_tensor_f32(&r.call.dout);
     dy[0] = dy[1] = dy[2] = 1;
     dl_op_avgpool.backward(&r.call);
-    expect_values("din", r.call.din[0],
+    expect_values("din", dl_tensor_f32(&r.call.din[0]),
                   (const double[]){0.5, 0.5 + 1.0 / 3, 1.0 / 3, 1.0 / 3 + 0.5, 0.5}, 5, 1e-12);
     teardown(&r);
 
@@ -336,7 +336,7 @@ static void avgpool_values_adaptive(void **state)
     setup(&r, &dl_op_avgpool, "{output: [3, 2]}", 1, (struct dl_shape){1, 5, 7}, x, 1);
     expect_shape(&r, 1, 3, 2);
     dl_op_avgpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){5, 8, 15.5, 18.5, 26, 29}, 6, 1e-12);
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){5, 8, 15.5, 18.5, 26, 29}, 6, 1e-12);
     teardown(&r);
 }
 
@@ -348,12 +348,12 @@ static void global_avgpool_values(void **state)
           (const dl_real[]){1, 2, 6, -3, 0, 0, 5, 5, 5, 1, 2, 3}, 1);
     expect_shape(&r, 2, 1, 1);
     dl_op_global_avgpool.forward(&r.call);
-    expect_values("out", r.call.out, (const double[]){3, -1, 5, 2}, 4, 1e-12);
-    dl_real *dy = (dl_real *)r.call.dout;
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){3, -1, 5, 2}, 4, 1e-12);
+    dl_real *dy = dl_tensor_f32(&r.call.dout);
     dy[0] = 3;
     dy[3] = -6;
     dl_op_global_avgpool.backward(&r.call);
-    expect_values("din", r.call.din[0], (const double[]){1, 1, 1, 0, 0, 0, 0, 0, 0, -2, -2, -2}, 12,
+    expect_values("din", dl_tensor_f32(&r.call.din[0]), (const double[]){1, 1, 1, 0, 0, 0, 0, 0, 0, -2, -2, -2}, 12,
                   1e-12);
     teardown(&r);
 }
@@ -380,7 +380,7 @@ static void batchnorm_values_training(void **state)
         want[2 * n] = (x[2 * n] - 2.5) * s0 + 1;
         want[2 * n + 1] = (x[2 * n + 1] - 2.0) * s1 - 1;
     }
-    expect_values("out", r.call.out, want, 8, 1e-12);
+    expect_values("out", dl_tensor_f32(&r.call.out), want, 8, 1e-12);
     /* PyTorch: running = 0.9 * running + 0.1 * batch, unbiased variance */
     expect_values("running_mean", r.call.param[2], (const double[]){0.25, 0.2}, 2, 1e-12);
     expect_values("running_var", r.call.param[3], (const double[]){0.9 + 0.1 * 5 / 3, 0.9 + 1.6}, 2,
@@ -421,8 +421,8 @@ static void batchnorm_running_stats_4d(void **state)
             for (int i = 0; i < 6; i++) {
                 long k = (n * 2 + ch) * 6 + i;
                 double y = (x[k] - mean) / sqrt(sq / 12 + 1e-5);
-                if (fabs(r.call.out[k] - y) > 1e-12)
-                    fail_msg("out[%ld] = %.10g, expected %.10g", k, (double)r.call.out[k], y);
+                if (fabs(dl_tensor_f32(&r.call.out)[k] - y) > 1e-12)
+                    fail_msg("out[%ld] = %.10g, expected %.10g", k, (double)dl_tensor_f32(&r.call.out)[k], y);
             }
     }
     expect_values("running_mean", r.call.param[2], want_mean, 2, 1e-12);
@@ -448,14 +448,14 @@ static void batchnorm_values_inference(void **state)
     p[3][1] = 0.25;
     dl_op_batchnorm.forward(&r.call);
     /* channel 0: (x - 1) / 2 * 3 + 0.5; channel 1: (x + 1) / 0.5 * 2 */
-    expect_values("out", r.call.out, (const double[]){0.5, 3.5, 0, 4, 6.5, -5.5, 8, -4}, 8, 1e-12);
+    expect_values("out", dl_tensor_f32(&r.call.out), (const double[]){0.5, 3.5, 0, 4, 6.5, -5.5, 8, -4}, 8, 1e-12);
     expect_values("running_mean", p[2], (const double[]){1, -1}, 2, 0);
     expect_values("running_var", p[3], (const double[]){4, 0.25}, 2, 0);
-    dl_real *dy = (dl_real *)r.call.dout;
+    dl_real *dy = dl_tensor_f32(&r.call.dout);
     for (int i = 0; i < 8; i++)
         dy[i] = 1;
     dl_op_batchnorm.backward(&r.call);
-    expect_values("din", r.call.din[0], (const double[]){1.5, 1.5, 4, 4, 1.5, 1.5, 4, 4}, 8, 1e-12);
+    expect_values("din", dl_tensor_f32(&r.call.din[0]), (const double[]){1.5, 1.5, 4, 4, 1.5, 1.5, 4, 4}, 8, 1e-12);
     expect_values("dbias", r.call.dparam[1], (const double[]){4, 4}, 2, 1e-12);
     /* sum of xhat: channel 0 (0 + 2 + 4 - 4) / 2, channel 1 (0 + 1 + 2 - 1) * 2 */
     expect_values("dweight", r.call.dparam[0], (const double[]){1, 4}, 2, 1e-12);
@@ -475,13 +475,13 @@ static void batchnorm_thread_independent(void **state)
         omp_set_num_threads(t ? 3 : 1);
         struct run r;
         setup(&r, &dl_op_batchnorm, "{}", N, (struct dl_shape){C, 5, 7}, x, 1);
-        dl_real *dy = (dl_real *)r.call.dout;
+        dl_real *dy = dl_tensor_f32(&r.call.dout);
         for (int i = 0; i < N * C * HW; i++)
             dy[i] = (dl_real)cos(i * 0.11);
         dl_op_batchnorm.forward(&r.call);
         dl_op_batchnorm.backward(&r.call);
-        memcpy(out[t], r.call.out, sizeof out[t]);
-        memcpy(dx[t], r.call.din[0], sizeof dx[t]);
+        memcpy(out[t], dl_tensor_f32(&r.call.out), sizeof out[t]);
+        memcpy(dx[t], dl_tensor_f32(&r.call.din[0]), sizeof dx[t]);
         memcpy(dw[t], r.call.dparam[0], sizeof dw[t]);
         teardown(&r);
     }

@@ -89,14 +89,14 @@ static void gelu_values(void **state)
     dl_op_gelu.forward(&r.call);
     for (int i = 0; i < 7; i++) {
         double v = x[i], want = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-        assert_true(fabs((double)r.call.out[i] - want) < 1e-12);
+        assert_true(fabs((double)dl_tensor_f32(&r.call.out)[i] - want) < 1e-12);
     }
     ot_free(&r);
     ot_setup(&r, &dl_op_gelu, "{approximate: none}", 1, 1, &s, xs, NULL, 1);
     dl_op_gelu.forward(&r.call);
     for (int i = 0; i < 7; i++)
-        assert_true(fabs((double)r.call.out[i] - x[i] * 0.5 * erfc(-x[i] / sqrt(2))) < 1e-12);
-    assert_true(fabs((double)r.call.out[5] - 0.8413447460685429) < 1e-12); /* GELU(1) = Phi(1) */
+        assert_true(fabs((double)dl_tensor_f32(&r.call.out)[i] - x[i] * 0.5 * erfc(-x[i] / sqrt(2))) < 1e-12);
+    assert_true(fabs((double)dl_tensor_f32(&r.call.out)[5] - 0.8413447460685429) < 1e-12); /* GELU(1) = Phi(1) */
     ot_free(&r);
     ot_expect_attr_error(&dl_op_gelu, "{approximate: sigmoid}", (const char *[]){"approximate", "tanh", "none", NULL});
 }
@@ -123,9 +123,9 @@ static void layernorm_values(void **state)
         for (int t = 0; t < T; t++) {
             double m = 0, v = 0;
             for (int k = 0; k < C; k++)
-                m += ((double)r.call.out[(n * C + k) * T + t] - b[k]) / w[k];
+                m += ((double)dl_tensor_f32(&r.call.out)[(n * C + k) * T + t] - b[k]) / w[k];
             for (int k = 0; k < C; k++) {
-                double z = ((double)r.call.out[(n * C + k) * T + t] - b[k]) / w[k];
+                double z = ((double)dl_tensor_f32(&r.call.out)[(n * C + k) * T + t] - b[k]) / w[k];
                 v += z * z;
             }
             assert_true(fabs(m / C) < 1e-12 && fabs(v / C - 1) < 1e-9);
@@ -149,7 +149,7 @@ static void position_embedding_values(void **state)
     dl_op_position_embedding.forward(&r.call);
     for (int t = 0; t < T; t++)
         for (int k = 0; k < C; k++)
-            assert_true(r.call.out[k * T + t] == x[k * T + t] + w[t * C + k]);
+            assert_true(dl_tensor_f32(&r.call.out)[k * T + t] == x[k * T + t] + w[t * C + k]);
     ot_free(&r);
     struct dl_shape longer = SEQ(5, 2), image = {2, 3, 3};
     struct dl_error err = {0};
@@ -183,7 +183,7 @@ static void attention_values(void **state)
     struct ot_run r;
     ot_setup(&r, &dl_op_attention, "{heads: 2}", 1, 1, &s, xs, NULL, 1);
     dl_op_attention.forward(&r.call);
-    memcpy(y0, r.call.out, sizeof y0);
+    memcpy(y0, dl_tensor_f32(&r.call.out), sizeof y0);
     for (int k = 0; k < C; k++) /* t = 0 sees only itself: y = v[0] */
         assert_true(fabs((double)y0[k * T] - (double)x[(2 * C + k) * T]) < 1e-12);
     /* query t = 3 of head 1 by the formula */
@@ -206,21 +206,21 @@ static void attention_values(void **state)
     }
     /* the last position changes: nothing before it moves */
     for (int k = 0; k < 3 * C; k++)
-        ((dl_real *)r.call.in[0])[k * T + T - 1] += 1;
+        (dl_tensor_f32(&r.call.in[0]))[k * T + T - 1] += 1;
     dl_op_attention.forward(&r.call);
     for (int k = 0; k < C; k++)
         for (int u = 0; u < T - 1; u++)
-            assert_true(r.call.out[k * T + u] == y0[k * T + u]);
+            assert_true(dl_tensor_f32(&r.call.out)[k * T + u] == y0[k * T + u]);
     /* head 1's q, k, v change: head 0's output does not */
-    memcpy((void *)r.call.in[0], x, sizeof x);
+    memcpy((void *)dl_tensor_const_f32(&r.call.in[0]), x, sizeof x);
     for (int blk = 0; blk < 3; blk++)
         for (int j = 0; j < d; j++)
             for (int u = 0; u < T; u++)
-                ((dl_real *)r.call.in[0])[(blk * C + d + j) * T + u] *= 2;
+                (dl_tensor_f32(&r.call.in[0]))[(blk * C + d + j) * T + u] *= 2;
     dl_op_attention.forward(&r.call);
     for (int j = 0; j < d; j++)
         for (int u = 0; u < T; u++)
-            assert_true(r.call.out[j * T + u] == y0[j * T + u]);
+            assert_true(dl_tensor_f32(&r.call.out)[j * T + u] == y0[j * T + u]);
     ot_free(&r);
     (void)H;
 }
@@ -243,11 +243,11 @@ static void attention_dropout(void **state)
     dl_op_attention.forward(&both.call);
     dl_op_attention.forward(&one.call);
     dl_op_attention.forward(&plain.call);
-    assert_memory_equal(both.call.out + C * T, one.call.out, sizeof(dl_real) * (size_t)(C * T));
-    assert_true(memcmp(both.call.out, plain.call.out, sizeof(dl_real) * (size_t)(2 * C * T)) != 0);
+    assert_memory_equal(dl_tensor_f32(&both.call.out) + C * T, dl_tensor_f32(&one.call.out), sizeof(dl_real) * (size_t)(C * T));
+    assert_true(memcmp(dl_tensor_f32(&both.call.out), dl_tensor_f32(&plain.call.out), sizeof(dl_real) * (size_t)(2 * C * T)) != 0);
     both.call.training = 0;
     dl_op_attention.forward(&both.call);
-    assert_memory_equal(both.call.out, plain.call.out, sizeof(dl_real) * (size_t)(2 * C * T));
+    assert_memory_equal(dl_tensor_f32(&both.call.out), dl_tensor_f32(&plain.call.out), sizeof(dl_real) * (size_t)(2 * C * T));
     ot_free(&both);
     ot_free(&one);
     ot_free(&plain);

@@ -445,10 +445,11 @@ static void reference_direct(const struct dl_layer *l, struct kc_tensors *t)
     struct dl_kernel_args a;
     memset(&a, 0, sizeof a);
     struct dl_op_call *c = &a.c;
-    c->attr = l->attr, c->batch = t->batch, c->n_in = l->n_in, c->out_shape = l->out_shape, c->training = 1;
+    c->attr = l->attr, c->batch = t->batch, c->n_in = l->n_in, c->training = 1;
     for (int i = 0; i < l->n_in; i++)
-        c->in_shape[i] = l->in_shape[i], c->in[i] = t->x[i], c->din[i] = t->dx[i];
-    c->out = t->y, c->dout = t->dy, c->labels = t->labels, c->key = KC_KEY;
+        c->in[i] = dl_tensor_of(t->x[i], l->in_shape[i]), c->din[i] = dl_tensor_of(t->dx[i], l->in_shape[i]);
+    c->out = dl_tensor_of(t->y, l->out_shape), c->dout = dl_tensor_of(t->dy, l->out_shape);
+    c->labels = t->labels, c->key = KC_KEY;
     c->param = t->param, c->dparam = t->dparam;
     c->saved = calloc(saved + 64, 1);
     a.workspace = calloc(ws + 64, 1);
@@ -506,18 +507,18 @@ static void simd_maxpool_in(enum dl_layout lo, const struct dl_layer *l, struct 
     struct dl_pool_geom g;
     dl_maxpool_geom(l, &g);
     if (lo == DL_LAYOUT_PLAIN) {
-        c.in[0] = x, c.out = y, c.saved = arg;
+        c.in[0].data = (float *)x, c.out.data = y, c.saved = arg;
         dl_simd_maxpool_forward(&c, &g);
         return;
     }
-    long nin = c.batch * dl_layout_count(lo, c.in_shape[0]), nout = c.batch * dl_layout_count(lo, c.out_shape);
+    long nin = c.batch * dl_layout_count(lo, c.in[0].shape), nout = c.batch * dl_layout_count(lo, c.out.shape);
     float *bx = malloc(sizeof(float) * (size_t)nin), *by = malloc(sizeof(float) * (size_t)nout),
           *barg = malloc(sizeof(float) * (size_t)nout);
-    dl_layout_reorder(x, DL_LAYOUT_PLAIN, bx, lo, c.batch, c.in_shape[0], 0);
-    c.in[0] = bx, c.out = by, c.saved = barg;
+    dl_layout_reorder(x, DL_LAYOUT_PLAIN, bx, lo, c.batch, c.in[0].shape, 0);
+    c.in[0].data = bx, c.out.data = by, c.saved = barg;
     dl_simd_maxpool_blocked_forward(&c, &g, dl_layout_block(lo));
-    dl_layout_reorder(by, lo, y, DL_LAYOUT_PLAIN, c.batch, c.out_shape, 0);
-    dl_layout_reorder(barg, lo, arg, DL_LAYOUT_PLAIN, c.batch, c.out_shape, 0);
+    dl_layout_reorder(by, lo, y, DL_LAYOUT_PLAIN, c.batch, c.out.shape, 0);
+    dl_layout_reorder(barg, lo, arg, DL_LAYOUT_PLAIN, c.batch, c.out.shape, 0);
     free(bx), free(by), free(barg);
 }
 
@@ -552,10 +553,8 @@ static void maxpool_ties_and_nans(void **state)
             int pick = (int)(r >> 33) % 32; /* NaN rarely, so most windows have none */
             x[j] = values[pick < 30 ? pick % 4 : 4];
         }
-        struct dl_op_call c = {.attr = l->attr, .batch = pools[i].batch, .n_in = 1, .out_shape = l->out_shape,
-                               .training = 1};
-        c.in_shape[0] = l->in_shape[0];
-        c.in[0] = x, c.out = y[0], c.saved = arg[0];
+        struct dl_op_call c = {.attr = l->attr, .batch = pools[i].batch, .n_in = 1, .training = 1};
+        c.in[0] = dl_tensor_of(x, l->in_shape[0]), c.out = dl_tensor_of(y[0], l->out_shape), c.saved = arg[0];
         l->kind->forward(&c);
         for (int lo = 0; lo < DL_N_LAYOUTS; lo++) {
             simd_maxpool_in((enum dl_layout)lo, l, c, x, y[1], arg[1]);
@@ -686,16 +685,16 @@ static void run_bf16(const struct dl_kernel *k, const struct dl_layer *l, struct
         a.c.training = 1;
         a.c.key = KC_KEY; /* dropout's mask, as kc_run draws it */
         a.c.sample0 = n0;
-        a.c.out_shape = so;
-        a.c.out_shape.dtype = DL_BF16;
-        a.c.out = (dl_real *)(ky + n0 * ny);
-        a.c.dout = (dl_real *)(kdy + n0 * ny);
+        struct dl_shape bo = so;
+        bo.dtype = DL_BF16;
+        a.c.out = dl_tensor_of(ky + n0 * ny, bo);
+        a.c.dout = dl_tensor_of(kdy + n0 * ny, bo);
         a.c.saved = ksaved;
         for (int i = 0; i < l->n_in; i++) {
-            a.c.in_shape[i] = si[i];
-            a.c.in_shape[i].dtype = DL_BF16;
-            a.c.in[i] = (dl_real *)(kx[i] + n0 * nx[i]);
-            a.c.din[i] = (dl_real *)(kdx[i] + n0 * nx[i]);
+            struct dl_shape bi = si[i];
+            bi.dtype = DL_BF16;
+            a.c.in[i] = dl_tensor_of(kx[i] + n0 * nx[i], bi);
+            a.c.din[i] = dl_tensor_of(kdx[i] + n0 * nx[i], bi);
         }
         a.c.param = kparam;
         a.c.dparam = kdparam;

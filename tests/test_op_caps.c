@@ -85,7 +85,7 @@ static void pass_alloc(struct pass *t, const struct dl_op_kind *op, const struct
     ot_setup(&r, op, e->attrs, 1, 1, &e->in, NULL, NULL, 1);
     t->batch = batch;
     t->nx = batch * dl_shape_count(e->in);
-    t->ny = batch * dl_shape_count(r.call.out_shape);
+    t->ny = batch * dl_shape_count(r.call.out.shape);
     t->x = vec(t->nx), t->dx = vec(t->nx), t->y = vec(t->ny), t->dy = vec(t->ny);
     fill(t->x, t->nx, 1);
     if (e->in.dtype == DL_I32) { /* token ids below the op's limit, i32 in 4-byte elements (core/shape.h) */
@@ -97,10 +97,10 @@ static void pass_alloc(struct pass *t, const struct dl_op_kind *op, const struct
         }
     }
     fill(t->dy, t->ny, 2);
-    t->n_params = op->params ? op->params(r.attr, &e->in, r.call.out_shape, NULL) : 0;
+    t->n_params = op->params ? op->params(r.attr, &e->in, r.call.out.shape, NULL) : 0;
     assert_true(t->n_params <= TEST_MAX_PARAMS);
     if (t->n_params)
-        op->params(r.attr, &e->in, r.call.out_shape, t->p);
+        op->params(r.attr, &e->in, r.call.out.shape, t->p);
     for (int j = 0; j < t->n_params; j++) {
         t->param[j] = vec(t->p[j].count);
         fill(t->param[j], t->p[j].count, 3 + (uint64_t)j);
@@ -129,15 +129,15 @@ static void run_slice(const struct dl_op_kind *op, const struct example *e, stru
                                              : t->x + n0 * sx; /* ids are 4-byte elements in any build */
     ot_setup(&r, op, e->attrs, mb, 1, &e->in, &x, NULL, 1);
     r.call.sample0 = n0; /* as the executor's micro-batches say where their samples sit */
-    memcpy((dl_real *)r.call.dout, t->dy + n0 * sy, sizeof(dl_real) * (size_t)(mb * sy));
+    memcpy(dl_tensor_f32(&r.call.dout), t->dy + n0 * sy, sizeof(dl_real) * (size_t)(mb * sy));
     for (int j = 0; j < t->n_params; j++) {
         r.call.param[j] = t->param[j];
         r.call.dparam[j] = t->dparam[j];
     }
     op->forward(&r.call);
     op->backward(&r.call);
-    memcpy(t->y + n0 * sy, r.call.out, sizeof(dl_real) * (size_t)(mb * sy));
-    memcpy(t->dx + n0 * sx, r.call.din[0], sizeof(dl_real) * (size_t)(mb * sx));
+    memcpy(t->y + n0 * sy, dl_tensor_f32(&r.call.out), sizeof(dl_real) * (size_t)(mb * sy));
+    memcpy(t->dx + n0 * sx, dl_tensor_const_any(&r.call.din[0]), sizeof(dl_real) * (size_t)(mb * sx));
     ot_free(&r);
 }
 
@@ -352,7 +352,7 @@ static void check_split_classes(const struct dl_op_kind *op, const char *attrs, 
     struct ot_run whole;
     const dl_real *xp = x;
     ot_setup(&whole, op, attrs, N, 1, &whole_shape, &xp, y, 1);
-    memcpy((dl_real *)whole.call.dout, dy, sizeof dy);
+    memcpy(dl_tensor_f32(&whole.call.dout), dy, sizeof dy);
     op->forward(&whole.call);
     op->backward(&whole.call);
     struct member m[MAX_GROUP];
@@ -365,7 +365,7 @@ static void check_split_classes(const struct dl_op_kind *op, const char *attrs, 
         const dl_real *bp = block;
         m[t] = (struct member){.c0 = c0};
         ot_setup(&m[t].r, op, attrs, N, 1, &part, &bp, y, 1);
-        memcpy((dl_real *)m[t].r.call.dout, dy, sizeof dy);
+        memcpy(dl_tensor_f32(&m[t].r.call.dout), dy, sizeof dy);
         m[t].r.call.channel0 = c0;
         m[t].r.call.sync_sum = group_sum;
         m[t].r.call.sync_max = group_max;
@@ -373,14 +373,14 @@ static void check_split_classes(const struct dl_op_kind *op, const char *attrs, 
     group_run(op, m, T);
     char what[96];
     for (int t = 0; t < T; t++) {
-        int c0 = m[t].c0, cl = m[t].r.call.in_shape[0].c;
+        int c0 = m[t].c0, cl = m[t].r.call.in[0].shape.c;
         dl_real dx[N * C];
         for (int n = 0; n < N; n++)
-            memcpy(dx + n * cl, whole.call.din[0] + n * C + c0, sizeof *dx * (size_t)cl);
+            memcpy(dx + n * cl, dl_tensor_f32(&whole.call.din[0]) + n * C + c0, sizeof *dx * (size_t)cl);
         snprintf(what, sizeof what, "%s, %d classes, rank %d of %d: loss", attrs, C, t, T);
-        expect_close(op->name, what, m[t].r.call.out, whole.call.out, N);
+        expect_close(op->name, what, dl_tensor_f32(&m[t].r.call.out), dl_tensor_f32(&whole.call.out), N);
         snprintf(what, sizeof what, "%s, %d classes, rank %d of %d: gradient", attrs, C, t, T);
-        expect_close(op->name, what, m[t].r.call.din[0], dx, (long)N * cl);
+        expect_close(op->name, what, dl_tensor_f32(&m[t].r.call.din[0]), dx, (long)N * cl);
         ot_free(&m[t].r);
     }
     ot_free(&whole);
@@ -405,12 +405,12 @@ static void check_row_local(const struct dl_op_kind *op, const struct example *e
     }
     struct ot_run whole;
     ot_setup(&whole, op, e->attrs, N, n_in, shapes, (const dl_real *const *)x, NULL, 1);
-    fill((dl_real *)whole.call.dout, per, 12);
+    fill(dl_tensor_f32(&whole.call.dout), per, 12);
     struct dl_param_desc p[TEST_MAX_PARAMS];
-    int n_params = op->params ? op->params(whole.attr, shapes, whole.call.out_shape, NULL) : 0;
+    int n_params = op->params ? op->params(whole.attr, shapes, whole.call.out.shape, NULL) : 0;
     assert_true(n_params <= TEST_MAX_PARAMS);
     if (n_params)
-        op->params(whole.attr, shapes, whole.call.out_shape, p);
+        op->params(whole.attr, shapes, whole.call.out.shape, p);
     dl_real *init[TEST_MAX_PARAMS], *dwhole[TEST_MAX_PARAMS], *state[MAX_GROUP][TEST_MAX_PARAMS], *dpart[MAX_GROUP][TEST_MAX_PARAMS];
     for (int j = 0; j < n_params; j++) {
         init[j] = vec(p[j].count);
@@ -440,7 +440,7 @@ static void check_row_local(const struct dl_op_kind *op, const struct example *e
         for (int k = 0; k < n_in; k++)
             free(bx[k]);
         for (long pl = 0; pl < (long)N * C; pl++)
-            memcpy((dl_real *)m[t].r.call.dout + pl * rows * W, whole.call.dout + (pl * H + lo) * W,
+            memcpy(dl_tensor_f32(&m[t].r.call.dout) + pl * rows * W, dl_tensor_const_f32(&whole.call.dout) + (pl * H + lo) * W,
                    sizeof(dl_real) * (size_t)(rows * W));
         for (int j = 0; j < n_params; j++) {
             m[t].r.call.param[j] = state[t][j] = vec(p[j].count);
@@ -455,19 +455,19 @@ static void check_row_local(const struct dl_op_kind *op, const struct example *e
     for (int k = 0; k < n_in; k++)
         din[k] = vec(per);
     for (int t = 0; t < T; t++) {
-        int lo = m[t].c0, rows = m[t].r.call.in_shape[0].h;
+        int lo = m[t].c0, rows = m[t].r.call.in[0].shape.h;
         for (long pl = 0; pl < (long)N * C; pl++) {
-            memcpy(part + (pl * H + lo) * W, m[t].r.call.out + pl * rows * W, sizeof(dl_real) * (size_t)(rows * W));
+            memcpy(part + (pl * H + lo) * W, dl_tensor_f32(&m[t].r.call.out) + pl * rows * W, sizeof(dl_real) * (size_t)(rows * W));
             for (int k = 0; k < n_in; k++)
-                memcpy(din[k] + (pl * H + lo) * W, m[t].r.call.din[k] + pl * rows * W,
+                memcpy(din[k] + (pl * H + lo) * W, dl_tensor_f32(&m[t].r.call.din[k]) + pl * rows * W,
                        sizeof(dl_real) * (size_t)(rows * W));
         }
     }
     snprintf(what, sizeof what, "row_local on %d bands: output", T);
-    expect_close(op->name, what, part, whole.call.out, per);
+    expect_close(op->name, what, part, dl_tensor_f32(&whole.call.out), per);
     for (int k = 0; k < n_in; k++) {
         snprintf(what, sizeof what, "row_local on %d bands: input %d gradient", T, k);
-        expect_close(op->name, what, din[k], whole.call.din[k], per);
+        expect_close(op->name, what, din[k], dl_tensor_f32(&whole.call.din[k]), per);
     }
     for (int j = 0; j < n_params; j++) {
         for (int t = 1; t < T && dpart[0][j]; t++)

@@ -39,8 +39,11 @@
  * their gradients; an input of ids (i32, core/shape.h) stays i32, and the
  * layer's parameters and their gradients are f32 (the master weights).
  * The executor inserts a cast step where a producer's dtype differs, as it
- * inserts reorders, so a kernel never sees another dtype; the call's
- * in_shape and out_shape carry the dtypes it gets.
+ * inserts reorders, so a kernel never sees another dtype.  The call's
+ * tensors (struct dl_tensor, core/tensor.h) carry the dtypes it gets, and
+ * a kernel reads their values through the typed accessors
+ * (dl_tensor_f32, dl_tensor_bf16, dl_tensor_i32 and their const forms;
+ * dl_tensor_any where one code path serves both of its dtype tables).
  *
  * Fused ReLU.  A kernel with fuses_relu may be created with cfg.relu = 1
  * when the executor folds the ReLU layer that alone consumes its output

@@ -132,11 +132,11 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
             b.c.batch = mb;
             for (int j = 0; j < l->n_in; j++) {
                 const struct dl_exec_tensor *in = &m->tensors[s->in[j]];
-                b.c.in[j] = dl_exec_samples_at(a->c.in[j], in, n0);
-                b.c.din[j] = dl_exec_samples_at(a->c.din[j], in, n0);
+                b.c.in[j].data = dl_exec_samples_at(a->c.in[j].data, in, n0);
+                b.c.din[j].data = dl_exec_samples_at(a->c.din[j].data, in, n0);
             }
-            b.c.out = dl_exec_samples_at(a->c.out, out, n0);
-            b.c.dout = dl_exec_samples_at(a->c.dout, out, n0);
+            b.c.out.data = dl_exec_samples_at(a->c.out.data, out, n0);
+            b.c.dout.data = dl_exec_samples_at(a->c.dout.data, out, n0);
             b.c.labels = a->c.labels ? a->c.labels + (long)n0 * e->g->positions : NULL;
             b.c.sample0 = a->c.sample0 + n0;
             b.c.saved = a->c.saved ? (dl_real *)((unsigned char *)a->c.saved + saved_off) : NULL;

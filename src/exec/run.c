@@ -28,13 +28,13 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->batch = e->batch;
     c->n_in = l->n_in;
     for (int k = 0; k < l->n_in; k++) {
-        c->in_shape[k] = l->in_shape[k];
-        c->in_shape[k].dtype = m->tensors[s->in[k]].shape.dtype;
-        c->in[k] = m->tensors[s->in[k]].data;
+        c->in[k] = dl_tensor_of(m->tensors[s->in[k]].data, l->in_shape[k]);
+        c->in[k].shape.dtype = m->tensors[s->in[k]].shape.dtype;
+        c->din[k].shape = c->in[k].shape;
     }
-    c->out_shape = l->out_shape;
-    c->out_shape.dtype = m->tensors[s->out].shape.dtype;
-    c->out = m->tensors[s->out].data;
+    c->out = dl_tensor_of(m->tensors[s->out].data, l->out_shape);
+    c->out.shape.dtype = m->tensors[s->out].shape.dtype;
+    c->dout.shape = c->out.shape;
     c->param = e->param[s->layer]; /* never written through the call (a kernel that changes one copies them) */
     c->dparam = e->dparam[s->layer];
     c->saved = (dl_real *)s->saved;
@@ -245,13 +245,13 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     struct dl_exec_tensor *out = &m->tensors[s->out];
     if (!m->written[s->out]) /* nothing consumed it: zero gradient */
         zero_on_device(e, out->grad, out->count * e->batch, out->shape.dtype);
-    a.c.dout = out->grad;
+    a.c.dout.data = out->grad;
     int any = 0;
     for (int k = 0; k < l->n_in && pass != PASS_WEIGHTS; k++) { /* the weights pass writes no input gradient */
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];
         if (!t->needs_grad)
             continue;
-        a.c.din[k] = s->via_scratch[k] ? s->scratch[k] : t->grad;
+        a.c.din[k].data = s->via_scratch[k] ? s->scratch[k] : t->grad;
         any = 1;
     }
     /* a layer on a band of rows: the weight gradients of the pass that
@@ -270,7 +270,7 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         dl_exec_rows_grad_end(e, s);
     for (int k = 0; k < l->n_in; k++) {
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];
-        if (!a.c.din[k])
+        if (!a.c.din[k].data)
             continue;
         if (s->via_scratch[k]) {
             long n = t->count * e->batch;

@@ -29,12 +29,12 @@ static int add_infer(const void *attr, int n_in, const struct dl_shape *in, stru
 
 static void add_forward(const struct dl_op_call *c)
 {
-    long n = (long)c->batch * dl_shape_count(c->out_shape);
-    dl_real *y = c->out;
-    memcpy(y, c->in[0], sizeof *y * (size_t)n);
+    long n = (long)c->batch * dl_shape_count(c->out.shape);
+    dl_real *y = dl_tensor_f32(&c->out);
+    memcpy(y, dl_tensor_const_f32(&c->in[0]), sizeof *y * (size_t)n);
     /* One input at a time, so each element is summed in input order. */
     for (int k = 1; k < c->n_in; k++) {
-        const dl_real *x = c->in[k];
+        const dl_real *x = dl_tensor_const_f32(&c->in[k]);
         #pragma omp parallel for simd schedule(static)
         for (long i = 0; i < n; i++)
             y[i] += x[i];
@@ -43,10 +43,10 @@ static void add_forward(const struct dl_op_call *c)
 
 static void add_backward(const struct dl_op_call *c)
 {
-    long n = (long)c->batch * dl_shape_count(c->out_shape);
+    long n = (long)c->batch * dl_shape_count(c->out.shape);
     for (int k = 0; k < c->n_in; k++)
-        if (c->din[k])
-            memcpy(c->din[k], c->dout, sizeof(dl_real) * (size_t)n);
+        if (c->din[k].data)
+            memcpy(dl_tensor_f32(&c->din[k]), dl_tensor_const_f32(&c->dout), sizeof(dl_real) * (size_t)n);
 }
 
 /* The number of inputs is not passed to flops(), so this counts the two-input

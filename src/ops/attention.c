@@ -87,21 +87,21 @@ struct qkv {
 
 static struct qkv sample_qkv(const struct dl_op_call *c, long n, int with_grads)
 {
-    long T = c->out_shape.h, C = c->out_shape.c;
+    long T = c->out.shape.h, C = c->out.shape.c;
     struct qkv p = {0};
     if (c->n_in == 1) {
         long base = n * 3 * C * T;
-        p.q = c->in[0] + base, p.k = p.q + C * T, p.v = p.k + C * T;
-        if (with_grads && c->din[0])
-            p.dq = c->din[0] + base, p.dk = p.dq + C * T, p.dv = p.dk + C * T;
+        p.q = dl_tensor_const_f32(&c->in[0]) + base, p.k = p.q + C * T, p.v = p.k + C * T;
+        if (with_grads && c->din[0].data)
+            p.dq = dl_tensor_f32(&c->din[0]) + base, p.dk = p.dq + C * T, p.dv = p.dk + C * T;
         return p;
     }
     long base = n * C * T;
-    p.q = c->in[0] + base, p.k = c->in[1] + base, p.v = c->in[2] + base;
+    p.q = dl_tensor_const_f32(&c->in[0]) + base, p.k = dl_tensor_const_f32(&c->in[1]) + base, p.v = dl_tensor_const_f32(&c->in[2]) + base;
     if (with_grads) {
-        p.dq = c->din[0] ? c->din[0] + base : NULL;
-        p.dk = c->din[1] ? c->din[1] + base : NULL;
-        p.dv = c->din[2] ? c->din[2] + base : NULL;
+        p.dq = c->din[0].data ? dl_tensor_f32(&c->din[0]) + base : NULL;
+        p.dk = c->din[1].data ? dl_tensor_f32(&c->din[1]) + base : NULL;
+        p.dv = c->din[2].data ? dl_tensor_f32(&c->din[2]) + base : NULL;
     }
     return p;
 }
@@ -111,7 +111,7 @@ static struct qkv sample_qkv(const struct dl_op_call *c, long n, int with_grads)
 static long weights_of(const struct dl_op_call *c, const struct qkv *p, long n, long h, long t, dl_real *w)
 {
     const struct attention_attr *a = c->attr;
-    long T = c->out_shape.h, d = c->out_shape.c / a->heads, len = a->causal ? t + 1 : T;
+    long T = c->out.shape.h, d = c->out.shape.c / a->heads, len = a->causal ? t + 1 : T;
     const dl_real *q = p->q + h * d * T, *k = p->k + h * d * T;
     double scale = 1 / sqrt((double)d), most = -INFINITY, sum = 0;
     for (long s = 0; s < len; s++) {
@@ -143,7 +143,7 @@ double dl_attention_kept(uint64_t key, long sample, long h, long t, long s, long
 static double kept(const struct dl_op_call *c, long n, long h, long t, long s)
 {
     const struct attention_attr *a = c->attr;
-    return c->training ? dl_attention_kept(c->key, c->sample0 + n, a->head0 + h, t, s, c->out_shape.h, a->dropout)
+    return c->training ? dl_attention_kept(c->key, c->sample0 + n, a->head0 + h, t, s, c->out.shape.h, a->dropout)
                        : 1;
 }
 
@@ -180,7 +180,7 @@ static long attention_saved_size(const void *attr, int batch, const struct dl_sh
 static void attention_forward_cached(const struct dl_op_call *c)
 {
     const struct attention_attr *a = c->attr;
-    long T = c->out_shape.h, C = c->out_shape.c, H = a->heads, d = C / H, L = c->cache_len, p0 = c->position0;
+    long T = c->out.shape.h, C = c->out.shape.c, H = a->heads, d = C / H, L = c->cache_len, p0 = c->position0;
     #pragma omp parallel for schedule(static)
     for (long n = 0; n < (long)c->batch; n++) {
         struct qkv p = sample_qkv(c, n, 0);
@@ -196,7 +196,7 @@ static void attention_forward_cached(const struct dl_op_call *c)
         long n = task / H, h = task % H;
         struct qkv p = sample_qkv(c, n, 0);
         const dl_real *K = c->cache + n * 2 * C * L + h * d * L, *V = K + C * L, *q = p.q + h * d * T;
-        dl_real *y = c->out + n * C * T + h * d * T;
+        dl_real *y = dl_tensor_f32(&c->out) + n * C * T + h * d * T;
         double scale = 1 / sqrt((double)d);
         for (long t = 0; t < T; t++) {
             long len = a->causal ? p0 + t + 1 : p0 + T;
@@ -227,14 +227,14 @@ static void attention_forward(const struct dl_op_call *c)
         attention_forward_cached(c);
         return;
     }
-    long T = c->out_shape.h, C = c->out_shape.c, H = a->heads, d = C / H;
+    long T = c->out.shape.h, C = c->out.shape.c, H = a->heads, d = C / H;
     #pragma omp parallel for schedule(static)
     for (long task = 0; task < (long)c->batch * H; task++) {
         long n = task / H, h = task % H;
         dl_real *w = c->saved + 2 * task * T;
         struct qkv p = sample_qkv(c, n, 0);
         const dl_real *v = p.v + h * d * T;
-        dl_real *y = c->out + n * C * T + h * d * T;
+        dl_real *y = dl_tensor_f32(&c->out) + n * C * T + h * d * T;
         for (long t = 0; t < T; t++) {
             long len = weights_of(c, &p, n, h, t, w);
             for (long j = 0; j < d; j++) {
@@ -255,10 +255,10 @@ static void attention_forward(const struct dl_op_call *c)
 static void head_backward(const struct dl_op_call *c, long n, long h, dl_real *w, dl_real *dp)
 {
     const struct attention_attr *a = c->attr;
-    long T = c->out_shape.h, C = c->out_shape.c, d = C / a->heads;
+    long T = c->out.shape.h, C = c->out.shape.c, d = C / a->heads;
     struct qkv p = sample_qkv(c, n, 1);
     long off = h * d * T;
-    const dl_real *q = p.q + off, *k = p.k + off, *v = p.v + off, *dy = c->dout + n * C * T + off;
+    const dl_real *q = p.q + off, *k = p.k + off, *v = p.v + off, *dy = dl_tensor_const_f32(&c->dout) + n * C * T + off;
     dl_real *dq = p.dq ? p.dq + off : NULL, *dk = p.dk ? p.dk + off : NULL, *dv = p.dv ? p.dv + off : NULL;
     double scale = 1 / sqrt((double)d);
     if (dk)
@@ -295,10 +295,10 @@ static void head_backward(const struct dl_op_call *c, long n, long h, dl_real *w
 static void attention_backward(const struct dl_op_call *c)
 {
     const struct attention_attr *a = c->attr;
-    long T = c->out_shape.h, H = a->heads;
+    long T = c->out.shape.h, H = a->heads;
     int any = 0;
     for (int i = 0; i < c->n_in; i++)
-        any |= c->din[i] != NULL;
+        any |= c->din[i].data != NULL;
     if (!any)
         return;
     #pragma omp parallel for schedule(static)

@@ -65,14 +65,14 @@ static int avgpool_window(const struct avgpool_attr *a, int axis, int o, int L, 
 static void avgpool_forward(const struct dl_op_call *c)
 {
     const struct avgpool_attr *a = c->attr;
-    int H = c->in_shape[0].h, W = c->in_shape[0].w;
-    int OH = c->out_shape.h, OW = c->out_shape.w;
-    long planes = (long)c->batch * c->out_shape.c;
+    int H = c->in[0].shape.h, W = c->in[0].shape.w;
+    int OH = c->out.shape.h, OW = c->out.shape.w;
+    long planes = (long)c->batch * c->out.shape.c;
     /* Each (n, c) plane is independent. */
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        const dl_real *x = c->in[0] + p * H * W;
-        dl_real *y = c->out + p * OH * OW;
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]) + p * H * W;
+        dl_real *y = dl_tensor_f32(&c->out) + p * OH * OW;
         for (int oh = 0; oh < OH; oh++) {
             int h0, h1;
             int dh = avgpool_window(a, 0, oh, H, OH, &h0, &h1);
@@ -92,16 +92,16 @@ static void avgpool_forward(const struct dl_op_call *c)
 /* dx[i] = sum over the windows containing i of dy[o] / divisor[o]. */
 static void avgpool_backward(const struct dl_op_call *c)
 {
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
     const struct avgpool_attr *a = c->attr;
-    int H = c->in_shape[0].h, W = c->in_shape[0].w;
-    int OH = c->out_shape.h, OW = c->out_shape.w;
-    long planes = (long)c->batch * c->out_shape.c;
+    int H = c->in[0].shape.h, W = c->in[0].shape.w;
+    int OH = c->out.shape.h, OW = c->out.shape.w;
+    long planes = (long)c->batch * c->out.shape.c;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        dl_real *dx = c->din[0] + p * H * W;
-        const dl_real *dy = c->dout + p * OH * OW;
+        dl_real *dx = dl_tensor_f32(&c->din[0]) + p * H * W;
+        const dl_real *dy = dl_tensor_const_f32(&c->dout) + p * OH * OW;
         for (int i = 0; i < H * W; i++)
             dx[i] = 0;
         for (int oh = 0; oh < OH; oh++) {

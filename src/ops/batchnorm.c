@@ -65,11 +65,11 @@ static long batchnorm_saved_size(const void *attr, int batch, const struct dl_sh
 /* Sums over channel ch of f(x) for every value of the batch, in a fixed order. */
 static double channel_sum(const struct dl_op_call *c, int ch, double shift, int squared)
 {
-    int N = c->batch, C = c->in_shape[0].c;
-    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
+    int N = c->batch, C = c->in[0].shape.c;
+    long HW = (long)c->in[0].shape.h * c->in[0].shape.w;
     double s = 0;
     for (int n = 0; n < N; n++) {
-        const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]) + ((long)n * C + ch) * HW;
         for (long i = 0; i < HW; i++)
             s += squared ? ((double)x[i] - shift) * ((double)x[i] - shift) : (double)x[i];
     }
@@ -80,11 +80,11 @@ static double channel_sum(const struct dl_op_call *c, int ch, double shift, int 
  * avoid cancellation), each summed over the ranks when c->sync_sum is set. */
 static void batch_statistics(const struct dl_op_call *c, double *mean, double *var, double *count)
 {
-    int C = c->in_shape[0].c;
+    int C = c->in[0].shape.c;
     #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < C; ch++)
         mean[ch] = channel_sum(c, ch, 0, 0);
-    mean[C] = (double)c->batch * c->in_shape[0].h * c->in_shape[0].w;
+    mean[C] = (double)c->batch * c->in[0].shape.h * c->in[0].shape.w;
     if (c->sync_sum)
         c->sync_sum(c->sync_ctx, mean, C + 1);
     *count = mean[C];
@@ -100,8 +100,8 @@ static void batch_statistics(const struct dl_op_call *c, double *mean, double *v
 static void batchnorm_forward(const struct dl_op_call *c)
 {
     const struct batchnorm_attr *a = c->attr;
-    int N = c->batch, C = c->in_shape[0].c;
-    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
+    int N = c->batch, C = c->in[0].shape.c;
+    long HW = (long)c->in[0].shape.h * c->in[0].shape.w;
     double mean[C + 1], sq[C], M = 0;
     if (c->training)
         batch_statistics(c, mean, sq, &M);
@@ -130,8 +130,8 @@ static void batchnorm_forward(const struct dl_op_call *c)
         dl_real scale = (dl_real)(c->param[BN_WEIGHT][ch] * inv_std);
         dl_real shift = c->param[BN_BIAS][ch];
         for (int n = 0; n < N; n++) {
-            const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
-            dl_real *y = c->out + ((long)n * C + ch) * HW;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + ((long)n * C + ch) * HW;
+            dl_real *y = dl_tensor_f32(&c->out) + ((long)n * C + ch) * HW;
             for (long i = 0; i < HW; i++)
                 y[i] = (x[i] - m) * scale + shift;
         }
@@ -149,7 +149,7 @@ static void batchnorm_forward(const struct dl_op_call *c)
 static void used_statistics(const struct dl_op_call *c, int ch, double *mean, double *inv_std)
 {
     const struct batchnorm_attr *a = c->attr;
-    int C = c->in_shape[0].c;
+    int C = c->in[0].shape.c;
     if (c->training) {
         *mean = c->saved[ch];
         *inv_std = c->saved[C + ch];
@@ -161,8 +161,8 @@ static void used_statistics(const struct dl_op_call *c, int ch, double *mean, do
 
 static void batchnorm_backward(const struct dl_op_call *c)
 {
-    int N = c->batch, C = c->in_shape[0].c;
-    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
+    int N = c->batch, C = c->in[0].shape.c;
+    long HW = (long)c->in[0].shape.h * c->in[0].shape.w;
     double sums[2 * C]; /* sum dy[C], then sum dy*xhat[C] */
     #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < C; ch++) {
@@ -170,8 +170,8 @@ static void batchnorm_backward(const struct dl_op_call *c)
         used_statistics(c, ch, &mean, &inv_std);
         double sum_dy = 0, sum_dy_xhat = 0;
         for (int n = 0; n < N; n++) {
-            const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
-            const dl_real *dy = c->dout + ((long)n * C + ch) * HW;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + ((long)n * C + ch) * HW;
+            const dl_real *dy = dl_tensor_const_f32(&c->dout) + ((long)n * C + ch) * HW;
             for (long i = 0; i < HW; i++) {
                 sum_dy += dy[i];
                 sum_dy_xhat += dy[i] * ((x[i] - mean) * inv_std);
@@ -185,7 +185,7 @@ static void batchnorm_backward(const struct dl_op_call *c)
         sums[ch] = sum_dy;
         sums[C + ch] = sum_dy_xhat;
     }
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
     double M = (double)N * HW;
     if (c->training && c->sync_sum) {
@@ -201,9 +201,9 @@ static void batchnorm_backward(const struct dl_op_call *c)
         dl_real mean_dy = c->training ? (dl_real)(sums[ch] / M) : 0;
         dl_real mean_dy_xhat = c->training ? (dl_real)(sums[C + ch] / M) : 0;
         for (int n = 0; n < N; n++) {
-            const dl_real *x = c->in[0] + ((long)n * C + ch) * HW;
-            const dl_real *dy = c->dout + ((long)n * C + ch) * HW;
-            dl_real *dx = c->din[0] + ((long)n * C + ch) * HW;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + ((long)n * C + ch) * HW;
+            const dl_real *dy = dl_tensor_const_f32(&c->dout) + ((long)n * C + ch) * HW;
+            dl_real *dx = dl_tensor_f32(&c->din[0]) + ((long)n * C + ch) * HW;
             for (long i = 0; i < HW; i++)
                 dx[i] = k * (dy[i] - mean_dy - (x[i] - m) * is * mean_dy_xhat);
         }

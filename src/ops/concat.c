@@ -28,13 +28,13 @@ static int concat_infer(const void *attr, int n_in, const struct dl_shape *in, s
 
 static void concat_forward(const struct dl_op_call *c)
 {
-    long out_count = dl_shape_count(c->out_shape);
+    long out_count = dl_shape_count(c->out.shape);
     #pragma omp parallel for schedule(static)
     for (int b = 0; b < c->batch; b++) {
-        dl_real *y = c->out + b * out_count;
+        dl_real *y = dl_tensor_f32(&c->out) + b * out_count;
         for (int i = 0; i < c->n_in; i++) {
-            long block = dl_shape_count(c->in_shape[i]);
-            memcpy(y, c->in[i] + b * block, sizeof *y * (size_t)block);
+            long block = dl_shape_count(c->in[i].shape);
+            memcpy(y, dl_tensor_const_f32(&c->in[i]) + b * block, sizeof *y * (size_t)block);
             y += block;
         }
     }
@@ -42,14 +42,14 @@ static void concat_forward(const struct dl_op_call *c)
 
 static void concat_backward(const struct dl_op_call *c)
 {
-    long out_count = dl_shape_count(c->out_shape);
+    long out_count = dl_shape_count(c->out.shape);
     #pragma omp parallel for schedule(static)
     for (int b = 0; b < c->batch; b++) {
-        const dl_real *dy = c->dout + b * out_count;
+        const dl_real *dy = dl_tensor_const_f32(&c->dout) + b * out_count;
         for (int i = 0; i < c->n_in; i++) {
-            long block = dl_shape_count(c->in_shape[i]);
-            if (c->din[i])
-                memcpy(c->din[i] + b * block, dy, sizeof *dy * (size_t)block);
+            long block = dl_shape_count(c->in[i].shape);
+            if (c->din[i].data)
+                memcpy(dl_tensor_f32(&c->din[i]) + b * block, dy, sizeof *dy * (size_t)block);
             dy += block;
         }
     }

@@ -152,7 +152,7 @@ struct conv_geom {
 static struct conv_geom conv_geom(const struct dl_op_call *c)
 {
     const struct conv_attr *a = c->attr;
-    struct dl_shape i = c->in_shape[0], o = c->out_shape;
+    struct dl_shape i = c->in[0].shape, o = c->out.shape;
     return (struct conv_geom){
         .C = i.c, .H = i.h, .W = i.w, .K = o.c, .P = o.h, .Q = o.w,
         .R = a->kernel[0], .S = a->kernel[1], .sh = a->stride[0], .sw = a->stride[1],
@@ -243,8 +243,8 @@ static void conv_forward(const struct dl_op_call *c)
      * taps per pass over the output plane. */
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
-        const dl_real *x = c->in[0] + (long)n * g.C * g.HW;
-        dl_real *y = c->out + (long)n * g.K * g.PQ;
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]) + (long)n * g.C * g.HW;
+        dl_real *y = dl_tensor_f32(&c->out) + (long)n * g.K * g.PQ;
         dl_real *buf = c->saved + 4L * n * g.PQ;
         for (int k = 0; k < g.K; k++)
             for (long i = 0; i < g.PQ; i++)
@@ -277,8 +277,8 @@ static void conv_backward_data(const struct dl_op_call *c, const struct conv_geo
     const dl_real *w = c->param[0];
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
-        const dl_real *dy = c->dout + (long)n * g->K * g->PQ;
-        dl_real *dx = c->din[0] + (long)n * g->C * g->HW;
+        const dl_real *dy = dl_tensor_const_f32(&c->dout) + (long)n * g->K * g->PQ;
+        dl_real *dx = dl_tensor_f32(&c->din[0]) + (long)n * g->C * g->HW;
         dl_real *buf = c->saved + (long)n * g->PQ;
         memset(dx, 0, sizeof *dx * (size_t)g->C * (size_t)g->HW);
         for (int ci = 0; ci < g->C; ci++) {
@@ -320,8 +320,8 @@ static void conv_backward_params(const struct dl_op_call *c, const struct conv_g
     for (long j = 0; j < chunks; j++) {
         dl_real *buf = c->saved + j * g->PQ;
         for (int n = 0; n < c->batch; n++) {
-            const dl_real *x = c->in[0] + (long)n * g->C * g->HW;
-            const dl_real *dy = c->dout + (long)n * g->K * g->PQ;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + (long)n * g->C * g->HW;
+            const dl_real *dy = dl_tensor_const_f32(&c->dout) + (long)n * g->K * g->PQ;
             for (long tap = taps * j / chunks; tap < taps * (j + 1) / chunks; tap++) {
                 int ci = (int)(tap / (g->R * g->S)), r = (int)(tap / g->S % g->R), s = (int)(tap % g->S);
                 int k0 = ci / g->Cg * g->Kg, cl = ci % g->Cg, k;
@@ -346,7 +346,7 @@ static void conv_backward_params(const struct dl_op_call *c, const struct conv_g
     for (int k = 0; k < g->K; k++) {
         double sum = 0;
         for (int n = 0; n < c->batch; n++) {
-            const dl_real *dy = c->dout + ((long)n * g->K + k) * g->PQ;
+            const dl_real *dy = dl_tensor_const_f32(&c->dout) + ((long)n * g->K + k) * g->PQ;
             for (long i = 0; i < g->PQ; i++)
                 sum += dy[i];
         }
@@ -357,7 +357,7 @@ static void conv_backward_params(const struct dl_op_call *c, const struct conv_g
 static void conv_backward(const struct dl_op_call *c)
 {
     const struct conv_geom g = conv_geom(c);
-    if (c->din[0])
+    if (c->din[0].data)
         conv_backward_data(c, &g);
     conv_backward_params(c, &g);
 }

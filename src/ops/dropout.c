@@ -41,9 +41,9 @@ static long dropout_saved_size(const void *attr, int batch, const struct dl_shap
 static void dropout_forward(const struct dl_op_call *c)
 {
     const struct dropout_attr *a = c->attr;
-    long n = (long)c->batch * dl_shape_count(c->out_shape);
-    const dl_real *x = c->in[0];
-    dl_real *y = c->out;
+    long n = (long)c->batch * dl_shape_count(c->out.shape);
+    const dl_real *x = dl_tensor_const_f32(&c->in[0]);
+    dl_real *y = dl_tensor_f32(&c->out);
     if (!c->training || a->rate == 0) {
         memcpy(y, x, sizeof *y * (size_t)n);
         return;
@@ -52,7 +52,7 @@ static void dropout_forward(const struct dl_op_call *c)
      * uniform in [0, 1). */
     dl_real *m = c->saved;
     dl_real keep = (dl_real)(1 / (1 - a->rate));
-    long per = dl_shape_count(c->out_shape), first = (long)c->channel0 * c->out_shape.h * c->out_shape.w;
+    long per = dl_shape_count(c->out.shape), first = (long)c->channel0 * c->out.shape.h * c->out.shape.w;
     #pragma omp parallel for schedule(static)
     for (int s = 0; s < c->batch; s++) {
         uint64_t sample = dl_rng_hash(c->key, (uint64_t)(c->sample0 + s));
@@ -67,11 +67,11 @@ static void dropout_forward(const struct dl_op_call *c)
 static void dropout_backward(const struct dl_op_call *c)
 {
     const struct dropout_attr *a = c->attr;
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
-    long n = (long)c->batch * dl_shape_count(c->out_shape);
-    const dl_real *dy = c->dout;
-    dl_real *dx = c->din[0];
+    long n = (long)c->batch * dl_shape_count(c->out.shape);
+    const dl_real *dy = dl_tensor_const_f32(&c->dout);
+    dl_real *dx = dl_tensor_f32(&c->din[0]);
     if (!c->training || a->rate == 0) {
         memcpy(dx, dy, sizeof *dx * (size_t)n);
         return;

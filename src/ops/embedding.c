@@ -64,12 +64,10 @@ static int embedding_id_limit(const void *attr)
     return ((const struct embedding_attr *)attr)->vocab;
 }
 
-/* Token id of sample n, position t (4-byte elements holding i32: shape.h). */
+/* Token id of sample n, position t (the input holds i32 ids: shape.h). */
 static int32_t id_at(const struct dl_op_call *c, long n, long t)
 {
-    int32_t id;
-    memcpy(&id, (const char *)c->in[0] + sizeof(int32_t) * (size_t)(n * c->in_shape[0].h + t), sizeof id);
-    return id;
+    return dl_tensor_const_i32(&c->in[0])[n * c->in[0].shape.h + t];
 }
 
 /* The row of the id at sample n, position t in this table, or -1 (another
@@ -84,13 +82,13 @@ static long row_at(const struct dl_op_call *c, long n, long t)
 static void embedding_forward(const struct dl_op_call *c)
 {
     const struct embedding_attr *a = c->attr;
-    long T = c->in_shape[0].h, C = a->dim;
+    long T = c->in[0].shape.h, C = a->dim;
     const dl_real *w = c->param[0];
     #pragma omp parallel for schedule(static)
     for (long n = 0; n < c->batch; n++)
         for (long t = 0; t < T; t++) {
             long r = row_at(c, n, t);
-            dl_real *y = c->out + n * C * T + t;
+            dl_real *y = dl_tensor_f32(&c->out) + n * C * T + t;
             for (long k = 0; k < C; k++)
                 y[k * T] = r >= 0 ? w[r * C + k] : 0;
         }
@@ -99,7 +97,7 @@ static void embedding_forward(const struct dl_op_call *c)
 static void embedding_backward(const struct dl_op_call *c)
 {
     const struct embedding_attr *a = c->attr;
-    long T = c->in_shape[0].h, C = a->dim;
+    long T = c->in[0].shape.h, C = a->dim;
     dl_real *dw = c->dparam[0];
     if (!dw)
         return;
@@ -110,7 +108,7 @@ static void embedding_backward(const struct dl_op_call *c)
             if (r < 0)
                 continue;
             dl_real *row = dw + r * C;
-            const dl_real *dy = c->dout + n * C * T + t;
+            const dl_real *dy = dl_tensor_const_f32(&c->dout) + n * C * T + t;
             for (long k = 0; k < C; k++)
                 row[k] += dy[k * T];
         }

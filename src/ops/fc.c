@@ -82,9 +82,9 @@ static void fc_forward(const struct dl_op_call *c)
 {
     const struct fc_attr *a = c->attr;
     long T, F;
-    fc_dims(c->in_shape[0], &T, &F);
+    fc_dims(c->in[0].shape, &T, &F);
     long U = a->units, N = c->batch;
-    const dl_real *x = c->in[0], *w = c->param[0], *b = a->bias ? c->param[1] : NULL;
+    const dl_real *x = dl_tensor_const_f32(&c->in[0]), *w = c->param[0], *b = a->bias ? c->param[1] : NULL;
     if (T > 1) { /* per position: one column of the sample's [C][T] block at a time */
         #pragma omp parallel for schedule(static)
         for (long i = 0; i < N * T; i++) {
@@ -93,7 +93,7 @@ static void fc_forward(const struct dl_op_call *c)
                 double sum = b ? b[u] : 0;
                 for (long k = 0; k < F; k++)
                     sum += (double)w[u * F + k] * x[(n * F + k) * T + t];
-                c->out[(n * U + u) * T + t] = (dl_real)sum;
+                dl_tensor_f32(&c->out)[(n * U + u) * T + t] = (dl_real)sum;
             }
         }
         return;
@@ -104,7 +104,7 @@ static void fc_forward(const struct dl_op_call *c)
     for (long i = 0; i < U * N; i++) {
         long u = i / N, n = i % N;
         double sum = b ? b[u] : 0;
-        c->out[n * U + u] = (dl_real)(sum + dl_vec_dot(w + u * F, x + n * F, F));
+        dl_tensor_f32(&c->out)[n * U + u] = (dl_real)(sum + dl_vec_dot(w + u * F, x + n * F, F));
     }
 }
 
@@ -114,9 +114,9 @@ static void fc_backward_positions(const struct dl_op_call *c, long T, long F)
 {
     const struct fc_attr *a = c->attr;
     long U = a->units, N = c->batch;
-    const dl_real *x = c->in[0], *w = c->param[0], *dy = c->dout;
-    if (c->din[0]) {
-        dl_real *dx = c->din[0];
+    const dl_real *x = dl_tensor_const_f32(&c->in[0]), *w = c->param[0], *dy = dl_tensor_const_f32(&c->dout);
+    if (c->din[0].data) {
+        dl_real *dx = dl_tensor_f32(&c->din[0]);
         #pragma omp parallel for schedule(static)
         for (long i = 0; i < N * T; i++) {
             long n = i / T, t = i % T;
@@ -152,16 +152,16 @@ static void fc_backward(const struct dl_op_call *c)
 {
     const struct fc_attr *a = c->attr;
     long T, F;
-    fc_dims(c->in_shape[0], &T, &F);
+    fc_dims(c->in[0].shape, &T, &F);
     if (T > 1) {
         fc_backward_positions(c, T, F);
         return;
     }
     long U = a->units, N = c->batch;
-    const dl_real *x = c->in[0], *w = c->param[0], *dy = c->dout;
+    const dl_real *x = dl_tensor_const_f32(&c->in[0]), *w = c->param[0], *dy = dl_tensor_const_f32(&c->dout);
     /* dx[n,:] = sum_u dy[n,u] * W[u,:], one sample per iteration. */
-    if (c->din[0]) {
-        dl_real *dx = c->din[0];
+    if (c->din[0].data) {
+        dl_real *dx = dl_tensor_f32(&c->din[0]);
         #pragma omp parallel for schedule(static)
         for (long n = 0; n < N; n++) {
             memset(dx + n * F, 0, sizeof *dx * (size_t)F);

@@ -12,28 +12,28 @@ static int global_avgpool_infer(const void *attr, int n_in, const struct dl_shap
 
 static void global_avgpool_forward(const struct dl_op_call *c)
 {
-    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
-    long planes = (long)c->batch * c->in_shape[0].c;
+    long HW = (long)c->in[0].shape.h * c->in[0].shape.w;
+    long planes = (long)c->batch * c->in[0].shape.c;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        const dl_real *x = c->in[0] + p * HW;
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]) + p * HW;
         double sum = 0;
         for (long i = 0; i < HW; i++)
             sum += x[i];
-        c->out[p] = (dl_real)(sum / (double)HW);
+        dl_tensor_f32(&c->out)[p] = (dl_real)(sum / (double)HW);
     }
 }
 
 static void global_avgpool_backward(const struct dl_op_call *c)
 {
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
-    long HW = (long)c->in_shape[0].h * c->in_shape[0].w;
-    long planes = (long)c->batch * c->in_shape[0].c;
+    long HW = (long)c->in[0].shape.h * c->in[0].shape.w;
+    long planes = (long)c->batch * c->in[0].shape.c;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        dl_real *dx = c->din[0] + p * HW;
-        dl_real g = (dl_real)(c->dout[p] / (double)HW);
+        dl_real *dx = dl_tensor_f32(&c->din[0]) + p * HW;
+        dl_real g = (dl_real)(dl_tensor_const_f32(&c->dout)[p] / (double)HW);
         for (long i = 0; i < HW; i++)
             dx[i] = g;
     }

@@ -64,14 +64,14 @@ static long layernorm_saved_size(const void *attr, int batch, const struct dl_sh
 static void layernorm_forward(const struct dl_op_call *c)
 {
     const struct layernorm_attr *a = c->attr;
-    long C = c->in_shape[0].c, T = positions(c->in_shape[0]), rows = (long)c->batch * T;
+    long C = c->in[0].shape.c, T = positions(c->in[0].shape), rows = (long)c->batch * T;
     const dl_real *w = a->affine ? c->param[0] : NULL, *b = a->affine ? c->param[1] : NULL;
     dl_real *mean = c->saved, *rstd = c->saved + rows;
     #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) {
         long n = r / T, t = r % T;
-        const dl_real *x = c->in[0] + n * C * T + t;
-        dl_real *y = c->out + n * C * T + t;
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]) + n * C * T + t;
+        dl_real *y = dl_tensor_f32(&c->out) + n * C * T + t;
         double s = 0, ss = 0;
         for (long k = 0; k < C; k++)
             s += (double)x[k * T];
@@ -91,14 +91,14 @@ static void layernorm_forward(const struct dl_op_call *c)
 static void layernorm_backward(const struct dl_op_call *c)
 {
     const struct layernorm_attr *a = c->attr;
-    long C = c->in_shape[0].c, T = positions(c->in_shape[0]), rows = (long)c->batch * T;
+    long C = c->in[0].shape.c, T = positions(c->in[0].shape), rows = (long)c->batch * T;
     const dl_real *w = a->affine ? c->param[0] : NULL, *mean = c->saved, *rstd = c->saved + rows;
-    if (c->din[0]) {
+    if (c->din[0].data) {
         #pragma omp parallel for schedule(static)
         for (long r = 0; r < rows; r++) {
             long n = r / T, t = r % T;
-            const dl_real *x = c->in[0] + n * C * T + t, *dy = c->dout + n * C * T + t;
-            dl_real *dx = c->din[0] + n * C * T + t;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + n * C * T + t, *dy = dl_tensor_const_f32(&c->dout) + n * C * T + t;
+            dl_real *dx = dl_tensor_f32(&c->din[0]) + n * C * T + t;
             double mu = (double)mean[r], inv = (double)rstd[r], sg = 0, sgx = 0;
             for (long k = 0; k < C; k++) {
                 double g = (double)dy[k * T] * (w ? (double)w[k] : 1), xhat = ((double)x[k * T] - mu) * inv;
@@ -122,8 +122,8 @@ static void layernorm_backward(const struct dl_op_call *c)
         double sw = 0, sb = 0;
         for (long r = 0; r < rows; r++) {
             long n = r / T, t = r % T;
-            double dy = (double)c->dout[(n * C + k) * T + t];
-            sw += dy * ((double)c->in[0][(n * C + k) * T + t] - (double)mean[r]) * (double)rstd[r];
+            double dy = (double)dl_tensor_const_f32(&c->dout)[(n * C + k) * T + t];
+            sw += dy * ((double)dl_tensor_const_f32(&c->in[0])[(n * C + k) * T + t] - (double)mean[r]) * (double)rstd[r];
             sb += dy;
         }
         if (dw)

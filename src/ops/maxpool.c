@@ -62,15 +62,15 @@ static int64_t order_key(dl_real v)
 static void maxpool_forward(const struct dl_op_call *c)
 {
     const struct dl_pool_attr *a = c->attr;
-    int H = c->in_shape[0].h, W = c->in_shape[0].w;
-    int OH = c->out_shape.h, OW = c->out_shape.w;
+    int H = c->in[0].shape.h, W = c->in[0].shape.w;
+    int OH = c->out.shape.h, OW = c->out.shape.w;
     int sh = dl_pool_stride(a, 0), sw = dl_pool_stride(a, 1);
-    long planes = (long)c->batch * c->out_shape.c;
+    long planes = (long)c->batch * c->out.shape.c;
     /* Each (n, c) plane is independent. */
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        const dl_real *x = c->in[0] + p * H * W;
-        dl_real *y = c->out + p * OH * OW;
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]) + p * H * W;
+        dl_real *y = dl_tensor_f32(&c->out) + p * OH * OW;
         dl_real *arg = c->saved + p * OH * OW;
         for (int oh = 0; oh < OH; oh++) {
             int h0, h1;
@@ -97,15 +97,15 @@ static void maxpool_forward(const struct dl_op_call *c)
 
 static void maxpool_backward(const struct dl_op_call *c)
 {
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
-    int HW = c->in_shape[0].h * c->in_shape[0].w;
-    int OHW = c->out_shape.h * c->out_shape.w;
-    long planes = (long)c->batch * c->out_shape.c;
+    int HW = c->in[0].shape.h * c->in[0].shape.w;
+    int OHW = c->out.shape.h * c->out.shape.w;
+    long planes = (long)c->batch * c->out.shape.c;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        dl_real *dx = c->din[0] + p * HW;
-        const dl_real *dy = c->dout + p * OHW;
+        dl_real *dx = dl_tensor_f32(&c->din[0]) + p * HW;
+        const dl_real *dy = dl_tensor_const_f32(&c->dout) + p * OHW;
         const dl_real *arg = c->saved + p * OHW;
         for (int i = 0; i < HW; i++)
             dx[i] = 0;

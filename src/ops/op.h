@@ -10,7 +10,7 @@
  * Memory contract of the reference ops (all tensors NCHW, batch-major):
  *   forward  reads in[], param[], writes out[] (and saved[] for backward);
  *   backward reads dout, in[], out, param[], saved[];
- *            OVERWRITES din[i] (skipped when din[i] is NULL);
+ *            OVERWRITES din[i] (skipped when din[i].data is NULL);
  *            ACCUMULATES (+=) into dparam[j] (the executor zeroes them once
  *            per step, so micro-batches and branches can add up); a NULL
  *            dparam[j] (frozen or non-trainable parameter) is skipped.
@@ -27,6 +27,7 @@
 #include "core/real.h"
 #include "core/rng.h"
 #include "core/shape.h"
+#include "core/tensor.h"
 
 #define DL_MAX_INPUTS 16
 
@@ -102,17 +103,19 @@ struct dl_op_call {
     const void *attr;
     int batch;                          /* N */
     int n_in;
-    struct dl_shape in_shape[DL_MAX_INPUTS];
-    struct dl_shape out_shape;
-    const dl_real *in[DL_MAX_INPUTS];   /* N x in_shape[i] */
-    dl_real *out;                       /* N x out_shape */
+    /* N x in[i].shape each, read only; out: N x out.shape, written.  A
+     * kernel gets them in its dtype (backends/kernel.h "Dtypes") and reads
+     * their values through core/tensor.h's typed accessors. */
+    struct dl_tensor in[DL_MAX_INPUTS];
+    struct dl_tensor out;
     /* [n_params] as described by params(), any number (the caller's
      * arrays of pointers: a callee that changes one points the call at an
      * array of its own first) */
     dl_real **param;
     dl_real **dparam;                   /* [n_params] accumulated into by backward */
-    const dl_real *dout;                /* N x out_shape */
-    dl_real *din[DL_MAX_INPUTS];        /* overwritten by backward; NULL = not needed */
+    struct dl_tensor dout;              /* out's gradient, out.shape, read only */
+    struct dl_tensor din[DL_MAX_INPUTS]; /* in[i]'s gradients, in[i].shape, overwritten by backward;
+                                            data NULL = not needed */
     dl_real *saved;                     /* saved_size() elements, forward -> backward */
     int training;                       /* 1: training mode (dropout, batch statistics) */
     /* Random choices (dropout's mask) are a function of these, never of a
@@ -147,7 +150,7 @@ struct dl_op_call {
      * data-parallel ranks (--sync-bn) and over the tensor group when the
      * rows are split (doc/parallel.md); NULL: this rank only.  sync_max is
      * set only for a loss whose class scores are split over the tensor
-     * group (channels [channel0, channel0 + in_shape[0].c) of them here;
+     * group (channels [channel0, channel0 + in[0].shape.c) of them here;
      * the op kind's split_classes), which it then reduces through both. */
     void (*sync_sum)(void *ctx, double *v, int n);
     void (*sync_max)(void *ctx, double *v, int n);

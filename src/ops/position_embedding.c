@@ -49,13 +49,13 @@ static int position_embedding_params(const void *attr, const struct dl_shape *in
 
 static void position_embedding_forward(const struct dl_op_call *c)
 {
-    long T = c->in_shape[0].h, C = c->in_shape[0].c;
+    long T = c->in[0].shape.h, C = c->in[0].shape.c;
     const dl_real *w = c->param[0];
     #pragma omp parallel for schedule(static)
     for (long n = 0; n < c->batch; n++)
         for (long k = 0; k < C; k++) {
-            const dl_real *x = c->in[0] + (n * C + k) * T;
-            dl_real *y = c->out + (n * C + k) * T;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + (n * C + k) * T;
+            dl_real *y = dl_tensor_f32(&c->out) + (n * C + k) * T;
             for (long t = 0; t < T; t++)
                 y[t] = x[t] + w[(c->position0 + t) * C + k];
         }
@@ -63,10 +63,10 @@ static void position_embedding_forward(const struct dl_op_call *c)
 
 static void position_embedding_backward(const struct dl_op_call *c)
 {
-    long T = c->in_shape[0].h, C = c->in_shape[0].c, count = (long)c->batch * C * T;
-    if (c->din[0])
+    long T = c->in[0].shape.h, C = c->in[0].shape.c, count = (long)c->batch * C * T;
+    if (c->din[0].data)
         for (long i = 0; i < count; i++)
-            c->din[0][i] = c->dout[i];
+            dl_tensor_f32(&c->din[0])[i] = dl_tensor_const_f32(&c->dout)[i];
     dl_real *dw = c->dparam[0];
     if (!dw)
         return;
@@ -76,7 +76,7 @@ static void position_embedding_backward(const struct dl_op_call *c)
         for (long k = 0; k < C; k++) {
             double s = 0;
             for (long n = 0; n < c->batch; n++)
-                s += (double)c->dout[(n * C + k) * T + t];
+                s += (double)dl_tensor_const_f32(&c->dout)[(n * C + k) * T + t];
             dw[(c->position0 + t) * C + k] += (dl_real)s;
         }
 }

@@ -83,7 +83,7 @@ static double softmax_xent_finish(const struct dl_op_call *c, const dl_real *x, 
                                   double target, double xsum, double classes)
 {
     const struct softmax_xent_attr *a = c->attr;
-    int C = c->in_shape[0].c;
+    int C = c->in[0].shape.c;
     double eps = a->label_smoothing;
     for (int k = 0; k < C; k++)
         p[(long)k * P] = (dl_real)exp((double)x[(long)k * P] - lse);
@@ -96,7 +96,7 @@ double dl_softmax_xent_norm(const struct dl_op_call *c, int ignore_index)
 {
     if (c->label_norm > 0)
         return c->label_norm;
-    long P = positions_of(c->in_shape[0]), labelled = 0;
+    long P = positions_of(c->in[0].shape), labelled = 0;
     for (long i = 0; i < (long)c->batch * P; i++)
         labelled += c->labels[i] != ignore_index;
     return c->batch > 0 ? (double)labelled / c->batch : 0;
@@ -111,13 +111,13 @@ static int softmax_xent_ignored_label(const void *attr, int *label)
 static void softmax_xent_forward_whole(const struct dl_op_call *c)
 {
     const struct softmax_xent_attr *a = c->attr;
-    int C = c->in_shape[0].c, P = positions_of(c->in_shape[0]);
+    int C = c->in[0].shape.c, P = positions_of(c->in[0].shape);
     double norm = dl_softmax_xent_norm(c, a->ignore_index);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         double total = 0;
         for (int t = 0; t < P; t++) {
-            const dl_real *x = c->in[0] + (long)n * C * P + t;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + (long)n * C * P + t;
             dl_real *p = c->saved + (long)n * C * P + t;
             int y = c->labels[(long)n * P + t];
             if (y == a->ignore_index) {
@@ -136,7 +136,7 @@ static void softmax_xent_forward_whole(const struct dl_op_call *c)
             }
             total += softmax_xent_finish(c, x, p, P, xmax + log(sum), x[(long)y * P], xsum, C);
         }
-        c->out[n] = (dl_real)(norm > 0 ? total / norm : 0);
+        dl_tensor_f32(&c->out)[n] = (dl_real)(norm > 0 ? total / norm : 0);
     }
     c->saved[(long)c->batch * C * P] = (dl_real)C;
 }
@@ -148,7 +148,7 @@ static void softmax_xent_forward_whole(const struct dl_op_call *c)
 static void softmax_xent_forward_split(const struct dl_op_call *c)
 {
     const struct softmax_xent_attr *a = c->attr;
-    int N = c->batch, Cl = c->in_shape[0].c, P = positions_of(c->in_shape[0]);
+    int N = c->batch, Cl = c->in[0].shape.c, P = positions_of(c->in[0].shape);
     long rows = (long)N * P;
     double total[N > 0 ? N : 1], classes = Cl, norm = dl_softmax_xent_norm(c, a->ignore_index);
     for (int n = 0; n < N; n++)
@@ -159,7 +159,7 @@ static void softmax_xent_forward_split(const struct dl_op_call *c)
         #pragma omp parallel for schedule(static)
         for (int r = 0; r < R; r++) {
             long n = (r0 + r) / P, t = (r0 + r) % P;
-            const dl_real *x = c->in[0] + n * Cl * P + t;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + n * Cl * P + t;
             double m = x[0];
             for (int k = 1; k < Cl; k++)
                 m = x[(long)k * P] > m ? x[(long)k * P] : m;
@@ -169,7 +169,7 @@ static void softmax_xent_forward_split(const struct dl_op_call *c)
         #pragma omp parallel for schedule(static)
         for (int r = 0; r < R; r++) {
             long n = (r0 + r) / P, t = (r0 + r) % P;
-            const dl_real *x = c->in[0] + n * Cl * P + t;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + n * Cl * P + t;
             int y = c->labels[r0 + r] - c->channel0;
             double sum = 0, xsum = 0;
             for (int k = 0; k < Cl; k++) {
@@ -193,12 +193,12 @@ static void softmax_xent_forward_split(const struct dl_op_call *c)
                 continue;
             }
             assert(y >= 0 && y < classes);
-            total[n] += softmax_xent_finish(c, c->in[0] + n * Cl * P + t, p, P, xmax[r] + log(sums[r]), sums[R + r],
+            total[n] += softmax_xent_finish(c, dl_tensor_const_f32(&c->in[0]) + n * Cl * P + t, p, P, xmax[r] + log(sums[r]), sums[R + r],
                                             sums[2 * R + r], classes);
         }
     }
     for (int n = 0; n < N; n++)
-        c->out[n] = (dl_real)(norm > 0 ? total[n] / norm : 0);
+        dl_tensor_f32(&c->out)[n] = (dl_real)(norm > 0 ? total[n] / norm : 0);
     c->saved[(long)N * Cl * P] = (dl_real)classes;
 }
 
@@ -215,9 +215,9 @@ static void softmax_xent_forward(const struct dl_op_call *c)
 static void softmax_xent_backward(const struct dl_op_call *c)
 {
     const struct softmax_xent_attr *a = c->attr;
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
-    int C = c->in_shape[0].c, P = positions_of(c->in_shape[0]), k0 = c->sync_max ? c->channel0 : 0;
+    int C = c->in[0].shape.c, P = positions_of(c->in[0].shape), k0 = c->sync_max ? c->channel0 : 0;
     double classes = c->saved[(long)c->batch * C * P];
     dl_real smooth = (dl_real)(a->label_smoothing / classes);
     dl_real on_label = (dl_real)(1 - a->label_smoothing);
@@ -225,10 +225,10 @@ static void softmax_xent_backward(const struct dl_op_call *c)
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         const int *labels = c->labels + (long)n * P;
-        dl_real g = norm > 0 ? c->dout[n] / (dl_real)norm : 0;
+        dl_real g = norm > 0 ? dl_tensor_const_f32(&c->dout)[n] / (dl_real)norm : 0;
         for (int t = 0; t < P; t++) {
             const dl_real *p = c->saved + (long)n * C * P + t;
-            dl_real *dx = c->din[0] + (long)n * C * P + t;
+            dl_real *dx = dl_tensor_f32(&c->din[0]) + (long)n * C * P + t;
             if (labels[t] == a->ignore_index) {
                 for (int k = 0; k < C; k++)
                     dx[(long)k * P] = 0;

@@ -47,27 +47,33 @@ static void *buf(struct bufs *b, size_t bytes, struct dl_rng *r, int fill)
     return rc ? NULL : p;
 }
 
-static int fill_args(const struct dl_layer *l, const struct dl_kernel_config *cfg, size_t saved, size_t ws,
-                     struct bufs *b, struct dl_rng *r, struct dl_kernel_args *a)
+/* Shape s as kernel k stores it (its dtype: dl_kernel_tensor_dtype). */
+static struct dl_shape kernel_shape(const struct dl_kernel *k, struct dl_shape s)
+{
+    s.dtype = dl_kernel_tensor_dtype(k, s);
+    return s;
+}
+
+static int fill_args(const struct dl_kernel *k, const struct dl_layer *l, const struct dl_kernel_config *cfg,
+                     size_t saved, size_t ws, struct bufs *b, struct dl_rng *r, struct dl_kernel_args *a)
 {
     struct dl_op_call *c = &a->c;
     size_t real = sizeof(dl_real), mb = (size_t)cfg->mb;
     c->attr = l->attr;
     c->batch = cfg->mb;
     c->n_in = l->n_in;
-    c->out_shape = l->out_shape;
+    c->out = dl_tensor_of(NULL, kernel_shape(k, l->out_shape));
+    c->dout = c->out;
     int ok = 1;
     for (int j = 0; j < l->n_in; j++) {
         size_t n = mb * (size_t)dl_layout_count(cfg->in[j], l->in_shape[j]) * real;
-        c->in_shape[j] = l->in_shape[j];
-        ok &= (c->in[j] = buf(b, n, r, 1)) != NULL;
-        ok &= (c->din[j] = buf(b, n, r, 0)) != NULL;
+        c->in[j].shape = c->din[j].shape = kernel_shape(k, l->in_shape[j]);
+        ok &= (c->in[j].data = buf(b, n, r, 1)) != NULL;
+        ok &= (c->din[j].data = buf(b, n, r, 0)) != NULL;
     }
     size_t n = mb * (size_t)dl_layout_count(cfg->out, l->out_shape) * real;
-    ok &= (c->out = buf(b, n, r, 0)) != NULL;
-    dl_real *dout = buf(b, n, r, 1);
-    c->dout = dout;
-    ok &= dout != NULL;
+    ok &= (c->out.data = buf(b, n, r, 0)) != NULL;
+    ok &= (c->dout.data = buf(b, n, r, 1)) != NULL;
     c->param = b->params;
     c->dparam = b->params + l->n_params;
     for (int j = 0; j < l->n_params; j++) {
@@ -148,7 +154,7 @@ int dl_tune_measure(const struct dl_kernel *k, const struct dl_layer *l, int mb,
     double t[64];
     if (repeats > 64)
         repeats = 64;
-    if (!fill_args(l, &cfg, saved, ws, &b, &r, &a)) {
+    if (!fill_args(k, l, &cfg, saved, ws, &b, &r, &a)) {
         rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory measuring layer '%s' (kernel %s, %d samples)", l->name,
                        k->name, mb);
     } else {

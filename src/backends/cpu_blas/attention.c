@@ -65,16 +65,16 @@ static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c
     struct head x = {0};
     if (m->a.packed) {
         long base = n * 3 * C * T + off;
-        x.q = c->in[0] + base, x.k = x.q + C * T, x.v = x.k + C * T;
-        if (c->din[0])
-            x.dq = c->din[0] + base, x.dk = x.dq + C * T, x.dv = x.dk + C * T;
+        x.q = dl_tensor_const_f32(&c->in[0]) + base, x.k = x.q + C * T, x.v = x.k + C * T;
+        if (c->din[0].data)
+            x.dq = dl_tensor_f32(&c->din[0]) + base, x.dk = x.dq + C * T, x.dv = x.dk + C * T;
         return x;
     }
     long base = n * C * T + off;
-    x.q = c->in[0] + base, x.k = c->in[1] + base, x.v = c->in[2] + base;
-    x.dq = c->din[0] ? c->din[0] + base : NULL;
-    x.dk = c->din[1] ? c->din[1] + base : NULL;
-    x.dv = c->din[2] ? c->din[2] + base : NULL;
+    x.q = dl_tensor_const_f32(&c->in[0]) + base, x.k = dl_tensor_const_f32(&c->in[1]) + base, x.v = dl_tensor_const_f32(&c->in[2]) + base;
+    x.dq = c->din[0].data ? dl_tensor_f32(&c->din[0]) + base : NULL;
+    x.dk = c->din[1].data ? dl_tensor_f32(&c->din[1]) + base : NULL;
+    x.dv = c->din[2].data ? dl_tensor_f32(&c->din[2]) + base : NULL;
     return x;
 }
 
@@ -110,10 +110,10 @@ static void attn_forward(void *inst, const struct dl_kernel_args *a)
     }
     if (c->cache) /* a prompt's window from position 0: its keys and values start the cache */
         for (long n = 0; n < c->batch; n++) {
-            const float *k = c->in[0] + n * 3 * m->a.C * T + m->a.C * T, *v = k + m->a.C * T;
+            const float *k = dl_tensor_const_f32(&c->in[0]) + n * 3 * m->a.C * T + m->a.C * T, *v = k + m->a.C * T;
             float *K = c->cache + n * 2 * m->a.C * c->cache_len, *V = K + m->a.C * c->cache_len;
             if (!m->a.packed)
-                k = c->in[1] + n * m->a.C * T, v = c->in[2] + n * m->a.C * T;
+                k = dl_tensor_const_f32(&c->in[1]) + n * m->a.C * T, v = dl_tensor_const_f32(&c->in[2]) + n * m->a.C * T;
             for (long j = 0; j < m->a.C; j++) {
                 memcpy(K + j * c->cache_len, k + j * T, sizeof *K * (size_t)T);
                 memcpy(V + j * c->cache_len, v + j * T, sizeof *V * (size_t)T);
@@ -127,7 +127,7 @@ static void attn_forward(void *inst, const struct dl_kernel_args *a)
         if (!drops(m, c))
             pd = p;
         weights(m, c, &x, n, h, p, pd);
-        float *y = c->out + n * m->a.C * T + h * m->a.d * T;
+        float *y = dl_tensor_f32(&c->out) + n * m->a.C * T + h * m->a.d * T;
         dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, T, T, 1, x.v, T, pd, T, 0, y, T);
     }
 }
@@ -138,7 +138,7 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     int any = 0;
     for (int i = 0; i < c->n_in; i++)
-        any |= c->din[i] != NULL;
+        any |= c->din[i].data != NULL;
     if (!any)
         return;
     long T = m->a.T, tasks = (long)c->batch * m->a.H;
@@ -153,7 +153,7 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
         if (!dropout)
             pd = p;
         weights(m, c, &x, n, h, p, pd);
-        const float *dy = c->dout + n * m->a.C * T + h * m->a.d * T;
+        const float *dy = dl_tensor_const_f32(&c->dout) + n * m->a.C * T + h * m->a.d * T;
         if (x.dv)
             dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, dy, T, pd, T, 0, x.dv, T);
         dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->a.d, 1, dy, T, x.v, T, 0, dp, T);

@@ -198,7 +198,7 @@ static void im2col_forward(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
-        float *y = c->out + (long)n * g->K * m->PQ;
+        float *y = dl_tensor_f32(&c->out) + (long)n * g->K * m->PQ;
         for (int k = 0; k < g->K; k++) {
             float b = g->bias ? c->param[1][k] : 0;
             for (long i = 0; i < m->PQ; i++)
@@ -206,7 +206,7 @@ static void im2col_forward(void *inst, const struct dl_kernel_args *a)
         }
         for (int gi = 0; gi < g->G; gi++) {
             float *col = col_of(m, a, n, gi, col_floats(m));
-            im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
+            im2col(m, dl_tensor_const_f32(&c->in[0]) + (long)n * g->C * m->HW, gi, col);
             dl_sgemm(m->lib, 0, 0, g->Kg, m->PQ, m->rows, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
                      col, m->PQ, 1, y + (long)gi * g->Kg * m->PQ, m->PQ);
         }
@@ -218,16 +218,16 @@ static void im2col_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct im2col_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *dcol = (float *)a->workspace + col_floats(m) * (size_t)omp_get_thread_num();
-        float *dx = c->din[0] + (long)n * g->C * m->HW;
+        float *dx = dl_tensor_f32(&c->din[0]) + (long)n * g->C * m->HW;
         memset(dx, 0, sizeof *dx * (size_t)g->C * (size_t)m->HW);
         for (int gi = 0; gi < g->G; gi++) {
             dl_sgemm(m->lib, 1, 0, m->rows, m->PQ, g->Kg, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
-                     c->dout + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, 0, dcol, m->PQ);
+                     dl_tensor_const_f32(&c->dout) + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, 0, dcol, m->PQ);
             col2im(m, dcol, gi, dx);
         }
     }
@@ -241,7 +241,7 @@ static void bias_backward(const struct im2col_inst *m, const struct dl_op_call *
     for (int k = 0; k < m->g.K; k++) {
         double s = 0;
         for (int n = 0; n < c->batch; n++) {
-            const float *dy = c->dout + ((long)n * m->g.K + k) * m->PQ;
+            const float *dy = dl_tensor_const_f32(&c->dout) + ((long)n * m->g.K + k) * m->PQ;
             #pragma omp simd reduction(+ : s)
             for (long i = 0; i < m->PQ; i++)
                 s += dy[i];
@@ -267,9 +267,9 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
                 for (int gi = 0; gi < g->G; gi++) {
                     float *col = col_of(m, a, n, gi, stride);
                     if (n >= m->kept)
-                        im2col(m, c->in[0] + (long)n * g->C * m->HW, gi, col);
+                        im2col(m, dl_tensor_const_f32(&c->in[0]) + (long)n * g->C * m->HW, gi, col);
                     dl_sgemm(m->lib, 0, 1, g->Kg, m->rows, m->PQ, 1,
-                             c->dout + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, col, m->PQ, 1,
+                             dl_tensor_const_f32(&c->dout) + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, col, m->PQ, 1,
                              dw + (long)gi * g->Kg * m->rows, m->rows);
                 }
             /* Threads that got no sample hold zeros: summing every area is exact. */

@@ -105,18 +105,20 @@ static void add_forward(void *inst, const struct dl_kernel_args *a)
     struct add_inst *q = inst;
     if (q->relu && q->n == 2) {
         if (q->dt == DL_BF16)
-            dl_simd_add_relu_bf16((void *)a->c.out, (const void *)a->c.in[0], (const void *)a->c.in[1], q->count);
+            dl_simd_add_relu_bf16(dl_tensor_bf16(&a->c.out), dl_tensor_const_bf16(&a->c.in[0]),
+                                  dl_tensor_const_bf16(&a->c.in[1]), q->count);
         else
-            dl_simd_add_relu(a->c.out, a->c.in[0], a->c.in[1], q->count);
+            dl_simd_add_relu(dl_tensor_f32(&a->c.out), dl_tensor_const_f32(&a->c.in[0]),
+                             dl_tensor_const_f32(&a->c.in[1]), q->count);
         return;
     }
     void *ptr[DL_MAX_INPUTS + 1];
     for (int i = 0; i < q->n; i++)
-        ptr[i] = (void *)a->c.in[i];
-    ptr[q->n] = a->c.out;
+        ptr[i] = dl_tensor_any(&a->c.in[i]);
+    ptr[q->n] = dl_tensor_any(&a->c.out);
     dl_dnnl_prim_run(&q->sum, ptr, a->workspace);
     if (q->relu)
-        relu_in_place(a->c.out, q->count, q->dt);
+        relu_in_place(dl_tensor_any(&a->c.out), q->count, q->dt);
 }
 
 /* Each input's gradient is the output's: copied (in the kernel's dtype),
@@ -126,21 +128,21 @@ static void add_backward(void *inst, const struct dl_kernel_args *a)
     struct add_inst *q = inst;
     void *first = NULL;
     for (int i = 0; i < q->n; i++) {
-        if (!a->c.din[i])
+        if (!a->c.din[i].data)
             continue;
         if (first) {
-            memcpy(a->c.din[i], first, q->bytes);
+            memcpy(dl_tensor_any(&a->c.din[i]), first, q->bytes);
         } else if (q->relu) {
             int j = i + 1;
-            while (j < q->n && !a->c.din[j])
+            while (j < q->n && !a->c.din[j].data)
                 j++;
-            relu_mask(a->c.out, a->c.dout, a->c.din[i], j < q->n ? a->c.din[j] : NULL, q->count, q->dt);
+            relu_mask(dl_tensor_any(&a->c.out), dl_tensor_const_any(&a->c.dout), dl_tensor_any(&a->c.din[i]), j < q->n ? dl_tensor_any(&a->c.din[j]) : NULL, q->count, q->dt);
             if (j < q->n)
                 i = j; /* written too */
         } else {
-            memcpy(a->c.din[i], a->c.dout, q->bytes);
+            memcpy(dl_tensor_any(&a->c.din[i]), dl_tensor_const_any(&a->c.dout), q->bytes);
         }
-        first = a->c.din[i];
+        first = dl_tensor_any(&a->c.din[i]);
     }
 }
 

@@ -178,8 +178,8 @@ static struct head head_of(const struct attnb_inst *m, const struct dl_op_call *
     for (int i = 0; i < 3; i++) {
         long base = m->a.packed ? n * 3 * C * T + i * C * T + off : n * C * T + off;
         int j = m->a.packed ? 0 : i;
-        in[i] = (const dl_bf16 *)c->in[j] + base;
-        din[i] = c->din[j] ? (dl_bf16 *)c->din[j] + base : NULL;
+        in[i] = dl_tensor_const_bf16(&c->in[j]) + base;
+        din[i] = c->din[j].data ? dl_tensor_bf16(&c->din[j]) + base : NULL;
     }
     return (struct head){in[0], in[1], in[2], din[0], din[1], din[2]};
 }
@@ -265,7 +265,7 @@ static void attnb_forward(void *inst, const struct dl_kernel_args *a)
         struct thread_ws w = thread_ws(m, a->workspace);
         struct head x = head_of(m, c, n, h);
         weights(m, c, &x, n, h, &w);
-        run(m, &w, BY_T, x.v, w.pd, (dl_bf16 *)c->out + n * m->a.C * T + h * m->a.d * T);
+        run(m, &w, BY_T, x.v, w.pd, dl_tensor_bf16(&c->out) + n * m->a.C * T + h * m->a.d * T);
     }
 }
 
@@ -282,7 +282,7 @@ static void attnb_backward(void *inst, const struct dl_kernel_args *a)
         struct thread_ws w = thread_ws(m, a->workspace);
         struct head x = head_of(m, c, n, h);
         weights(m, c, &x, n, h, &w);
-        const dl_bf16 *dy = (const dl_bf16 *)c->dout + n * m->a.C * T + h * m->a.d * T;
+        const dl_bf16 *dy = dl_tensor_const_bf16(&c->dout) + n * m->a.C * T + h * m->a.d * T;
         if (x.dv)
             run(m, &w, PLAIN, dy, w.pd, x.dv);
         run(m, &w, SCORES, dy, x.v, w.dp);

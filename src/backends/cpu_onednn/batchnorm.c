@@ -121,11 +121,11 @@ static void bn_forward(void *inst, const struct dl_kernel_args *a)
     float *mean = c->saved, *var = c->saved + b->C;
     float *rm = c->param[BN_RUNNING_MEAN], *rv = c->param[BN_RUNNING_VAR];
     if (!c->training) {
-        void *ptr[6] = {(void *)c->in[0], c->param[BN_WEIGHT], c->param[BN_BIAS], c->out, rm, rv};
+        void *ptr[6] = {dl_tensor_any(&c->in[0]), c->param[BN_WEIGHT], c->param[BN_BIAS], dl_tensor_any(&c->out), rm, rv};
         dl_dnnl_prim_run(&b->infer, ptr, a->workspace);
         return;
     }
-    void *ptr[7] = {(void *)c->in[0], c->param[BN_WEIGHT], c->param[BN_BIAS], c->out, mean, var, var + b->C};
+    void *ptr[7] = {dl_tensor_any(&c->in[0]), c->param[BN_WEIGHT], c->param[BN_BIAS], dl_tensor_any(&c->out), mean, var, var + b->C};
     dl_dnnl_prim_run(&b->train, ptr, a->workspace);
     double m = b->momentum;
     for (int ch = 0; ch < b->C; ch++) {
@@ -139,8 +139,8 @@ static void bn_backward(void *inst, const struct dl_kernel_args *a)
 {
     struct bn_inst *b = inst;
     const struct dl_op_call *c = &a->c;
-    void *din = c->din[0] ? (void *)c->din[0] : (char *)a->workspace + dl_dnnl_align(b->bwd.scratch);
-    void *ptr[10] = {(void *)c->in[0], c->saved, c->saved + b->C, (void *)c->dout, c->param[BN_WEIGHT],
+    void *din = c->din[0].data ? dl_tensor_any(&c->din[0]) : (char *)a->workspace + dl_dnnl_align(b->bwd.scratch);
+    void *ptr[10] = {dl_tensor_any(&c->in[0]), c->saved, c->saved + b->C, dl_tensor_any(&c->dout), c->param[BN_WEIGHT],
                      din, b->dscale, b->dscale + b->C, c->param[BN_BIAS], c->saved + 2 * b->C};
     dl_dnnl_prim_run(&b->bwd, ptr, a->workspace);
     for (int j = BN_WEIGHT; j <= BN_BIAS; j++)

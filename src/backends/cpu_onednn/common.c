@@ -321,21 +321,21 @@ void dl_dnnl_wprim_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct dl_dnnl_wprim *w = inst;
     void *wt = pass_weights(&w->fwd, a->c.param[0], a->workspace);
-    void *ptr[4] = {(void *)a->c.in[0], wt, a->c.out, w->n_bias ? a->c.param[1] : NULL};
+    void *ptr[4] = {dl_tensor_any(&a->c.in[0]), wt, dl_tensor_any(&a->c.out), w->n_bias ? a->c.param[1] : NULL};
     dl_dnnl_prim_run(&w->fwd.prim, ptr, a->workspace);
 }
 
 void dl_dnnl_wprim_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct dl_dnnl_wpass *p = &((struct dl_dnnl_wprim *)inst)->bwd_data;
-    if (!a->c.din[0])
+    if (!a->c.din[0].data)
         return;
     void *wt = pass_weights(p, a->c.param[0], a->workspace);
-    void *dsrc = p->act.prim ? (char *)a->workspace + act_at(p) : (void *)a->c.din[0];
-    void *ptr[3] = {(void *)a->c.dout, wt, dsrc};
+    void *dsrc = p->act.prim ? (char *)a->workspace + act_at(p) : (void *)dl_tensor_any(&a->c.din[0]);
+    void *ptr[3] = {dl_tensor_any(&a->c.dout), wt, dsrc};
     dl_dnnl_prim_run(&p->prim, ptr, a->workspace);
     if (p->act.prim) {
-        void *rp[2] = {dsrc, a->c.din[0]};
+        void *rp[2] = {dsrc, dl_tensor_any(&a->c.din[0])};
         dl_dnnl_prim_run(&p->act, rp, a->workspace);
     }
 }
@@ -345,13 +345,13 @@ void dl_dnnl_wprim_backward_weights(void *inst, const struct dl_kernel_args *a)
     struct dl_dnnl_wprim *w = inst;
     const struct dl_dnnl_wpass *p = &w->bwd_w;
     void *dw = (char *)a->workspace + weights_at(p);
-    void *src = (void *)a->c.in[0];
+    void *src = dl_tensor_any(&a->c.in[0]);
     if (p->act.prim) {
         src = (char *)a->workspace + act_at(p);
-        void *rp[2] = {(void *)a->c.in[0], src};
+        void *rp[2] = {dl_tensor_any(&a->c.in[0]), src};
         dl_dnnl_prim_run(&p->act, rp, a->workspace);
     }
-    void *ptr[4] = {src, (void *)a->c.dout, dw, w->dbias};
+    void *ptr[4] = {src, dl_tensor_any(&a->c.dout), dw, w->dbias};
     dl_dnnl_prim_run(&p->prim, ptr, a->workspace);
     if (a->c.dparam[0] && p->unblock.k) {
         dl_dnnl_unblock16_add(&p->unblock, dw, a->c.dparam[0]);

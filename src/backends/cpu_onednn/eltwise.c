@@ -69,16 +69,16 @@ static size_t elt_ws(const void *inst, enum dl_dir dir)
 static void elt_forward(void *inst, const struct dl_kernel_args *a)
 {
     struct elt_inst *q = inst;
-    void *ptr[2] = {(void *)a->c.in[0], a->c.out};
+    void *ptr[2] = {dl_tensor_any(&a->c.in[0]), dl_tensor_any(&a->c.out)};
     dl_dnnl_prim_run(&q->fwd, ptr, a->workspace);
 }
 
 static void elt_backward(void *inst, const struct dl_kernel_args *a)
 {
     struct elt_inst *q = inst;
-    if (!a->c.din[0])
+    if (!a->c.din[0].data)
         return;
-    void *ptr[3] = {(void *)a->c.in[0], (void *)a->c.dout, a->c.din[0]};
+    void *ptr[3] = {dl_tensor_any(&a->c.in[0]), dl_tensor_any(&a->c.dout), dl_tensor_any(&a->c.din[0])};
     dl_dnnl_prim_run(&q->bwd, ptr, a->workspace);
 }
 

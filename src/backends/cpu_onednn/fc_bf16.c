@@ -168,18 +168,18 @@ static void fcb_forward(void *inst, const struct dl_kernel_args *a)
     struct fcb_inst *q = inst;
     void *w = bf16_weights(q, a, 1), *b = q->bias ? a->c.param[1] : NULL;
     if (q->T == 1) {
-        void *ptr[4] = {(void *)a->c.in[0], w, a->c.out, b};
+        void *ptr[4] = {dl_tensor_bf16(&a->c.in[0]), w, dl_tensor_bf16(&a->c.out), b};
         dl_dnnl_prim_run(&q->fwd, ptr, scratch(q, a));
         return;
     }
     float *acc = (float *)((char *)scratch(q, a) + dl_dnnl_align(q->fwd.scratch));
-    void *ptr[3] = {w, (void *)a->c.in[0], b ? (void *)acc : a->c.out};
+    void *ptr[3] = {w, dl_tensor_bf16(&a->c.in[0]), b ? (void *)acc : dl_tensor_bf16(&a->c.out)};
     dl_dnnl_prim_run(&q->fwd, ptr, scratch(q, a));
     if (!b) /* the f32 sums rounded once by the matmul */
         return;
     long N = q->N, U = q->U, T = q->T;
     const float *bias = b;
-    dl_bf16 *y = (dl_bf16 *)a->c.out;
+    dl_bf16 *y = dl_tensor_bf16(&a->c.out);
     #pragma omp parallel for schedule(static)
     for (long r = 0; r < N * U; r++) {
         float add = bias[r % U];
@@ -209,32 +209,32 @@ static void sample_rows(dl_bf16 *rows, dl_bf16 *samples, long N, long R, long T,
 static void fcb_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     struct fcb_inst *q = inst;
-    if (!a->c.din[0])
+    if (!a->c.din[0].data)
         return;
     void *w = bf16_weights(q, a, 0);
     if (q->T == 1) {
-        void *ptr[3] = {(void *)a->c.dout, w, a->c.din[0]};
+        void *ptr[3] = {dl_tensor_bf16(&a->c.dout), w, dl_tensor_bf16(&a->c.din[0])};
         dl_dnnl_prim_run(&q->bd, ptr, scratch(q, a));
         return;
     }
     dl_bf16 *dyt = copies(q, a, &q->bd), *dxt = dyt + q->N * q->T * q->U;
-    sample_rows(dyt, (dl_bf16 *)a->c.dout, q->N, q->U, q->T, 0);
+    sample_rows(dyt, dl_tensor_bf16(&a->c.dout), q->N, q->U, q->T, 0);
     void *ptr[3] = {w, dyt, dxt};
     dl_dnnl_prim_run(&q->bd, ptr, scratch(q, a));
-    sample_rows(dxt, (dl_bf16 *)a->c.din[0], q->N, q->C, q->T, 1);
+    sample_rows(dxt, dl_tensor_bf16(&a->c.din[0]), q->N, q->C, q->T, 1);
 }
 
 static void fcb_backward_weights(void *inst, const struct dl_kernel_args *a)
 {
     struct fcb_inst *q = inst;
     long N = q->N, T = q->T, C = q->C, U = q->U;
-    const dl_bf16 *dy = (const dl_bf16 *)a->c.dout, *x = (const dl_bf16 *)a->c.in[0];
+    const dl_bf16 *dy = dl_tensor_const_bf16(&a->c.dout), *x = dl_tensor_const_bf16(&a->c.in[0]);
     if (a->c.dparam[0]) {
         const void *src = dy, *w = x;
         if (T > 1) { /* dy and x as [U][N T] and [C][N T] */
             dl_bf16 *dyt = copies(q, a, &q->bw), *xt = dyt + N * T * U;
-            sample_rows(dyt, (dl_bf16 *)dy, N, U, T, 0);
-            sample_rows(xt, (dl_bf16 *)x, N, C, T, 0);
+            sample_rows(dyt, dl_tensor_bf16(&a->c.dout), N, U, T, 0);
+            sample_rows(xt, dl_tensor_bf16(&a->c.in[0]), N, C, T, 0);
             src = dyt, w = xt;
         }
         void *ptr[3] = {(void *)src, (void *)w, a->c.dparam[0]};

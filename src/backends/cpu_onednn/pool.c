@@ -113,20 +113,20 @@ static void pool_forward(void *inst, const struct dl_kernel_args *a)
         q->plain->kind->forward(&a->c);
         return;
     }
-    void *ptr[3] = {(void *)a->c.in[0], a->c.out, a->c.saved};
+    void *ptr[3] = {dl_tensor_any(&a->c.in[0]), dl_tensor_any(&a->c.out), a->c.saved};
     dl_dnnl_prim_run(&q->fwd, ptr, a->workspace);
 }
 
 static void pool_backward(void *inst, const struct dl_kernel_args *a)
 {
     struct pool_inst *q = inst;
-    if (!a->c.din[0])
+    if (!a->c.din[0].data)
         return;
     if (q->plain) {
         q->plain->kind->backward(&a->c);
         return;
     }
-    void *ptr[3] = {(void *)a->c.dout, a->c.din[0], a->c.saved};
+    void *ptr[3] = {dl_tensor_any(&a->c.dout), dl_tensor_any(&a->c.din[0]), a->c.saved};
     dl_dnnl_prim_run(&q->bwd, ptr, a->workspace);
 }
 

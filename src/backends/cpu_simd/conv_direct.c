@@ -343,9 +343,9 @@ static void direct_forward(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *pad = (float *)a->workspace + m->fwd_area * (size_t)omp_get_thread_num();
-        pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in,
+        pad_planes(dl_tensor_const_f32(&c->in[0]) + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw, &m->fwd.in,
                    pad);
-        f->corr(&m->fwd, pad, c->param[0], g->bias ? c->param[1] : NULL, c->out + (size_t)n * g->K * g->P * g->Q);
+        f->corr(&m->fwd, pad, c->param[0], g->bias ? c->param[1] : NULL, dl_tensor_f32(&c->out) + (size_t)n * g->K * g->P * g->Q);
     }
 }
 
@@ -354,7 +354,7 @@ static void direct_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct direct_inst *m = inst;
     const struct dl_conv_geom *g = &m->g;
     const struct dl_op_call *c = &a->c;
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
     /* wt[c][k][R-1-r][S-1-s] = w[k][c][r][s] */
     float *wt = a->workspace, *areas = wt + round_up(g->K * g->C * g->R * g->S, 16);
@@ -369,9 +369,9 @@ static void direct_backward_data(void *inst, const struct dl_kernel_args *a)
     for (int n = 0; n < c->batch; n++) {
         float *pad = areas + m->bwd_area * (size_t)omp_get_thread_num();
         size_t at = (size_t)n * g->K * g->P * g->Q;
-        pad_planes(c->dout + at, m->fwd.relu ? c->out + at : NULL, g->K, g->P, g->Q, g->R - 1 - g->ph,
+        pad_planes(dl_tensor_const_f32(&c->dout) + at, m->fwd.relu ? dl_tensor_f32(&c->out) + at : NULL, g->K, g->P, g->Q, g->R - 1 - g->ph,
                    g->S - 1 - g->pw, &m->bwd.in, pad);
-        f->corr(&m->bwd, pad, wt, NULL, c->din[0] + (size_t)n * g->C * g->H * g->W);
+        f->corr(&m->bwd, pad, wt, NULL, dl_tensor_f32(&c->din[0]) + (size_t)n * g->C * g->H * g->W);
     }
 }
 
@@ -398,9 +398,9 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
         #pragma omp for schedule(static)
         for (int n = 0; n < c->batch; n++) {
             size_t at = (size_t)n * g->K * g->P * g->Q;
-            pad_planes(c->in[0] + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw,
+            pad_planes(dl_tensor_const_f32(&c->in[0]) + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw,
                        &m->fwd.in, pad);
-            pad_planes(c->dout + at, m->fwd.relu ? c->out + at : NULL, g->K, g->P, g->Q, 0, 0, &dyp, dy);
+            pad_planes(dl_tensor_const_f32(&c->dout) + at, m->fwd.relu ? dl_tensor_f32(&c->out) + at : NULL, g->K, g->P, g->Q, 0, 0, &dyp, dy);
             f->wgrad(m, pad, dy, cols, acc);
         }
         /* Threads that got no sample hold zeros: summing every area is exact. */

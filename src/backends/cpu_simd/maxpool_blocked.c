@@ -26,7 +26,7 @@ struct blocked_dims {
 static struct blocked_dims dims_of(const struct dl_op_call *c, const struct dl_pool_geom *g)
 {
     return (struct blocked_dims){
-        .H = c->in_shape[0].h, .W = c->in_shape[0].w, .OH = c->out_shape.h, .OW = c->out_shape.w,
+        .H = c->in[0].shape.h, .W = c->in[0].shape.w, .OH = c->out.shape.h, .OW = c->out.shape.w,
         .kh = g->kh, .kw = g->kw, .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw,
     };
 }
@@ -101,7 +101,7 @@ PLANE_CLONES(16)
 
 static long planes_of(const struct dl_op_call *c, int block)
 {
-    return (long)c->batch * ((c->in_shape[0].c + block - 1) / block);
+    return (long)c->batch * ((c->in[0].shape.c + block - 1) / block);
 }
 
 void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, const struct dl_pool_geom *g, int block)
@@ -110,8 +110,8 @@ void dl_simd_maxpool_blocked_forward(const struct dl_op_call *c, const struct dl
     long planes = planes_of(c, block), in_plane = (long)d.H * d.W * block, out_plane = (long)d.OH * d.OW * block;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        const float *x = c->in[0] + p * in_plane;
-        float *y = c->out + p * out_plane, *arg = c->saved + p * out_plane;
+        const float *x = dl_tensor_const_f32(&c->in[0]) + p * in_plane;
+        float *y = dl_tensor_f32(&c->out) + p * out_plane, *arg = c->saved + p * out_plane;
         if (block == 8)
             forward_plane8(&d, x, y, arg);
         else
@@ -125,8 +125,8 @@ void dl_simd_maxpool_blocked_backward(const struct dl_op_call *c, const struct d
     long planes = planes_of(c, block), in_plane = (long)d.H * d.W * block, out_plane = (long)d.OH * d.OW * block;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++) {
-        const float *dy = c->dout + p * out_plane, *arg = c->saved + p * out_plane;
-        float *dx = c->din[0] + p * in_plane;
+        const float *dy = dl_tensor_const_f32(&c->dout) + p * out_plane, *arg = c->saved + p * out_plane;
+        float *dx = dl_tensor_f32(&c->din[0]) + p * in_plane;
         if (block == 8)
             backward_plane8(&d, dy, arg, dx);
         else

@@ -65,13 +65,13 @@ static void maxpool_forward(void *inst, const struct dl_kernel_args *a)
         return;
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < a->c.batch; n++)
-        dl_simd_relu_inplace(a->c.out + (long)n * q->out_count, q->out_count);
+        dl_simd_relu_inplace(dl_tensor_f32(&a->c.out) + (long)n * q->out_count, q->out_count);
 }
 
 static void maxpool_backward(void *inst, const struct dl_kernel_args *a)
 {
     const struct simd_maxpool *q = inst;
-    if (!a->c.din[0])
+    if (!a->c.din[0].data)
         return;
     struct dl_op_call c = a->c;
     if (q->relu) {
@@ -79,9 +79,9 @@ static void maxpool_backward(void *inst, const struct dl_kernel_args *a)
         #pragma omp parallel for schedule(static)
         for (int n = 0; n < c.batch; n++) {
             long at = (long)n * q->out_count;
-            dl_simd_relu_mask(masked + at, c.dout + at, c.out + at, q->out_count);
+            dl_simd_relu_mask(masked + at, dl_tensor_const_f32(&c.dout) + at, dl_tensor_f32(&c.out) + at, q->out_count);
         }
-        c.dout = masked;
+        c.dout.data = masked;
     }
     if (q->block == 1)
         q->l->kind->backward(&c);

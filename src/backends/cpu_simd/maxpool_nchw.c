@@ -125,7 +125,7 @@ __attribute__((target_clones("avx2", "default"))) static void maxpool_plane(cons
 void dl_simd_maxpool_forward(const struct dl_op_call *c, const struct dl_pool_geom *g)
 {
     struct pool_dims d = {
-        .H = c->in_shape[0].h, .W = c->in_shape[0].w, .OH = c->out_shape.h, .OW = c->out_shape.w,
+        .H = c->in[0].shape.h, .W = c->in[0].shape.w, .OH = c->out.shape.h, .OW = c->out.shape.w,
         .kh = g->kh, .kw = g->kw, .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw,
     };
     /* Interior columns: ow*sw - pw >= 0 and ow*sw - pw + kw <= W. */
@@ -135,8 +135,8 @@ void dl_simd_maxpool_forward(const struct dl_op_call *c, const struct dl_pool_ge
         d.hi = d.OW;
     if (d.lo > d.hi)
         d.lo = d.hi;
-    long planes = (long)c->batch * c->out_shape.c, in_plane = (long)d.H * d.W, out_plane = (long)d.OH * d.OW;
+    long planes = (long)c->batch * c->out.shape.c, in_plane = (long)d.H * d.W, out_plane = (long)d.OH * d.OW;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++)
-        maxpool_plane(&d, c->in[0] + p * in_plane, c->out + p * out_plane, c->saved + p * out_plane);
+        maxpool_plane(&d, dl_tensor_const_f32(&c->in[0]) + p * in_plane, dl_tensor_f32(&c->out) + p * out_plane, c->saved + p * out_plane);
 }

@@ -189,7 +189,7 @@ static void xent_forward(void *inst, const struct dl_kernel_args *a)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs;
         int t0 = (int)(task % runs) * RUN, len = P - t0 < RUN ? (int)(P - t0) : RUN;
-        run_forward(m, c->in[0] + n * C * P, c->saved + n * C * P, c->labels + n * P, t0, len, loss + n * P + t0);
+        run_forward(m, dl_tensor_const_f32(&c->in[0]) + n * C * P, c->saved + n * C * P, c->labels + n * P, t0, len, loss + n * P + t0);
     }
     double norm = dl_softmax_xent_norm(c, m->ignore);
     for (int n = 0; n < c->batch; n++) {
@@ -197,7 +197,7 @@ static void xent_forward(void *inst, const struct dl_kernel_args *a)
         for (long t = 0; t < P; t++)
             if (c->labels[n * P + t] != m->ignore)
                 total += loss[n * P + t];
-        c->out[n] = (float)(norm > 0 ? total / norm : 0);
+        dl_tensor_f32(&c->out)[n] = (float)(norm > 0 ? total / norm : 0);
     }
     c->saved[(long)c->batch * C * P] = (float)C;
 }
@@ -224,7 +224,7 @@ static void xent_backward(void *inst, const struct dl_kernel_args *a)
         dl_op_softmax_xent.backward(c);
         return;
     }
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
     long C = m->C, P = m->P;
     float smooth = (float)(m->eps / (double)C), on_label = (float)(1 - m->eps);
@@ -232,13 +232,13 @@ static void xent_backward(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < c->batch; n++) {
         const int *y = c->labels + (long)n * P;
-        float g0 = norm > 0 ? c->dout[n] / (float)norm : 0;
+        float g0 = norm > 0 ? dl_tensor_const_f32(&c->dout)[n] / (float)norm : 0;
         float g[P], gs[P];
         for (long t = 0; t < P; t++) {
             g[t] = y[t] == m->ignore ? 0 : g0;
             gs[t] = g[t] * smooth;
         }
-        float *dx = c->din[0] + (long)n * C * P;
+        float *dx = dl_tensor_f32(&c->din[0]) + (long)n * C * P;
         scale_rows(c->saved + (long)n * C * P, g, gs, C, P, dx);
         for (long t = 0; t < P; t++)
             if (y[t] != m->ignore)

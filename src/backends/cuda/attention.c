@@ -126,18 +126,18 @@ static struct sample_qkv sample_of(const struct cuda_attention *m, const struct 
     struct sample_qkv x = {0};
     if (m->packed) {
         long base = n * 3 * block;
-        x.q = at(m, c->in[0], base), x.k = at(m, x.q, block), x.v = at(m, x.k, block);
-        if (c->din[0]) {
-            x.dq = (void *)at(m, c->din[0], base);
+        x.q = at(m, dl_tensor_const_any(&c->in[0]), base), x.k = at(m, x.q, block), x.v = at(m, x.k, block);
+        if (c->din[0].data) {
+            x.dq = (void *)at(m, dl_tensor_any(&c->din[0]), base);
             x.dk = (void *)at(m, x.dq, block), x.dv = (void *)at(m, x.dk, block);
         }
         return x;
     }
     long base = n * block;
-    x.q = at(m, c->in[0], base), x.k = at(m, c->in[1], base), x.v = at(m, c->in[2], base);
-    x.dq = c->din[0] ? (void *)at(m, c->din[0], base) : NULL;
-    x.dk = c->din[1] ? (void *)at(m, c->din[1], base) : NULL;
-    x.dv = c->din[2] ? (void *)at(m, c->din[2], base) : NULL;
+    x.q = at(m, dl_tensor_const_any(&c->in[0]), base), x.k = at(m, dl_tensor_const_any(&c->in[1]), base), x.v = at(m, dl_tensor_const_any(&c->in[2]), base);
+    x.dq = c->din[0].data ? (void *)at(m, dl_tensor_any(&c->din[0]), base) : NULL;
+    x.dk = c->din[1].data ? (void *)at(m, dl_tensor_any(&c->din[1]), base) : NULL;
+    x.dv = c->din[2].data ? (void *)at(m, dl_tensor_any(&c->din[2]), base) : NULL;
     return x;
 }
 
@@ -221,7 +221,7 @@ static void attention_forward(void *inst, const struct dl_kernel_args *a)
         return;
     for (long n = 0; n < c->batch; n++) {
         struct sample_qkv x = sample_of(m, c, n);
-        void *y = (void *)at(m, c->out, n * block_of(m));
+        void *y = (void *)at(m, dl_tensor_any(&c->out), n * block_of(m));
         const float *v;
         if (!weights(m, a, &x, dropout_of(m, c, n), p) || !(v = as_f32(m, a, x.v, v_f32)) ||
             !heads_gemm(m, a, CUBLAS_OP_T, CUBLAS_OP_N, m->T, m->d, m->T, 1, p, TT, v, dT, DL_F32,
@@ -256,7 +256,7 @@ static void attention_backward(void *inst, const struct dl_kernel_args *a)
         struct sample_qkv x = sample_of(m, c, n);
         if (!x.dq && !x.dk && !x.dv)
             return;
-        const void *dy = at(m, c->dout, n * block_of(m));
+        const void *dy = at(m, dl_tensor_const_any(&c->dout), n * block_of(m));
         struct dl_cuda_attention_dropout drop = dropout_of(m, c, n), none = drop;
         none.rate = 0;
         if (!weights(m, a, &x, none, p) ||

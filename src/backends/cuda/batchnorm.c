@@ -95,7 +95,7 @@ static void bn_forward(void *inst, const struct dl_kernel_args *a)
     if (c->training)
         dl_cudnn_ok(a, "cudnn",
                     cudnnBatchNormalizationForwardTraining(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, q->io.x,
-                                                           c->in[0], q->io.y, c->out, q->per_channel,
+                                                           dl_tensor_const_f32(&c->in[0]), q->io.y, dl_tensor_f32(&c->out), q->per_channel,
                                                            c->param[BN_WEIGHT], c->param[BN_BIAS], q->momentum,
                                                            c->param[BN_RUNNING_MEAN], c->param[BN_RUNNING_VAR],
                                                            q->eps, saved, saved + q->C),
@@ -103,7 +103,7 @@ static void bn_forward(void *inst, const struct dl_kernel_args *a)
     else
         dl_cudnn_ok(a, "cudnn",
                     cudnnBatchNormalizationForwardInference(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, q->io.x,
-                                                            c->in[0], q->io.y, c->out, q->per_channel,
+                                                            dl_tensor_const_f32(&c->in[0]), q->io.y, dl_tensor_f32(&c->out), q->per_channel,
                                                             c->param[BN_WEIGHT], c->param[BN_BIAS],
                                                             c->param[BN_RUNNING_MEAN], c->param[BN_RUNNING_VAR],
                                                             q->eps),
@@ -119,7 +119,7 @@ static void bn_backward_data(void *inst, const struct dl_kernel_args *a)
     float *spare = a->workspace, *spare_params = (float *)((unsigned char *)a->workspace + q->x_bytes);
     dl_cudnn_ok(a, "cudnn",
                 cudnnBatchNormalizationBackward(q->io.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &one, q->io.x,
-                                                c->in[0], q->io.y, c->dout, q->io.x, c->din[0] ? c->din[0] : spare,
+                                                dl_tensor_const_f32(&c->in[0]), q->io.y, dl_tensor_const_f32(&c->dout), q->io.x, c->din[0].data ? dl_tensor_f32(&c->din[0]) : spare,
                                                 q->per_channel, c->param[BN_WEIGHT],
                                                 c->dparam[BN_WEIGHT] ? c->dparam[BN_WEIGHT] : spare_params,
                                                 c->dparam[BN_BIAS] ? c->dparam[BN_BIAS] : spare_params + q->C, q->eps,

@@ -211,16 +211,16 @@ static void cudnn_conv_forward(void *inst, const struct dl_kernel_args *a)
     /* bf16: the output starts as the bias, which the convolution adds to (beta 1) */
     int bias_first = c->bias && c->dt != DL_F32;
     if (!w || (bias_first && !dl_cuda_ok(a, c->name,
-                                         (cudaError_t)dl_cuda_bias_fill_bf16(o->out, o->param[1], c->N, (int)c->K, c->PQ),
+                                         (cudaError_t)dl_cuda_bias_fill_bf16(dl_tensor_bf16(&o->out), o->param[1], c->N, (int)c->K, c->PQ),
                                          "bias fill launch")))
         return;
     if (dl_cudnn_ok(a, c->name,
-                    cudnnConvolutionForward(c->io.h, &one, c->io.x, o->in[0], c->w, w, c->conv, c->fwd,
+                    cudnnConvolutionForward(c->io.h, &one, c->io.x, dl_tensor_const_any(&o->in[0]), c->w, w, c->conv, c->fwd,
                                             cudnn_workspace(c, a), c->ws[DL_DIR_FORWARD], bias_first ? &one : &zero,
-                                            c->io.y, o->out),
+                                            c->io.y, dl_tensor_any(&o->out)),
                     "cudnnConvolutionForward") &&
         c->bias && !bias_first)
-        dl_cudnn_ok(a, c->name, cudnnAddTensor(c->io.h, &one, c->b, o->param[1], &one, c->io.y, o->out),
+        dl_cudnn_ok(a, c->name, cudnnAddTensor(c->io.h, &one, c->b, o->param[1], &one, c->io.y, dl_tensor_any(&o->out)),
                     "cudnnAddTensor");
 }
 
@@ -229,12 +229,12 @@ static void cudnn_conv_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct cudnn_conv *c = inst;
     const struct dl_op_call *o = &a->c;
     const float one = 1, zero = 0;
-    const void *w = o->din[0] ? filter(c, a) : NULL;
+    const void *w = o->din[0].data ? filter(c, a) : NULL;
     if (w)
         dl_cudnn_ok(a, c->name,
-                    cudnnConvolutionBackwardData(c->io.h, &one, c->w, w, c->io.y, o->dout, c->conv, c->bwd_data,
+                    cudnnConvolutionBackwardData(c->io.h, &one, c->w, w, c->io.y, dl_tensor_const_any(&o->dout), c->conv, c->bwd_data,
                                                  cudnn_workspace(c, a), c->ws[DL_DIR_BACKWARD_DATA], &zero, c->io.x,
-                                                 o->din[0]),
+                                                 dl_tensor_any(&o->din[0])),
                     "cudnnConvolutionBackwardData");
 }
 
@@ -248,7 +248,7 @@ static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args 
     void *dw = f32 ? (void *)o->dparam[0] : a->workspace;
     if (o->dparam[0] &&
         dl_cudnn_ok(a, c->name,
-                    cudnnConvolutionBackwardFilter(c->io.h, &one, c->io.x, o->in[0], c->io.y, o->dout, c->conv,
+                    cudnnConvolutionBackwardFilter(c->io.h, &one, c->io.x, dl_tensor_const_any(&o->in[0]), c->io.y, dl_tensor_const_any(&o->dout), c->conv,
                                                    c->bwd_filter, cudnn_workspace(c, a),
                                                    c->ws[DL_DIR_BACKWARD_WEIGHTS], f32 ? &one : &zero, c->w, dw),
                     "cudnnConvolutionBackwardFilter") &&
@@ -259,10 +259,10 @@ static void cudnn_conv_backward_weights(void *inst, const struct dl_kernel_args 
     if (!c->bias || !o->dparam[1])
         return;
     if (f32)
-        dl_cudnn_ok(a, c->name, cudnnConvolutionBackwardBias(c->io.h, &one, c->io.y, o->dout, &one, c->b, o->dparam[1]),
+        dl_cudnn_ok(a, c->name, cudnnConvolutionBackwardBias(c->io.h, &one, c->io.y, dl_tensor_const_any(&o->dout), &one, c->b, o->dparam[1]),
                     "cudnnConvolutionBackwardBias");
     else
-        dl_cuda_ok(a, c->name, (cudaError_t)dl_cuda_bias_grad_bf16(o->dparam[1], o->dout, c->N, (int)c->K, c->PQ),
+        dl_cuda_ok(a, c->name, (cudaError_t)dl_cuda_bias_grad_bf16(o->dparam[1], dl_tensor_const_bf16(&o->dout), c->N, (int)c->K, c->PQ),
                    "bias gradient launch");
 }
 

@@ -53,7 +53,7 @@ static void act_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cudnn_act *q = inst;
     const float one = 1, zero = 0;
-    dl_cudnn_ok(a, "cudnn", cudnnActivationForward(q->io.h, q->act, &one, q->io.x, a->c.in[0], &zero, q->io.y, a->c.out),
+    dl_cudnn_ok(a, "cudnn", cudnnActivationForward(q->io.h, q->act, &one, q->io.x, dl_tensor_const_f32(&a->c.in[0]), &zero, q->io.y, dl_tensor_f32(&a->c.out)),
                 "cudnnActivationForward");
 }
 
@@ -62,10 +62,10 @@ static void act_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct cudnn_act *q = inst;
     const struct dl_op_call *c = &a->c;
     const float one = 1, zero = 0;
-    if (c->din[0])
+    if (c->din[0].data)
         dl_cudnn_ok(a, "cudnn",
-                    cudnnActivationBackward(q->io.h, q->act, &one, q->io.y, c->out, q->io.y, c->dout, q->io.x,
-                                            c->in[0], &zero, q->io.x, c->din[0]),
+                    cudnnActivationBackward(q->io.h, q->act, &one, q->io.y, dl_tensor_f32(&c->out), q->io.y, dl_tensor_const_f32(&c->dout), q->io.x,
+                                            dl_tensor_const_f32(&c->in[0]), &zero, q->io.x, c->din[0].data),
                     "cudnnActivationBackward");
 }
 

@@ -163,7 +163,7 @@ static void cublas_fc_forward(void *inst, const struct dl_kernel_args *a)
     int N = c->batch;
     long out = (long)f->U * f->T;
     const void *w = weights(f, a);
-    float *y = f->dt == DL_F32 ? (float *)c->out : (float *)((char *)a->workspace + weights_bytes(f));
+    float *y = f->dt == DL_F32 ? dl_tensor_f32(&c->out) : (float *)((char *)a->workspace + weights_bytes(f));
     if (!w)
         return;
     /* y = the bias at every sample (and position): y^T (U x N) = b ones^T;
@@ -175,15 +175,15 @@ static void cublas_fc_forward(void *inst, const struct dl_kernel_args *a)
         bias = (struct dl_gemm){CUBLAS_OP_N, CUBLAS_OP_N, f->T, f->U, 1, 1, ones_in(f, DL_F32), f->T, b, 1, 0, y, f->T,
                                 DL_F32, DL_F32, N, 0, 0, out};
     /* then y^T (U x N) += W x^T; a sequence's Y (T x U) += X W^T */
-    struct dl_gemm product = {CUBLAS_OP_T, CUBLAS_OP_N, f->U, N, f->F, 1, w, f->F, c->in[0], f->F, f->bias, y, f->U,
+    struct dl_gemm product = {CUBLAS_OP_T, CUBLAS_OP_N, f->U, N, f->F, 1, w, f->F, dl_tensor_const_any(&c->in[0]), f->F, f->bias, y, f->U,
                               f->dt, DL_F32};
     if (f->T > 1)
-        product = (struct dl_gemm){CUBLAS_OP_N, CUBLAS_OP_N, f->T, f->U, f->F, 1, c->in[0], f->T, w, f->F, f->bias, y,
+        product = (struct dl_gemm){CUBLAS_OP_N, CUBLAS_OP_N, f->T, f->U, f->F, 1, dl_tensor_const_any(&c->in[0]), f->T, w, f->F, f->bias, y,
                                    f->T, f->dt, DL_F32, N, (long)f->F * f->T, 0, out};
     if ((f->bias && !dl_cublas_gemm(f->h, a, f->name, &bias)) || !dl_cublas_gemm(f->h, a, f->name, &product))
         return;
     if (f->dt != DL_F32) /* the f32 sums rounded once into the output */
-        dl_cuda_ok(a, f->name, (cudaError_t)dl_cuda_cast(c->out, f->dt, y, DL_F32, N * out, 0),
+        dl_cuda_ok(a, f->name, (cudaError_t)dl_cuda_cast(dl_tensor_any(&c->out), f->dt, y, DL_F32, N * out, 0),
                    "dl_cuda_cast (output)");
 }
 
@@ -191,14 +191,14 @@ static void cublas_fc_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cublas_fc *f = inst;
     const struct dl_op_call *c = &a->c;
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
     const void *w = weights(f, a);
     /* dx^T (F x N) = W^T dy^T; a sequence's dX (T x F) = dY W */
-    struct dl_gemm g = {CUBLAS_OP_N, CUBLAS_OP_N, f->F, c->batch, f->U, 1, w, f->F, c->dout, f->U, 0, c->din[0], f->F,
+    struct dl_gemm g = {CUBLAS_OP_N, CUBLAS_OP_N, f->F, c->batch, f->U, 1, w, f->F, dl_tensor_const_any(&c->dout), f->U, 0, dl_tensor_any(&c->din[0]), f->F,
                         f->dt, f->dt};
     if (f->T > 1)
-        g = (struct dl_gemm){CUBLAS_OP_N, CUBLAS_OP_T, f->T, f->F, f->U, 1, c->dout, f->T, w, f->F, 0, c->din[0], f->T,
+        g = (struct dl_gemm){CUBLAS_OP_N, CUBLAS_OP_T, f->T, f->F, f->U, 1, dl_tensor_const_any(&c->dout), f->T, w, f->F, 0, dl_tensor_any(&c->din[0]), f->T,
                              f->dt, f->dt, c->batch, (long)f->U * f->T, 0, (long)f->F * f->T};
     if (w)
         dl_cublas_gemm(f->h, a, f->name, &g);
@@ -225,12 +225,12 @@ static void cublas_fc_backward_weights(void *inst, const struct dl_kernel_args *
     const struct cublas_fc *f = inst;
     const struct dl_op_call *c = &a->c;
     if (f->T == 1) {
-        weight_sums(f, a, c->in[0], c->dout, c->batch);
+        weight_sums(f, a, dl_tensor_const_any(&c->in[0]), dl_tensor_const_any(&c->dout), c->batch);
         return;
     }
     for (long n = 0; n < c->batch; n++) /* sample by sample, in order */
-        if (!weight_sums(f, a, (const char *)c->in[0] + n * sample_bytes(f, (long)f->F * f->T),
-                         (const char *)c->dout + n * sample_bytes(f, (long)f->U * f->T), f->T))
+        if (!weight_sums(f, a, (const char *)dl_tensor_const_any(&c->in[0]) + n * sample_bytes(f, (long)f->F * f->T),
+                         (const char *)dl_tensor_const_any(&c->dout) + n * sample_bytes(f, (long)f->U * f->T), f->T))
             return;
 }
 

@@ -30,7 +30,7 @@ static int add_create(const struct dl_layer *l, const struct dl_kernel_config *c
 
 static long values(const struct dl_op_call *c)
 {
-    return c->batch * dl_shape_count(c->out_shape);
+    return c->batch * dl_shape_count(c->out.shape);
 }
 
 static void add_forward(void *inst, const struct dl_kernel_args *a)
@@ -38,10 +38,10 @@ static void add_forward(void *inst, const struct dl_kernel_args *a)
     const struct dl_cudnn_io *io = inst;
     const struct dl_op_call *c = &a->c;
     const float one = 1;
-    if (!dl_cuda_copy_within(a, "cudnn", c->out, c->in[0], values(c)))
+    if (!dl_cuda_copy_within(a, "cudnn", dl_tensor_f32(&c->out), dl_tensor_const_f32(&c->in[0]), values(c)))
         return;
     for (int k = 1; k < c->n_in; k++)
-        if (!dl_cudnn_ok(a, "cudnn", cudnnAddTensor(io->h, &one, io->x, c->in[k], &one, io->y, c->out),
+        if (!dl_cudnn_ok(a, "cudnn", cudnnAddTensor(io->h, &one, io->x, dl_tensor_const_f32(&c->in[k]), &one, io->y, dl_tensor_f32(&c->out)),
                          "cudnnAddTensor"))
             return;
 }
@@ -50,7 +50,7 @@ static void add_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct dl_op_call *c = &a->c;
     for (int k = 0; k < c->n_in; k++)
-        if (c->din[k] && !dl_cuda_copy_within(a, "cudnn", c->din[k], c->dout, values(c)))
+        if (c->din[k].data && !dl_cuda_copy_within(a, "cudnn", dl_tensor_f32(&c->din[k]), dl_tensor_const_f32(&c->dout), values(c)))
             return;
 }
 
@@ -82,8 +82,8 @@ static void concat_destroy(void *inst)
 static int concat_copy(const struct dl_kernel_args *a, int i, float *in, float *out, int to_out)
 {
     const struct dl_op_call *c = &a->c;
-    size_t row = sizeof(float) * (size_t)dl_shape_count(c->out_shape);
-    size_t block = sizeof(float) * (size_t)dl_shape_count(c->in_shape[i]);
+    size_t row = sizeof(float) * (size_t)dl_shape_count(c->out.shape);
+    size_t block = sizeof(float) * (size_t)dl_shape_count(c->in[i].shape);
     cudaError_t st = to_out ? cudaMemcpy2DAsync(out, row, in, block, block, (size_t)c->batch, cudaMemcpyDeviceToDevice, 0)
                             : cudaMemcpy2DAsync(in, block, out, row, block, (size_t)c->batch, cudaMemcpyDeviceToDevice, 0);
     return dl_cuda_ok(a, "cuda", st, "cudaMemcpy2DAsync");
@@ -92,18 +92,18 @@ static int concat_copy(const struct dl_kernel_args *a, int i, float *in, float *
 static void concat_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct dl_op_call *c = &a->c;
-    float *y = c->out;
-    for (int i = 0; i < c->n_in; y += dl_shape_count(c->in_shape[i]), i++)
-        if (!concat_copy(a, i, (float *)c->in[i], y, 1))
+    float *y = dl_tensor_f32(&c->out);
+    for (int i = 0; i < c->n_in; y += dl_shape_count(c->in[i].shape), i++)
+        if (!concat_copy(a, i, (float *)dl_tensor_const_f32(&c->in[i]), y, 1))
             return;
 }
 
 static void concat_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct dl_op_call *c = &a->c;
-    float *dy = (float *)c->dout;
-    for (int i = 0; i < c->n_in; dy += dl_shape_count(c->in_shape[i]), i++)
-        if (c->din[i] && !concat_copy(a, i, c->din[i], dy, 0))
+    float *dy = (float *)dl_tensor_const_f32(&c->dout);
+    for (int i = 0; i < c->n_in; dy += dl_shape_count(c->in[i].shape), i++)
+        if (c->din[i].data && !concat_copy(a, i, dl_tensor_f32(&c->din[i]), dy, 0))
             return;
 }
 

@@ -60,9 +60,9 @@ static void ln_forward(void *inst, const struct dl_kernel_args *a)
     const struct cuda_layernorm *q = inst;
     const struct dl_op_call *c = &a->c;
     dl_cuda_ok(a, "cuda",
-               (cudaError_t)dl_cuda_layernorm_forward(c->in[0], c->batch, q->T, q->C, q->eps,
+               (cudaError_t)dl_cuda_layernorm_forward(dl_tensor_const_f32(&c->in[0]), c->batch, q->T, q->C, q->eps,
                                                       q->affine ? c->param[0] : NULL, q->affine ? c->param[1] : NULL,
-                                                      c->out, means(c), rstds(q, c)),
+                                                      dl_tensor_f32(&c->out), means(c), rstds(q, c)),
                "layernorm forward launch");
 }
 
@@ -70,11 +70,11 @@ static void ln_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_layernorm *q = inst;
     const struct dl_op_call *c = &a->c;
-    if (c->din[0])
+    if (c->din[0].data)
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_layernorm_backward_data(c->in[0], c->dout, c->batch, q->T, q->C,
+                   (cudaError_t)dl_cuda_layernorm_backward_data(dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->batch, q->T, q->C,
                                                                 q->affine ? c->param[0] : NULL, means(c),
-                                                                rstds(q, c), c->din[0]),
+                                                                rstds(q, c), c->din[0].data),
                    "layernorm backward-data launch");
 }
 
@@ -84,7 +84,7 @@ static void ln_backward_weights(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     if (q->affine)
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_layernorm_backward_weights(c->in[0], c->dout, c->batch, q->T, q->C, means(c),
+                   (cudaError_t)dl_cuda_layernorm_backward_weights(dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->batch, q->T, q->C, means(c),
                                                                    rstds(q, c), c->dparam[0], c->dparam[1]),
                    "layernorm backward-weights launch");
 }

@@ -60,7 +60,7 @@ static void leaky_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
     const struct dl_op_call *c = &a->c;
-    dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_leaky_relu_forward(c->in[0], c->batch * q->per, (float)q->value, c->out),
+    dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_leaky_relu_forward(dl_tensor_const_f32(&c->in[0]), c->batch * q->per, (float)q->value, dl_tensor_f32(&c->out)),
                "leaky_relu forward launch");
 }
 
@@ -68,9 +68,9 @@ static void leaky_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
     const struct dl_op_call *c = &a->c;
-    if (c->din[0])
+    if (c->din[0].data)
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_leaky_relu_backward(c->in[0], c->dout, c->batch * q->per, (float)q->value, c->din[0]),
+                   (cudaError_t)dl_cuda_leaky_relu_backward(dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->batch * q->per, (float)q->value, c->din[0].data),
                    "leaky_relu backward launch");
 }
 
@@ -94,7 +94,7 @@ static void gelu_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
     const struct dl_op_call *c = &a->c;
-    dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_gelu_forward(c->in[0], c->batch * q->per, (int)q->value, c->out),
+    dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_gelu_forward(dl_tensor_const_f32(&c->in[0]), c->batch * q->per, (int)q->value, dl_tensor_f32(&c->out)),
                "gelu forward launch");
 }
 
@@ -102,9 +102,9 @@ static void gelu_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
     const struct dl_op_call *c = &a->c;
-    if (c->din[0])
+    if (c->din[0].data)
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_gelu_backward(c->in[0], c->dout, c->batch * q->per, (int)q->value, c->din[0]),
+                   (cudaError_t)dl_cuda_gelu_backward(dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->batch * q->per, (int)q->value, c->din[0].data),
                    "gelu backward launch");
 }
 
@@ -142,13 +142,13 @@ static void dropout_forward(void *inst, const struct dl_kernel_args *a)
     const struct cuda_pointwise *q = inst;
     const struct dl_op_call *c = &a->c;
     if (!drops(q, c)) {
-        dl_cuda_copy_within(a, "cuda", c->out, c->in[0], c->batch * q->per);
+        dl_cuda_copy_within(a, "cuda", dl_tensor_f32(&c->out), dl_tensor_const_f32(&c->in[0]), c->batch * q->per);
         return;
     }
     float keep = (float)(1 / (1 - q->value));
     dl_cuda_ok(a, "cuda",
-               (cudaError_t)dl_cuda_dropout_forward(c->in[0], c->batch, q->per, c->key, c->sample0, (long)c->channel0 * q->plane,
-                                       q->value, keep, (float *)c->saved, c->out),
+               (cudaError_t)dl_cuda_dropout_forward(dl_tensor_const_f32(&c->in[0]), c->batch, q->per, c->key, c->sample0, (long)c->channel0 * q->plane,
+                                       q->value, keep, (float *)c->saved, dl_tensor_f32(&c->out)),
                "dropout forward launch");
 }
 
@@ -156,12 +156,12 @@ static void dropout_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
     const struct dl_op_call *c = &a->c;
-    if (!c->din[0])
+    if (!c->din[0].data)
         return;
     if (!drops(q, c))
-        dl_cuda_copy_within(a, "cuda", c->din[0], c->dout, c->batch * q->per);
+        dl_cuda_copy_within(a, "cuda", dl_tensor_f32(&c->din[0]), dl_tensor_const_f32(&c->dout), c->batch * q->per);
     else
-        dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_multiply(c->dout, (const float *)c->saved, c->batch * q->per, c->din[0]),
+        dl_cuda_ok(a, "cuda", (cudaError_t)dl_cuda_multiply(dl_tensor_const_f32(&c->dout), (const float *)c->saved, c->batch * q->per, c->din[0].data),
                    "dropout backward launch");
 }
 
@@ -191,14 +191,14 @@ static int flatten_create(const struct dl_layer *l, const struct dl_kernel_confi
 static void flatten_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
-    dl_cuda_copy_within(a, "cuda", a->c.out, a->c.in[0], a->c.batch * q->per);
+    dl_cuda_copy_within(a, "cuda", dl_tensor_f32(&a->c.out), dl_tensor_const_f32(&a->c.in[0]), a->c.batch * q->per);
 }
 
 static void flatten_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_pointwise *q = inst;
-    if (a->c.din[0])
-        dl_cuda_copy_within(a, "cuda", a->c.din[0], a->c.dout, a->c.batch * q->per);
+    if (a->c.din[0].data)
+        dl_cuda_copy_within(a, "cuda", dl_tensor_f32(&a->c.din[0]), dl_tensor_const_f32(&a->c.dout), a->c.batch * q->per);
 }
 
 const struct dl_kernel dl_kernel_cuda_flatten = {

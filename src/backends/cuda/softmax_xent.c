@@ -77,8 +77,8 @@ static void xent_forward(void *inst, const struct dl_kernel_args *a)
     const struct dl_op_call *c = &a->c;
     if (whole_classes(a))
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_xent_forward(c->in[0], c->labels, c->batch, q->P, q->C, q->eps, q->ignore,
-                                                     c->label_norm, (double *)c->saved, a->workspace, c->out),
+                   (cudaError_t)dl_cuda_xent_forward(dl_tensor_const_f32(&c->in[0]), c->labels, c->batch, q->P, q->C, q->eps, q->ignore,
+                                                     c->label_norm, (double *)c->saved, a->workspace, dl_tensor_f32(&c->out)),
                    "softmax_xent forward launch");
 }
 
@@ -86,11 +86,11 @@ static void xent_backward_data(void *inst, const struct dl_kernel_args *a)
 {
     const struct cuda_xent *q = inst;
     const struct dl_op_call *c = &a->c;
-    if (c->din[0] && whole_classes(a))
+    if (c->din[0].data && whole_classes(a))
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_xent_backward(c->in[0], c->labels, (const double *)c->saved, c->dout, c->batch,
+                   (cudaError_t)dl_cuda_xent_backward(dl_tensor_const_f32(&c->in[0]), c->labels, (const double *)c->saved, dl_tensor_const_f32(&c->dout), c->batch,
                                                       q->P, q->C, q->eps, q->ignore, c->label_norm, a->workspace,
-                                                      c->din[0]),
+                                                      c->din[0].data),
                    "softmax_xent backward launch");
 }
 

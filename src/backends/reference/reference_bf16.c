@@ -82,6 +82,14 @@ static size_t bf16_saved_bytes(const void *inst)
     return (size_t)n * sizeof(dl_real);
 }
 
+/* bf16 tensor t's f32 copy at ws. */
+static struct dl_tensor widened(struct dl_tensor t, float *ws)
+{
+    t.data = ws;
+    t.shape.dtype = DL_F32;
+    return t;
+}
+
 /* The f32 call of a's bf16 one on the workspace: inputs and output
  * widened, the weights rounded to bf16 (other parameters as they are);
  * returns the workspace past them. */
@@ -94,16 +102,14 @@ static float *widened_call(const struct bf16_inst *r, const struct dl_kernel_arg
     c->param = a->workspace; /* its own array: the caller's pointers stay as they are */
     for (int k = 0; k < l->n_in; k++) {
         long n = N * dl_shape_count(l->in_shape[k]);
-        dl_cast(a->c.in[k], DL_BF16, ws, DL_F32, n, NULL);
-        c->in[k] = ws;
-        c->in_shape[k].dtype = DL_F32;
+        dl_cast(dl_tensor_const_bf16(&a->c.in[k]), DL_BF16, ws, DL_F32, n, NULL);
+        c->in[k] = widened(a->c.in[k], ws);
         ws += n;
     }
     long n_out = N * dl_shape_count(l->out_shape);
-    if (a->c.out)
-        dl_cast(a->c.out, DL_BF16, ws, DL_F32, n_out, NULL);
-    c->out = ws;
-    c->out_shape.dtype = DL_F32;
+    if (a->c.out.data)
+        dl_cast(dl_tensor_const_bf16(&a->c.out), DL_BF16, ws, DL_F32, n_out, NULL);
+    c->out = widened(a->c.out, ws);
     ws += n_out;
     for (int j = 0; j < l->n_params; j++) {
         for (long i = 0; i < l->param[j].count; i++)
@@ -120,7 +126,8 @@ static void bf16_forward(void *inst, const struct dl_kernel_args *a)
     struct dl_op_call c;
     widened_call(r, a, &c);
     r->l->kind->forward(&c);
-    dl_cast(c.out, DL_F32, a->c.out, DL_BF16, (long)a->c.batch * dl_shape_count(r->l->out_shape), NULL);
+    dl_cast(dl_tensor_const_f32(&c.out), DL_F32, dl_tensor_bf16(&a->c.out), DL_BF16,
+            (long)a->c.batch * dl_shape_count(r->l->out_shape), NULL);
 }
 
 static void bf16_backward(void *inst, const struct dl_kernel_args *a)
@@ -130,19 +137,20 @@ static void bf16_backward(void *inst, const struct dl_kernel_args *a)
     long N = a->c.batch, n_out = N * dl_shape_count(l->out_shape);
     struct dl_op_call c;
     float *ws = widened_call(r, a, &c);
-    dl_cast(a->c.dout, DL_BF16, ws, DL_F32, n_out, NULL);
-    c.dout = ws;
+    dl_cast(dl_tensor_const_bf16(&a->c.dout), DL_BF16, ws, DL_F32, n_out, NULL);
+    c.dout = widened(a->c.dout, ws);
     ws += n_out;
     for (int k = 0; k < l->n_in; k++) {
-        if (!a->c.din[k])
+        if (!a->c.din[k].data)
             continue;
-        c.din[k] = ws;
+        c.din[k] = widened(a->c.din[k], ws);
         ws += N * dl_shape_count(l->in_shape[k]);
     }
     l->kind->backward(&c);
     for (int k = 0; k < l->n_in; k++)
-        if (a->c.din[k])
-            dl_cast(c.din[k], DL_F32, a->c.din[k], DL_BF16, N * dl_shape_count(l->in_shape[k]), NULL);
+        if (a->c.din[k].data)
+            dl_cast(dl_tensor_const_f32(&c.din[k]), DL_F32, dl_tensor_bf16(&a->c.din[k]), DL_BF16,
+                    N * dl_shape_count(l->in_shape[k]), NULL);
 }
 
 const struct dl_kernel dl_kernel_reference_bf16 = {
