@@ -36,19 +36,21 @@ static inline double dl_eltwise_flops(const void *attr, const struct dl_shape *i
     static void NAME##_forward(const struct dl_op_call *c)                        \
     {                                                                             \
         long n = (long)c->batch * dl_shape_count(c->out.shape);                   \
-        const dl_real *x = dl_tensor_const_f32(&c->in[0]);                                              \
-        dl_real *y = dl_tensor_f32(&c->out);                                                      \
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]);                        \
+        dl_real *y = dl_tensor_f32(&c->out);                                      \
         _Pragma("omp parallel for simd schedule(static)")                         \
         for (long i = 0; i < n; i++)                                              \
             y[i] = NAME##_value(c->attr, x[i]);                                   \
     }                                                                             \
     static void NAME##_backward(const struct dl_op_call *c)                       \
     {                                                                             \
-        if (!c->din[0].data)                                                           \
+        if (!c->din[0].data)                                                      \
             return;                                                               \
         long n = (long)c->batch * dl_shape_count(c->out.shape);                   \
-        const dl_real *x = dl_tensor_const_f32(&c->in[0]), *y = dl_tensor_f32(&c->out), *dy = dl_tensor_const_f32(&c->dout);                  \
-        dl_real *dx = dl_tensor_f32(&c->din[0]);                                                  \
+        const dl_real *x = dl_tensor_const_f32(&c->in[0]);                        \
+        const dl_real *y = dl_tensor_const_f32(&c->out);                          \
+        const dl_real *dy = dl_tensor_const_f32(&c->dout);                        \
+        dl_real *dx = dl_tensor_f32(&c->din[0]);                                  \
         _Pragma("omp parallel for simd schedule(static)")                         \
         for (long i = 0; i < n; i++)                                              \
             dx[i] = NAME##_grad(c->attr, x[i], y[i], dy[i]);                      \
