@@ -313,14 +313,42 @@ static int toposort(const struct dl_layer_decl *d, int n, int (*src)[DL_MAX_INPU
     return rc;
 }
 
-int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int classes,
-                   struct dl_graph *g, struct dl_error *err)
+/* The share entries by layer, in graph order: layer i's are
+ * at[first[i] .. first[i] + count[i]), their owners by graph index. */
+struct layer_shares {
+    struct share_req *at;
+    int *first, *count;
+};
+
+static void layer_shares_free(struct layer_shares *sh)
 {
-    memset(g, 0, sizeof *g);
-    if (n < 1 || !d[n - 1].kind->is_loss) {
-        dl_layer_decls_free(d, n);
-        return dl_errorf(err, DL_ERR_SPEC, "the network has no loss layer");
-    }
+    free(sh->at);
+    free(sh->first);
+    free(sh->count);
+}
+
+/* Layer l takes over decl dd's name, kind, attributes and keys (its inputs
+ * are set by the caller, by graph index). */
+static void take_decl(struct dl_layer *l, const struct dl_layer_decl *dd)
+{
+    l->name = dd->name;
+    l->kind = dd->kind;
+    l->attr = dd->attr;
+    l->loc = dd->loc;
+    l->stage = dd->stage;
+    l->block = dd->block;
+    l->split = dd->split;
+    l->init_std = dd->init_std;
+    l->n_in = dd->n_in;
+}
+
+/* g's layers from the decls in a topological order: inputs resolved by
+ * name into graph indices, names and attributes moved over, the share
+ * entries by layer into sh (g->n: the layers made, whose names the graph
+ * now owns).  The decls are freed whatever happens. */
+static int order_layers(struct dl_layer_decl *d, int n, struct dl_graph *g, struct layer_shares *sh,
+                        struct dl_error *err)
+{
     int (*src)[DL_MAX_INPUTS] = calloc((size_t)n, sizeof *src);
     int *order = calloc((size_t)n, sizeof *order);
     int *pos = calloc((size_t)n, sizeof *pos);
@@ -328,12 +356,13 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
     for (int i = 0; req0 && i < n; i++)
         req0[i + 1] = req0[i] + d[i].n_share;
     int n_req = req0 ? req0[n] : 0;
-    struct share_req *req = calloc((size_t)n_req + 1, sizeof *req);    /* by decl */
-    struct share_req *shared = calloc((size_t)n_req + 1, sizeof *shared); /* by layer: shared0[i].. */
-    int *n_shared = calloc((size_t)n, sizeof *n_shared), *shared0 = calloc((size_t)n, sizeof *shared0);
+    struct share_req *req = calloc((size_t)n_req + 1, sizeof *req); /* by decl */
+    sh->at = calloc((size_t)n_req + 1, sizeof *sh->at);
+    sh->count = calloc((size_t)n, sizeof *sh->count);
+    sh->first = calloc((size_t)n, sizeof *sh->first);
     g->layers = calloc((size_t)n, sizeof *g->layers);
     int rc = DL_OK;
-    if (!src || !order || !pos || !req0 || !req || !shared || !n_shared || !shared0 || !g->layers)
+    if (!src || !order || !pos || !req0 || !req || !sh->at || !sh->count || !sh->first || !g->layers)
         rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory building the graph");
     if (!rc)
         rc = resolve(d, n, src, err);
@@ -347,24 +376,16 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
         for (int i = 0, at = 0; i < n; i++) {
             const struct dl_layer_decl *dd = &d[order[i]];
             struct dl_layer *l = &g->layers[i];
-            l->name = dd->name;
-            l->kind = dd->kind;
-            l->attr = dd->attr;
-            l->loc = dd->loc;
-            l->stage = dd->stage;
-            l->block = dd->block;
-            l->split = dd->split;
-            l->init_std = dd->init_std;
-            l->n_in = dd->n_in;
+            take_decl(l, dd);
             for (int k = 0; k < dd->n_in; k++) {
                 int s = src[order[i]][k];
                 l->in[k] = s == DL_GRAPH_INPUT ? DL_GRAPH_INPUT : pos[s];
             }
-            n_shared[i] = dd->n_share;
-            shared0[i] = at;
+            sh->count[i] = dd->n_share;
+            sh->first[i] = at;
             for (int k = 0; k < dd->n_share; k++, at++) {
-                shared[at] = req[req0[order[i]] + k];
-                shared[at].owner = pos[shared[at].owner];
+                sh->at[at] = req[req0[order[i]] + k];
+                sh->at[at].owner = pos[sh->at[at].owner];
             }
             g->n = i + 1;
         }
@@ -379,94 +400,124 @@ int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int cl
     free(pos);
     free(req);
     free(req0);
-    if (rc) {
-        free(shared);
-        free(n_shared);
-        free(shared0);
-        dl_graph_free(g);
-        return rc;
+    return rc;
+}
+
+/* Layer i's input shapes from its producers (the graph input's for
+ * DL_GRAPH_INPUT), its producers' consumer counts, and the token ids it
+ * reads: only an embedding's first input may hold them (i32). */
+static int connect_inputs(struct dl_graph *g, int i, struct dl_error *err)
+{
+    struct dl_layer *l = &g->layers[i];
+    for (int k = 0; k < l->n_in; k++) {
+        if (l->in[k] == DL_GRAPH_INPUT) {
+            l->in_shape[k] = g->input;
+            g->input_consumers++;
+        } else {
+            l->in_shape[k] = g->layers[l->in[k]].out_shape;
+            g->layers[l->in[k]].n_consumers++;
+        }
+        if (l->in_shape[k].dtype == DL_I32 && (k > 0 || !l->kind->id_limit))
+            return loc_errorf(err, &l->loc, "layer '%s' (%s): its input '%s' holds token ids (i32), which only an "
+                              "embedding reads", l->name, l->kind->name,
+                              l->in[k] == DL_GRAPH_INPUT ? "input" : g->layers[l->in[k]].name);
+        if (l->in_shape[k].dtype == DL_I32) {
+            int limit = l->kind->id_limit(l->attr);
+            g->id_limit = g->id_limit == 0 || limit < g->id_limit ? limit : g->id_limit;
+        }
     }
+    return DL_OK;
+}
+
+/* What op.h's dtype allows a parameter: f32, or an i64 counter. */
+static int check_param_dtypes(const struct dl_layer *l, struct dl_error *err)
+{
+    for (int j = 0; j < l->n_params; j++) {
+        const struct dl_param_desc *p = &l->param[j];
+        if (p->dtype != DL_F32 && (p->dtype != DL_I64 || p->trainable || p->ndim != 0 || p->count != 1))
+            return dl_errorf(err, DL_ERR_INTERNAL, "layer '%s' (%s): parameter '%s' of dtype %s: only f32 "
+                             "parameters and scalar i64 counters that are not trained exist", l->name,
+                             l->kind->name, p->name, dl_dtype_name(p->dtype));
+    }
+    return DL_OK;
+}
+
+/* Layer i once its producers are described: its input and output shapes,
+ * its parameters (tied to their owners' where shared, drawn by init_std
+ * where given) and FLOPs; a loss only as the last layer. */
+static int describe_layer(struct dl_graph *g, int i, const struct layer_shares *sh, struct dl_error *err)
+{
+    struct dl_layer *l = &g->layers[i];
+    int rc = connect_inputs(g, i, err);
+    if (rc)
+        return rc;
+    struct dl_error e = {0};
+    if (l->kind->infer(l->attr, l->n_in, l->in_shape, &l->out_shape, &e))
+        return loc_errorf(err, &l->loc, "layer '%s' (%s): %s", l->name, l->kind->name, e.msg);
+    if (dl_shape_count(l->out_shape) <= 0 || dl_shape_count(l->out_shape) > (1L << 31)) {
+        char b[64];
+        return loc_errorf(err, &l->loc, "layer '%s' (%s): output shape %s is empty or too large", l->name,
+                          l->kind->name, dl_shape_str(l->out_shape, b, sizeof b));
+    }
+    l->n_params = dl_op_param_descs(l->kind, l->attr, l->in_shape, l->out_shape, &l->param, err);
+    if (l->n_params < 0) {
+        l->n_params = 0;
+        return DL_ERR_NOMEM;
+    }
+    rc = check_param_dtypes(l, err);
+    if (rc)
+        return rc;
+    l->flops = l->kind->flops ? l->kind->flops(l->attr, l->in_shape, l->out_shape) : 0;
+    rc = tie_params(g, i, sh->at + sh->first[i], sh->count[i], err);
+    if (!rc && l->init_std > 0)
+        rc = init_from_std(l, err);
+    if (!rc && l->kind->is_loss && i != g->n - 1)
+        rc = loc_errorf(err, &l->loc, "layer '%s': a loss must be the last layer", l->name);
+    return rc;
+}
+
+/* The loss (the last layer) and the logits it reads, which must hold
+ * `classes` scores per sample or position; every other layer must feed
+ * another. */
+static int check_loss(struct dl_graph *g, int classes, struct dl_error *err)
+{
+    g->loss = g->n - 1;
+    struct dl_layer *loss = &g->layers[g->loss];
+    g->logits = loss->in[0];
+    g->positions = dl_shape_rank(loss->in_shape[0]) == 2 ? loss->in_shape[0].h : 1;
+    if (g->logits == DL_GRAPH_INPUT)
+        return loc_errorf(err, &loss->loc, "the loss reads the network input directly: there are no layers");
+    if (loss->in_shape[0].c != classes && dl_shape_rank(loss->in_shape[0]) == 2)
+        return loc_errorf(err, &loss->loc, "the loss input '%s' has %d scores per position but input.classes is %d",
+                          g->layers[g->logits].name, loss->in_shape[0].c, classes);
+    if (loss->in_shape[0].c != classes)
+        return loc_errorf(err, &loss->loc, "the loss input '%s' has %ld values per sample but input.classes is %d",
+                          g->layers[g->logits].name, dl_shape_count(loss->in_shape[0]), classes);
+    for (int i = 0; i < g->n - 1; i++)
+        if (g->layers[i].n_consumers == 0)
+            return loc_errorf(err, &g->layers[i].loc,
+                              "layer '%s' (%s): its output is never used (every layer but the loss must feed another)",
+                              g->layers[i].name, g->layers[i].kind->name);
+    return DL_OK;
+}
+
+int dl_graph_build(struct dl_layer_decl *d, int n, struct dl_shape input, int classes,
+                   struct dl_graph *g, struct dl_error *err)
+{
+    memset(g, 0, sizeof *g);
+    if (n < 1 || !d[n - 1].kind->is_loss) {
+        dl_layer_decls_free(d, n);
+        return dl_errorf(err, DL_ERR_SPEC, "the network has no loss layer");
+    }
+    struct layer_shares sh = {0};
+    int rc = order_layers(d, n, g, &sh, err);
     g->input = input;
     g->classes = classes;
-    for (int i = 0; i < g->n && !rc; i++) {
-        struct dl_layer *l = &g->layers[i];
-        for (int k = 0; k < l->n_in; k++) {
-            if (l->in[k] == DL_GRAPH_INPUT) {
-                l->in_shape[k] = input;
-                g->input_consumers++;
-            } else {
-                l->in_shape[k] = g->layers[l->in[k]].out_shape;
-                g->layers[l->in[k]].n_consumers++;
-            }
-            if (l->in_shape[k].dtype == DL_I32 && (k > 0 || !l->kind->id_limit)) {
-                rc = loc_errorf(err, &l->loc, "layer '%s' (%s): its input '%s' holds token ids (i32), which only an "
-                                "embedding reads", l->name, l->kind->name,
-                                l->in[k] == DL_GRAPH_INPUT ? "input" : g->layers[l->in[k]].name);
-                break;
-            }
-            if (l->in_shape[k].dtype == DL_I32) {
-                int limit = l->kind->id_limit(l->attr);
-                g->id_limit = g->id_limit == 0 || limit < g->id_limit ? limit : g->id_limit;
-            }
-        }
-        if (rc)
-            break;
-        struct dl_error e = {0};
-        if (l->kind->infer(l->attr, l->n_in, l->in_shape, &l->out_shape, &e)) {
-            rc = loc_errorf(err, &l->loc, "layer '%s' (%s): %s", l->name, l->kind->name, e.msg);
-            break;
-        }
-        if (dl_shape_count(l->out_shape) <= 0 || dl_shape_count(l->out_shape) > (1L << 31)) {
-            char b[64];
-            rc = loc_errorf(err, &l->loc, "layer '%s' (%s): output shape %s is empty or too large", l->name,
-                            l->kind->name, dl_shape_str(l->out_shape, b, sizeof b));
-            break;
-        }
-        l->n_params = dl_op_param_descs(l->kind, l->attr, l->in_shape, l->out_shape, &l->param, err);
-        if (l->n_params < 0) {
-            l->n_params = 0;
-            rc = DL_ERR_NOMEM;
-            break;
-        }
-        for (int j = 0; j < l->n_params && !rc; j++) { /* what op.h's dtype allows: f32, or an i64 counter */
-            const struct dl_param_desc *p = &l->param[j];
-            if (p->dtype != DL_F32 && (p->dtype != DL_I64 || p->trainable || p->ndim != 0 || p->count != 1))
-                rc = dl_errorf(err, DL_ERR_INTERNAL, "layer '%s' (%s): parameter '%s' of dtype %s: only f32 "
-                               "parameters and scalar i64 counters that are not trained exist", l->name,
-                               l->kind->name, p->name, dl_dtype_name(p->dtype));
-        }
-        if (rc)
-            break;
-        l->flops = l->kind->flops ? l->kind->flops(l->attr, l->in_shape, l->out_shape) : 0;
-        rc = tie_params(g, i, shared + shared0[i], n_shared[i], err);
-        if (!rc && l->init_std > 0)
-            rc = init_from_std(l, err);
-        if (!rc && l->kind->is_loss && i != g->n - 1)
-            rc = loc_errorf(err, &l->loc, "layer '%s': a loss must be the last layer", l->name);
-    }
-    if (!rc) {
-        g->loss = g->n - 1;
-        struct dl_layer *loss = &g->layers[g->loss];
-        g->logits = loss->in[0];
-        g->positions = dl_shape_rank(loss->in_shape[0]) == 2 ? loss->in_shape[0].h : 1;
-        if (g->logits == DL_GRAPH_INPUT)
-            rc = loc_errorf(err, &loss->loc, "the loss reads the network input directly: there are no layers");
-        else if (loss->in_shape[0].c != classes && dl_shape_rank(loss->in_shape[0]) == 2)
-            rc = loc_errorf(err, &loss->loc, "the loss input '%s' has %d scores per position but input.classes is %d",
-                            g->layers[g->logits].name, loss->in_shape[0].c, classes);
-        else if (loss->in_shape[0].c != classes)
-            rc = loc_errorf(err, &loss->loc,
-                            "the loss input '%s' has %ld values per sample but input.classes is %d",
-                            g->layers[g->logits].name, dl_shape_count(loss->in_shape[0]), classes);
-        for (int i = 0; i < g->n - 1 && !rc; i++)
-            if (g->layers[i].n_consumers == 0)
-                rc = loc_errorf(err, &g->layers[i].loc,
-                                "layer '%s' (%s): its output is never used (every layer but the loss must feed another)",
-                                g->layers[i].name, g->layers[i].kind->name);
-    }
-    free(shared);
-    free(n_shared);
-    free(shared0);
+    for (int i = 0; i < g->n && !rc; i++)
+        rc = describe_layer(g, i, &sh, err);
+    if (!rc)
+        rc = check_loss(g, classes, err);
+    layer_shares_free(&sh);
     if (rc)
         dl_graph_free(g);
     return rc;
