@@ -1,5 +1,5 @@
 /* exec.c: the executor's set-up and tear-down (see exec.h): kernel choice and
- * memory plan (steps.c), one arena for activations, gradients, kernel state
+ * memory plan (steps.c, place.c), one arena for activations, gradients, kernel state
  * and workspace, the flat parameter vectors and their deterministic
  * initialisation in graph order: every parameter of the whole network is
  * drawn from the seed in order, and a rank of a parallel run keeps the

@@ -1,7 +1,8 @@
 /* exec_impl.h: the executor's private structures, shared by exec.c (set-up,
  * parameters), steps.c (kernel choice, layouts, reorder and communication
  * steps, memory plan), run.c (forward and backward over the steps),
- * comm_steps.c (the communication steps of a parallel run) and rows.c
+ * place.c (buffer lifetimes, the arena plan), comm_steps.c (the
+ * communication steps of a parallel run) and rows.c
  * (those on bands of rows). */
 #ifndef DL_EXEC_IMPL_H
 #define DL_EXEC_IMPL_H
@@ -34,7 +35,7 @@ struct dl_exec_tensor {
     int run;
     int buf_again;
     dl_real *data_first, *data_again;
-    int held;               /* its values are still there when forward ends (steps.c's lifetimes) */
+    int held;               /* its values are still there when forward ends (place.c's lifetimes) */
     int partial;            /* a layer's partial sums over the tensor group, summed by the SLICE_ROWS
                                steps that read it (a reduce-scatter; steps.c) */
 };
@@ -270,8 +271,10 @@ int dl_exec_defers_weights(const struct dl_exec *e, const struct dl_exec_step *s
 int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err);
 int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, const struct dl_kernel *k, int mb,
                           struct dl_error *err);
-int dl_exec_place(struct dl_exec *e, struct dl_error *err);
 void dl_exec_free_steps(struct dl_exec *e);
+/* place.c: every buffer of the steps with its lifetime, planned into one
+ * arena (e->arena_bytes; e->unplanned_bytes without reuse). */
+int dl_exec_place(struct dl_exec *e, struct dl_error *err);
 
 /* recompute.c (--recompute full): marks the runs, the tensors they make
  * again and the steps that make them, and each tensor's last forward

@@ -23,7 +23,7 @@
  * own, made again before the backward of the last layer reading it, so
  * the whole tensor lives in forward and around that backward only, and
  * what stays for backward between them is the band.  The memory plan
- * (steps.c's dl_exec_place) places both homes; run.c swaps the pointers. */
+ * (place.c's dl_exec_place) places both homes; run.c swaps the pointers. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>

@@ -4,9 +4,7 @@
  * per tensor and layout, shared by the consumers) and a cast step, a
  * reorder between dtypes that keeps the layout, for every input whose dtype
  * differs from the kernel's (kernel.h "Dtypes"; the communication steps
- * take f32), then describe every buffer
- * (activation, gradient, kernel state, fan-out scratch, workspace) with its
- * lifetime for the memory planner and point them into the arena.  Layers with
+ * take f32); place.c then plans the steps' buffers.  Layers with
  * a micro-batch plan get their kernel from it (micro.c checks the rest).
  * A ReLU (a kind with is_relu, ops/op.h) that alone consumes a layer's
  * output is folded into that layer's kernel when the kernel can apply it
@@ -20,8 +18,7 @@
  * adapters (slice, gather, the sum of a partial input gradient) and the
  * sums of partial outputs are steps between producer and consumer, in
  * plain layout, as reorders are.  An executor runs one stage of the shard
- * (several per rank with interleaved stages); for a split backward (zero
- * bubble) the buffers the weight-gradient pass reads live until it runs. */
+ * (several per rank with interleaved stages). */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -385,10 +382,11 @@ static int scattered_by_readers(const struct dl_exec *e, int i)
     return readers > 0 && readers == g->layers[i].n_consumers;
 }
 
-int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
+/* The step list and its tensors, with room for every layer's step, its
+ * inputs' reorders, casts and communication steps, and its sends and sums. */
+static int alloc_step_list(struct dl_exec *e, struct dl_error *err)
 {
     const struct dl_graph *g = e->g;
-    const struct dl_shard *sh = e->shard;
     struct dl_exec_impl *m = e->impl;
     int max_steps = g->n * (6 + 6 * DL_MAX_INPUTS) + 8;
     m->steps = dl_calloc((size_t)max_steps, sizeof *m->steps, err);
@@ -399,89 +397,115 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         return DL_ERR_NOMEM;
     for (int i = 0; i < g->n; i++)
         m->out_tensor[i] = -1;
-    int input = add_tensor(m, -1, g->input, DL_LAYOUT_PLAIN, 0);
-    for (int i = e->first; i < e->end; i++) {
-        const struct dl_layer *l = &g->layers[i];
-        if (!e->fused[i] && relu_moves_into_pooling(e, i, ch))
-            e->fused[i] = DL_FUSED_INTO_POOLING;
-        if (e->fused[i]) { /* its producer, layer i - 1, or its consumer, i + 1, applies it */
-            int p = l->in[0];
-            int src = p == DL_GRAPH_INPUT ? input : dl_exec_runs(e, p) ? m->out_tensor[p] : received(e, p, i);
-            m->out_tensor[i] = src;
-            e->kernel[i] = e->fused[i] == DL_FUSED_INTO_PRODUCER ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
-            e->act_layout[i] = m->tensors[src].layout;
-            e->act_dtype[i] = m->tensors[src].shape.dtype;
-            continue;
-        }
-        const struct dl_kernel *k = layer_kernel(e, i, ch);
-        enum dl_layout offered[DL_MAX_INPUTS], want[DL_MAX_INPUTS], out;
-        int src[DL_MAX_INPUTS];
-        for (int j = 0; j < l->n_in; j++) {
-            src[j] = input_of(e, i, j, input);
-            offered[j] = m->tensors[src[j]].layout;
-        }
-        dl_kernel_layouts(k, l, offered, want, &out);
-        int in[DL_MAX_INPUTS];
-        for (int j = 0; j < l->n_in; j++)
-            in[j] = converted(e, src[j], want[j], dl_kernel_tensor_dtype(k, l->in_shape[j]), i);
-        struct dl_exec_step *s = add_step(m, DL_STEP_LAYER, -1, i);
-        s->layer = i;
-        s->kernel = k;
-        e->kernel[i] = k;
-        s->cfg.mb = e->max_batch;
-        s->cfg.out = out;
-        int relu_before = l->in[0] >= 0 && e->fused[l->in[0]] == DL_FUSED_INTO_POOLING;
-        int relu_after = !relu_before && fuses_next_relu(e, i, k, ch);
-        s->cfg.relu = relu_before || relu_after;
-        if (relu_after)
-            e->fused[i + 1] = DL_FUSED_INTO_PRODUCER;
-        for (int j = 0; j < l->n_in; j++) {
-            s->in[j] = in[j];
-            s->cfg.in[j] = m->tensors[in[j]].layout;
-            m->tensors[in[j]].last_use = m->n_steps;
-        }
-        /* A gradient flows into this output only when something upstream learns. */
-        int needs_grad = l->n_params > 0;
-        for (int j = 0; j < l->n_in; j++)
-            needs_grad |= m->tensors[in[j]].needs_grad;
-        struct dl_shape out_shape = l->out_shape;
-        out_shape.dtype = dl_kernel_tensor_dtype(k, out_shape);
-        s->out = add_tensor(m, m->n_steps, out_shape, out, needs_grad);
-        m->out_tensor[i] = s->out;
-        e->act_layout[i] = out;
-        e->act_dtype[i] = out_shape.dtype;
-        m->n_steps++;
-        int rc = dl_exec_make_instance(s, l, k, e->max_batch, err);
-        if (rc)
-            return rc;
-        s->saved_bytes = dl_kernel_saved_bytes(k, s->inst[0].inst);
-        s->n_fixed = 1;
-        if (sh->layer[i].partial && scattered_by_readers(e, i)) {
-            m->tensors[s->out].partial = 1; /* its readers' SLICE_ROWS steps reduce-scatter it */
-        } else if (sh->layer[i].partial) { /* partial sums over the tensor group: summed in place */
-            struct dl_exec_step *ar = add_step(m, DL_STEP_ALLREDUCE, -1, i);
-            ar->out = m->out_tensor[i];
-            m->n_steps++;
-            s = &m->steps[m->n_steps - 2];
-        }
-        if (m->mbplan.batch && m->mbplan.layer[i].tuned) { /* its own slice, not the shared workspace */
-            s->mbplan = &m->mbplan.layer[i];
-            rc = dl_exec_micro_setup(e, s, offered, &m->workspace_bytes, err);
-            if (rc)
-                return rc;
-            continue;
-        }
-        size_t w = dl_kernel_workspace_max(k, s->inst[0].inst);
-        if (w > m->workspace_bytes)
-            m->workspace_bytes = w;
+    return DL_OK;
+}
+
+/* Folded ReLU i: no step; its output is its input's tensor, its kernel the
+ * one that applies it (its producer's, layer i - 1, or its consumer's,
+ * i + 1). */
+static void place_folded_relu(struct dl_exec *e, int i, int input, const struct dl_kernel_choices *ch)
+{
+    struct dl_exec_impl *m = e->impl;
+    int p = e->g->layers[i].in[0];
+    int src = p == DL_GRAPH_INPUT ? input : dl_exec_runs(e, p) ? m->out_tensor[p] : received(e, p, i);
+    m->out_tensor[i] = src;
+    e->kernel[i] = e->fused[i] == DL_FUSED_INTO_PRODUCER ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
+    e->act_layout[i] = m->tensors[src].layout;
+    e->act_dtype[i] = m->tensors[src].shape.dtype;
+}
+
+/* Layer i's step through kernel k: its inputs in the layouts and dtypes k
+ * wants (offered[]: the layouts its producers offered), the ReLU folded
+ * into it, its output tensor, and its instance for the whole batch. */
+static int add_layer_step(struct dl_exec *e, int i, const struct dl_kernel *k, int input,
+                          const struct dl_kernel_choices *ch, enum dl_layout *offered, struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    const struct dl_layer *l = &e->g->layers[i];
+    enum dl_layout want[DL_MAX_INPUTS], out;
+    int src[DL_MAX_INPUTS], in[DL_MAX_INPUTS];
+    for (int j = 0; j < l->n_in; j++) {
+        src[j] = input_of(e, i, j, input);
+        offered[j] = m->tensors[src[j]].layout;
     }
-    add_sends(e);
-    dl_exec_samples_mark(e);
-    int rc = dl_exec_samples_check(e, e->max_batch, err);
+    dl_kernel_layouts(k, l, offered, want, &out);
+    for (int j = 0; j < l->n_in; j++)
+        in[j] = converted(e, src[j], want[j], dl_kernel_tensor_dtype(k, l->in_shape[j]), i);
+    struct dl_exec_step *s = add_step(m, DL_STEP_LAYER, -1, i);
+    s->layer = i;
+    s->kernel = k;
+    e->kernel[i] = k;
+    s->cfg.mb = e->max_batch;
+    s->cfg.out = out;
+    int relu_before = l->in[0] >= 0 && e->fused[l->in[0]] == DL_FUSED_INTO_POOLING;
+    int relu_after = !relu_before && fuses_next_relu(e, i, k, ch);
+    s->cfg.relu = relu_before || relu_after;
+    if (relu_after)
+        e->fused[i + 1] = DL_FUSED_INTO_PRODUCER;
+    for (int j = 0; j < l->n_in; j++) {
+        s->in[j] = in[j];
+        s->cfg.in[j] = m->tensors[in[j]].layout;
+        m->tensors[in[j]].last_use = m->n_steps;
+    }
+    /* A gradient flows into this output only when something upstream learns. */
+    int needs_grad = l->n_params > 0;
+    for (int j = 0; j < l->n_in; j++)
+        needs_grad |= m->tensors[in[j]].needs_grad;
+    struct dl_shape out_shape = l->out_shape;
+    out_shape.dtype = dl_kernel_tensor_dtype(k, out_shape);
+    s->out = add_tensor(m, m->n_steps, out_shape, out, needs_grad);
+    m->out_tensor[i] = s->out;
+    e->act_layout[i] = out;
+    e->act_dtype[i] = out_shape.dtype;
+    m->n_steps++;
+    int rc = dl_exec_make_instance(s, l, k, e->max_batch, err);
     if (rc)
         return rc;
+    s->saved_bytes = dl_kernel_saved_bytes(k, s->inst[0].inst);
+    s->n_fixed = 1;
+    return DL_OK;
+}
+
+/* Layer i's partial sums over the tensor group: reduce-scattered by its
+ * readers' SLICE_ROWS steps, or summed in place by an ALLREDUCE step
+ * after it. */
+static void sum_partial_output(struct dl_exec *e, int i)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (scattered_by_readers(e, i)) {
+        m->tensors[m->out_tensor[i]].partial = 1;
+        return;
+    }
+    struct dl_exec_step *ar = add_step(m, DL_STEP_ALLREDUCE, -1, i);
+    ar->out = m->out_tensor[i];
+    m->n_steps++;
+}
+
+/* The workspace of layer i's step s: a micro-batch plan's own slice (set up
+ * by micro.c), else the shared workspace raised to what its instance
+ * needs. */
+static int size_layer_workspace(struct dl_exec *e, int i, struct dl_exec_step *s, const enum dl_layout *offered,
+                                struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (m->mbplan.batch && m->mbplan.layer[i].tuned) {
+        s->mbplan = &m->mbplan.layer[i];
+        return dl_exec_micro_setup(e, s, offered, &m->workspace_bytes, err);
+    }
+    size_t w = dl_kernel_workspace_max(s->kernel, s->inst[0].inst);
+    if (w > m->workspace_bytes)
+        m->workspace_bytes = w;
+    return DL_OK;
+}
+
+/* The buffers of the tensor group's reductions (dl_exec_group_*) and of
+ * the weight gradients summed over it (rows.c's grad_part: on a device
+ * without host memory in the device's memory, with a host copy). */
+static int alloc_group_buffers(struct dl_exec *e, struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
     if ((m->group_cap = dl_exec_group_values(e)) > 0 &&
-        !(m->group = dl_calloc((size_t)sh->dims.tp * (size_t)m->group_cap, sizeof *m->group, err)))
+        !(m->group = dl_calloc((size_t)e->shard->dims.tp * (size_t)m->group_cap, sizeof *m->group, err)))
         return DL_ERR_NOMEM;
     long part = dl_exec_rows_grad_values(e);
     int most = 0;
@@ -497,6 +521,41 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         if (!m->grad_part_host)
             return DL_ERR_NOMEM;
     }
+    return DL_OK;
+}
+
+int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    int rc = alloc_step_list(e, err);
+    if (rc)
+        return rc;
+    int input = add_tensor(m, -1, e->g->input, DL_LAYOUT_PLAIN, 0);
+    for (int i = e->first; i < e->end; i++) {
+        if (!e->fused[i] && relu_moves_into_pooling(e, i, ch))
+            e->fused[i] = DL_FUSED_INTO_POOLING;
+        if (e->fused[i]) {
+            place_folded_relu(e, i, input, ch);
+            continue;
+        }
+        enum dl_layout offered[DL_MAX_INPUTS];
+        rc = add_layer_step(e, i, layer_kernel(e, i, ch), input, ch, offered, err);
+        if (rc)
+            return rc;
+        struct dl_exec_step *s = &m->steps[m->tensors[m->out_tensor[i]].step]; /* the layer's step */
+        if (e->shard->layer[i].partial)
+            sum_partial_output(e, i);
+        rc = size_layer_workspace(e, i, s, offered, err);
+        if (rc)
+            return rc;
+    }
+    add_sends(e);
+    dl_exec_samples_mark(e);
+    rc = dl_exec_samples_check(e, e->max_batch, err);
+    if (!rc)
+        rc = alloc_group_buffers(e, err);
+    if (rc)
+        return rc;
     for (int s = 0; s < m->n_steps; s++) {
         size_t w = dl_exec_comm_workspace(e, &m->steps[s], e->max_batch);
         if (w > m->workspace_bytes)
@@ -556,172 +615,10 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
     return inst;
 }
 
-static int add_buf(struct dl_exec_impl *m, size_t bytes, int first, int last)
-{
-    m->bufs[m->n_bufs] = (struct dl_plan_buf){.bytes = bytes, .first = first, .last = last};
-    return m->n_bufs++;
-}
-
-/* Which consumer writes each input gradient in place: the first to run in
- * backward (the last in forward); the others go through scratch and add. */
-static void mark_scratch(struct dl_exec *e)
-{
-    struct dl_exec_impl *m = e->impl;
-    memset(m->written, 0, sizeof *m->written * (size_t)m->n_tensors);
-    for (int s = m->n_steps - 1; s >= 0; s--) {
-        struct dl_exec_step *st = &m->steps[s];
-        if (st->kind == DL_STEP_REORDER || st->kind == DL_STEP_TP) { /* their backward adds into the source */
-            m->written[st->src] = 1;
-        } else if (st->kind == DL_STEP_SEND) { /* receives a gradient for src */
-            st->via_scratch[0] = m->written[st->src];
-            m->written[st->src] = 1;
-        } else if (st->kind == DL_STEP_LAYER) {
-            const struct dl_layer *l = &e->g->layers[st->layer];
-            for (int j = 0; j < l->n_in; j++) {
-                int t = st->in[j];
-                st->via_scratch[j] = m->written[t];
-                m->written[t] = 1;
-            }
-        }
-    }
-}
-
 int dl_exec_defers_weights(const struct dl_exec *e, const struct dl_exec_step *s)
 {
     return s->kind == DL_STEP_LAYER && e->g->layers[s->layer].n_params > 0 &&
            (s->mbplan || !dl_kernel_weights_in_data(s->kernel));
-}
-
-/* Raises buffer b's last use to `until` (b < 0: none). */
-static void keep_until(struct dl_exec_impl *m, int b, int until)
-{
-    if (b >= 0 && m->bufs[b].last < until)
-        m->bufs[b].last = until;
-}
-
-static int root_of(const struct dl_exec_impl *m, int t)
-{
-    while (m->tensors[t].alias >= 0)
-        t = m->tensors[t].alias;
-    return t;
-}
-
-/* When root tensor t's values may go (timeline units): after its last
- * reader in forward, and after every backward that reads them -- its
- * producer's when that kernel's backward reads its output, each reading
- * layer's when that one reads its inputs (dl_kernel_backward_reads; the
- * other steps' backward reads gradients only). */
-static int data_end(const struct dl_exec *e, int t)
-{
-    const struct dl_exec_impl *m = e->impl;
-    int S = m->n_steps, end = 2 * S - 1, last = m->keep_outputs ? S - 1 : m->tensors[t].step;
-    for (int s = 0; s < S; s++) {
-        const struct dl_exec_step *st = &m->steps[s];
-        int reads = st->src >= 0 && root_of(m, st->src) == t;
-        reads |= st->kind == DL_STEP_ALLREDUCE && root_of(m, st->out) == t;
-        int as_input = 0;
-        for (int j = 0; st->kind == DL_STEP_LAYER && j < e->g->layers[st->layer].n_in; j++)
-            as_input |= root_of(m, st->in[j]) == t;
-        if (reads || as_input)
-            last = s > last ? s : last; /* forward */
-        if ((reads || as_input) && st->again) /* read again when its run is recomputed */
-            last = end - m->run_last[st->run] > last ? end - m->run_last[st->run] : last;
-        if (st->kind != DL_STEP_LAYER)
-            continue;
-        unsigned r = dl_kernel_backward_reads(st->kernel, &e->g->layers[st->layer], st->cfg.relu);
-        if ((as_input && (r & DL_READS_INPUTS)) || (root_of(m, st->out) == t && (r & DL_READS_OUTPUT)))
-            last = end - s > last ? end - s : last; /* its backward */
-    }
-    return last;
-}
-
-/* The buffer holding tensor t's values (an alias's are another's). */
-static int data_buf(const struct dl_exec_impl *m, int t)
-{
-    while (m->tensors[t].alias >= 0)
-        t = m->tensors[t].alias;
-    return m->tensors[t].run >= 0 ? m->tensors[t].buf_again : m->tensors[t].buf_data; /* recomputed: its second home */
-}
-
-/* A split backward's weight-gradient pass comes after the input-gradient
- * pass, as a third part of the timeline (step s at 3S - 1 - s): what it
- * reads (the layer's inputs, its output and output gradient, its kernel
- * state, the workspace) lives until then. */
-static void keep_for_weights(struct dl_exec *e)
-{
-    struct dl_exec_impl *m = e->impl;
-    int S = m->n_steps;
-    for (int s = 0; s < S; s++) {
-        const struct dl_exec_step *st = &m->steps[s];
-        if (!dl_exec_defers_weights(e, st))
-            continue;
-        int until = 3 * S - 1 - s;
-        keep_until(m, st->again ? st->buf_saved_again : st->buf_saved, until);
-        for (int j = 0; j < e->g->layers[st->layer].n_in; j++)
-            keep_until(m, data_buf(m, st->in[j]), until);
-        keep_until(m, data_buf(m, st->out), until);
-        keep_until(m, m->tensors[st->out].buf_grad, until);
-    }
-    keep_until(m, m->buf_workspace, 3 * S - 1);
-}
-
-int dl_exec_place(struct dl_exec *e, struct dl_error *err)
-{
-    struct dl_exec_impl *m = e->impl;
-    const struct dl_graph *g = e->g;
-    int S = m->n_steps, end = 2 * S - 1;
-    m->bufs = dl_calloc((size_t)(3 * m->n_tensors + (DL_MAX_INPUTS + 2) * S + 1), sizeof *m->bufs, err);
-    if (!m->bufs)
-        return DL_ERR_NOMEM;
-    /* what runs make again (--recompute full, sequence parallelism's gathers), each tensor's last reader in
-     * forward (recompute.c) */
-    int *last_read = dl_calloc((size_t)m->n_tensors, sizeof *last_read, err);
-    if (!last_read || dl_exec_recompute_mark(e, last_read, err)) {
-        free(last_read);
-        return err->code ? err->code : DL_ERR_NOMEM;
-    }
-    size_t N = (size_t)e->max_batch;
-    for (int t = 1; t < m->n_tensors; t++) { /* tensor 0: the caller's input */
-        struct dl_exec_tensor *x = &m->tensors[t];
-        size_t real = dl_dtype_value_size(x->shape.dtype);
-        int bwd = end - x->step;
-        const struct dl_exec_step *made = &m->steps[x->step];
-        int keep = made->kind == DL_STEP_LAYER && (made->layer == g->loss || made->layer == g->logits);
-        if (x->alias < 0 && x->run >= 0) { /* made again before its run's backward: two homes */
-            x->buf_data = add_buf(m, N * (size_t)x->count * real, x->step, last_read[t]);
-            x->buf_again = add_buf(m, N * (size_t)x->count * real, end - m->run_last[x->run], bwd);
-        } else if (x->alias < 0) {
-            x->held = keep || data_end(e, t) >= S - 1;
-            x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : data_end(e, t));
-        }
-        if (x->needs_grad) /* a received tensor's gradient is sent at the end: kept till then */
-            x->buf_grad = add_buf(m, N * (size_t)x->count * real, end - x->last_use,
-                                  made->kind == DL_STEP_RECV ? end : bwd);
-    }
-    mark_scratch(e);
-    for (int s = 0; s < S; s++) {
-        struct dl_exec_step *st = &m->steps[s];
-        st->buf_saved = -1;
-        if (st->kind == DL_STEP_SEND && st->via_scratch[0] && m->tensors[st->src].needs_grad)
-            st->buf_scratch[0] = add_buf(m, N * (size_t)m->tensors[st->src].count * sizeof(dl_real), end - s, end - s);
-        if (st->kind != DL_STEP_LAYER)
-            continue;
-        st->buf_saved = add_buf(m, st->saved_bytes, s, st->again ? s : end - s);
-        if (st->again) /* its kernel state made again before the run's backward */
-            st->buf_saved_again = add_buf(m, st->saved_bytes, end - m->run_last[st->run], end - s);
-        for (int j = 0; j < g->layers[st->layer].n_in; j++) {
-            const struct dl_exec_tensor *x = &m->tensors[st->in[j]];
-            st->buf_scratch[j] = st->via_scratch[j] && x->needs_grad
-                                     ? add_buf(m, N * (size_t)x->count * dl_dtype_value_size(x->shape.dtype), end - s, end - s)
-                                     : -1;
-        }
-    }
-    m->buf_workspace = add_buf(m, m->workspace_bytes, 0, end);
-    if (m->split_backward)
-        keep_for_weights(e);
-    free(last_read);
-    e->unplanned_bytes = dl_plan_total(m->bufs, m->n_bufs);
-    return dl_plan(m->bufs, m->n_bufs, &e->arena_bytes, err);
 }
 
 void dl_exec_free_steps(struct dl_exec *e)
