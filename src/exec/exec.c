@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "comm/tags.h"
-#include "ops/kinds.h"
 
 /* The planner's offsets keep their alignment only on a base at least as aligned. */
 _Static_assert(DL_DEVICE_ALIGN % DL_PLAN_ALIGN == 0, "device blocks must be aligned as the arena's offsets");
@@ -528,7 +527,8 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     return DL_OK;
 }
 
-/* The attention layers' key/value caches for incremental decoding. */
+/* The key/value caches for incremental decoding of the layers whose kind
+ * keeps one (op.h's kv_cache: attention). */
 static int init_caches(struct dl_exec *e, const struct dl_graph *g, int max_batch, long positions,
                        const struct dl_exec *share, struct dl_error *err)
 {
@@ -545,7 +545,7 @@ static int init_caches(struct dl_exec *e, const struct dl_graph *g, int max_batc
     for (int i = 0; !rc && share && i < g->n; i++)
         e->cache[i] = share->cache[i];
     for (int i = 0; !rc && !share && i < g->n; i++)
-        if (g->layers[i].kind == &dl_op_attention &&
+        if (g->layers[i].kind->kv_cache &&
             !(e->cache[i] = dl_calloc((size_t)max_batch * 2 * (size_t)g->layers[i].out_shape.c * (size_t)positions,
                                       sizeof **e->cache, err)))
             rc = DL_ERR_NOMEM;

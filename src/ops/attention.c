@@ -325,6 +325,7 @@ const struct dl_op_kind dl_op_attention = {
     .min_inputs = 1,
     .max_inputs = 3,
     .micro_batch = 1,
+    .kv_cache = 1,
     .check = attention_check,
     .infer = attention_infer,
     .saved_size = attention_saved_size,

@@ -200,7 +200,7 @@ struct dl_op_kind {
      * its saved state and the labels (op.h's DL_READS_*: its inputs, its
      * output, both, or DL_READS_DECLARED alone for neither); 0: not
      * declared, taken as both.  The executor keeps a tensor until the last
-     * backward that reads it (exec/steps.c), so this lets memory go early. */
+     * backward that reads it (exec/place.c), so this lets memory go early. */
     unsigned backward_reads;
 
     /* On PyTorch autocast's lower-precision list (its matrix products:
@@ -214,6 +214,13 @@ struct dl_op_kind {
      * batch norm); is_embedding, a table of learned vectors looked up by
      * token or position. */
     int is_norm, is_embedding;
+
+    /* Incremental decoding (dltrain generate): the op keeps its samples'
+     * keys and values at every position so far (struct dl_op_call's cache:
+     * [2][C][positions] per sample, C its output channels), which each
+     * forward extends; the executor gives a layer of such a kind a cache
+     * (exec/exec.c). */
+    int kv_cache;
 
     /* Token ids: the number of ids the layer reads (an embedding's
      * vocabulary): its first input holds i32 ids (shape.h: [T] with dtype
