@@ -239,7 +239,7 @@ static void tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
     } else if (s->tp_in == DL_TP_IN_SLICE) {
         block_of(e, dev, src->data, dst->data, N, dst_count, T, c->rank, 0);
     } else if (s->tp_in == DL_TP_IN_GATHER) {
-        dl_real *byrank = m->workspace;
+        dl_real *byrank = m->mem.workspace;
         failed(e, gather_all(c, dev, src->data, byrank, sizeof *byrank * (size_t)N * (size_t)src_count, &e->err));
         ranks_to_samples(e, dev, byrank, dst->data, N, src_count, T, 0);
     } /* as it is: the same memory (an alias) */
@@ -263,7 +263,7 @@ static void tp_backward(struct dl_exec *e, const struct dl_exec_step *s)
     }
     if (!src->needs_grad)
         return;
-    dl_real *byrank = m->workspace;
+    dl_real *byrank = m->mem.workspace;
     if (s->tp_in == DL_TP_IN_SLICE) { /* every rank's block of the gradient, whole again */
         failed(e, gather_all(c, dev, dst->grad, byrank, sizeof *byrank * (size_t)N * (size_t)dst_count, &e->err));
         ranks_to_samples(e, dev, byrank, src->grad, N, dst_count, T, acc);

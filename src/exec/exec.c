@@ -61,7 +61,7 @@ void dl_exec_free(struct dl_exec *e)
     const struct dl_device *dev = e->impl && e->impl->device ? e->impl->device : &dl_device_host;
     if (e->impl) {
         dl_exec_comm_free(e);
-        free(e->impl->staging);
+        free(e->impl->io.staging);
         if (e->impl->steps)
             dl_exec_free_steps(e);
         if (e->impl->own_shard.g)
@@ -237,7 +237,7 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->max_batch = max_batch;
     e->impl->device = dev;
     e->impl->split_backward = o->split_backward;
-    e->impl->recompute = o->recompute;
+    e->impl->recompute.mode = o->recompute;
     e->impl->keep_outputs = o->keep_outputs;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
@@ -272,16 +272,16 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, con
 static int alloc_arena(struct dl_exec *e, struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
-    m->arena = m->device->alloc(e->arena_bytes, err);
-    if (!m->arena) {
+    m->mem.arena = m->device->alloc(e->arena_bytes, err);
+    if (!m->mem.arena) {
         dl_error_prefix(err, "arena of %zu bytes", e->arena_bytes);
         return DL_ERR_NOMEM;
     }
-    unsigned char *base = m->arena;
+    unsigned char *base = m->mem.arena;
     int rc = m->device->fill(base, 0, e->arena_bytes, err);
     if (rc)
         return rc;
-#define AT(b) ((b) >= 0 ? (void *)(base + m->bufs[b].offset) : NULL)
+#define AT(b) ((b) >= 0 ? (void *)(base + m->mem.bufs[b].offset) : NULL)
     for (int t = 0; t < m->n_tensors; t++) { /* an alias's tensor comes before it */
         struct dl_exec_tensor *x = &m->tensors[t];
         x->data = x->alias >= 0 ? m->tensors[x->alias].data : AT(x->buf_data);
@@ -297,7 +297,7 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
         for (int j = 0; j < DL_MAX_INPUTS; j++)
             st->scratch[j] = AT(st->buf_scratch[j]);
     }
-    m->workspace = AT(m->buf_workspace);
+    m->mem.workspace = AT(m->mem.buf_workspace);
 #undef AT
     for (int i = 0; i < e->g->n; i++) { /* outputs not held after forward (made again, or gone) are NULL */
         const struct dl_exec_tensor *x = m->out_tensor[i] >= 0 ? &m->tensors[m->out_tensor[i]] : NULL;
@@ -316,11 +316,11 @@ static int alloc_transfers(struct dl_exec *e, struct dl_error *err)
     if (m->device->host_memory)
         return DL_OK;
     size_t B = (size_t)e->max_batch;
-    m->input_on_device = m->device->alloc(sizeof(dl_real) * B * (size_t)m->tensors[0].count, err);
-    m->labels_on_device = m->device->alloc(sizeof(int) * B * (size_t)e->g->positions, err);
+    m->io.input_on_device = m->device->alloc(sizeof(dl_real) * B * (size_t)m->tensors[0].count, err);
+    m->io.labels_on_device = m->device->alloc(sizeof(int) * B * (size_t)e->g->positions, err);
     long out = dl_exec_runs(e, e->g->loss) ? dl_exec_scores(e)->count : 1;
-    m->readback = dl_calloc(B * (size_t)(out > 1 ? out : 1), sizeof(dl_real), err);
-    return m->input_on_device && m->labels_on_device && m->readback ? DL_OK : DL_ERR_NOMEM;
+    m->io.readback = dl_calloc(B * (size_t)(out > 1 ? out : 1), sizeof(dl_real), err);
+    return m->io.input_on_device && m->io.labels_on_device && m->io.readback ? DL_OK : DL_ERR_NOMEM;
 }
 
 /* a and b run the same shard: the options gave both the same one, or

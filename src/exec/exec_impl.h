@@ -65,6 +65,17 @@ enum dl_step_kind {
                           computed for it and adds it into src's */
 };
 
+/* --trace (trace_steps.c): how a step appears, per direction (0 forward,
+ * 1 backward): the event's name (NULL: the step does nothing that way),
+ * kind (enum dl_trace_kind), kernel or layouts, and the micro-batch plan's
+ * text (NULL: none); messages name the tensor and its size per sample. */
+struct dl_exec_step_trace {
+    const char *name[2], *detail[2], *plan[2];
+    unsigned char kind[2];
+    const char *tensor;
+    long count;
+};
+
 /* One step: a layer through its kernel, a reorder, or a communication. */
 struct dl_exec_step {
     enum dl_step_kind kind;
@@ -91,14 +102,7 @@ struct dl_exec_step {
     int peer, peer_layer;               /* RECV, SEND: the other stage's pipeline rank; the layer whose
                                            output travels */
     int edge;                           /* RECV, SEND: the shard's stage edge (message tags) */
-    /* --trace (trace_steps.c), per direction (0 forward, 1 backward): the
-     * event's name (NULL: the step does nothing that way), kind (enum
-     * dl_trace_kind), kernel or layouts, and the micro-batch plan's text
-     * (NULL: none); messages name the tensor and its size per sample. */
-    const char *trace_name[2], *trace_detail[2], *trace_plan[2];
-    unsigned char trace_kind[2];
-    const char *trace_tensor;
-    long trace_count;
+    struct dl_exec_step_trace trace;
     /* --recompute full (recompute.c): the run of steps (a block instance's,
      * consecutive) it belongs to, -1 none; again: it runs forward a second
      * time before the run's backward (its output is recomputed), its kernel
@@ -116,27 +120,49 @@ struct dl_exec_outgoing {
     struct dl_comm_req req;
 };
 
-struct dl_exec_impl {
-    int n_steps, n_tensors;
-    /* --recompute (exec.h's options): with FULL, n_runs runs of steps
-     * recomputed before their backward, run_last[r] the last step of run r
-     * (whose backward comes first); recompute.c */
-    enum dl_recompute recompute;
-    int keep_outputs;                   /* exec.h's options': every output held until forward ends */
+/* --recompute (exec.h's options): with FULL, n_runs runs of steps
+ * recomputed before their backward, run_last[r] the last step of run r
+ * (whose backward comes first); recompute.c */
+struct dl_exec_recompute {
+    enum dl_recompute mode;
     int n_runs;
     int *run_last;
-    struct dl_exec_step *steps;
-    struct dl_exec_tensor *tensors;
-    int *out_tensor;                    /* [layer] */
-    int *written;                       /* [tensor] gradient written in this backward */
+};
+
+/* The steps' buffers (place.c) and the one arena they are planned into. */
+struct dl_exec_memory {
     int n_bufs;
     struct dl_plan_buf *bufs;
     int buf_workspace;
     size_t workspace_bytes;
-    const struct dl_device *device;     /* where arena and own_workspace live */
     void *arena;
     void *workspace;                    /* arena + its offset, or a larger block of its own */
     void *own_workspace;
+};
+
+/* On a device without host memory (device.h's host_memory 0): the input
+ * batch and labels copied in there each forward (max_batch samples), a
+ * host buffer the losses or scores are copied out to, and host mirrors of
+ * a communication step's buffers (staging.c). */
+struct dl_exec_device_io {
+    dl_real *input_on_device;
+    int *labels_on_device;
+    const int *labels_in_use;           /* the last forward's labels in the device's memory (NULL: none) */
+    dl_real *readback;
+    void *staging;
+    size_t staging_bytes;
+};
+
+struct dl_exec_impl {
+    int n_steps, n_tensors;
+    struct dl_exec_recompute recompute;
+    int keep_outputs;                   /* exec.h's options': every output held until forward ends */
+    struct dl_exec_step *steps;
+    struct dl_exec_tensor *tensors;
+    int *out_tensor;                    /* [layer] */
+    int *written;                       /* [tensor] gradient written in this backward */
+    struct dl_exec_memory mem;
+    const struct dl_device *device;     /* where mem's arena and own_workspace live */
     struct dl_mbplan mbplan;            /* copy of the options' plan (batch 0: none) */
     struct dl_shard own_shard;          /* the whole network's, when the options gave none */
     struct dl_comm *tensor_comm, *pipeline_comm;
@@ -152,20 +178,12 @@ struct dl_exec_impl {
     int n_outbox;
     int weights_pending;                /* backward_input ran, backward_weights has not */
     struct dl_kernel_fault fault;       /* a failure inside the kernel call running (kernel.h) */
-    /* On a device without host memory (device.h's host_memory 0): the
-     * input batch and labels copied in there each forward (max_batch
-     * samples), and a host buffer the losses or scores are copied out to. */
-    dl_real *input_on_device;
-    int *labels_on_device;
-    const int *labels_in_use;           /* the last forward's labels in the device's memory (NULL: none) */
+    struct dl_exec_device_io io;
     /* The loss's divisor of the last forward (op.h's label_norm): the
      * executor's label_norm, or the labelled positions per sample of its
      * batch, counted from the host's labels (a device kernel never counts
      * its own) */
     double label_norm_in_use;
-    dl_real *readback;
-    void *staging;                      /* host mirrors of a communication step's buffers (staging.c) */
-    size_t staging_bytes;
 };
 
 /* run.c: the tensor of class scores the loss reads (the executor runs the loss layer). */

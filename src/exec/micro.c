@@ -140,7 +140,7 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
             b.c.labels = a->c.labels ? a->c.labels + (long)n0 * e->g->positions : NULL;
             b.c.sample0 = a->c.sample0 + n0;
             b.c.saved = a->c.saved ? (dl_real *)((unsigned char *)a->c.saved + saved_off) : NULL;
-            b.workspace = (unsigned char *)m->workspace + pd->ws_offset;
+            b.workspace = (unsigned char *)m->mem.workspace + pd->ws_offset;
             dl_kernel_run(k, inst, &b, dir, l->n_params > 0, any_din);
         }
     }

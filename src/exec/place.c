@@ -12,8 +12,8 @@
 
 static int add_buf(struct dl_exec_impl *m, size_t bytes, int first, int last)
 {
-    m->bufs[m->n_bufs] = (struct dl_plan_buf){.bytes = bytes, .first = first, .last = last};
-    return m->n_bufs++;
+    m->mem.bufs[m->mem.n_bufs] = (struct dl_plan_buf){.bytes = bytes, .first = first, .last = last};
+    return m->mem.n_bufs++;
 }
 
 /* Which consumer writes each input gradient in place: the first to run in
@@ -43,8 +43,8 @@ static void mark_scratch(struct dl_exec *e)
 /* Raises buffer b's last use to `until` (b < 0: none). */
 static void keep_until(struct dl_exec_impl *m, int b, int until)
 {
-    if (b >= 0 && m->bufs[b].last < until)
-        m->bufs[b].last = until;
+    if (b >= 0 && m->mem.bufs[b].last < until)
+        m->mem.bufs[b].last = until;
 }
 
 static int root_of(const struct dl_exec_impl *m, int t)
@@ -73,7 +73,7 @@ static int data_end(const struct dl_exec *e, int t)
         if (reads || as_input)
             last = s > last ? s : last; /* forward */
         if ((reads || as_input) && st->again) /* read again when its run is recomputed */
-            last = end - m->run_last[st->run] > last ? end - m->run_last[st->run] : last;
+            last = end - m->recompute.run_last[st->run] > last ? end - m->recompute.run_last[st->run] : last;
         if (st->kind != DL_STEP_LAYER)
             continue;
         unsigned r = dl_kernel_backward_reads(st->kernel, &e->g->layers[st->layer], st->cfg.relu);
@@ -110,7 +110,7 @@ static void keep_for_weights(struct dl_exec *e)
         keep_until(m, data_buf(m, st->out), until);
         keep_until(m, m->tensors[st->out].buf_grad, until);
     }
-    keep_until(m, m->buf_workspace, 3 * S - 1);
+    keep_until(m, m->mem.buf_workspace, 3 * S - 1);
 }
 
 int dl_exec_place(struct dl_exec *e, struct dl_error *err)
@@ -118,8 +118,8 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     struct dl_exec_impl *m = e->impl;
     const struct dl_graph *g = e->g;
     int S = m->n_steps, end = 2 * S - 1;
-    m->bufs = dl_calloc((size_t)(3 * m->n_tensors + (DL_MAX_INPUTS + 2) * S + 1), sizeof *m->bufs, err);
-    if (!m->bufs)
+    m->mem.bufs = dl_calloc((size_t)(3 * m->n_tensors + (DL_MAX_INPUTS + 2) * S + 1), sizeof *m->mem.bufs, err);
+    if (!m->mem.bufs)
         return DL_ERR_NOMEM;
     /* what runs make again (--recompute full, sequence parallelism's gathers), each tensor's last reader in
      * forward (recompute.c) */
@@ -137,7 +137,7 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
         int keep = made->kind == DL_STEP_LAYER && (made->layer == g->loss || made->layer == g->logits);
         if (x->alias < 0 && x->run >= 0) { /* made again before its run's backward: two homes */
             x->buf_data = add_buf(m, N * (size_t)x->count * real, x->step, last_read[t]);
-            x->buf_again = add_buf(m, N * (size_t)x->count * real, end - m->run_last[x->run], bwd);
+            x->buf_again = add_buf(m, N * (size_t)x->count * real, end - m->recompute.run_last[x->run], bwd);
         } else if (x->alias < 0) {
             x->held = keep || data_end(e, t) >= S - 1;
             x->buf_data = add_buf(m, N * (size_t)x->count * real, keep ? 0 : x->step, keep ? end : data_end(e, t));
@@ -156,7 +156,7 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
             continue;
         st->buf_saved = add_buf(m, st->saved_bytes, s, st->again ? s : end - s);
         if (st->again) /* its kernel state made again before the run's backward */
-            st->buf_saved_again = add_buf(m, st->saved_bytes, end - m->run_last[st->run], end - s);
+            st->buf_saved_again = add_buf(m, st->saved_bytes, end - m->recompute.run_last[st->run], end - s);
         for (int j = 0; j < g->layers[st->layer].n_in; j++) {
             const struct dl_exec_tensor *x = &m->tensors[st->in[j]];
             st->buf_scratch[j] = st->via_scratch[j] && x->needs_grad
@@ -164,10 +164,10 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
                                      : -1;
         }
     }
-    m->buf_workspace = add_buf(m, m->workspace_bytes, 0, end);
+    m->mem.buf_workspace = add_buf(m, m->mem.workspace_bytes, 0, end);
     if (m->split_backward)
         keep_for_weights(e);
     free(last_read);
-    e->unplanned_bytes = dl_plan_total(m->bufs, m->n_bufs);
-    return dl_plan(m->bufs, m->n_bufs, &e->arena_bytes, err);
+    e->unplanned_bytes = dl_plan_total(m->mem.bufs, m->mem.n_bufs);
+    return dl_plan(m->mem.bufs, m->mem.n_bufs, &e->arena_bytes, err);
 }

@@ -91,18 +91,18 @@ static int recomputable(const struct dl_exec *e, int t, const int *last_read)
 int dl_exec_recompute_mark(struct dl_exec *e, int *last_read, struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
-    int S = m->n_steps, full = m->recompute == DL_RECOMPUTE_FULL;
+    int S = m->n_steps, full = m->recompute.mode == DL_RECOMPUTE_FULL;
     /* runs: consecutive steps of one block instance (--recompute full), or
      * a sequence-parallel gather alone */
     for (int s = 0, prev = -1; s < S; s++) {
         int b = full ? block_of(e, &m->steps[s]) : -1;
         if (b < 0 && regathered(e, &m->steps[s])) {
-            m->steps[s].run = m->n_runs++;
+            m->steps[s].run = m->recompute.n_runs++;
             prev = -1;
             continue;
         }
         m->steps[s].run = b < 0 ? -1 : b == prev && s > 0 && m->steps[s - 1].run >= 0 ? m->steps[s - 1].run
-                                                                                      : m->n_runs++;
+                                                                                      : m->recompute.n_runs++;
         prev = b;
     }
     /* each tensor's last forward reader, through its aliases */
@@ -125,24 +125,24 @@ int dl_exec_recompute_mark(struct dl_exec *e, int *last_read, struct dl_error *e
             m->tensors[t].run = m->tensors[root_of(m, t)].run;
     /* the steps that make a recomputed tensor run again; a run with none
      * is not recomputed at all */
-    m->run_last = dl_calloc((size_t)(m->n_runs > 0 ? m->n_runs : 1), sizeof *m->run_last, err);
-    if (!m->run_last)
+    m->recompute.run_last = dl_calloc((size_t)(m->recompute.n_runs > 0 ? m->recompute.n_runs : 1), sizeof *m->recompute.run_last, err);
+    if (!m->recompute.run_last)
         return DL_ERR_NOMEM;
-    for (int r = 0; r < m->n_runs; r++)
-        m->run_last[r] = -1;
+    for (int r = 0; r < m->recompute.n_runs; r++)
+        m->recompute.run_last[r] = -1;
     for (int s = 0; s < S; s++) {
         struct dl_exec_step *st = &m->steps[s];
         st->again = st->run >= 0 && st->out >= 0 && m->tensors[st->out].run == st->run;
         if (st->again)
-            m->run_last[st->run] = s;
+            m->recompute.run_last[st->run] = s;
     }
     for (int s = 0; s < S; s++) /* the run's backward starts at its last step, whatever runs again */
-        if (m->steps[s].run >= 0 && m->run_last[m->steps[s].run] >= 0 && s > m->run_last[m->steps[s].run])
-            m->run_last[m->steps[s].run] = s;
+        if (m->steps[s].run >= 0 && m->recompute.run_last[m->steps[s].run] >= 0 && s > m->recompute.run_last[m->steps[s].run])
+            m->recompute.run_last[m->steps[s].run] = s;
     for (int s = 0; s < S; s++) { /* a gather's: at the last layer reading what it gathered */
         const struct dl_exec_step *st = &m->steps[s];
-        if (st->run >= 0 && st->again && regathered(e, st) && last_read[st->out] > m->run_last[st->run])
-            m->run_last[st->run] = last_read[st->out];
+        if (st->run >= 0 && st->again && regathered(e, st) && last_read[st->out] > m->recompute.run_last[st->run])
+            m->recompute.run_last[st->run] = last_read[st->out];
     }
     return DL_OK;
 }
@@ -166,7 +166,7 @@ static void point(struct dl_exec *e, int again, int r)
 
 void dl_exec_recompute_first(struct dl_exec *e)
 {
-    if (e->impl->n_runs > 0)
+    if (e->impl->recompute.n_runs > 0)
         point(e, 0, -1);
 }
 

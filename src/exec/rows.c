@@ -64,7 +64,7 @@ void dl_exec_gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real
     struct dl_comm *c = e->impl->tensor_comm;
     int T = c->size, wide = widest_band(H, T);
     long padded = planes * wide * W;
-    dl_real *mine = e->impl->workspace, *all = mine + padded;
+    dl_real *mine = e->impl->mem.workspace, *all = mine + padded;
     dl_exec_copy_rows(mine, wide, 0, band, b, 0, b, planes, W, 0);
     dl_exec_comm_status(e, c->ops->allgather(c, mine, all, sizeof *all * (size_t)padded, &e->err));
     for (int t = 0; t < T && !e->status; t++) {
@@ -81,7 +81,7 @@ void dl_exec_sum_bands(struct dl_exec *e, const dl_real *whole, int H, dl_real *
     struct dl_comm *c = e->impl->tensor_comm;
     int T = c->size, wide = widest_band(H, T);
     long padded = planes * wide * W;
-    dl_real *mine = e->impl->workspace, *all = mine + padded;
+    dl_real *mine = e->impl->mem.workspace, *all = mine + padded;
     for (int t = 0; t < T; t++) { /* rank t's rows, padded (the padding's sums are never read) */
         int lo, n;
         dl_shard_band(H, T, t, &lo, &n);
@@ -122,7 +122,7 @@ static void halo_forward(struct dl_exec *e, const struct dl_exec_tensor *src, co
     struct dl_comm *c = e->impl->tensor_comm;
     int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
     long planes = (long)e->batch * src->shape.c, n = planes * p * W;
-    dl_real *to_up = e->impl->workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
+    dl_real *to_up = e->impl->mem.workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
     dl_exec_copy_rows(out->data, b + 2 * p, p, src->data, b, 0, b, planes, W, 0);
     dl_exec_copy_rows(to_up, p, 0, src->data, b, 0, p, planes, W, 0);
     dl_exec_copy_rows(to_down, p, 0, src->data, b, b - p, p, planes, W, 0);
@@ -145,7 +145,7 @@ static void halo_backward(struct dl_exec *e, const struct dl_exec_tensor *src, c
     struct dl_comm *c = e->impl->tensor_comm;
     int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
     long planes = (long)e->batch * src->shape.c, n = planes * p * W;
-    dl_real *to_up = e->impl->workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
+    dl_real *to_up = e->impl->mem.workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
     dl_exec_copy_rows(src->grad, b, 0, out->grad, b + 2 * p, p, b, planes, W, acc);
     dl_exec_copy_rows(to_up, p, 0, out->grad, b + 2 * p, 0, p, planes, W, 0);
     dl_exec_copy_rows(to_down, p, 0, out->grad, b + 2 * p, p + b, p, planes, W, 0);

@@ -46,7 +46,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->cache_len = e->cache_len;
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = (int)e->shard->layer[s->layer].channel0;
-    c->labels = m->labels_in_use && e->labels ? m->labels_in_use : e->labels;
+    c->labels = m->io.labels_in_use && e->labels ? m->io.labels_in_use : e->labels;
     c->label_norm = m->label_norm_in_use;
     c->sync_sum = e->sync_sum;
     c->sync_ctx = e->sync_ctx;
@@ -61,7 +61,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
         c->sync_sum = dl_exec_group_stats_sum;
         c->sync_ctx = e;
     }
-    a->workspace = m->workspace;
+    a->workspace = m->mem.workspace;
     a->fault = &e->impl->fault;
 }
 
@@ -173,22 +173,22 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
     e->labels = labels;
     e->batch = batch;
     m->label_norm_in_use = label_norm_of(e);
-    if (m->input_on_device && e->input_resident) { /* the batch is there already */
+    if (m->io.input_on_device && e->input_resident) { /* the batch is there already */
         x = e->input_resident;
-        m->labels_in_use = e->labels_resident;
-    } else if (m->input_on_device) { /* the input step: the batch (and labels) copied to the device */
-        m->labels_in_use = m->labels_on_device;
+        m->io.labels_in_use = e->labels_resident;
+    } else if (m->io.input_on_device) { /* the input step: the batch (and labels) copied to the device */
+        m->io.labels_in_use = m->io.labels_on_device;
         size_t bytes = sizeof *x * (size_t)batch * (size_t)m->tensors[0].count;
-        int rc = m->device->copy(m->input_on_device, x, bytes, DL_COPY_TO_DEVICE, &e->err);
+        int rc = m->device->copy(m->io.input_on_device, x, bytes, DL_COPY_TO_DEVICE, &e->err);
         if (!rc && labels)
-            rc = m->device->copy(m->labels_on_device, labels, sizeof *labels * (size_t)batch * (size_t)e->g->positions,
+            rc = m->device->copy(m->io.labels_on_device, labels, sizeof *labels * (size_t)batch * (size_t)e->g->positions,
                                  DL_COPY_TO_DEVICE,
                                  &e->err);
         if (rc) {
             e->status = rc;
             return;
         }
-        x = m->input_on_device;
+        x = m->io.input_on_device;
     }
     m->tensors[0].data = (dl_real *)x;
     if (dl_exec_samples_check(e, batch, &e->err)) {
@@ -300,18 +300,18 @@ static void backward(struct dl_exec *e, enum pass pass)
     if (dl_exec_runs(e, g->loss)) { /* d(mean loss)/d(per-sample loss) = 1/N */
         struct dl_exec_tensor *loss = &m->tensors[m->out_tensor[g->loss]];
         /* on a device: written in the host's readback buffer, copied over */
-        dl_real *seed = m->readback ? m->readback : loss->grad;
+        dl_real *seed = m->io.readback ? m->io.readback : loss->grad;
         for (int n = 0; n < e->batch; n++)
             seed[n] = (dl_real)(e->loss_norm > 0 ? e->loss_norm : 1.0 / e->batch);
-        if (m->readback && (e->status = m->device->copy(loss->grad, seed, sizeof *seed * (size_t)e->batch,
+        if (m->io.readback && (e->status = m->device->copy(loss->grad, seed, sizeof *seed * (size_t)e->batch,
                                                          DL_COPY_TO_DEVICE, &e->err)) != 0)
             return;
         m->written[m->out_tensor[g->loss]] = 1;
     }
     for (int i = m->n_steps - 1; i >= 0 && !e->status; i--) {
         struct dl_exec_step *s = &m->steps[i];
-        for (int r = 0; r < m->n_runs && !e->status; r++) /* the runs made again before this backward */
-            if (m->run_last[r] == i)
+        for (int r = 0; r < m->recompute.n_runs && !e->status; r++) /* the runs made again before this backward */
+            if (m->recompute.run_last[r] == i)
                 recompute_run(e, r);
         if (e->status)
             break;
@@ -391,10 +391,10 @@ double dl_exec_loss_sum(const struct dl_exec *e)
     const struct dl_exec_impl *m = e->impl;
     const dl_real *loss = e->act[e->g->loss];
     struct dl_error err = {0};
-    if (loss && m->readback) { /* on a device: the losses copied out */
-        if (m->device->copy(m->readback, loss, sizeof *loss * (size_t)e->batch, DL_COPY_TO_HOST, &err))
+    if (loss && m->io.readback) { /* on a device: the losses copied out */
+        if (m->device->copy(m->io.readback, loss, sizeof *loss * (size_t)e->batch, DL_COPY_TO_HOST, &err))
             return NAN;
-        loss = m->readback;
+        loss = m->io.readback;
     }
     double s = 0;
     for (int n = 0; loss && n < e->batch; n++)
@@ -424,12 +424,12 @@ int dl_exec_scores_at(struct dl_exec *e, int n, int t, dl_real *out, struct dl_e
         return dl_errorf(err, DL_ERR_INTERNAL, "scores of sample %d, position %d: the batch has %d of %d", n, t,
                          e->batch, P);
     const dl_real *col = z->data + (long)n * z->count + t; /* class k at col[k * P] */
-    if (m->readback) {
-        int rc = m->device->copy(m->readback, z->data + (long)n * z->count, sizeof *col * (size_t)z->count,
+    if (m->io.readback) {
+        int rc = m->device->copy(m->io.readback, z->data + (long)n * z->count, sizeof *col * (size_t)z->count,
                                  DL_COPY_TO_HOST, err);
         if (rc)
             return rc;
-        col = m->readback + t;
+        col = m->io.readback + t;
     }
     for (long k = 0; k < C; k++)
         out[k] = col[k * P];
@@ -446,14 +446,14 @@ int dl_exec_correct(struct dl_exec *e)
     int P = e->g->positions > 1 ? e->g->positions : 1; /* a sequence [T, C] is stored [C][T] */
     long C = P > 1 ? z->shape.c : dl_shape_count(z->shape), rows = (long)N * P;
     const dl_real *scores = z->data;
-    if (m->readback) { /* on a device: the scores copied out */
-        int rc = m->device->copy(m->readback, scores, sizeof *scores * (size_t)N * (size_t)z->count, DL_COPY_TO_HOST,
+    if (m->io.readback) { /* on a device: the scores copied out */
+        int rc = m->device->copy(m->io.readback, scores, sizeof *scores * (size_t)N * (size_t)z->count, DL_COPY_TO_HOST,
                                  &e->err);
         if (rc) {
             e->status = rc;
             return 0;
         }
-        scores = m->readback;
+        scores = m->io.readback;
     }
     int correct = 0, ignored = -1; /* a label the loss ignores is never correct (negative ones never are) */
     const struct dl_layer *loss = &e->g->layers[e->g->loss];

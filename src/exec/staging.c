@@ -60,8 +60,8 @@ static void swap(struct dl_exec_impl *m, struct dl_exec_step *s, struct dl_exec_
         }
         if (s->scratch[0] == from)
             s->scratch[0] = to;
-        if (m->workspace == from)
-            m->workspace = to;
+        if (m->mem.workspace == from)
+            m->mem.workspace = to;
     }
 }
 
@@ -87,22 +87,22 @@ void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward
     }
     if (s->kind == DL_STEP_SEND && s->via_scratch[0])
         add(list, &n, s->scratch[0], sizeof(dl_real) * B * (size_t)t[0]->count, 0);
-    add(list, &n, m->workspace, dl_exec_comm_workspace(e, s, e->max_batch), 0);
+    add(list, &n, m->mem.workspace, dl_exec_comm_workspace(e, s, e->max_batch), 0);
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         list[i].offset = total;
         total += (list[i].bytes + DL_DEVICE_ALIGN - 1) / DL_DEVICE_ALIGN * DL_DEVICE_ALIGN;
     }
-    if (total > m->staging_bytes) {
-        free(m->staging);
-        m->staging_bytes = 0;
-        if (!(m->staging = dl_calloc(1, total, &e->err))) {
+    if (total > m->io.staging_bytes) {
+        free(m->io.staging);
+        m->io.staging_bytes = 0;
+        if (!(m->io.staging = dl_calloc(1, total, &e->err))) {
             e->status = DL_ERR_NOMEM;
             return;
         }
-        m->staging_bytes = total;
+        m->io.staging_bytes = total;
     }
-    unsigned char *base = m->staging;
+    unsigned char *base = m->io.staging;
     int rc = DL_OK;
     for (int i = 0; i < n && !rc; i++)
         rc = dev->copy(base + list[i].offset, list[i].device, list[i].bytes, DL_COPY_TO_HOST, &e->err);

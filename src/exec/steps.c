@@ -490,11 +490,11 @@ static int size_layer_workspace(struct dl_exec *e, int i, struct dl_exec_step *s
     struct dl_exec_impl *m = e->impl;
     if (m->mbplan.batch && m->mbplan.layer[i].tuned) {
         s->mbplan = &m->mbplan.layer[i];
-        return dl_exec_micro_setup(e, s, offered, &m->workspace_bytes, err);
+        return dl_exec_micro_setup(e, s, offered, &m->mem.workspace_bytes, err);
     }
     size_t w = dl_kernel_workspace_max(s->kernel, s->inst[0].inst);
-    if (w > m->workspace_bytes)
-        m->workspace_bytes = w;
+    if (w > m->mem.workspace_bytes)
+        m->mem.workspace_bytes = w;
     return DL_OK;
 }
 
@@ -558,8 +558,8 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
         return rc;
     for (int s = 0; s < m->n_steps; s++) {
         size_t w = dl_exec_comm_workspace(e, &m->steps[s], e->max_batch);
-        if (w > m->workspace_bytes)
-            m->workspace_bytes = w;
+        if (w > m->mem.workspace_bytes)
+            m->mem.workspace_bytes = w;
     }
     return DL_OK;
 }
@@ -601,16 +601,16 @@ void *dl_exec_instance(struct dl_exec *e, struct dl_exec_step *s, int mb)
                               "exceeds the plan for %d", l->name, s->kernel->name, mb, e->max_batch);
         return NULL;
     }
-    if (need > m->workspace_bytes) { /* outside the steady state: a new batch size */
+    if (need > m->mem.workspace_bytes) { /* outside the steady state: a new batch size */
         void *w = m->device->alloc(need, &e->err);
         if (!w) {
             dl_error_prefix(&e->err, "workspace of layer '%s'", l->name);
             e->status = e->err.code;
             return NULL;
         }
-        m->device->free(m->own_workspace);
-        m->own_workspace = m->workspace = w;
-        m->workspace_bytes = need;
+        m->device->free(m->mem.own_workspace);
+        m->mem.own_workspace = m->mem.workspace = w;
+        m->mem.workspace_bytes = need;
     }
     return inst;
 }
@@ -634,18 +634,18 @@ void dl_exec_free_steps(struct dl_exec *e)
     free(m->group);
     free(m->grad_part_host);
     free(m->grad_part_at);
-    free(m->run_last);
-    free(m->bufs);
+    free(m->recompute.run_last);
+    free(m->mem.bufs);
     if (m->device && m->device->host_memory)
         free(m->grad_part);
     else if (m->device)
         m->device->free(m->grad_part);
     if (m->device) { /* NULL when set-up stopped before choosing it (nothing allocated) */
-        m->device->free(m->arena);
-        m->device->free(m->own_workspace);
-        m->device->free(m->input_on_device);
-        m->device->free(m->labels_on_device);
+        m->device->free(m->mem.arena);
+        m->device->free(m->mem.own_workspace);
+        m->device->free(m->io.input_on_device);
+        m->device->free(m->io.labels_on_device);
     }
-    free(m->readback);
+    free(m->io.readback);
     dl_mbplan_free(&m->mbplan);
 }

@@ -31,32 +31,32 @@ static void comm_names(const struct dl_exec_impl *m, struct dl_exec_step *s)
             [DL_TP_IN_SLICE_BATCH] = "tp allgather samples gradient"};
         _Static_assert(sizeof fwd / sizeof *fwd == DL_TP_IN_SLICE_BATCH + 1 && sizeof bwd == sizeof fwd,
                        "a name for every tensor-parallel input kind");
-        s->trace_name[0] = s->tp_in == DL_TP_IN_SLICE_ROWS && m->tensors[s->src].partial ? "tp reduce-scatter rows"
+        s->trace.name[0] = s->tp_in == DL_TP_IN_SLICE_ROWS && m->tensors[s->src].partial ? "tp reduce-scatter rows"
                                                                                             : fwd[s->tp_in];
         if (!src_grad)
             break;
-        s->trace_name[1] = s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad        ? "tp reduce-scatter gradient"
+        s->trace.name[1] = s->tp_in == DL_TP_IN_GATHER && s->tp_sum_grad        ? "tp reduce-scatter gradient"
                            : s->tp_in == DL_TP_IN_GATHER_ROWS && s->tp_sum_grad ? "tp reduce-scatter rows gradient"
                                                                                 : bwd[s->tp_in];
         break;
     }
     case DL_STEP_ALLREDUCE:
-        s->trace_name[0] = "tp allreduce";
+        s->trace.name[0] = "tp allreduce";
         break;
     case DL_STEP_RECV:
-        s->trace_name[0] = "recv activation";
-        s->trace_kind[0] = DL_TRACE_RECV;
+        s->trace.name[0] = "recv activation";
+        s->trace.kind[0] = DL_TRACE_RECV;
         if (m->tensors[s->out].needs_grad) {
-            s->trace_name[1] = "send gradient";
-            s->trace_kind[1] = DL_TRACE_SEND;
+            s->trace.name[1] = "send gradient";
+            s->trace.kind[1] = DL_TRACE_SEND;
         }
         break;
     case DL_STEP_SEND:
-        s->trace_name[0] = "send activation";
-        s->trace_kind[0] = DL_TRACE_SEND;
+        s->trace.name[0] = "send activation";
+        s->trace.kind[0] = DL_TRACE_SEND;
         if (src_grad) {
-            s->trace_name[1] = "recv gradient";
-            s->trace_kind[1] = DL_TRACE_RECV;
+            s->trace.name[1] = "recv gradient";
+            s->trace.kind[1] = DL_TRACE_RECV;
         }
         break;
     default:
@@ -70,15 +70,15 @@ static int layer_details(struct dl_exec *e, struct dl_exec_step *s, struct dl_er
 {
     char buf[512], a[200], b[200];
     snprintf(buf, sizeof buf, "%s%s", s->kernel->name, s->cfg.relu ? " + relu" : "");
-    s->trace_detail[0] = s->trace_detail[1] = dl_trace_intern(e->trace, buf, err);
-    if (!s->trace_detail[0])
+    s->trace.detail[0] = s->trace.detail[1] = dl_trace_intern(e->trace, buf, err);
+    if (!s->trace.detail[0])
         return DL_ERR_NOMEM;
     const struct dl_mbplan_layer *p = s->mbplan;
     if (!p)
         return DL_OK;
     if (p->dir[DL_DIR_FORWARD].n) {
         dl_mbplan_dir_str(&p->dir[DL_DIR_FORWARD], a, sizeof a);
-        if (!(s->trace_plan[0] = dl_trace_intern(e->trace, a, err)))
+        if (!(s->trace.plan[0] = dl_trace_intern(e->trace, a, err)))
             return DL_ERR_NOMEM;
     }
     if (p->dir[DL_DIR_BACKWARD_DATA].n || p->dir[DL_DIR_BACKWARD_WEIGHTS].n) {
@@ -87,8 +87,8 @@ static int layer_details(struct dl_exec *e, struct dl_exec_step *s, struct dl_er
             dl_mbplan_dir_str(&p->dir[DL_DIR_BACKWARD_DATA], a, sizeof a);
         if (p->dir[DL_DIR_BACKWARD_WEIGHTS].n)
             dl_mbplan_dir_str(&p->dir[DL_DIR_BACKWARD_WEIGHTS], b, sizeof b);
-        snprintf(buf, sizeof buf, "data: %s; weights: %s", a[0] ? a : s->trace_detail[1], b[0] ? b : "-");
-        if (!(s->trace_plan[1] = dl_trace_intern(e->trace, buf, err)))
+        snprintf(buf, sizeof buf, "data: %s; weights: %s", a[0] ? a : s->trace.detail[1], b[0] ? b : "-");
+        if (!(s->trace.plan[1] = dl_trace_intern(e->trace, buf, err)))
             return DL_ERR_NOMEM;
     }
     return DL_OK;
@@ -100,15 +100,15 @@ int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err)
     for (int i = 0; i < m->n_steps; i++) {
         struct dl_exec_step *s = &m->steps[i];
         const char *consumer = e->g->layers[s->timed_layer].name;
-        s->trace_kind[0] = s->trace_kind[1] = DL_TRACE_TENSOR_COMM;
-        s->trace_tensor = NULL;
-        s->trace_count = s->out >= 0 ? m->tensors[s->out].count : s->src >= 0 ? m->tensors[s->src].count : 0;
+        s->trace.kind[0] = s->trace.kind[1] = DL_TRACE_TENSOR_COMM;
+        s->trace.tensor = NULL;
+        s->trace.count = s->out >= 0 ? m->tensors[s->out].count : s->src >= 0 ? m->tensors[s->src].count : 0;
         int rc = DL_OK;
         if (s->kind == DL_STEP_LAYER) {
-            s->trace_kind[0] = s->trace_kind[1] = DL_TRACE_LAYER;
-            s->trace_name[0] = dl_trace_intern(e->trace, e->g->layers[s->layer].name, err);
-            s->trace_name[1] = m->tensors[s->out].needs_grad ? s->trace_name[0] : NULL;
-            rc = s->trace_name[0] ? layer_details(e, s, err) : DL_ERR_NOMEM;
+            s->trace.kind[0] = s->trace.kind[1] = DL_TRACE_LAYER;
+            s->trace.name[0] = dl_trace_intern(e->trace, e->g->layers[s->layer].name, err);
+            s->trace.name[1] = m->tensors[s->out].needs_grad ? s->trace.name[0] : NULL;
+            rc = s->trace.name[0] ? layer_details(e, s, err) : DL_ERR_NOMEM;
         } else if (s->kind == DL_STEP_REORDER) {
             char buf[64];
             const struct dl_exec_tensor *from = &m->tensors[s->src], *to = &m->tensors[s->out];
@@ -116,17 +116,17 @@ int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err)
             snprintf(buf, sizeof buf, "%s -> %s",
                      cast ? dl_dtype_name(from->shape.dtype) : dl_layout_names[from->layout],
                      cast ? dl_dtype_name(to->shape.dtype) : dl_layout_names[to->layout]);
-            s->trace_kind[0] = s->trace_kind[1] = DL_TRACE_REORDER;
-            s->trace_name[0] = cast ? "cast" : "reorder";
-            s->trace_name[1] = from->needs_grad ? s->trace_name[0] : NULL;
-            s->trace_detail[0] = s->trace_detail[1] = dl_trace_intern(e->trace, buf, err);
-            s->trace_tensor = dl_trace_intern(e->trace, consumer, err);
-            rc = s->trace_detail[0] && s->trace_tensor ? DL_OK : DL_ERR_NOMEM;
+            s->trace.kind[0] = s->trace.kind[1] = DL_TRACE_REORDER;
+            s->trace.name[0] = cast ? "cast" : "reorder";
+            s->trace.name[1] = from->needs_grad ? s->trace.name[0] : NULL;
+            s->trace.detail[0] = s->trace.detail[1] = dl_trace_intern(e->trace, buf, err);
+            s->trace.tensor = dl_trace_intern(e->trace, consumer, err);
+            rc = s->trace.detail[0] && s->trace.tensor ? DL_OK : DL_ERR_NOMEM;
         } else {
             comm_names(m, s);
             int travelling = s->kind == DL_STEP_RECV || s->kind == DL_STEP_SEND;
-            s->trace_tensor = dl_trace_intern(e->trace, travelling ? e->g->layers[s->peer_layer].name : consumer, err);
-            rc = s->trace_tensor ? DL_OK : DL_ERR_NOMEM;
+            s->trace.tensor = dl_trace_intern(e->trace, travelling ? e->g->layers[s->peer_layer].name : consumer, err);
+            rc = s->trace.tensor ? DL_OK : DL_ERR_NOMEM;
         }
         if (rc)
             return rc;
@@ -136,16 +136,16 @@ int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err)
 
 void dl_exec_trace_step(struct dl_exec *e, const struct dl_exec_step *s, int backward, double t0)
 {
-    if (!s->trace_name[backward])
+    if (!s->trace.name[backward])
         return;
-    struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = s->trace_name[backward],
-                                .detail = s->trace_detail[backward], .tensor = s->trace_tensor,
-                                .chunk = e->chunk, .peer = -1, .index = -1, .kind = s->trace_kind[backward],
+    struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = s->trace.name[backward],
+                                .detail = s->trace.detail[backward], .tensor = s->trace.tensor,
+                                .chunk = e->chunk, .peer = -1, .index = -1, .kind = s->trace.kind[backward],
                                 .dir = backward ? DL_TRACE_BACKWARD : DL_TRACE_FORWARD};
-    if (s->trace_plan[backward] && e->batch == e->impl->mbplan.batch)
-        ev.detail = s->trace_plan[backward];
+    if (s->trace.plan[backward] && e->batch == e->impl->mbplan.batch)
+        ev.detail = s->trace.plan[backward];
     if (s->kind != DL_STEP_LAYER && s->kind != DL_STEP_REORDER)
-        ev.bytes = (long)sizeof(dl_real) * e->batch * s->trace_count;
+        ev.bytes = (long)sizeof(dl_real) * e->batch * s->trace.count;
     if (s->kind == DL_STEP_RECV || s->kind == DL_STEP_SEND)
         ev.peer = s->peer;
     dl_trace_add(e->trace, DL_TRACE_COMPUTE, &ev);
