@@ -5,8 +5,9 @@
  * channels holds channels [t*C/T, (t+1)*C/T) of every sample.  Every rank of
  * a tensor group has the same step list, so their collectives come in the
  * same order.  Pipeline sends never block: what they send is copied into
- * the executor's outbox, whose buffers are reused once their sends have
- * completed (dl_exec_sends_wait waits for the rest), so the arena is free
+ * the executor's outbox (made at set-up, an entry per message step, each
+ * holding the largest message), whose buffers are reused once their sends
+ * have completed (dl_exec_sends_wait waits for the rest), so the arena is free
  * again at once and no rank ever waits for a peer to receive; receives
  * wait.  That is the execution model under which the schedules are proved
  * free of deadlock (parallel/schedule.h): waiting for a send to complete
@@ -168,8 +169,46 @@ static void failed(struct dl_exec *e, int rc)
         e->status = rc;
 }
 
+/* The tensor whose message step s sends: a SEND step's source (forward),
+ * a RECV step's received tensor when its gradient goes back (backward);
+ * NULL for a step that sends nothing. */
+static const struct dl_exec_tensor *sent_tensor(const struct dl_exec_impl *m, const struct dl_exec_step *s)
+{
+    if (s->kind == DL_STEP_SEND)
+        return &m->tensors[s->src];
+    if (s->kind == DL_STEP_RECV && m->tensors[s->out].needs_grad)
+        return &m->tensors[s->out];
+    return NULL;
+}
+
+int dl_exec_outbox_init(struct dl_exec *e, struct dl_error *err)
+{
+    struct dl_exec_impl *m = e->impl;
+    int n = 0;
+    size_t most = 0;
+    for (int s = 0; s < m->n_steps; s++) {
+        const struct dl_exec_tensor *t = sent_tensor(m, &m->steps[s]);
+        size_t bytes = t ? sizeof(dl_real) * (size_t)e->max_batch * (size_t)t->count : 0;
+        n += t != NULL;
+        most = bytes > most ? bytes : most;
+    }
+    if (!n)
+        return DL_OK;
+    if (!(m->outbox = dl_calloc((size_t)n, sizeof *m->outbox, err)))
+        return DL_ERR_NOMEM;
+    m->n_outbox = n;
+    for (int i = 0; i < n; i++) {
+        if (!(m->outbox[i].buf = dl_calloc(most, 1, err)))
+            return DL_ERR_NOMEM;
+        m->outbox[i].cap = most;
+    }
+    return DL_OK;
+}
+
 /* An outbox entry whose send has completed (tested on the way), or a new
- * one; NULL when out of memory. */
+ * one when all are in flight (more messages than the executor has message
+ * steps: several chunks' sends not yet received); NULL when out of
+ * memory. */
 static struct dl_exec_outgoing *free_outgoing(struct dl_exec *e)
 {
     struct dl_exec_impl *m = e->impl;

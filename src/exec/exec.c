@@ -515,6 +515,8 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     if (!rc)
         rc = alloc_transfers(e, err);
     if (!rc)
+        rc = dl_exec_outbox_init(e, err);
+    if (!rc)
         rc = init_params(e, seed, o->share_params, o->weights_multiple, o->grads_elsewhere, err);
     if (!rc && o->trace) {
         e->trace = o->trace;

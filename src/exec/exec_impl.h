@@ -195,8 +195,13 @@ const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e);
 void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s);
 void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s);
 size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
-/* Frees the outbox (after dl_exec_sends_wait, or on a failed run, without
- * waiting for what is still in flight: its buffers are then left). */
+/* outbox_init makes the pipeline sends' outbox at set-up: an entry per
+ * step that sends a message (SEND; RECV with a gradient), each the size of
+ * the largest of those messages for max_batch samples; DL_ERR_NOMEM.
+ * comm_free frees it (after dl_exec_sends_wait, or on a failed run,
+ * without waiting for what is still in flight: its buffers are then
+ * left). */
+int dl_exec_outbox_init(struct dl_exec *e, struct dl_error *err);
 void dl_exec_comm_free(struct dl_exec *e);
 /* staging.c: step s's forward (backward = 0) or backward, on host mirrors
  * of its buffers when the executor's device has no host memory. */
