@@ -34,7 +34,7 @@
 #include "planner/consistency_cost.h"
 #include "planner/cuts.h"
 #include "planner/layout_memory.h"
-#include "planner/split_choice.h"
+#include "planner/tp_split_choice.h"
 #include "planner/search.h"
 #include "plan/stages.h"
 #include "spec/netfile.h"

@@ -63,7 +63,7 @@ struct dl_device {
     /* rows blocks of width bytes within the device's memory in one call,
      * row r from src + r * src_pitch to dst + r * dst_pitch (CUDA:
      * cudaMemcpy2D): a block of every sample of a tensor moved at once
-     * (exec/comm_steps.c).  No row of dst overlaps a row of src. */
+     * (exec/tp_steps.c).  No row of dst overlaps a row of src. */
     int (*copy_rows)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
                      struct dl_error *err);
     int (*fill)(void *dst, int byte, size_t bytes, struct dl_error *err);

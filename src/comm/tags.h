@@ -49,7 +49,7 @@ enum dl_tag {
      * start, and each rank's events sent to rank 0 at the end. */
     DL_TAG_TRACE_CLOCK,
     DL_TAG_TRACE_EVENTS,
-    /* exec/rows.c, on the tensor group's communicator: the halo rows of a
+    /* exec/tp_rows.c, on the tensor group's communicator: the halo rows of a
      * height-split layer travelling up (to rank t - 1) and down, and their
      * gradients travelling back. */
     DL_TAG_HALO_UP,

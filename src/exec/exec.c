@@ -176,7 +176,7 @@ static int kernels_on(const struct dl_exec_options *o, const struct dl_device *d
  * Communication steps -- slices, gathers, halo exchanges and shares of
  * layers split by rows or samples among them -- run on host mirrors
  * (staging.c), and such a layer's weight gradients are summed in a host
- * copy (rows.c). */
+ * copy (tp_rows.c). */
 static int device_runs_steps(const struct dl_exec *e, struct dl_error *err)
 {
     const struct dl_exec_impl *m = e->impl;

@@ -192,7 +192,7 @@ struct dl_exec_options {
     /* On a device without host memory: the tensor group's communicator
      * of device buffers (comm.h's device_buffers: NCCL opened over
      * tensor_comm, same ranks in the same order), or NULL.  With it the
-     * channel-block gathers, slices and sums (comm_steps.c) run in place
+     * channel-block gathers, slices and sums (tp_steps.c) run in place
      * on the device's memory; without it, and for the other communication
      * steps, they are staged through host mirrors over tensor_comm
      * (staging.c). */
@@ -215,7 +215,7 @@ struct dl_exec_options {
      * tensor-parallel and pipeline communication steps (those of layers
      * split by rows or samples among them) run on host copies of their
      * buffers (staging.c), a split layer's weight gradients are summed in
-     * a host copy (rows.c), and reorders are refused (DL_ERR_SPEC) unless
+     * a host copy (tp_rows.c), and reorders are refused (DL_ERR_SPEC) unless
      * the device's kernels are the host's. */
     const struct dl_device *device;
     /* > 0: incremental decoding (dltrain generate) over up to this many

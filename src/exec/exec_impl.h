@@ -2,8 +2,10 @@
  * parameters), steps.c (kernel choice, layouts, reorder and communication
  * steps, memory plan), run.c (forward and backward over the steps),
  * place.c (buffer lifetimes, the arena plan), comm_steps.c (the
- * communication steps of a parallel run) and rows.c
- * (those on bands of rows). */
+ * communication steps of a parallel run: a pipeline's messages), and
+ * tensor parallelism's steps: tp_steps.c (channel blocks), tp_rows.c (bands
+ * of rows), tp_samples.c (shares of the samples), tp_group.c (reductions
+ * of values over the tensor group). */
 #ifndef DL_EXEC_IMPL_H
 #define DL_EXEC_IMPL_H
 
@@ -23,7 +25,7 @@ struct dl_exec_tensor {
     enum dl_layout layout;
     long count;             /* values per sample in layout */
     int needs_grad;         /* 0 for the graph input and copies of it */
-    int share;              /* it holds this rank's share of the samples only (samples.c) */
+    int share;              /* it holds this rank's share of the samples only (tp_samples.c) */
     int last_use;           /* last step reading it (forward order) */
     int buf_data, buf_grad; /* planner buffers, -1: none */
     dl_real *data, *grad;
@@ -169,7 +171,7 @@ struct dl_exec_impl {
     struct dl_comm *tensor_device_comm; /* exec.h's; NULL: none */
     double *group;                      /* [T][group_cap] values gathered over the tensor group (dl_exec_group_*) */
     int group_cap;
-    dl_real *grad_part;                 /* a layer's weight gradients on its band of rows, to be summed (rows.c) */
+    dl_real *grad_part;                 /* a layer's weight gradients on its band of rows, to be summed (tp_rows.c) */
     dl_real **grad_part_at;             /* a call's dparam pointing into grad_part (as many as a layer's params) */
     dl_real *grad_part_host;            /* on a device without host memory: grad_part copied out for the sum */
     int shares_params;                  /* weights, gradients and state belong to another executor */
@@ -190,11 +192,18 @@ struct dl_exec_impl {
 const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e);
 
 /* comm_steps.c: forward and backward of the communication steps (TP,
- * ALLREDUCE, RECV, SEND); errors set e->status and e->err.  The workspace
- * a TP step needs for batch samples (a whole tensor to reorder blocks in). */
+ * ALLREDUCE, RECV, SEND); errors set e->status and e->err. */
 void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s);
 void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s);
-size_t dl_exec_comm_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
+/* tp_steps.c: forward and backward of tensor parallelism's steps (TP, as
+ * Megatron's copy, scatter and gather regions; ALLREDUCE, its reduce
+ * region), and the workspace a TP step needs for batch samples (a whole
+ * tensor to reorder blocks in).  add_into: n values of src into dst
+ * (added when acc), on the device dev's memory or the host's (NULL). */
+void dl_exec_tp_forward(struct dl_exec *e, const struct dl_exec_step *s);
+void dl_exec_tp_backward(struct dl_exec *e, const struct dl_exec_step *s);
+size_t dl_exec_tp_workspace(const struct dl_exec *e, const struct dl_exec_step *s, int batch);
+void dl_exec_add_into(struct dl_exec *e, const struct dl_device *dev, dl_real *dst, const dl_real *src, long n, int acc);
 /* outbox_init makes the pipeline sends' outbox at set-up: an entry per
  * step that sends a message (SEND; RECV with a gradient), each the size of
  * the largest of those messages for max_batch samples; DL_ERR_NOMEM.
@@ -206,7 +215,7 @@ void dl_exec_comm_free(struct dl_exec *e);
 /* staging.c: step s's forward (backward = 0) or backward, on host mirrors
  * of its buffers when the executor's device has no host memory. */
 void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward);
-/* comm_steps.c: 1 when step s runs in place on the device's memory over
+/* tp_steps.c: 1 when step s runs in place on the device's memory over
  * the tensor group's communicator of device buffers (exec.h's
  * tensor_device_comm): the channel-block slices, gathers and sums and the
  * ALLREDUCE step; rows, samples and pipeline messages are staged. */
@@ -218,7 +227,7 @@ int dl_exec_comm_in_place(const struct dl_exec *e, const struct dl_exec_step *s)
 int dl_exec_trace_prepare(struct dl_exec *e, struct dl_error *err);
 void dl_exec_trace_step(struct dl_exec *e, const struct dl_exec_step *s, int backward, double t0);
 
-/* comm_steps.c: reductions of values over the tensor group, in rank order
+/* tp_group.c: reductions of values over the tensor group, in rank order
  * so that every rank gets the same (struct dl_op_call's sync_sum and
  * sync_max with ctx = the executor: a class-split loss's sums and maxima);
  * group_best replaces n (value, index) pairs by the pair of largest value,
@@ -231,14 +240,14 @@ int dl_exec_group_values(const struct dl_exec *e);
 /* Batch statistics of a layer on bands of rows: summed over the tensor
  * group, then over the data-parallel ranks when e->sync_sum is set. */
 void dl_exec_group_stats_sum(void *ctx, double *v, int n);
-/* buf[0..n) summed over the tensor group in place; rc (a comm call's) into
- * e->status. */
+/* tp_steps.c: buf[0..n) summed over the tensor group in place.
+ * comm_steps.c: comm_status, rc (a comm call's) into e->status. */
 void dl_exec_group_sum_reals(struct dl_exec *e, dl_real *buf, size_t n);
 void dl_exec_comm_status(struct dl_exec *e, int rc);
 
-/* rows.c: the TP steps on bands of rows (SLICE_ROWS, GATHER_ROWS, HALO)
+/* tp_rows.c: the TP steps on bands of rows (SLICE_ROWS, GATHER_ROWS, HALO)
  * and their workspace; the weight gradients of a layer on a band of rows
- * or a share of the samples (samples.c):
+ * or a share of the samples (tp_samples.c):
  * grad_begin points its trainable dparam at grad_part (zeroed; returns 1
  * when it did), grad_end sums them over the tensor group and adds them to
  * the layer's gradients (grad_values: the most grad_part holds). */
@@ -263,7 +272,7 @@ void dl_exec_gather_bands(struct dl_exec *e, const dl_real *band, int b, dl_real
 void dl_exec_sum_bands(struct dl_exec *e, const dl_real *whole, int H, dl_real *band, int b, long planes, int W,
                        int acc);
 
-/* samples.c: tensor parallelism over the samples (`split: batch`).  mark
+/* tp_samples.c: tensor parallelism over the samples (`split: batch`).  mark
  * sets every tensor's share flag once the steps are built; enter makes
  * e->batch and e->sample0 those of the samples step s runs on (this rank's
  * share, or unchanged) and returns the whole chunk's, which leave puts

@@ -6,7 +6,7 @@
  * gradient back and adds it into the source's (a cast's: in f32, rounded
  * once to a bf16 source's dtype).  A layer with a micro-batch
  * plan runs each direction as its parts (micro.c); communication steps run
- * in comm_steps.c.  A split backward (zero bubble) runs the data directions
+ * in comm_steps.c and tp_steps.c.  A split backward (zero bubble) runs the data directions
  * first and the weight directions in a later pass over the same steps.
  * While a --trace records, every step's run is an event (trace_steps.c). */
 #include "exec/exec_impl.h"

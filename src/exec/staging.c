@@ -1,5 +1,5 @@
 /* staging.c: communication steps on a device without host memory (see
- * exec_impl.h).  comm_steps.c's steps are host code: slices, gathers and
+ * exec_impl.h).  comm_steps.c's and tp_*.c's steps are host code: slices, gathers and
  * sums over the tensor group and pipeline messages loop over tensors and
  * hand them to a communicator that works in host memory.  On such a
  * device, every buffer a step may read or write -- its source's and its
@@ -14,7 +14,7 @@
  * copies what it sends into its outbox before it returns), so nothing
  * reads a mirror after the step.  With a tensor group's communicator of
  * device buffers (NCCL), the steps dl_exec_comm_in_place names are not
- * staged: they run on the device's memory (comm_steps.c). */
+ * staged: they run on the device's memory (tp_steps.c). */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -87,7 +87,7 @@ void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward
     }
     if (s->kind == DL_STEP_SEND && s->via_scratch[0])
         add(list, &n, s->scratch[0], sizeof(dl_real) * B * (size_t)t[0]->count, 0);
-    add(list, &n, m->mem.workspace, dl_exec_comm_workspace(e, s, e->max_batch), 0);
+    add(list, &n, m->mem.workspace, dl_exec_tp_workspace(e, s, e->max_batch), 0);
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         list[i].offset = total;

@@ -499,7 +499,7 @@ static int size_layer_workspace(struct dl_exec *e, int i, struct dl_exec_step *s
 }
 
 /* The buffers of the tensor group's reductions (dl_exec_group_*) and of
- * the weight gradients summed over it (rows.c's grad_part: on a device
+ * the weight gradients summed over it (tp_rows.c's grad_part: on a device
  * without host memory in the device's memory, with a host copy). */
 static int alloc_group_buffers(struct dl_exec *e, struct dl_error *err)
 {
@@ -557,7 +557,7 @@ int dl_exec_build_steps(struct dl_exec *e, const struct dl_kernel_choices *ch, s
     if (rc)
         return rc;
     for (int s = 0; s < m->n_steps; s++) {
-        size_t w = dl_exec_comm_workspace(e, &m->steps[s], e->max_batch);
+        size_t w = dl_exec_tp_workspace(e, &m->steps[s], e->max_batch);
         if (w > m->mem.workspace_bytes)
             m->mem.workspace_bytes = w;
     }

@@ -289,7 +289,7 @@ struct dl_op_kind {
      * split as the vocabulary its weight is tied to): writes that part's
      * attributes into local.  NULL: equal blocks only (tp_split). */
     void (*tp_outputs)(const void *attr, long lo, long hi, void *local);
-    /* The planner's choices for tp_split kinds (planner/split_choice.h):
+    /* The planner's choices for tp_split kinds (planner/tp_split_choice.h):
      * tp_pairs, two such layers in a row may split column then row (the
      * activation between them stays split, Megatron-LM's pairs of fc
      * layers), or both stay whole; tp_by_samples, the layers may run on

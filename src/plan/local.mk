@@ -5,7 +5,7 @@
 # layouts is src/planner/, above the executor.)
 DL_COMMON_SOURCES += src/plan/plan.c src/plan/plan.h src/plan/mbplan.c src/plan/mbplan.h \
 	src/plan/rank_grid.c src/plan/rank_grid.h src/plan/stages.c src/plan/stages.h \
-	src/plan/shard.c src/plan/shard.h
+	src/plan/shard.c src/plan/shard.h src/plan/tp_split.c src/plan/tp_split.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_grid

@@ -29,7 +29,7 @@
 #include "planner/machine.h"
 #include "plan/rank_grid.h"
 #include "plan/shard.h"
-#include "planner/split_choice.h"
+#include "planner/tp_split_choice.h"
 
 /* Where a layer's time came from. */
 enum dl_time_source { DL_TIME_FLOPS, DL_TIME_DB, DL_TIME_MEASURED };
@@ -94,10 +94,10 @@ struct dl_plan_layout {
     struct dl_grid_dims dims;
     enum dl_pipe_schedule schedule; /* gpipe, 1f1b, zb-h1 or interleaved (1f1b when pp = 1) */
     int V;                          /* stages per pipeline rank: interleaved's V; 0 or 1 otherwise */
-    int n_whole;                    /* layers whose `split:` the layout sets to none (planner/split_choice.h) */
+    int n_whole;                    /* layers whose `split:` the layout sets to none (planner/tp_split_choice.h) */
     int whole[2 * DL_PLAN_MAX_PAIRS];
     /* 1: the convolutions whose `split:` the file leaves to the default
-     * rule take `split: batch` (planner/split_choice.h: Krizhevsky's hybrid,
+     * rule take `split: batch` (planner/tp_split_choice.h: Krizhevsky's hybrid,
      * convolutions data parallel across the tensor group) */
     int by_samples;
     int chunks;

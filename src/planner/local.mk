@@ -6,7 +6,7 @@ libdltrain_a_SOURCES += src/planner/machine.c src/planner/machine.h \
 	src/planner/machine_file.c src/planner/machine_file.h src/planner/layout_cost.c src/planner/layout_cost.h \
 	src/planner/layout_memory.c src/planner/layout_memory.h src/planner/cuts.c src/planner/cuts.h \
 	src/planner/search.c src/planner/search.h src/planner/consistency_cost.c src/planner/consistency_cost.h \
-	src/planner/split_choice.c src/planner/split_choice.h
+	src/planner/tp_split_choice.c src/planner/tp_split_choice.h
 
 # `dltrain plan` and `--parallel auto` end to end (tests/test_plan_cli.sh).
 TESTS += tests/test_plan_cli.sh

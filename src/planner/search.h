@@ -1,7 +1,7 @@
 /* search.h: the planner's search (doc/planner.md): every layout of a
  * network on N ranks, predicted and ranked.  Over every factorisation
  * dp x tp x pp = N, with tensor ranks every choice for the fc pairs whose
- * splits the file leaves open (planner/split_choice.h: split or whole), the
+ * splits the file leaves open (planner/tp_split_choice.h: split or whole), the
  * chunk counts pp, 2pp, 4pp and 8pp (1 without a pipeline) that leave each
  * chunk a sample, and the gpipe, 1f1b, zb-h1, interleaved:2 and
  * interleaved:4 schedules (those whose pp x V stages the layers allow),

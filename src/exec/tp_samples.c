@@ -1,4 +1,4 @@
-/* samples.c: tensor parallelism over the samples of a chunk (`split: batch`,
+/* tp_samples.c: tensor parallelism over the samples of a chunk (`split: batch`,
  * doc/parallel.md; Krizhevsky's "one weird trick": convolutions data
  * parallel across the tensor group, fc layers tensor parallel).  A layer on
  * this rank's share of the samples, [t*N/T, (t+1)*N/T) (plan/shard.h's
@@ -6,7 +6,7 @@
  * cut to the share (free; backward allgathers the shares' gradients) and
  * the shares are allgathered into the whole batch (backward keeps the
  * share of the whole gradient, the same on every rank).  In plain NCHW a
- * share is one contiguous run of samples, so the shares travel as rows.c's
+ * share is one contiguous run of samples, so the shares travel as tp_rows.c's
  * bands of a single plane whose rows are samples. */
 #include "exec/exec_impl.h"
 

@@ -1,4 +1,4 @@
-/* rows.c: the tensor-parallel steps on bands of rows (spatial parallelism,
+/* tp_rows.c: the tensor-parallel steps on bands of rows (spatial parallelism,
  * Dryden et al., IPDPS 2019; doc/parallel.md): a whole tensor cut to this
  * rank's band, the bands gathered whole, partial sums reduce-scattered into
  * the bands (sequence parallelism's row-parallel linears: their output in

@@ -1,6 +1,6 @@
-/* split_choice.c: the fc pairs whose splits the planner chooses (see
- * split_choice.h). */
-#include "planner/split_choice.h"
+/* tp_split_choice.c: the fc pairs whose tensor-parallel splits the
+ * planner chooses (see tp_split_choice.h). */
+#include "planner/tp_split_choice.h"
 
 static int is_free_fc(const struct dl_layer *l)
 {

@@ -1,4 +1,4 @@
-/* split_choice.h: the per-layer split choices the planner searches
+/* tp_split_choice.h: the per-layer split choices the planner searches
  * (doc/planner.md): pairs of fully connected layers whose `split:` the
  * network file leaves to the default rule, the first split by its outputs
  * (column) and the second, reading it through channel-local layers only,
