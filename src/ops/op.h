@@ -247,7 +247,7 @@ struct dl_op_kind {
     /* Multiply-add counted as 2 FLOPs, forward pass, per sample (may be NULL: 0). */
     double (*flops)(const void *attr, const struct dl_shape *in, struct dl_shape out);
 
-    /* Tensor parallelism (doc/parallel.md, parallel/shard.c).  channel_local:
+    /* Tensor parallelism (doc/parallel.md, plan/tp_split.c).  channel_local:
      * the op treats channels (features) independently, so a tensor split into
      * equal channel blocks goes through it block by block and comes out split
      * the same way (flatten turns channel blocks into feature blocks); its

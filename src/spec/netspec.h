@@ -129,7 +129,7 @@ struct dl_parallel_spec {
     int dp, tp, pp;       /* process grid; 0 = decided at run time */
     int micro_batches;    /* pipeline micro-batches */
     int sequence_parallel; /* layers that treat positions independently run on the tensor rank's
-                              positions (Korthikanti et al. 2022; plan/shard.c) */
+                              positions (Korthikanti et al. 2022; plan/tp_split.c) */
     int zero;             /* ZeRO stage: 0, or 1 (the optimizer's state cut over the data-parallel
                              ranks: parallel/zero.h) */
     int recompute;        /* index in dl_recompute_names: activation recomputation (exec.h) */
