@@ -21,14 +21,14 @@
 /* A plain (NCHW) copy of layer i's output (or the graph input for i < 0). */
 static float *plain_output(const struct dl_exec *e, int i, struct dl_shape s)
 {
-    long n = (long)e->batch * dl_shape_count(s);
+    long n = (long)e->run.batch * dl_shape_count(s);
     float *p = malloc(sizeof *p * (size_t)(n ? n : 1));
     assert_non_null(p);
     if (i < 0)
         for (long k = 0; k < n; k++)
-            p[k] = e->input[k];
+            p[k] = e->run.input[k];
     else
-        dl_layout_reorder(e->act[i], e->act_layout[i], p, DL_LAYOUT_PLAIN, e->batch, s, 0);
+        dl_layout_reorder(e->act[i], e->act_layout[i], p, DL_LAYOUT_PLAIN, e->run.batch, s, 0);
     return p;
 }
 
@@ -61,7 +61,7 @@ static long pooling_differs(const struct dl_exec *a, const struct dl_exec *b, co
     int clamp = p >= 0 && a->g->layers[p].kind == &dl_op_relu;
     float *xa = plain_output(a, p, in), *xb = plain_output(b, p, in);
     long differ = 0;
-    for (long plane = 0; plane < (long)a->batch * in.c; plane++)
+    for (long plane = 0; plane < (long)a->run.batch * in.c; plane++)
         for (int oh = 0; oh < out.h; oh++)
             for (int ow = 0; ow < out.w; ow++) {
                 long base = plane * in.h * in.w;
@@ -77,7 +77,7 @@ static long signs_differ(const struct dl_exec *a, const struct dl_exec *b, int i
     struct dl_shape s = a->g->layers[i].out_shape;
     float *ya = plain_output(a, i, s), *yb = plain_output(b, i, s);
     long differ = 0;
-    for (long k = 0; k < (long)a->batch * dl_shape_count(s); k++)
+    for (long k = 0; k < (long)a->run.batch * dl_shape_count(s); k++)
         differ += (ya[k] > 0) != (yb[k] > 0);
     free(ya);
     free(yb);
@@ -86,7 +86,7 @@ static long signs_differ(const struct dl_exec *a, const struct dl_exec *b, int i
 
 long forward_decisions_differ(const struct dl_exec *a, const struct dl_exec *b)
 {
-    assert_int_equal(a->batch, b->batch);
+    assert_int_equal(a->run.batch, b->run.batch);
     long differ = 0;
     for (int i = 0; i < a->g->n; i++) {
         const struct dl_layer *l = &a->g->layers[i];

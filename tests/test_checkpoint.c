@@ -608,7 +608,7 @@ static void nan_is_located(void **state)
     step(&a, 0);
     struct dl_nonfinite nf;
     assert_int_equal(dl_numerics_first_nonfinite_output(&a.e, &nf), 0);
-    a.e.grad_hook = chained_hook;
+    a.e.hooks.grad_hook = chained_hook;
     struct dl_numerics_watch w;
     dl_numerics_watch_install(&w, &a.e);
     int fc = dl_graph_find(&a.net.graph, "fc");
@@ -623,7 +623,7 @@ static void nan_is_located(void **state)
     assert_int_equal(w.first.layer, fc);
     assert_false(dl_numerics_all_finite(a.e.dweights, a.e.n_weights));
     dl_numerics_watch_uninstall(&w);
-    assert_true(a.e.grad_hook == chained_hook);
+    assert_true(a.e.hooks.grad_hook == chained_hook);
     run_close(&a);
 
     /* forward only, in a fresh run (the update above spread NaN into every

@@ -91,12 +91,12 @@ static void check_gradient(const char *net)
     dl_exec_zero_grad(&f.e);
     f.hook_order_ok = 1;
     f.last_layer = f.net.graph.n;
-    f.e.grad_hook = hook;
-    f.e.grad_hook_ctx = &f;
+    f.e.hooks.grad_hook = hook;
+    f.e.hooks.grad_hook_ctx = &f;
     dl_exec_backward(&f.e);
     assert_int_equal(f.hook_calls, f.net.graph.n);
     assert_true(f.hook_order_ok);
-    assert_int_equal(f.e.weight_begin[f.net.graph.n], f.e.n_weights);
+    assert_int_equal(f.e.flat.weight_begin[f.net.graph.n], f.e.n_weights);
     assert_int_equal(f.e.n_weights, dl_graph_param_count(&f.net.graph));
 
     dl_real *analytic = calloc((size_t)f.e.n_weights, sizeof *analytic);

@@ -338,7 +338,7 @@ static int sync_hook_calls(const struct dl_kernel_choices *ch, const struct dl_k
     assert_int_equal(dl_net_load_string("net.yaml", RESNET, &net, &err), 0);
     struct dl_exec e;
     assert_int_equal(dl_exec_init(&e, &net.graph, 4, 3, &(struct dl_exec_options){.kernels = ch}, &err), 0);
-    e.sync_sum = count_sync;
+    e.hooks.sync_sum = count_sync;
     *bn_kernel = e.kernel[dl_graph_find(&net.graph, "bn1")];
     float x[4 * 3 * 20 * 20] = {0};
     int y[4] = {0, 1, 2, 3};

@@ -97,15 +97,15 @@ static void executor_plan(void **state)
             assert_int_equal(dl_kernel_choice_add(&ch, "all=reference", &err), 0);
         struct dl_exec e;
         assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &(struct dl_exec_options){.kernels = &ch}, &err), 0);
-        assert_true(e.arena_bytes > 0);
-        assert_true(e.arena_bytes < e.unplanned_bytes);
+        assert_true(e.stats.arena_bytes > 0);
+        assert_true(e.stats.arena_bytes < e.stats.unplanned_bytes);
         /* At least every activation of the batch must fit. */
         size_t acts = 0;
         for (int i = 0; i < net.graph.n; i++)
             acts += 8 * sizeof(float) * (size_t)dl_shape_count(net.graph.layers[i].out_shape);
-        assert_true(e.arena_bytes >= acts);
+        assert_true(e.stats.arena_bytes >= acts);
         print_message("# %s kernels: planned %zu bytes, %zu without reuse\n", fast ? "default" : "reference",
-                      e.arena_bytes, e.unplanned_bytes);
+                      e.stats.arena_bytes, e.stats.unplanned_bytes);
         dl_exec_free(&e);
     }
     dl_net_free(&net);

@@ -566,7 +566,7 @@ static void memory_equals_executors(void **state)
             assert_int_equal(rc, DL_OK);
             size_t held = (size_t)(3 * pl.slot[0].n_weights + pl.slot[0].n_state) * sizeof(float);
             for (int i = 0; i < pl.slots; i++)
-                held += pl.slot[i].arena_bytes;
+                held += pl.slot[i].stats.arena_bytes;
             assert_int_equal(per_rank[p], held);
             assert_int_equal(adam_per_rank[p], held + (size_t)pl.slot[0].n_weights * sizeof(float));
             want_most = held > want_most ? held : want_most;

@@ -82,7 +82,7 @@ static void add_params(struct out *o, const struct dl_exec *e)
 static float *plain_output(const struct dl_exec *e, int i)
 {
     const struct dl_layer *l = &e->g->layers[i];
-    long n = (long)e->batch * dl_layout_count(DL_LAYOUT_PLAIN, l->out_shape);
+    long n = (long)e->run.batch * dl_layout_count(DL_LAYOUT_PLAIN, l->out_shape);
     float *v = malloc((size_t)n * sizeof *v);
     if (!v) {
         fprintf(stderr, "torch_step: out of memory\n");
@@ -94,12 +94,12 @@ static float *plain_output(const struct dl_exec *e, int i)
             fprintf(stderr, "torch_step: out of memory\n");
             exit(1);
         }
-        dl_layout_reorder_dtype(e->act[i], e->act_layout[i], b, DL_LAYOUT_PLAIN, e->batch, l->out_shape, 0,
+        dl_layout_reorder_dtype(e->act[i], e->act_layout[i], b, DL_LAYOUT_PLAIN, e->run.batch, l->out_shape, 0,
                                 e->act_dtype[i]);
         dl_cast(b, e->act_dtype[i], v, DL_F32, n, NULL);
         free(b);
     } else
-        dl_layout_reorder(e->act[i], e->act_layout[i], v, DL_LAYOUT_PLAIN, e->batch, l->out_shape, 0);
+        dl_layout_reorder(e->act[i], e->act_layout[i], v, DL_LAYOUT_PLAIN, e->run.batch, l->out_shape, 0);
     return v;
 }
 
@@ -108,7 +108,7 @@ static float *add_output(struct out *o, const struct dl_exec *e, int i, const ch
 {
     const struct dl_layer *l = &e->g->layers[i];
     float *v = plain_output(e, i);
-    int64_t shape[4] = {e->batch, l->out_shape.c, l->out_shape.h, l->out_shape.w};
+    int64_t shape[4] = {e->run.batch, l->out_shape.c, l->out_shape.h, l->out_shape.w};
     out_add(o, prefix, name, DL_ST_F32, v, 4, shape);
     return v;
 }

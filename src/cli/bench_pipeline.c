@@ -78,9 +78,9 @@ static int measure(struct dl_exec *e, int chunk, int steps, struct layer_times *
         if (s == warmup)
             rc = dl_exec_timing_enable(e, err);
         if (s >= warmup) { /* the sums so far: before the first timed step, after each */
-            memcpy(run + (size_t)(s - warmup) * n, e->time_fwd, sizeof *run * n);
-            memcpy(run + per + (size_t)(s - warmup) * n, e->time_bwd, sizeof *run * n);
-            memcpy(run + 2 * per + (size_t)(s - warmup) * n, e->time_wgt, sizeof *run * n);
+            memcpy(run + (size_t)(s - warmup) * n, e->stats.time_fwd, sizeof *run * n);
+            memcpy(run + per + (size_t)(s - warmup) * n, e->stats.time_bwd, sizeof *run * n);
+            memcpy(run + 2 * per + (size_t)(s - warmup) * n, e->stats.time_wgt, sizeof *run * n);
         }
         if (s == warmup + steps)
             break;

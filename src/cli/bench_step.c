@@ -52,8 +52,8 @@ static void print_layers(const struct dl_exec *e, int steps)
            "bwd ms", "GFLOP/s");
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
-        double f = e->time_fwd[i] / steps, b = e->time_bwd[i] / steps;
-        double gf = f + b > 0 ? 3 * l->flops * e->batch / (f + b) / 1e9 : 0;
+        double f = e->stats.time_fwd[i] / steps, b = e->stats.time_bwd[i] / steps;
+        double gf = f + b > 0 ? 3 * l->flops * e->run.batch / (f + b) / 1e9 : 0;
         printf("%-4d %-26s %-15s %-12s %-8s %10.3f %10.3f %9.1f\n", i, l->name, l->kind->name,
                e->fused[i] ? "fused" : e->kernel[i]->name,
                dl_layout_names[e->act_layout[i]], 1e3 * f, 1e3 * b, gf);
@@ -177,8 +177,8 @@ int dl_cli_bench_step(int argc, char **argv)
         printf("step time: %.3f ms (median; min %.3f, max %.3f)\n", 1e3 * med, 1e3 * t[0], 1e3 * t[steps - 1]);
         printf("samples/s: %.1f\n", N / med);
         printf("achieved: %.1f GFLOP/s (%.3f GFLOP per step)\n", gflops, 3 * flops * N / 1e9);
-        printf("planned arena: %zu bytes (%.1f MiB; %.1f MiB without reuse); parameters %.1f MiB\n", e.arena_bytes,
-               e.arena_bytes / 1048576.0, e.unplanned_bytes / 1048576.0, 3.0 * e.n_weights * 4 / 1048576.0);
+        printf("planned arena: %zu bytes (%.1f MiB; %.1f MiB without reuse); parameters %.1f MiB\n", e.stats.arena_bytes,
+               e.stats.arena_bytes / 1048576.0, e.stats.unplanned_bytes / 1048576.0, 3.0 * e.n_weights * 4 / 1048576.0);
         if (peak) {
             const char *lib, *core, *impl;
             double p = dl_kernel_sgemm_peak(1024, &lib, &core);

@@ -307,7 +307,7 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
         fprintf(stderr, "dltrain check: the memory of batch %d cannot be planned: %s\n", net->train.batch, err.msg);
         return 2;
     }
-    out->arena = plan.arena_bytes, out->unplanned = plan.unplanned_bytes;
+    out->arena = plan.stats.arena_bytes, out->unplanned = plan.stats.unplanned_bytes;
     out->dtype = malloc(sizeof *out->dtype * (size_t)g->n);
     out->kernel = malloc(sizeof *out->kernel * (size_t)g->n);
     for (int i = 0; out->dtype && out->kernel && i < g->n; i++)

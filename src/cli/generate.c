@@ -125,14 +125,14 @@ static int cached_scores(struct cached *d, const struct dl_token_stream *s, int3
         d->pos = 0, d->base = s->n - d->P / 2;
     if (d->pos == 0) {
         d->base = s->n > d->P ? s->n - d->P : d->base;
-        d->window->position0 = 0;
+        d->window->decode.position0 = 0;
         d->pos = s->n - d->base;
         return dl_sample_window_scores(d->window, (int)d->P, s->id + d->base, d->pos, x, labels, scores, err);
     }
     int label = 0;
     while (d->base + d->pos < s->n) {
         const void *one = &s->id[d->base + d->pos]; /* the executor's input: one i32 */
-        d->e.position0 = d->pos;
+        d->e.decode.position0 = d->pos;
         dl_exec_forward(&d->e, one, &label, 1, 0);
         if (d->e.status)
             return dl_errorf(err, d->e.status, "%s", d->e.err.msg);

@@ -47,9 +47,9 @@ static int median_times(struct dl_exec *e, const float *x, const int *y, int bat
             rc = e->status;
         }
         for (int i = 0; !rc && s > 0 && i < n; i++) { /* step 0 warms up */
-            f[(size_t)i * steps + s - 1] = e->time_fwd[i];
-            b[(size_t)i * steps + s - 1] = e->time_bwd[i] + e->time_wgt[i];
-            w[(size_t)i * steps + s - 1] = e->time_wgt[i];
+            f[(size_t)i * steps + s - 1] = e->stats.time_fwd[i];
+            b[(size_t)i * steps + s - 1] = e->stats.time_bwd[i] + e->stats.time_wgt[i];
+            w[(size_t)i * steps + s - 1] = e->stats.time_wgt[i];
         }
     }
     for (int i = 0; !rc && i < n; i++) {

@@ -22,7 +22,7 @@
  * the pipeline group's communicator. */
 static int pipeline_tag(const struct dl_exec *e, const struct dl_exec_step *s, int grad)
 {
-    return dl_tag_pipeline(e->chunk, s->edge, e->shard->n_edges, grad);
+    return dl_tag_pipeline(e->run.chunk, s->edge, e->shard->n_edges, grad);
 }
 
 static void failed(struct dl_exec *e, int rc)
@@ -122,11 +122,11 @@ void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s)
         dl_exec_tp_forward(e, s);
         break;
     case DL_STEP_RECV:
-        bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)m->tensors[s->out].count;
+        bytes = sizeof(dl_real) * (size_t)e->run.batch * (size_t)m->tensors[s->out].count;
         failed(e, p->ops->recv(p, m->tensors[s->out].data, bytes, s->peer, pipeline_tag(e, s, 0), &e->err));
         break;
     case DL_STEP_SEND:
-        bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)m->tensors[s->src].count;
+        bytes = sizeof(dl_real) * (size_t)e->run.batch * (size_t)m->tensors[s->src].count;
         send_copy(e, m->tensors[s->src].data, bytes, s->peer, pipeline_tag(e, s, 0));
         break;
     default:
@@ -142,13 +142,13 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
         dl_exec_tp_backward(e, s);
     } else if (s->kind == DL_STEP_RECV && m->tensors[s->out].needs_grad) { /* the gradient goes back */
         struct dl_exec_tensor *t = &m->tensors[s->out];
-        size_t bytes = sizeof(dl_real) * (size_t)e->batch * (size_t)t->count;
+        size_t bytes = sizeof(dl_real) * (size_t)e->run.batch * (size_t)t->count;
         if (!m->written[s->out]) /* nothing here read it */
             memset(t->grad, 0, bytes);
         send_copy(e, t->grad, bytes, s->peer, pipeline_tag(e, s, 1));
     } else if (s->kind == DL_STEP_SEND && m->tensors[s->src].needs_grad) { /* what a later stage computed for it */
         struct dl_exec_tensor *t = &m->tensors[s->src];
-        long n = (long)e->batch * t->count;
+        long n = (long)e->run.batch * t->count;
         dl_real *into = s->via_scratch[0] ? s->scratch[0] : t->grad;
         failed(e, p->ops->recv(p, into, sizeof *into * (size_t)n, s->peer, pipeline_tag(e, s, 1), &e->err));
         if (s->via_scratch[0])

@@ -81,16 +81,16 @@ void dl_exec_free(struct dl_exec *e)
         dev->free(e->dweights);
         dev->free(e->state);
         free(e->counters);
-        free(e->weight_begin);
-        free(e->weight_index);
-        free(e->param_first);
+        free(e->flat.weight_begin);
+        free(e->flat.weight_index);
+        free(e->flat.param_first);
     }
-    free(e->time_fwd);
-    free(e->time_bwd);
-    free(e->time_wgt);
-    for (int i = 0; e->cache && !e->cache_shared && i < e->g->n; i++)
-        free(e->cache[i]);
-    free(e->cache);
+    free(e->stats.time_fwd);
+    free(e->stats.time_bwd);
+    free(e->stats.time_wgt);
+    for (int i = 0; e->decode.cache && !e->decode.cache_shared && i < e->g->n; i++)
+        free(e->decode.cache[i]);
+    free(e->decode.cache);
     memset(e, 0, sizeof *e);
 }
 
@@ -272,13 +272,13 @@ int dl_exec_plan(struct dl_exec *e, const struct dl_graph *g, int max_batch, con
 static int alloc_arena(struct dl_exec *e, struct dl_error *err)
 {
     struct dl_exec_impl *m = e->impl;
-    m->mem.arena = m->device->alloc(e->arena_bytes, err);
+    m->mem.arena = m->device->alloc(e->stats.arena_bytes, err);
     if (!m->mem.arena) {
-        dl_error_prefix(err, "arena of %zu bytes", e->arena_bytes);
+        dl_error_prefix(err, "arena of %zu bytes", e->stats.arena_bytes);
         return DL_ERR_NOMEM;
     }
     unsigned char *base = m->mem.arena;
-    int rc = m->device->fill(base, 0, e->arena_bytes, err);
+    int rc = m->device->fill(base, 0, e->stats.arena_bytes, err);
     if (rc)
         return rc;
 #define AT(b) ((b) >= 0 ? (void *)(base + m->mem.bufs[b].offset) : NULL)
@@ -337,33 +337,33 @@ static int same_shard(const struct dl_exec *a, const struct dl_exec *b)
 static int index_weights(struct dl_exec *e, struct dl_error *err)
 {
     const struct dl_graph *g = e->g, *whole = e->shard->g;
-    e->weight_begin = dl_calloc((size_t)g->n + 1, sizeof *e->weight_begin, err);
-    e->param_first = dl_calloc((size_t)g->n + 1, sizeof *e->param_first, err);
-    for (int i = 0; e->param_first && i < g->n; i++)
-        e->param_first[i + 1] = e->param_first[i] + whole->layers[i].n_params;
-    e->weight_index = e->param_first ? dl_calloc((size_t)e->param_first[g->n] + 1, sizeof *e->weight_index, err)
+    e->flat.weight_begin = dl_calloc((size_t)g->n + 1, sizeof *e->flat.weight_begin, err);
+    e->flat.param_first = dl_calloc((size_t)g->n + 1, sizeof *e->flat.param_first, err);
+    for (int i = 0; e->flat.param_first && i < g->n; i++)
+        e->flat.param_first[i + 1] = e->flat.param_first[i] + whole->layers[i].n_params;
+    e->flat.weight_index = e->flat.param_first ? dl_calloc((size_t)e->flat.param_first[g->n] + 1, sizeof *e->flat.weight_index, err)
                                      : NULL;
-    if (!e->weight_begin || !e->param_first || !e->weight_index)
+    if (!e->flat.weight_begin || !e->flat.param_first || !e->flat.weight_index)
         return DL_ERR_NOMEM;
     long wo = 0;
     for (int i = 0; i < g->n; i++) {
         const struct dl_layer *l = &g->layers[i];
         int runs = dl_shard_runs(e->shard, i);
-        e->weight_begin[i] = wo;
+        e->flat.weight_begin[i] = wo;
         for (int j = 0; j < whole->layers[i].n_params; j++) {
             const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
-            long *at = &e->weight_index[e->param_first[i] + j];
+            long *at = &e->flat.weight_index[e->flat.param_first[i] + j];
             *at = -1;
             if (whole->layers[i].param[j].shares && !(p && p->replica)) { /* the earlier layer's tensor */
                 if (p)
-                    *at = e->weight_index[e->param_first[p->share_layer] + p->share_param];
+                    *at = e->flat.weight_index[e->flat.param_first[p->share_layer] + p->share_param];
             } else if (p && (p->replica || (p->trainable && p->dtype != DL_I64))) {
                 *at = wo;
                 wo += p->count;
             }
         }
     }
-    e->weight_begin[g->n] = wo;
+    e->flat.weight_begin[g->n] = wo;
     return DL_OK;
 }
 
@@ -390,7 +390,7 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
         int runs = dl_shard_runs(e->shard, i);
         for (int j = 0; j < whole->layers[i].n_params; j++) {
             const struct dl_param_desc *p = runs && j < l->n_params ? &l->param[j] : NULL;
-            long wo = e->weight_index[first[i] + j]; /* index_weights' */
+            long wo = e->flat.weight_index[first[i] + j]; /* index_weights' */
             dl_real *host = NULL;
             began[first[i] + j] = init;
             if (whole->layers[i].param[j].shares && !(p && p->replica)) { /* tied: the earlier layer's tensor */
@@ -434,7 +434,7 @@ void dl_exec_grads_at(struct dl_exec *e, long lo, long hi, dl_real *buf)
 {
     for (int i = 0; i < e->shard->g->n; i++)
         for (int j = 0; j < e->shard->g->layers[i].n_params; j++) {
-            long at = e->weight_index[e->param_first[i] + j];
+            long at = e->flat.weight_index[e->flat.param_first[i] + j];
             if (at >= lo && at < hi && e->dparam[i])
                 e->dparam[i][j] = buf + (at - lo);
         }
@@ -471,8 +471,8 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
         if (!same_shard(share, e))
             return dl_errorf(err, DL_ERR_INTERNAL, "executors sharing parameters must run the same shard");
         e->impl->shares_params = 1;
-        e->param = share->param, e->dparam = share->dparam, e->weight_begin = share->weight_begin;
-        e->weight_index = share->weight_index, e->param_first = share->param_first;
+        e->param = share->param, e->dparam = share->dparam, e->flat.weight_begin = share->flat.weight_begin;
+        e->flat.weight_index = share->flat.weight_index, e->flat.param_first = share->flat.param_first;
         e->weights = share->weights, e->dweights = share->dweights, e->state = share->state;
         e->n_weights = share->n_weights, e->n_state = share->n_state;
         e->counters = share->counters, e->n_counters = share->n_counters;
@@ -537,21 +537,21 @@ static int init_caches(struct dl_exec *e, const struct dl_graph *g, int max_batc
     int rc = dl_exec_device(e)->host_memory ? DL_OK
                                                : dl_errorf(err, DL_ERR_UNSUPPORTED, "incremental decoding runs on "
                                                            "the host's memory");
-    e->cache = rc ? NULL : dl_calloc((size_t)g->n, sizeof *e->cache, err);
-    if (!rc && !e->cache)
+    e->decode.cache = rc ? NULL : dl_calloc((size_t)g->n, sizeof *e->decode.cache, err);
+    if (!rc && !e->decode.cache)
         rc = DL_ERR_NOMEM;
-    if (!rc && share && (share->cache_len != positions || share->max_batch != max_batch || !share->cache ||
+    if (!rc && share && (share->decode.cache_len != positions || share->max_batch != max_batch || !share->decode.cache ||
                          share->g->n != g->n))
         rc = dl_errorf(err, DL_ERR_INTERNAL, "an executor's caches are for another network or size");
-    e->cache_shared = share != NULL;
+    e->decode.cache_shared = share != NULL;
     for (int i = 0; !rc && share && i < g->n; i++)
-        e->cache[i] = share->cache[i];
+        e->decode.cache[i] = share->decode.cache[i];
     for (int i = 0; !rc && !share && i < g->n; i++)
         if (g->layers[i].kind->kv_cache &&
-            !(e->cache[i] = dl_calloc((size_t)max_batch * 2 * (size_t)g->layers[i].out_shape.c * (size_t)positions,
-                                      sizeof **e->cache, err)))
+            !(e->decode.cache[i] = dl_calloc((size_t)max_batch * 2 * (size_t)g->layers[i].out_shape.c * (size_t)positions,
+                                      sizeof **e->decode.cache, err)))
             rc = DL_ERR_NOMEM;
-    e->cache_len = positions;
+    e->decode.cache_len = positions;
     if (rc)
         dl_exec_free(e);
     return rc;
@@ -590,16 +590,16 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
 
 int dl_exec_timing_enable(struct dl_exec *e, struct dl_error *err)
 {
-    if (!e->time_fwd) {
-        e->time_fwd = dl_calloc((size_t)e->g->n, sizeof *e->time_fwd, err);
-        e->time_bwd = dl_calloc((size_t)e->g->n, sizeof *e->time_bwd, err);
-        e->time_wgt = dl_calloc((size_t)e->g->n, sizeof *e->time_wgt, err);
-        if (!e->time_fwd || !e->time_bwd || !e->time_wgt)
+    if (!e->stats.time_fwd) {
+        e->stats.time_fwd = dl_calloc((size_t)e->g->n, sizeof *e->stats.time_fwd, err);
+        e->stats.time_bwd = dl_calloc((size_t)e->g->n, sizeof *e->stats.time_bwd, err);
+        e->stats.time_wgt = dl_calloc((size_t)e->g->n, sizeof *e->stats.time_wgt, err);
+        if (!e->stats.time_fwd || !e->stats.time_bwd || !e->stats.time_wgt)
             return DL_ERR_NOMEM;
     }
-    memset(e->time_fwd, 0, sizeof *e->time_fwd * (size_t)e->g->n);
-    memset(e->time_bwd, 0, sizeof *e->time_bwd * (size_t)e->g->n);
-    memset(e->time_wgt, 0, sizeof *e->time_wgt * (size_t)e->g->n);
+    memset(e->stats.time_fwd, 0, sizeof *e->stats.time_fwd * (size_t)e->g->n);
+    memset(e->stats.time_bwd, 0, sizeof *e->stats.time_bwd * (size_t)e->g->n);
+    memset(e->stats.time_wgt, 0, sizeof *e->stats.time_wgt * (size_t)e->g->n);
     return DL_OK;
 }
 

@@ -37,6 +37,83 @@ enum dl_fused {
                                input instead (act[] then shows that input) */
 };
 
+/* The forward or backward being run: the batch it runs on, and what the
+ * trainer says about it (how the loss is normalised, the pipeline chunk,
+ * the keys of random choices).  dl_exec_forward sets input, labels and
+ * batch; the trainer sets the others before a call (0, NULL: the
+ * defaults). */
+struct dl_exec_run {
+    const dl_real *input;                  /* the batch being run */
+    const int *labels;
+    /* On a device without host memory: the next forward's batch and labels
+     * already in the device's memory (copied there ahead by the trainer,
+     * train/batch_ahead.h), taken in place instead of copied in from
+     * dl_exec_forward's x and labels, which stay the host's (the correct
+     * answers are counted from them); NULL: copied in. */
+    const dl_real *input_resident;
+    const int *labels_resident;
+    int batch;                             /* size of the batch being run */
+    /* Gradient of the mean loss seeds backward as loss_norm per sample (0:
+     * 1/batch, the mean over this batch); chunks of a mini-batch set
+     * 1/(mini-batch) so that their gradients add up to the mini-batch's. */
+    double loss_norm;
+    /* The loss's divisor (struct dl_op_call's label_norm): the labelled
+     * positions per sample of the whole mini-batch (every rank's and
+     * chunk's samples), set by the trainer; 0: those of each forward's
+     * batch, counted by the executor from its labels. */
+    double label_norm;
+    int chunk;                             /* pipeline chunk of the next forward/backward (message tags) */
+    /* What random choices (dropout) depend on besides the seed: the
+     * training step, and the index of this executor's first sample in the
+     * mini-batch (a data-parallel rank's or a pipeline chunk's offset). */
+    uint64_t step;
+    long sample0;
+};
+
+/* Incremental decoding (the options' decode_positions): the absolute
+ * position of the next forward's first position, and each attention
+ * layer's key/value cache ([layer]; NULL for the others). */
+struct dl_exec_decode {
+    long position0, cache_len;
+    dl_real **cache;
+    int cache_shared;                      /* 1: the caches are another executor's */
+};
+
+/* Where each layer's parameters sit in the flat vectors. */
+struct dl_exec_flat {
+    long *weight_begin;                    /* [layer] first index of its weights in dweights */
+    /* [param_first[layer] + j]: the first index of layer's parameter j in
+     * the flat weights (a tied parameter: its owner's), -1 for none (state,
+     * counters, a layer another rank runs) */
+    long *weight_index, *param_first;
+};
+
+/* The caller's callbacks into the executor's steps: how a parallel run's
+ * communication joins in (NULL: none). */
+struct dl_exec_hooks {
+    /* Called right after layer i's backward, when its weight gradients (the
+     * dweights range [weight_begin[i], weight_begin[i+1])) are final for the
+     * step: data parallelism starts the allreduce of full buckets here. */
+    void (*grad_hook)(void *ctx, int layer);
+    void *grad_hook_ctx;
+    /* Passed to every op call (struct dl_op_call.sync_sum): synchronised
+     * batch-normalisation statistics across data-parallel ranks. */
+    void (*sync_sum)(void *ctx, double *v, int n);
+    void *sync_ctx;
+};
+
+/* What the executor reports about itself: its memory plan, and the time
+ * its layers took. */
+struct dl_exec_stats {
+    size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
+    size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */
+    /* Per-layer timing (dl_exec_timing_enable): seconds summed over calls;
+     * reorder steps count towards the layer that consumes their output.
+     * time_wgt: the backward-weights passes run on their own
+     * (dl_exec_backward_weights; time_bwd has the rest of backward). */
+    double *time_fwd, *time_bwd, *time_wgt;
+};
+
 struct dl_exec {
     /* The layers as this executor runs them: the network, or with a shard
      * (struct dl_exec_options) the rank's view of it (same layer indices;
@@ -65,64 +142,17 @@ struct dl_exec {
      * optimizer; param[][] points at them as at any parameter. */
     int64_t *counters;
     long n_counters;
-    const dl_real *input;                  /* the batch being run */
-    const int *labels;
-    /* On a device without host memory: the next forward's batch and labels
-     * already in the device's memory (copied there ahead by the trainer,
-     * train/batch_ahead.h), taken in place instead of copied in from
-     * dl_exec_forward's x and labels, which stay the host's (the correct
-     * answers are counted from them); NULL: copied in. */
-    const dl_real *input_resident;
-    const int *labels_resident;
-    int batch;                             /* size of the batch being run */
-    /* Gradient of the mean loss seeds backward as loss_norm per sample (0:
-     * 1/batch, the mean over this batch); chunks of a mini-batch set
-     * 1/(mini-batch) so that their gradients add up to the mini-batch's. */
-    double loss_norm;
-    /* The loss's divisor (struct dl_op_call's label_norm): the labelled
-     * positions per sample of the whole mini-batch (every rank's and
-     * chunk's samples), set by the trainer; 0: those of each forward's
-     * batch, counted by the executor from its labels. */
-    double label_norm;
-    int chunk;                             /* pipeline chunk of the next forward/backward (message tags) */
-    /* What random choices (dropout) depend on besides the seed: the
-     * training step, and the index of this executor's first sample in the
-     * mini-batch (a data-parallel rank's or a pipeline chunk's offset). */
-    uint64_t step;
-    long sample0;
-    /* Incremental decoding (the options' decode_positions): the absolute
-     * position of the next forward's first position, and each attention
-     * layer's key/value cache ([layer]; NULL for the others). */
-    long position0, cache_len;
-    dl_real **cache;
-    int cache_shared;                      /* 1: the caches are another executor's */
+    struct dl_exec_flat flat;              /* the parameters' places in weights, dweights */
+    struct dl_exec_run run;                /* the batch being run */
+    struct dl_exec_decode decode;          /* incremental decoding's positions and caches */
     uint64_t seed;
-    long *weight_begin;                    /* [layer] first index of its weights in dweights */
-    /* [param_first[layer] + j]: the first index of layer's parameter j in
-     * the flat weights (a tied parameter: its owner's), -1 for none (state,
-     * counters, a layer another rank runs) */
-    long *weight_index, *param_first;
-    /* Called right after layer i's backward, when its weight gradients (the
-     * dweights range [weight_begin[i], weight_begin[i+1])) are final for the
-     * step: data parallelism starts the allreduce of full buckets here. */
-    void (*grad_hook)(void *ctx, int layer);
-    void *grad_hook_ctx;
-    /* Passed to every op call (struct dl_op_call.sync_sum): synchronised
-     * batch-normalisation statistics across data-parallel ranks. */
-    void (*sync_sum)(void *ctx, double *v, int n);
-    void *sync_ctx;
+    struct dl_exec_hooks hooks;            /* gradient and statistics communication */
     const struct dl_kernel **kernel;       /* [layer] the kernel that runs it */
     /* [layer] a ReLU folded into another layer's kernel (kernel.h, "Fused
      * ReLU"), with no step of its own (enum dl_fused); kernel[] names the
      * kernel that applies it. */
     int *fused;
-    size_t arena_bytes;                    /* planned peak of activations, gradients, state, workspace */
-    size_t unplanned_bytes;                /* the same buffers without reuse, for comparison */
-    /* Per-layer timing (dl_exec_timing_enable): seconds summed over calls;
-     * reorder steps count towards the layer that consumes their output.
-     * time_wgt: the backward-weights passes run on their own
-     * (dl_exec_backward_weights; time_bwd has the rest of backward). */
-    double *time_fwd, *time_bwd, *time_wgt;
+    struct dl_exec_stats stats;            /* memory plan and per-layer times */
     /* --trace (the options'): every step of a recorded training step
      * appends an event (exec/trace_steps.c); NULL: off. */
     struct dl_trace *trace;

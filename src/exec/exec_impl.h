@@ -238,7 +238,7 @@ void dl_exec_group_max(void *ctx, double *v, int n);
 void dl_exec_group_best(struct dl_exec *e, double *pairs, int n);
 int dl_exec_group_values(const struct dl_exec *e);
 /* Batch statistics of a layer on bands of rows: summed over the tensor
- * group, then over the data-parallel ranks when e->sync_sum is set. */
+ * group, then over the data-parallel ranks when e->hooks.sync_sum is set. */
 void dl_exec_group_stats_sum(void *ctx, double *v, int n);
 /* tp_steps.c: buf[0..n) summed over the tensor group in place.
  * comm_steps.c: comm_status, rc (a comm call's) into e->status. */
@@ -274,7 +274,7 @@ void dl_exec_sum_bands(struct dl_exec *e, const dl_real *whole, int H, dl_real *
 
 /* tp_samples.c: tensor parallelism over the samples (`split: batch`).  mark
  * sets every tensor's share flag once the steps are built; enter makes
- * e->batch and e->sample0 those of the samples step s runs on (this rank's
+ * e->run.batch and e->run.sample0 those of the samples step s runs on (this rank's
  * share, or unchanged) and returns the whole chunk's, which leave puts
  * back; check refuses a chunk of `batch` samples that leaves a tensor rank
  * no sample; the GATHER_BATCH and SLICE_BATCH steps and their workspace. */
@@ -305,7 +305,7 @@ int dl_exec_make_instance(struct dl_exec_step *s, const struct dl_layer *l, cons
                           struct dl_error *err);
 void dl_exec_free_steps(struct dl_exec *e);
 /* place.c: every buffer of the steps with its lifetime, planned into one
- * arena (e->arena_bytes; e->unplanned_bytes without reuse). */
+ * arena (e->stats.arena_bytes; e->stats.unplanned_bytes without reuse). */
 int dl_exec_place(struct dl_exec *e, struct dl_error *err);
 
 /* recompute.c (--recompute full): marks the runs, the tensors they make

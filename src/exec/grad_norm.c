@@ -34,7 +34,7 @@ void dl_exec_grad_sq_range(const struct dl_exec *e, const dl_real *g, long lo, l
                 continue;
             if (e->shard->layer[i].slice[j].dim < 0 && e->shard->pos.t != 0) /* whole here and on rank 0 */
                 continue;
-            long at = e->weight_index[e->param_first[i] + j], from = at > lo ? at : lo,
+            long at = e->flat.weight_index[e->flat.param_first[i] + j], from = at > lo ? at : lo,
                  to = at + p->count < hi ? at + p->count : hi;
             for (long k = from; k < to; k++)
                 sum += (double)g[k - lo] * (double)g[k - lo];

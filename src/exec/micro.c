@@ -115,7 +115,7 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
                       int any_din)
 {
     const struct dl_exec_impl *m = e->impl;
-    if (!s->mbplan || e->batch != m->mbplan.batch || !s->mbplan->dir[dir].n)
+    if (!s->mbplan || e->run.batch != m->mbplan.batch || !s->mbplan->dir[dir].n)
         return 0;
     const struct dl_mbplan_dir *pd = &s->mbplan->dir[dir];
     const struct dl_layer *l = &e->g->layers[s->layer];

@@ -168,6 +168,6 @@ int dl_exec_place(struct dl_exec *e, struct dl_error *err)
     if (m->split_backward)
         keep_for_weights(e);
     free(last_read);
-    e->unplanned_bytes = dl_plan_total(m->mem.bufs, m->mem.n_bufs);
-    return dl_plan(m->mem.bufs, m->mem.n_bufs, &e->arena_bytes, err);
+    e->stats.unplanned_bytes = dl_plan_total(m->mem.bufs, m->mem.n_bufs);
+    return dl_plan(m->mem.bufs, m->mem.n_bufs, &e->stats.arena_bytes, err);
 }

@@ -25,7 +25,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     struct dl_op_call *c = &a->c;
     memset(a, 0, sizeof *a);
     c->attr = l->attr;
-    c->batch = e->batch;
+    c->batch = e->run.batch;
     c->n_in = l->n_in;
     for (int k = 0; k < l->n_in; k++) {
         c->in[k] = dl_tensor_of(m->tensors[s->in[k]].data, l->in_shape[k]);
@@ -39,17 +39,17 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->dparam = e->dparam[s->layer];
     c->saved = (dl_real *)s->saved;
     c->training = training;
-    c->key = dl_rng_hash(dl_rng_hash(e->rng[s->layer].s[0], e->rng[s->layer].s[1]), e->step);
-    c->sample0 = e->sample0;
-    c->position0 = e->position0;
-    c->cache = e->cache ? e->cache[s->layer] : NULL;
-    c->cache_len = e->cache_len;
+    c->key = dl_rng_hash(dl_rng_hash(e->rng[s->layer].s[0], e->rng[s->layer].s[1]), e->run.step);
+    c->sample0 = e->run.sample0;
+    c->position0 = e->decode.position0;
+    c->cache = e->decode.cache ? e->decode.cache[s->layer] : NULL;
+    c->cache_len = e->decode.cache_len;
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = (int)e->shard->layer[s->layer].channel0;
-    c->labels = m->io.labels_in_use && e->labels ? m->io.labels_in_use : e->labels;
+    c->labels = m->io.labels_in_use && e->run.labels ? m->io.labels_in_use : e->run.labels;
     c->label_norm = m->label_norm_in_use;
-    c->sync_sum = e->sync_sum;
-    c->sync_ctx = e->sync_ctx;
+    c->sync_sum = e->hooks.sync_sum;
+    c->sync_ctx = e->hooks.sync_ctx;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
         c->channel0 = (int)e->shard->layer[s->layer].channel0;
         c->sync_sum = dl_exec_group_sum;
@@ -83,13 +83,13 @@ static void reorder_forward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     const struct dl_exec_tensor *src = &e->impl->tensors[s->src], *dst = &e->impl->tensors[s->out];
     if (src->shape.dtype != dst->shape.dtype) { /* a cast (same layout): the device's */
-        int rc = e->impl->device->cast(dst->data, dst->shape.dtype, src->data, src->shape.dtype, src->count * e->batch,
+        int rc = e->impl->device->cast(dst->data, dst->shape.dtype, src->data, src->shape.dtype, src->count * e->run.batch,
                                        0, &e->err);
         if (rc && !e->status)
             e->status = rc;
         return;
     }
-    dl_layout_reorder_dtype(src->data, src->layout, dst->data, dst->layout, e->batch, src->shape, 0, src->shape.dtype);
+    dl_layout_reorder_dtype(src->data, src->layout, dst->data, dst->layout, e->run.batch, src->shape, 0, src->shape.dtype);
 }
 
 /* A training forward of layer i: its counters of forwards (op.h's
@@ -107,7 +107,7 @@ static void count_forward(struct dl_exec *e, int i)
 static void forward_step(struct dl_exec *e, struct dl_exec_step *s, int training, int again)
 {
     struct dl_exec_impl *m = e->impl;
-    double *times = again ? e->time_bwd : e->time_fwd;
+    double *times = again ? e->stats.time_bwd : e->stats.time_fwd;
     double t0 = times || dl_trace_on(e->trace) ? dl_clock_now() : 0;
     struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
     if (s->kind == DL_STEP_REORDER) {
@@ -117,7 +117,7 @@ static void forward_step(struct dl_exec *e, struct dl_exec_step *s, int training
     } else if (s->kind != DL_STEP_LAYER) {
         dl_exec_comm_staged(e, s, 0);
     } else {
-        void *inst = dl_exec_instance(e, s, e->batch);
+        void *inst = dl_exec_instance(e, s, e->run.batch);
         if (!inst) {
             dl_exec_samples_leave(e, whole);
             return;
@@ -156,26 +156,26 @@ static double label_norm_of(const struct dl_exec *e)
 {
     const struct dl_graph *g = e->g;
     int ignored;
-    if (e->label_norm > 0 || !e->labels || e->batch <= 0 || !dl_exec_runs(e, g->loss) ||
+    if (e->run.label_norm > 0 || !e->run.labels || e->run.batch <= 0 || !dl_exec_runs(e, g->loss) ||
         !g->layers[g->loss].kind->ignored_label || !g->layers[g->loss].kind->ignored_label(g->layers[g->loss].attr,
                                                                                            &ignored))
-        return e->label_norm;
-    long labelled = 0, n = (long)e->batch * (g->positions > 1 ? g->positions : 1);
+        return e->run.label_norm;
+    long labelled = 0, n = (long)e->run.batch * (g->positions > 1 ? g->positions : 1);
     for (long i = 0; i < n; i++)
-        labelled += e->labels[i] != ignored;
-    return (double)labelled / e->batch;
+        labelled += e->run.labels[i] != ignored;
+    return (double)labelled / e->run.batch;
 }
 
 void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int batch, int training)
 {
     struct dl_exec_impl *m = e->impl;
-    e->input = x;
-    e->labels = labels;
-    e->batch = batch;
+    e->run.input = x;
+    e->run.labels = labels;
+    e->run.batch = batch;
     m->label_norm_in_use = label_norm_of(e);
-    if (m->io.input_on_device && e->input_resident) { /* the batch is there already */
-        x = e->input_resident;
-        m->io.labels_in_use = e->labels_resident;
+    if (m->io.input_on_device && e->run.input_resident) { /* the batch is there already */
+        x = e->run.input_resident;
+        m->io.labels_in_use = e->run.labels_resident;
     } else if (m->io.input_on_device) { /* the input step: the batch (and labels) copied to the device */
         m->io.labels_in_use = m->io.labels_on_device;
         size_t bytes = sizeof *x * (size_t)batch * (size_t)m->tensors[0].count;
@@ -221,13 +221,13 @@ static void reorder_backward(struct dl_exec *e, const struct dl_exec_step *s)
     if (!src->needs_grad)
         return;
     if (src->shape.dtype != dst->shape.dtype) { /* the cast's gradient, cast back on the device */
-        long n = src->count * e->batch;
+        long n = src->count * e->run.batch;
         int rc = m->device->cast(src->grad, src->shape.dtype, dst->grad, dst->shape.dtype, n, m->written[s->src],
                                  &e->err);
         if (rc && !e->status)
             e->status = rc;
     } else {
-        dl_layout_reorder_dtype(dst->grad, dst->layout, src->grad, src->layout, e->batch, src->shape,
+        dl_layout_reorder_dtype(dst->grad, dst->layout, src->grad, src->layout, e->run.batch, src->shape,
                                 m->written[s->src], src->shape.dtype);
     }
     m->written[s->src] = 1;
@@ -244,7 +244,7 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     fill_args(e, s, &a, 1);
     struct dl_exec_tensor *out = &m->tensors[s->out];
     if (!m->written[s->out]) /* nothing consumed it: zero gradient */
-        zero_on_device(e, out->grad, out->count * e->batch, out->shape.dtype);
+        zero_on_device(e, out->grad, out->count * e->run.batch, out->shape.dtype);
     a.c.dout.data = out->grad;
     int any = 0;
     for (int k = 0; k < l->n_in && pass != PASS_WEIGHTS; k++) { /* the weights pass writes no input gradient */
@@ -273,7 +273,7 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
         if (!a.c.din[k].data)
             continue;
         if (s->via_scratch[k]) {
-            long n = t->count * e->batch;
+            long n = t->count * e->run.batch;
             int rc = m->device->accumulate(t->grad, s->scratch[k], n, t->shape.dtype, &e->err);
             if (rc && !e->status)
                 e->status = rc;
@@ -301,9 +301,9 @@ static void backward(struct dl_exec *e, enum pass pass)
         struct dl_exec_tensor *loss = &m->tensors[m->out_tensor[g->loss]];
         /* on a device: written in the host's readback buffer, copied over */
         dl_real *seed = m->io.readback ? m->io.readback : loss->grad;
-        for (int n = 0; n < e->batch; n++)
-            seed[n] = (dl_real)(e->loss_norm > 0 ? e->loss_norm : 1.0 / e->batch);
-        if (m->io.readback && (e->status = m->device->copy(loss->grad, seed, sizeof *seed * (size_t)e->batch,
+        for (int n = 0; n < e->run.batch; n++)
+            seed[n] = (dl_real)(e->run.loss_norm > 0 ? e->run.loss_norm : 1.0 / e->run.batch);
+        if (m->io.readback && (e->status = m->device->copy(loss->grad, seed, sizeof *seed * (size_t)e->run.batch,
                                                          DL_COPY_TO_DEVICE, &e->err)) != 0)
             return;
         m->written[m->out_tensor[g->loss]] = 1;
@@ -315,7 +315,7 @@ static void backward(struct dl_exec *e, enum pass pass)
                 recompute_run(e, r);
         if (e->status)
             break;
-        double t0 = e->time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        double t0 = e->stats.time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
             dl_device_work_begin(m->device);
@@ -324,18 +324,18 @@ static void backward(struct dl_exec *e, enum pass pass)
         } else if (s->kind != DL_STEP_LAYER) {
             dl_exec_comm_staged(e, s, 1);
         } else {
-            void *inst = dl_exec_instance(e, s, e->batch);
+            void *inst = dl_exec_instance(e, s, e->run.batch);
             if (!inst) {
                 dl_exec_samples_leave(e, whole);
                 return;
             }
             if (m->tensors[s->out].needs_grad) /* else nothing upstream learns */
                 layer_backward(e, s, inst, pass);
-            if (e->grad_hook && pass == PASS_BOTH)
-                e->grad_hook(e->grad_hook_ctx, s->layer);
+            if (e->hooks.grad_hook && pass == PASS_BOTH)
+                e->hooks.grad_hook(e->hooks.grad_hook_ctx, s->layer);
         }
-        if (e->time_bwd)
-            e->time_bwd[s->timed_layer] += dl_clock_now() - t0;
+        if (e->stats.time_bwd)
+            e->stats.time_bwd[s->timed_layer] += dl_clock_now() - t0;
         if (dl_trace_on(e->trace))
             dl_exec_trace_step(e, s, 1, t0);
         dl_exec_samples_leave(e, whole);
@@ -367,10 +367,10 @@ void dl_exec_backward_weights(struct dl_exec *e)
         struct dl_exec_step *s = &m->steps[i];
         if (s->kind != DL_STEP_LAYER)
             continue;
-        double t0 = e->time_wgt || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        double t0 = e->stats.time_wgt || dl_trace_on(e->trace) ? dl_clock_now() : 0;
         if (dl_exec_defers_weights(e, s) && m->tensors[s->out].needs_grad) {
             struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
-            void *inst = dl_exec_instance(e, s, e->batch);
+            void *inst = dl_exec_instance(e, s, e->run.batch);
             if (inst)
                 layer_backward(e, s, inst, PASS_WEIGHTS);
             dl_exec_samples_leave(e, whole);
@@ -379,10 +379,10 @@ void dl_exec_backward_weights(struct dl_exec *e)
             if (dl_trace_on(e->trace))
                 dl_exec_trace_step(e, s, 1, t0);
         }
-        if (e->grad_hook) /* every layer's weight gradients are final now */
-            e->grad_hook(e->grad_hook_ctx, s->layer);
-        if (e->time_wgt)
-            e->time_wgt[s->timed_layer] += dl_clock_now() - t0;
+        if (e->hooks.grad_hook) /* every layer's weight gradients are final now */
+            e->hooks.grad_hook(e->hooks.grad_hook_ctx, s->layer);
+        if (e->stats.time_wgt)
+            e->stats.time_wgt[s->timed_layer] += dl_clock_now() - t0;
     }
 }
 
@@ -392,12 +392,12 @@ double dl_exec_loss_sum(const struct dl_exec *e)
     const dl_real *loss = e->act[e->g->loss];
     struct dl_error err = {0};
     if (loss && m->io.readback) { /* on a device: the losses copied out */
-        if (m->device->copy(m->io.readback, loss, sizeof *loss * (size_t)e->batch, DL_COPY_TO_HOST, &err))
+        if (m->device->copy(m->io.readback, loss, sizeof *loss * (size_t)e->run.batch, DL_COPY_TO_HOST, &err))
             return NAN;
         loss = m->io.readback;
     }
     double s = 0;
-    for (int n = 0; loss && n < e->batch; n++)
+    for (int n = 0; loss && n < e->run.batch; n++)
         s += loss[n];
     return s;
 }
@@ -420,9 +420,9 @@ int dl_exec_scores_at(struct dl_exec *e, int n, int t, dl_real *out, struct dl_e
     const struct dl_exec_tensor *z = dl_exec_scores(e);
     int P = e->g->positions > 1 ? e->g->positions : 1;
     long C = P > 1 ? z->shape.c : z->count;
-    if (n < 0 || n >= e->batch || t < 0 || t >= P)
+    if (n < 0 || n >= e->run.batch || t < 0 || t >= P)
         return dl_errorf(err, DL_ERR_INTERNAL, "scores of sample %d, position %d: the batch has %d of %d", n, t,
-                         e->batch, P);
+                         e->run.batch, P);
     const dl_real *col = z->data + (long)n * z->count + t; /* class k at col[k * P] */
     if (m->io.readback) {
         int rc = m->device->copy(m->io.readback, z->data + (long)n * z->count, sizeof *col * (size_t)z->count,
@@ -442,7 +442,7 @@ int dl_exec_correct(struct dl_exec *e)
     if (!dl_exec_runs(e, e->g->loss) || e->status)
         return 0;
     const struct dl_exec_tensor *z = dl_exec_scores(e);
-    int split = e->shard->layer[e->g->loss].split_classes, N = e->batch;
+    int split = e->shard->layer[e->g->loss].split_classes, N = e->run.batch;
     int P = e->g->positions > 1 ? e->g->positions : 1; /* a sequence [T, C] is stored [C][T] */
     long C = P > 1 ? z->shape.c : dl_shape_count(z->shape), rows = (long)N * P;
     const dl_real *scores = z->data;
@@ -475,14 +475,14 @@ int dl_exec_correct(struct dl_exec *e)
                 best[2 * r] = col[k * P];
                 best[2 * r + 1] = (double)(e->shard->layer[e->g->loss].channel0 + k);
             } else {
-                correct += e->labels[r0 + r] >= 0 && e->labels[r0 + r] != ignored && k == e->labels[r0 + r];
+                correct += e->run.labels[r0 + r] >= 0 && e->run.labels[r0 + r] != ignored && k == e->run.labels[r0 + r];
             }
         }
         if (!split)
             continue;
         dl_exec_group_best(e, best, R);
         for (int r = 0; r < R && !e->status; r++)
-            correct += e->labels[r0 + r] >= 0 && e->labels[r0 + r] != ignored && best[2 * r + 1] == e->labels[r0 + r];
+            correct += e->run.labels[r0 + r] >= 0 && e->run.labels[r0 + r] != ignored && best[2 * r + 1] == e->run.labels[r0 + r];
     }
     return correct;
 }

@@ -63,8 +63,8 @@ void dl_exec_group_stats_sum(void *ctx, double *v, int n)
 {
     struct dl_exec *e = ctx;
     dl_exec_group_sum(ctx, v, n);
-    if (e->sync_sum && !e->status)
-        e->sync_sum(e->sync_ctx, v, n);
+    if (e->hooks.sync_sum && !e->status)
+        e->hooks.sync_sum(e->hooks.sync_ctx, v, n);
 }
 
 void dl_exec_group_best(struct dl_exec *e, double *pairs, int n)

@@ -121,7 +121,7 @@ static void halo_forward(struct dl_exec *e, const struct dl_exec_tensor *src, co
 {
     struct dl_comm *c = e->impl->tensor_comm;
     int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
-    long planes = (long)e->batch * src->shape.c, n = planes * p * W;
+    long planes = (long)e->run.batch * src->shape.c, n = planes * p * W;
     dl_real *to_up = e->impl->mem.workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
     dl_exec_copy_rows(out->data, b + 2 * p, p, src->data, b, 0, b, planes, W, 0);
     dl_exec_copy_rows(to_up, p, 0, src->data, b, 0, p, planes, W, 0);
@@ -144,7 +144,7 @@ static void halo_backward(struct dl_exec *e, const struct dl_exec_tensor *src, c
 {
     struct dl_comm *c = e->impl->tensor_comm;
     int b = src->shape.h, p = (out->shape.h - b) / 2, W = src->shape.w;
-    long planes = (long)e->batch * src->shape.c, n = planes * p * W;
+    long planes = (long)e->run.batch * src->shape.c, n = planes * p * W;
     dl_real *to_up = e->impl->mem.workspace, *to_down = to_up + n, *from_up = to_down + n, *from_down = from_up + n;
     dl_exec_copy_rows(src->grad, b, 0, out->grad, b + 2 * p, p, b, planes, W, acc);
     dl_exec_copy_rows(to_up, p, 0, out->grad, b + 2 * p, 0, p, planes, W, 0);
@@ -161,7 +161,7 @@ void dl_exec_rows_forward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     struct dl_exec_impl *m = e->impl;
     const struct dl_exec_tensor *src = &m->tensors[s->src], *out = &m->tensors[s->out];
-    long planes = (long)e->batch * src->shape.c;
+    long planes = (long)e->run.batch * src->shape.c;
     int lo, n, W = src->shape.w;
     if (s->tp_in == DL_TP_IN_SLICE_ROWS && src->partial) { /* the sums of this rank's band */
         dl_exec_sum_bands(e, src->data, src->shape.h, out->data, out->shape.h, planes, W, 0);
@@ -179,7 +179,7 @@ void dl_exec_rows_backward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     struct dl_exec_impl *m = e->impl;
     const struct dl_exec_tensor *src = &m->tensors[s->src], *out = &m->tensors[s->out];
-    long planes = (long)e->batch * src->shape.c;
+    long planes = (long)e->run.batch * src->shape.c;
     int lo, n, W = src->shape.w, acc = m->written[s->src];
     if (!src->needs_grad)
         return;

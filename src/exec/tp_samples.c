@@ -52,19 +52,19 @@ void dl_exec_samples_mark(struct dl_exec *e)
 
 struct dl_exec_samples dl_exec_samples_enter(struct dl_exec *e, const struct dl_exec_step *s)
 {
-    struct dl_exec_samples whole = {e->batch, e->sample0};
+    struct dl_exec_samples whole = {e->run.batch, e->run.sample0};
     int lo;
     if (on_share(e, s)) {
-        e->batch = share_of(e, whole.batch, &lo);
-        e->sample0 += lo;
+        e->run.batch = share_of(e, whole.batch, &lo);
+        e->run.sample0 += lo;
     }
     return whole;
 }
 
 void dl_exec_samples_leave(struct dl_exec *e, struct dl_exec_samples whole)
 {
-    e->batch = whole.batch;
-    e->sample0 = whole.sample0;
+    e->run.batch = whole.batch;
+    e->run.sample0 = whole.sample0;
 }
 
 int dl_exec_samples_check(const struct dl_exec *e, int batch, struct dl_error *err)
@@ -87,23 +87,23 @@ size_t dl_exec_samples_workspace(const struct dl_exec *e, const struct dl_exec_s
 void dl_exec_samples_forward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     const struct dl_exec_tensor *src = &e->impl->tensors[s->src], *out = &e->impl->tensors[s->out];
-    int lo, n = share_of(e, e->batch, &lo), W = (int)src->count;
+    int lo, n = share_of(e, e->run.batch, &lo), W = (int)src->count;
     if (s->tp_in == DL_TP_IN_SLICE_BATCH)
-        dl_exec_copy_rows(out->data, n, 0, src->data, e->batch, lo, n, 1, W, 0);
+        dl_exec_copy_rows(out->data, n, 0, src->data, e->run.batch, lo, n, 1, W, 0);
     else
-        dl_exec_gather_bands(e, src->data, n, out->data, e->batch, 1, W, 0);
+        dl_exec_gather_bands(e, src->data, n, out->data, e->run.batch, 1, W, 0);
 }
 
 void dl_exec_samples_backward(struct dl_exec *e, const struct dl_exec_step *s)
 {
     struct dl_exec_impl *m = e->impl;
     const struct dl_exec_tensor *src = &m->tensors[s->src], *out = &m->tensors[s->out];
-    int lo, n = share_of(e, e->batch, &lo), W = (int)src->count, acc = m->written[s->src];
+    int lo, n = share_of(e, e->run.batch, &lo), W = (int)src->count, acc = m->written[s->src];
     if (!src->needs_grad)
         return;
     if (s->tp_in == DL_TP_IN_SLICE_BATCH) /* every rank's share of the gradient, the whole batch's again */
-        dl_exec_gather_bands(e, out->grad, n, src->grad, e->batch, 1, W, acc);
+        dl_exec_gather_bands(e, out->grad, n, src->grad, e->run.batch, 1, W, acc);
     else /* the same whole gradient on every rank: its share */
-        dl_exec_copy_rows(src->grad, n, 0, out->grad, e->batch, lo, n, 1, W, acc);
+        dl_exec_copy_rows(src->grad, n, 0, out->grad, e->run.batch, lo, n, 1, W, acc);
     m->written[s->src] = 1;
 }

@@ -206,7 +206,7 @@ static struct tp_call tp_call(struct dl_exec *e, const struct dl_exec_step *s)
     struct tp_call k = {.e = e, .s = s, .src = &m->tensors[s->src], .dst = &m->tensors[s->out]};
     k.c = tensor_group(e, s, &k.dev);
     int G = s->tp_groups > 1 ? s->tp_groups : 1;
-    k.N = e->batch * G;
+    k.N = e->run.batch * G;
     k.T = k.c->size;
     k.acc = m->written[s->src];
     k.src_count = k.src->count / G;
@@ -220,8 +220,8 @@ static struct tp_call tp_call(struct dl_exec *e, const struct dl_exec_step *s)
 static void copy_to_region_backward(const struct tp_call *k)
 {
     struct dl_exec *e = k->e;
-    failed(e, sum_all(k->c, k->dev, k->dst->grad, (size_t)e->batch * (size_t)k->dst->count, &e->err));
-    dl_exec_add_into(e, k->dev, k->src->grad, k->dst->grad, (long)e->batch * k->src->count, k->acc);
+    failed(e, sum_all(k->c, k->dev, k->dst->grad, (size_t)e->run.batch * (size_t)k->dst->count, &e->err));
+    dl_exec_add_into(e, k->dev, k->src->grad, k->dst->grad, (long)e->run.batch * k->src->count, k->acc);
 }
 
 /* scatter to region: forward, this rank's block of the whole tensor. */
@@ -281,7 +281,7 @@ void dl_exec_tp_forward(struct dl_exec *e, const struct dl_exec_step *s)
         const struct dl_device *dev;
         struct dl_comm *c = tensor_group(e, s, &dev);
         const struct dl_exec_tensor *out = &e->impl->tensors[s->out];
-        failed(e, sum_all(c, dev, out->data, (size_t)e->batch * (size_t)out->count, &e->err));
+        failed(e, sum_all(c, dev, out->data, (size_t)e->run.batch * (size_t)out->count, &e->err));
     } else if (on_samples(s)) {
         dl_exec_samples_forward(e, s);
     } else if (s->tp_in >= DL_TP_IN_SLICE_ROWS) {

@@ -140,12 +140,12 @@ void dl_exec_trace_step(struct dl_exec *e, const struct dl_exec_step *s, int bac
         return;
     struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = s->trace.name[backward],
                                 .detail = s->trace.detail[backward], .tensor = s->trace.tensor,
-                                .chunk = e->chunk, .peer = -1, .index = -1, .kind = s->trace.kind[backward],
+                                .chunk = e->run.chunk, .peer = -1, .index = -1, .kind = s->trace.kind[backward],
                                 .dir = backward ? DL_TRACE_BACKWARD : DL_TRACE_FORWARD};
-    if (s->trace.plan[backward] && e->batch == e->impl->mbplan.batch)
+    if (s->trace.plan[backward] && e->run.batch == e->impl->mbplan.batch)
         ev.detail = s->trace.plan[backward];
     if (s->kind != DL_STEP_LAYER && s->kind != DL_STEP_REORDER)
-        ev.bytes = (long)sizeof(dl_real) * e->batch * s->trace.count;
+        ev.bytes = (long)sizeof(dl_real) * e->run.batch * s->trace.count;
     if (s->kind == DL_STEP_RECV || s->kind == DL_STEP_SEND)
         ev.peer = s->peer;
     dl_trace_add(e->trace, DL_TRACE_COMPUTE, &ev);

@@ -30,7 +30,7 @@ int dl_buckets_cut(const struct dl_exec *e, long per, int whole_layers, struct d
     long hi = e->n_weights, lo = e->n_weights;
     int rc = DL_OK, cap = 0;
     for (int l = e->g->n - 1; l >= 0 && !rc; l--) {
-        long wl = e->weight_begin[l];
+        long wl = e->flat.weight_begin[l];
         if (wl == lo)
             continue; /* no weights */
         if (hi - wl > per && lo < hi) {

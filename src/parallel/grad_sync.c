@@ -246,7 +246,7 @@ static void on_grad_ready(void *ctx, int layer)
 {
     struct dl_grad_sync *s = ctx;
     if (s->opts.overlap)
-        hand_over(s, s->exec->weight_begin[layer]);
+        hand_over(s, s->exec->flat.weight_begin[layer]);
 }
 
 int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_grad_sync_opts *o,
@@ -392,8 +392,8 @@ void dl_grad_sync_begin(struct dl_grad_sync *s, double scale)
     s->comm_seconds = 0;
     s->bytes_sent = s->dense_bytes = 0;
     pthread_mutex_unlock(&s->mu);
-    s->exec->grad_hook = on_grad_ready;
-    s->exec->grad_hook_ctx = s;
+    s->exec->hooks.grad_hook = on_grad_ready;
+    s->exec->hooks.grad_hook_ctx = s;
 }
 
 int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad_sync_poll_fn poll,
@@ -432,7 +432,7 @@ int dl_grad_sync_end(struct dl_grad_sync *s, double *extra, int n_extra, dl_grad
     if (!rc && n_extra > 0)
         memcpy(extra, s->extra, sizeof *extra * (size_t)n_extra);
     pthread_mutex_unlock(&s->mu);
-    s->exec->grad_hook = NULL;
+    s->exec->hooks.grad_hook = NULL;
     if (dl_trace_on(s->exec->trace)) {
         struct dl_trace_event ev = {.t0 = t0, .t1 = dl_clock_now(), .name = "wait allreduces", .chunk = -1,
                                     .peer = -1, .index = -1, .kind = DL_TRACE_GRAD_WAIT};

@@ -215,8 +215,8 @@ int dl_strategy_create(struct dl_comm *c, struct dl_exec *e, struct dl_optim *o,
     if (po->sync_bn && c->size > 1 && s->layout.sync_bn) {
         rc = dl_sync_bn_create(c, &s->sync_bn, err);
         if (!rc) {
-            e->sync_sum = dl_sync_bn_sum;
-            e->sync_ctx = s->sync_bn;
+            e->hooks.sync_sum = dl_sync_bn_sum;
+            e->hooks.sync_ctx = s->sync_bn;
         }
     }
     if (!rc)
@@ -238,8 +238,8 @@ void dl_strategy_free(struct dl_strategy *s)
         s->ops->destroy(s);
     free(s->mean);
     if (s->sync_bn) {
-        s->exec->sync_sum = NULL;
-        s->exec->sync_ctx = NULL;
+        s->exec->hooks.sync_sum = NULL;
+        s->exec->hooks.sync_ctx = NULL;
         dl_sync_bn_free(s->sync_bn);
     }
     free(s);

@@ -45,7 +45,7 @@ static void writers(const struct dl_exec *e, struct zbucket *b, int n)
         b[k].open = INT_MAX, b[k].close = -1;
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->layers[i].n_params; j++) {
-            long at = e->weight_index[e->param_first[i] + j], end = at + g->layers[i].param[j].count;
+            long at = e->flat.weight_index[e->flat.param_first[i] + j], end = at + g->layers[i].param[j].count;
             int t = g->n - 1 - i;
             for (int k = 0; at >= 0 && k < n; k++)
                 if (b[k].lo < end && at < b[k].hi) {
@@ -146,8 +146,8 @@ void dl_zero_grads_free(struct dl_zero_grads *z)
 {
     if (!z)
         return;
-    if (z->exec->grad_hook_ctx == z)
-        z->exec->grad_hook = NULL, z->exec->grad_hook_ctx = NULL;
+    if (z->exec->hooks.grad_hook_ctx == z)
+        z->exec->hooks.grad_hook = NULL, z->exec->hooks.grad_hook_ctx = NULL;
     free(z->b);
     free(z->arena);
     free(z->block);
@@ -204,7 +204,7 @@ static void on_layer_done(void *ctx, int layer)
         z->next = 0;
     }
     z->last_layer = layer;
-    sum_ready(z, z->exec->weight_begin[layer]);
+    sum_ready(z, z->exec->flat.weight_begin[layer]);
 }
 
 void dl_zero_grads_begin(struct dl_zero_grads *z, double scale)
@@ -217,16 +217,16 @@ void dl_zero_grads_begin(struct dl_zero_grads *z, double scale)
     z->bytes = 0;
     memset(z->arena, 0, sizeof *z->arena * (size_t)(z->arena_n > 0 ? z->arena_n : 1));
     memset(z->block, 0, sizeof *z->block * (size_t)(z->shard.block > 0 ? z->shard.block : 1));
-    z->exec->grad_hook = on_layer_done;
-    z->exec->grad_hook_ctx = z;
+    z->exec->hooks.grad_hook = on_layer_done;
+    z->exec->hooks.grad_hook_ctx = z;
 }
 
 int dl_zero_grads_end(struct dl_zero_grads *z, dl_real **block, double *comm_seconds, size_t *bytes,
                       struct dl_error *err)
 {
     sum_ready(z, 0); /* layers without weights may not have reached the last buckets */
-    z->exec->grad_hook = NULL;
-    z->exec->grad_hook_ctx = NULL;
+    z->exec->hooks.grad_hook = NULL;
+    z->exec->hooks.grad_hook_ctx = NULL;
     *block = z->block;
     *comm_seconds = z->comm_seconds;
     *bytes = z->bytes;

@@ -59,7 +59,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
         o.stage = v;
         rc = dl_exec_plan(&e, staged, per_chunk, &o, err);
         if (!rc) {
-            arena[v] = e.arena_bytes;
+            arena[v] = e.stats.arena_bytes;
             if (l->zero == 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1)
                 rc = dl_zero_grads_plan_arena(&e, l->bucket_bytes, &buckets, err);
             dl_exec_free(&e);

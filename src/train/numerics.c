@@ -39,7 +39,7 @@ int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfin
     for (int i = 0; i < g->n && nf->where == DL_NF_NONE; i++) {
         if (!e->act[i]) /* a layer of another pipeline stage */
             continue;
-        long n = dl_layout_count(e->act_layout[i], g->layers[i].out_shape) * e->batch;
+        long n = dl_layout_count(e->act_layout[i], g->layers[i].out_shape) * e->run.batch;
         size_t size = dl_dtype_size(e->act_dtype[i]);
         long words = (long)(((size_t)n * size + sizeof(dl_real) - 1) / sizeof(dl_real)); /* its bytes, as values */
         const dl_real *out = dl_exec_host_values(e, e->act[i], words, &staging, &cap, &err);
@@ -93,12 +93,12 @@ static void watch_hook(void *ctx, int layer)
 {
     struct dl_numerics_watch *w = ctx;
     struct dl_exec *e = w->e;
-    long lo = e->weight_begin[layer], hi = e->weight_begin[layer + 1], cap = 0;
+    long lo = e->flat.weight_begin[layer], hi = e->flat.weight_begin[layer + 1], cap = 0;
     dl_real *staging = NULL; /* on a device: the gradients copied out */
     /* the layer's own weights (not a tied copy's owner's), wherever their
      * gradients are (the gradient vector, or ZeRO-2's buckets) */
     for (int j = 0; w->first.where == DL_NF_NONE && !e->status && j < e->g->layers[layer].n_params; j++) {
-        long at = e->weight_index[e->param_first[layer] + j], n = e->g->layers[layer].param[j].count;
+        long at = e->flat.weight_index[e->flat.param_first[layer] + j], n = e->g->layers[layer].param[j].count;
         if (at < lo || at >= hi || !e->dparam[layer][j])
             continue;
         const dl_real *grad = dl_exec_host_values(e, e->dparam[layer][j], n, &staging, &cap, &e->err);
@@ -117,10 +117,10 @@ static void watch_hook(void *ctx, int layer)
 void dl_numerics_watch_install(struct dl_numerics_watch *w, struct dl_exec *e)
 {
     w->e = e;
-    w->next = e->grad_hook;
-    w->next_ctx = e->grad_hook_ctx;
-    e->grad_hook = watch_hook;
-    e->grad_hook_ctx = w;
+    w->next = e->hooks.grad_hook;
+    w->next_ctx = e->hooks.grad_hook_ctx;
+    e->hooks.grad_hook = watch_hook;
+    e->hooks.grad_hook_ctx = w;
     dl_numerics_watch_reset(w);
 }
 
@@ -131,9 +131,9 @@ void dl_numerics_watch_reset(struct dl_numerics_watch *w)
 
 void dl_numerics_watch_uninstall(struct dl_numerics_watch *w)
 {
-    if (w->e && w->e->grad_hook == watch_hook && w->e->grad_hook_ctx == w) {
-        w->e->grad_hook = w->next;
-        w->e->grad_hook_ctx = w->next_ctx;
+    if (w->e && w->e->hooks.grad_hook == watch_hook && w->e->hooks.grad_hook_ctx == w) {
+        w->e->hooks.grad_hook = w->next;
+        w->e->hooks.grad_hook_ctx = w->next_ctx;
     }
     w->e = NULL;
 }

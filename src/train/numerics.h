@@ -37,11 +37,11 @@ int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfin
 int dl_numerics_first_nonfinite_param(const struct dl_exec *e, struct dl_nonfinite *nf, struct dl_error *err);
 
 /* Watches weight gradients during backward.  install() puts a gradient hook in
- * front of e->grad_hook (which keeps being called); after each backward,
+ * front of e->hooks.grad_hook (which keeps being called); after each backward,
  * first holds the first layer in backward order whose weight gradients went
  * non-finite in this step (where = DL_NF_NONE when all were finite).  Call
  * dl_numerics_watch_reset before each backward and uninstall before
- * replacing e->grad_hook again. */
+ * replacing e->hooks.grad_hook again. */
 struct dl_numerics_watch {
     struct dl_exec *e;
     void (*next)(void *ctx, int layer);

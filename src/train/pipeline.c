@@ -99,7 +99,7 @@ void dl_pipeline_memory(const struct dl_pipeline *pl, struct dl_pipeline_memory 
     *out = (struct dl_pipeline_memory){.slots = pl->slots, .weights = pl->slot[0].n_weights,
                                        .state = pl->slot[0].n_state};
     for (int i = 0; i < pl->slots; i++)
-        out->arena_bytes += pl->slot[i].arena_bytes;
+        out->arena_bytes += pl->slot[i].stats.arena_bytes;
 }
 
 int dl_pipeline_plan_memory(const struct dl_graph *g, const struct dl_exec_options *o, int max_local, int chunks,
@@ -166,8 +166,8 @@ static int sends_wait(struct dl_pipeline *pl, struct dl_error *err)
 static void share_grad_hook(struct dl_pipeline *pl, int hook)
 {
     for (int i = 1; i < pl->slots; i++) {
-        pl->slot[i].grad_hook = hook ? pl->slot[0].grad_hook : NULL;
-        pl->slot[i].grad_hook_ctx = hook ? pl->slot[0].grad_hook_ctx : NULL;
+        pl->slot[i].hooks.grad_hook = hook ? pl->slot[0].hooks.grad_hook : NULL;
+        pl->slot[i].hooks.grad_hook_ctx = hook ? pl->slot[0].hooks.grad_hook_ctx : NULL;
     }
 }
 
@@ -185,13 +185,13 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
     double t0 = dl_trace_now(e->trace);
     switch (a->op) {
     case DL_SCHED_FORWARD:
-        e->chunk = a->chunk;
-        e->step = step;
-        e->sample0 = sample0 + lo;
-        e->loss_norm = 1.0 / n; /* the chunks' gradients add up to the local batch's mean */
-        e->label_norm = pl->label_norm;
-        e->input_resident = pl->x_resident ? pl->x_resident + lo * per_sample : NULL;
-        e->labels_resident = pl->y_resident ? pl->y_resident + (long)lo * pl->g->positions : NULL;
+        e->run.chunk = a->chunk;
+        e->run.step = step;
+        e->run.sample0 = sample0 + lo;
+        e->run.loss_norm = 1.0 / n; /* the chunks' gradients add up to the local batch's mean */
+        e->run.label_norm = pl->label_norm;
+        e->run.input_resident = pl->x_resident ? pl->x_resident + lo * per_sample : NULL;
+        e->run.labels_resident = pl->y_resident ? pl->y_resident + (long)lo * pl->g->positions : NULL;
         dl_exec_forward(e, x + lo * per_sample, y + (long)lo * pl->g->positions, hi - lo, 1);
         *loss_sum += dl_exec_loss_sum(e);
         *correct += dl_exec_correct(e);
@@ -244,10 +244,10 @@ int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, l
         int b = (int)(n - start < max_batch ? n - start : max_batch);
         for (int v = 0; v < pl->V; v++) { /* each stage's input comes from the stage before it */
             struct dl_exec *e = &pl->slot[pl->first_slot[v]];
-            e->chunk = (int)chunk;
-            e->label_norm = pl->label_norm;
-            e->input_resident = NULL; /* the test split is copied in */
-            e->labels_resident = NULL;
+            e->run.chunk = (int)chunk;
+            e->run.label_norm = pl->label_norm;
+            e->run.input_resident = NULL; /* the test split is copied in */
+            e->run.labels_resident = NULL;
             dl_exec_forward(e, x + start * per_sample, y + start * pl->g->positions, b, 0);
             int rc = failed(e, err);
             if (rc)
