@@ -4,16 +4,14 @@
  * load_state_dict(strict=True) (or from_pretrained, beside a config.json). */
 #include "cli/cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "train/hf_gpt2.h"
 
 #define PROG "dltrain export"
-
-enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_OUTPUT, OPT_FORMAT, OPT_SAVE_DTYPE };
 
 static void help(void)
 {
@@ -28,64 +26,57 @@ static void help(void)
     dl_net_options_help(stdout);
 }
 
+/* Everything the command line asks for. */
+struct export_command {
+    struct dl_net_options net_options;
+    const char *checkpoint, *out;
+    enum dl_dtype save;  /* --save-dtype */
+};
+
+static int take_format(void *settings, const char *value, struct dl_error *err)
+{
+    (void)settings;
+    return strcmp(value, "hf-gpt2") == 0 ? DL_OK
+           : dl_errorf(err, DL_ERR_SPEC, "--format: expected hf-gpt2 (Hugging Face's GPT-2), found '%s'", value);
+}
+
+static int take_save_dtype(void *settings, const char *value, struct dl_error *err)
+{
+    return dl_precision_parse("--save-dtype", value, &((struct export_command *)settings)->save, err);
+}
+
 int dl_cli_export(int argc, char **argv)
 {
-    static const struct option opts[] = {DL_NET_OPTIONS,
-                                         {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
-                                         {"output", required_argument, 0, OPT_OUTPUT},
-                                         {"format", required_argument, 0, OPT_FORMAT},
-                                         {"save-dtype", required_argument, 0, OPT_SAVE_DTYPE},
-                                         {0, 0, 0, 0}};
-    dl_short_output(argc, argv);
-    struct dl_net_options no;
-    dl_net_options_init(&no);
-    const char *checkpoint = NULL, *out = NULL;
-    enum dl_dtype save = DL_F32;
-    int opt;
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, PROG);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        switch (opt) {
-        case OPT_CHECKPOINT: checkpoint = optarg; break;
-        case OPT_OUTPUT: out = optarg; break;
-        case OPT_FORMAT:
-            if (strcmp(optarg, "hf-gpt2") != 0) {
-                fprintf(stderr, PROG ": --format: expected hf-gpt2 (Hugging Face's GPT-2), found '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case OPT_SAVE_DTYPE: {
-            struct dl_error perr = {0};
-            if (dl_option_refused(PROG, dl_precision_parse("--save-dtype", optarg, &save, &perr), &perr))
-                return 2;
-            break;
-        }
-        case DL_OPT_HELP: help(); return 0;
-        default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
-        }
-    }
+    static const struct dl_option options[] = {
+        DL_OPTION_STRING("checkpoint", struct export_command, checkpoint),
+        DL_OPTION_OUTPUT(struct export_command, out),
+        DL_OPTION_CALL("format", required_argument, take_format),
+        DL_OPTION_CALL("save-dtype", required_argument, take_save_dtype), DL_OPTION_END};
+    struct export_command cmd = {.save = DL_F32};
+    dl_net_options_init(&cmd.net_options);
+    struct dl_command_line line = {PROG, options, &cmd, &cmd.net_options, help, .repeat_try = 1};
+    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
+    if (status >= 0)
+        return status;
+    const char *checkpoint = cmd.checkpoint, *out = cmd.out;
     if (!checkpoint || !out) {
         fprintf(stderr, PROG ": %s\nTry '" PROG " --help'.\n",
                 !checkpoint ? "no weights given: --checkpoint FILE or DIR" : "no output given: -o OUT.safetensors");
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&no, &net, PROG);
+    status = dl_net_options_load(&cmd.net_options, &net, PROG);
     if (status)
         return status;
     struct dl_error err = {0};
     struct dl_exec e;
     struct dl_exec_options eo;
-    dl_net_exec_options(&no, &eo);
+    dl_net_exec_options(&cmd.net_options, &eo);
     int rc = dl_exec_init(&e, &net.graph, 1, net.train.seed, &eo, &err);
     if (!rc) {
         rc = dl_load_weights(checkpoint, NULL, &e, &net.graph, &err);
         if (!rc)
-            rc = dl_hf_gpt2_export(out, &net.graph, &e, save, &err);
+            rc = dl_hf_gpt2_export(out, &net.graph, &e, cmd.save, &err);
         dl_exec_free(&e);
     }
     if (!rc)

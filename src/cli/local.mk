@@ -1,7 +1,7 @@
 # src/cli: one file per subcommand, plus the shared network options.
 libdltrain_a_SOURCES += \
 	src/cli/cli.h src/cli/dispatch.c \
-	src/cli/options.c src/cli/options.h \
+	src/cli/options.c src/cli/options.h src/cli/option_table.c src/cli/option_table.h \
 	src/cli/train.c src/cli/check.c src/cli/check_grid.c src/cli/check_grid.h src/cli/help.c src/cli/bench.c \
 	src/cli/bench_step.c src/cli/bench_data.c src/cli/bench_pipeline.c \
 	src/cli/plan.c src/cli/layer_times.c src/cli/layer_times.h src/cli/train_auto.c src/cli/train_auto.h \
