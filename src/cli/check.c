@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli/check_grid.h"
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/parse.h"
 #include "data/dataset.h"
@@ -51,8 +52,6 @@ static void help(void)
           stdout);
     dl_net_options_help(stdout);
 }
-
-enum { OPT_GRID = DL_OPT_FIRST_LOCAL, OPT_CONSISTENCY, OPT_RANKS, OPT_CHUNKS, OPT_SCHEDULE, OPT_MEMORY, OPT_BYTES };
 
 /* What --consistency does on `ranks` ranks: gossip's mixing matrices (one
  * per step of the period), EASGD's alpha; 2 when the pair is refused. */
@@ -353,88 +352,85 @@ static void human(double v, char *buf, size_t n)
         snprintf(buf, n, "%.0f", v);
 }
 
-int dl_cli_check(int argc, char **argv)
-{
-    static const struct option long_opts[] = {DL_NET_OPTIONS, {"grid", required_argument, 0, OPT_GRID},
-                                              {"consistency", required_argument, 0, OPT_CONSISTENCY},
-                                              {"ranks", required_argument, 0, OPT_RANKS},
-                                              {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
-                                              {"pipeline-schedule", required_argument, 0, OPT_SCHEDULE},
-                                              {"memory-per-rank", required_argument, 0, OPT_MEMORY},
-                                              {"bytes", no_argument, 0, OPT_BYTES},
-                                              {0, 0, 0, 0}};
-    size_t memory_limit = 0;
-    struct dl_check_grid grid = {.schedule = DL_SCHED_1F1B, .V = 1};
-    const char *consistency = NULL;
-    struct dl_error perr = {0};
+/* Everything the command line asks for. */
+struct check_command {
     struct dl_net_options net_options;
-    dl_net_options_init(&net_options);
-    int opt;
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain check")) != -1) {
-        int r = dl_net_option(&net_options, opt, optarg, "dltrain check");
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        switch (opt) {
-        case OPT_GRID: grid.grid = optarg; break;
-        case OPT_CONSISTENCY: consistency = optarg; break;
-        case OPT_RANKS:
-            if (dl_option_refused("dltrain check", dl_parse_int("--ranks", optarg, 1, 1 << 20, &grid.ranks, &perr),
-                                  &perr))
-                return 2;
-            break;
-        case OPT_CHUNKS:
-            if (dl_option_refused("dltrain check", dl_parse_int("--pipeline-chunks", optarg, 1, DL_SCHED_MAX_CHUNKS,
-                                                                 &grid.chunks, &perr), &perr))
-                return 2;
-            break;
-        case OPT_SCHEDULE:
-            if (dl_option_refused("dltrain check", dl_schedule_parse(optarg, &grid.schedule, &grid.V, &perr), &perr))
-                return 2;
-            break;
-        case OPT_BYTES: grid.bytes = 1; break;
-        case OPT_MEMORY:
-            if (dl_option_refused("dltrain check", dl_parse_bytes("--memory-per-rank", optarg, 1, (size_t)1 << 60,
-                                                                  &memory_limit, &perr), &perr))
-                return 2;
-            break;
-        case DL_OPT_HELP: help(); return 0;
-        case DL_OPT_VERSION: dl_print_version("dltrain check"); return 0;
-        default: return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[optind]);
+    struct dl_check_grid grid;
+    const char *consistency;  /* --consistency */
+    size_t memory_limit;      /* --memory-per-rank */
+};
+
+static int take_schedule(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_check_grid *grid = &((struct check_command *)settings)->grid;
+    return dl_schedule_parse(value, &grid->schedule, &grid->V, err);
+}
+
+/* Parses argv into cmd; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct check_command *cmd)
+{
+    static const struct dl_option options[] = {
+        DL_OPTION_STRING("grid", struct check_command, grid.grid),
+        DL_OPTION_STRING("consistency", struct check_command, consistency),
+        DL_OPTION_INT("ranks", struct check_command, grid.ranks, 1, 1 << 20),
+        DL_OPTION_INT("pipeline-chunks", struct check_command, grid.chunks, 1, DL_SCHED_MAX_CHUNKS),
+        DL_OPTION_CALL("pipeline-schedule", required_argument, take_schedule),
+        DL_OPTION_BYTES("memory-per-rank", struct check_command, memory_limit, 1, (size_t)1 << 60),
+        DL_OPTION_FLAG("bytes", struct check_command, grid.bytes, 1), DL_OPTION_END};
+    struct dl_command_line line = {"dltrain check", options, cmd, &cmd->net_options, help, .version = 1};
+    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
+    if (status >= 0)
+        return status;
+    if (first_argument < argc) {
+        fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[first_argument]);
         return 2;
     }
-    if (consistency && !net_options.net_path)
+    return -1;
+}
+
+/* The network file's grid (parallel: dp, tp, pp) as --grid spells it into
+ * buf; "" when the file has none. */
+static const char *file_grid(const struct dl_parallel_spec *ps, char *buf, size_t size)
+{
+    int n = 0;
+    buf[0] = '\0';
+    if (ps->dp)
+        n += snprintf(buf + n, size - (size_t)n, "dp=%d", ps->dp);
+    if (ps->tp)
+        n += snprintf(buf + n, size - (size_t)n, "%stp=%d", n ? "," : "", ps->tp);
+    if (ps->pp)
+        snprintf(buf + n, size - (size_t)n, "%spp=%d", n ? "," : "", ps->pp);
+    return buf;
+}
+
+int dl_cli_check(int argc, char **argv)
+{
+    struct check_command cmd = {.grid = {.schedule = DL_SCHED_1F1B, .V = 1}};
+    dl_net_options_init(&cmd.net_options);
+    int status = parse_args(argc, argv, &cmd);
+    if (status >= 0)
+        return status;
+    struct dl_check_grid grid = cmd.grid;
+    const char *consistency = cmd.consistency;
+    size_t memory_limit = cmd.memory_limit;
+    if (consistency && !cmd.net_options.net_path)
         return print_consistency(consistency, grid.ranks ? grid.ranks : 4);
     struct dl_net net;
-    int status = dl_net_options_load(&net_options, &net, "dltrain check");
+    status = dl_net_options_load(&cmd.net_options, &net, "dltrain check");
     if (status)
         return status;
     /* Without --grid, the network file's grid (parallel: dp, tp, pp) is the run's. */
-    char file_grid[96] = "";
+    char grid_of_file[96];
     const struct dl_parallel_spec *ps = &net.parallel;
-    if (!grid.grid && (ps->dp || ps->tp || ps->pp)) {
-        int n = 0;
-        if (ps->dp)
-            n += snprintf(file_grid + n, sizeof file_grid - (size_t)n, "dp=%d", ps->dp);
-        if (ps->tp)
-            n += snprintf(file_grid + n, sizeof file_grid - (size_t)n, "%stp=%d", n ? "," : "", ps->tp);
-        if (ps->pp)
-            snprintf(file_grid + n, sizeof file_grid - (size_t)n, "%spp=%d", n ? "," : "", ps->pp);
-        grid.grid = file_grid;
-    }
+    if (!grid.grid && (ps->dp || ps->tp || ps->pp))
+        grid.grid = file_grid(ps, grid_of_file, sizeof grid_of_file);
     /* Everything that can fail is decided before anything is printed. */
     struct dl_exec_options eo;
-    dl_net_exec_options(&net_options, &eo);
+    dl_net_exec_options(&cmd.net_options, &eo);
     struct preflight pf;
     status = preflight(&net, &grid, consistency, memory_limit, &eo, &pf);
     if (!status) {
-        print_layers(&net, net_options.net_path, &pf);
+        print_layers(&net, cmd.net_options.net_path, &pf);
         print_settings(&net);
         if (!grid.grid)
             print_memory(&net, &pf, grid.bytes);

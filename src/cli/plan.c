@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/layer_times.h"
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/parse.h"
 #include "core/threads.h"
@@ -57,9 +58,6 @@ static void help(void)
           stdout);
     dl_net_options_help(stdout);
 }
-
-enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_PER_NODE, OPT_LINK, OPT_NODE_LINK, OPT_MEMORY, OPT_FLOPS, OPT_NO_DB, OPT_TOP, OPT_JSON,
-       OPT_COMPARE, OPT_CORES, OPT_MACHINE, OPT_GRAD_DTYPE };
 
 struct plan_command {
     int counts[MAX_COUNTS], n_counts;
@@ -569,77 +567,71 @@ static int run(const struct dl_net *net, struct dl_net_options *no, struct plan_
     return status;
 }
 
+static int take_counts(void *settings, const char *value, struct dl_error *err)
+{
+    return parse_counts(value, settings, err);
+}
+
+static int take_models(void *settings, const char *value, struct dl_error *err)
+{
+    return parse_models(value, settings, err);
+}
+
+static int take_link(void *settings, const char *value, struct dl_error *err)
+{
+    struct plan_command *c = settings;
+    c->have_link = 1;
+    return dl_machine_parse_link("--link", value, &c->link_alpha, &c->link_beta, NULL, err);
+}
+
+static int take_node_link(void *settings, const char *value, struct dl_error *err)
+{
+    struct plan_command *c = settings;
+    c->have_node_link = 1;
+    return dl_machine_parse_link("--node-link", value, &c->node_alpha, &c->node_beta, &c->node_gamma, err);
+}
+
+static int take_grad_dtype(void *settings, const char *value, struct dl_error *err)
+{
+    return dl_precision_parse("--grad-dtype", value, &((struct plan_command *)settings)->grad_dtype, err);
+}
+
+/* Parses argv into c and no; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct plan_command *c, struct dl_net_options *no)
+{
+    static const struct dl_option options[] = {
+        DL_OPTION_CALL("ranks", required_argument, take_counts),
+        DL_OPTION_INT("ranks-per-node", struct plan_command, per_node, 1, DL_MACHINE_MAX_RANKS),
+        DL_OPTION_INT("cores-per-node", struct plan_command, cores, 1, DL_MACHINE_MAX_RANKS),
+        DL_OPTION_CALL("link", required_argument, take_link),
+        DL_OPTION_CALL("node-link", required_argument, take_node_link),
+        DL_OPTION_BYTES("memory-per-rank", struct plan_command, memory, 1, (size_t)-1 / 2),
+        DL_OPTION_DOUBLE("flops", struct plan_command, flops, DL_MACHINE_MIN_FLOPS, DL_MACHINE_MAX_FLOPS),
+        DL_OPTION_FLAG("no-db", struct plan_command, no_db, 1),
+        DL_OPTION_INT("top", struct plan_command, top, 1, 1000),
+        DL_OPTION_FLAG("json", struct plan_command, json, 1),
+        DL_OPTION_CALL("compare-consistency", required_argument, take_models),
+        DL_OPTION_STRING("machine", struct plan_command, machine_path),
+        DL_OPTION_CALL("grad-dtype", required_argument, take_grad_dtype), DL_OPTION_END};
+    struct dl_command_line line = {"dltrain plan", options, c, no, help, .version = 1};
+    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
+    if (status >= 0)
+        return status;
+    if (first_argument < argc) {
+        fprintf(stderr, "dltrain plan: unexpected argument '%s'\n", argv[first_argument]);
+        return 2;
+    }
+    return -1;
+}
+
 int dl_cli_plan(int argc, char **argv)
 {
-    static const struct option long_opts[] = {
-        DL_NET_OPTIONS, {"ranks", required_argument, 0, OPT_RANKS},
-        {"ranks-per-node", required_argument, 0, OPT_PER_NODE}, {"cores-per-node", required_argument, 0, OPT_CORES}, {"link", required_argument, 0, OPT_LINK},
-        {"node-link", required_argument, 0, OPT_NODE_LINK},
-        {"memory-per-rank", required_argument, 0, OPT_MEMORY}, {"flops", required_argument, 0, OPT_FLOPS},
-        {"no-db", no_argument, 0, OPT_NO_DB}, {"top", required_argument, 0, OPT_TOP},
-        {"json", no_argument, 0, OPT_JSON}, {"compare-consistency", required_argument, 0, OPT_COMPARE},
-        {"machine", required_argument, 0, OPT_MACHINE}, {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE},
-        {0, 0, 0, 0}};
     struct plan_command c = {.top = 5};
     struct dl_net_options net_options;
     dl_net_options_init(&net_options);
-    struct dl_error err = {0};
-    int opt, bad = 0;
-    optind = 1;
-    while (!bad && (opt = dl_getopt(argc, argv, long_opts, "dltrain plan")) != -1) {
-        int r = dl_net_option(&net_options, opt, optarg, "dltrain plan");
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        switch (opt) {
-        case OPT_RANKS: bad = dl_option_refused("dltrain plan", parse_counts(optarg, &c, &err), &err); break;
-        case OPT_PER_NODE:
-            bad = dl_option_refused("dltrain plan", dl_parse_int("--ranks-per-node", optarg, 1, DL_MACHINE_MAX_RANKS,
-                                                                 &c.per_node, &err), &err);
-            break;
-        case OPT_CORES:
-            bad = dl_option_refused("dltrain plan", dl_parse_int("--cores-per-node", optarg, 1, DL_MACHINE_MAX_RANKS,
-                                                                 &c.cores, &err), &err);
-            break;
-        case OPT_LINK:
-            bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--link", optarg, &c.link_alpha, &c.link_beta, NULL, &err),
-                                    &err);
-            c.have_link = 1;
-            break;
-        case OPT_NODE_LINK:
-            bad = dl_option_refused("dltrain plan", dl_machine_parse_link("--node-link", optarg, &c.node_alpha, &c.node_beta,
-                                                                          &c.node_gamma, &err),
-                                    &err);
-            c.have_node_link = 1;
-            break;
-        case OPT_MEMORY:
-            bad = dl_option_refused("dltrain plan", dl_parse_bytes("--memory-per-rank", optarg, 1, (size_t)-1 / 2,
-                                                                   &c.memory, &err), &err);
-            break;
-        case OPT_FLOPS:
-            bad = dl_option_refused("dltrain plan", dl_parse_double("--flops", optarg, DL_MACHINE_MIN_FLOPS,
-                                                                    DL_MACHINE_MAX_FLOPS, &c.flops, &err), &err);
-            break;
-        case OPT_NO_DB: c.no_db = 1; break;
-        case OPT_TOP: bad = dl_option_refused("dltrain plan", dl_parse_int("--top", optarg, 1, 1000, &c.top, &err), &err); break;
-        case OPT_JSON: c.json = 1; break;
-        case OPT_COMPARE: bad = dl_option_refused("dltrain plan", parse_models(optarg, &c, &err), &err); break;
-        case OPT_MACHINE: c.machine_path = optarg; break;
-        case OPT_GRAD_DTYPE:
-            bad = dl_option_refused("dltrain plan", dl_precision_parse("--grad-dtype", optarg, &c.grad_dtype, &err), &err);
-            break;
-        case DL_OPT_HELP: help(); return 0;
-        case DL_OPT_VERSION: dl_print_version("dltrain plan"); return 0;
-        default: return 2;
-        }
-    }
-    if (bad)
-        return 2;
-    if (optind < argc) {
-        fprintf(stderr, "dltrain plan: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    int status = parse_args(argc, argv, &c, &net_options);
+    if (status >= 0)
+        return status;
     if (c.machine_path && take_machine_file(&c))
         return 2;
     if (!c.n_counts) {
@@ -647,7 +639,7 @@ int dl_cli_plan(int argc, char **argv)
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&net_options, &net, "dltrain plan");
+    status = dl_net_options_load(&net_options, &net, "dltrain plan");
     if (status)
         return status;
     status = run(&net, &net_options, &c);

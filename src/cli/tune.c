@@ -8,13 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "cli/tune_table.h"
 #include "core/parse.h"
 #include "core/threads.h"
 #include "tune/tune.h"
-
-enum { OPT_REPEATS = DL_OPT_FIRST_LOCAL, OPT_NO_MEASURE };
 
 static void help(void)
 {
@@ -48,44 +47,35 @@ static int print_plan(const struct dl_graph *g, const struct dl_mbplan *p, const
     return 0;
 }
 
-int dl_cli_tune(int argc, char **argv)
+/* Parses argv into no (the tuner's own options are its settings'); returns
+ * -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct dl_net_options *no)
 {
-    static const struct option long_opts[] = {DL_NET_OPTIONS,
-                                              {"repeats", required_argument, 0, OPT_REPEATS},
-                                              {"no-measure", no_argument, 0, OPT_NO_MEASURE},
-                                              {0, 0, 0, 0}};
-    struct dl_net_options net_options;
-    dl_net_options_init(&net_options);
-    int opt;
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain tune")) != -1) {
-        int r = dl_net_option(&net_options, opt, optarg, "dltrain tune");
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        switch (opt) {
-        case OPT_REPEATS: {
-            struct dl_error err = {0};
-            if (dl_option_refused("dltrain tune", dl_parse_int("--repeats", optarg, 1, 64, &net_options.tune.repeats, &err),
-                                  &err))
-                return 2;
-            break;
-        }
-        case OPT_NO_MEASURE: net_options.tune.no_measure = 1; break;
-        case DL_OPT_HELP: help(); return 0;
-        case DL_OPT_VERSION: dl_print_version("dltrain tune"); return 0;
-        default: return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "dltrain tune: unexpected argument '%s'\n", argv[optind]);
+    static const struct dl_option options[] = {
+        DL_OPTION_INT("repeats", struct dl_net_options, tune.repeats, 1, 64),
+        DL_OPTION_FLAG("no-measure", struct dl_net_options, tune.no_measure, 1), DL_OPTION_END};
+    struct dl_command_line line = {"dltrain tune", options, no, no, help, .version = 1};
+    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
+    if (status >= 0)
+        return status;
+    if (first_argument < argc) {
+        fprintf(stderr, "dltrain tune: unexpected argument '%s'\n", argv[first_argument]);
         return 2;
     }
+    return -1;
+}
+
+int dl_cli_tune(int argc, char **argv)
+{
+    struct dl_net_options net_options;
+    dl_net_options_init(&net_options);
+    int status = parse_args(argc, argv, &net_options);
+    if (status >= 0)
+        return status;
     struct dl_net net;
     struct dl_mbplan plan;
     struct dl_tune_report rep;
-    int status = dl_tune_plan_net(&net_options, "dltrain tune", &net, &plan, &rep);
+    status = dl_tune_plan_net(&net_options, "dltrain tune", &net, &plan, &rep);
     if (status)
         return status;
     const struct dl_tune_options o = net_options.tune;
