@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/clock.h"
 #include "core/parse.h"
@@ -22,7 +23,6 @@
 #include "parallel/schedule.h"
 #include "plan/stages.h"
 
-enum { OPT_RANKS = DL_OPT_FIRST_LOCAL, OPT_CHUNKS, OPT_SCHEDULES, OPT_STEPS, OPT_LATENCY, OPT_CUT_BY_TIMES };
 
 #define PROG "dltrain bench pipeline"
 
@@ -165,44 +165,40 @@ static int schedules_valid(const char *list, struct dl_error *err)
     return ok;
 }
 
+/* Everything the command line asks for. */
+struct bench_pipeline_command {
+    struct dl_net_options net_options;
+    int P, M, steps, by_times;  /* --ranks, --pipeline-chunks (0: 4 P), --steps, --cut-by-times */
+    double latency_ms;         /* --send-latency */
+    const char *schedules;
+};
+
+/* Parses argv into cmd; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct bench_pipeline_command *cmd)
+{
+    static const struct dl_option options[] = {
+        DL_OPTION_INT("ranks", struct bench_pipeline_command, P, 1, DL_SCHED_MAX_STAGES),
+        DL_OPTION_INT("pipeline-chunks", struct bench_pipeline_command, M, 1, DL_SCHED_MAX_CHUNKS),
+        DL_OPTION_STRING("schedules", struct bench_pipeline_command, schedules),
+        DL_OPTION_INT("steps", struct bench_pipeline_command, steps, 1, 100000),
+        DL_OPTION_DOUBLE("send-latency", struct bench_pipeline_command, latency_ms, 0, 1e6),
+        DL_OPTION_FLAG("cut-by-times", struct bench_pipeline_command, by_times, 1), DL_OPTION_END};
+    struct dl_command_line line = {PROG, options, cmd, &cmd->net_options, help, .version = 1};
+    int first_argument;
+    return dl_options_parse(&line, argc, argv, &first_argument);
+}
+
 int dl_cli_bench_pipeline(int argc, char **argv)
 {
-    static const struct option long_opts[] = {DL_NET_OPTIONS,
-                                              {"ranks", required_argument, 0, OPT_RANKS},
-                                              {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
-                                              {"schedules", required_argument, 0, OPT_SCHEDULES},
-                                              {"steps", required_argument, 0, OPT_STEPS},
-                                              {"send-latency", required_argument, 0, OPT_LATENCY},
-                                              {"cut-by-times", no_argument, 0, OPT_CUT_BY_TIMES},
-                                              {0, 0, 0, 0}};
-    struct dl_net_options net_options;
-    dl_net_options_init(&net_options);
-    int opt, P = 4, M = 0, steps = 9, by_times = 0;
-    double latency_ms = 0;
-    const char *schedules = "gpipe,1f1b,interleaved:2,zb-h1";
+    struct bench_pipeline_command cmd = {.P = 4, .steps = 9, .schedules = "gpipe,1f1b,interleaved:2,zb-h1"};
+    dl_net_options_init(&cmd.net_options);
+    int status = parse_args(argc, argv, &cmd);
+    if (status >= 0)
+        return status;
+    int P = cmd.P, M = cmd.M, steps = cmd.steps, by_times = cmd.by_times;
+    double latency_ms = cmd.latency_ms;
+    const char *schedules = cmd.schedules;
     struct dl_error err = {0};
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, long_opts, PROG)) != -1) {
-        int r = dl_net_option(&net_options, opt, optarg, PROG);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        int rc = DL_OK;
-        switch (opt) {
-        case OPT_RANKS: rc = dl_parse_int("--ranks", optarg, 1, DL_SCHED_MAX_STAGES, &P, &err); break;
-        case OPT_CHUNKS: rc = dl_parse_int("--pipeline-chunks", optarg, 1, DL_SCHED_MAX_CHUNKS, &M, &err); break;
-        case OPT_STEPS: rc = dl_parse_int("--steps", optarg, 1, 100000, &steps, &err); break;
-        case OPT_LATENCY: rc = dl_parse_double("--send-latency", optarg, 0, 1e6, &latency_ms, &err); break;
-        case OPT_SCHEDULES: schedules = optarg; break;
-        case OPT_CUT_BY_TIMES: by_times = 1; break;
-        case DL_OPT_HELP: help(); return 0;
-        case DL_OPT_VERSION: dl_print_version(PROG); return 0;
-        default: return 2;
-        }
-        if (dl_option_refused(PROG, rc, &err))
-            return 2;
-    }
     if (!M)
         M = 4 * P;
     if (!schedules_valid(schedules, &err)) {
@@ -210,7 +206,7 @@ int dl_cli_bench_pipeline(int argc, char **argv)
         return 2;
     }
     struct dl_net net;
-    int status = dl_net_options_load(&net_options, &net, PROG);
+    status = dl_net_options_load(&cmd.net_options, &net, PROG);
     if (status)
         return status;
     const struct dl_graph *g = &net.graph;
@@ -223,7 +219,7 @@ int dl_cli_bench_pipeline(int argc, char **argv)
     }
     struct dl_exec e;
     struct dl_exec_options eo;
-    dl_net_exec_options(&net_options, &eo);
+    dl_net_exec_options(&cmd.net_options, &eo);
     eo.split_backward = 1;
     double *times = calloc(4 * (size_t)g->n, sizeof *times);
     struct layer_times t = {times, times + g->n, times + 2 * g->n, times + 3 * g->n, by_times};

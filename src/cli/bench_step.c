@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/clock.h"
 #include "core/parse.h"
@@ -23,8 +24,6 @@
 #include "train/no_decay.h"
 #include "parallel/trace_ranks.h"
 #include "tune/tune.h"
-
-enum { OPT_STEPS = DL_OPT_FIRST_LOCAL, OPT_WARMUP, OPT_NO_PEAK, OPT_TRACE, OPT_TRACE_STEPS };
 
 /* Steps --trace records unless --trace-steps says (warm-up steps count). */
 #define TRACE_DEFAULT_STEPS 20
@@ -60,139 +59,162 @@ static void print_layers(const struct dl_exec *e, int steps)
     }
 }
 
-int dl_cli_bench_step(int argc, char **argv)
-{
-    static const struct option long_opts[] = {DL_NET_OPTIONS,
-                                              {"steps", required_argument, 0, OPT_STEPS},
-                                              {"warmup", required_argument, 0, OPT_WARMUP},
-                                              {"no-peak", no_argument, 0, OPT_NO_PEAK},
-                                              {"trace", required_argument, 0, OPT_TRACE},
-                                              {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
-                                              {0, 0, 0, 0}};
+/* Everything the command line asks for. */
+struct bench_step_command {
     struct dl_net_options net_options;
-    dl_net_options_init(&net_options);
-    int opt, steps = 10, warmup = 3, peak = 1;
-    const char *trace_path = NULL;
-    long trace_steps = TRACE_DEFAULT_STEPS;
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain bench step")) != -1) {
-        int r = dl_net_option(&net_options, opt, optarg, "dltrain bench step");
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        switch (opt) {
-        case OPT_STEPS:
-        case OPT_WARMUP: {
-            struct dl_error perr = {0};
-            if (dl_option_refused("dltrain bench step",
-                                  dl_parse_int(opt == OPT_STEPS ? "--steps" : "--warmup", optarg,
-                                               opt == OPT_STEPS ? 1 : 0, 100000,
-                                               opt == OPT_STEPS ? &steps : &warmup, &perr), &perr))
-                return 2;
-            break;
-        }
-        case OPT_NO_PEAK: peak = 0; break;
-        case OPT_TRACE: trace_path = optarg; break;
-        case OPT_TRACE_STEPS: {
-            struct dl_error perr = {0};
-            if (dl_option_refused("dltrain bench step",
-                                  dl_parse_long("--trace-steps", optarg, 0, 1L << 40, &trace_steps, &perr), &perr))
-                return 2;
-            break;
-        }
-        case DL_OPT_HELP: help(); return 0;
-        case DL_OPT_VERSION: dl_print_version("dltrain bench step"); return 0;
-        default: return 2;
-        }
-    }
-    struct dl_net net;
-    int status = dl_net_options_load(&net_options, &net, "dltrain bench step");
-    if (status)
-        return status;
-    const struct dl_graph *g = &net.graph;
-    int N = net.train.batch;
-    struct dl_error err = {0};
+    int steps, warmup, peak;
+    const char *trace_path;
+    long trace_steps;
+};
+
+/* Parses argv into cmd; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct bench_step_command *cmd)
+{
+    static const struct dl_option options[] = {
+        DL_OPTION_INT("steps", struct bench_step_command, steps, 1, 100000),
+        DL_OPTION_INT("warmup", struct bench_step_command, warmup, 0, 100000),
+        DL_OPTION_FLAG("no-peak", struct bench_step_command, peak, 0),
+        DL_OPTION_STRING("trace", struct bench_step_command, trace_path),
+        DL_OPTION_LONG("trace-steps", struct bench_step_command, trace_steps, 0, 1L << 40), DL_OPTION_END};
+    struct dl_command_line line = {"dltrain bench step", options, cmd, &cmd->net_options, help, .version = 1};
+    int first_argument;
+    return dl_options_parse(&line, argc, argv, &first_argument);
+}
+
+/* What the timed steps run on. */
+struct step_bench {
     struct dl_exec e;
+    struct dl_optim o;
+    float *x;
+    int *y;
+    double *t;               /* each timed step's seconds */
+    struct dl_trace *trace;  /* --trace, else NULL */
+};
+
+/* The executor, the optimizer, a random batch and the trace; on failure
+ * the executor and the optimizer are freed (the rest by free_bench). */
+static int setup(struct bench_step_command *cmd, const struct dl_net *net, struct step_bench *b,
+                 struct dl_error *err)
+{
+    const struct dl_graph *g = &net->graph;
     struct dl_exec_options eo;
-    dl_net_exec_options(&net_options, &eo);
-    struct dl_optim o = {0};
-    float *x = NULL;
-    int *y = NULL;
-    double *t = malloc(sizeof *t * (size_t)steps);
-    int rc = !t ? dl_errorf(&err, DL_ERR_NOMEM, "out of memory") : dl_bench_random_batch(g, N, &x, &y, &err);
-    struct dl_trace *trace = NULL;
-    if (!rc && trace_path) {
-        trace = dl_trace_create(trace_steps, 0, 0, 0, 0, &err);
-        rc = trace ? dl_trace_align(trace, NULL, &err) : DL_ERR_NOMEM;
-        eo.trace = trace;
+    dl_net_exec_options(&cmd->net_options, &eo);
+    b->t = malloc(sizeof *b->t * (size_t)cmd->steps);
+    int rc = !b->t ? dl_errorf(err, DL_ERR_NOMEM, "out of memory")
+                   : dl_bench_random_batch(g, net->train.batch, &b->x, &b->y, err);
+    if (!rc && cmd->trace_path) {
+        b->trace = dl_trace_create(cmd->trace_steps, 0, 0, 0, 0, err);
+        rc = b->trace ? dl_trace_align(b->trace, NULL, err) : DL_ERR_NOMEM;
+        eo.trace = b->trace;
     }
     if (!rc)
-        rc = dl_exec_init(&e, g, N, net.train.seed, &eo, &err);
-    if (!rc && (rc = dl_optim_init_on(&o, &net.train.optim, e.n_weights, dl_exec_device(&e), &err)) != 0)
-        dl_exec_free(&e);
-    struct dl_exec *one = &e;
-    if (!rc && (rc = dl_no_decay_apply(&one, 1, e.weights, net.train.optim.no_decay, &o, NULL, &err)) != 0) {
-        dl_optim_free(&o);
-        dl_exec_free(&e);
+        rc = dl_exec_init(&b->e, g, net->train.batch, net->train.seed, &eo, err);
+    if (!rc && (rc = dl_optim_init_on(&b->o, &net->train.optim, b->e.n_weights, dl_exec_device(&b->e), err)) != 0)
+        dl_exec_free(&b->e);
+    struct dl_exec *one = &b->e;
+    if (!rc && (rc = dl_no_decay_apply(&one, 1, b->e.weights, net->train.optim.no_decay, &b->o, NULL, err)) != 0) {
+        dl_optim_free(&b->o);
+        dl_exec_free(&b->e);
     }
+    return rc;
+}
+
+static void free_bench(struct step_bench *b)
+{
+    free(b->x), free(b->y), free(b->t);
+    dl_trace_free(b->trace);
+}
+
+/* The warm-up steps, then the timed ones (zero grad, forward, backward, optimizer). */
+static void run_steps(const struct bench_step_command *cmd, const struct dl_net *net, struct step_bench *b)
+{
+    struct dl_error err = {0};
+    int N = net->train.batch;
+    for (int s = 0; s < cmd->warmup + cmd->steps; s++) {
+        if (s == cmd->warmup)
+            dl_exec_timing_enable(&b->e, &err);
+        dl_trace_step_begin(b->trace, s + 1);
+        double t0 = dl_clock_now();
+        dl_exec_zero_grad(&b->e);
+        dl_exec_forward(&b->e, b->x, b->y, N, 1);
+        dl_exec_backward(&b->e);
+        double t_optim = dl_trace_now(b->trace);
+        dl_optim_step(&b->o, net->train.optim.lr, b->e.weights, b->e.dweights);
+        if (dl_trace_on(b->trace))
+            dl_trace_span(b->trace, DL_TRACE_OPTIMIZER, "optimizer", t_optim);
+        if (s >= cmd->warmup)
+            b->t[s - cmd->warmup] = dl_clock_now() - t0;
+        dl_trace_step_end(b->trace, t0, 1);
+    }
+}
+
+/* The measured GEMM peaks and the step's share of them. */
+static void print_peaks(const struct dl_net *net, double gflops)
+{
+    const char *lib, *core, *impl;
+    double p = dl_kernel_sgemm_peak(1024, &lib, &core);
+    printf("sgemm peak: %.1f GFLOP/s (%s, 1024^3; OpenBLAS core %s); share %.1f%%\n", p, lib, core,
+           p > 0 ? 100 * gflops / p : 0);
+    if (net->train.precision && (p = dl_kernel_bf16_gemm_peak(1024, &impl)) > 0) /* bf16: its own peak */
+        printf("bf16 GEMM peak: %.1f GFLOP/s (oneDNN matmul %s, 1024^3, f32 sums); share %.1f%%\n", p, impl,
+               100 * gflops / p);
+}
+
+static void print_results(const struct bench_step_command *cmd, const struct dl_net *net, struct step_bench *b)
+{
+    const struct dl_graph *g = &net->graph;
+    const struct dl_exec *e = &b->e;
+    int N = net->train.batch, steps = cmd->steps;
+    double flops = 0;
+    for (int i = 0; i < g->n; i++)
+        flops += g->layers[i].flops;
+    double med = dl_median(b->t, steps), gflops = 3 * flops * N / med / 1e9;
+    printf("network %s, batch %d, %d threads, %d timed steps after %d warm-up, %d reorder steps\n", net->name,
+           N, dl_threads_get(), steps, cmd->warmup, dl_exec_reorders(e));
+    print_layers(e, steps);
+    printf("step time: %.3f ms (median; min %.3f, max %.3f)\n", 1e3 * med, 1e3 * b->t[0], 1e3 * b->t[steps - 1]);
+    printf("samples/s: %.1f\n", N / med);
+    printf("achieved: %.1f GFLOP/s (%.3f GFLOP per step)\n", gflops, 3 * flops * N / 1e9);
+    printf("planned arena: %zu bytes (%.1f MiB; %.1f MiB without reuse); parameters %.1f MiB\n", e->stats.arena_bytes,
+           e->stats.arena_bytes / 1048576.0, e->stats.unplanned_bytes / 1048576.0, 3.0 * e->n_weights * 4 / 1048576.0);
+    if (cmd->peak)
+        print_peaks(net, gflops);
+}
+
+int dl_cli_bench_step(int argc, char **argv)
+{
+    struct bench_step_command cmd = {.steps = 10, .warmup = 3, .peak = 1, .trace_steps = TRACE_DEFAULT_STEPS};
+    dl_net_options_init(&cmd.net_options);
+    int status = parse_args(argc, argv, &cmd);
+    if (status >= 0)
+        return status;
+    struct dl_net net;
+    status = dl_net_options_load(&cmd.net_options, &net, "dltrain bench step");
+    if (status)
+        return status;
+    struct dl_error err = {0};
+    struct step_bench b = {0};
+    int rc = setup(&cmd, &net, &b, &err);
     if (rc) {
         fprintf(stderr, "dltrain bench step: %s\n", err.msg);
-        free(x), free(y), free(t);
-        dl_trace_free(trace);
+        free_bench(&b);
         dl_net_free(&net);
         return 1;
     }
-    for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup)
-            dl_exec_timing_enable(&e, &err);
-        dl_trace_step_begin(trace, s + 1);
-        double t0 = dl_clock_now();
-        dl_exec_zero_grad(&e);
-        dl_exec_forward(&e, x, y, N, 1);
-        dl_exec_backward(&e);
-        double t_optim = dl_trace_now(trace);
-        dl_optim_step(&o, net.train.optim.lr, e.weights, e.dweights);
-        if (dl_trace_on(trace))
-            dl_trace_span(trace, DL_TRACE_OPTIMIZER, "optimizer", t_optim);
-        if (s >= warmup)
-            t[s - warmup] = dl_clock_now() - t0;
-        dl_trace_step_end(trace, t0, 1);
-    }
-    if (trace && dl_trace_gather_write(trace, NULL, trace_path, &err)) {
+    run_steps(&cmd, &net, &b);
+    if (b.trace && dl_trace_gather_write(b.trace, NULL, cmd.trace_path, &err)) {
         fprintf(stderr, "dltrain bench step: %s\n", err.msg);
         rc = 1;
     }
-    if (e.status) {
-        fprintf(stderr, "dltrain bench step: %s\n", e.err.msg);
+    if (b.e.status) {
+        fprintf(stderr, "dltrain bench step: %s\n", b.e.err.msg);
         rc = 1;
     } else {
-        double flops = 0;
-        for (int i = 0; i < g->n; i++)
-            flops += g->layers[i].flops;
-        double med = dl_median(t, steps), gflops = 3 * flops * N / med / 1e9;
-        printf("network %s, batch %d, %d threads, %d timed steps after %d warm-up, %d reorder steps\n", net.name,
-               N, dl_threads_get(), steps, warmup, dl_exec_reorders(&e));
-        print_layers(&e, steps);
-        printf("step time: %.3f ms (median; min %.3f, max %.3f)\n", 1e3 * med, 1e3 * t[0], 1e3 * t[steps - 1]);
-        printf("samples/s: %.1f\n", N / med);
-        printf("achieved: %.1f GFLOP/s (%.3f GFLOP per step)\n", gflops, 3 * flops * N / 1e9);
-        printf("planned arena: %zu bytes (%.1f MiB; %.1f MiB without reuse); parameters %.1f MiB\n", e.stats.arena_bytes,
-               e.stats.arena_bytes / 1048576.0, e.stats.unplanned_bytes / 1048576.0, 3.0 * e.n_weights * 4 / 1048576.0);
-        if (peak) {
-            const char *lib, *core, *impl;
-            double p = dl_kernel_sgemm_peak(1024, &lib, &core);
-            printf("sgemm peak: %.1f GFLOP/s (%s, 1024^3; OpenBLAS core %s); share %.1f%%\n", p, lib, core,
-                   p > 0 ? 100 * gflops / p : 0);
-            if (net.train.precision && (p = dl_kernel_bf16_gemm_peak(1024, &impl)) > 0) /* bf16: its own peak */
-                printf("bf16 GEMM peak: %.1f GFLOP/s (oneDNN matmul %s, 1024^3, f32 sums); share %.1f%%\n", p, impl,
-                       100 * gflops / p);
-        }
+        print_results(&cmd, &net, &b);
     }
-    dl_optim_free(&o);
-    dl_exec_free(&e);
-    dl_trace_free(trace);
-    free(x), free(y), free(t);
+    dl_optim_free(&b.o);
+    dl_exec_free(&b.e);
+    free_bench(&b);
     dl_net_free(&net);
     return rc;
 }

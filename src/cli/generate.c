@@ -19,11 +19,11 @@
  * that argument) runs every token on the whole window. */
 #include "cli/cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/clock.h"
 #include "core/parse.h"
@@ -34,8 +34,6 @@
 #include "train/sample.h"
 
 #define PROG "dltrain generate"
-
-enum { OPT_CHECKPOINT = DL_OPT_FIRST_LOCAL, OPT_INIT_FROM, OPT_NO_CACHE, OPT_PROMPT, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_VOCAB, OPT_VERBOSE };
 
 static void help(void)
 {
@@ -141,145 +139,189 @@ static int cached_scores(struct cached *d, const struct dl_token_stream *s, int3
     return dl_exec_scores_at(&d->e, 0, 0, scores, err);
 }
 
-int dl_cli_generate(int argc, char **argv)
+/* Everything the command line asks for. */
+struct generate_command {
+    struct dl_net_options net_options;
+    const char *checkpoint, *init_from, *prompt, *vocab;
+    int max_tokens, use_cache, verbose, top_k;
+    double temperature;
+};
+
+/* Parses argv into cmd; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct generate_command *cmd)
 {
-    static const struct option opts[] = {DL_NET_OPTIONS,
-                                         {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
-                                         {"init-from", required_argument, 0, OPT_INIT_FROM},
-                                         {"no-cache", no_argument, 0, OPT_NO_CACHE},
-                                         {"prompt", required_argument, 0, OPT_PROMPT},
-                                         {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
-                                         {"temperature", required_argument, 0, OPT_TEMPERATURE},
-                                         {"top-k", required_argument, 0, OPT_TOP_K},
-                                         {"vocab", required_argument, 0, OPT_VOCAB},
-                                         {"verbose", no_argument, 0, OPT_VERBOSE},
-                                         {0, 0, 0, 0}};
-    struct dl_net_options no;
-    dl_net_options_init(&no);
-    const char *checkpoint = NULL, *init_from = NULL, *prompt = NULL, *vocab = "gpt2";
-    int max_tokens = 64, opt, use_cache = 1, verbose = 0;
-    struct dl_sampler z;
-    double temperature = 1;
-    int top_k = 0;
-    struct dl_error err = {0};
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
-        int r = dl_net_option(&no, opt, optarg, PROG);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        int rc = DL_OK;
-        switch (opt) {
-        case OPT_CHECKPOINT: checkpoint = optarg; break;
-        case OPT_INIT_FROM: init_from = optarg; break;
-        case OPT_NO_CACHE: use_cache = 0; break;
-        case OPT_PROMPT: prompt = optarg; break;
-        case OPT_MAX_TOKENS: rc = dl_parse_int("--max-tokens", optarg, 0, 1 << 24, &max_tokens, &err); break;
-        case OPT_TEMPERATURE: rc = dl_parse_double("--temperature", optarg, 0, 1e6, &temperature, &err); break;
-        case OPT_TOP_K: rc = dl_parse_int("--top-k", optarg, 0, 1 << 30, &top_k, &err); break;
-        case OPT_VOCAB: vocab = optarg; break;
-        case OPT_VERBOSE: verbose = 1; break;
-        case DL_OPT_HELP: help(); return 0;
-        default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
-        }
-        if (dl_option_refused(PROG, rc, &err))
-            return 2;
-    }
-    if (!checkpoint == !init_from) {
-        fprintf(stderr, PROG ": %s\n", checkpoint ? "--checkpoint and --init-from: give one"
+    static const struct dl_option options[] = {
+        DL_OPTION_STRING("checkpoint", struct generate_command, checkpoint),
+        DL_OPTION_STRING("init-from", struct generate_command, init_from),
+        DL_OPTION_FLAG("no-cache", struct generate_command, use_cache, 0),
+        DL_OPTION_STRING("prompt", struct generate_command, prompt),
+        DL_OPTION_INT("max-tokens", struct generate_command, max_tokens, 0, 1 << 24),
+        DL_OPTION_DOUBLE("temperature", struct generate_command, temperature, 0, 1e6),
+        DL_OPTION_INT("top-k", struct generate_command, top_k, 0, 1 << 30),
+        DL_OPTION_STRING("vocab", struct generate_command, vocab),
+        DL_OPTION_FLAG("verbose", struct generate_command, verbose, 1), DL_OPTION_END};
+    struct dl_command_line line = {PROG, options, cmd, &cmd->net_options, help, .repeat_try = 1};
+    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
+    if (status >= 0)
+        return status;
+    if (!cmd->checkpoint == !cmd->init_from) {
+        fprintf(stderr, PROG ": %s\n", cmd->checkpoint ? "--checkpoint and --init-from: give one"
                 : "no weights given: --checkpoint FILE or DIR (a run's --checkpoint-dir), or --init-from FILE "
                   "(Hugging Face's GPT-2 safetensors)");
         return 2;
     }
-    struct dl_net net;
-    int status = dl_net_options_load(&no, &net, PROG);
-    if (status)
-        return status;
-    const struct dl_graph *g = &net.graph;
-    int T = g->input.h, C = g->classes, rc = DL_OK;
+    return -1;
+}
+
+/* What a generation holds. */
+struct generation {
+    struct dl_bpe *b;          /* NULL: the tokens are bytes */
+    struct dl_token_stream s;  /* the prompt's tokens, then the drawn ones */
+    struct dl_exec e;          /* the window's executor */
+    int have_exec, have_sampler;
+    int32_t *x;
+    float *scores;
+    int *labels;
+    struct dl_sampler z;
+    struct cached dec;
+};
+
+/* The network reads token ids with a loss at every position; its vocabulary
+ * (BPE unless the classes are bytes) fits its classes. */
+static int open_vocabulary(const struct generate_command *cmd, const struct dl_graph *g, struct dl_bpe **b,
+                           struct dl_error *err)
+{
+    int T = g->input.h, C = g->classes;
     if (g->input.dtype != DL_I32 || g->positions != T || T < 1)
-        rc = dl_errorf(&err, DL_ERR_SPEC, "%s reads no token ids with a loss at every position (input [T], dtype "
-                       "i32): nothing to generate from", no.net_path);
-    struct dl_bpe *b = NULL;
-    if (!rc && C != 256) {
-        rc = dl_bpe_open(vocab, &b, &err);
-        if (!rc && dl_bpe_vocab(b) > C)
-            rc = dl_errorf(&err, DL_ERR_SPEC, "the vocabulary '%s' has %d tokens, the network only %d classes", vocab,
-                           dl_bpe_vocab(b), C);
-    }
-    /* the prompt's tokens */
-    struct dl_token_stream s = {0};
+        return dl_errorf(err, DL_ERR_SPEC, "%s reads no token ids with a loss at every position (input [T], dtype "
+                         "i32): nothing to generate from", cmd->net_options.net_path);
+    if (C == 256)
+        return DL_OK;
+    int rc = dl_bpe_open(cmd->vocab, b, err);
+    if (!rc && dl_bpe_vocab(*b) > C)
+        rc = dl_errorf(err, DL_ERR_SPEC, "the vocabulary '%s' has %d tokens, the network only %d classes",
+                       cmd->vocab, dl_bpe_vocab(*b), C);
+    return rc;
+}
+
+/* The prompt's tokens (its UTF-8 repaired) into s: BPE's, with
+ * <|endoftext|> for an empty prompt; or its bytes, a newline for an empty one. */
+static int prompt_tokens(struct dl_bpe *b, const char *prompt, struct dl_token_stream *s, struct dl_error *err)
+{
     const char *text = prompt ? prompt : "";
     size_t n = strlen(text), len = 0;
-    unsigned char *fixed = rc ? NULL : malloc(3 * n + 1);
-    if (!rc && !fixed)
-        rc = dl_errorf(&err, DL_ERR_NOMEM, "out of memory");
-    if (!rc)
-        dl_utf8_repair((const unsigned char *)text, n, fixed, &len);
-    if (!rc && b && (!prompt || !*prompt) && !(rc = dl_token_stream_reserve(&s, 1, &err)))
-        s.id[s.n++] = dl_bpe_end_of_text(b);
-    else if (!rc && b)
-        rc = dl_bpe_encode(b, (const char *)fixed, len, &s, &err);
-    else if (!rc && !(rc = dl_token_stream_reserve(&s, (long)len + 1, &err))) {
+    unsigned char *fixed = malloc(3 * n + 1);
+    if (!fixed)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+    dl_utf8_repair((const unsigned char *)text, n, fixed, &len);
+    int rc = DL_OK;
+    if (b && (!prompt || !*prompt) && !(rc = dl_token_stream_reserve(s, 1, err)))
+        s->id[s->n++] = dl_bpe_end_of_text(b);
+    else if (b && !rc)
+        rc = dl_bpe_encode(b, (const char *)fixed, len, s, err);
+    else if (!rc && !(rc = dl_token_stream_reserve(s, (long)len + 1, err))) {
         for (size_t i = 0; i < len; i++)
-            s.id[s.n++] = fixed[i];
+            s->id[s->n++] = fixed[i];
         if (!len)
-            s.id[s.n++] = '\n';
+            s->id[s->n++] = '\n';
     }
     free(fixed);
-    struct dl_exec e;
+    return rc;
+}
+
+/* The window's executor with the weights, its buffers and the sampler. */
+static int start(struct generate_command *cmd, const struct dl_net *net, struct generation *gen,
+                 struct dl_error *err)
+{
+    const struct dl_graph *g = &net->graph;
+    int T = g->input.h, C = g->classes;
     struct dl_exec_options eo;
-    dl_net_exec_options(&no, &eo);
-    int have_exec = 0;
-    if (use_cache) /* the window's attention layers keep caches for the one-position executor */
+    dl_net_exec_options(&cmd->net_options, &eo);
+    if (cmd->use_cache) /* the window's attention layers keep caches for the one-position executor */
         eo.decode_positions = T;
-    if (!rc && !(rc = dl_exec_init(&e, g, 1, net.train.seed, &eo, &err)))
-        have_exec = 1;
+    int rc = dl_exec_init(&gen->e, g, 1, net->train.seed, &eo, err);
+    gen->have_exec = !rc;
     if (!rc)
-        rc = dl_load_weights(checkpoint, init_from, &e, g, &err);
-    int32_t *x = rc ? NULL : calloc((size_t)T, sizeof *x);
-    float *scores = rc ? NULL : calloc((size_t)C, sizeof *scores);
-    int *labels = rc ? NULL : calloc((size_t)T, sizeof *labels);
-    int have_sampler = 0;
-    if (!rc && (!x || !scores || !labels))
-        rc = dl_errorf(&err, DL_ERR_NOMEM, "out of memory");
-    if (!rc && !(rc = dl_sampler_init(&z, C, temperature, top_k, net.train.seed, &err)))
-        have_sampler = 1;
-    if (!rc)
-        fwrite(prompt ? prompt : "", 1, prompt ? strlen(prompt) : 0, stdout);
-    struct cached dec = {0};
-    if (!rc && use_cache)
-        open_cached(&no, checkpoint, init_from, &e, T, &dec);
-    double t0 = dl_clock_now(), t1 = t0;
-    long prompt_tokens = s.n;
-    for (int i = 0; !rc && i < max_tokens; i++) {
-        rc = dec.on ? cached_scores(&dec, &s, x, labels, scores, &err)
-                    : dl_sample_window_scores(&e, T, s.id, s.n, x, labels, scores, &err);
+        rc = dl_load_weights(cmd->checkpoint, cmd->init_from, &gen->e, g, err);
+    gen->x = rc ? NULL : calloc((size_t)T, sizeof *gen->x);
+    gen->scores = rc ? NULL : calloc((size_t)C, sizeof *gen->scores);
+    gen->labels = rc ? NULL : calloc((size_t)T, sizeof *gen->labels);
+    if (!rc && (!gen->x || !gen->scores || !gen->labels))
+        rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+    if (!rc && !(rc = dl_sampler_init(&gen->z, C, cmd->temperature, cmd->top_k, net->train.seed, err)))
+        gen->have_sampler = 1;
+    return rc;
+}
+
+/* Draws and prints the tokens; t1: when the prompt's tokens were in. */
+static int draw_tokens(const struct generate_command *cmd, struct generation *gen, int T, double *t1,
+                       struct dl_error *err)
+{
+    int rc = DL_OK;
+    for (int i = 0; !rc && i < cmd->max_tokens; i++) {
+        rc = gen->dec.on ? cached_scores(&gen->dec, &gen->s, gen->x, gen->labels, gen->scores, err)
+                         : dl_sample_window_scores(&gen->e, T, gen->s.id, gen->s.n, gen->x, gen->labels,
+                                                   gen->scores, err);
         if (i == 0)
-            t1 = dl_clock_now(); /* the prompt's tokens are in */
+            *t1 = dl_clock_now(); /* the prompt's tokens are in */
         if (!rc)
-            rc = dl_token_stream_reserve(&s, 1, &err);
+            rc = dl_token_stream_reserve(&gen->s, 1, err);
         if (!rc) {
-            int id = dl_sampler_draw(&z, scores);
-            s.id[s.n++] = id;
-            dl_sample_emit(stdout, b, id);
+            int id = dl_sampler_draw(&gen->z, gen->scores);
+            gen->s.id[gen->s.n++] = id;
+            dl_sample_emit(stdout, gen->b, id);
             fflush(stdout);
         }
     }
-    if (!rc && verbose)
+    return rc;
+}
+
+static void finish(struct generation *gen)
+{
+    close_cached(&gen->dec);
+    free(gen->x), free(gen->scores), free(gen->labels);
+    if (gen->have_sampler)
+        dl_sampler_free(&gen->z);
+    dl_token_stream_free(&gen->s);
+    dl_bpe_free(gen->b);
+    if (gen->have_exec)
+        dl_exec_free(&gen->e);
+}
+
+int dl_cli_generate(int argc, char **argv)
+{
+    struct generate_command cmd = {.vocab = "gpt2", .max_tokens = 64, .use_cache = 1, .temperature = 1};
+    dl_net_options_init(&cmd.net_options);
+    int status = parse_args(argc, argv, &cmd);
+    if (status >= 0)
+        return status;
+    struct dl_net net;
+    status = dl_net_options_load(&cmd.net_options, &net, PROG);
+    if (status)
+        return status;
+    struct dl_error err = {0};
+    struct generation gen = {0};
+    int T = net.graph.input.h;
+    int rc = open_vocabulary(&cmd, &net.graph, &gen.b, &err);
+    if (!rc)
+        rc = prompt_tokens(gen.b, cmd.prompt, &gen.s, &err);
+    if (!rc)
+        rc = start(&cmd, &net, &gen, &err);
+    if (!rc)
+        fwrite(cmd.prompt ? cmd.prompt : "", 1, cmd.prompt ? strlen(cmd.prompt) : 0, stdout);
+    if (!rc && cmd.use_cache)
+        open_cached(&cmd.net_options, cmd.checkpoint, cmd.init_from, &gen.e, T, &gen.dec);
+    double t0 = dl_clock_now(), t1 = t0;
+    long prompt_tokens_n = gen.s.n;
+    if (!rc)
+        rc = draw_tokens(&cmd, &gen, T, &t1, &err);
+    int n = cmd.max_tokens;
+    if (!rc && cmd.verbose)
         fprintf(stderr, "\n" PROG ": %d tokens in %.2f s (%.1f ms a token after the first, which took %.1f ms with "
-                "the prompt's %ld; a window of %d, %s)\n", max_tokens, dl_clock_now() - t0,
-                max_tokens > 1 ? 1e3 * (dl_clock_now() - t1) / (max_tokens - 1) : 0.0, 1e3 * (t1 - t0), prompt_tokens,
-                T, dec.on ? "key/value cache" : "no cache: every token runs the window");
-    close_cached(&dec);
-    free(x), free(scores), free(labels);
-    if (have_sampler)
-        dl_sampler_free(&z);
-    dl_token_stream_free(&s);
-    dl_bpe_free(b);
-    if (have_exec)
-        dl_exec_free(&e);
+                "the prompt's %ld; a window of %d, %s)\n", n, dl_clock_now() - t0,
+                n > 1 ? 1e3 * (dl_clock_now() - t1) / (n - 1) : 0.0, 1e3 * (t1 - t0), prompt_tokens_n,
+                T, gen.dec.on ? "key/value cache" : "no cache: every token runs the window");
+    finish(&gen);
     dl_net_free(&net);
     return dl_option_refused(PROG, rc, &err) ? (rc == DL_ERR_SPEC ? 2 : 1) : 0;
 }
