@@ -10,6 +10,7 @@
 
 #include "backends/kernel.h"
 #include "cli/job_output.h"
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "cli/run_scalars.h"
 #include "cli/train_auto.h"
@@ -26,15 +27,6 @@
 #include "train/checkpoint_dir.h"
 #include "train/signals.h"
 #include "train/trainer.h"
-
-enum {
-    OPT_METRICS = DL_OPT_FIRST_LOCAL, OPT_LOG_EVERY, OPT_QUIET, OPT_COMM, OPT_PARALLEL, OPT_ALLREDUCE,
-    OPT_COMPRESS, OPT_GRAD_DTYPE, OPT_BUCKET_BYTES, OPT_NO_OVERLAP, OPT_CONSISTENCY, OPT_GOSSIP_OVERLAP, OPT_CONSENSUS_EVERY, OPT_PS_SERVERS, OPT_STALL_WARNING,
-    OPT_STALL_TIMEOUT, OPT_SLOW_RANK, OPT_HOLD_AT_STEP, OPT_DUMP_WEIGHTS, OPT_SYNC_BN, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_KEEP, OPT_RESUME,
-    OPT_STRICT_CKPT, OPT_GRID, OPT_CHUNKS, OPT_SCHEDULE, OPT_TRACE, OPT_TRACE_STEPS, OPT_TRACE_SKEW, OPT_PLAN_FLOPS, OPT_PLAN_TRIALS,
-    OPT_PLAN_KEEP, OPT_COMM_EMULATE, OPT_INIT_FROM, OPT_EVAL_EVERY, OPT_SAMPLE_EVERY, OPT_SAMPLE_TOKENS,
-    OPT_TENSORBOARD, OPT_DUMP_BATCHES
-};
 
 struct printer {
     const char *net_path;
@@ -210,12 +202,6 @@ static void on_warning(void *ctx, const char *msg)
     fflush(stderr);
 }
 
-/* Prints the message of a refused option value; returns 1 when there was one. */
-static int refused(int rc, const struct dl_error *err)
-{
-    return dl_option_refused("dltrain", rc, err);
-}
-
 /* RANK:MILLISECONDS of option opt (--debug-slow-rank, --debug-trace-skew). */
 static int parse_rank_ms(const char *opt, const char *text, int *rank, double *ms, struct dl_error *err)
 {
@@ -366,51 +352,6 @@ static void help(void)
           stdout);
 }
 
-static const struct option long_opts[] = {
-    DL_NET_OPTIONS,
-    {"metrics", required_argument, 0, OPT_METRICS},
-    {"tensorboard", required_argument, 0, OPT_TENSORBOARD},
-    {"log-every", required_argument, 0, OPT_LOG_EVERY},
-    {"quiet", no_argument, 0, OPT_QUIET},
-    {"comm", required_argument, 0, OPT_COMM},
-    {"parallel", required_argument, 0, OPT_PARALLEL},
-    {"allreduce", required_argument, 0, OPT_ALLREDUCE},
-    {"compress", required_argument, 0, OPT_COMPRESS},
-    {"grad-dtype", required_argument, 0, OPT_GRAD_DTYPE},
-    {"bucket-bytes", required_argument, 0, OPT_BUCKET_BYTES},
-    {"no-overlap", no_argument, 0, OPT_NO_OVERLAP},
-    {"consistency", required_argument, 0, OPT_CONSISTENCY},
-    {"gossip-overlap", no_argument, 0, OPT_GOSSIP_OVERLAP},
-    {"consensus-every", required_argument, 0, OPT_CONSENSUS_EVERY},
-    {"ps-servers", required_argument, 0, OPT_PS_SERVERS},
-    {"stall-warning", required_argument, 0, OPT_STALL_WARNING},
-    {"stall-timeout", required_argument, 0, OPT_STALL_TIMEOUT},
-    {"debug-slow-rank", required_argument, 0, OPT_SLOW_RANK},
-    {"debug-hold-at-step", required_argument, 0, OPT_HOLD_AT_STEP},
-    {"debug-dump-batches", required_argument, 0, OPT_DUMP_BATCHES},
-    {"dump-weights", required_argument, 0, OPT_DUMP_WEIGHTS},
-    {"sync-bn", no_argument, 0, OPT_SYNC_BN},
-    {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
-    {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
-    {"keep", required_argument, 0, OPT_KEEP},
-    {"resume", optional_argument, 0, OPT_RESUME},
-    {"init-from", required_argument, 0, OPT_INIT_FROM},
-    {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
-    {"sample-every", required_argument, 0, OPT_SAMPLE_EVERY},
-    {"sample-tokens", required_argument, 0, OPT_SAMPLE_TOKENS},
-    {"strict-checkpoints", no_argument, 0, OPT_STRICT_CKPT},
-    {"grid", required_argument, 0, OPT_GRID},
-    {"pipeline-chunks", required_argument, 0, OPT_CHUNKS},
-    {"pipeline-schedule", required_argument, 0, OPT_SCHEDULE},
-    {"trace", required_argument, 0, OPT_TRACE},
-    {"trace-steps", required_argument, 0, OPT_TRACE_STEPS},
-    {"debug-trace-skew", required_argument, 0, OPT_TRACE_SKEW},
-    {"plan-flops", required_argument, 0, OPT_PLAN_FLOPS},
-    {"plan-trials", required_argument, 0, OPT_PLAN_TRIALS},
-    {"debug-plan-keep", required_argument, 0, OPT_PLAN_KEEP},
-    {"comm-emulate", required_argument, 0, OPT_COMM_EMULATE},
-    {0, 0, 0, 0}};
-
 /* Everything the command line asks for. */
 struct train_command {
     struct dl_net_options net_options;   /* --net and the network file's overrides */
@@ -424,138 +365,133 @@ struct train_command {
     int emulate;
 };
 
-/* One of train's own options; returns -1 to go on, else the exit status
- * (0 after --help or --version, 2 for a bad value). */
-static int train_option(struct train_command *cmd, int opt, const char *arg)
+/* The options whose values need more than a field set. */
+static int take_allreduce(void *settings, const char *value, struct dl_error *err)
 {
-    struct dl_train_opts *train = &cmd->train_options;
-    struct dl_parallel_opts *par = &train->parallel;
-    struct dl_error err = {0};
-    int bad = 0;
-    switch (opt) {
-    case DL_OPT_HELP: help(); return 0;
-    case DL_OPT_VERSION: dl_print_version("dltrain"); return 0;
-    case OPT_METRICS: cmd->metrics_path = arg; break;
-    case OPT_TENSORBOARD: cmd->tensorboard_dir = arg; break;
-    case OPT_LOG_EVERY:
-        bad = refused(dl_parse_long("--log-every", arg, 1, 1L << 40, &cmd->printer.log_every, &err), &err);
-        break;
-    case OPT_QUIET: cmd->printer.quiet = 1; break;
-    case OPT_COMM: cmd->comm_name = arg; break;
-    case OPT_COMM_EMULATE:
-        bad = refused(dl_comm_emulation_parse("--comm-emulate", arg, &cmd->emulation, &err), &err);
-        cmd->emulate = !bad;
-        break;
-    case OPT_PARALLEL: cmd->parallel = arg; break;
-    case OPT_ALLREDUCE:
-        par->allreduce = arg;
-        if (!dl_allreduce_find(arg)) {
-            fprintf(stderr, "dltrain: --allreduce: unknown algorithm '%s' (ring, recursive_doubling, "
-                            "rabenseifner, tree, ps, native or auto)\n", arg);
-            bad = 1;
-        }
-        break;
-    case OPT_COMPRESS: bad = refused(dl_codec_parse(arg, &par->codec, &err), &err); break;
-    case OPT_GRAD_DTYPE: bad = refused(dl_precision_parse("--grad-dtype", arg, &par->grad_dtype, &err), &err); break;
-    case OPT_BUCKET_BYTES:
-        bad = refused(dl_parse_bytes("--bucket-bytes", arg, 4, (size_t)1 << 40, &par->bucket_bytes, &err), &err);
-        break;
-    case OPT_NO_OVERLAP: par->overlap = 0; break;
-    case OPT_CONSISTENCY: bad = refused(dl_consistency_parse(arg, par, &err), &err); break;
-    case OPT_GOSSIP_OVERLAP: par->gossip_overlap = 1; break;
-    case OPT_CONSENSUS_EVERY:
-        bad = refused(dl_parse_int("--consensus-every", arg, 0, 1 << 30, &par->consensus_every, &err), &err);
-        break;
-    case OPT_PS_SERVERS:
-        bad = refused(dl_parse_int("--ps-servers", arg, 1, 1 << 20, &par->ps_servers, &err), &err);
-        break;
-    case OPT_STALL_WARNING:
-        bad = refused(dl_parse_seconds("--stall-warning", arg, 1e7, &par->stall_warning_s, &err), &err);
-        break;
-    case OPT_STALL_TIMEOUT:
-        bad = refused(dl_parse_seconds("--stall-timeout", arg, 1e7, &par->stall_timeout_s, &err), &err);
-        break;
-    case OPT_SLOW_RANK:
-        bad = refused(parse_rank_ms("--debug-slow-rank", arg, &par->slow_rank, &par->slow_rank_ms, &err), &err);
-        break;
-    case OPT_TRACE: train->trace_path = arg; break;
-    case OPT_TRACE_STEPS:
-        bad = refused(dl_parse_long("--trace-steps", arg, 0, 1L << 40, &train->trace_steps, &err), &err);
-        break;
-    case OPT_TRACE_SKEW: {
-        double ms = 0;
-        bad = refused(parse_rank_ms("--debug-trace-skew", arg, &train->trace_skew_rank, &ms, &err), &err);
-        train->trace_skew_s = ms / 1e3;
-        break;
-    }
-    case OPT_HOLD_AT_STEP:
-        bad = refused(dl_parse_long("--debug-hold-at-step", arg, 1, 1L << 40, &train->hold_at_step, &err), &err);
-        break;
-    case OPT_DUMP_BATCHES: train->dump_batches_path = arg; break;
-    case OPT_DUMP_WEIGHTS: train->dump_weights = arg; break;
-    case OPT_CKPT_DIR: train->checkpoint_dir = arg; break;
-    case OPT_CKPT_EVERY: {
-        struct dl_checkpoint_every ev = {0};
-        bad = refused(dl_checkpoint_parse_every(arg, &ev, &err), &err);
-        train->every_steps = ev.steps;
-        train->every_seconds = ev.seconds;
-        break;
-    }
-    case OPT_KEEP: bad = refused(dl_parse_int("--keep", arg, 1, 1000000, &train->keep, &err), &err); break;
-    case OPT_RESUME:
-        train->resume = 1;
-        train->resume_path = arg;
-        break;
-    case OPT_STRICT_CKPT: train->strict_checkpoints = 1; break;
-    case OPT_INIT_FROM: train->init_from = arg; break;
-    case OPT_EVAL_EVERY:
-        bad = refused(dl_parse_long("--eval-every", arg, 1, 1L << 40, &train->eval_every, &err), &err);
-        break;
-    case OPT_SAMPLE_EVERY:
-        bad = refused(dl_parse_long("--sample-every", arg, 1, 1L << 40, &train->sample_every, &err), &err);
-        break;
-    case OPT_SAMPLE_TOKENS:
-        bad = refused(dl_parse_int("--sample-tokens", arg, 1, 1 << 20, &train->sample_tokens, &err), &err);
-        break;
-    case OPT_GRID: cmd->grid = arg; break;
-    case OPT_PLAN_TRIALS:
-        bad = refused(dl_parse_int("--plan-trials", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_trials, &err), &err);
-        break;
-    case OPT_PLAN_KEEP:
-        bad = refused(dl_parse_int("--debug-plan-keep", arg, 1, DL_AUTO_MAX_TRIALS, &cmd->plan_keep, &err), &err);
-        break;
-    case OPT_PLAN_FLOPS: bad = refused(dl_parse_double("--plan-flops", arg, 1, 1e20, &cmd->plan_flops, &err), &err); break;
-    case OPT_CHUNKS: bad = refused(dl_parse_int("--pipeline-chunks", arg, 1, DL_SCHED_MAX_CHUNKS,
-                                                &train->pipeline_chunks, &err), &err); break;
-    case OPT_SCHEDULE:
-        bad = refused(dl_schedule_parse(arg, &train->pipeline_schedule, &train->pipeline_virtual, &err), &err);
-        break;
-    case OPT_SYNC_BN: par->sync_bn = 1; break; /* the trainer then picks kernels with sync_stats */
-    default: return 2;
-    }
-    return bad ? 2 : -1;
+    ((struct train_command *)settings)->train_options.parallel.allreduce = value;
+    return dl_allreduce_find(value) ? DL_OK
+           : dl_errorf(err, DL_ERR_SPEC, "--allreduce: unknown algorithm '%s' (ring, recursive_doubling, "
+                       "rabenseifner, tree, ps, native or auto)", value);
 }
+
+static int take_compress(void *settings, const char *value, struct dl_error *err)
+{
+    return dl_codec_parse(value, &((struct train_command *)settings)->train_options.parallel.codec, err);
+}
+
+static int take_grad_dtype(void *settings, const char *value, struct dl_error *err)
+{
+    return dl_precision_parse("--grad-dtype", value, &((struct train_command *)settings)->train_options.parallel.grad_dtype,
+                              err);
+}
+
+static int take_consistency(void *settings, const char *value, struct dl_error *err)
+{
+    return dl_consistency_parse(value, &((struct train_command *)settings)->train_options.parallel, err);
+}
+
+static int take_slow_rank(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_parallel_opts *par = &((struct train_command *)settings)->train_options.parallel;
+    return parse_rank_ms("--debug-slow-rank", value, &par->slow_rank, &par->slow_rank_ms, err);
+}
+
+static int take_trace_skew(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_train_opts *train = &((struct train_command *)settings)->train_options;
+    double ms = 0;
+    int rc = parse_rank_ms("--debug-trace-skew", value, &train->trace_skew_rank, &ms, err);
+    train->trace_skew_s = ms / 1e3;
+    return rc;
+}
+
+static int take_checkpoint_every(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_train_opts *train = &((struct train_command *)settings)->train_options;
+    struct dl_checkpoint_every ev = {0};
+    int rc = dl_checkpoint_parse_every(value, &ev, err);
+    train->every_steps = ev.steps;
+    train->every_seconds = ev.seconds;
+    return rc;
+}
+
+static int take_resume(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_train_opts *train = &((struct train_command *)settings)->train_options;
+    (void)err;
+    train->resume = 1;
+    train->resume_path = value;
+    return DL_OK;
+}
+
+static int take_schedule(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_train_opts *train = &((struct train_command *)settings)->train_options;
+    return dl_schedule_parse(value, &train->pipeline_schedule, &train->pipeline_virtual, err);
+}
+
+static int take_comm_emulate(void *settings, const char *value, struct dl_error *err)
+{
+    struct train_command *cmd = settings;
+    int rc = dl_comm_emulation_parse("--comm-emulate", value, &cmd->emulation, err);
+    cmd->emulate = !rc;
+    return rc;
+}
+
+/* train's own options, after the shared ones (options.h). */
+static const struct dl_option train_options[] = {
+    DL_OPTION_STRING("metrics", struct train_command, metrics_path),
+    DL_OPTION_STRING("tensorboard", struct train_command, tensorboard_dir),
+    DL_OPTION_LONG("log-every", struct train_command, printer.log_every, 1, 1L << 40),
+    DL_OPTION_FLAG("quiet", struct train_command, printer.quiet, 1),
+    DL_OPTION_STRING("comm", struct train_command, comm_name),
+    DL_OPTION_STRING("parallel", struct train_command, parallel),
+    DL_OPTION_CALL("allreduce", required_argument, take_allreduce),
+    DL_OPTION_CALL("compress", required_argument, take_compress),
+    DL_OPTION_CALL("grad-dtype", required_argument, take_grad_dtype),
+    DL_OPTION_BYTES("bucket-bytes", struct train_command, train_options.parallel.bucket_bytes, 4, (size_t)1 << 40),
+    DL_OPTION_FLAG("no-overlap", struct train_command, train_options.parallel.overlap, 0),
+    DL_OPTION_CALL("consistency", required_argument, take_consistency),
+    DL_OPTION_FLAG("gossip-overlap", struct train_command, train_options.parallel.gossip_overlap, 1),
+    DL_OPTION_INT("consensus-every", struct train_command, train_options.parallel.consensus_every, 0, 1 << 30),
+    DL_OPTION_INT("ps-servers", struct train_command, train_options.parallel.ps_servers, 1, 1 << 20),
+    DL_OPTION_SECONDS("stall-warning", struct train_command, train_options.parallel.stall_warning_s, 1e7),
+    DL_OPTION_SECONDS("stall-timeout", struct train_command, train_options.parallel.stall_timeout_s, 1e7),
+    DL_OPTION_CALL("debug-slow-rank", required_argument, take_slow_rank),
+    DL_OPTION_LONG("debug-hold-at-step", struct train_command, train_options.hold_at_step, 1, 1L << 40),
+    DL_OPTION_STRING("debug-dump-batches", struct train_command, train_options.dump_batches_path),
+    DL_OPTION_STRING("dump-weights", struct train_command, train_options.dump_weights),
+    DL_OPTION_FLAG("sync-bn", struct train_command, train_options.parallel.sync_bn, 1), /* the trainer then picks kernels with sync_stats */
+    DL_OPTION_STRING("checkpoint-dir", struct train_command, train_options.checkpoint_dir),
+    DL_OPTION_CALL("checkpoint-every", required_argument, take_checkpoint_every),
+    DL_OPTION_INT("keep", struct train_command, train_options.keep, 1, 1000000),
+    DL_OPTION_CALL("resume", optional_argument, take_resume),
+    DL_OPTION_STRING("init-from", struct train_command, train_options.init_from),
+    DL_OPTION_LONG("eval-every", struct train_command, train_options.eval_every, 1, 1L << 40),
+    DL_OPTION_LONG("sample-every", struct train_command, train_options.sample_every, 1, 1L << 40),
+    DL_OPTION_INT("sample-tokens", struct train_command, train_options.sample_tokens, 1, 1 << 20),
+    DL_OPTION_FLAG("strict-checkpoints", struct train_command, train_options.strict_checkpoints, 1),
+    DL_OPTION_STRING("grid", struct train_command, grid),
+    DL_OPTION_INT("pipeline-chunks", struct train_command, train_options.pipeline_chunks, 1, DL_SCHED_MAX_CHUNKS),
+    DL_OPTION_CALL("pipeline-schedule", required_argument, take_schedule),
+    DL_OPTION_STRING("trace", struct train_command, train_options.trace_path),
+    DL_OPTION_LONG("trace-steps", struct train_command, train_options.trace_steps, 0, 1L << 40),
+    DL_OPTION_CALL("debug-trace-skew", required_argument, take_trace_skew),
+    DL_OPTION_DOUBLE("plan-flops", struct train_command, plan_flops, 1, 1e20),
+    DL_OPTION_INT("plan-trials", struct train_command, plan_trials, 1, DL_AUTO_MAX_TRIALS),
+    DL_OPTION_INT("debug-plan-keep", struct train_command, plan_keep, 1, DL_AUTO_MAX_TRIALS),
+    DL_OPTION_CALL("comm-emulate", required_argument, take_comm_emulate),
+    DL_OPTION_END};
 
 /* Parses argv into cmd; returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, struct train_command *cmd)
 {
-    int opt;
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain")) != -1) {
-        /* --resume FILE as well as --resume=FILE: a next word that is no option is its value */
-        if (opt == OPT_RESUME && !optarg && optind < argc && argv[optind][0] != '-')
-            optarg = argv[optind++];
-        int r = dl_net_option(&cmd->net_options, opt, optarg, "dltrain");
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        int status = train_option(cmd, opt, optarg);
-        if (status >= 0)
-            return status;
-    }
-    if (optind < argc) {
-        fprintf(stderr, "dltrain: unexpected argument '%s' (try --help)\n", argv[optind]);
+    struct dl_command_line line = {"dltrain", train_options, cmd, &cmd->net_options, help, .version = 1};
+    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
+    if (status >= 0)
+        return status;
+    if (first_argument < argc) {
+        fprintf(stderr, "dltrain: unexpected argument '%s' (try --help)\n", argv[first_argument]);
         return 2;
     }
     return -1;
