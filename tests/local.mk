@@ -27,6 +27,12 @@ tests_test_parse_SOURCES = tests/test_parse.c
 tests_test_parse_CFLAGS = $(TEST_CFLAGS)
 tests_test_parse_LDADD = $(TEST_LIBS)
 TESTS += tests/test_rng tests/test_parse tests/test_dtype
+# cli/option_table.h's parser of the commands' option tables.
+check_PROGRAMS += tests/test_option_table
+tests_test_option_table_SOURCES = tests/test_option_table.c
+tests_test_option_table_CFLAGS = $(TEST_CFLAGS)
+tests_test_option_table_LDADD = $(TEST_LIBS)
+TESTS += tests/test_option_table
 endif
 
 # Devices (backends/device.h): the host's cases and dl_device_open's answers
