@@ -257,7 +257,7 @@ for c in "train" "check" "tune" "plan" "bench step" "bench conv" "bench comm" "b
 done
 [ -z "$missing" ]; tap_result $? "--help lists every command${missing:+ (missing:$missing)}"
 "$DLTRAIN" train --help > "$T/train-help" 2>&1
-debug=$(sed -n 's/.*{"\(debug-[a-z-]*\)".*/\1/p' "$top_srcdir/src/cli/train.c")
+debug=$(sed -n 's/.*[{(]"\(debug-[a-z-]*\)".*/\1/p' "$top_srcdir/src/cli/train.c")
 undocumented=""
 for d in $debug; do grep -q -- "--$d" "$top_srcdir/doc/testing.md" || undocumented="$undocumented $d"; done
 [ -n "$debug" ] && ! grep -q -- "--debug-[a-z]" "$T/train-help" && [ -z "$undocumented" ]
