@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/parse.h"
 #include "core/shipped.h"
@@ -19,7 +20,7 @@
 #include "spec/netfile.h"
 #include "tune/tune.h"
 
-enum { OPT_SUITE = DL_OPT_FIRST_LOCAL, OPT_SUITE_FILE, OPT_SHAPE, OPT_CSV, OPT_ROWS, OPT_REPEATS, OPT_NO_MEASURE };
+#define PROG "dltrain bench conv"
 
 /* One convolution: batch n, input c x h x w, k filters of r x s (height x width). */
 struct shape {
@@ -101,7 +102,7 @@ static int read_suite(FILE *f, const char *path, int resnet, int batch, struct s
     char line[512], *hdr[32], *v[32];
     char header[512];
     if (!fgets(header, sizeof header, f)) {
-        fprintf(stderr, "dltrain bench conv: %s: empty file\n", path);
+        fprintf(stderr, PROG ": %s: empty file\n", path);
         return 1;
     }
     int nh = split_csv(header, hdr, 32);
@@ -111,7 +112,7 @@ static int read_suite(FILE *f, const char *path, int resnet, int batch, struct s
     int ncol = resnet ? 10 : 11;
     for (int i = 0; i < ncol; i++)
         if ((idx[i] = column(hdr, nh, resnet ? rn_cols[i] : db_cols[i])) < 0) {
-            fprintf(stderr, "dltrain bench conv: %s: no column '%s'\n", path, resnet ? rn_cols[i] : db_cols[i]);
+            fprintf(stderr, PROG ": %s: no column '%s'\n", path, resnet ? rn_cols[i] : db_cols[i]);
             return 1;
         }
     int n = 0, cap = 0;
@@ -121,7 +122,7 @@ static int read_suite(FILE *f, const char *path, int resnet, int batch, struct s
             continue;
         int nv = split_csv(line, v, 32);
         if (nv < nh) {
-            fprintf(stderr, "dltrain bench conv: %s:%d: expected %d fields, found %d\n", path, row, nh, nv);
+            fprintf(stderr, PROG ": %s:%d: expected %d fields, found %d\n", path, row, nh, nv);
             free(s);
             return 1;
         }
@@ -199,7 +200,7 @@ static int run_suite(const struct shape *s, int n, const struct dl_tune_options 
         char plans[DL_N_DIRS][128];
         struct dl_error err = {0};
         if (tune_shape(x, o, &lr, plans, &err)) {
-            fprintf(stderr, "dltrain bench conv: %s: %s\n", x->name, err.msg);
+            fprintf(stderr, PROG ": %s: %s\n", x->name, err.msg);
             failed++;
             continue;
         }
@@ -232,94 +233,107 @@ static int run_suite(const struct shape *s, int n, const struct dl_tune_options 
     return failed ? 1 : 0;
 }
 
-int dl_cli_bench_conv(int argc, char **argv)
+/* The command line: the suite or shape, and the tuner's options. */
+struct conv_command {
+    struct dl_net_options net_options; /* --threads, the tuner's options */
+    const char *suite, *suite_file, *shape;
+    int csv, rows, batch;
+};
+
+static const struct dl_option options[] = {
+    DL_OPTION_STRING("suite", struct conv_command, suite),
+    DL_OPTION_STRING("suite-file", struct conv_command, suite_file),
+    DL_OPTION_STRING("shape", struct conv_command, shape),
+    DL_OPTION_FLAG("csv", struct conv_command, csv, 1),
+    DL_OPTION_INT("rows", struct conv_command, rows, 1, 1 << 24),
+    DL_OPTION_INT("repeats", struct conv_command, net_options.tune.repeats, 1, 1 << 24),
+    DL_OPTION_FLAG("no-measure", struct conv_command, net_options.tune.no_measure, 1),
+    DL_OPTION_INT("batch", struct conv_command, batch, 1, 1 << 24),
+    DL_OPTION_SHARED("threads", required_argument, DL_OPT_THREADS),
+    DL_OPTION_HELP,
+    DL_OPTION_SHARED("workspace-limit", required_argument, DL_OPT_WORKSPACE_LIMIT),
+    DL_OPTION_SHARED("tune-db", required_argument, DL_OPT_TUNE_DB),
+    DL_OPTION_SHARED("tune-policy", required_argument, DL_OPT_TUNE_POLICY),
+    DL_OPTION_END};
+
+/* Parses argv into cmd (one of --suite and --shape); -1 to go on, else the exit status. */
+static int parse_args(struct conv_command *cmd, int argc, char **argv)
 {
-    static const struct option long_opts[] = {
-        {"suite", required_argument, 0, OPT_SUITE}, {"suite-file", required_argument, 0, OPT_SUITE_FILE},
-        {"shape", required_argument, 0, OPT_SHAPE}, {"csv", no_argument, 0, OPT_CSV},
-        {"rows", required_argument, 0, OPT_ROWS}, {"repeats", required_argument, 0, OPT_REPEATS},
-        {"no-measure", no_argument, 0, OPT_NO_MEASURE}, {"batch", required_argument, 0, DL_OPT_BATCH},
-        {"threads", required_argument, 0, DL_OPT_THREADS}, {"help", no_argument, 0, DL_OPT_HELP},
-        {"workspace-limit", required_argument, 0, DL_OPT_WORKSPACE_LIMIT},
-        {"tune-db", required_argument, 0, DL_OPT_TUNE_DB}, {"tune-policy", required_argument, 0, DL_OPT_TUNE_POLICY},
-        {0, 0, 0, 0}};
-    struct dl_net_options net_options;
-    dl_net_options_init(&net_options);
-    const char *suite = NULL, *suite_file = NULL, *shape = NULL;
-    int opt, csv = 0, rows = 0, batch = 0;
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, long_opts, "dltrain bench conv")) != -1) {
-        if (opt != DL_OPT_BATCH) {
-            int r = dl_net_option(&net_options, opt, optarg, "dltrain bench conv");
-            if (r < 0)
-                return 2;
-            if (r > 0)
-                continue;
-        }
-        switch (opt) {
-        case OPT_SUITE: suite = optarg; break;
-        case OPT_SUITE_FILE: suite_file = optarg; break;
-        case OPT_SHAPE: shape = optarg; break;
-        case OPT_CSV: csv = 1; break;
-        case OPT_NO_MEASURE: net_options.tune.no_measure = 1; break;
-        case OPT_ROWS:
-        case OPT_REPEATS:
-        case DL_OPT_BATCH: {
-            const char *name = opt == OPT_ROWS ? "--rows" : opt == DL_OPT_BATCH ? "--batch" : "--repeats";
-            int *value = opt == OPT_ROWS ? &rows : opt == DL_OPT_BATCH ? &batch : &net_options.tune.repeats;
-            struct dl_error err = {0};
-            if (dl_option_refused("dltrain bench conv", dl_parse_int(name, optarg, 1, 1 << 24, value, &err), &err))
-                return 2;
-            break;
-        }
-        case DL_OPT_HELP: help(); return 0;
-        default: return 2;
-        }
-    }
-    if (!!suite + !!shape != 1 || (suite && strcmp(suite, "deepbench") != 0 && strcmp(suite, "resnet50") != 0)) {
-        fprintf(stderr, "dltrain bench conv: expected --suite deepbench, --suite resnet50 or --shape (try --help)\n");
+    dl_net_options_init(&cmd->net_options);
+    struct dl_command_line line = {PROG, options, cmd, &cmd->net_options, help, .shared_listed = 1};
+    int first;
+    int status = dl_options_parse(&line, argc, argv, &first);
+    if (status >= 0)
+        return status;
+    const char *suite = cmd->suite;
+    if (!!suite + !!cmd->shape != 1 || (suite && strcmp(suite, "deepbench") != 0 && strcmp(suite, "resnet50") != 0)) {
+        fprintf(stderr, PROG ": expected --suite deepbench, --suite resnet50 or --shape (try --help)\n");
         return 2;
     }
-    dl_threads_set(net_options.threads);
+    return -1;
+}
+
+/* --shape's one convolution into *out; -1 to go on, else the exit status. */
+static int one_shape(const struct conv_command *cmd, struct shape **out, int *n)
+{
+    int v[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    int k = parse_ints(cmd->shape, v, 11);
+    if (k != 7 && k != 9 && k != 11) {
+        fprintf(stderr, PROG ": --shape: expected N,C,H,W,K,R,S[,PAD_H,PAD_W[,STRIDE_H,STRIDE_W]], found '%s'\n",
+                cmd->shape);
+        return 2;
+    }
+    struct shape *s = calloc(1, sizeof *s);
+    if (!s)
+        return 1;
+    *s = (struct shape){.n = cmd->batch ? cmd->batch : v[0], .c = v[1], .h = v[2], .w = v[3], .k = v[4], .r = v[5],
+                        .s = v[6], .ph = v[7], .pw = v[8], .sh = v[9], .sw = v[10], .count = 1};
+    snprintf(s->name, sizeof s->name, "shape");
+    *out = s;
+    *n = 1;
+    return -1;
+}
+
+/* --suite's convolutions (from --suite-file or the shipped copy, --rows of
+ * them) into *out; -1 to go on, else the exit status. */
+static int suite_shapes(const struct conv_command *cmd, struct shape **out, int *n)
+{
+    int resnet = strcmp(cmd->suite, "resnet50") == 0;
+    char path[1200];
+    const char *file = resnet ? "resnet50_conv_layers.csv" : "deepbench_conv_train.csv";
+    FILE *f = cmd->suite_file ? fopen(cmd->suite_file, "r") : open_suite(file, path, sizeof path);
+    if (!f) {
+        fprintf(stderr, PROG ": cannot open %s (give --suite-file FILE)\n", cmd->suite_file ? cmd->suite_file : file);
+        return 1;
+    }
+    int rc = read_suite(f, cmd->suite_file ? cmd->suite_file : path, resnet, resnet && !cmd->batch ? 16 : cmd->batch,
+                        out, n);
+    fclose(f);
+    if (rc)
+        return 1;
+    if (cmd->rows && cmd->rows < *n)
+        *n = cmd->rows;
+    return -1;
+}
+
+int dl_cli_bench_conv(int argc, char **argv)
+{
+    struct conv_command cmd = {0};
+    int status = parse_args(&cmd, argc, argv);
+    if (status >= 0)
+        return status;
+    dl_threads_set(cmd.net_options.threads);
     struct shape *s = NULL;
     int n = 0;
-    if (shape) {
-        int v[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
-        int k = parse_ints(shape, v, 11);
-        if (k != 7 && k != 9 && k != 11) {
-            fprintf(stderr, "dltrain bench conv: --shape: expected N,C,H,W,K,R,S[,PAD_H,PAD_W[,STRIDE_H,STRIDE_W]], "
-                            "found '%s'\n", shape);
-            return 2;
-        }
-        s = calloc(1, sizeof *s);
-        if (!s)
-            return 1;
-        *s = (struct shape){.n = batch ? batch : v[0], .c = v[1], .h = v[2], .w = v[3], .k = v[4], .r = v[5],
-                            .s = v[6], .ph = v[7], .pw = v[8], .sh = v[9], .sw = v[10], .count = 1};
-        snprintf(s->name, sizeof s->name, "shape");
-        n = 1;
-    } else {
-        int resnet = strcmp(suite, "resnet50") == 0;
-        char path[1200];
-        const char *file = resnet ? "resnet50_conv_layers.csv" : "deepbench_conv_train.csv";
-        FILE *f = suite_file ? fopen(suite_file, "r") : open_suite(file, path, sizeof path);
-        if (!f) {
-            fprintf(stderr, "dltrain bench conv: cannot open %s (give --suite-file FILE)\n", suite_file ? suite_file : file);
-            return 1;
-        }
-        int rc = read_suite(f, suite_file ? suite_file : path, resnet, resnet && !batch ? 16 : batch, &s, &n);
-        fclose(f);
-        if (rc)
-            return 1;
-        if (rows && rows < n)
-            n = rows;
-    }
-    struct dl_tune_options o = net_options.tune;
+    status = cmd.shape ? one_shape(&cmd, &s, &n) : suite_shapes(&cmd, &s, &n);
+    if (status >= 0)
+        return status;
+    struct dl_tune_options o = cmd.net_options.tune;
     o.all_dirs = 1;
-    if (!csv)
+    if (!cmd.csv)
         printf("bench conv: %d shapes, %d threads, policy %s, workspace limit %s%zu bytes\n", n, dl_threads_get(),
                dl_tune_policy_names[o.policy], o.workspace_limit ? "" : "none, ", o.workspace_limit);
-    int rc = run_suite(s, n, &o, csv);
+    int rc = run_suite(s, n, &o, cmd.csv);
     free(s);
     return rc;
 }

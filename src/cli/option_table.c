@@ -10,12 +10,13 @@
 #define MAX_OPTIONS 192
 
 /* getopt_long's codes: the shared options keep theirs (options.h), a table's
- * entry i is DL_OPT_FIRST_LOCAL + i. */
+ * entry i is DL_OPT_FIRST_LOCAL + i (a DL_SHARED one too: apply passes its
+ * code on). */
 static int long_options(const struct dl_command_line *c, struct option *out)
 {
     static const struct option shared[] = {DL_NET_OPTIONS, {0, 0, 0, 0}};
     int n = 0;
-    for (int i = 0; c->net && shared[i].name; i++)
+    for (int i = 0; c->net && !c->shared_listed && shared[i].name; i++)
         out[n++] = shared[i];
     for (int i = 0; c->options[i].name && n < MAX_OPTIONS - 1; i++)
         out[n++] = (struct option){c->options[i].name, c->options[i].value, 0, DL_OPT_FIRST_LOCAL + i};

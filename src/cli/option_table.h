@@ -81,12 +81,14 @@ struct dl_command_line {
     const char *prog;                /* "dltrain tune": the messages' first word */
     const struct dl_option *options; /* the command's own, ended by DL_OPTION_END */
     void *settings;                  /* where their fields are */
-    struct dl_net_options *net;      /* every shared option (DL_NET_OPTIONS) before the table's; NULL:
-                                        only the table's DL_SHARED ones, which need it too */
+    struct dl_net_options *net;      /* where the shared options (options.h) go: every one of
+                                        DL_NET_OPTIONS before the table's, or with shared_listed only the
+                                        table's DL_SHARED ones; NULL: none */
     void (*help)(void);              /* --help */
     int version;                     /* --version prints the version (else it is refused: status 2) */
     int repeat_try;                  /* a refused option prints "Try 'PROG --help'." once more */
     int try_after_bad_value;         /* a bad value is followed by "Try 'PROG --help'." */
+    int shared_listed;               /* net takes only the shared options the table lists (DL_SHARED) */
 };
 
 /* Parses argv's options (from argv[1]) by c's tables.  Returns -1 to go on,
