@@ -6,13 +6,13 @@
  * one gossip mixing step per topology (parallel/gossip_exchange.h). */
 #include "config.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "comm/allreduce.h"
 #include "comm/codec.h"
@@ -382,232 +382,280 @@ static int run_topologies(struct bench *b, float *buf, size_t n, struct dl_error
     return rc;
 }
 
-enum {
-    OPT_COMM = DL_OPT_FIRST_LOCAL, OPT_SIZES, OPT_SUITE, OPT_ALGOS, OPT_COMPRESS, OPT_GOSSIP, OPT_REPEAT,
-    OPT_PS, OPT_SEGMENT, OPT_REMEASURE, OPT_CSV, OPT_COMM_EMULATE
+/* The command line: the bench's settings, and what opens the network. */
+struct bench_command {
+    struct bench b;
+    const char *comm;                /* --comm (default auto) */
+    const char *suite;               /* --suite deepbench */
+    int remeasure;                   /* --remeasure */
+    char algos_text[1024];           /* --algorithms, split in place: b.algos point into it */
+    char codecs_text[1024];          /* --compress, likewise b.codecs */
 };
 
-static const struct option long_opts[] = {
-    {"comm", required_argument, 0, OPT_COMM}, {"sizes", required_argument, 0, OPT_SIZES},
-    {"comm-emulate", required_argument, 0, OPT_COMM_EMULATE},
-    {"suite", required_argument, 0, OPT_SUITE}, {"algorithms", required_argument, 0, OPT_ALGOS},
-    {"compress", required_argument, 0, OPT_COMPRESS}, {"gossip", required_argument, 0, OPT_GOSSIP},
-    {"repeat", required_argument, 0, OPT_REPEAT}, {"ps-servers", required_argument, 0, OPT_PS},
-    {"segment", required_argument, 0, OPT_SEGMENT},
-    {"remeasure", no_argument, 0, OPT_REMEASURE}, {"csv", no_argument, 0, OPT_CSV},
-    {"help", no_argument, 0, DL_OPT_HELP}, {"version", no_argument, 0, DL_OPT_VERSION},
-    {0, 0, 0, 0}};
-
+/* Prints "PROG: --OPT VAL: WANT" and the help hint; returns 2 (a handler's
+ * refusal with its message printed). */
 static int bad(const char *opt, const char *val, const char *want)
 {
     fprintf(stderr, "%s: --%s %s: %s\nTry '%s --help'.\n", PROG, opt, val, want, PROG);
     return 2;
 }
 
-/* A value refused by a parser that filled err. */
-static int refused(const struct dl_error *err)
+static int take_emulation(void *settings, const char *value, struct dl_error *err)
 {
-    fprintf(stderr, "%s: %s\nTry '%s --help'.\n", PROG, err->msg, PROG);
-    return 2;
+    struct bench *b = &((struct bench_command *)settings)->b;
+    int rc = dl_comm_emulation_parse("--comm-emulate", value, &b->emulation, err);
+    b->emulate = !rc;
+    return rc;
 }
 
-/* Parses argv into b; returns -1 to go on, else the exit status. */
-static int parse(struct bench *b, int argc, char **argv, const char **comm, int *remeasure)
+static int take_sizes(void *settings, const char *value, struct dl_error *err)
 {
-    static char sizes_buf[4096], algos_buf[1024], codecs_buf[1024], topo_buf[256];
-    char *topo_names[DL_TOPO_COUNT + 1];
-    for (int t = 0; t < DL_TOPO_COUNT; t++)
-        b->topologies[t] = t;
-    b->ntopologies = DL_TOPO_COUNT;
-    const char *suite = NULL;
-    int opt;
-    optind = 1;
-    opterr = 1;
-    while ((opt = dl_getopt(argc, argv, long_opts, PROG)) != -1) {
-        struct dl_error err = {0};
-        switch (opt) {
-        case OPT_COMM: *comm = optarg; break;
-        case OPT_COMM_EMULATE:
-            if (dl_comm_emulation_parse("--comm-emulate", optarg, &b->emulation, &err))
-                return refused(&err);
-            b->emulate = 1;
-            break;
-        case OPT_SIZES: {
-            snprintf(sizes_buf, sizeof sizes_buf, "%s", optarg);
-            char *items[MAX_SIZES];
-            int n = split_list(sizes_buf, items, MAX_SIZES);
-            if (n <= 0)
-                return bad("sizes", optarg, "expected a comma-separated list of at most 64 sizes");
-            for (b->nsizes = 0; b->nsizes < n; b->nsizes++)
-                if (parse_size(items[b->nsizes], &b->sizes[b->nsizes], &err) != 0)
-                    return refused(&err);
-            break;
-        }
-        case OPT_SUITE:
-            if (strcmp(optarg, "deepbench") != 0)
-                return bad("suite", optarg, "the only suite is deepbench");
-            suite = optarg;
-            break;
-        case OPT_ALGOS:
-            snprintf(algos_buf, sizeof algos_buf, "%s", optarg);
-            b->nalgos = split_list(algos_buf, (char **)b->algos, MAX_ITEMS);
-            if (b->nalgos <= 0)
-                return bad("algorithms", optarg, "expected a comma-separated list");
-            for (int i = 0; i < b->nalgos; i++)
-                if (!dl_allreduce_find(b->algos[i]))
-                    return bad("algorithms", b->algos[i],
-                               "unknown (ring, recursive_doubling, rabenseifner, tree, ps,"
-                               " native, auto)");
-            break;
-        case OPT_COMPRESS: {
-            snprintf(codecs_buf, sizeof codecs_buf, "%s", optarg);
-            b->ncodecs = split_list(codecs_buf, b->codecs, MAX_ITEMS);
-            struct dl_codec_spec spec;
-            for (int i = 0; i < b->ncodecs; i++)
-                if (dl_codec_parse(b->codecs[i], &spec, &err) != DL_OK) {
-                    fprintf(stderr, "%s: %s\n", PROG, err.msg);
-                    return 2;
-                }
-            break;
-        }
-        case OPT_GOSSIP: {
-            snprintf(topo_buf, sizeof topo_buf, "%s", optarg);
-            int k = split_list(topo_buf, topo_names, DL_TOPO_COUNT + 1);
-            if (k == 1 && strcmp(topo_names[0], "none") == 0) {
-                b->ntopologies = 0;
-                break;
-            }
-            if (k == 1 && strcmp(topo_names[0], "all") == 0)
-                break;
-            if (k <= 0 || k > DL_TOPO_COUNT)
-                return bad("gossip", optarg, "expected all, none or a list of ring, exp, one-peer-exp, complete");
-            for (int i = 0; i < k; i++) {
-                enum dl_topology t;
-                if (dl_topology_parse("--gossip", topo_names[i], &t, &err))
-                    return refused(&err);
-                b->topologies[i] = (int)t;
-            }
-            b->ntopologies = k;
-            break;
-        }
-        case OPT_REPEAT:
-            if (dl_parse_int("--repeat", optarg, 1, 1000000, &b->repeat, &err))
-                return refused(&err);
-            break;
-        case OPT_PS:
-            if (dl_parse_int("--ps-servers", optarg, 1, 1 << 20, &b->opts.ps_servers, &err))
-                return refused(&err);
-            break;
-        case OPT_SEGMENT:
-            if (dl_parse_bytes("--segment", optarg, sizeof(float), (size_t)1 << 40, &b->opts.segment_bytes, &err))
-                return refused(&err);
-            break;
-        case OPT_REMEASURE: *remeasure = 1; break;
-        case OPT_CSV: b->csv = 1; break;
-        case DL_OPT_HELP: usage(stdout); return 0;
-        case DL_OPT_VERSION: dl_print_version(PROG); return 0;
-        default: return 2;
-        }
+    struct bench *b = &((struct bench_command *)settings)->b;
+    static char text[4096];
+    snprintf(text, sizeof text, "%s", value);
+    char *items[MAX_SIZES];
+    int n = split_list(text, items, MAX_SIZES);
+    if (n <= 0)
+        return bad("sizes", value, "expected a comma-separated list of at most 64 sizes");
+    for (b->nsizes = 0; b->nsizes < n; b->nsizes++) {
+        int rc = parse_size(items[b->nsizes], &b->sizes[b->nsizes], err);
+        if (rc)
+            return rc;
     }
-    if (optind < argc)
-        return bad("", argv[optind], "unexpected argument");
-    if (b->nsizes == 0 || suite) {
+    return DL_OK;
+}
+
+static int take_suite(void *settings, const char *value, struct dl_error *err)
+{
+    (void)err;
+    if (strcmp(value, "deepbench") != 0)
+        return bad("suite", value, "the only suite is deepbench");
+    ((struct bench_command *)settings)->suite = value;
+    return DL_OK;
+}
+
+static int take_algorithms(void *settings, const char *value, struct dl_error *err)
+{
+    (void)err;
+    struct bench_command *cmd = settings;
+    struct bench *b = &cmd->b;
+    snprintf(cmd->algos_text, sizeof cmd->algos_text, "%s", value);
+    b->nalgos = split_list(cmd->algos_text, (char **)b->algos, MAX_ITEMS);
+    if (b->nalgos <= 0)
+        return bad("algorithms", value, "expected a comma-separated list");
+    for (int i = 0; i < b->nalgos; i++)
+        if (!dl_allreduce_find(b->algos[i]))
+            return bad("algorithms", b->algos[i],
+                       "unknown (ring, recursive_doubling, rabenseifner, tree, ps, native, auto)");
+    return DL_OK;
+}
+
+/* A codec refused is said without the help hint. */
+static int take_codecs(void *settings, const char *value, struct dl_error *err)
+{
+    struct bench_command *cmd = settings;
+    struct bench *b = &cmd->b;
+    snprintf(cmd->codecs_text, sizeof cmd->codecs_text, "%s", value);
+    b->ncodecs = split_list(cmd->codecs_text, b->codecs, MAX_ITEMS);
+    struct dl_codec_spec spec;
+    for (int i = 0; i < b->ncodecs; i++)
+        if (dl_codec_parse(b->codecs[i], &spec, err) != DL_OK) {
+            fprintf(stderr, "%s: %s\n", PROG, err->msg);
+            err->msg[0] = 0;
+            return 2;
+        }
+    return DL_OK;
+}
+
+/* --gossip all, none, or a list of topologies. */
+static int take_topologies(void *settings, const char *value, struct dl_error *err)
+{
+    struct bench *b = &((struct bench_command *)settings)->b;
+    static char text[256];
+    char *names[DL_TOPO_COUNT + 1];
+    snprintf(text, sizeof text, "%s", value);
+    int k = split_list(text, names, DL_TOPO_COUNT + 1);
+    if (k == 1 && strcmp(names[0], "none") == 0) {
+        b->ntopologies = 0;
+        return DL_OK;
+    }
+    if (k == 1 && strcmp(names[0], "all") == 0)
+        return DL_OK;
+    if (k <= 0 || k > DL_TOPO_COUNT)
+        return bad("gossip", value, "expected all, none or a list of ring, exp, one-peer-exp, complete");
+    for (int i = 0; i < k; i++) {
+        enum dl_topology t;
+        int rc = dl_topology_parse("--gossip", names[i], &t, err);
+        if (rc)
+            return rc;
+        b->topologies[i] = (int)t;
+    }
+    b->ntopologies = k;
+    return DL_OK;
+}
+
+static void help(void)
+{
+    usage(stdout);
+}
+
+static const struct dl_option options[] = {
+    DL_OPTION_STRING("comm", struct bench_command, comm),
+    DL_OPTION_CALL("sizes", required_argument, take_sizes),
+    DL_OPTION_CALL("comm-emulate", required_argument, take_emulation),
+    DL_OPTION_CALL("suite", required_argument, take_suite),
+    DL_OPTION_CALL("algorithms", required_argument, take_algorithms),
+    DL_OPTION_CALL("compress", required_argument, take_codecs),
+    DL_OPTION_CALL("gossip", required_argument, take_topologies),
+    DL_OPTION_INT("repeat", struct bench_command, b.repeat, 1, 1000000),
+    DL_OPTION_INT("ps-servers", struct bench_command, b.opts.ps_servers, 1, 1 << 20),
+    DL_OPTION_BYTES("segment", struct bench_command, b.opts.segment_bytes, sizeof(float), (size_t)1 << 40),
+    DL_OPTION_FLAG("remeasure", struct bench_command, remeasure, 1),
+    DL_OPTION_FLAG("csv", struct bench_command, b.csv, 1),
+    DL_OPTION_HELP,
+    DL_OPTION_VERSION,
+    DL_OPTION_END};
+
+/* The sizes (--sizes, else DeepBench's) and algorithms (default: all but auto) to time. */
+static int fill_defaults(struct bench_command *cmd)
+{
+    struct bench *b = &cmd->b;
+    if (b->nsizes == 0 || cmd->suite) {
         b->nsizes = 0;
         if (load_deepbench(b) != 0)
             return 1;
     }
     if (b->nalgos == 0) {
-        static const char *all[] = {"native", "ring", "recursive_doubling", "rabenseifner",
-                                    "tree", "ps"};
+        static const char *all[] = {"native", "ring", "recursive_doubling", "rabenseifner", "tree", "ps"};
         b->nalgos = 6;
         memcpy(b->algos, all, sizeof all);
     }
     return -1;
 }
 
-int dl_cli_bench_comm(int argc, char **argv)
+/* Parses argv into cmd; returns -1 to go on, else the exit status. */
+static int parse_args(struct bench_command *cmd, int argc, char **argv)
 {
-    struct bench b = {0};
-    const char *comm = "auto";
-    int remeasure = 0;
-    int status = parse(&b, argc, argv, &comm, &remeasure);
+    struct bench *b = &cmd->b;
+    cmd->comm = "auto";
+    for (int t = 0; t < DL_TOPO_COUNT; t++)
+        b->topologies[t] = t;
+    b->ntopologies = DL_TOPO_COUNT;
+    struct dl_command_line line = {PROG, options, cmd, NULL, help, .version = 1, .try_after_bad_value = 1};
+    int first, status = dl_options_parse(&line, argc, argv, &first);
     if (status >= 0)
         return status;
+    if (first < argc)
+        return bad("", argv[first], "unexpected argument");
+    return fill_defaults(cmd);
+}
+
+/* Rank 0's opening lines: the backend, the cost model (cached or measured,
+ * and the emulated network's part in it) and the allreduce table's header. */
+static void print_setup(const struct bench *b, int cached)
+{
+    const struct dl_cost_params *m = &b->cost;
+    int p = b->c->size;
+    printf("# backend %s, %d ranks, thread level %d; cost model%s: alpha %.3g us, 1/beta %.3g GB/s (all "
+           "ranks; %.3g GB/s at 1 MiB, %.3g at 64 MiB), %.3g GB/s (one pair), %.3g GB/s (one way, half the ranks "
+           "receiving), 1/gamma %.3g GB/s (all ranks; %.3g GB/s at 1 MiB, %.3g at 64 MiB), %.3g GB/s (one)\n",
+           b->c->ops->name, p, b->c->thread_level, cached ? " (cached)" : " (measured)", m->alpha * 1e6,
+           1e-9 / m->beta, 1e-9 / dl_cost_beta(m, p, p, 1 << 20), 1e-9 / dl_cost_beta(m, p, p, 64u << 20),
+           1e-9 / dl_cost_beta(m, 2, p, 16u << 20), m->beta_oneway > 0 ? 1e-9 / m->beta_oneway : 1e-9 / m->beta,
+           1e-9 / m->gamma, 1e-9 / dl_cost_gamma(m, p, p, 1 << 20), 1e-9 / dl_cost_gamma(m, p, p, 64u << 20),
+           1e-9 / dl_cost_gamma(m, 1, p, 16u << 20));
+    if (b->emulate) {
+        char what[96];
+        printf("# emulated network (--comm-emulate): %s, included in the model column\n",
+               dl_comm_emulation_str(&b->emulation, what, sizeof what));
+    }
+    print_header(b);
+}
+
+static void print_codec_header(const struct bench *b)
+{
+    if (b->csv)
+        puts("floats,codec,time_us,bytes_sent,fp32_ring_bytes,reduction,rel_error,went_dense");
+    else
+        printf("%11s %-19s %11s %13s %13s %8s %10s %5s\n", "floats", "codec", "time_us", "bytes_sent", "fp32_ring",
+               "x_less", "rel_err", "dense");
+}
+
+static void print_topology_header(const struct bench *b)
+{
+    if (b->csv)
+        puts("floats,topology,neighbours,time_us,bytes_sent,fp32_ring_bytes,vs_ring");
+    else
+        printf("%11s %-19s %6s %11s %13s %13s %8s\n", "floats", "topology", "peers", "time_us", "bytes_sent",
+               "fp32_ring", "x_ring");
+}
+
+/* The three tables, each size in turn: allreduce algorithms, codecs,
+ * gossip topologies (none on one rank).  0, or 1 with err set. */
+static int run_tables(struct bench *b, float *buf, struct dl_error *err)
+{
+    for (int i = 0; i < b->nsizes; i++)
+        if (run_algorithms(b, buf, b->sizes[i], err) != 0)
+            return 1;
+    if (b->ncodecs && b->c->rank == 0)
+        print_codec_header(b);
+    for (int i = 0; i < b->nsizes && b->ncodecs; i++)
+        if (run_codecs(b, buf, b->sizes[i], err) != 0)
+            return 1;
+    if (b->c->size < 2)
+        b->ntopologies = 0; /* one rank has no neighbours */
+    if (b->ntopologies && b->c->rank == 0)
+        print_topology_header(b);
+    for (int i = 0; i < b->nsizes && b->ntopologies; i++)
+        if (run_topologies(b, buf, b->sizes[i], err) != 0)
+            return 1;
+    return 0;
+}
+
+/* The cost model (measured on the real network, or its cache), then the
+ * emulated network over it; the buffer of the largest size; the tables. */
+static int run_bench(struct bench *b, int remeasure, struct dl_error *err)
+{
+    int cached = 0;
+    if (dl_cost_load_or_measure(b->c, remeasure, &b->cost, &cached, err) != DL_OK)
+        return 1;
+    if (b->emulate) {
+        if (dl_comm_emulate(&b->c, &b->emulation, err) != DL_OK)
+            return 1;
+        dl_comm_emulation_cost(&b->emulation, &b->cost);
+    }
+    b->opts.cost = &b->cost;
+    size_t maxn = 0;
+    for (int i = 0; i < b->nsizes; i++)
+        maxn = b->sizes[i] > maxn ? b->sizes[i] : maxn;
+    float *buf = malloc((maxn + 1) * sizeof *buf);
+    if (!buf)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory for %zu floats", maxn), 1;
+    if (b->c->rank == 0)
+        print_setup(b, cached);
+    int status = run_tables(b, buf, err);
+    free(buf);
+    return status;
+}
+
+int dl_cli_bench_comm(int argc, char **argv)
+{
+    struct bench_command cmd = {0};
+    int status = parse_args(&cmd, argc, argv);
+    if (status >= 0)
+        return status;
+    struct bench *b = &cmd.b;
     struct dl_error err = {0};
-    if (dl_comm_open(comm, &argc, &argv, &b.c, &err) != DL_OK) {
+    if (dl_comm_open(cmd.comm, &argc, &argv, &b->c, &err) != DL_OK) {
         fprintf(stderr, "%s: %s%s\n", PROG, err.code == DL_ERR_SPEC ? "--comm: " : "", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
-    int cached = 0;
-    if (dl_cost_load_or_measure(b.c, remeasure, &b.cost, &cached, &err) != DL_OK)
-        goto fail;
-    /* measured (and cached) on the real network; then the emulated one */
-    if (b.emulate) {
-        if (dl_comm_emulate(&b.c, &b.emulation, &err) != DL_OK)
-            goto fail;
-        dl_comm_emulation_cost(&b.emulation, &b.cost);
+    if (run_bench(b, cmd.remeasure, &err) != 0) {
+        fprintf(stderr, "%s: rank %d: %s\n", PROG, b->c->rank, err.msg);
+        b->c->ops->abort(b->c, 1);
+        dl_comm_close(b->c);
+        return 1;
     }
-    b.opts.cost = &b.cost;
-    size_t maxn = 0;
-    for (int i = 0; i < b.nsizes; i++)
-        maxn = b.sizes[i] > maxn ? b.sizes[i] : maxn;
-    float *buf = malloc((maxn + 1) * sizeof *buf);
-    if (!buf) {
-        dl_errorf(&err, DL_ERR_NOMEM, "out of memory for %zu floats", maxn);
-        goto fail;
-    }
-    if (b.c->rank == 0) {
-        printf("# backend %s, %d ranks, thread level %d; cost model%s: alpha %.3g us, 1/beta %.3g GB/s (all "
-               "ranks; %.3g GB/s at 1 MiB, %.3g at 64 MiB), %.3g GB/s (one pair), %.3g GB/s (one way, half the ranks "
-               "receiving), 1/gamma %.3g GB/s (all ranks; %.3g GB/s at 1 MiB, %.3g at 64 MiB), %.3g GB/s (one)\n",
-               b.c->ops->name, b.c->size, b.c->thread_level, cached ? " (cached)" : " (measured)",
-               b.cost.alpha * 1e6, 1e-9 / b.cost.beta, 1e-9 / dl_cost_beta(&b.cost, b.c->size, b.c->size, 1 << 20),
-               1e-9 / dl_cost_beta(&b.cost, b.c->size, b.c->size, 64u << 20),
-               1e-9 / dl_cost_beta(&b.cost, 2, b.c->size, 16u << 20),
-               b.cost.beta_oneway > 0 ? 1e-9 / b.cost.beta_oneway : 1e-9 / b.cost.beta, 1e-9 / b.cost.gamma,
-               1e-9 / dl_cost_gamma(&b.cost, b.c->size, b.c->size, 1 << 20),
-               1e-9 / dl_cost_gamma(&b.cost, b.c->size, b.c->size, 64u << 20),
-               1e-9 / dl_cost_gamma(&b.cost, 1, b.c->size, 16u << 20));
-        if (b.emulate) {
-            char what[96];
-            printf("# emulated network (--comm-emulate): %s, included in the model column\n",
-                   dl_comm_emulation_str(&b.emulation, what, sizeof what));
-        }
-        print_header(&b);
-    }
-    for (int i = 0; i < b.nsizes && status < 0; i++)
-        if (run_algorithms(&b, buf, b.sizes[i], &err) != 0)
-            status = 1;
-    if (b.ncodecs && status < 0 && b.c->rank == 0) {
-        if (b.csv)
-            puts("floats,codec,time_us,bytes_sent,fp32_ring_bytes,reduction,rel_error,went_dense");
-        else
-            printf("%11s %-19s %11s %13s %13s %8s %10s %5s\n", "floats", "codec", "time_us",
-                   "bytes_sent", "fp32_ring", "x_less", "rel_err", "dense");
-    }
-    for (int i = 0; i < b.nsizes && b.ncodecs && status < 0; i++)
-        if (run_codecs(&b, buf, b.sizes[i], &err) != 0)
-            status = 1;
-    if (b.c->size < 2)
-        b.ntopologies = 0; /* one rank has no neighbours */
-    if (b.ntopologies && status < 0 && b.c->rank == 0) {
-        if (b.csv)
-            puts("floats,topology,neighbours,time_us,bytes_sent,fp32_ring_bytes,vs_ring");
-        else
-            printf("%11s %-19s %6s %11s %13s %13s %8s\n", "floats", "topology", "peers", "time_us", "bytes_sent",
-                   "fp32_ring", "x_ring");
-    }
-    for (int i = 0; i < b.nsizes && b.ntopologies && status < 0; i++)
-        if (run_topologies(&b, buf, b.sizes[i], &err) != 0)
-            status = 1;
-    free(buf);
-    if (status > 0)
-        goto fail;
-    dl_comm_close(b.c);
+    dl_comm_close(b->c);
     return 0;
-fail:
-    fprintf(stderr, "%s: rank %d: %s\n", PROG, b.c->rank, err.msg);
-    b.c->ops->abort(b.c, 1);
-    dl_comm_close(b.c);
-    return 1;
 }
