@@ -8,14 +8,15 @@
  * (the exposed input time). */
 #include "cli/cli.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/clock.h"
+#include "core/parse.h"
 #include "core/shipped.h"
 #include "core/threads.h"
 #include "data/batcher.h"
@@ -26,9 +27,6 @@
 
 #define PROG "dltrain bench data"
 #define MAX_THREAD_COUNTS 16
-
-enum { OPT_DATASET = 1, OPT_DATA, OPT_THREADS_LIST, OPT_SIZE, OPT_BATCH, OPT_IMAGES, OPT_NO_TV, OPT_NET, OPT_STEPS,
-       OPT_WARMUP, OPT_THREADS, OPT_HELP };
 
 struct bench {
     struct dl_data_spec data;
@@ -62,79 +60,69 @@ static void help(void)
           stdout);
 }
 
-static int parse_int(const char *opt, const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < min || v > max) {
-        fprintf(stderr, "%s: --%s: expected an integer in [%ld, %ld], found '%s'\n", PROG, opt, min, max, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
+/* The command line: the bench's settings and the dataset's name and folder. */
+struct bench_data_command {
+    struct bench b;
+    const char *dataset, *dir;
+};
 
-static int parse_counts(const char *s, struct bench *b)
+/* --data-threads N,N,...: at most MAX_THREAD_COUNTS counts of 1 to 256. */
+static int take_thread_counts(void *settings, const char *value, struct dl_error *err)
 {
+    struct bench *b = &((struct bench_data_command *)settings)->b;
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
+    snprintf(buf, sizeof buf, "%s", value);
     b->n_counts = 0;
     for (char *save, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-        long v;
-        if (b->n_counts == MAX_THREAD_COUNTS || parse_int("data-threads", p, 1, 256, &v))
+        if (b->n_counts == MAX_THREAD_COUNTS)
             return 2;
-        b->thread_counts[b->n_counts++] = (int)v;
+        int rc = dl_parse_int("--data-threads", p, 1, 256, &b->thread_counts[b->n_counts++], err);
+        if (rc)
+            return rc;
     }
-    return b->n_counts ? 0 : 2;
+    return b->n_counts ? DL_OK : 2;
 }
 
-static int parse_args(int argc, char **argv, struct bench *b)
+static const struct dl_option options[] = {
+    DL_OPTION_STRING("dataset", struct bench_data_command, dataset),
+    DL_OPTION_STRING("data", struct bench_data_command, dir),
+    DL_OPTION_CALL("data-threads", required_argument, take_thread_counts),
+    DL_OPTION_INT("size", struct bench_data_command, b.size, 8, 4096),
+    DL_OPTION_INT("batch", struct bench_data_command, b.batch, 1, 65536),
+    DL_OPTION_LONG("images", struct bench_data_command, b.images, 1, 1L << 30),
+    DL_OPTION_FLAG("no-torchvision", struct bench_data_command, b.torchvision, 0),
+    DL_OPTION_STRING("net", struct bench_data_command, b.net),
+    DL_OPTION_INT("steps", struct bench_data_command, b.steps, 1, 100000),
+    DL_OPTION_INT("warmup", struct bench_data_command, b.warmup, 0, 100000),
+    DL_OPTION_INT("threads", struct bench_data_command, b.threads, 1, 4096),
+    DL_OPTION_HELP,
+    DL_OPTION_END};
+
+/* Parses argv into cmd->b (its dataset an image folder); -1 to go on, else the exit status. */
+static int parse_args(struct bench_data_command *cmd, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"dataset", required_argument, 0, OPT_DATASET}, {"data", required_argument, 0, OPT_DATA},
-        {"data-threads", required_argument, 0, OPT_THREADS_LIST}, {"size", required_argument, 0, OPT_SIZE},
-        {"batch", required_argument, 0, OPT_BATCH}, {"images", required_argument, 0, OPT_IMAGES},
-        {"no-torchvision", no_argument, 0, OPT_NO_TV}, {"net", required_argument, 0, OPT_NET},
-        {"steps", required_argument, 0, OPT_STEPS}, {"warmup", required_argument, 0, OPT_WARMUP},
-        {"threads", required_argument, 0, OPT_THREADS}, {"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
+    struct bench *b = &cmd->b;
     struct dl_error err = {0};
-    const char *dataset = "imagefolder", *dir = NULL;
-    int opt;
-    long v;
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
-        switch (opt) {
-        case OPT_DATASET: dataset = optarg; break;
-        case OPT_DATA: dir = optarg; break;
-        case OPT_THREADS_LIST: if (parse_counts(optarg, b)) return 2; break;
-        case OPT_SIZE: if (parse_int("size", optarg, 8, 4096, &v)) return 2; b->size = (int)v; break;
-        case OPT_BATCH: if (parse_int("batch", optarg, 1, 65536, &v)) return 2; b->batch = (int)v; break;
-        case OPT_IMAGES: if (parse_int("images", optarg, 1, 1L << 30, &b->images)) return 2; break;
-        case OPT_NO_TV: b->torchvision = 0; break;
-        case OPT_NET: b->net = optarg; break;
-        case OPT_STEPS: if (parse_int("steps", optarg, 1, 100000, &v)) return 2; b->steps = (int)v; break;
-        case OPT_WARMUP: if (parse_int("warmup", optarg, 0, 100000, &v)) return 2; b->warmup = (int)v; break;
-        case OPT_THREADS: if (parse_int("threads", optarg, 1, 4096, &v)) return 2; b->threads = (int)v; break;
-        case OPT_HELP: help(); return -1;
-        default: return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", PROG, argv[optind]);
+    cmd->dataset = "imagefolder";
+    struct dl_command_line line = {PROG, options, cmd, NULL, help};
+    int first, status = dl_options_parse(&line, argc, argv, &first);
+    if (status >= 0)
+        return status;
+    if (first < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", PROG, argv[first]);
         return 2;
     }
-    if (dl_data_use_dataset(&b->data, dataset, NULL, &err)) {
+    if (dl_data_use_dataset(&b->data, cmd->dataset, NULL, &err)) {
         fprintf(stderr, "%s: %s\n", PROG, err.msg);
         return 2;
     }
-    if (dir)
-        snprintf(b->data.dir, sizeof b->data.dir, "%s", dir);
+    if (cmd->dir)
+        snprintf(b->data.dir, sizeof b->data.dir, "%s", cmd->dir);
     if (b->data.kind != DL_DATASET_IMAGEFOLDER) {
-        fprintf(stderr, "%s: --dataset %s: expected an image-folder dataset\n", PROG, dataset);
+        fprintf(stderr, "%s: --dataset %s: expected an image-folder dataset\n", PROG, cmd->dataset);
         return 2;
     }
-    return 0;
+    return -1;
 }
 
 /* First batch untimed (thread start-up, first files); then images/s over
@@ -224,110 +212,145 @@ static int bench_decoding(struct bench *b)
     return 0;
 }
 
-/* Training steps fed by the pipeline: how long each step waits for its batch. */
-static int bench_training(struct bench *b)
+/* Training fed by the pipeline: the network's dataset, batcher, executor and
+ * optimizer, one batch's buffers, and the times summed over the timed steps. */
+struct training {
+    struct dl_net net;
+    struct dl_dataset ds;
+    struct dl_batcher bt;
+    struct dl_exec e;
+    struct dl_optim o;
+    float *x;
+    int *y;
+    double total, input, waited; /* seconds: steps, taking batches, waiting for them */
+};
+
+/* Loads --net (the exit status on failure) and readies t for its batches. */
+static int start_training(struct bench *b, struct training *t, int *rc, struct dl_error *err)
 {
     struct dl_net_options no;
     dl_net_options_init(&no);
     no.net_path = b->net;
     no.threads = b->threads;
-    struct dl_net net;
-    int status = dl_net_options_load(&no, &net, PROG);
+    int status = dl_net_options_load(&no, &t->net, PROG);
     if (status)
         return status;
     if (b->batch)
-        net.train.batch = b->batch;
+        t->net.train.batch = b->batch;
     b->data.threads = b->n_counts ? b->thread_counts[0] : 2;
-    int N = net.train.batch;
-    struct dl_error err = {0};
-    struct dl_dataset ds;
-    struct dl_batcher bt = {0};
-    struct dl_exec e = {0};
+    int N = t->net.train.batch;
+    const struct dl_graph *g = &t->net.graph;
     struct dl_exec_options eo;
-    struct dl_optim o = {0};
     dl_net_exec_options(&no, &eo);
-    float *x = NULL;
-    int *y = NULL;
-    int rc = dl_dataset_load(&b->data, 1, net.graph.input, net.graph.classes, 1, &ds, &err);
-    if (!rc)
-        rc = dl_batcher_init(&bt, &ds, N, 0, 1, 1, 1, 1, &err);
-    if (!rc)
-        rc = dl_exec_init(&e, &net.graph, N, net.train.seed, &eo, &err);
-    if (!rc)
-        rc = dl_optim_init_on(&o, &net.train.optim, e.n_weights, dl_exec_device(&e), &err);
-    if (!rc) {
-        x = dl_calloc((size_t)N * (size_t)dl_shape_count(net.graph.input), sizeof *x, &err);
-        y = dl_calloc((size_t)N, sizeof *y, &err);
-        rc = x && y ? DL_OK : DL_ERR_NOMEM;
+    *rc = dl_dataset_load(&b->data, 1, g->input, g->classes, 1, &t->ds, err);
+    if (!*rc)
+        *rc = dl_batcher_init(&t->bt, &t->ds, N, 0, 1, 1, 1, 1, err);
+    if (!*rc)
+        *rc = dl_exec_init(&t->e, g, N, t->net.train.seed, &eo, err);
+    if (!*rc)
+        *rc = dl_optim_init_on(&t->o, &t->net.train.optim, t->e.n_weights, dl_exec_device(&t->e), err);
+    if (!*rc) {
+        t->x = dl_calloc((size_t)N * (size_t)dl_shape_count(g->input), sizeof *t->x, err);
+        t->y = dl_calloc((size_t)N, sizeof *t->y, err);
+        *rc = t->x && t->y ? DL_OK : DL_ERR_NOMEM;
     }
-    double total = 0, input = 0, waited0 = 0;
+    return 0;
+}
+
+/* --warmup untimed steps, then --steps timed ones; DL_OK or an error in err. */
+static int time_steps(const struct bench *b, struct training *t, struct dl_error *err)
+{
+    double waited0 = 0;
     long epoch = 0;
-    for (int s = 0; !rc && s < b->warmup + b->steps; s++) {
+    for (int s = 0; s < b->warmup + b->steps; s++) {
         if (s == b->warmup)
-            waited0 = bt.waited_s;
+            waited0 = t->bt.waited_s;
         double t0 = dl_clock_now();
-        int n = dl_batcher_next(&bt, x, y);
+        int n = dl_batcher_next(&t->bt, t->x, t->y);
         if (n == 0) {
-            dl_batcher_start_epoch(&bt, ++epoch);
-            n = dl_batcher_next(&bt, x, y);
+            dl_batcher_start_epoch(&t->bt, ++epoch);
+            n = dl_batcher_next(&t->bt, t->x, t->y);
         }
         if (n < 0) {
-            err = bt.error;
-            rc = err.code;
-            break;
+            *err = t->bt.error;
+            return err->code;
         }
         double t1 = dl_clock_now();
-        dl_exec_zero_grad(&e);
-        dl_exec_forward(&e, x, y, n, 1);
-        dl_exec_backward(&e);
-        dl_optim_step(&o, net.train.optim.lr, e.weights, e.dweights);
+        dl_exec_zero_grad(&t->e);
+        dl_exec_forward(&t->e, t->x, t->y, n, 1);
+        dl_exec_backward(&t->e);
+        dl_optim_step(&t->o, t->net.train.optim.lr, t->e.weights, t->e.dweights);
         double t2 = dl_clock_now();
         if (s >= b->warmup) {
-            total += t2 - t0;
-            input += t1 - t0;
+            t->total += t2 - t0;
+            t->input += t1 - t0;
         }
     }
-    if (!rc && e.status) {
-        err = e.err;
-        rc = DL_ERR_INTERNAL;
+    if (t->e.status) {
+        *err = t->e.err;
+        return DL_ERR_INTERNAL;
     }
-    if (!rc) {
-        double waited = bt.waited_s - waited0;
-        printf("network %s, batch %d, %d compute threads, %d decode threads, %d timed steps after %d warm-up\n",
-               net.name, N, dl_threads_get(), b->data.threads, b->steps, b->warmup);
-        printf("step time: %.3f s (mean, with the input)\n", total / b->steps);
-        printf("waiting for decoded batches: %.4f s per step, %.2f%% of the step time (exposed input time)\n",
-               waited / b->steps, 100 * waited / total);
-        printf("taking a batch (waiting + copying): %.4f s per step, %.2f%% of the step time\n", input / b->steps,
-               100 * input / total);
-    } else
+    t->waited = t->bt.waited_s - waited0;
+    return DL_OK;
+}
+
+static void print_training(const struct bench *b, const struct training *t)
+{
+    printf("network %s, batch %d, %d compute threads, %d decode threads, %d timed steps after %d warm-up\n",
+           t->net.name, t->net.train.batch, dl_threads_get(), b->data.threads, b->steps, b->warmup);
+    printf("step time: %.3f s (mean, with the input)\n", t->total / b->steps);
+    printf("waiting for decoded batches: %.4f s per step, %.2f%% of the step time (exposed input time)\n",
+           t->waited / b->steps, 100 * t->waited / t->total);
+    printf("taking a batch (waiting + copying): %.4f s per step, %.2f%% of the step time\n", t->input / b->steps,
+           100 * t->input / t->total);
+}
+
+static void stop_training(struct training *t)
+{
+    free(t->x);
+    free(t->y);
+    dl_optim_free(&t->o);
+    dl_exec_free(&t->e);
+    dl_batcher_free(&t->bt);
+    dl_dataset_free(&t->ds);
+    dl_net_free(&t->net);
+}
+
+/* Training steps fed by the pipeline: how long each step waits for its batch. */
+static int bench_training(struct bench *b)
+{
+    struct training t = {0};
+    struct dl_error err = {0};
+    int rc = DL_OK, status = start_training(b, &t, &rc, &err);
+    if (status)
+        return status;
+    if (!rc)
+        rc = time_steps(b, &t, &err);
+    if (!rc)
+        print_training(b, &t);
+    else
         fprintf(stderr, "%s: %s\n", PROG, err.msg);
-    free(x);
-    free(y);
-    dl_optim_free(&o);
-    dl_exec_free(&e);
-    dl_batcher_free(&bt);
-    dl_dataset_free(&ds);
-    dl_net_free(&net);
+    stop_training(&t);
     return rc ? (rc == DL_ERR_SPEC ? 2 : 1) : 0;
 }
 
 int dl_cli_bench_data(int argc, char **argv)
 {
-    struct bench b = {.thread_counts = {1, 2}, .n_counts = 2, .size = 224, .batch = 0, .torchvision = 1,
-                      .steps = 5, .warmup = 1, .images = 512};
-    dl_data_defaults(&b.data);
-    int rc = parse_args(argc, argv, &b);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!b.data.dir[0]) {
+    struct bench_data_command cmd = {.b = {.thread_counts = {1, 2}, .n_counts = 2, .size = 224, .batch = 0,
+                                           .torchvision = 1, .steps = 5, .warmup = 1, .images = 512}};
+    struct bench *b = &cmd.b;
+    dl_data_defaults(&b->data);
+    int status = parse_args(&cmd, argc, argv);
+    if (status >= 0)
+        return status;
+    if (!b->data.dir[0]) {
         fprintf(stderr, "%s: missing --data DIR (an image folder with train/; try --help)\n", PROG);
         return 2;
     }
-    if (b.net)
-        return bench_training(&b);
-    if (!b.batch)
-        b.batch = 32;
+    if (b->net)
+        return bench_training(b);
+    if (!b->batch)
+        b->batch = 32;
     dl_threads_set(1);
-    return bench_decoding(&b);
+    return bench_decoding(b);
 }
