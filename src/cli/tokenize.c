@@ -10,12 +10,12 @@
 #include "cli/cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "core/clock.h"
 #include "core/parse.h"
@@ -144,43 +144,50 @@ static int write_split(const char *out, const struct dl_token_stream *s, double 
     return rc;
 }
 
+/* The command line. */
+struct tokenize_command {
+    const char *out, *vocab, *decode_path;
+    double validation; /* the share of the tokens in val.bin */
+    int eot;           /* an end-of-text token after each file */
+};
+
+static const struct dl_option options[] = {
+    DL_OPTION_OUTPUT(struct tokenize_command, out),
+    DL_OPTION_DOUBLE("validation", struct tokenize_command, validation, 0, 0.999),
+    DL_OPTION_STRING("vocab", struct tokenize_command, vocab),
+    DL_OPTION_FLAG("no-eot", struct tokenize_command, eot, 0),
+    DL_OPTION_STRING("decode", struct tokenize_command, decode_path),
+    DL_OPTION_HELP,
+    DL_OPTION_END};
+
+/* Parses argv into cmd (an output and texts, or --decode); -1 to go on with
+ * *first the first text, else the exit status. */
+static int parse_args(struct tokenize_command *cmd, int argc, char **argv, int *first)
+{
+    struct dl_command_line line = {PROG, options, cmd, NULL, help, .repeat_try = 1};
+    int status = dl_options_parse(&line, argc, argv, first);
+    if (status >= 0)
+        return status;
+    if (!cmd->decode_path && (!cmd->out || *first >= argc)) {
+        fprintf(stderr, PROG ": %s\nTry '" PROG " --help'.\n",
+                !cmd->out ? "no output given: -o DIR (train.bin, val.bin) or -o FILE.bin" : "no text given: FILE or DIR");
+        return 2;
+    }
+    return -1;
+}
+
 int dl_cli_tokenize(int argc, char **argv)
 {
-    enum { OPT_VALIDATION = 1000, OPT_VOCAB, OPT_NO_EOT, OPT_DECODE };
-    static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'}, {"validation", required_argument, NULL, OPT_VALIDATION},
-        {"vocab", required_argument, NULL, OPT_VOCAB}, {"no-eot", no_argument, NULL, OPT_NO_EOT},
-        {"decode", required_argument, NULL, OPT_DECODE}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    const char *out = NULL, *vocab = "gpt2", *decode_path = NULL;
-    double validation = 0.1;
-    int eot = 1, opt;
+    struct tokenize_command cmd = {.vocab = "gpt2", .validation = 0.1, .eot = 1};
+    int first, status = parse_args(&cmd, argc, argv, &first);
+    if (status >= 0)
+        return status;
     struct dl_error err = {0};
-    dl_short_output(argc, argv);
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
-        switch (opt) {
-        case 'o': out = optarg; break;
-        case OPT_VALIDATION:
-            if (dl_option_refused(PROG, dl_parse_double("--validation", optarg, 0, 0.999, &validation, &err), &err))
-                return 2;
-            break;
-        case OPT_VOCAB: vocab = optarg; break;
-        case OPT_NO_EOT: eot = 0; break;
-        case OPT_DECODE: decode_path = optarg; break;
-        case 'h': help(); return 0;
-        default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
-        }
-    }
-    if (!decode_path && (!out || optind >= argc)) {
-        fprintf(stderr, PROG ": %s\nTry '" PROG " --help'.\n",
-                !out ? "no output given: -o DIR (train.bin, val.bin) or -o FILE.bin" : "no text given: FILE or DIR");
-        return 2;
-    }
     struct dl_bpe *b;
-    if (dl_option_refused(PROG, dl_bpe_open(vocab, &b, &err), &err))
+    if (dl_option_refused(PROG, dl_bpe_open(cmd.vocab, &b, &err), &err))
         return 2;
-    if (decode_path) {
-        int rc = decode(b, decode_path, &err);
+    if (cmd.decode_path) {
+        int rc = decode(b, cmd.decode_path, &err);
         dl_bpe_free(b);
         /* a malformed or unreadable token file fails as in training: 1 */
         return dl_option_refused(PROG, rc, &err) ? (rc == DL_ERR_SPEC ? 2 : 1) : 0;
@@ -190,15 +197,15 @@ int dl_cli_tokenize(int argc, char **argv)
     struct dl_token_stream s = {0};
     size_t bytes = 0, replaced = 0;
     int rc = DL_OK;
-    for (int i = optind; !rc && i < argc; i++)
+    for (int i = first; !rc && i < argc; i++)
         rc = dl_path_list_add(&files, argv[i], &err);
     if (!rc && files.n == 0)
-        rc = dl_errorf(&err, DL_ERR_DATA, "no file below %s", argv[optind]);
+        rc = dl_errorf(&err, DL_ERR_DATA, "no file below %s", argv[first]);
     if (!rc)
-        rc = encode_files(b, &files, eot, &s, &bytes, &replaced, &err);
+        rc = encode_files(b, &files, cmd.eot, &s, &bytes, &replaced, &err);
     char said[9000] = "";
     if (!rc)
-        rc = write_split(out, &s, validation, said, sizeof said, &err);
+        rc = write_split(cmd.out, &s, cmd.validation, said, sizeof said, &err);
     if (!rc)
         printf("tokenize: %d file%s, %zu bytes (%zu ill-formed UTF-8 sequence%s replaced by U+FFFD), %ld tokens, "
                "%.2f bytes per token, in %.1f s -> %s\n", files.n, files.n == 1 ? "" : "s", bytes, replaced,
