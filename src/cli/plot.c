@@ -9,7 +9,6 @@
 #include "cli/cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,15 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/option_table.h"
 #include "cli/options.h"
 #include "cli/tune_table.h"
 #include "io/metrics_read.h"
-#include "core/parse.h"
 #include "plot/chart.h"
 
 #define PROG "dltrain plot"
-
-enum { OPT_OUTPUT = DL_OPT_FIRST_LOCAL, OPT_LABELS, OPT_TITLE, OPT_WIDTH, OPT_SMOOTH, OPT_TRACE, OPT_TUNER };
 
 /* One run: its metrics, and what the charts draw of them (accuracy in
  * percent, TensorBoard's smoothing). */
@@ -120,7 +117,37 @@ static struct rank_time *rank_of(struct rank_time *r, int *n, long pid)
     return &r[(*n)++];
 }
 
-static int plot_trace(const char *path, const char *out, const char *title, int width)
+/* Adds one trace event to its rank's times (a process_name event names the rank). */
+static void add_event(struct rank_time *r, json_t *ev, const char *ph)
+{
+    const char *cat = json_string_value(json_object_get(ev, "cat"));
+    const char *name = json_string_value(json_object_get(ev, "name"));
+    if (!strcmp(ph, "M") && name && !strcmp(name, "process_name")) {
+        const char *label = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
+        if (label)
+            snprintf(r->label, sizeof r->label, "%s", label);
+        return;
+    }
+    double ms = duration_us(ev) / 1000;
+    if (strcmp(ph, "X") || !cat || !isfinite(ms))
+        return;
+    if (!strcmp(cat, "step"))
+        r->step += ms, r->steps++;
+    else if (!strcmp(cat, "layer") || !strcmp(cat, "reorder") || !strcmp(cat, "optimizer"))
+        r->part[PART_COMPUTE] += ms;
+    else if (!strcmp(cat, "data"))
+        r->part[PART_INPUT] += ms;
+    else if (!strcmp(cat, "tensor-comm") || !strcmp(cat, "send") || !strcmp(cat, "recv"))
+        r->part[PART_MESSAGES] += ms;
+    else if (!strcmp(cat, "grad-wait"))
+        r->part[PART_GRAD_WAIT] += ms;
+    else if (!strcmp(cat, "allreduce"))
+        r->allreduce += ms;
+}
+
+/* Reads the trace file at path into ranks[0..*n) (at most 4096); 0, or the
+ * exit status after the message. */
+static int read_trace(const char *path, struct rank_time *ranks, int *n)
 {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
@@ -134,91 +161,80 @@ static int plot_trace(const char *path, const char *out, const char *title, int 
         json_decref(root);
         return 2;
     }
-    struct rank_time *ranks = calloc(4096, sizeof *ranks);
-    int n = 0, status = 0;
-    if (!ranks)
-        status = 1;
     size_t i;
     json_t *ev;
     json_array_foreach(events, i, ev) {
-        if (status)
-            break;
-        const char *ph = json_string_value(json_object_get(ev, "ph")), *cat = json_string_value(json_object_get(ev, "cat"));
-        const char *name = json_string_value(json_object_get(ev, "name"));
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
         json_t *pid = json_object_get(ev, "pid");
         if (!ph || !json_is_integer(pid))
             continue;
-        struct rank_time *r = rank_of(ranks, &n, (long)json_integer_value(pid));
+        struct rank_time *r = rank_of(ranks, n, (long)json_integer_value(pid));
         if (!r)
             break;
-        if (!strcmp(ph, "M") && name && !strcmp(name, "process_name")) {
-            const char *label = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
-            if (label)
-                snprintf(r->label, sizeof r->label, "%s", label);
-            continue;
-        }
-        double ms = duration_us(ev) / 1000;
-        if (strcmp(ph, "X") || !cat || !isfinite(ms))
-            continue;
-        if (!strcmp(cat, "step"))
-            r->step += ms, r->steps++;
-        else if (!strcmp(cat, "layer") || !strcmp(cat, "reorder") || !strcmp(cat, "optimizer"))
-            r->part[PART_COMPUTE] += ms;
-        else if (!strcmp(cat, "data"))
-            r->part[PART_INPUT] += ms;
-        else if (!strcmp(cat, "tensor-comm") || !strcmp(cat, "send") || !strcmp(cat, "recv"))
-            r->part[PART_MESSAGES] += ms;
-        else if (!strcmp(cat, "grad-wait"))
-            r->part[PART_GRAD_WAIT] += ms;
-        else if (!strcmp(cat, "allreduce"))
-            r->allreduce += ms;
+        add_event(r, ev, ph);
     }
     json_decref(root);
     int with_steps = 0;
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < *n; k++)
         with_steps += ranks[k].steps > 0;
-    if (!status && with_steps == 0) {
+    if (with_steps == 0) {
         fprintf(stderr, PROG ": %s: no recorded training step (a file written by dltrain --trace?)\n", path);
-        status = 2;
+        return 2;
     }
+    return 0;
+}
+
+/* The ranks' times per recorded step, as stacked bars and the allreduces' bars. */
+static int draw_trace(struct rank_time *ranks, int n, const char *head, const char *out, int width)
+{
+    qsort(ranks, (size_t)n, sizeof *ranks, by_pid);
+    const char **rows = calloc((size_t)n, sizeof *rows);
+    double *split = calloc((size_t)n * PARTS, sizeof *split), *comm = calloc((size_t)n, sizeof *comm);
+    int m = 0, status = 0;
+    for (int k = 0; k < n && rows && split && comm; k++) {
+        struct rank_time *r = &ranks[k];
+        if (!r->steps)
+            continue;
+        double known = 0;
+        for (int j = 0; j < PART_OTHER; j++)
+            split[m * PARTS + j] = r->part[j] / r->steps, known += r->part[j];
+        split[m * PARTS + PART_OTHER] = (r->step - known) / r->steps; /* launch, bookkeeping, bubbles unaccounted */
+        comm[m] = r->allreduce / r->steps;
+        rows[m++] = r->label;
+    }
+    if (!rows || !split || !comm)
+        status = 1;
+    else {
+        const struct dl_chart_bars stacked = {m, PARTS, 0, rows, split}, ar = {m, 1, PARTS, rows, comm};
+        const struct dl_chart_panel panels[] = {
+            {"Each rank's training step (the compute thread)", "milliseconds per recorded step", "", 0, NULL, 0,
+             &stacked},
+            {"Gradient allreduce (the communication thread, overlapping backward)", "milliseconds per recorded step",
+             "", 0, NULL, 0, &ar}};
+        static const char *const parts[] = {"compute (layers, reorders, optimizer)", "input wait",
+                                            "pipeline and tensor messages (bubbles)", "waiting for gradients",
+                                            "other", "allreduce"};
+        struct dl_chart_legend legend = {parts, PARTS + 1, NULL};
+        struct dl_error err = {0};
+        if (dl_chart_render(out, head, panels, 2, 1, &legend, width, &err)) {
+            fprintf(stderr, PROG ": %s\n", err.msg);
+            status = err.code == DL_ERR_SPEC ? 2 : 1;
+        }
+    }
+    free(rows), free(split), free(comm);
+    return status;
+}
+
+static int plot_trace(const char *path, const char *out, const char *title, int width)
+{
+    struct rank_time *ranks = calloc(4096, sizeof *ranks);
+    if (!ranks)
+        return 1;
+    int n = 0, status = read_trace(path, ranks, &n);
     if (!status) {
-        qsort(ranks, (size_t)n, sizeof *ranks, by_pid);
-        const char **rows = calloc((size_t)n, sizeof *rows);
-        double *split = calloc((size_t)n * PARTS, sizeof *split), *comm = calloc((size_t)n, sizeof *comm);
-        int m = 0;
-        for (int k = 0; k < n && rows && split && comm; k++) {
-            struct rank_time *r = &ranks[k];
-            if (!r->steps)
-                continue;
-            double known = 0;
-            for (int j = 0; j < PART_OTHER; j++)
-                split[m * PARTS + j] = r->part[j] / r->steps, known += r->part[j];
-            split[m * PARTS + PART_OTHER] = (r->step - known) / r->steps; /* launch, bookkeeping, bubbles unaccounted */
-            comm[m] = r->allreduce / r->steps;
-            rows[m++] = r->label;
-        }
-        if (!rows || !split || !comm)
-            status = 1;
-        else {
-            const struct dl_chart_bars stacked = {m, PARTS, 0, rows, split}, ar = {m, 1, PARTS, rows, comm};
-            const struct dl_chart_panel panels[] = {
-                {"Each rank's training step (the compute thread)", "milliseconds per recorded step", "", 0, NULL, 0,
-                 &stacked},
-                {"Gradient allreduce (the communication thread, overlapping backward)", "milliseconds per recorded step",
-                 "", 0, NULL, 0, &ar}};
-            static const char *const parts[] = {"compute (layers, reorders, optimizer)", "input wait",
-                                                "pipeline and tensor messages (bubbles)", "waiting for gradients",
-                                                "other", "allreduce"};
-            struct dl_chart_legend legend = {parts, PARTS + 1, NULL};
-            char head[300];
-            snprintf(head, sizeof head, "%s", title ? title : path);
-            struct dl_error err = {0};
-            if (dl_chart_render(out, head, panels, 2, 1, &legend, width, &err)) {
-                fprintf(stderr, PROG ": %s\n", err.msg);
-                status = err.code == DL_ERR_SPEC ? 2 : 1;
-            }
-        }
-        free(rows), free(split), free(comm);
+        char head[300];
+        snprintf(head, sizeof head, "%s", title ? title : path);
+        status = draw_trace(ranks, n, head, out, width);
     }
     free(ranks);
     return status;
@@ -332,70 +348,114 @@ static int label_runs(struct run *runs, char **files, int n, const char *labels)
     return 0;
 }
 
-int dl_cli_plot(int argc, char **argv)
+/* The command line. */
+struct plot_command {
+    struct dl_net_options net_options; /* --tuner's network and tuning options */
+    const char *out, *labels, *title, *trace, *tuner;
+    int width;     /* pixels */
+    double weight; /* TensorBoard's smoothing weight */
+};
+
+static const struct dl_option options[] = {
+    DL_OPTION_OUTPUT(struct plot_command, out),
+    DL_OPTION_STRING("labels", struct plot_command, labels),
+    DL_OPTION_STRING("title", struct plot_command, title),
+    DL_OPTION_INT("width", struct plot_command, width, 300, 10000),
+    DL_OPTION_DOUBLE("smooth", struct plot_command, weight, 0, 0.999),
+    DL_OPTION_STRING("trace", struct plot_command, trace),
+    DL_OPTION_STRING("tuner", struct plot_command, tuner),
+    DL_OPTION_END};
+
+/* Parses argv into cmd (runs' metrics, --trace or --tuner, each on its own);
+ * -1 to go on with *first the first run's file, else the exit status. */
+static int parse_args(struct plot_command *cmd, int argc, char **argv, int *first)
 {
-    static const struct option opts[] = {DL_NET_OPTIONS,
-                                         {"output", required_argument, 0, OPT_OUTPUT},
-                                         {"labels", required_argument, 0, OPT_LABELS},
-                                         {"title", required_argument, 0, OPT_TITLE},
-                                         {"width", required_argument, 0, OPT_WIDTH},
-                                         {"smooth", required_argument, 0, OPT_SMOOTH},
-                                         {"trace", required_argument, 0, OPT_TRACE},
-                                         {"tuner", required_argument, 0, OPT_TUNER},
-                                         {0, 0, 0, 0}};
-    dl_short_output(argc, argv);
-    const char *out = NULL, *labels = NULL, *title = NULL, *trace = NULL, *tuner = NULL;
-    struct dl_net_options no;
-    dl_net_options_init(&no);
-    int width = 1200, opt;
-    double weight = 0.6;
-    struct dl_error err = {0};
-    optind = 1;
-    while ((opt = dl_getopt(argc, argv, opts, PROG)) != -1) {
-        if (opt != DL_OPT_HELP) {
-            int r = dl_net_option(&no, opt, optarg, PROG);
-            if (r < 0)
-                return 2;
-            if (r > 0)
-                continue;
-        }
-        switch (opt) {
-        case OPT_OUTPUT: out = optarg; break;
-        case OPT_LABELS: labels = optarg; break;
-        case OPT_TITLE: title = optarg; break;
-        case OPT_TRACE: trace = optarg; break;
-        case OPT_TUNER: tuner = optarg; break;
-        case OPT_WIDTH:
-            if (dl_parse_int("--width", optarg, 300, 10000, &width, &err))
-                return fprintf(stderr, PROG ": %s\n", err.msg), 2;
-            break;
-        case OPT_SMOOTH:
-            if (dl_parse_double("--smooth", optarg, 0, 0.999, &weight, &err))
-                return fprintf(stderr, PROG ": %s\n", err.msg), 2;
-            break;
-        case DL_OPT_HELP: help(); return 0;
-        case DL_OPT_VERSION: dl_print_version(PROG); return 0;
-        default: fprintf(stderr, "Try '" PROG " --help'.\n"); return 2;
-        }
-    }
-    int n = argc - optind;
-    if ((trace || tuner) && (n > 0 || (trace && tuner))) {
+    dl_net_options_init(&cmd->net_options);
+    struct dl_command_line line = {PROG, options, cmd, &cmd->net_options, help, .version = 1, .repeat_try = 1};
+    int status = dl_options_parse(&line, argc, argv, first);
+    if (status >= 0)
+        return status;
+    int n = argc - *first;
+    if ((cmd->trace || cmd->tuner) && (n > 0 || (cmd->trace && cmd->tuner))) {
         fprintf(stderr, PROG ": --trace, --tuner and runs' metrics are drawn each on its own (one command each)\n");
         return 2;
     }
-    if (tuner && !no.net_path) {
+    if (cmd->tuner && !cmd->net_options.net_path) {
         fprintf(stderr, PROG ": --tuner needs the network the plan is for: --net FILE (and --batch N)\n");
         return 2;
     }
-    if (tuner && out)
-        return plot_tuner(&no, tuner, out, title);
-    if (trace && out)
-        return plot_trace(trace, out, title, width);
-    if (n < 1 || !out) {
-        fprintf(stderr, PROG ": %s (Try '" PROG " --help'.)\n",
-                n < 1 ? "no run given: dltrain plot RUN.jsonl... -o FILE.svg" : "-o FILE.svg|.pdf|.png is required");
-        return 2;
+    return -1;
+}
+
+/* The four panels' series (loss by step, by time, accuracy, throughput),
+ * run after run, into series; each panel's first series and count. */
+static void runs_series(const struct run *runs, int n, double weight, struct dl_chart_series *series,
+                        struct dl_chart_series *first[4], int counts[4])
+{
+    /* panel p's series of run i: raw, smoothed, validation */
+    struct dl_chart_series *s = series;
+    for (int p = 0; p < 4; p++) {
+        first[p] = s;
+        counts[p] = 0;
+        for (int i = 0; i < n; i++) {
+            const struct run *r = &runs[i];
+            const struct dl_column *x = p == 1 ? &r->m.time : &r->m.step, *vx = p == 1 ? &r->m.vtime : &r->m.vstep;
+            const struct dl_column *raw = p == 2 ? &r->acc : p == 3 ? &r->m.rate : &r->m.loss;
+            const struct dl_column *sm = p == 2 ? &r->acc_smooth : &r->loss_smooth;
+            const struct dl_column *val = p == 2 ? &r->vacc : &r->m.vloss;
+            if (p == 3) {
+                *s++ = (struct dl_chart_series){i, DL_CHART_LINE, x->v, raw->v, raw->n};
+                counts[p]++;
+                continue;
+            }
+            *s++ = (struct dl_chart_series){i, weight > 0 ? DL_CHART_FAINT : DL_CHART_LINE, x->v, raw->v, raw->n};
+            if (weight > 0)
+                *s++ = (struct dl_chart_series){i, DL_CHART_LINE, x->v, sm->v, sm->n};
+            *s++ = (struct dl_chart_series){i, DL_CHART_MARKED, vx->v, val->v, val->n};
+            counts[p] += weight > 0 ? 3 : 2;
+        }
     }
+}
+
+/* The runs' chart: the four panels, the legend of run names, the title
+ * (default: the names joined by "vs"). */
+static int draw_runs(const struct plot_command *cmd, const struct run *runs, int n, struct dl_chart_series *series)
+{
+    struct dl_chart_series *first[4];
+    int counts[4];
+    runs_series(runs, n, cmd->weight, series, first, counts);
+    int tokens = 0;
+    for (int i = 0; i < n; i++)
+        tokens |= runs[i].m.tokens;
+    const struct dl_chart_panel panels[] = {
+        {"Loss", "step", "loss", -1, first[0], counts[0]},
+        {"Loss against time", "seconds since the start", "loss", -1, first[1], counts[1]},
+        {"Accuracy", "step", "accuracy (%)", 0, first[2], counts[2]},
+        {"Throughput", "step", tokens ? "tokens/s (samples/s without tokens)" : "samples/s", 0, first[3], counts[3]}};
+    const char *names[10];
+    char joined[512] = "";
+    for (int i = 0; i < n; i++) {
+        names[i] = runs[i].label;
+        size_t len = strlen(joined);
+        snprintf(joined + len, sizeof joined - len, "%s%s", i ? " vs " : "", runs[i].label);
+    }
+    char note[160];
+    if (cmd->weight > 0)
+        snprintf(note, sizeof note, "faint: each training step; line: smoothed (%g); dots: validation", cmd->weight);
+    else
+        snprintf(note, sizeof note, "line: each training step; dots: validation");
+    struct dl_chart_legend legend = {names, n, note};
+    struct dl_error err = {0};
+    if (dl_chart_render(cmd->out, cmd->title ? cmd->title : joined, panels, 4, 2, &legend, cmd->width, &err)) {
+        fprintf(stderr, PROG ": %s\n", err.msg);
+        return err.code == DL_ERR_SPEC ? 2 : 1;
+    }
+    return 0;
+}
+
+/* The n runs' metrics files, labelled, read and drawn. */
+static int plot_runs(const struct plot_command *cmd, char **files, int n)
+{
     if (n > 10) {
         fprintf(stderr, PROG ": %d runs; at most 10 fit one chart (one colour each)\n", n);
         return 2;
@@ -403,67 +463,36 @@ int dl_cli_plot(int argc, char **argv)
     struct run *runs = calloc((size_t)n, sizeof *runs);
     if (!runs)
         return 1;
-    int status = label_runs(runs, argv + optind, n, labels);
+    int status = label_runs(runs, files, n, cmd->labels);
     for (int i = 0; i < n && !status; i++)
-        status = read_run(argv[optind + i], &runs[i], weight);
+        status = read_run(files[i], &runs[i], cmd->weight);
     struct dl_chart_series *series = calloc((size_t)n * 11, sizeof *series);
     if (!status && !series)
         status = 1;
-    if (!status) {
-        /* panel p's series of run i: raw, smoothed, validation */
-        struct dl_chart_series *s = series;
-        int counts[4] = {0};
-        struct dl_chart_series *first[4];
-        for (int p = 0; p < 4; p++) {
-            first[p] = s;
-            for (int i = 0; i < n; i++) {
-                struct run *r = &runs[i];
-                const struct dl_column *x = p == 1 ? &r->m.time : &r->m.step, *vx = p == 1 ? &r->m.vtime : &r->m.vstep;
-                const struct dl_column *raw = p == 2 ? &r->acc : p == 3 ? &r->m.rate : &r->m.loss;
-                const struct dl_column *sm = p == 2 ? &r->acc_smooth : &r->loss_smooth;
-                const struct dl_column *val = p == 2 ? &r->vacc : &r->m.vloss;
-                if (p == 3) {
-                    *s++ = (struct dl_chart_series){i, DL_CHART_LINE, x->v, raw->v, raw->n};
-                    counts[p]++;
-                    continue;
-                }
-                *s++ = (struct dl_chart_series){i, weight > 0 ? DL_CHART_FAINT : DL_CHART_LINE, x->v, raw->v, raw->n};
-                if (weight > 0)
-                    *s++ = (struct dl_chart_series){i, DL_CHART_LINE, x->v, sm->v, sm->n};
-                *s++ = (struct dl_chart_series){i, DL_CHART_MARKED, vx->v, val->v, val->n};
-                counts[p] += weight > 0 ? 3 : 2;
-            }
-        }
-        int tokens = 0;
-        for (int i = 0; i < n; i++)
-            tokens |= runs[i].m.tokens;
-        const struct dl_chart_panel panels[] = {
-            {"Loss", "step", "loss", -1, first[0], counts[0]},
-            {"Loss against time", "seconds since the start", "loss", -1, first[1], counts[1]},
-            {"Accuracy", "step", "accuracy (%)", 0, first[2], counts[2]},
-            {"Throughput", "step", tokens ? "tokens/s (samples/s without tokens)" : "samples/s", 0, first[3],
-             counts[3]}};
-        const char *names[10];
-        char joined[512] = "";
-        for (int i = 0; i < n; i++) {
-            names[i] = runs[i].label;
-            size_t len = strlen(joined);
-            snprintf(joined + len, sizeof joined - len, "%s%s", i ? " vs " : "", runs[i].label);
-        }
-        char note[160];
-        if (weight > 0)
-            snprintf(note, sizeof note, "faint: each training step; line: smoothed (%g); dots: validation", weight);
-        else
-            snprintf(note, sizeof note, "line: each training step; dots: validation");
-        struct dl_chart_legend legend = {names, n, note};
-        if (dl_chart_render(out, title ? title : joined, panels, 4, 2, &legend, width, &err)) {
-            fprintf(stderr, PROG ": %s\n", err.msg);
-            status = err.code == DL_ERR_SPEC ? 2 : 1;
-        }
-    }
+    if (!status)
+        status = draw_runs(cmd, runs, n, series);
     free(series);
     for (int i = 0; i < n; i++)
         run_free(&runs[i]);
     free(runs);
     return status;
+}
+
+int dl_cli_plot(int argc, char **argv)
+{
+    struct plot_command cmd = {.width = 1200, .weight = 0.6};
+    int first, status = parse_args(&cmd, argc, argv, &first);
+    if (status >= 0)
+        return status;
+    if (cmd.tuner && cmd.out)
+        return plot_tuner(&cmd.net_options, cmd.tuner, cmd.out, cmd.title);
+    if (cmd.trace && cmd.out)
+        return plot_trace(cmd.trace, cmd.out, cmd.title, cmd.width);
+    int n = argc - first;
+    if (n < 1 || !cmd.out) {
+        fprintf(stderr, PROG ": %s (Try '" PROG " --help'.)\n",
+                n < 1 ? "no run given: dltrain plot RUN.jsonl... -o FILE.svg" : "-o FILE.svg|.pdf|.png is required");
+        return 2;
+    }
+    return plot_runs(&cmd, argv + first, n);
 }
