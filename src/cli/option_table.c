@@ -9,6 +9,45 @@
 
 #define MAX_OPTIONS 192
 
+/* getopt_long over opts (long options only): the next option's code, -1 at
+ * the end, '?' after printing what was wrong with an unknown option (with
+ * the closest of opts when one is near: "did you mean --lr?"), an ambiguous
+ * one, or a missing value, and "Try 'PROG --help'.". */
+static int next_option(int argc, char **argv, const struct option *opts, const char *prog)
+{
+    opterr = 0;
+    int prev = optind;
+    int opt = getopt_long(argc, argv, ":", opts, NULL);
+    if (opt != '?' && opt != ':')
+        return opt;
+    const char *arg = optind > prev ? argv[optind - 1] : argv[prev];
+    if (opt == ':') {
+        fprintf(stderr, "%s: option '%s' needs a value\n", prog, arg);
+    } else if (strncmp(arg, "--", 2) != 0) {
+        fprintf(stderr, "%s: unrecognized option '%s' (options are long: --name)\n", prog, dl_short(arg).s);
+    } else {
+        char word[128];
+        snprintf(word, sizeof word, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+        const char *names[512];
+        int n = 0;
+        for (int i = 0; opts[i].name && n < 511; i++)
+            names[n++] = opts[i].name;
+        names[n] = NULL;
+        int prefixed = 0;
+        for (int i = 0; i < n; i++)
+            prefixed += strncmp(names[i], word, strlen(word)) == 0;
+        const char *near = dl_closest_name(word, names);
+        if (prefixed > 1)
+            fprintf(stderr, "%s: option '--%s' is ambiguous: it begins %d options\n", prog, word, prefixed);
+        else if (near)
+            fprintf(stderr, "%s: unrecognized option '--%s' (did you mean --%s?)\n", prog, word, near);
+        else
+            fprintf(stderr, "%s: unrecognized option '--%s'\n", prog, word);
+    }
+    fprintf(stderr, "Try '%s --help'.\n", prog);
+    return '?';
+}
+
 /* getopt_long's codes: the shared options keep theirs (options.h), a table's
  * entry i is DL_OPT_FIRST_LOCAL + i (a DL_SHARED one too: apply passes its
  * code on). */
@@ -102,7 +141,7 @@ int dl_options_parse(const struct dl_command_line *c, int argc, char **argv, int
     letters_to_names(c->options, argc, argv);
     int opt, status = -1;
     optind = 1;
-    while (status < 0 && (opt = dl_getopt(argc, argv, longs, c->prog)) != -1) {
+    while (status < 0 && (opt = next_option(argc, argv, longs, c->prog)) != -1) {
         if (opt == '?')
             return refused(c);
         if (opt == DL_OPT_HELP || opt == DL_OPT_VERSION) {

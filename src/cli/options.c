@@ -462,48 +462,6 @@ const char *dl_closest_name(const char *word, const char *const *names)
     return best && (best_d <= 2 || best_d <= len / 3) ? best : NULL;
 }
 
-void dl_short_output(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-o") == 0)
-            argv[i] = (char *)"--output";
-}
-
-int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog)
-{
-    opterr = 0;
-    int prev = optind;
-    int opt = getopt_long(argc, argv, ":", opts, NULL);
-    if (opt != '?' && opt != ':')
-        return opt;
-    const char *arg = optind > prev ? argv[optind - 1] : argv[prev];
-    if (opt == ':') {
-        fprintf(stderr, "%s: option '%s' needs a value\n", prog, arg);
-    } else if (strncmp(arg, "--", 2) != 0) {
-        fprintf(stderr, "%s: unrecognized option '%s' (options are long: --name)\n", prog, dl_short(arg).s);
-    } else {
-        char word[128];
-        snprintf(word, sizeof word, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
-        const char *names[512];
-        int n = 0;
-        for (int i = 0; opts[i].name && n < 511; i++)
-            names[n++] = opts[i].name;
-        names[n] = NULL;
-        int prefixed = 0;
-        for (int i = 0; i < n; i++)
-            prefixed += strncmp(names[i], word, strlen(word)) == 0;
-        const char *near = dl_closest_name(word, names);
-        if (prefixed > 1)
-            fprintf(stderr, "%s: option '--%s' is ambiguous: it begins %d options\n", prog, word, prefixed);
-        else if (near)
-            fprintf(stderr, "%s: unrecognized option '--%s' (did you mean --%s?)\n", prog, word, near);
-        else
-            fprintf(stderr, "%s: unrecognized option '--%s'\n", prog, word);
-    }
-    fprintf(stderr, "Try '%s --help'.\n", prog);
-    return '?';
-}
-
 int dl_load_weights(const char *checkpoint, const char *init_from, struct dl_exec *e, const struct dl_graph *g,
                     struct dl_error *err)
 {

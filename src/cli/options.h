@@ -106,17 +106,6 @@ const char *dl_shipped_file(const char *path, const char *folder, char *buf, siz
  * another function that fills err) is an error; returns 1 then, else 0. */
 int dl_option_refused(const char *prog, int rc, const struct dl_error *err);
 
-/* getopt_long for every subcommand: the next option's code, -1 at the end,
- * '?' after printing what was wrong with an unknown option (with the
- * closest of opts when one is near: "did you mean --lr?"), an ambiguous
- * one, or a missing value, and "Try 'PROG --help'." (the caller exits 2). */
-int dl_getopt(int argc, char **argv, const struct option *opts, const char *prog);
-
-/* For the commands that write a file (tokenize, export): a bare "-o" in
- * argv becomes "--output", which dl_getopt takes (it takes long options
- * only).  Call before the first dl_getopt. */
-void dl_short_output(int argc, char **argv);
-
 /* The name among the NULL-terminated names closest to word by edit
  * distance when it is near enough to be a likely typo (at most 2 edits, or a
  * third of word's length), else NULL. */
