@@ -4,7 +4,8 @@
  * untouched, an optional value takes the next word that is no option, a
  * bare -LETTER stands for its option, --help and --version are status 0
  * (--version refused where the command has none), the shared options reach
- * dl_net_option, and the positional arguments begin where it says. */
+ * dl_net_option (only those the table lists, with shared_listed), and the
+ * positional arguments begin where it says. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -147,9 +148,30 @@ static void help_and_shared(void **state)
     assert_int_equal(parse(&s, &net, &first, 2, "--threads", "0"), 2);
 }
 
+/* A command taking only the shared options its table lists (bench conv). */
+static void listed_shared(void **state)
+{
+    (void)state;
+    static const struct dl_option listed[] = {DL_OPTION_SHARED("threads", required_argument, DL_OPT_THREADS),
+                                              DL_OPTION_FLAG("on", struct settings, on, 1), DL_OPTION_END};
+    struct settings s = {0};
+    struct dl_net_options net;
+    dl_net_options_init(&net);
+    struct dl_command_line line = {"prog", listed, &s, &net, help, .shared_listed = 1};
+    int first;
+    char w0[] = "prog", w1[] = "--threads", w2[] = "3", w3[] = "--on", w4[] = "--lr", w5[] = "0.1";
+    char *argv[] = {w0, w1, w2, w3, NULL};
+    assert_int_equal(dl_options_parse(&line, 4, argv, &first), -1);
+    assert_true(net.threads == 3 && s.on == 1 && first == 4);
+    char *unlisted[] = {w0, w4, w5, NULL};
+    assert_int_equal(dl_options_parse(&line, 3, unlisted, &first), 2); /* --lr: not one of the table's */
+    assert_int_equal(net.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(fields_set), cmocka_unit_test(refusals),
-                                       cmocka_unit_test(optional_value_and_letter), cmocka_unit_test(help_and_shared)};
+                                       cmocka_unit_test(optional_value_and_letter), cmocka_unit_test(help_and_shared),
+                                       cmocka_unit_test(listed_shared)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
