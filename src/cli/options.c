@@ -277,7 +277,7 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
     if (!rc)
         rc = dl_net_check_unused_keys(net, print_warning, &sink, &err);
     o->kernels.precision = !rc ? dl_train_precision(&net->train) : DL_F32; /* for executors made outside dl_train */
-    o->recompute = rc ? 0 : net->parallel.recompute;
+    o->recompute = rc ? 0 : net->parallel.recompute; /* the same, for executors made outside dl_train */
     if (!rc)
         rc = check_kernel_choices(&net->graph, &o->kernels, &err);
     if (!rc)

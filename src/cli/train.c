@@ -265,10 +265,6 @@ static int resolve_grid(const char *cli, const char *grid, const struct dl_net *
         fprintf(stderr, "dltrain: %s\n", err.msg);
         return 2;
     }
-    if (!train->pipeline_chunks && net->parallel.micro_batches)
-        train->pipeline_chunks = net->parallel.micro_batches;
-    train->grid.sp = net->parallel.sequence_parallel;
-    train->parallel.zero = net->parallel.zero;
     return 0;
 }
 

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/device.h"
 #include "core/clock.h"
+#include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/trace.h"
 #include "train/hf_gpt2.h"
@@ -113,16 +115,42 @@ static int report_memory(struct trainer *tr, struct dl_error *err)
     return rc;
 }
 
+/* The run's options: the caller's, with what the network file says of the
+ * run (trainer.h's rule): parallel.zero, parallel.sequence_parallel and
+ * parallel.recompute whatever the caller's say; parallel.micro_batches
+ * where the caller asked for no chunk count; train.device where the caller
+ * gave no device.  (train.precision: init_pipeline; the other train.* keys
+ * are read from net->train where they are used.) */
+static int options_of(const struct dl_net *net, const struct dl_train_opts *caller, struct dl_train_opts *o,
+                      struct dl_error *err)
+{
+    const struct dl_parallel_spec *p = &net->parallel;
+    *o = *caller;
+    o->parallel.zero = p->zero;
+    o->grid.sp = p->sequence_parallel;
+    o->exec.recompute = (enum dl_recompute)p->recompute;
+    if (!o->pipeline_chunks)
+        o->pipeline_chunks = p->micro_batches;
+    if (!o->exec.device)
+        return dl_device_open(net->train.device, dl_threads_local_rank(), &o->exec.device, err);
+    return DL_OK;
+}
+
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
              struct dl_train_result *res, struct dl_error *err)
 {
     struct trainer tr;
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
+    struct dl_train_opts run_opts;
     tr.net = net;
-    tr.opts = opts;
+    tr.opts = &run_opts;
     tr.hooks = hooks;
-    int rc = dl_trainer_setup(&tr, err);
+    int rc = options_of(net, opts, &run_opts, err);
+    if (rc)
+        return rc;
+    opts = &run_opts;
+    rc = dl_trainer_setup(&tr, err);
     if (!rc) {
         res->bf16_layers = bf16_layers(&tr);
         char how[384];

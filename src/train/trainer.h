@@ -74,13 +74,16 @@ struct dl_train_hooks {
 struct dl_train_opts {
     struct dl_comm *comm;             /* the world; NULL = one process */
     struct dl_exec_options exec;      /* kernel choices, micro-batch plan or tuner (zero: the defaults);
-                                         their precision is the network's train.precision (whatever the
-                                         choices say), parallel.sync_bn adds sync_stats to them */
-    struct dl_parallel_opts parallel;
+                                         their precision is the network's train.precision and recompute
+                                         its parallel.recompute (whatever the options say), device NULL:
+                                         train.device's; parallel.sync_bn adds sync_stats to them */
+    struct dl_parallel_opts parallel; /* its zero: the network's parallel.zero (whatever it says here) */
     /* Model, pipeline and hybrid parallelism (doc/parallel.md): the grid
-     * (zero: data parallelism over every rank), the chunks each rank's
-     * part of a mini-batch is cut into (0: 1 without a pipeline, 4 x pp
-     * with one), the pipeline schedule and its stages per pipeline rank
+     * (zero: data parallelism over every rank; its sp: the network's
+     * parallel.sequence_parallel, whatever it says here), the chunks each
+     * rank's part of a mini-batch is cut into (0: the network's
+     * parallel.micro_batches, else 1 without a pipeline, 4 x pp with one),
+     * the pipeline schedule and its stages per pipeline rank
      * (interleaved:V; 0 or 1 otherwise). */
     struct dl_grid_dims grid;
     int pipeline_chunks;
@@ -154,6 +157,28 @@ struct dl_train_result {
  * sync, 25 MiB buckets, overlap on, ...). */
 void dl_train_opts_defaults(struct dl_train_opts *o);
 
+/* Trains net with opts.  The network file is the one reader of the run's
+ * settings (issue 41): a program that passes a parsed network with the
+ * default options trains as `dltrain --net FILE` does, without copying the
+ * file into the options.  The rule, key by key:
+ *   - train.* (batch, epochs, max_steps, seed, optimizer, schedule,
+ *     clip_grad_norm) are read from net->train where they are used;
+ *     train.precision picks the executors' kernels, whatever opts->exec's
+ *     kernel choices say;
+ *   - parallel.zero, parallel.sequence_parallel (grid.sp) and
+ *     parallel.recompute (exec.recompute) are the file's, whatever opts
+ *     says: a caller changes them in net (the CLI's --zero,
+ *     --sequence-parallel and --recompute are --set overrides applied
+ *     when the file is parsed);
+ *   - parallel.micro_batches is the chunk count when opts->pipeline_chunks
+ *     is 0 (the CLI's --pipeline-chunks and --parallel auto's plan win);
+ *   - train.device is opened (dl_device_open, the node's local rank) when
+ *     opts->exec.device is NULL;
+ *   - the grid (parallel.strategy, dp, tp, pp) stays the caller's:
+ *     opts->grid, resolved for the rank count (zero: data parallelism
+ *     over every rank), which the CLI resolves from the file, --grid,
+ *     --parallel and the planner.
+ * dl_train reads these from a copy of opts; the caller's is left as it is. */
 int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const struct dl_train_hooks *hooks,
              struct dl_train_result *res, struct dl_error *err);
 
