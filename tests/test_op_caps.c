@@ -4,10 +4,10 @@
  * on the whole batch; one marked is_relu computes max(x, 0) and passes the
  * gradient where the output is positive; one marked commutes_with_relu
  * gives the same output and input gradient with a ReLU before it as after
- * it; a loss marked split_classes, run on T threads that each hold a block
+ * it; a loss marked tp.split_classes, run on T threads that each hold a block
  * of the classes (uneven ones too) and reduce through sync_max and sync_sum
  * as the tensor group does, gives every rank the whole loss and its block
- * of the whole gradient; a kind marked row_local, run on bands of rows on
+ * of the whole gradient; a kind marked tp.row_local, run on bands of rows on
  * threads whose statistics are summed through sync_sum, gives the whole
  * run's output, gradients and running statistics band by band.  The tuner
  * and the executor act on these flags alone. */
@@ -497,7 +497,7 @@ static void row_local_holds(void **state)
     int checked = 0;
     for (int i = 0; dl_op_kinds[i]; i++) {
         const struct dl_op_kind *op = dl_op_kinds[i];
-        if (!op->row_local)
+        if (!op->tp.row_local)
             continue;
         const struct example *e = example_of(op);
         if (!e)
@@ -515,7 +515,7 @@ static void split_classes_hold(void **state)
     int checked = 0;
     for (int i = 0; dl_op_kinds[i]; i++) {
         const struct dl_op_kind *op = dl_op_kinds[i];
-        if (!op->split_classes)
+        if (!op->tp.split_classes)
             continue;
         static const int shapes[][2] = {{6, 2}, {6, 3}, {7, 2}, {7, 3}, {10, 4}, {9, 4}};
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {

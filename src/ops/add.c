@@ -66,6 +66,6 @@ const struct dl_op_kind dl_op_add = {
     .backward = add_backward,
     .backward_reads = DL_READS_DECLARED /* the output gradient alone */,
     .flops = add_flops,
-    .channel_local = 1,
-    .row_local = 1,
+    .tp.channel_local = 1,
+    .tp.row_local = 1,
 };

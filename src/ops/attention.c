@@ -333,5 +333,5 @@ const struct dl_op_kind dl_op_attention = {
     .backward = attention_backward,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS /* q, k, v: the weights recomputed */,
     .flops = attention_flops,
-    .tp_heads = attention_tp_heads,
+    .tp.tp_heads = attention_tp_heads,
 };

@@ -151,5 +151,5 @@ const struct dl_op_kind dl_op_avgpool = {
     .forward = avgpool_forward,
     .backward = avgpool_backward,
     .flops = avgpool_flops,
-    .channel_local = 1,
+    .tp.channel_local = 1,
 };

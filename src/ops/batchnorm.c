@@ -232,6 +232,6 @@ const struct dl_op_kind dl_op_batchnorm = {
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,
     .flops = batchnorm_flops,
-    .channel_local = 1,
-    .row_local = 1,
+    .tp.channel_local = 1,
+    .tp.row_local = 1,
 };

@@ -410,7 +410,7 @@ const struct dl_op_kind dl_op_conv = {
     .forward = conv_forward,
     .backward = conv_backward,
     .flops = conv_flops,
-    .tp_split = conv_tp_split,
-    .tp_by_samples = 1,
-    .height_split = conv_height_split,
+    .tp.tp_split = conv_tp_split,
+    .tp.tp_by_samples = 1,
+    .tp.height_split = conv_height_split,
 };

@@ -99,5 +99,5 @@ const struct dl_op_kind dl_op_dropout = {
     .backward_reads = DL_READS_DECLARED /* its saved mask */,
     .flops = dl_eltwise_flops,
     .micro_batch = 1, /* each sample's mask is its own */
-    .channel_local = 1,
+    .tp.channel_local = 1,
 };

@@ -63,6 +63,6 @@ static inline double dl_eltwise_flops(const void *attr, const struct dl_shape *i
 #define DL_ELTWISE_KIND_FIELDS(NAME)                                              \
     .min_inputs = 1, .max_inputs = 1, .infer = dl_eltwise_infer, .micro_batch = 1, \
     .forward = NAME##_forward, .backward = NAME##_backward, .flops = dl_eltwise_flops, \
-    .channel_local = 1, .row_local = 1
+    .tp.channel_local = 1, .tp.row_local = 1
 
 #endif

@@ -142,5 +142,5 @@ const struct dl_op_kind dl_op_embedding = {
     .forward = embedding_forward,
     .backward = embedding_backward,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS /* the ids */,
-    .tp_vocab = embedding_tp_vocab,
+    .tp.tp_vocab = embedding_tp_vocab,
 };

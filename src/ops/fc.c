@@ -223,7 +223,7 @@ const struct dl_op_kind dl_op_fc = {
     .backward = fc_backward,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
     .flops = fc_flops,
-    .tp_split = fc_tp_split,
-    .tp_outputs = fc_tp_outputs,
-    .tp_pairs = 1,
+    .tp.tp_split = fc_tp_split,
+    .tp.tp_outputs = fc_tp_outputs,
+    .tp.tp_pairs = 1,
 };

@@ -40,5 +40,5 @@ const struct dl_op_kind dl_op_flatten = {
     .infer = flatten_infer,
     .forward = flatten_forward,
     .backward = flatten_backward,
-    .channel_local = 1,
+    .tp.channel_local = 1,
 };

@@ -58,5 +58,5 @@ const struct dl_op_kind dl_op_global_avgpool = {
     .forward = global_avgpool_forward,
     .backward = global_avgpool_backward,
     .flops = global_avgpool_flops,
-    .channel_local = 1,
+    .tp.channel_local = 1,
 };

@@ -138,5 +138,5 @@ const struct dl_op_kind dl_op_maxpool = {
     .forward = maxpool_forward,
     .backward = maxpool_backward,
     .flops = maxpool_flops,
-    .channel_local = 1,
+    .tp.channel_local = 1,
 };

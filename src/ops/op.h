@@ -151,13 +151,85 @@ struct dl_op_call {
      * rows are split (doc/parallel.md); NULL: this rank only.  sync_max is
      * set only for a loss whose class scores are split over the tensor
      * group (channels [channel0, channel0 + in[0].shape.c) of them here;
-     * the op kind's split_classes), which it then reduces through both. */
+     * the op kind's tp.split_classes), which it then reduces through both. */
     void (*sync_sum)(void *ctx, double *v, int n);
     void (*sync_max)(void *ctx, double *v, int n);
     void *sync_ctx;
 };
 
 /* ---------------------------------------------------------------- op kind */
+/* How a layer of a kind may be divided over the ranks of a tensor group
+ * (doc/parallel.md): by channels, outputs or inputs, heads, vocabulary rows,
+ * class scores, or bands of rows (spatial and sequence parallelism).
+ * plan/tp_split.c decides each layer's split from these and the layer's
+ * `split:` key, planner/tp_split_choice.c the choices among them; a kind
+ * that sets none (all 0 and NULL) runs whole on every rank of the group. */
+struct dl_op_tp_caps {
+    /* channel_local: the op treats channels (features) independently, so a
+     * tensor split into equal channel blocks goes through it block by block
+     * and comes out split the same way (flatten turns channel blocks into
+     * feature blocks); its parameters, if any, are one value per channel. */
+    int channel_local;
+    /* A loss that can take its class scores split into blocks over the
+     * tensor group (a column-split last layer) without gathering them:
+     * called with sync_max set, it reduces its per-sample maximum, sum of
+     * exponentials and target score over the ranks (Megatron-LM's
+     * vocabulary-parallel cross entropy). */
+    int split_classes;
+/* A split_classes loss reduces the sums of at most this many rows (sample,
+ * position) a call over the tensor group (4 doubles a row on the stack). */
+#define DL_SPLIT_CLASSES_ROWS 4096
+    /* An op with weights [out, in, ...] and bias [out] (convolution, fully
+     * connected) that can be divided over T ranks: writes into local (a copy
+     * of attr) the attributes of one part, split by its outputs (by_output:
+     * filters, units) or by its inputs (channels, features: the input shape
+     * then shrinks, and the part keeps its bias only with keep_bias).
+     * Returns 0, or -1 when these attributes cannot be split so (T does not
+     * divide the outputs, a grouped convolution).  NULL: never split. */
+    int (*tp_split)(const void *attr, int by_output, int T, int keep_bias, void *local);
+    /* An op over heads (attention) that can run on whole heads: writes into
+     * local (a copy of attr) the attributes of rank t's part of T (heads
+     * [t H/T, (t+1) H/T)) for n_in inputs and returns the number of equal
+     * channel groups its input packs (3 for q, k, v in one tensor, 1 for
+     * three inputs), rank t reading block t of each; -1 when T does not
+     * divide the heads.  Megatron-LM's attention core, local to the rank.
+     * NULL: never split so. */
+    int (*tp_heads)(const void *attr, int n_in, int T, int t, void *local);
+    /* A lookup table that can be split by its rows (the vocabulary) over T
+     * ranks: writes into local (a copy of attr) the attributes of rank t's
+     * rows [t V / T, (t+1) V / T) (integer division: unequal when T does
+     * not divide V), whose output is its rows' part (zeros for other ids),
+     * summed over the group; returns 0, or -1 when it has fewer rows than
+     * ranks.  Megatron-LM's vocabulary-parallel embedding.  NULL: never. */
+    int (*tp_vocab)(const void *attr, int T, int t, void *local);
+    /* A tp_split op whose part keeps outputs [lo, hi) of any size (a head
+     * split as the vocabulary its weight is tied to): writes that part's
+     * attributes into local.  NULL: equal blocks only (tp_split). */
+    void (*tp_outputs)(const void *attr, long lo, long hi, void *local);
+    /* The planner's choices for tp_split kinds (planner/tp_split_choice.h):
+     * tp_pairs, two such layers in a row may split column then row (the
+     * activation between them stays split, Megatron-LM's pairs of fc
+     * layers), or both stay whole; tp_by_samples, the layers may run on
+     * shares of the samples instead (Krizhevsky's hybrid: convolutions data
+     * parallel, the pairs tensor parallel). */
+    int tp_pairs;
+    int tp_by_samples;
+
+    /* Spatial (height) and sequence parallelism.  row_local: the op
+     * treats rows (the height axis) independently, or reduces over them
+     * only through sync_sum (batch norm's statistics), so a tensor split
+     * into bands of rows goes through it band by band and comes out split
+     * the same way (element-wise ops, add, batch norm).  height_split: an
+     * op that can run on a band of rows given `*halo` more rows of its
+     * neighbours' bands above and below it (zeros past the whole tensor's
+     * edges): writes into local (a copy of attr) the attributes of that
+     * part, no padding in height, for the input shape in, and returns NULL,
+     * or the rule these attributes break (a stride-1 'same' convolution
+     * only).  NULL: never split by height. */
+    int row_local;
+    const char *(*height_split)(const void *attr, struct dl_shape in, void *local, int *halo);
+};
+
 struct dl_op_kind {
     const char *name;       /* the `type:` in a network file */
     const char *summary;    /* one line for documentation */
@@ -247,70 +319,8 @@ struct dl_op_kind {
     /* Multiply-add counted as 2 FLOPs, forward pass, per sample (may be NULL: 0). */
     double (*flops)(const void *attr, const struct dl_shape *in, struct dl_shape out);
 
-    /* Tensor parallelism (doc/parallel.md, plan/tp_split.c).  channel_local:
-     * the op treats channels (features) independently, so a tensor split into
-     * equal channel blocks goes through it block by block and comes out split
-     * the same way (flatten turns channel blocks into feature blocks); its
-     * parameters, if any, are one value per channel. */
-    int channel_local;
-    /* A loss that can take its class scores split into blocks over the
-     * tensor group (a column-split last layer) without gathering them:
-     * called with sync_max set, it reduces its per-sample maximum, sum of
-     * exponentials and target score over the ranks (Megatron-LM's
-     * vocabulary-parallel cross entropy). */
-    int split_classes;
-/* A split_classes loss reduces the sums of at most this many rows (sample,
- * position) a call over the tensor group (4 doubles a row on the stack). */
-#define DL_SPLIT_CLASSES_ROWS 4096
-    /* An op with weights [out, in, ...] and bias [out] (convolution, fully
-     * connected) that can be divided over T ranks: writes into local (a copy
-     * of attr) the attributes of one part, split by its outputs (by_output:
-     * filters, units) or by its inputs (channels, features: the input shape
-     * then shrinks, and the part keeps its bias only with keep_bias).
-     * Returns 0, or -1 when these attributes cannot be split so (T does not
-     * divide the outputs, a grouped convolution).  NULL: never split. */
-    int (*tp_split)(const void *attr, int by_output, int T, int keep_bias, void *local);
-    /* An op over heads (attention) that can run on whole heads: writes into
-     * local (a copy of attr) the attributes of rank t's part of T (heads
-     * [t H/T, (t+1) H/T)) for n_in inputs and returns the number of equal
-     * channel groups its input packs (3 for q, k, v in one tensor, 1 for
-     * three inputs), rank t reading block t of each; -1 when T does not
-     * divide the heads.  Megatron-LM's attention core, local to the rank.
-     * NULL: never split so. */
-    int (*tp_heads)(const void *attr, int n_in, int T, int t, void *local);
-    /* A lookup table that can be split by its rows (the vocabulary) over T
-     * ranks: writes into local (a copy of attr) the attributes of rank t's
-     * rows [t V / T, (t+1) V / T) (integer division: unequal when T does
-     * not divide V), whose output is its rows' part (zeros for other ids),
-     * summed over the group; returns 0, or -1 when it has fewer rows than
-     * ranks.  Megatron-LM's vocabulary-parallel embedding.  NULL: never. */
-    int (*tp_vocab)(const void *attr, int T, int t, void *local);
-    /* A tp_split op whose part keeps outputs [lo, hi) of any size (a head
-     * split as the vocabulary its weight is tied to): writes that part's
-     * attributes into local.  NULL: equal blocks only (tp_split). */
-    void (*tp_outputs)(const void *attr, long lo, long hi, void *local);
-    /* The planner's choices for tp_split kinds (planner/tp_split_choice.h):
-     * tp_pairs, two such layers in a row may split column then row (the
-     * activation between them stays split, Megatron-LM's pairs of fc
-     * layers), or both stay whole; tp_by_samples, the layers may run on
-     * shares of the samples instead (Krizhevsky's hybrid: convolutions data
-     * parallel, the pairs tensor parallel). */
-    int tp_pairs;
-    int tp_by_samples;
-
-    /* Spatial (height) parallelism, doc/parallel.md.  row_local: the op
-     * treats rows (the height axis) independently, or reduces over them
-     * only through sync_sum (batch norm's statistics), so a tensor split
-     * into bands of rows goes through it band by band and comes out split
-     * the same way (element-wise ops, add, batch norm).  height_split: an
-     * op that can run on a band of rows given `*halo` more rows of its
-     * neighbours' bands above and below it (zeros past the whole tensor's
-     * edges): writes into local (a copy of attr) the attributes of that
-     * part, no padding in height, for the input shape in, and returns NULL,
-     * or the rule these attributes break (a stride-1 'same' convolution
-     * only).  NULL: never split by height. */
-    int row_local;
-    const char *(*height_split)(const void *attr, struct dl_shape in, void *local, int *halo);
+    /* How its layers may be split over a tensor group (above). */
+    struct dl_op_tp_caps tp;
 };
 
 /* registry.c */

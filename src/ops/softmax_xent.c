@@ -267,5 +267,5 @@ const struct dl_op_kind dl_op_softmax_xent = {
     .backward = softmax_xent_backward,
     .backward_reads = DL_READS_DECLARED /* its saved probabilities and the labels */,
     .flops = softmax_xent_flops,
-    .split_classes = 1,
+    .tp.split_classes = 1,
 };

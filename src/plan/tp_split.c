@@ -67,10 +67,11 @@ static int groups_for_readers(const struct dl_shard *s, int i)
             if (r->in[k] != i)
                 continue;
             int G = 1;
-            if (r->kind->tp_heads && r->split == DL_SPLIT_AUTO) {
+            if (r->kind->tp.tp_heads && r->split == DL_SPLIT_AUTO) {
                 char scratch[256];
-                G = r->attr && r->kind->attr_size <= sizeof scratch ? r->kind->tp_heads(r->attr, r->n_in, T, 0, scratch)
-                                                                      : 1;
+                G = r->attr && r->kind->attr_size <= sizeof scratch
+                        ? r->kind->tp.tp_heads(r->attr, r->n_in, T, 0, scratch)
+                        : 1;
             }
             if (G < 1 || (want && want != G))
                 return 1;
@@ -145,10 +146,10 @@ static const char *height_misfit(const struct dl_shard *s, const struct dl_layer
                                  char *buf, size_t size)
 {
     int H = l->in_shape[0].h, T = s->dims.tp;
-    if (!l->kind->height_split)
+    if (!l->kind->tp.height_split)
         return "only stride-1 'same' convolutions are split by height; element-wise layers, add and batch norm "
                "follow a height-split input";
-    const char *why = l->kind->height_split(l->attr, l->in_shape[0], local_attr, halo);
+    const char *why = l->kind->tp.height_split(l->attr, l->in_shape[0], local_attr, halo);
     if (why)
         return why;
     if (H < T)
@@ -214,8 +215,8 @@ static int decide_linear(struct dl_shard *s, int i, void *local_attr, struct dl_
     }
     long U = l->out_shape.c;
     if (uneven) /* the owner's band of the rows: outputs [t U / T, (t+1) U / T) */
-        l->kind->tp_outputs(l->attr, s->pos.t * U / T, (s->pos.t + 1) * U / T, local_attr);
-    else if (mode && l->kind->tp_split(l->attr, mode == 1, T, s->pos.t == 0, local_attr) != 0) {
+        l->kind->tp.tp_outputs(l->attr, s->pos.t * U / T, (s->pos.t + 1) * U / T, local_attr);
+    else if (mode && l->kind->tp.tp_split(l->attr, mode == 1, T, s->pos.t == 0, local_attr) != 0) {
         if (want != DL_SPLIT_AUTO) {
             char why[160];
             snprintf(why, sizeof why, "%d tensor ranks do not divide its %d outputs (or it is a grouped convolution)",
@@ -248,7 +249,7 @@ static int decide_heads(struct dl_shard *s, int i, void *local_attr, struct dl_e
 {
     const struct dl_layer *l = &s->g->layers[i];
     struct dl_shard_layer *L = &s->layer[i];
-    int T = s->dims.tp, G = l->kind->tp_heads(l->attr, l->n_in, T, s->pos.t, local_attr);
+    int T = s->dims.tp, G = l->kind->tp.tp_heads(l->attr, l->n_in, T, s->pos.t, local_attr);
     if (G < 1) {
         char why[160];
         snprintf(why, sizeof why, "%d tensor ranks do not divide its heads (each rank runs whole heads)", T);
@@ -292,12 +293,12 @@ static int bands_read_as_they_are(const struct dl_shard *s, int i)
         const struct dl_layer *l = &g->layers[u];
         if (!(l->n_params && l->param[0].shares && l->param[0].share_layer == i))
             continue;
-        if (!l->kind->tp_outputs || l->split != DL_SPLIT_AUTO)
+        if (!l->kind->tp.tp_outputs || l->split != DL_SPLIT_AUTO)
             return 0;
         for (int r = u + 1; r < g->n; r++)
             for (int k = 0; k < g->layers[r].n_in; k++)
                 if (g->layers[r].in[k] == u &&
-                    (!g->layers[r].kind->split_classes || g->layers[r].split != DL_SPLIT_AUTO ||
+                    (!g->layers[r].kind->tp.split_classes || g->layers[r].split != DL_SPLIT_AUTO ||
                      l->out_shape.c / s->dims.tp < 2))
                     return 0;
     }
@@ -312,7 +313,7 @@ static int decide_vocab(struct dl_shard *s, int i, void *local_attr, struct dl_e
     struct dl_shard_layer *L = &s->layer[i];
     gather_batch_inputs(s, l, L);
     int T = s->dims.tp, uneven = l->param[0].dims[0] % T != 0;
-    if (l->kind->tp_vocab(l->attr, T, s->pos.t, local_attr) || (uneven && !bands_read_as_they_are(s, i))) {
+    if (l->kind->tp.tp_vocab(l->attr, T, s->pos.t, local_attr) || (uneven && !bands_read_as_they_are(s, i))) {
         memcpy(local_attr, l->attr, l->kind->attr_size);
         L->whole_because = uneven ? "the tensor ranks do not divide its rows (the vocabulary), and a layer tied to "
                                     "it has readers that would gather unequal blocks"
@@ -363,14 +364,14 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
         any |= input_split(s, l, k);
         rows |= input_rows(s, l, k);
     }
-    if (rows && !any && l->kind->row_local && l->split == DL_SPLIT_AUTO) { /* bands in, bands out */
+    if (rows && !any && l->kind->tp.row_local && l->split == DL_SPLIT_AUTO) { /* bands in, bands out */
         L->split = DL_SPLIT_NONE;
         L->split_rows = 1;
         for (int k = 0; k < l->n_in; k++)
             L->rows_in[k] = input_rows(s, l, k) ? DL_TP_IN_AS_IS : DL_TP_IN_SLICE_ROWS;
         return DL_OK;
     }
-    if (s->dims.sp && !rows && !any && l->kind->row_local && l->split == DL_SPLIT_AUTO && on_positions(l, T)) {
+    if (s->dims.sp && !rows && !any && l->kind->tp.row_local && l->split == DL_SPLIT_AUTO && on_positions(l, T)) {
         L->split = DL_SPLIT_NONE; /* sequence parallelism: this rank's positions of whole inputs */
         L->split_rows = 1;
         for (int k = 0; k < l->n_in; k++)
@@ -384,7 +385,7 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
     for (int k = 0; k < l->n_in; k++)
         if (input_split(s, l, k))
             G = !G || G == dl_tp_input_groups(s, l, k) ? dl_tp_input_groups(s, l, k) : -1;
-    if (any && l->kind->split_classes && l->split == DL_SPLIT_AUTO && G == 1) { /* a loss over split class scores */
+    if (any && l->kind->tp.split_classes && l->split == DL_SPLIT_AUTO && G == 1) { /* a loss over split class scores */
         if (l->in_shape[0].c / T >= 2) {
             L->split = DL_SPLIT_NONE;
             L->split_classes = 1;
@@ -394,7 +395,7 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
         }
         L->whole_because = "its class scores are gathered: a tensor rank would hold fewer than 2 classes";
     }
-    int follow = any && l->kind->channel_local && l->split == DL_SPLIT_AUTO && G >= 1;
+    int follow = any && l->kind->tp.channel_local && l->split == DL_SPLIT_AUTO && G >= 1;
     for (int k = 0; k < l->n_in; k++) /* unequal blocks are read as they are by a loss only */
         if (input_split(s, l, k) && s->layer[l->in[k]].uneven)
             return refuse(l, "its input is split in unequal blocks (a vocabulary the tensor ranks do not divide), "
@@ -417,8 +418,8 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
 int dl_tp_split_layer(struct dl_shard *s, int i, void **local_attr, struct dl_error *err)
 {
     const struct dl_layer *l = &s->g->layers[i];
-    int T = s->dims.tp, vocab = T > 1 && l->kind->tp_vocab && l->split == DL_SPLIT_AUTO,
-        heads = T > 1 && l->kind->tp_heads && l->split == DL_SPLIT_AUTO, linear = T > 1 && l->kind->tp_split;
+    int T = s->dims.tp, vocab = T > 1 && l->kind->tp.tp_vocab && l->split == DL_SPLIT_AUTO,
+        heads = T > 1 && l->kind->tp.tp_heads && l->split == DL_SPLIT_AUTO, linear = T > 1 && l->kind->tp.tp_split;
     if (vocab || heads || linear) { /* its part's attributes: owned from here, freed with the shard */
         if (!(*local_attr = calloc(1, l->kind->attr_size)))
             return dl_errorf(err, DL_ERR_NOMEM, "out of memory planning the shard");

@@ -1,6 +1,6 @@
 /* tp_split.h: tensor parallelism's splits (doc/parallel.md), decided for
  * one layer at a time in topological order by plan/shard.c's dl_shard_make
- * from the layer's `split:` key, its kind's capabilities (ops/op.h:
+ * from the layer's `split:` key, its kind's capabilities (ops/op.h's tp:
  * tp_split, tp_heads, tp_vocab, channel_local, row_local, ...) and how
  * its inputs are spread: the same on every rank without any message.  The
  * executor's steps for them are exec/tp_steps.c (channel blocks),

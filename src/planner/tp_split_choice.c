@@ -4,7 +4,7 @@
 
 static int is_free_fc(const struct dl_layer *l)
 {
-    return l->kind->tp_pairs && l->split == DL_SPLIT_AUTO;
+    return l->kind->tp.tp_pairs && l->split == DL_SPLIT_AUTO;
 }
 
 /* The one layer reading layer i's output (-1: none or several). */
@@ -28,7 +28,7 @@ int dl_split_pairs(const struct dl_graph *g, int *first, int *second)
         if (!is_free_fc(&g->layers[i]))
             continue;
         int j = only_reader(g, i);
-        while (j >= 0 && !is_free_fc(&g->layers[j]) && g->layers[j].kind->channel_local && g->layers[j].n_in == 1 &&
+        while (j >= 0 && !is_free_fc(&g->layers[j]) && g->layers[j].kind->tp.channel_local && g->layers[j].n_in == 1 &&
                g->layers[j].n_params == 0)
             j = only_reader(g, j);
         if (j < 0 || !is_free_fc(&g->layers[j]) || g->layers[j].n_in != 1)
@@ -42,7 +42,7 @@ int dl_split_pairs(const struct dl_graph *g, int *first, int *second)
 
 static int is_free_conv(const struct dl_layer *l)
 {
-    return l->kind->tp_by_samples && l->split == DL_SPLIT_AUTO;
+    return l->kind->tp.tp_by_samples && l->split == DL_SPLIT_AUTO;
 }
 
 int dl_split_has_sample_choice(const struct dl_graph *g)
@@ -50,7 +50,7 @@ int dl_split_has_sample_choice(const struct dl_graph *g)
     int conv = 0, fc = 0;
     for (int i = 0; i < g->n; i++) {
         conv |= is_free_conv(&g->layers[i]);
-        fc |= g->layers[i].kind->tp_pairs;
+        fc |= g->layers[i].kind->tp.tp_pairs;
     }
     return conv && fc;
 }

@@ -5,7 +5,7 @@
  * by its inputs (row) -- Megatron-LM's pair, one allreduce per pass -- or
  * both kept whole (none).  A choice is a mask over the pairs; a layout
  * carries the layers it keeps whole.  Which kinds take part is their
- * capability (ops/op.h: tp_pairs, tp_by_samples), not their name. */
+ * capability (ops/op.h: tp.tp_pairs, tp.tp_by_samples), not their name. */
 #ifndef DL_PLAN_SPLIT_CHOICE_H
 #define DL_PLAN_SPLIT_CHOICE_H
 
