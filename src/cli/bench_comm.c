@@ -87,17 +87,17 @@ static int parse_size(const char *s, size_t *floats, struct dl_error *err)
     const size_t max_bytes = (size_t)1 << 40;
     if (*s && strspn(s, "0123456789") == strlen(s)) {
         long count;
-        int rc = dl_parse_long("--sizes", s, 0, (long)(max_bytes / sizeof(float)), &count, err);
+        int rc = dl_parse_long("--sizes", s, 0, (long)(max_bytes / dl_dtype_size(DL_F32)), &count, err);
         if (!rc)
             *floats = (size_t)count;
         return rc;
     }
     size_t bytes;
     int rc = dl_parse_bytes("--sizes", s, 0, max_bytes, &bytes, err);
-    if (!rc && bytes % sizeof(float))
+    if (!rc && bytes % dl_dtype_size(DL_F32))
         rc = dl_errorf(err, DL_ERR_SPEC, "--sizes: expected a whole number of floats (4 bytes each), found '%s'", s);
     if (!rc)
-        *floats = bytes / sizeof(float);
+        *floats = bytes / dl_dtype_size(DL_F32);
     return rc;
 }
 
@@ -225,7 +225,7 @@ static void print_row(const struct bench *b, size_t n, const char *name, double 
                       double model, double t_native)
 {
     int p = b->c->size;
-    double bytes = (double)n * sizeof(float);
+    double bytes = (double)n * dl_dtype_size(DL_F32);
     double algbw = t > 0 ? bytes / t / 1e9 : 0;
     double busbw = algbw * (p > 1 ? 2.0 * (p - 1) / p : 0);
     double err = model > 0 && t > 0 ? 100.0 * (model - t) / t : NAN;
@@ -259,7 +259,7 @@ static int run_algorithms(struct bench *b, float *buf, size_t n, struct dl_error
             m = dl_allreduce_choose(b->c, n, &b->opts);
             snprintf(name, sizeof name, "auto:%s", m->name);
         }
-        double model = m ? m->cost(&b->cost, b->c->size, (double)n * sizeof(float), &b->opts) : 0;
+        double model = m ? m->cost(&b->cost, b->c->size, (double)n * sizeof *buf, &b->opts) : 0;
         if (b->c->rank == 0)
             print_row(b, n, name, t[i], model, t_native);
     }
@@ -370,7 +370,7 @@ static int run_topologies(struct bench *b, float *buf, size_t n, struct dl_error
                 rc = -1;
         if (!rc && b->c->rank == 0) {
             sort_doubles(tw, reps);
-            size_t bytes = sizeof(float) * n * (size_t)x.max_peers, ring = dl_allreduce_ring_bytes(b->c->size, n);
+            size_t bytes = sizeof *buf * n * (size_t)x.max_peers, ring = dl_allreduce_ring_bytes(b->c->size, n);
             char name[40];
             snprintf(name, sizeof name, "gossip:%s", dl_topology_names[t]);
             const char *fmt = b->csv ? "%zu,%s,%d,%.1f,%zu,%zu,%.2f\n" : "%11zu %-19s %6d %11.1f %13zu %13zu %8.2f\n";

@@ -97,7 +97,7 @@ static int print_consistency(const char *text, int ranks)
         printf(" and sends to i +");
         for (int k = 0; k < peers; k++)
             printf("%s%d", k ? ", " : " ", offsets[k]);
-        printf(" (mod %d); %d x %.0f bytes per parameter per step\nW =\n", ranks, peers, (double)sizeof(float));
+        printf(" (mod %d); %d x %.0f bytes per parameter per step\nW =\n", ranks, peers, (double)dl_dtype_size(DL_F32));
         dl_mixing_matrix(po.topology, ranks, t, w);
         for (int i = 0; i < ranks; i++) {
             for (int j = 0; j < ranks; j++) {

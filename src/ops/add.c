@@ -44,9 +44,10 @@ static void add_forward(const struct dl_op_call *c)
 static void add_backward(const struct dl_op_call *c)
 {
     long n = (long)c->batch * dl_shape_count(c->out.shape);
+    const dl_real *dy = dl_tensor_const_f32(&c->dout);
     for (int k = 0; k < c->n_in; k++)
         if (c->din[k].data)
-            memcpy(dl_tensor_f32(&c->din[k]), dl_tensor_const_f32(&c->dout), sizeof(dl_real) * (size_t)n);
+            memcpy(dl_tensor_f32(&c->din[k]), dy, sizeof *dy * (size_t)n);
 }
 
 /* The number of inputs is not passed to flops(), so this counts the two-input

@@ -21,7 +21,8 @@ static int flatten_infer(const void *attr, int n_in, const struct dl_shape *in,
 static void flatten_forward(const struct dl_op_call *c)
 {
     long n = (long)c->batch * dl_shape_count(c->out.shape);
-    memcpy(dl_tensor_f32(&c->out), dl_tensor_const_f32(&c->in[0]), sizeof(dl_real) * (size_t)n);
+    dl_real *y = dl_tensor_f32(&c->out);
+    memcpy(y, dl_tensor_const_f32(&c->in[0]), sizeof *y * (size_t)n);
 }
 
 static void flatten_backward(const struct dl_op_call *c)
@@ -29,7 +30,8 @@ static void flatten_backward(const struct dl_op_call *c)
     if (!c->din[0].data)
         return;
     long n = (long)c->batch * dl_shape_count(c->out.shape);
-    memcpy(dl_tensor_f32(&c->din[0]), dl_tensor_const_f32(&c->dout), sizeof(dl_real) * (size_t)n);
+    dl_real *dx = dl_tensor_f32(&c->din[0]);
+    memcpy(dx, dl_tensor_const_f32(&c->dout), sizeof *dx * (size_t)n);
 }
 
 const struct dl_op_kind dl_op_flatten = {

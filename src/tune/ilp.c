@@ -40,7 +40,7 @@ int dl_tune_ilp(const struct dl_tune_unit *u, int n_units, size_t total, int *ch
     }
     struct ilp_index ix = {malloc(sizeof(int) * (size_t)n_units), malloc(sizeof(int) * (size_t)n_units)};
     int *ia = malloc(sizeof(int) * (size_t)(nnz_max + 1)), *ja = malloc(sizeof(int) * (size_t)(nnz_max + 1));
-    double *ar = malloc(sizeof(double) * (size_t)(nnz_max + 1));
+    double *ar = malloc(sizeof *ar * (size_t)(nnz_max + 1));
     int *layer_row = malloc(sizeof(int) * (size_t)n_units);
     if (!ix.y_col || !ix.x_col || !ia || !ja || !ar || !layer_row) {
         free(ix.y_col), free(ix.x_col), free(ia), free(ja), free(ar), free(layer_row);

@@ -36,7 +36,7 @@ static void *buf(struct bufs *b, size_t bytes, struct dl_rng *r, int fill)
     b->p[b->n++] = p;
     if (!fill)
         return b->dev->fill(p, 0, bytes, &err) ? NULL : p;
-    size_t n = bytes / sizeof(dl_real);
+    size_t n = bytes / dl_dtype_value_size(DL_F32);
     dl_real *x = malloc(n ? n * sizeof *x : 1);
     if (!x)
         return NULL;
@@ -58,7 +58,7 @@ static int fill_args(const struct dl_kernel *k, const struct dl_layer *l, const 
                      size_t saved, size_t ws, struct bufs *b, struct dl_rng *r, struct dl_kernel_args *a)
 {
     struct dl_op_call *c = &a->c;
-    size_t real = sizeof(dl_real), mb = (size_t)cfg->mb;
+    size_t real = dl_dtype_value_size(DL_F32), mb = (size_t)cfg->mb;
     c->attr = l->attr;
     c->batch = cfg->mb;
     c->n_in = l->n_in;

@@ -50,7 +50,7 @@ static void attn_destroy(void *inst)
 static size_t attn_ws(const void *inst, enum dl_dir dir)
 {
     const struct attn_inst *m = inst;
-    return sizeof(float) * 3 * (size_t)(m->a.T * m->a.T) * (size_t)m->threads;
+    return dl_dtype_size(DL_F32) * 3 * (size_t)(m->a.T * m->a.T) * (size_t)m->threads;
 }
 
 struct head {

@@ -125,7 +125,7 @@ static int im2col_create(const struct dl_layer *l, int mb, enum dl_gemm_lib lib,
     m->PQ = (long)g->P * g->Q;
     m->rows = (long)g->Cg * g->R * g->S;
     m->mb = mb;
-    long per_sample = (long)sizeof(float) * m->rows * m->PQ * g->G;
+    long per_sample = (long)dl_dtype_size(DL_F32) * m->rows * m->PQ * g->G;
     m->kept = IM2COL_SAVE_BYTES / per_sample < mb ? (int)(IM2COL_SAVE_BYTES / per_sample) : mb;
     *inst = m;
     return DL_OK;
@@ -173,13 +173,13 @@ static size_t im2col_ws(const void *inst, enum dl_dir dir)
     if (all_kept(m) && dir != DL_DIR_BACKWARD_DATA)
         col = 0;
     size_t per_thread = col + (dir == DL_DIR_BACKWARD_WEIGHTS ? dw_floats(m) : 0);
-    return sizeof(float) * per_thread * (size_t)m->threads;
+    return dl_dtype_size(DL_F32) * per_thread * (size_t)m->threads;
 }
 
 static size_t im2col_saved(const void *inst)
 {
     const struct im2col_inst *m = inst;
-    return sizeof(float) * col_floats(m) * (size_t)m->g.G * (size_t)m->kept;
+    return dl_dtype_size(DL_F32) * col_floats(m) * (size_t)m->g.G * (size_t)m->kept;
 }
 
 /* Sample n, group gi's col: in saved memory, or the thread's workspace area

@@ -135,7 +135,7 @@ static int attnb_create(const struct dl_layer *l, const struct dl_kernel_config 
 static size_t thread_bytes(const struct attnb_inst *m)
 {
     size_t tt = (size_t)(m->a.T * m->a.T);
-    return dl_dnnl_align(2 * tt * sizeof(float)) + dl_dnnl_align(2 * tt * sizeof(dl_bf16)) +
+    return dl_dnnl_align(2 * tt * dl_dtype_size(DL_F32)) + dl_dnnl_align(2 * tt * dl_dtype_size(DL_BF16)) +
            dl_dnnl_align(m->scratch);
 }
 
@@ -158,9 +158,9 @@ static struct thread_ws thread_ws(const struct attnb_inst *m, void *workspace)
     char *w = (char *)workspace + thread_bytes(m) * (size_t)omp_get_thread_num();
     struct thread_ws x = {.p = (float *)w};
     x.dp = x.p + tt;
-    x.pd = (dl_bf16 *)(w + dl_dnnl_align(2 * tt * sizeof(float)));
+    x.pd = (dl_bf16 *)(w + dl_dnnl_align(2 * tt * sizeof *x.p));
     x.ds = x.pd + tt;
-    x.scratch = (char *)x.pd + dl_dnnl_align(2 * tt * sizeof(dl_bf16));
+    x.scratch = (char *)x.pd + dl_dnnl_align(2 * tt * sizeof *x.pd);
     return x;
 }
 

@@ -111,7 +111,7 @@ static size_t bn_ws(const void *inst, enum dl_dir dir)
 static size_t bn_saved(const void *inst)
 {
     const struct bn_inst *b = inst;
-    return 2 * sizeof(float) * (size_t)b->C + b->mask;
+    return 2 * dl_dtype_size(DL_F32) * (size_t)b->C + b->mask;
 }
 
 static void bn_forward(void *inst, const struct dl_kernel_args *a)

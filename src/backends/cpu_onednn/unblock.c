@@ -21,7 +21,7 @@ int dl_dnnl_unblock16_wanted(const dnnl_memory_desc_t *blocked, const dnnl_memor
     if ((nd != 2 && nd != 4) || user->data_type != dnnl_f32 || blocked->data_type != dnnl_f32)
         return 0;
     long k = user->dims[0], c = user->dims[1], rs = nd == 4 ? user->dims[2] * user->dims[3] : 1;
-    if (k % 16 || c % 16 || (c * rs * (long)sizeof(float)) % 4096)
+    if (k % 16 || c % 16 || (c * rs * (long)dnnl_data_type_size(user->data_type)) % 4096)
         return 0;
     dnnl_memory_desc_t want, plain;
     if (dnnl_memory_desc_init_by_tag(&want, nd, user->dims, dnnl_f32, nd == 4 ? dnnl_ABcd16b16a : dnnl_AB16b16a) ||

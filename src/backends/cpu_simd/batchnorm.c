@@ -63,7 +63,7 @@ static size_t scratch_of(const struct simd_bn *b, int mb, int backward, void *ws
         s->staging = s->means + lanes;
         s->params = (float *)(s->staging + K * C);
     }
-    return doubles * sizeof(double) + K * lanes * sizeof(float);
+    return doubles * sizeof *s->sums + K * lanes * sizeof *s->params;
 }
 
 /* Unit u of a call: a channel block over a chunk of samples. */

@@ -95,7 +95,7 @@ static size_t padded_floats(const struct padded *p, int planes)
 static void pad_planes(const float *src, const float *mask, int n, int h, int w, int top, int left,
                        const struct padded *p, float *pad)
 {
-    memset(pad, 0, sizeof(float) * padded_floats(p, n));
+    memset(pad, 0, sizeof *pad * padded_floats(p, n));
     for (int i = 0; i < n; i++)
         for (int r = 0; r < h; r++) {
             float *dst = pad + ((size_t)i * p->rows + (size_t)(r + top)) * p->cols + left;
@@ -103,7 +103,7 @@ static void pad_planes(const float *src, const float *mask, int n, int h, int w,
             if (mask)
                 dl_simd_relu_mask(dst, src + at, mask + at, w);
             else
-                memcpy(dst, src + at, sizeof(float) * (size_t)w);
+                memcpy(dst, src + at, sizeof *dst * (size_t)w);
         }
 }
 
@@ -152,7 +152,7 @@ static inline __attribute__((always_inline)) void corr_run(const struct corr *k,
             float tail[RUN];
             STORE8(tail, acc[o][0]);
             STORE8(tail + VL, acc[o][1]);
-            memcpy(y, tail, sizeof(float) * (size_t)n);
+            memcpy(y, tail, sizeof *tail * (size_t)n);
         }
     }
 }
@@ -331,7 +331,7 @@ static size_t direct_ws(const void *inst, enum dl_dir dir)
     const struct dl_conv_geom *g = &m->g;
     size_t per = dir == DL_DIR_FORWARD ? m->fwd_area : dir == DL_DIR_BACKWARD_DATA ? m->bwd_area : m->wgt_area;
     size_t shared = dir == DL_DIR_BACKWARD_DATA ? (size_t)round_up(g->K * g->C * g->R * g->S, 16) : 0;
-    return sizeof(float) * (shared + per * (size_t)m->threads);
+    return dl_dtype_size(DL_F32) * (shared + per * (size_t)m->threads);
 }
 
 static void direct_forward(void *inst, const struct dl_kernel_args *a)

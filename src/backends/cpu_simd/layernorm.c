@@ -54,7 +54,7 @@ static void ln_destroy(void *inst)
 static size_t ln_saved(const void *inst)
 {
     const struct ln_inst *m = inst;
-    return sizeof(float) * 2 * (size_t)m->mb * (size_t)m->T;
+    return dl_dtype_size(DL_F32) * 2 * (size_t)m->mb * (size_t)m->T;
 }
 
 /* Positions [t0, t0 + len) of one sample (x, y: its [C][T] block). */

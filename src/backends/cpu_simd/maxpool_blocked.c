@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) void forward_plane(const struct blo
 static inline __attribute__((always_inline)) void backward_plane(const struct blocked_dims *d, int B,
                                                                  const float *dy, const float *arg, float *dx)
 {
-    memset(dx, 0, sizeof(float) * (size_t)d->H * d->W * B);
+    memset(dx, 0, sizeof *dx * (size_t)d->H * d->W * B);
     for (int oh = 0; oh < d->OH; oh++) {
         int h0, h1;
         dl_pool_window(oh, d->H, d->kh, d->sh, d->ph, &h0, &h1);

@@ -32,7 +32,7 @@ static int maxpool_create(const struct dl_layer *l, const struct dl_kernel_confi
     q->block = dl_layout_block(cfg->in[0]);
     q->relu = cfg->relu;
     q->out_count = dl_layout_count(cfg->out, l->out_shape);
-    q->saved = sizeof(float) * (size_t)cfg->mb * (size_t)q->out_count;
+    q->saved = dl_dtype_size(DL_F32) * (size_t)cfg->mb * (size_t)q->out_count;
     *inst = q;
     return DL_OK;
 }

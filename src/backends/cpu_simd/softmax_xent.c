@@ -104,7 +104,7 @@ static void xent_destroy(void *inst)
 static size_t xent_saved(const void *inst)
 {
     const struct xent_inst *m = inst;
-    return sizeof(float) * ((size_t)m->mb * (size_t)m->C * (size_t)m->P + 1);
+    return dl_dtype_size(DL_F32) * ((size_t)m->mb * (size_t)m->C * (size_t)m->P + 1);
 }
 
 /* The loss of every position (double), summed per sample afterwards. */

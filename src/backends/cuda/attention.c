@@ -102,8 +102,8 @@ static long block_of(const struct cuda_attention *m)
 static size_t attention_ws(const void *inst, enum dl_dir dir)
 {
     const struct cuda_attention *m = inst;
-    size_t scores = sizeof(float) * (size_t)m->H * (size_t)m->T * (size_t)m->T;
-    size_t spare = m->dt == DL_F32 ? 0 : 2 * sizeof(float) * (size_t)block_of(m);
+    size_t scores = dl_dtype_size(DL_F32) * (size_t)m->H * (size_t)m->T * (size_t)m->T;
+    size_t spare = m->dt == DL_F32 ? 0 : 2 * dl_dtype_size(DL_F32) * (size_t)block_of(m);
     return dir == DL_DIR_FORWARD ? scores + spare : dir == DL_DIR_BACKWARD_DATA ? 2 * scores + spare : 0;
 }
 

@@ -56,7 +56,7 @@ static int bn_create(const struct dl_layer *l, const struct dl_kernel_config *cf
     q->eps = dl_attr_float(l, "eps");
     q->momentum = dl_attr_float(l, "momentum");
     q->C = l->in_shape[0].c;
-    q->x_bytes = sizeof(float) * (size_t)cfg->mb * (size_t)dl_shape_count(l->in_shape[0]);
+    q->x_bytes = dl_dtype_size(DL_F32) * (size_t)cfg->mb * (size_t)dl_shape_count(l->in_shape[0]);
     cudnnStatus_t st = cudnnCreateTensorDescriptor(&q->per_channel);
     if (st != CUDNN_STATUS_SUCCESS)
         q->per_channel = NULL;
@@ -75,7 +75,7 @@ static int bn_create(const struct dl_layer *l, const struct dl_kernel_config *cf
 static size_t bn_saved_bytes(const void *inst)
 {
     const struct cudnn_bn *q = inst;
-    return 2 * sizeof(float) * (size_t)q->C;
+    return 2 * dl_dtype_size(DL_F32) * (size_t)q->C;
 }
 
 /* Backward writes the input gradient somewhere even when none is wanted,
@@ -83,7 +83,7 @@ static size_t bn_saved_bytes(const void *inst)
 static size_t bn_workspace_bytes(const void *inst, enum dl_dir dir)
 {
     const struct cudnn_bn *q = inst;
-    return dir == DL_DIR_BACKWARD_DATA ? q->x_bytes + 2 * sizeof(float) * (size_t)q->C : 0;
+    return dir == DL_DIR_BACKWARD_DATA ? q->x_bytes + 2 * dl_dtype_size(DL_F32) * (size_t)q->C : 0;
 }
 
 static void bn_forward(void *inst, const struct dl_kernel_args *a)

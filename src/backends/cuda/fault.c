@@ -28,7 +28,7 @@ int dl_cuda_ok(const struct dl_kernel_args *a, const char *kernel, cudaError_t s
 
 int dl_cuda_copy_within(const struct dl_kernel_args *a, const char *kernel, float *dst, const float *src, long n)
 {
-    return dl_cuda_ok(a, kernel, cudaMemcpyAsync(dst, src, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice, 0),
+    return dl_cuda_ok(a, kernel, cudaMemcpyAsync(dst, src, sizeof *dst * (size_t)n, cudaMemcpyDeviceToDevice, 0),
                       "cudaMemcpyAsync");
 }
 

@@ -66,14 +66,14 @@ static long ones_count(const struct cublas_fc *f)
 /* The ones in dtype dt (f32: the bias's; the kernel's dtype: dy's). */
 static const void *ones_in(const struct cublas_fc *f, enum dl_dtype dt)
 {
-    return dt == DL_F32 ? f->ones : (const char *)f->ones + sizeof(float) * (size_t)ones_count(f);
+    return dt == DL_F32 ? f->ones : (const char *)f->ones + dl_dtype_size(DL_F32) * (size_t)ones_count(f);
 }
 
 /* f->ones on the device: max(mb, T) ones in f32, then in bf16 for a bf16 kernel. */
 static cudaError_t ones_to_device(struct cublas_fc *f)
 {
     long n = ones_count(f);
-    size_t bytes = sizeof(float) * (size_t)n + (f->dt == DL_BF16 ? sizeof(dl_bf16) * (size_t)n : 0);
+    size_t bytes = dl_dtype_size(DL_F32) * (size_t)n + (f->dt == DL_BF16 ? dl_dtype_size(DL_BF16) * (size_t)n : 0);
     float *host = malloc(bytes);
     cudaError_t r = host ? cudaMalloc(&f->ones, bytes) : cudaErrorMemoryAllocation;
     if (r != cudaSuccess)
@@ -133,7 +133,7 @@ static size_t cublas_fc_workspace_bytes(const void *inst, enum dl_dir dir)
     const struct cublas_fc *f = inst;
     if (f->dt == DL_F32 || dir == DL_DIR_BACKWARD_WEIGHTS)
         return 0;
-    size_t sums = dir == DL_DIR_FORWARD ? sizeof(float) * (size_t)f->mb * (size_t)f->U * (size_t)f->T : 0;
+    size_t sums = dir == DL_DIR_FORWARD ? dl_dtype_size(DL_F32) * (size_t)f->mb * (size_t)f->U * (size_t)f->T : 0;
     return weights_bytes(f) + sums;
 }
 

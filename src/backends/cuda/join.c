@@ -82,8 +82,8 @@ static void concat_destroy(void *inst)
 static int concat_copy(const struct dl_kernel_args *a, int i, float *in, float *out, int to_out)
 {
     const struct dl_op_call *c = &a->c;
-    size_t row = sizeof(float) * (size_t)dl_shape_count(c->out.shape);
-    size_t block = sizeof(float) * (size_t)dl_shape_count(c->in[i].shape);
+    size_t row = sizeof *out * (size_t)dl_shape_count(c->out.shape);
+    size_t block = sizeof *in * (size_t)dl_shape_count(c->in[i].shape);
     cudaError_t st = to_out ? cudaMemcpy2DAsync(out, row, in, block, block, (size_t)c->batch, cudaMemcpyDeviceToDevice, 0)
                             : cudaMemcpy2DAsync(in, block, out, row, block, (size_t)c->batch, cudaMemcpyDeviceToDevice, 0);
     return dl_cuda_ok(a, "cuda", st, "cudaMemcpy2DAsync");

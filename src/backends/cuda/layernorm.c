@@ -41,7 +41,7 @@ static void ln_destroy(void *inst)
 static size_t ln_saved_bytes(const void *inst)
 {
     const struct cuda_layernorm *q = inst;
-    return sizeof(float) * 2 * q->mb * (size_t)q->T;
+    return dl_dtype_size(DL_F32) * 2 * q->mb * (size_t)q->T;
 }
 
 /* The call's means and reciprocal standard deviations in its saved memory. */

@@ -128,7 +128,7 @@ static int dropout_create(const struct dl_layer *l, const struct dl_kernel_confi
 static size_t dropout_saved_bytes(const void *inst)
 {
     const struct cuda_pointwise *q = inst;
-    return sizeof(float) * q->mb * (size_t)q->per;
+    return dl_dtype_size(DL_F32) * q->mb * (size_t)q->per;
 }
 
 /* 1 when the call drops elements (training at a rate above 0). */

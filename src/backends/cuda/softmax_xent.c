@@ -58,7 +58,7 @@ static size_t xent_workspace_bytes(const void *inst, enum dl_dir dir)
 {
     const struct cuda_xent *q = inst;
     return dir == DL_DIR_FORWARD ? sizeof(double) * q->mb * (size_t)q->P
-           : dir == DL_DIR_BACKWARD_DATA ? sizeof(float) * q->mb
+           : dir == DL_DIR_BACKWARD_DATA ? dl_dtype_size(DL_F32) * q->mb
                                           : 0;
 }
 

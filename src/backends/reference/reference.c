@@ -34,7 +34,7 @@ static size_t ref_saved_bytes(const void *inst)
     const struct ref_inst *r = inst;
     const struct dl_layer *l = r->l;
     long n = l->kind->saved_size ? l->kind->saved_size(l->attr, r->mb, l->in_shape, l->out_shape) : 0;
-    return (size_t)n * sizeof(dl_real);
+    return (size_t)n * dl_dtype_value_size(DL_F32);
 }
 
 static void ref_forward(void *inst, const struct dl_kernel_args *a)

@@ -71,7 +71,7 @@ static size_t bf16_workspace(const void *inst, enum dl_dir dir)
     long n = inputs_count(r) + r->out_count + r->param_count;
     if (dir != DL_DIR_FORWARD)
         n += r->out_count + inputs_count(r);
-    return pointers_bytes(r) + sizeof(float) * (size_t)n;
+    return pointers_bytes(r) + dl_dtype_value_size(DL_F32) * (size_t)n;
 }
 
 static size_t bf16_saved_bytes(const void *inst)
@@ -79,7 +79,7 @@ static size_t bf16_saved_bytes(const void *inst)
     const struct bf16_inst *r = inst;
     const struct dl_layer *l = r->l;
     long n = l->kind->saved_size ? l->kind->saved_size(l->attr, r->mb, l->in_shape, l->out_shape) : 0;
-    return (size_t)n * sizeof(dl_real);
+    return (size_t)n * dl_dtype_value_size(DL_F32);
 }
 
 /* bf16 tensor t's f32 copy at ws. */
