@@ -97,7 +97,9 @@ static struct qkv sample_qkv(const struct dl_op_call *c, long n, int with_grads)
         return p;
     }
     long base = n * C * T;
-    p.q = dl_tensor_const_f32(&c->in[0]) + base, p.k = dl_tensor_const_f32(&c->in[1]) + base, p.v = dl_tensor_const_f32(&c->in[2]) + base;
+    p.q = dl_tensor_const_f32(&c->in[0]) + base;
+    p.k = dl_tensor_const_f32(&c->in[1]) + base;
+    p.v = dl_tensor_const_f32(&c->in[2]) + base;
     if (with_grads) {
         p.dq = c->din[0].data ? dl_tensor_f32(&c->din[0]) + base : NULL;
         p.dk = c->din[1].data ? dl_tensor_f32(&c->din[1]) + base : NULL;

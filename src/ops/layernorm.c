@@ -97,7 +97,8 @@ static void layernorm_backward(const struct dl_op_call *c)
         #pragma omp parallel for schedule(static)
         for (long r = 0; r < rows; r++) {
             long n = r / T, t = r % T;
-            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + n * C * T + t, *dy = dl_tensor_const_f32(&c->dout) + n * C * T + t;
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + n * C * T + t;
+            const dl_real *dy = dl_tensor_const_f32(&c->dout) + n * C * T + t;
             dl_real *dx = dl_tensor_f32(&c->din[0]) + n * C * T + t;
             double mu = (double)mean[r], inv = (double)rstd[r], sg = 0, sgx = 0;
             for (long k = 0; k < C; k++) {
@@ -116,14 +117,15 @@ static void layernorm_backward(const struct dl_op_call *c)
     if (!w)
         return;
     dl_real *dw = c->dparam[0], *db = c->dparam[1];
+    const dl_real *x = dl_tensor_const_f32(&c->in[0]), *dy_all = dl_tensor_const_f32(&c->dout);
     /* per feature, over samples and positions in order: the same sums on any thread count */
     #pragma omp parallel for schedule(static)
     for (long k = 0; k < C; k++) {
         double sw = 0, sb = 0;
         for (long r = 0; r < rows; r++) {
             long n = r / T, t = r % T;
-            double dy = (double)dl_tensor_const_f32(&c->dout)[(n * C + k) * T + t];
-            sw += dy * ((double)dl_tensor_const_f32(&c->in[0])[(n * C + k) * T + t] - (double)mean[r]) * (double)rstd[r];
+            double dy = (double)dy_all[(n * C + k) * T + t];
+            sw += dy * ((double)x[(n * C + k) * T + t] - (double)mean[r]) * (double)rstd[r];
             sb += dy;
         }
         if (dw)

@@ -193,8 +193,8 @@ static void softmax_xent_forward_split(const struct dl_op_call *c)
                 continue;
             }
             assert(y >= 0 && y < classes);
-            total[n] += softmax_xent_finish(c, dl_tensor_const_f32(&c->in[0]) + n * Cl * P + t, p, P, xmax[r] + log(sums[r]), sums[R + r],
-                                            sums[2 * R + r], classes);
+            const dl_real *x = dl_tensor_const_f32(&c->in[0]) + n * Cl * P + t;
+            total[n] += softmax_xent_finish(c, x, p, P, xmax[r] + log(sums[r]), sums[R + r], sums[2 * R + r], classes);
         }
     }
     for (int n = 0; n < N; n++)

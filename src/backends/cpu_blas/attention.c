@@ -71,7 +71,9 @@ static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c
         return x;
     }
     long base = n * C * T + off;
-    x.q = dl_tensor_const_f32(&c->in[0]) + base, x.k = dl_tensor_const_f32(&c->in[1]) + base, x.v = dl_tensor_const_f32(&c->in[2]) + base;
+    x.q = dl_tensor_const_f32(&c->in[0]) + base;
+    x.k = dl_tensor_const_f32(&c->in[1]) + base;
+    x.v = dl_tensor_const_f32(&c->in[2]) + base;
     x.dq = c->din[0].data ? dl_tensor_f32(&c->din[0]) + base : NULL;
     x.dk = c->din[1].data ? dl_tensor_f32(&c->din[1]) + base : NULL;
     x.dv = c->din[2].data ? dl_tensor_f32(&c->din[2]) + base : NULL;
@@ -113,7 +115,8 @@ static void attn_forward(void *inst, const struct dl_kernel_args *a)
             const float *k = dl_tensor_const_f32(&c->in[0]) + n * 3 * m->a.C * T + m->a.C * T, *v = k + m->a.C * T;
             float *K = c->cache + n * 2 * m->a.C * c->cache_len, *V = K + m->a.C * c->cache_len;
             if (!m->a.packed)
-                k = dl_tensor_const_f32(&c->in[1]) + n * m->a.C * T, v = dl_tensor_const_f32(&c->in[2]) + n * m->a.C * T;
+                k = dl_tensor_const_f32(&c->in[1]) + n * m->a.C * T,
+                v = dl_tensor_const_f32(&c->in[2]) + n * m->a.C * T;
             for (long j = 0; j < m->a.C; j++) {
                 memcpy(K + j * c->cache_len, k + j * T, sizeof *K * (size_t)T);
                 memcpy(V + j * c->cache_len, v + j * T, sizeof *V * (size_t)T);

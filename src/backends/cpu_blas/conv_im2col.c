@@ -226,8 +226,9 @@ static void im2col_backward_data(void *inst, const struct dl_kernel_args *a)
         float *dx = dl_tensor_f32(&c->din[0]) + (long)n * g->C * m->HW;
         memset(dx, 0, sizeof *dx * (size_t)g->C * (size_t)m->HW);
         for (int gi = 0; gi < g->G; gi++) {
-            dl_sgemm(m->lib, 1, 0, m->rows, m->PQ, g->Kg, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows,
-                     dl_tensor_const_f32(&c->dout) + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, 0, dcol, m->PQ);
+            const float *dy = dl_tensor_const_f32(&c->dout) + ((long)n * g->K + (long)gi * g->Kg) * m->PQ;
+            dl_sgemm(m->lib, 1, 0, m->rows, m->PQ, g->Kg, 1, c->param[0] + (long)gi * g->Kg * m->rows, m->rows, dy,
+                     m->PQ, 0, dcol, m->PQ);
             col2im(m, dcol, gi, dx);
         }
     }
@@ -268,8 +269,8 @@ static void im2col_backward_weights(void *inst, const struct dl_kernel_args *a)
                     float *col = col_of(m, a, n, gi, stride);
                     if (n >= m->kept)
                         im2col(m, dl_tensor_const_f32(&c->in[0]) + (long)n * g->C * m->HW, gi, col);
-                    dl_sgemm(m->lib, 0, 1, g->Kg, m->rows, m->PQ, 1,
-                             dl_tensor_const_f32(&c->dout) + ((long)n * g->K + (long)gi * g->Kg) * m->PQ, m->PQ, col, m->PQ, 1,
+                    const float *dy = dl_tensor_const_f32(&c->dout) + ((long)n * g->K + (long)gi * g->Kg) * m->PQ;
+                    dl_sgemm(m->lib, 0, 1, g->Kg, m->rows, m->PQ, 1, dy, m->PQ, col, m->PQ, 1,
                              dw + (long)gi * g->Kg * m->rows, m->rows);
                 }
             /* Threads that got no sample hold zeros: summing every area is exact. */

@@ -62,8 +62,8 @@ static void fc_forward(void *inst, const struct dl_kernel_args *a)
             for (long u = 0; f->bias && u < f->U; u++)
                 for (long t = 0; t < T; t++)
                     y[u * T + t] = c->param[1][u];
-            dl_sgemm(f->lib, 0, 0, f->U, T, f->F, 1, c->param[0], f->F, dl_tensor_const_f32(&c->in[0]) + n * f->F * T, T, f->bias ? 1 : 0,
-                     y, T);
+            const float *x = dl_tensor_const_f32(&c->in[0]) + n * f->F * T;
+            dl_sgemm(f->lib, 0, 0, f->U, T, f->F, 1, c->param[0], f->F, x, T, f->bias ? 1 : 0, y, T);
         }
         return;
     }
@@ -71,7 +71,8 @@ static void fc_forward(void *inst, const struct dl_kernel_args *a)
         for (long n = 0; n < N; n++)
             for (long u = 0; u < f->U; u++)
                 dl_tensor_f32(&c->out)[n * f->U + u] = c->param[1][u];
-    dl_sgemm(f->lib, 0, 1, N, f->U, f->F, 1, dl_tensor_const_f32(&c->in[0]), f->F, c->param[0], f->F, f->bias ? 1 : 0, dl_tensor_f32(&c->out), f->U);
+    dl_sgemm(f->lib, 0, 1, N, f->U, f->F, 1, dl_tensor_const_f32(&c->in[0]), f->F, c->param[0], f->F, f->bias ? 1 : 0,
+             dl_tensor_f32(&c->out), f->U);
 }
 
 static void fc_backward_data(void *inst, const struct dl_kernel_args *a)
@@ -82,10 +83,11 @@ static void fc_backward_data(void *inst, const struct dl_kernel_args *a)
     if (c->din[0].data && T > 1) {
         #pragma omp parallel for schedule(static)
         for (long n = 0; n < c->batch; n++)
-            dl_sgemm(f->lib, 1, 0, f->F, T, f->U, 1, c->param[0], f->F, dl_tensor_const_f32(&c->dout) + n * f->U * T, T, 0,
-                     dl_tensor_f32(&c->din[0]) + n * f->F * T, T);
+            dl_sgemm(f->lib, 1, 0, f->F, T, f->U, 1, c->param[0], f->F, dl_tensor_const_f32(&c->dout) + n * f->U * T,
+                     T, 0, dl_tensor_f32(&c->din[0]) + n * f->F * T, T);
     } else if (c->din[0].data) {
-        dl_sgemm(f->lib, 0, 0, c->batch, f->F, f->U, 1, dl_tensor_const_f32(&c->dout), f->U, c->param[0], f->F, 0, dl_tensor_f32(&c->din[0]), f->F);
+        dl_sgemm(f->lib, 0, 0, c->batch, f->F, f->U, 1, dl_tensor_const_f32(&c->dout), f->U, c->param[0], f->F, 0,
+                 dl_tensor_f32(&c->din[0]), f->F);
     }
 }
 
@@ -98,7 +100,8 @@ static void fc_backward_weights(void *inst, const struct dl_kernel_args *a)
         for (long n = 0; n < c->batch; n++) {
             const float *dy = dl_tensor_const_f32(&c->dout) + n * f->U * T;
             if (c->dparam[0])
-                dl_sgemm(f->lib, 0, 1, f->U, f->F, T, 1, dy, T, dl_tensor_const_f32(&c->in[0]) + n * f->F * T, T, 1, c->dparam[0], f->F);
+                dl_sgemm(f->lib, 0, 1, f->U, f->F, T, 1, dy, T, dl_tensor_const_f32(&c->in[0]) + n * f->F * T, T, 1,
+                         c->dparam[0], f->F);
             for (long u = 0; f->bias && c->dparam[1] && u < f->U; u++) {
                 double sum = 0;
                 for (long t = 0; t < T; t++)
@@ -109,7 +112,8 @@ static void fc_backward_weights(void *inst, const struct dl_kernel_args *a)
         return;
     }
     if (c->dparam[0])
-        dl_sgemm(f->lib, 1, 0, f->U, f->F, c->batch, 1, dl_tensor_const_f32(&c->dout), f->U, dl_tensor_const_f32(&c->in[0]), f->F, 1, c->dparam[0], f->F);
+        dl_sgemm(f->lib, 1, 0, f->U, f->F, c->batch, 1, dl_tensor_const_f32(&c->dout), f->U,
+                 dl_tensor_const_f32(&c->in[0]), f->F, 1, c->dparam[0], f->F);
     if (f->bias && c->dparam[1]) /* row by row: contiguous, so it vectorizes */
         for (long n = 0; n < c->batch; n++) {
             const float *restrict dy = dl_tensor_const_f32(&c->dout) + n * f->U;

@@ -136,7 +136,8 @@ static void add_backward(void *inst, const struct dl_kernel_args *a)
             int j = i + 1;
             while (j < q->n && !a->c.din[j].data)
                 j++;
-            relu_mask(dl_tensor_any(&a->c.out), dl_tensor_const_any(&a->c.dout), dl_tensor_any(&a->c.din[i]), j < q->n ? dl_tensor_any(&a->c.din[j]) : NULL, q->count, q->dt);
+            relu_mask(dl_tensor_any(&a->c.out), dl_tensor_const_any(&a->c.dout), dl_tensor_any(&a->c.din[i]),
+                      j < q->n ? dl_tensor_any(&a->c.din[j]) : NULL, q->count, q->dt);
             if (j < q->n)
                 i = j; /* written too */
         } else {

@@ -121,11 +121,13 @@ static void bn_forward(void *inst, const struct dl_kernel_args *a)
     float *mean = c->saved, *var = c->saved + b->C;
     float *rm = c->param[BN_RUNNING_MEAN], *rv = c->param[BN_RUNNING_VAR];
     if (!c->training) {
-        void *ptr[6] = {dl_tensor_any(&c->in[0]), c->param[BN_WEIGHT], c->param[BN_BIAS], dl_tensor_any(&c->out), rm, rv};
+        void *ptr[6] = {dl_tensor_any(&c->in[0]), c->param[BN_WEIGHT], c->param[BN_BIAS], dl_tensor_any(&c->out),
+                        rm, rv};
         dl_dnnl_prim_run(&b->infer, ptr, a->workspace);
         return;
     }
-    void *ptr[7] = {dl_tensor_any(&c->in[0]), c->param[BN_WEIGHT], c->param[BN_BIAS], dl_tensor_any(&c->out), mean, var, var + b->C};
+    void *ptr[7] = {dl_tensor_any(&c->in[0]), c->param[BN_WEIGHT], c->param[BN_BIAS], dl_tensor_any(&c->out),
+                    mean, var, var + b->C};
     dl_dnnl_prim_run(&b->train, ptr, a->workspace);
     double m = b->momentum;
     for (int ch = 0; ch < b->C; ch++) {

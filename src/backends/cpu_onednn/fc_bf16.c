@@ -256,6 +256,7 @@ static void fcb_backward_weights(void *inst, const struct dl_kernel_args *a)
 const struct dl_kernel dl_kernel_onednn_fc_bf16 = {
     .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_fc, .dtype = DL_BF16,
     .supports = dl_dnnl_bf16_supports, .create = fcb_create, .destroy = fcb_destroy, .workspace_bytes = fcb_ws,
-    .saved_bytes = fcb_saved, .forward = fcb_forward, .backward_data = fcb_backward_data, .backward_weights = fcb_backward_weights,
+    .saved_bytes = fcb_saved, .forward = fcb_forward, .backward_data = fcb_backward_data,
+    .backward_weights = fcb_backward_weights,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
 };

@@ -14,7 +14,8 @@ extern const struct dl_kernel dl_kernel_onednn_conv, dl_kernel_onednn_conv_wino,
     dl_kernel_onednn_leaky_relu, dl_kernel_onednn_sigmoid, dl_kernel_onednn_tanh, dl_kernel_onednn_gelu,
     dl_kernel_onednn_add, dl_kernel_onednn_fc, dl_kernel_onednn_conv_bf16, dl_kernel_onednn_relu_bf16,
     dl_kernel_onednn_batchnorm_bf16, dl_kernel_onednn_add_bf16, dl_kernel_onednn_maxpool_bf16,
-    dl_kernel_onednn_avgpool_bf16, dl_kernel_onednn_global_avgpool_bf16, dl_kernel_onednn_fc_bf16, dl_kernel_onednn_attention_bf16;
+    dl_kernel_onednn_avgpool_bf16, dl_kernel_onednn_global_avgpool_bf16, dl_kernel_onednn_fc_bf16,
+    dl_kernel_onednn_attention_bf16;
 
 #define DL_ONEDNN_KERNELS_FIRST                                                                   \
     &dl_kernel_onednn_conv_bf16, &dl_kernel_onednn_relu_bf16, &dl_kernel_onednn_batchnorm_bf16, \

@@ -164,8 +164,9 @@ static void channel_sums(const struct simd_bn *b, const struct dl_op_call *c, in
         const double *m = s->means + w.cb * LANES;
         double s1[LANES], s2[LANES];
         if (with_dy)
-            dl_simd_bn_sum_dy(b->len, w.count, stride, dl_tensor_const_f32(&c->in[0]) + w.at, dl_tensor_const_f32(&c->dout) + w.at,
-                              b->relu ? dl_tensor_f32(&c->out) + w.at : NULL, m, s1, s2);
+            dl_simd_bn_sum_dy(b->len, w.count, stride, dl_tensor_const_f32(&c->in[0]) + w.at,
+                              dl_tensor_const_f32(&c->dout) + w.at, b->relu ? dl_tensor_f32(&c->out) + w.at : NULL, m,
+                              s1, s2);
         else
             dl_simd_bn_sum_x(b->len, w.count, stride, dl_tensor_const_f32(&c->in[0]) + w.at, m, s1, s2);
         long slot = w.chunk * per_chunk + (long)w.cb * b->block;
@@ -279,8 +280,8 @@ static void bn_forward(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for schedule(static)
     for (long u = 0; u < units; u++) {
         struct unit w = unit_of(b, c->batch, u);
-        dl_simd_bn_normalize(b->len, w.count, stride, dl_tensor_const_f32(&c->in[0]) + w.at, s.params + w.cb * NORMALIZE_PARAMS * LANES,
-                             b->relu, dl_tensor_f32(&c->out) + w.at);
+        dl_simd_bn_normalize(b->len, w.count, stride, dl_tensor_const_f32(&c->in[0]) + w.at,
+                             s.params + w.cb * NORMALIZE_PARAMS * LANES, b->relu, dl_tensor_f32(&c->out) + w.at);
     }
 }
 
@@ -323,9 +324,9 @@ static void bn_backward(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for schedule(static)
     for (long u = 0; u < units; u++) {
         struct unit w = unit_of(b, c->batch, u);
-        dl_simd_bn_input_gradient(b->len, w.count, stride, dl_tensor_const_f32(&c->in[0]) + w.at, dl_tensor_const_f32(&c->dout) + w.at,
-                                  b->relu ? dl_tensor_f32(&c->out) + w.at : NULL, s.params + w.cb * GRADIENT_PARAMS * LANES,
-                                  dl_tensor_f32(&c->din[0]) + w.at);
+        dl_simd_bn_input_gradient(b->len, w.count, stride, dl_tensor_const_f32(&c->in[0]) + w.at,
+                                  dl_tensor_const_f32(&c->dout) + w.at, b->relu ? dl_tensor_f32(&c->out) + w.at : NULL,
+                                  s.params + w.cb * GRADIENT_PARAMS * LANES, dl_tensor_f32(&c->din[0]) + w.at);
     }
 }
 

@@ -104,8 +104,8 @@ static void ln_forward(void *inst, const struct dl_kernel_args *a)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs, t0 = task % runs * RUN;
         int len = (int)(T - t0 < RUN ? T - t0 : RUN);
-        ln_run_forward(m, dl_tensor_const_f32(&c->in[0]) + n * C * T, w, b, t0, len, dl_tensor_f32(&c->out) + n * C * T, c->saved + n * T + t0,
-                    c->saved + rows + n * T + t0);
+        ln_run_forward(m, dl_tensor_const_f32(&c->in[0]) + n * C * T, w, b, t0, len, dl_tensor_f32(&c->out) + n * C * T,
+                       c->saved + n * T + t0, c->saved + rows + n * T + t0);
     }
 }
 
@@ -151,8 +151,8 @@ static void ln_backward_data(void *inst, const struct dl_kernel_args *a)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs, t0 = task % runs * RUN;
         int len = (int)(T - t0 < RUN ? T - t0 : RUN);
-        ln_run_backward(m, dl_tensor_const_f32(&c->in[0]) + n * C * T, dl_tensor_const_f32(&c->dout) + n * C * T, w, t0, len, c->saved + n * T + t0,
-                     c->saved + rows + n * T + t0, dl_tensor_f32(&c->din[0]) + n * C * T);
+        ln_run_backward(m, dl_tensor_const_f32(&c->in[0]) + n * C * T, dl_tensor_const_f32(&c->dout) + n * C * T, w, t0,
+                        len, c->saved + n * T + t0, c->saved + rows + n * T + t0, dl_tensor_f32(&c->din[0]) + n * C * T);
     }
 }
 
@@ -183,7 +183,8 @@ static void ln_backward_weights(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for schedule(static)
     for (long k = 0; k < m->C; k++) {
         double sw, sb;
-        ln_feature_sums(m, dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->saved, c->saved + rows, c->batch, k, &sw, &sb);
+        ln_feature_sums(m, dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->saved, c->saved + rows,
+                        c->batch, k, &sw, &sb);
         if (c->dparam[0])
             c->dparam[0][k] += (float)sw;
         if (c->dparam[1])

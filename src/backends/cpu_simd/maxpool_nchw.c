@@ -138,5 +138,6 @@ void dl_simd_maxpool_forward(const struct dl_op_call *c, const struct dl_pool_ge
     long planes = (long)c->batch * c->out.shape.c, in_plane = (long)d.H * d.W, out_plane = (long)d.OH * d.OW;
     #pragma omp parallel for schedule(static)
     for (long p = 0; p < planes; p++)
-        maxpool_plane(&d, dl_tensor_const_f32(&c->in[0]) + p * in_plane, dl_tensor_f32(&c->out) + p * out_plane, c->saved + p * out_plane);
+        maxpool_plane(&d, dl_tensor_const_f32(&c->in[0]) + p * in_plane, dl_tensor_f32(&c->out) + p * out_plane,
+                      c->saved + p * out_plane);
 }

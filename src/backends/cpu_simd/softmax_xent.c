@@ -189,7 +189,8 @@ static void xent_forward(void *inst, const struct dl_kernel_args *a)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs;
         int t0 = (int)(task % runs) * RUN, len = P - t0 < RUN ? (int)(P - t0) : RUN;
-        run_forward(m, dl_tensor_const_f32(&c->in[0]) + n * C * P, c->saved + n * C * P, c->labels + n * P, t0, len, loss + n * P + t0);
+        run_forward(m, dl_tensor_const_f32(&c->in[0]) + n * C * P, c->saved + n * C * P, c->labels + n * P, t0, len,
+                    loss + n * P + t0);
     }
     double norm = dl_softmax_xent_norm(c, m->ignore);
     for (int n = 0; n < c->batch; n++) {
@@ -248,6 +249,6 @@ static void xent_backward(void *inst, const struct dl_kernel_args *a)
 
 const struct dl_kernel dl_kernel_simd_softmax_xent = {
     .name = "simd", .backend = "cpu_simd", .op = &dl_op_softmax_xent, .supports = xent_supports,
-    .create = xent_create, .destroy = xent_destroy, .workspace_bytes = xent_ws, .saved_bytes = xent_saved, .forward = xent_forward,
-    .backward_data = xent_backward, .backward_reads = DL_READS_DECLARED, /* its probabilities and the labels */
+    .create = xent_create, .destroy = xent_destroy, .workspace_bytes = xent_ws, .saved_bytes = xent_saved,
+    .forward = xent_forward, .backward_data = xent_backward, .backward_reads = DL_READS_DECLARED, /* its probabilities and the labels */
 };
