@@ -49,7 +49,7 @@ static void embedding_forward(void *inst, const struct dl_kernel_args *a)
     const struct cuda_table *q = inst;
     const struct dl_op_call *c = &a->c;
     dl_cuda_ok(a, "cuda",
-               (cudaError_t)dl_cuda_embedding_forward((const int32_t *)dl_tensor_const_f32(&c->in[0]), c->batch, q->T, q->C, q->row0,
+               (cudaError_t)dl_cuda_embedding_forward(dl_tensor_const_i32(&c->in[0]), c->batch, q->T, q->C, q->row0,
                                                       q->vocab, c->param[0], dl_tensor_f32(&c->out)),
                "embedding forward launch");
 }
@@ -61,8 +61,9 @@ static void embedding_backward_weights(void *inst, const struct dl_kernel_args *
     const struct dl_op_call *c = &a->c;
     if (c->dparam[0])
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_embedding_backward((const int32_t *)dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->batch, q->T, q->C,
-                                                           q->row0, q->vocab, c->dparam[0]),
+                   (cudaError_t)dl_cuda_embedding_backward(dl_tensor_const_i32(&c->in[0]),
+                                                           dl_tensor_const_f32(&c->dout), c->batch, q->T, q->C, q->row0,
+                                                           q->vocab, c->dparam[0]),
                    "embedding backward launch");
 }
 
@@ -88,8 +89,8 @@ static void position_forward(void *inst, const struct dl_kernel_args *a)
     const struct cuda_table *q = inst;
     const struct dl_op_call *c = &a->c;
     dl_cuda_ok(a, "cuda",
-               (cudaError_t)dl_cuda_position_embedding_forward(dl_tensor_const_f32(&c->in[0]), c->batch, q->T, q->C, c->position0,
-                                                               c->param[0], dl_tensor_f32(&c->out)),
+               (cudaError_t)dl_cuda_position_embedding_forward(dl_tensor_const_f32(&c->in[0]), c->batch, q->T, q->C,
+                                                               c->position0, c->param[0], dl_tensor_f32(&c->out)),
                "position_embedding forward launch");
 }
 
@@ -98,7 +99,8 @@ static void position_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct cuda_table *q = inst;
     const struct dl_op_call *c = &a->c;
     if (c->din[0].data)
-        dl_cuda_copy_within(a, "cuda", dl_tensor_f32(&c->din[0]), dl_tensor_const_f32(&c->dout), c->batch * q->C * q->T);
+        dl_cuda_copy_within(a, "cuda", dl_tensor_f32(&c->din[0]), dl_tensor_const_f32(&c->dout),
+                            c->batch * q->C * q->T);
 }
 
 static void position_backward_weights(void *inst, const struct dl_kernel_args *a)
@@ -107,8 +109,8 @@ static void position_backward_weights(void *inst, const struct dl_kernel_args *a
     const struct dl_op_call *c = &a->c;
     if (c->dparam[0])
         dl_cuda_ok(a, "cuda",
-                   (cudaError_t)dl_cuda_position_embedding_backward(dl_tensor_const_f32(&c->dout), c->batch, q->T, q->C, c->position0,
-                                                                    c->dparam[0]),
+                   (cudaError_t)dl_cuda_position_embedding_backward(dl_tensor_const_f32(&c->dout), c->batch, q->T, q->C,
+                                                                    c->position0, c->dparam[0]),
                    "position_embedding backward launch");
 }
 
