@@ -343,8 +343,8 @@ static void direct_forward(void *inst, const struct dl_kernel_args *a)
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (int n = 0; n < c->batch; n++) {
         float *pad = (float *)a->workspace + m->fwd_area * (size_t)omp_get_thread_num();
-        pad_planes(dl_tensor_const_f32(&c->in[0]) + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw,
-                   &m->fwd.in, pad);
+        pad_planes(dl_tensor_const_f32(&c->in[0]) + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph,
+                   g->pw, &m->fwd.in, pad);
         f->corr(&m->fwd, pad, c->param[0], g->bias ? c->param[1] : NULL,
                 dl_tensor_f32(&c->out) + (size_t)n * g->K * g->P * g->Q);
     }
@@ -370,8 +370,8 @@ static void direct_backward_data(void *inst, const struct dl_kernel_args *a)
     for (int n = 0; n < c->batch; n++) {
         float *pad = areas + m->bwd_area * (size_t)omp_get_thread_num();
         size_t at = (size_t)n * g->K * g->P * g->Q;
-        pad_planes(dl_tensor_const_f32(&c->dout) + at, m->fwd.relu ? dl_tensor_f32(&c->out) + at : NULL, g->K, g->P, g->Q,
-                   g->R - 1 - g->ph, g->S - 1 - g->pw, &m->bwd.in, pad);
+        pad_planes(dl_tensor_const_f32(&c->dout) + at, m->fwd.relu ? dl_tensor_f32(&c->out) + at : NULL, g->K, g->P,
+                   g->Q, g->R - 1 - g->ph, g->S - 1 - g->pw, &m->bwd.in, pad);
         f->corr(&m->bwd, pad, wt, NULL, dl_tensor_f32(&c->din[0]) + (size_t)n * g->C * g->H * g->W);
     }
 }
@@ -399,8 +399,8 @@ static void direct_backward_weights(void *inst, const struct dl_kernel_args *a)
         #pragma omp for schedule(static)
         for (int n = 0; n < c->batch; n++) {
             size_t at = (size_t)n * g->K * g->P * g->Q;
-            pad_planes(dl_tensor_const_f32(&c->in[0]) + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph, g->pw,
-                       &m->fwd.in, pad);
+            pad_planes(dl_tensor_const_f32(&c->in[0]) + (size_t)n * g->C * g->H * g->W, NULL, g->C, g->H, g->W, g->ph,
+                       g->pw, &m->fwd.in, pad);
             pad_planes(dl_tensor_const_f32(&c->dout) + at, m->fwd.relu ? dl_tensor_f32(&c->out) + at : NULL, g->K, g->P,
                        g->Q, 0, 0, &dyp, dy);
             f->wgrad(m, pad, dy, cols, acc);

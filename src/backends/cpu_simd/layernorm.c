@@ -152,7 +152,8 @@ static void ln_backward_data(void *inst, const struct dl_kernel_args *a)
         long n = task / runs, t0 = task % runs * RUN;
         int len = (int)(T - t0 < RUN ? T - t0 : RUN);
         ln_run_backward(m, dl_tensor_const_f32(&c->in[0]) + n * C * T, dl_tensor_const_f32(&c->dout) + n * C * T, w, t0,
-                        len, c->saved + n * T + t0, c->saved + rows + n * T + t0, dl_tensor_f32(&c->din[0]) + n * C * T);
+                        len, c->saved + n * T + t0, c->saved + rows + n * T + t0,
+                        dl_tensor_f32(&c->din[0]) + n * C * T);
     }
 }
 

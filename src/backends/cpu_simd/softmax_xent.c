@@ -250,5 +250,6 @@ static void xent_backward(void *inst, const struct dl_kernel_args *a)
 const struct dl_kernel dl_kernel_simd_softmax_xent = {
     .name = "simd", .backend = "cpu_simd", .op = &dl_op_softmax_xent, .supports = xent_supports,
     .create = xent_create, .destroy = xent_destroy, .workspace_bytes = xent_ws, .saved_bytes = xent_saved,
-    .forward = xent_forward, .backward_data = xent_backward, .backward_reads = DL_READS_DECLARED, /* its probabilities and the labels */
+    .forward = xent_forward, .backward_data = xent_backward,
+    .backward_reads = DL_READS_DECLARED, /* its probabilities and the labels */
 };
