@@ -4,8 +4,9 @@
  * untouched, an optional value takes the next word that is no option, a
  * bare -LETTER stands for its option, --help and --version are status 0
  * (--version refused where the command has none), the shared options reach
- * dl_net_option (only those the table lists, with shared_listed), and the
- * positional arguments begin where it says. */
+ * dl_net_option (only those the table lists, with shared_listed), the
+ * positional arguments begin where it says, and a command of options only
+ * (no first_argument) refuses one with status 2. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,7 +64,8 @@ static void help(void)
     helped++;
 }
 
-/* Parses the words (argv[0] "prog") into s; the status, *first the first positional. */
+/* Parses the words (argv[0] "prog") into s; the status, *first the first positional
+ * (first NULL: options only). */
 static int parse(struct settings *s, struct dl_net_options *net, int *first, int n, ...)
 {
     static char words[16][64];
@@ -168,10 +170,21 @@ static void listed_shared(void **state)
     assert_int_equal(net.n, 0);
 }
 
+static void options_only(void **state)
+{
+    (void)state;
+    struct settings s;
+    int first;
+    assert_int_equal(parse(&s, NULL, &first, 2, "--on", "x"), -1); /* x: the command's to take */
+    assert_int_equal(parse(&s, NULL, NULL, 1, "--on"), -1);
+    assert_int_equal(s.on, 1);
+    assert_int_equal(parse(&s, NULL, NULL, 2, "--on", "x"), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(fields_set), cmocka_unit_test(refusals),
                                        cmocka_unit_test(optional_value_and_letter), cmocka_unit_test(help_and_shared),
-                                       cmocka_unit_test(listed_shared)};
+                                       cmocka_unit_test(listed_shared), cmocka_unit_test(options_only)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

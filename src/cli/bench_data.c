@@ -105,13 +105,9 @@ static int parse_args(struct bench_data_command *cmd, int argc, char **argv)
     struct dl_error err = {0};
     cmd->dataset = "imagefolder";
     struct dl_command_line line = {PROG, options, cmd, NULL, help};
-    int first, status = dl_options_parse(&line, argc, argv, &first);
+    int status = dl_options_parse(&line, argc, argv, NULL);
     if (status >= 0)
         return status;
-    if (first < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", PROG, argv[first]);
-        return 2;
-    }
     if (dl_data_use_dataset(&b->data, cmd->dataset, NULL, &err)) {
         fprintf(stderr, "%s: %s\n", PROG, err.msg);
         return 2;

@@ -378,14 +378,7 @@ static int parse_args(int argc, char **argv, struct check_command *cmd)
         DL_OPTION_BYTES("memory-per-rank", struct check_command, memory_limit, 1, (size_t)1 << 60),
         DL_OPTION_FLAG("bytes", struct check_command, grid.bytes, 1), DL_OPTION_END};
     struct dl_command_line line = {"dltrain check", options, cmd, &cmd->net_options, help, .version = 1};
-    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
-    if (status >= 0)
-        return status;
-    if (first_argument < argc) {
-        fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[first_argument]);
-        return 2;
-    }
-    return -1;
+    return dl_options_parse(&line, argc, argv, NULL);
 }
 
 /* The network file's grid (parallel: dp, tp, pp) as --grid spells it into

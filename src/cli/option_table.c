@@ -158,6 +158,12 @@ int dl_options_parse(const struct dl_command_line *c, int argc, char **argv, int
             optarg = argv[optind++];
         status = apply(c, o, optarg);
     }
-    *first_argument = optind;
+    if (first_argument) {
+        *first_argument = optind;
+    } else if (status < 0 && optind < argc) { /* a command of options only */
+        fprintf(stderr, "%s: unexpected argument '%s'%s\n", c->prog, argv[optind],
+                c->argument_hint ? c->argument_hint : "");
+        status = 2;
+    }
     return status;
 }

@@ -89,12 +89,16 @@ struct dl_command_line {
     int repeat_try;                  /* a refused option prints "Try 'PROG --help'." once more */
     int try_after_bad_value;         /* a bad value is followed by "Try 'PROG --help'." */
     int shared_listed;               /* net takes only the shared options the table lists (DL_SHARED) */
+    const char *argument_hint;       /* after "unexpected argument 'X'" (NULL: nothing) */
 };
 
 /* Parses argv's options (from argv[1]) by c's tables.  Returns -1 to go on,
  * with *first_argument the index in argv of the first positional argument
  * (argc when none); else the exit status: 0 after --help or --version, 2
- * after the message on an unknown option, a missing value or a bad one. */
+ * after the message on an unknown option, a missing value or a bad one.
+ * first_argument NULL: the command takes options only, and a positional
+ * argument is refused ("PROG: unexpected argument 'X'", then
+ * c->argument_hint; status 2). */
 int dl_options_parse(const struct dl_command_line *c, int argc, char **argv, int *first_argument);
 
 #endif

@@ -614,14 +614,7 @@ static int parse_args(int argc, char **argv, struct plan_command *c, struct dl_n
         DL_OPTION_STRING("machine", struct plan_command, machine_path),
         DL_OPTION_CALL("grad-dtype", required_argument, take_grad_dtype), DL_OPTION_END};
     struct dl_command_line line = {"dltrain plan", options, c, no, help, .version = 1};
-    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
-    if (status >= 0)
-        return status;
-    if (first_argument < argc) {
-        fprintf(stderr, "dltrain plan: unexpected argument '%s'\n", argv[first_argument]);
-        return 2;
-    }
-    return -1;
+    return dl_options_parse(&line, argc, argv, NULL);
 }
 
 int dl_cli_plan(int argc, char **argv)

@@ -482,15 +482,9 @@ static const struct dl_option train_options[] = {
 /* Parses argv into cmd; returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, struct train_command *cmd)
 {
-    struct dl_command_line line = {"dltrain", train_options, cmd, &cmd->net_options, help, .version = 1};
-    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
-    if (status >= 0)
-        return status;
-    if (first_argument < argc) {
-        fprintf(stderr, "dltrain: unexpected argument '%s' (try --help)\n", argv[first_argument]);
-        return 2;
-    }
-    return -1;
+    struct dl_command_line line = {"dltrain", train_options, cmd, &cmd->net_options, help, .version = 1,
+                                   .argument_hint = " (try --help)"};
+    return dl_options_parse(&line, argc, argv, NULL);
 }
 
 /* Opens the world communicator (name: --comm, "auto" when the options

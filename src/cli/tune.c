@@ -55,14 +55,7 @@ static int parse_args(int argc, char **argv, struct dl_net_options *no)
         DL_OPTION_INT("repeats", struct dl_net_options, tune.repeats, 1, 64),
         DL_OPTION_FLAG("no-measure", struct dl_net_options, tune.no_measure, 1), DL_OPTION_END};
     struct dl_command_line line = {"dltrain tune", options, no, no, help, .version = 1};
-    int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
-    if (status >= 0)
-        return status;
-    if (first_argument < argc) {
-        fprintf(stderr, "dltrain tune: unexpected argument '%s'\n", argv[first_argument]);
-        return 2;
-    }
-    return -1;
+    return dl_options_parse(&line, argc, argv, NULL);
 }
 
 int dl_cli_tune(int argc, char **argv)
