@@ -24,11 +24,14 @@ static float *plain_output(const struct dl_exec *e, int i, struct dl_shape s)
     long n = (long)e->run.batch * dl_shape_count(s);
     float *p = malloc(sizeof *p * (size_t)(n ? n : 1));
     assert_non_null(p);
-    if (i < 0)
+    if (i < 0) {
+        struct dl_tensor input = dl_tensor_of_const(e->run.input, e->g->input);
+        const dl_real *x = dl_tensor_const_f32(&input); /* a network whose choices these are reads f32 */
         for (long k = 0; k < n; k++)
-            p[k] = e->run.input[k];
-    else
+            p[k] = x[k];
+    } else {
         dl_layout_reorder(e->act[i], e->act_layout[i], p, DL_LAYOUT_PLAIN, e->run.batch, s, 0);
+    }
     return p;
 }
 

@@ -216,7 +216,7 @@ struct training {
     struct dl_batcher bt;
     struct dl_exec e;
     struct dl_optim o;
-    float *x;
+    void *x; /* values of the input's dtype */
     int *y;
     double total, input, waited; /* seconds: steps, taking batches, waiting for them */
 };
@@ -246,7 +246,7 @@ static int start_training(struct bench *b, struct training *t, int *rc, struct d
     if (!*rc)
         *rc = dl_optim_init_on(&t->o, &t->net.train.optim, t->e.n_weights, dl_exec_device(&t->e), err);
     if (!*rc) {
-        t->x = dl_calloc((size_t)N * (size_t)dl_shape_count(g->input), sizeof *t->x, err);
+        t->x = dl_calloc((size_t)N * (size_t)dl_shape_count(g->input), dl_dtype_value_size(g->input.dtype), err);
         t->y = dl_calloc((size_t)N, sizeof *t->y, err);
         *rc = t->x && t->y ? DL_OK : DL_ERR_NOMEM;
     }

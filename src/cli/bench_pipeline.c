@@ -71,7 +71,7 @@ static int measure(struct dl_exec *e, int chunk, int steps, struct layer_times *
     double *run = malloc(sizeof *run * (3 * per + (size_t)steps)); /* cumulative fwd, bwd_in, bwd_w per step */
     if (!run)
         return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
-    float *x;
+    void *x;
     int *y;
     int warmup = 2, rc = dl_bench_random_batch(g, chunk, &x, &y, err);
     for (int s = 0; s < warmup + steps + 1 && !rc && !e->status; s++) {

@@ -85,7 +85,7 @@ static int parse_args(int argc, char **argv, struct bench_step_command *cmd)
 struct step_bench {
     struct dl_exec e;
     struct dl_optim o;
-    float *x;
+    void *x;
     int *y;
     double *t;               /* each timed step's seconds */
     struct dl_trace *trace;  /* --trace, else NULL */

@@ -129,9 +129,8 @@ static int cached_scores(struct cached *d, const struct dl_token_stream *s, int3
     }
     int label = 0;
     while (d->base + d->pos < s->n) {
-        const void *one = &s->id[d->base + d->pos]; /* the executor's input: one i32 */
         d->e.decode.position0 = d->pos;
-        dl_exec_forward(&d->e, one, &label, 1, 0);
+        dl_exec_forward(&d->e, &s->id[d->base + d->pos], &label, 1, 0); /* the executor's input: one i32 */
         if (d->e.status)
             return dl_errorf(err, d->e.status, "%s", d->e.err.msg);
         d->pos++;

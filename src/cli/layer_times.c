@@ -31,7 +31,7 @@ void dl_layer_times_flops(const struct dl_graph *g, double rate, struct dl_layer
 /* Each layer's median forward, backward (weights' included) and weight
  * gradients' seconds over `steps` steps of `batch` samples (after one
  * untimed) into fwd[i], bwd[i], wgt[i]; work: 3 * n * steps values. */
-static int median_times(struct dl_exec *e, const float *x, const int *y, int batch, int steps, double *work,
+static int median_times(struct dl_exec *e, const void *x, const int *y, int batch, int steps, double *work,
                         double *fwd, double *bwd, double *wgt, struct dl_error *err)
 {
     const int n = e->g->n;
@@ -75,7 +75,7 @@ int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const
                            struct dl_layer_times *t, struct dl_error *err)
 {
     const int n = g->n, small = batch >= 8 ? batch / 8 : 1;
-    float *x = NULL;
+    void *x = NULL;
     int *y = NULL;
     struct dl_exec e;
     double *work = dl_calloc(3 * (size_t)n * (size_t)steps, sizeof *work, err);

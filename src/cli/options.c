@@ -407,10 +407,10 @@ int dl_option_refused(const char *prog, int rc, const struct dl_error *err)
 }
 
 
-int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, struct dl_error *err)
+int dl_bench_random_batch(const struct dl_graph *g, int n, void **x, int **y, struct dl_error *err)
 {
     long count = (long)n * dl_shape_count(g->input), labels = (long)n * g->positions;
-    *x = malloc(sizeof **x * (size_t)(count > 0 ? count : 1));
+    *x = malloc(dl_dtype_value_size(g->input.dtype) * (size_t)(count > 0 ? count : 1));
     *y = malloc(sizeof **y * (size_t)(labels > 0 ? labels : 1));
     if (!*x || !*y) {
         free(*x), free(*y);
@@ -419,13 +419,13 @@ int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, s
     }
     struct dl_rng r;
     dl_rng_seed(&r, 1);
+    int32_t *ids = *x;   /* an i32 input */
+    dl_real *values = *x; /* an f32 one */
     for (long i = 0; i < count; i++) {
-        if (g->input.dtype == DL_I32) { /* token ids below the vocabulary, in the buffer as int32 */
-            int32_t id = (int32_t)dl_rng_below(&r, (uint64_t)g->id_limit);
-            memcpy(*x + i, &id, sizeof id);
-        } else {
-            (*x)[i] = (float)dl_rng_normal(&r);
-        }
+        if (g->input.dtype == DL_I32) /* token ids below the vocabulary */
+            ids[i] = (int32_t)dl_rng_below(&r, (uint64_t)g->id_limit);
+        else
+            values[i] = (dl_real)dl_rng_normal(&r);
     }
     for (long k = 0; k < labels; k++)
         (*y)[k] = (int)dl_rng_below(&r, (uint64_t)g->classes);

@@ -87,11 +87,12 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
  * with o's settings (out points into o, which must outlive it). */
 void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out);
 
-/* Random inputs for the benchmarks: n samples of g's input shape, normal
- * values (token ids below the vocabulary for an i32 input), and labels
+/* Random inputs for the benchmarks: n samples of g's input shape and
+ * dtype, normal values (int32_t token ids below the vocabulary for an i32
+ * input), and labels
  * below its classes (g->positions per sample), the same for the same n
  * (seed 1).  Freed by the caller; DL_ERR_NOMEM. */
-int dl_bench_random_batch(const struct dl_graph *g, int n, float **x, int **y, struct dl_error *err);
+int dl_bench_random_batch(const struct dl_graph *g, int n, void **x, int **y, struct dl_error *err);
 
 /* A shipped file for PATH that names none here: NAME or NAME.yaml,
  * without a slash, that is not a file here is folder/NAME.yaml (folder

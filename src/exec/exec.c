@@ -316,7 +316,8 @@ static int alloc_transfers(struct dl_exec *e, struct dl_error *err)
     if (m->device->host_memory)
         return DL_OK;
     size_t B = (size_t)e->max_batch;
-    m->io.input_on_device = m->device->alloc(sizeof(dl_real) * B * (size_t)m->tensors[0].count, err);
+    const struct dl_exec_tensor *input = &m->tensors[0]; /* the graph input, of g->input's dtype */
+    m->io.input_on_device = m->device->alloc(dl_dtype_value_size(input->shape.dtype) * B * (size_t)input->count, err);
     m->io.labels_on_device = m->device->alloc(sizeof(int) * B * (size_t)e->g->positions, err);
     long out = dl_exec_runs(e, e->g->loss) ? dl_exec_scores(e)->count : 1;
     m->io.readback = dl_calloc(B * (size_t)(out > 1 ? out : 1), sizeof(dl_real), err);

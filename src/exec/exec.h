@@ -43,14 +43,15 @@ enum dl_fused {
  * batch; the trainer sets the others before a call (0, NULL: the
  * defaults). */
 struct dl_exec_run {
-    const dl_real *input;                  /* the batch being run */
+    const void *input;                     /* the batch being run: values of g->input's dtype */
     const int *labels;
     /* On a device without host memory: the next forward's batch and labels
      * already in the device's memory (copied there ahead by the trainer,
      * train/batch_ahead.h), taken in place instead of copied in from
      * dl_exec_forward's x and labels, which stay the host's (the correct
-     * answers are counted from them); NULL: copied in. */
-    const dl_real *input_resident;
+     * answers are counted from them); NULL: copied in.  The batch is
+     * values of g->input's dtype, as x is. */
+    const void *input_resident;
     const int *labels_resident;
     int batch;                             /* size of the batch being run */
     /* Gradient of the mean loss seeds backward as loss_norm per sample (0:
@@ -285,9 +286,10 @@ void dl_exec_free(struct dl_exec *e);
  * one block freed with free(): [layer][j], every pointer NULL. */
 dl_real ***dl_exec_param_table(const struct dl_graph *g, struct dl_error *err);
 
-/* Forward over batch samples of x (batch x input shape, NCHW) with labels.
- * training selects batch statistics and dropout. */
-void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int batch, int training);
+/* Forward over batch samples of x (batch x input shape, NCHW: values of
+ * g->input's dtype, dl_real for f32, int32_t token ids for i32) with
+ * labels.  training selects batch statistics and dropout. */
+void dl_exec_forward(struct dl_exec *e, const void *x, const int *labels, int batch, int training);
 
 /* Backward of the mean loss of the last forward.  Weight gradients are
  * ACCUMULATED into dweights: call dl_exec_zero_grad() first for a new step. */

@@ -147,7 +147,7 @@ struct dl_exec_memory {
  * host buffer the losses or scores are copied out to, and host mirrors of
  * a communication step's buffers (staging.c). */
 struct dl_exec_device_io {
-    dl_real *input_on_device;
+    void *input_on_device;              /* values of g->input's dtype */
     int *labels_on_device;
     const int *labels_in_use;           /* the last forward's labels in the device's memory (NULL: none) */
     dl_real *readback;

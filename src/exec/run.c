@@ -166,9 +166,10 @@ static double label_norm_of(const struct dl_exec *e)
     return (double)labelled / e->run.batch;
 }
 
-void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int batch, int training)
+void dl_exec_forward(struct dl_exec *e, const void *x, const int *labels, int batch, int training)
 {
     struct dl_exec_impl *m = e->impl;
+    struct dl_exec_tensor *input = &m->tensors[0]; /* the graph input: g->input's shape and dtype */
     e->run.input = x;
     e->run.labels = labels;
     e->run.batch = batch;
@@ -178,7 +179,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
         m->io.labels_in_use = e->run.labels_resident;
     } else if (m->io.input_on_device) { /* the input step: the batch (and labels) copied to the device */
         m->io.labels_in_use = m->io.labels_on_device;
-        size_t bytes = sizeof *x * (size_t)batch * (size_t)m->tensors[0].count;
+        size_t bytes = dl_dtype_value_size(input->shape.dtype) * (size_t)batch * (size_t)input->count;
         int rc = m->device->copy(m->io.input_on_device, x, bytes, DL_COPY_TO_DEVICE, &e->err);
         if (!rc && labels)
             rc = m->device->copy(m->io.labels_on_device, labels, sizeof *labels * (size_t)batch * (size_t)e->g->positions,
@@ -190,7 +191,7 @@ void dl_exec_forward(struct dl_exec *e, const dl_real *x, const int *labels, int
         }
         x = m->io.input_on_device;
     }
-    m->tensors[0].data = (dl_real *)x;
+    input->data = (void *)(uintptr_t)x; /* read only: no step writes the graph input */
     if (dl_exec_samples_check(e, batch, &e->err)) {
         e->status = e->err.code;
         return;

@@ -10,28 +10,28 @@
 static int alloc_slot(struct dl_batch_ahead *ba, struct dl_batch_slot *s, int max_local, struct dl_error *err)
 {
     const struct dl_device *dev = ba->device;
-    size_t values = (size_t)max_local * (size_t)ba->per_sample;
+    size_t bytes = (size_t)max_local * ba->sample_bytes;
     size_t labels = (size_t)max_local * (size_t)dl_dataset_positions(ba->batcher->ds);
     if (!ba->ahead) { /* the executors read the host's buffers in place */
-        s->x = dl_calloc(values ? values : 1, sizeof *s->x, err);
+        s->x = dl_calloc(bytes ? bytes : 1, 1, err);
         s->y = dl_calloc(labels ? labels : 1, sizeof *s->y, err);
         return s->x && s->y ? DL_OK : DL_ERR_NOMEM;
     }
-    s->x = dev->pinned_alloc(sizeof *s->x * values, err);
+    s->x = dev->pinned_alloc(bytes, err);
     s->y = s->x ? dev->pinned_alloc(sizeof *s->y * labels, err) : NULL;
-    s->x_device = s->y ? dev->alloc(sizeof *s->x * values, err) : NULL;
+    s->x_device = s->y ? dev->alloc(bytes, err) : NULL;
     s->y_device = s->x_device ? dev->alloc(sizeof *s->y * labels, err) : NULL;
     return s->y_device ? DL_OK : DL_ERR_NOMEM;
 }
 
 int dl_batch_ahead_init(struct dl_batch_ahead *ba, struct dl_batcher *batcher, const struct dl_device *device,
-                        int max_local, long per_sample, struct dl_trace *trace, struct dl_error *err)
+                        int max_local, struct dl_shape input, struct dl_trace *trace, struct dl_error *err)
 {
     memset(ba, 0, sizeof *ba);
     ba->batcher = batcher;
     ba->device = device;
     ba->ahead = !device->host_memory;
-    ba->per_sample = per_sample;
+    ba->sample_bytes = dl_dtype_value_size(input.dtype) * (size_t)dl_shape_count(input);
     ba->trace = trace;
     int rc = DL_OK;
     for (int i = 0; i < 1 + ba->ahead && !rc; i++)
@@ -92,8 +92,7 @@ static int read_into(struct dl_batch_ahead *ba, struct dl_batch_slot *s, struct 
     if (!ba->ahead || s->n <= 0)
         return DL_OK;
     double t0 = dl_trace_now(ba->trace);
-    rc = dev->copy_ahead(s->x_device, s->x, sizeof *s->x * (size_t)s->n * (size_t)ba->per_sample, &s->read,
-                         &s->copied, err);
+    rc = dev->copy_ahead(s->x_device, s->x, ba->sample_bytes * (size_t)s->n, &s->read, &s->copied, err);
     if (!rc)
         rc = dev->copy_ahead(s->y_device, s->y, sizeof *s->y * (size_t)s->n * (size_t)dl_dataset_positions(ba->batcher->ds),
                              &s->read, &s->copied, err);

@@ -20,9 +20,9 @@
 /* One batch: its host buffers, its device buffers (NULL on the host), what
  * the batcher said of it, and the marks that order its copy. */
 struct dl_batch_slot {
-    float *x;                     /* host: pinned on a device without host memory */
+    void *x;                      /* host: pinned on a device without host memory (the input's dtype) */
     int *y;
-    float *x_device;              /* the device's copy (NULL: the executors read x) */
+    void *x_device;               /* the device's copy (NULL: the executors read x) */
     int *y_device;
     int n;                        /* samples on this rank: > 0, or 0 (the epoch's end), -1 (unreadable) */
     int global;                   /* samples in the whole batch */
@@ -40,15 +40,16 @@ struct dl_batch_ahead {
     int cur;                      /* the slot of the step being trained */
     int held;                     /* 1: slot 1 - cur holds the next batch, read ahead */
     int marks;                    /* 1: the slots' marks were initialised (mark_init) */
-    long per_sample;              /* values per sample */
+    size_t sample_bytes;          /* bytes of one sample's input values (their dtype's) */
     struct dl_trace *trace;       /* --trace: the copies ahead are spans (NULL: off) */
 };
 
-/* Buffers for batches of up to max_local samples of per_sample values from
- * batcher, for executors on device (two of each and the marks when it has
- * no host memory, else one host buffer). */
+/* Buffers for batches of up to max_local samples of the network's input
+ * (per-sample shape and dtype: graph.h's input) from batcher, for
+ * executors on device (two of each and the marks when it has no host
+ * memory, else one host buffer). */
 int dl_batch_ahead_init(struct dl_batch_ahead *ba, struct dl_batcher *batcher, const struct dl_device *device,
-                        int max_local, long per_sample, struct dl_trace *trace, struct dl_error *err);
+                        int max_local, struct dl_shape input, struct dl_trace *trace, struct dl_error *err);
 void dl_batch_ahead_free(struct dl_batch_ahead *ba);
 
 /* Forgets a batch read ahead (a new epoch: the batcher starts over). */

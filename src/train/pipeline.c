@@ -171,12 +171,19 @@ static void share_grad_hook(struct dl_pipeline *pl, int hook)
     }
 }
 
+/* Sample n of x, a batch of the network's input (values of its dtype);
+ * NULL for NULL. */
+static const void *input_sample(const struct dl_pipeline *pl, const void *x, long n)
+{
+    size_t bytes = dl_dtype_value_size(pl->g->input.dtype) * (size_t)dl_shape_count(pl->g->input);
+    return x ? (const unsigned char *)x + (size_t)n * bytes : NULL;
+}
+
 /* Runs action a on its slot. */
-static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, const float *x, const int *y, int n,
+static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, const void *x, const int *y, int n,
                       long sample0, uint64_t step, const struct dl_pipeline_hook *hook, double *loss_sum,
                       double *correct, struct dl_error *err)
 {
-    long per_sample = dl_shape_count(pl->g->input);
     int M = pl->chunks, i = slot_for(pl, a, a->op == DL_SCHED_FORWARD);
     if (i < 0)
         return dl_errorf(err, DL_ERR_INTERNAL, "no slot %s", a->op == DL_SCHED_FORWARD ? "free" : "holds the chunk");
@@ -190,9 +197,9 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
         e->run.sample0 = sample0 + lo;
         e->run.loss_norm = 1.0 / n; /* the chunks' gradients add up to the local batch's mean */
         e->run.label_norm = pl->label_norm;
-        e->run.input_resident = pl->x_resident ? pl->x_resident + lo * per_sample : NULL;
+        e->run.input_resident = input_sample(pl, pl->x_resident, lo);
         e->run.labels_resident = pl->y_resident ? pl->y_resident + (long)lo * pl->g->positions : NULL;
-        dl_exec_forward(e, x + lo * per_sample, y + (long)lo * pl->g->positions, hi - lo, 1);
+        dl_exec_forward(e, input_sample(pl, x, lo), y + (long)lo * pl->g->positions, hi - lo, 1);
         *loss_sum += dl_exec_loss_sum(e);
         *correct += dl_exec_correct(e);
         if (hook && hook->after_forward && !e->status)
@@ -210,7 +217,7 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
     return failed(e, err);
 }
 
-int dl_pipeline_step(struct dl_pipeline *pl, const float *x, const int *y, int n, long sample0, uint64_t step,
+int dl_pipeline_step(struct dl_pipeline *pl, const void *x, const int *y, int n, long sample0, uint64_t step,
                      const struct dl_pipeline_hook *hook, double *loss_sum, double *correct, struct dl_error *err)
 {
     int p = pl->shard ? pl->shard->pos.p : 0, rc = DL_OK;
@@ -233,10 +240,9 @@ int dl_pipeline_step(struct dl_pipeline *pl, const float *x, const int *y, int n
     return rc ? rc : sends_wait(pl, err);
 }
 
-int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, long n, double *loss_sum,
+int dl_pipeline_evaluate(struct dl_pipeline *pl, const void *x, const int *y, long n, double *loss_sum,
                          long *correct, struct dl_error *err)
 {
-    long per_sample = dl_shape_count(pl->g->input);
     int max_batch = pl->slot[0].max_batch;
     *loss_sum = 0;
     *correct = 0;
@@ -248,7 +254,7 @@ int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, l
             e->run.label_norm = pl->label_norm;
             e->run.input_resident = NULL; /* the test split is copied in */
             e->run.labels_resident = NULL;
-            dl_exec_forward(e, x + start * per_sample, y + start * pl->g->positions, b, 0);
+            dl_exec_forward(e, input_sample(pl, x, start), y + start * pl->g->positions, b, 0);
             int rc = failed(e, err);
             if (rc)
                 return rc;

@@ -33,8 +33,9 @@ struct dl_pipeline {
     int *slot_chunk;               /* [slots]: the chunk whose activations a slot holds, -1: free */
     /* The next dl_pipeline_step's x and y already in the executors' device
      * memory (train/batch_ahead.h; each chunk's forward takes its part in
-     * place, exec.h's input_resident); NULL: copied in from x and y. */
-    const float *x_resident;
+     * place, exec.h's input_resident); NULL: copied in from x and y.  x's
+     * values are of the network's input dtype, as dl_pipeline_step's x. */
+    const void *x_resident;
     const int *y_resident;
     /* The loss's divisor for the next step or evaluation (exec.h's
      * label_norm): the labelled positions per sample of the whole
@@ -90,20 +91,21 @@ struct dl_pipeline_hook {
     void *ctx;
 };
 
-/* Forward and backward of one local batch (n samples of x and y; sample0:
+/* Forward and backward of one local batch (n samples of x and y, x's
+ * values of g->input's dtype: dl_real, or int32_t token ids; sample0:
  * the index of x's first sample in the mini-batch; step: the training step
  * for dropout's masks), in the schedule's order.  Weight gradients are
  * ADDED to slot 0's (zero them first); slot 0's grad_hook runs for the
  * layers of every slot.  *loss_sum and *correct: the last stage's sums
  * over the batch (0 on other ranks).  hook may be NULL.  Errors from the
  * executors (a lost message, a kernel) come back in err. */
-int dl_pipeline_step(struct dl_pipeline *pl, const float *x, const int *y, int n, long sample0, uint64_t step,
+int dl_pipeline_step(struct dl_pipeline *pl, const void *x, const int *y, int n, long sample0, uint64_t step,
                      const struct dl_pipeline_hook *hook, double *loss_sum, double *correct, struct dl_error *err);
 
-/* Inference over n samples (in batches no larger than the slots'), through
- * the rank's stages in order: the last stage's loss sum and number
- * correct, 0 on the other ranks. */
-int dl_pipeline_evaluate(struct dl_pipeline *pl, const float *x, const int *y, long n, double *loss_sum,
+/* Inference over n samples of x and y (x as dl_pipeline_step's; in
+ * batches no larger than the slots'), through the rank's stages in order:
+ * the last stage's loss sum and number correct, 0 on the other ranks. */
+int dl_pipeline_evaluate(struct dl_pipeline *pl, const void *x, const int *y, long n, double *loss_sum,
                          long *correct, struct dl_error *err);
 
 #endif

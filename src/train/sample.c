@@ -73,8 +73,7 @@ int dl_sample_window_scores(struct dl_exec *e, int T, const int32_t *ids, long n
     memset(window, 0, sizeof *window * (size_t)T);
     memset(labels, 0, sizeof *labels * (size_t)T);
     memcpy(window, &ids[first], sizeof *window * (size_t)used);
-    const void *input = window; /* the executor's input: T values of its dtype, i32 */
-    dl_exec_forward(e, input, labels, 1, 0);
+    dl_exec_forward(e, window, labels, 1, 0); /* the executor's input: T values of its dtype, i32 */
     if (e->status)
         return dl_errorf(err, e->status, "%s", e->err.msg);
     return dl_exec_scores_at(e, 0, (int)used - 1, scores, err);

@@ -229,7 +229,7 @@ int dl_trainer_setup(struct trainer *tr, struct dl_error *err)
         rc = create_strategy(tr, chunks, err);
     if (!rc)
         rc = dl_batch_ahead_init(&tr->data.batches, &tr->data.batcher, dl_exec_device(dl_pipeline_exec(&tr->pipe)),
-                                 dl_batcher_max_local(&tr->data.batcher), dl_shape_count(tr->net->graph.input),
+                                 dl_batcher_max_local(&tr->data.batcher), tr->net->graph.input,
                                  tr->trace, err);
     if (rc)
         return rc;
