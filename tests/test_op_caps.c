@@ -58,6 +58,7 @@ struct pass {
     int batch;
     long nx, ny;
     dl_real *x, *y, *dy, *dx;
+    int32_t *ids;         /* an i32 input's token ids (x unused then) */
     int n_params;
     struct dl_param_desc p[TEST_MAX_PARAMS];
     dl_real *param[TEST_MAX_PARAMS], *dparam[TEST_MAX_PARAMS];
@@ -88,13 +89,13 @@ static void pass_alloc(struct pass *t, const struct dl_op_kind *op, const struct
     t->ny = batch * dl_shape_count(r.call.out.shape);
     t->x = vec(t->nx), t->dx = vec(t->nx), t->y = vec(t->ny), t->dy = vec(t->ny);
     fill(t->x, t->nx, 1);
-    if (e->in.dtype == DL_I32) { /* token ids below the op's limit, i32 in 4-byte elements (core/shape.h) */
+    if (e->in.dtype == DL_I32) { /* token ids below the op's limit */
         struct dl_rng ids;
         dl_rng_seed(&ids, 1);
-        for (long i = 0; i < t->nx; i++) {
-            int32_t id = (int32_t)dl_rng_below(&ids, (uint64_t)op->id_limit(r.attr));
-            memcpy((char *)t->x + sizeof id * (size_t)i, &id, sizeof id);
-        }
+        t->ids = calloc((size_t)t->nx, sizeof *t->ids);
+        assert_non_null(t->ids);
+        for (long i = 0; i < t->nx; i++)
+            t->ids[i] = (int32_t)dl_rng_below(&ids, (uint64_t)op->id_limit(r.attr));
     }
     fill(t->dy, t->ny, 2);
     t->n_params = op->params ? op->params(r.attr, &e->in, r.call.out.shape, NULL) : 0;
@@ -114,7 +115,7 @@ static void pass_alloc(struct pass *t, const struct dl_op_kind *op, const struct
 
 static void pass_free(struct pass *t)
 {
-    free(t->x), free(t->y), free(t->dy), free(t->dx);
+    free(t->x), free(t->y), free(t->dy), free(t->dx), free(t->ids);
     for (int j = 0; j < t->n_params; j++)
         free(t->param[j]), free(t->dparam[j]);
 }
@@ -125,9 +126,10 @@ static void run_slice(const struct dl_op_kind *op, const struct example *e, stru
 {
     struct ot_run r;
     long sx = t->nx / t->batch, sy = t->ny / t->batch;
-    const dl_real *x = e->in.dtype == DL_I32 ? (const dl_real *)(const void *)((const char *)t->x + 4 * n0 * sx)
-                                             : t->x + n0 * sx; /* ids are 4-byte elements in any build */
+    const dl_real *x = t->ids ? NULL : t->x + n0 * sx;
     ot_setup(&r, op, e->attrs, mb, 1, &e->in, &x, NULL, 1);
+    if (t->ids) /* the slice's token ids into the call's i32 input */
+        memcpy(dl_tensor_i32(&r.call.in[0]), t->ids + n0 * sx, sizeof *t->ids * (size_t)(mb * sx));
     r.call.sample0 = n0; /* as the executor's micro-batches say where their samples sit */
     memcpy(dl_tensor_f32(&r.call.dout), t->dy + n0 * sy, sizeof(dl_real) * (size_t)(mb * sy));
     for (int j = 0; j < t->n_params; j++) {

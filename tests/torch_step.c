@@ -152,13 +152,14 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
         return die("executor", &err);
     if (dl_checkpoint_load(ckpt, &v, &m, &err))
         return die(ckpt, &err);
-    /* x and y live in the mapped file: copy them for alignment's sake (ids:
-     * i32 in 4-byte elements, core/shape.h) */
-    float *xs = malloc(x->count * sizeof *xs);
+    /* x and y live in the mapped file: copy them for alignment's sake (x:
+     * values of the input's dtype, f32 or int32_t token ids) */
+    size_t xbytes = x->count * dl_dtype_value_size(in.dtype);
+    void *xs = malloc(xbytes);
     int *ys = malloc(y->count * sizeof *ys);
     if (!xs || !ys)
         return 1;
-    memcpy(xs, x->data, x->count * sizeof *xs);
+    memcpy(xs, x->data, xbytes);
     memcpy(ys, y->data, y->count * sizeof *ys);
 
     dl_exec_zero_grad(&e);
