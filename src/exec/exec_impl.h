@@ -28,7 +28,8 @@ struct dl_exec_tensor {
     int share;              /* it holds this rank's share of the samples only (tp_samples.c) */
     int last_use;           /* last step reading it (forward order) */
     int buf_data, buf_grad; /* planner buffers, -1: none */
-    dl_real *data, *grad;
+    void *data, *grad;      /* its values and gradient, of shape.dtype: read as a struct dl_tensor
+                               (dl_exec_values, dl_exec_grads) */
     /* --recompute full (recompute.c): run >= 0 when its values (its own, or
      * its alias root's) are not kept for backward but made again by run
      * `run`'s steps just before their backward, into a second home
@@ -36,17 +37,30 @@ struct dl_exec_tensor {
      * (data_first) from each forward until then. */
     int run;
     int buf_again;
-    dl_real *data_first, *data_again;
+    void *data_first, *data_again;
     int held;               /* its values are still there when forward ends (place.c's lifetimes) */
     int partial;            /* a layer's partial sums over the tensor group, summed by the SLICE_ROWS
                                steps that read it (a reduce-scatter; steps.c) */
 };
 
+/* Tensor t's values, and its gradient, as an op call or a kernel is handed
+ * them: where they are and their per-sample shape with dtype (the batch
+ * travels beside them). */
+static inline struct dl_tensor dl_exec_values(const struct dl_exec_tensor *t)
+{
+    return dl_tensor_of(t->data, t->shape);
+}
+
+static inline struct dl_tensor dl_exec_grads(const struct dl_exec_tensor *t)
+{
+    return dl_tensor_of(t->grad, t->shape);
+}
+
 /* Sample n0 of p, a buffer of tensor t's values or gradients (in its
  * dtype); NULL for NULL. */
-static inline dl_real *dl_exec_samples_at(const void *p, const struct dl_exec_tensor *t, long n0)
+static inline void *dl_exec_samples_at(const void *p, const struct dl_exec_tensor *t, long n0)
 {
-    return p ? (dl_real *)((unsigned char *)p + (size_t)(n0 * t->count) * dl_dtype_value_size(t->shape.dtype)) : NULL;
+    return p ? (unsigned char *)p + (size_t)(n0 * t->count) * dl_dtype_value_size(t->shape.dtype) : NULL;
 }
 
 struct dl_exec_instance {

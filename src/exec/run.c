@@ -27,14 +27,12 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->attr = l->attr;
     c->batch = e->run.batch;
     c->n_in = l->n_in;
-    for (int k = 0; k < l->n_in; k++) {
-        c->in[k] = dl_tensor_of(m->tensors[s->in[k]].data, l->in_shape[k]);
-        c->in[k].shape.dtype = m->tensors[s->in[k]].shape.dtype;
-        c->din[k].shape = c->in[k].shape;
+    for (int k = 0; k < l->n_in; k++) { /* the layer's shapes in the dtypes its kernel reads */
+        c->in[k] = dl_exec_values(&m->tensors[s->in[k]]);
+        c->din[k] = dl_tensor_of(NULL, c->in[k].shape); /* backward's (layer_backward) */
     }
-    c->out = dl_tensor_of(m->tensors[s->out].data, l->out_shape);
-    c->out.shape.dtype = m->tensors[s->out].shape.dtype;
-    c->dout.shape = c->out.shape;
+    c->out = dl_exec_values(&m->tensors[s->out]);
+    c->dout = dl_tensor_of(NULL, c->out.shape);
     c->param = e->param[s->layer]; /* never written through the call (a kernel that changes one copies them) */
     c->dparam = e->dparam[s->layer];
     c->saved = (dl_real *)s->saved;
@@ -246,13 +244,15 @@ static void layer_backward(struct dl_exec *e, const struct dl_exec_step *s, void
     struct dl_exec_tensor *out = &m->tensors[s->out];
     if (!m->written[s->out]) /* nothing consumed it: zero gradient */
         zero_on_device(e, out->grad, out->count * e->run.batch, out->shape.dtype);
-    a.c.dout.data = out->grad;
+    a.c.dout = dl_exec_grads(out);
     int any = 0;
     for (int k = 0; k < l->n_in && pass != PASS_WEIGHTS; k++) { /* the weights pass writes no input gradient */
         struct dl_exec_tensor *t = &m->tensors[s->in[k]];
         if (!t->needs_grad)
             continue;
-        a.c.din[k].data = s->via_scratch[k] ? s->scratch[k] : t->grad;
+        a.c.din[k] = dl_exec_grads(t);
+        if (s->via_scratch[k]) /* written beside, then added (a tensor with several consumers) */
+            a.c.din[k].data = s->scratch[k];
         any = 1;
     }
     /* a layer on a band of rows: the weight gradients of the pass that
@@ -419,15 +419,16 @@ int dl_exec_scores_at(struct dl_exec *e, int n, int t, dl_real *out, struct dl_e
         return dl_errorf(err, DL_ERR_UNSUPPORTED, "the class scores are not whole on this rank (a pipeline stage "
                          "without the loss, or classes split over the tensor group)");
     const struct dl_exec_tensor *z = dl_exec_scores(e);
+    struct dl_tensor scores = dl_exec_values(z);
     int P = e->g->positions > 1 ? e->g->positions : 1;
     long C = P > 1 ? z->shape.c : z->count;
     if (n < 0 || n >= e->run.batch || t < 0 || t >= P)
         return dl_errorf(err, DL_ERR_INTERNAL, "scores of sample %d, position %d: the batch has %d of %d", n, t,
                          e->run.batch, P);
-    const dl_real *col = z->data + (long)n * z->count + t; /* class k at col[k * P] */
+    const dl_real *sample = dl_tensor_const_f32(&scores) + (long)n * z->count;
+    const dl_real *col = sample + t; /* class k at col[k * P] */
     if (m->io.readback) {
-        int rc = m->device->copy(m->io.readback, z->data + (long)n * z->count, sizeof *col * (size_t)z->count,
-                                 DL_COPY_TO_HOST, err);
+        int rc = m->device->copy(m->io.readback, sample, sizeof *col * (size_t)z->count, DL_COPY_TO_HOST, err);
         if (rc)
             return rc;
         col = m->io.readback + t;
@@ -446,7 +447,8 @@ int dl_exec_correct(struct dl_exec *e)
     int split = e->shard->layer[e->g->loss].split_classes, N = e->run.batch;
     int P = e->g->positions > 1 ? e->g->positions : 1; /* a sequence [T, C] is stored [C][T] */
     long C = P > 1 ? z->shape.c : dl_shape_count(z->shape), rows = (long)N * P;
-    const dl_real *scores = z->data;
+    struct dl_tensor values = dl_exec_values(z);
+    const dl_real *scores = dl_tensor_const_f32(&values);
     if (m->io.readback) { /* on a device: the scores copied out */
         int rc = m->device->copy(m->io.readback, scores, sizeof *scores * (size_t)N * (size_t)z->count, DL_COPY_TO_HOST,
                                  &e->err);
