@@ -50,7 +50,7 @@ int dl_exec_outbox_init(struct dl_exec *e, struct dl_error *err)
     size_t most = 0;
     for (int s = 0; s < m->n_steps; s++) {
         const struct dl_exec_tensor *t = sent_tensor(m, &m->steps[s]);
-        size_t bytes = t ? sizeof(dl_real) * (size_t)e->max_batch * (size_t)t->count : 0;
+        size_t bytes = t ? dl_exec_bytes(t, e->max_batch) : 0;
         n += t != NULL;
         most = bytes > most ? bytes : most;
     }
@@ -122,11 +122,11 @@ void dl_exec_comm_forward(struct dl_exec *e, struct dl_exec_step *s)
         dl_exec_tp_forward(e, s);
         break;
     case DL_STEP_RECV:
-        bytes = sizeof(dl_real) * (size_t)e->run.batch * (size_t)m->tensors[s->out].count;
+        bytes = dl_exec_bytes(&m->tensors[s->out], e->run.batch);
         failed(e, p->ops->recv(p, m->tensors[s->out].data, bytes, s->peer, pipeline_tag(e, s, 0), &e->err));
         break;
     case DL_STEP_SEND:
-        bytes = sizeof(dl_real) * (size_t)e->run.batch * (size_t)m->tensors[s->src].count;
+        bytes = dl_exec_bytes(&m->tensors[s->src], e->run.batch);
         send_copy(e, m->tensors[s->src].data, bytes, s->peer, pipeline_tag(e, s, 0));
         break;
     default:
@@ -142,7 +142,7 @@ void dl_exec_comm_backward(struct dl_exec *e, struct dl_exec_step *s)
         dl_exec_tp_backward(e, s);
     } else if (s->kind == DL_STEP_RECV && m->tensors[s->out].needs_grad) { /* the gradient goes back */
         struct dl_exec_tensor *t = &m->tensors[s->out];
-        size_t bytes = sizeof(dl_real) * (size_t)e->run.batch * (size_t)t->count;
+        size_t bytes = dl_exec_bytes(t, e->run.batch);
         if (!m->written[s->out]) /* nothing here read it */
             memset(t->grad, 0, bytes);
         send_copy(e, t->grad, bytes, s->peer, pipeline_tag(e, s, 1));

@@ -58,9 +58,15 @@ static inline struct dl_tensor dl_exec_grads(const struct dl_exec_tensor *t)
 
 /* Sample n0 of p, a buffer of tensor t's values or gradients (in its
  * dtype); NULL for NULL. */
+/* Bytes of n samples of tensor t's values (or its gradient's) in its dtype. */
+static inline size_t dl_exec_bytes(const struct dl_exec_tensor *t, long n)
+{
+    return (size_t)n * (size_t)t->count * dl_dtype_value_size(t->shape.dtype);
+}
+
 static inline void *dl_exec_samples_at(const void *p, const struct dl_exec_tensor *t, long n0)
 {
-    return p ? (unsigned char *)p + (size_t)(n0 * t->count) * dl_dtype_value_size(t->shape.dtype) : NULL;
+    return p ? (unsigned char *)p + dl_exec_bytes(t, n0) : NULL;
 }
 
 struct dl_exec_instance {

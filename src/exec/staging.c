@@ -79,14 +79,13 @@ void dl_exec_comm_staged(struct dl_exec *e, struct dl_exec_step *s, int backward
     struct dl_exec_tensor *t[2] = {&m->tensors[src], &m->tensors[out]};
     struct staged list[MAX_STAGED];
     int n = 0;
-    size_t B = (size_t)e->max_batch;
     for (int k = 0; k < 2; k++) { /* k = 1: the output */
-        size_t bytes = sizeof(dl_real) * B * (size_t)t[k]->count;
+        size_t bytes = dl_exec_bytes(t[k], e->max_batch);
         add(list, &n, t[k]->data, bytes, !backward && k == 1 && s->out >= 0);
         add(list, &n, t[k]->grad, bytes, backward);
     }
     if (s->kind == DL_STEP_SEND && s->via_scratch[0])
-        add(list, &n, s->scratch[0], sizeof(dl_real) * B * (size_t)t[0]->count, 0);
+        add(list, &n, s->scratch[0], dl_exec_bytes(t[0], e->max_batch), 0);
     add(list, &n, m->mem.workspace, dl_exec_tp_workspace(e, s, e->max_batch), 0);
     size_t total = 0;
     for (int i = 0; i < n; i++) {
