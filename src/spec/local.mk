@@ -6,4 +6,4 @@ DL_COMMON_SOURCES += \
 	src/spec/netspec.h
 DL_REAL_SOURCES += \
 	src/spec/attrs.c src/spec/attrs.h \
-	src/spec/netfile.c src/spec/netfile.h
+	src/spec/netfile.c src/spec/netfile.h src/spec/expand.c src/spec/expand.h
