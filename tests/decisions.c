@@ -30,7 +30,7 @@ static float *plain_output(const struct dl_exec *e, int i, struct dl_shape s)
         for (long k = 0; k < n; k++)
             p[k] = x[k];
     } else {
-        dl_layout_reorder(e->act[i], e->act_layout[i], p, DL_LAYOUT_PLAIN, e->run.batch, s, 0);
+        dl_layout_reorder(dl_tensor_const_f32(&e->act[i]), e->act[i].layout, p, DL_LAYOUT_PLAIN, e->run.batch, s, 0);
     }
     return p;
 }

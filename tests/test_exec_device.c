@@ -176,7 +176,7 @@ static void memory_from_the_device(void **state)
     assert_non_null(g);
     assert_non_null(s);
     assert_true(w != g && g != s && w != s);
-    assert_non_null(block_of(e->act[0], sizeof(dl_real))); /* activations: the arena */
+    assert_non_null(block_of(e->act[0].data, sizeof(dl_real))); /* activations: the arena */
     /* initial values copied over, the same as drawn for the host */
     assert_true(to_device_bytes >= (long)(wb + sb));
     assert_memory_equal(e->weights, host->e.weights, wb);

@@ -118,9 +118,9 @@ static int correct_as_serial(int a, int b, struct dl_exec *part, struct dl_exec 
         int first = -1, later = -1;
         for (int k = 0; k < C; k++) {
             float v = (float)((k * 7 + n) % 3);
-            serial->act[g->logits][n * C + k] = v;
+            dl_tensor_f32(&serial->act[g->logits])[n * C + k] = v;
             if (k >= c0 && k < c0 + cl)
-                part->act[g->logits][n * cl + k - c0] = v;
+                dl_tensor_f32(&part->act[g->logits])[n * cl + k - c0] = v;
             if (v == 2 && first >= 0 && later < 0)
                 later = k;
             if (v == 2 && first < 0)

@@ -295,10 +295,10 @@ static void bn_after_plain_conv_stays_plain(void **state)
         struct dl_exec e;
         assert_int_equal(dl_exec_plan(&e, &net.graph, 8, &(struct dl_exec_options){.kernels = &ch}, &err), 0);
         print_message("# %d filters: stem %s, bn %s, pool %s, %d reorder steps\n", filters,
-                      dl_layout_names[e.act_layout[0]], dl_layout_names[e.act_layout[1]],
-                      dl_layout_names[e.act_layout[3]], dl_exec_reorders(&e));
+                      dl_layout_names[e.act[0].layout], dl_layout_names[e.act[1].layout],
+                      dl_layout_names[e.act[3].layout], dl_exec_reorders(&e));
         for (int i = 0; i <= 3; i++)
-            assert_int_equal(e.act_layout[i], DL_LAYOUT_PLAIN);
+            assert_int_equal(e.act[i].layout, DL_LAYOUT_PLAIN);
         assert_int_equal(dl_exec_reorders(&e), 0);
         dl_exec_free(&e);
         dl_net_free(&net);

@@ -88,18 +88,19 @@ static float *plain_output(const struct dl_exec *e, int i)
         fprintf(stderr, "torch_step: out of memory\n");
         exit(1);
     }
-    if (e->act_dtype[i] != DL_F32) { /* a bf16 output: to plain layout, then widened */
-        void *b = malloc((size_t)n * dl_dtype_size(e->act_dtype[i]));
+    const struct dl_tensor *a = &e->act[i];
+    if (a->shape.dtype != DL_F32) { /* a bf16 output: to plain layout, then widened */
+        void *b = malloc((size_t)n * dl_dtype_size(a->shape.dtype));
         if (!b) {
             fprintf(stderr, "torch_step: out of memory\n");
             exit(1);
         }
-        dl_layout_reorder_dtype(e->act[i], e->act_layout[i], b, DL_LAYOUT_PLAIN, e->run.batch, l->out_shape, 0,
-                                e->act_dtype[i]);
-        dl_cast(b, e->act_dtype[i], v, DL_F32, n, NULL);
+        dl_layout_reorder_dtype(a->data, a->layout, b, DL_LAYOUT_PLAIN, e->run.batch, l->out_shape, 0,
+                                a->shape.dtype);
+        dl_cast(b, a->shape.dtype, v, DL_F32, n, NULL);
         free(b);
     } else
-        dl_layout_reorder(e->act[i], e->act_layout[i], v, DL_LAYOUT_PLAIN, e->run.batch, l->out_shape, 0);
+        dl_layout_reorder(dl_tensor_const_f32(a), a->layout, v, DL_LAYOUT_PLAIN, e->run.batch, l->out_shape, 0);
     return v;
 }
 

@@ -5,8 +5,6 @@
 
 #include <string.h>
 
-const char *const dl_layout_names[DL_N_LAYOUTS] = {"nchw", "nChw8c", "nChw16c"};
-
 int dl_layout_block(enum dl_layout l)
 {
     return l == DL_LAYOUT_BLOCK16 ? 16 : l == DL_LAYOUT_BLOCK8 ? 8 : 1;

@@ -6,12 +6,9 @@
 #ifndef DL_BACKENDS_LAYOUT_H
 #define DL_BACKENDS_LAYOUT_H
 
+#include "core/layout.h"
 #include "core/real.h"
 #include "core/shape.h"
-
-enum dl_layout { DL_LAYOUT_PLAIN, DL_LAYOUT_BLOCK8, DL_LAYOUT_BLOCK16, DL_N_LAYOUTS };
-
-extern const char *const dl_layout_names[DL_N_LAYOUTS];
 
 /* Values per sample of shape s stored in layout l (padding included). */
 long dl_layout_count(enum dl_layout l, struct dl_shape s);

@@ -55,7 +55,7 @@ static void print_layers(const struct dl_exec *e, int steps)
         double gf = f + b > 0 ? 3 * l->flops * e->run.batch / (f + b) / 1e9 : 0;
         printf("%-4d %-26s %-15s %-12s %-8s %10.3f %10.3f %9.1f\n", i, l->name, l->kind->name,
                e->fused[i] ? "fused" : e->kernel[i]->name,
-               dl_layout_names[e->act_layout[i]], 1e3 * f, 1e3 * b, gf);
+               dl_layout_names[e->act[i].layout], 1e3 * f, 1e3 * b, gf);
     }
 }
 

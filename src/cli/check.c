@@ -310,7 +310,7 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
     out->dtype = malloc(sizeof *out->dtype * (size_t)g->n);
     out->kernel = malloc(sizeof *out->kernel * (size_t)g->n);
     for (int i = 0; out->dtype && out->kernel && i < g->n; i++)
-        out->dtype[i] = plan.act_dtype[i], out->kernel[i] = plan.kernel[i];
+        out->dtype[i] = plan.act[i].shape.dtype, out->kernel[i] = plan.kernel[i];
     out->casts = dl_exec_casts(&plan);
     dl_exec_free(&plan);
     if (!out->dtype || !out->kernel) {

@@ -1,6 +1,7 @@
 /* tensor.h: a typed tensor as an op or a kernel is handed it: where its
- * values are and what they are (the per-sample shape with its dtype,
- * core/shape.h; the batch size travels in the op call beside it).
+ * values are, what they are (the per-sample shape with its dtype,
+ * core/shape.h; the batch size travels in the op call beside it) and how
+ * they are laid out (core/layout.h).
  *
  * Code reads the values only through the typed accessors below, which
  * check in debug builds that the tensor holds the dtype asked for and give
@@ -15,12 +16,14 @@
 #include <stdint.h>
 
 #include "core/bf16.h"
+#include "core/layout.h"
 #include "core/real.h"
 #include "core/shape.h"
 
 struct dl_tensor {
     void *data;            /* batch x shape values, batch-major; NULL: none */
     struct dl_shape shape; /* per sample: dims and dtype */
+    enum dl_layout layout; /* how a sample's values are stored (core/layout.h; PLAIN unless said) */
 };
 
 /* The tensor at data with per-sample shape shape. */

@@ -69,8 +69,6 @@ void dl_exec_free(struct dl_exec *e)
     }
     free(e->impl);
     free(e->act);
-    free(e->act_dtype);
-    free(e->act_layout);
     free(e->kernel);
     free(e->fused);
     free(e->rng);
@@ -241,11 +239,9 @@ static int plan_with(struct dl_exec *e, const struct dl_graph *g, int max_batch,
     e->impl->keep_outputs = o->keep_outputs;
     size_t n = (size_t)g->n;
     e->act = dl_calloc(n, sizeof *e->act, err);
-    e->act_layout = dl_calloc(n, sizeof *e->act_layout, err);
-    e->act_dtype = dl_calloc(n, sizeof *e->act_dtype, err);
     e->kernel = dl_calloc(n, sizeof *e->kernel, err);
     e->fused = dl_calloc(n, sizeof *e->fused, err);
-    rc = !e->act || !e->act_layout || !e->act_dtype || !e->kernel || !e->fused ? DL_ERR_NOMEM : DL_OK;
+    rc = !e->act || !e->kernel || !e->fused ? DL_ERR_NOMEM : DL_OK;
     if (!rc)
         rc = copy_mbplan(&e->impl->mbplan, mbplan, g, err);
     if (!rc)
@@ -303,7 +299,7 @@ static int alloc_arena(struct dl_exec *e, struct dl_error *err)
         const struct dl_exec_tensor *x = m->out_tensor[i] >= 0 ? &m->tensors[m->out_tensor[i]] : NULL;
         while (x && x->alias >= 0)
             x = &m->tensors[x->alias];
-        e->act[i] = x && x->run < 0 && x->held ? m->tensors[m->out_tensor[i]].data : NULL;
+        e->act[i].data = x && x->run < 0 && x->held ? m->tensors[m->out_tensor[i]].data : NULL;
     }
     return DL_OK;
 }

@@ -125,9 +125,10 @@ struct dl_exec {
     int stage;                             /* the pipeline stage it runs (0 without a pipeline) */
     int first, end;                        /* its layers: [first, end) */
     int max_batch;
-    dl_real **act;                         /* [layer] its output, in the layout of act_layout[layer] */
-    enum dl_layout *act_layout;            /* [layer] */
-    enum dl_dtype *act_dtype;              /* [layer] the dtype of act[layer] (kernel.h "Dtypes") */
+    /* [layer] its output: where its values are (NULL: not kept after
+     * forward, or a layer of another stage), its per-sample shape with the
+     * dtype its kernel produces (kernel.h "Dtypes") and its layout. */
+    struct dl_tensor *act;
     dl_real ***param;                      /* [layer][j] into weights or state (j below the layer's n_params
                                               in the whole network: any number) */
     dl_real ***dparam;                     /* [layer][j] into dweights (NULL for state) */

@@ -44,16 +44,16 @@ struct dl_exec_tensor {
 };
 
 /* Tensor t's values, and its gradient, as an op call or a kernel is handed
- * them: where they are and their per-sample shape with dtype (the batch
- * travels beside them). */
+ * them: where they are, their per-sample shape with dtype and their layout
+ * (the batch travels beside them). */
 static inline struct dl_tensor dl_exec_values(const struct dl_exec_tensor *t)
 {
-    return dl_tensor_of(t->data, t->shape);
+    return (struct dl_tensor){t->data, t->shape, t->layout};
 }
 
 static inline struct dl_tensor dl_exec_grads(const struct dl_exec_tensor *t)
 {
-    return dl_tensor_of(t->grad, t->shape);
+    return (struct dl_tensor){t->grad, t->shape, t->layout};
 }
 
 /* Sample n0 of p, a buffer of tensor t's values or gradients (in its

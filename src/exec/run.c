@@ -390,7 +390,7 @@ void dl_exec_backward_weights(struct dl_exec *e)
 double dl_exec_loss_sum(const struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;
-    const dl_real *loss = e->act[e->g->loss];
+    const dl_real *loss = dl_tensor_const_f32(&e->act[e->g->loss]);
     struct dl_error err = {0};
     if (loss && m->io.readback) { /* on a device: the losses copied out */
         if (m->device->copy(m->io.readback, loss, sizeof *loss * (size_t)e->run.batch, DL_COPY_TO_HOST, &err))

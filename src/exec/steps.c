@@ -118,6 +118,15 @@ static int learns(const struct dl_graph *g, int i)
     return 0;
 }
 
+/* e->act[i]'s description: layer i's output shape in dtype, stored in
+ * layout (its values' place is set once the arena is planned). */
+static void describe_act(struct dl_exec *e, int i, enum dl_layout layout, enum dl_dtype dtype)
+{
+    struct dl_shape shape = e->g->layers[i].out_shape;
+    shape.dtype = dtype;
+    e->act[i] = (struct dl_tensor){NULL, shape, layout};
+}
+
 /* Layer p's output, made by an earlier pipeline stage: received once, by a
  * step in front of its first reader i. */
 static int received(struct dl_exec *e, int p, int i)
@@ -132,8 +141,7 @@ static int received(struct dl_exec *e, int p, int i)
     st->edge = dl_shard_edge(sh, p, e->stage);
     st->out = add_tensor(m, m->n_steps, e->g->layers[p].out_shape, DL_LAYOUT_PLAIN, learns(e->shard->g, p));
     m->out_tensor[p] = st->out;
-    e->act_layout[p] = DL_LAYOUT_PLAIN;
-    e->act_dtype[p] = DL_F32;
+    describe_act(e, p, DL_LAYOUT_PLAIN, DL_F32);
     m->n_steps++;
     return st->out;
 }
@@ -410,8 +418,7 @@ static void place_folded_relu(struct dl_exec *e, int i, int input, const struct 
     int src = p == DL_GRAPH_INPUT ? input : dl_exec_runs(e, p) ? m->out_tensor[p] : received(e, p, i);
     m->out_tensor[i] = src;
     e->kernel[i] = e->fused[i] == DL_FUSED_INTO_PRODUCER ? e->kernel[i - 1] : layer_kernel(e, i + 1, ch);
-    e->act_layout[i] = m->tensors[src].layout;
-    e->act_dtype[i] = m->tensors[src].shape.dtype;
+    describe_act(e, i, m->tensors[src].layout, m->tensors[src].shape.dtype);
 }
 
 /* Layer i's step through kernel k: its inputs in the layouts and dtypes k
@@ -455,8 +462,7 @@ static int add_layer_step(struct dl_exec *e, int i, const struct dl_kernel *k, i
     out_shape.dtype = dl_kernel_tensor_dtype(k, out_shape);
     s->out = add_tensor(m, m->n_steps, out_shape, out, needs_grad);
     m->out_tensor[i] = s->out;
-    e->act_layout[i] = out;
-    e->act_dtype[i] = out_shape.dtype;
+    describe_act(e, i, out, out_shape.dtype);
     m->n_steps++;
     int rc = dl_exec_make_instance(s, l, k, e->max_batch, err);
     if (rc)

@@ -37,13 +37,14 @@ int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfin
     struct dl_error err = {0};
     *nf = (struct dl_nonfinite){DL_NF_NONE, -1, -1, 0};
     for (int i = 0; i < g->n && nf->where == DL_NF_NONE; i++) {
-        if (!e->act[i]) /* a layer of another pipeline stage */
+        const struct dl_tensor *a = &e->act[i];
+        if (!a->data) /* a layer of another pipeline stage */
             continue;
-        long n = dl_layout_count(e->act_layout[i], g->layers[i].out_shape) * e->run.batch;
-        size_t size = dl_dtype_size(e->act_dtype[i]);
+        long n = dl_layout_count(a->layout, a->shape) * e->run.batch;
+        size_t size = dl_dtype_size(a->shape.dtype);
         long words = (long)(((size_t)n * size + sizeof(dl_real) - 1) / sizeof(dl_real)); /* its bytes, as values */
-        const dl_real *out = dl_exec_host_values(e, e->act[i], words, &staging, &cap, &err);
-        if (out && e->act_dtype[i] != DL_F32) { /* widened to f32 (exact) */
+        const dl_real *out = dl_exec_host_values(e, a->data, words, &staging, &cap, &err);
+        if (out && a->shape.dtype != DL_F32) { /* widened to f32 (exact) */
             const dl_real *raw = out;
             out = NULL;
             if (n > wide_cap) {
@@ -51,7 +52,7 @@ int dl_numerics_first_nonfinite_output(const struct dl_exec *e, struct dl_nonfin
                 if (grown)
                     wide = grown, wide_cap = n;
             }
-            if (n <= wide_cap && dl_cast(raw, e->act_dtype[i], wide, DL_F32, n, &err) == DL_OK)
+            if (n <= wide_cap && dl_cast(raw, a->shape.dtype, wide, DL_F32, n, &err) == DL_OK)
                 out = wide;
         }
         long at = out ? first_bad(out, n) : -1; /* a failed copy: nothing found */
