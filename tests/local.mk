@@ -34,7 +34,7 @@ tests_test_option_table_CFLAGS = $(TEST_CFLAGS)
 tests_test_option_table_LDADD = $(TEST_LIBS)
 TESTS += tests/test_option_table
 
-# cli/options.h's random batch of the benchmarks, in the input's dtype.
+# graph/random_batch.h: the benchmarks' random batch, in the input's dtype.
 check_PROGRAMS += tests/test_random_batch
 tests_test_random_batch_SOURCES = tests/test_random_batch.c
 tests_test_random_batch_CFLAGS = $(TEST_CFLAGS)

@@ -22,7 +22,7 @@ skip_without_mpirun
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HOME="$T"
-tap_plan 26
+tap_plan 39
 NET="--net $top_srcdir/nets/lenet5.yaml"
 
 expect_status 0 "check --precision bf16" -- $DLTRAIN check $NET --precision bf16
@@ -37,7 +37,7 @@ expect_status 0 "train.precision in the file is the same setting" -- \
 [ "$STDOUT" = "$BF16_CHECK" ]
 tap_result $? "  the same report as --precision bf16"
 expect_status 2 "--precision fp16 is refused" -- $DLTRAIN check $NET --precision fp16
-expect_output "--precision fp16: train.precision: expected one of fp32, bf16, found 'fp16'" "  naming the accepted values"
+expect_output "--precision fp16: train.precision: expected one of fp32, bf16, auto, found 'fp16'" "  naming the accepted values"
 # (conv1 where oneDNN's f32 kernel runs it; on AVX2 CPUs its one input channel has none, so conv2)
 expect_status 2 "a --kernel choice with no bf16 version is refused under bf16" -- \
     $DLTRAIN check $NET --precision bf16 --kernel conv=onednn
@@ -155,3 +155,40 @@ tap_result $? "--grad-dtype bf16 on 2 ranks: half the bytes, losses within 2^-8 
 expect_status 2 "--grad-dtype bf16 with --compress is refused" -- \
     mpirun --oversubscribe -np 2 $DLTRAIN $FP --grad-dtype bf16 --compress topk:0.01
 expect_status 2 "--grad-dtype fp16 is refused" -- $DLTRAIN $FP --grad-dtype fp16
+
+# --precision auto: the precision whose step (16 samples, forward and
+# backward) this machine ran faster, timed in both.  On an AVX2-only oneDNN
+# (no native bf16: the reference bf16 code, several times slower) fp32.
+AVX2="env ONEDNN_MAX_CPU_ISA=AVX2"
+AUTO_LINE='precision auto: (fp32|bf16) \(a step of 16 samples took ([0-9.]+) ms in bf16, ([0-9.]+) ms in fp32 on this machine: (native bf16|no native bf16 \(AVX512-BF16 or AMX\))\)'
+# auto_agrees PRECISION: the auto line of $STDOUT picks the faster of its
+# times, and the settings line says the same precision.
+auto_agrees() {
+    echo "$STDOUT" | awk -v set="$1" '
+        /precision auto: / { n++; pick = $3; b = $10; f = $14; if (pick != ((b + 0 < f + 0) ? "bf16" : "fp32")) bad = 1 }
+        /^  train: / { train = $0 }
+        END { exit !(n == 1 && !bad && index(train, "precision " pick ",") && (set == "" || pick == set)) }'
+}
+expect_status 0 "check --precision auto on an AVX2-only CPU" -- $AVX2 $DLTRAIN check $NET --precision auto
+expect_output "$AUTO_LINE" "  says what it timed"
+expect_output "precision auto: fp32 .*no native bf16" "  picks fp32 there"
+auto_agrees fp32
+tap_result $? "  the faster of the times it printed, and the settings say fp32"
+expect_status 0 "check --precision auto on this CPU" -- $DLTRAIN check $NET --precision auto
+auto_agrees ""
+tap_result $? "  picks the faster of the times it printed, as the settings say"
+expect_status 2 "--precision fp8 is refused" -- $DLTRAIN check $NET --precision fp8
+expect_output "train.precision: expected one of fp32, bf16, auto, found 'fp8'" "  naming auto among the values"
+
+# --precision bf16 on a CPU without native bf16 says how much slower it
+# measured, and still trains.
+expect_status 0 "--precision bf16 on an AVX2-only CPU trains" -- \
+    $AVX2 $DLTRAIN $NET --precision bf16 --max-steps 2 --limit-test 64 --threads 1
+echo "$STDERR" | grep -Eq "^dltrain: warning: --precision bf16 on a CPU with no native bf16 \(AVX512-BF16 or AMX\): a step of 16 samples took [0-9.]+ ms in bf16 against [0-9.]+ ms in fp32 on this machine, [0-9.]+x slower; --precision auto picks the faster$"
+tap_result $? "  warning on stderr with the measured times"
+echo "$STDOUT" | grep -q "^final: "
+tap_result $? "  and the run ends"
+expect_status 0 "--precision auto on 2 ranks" -- \
+    mpirun --oversubscribe -np 2 $DLTRAIN $NET --precision auto --max-steps 2 --limit-test 64 --threads 1
+[ "$(echo "$STDOUT" | grep -Ec "$AUTO_LINE")" -eq 1 ]
+tap_result $? "  rank 0 timed for both ranks and said it once"

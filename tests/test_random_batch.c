@@ -1,5 +1,5 @@
-/* test_random_batch.c: the benchmarks' random batch (cli/options.h's
- * dl_bench_random_batch) in the graph input's dtype: token ids of an i32
+/* test_random_batch.c: the benchmarks' random batch (graph/random_batch.h's
+ * dl_graph_random_batch) in the graph input's dtype: token ids of an i32
  * input are int32_t below the vocabulary (id_limit) and cover it; an f32
  * input draws N(0, 1) values; the labels, one per position, lie below the
  * class count. */
@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cli/options.h"
+#include "graph/random_batch.h"
 #include "spec/netfile.h"
 
 static const char *TOKENS = "name: ids\n"
@@ -43,7 +43,7 @@ static void token_ids_below_the_vocabulary(void **state)
     assert_int_equal(g->id_limit, 50);
     void *x = NULL;
     int *y = NULL, n = 32;
-    assert_int_equal(dl_bench_random_batch(g, n, &x, &y, &err), DL_OK);
+    assert_int_equal(dl_graph_random_batch(g, n, &x, &y, &err), DL_OK);
     const int32_t *ids = x;
     long count = n * dl_shape_count(g->input), seen[50] = {0};
     for (long i = 0; i < count; i++) {
@@ -67,7 +67,7 @@ static void values_drawn_normal(void **state)
     const struct dl_graph *g = &net.graph;
     void *x = NULL;
     int *y = NULL, n = 40;
-    assert_int_equal(dl_bench_random_batch(g, n, &x, &y, &err), DL_OK);
+    assert_int_equal(dl_graph_random_batch(g, n, &x, &y, &err), DL_OK);
     const dl_real *v = x;
     long count = n * dl_shape_count(g->input);
     double sum = 0, squares = 0;

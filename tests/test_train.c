@@ -6,7 +6,9 @@
  * (onednn-bf16, or reference-bf16 where the CPU has no bf16: both are
  * kernels of dtype bf16), the same network in fp32 through none, and
  * kernel choices of the caller's that leave the precision at fp32 do not
- * override the file.  parallel.recompute: full makes a network of blocks
+ * override the file; precision: auto times a step in both and runs in the
+ * faster (res reports the times; auto's pick and the slow-bf16 warning
+ * from given times).  parallel.recompute: full makes a network of blocks
  * plan a smaller arena (on_memory); parallel.zero: 1 is refused with the
  * caller's local SGD, and on the file's train.device emulated (a device
  * without host memory); parallel.micro_batches cuts the batch into that
@@ -46,23 +48,29 @@ static void load(const char *precision, struct dl_net *net)
     assert_int_equal(rc, DL_OK);
 }
 
-/* The layers dl_train ran with bf16 kernels, with the default options
- * (kernels: the caller's kernel choices, NULL for none). */
-static int bf16_layers(const char *precision, const struct dl_kernel_choices *kernels)
+/* dl_train's result with the default options (kernels: the caller's kernel
+ * choices, NULL for none). */
+static void train_with(const char *precision, const struct dl_kernel_choices *kernels, struct dl_train_result *res)
 {
     struct dl_net net;
     load(precision, &net);
     struct dl_train_opts o;
     dl_train_opts_defaults(&o);
     o.exec.kernels = kernels;
-    struct dl_train_result res;
     struct dl_error err = {0};
-    int rc = dl_train(&net, &o, NULL, &res, &err);
+    int rc = dl_train(&net, &o, NULL, res, &err);
     if (rc)
         print_error("%s\n", err.msg);
     assert_int_equal(rc, DL_OK);
-    assert_int_equal(res.steps, 2);
+    assert_int_equal(res->steps, 2);
     dl_net_free(&net);
+}
+
+/* The layers dl_train ran with bf16 kernels. */
+static int bf16_layers(const char *precision, const struct dl_kernel_choices *kernels)
+{
+    struct dl_train_result res;
+    train_with(precision, kernels, &res);
     return res.bf16_layers;
 }
 
@@ -76,6 +84,48 @@ static void file_says_fp32(void **state)
 {
     (void)state;
     assert_int_equal(bf16_layers("fp32", NULL), 0);
+}
+
+/* train.precision auto in a file a program trains: dl_train times a step
+ * in both precisions and runs in the faster, which res reports. */
+static void file_says_auto(void **state)
+{
+    (void)state;
+    struct dl_train_result res;
+    train_with("auto", NULL, &res);
+    const struct dl_precision_probe *p = &res.precision_probe;
+    assert_true(res.precision_auto);
+    assert_true(p->f32_ms > 0 && p->bf16_ms > 0);
+    assert_int_equal(p->batch, 8);
+    if (dl_precision_faster(p) == DL_BF16)
+        assert_true(res.bf16_layers >= 2);
+    else
+        assert_int_equal(res.bf16_layers, 0);
+    train_with("bf16", NULL, &res);
+    assert_false(res.precision_auto);
+}
+
+/* auto's pick and the slow-bf16 warning from a probe's figures. */
+static void auto_picks_the_faster(void **state)
+{
+    (void)state;
+    struct dl_precision_probe faster_bf16 = {.f32_ms = 4.0, .bf16_ms = 2.0, .batch = 16, .native = 1};
+    struct dl_precision_probe slower_bf16 = {.f32_ms = 2.0, .bf16_ms = 5.0, .batch = 16, .native = 0};
+    assert_int_equal(dl_precision_faster(&faster_bf16), DL_BF16);
+    assert_int_equal(dl_precision_faster(&slower_bf16), DL_F32);
+    assert_false(dl_precision_slow(&faster_bf16));
+    assert_true(dl_precision_slow(&slower_bf16));
+    slower_bf16.native = 1; /* native bf16 measured slower: no warning, auto still says so */
+    assert_false(dl_precision_slow(&slower_bf16));
+    char line[512];
+    dl_precision_describe(&faster_bf16, DL_BF16, 1, line, sizeof line);
+    assert_string_equal(line, "precision auto: bf16 (a step of 16 samples took 2.00 ms in bf16, 4.00 ms in fp32 on "
+                              "this machine: native bf16)");
+    slower_bf16.native = 0;
+    dl_precision_describe(&slower_bf16, DL_BF16, 0, line, sizeof line);
+    assert_string_equal(line, "--precision bf16 on a CPU with no native bf16 (AVX512-BF16 or AMX): a step of 16 "
+                              "samples took 5.00 ms in bf16 against 2.00 ms in fp32 on this machine, 2.5x slower; "
+                              "--precision auto picks the faster");
 }
 
 static void caller_choices_leave_the_file_precision(void **state)
@@ -195,6 +245,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(file_says_bf16),
         cmocka_unit_test(file_says_fp32),
+        cmocka_unit_test(file_says_auto),
+        cmocka_unit_test(auto_picks_the_faster),
         cmocka_unit_test(caller_choices_leave_the_file_precision),
         cmocka_unit_test(file_recompute_shrinks_the_arena),
         cmocka_unit_test(file_zero_refuses_local_sgd),

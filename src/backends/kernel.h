@@ -314,6 +314,12 @@ double dl_kernel_sgemm_peak(int n, const char **lib, const char **blas_core);
  * implementation.  0 without a JIT one (no AVX-512) or without oneDNN. */
 double dl_kernel_bf16_gemm_peak(int n, const char **impl);
 
+/* 1 where this CPU computes bf16 products natively as oneDNN sees it
+ * (AVX512-BF16 or AMX, within ONEDNN_MAX_CPU_ISA); 0 where oneDNN emulates
+ * them with AVX-512 integer code or only its reference code runs them, or
+ * without oneDNN. */
+int dl_kernel_bf16_native(void);
+
 /* The layouts of kernels that keep whatever their first input arrives in
  * (pooling, batch norm, activations, add): every input and the output in the
  * layout of input 0.  For kernel tables' .layouts. */

@@ -189,6 +189,15 @@ double dl_kernel_bf16_gemm_peak(int n, const char **impl)
 #endif
 }
 
+int dl_kernel_bf16_native(void)
+{
+#ifdef DL_FAST_KERNELS
+    return dl_dnnl_bf16_native();
+#else
+    return 0;
+#endif
+}
+
 /* dnnl_version() returns {int major, minor, patch; const char *hash; ...}. */
 struct onednn_version {
     int major, minor, patch;

@@ -20,6 +20,7 @@
 #include "core/parse.h"
 #include "core/threads.h"
 #include "exec/exec.h"
+#include "graph/random_batch.h"
 #include "parallel/schedule.h"
 #include "plan/stages.h"
 
@@ -73,7 +74,7 @@ static int measure(struct dl_exec *e, int chunk, int steps, struct layer_times *
         return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
     void *x;
     int *y;
-    int warmup = 2, rc = dl_bench_random_batch(g, chunk, &x, &y, err);
+    int warmup = 2, rc = dl_graph_random_batch(g, chunk, &x, &y, err);
     for (int s = 0; s < warmup + steps + 1 && !rc && !e->status; s++) {
         if (s == warmup)
             rc = dl_exec_timing_enable(e, err);

@@ -19,6 +19,7 @@
 #include "core/parse.h"
 #include "core/threads.h"
 #include "exec/exec.h"
+#include "graph/random_batch.h"
 #include "io/trace.h"
 #include "optim/optim.h"
 #include "train/no_decay.h"
@@ -101,7 +102,7 @@ static int setup(struct bench_step_command *cmd, const struct dl_net *net, struc
     dl_net_exec_options(&cmd->net_options, &eo);
     b->t = malloc(sizeof *b->t * (size_t)cmd->steps);
     int rc = !b->t ? dl_errorf(err, DL_ERR_NOMEM, "out of memory")
-                   : dl_bench_random_batch(g, net->train.batch, &b->x, &b->y, err);
+                   : dl_graph_random_batch(g, net->train.batch, &b->x, &b->y, err);
     if (!rc && cmd->trace_path) {
         b->trace = dl_trace_create(cmd->trace_steps, 0, 0, 0, 0, err);
         rc = b->trace ? dl_trace_align(b->trace, NULL, err) : DL_ERR_NOMEM;

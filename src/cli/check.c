@@ -137,7 +137,7 @@ static void print_settings(const struct dl_net *net)
     printf("settings (the file, --set and the options):\n");
     printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s, precision %s, clip_grad_norm %g\n",
            t->batch, t->epochs, t->max_steps, (unsigned long long)t->seed, dl_device_names[t->device],
-           dl_precision_names[t->precision], t->clip_grad_norm);
+           dl_train_precision_names[t->precision], t->clip_grad_norm);
     printf("  train.optimizer: type %s, lr %g, weight_decay %g", dl_optim_names[o->kind], o->lr, o->weight_decay);
     for (int k = 0, first = 1; dl_no_decay_names[k]; k++)
         if (o->no_decay >> k & 1) {
@@ -425,6 +425,12 @@ int dl_cli_check(int argc, char **argv)
     if (!status) {
         print_layers(&net, cmd.net_options.net_path, &pf);
         print_settings(&net);
+        if (cmd.net_options.precision_auto) { /* what auto measured */
+            char line[512];
+            dl_precision_describe(&cmd.net_options.precision_probe, dl_train_precision(&net.train), 1, line,
+                                  sizeof line);
+            printf("  %s\n", line);
+        }
         if (!grid.grid)
             print_memory(&net, &pf, grid.bytes);
         if (grid.grid)

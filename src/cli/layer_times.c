@@ -12,6 +12,7 @@
 #include "comm/comm.h"
 #include "core/clock.h"
 #include "exec/exec.h"
+#include "graph/random_batch.h"
 #include "optim/optim.h"
 #include "plan/stages.h"
 #include "tune/tune.h"
@@ -80,7 +81,7 @@ int dl_layer_times_measure(const struct dl_graph *g, int batch, int steps, const
     struct dl_exec e;
     double *work = dl_calloc(3 * (size_t)n * (size_t)steps, sizeof *work, err);
     double *at = dl_calloc(6 * (size_t)n, sizeof *at, err); /* fwd, bwd, wgt at batch; then at small */
-    int rc = work && at ? dl_bench_random_batch(g, batch, &x, &y, err) : DL_ERR_NOMEM;
+    int rc = work && at ? dl_graph_random_batch(g, batch, &x, &y, err) : DL_ERR_NOMEM;
     int made = !rc && (rc = dl_exec_init(&e, g, batch, 1, eo, err)) == DL_OK;
     if (!rc)
         rc = median_times(&e, x, y, batch, steps, work, at, at + n, at + 2 * n, err);

@@ -12,7 +12,6 @@
 #include "backends/device.h"
 #include "backends/kernel.h"
 #include "core/parse.h"
-#include "core/rng.h"
 #include "core/shipped.h"
 #include "core/threads.h"
 #include "exec/exec.h"
@@ -289,6 +288,32 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
         return rc == DL_ERR_SPEC ? 2 : 1;
     }
     dl_threads_set(o->threads);
+    return o->precision_later ? 0 : dl_net_precision_resolve(o, net, NULL, prog);
+}
+
+int dl_net_precision_resolve(struct dl_net_options *o, struct dl_net *net, struct dl_comm *comm, const char *prog)
+{
+    int was = net->train.precision, probed = 0, ranks = comm ? comm->size : 1;
+    if (was != DL_PRECISION_AUTO && (was != DL_BF16 || !o->precision_later))
+        return 0; /* bf16 on a CPU without it: measured for the warning of a training run only */
+    struct dl_exec_options eo;
+    dl_net_exec_options(o, &eo);
+    enum dl_dtype chosen;
+    struct dl_error err = {0};
+    int batch = net->train.batch / ranks > 0 ? net->train.batch / ranks : 1;
+    int rc = dl_precision_resolve(was, &net->graph, batch, &eo, comm, &chosen, &o->precision_probe, &probed, &err);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        return rc == DL_ERR_SPEC ? 2 : 1;
+    }
+    net->train.precision = (int)chosen;
+    o->kernels.precision = chosen;
+    o->precision_auto = was == DL_PRECISION_AUTO;
+    if (probed && !o->precision_auto && dl_precision_slow(&o->precision_probe) && (!comm || comm->rank == 0)) {
+        char line[512];
+        dl_precision_describe(&o->precision_probe, chosen, 0, line, sizeof line);
+        fprintf(stderr, "%s: warning: %s\n", prog, line);
+    }
     return 0;
 }
 
@@ -327,7 +352,8 @@ void dl_net_options_help(FILE *f)
           "  --limit-test N        use only the first N test samples\n"
           "  --precision P         fp32 (the default) or bf16: layers on PyTorch autocast's bf16\n"
           "                        list (fc, conv) compute in bf16 from fp32 master weights, their\n"
-          "                        activations stored in bf16; the others in fp32 (train.precision)\n"
+          "                        activations stored in bf16; the others in fp32 (train.precision);\n"
+          "                        auto: the one whose step this machine runs faster, measured\n"
           "  --context T           the training window of a sequence network: its args.context\n"
           "                        (nets/gpt2.yaml: up to its 1024 positions)\n"
           "  --sequence-parallel   with tensor parallelism, the layers that treat positions\n"
@@ -389,7 +415,7 @@ void dl_precision_summary(const struct dl_net *net, const struct dl_kernel *cons
             count[s]++;
         slow |= k->op == NULL; /* reference-bf16: any op, through its reference code */
     }
-    int len = snprintf(buf, size, "precision %s: %d of %d layers%s compute in bf16", dl_precision_names[net->train.precision],
+    int len = snprintf(buf, size, "precision %s: %d of %d layers%s compute in bf16", dl_train_precision_names[net->train.precision],
                        total, g->n, kernel ? "" : " (the fc and convolution ones)");
     for (int s = 0; s < n_seen && len > 0 && (size_t)len < size; s++)
         len += snprintf(buf + len, size - (size_t)len, "%s%d %s", s ? ", " : " (", count[s], seen[s]);
@@ -406,31 +432,6 @@ int dl_option_refused(const char *prog, int rc, const struct dl_error *err)
     return rc != 0;
 }
 
-
-int dl_bench_random_batch(const struct dl_graph *g, int n, void **x, int **y, struct dl_error *err)
-{
-    long count = (long)n * dl_shape_count(g->input), labels = (long)n * g->positions;
-    *x = malloc(dl_dtype_value_size(g->input.dtype) * (size_t)(count > 0 ? count : 1));
-    *y = malloc(sizeof **y * (size_t)(labels > 0 ? labels : 1));
-    if (!*x || !*y) {
-        free(*x), free(*y);
-        *x = NULL, *y = NULL;
-        return dl_errorf(err, DL_ERR_NOMEM, "out of memory (a batch of %d random samples)", n);
-    }
-    struct dl_rng r;
-    dl_rng_seed(&r, 1);
-    int32_t *ids = *x;   /* an i32 input */
-    dl_real *values = *x; /* an f32 one */
-    for (long i = 0; i < count; i++) {
-        if (g->input.dtype == DL_I32) /* token ids below the vocabulary */
-            ids[i] = (int32_t)dl_rng_below(&r, (uint64_t)g->id_limit);
-        else
-            values[i] = (dl_real)dl_rng_normal(&r);
-    }
-    for (long k = 0; k < labels; k++)
-        (*y)[k] = (int)dl_rng_below(&r, (uint64_t)g->classes);
-    return DL_OK;
-}
 
 /* Levenshtein distance of a and b (at most 63 characters of each). */
 static int edit_distance(const char *a, const char *b)

@@ -10,6 +10,7 @@
 
 #include "exec/exec.h"
 #include "spec/netfile.h"
+#include "train/precision_auto.h"
 #include "tune/tune.h"
 
 /* getopt_long codes of the shared options (above the ASCII range). */
@@ -58,7 +59,21 @@ struct dl_net_options {
     int tune_on;                      /* --tune: executors are planned by the tuner */
     const struct dl_device *device;   /* opened by dl_net_options_load (train.device, --device) */
     int recompute;               /* parallel.recompute, --recompute (exec.h's enum dl_recompute) */
+    int precision_later;         /* set by the caller: train.precision auto is left for it to resolve (the
+                                    ranks of a job agree on it: cli/train.c) */
+    int precision_auto;          /* train.precision was auto: precision_probe says what was measured */
+    struct dl_precision_probe precision_probe;
 };
+
+/* train.precision auto becomes the precision whose step this machine ran
+ * faster (train/precision_auto.h; net->train.precision and the kernel
+ * choices follow; precision_auto and precision_probe say what was
+ * measured), timed by rank 0 of comm (NULL: this process) for every rank.
+ * dl_net_options_load calls it unless precision_later.  With
+ * precision_later (a training run), bf16 on a CPU without native bf16 is
+ * timed too, and rank 0 warns how much slower it is.  Prints the error and
+ * returns the exit status on failure, 0 on success. */
+int dl_net_precision_resolve(struct dl_net_options *o, struct dl_net *net, struct dl_comm *comm, const char *prog);
 
 /* "precision bf16: 174 of 175 layers compute in bf16 (173 onednn-bf16, 1
  * reference-bf16: ...) from fp32 master weights, the others in fp32": the
@@ -86,13 +101,6 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
 /* The executor options of o: its kernel choices, its device and, with --tune, the tuner
  * with o's settings (out points into o, which must outlive it). */
 void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out);
-
-/* Random inputs for the benchmarks: n samples of g's input shape and
- * dtype, normal values (int32_t token ids below the vocabulary for an i32
- * input), and labels
- * below its classes (g->positions per sample), the same for the same n
- * (seed 1).  Freed by the caller; DL_ERR_NOMEM. */
-int dl_bench_random_batch(const struct dl_graph *g, int n, void **x, int **y, struct dl_error *err);
 
 /* A shipped file for PATH that names none here: NAME or NAME.yaml,
  * without a slash, that is not a file here is folder/NAME.yaml (folder

@@ -37,6 +37,7 @@ struct printer {
     struct dl_run_scalars scalars; /* --tensorboard (rank 0) */
     double tokens_per_sample;    /* token inputs: positions per sample (tokens/s); 0 otherwise */
     double t0;                   /* the start (dl_clock_now), for the steps' time_s */
+    const struct dl_net_options *net_options; /* train.precision auto: what was measured */
 };
 
 static void fmt_time(double s, char *buf, size_t n)
@@ -65,6 +66,11 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
            net->graph.n, dl_graph_param_count(&net->graph), t->batch, steps, t->epochs, t->epochs == 1 ? "" : "s",
            dl_optim_names[t->optim.kind], t->optim.lr, dl_threads_get(), dl_threads_get() == 1 ? "" : "s",
            (unsigned long long)t->seed);
+    if (p->net_options && p->net_options->precision_auto) {
+        char line[512];
+        dl_precision_describe(&p->net_options->precision_probe, dl_train_precision(t), 1, line, sizeof line);
+        printf("  %s\n", line);
+    }
     if (t->precision) { /* which layers compute in bf16, and through which kernels */
         char line[512];
         dl_precision_summary(net, NULL, line, sizeof line);
@@ -529,8 +535,8 @@ static int begin(struct train_command *cmd, struct dl_net *net, struct dl_comm *
                dl_comm_emulation_str(&cmd->emulation, what, sizeof what));
     }
     dl_signals_install();
-    int status = 0;
-    if (plan)
+    int status = dl_net_precision_resolve(&cmd->net_options, net, comm, "dltrain");
+    if (!status && plan)
         status = dl_train_auto_plan(net, &cmd->net_options, comm, cmd->plan_flops, cmd->plan_trials, cmd->plan_keep,
                                     hybrid, train, 1);
     if (comm->rank != 0)
@@ -636,9 +642,11 @@ int dl_cli_train(int argc, char **argv)
         return 0;
     }
     struct dl_net net = {0};
+    cmd.net_options.precision_later = 1; /* begin(): rank 0 measures for all */
     if (status < 0)
         status = dl_net_options_load(&cmd.net_options, &net, "dltrain");
     cmd.printer.net_path = cmd.net_options.net_path;
+    cmd.printer.net_options = &cmd.net_options;
     cmd.printer.optim = &net.train.optim;
     struct dl_comm *comm = NULL;
     int comm_status = open_comm(&cmd, status ? "auto" : cmd.comm_name, &argc, &argv, &comm);

@@ -64,6 +64,7 @@ const struct dl_dtype_traits dl_dtype_table[DL_DTYPE_COUNT] = {
 };
 
 const char *const dl_precision_names[] = {fp32_name, bf16_name, NULL};
+const char *const dl_train_precision_names[] = {fp32_name, bf16_name, "auto", NULL};
 
 /* The table's names (or precision spellings) of the dtypes in `among`, in
  * enum order, joined by ", " and the last by `last` (", " or " or "). */

@@ -59,6 +59,12 @@ static inline size_t dl_dtype_size(enum dl_dtype t)
  * DL_BF16; test_dtype holds it). */
 extern const char *const dl_precision_names[];
 
+/* train.precision's values (--precision): the precisions above, then
+ * "auto" at index DL_PRECISION_AUTO (the faster of the two, measured on this
+ * machine: train/precision_auto.h). */
+extern const char *const dl_train_precision_names[];
+#define DL_PRECISION_AUTO 2
+
 /* Bytes of one value of t as this build stores it: f32 values are dl_real
  * (a double in the gradient-check build, core/real.h), the others their
  * own size. */

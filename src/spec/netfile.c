@@ -165,7 +165,7 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
         dl_ymap_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
         dl_ymap_int(m, "seed", "train", 0, 1L << 62, &seed, err) ||
         dl_ymap_enum(m, "device", "train", dl_device_names, &device, err) ||
-        dl_ymap_enum(m, "precision", "train", dl_precision_names, &t->precision, err) ||
+        dl_ymap_enum(m, "precision", "train", dl_train_precision_names, &t->precision, err) ||
         dl_ymap_float(m, "clip_grad_norm", "train", 0, 1e12, &t->clip_grad_norm, err))
         return DL_ERR_SPEC;
     t->batch = (int)batch;

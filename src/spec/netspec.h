@@ -110,16 +110,18 @@ struct dl_train_spec {
     struct dl_optim_spec optim;
     struct dl_sched_spec sched;
     double clip_grad_norm; /* >0: the gradient scaled to this L2 norm when above it (PyTorch's clip_grad_norm_) */
-    int precision;        /* index in dl_precision_names (core/dtype.h): 0 fp32, 1 bf16 (the autocast ops in bf16) */
+    int precision;        /* index in dl_train_precision_names (core/dtype.h): 0 fp32, 1 bf16 (the autocast ops in
+                             bf16), DL_PRECISION_AUTO until train/precision_auto.h measures which is faster */
 };
 
 /* train.precision as the dtype layers compute in (its index in
  * dl_precision_names is the dtype: core/dtype.h).  train/ builds its
  * executors' kernel choices with it; the commands that make executors of
- * their own (check, bench, generate, ...) read it the same way. */
+ * their own (check, bench, generate, ...) read it the same way.  auto
+ * computes in f32 until it is resolved (train/precision_auto.h). */
 static inline enum dl_dtype dl_train_precision(const struct dl_train_spec *t)
 {
-    return (enum dl_dtype)t->precision;
+    return t->precision == DL_PRECISION_AUTO ? DL_F32 : (enum dl_dtype)t->precision;
 }
 
 enum dl_parallel_kind { DL_PAR_AUTO, DL_PAR_NONE, DL_PAR_DATA, DL_PAR_MODEL, DL_PAR_PIPELINE, DL_PAR_HYBRID };

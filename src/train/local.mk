@@ -7,7 +7,8 @@ libdltrain_a_SOURCES += src/train/trainer.c src/train/trainer.h \
 	src/train/no_decay.c src/train/no_decay.h \
 	src/train/tied.c src/train/tied.h \
 	src/train/hf_gpt2.c src/train/hf_gpt2.h \
-	src/train/sample.c src/train/sample.h
+	src/train/sample.c src/train/sample.h \
+	src/train/precision_auto.c src/train/precision_auto.h
 # Checkpoints (run state <-> safetensors, folder discovery and rotation),
 # signal flags for preemption, and NaN/Inf location.
 libdltrain_a_SOURCES += src/train/checkpoint.c src/train/checkpoint.h \

@@ -119,8 +119,8 @@ static int report_memory(struct trainer *tr, struct dl_error *err)
  * run (trainer.h's rule): parallel.zero, parallel.sequence_parallel and
  * parallel.recompute whatever the caller's say; parallel.micro_batches
  * where the caller asked for no chunk count; train.device where the caller
- * gave no device.  (train.precision: init_pipeline; the other train.* keys
- * are read from net->train where they are used.) */
+ * gave no device.  (train.precision: trainer_setup.c, auto measured there;
+ * the other train.* keys are read from net->train where they are used.) */
 static int options_of(const struct dl_net *net, const struct dl_train_opts *caller, struct dl_train_opts *o,
                       struct dl_error *err)
 {
@@ -153,6 +153,8 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
     rc = dl_trainer_setup(&tr, err);
     if (!rc) {
         res->bf16_layers = bf16_layers(&tr);
+        res->precision_auto = net->train.precision == DL_PRECISION_AUTO;
+        res->precision_probe = tr.auto_probe;
         char how[384];
         describe_layout(&tr, how, sizeof how);
         if (tr.reporter && hooks && hooks->on_start)

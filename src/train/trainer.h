@@ -12,6 +12,7 @@
 #include "parallel/schedule.h"
 #include "parallel/strategy.h"
 #include "spec/netfile.h"
+#include "train/precision_auto.h"
 
 struct dl_step_report {
     int epoch, epochs;          /* 1-based epoch */
@@ -143,6 +144,8 @@ struct dl_train_result {
     long resumed_step;                /* > 0: the run continued from this step */
     int bf16_layers;                  /* layers this rank's executors run with a bf16 kernel (train.precision
                                          bf16: onednn-bf16, or reference-bf16 where the CPU has none; 0 in fp32) */
+    int precision_auto;               /* train.precision auto: its step was timed in both precisions: */
+    struct dl_precision_probe precision_probe; /* what rank 0 measured, which decided */
 };
 
 /* dl_train's status when a stop signal ended the run after a checkpoint was
@@ -164,7 +167,8 @@ void dl_train_opts_defaults(struct dl_train_opts *o);
  *   - train.* (batch, epochs, max_steps, seed, optimizer, schedule,
  *     clip_grad_norm) are read from net->train where they are used;
  *     train.precision picks the executors' kernels, whatever opts->exec's
- *     kernel choices say;
+ *     kernel choices say (auto: the precision whose step rank 0 times
+ *     faster, train/precision_auto.h; res says what it measured);
  *   - parallel.zero, parallel.sequence_parallel (grid.sp) and
  *     parallel.recompute (exec.recompute) are the file's, whatever opts
  *     says: a caller changes them in net (the CLI's --zero,

@@ -59,6 +59,8 @@ struct trainer {
     struct dl_comm *comm;
     int own_comm;
     int reporter;                   /* rank 0: the one that reports */
+    enum dl_dtype precision;        /* train.precision, auto resolved by what auto_probe measured */
+    struct dl_precision_probe auto_probe;
     struct dl_rank_layout layout;   /* role, data shard, evaluation, checkpoint writer */
     struct trainer_data data;
     struct dl_pipeline pipe;        /* the executors of this rank's step */

@@ -54,7 +54,7 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         return DL_ERR_NOMEM;
     if (o.kernels)
         *kernels = *o.kernels;
-    kernels->precision = dl_train_precision(&tr->net->train);
+    kernels->precision = tr->precision;
     kernels->sync_stats |= tr->opts->parallel.sync_bn;
     o.kernels = kernels;
     int rc = DL_OK;
@@ -97,6 +97,15 @@ static int place_rank(struct trainer *tr, struct dl_error *err)
             return rc;
     }
     tr->reporter = tr->comm->rank == 0;
+    const struct dl_train_spec *ts = &tr->net->train;
+    tr->precision = dl_train_precision(ts);
+    if (ts->precision == DL_PRECISION_AUTO) { /* rank 0 times a step of the whole network for all */
+        int probed, ranks = tr->comm->size, batch = ts->batch / ranks > 0 ? ts->batch / ranks : 1;
+        rc = dl_precision_resolve(ts->precision, &tr->net->graph, batch, &o->exec, tr->comm, &tr->precision,
+                                  &tr->auto_probe, &probed, err);
+        if (rc)
+            return rc;
+    }
     rc = dl_trainer_open_grid(tr, err);
     if (!rc && o->trace_path)
         rc = dl_trainer_open_trace(tr, err);

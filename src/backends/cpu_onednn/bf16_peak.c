@@ -1,4 +1,5 @@
-/* bf16_peak.c: the machine's measured bf16 GEMM rate, what a bf16 run's
+/* bf16_peak.c: whether oneDNN computes bf16 natively on this CPU, and the
+ * machine's measured bf16 GEMM rate, what a bf16 run's
  * GFLOP/s are a share of (bench step --precision bf16): oneDNN's matmul on
  * n x n bf16 operands into f32, as the bf16 kernels accumulate, the median
  * of a few runs on the threads in use.  0 where oneDNN has no JIT bf16
@@ -54,4 +55,10 @@ double dl_dnnl_bf16_gemm_gflops(int n, int reps, const char **impl)
     free(x), free(w), free(y), free(scratch);
     dl_dnnl_prim_free(&p);
     return gflops;
+}
+
+int dl_dnnl_bf16_native(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
 }
