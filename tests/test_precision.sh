@@ -16,13 +16,16 @@
 # buckets, its losses within 2^-8 of theirs; it is refused with a codec
 # and off sync, and other dtypes are refused.  The
 # arithmetic itself is compared with PyTorch's bf16 autocast in
-# test_torch.sh.
+# test_torch.sh.  --precision auto times a step in both precisions and
+# takes the faster (fp32 on an AVX2-only oneDNN; not native on an AVX-512
+# one without bf16, as on an Ice Lake; said once on 2 ranks); --precision
+# bf16 on an AVX2-only oneDNN warns with the measured times and trains.
 . "$top_srcdir/tests/tap.sh"
 skip_without_mpirun
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HOME="$T"
-tap_plan 39
+tap_plan 42
 NET="--net $top_srcdir/nets/lenet5.yaml"
 
 expect_status 0 "check --precision bf16" -- $DLTRAIN check $NET --precision bf16
@@ -174,6 +177,11 @@ expect_output "$AUTO_LINE" "  says what it timed"
 expect_output "precision auto: fp32 .*no native bf16" "  picks fp32 there"
 auto_agrees fp32
 tap_result $? "  the faster of the times it printed, and the settings say fp32"
+expect_status 0 "check --precision auto as on an Ice Lake (AVX-512, no native bf16)" -- \
+    env ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI $DLTRAIN check $NET --precision auto
+expect_output "precision auto: .*: no native bf16 \\(AVX512-BF16 or AMX\\)\\)" "  oneDNN's emulated bf16 is not native"
+auto_agrees ""
+tap_result $? "  the faster of the times it printed, as the settings say"
 expect_status 0 "check --precision auto on this CPU" -- $DLTRAIN check $NET --precision auto
 auto_agrees ""
 tap_result $? "  picks the faster of the times it printed, as the settings say"
