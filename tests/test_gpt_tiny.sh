@@ -4,13 +4,15 @@
 # parameters by the formula of its five args, and --set args.* resizes it;
 # heads that do not divide the width are refused, located; 300 steps bring
 # the validation loss well below the text's unigram cross-entropy (computed
-# here); 2 data-parallel ranks train as one process.  Its gradients against
+# here); the fc layers' -rows kernels (a batch's positions as one matrix)
+# train as one GEMM per sample does; 2 data-parallel ranks train as one
+# process.  Its gradients against
 # PyTorch: test_torch.sh (gpt_tiny).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 12
+tap_plan 15
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
 NET="$top_srcdir/nets/gpt-tiny.yaml"
@@ -69,9 +71,17 @@ sys.exit(0 if loss < entropy - 0.5 else 1)
 PY
 tap_result $? "the validation loss is more than 0.5 nats below the unigram cross-entropy of the text"
 
+ONE="--net $NET --data $TEXT --threads 1 --max-steps 20 --limit-test 64"
+run 1 gpt1 $ONE
+tap_result $? "20 steps of gpt-tiny on one thread (one GEMM per sample in its fc layers)"
+# The fc layers with a batch's positions as one matrix (fc_rows.c): the
+# same terms summed in another order, within the grid tolerances
+for k in dnnl-gemm-rows openblas-rows; do
+    run 1 "gpt-$k" $ONE --kernel "fc=$k" && compare "fc=$k" gpt1 "gpt-$k"
+    tap_result $? "--kernel fc=$k: 20 steps' losses and the weights within 1e-5 of one GEMM per sample's"
+done
 if command -v mpirun >/dev/null 2>&1; then
-    run 1 gpt1 --net "$NET" --data "$TEXT" --threads 1 --max-steps 20 --limit-test 64 &&
-        grid gpt-dp2 gpt1 2 --net "$NET" --data "$TEXT" --threads 1 --max-steps 20 --limit-test 64
+    grid gpt-dp2 gpt1 2 $ONE
 else
     echo "ok - # SKIP mpirun not found"
 fi

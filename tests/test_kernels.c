@@ -158,6 +158,8 @@ static const struct kcase cases[] = {
     /* at every position of a sequence [T, C] (stored [C][T]: one GEMM per sample) */
     {"fc_sequence", "[9, 7]", "{type: fc, units: 6}", 3, NULL},
     {"fc_sequence_no_bias", "[5, 33]", "{type: fc, units: 17, bias: false}", 2, NULL},
+    /* the -rows kernels' units in two blocks at mb 2 (2^22 / (2 * 700) = 2995 rows), one at mb 1 */
+    {"fc_sequence_blocks", "[700, 5]", "{type: fc, units: 3001}", 2, NULL},
     /* attention on packed q, k, v [T, 3C], three inputs, without the mask, with dropout */
     {"attention", "[7, 24]", "{type: attention, heads: 2}", 3, NULL},
     {"attention_one_head", "[5, 9]", "{type: attention, heads: 1}", 2, NULL},
