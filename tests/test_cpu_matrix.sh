@@ -17,14 +17,15 @@
 # layer table and settings of check (its planned peak depends on the kernels
 # chosen), refusals (exit 2, the message, nothing on stdout).  Within their
 # arithmetic tolerances: LeNet-5 (default kernels, and OpenBLAS's), GPT-tiny
-# and GPT-tiny in bf16, every step's loss and the test loss against the
+# (also with its fc layers' positions as one matrix, dnnl-gemm-rows) and
+# GPT-tiny in bf16, every step's loss and the test loss against the
 # default environment's.  A successful command prints nothing on stderr but
 # "dltrain: warning:" lines (the emulated bf16 path warns that it is slow).
 . "$top_srcdir/tests/tap.sh"
 T="$TMPDIR_TEST"
 N="$top_srcdir/nets"
 ENVS="default unset misdetected forced avx2"
-tap_plan 56
+tap_plan 62
 
 # in_env ENV COMMAND...: runs COMMAND under environment ENV.
 in_env() {
@@ -173,5 +174,7 @@ close lenet-openblas 6.1e-5; tap_result $? "LeNet-5 on OpenBLAS's GEMMs: the sam
 GPT="$DLTRAIN --net $N/gpt-tiny.yaml --data $N --max-steps 10 --epochs 1 --threads 2"
 runs gpt 0 $GPT --metrics "$T/metrics.jsonl"
 close gpt 6.1e-5; tap_result $? "GPT-tiny: the same losses within fp32 rounding in every environment"
+runs gpt-rows 0 $GPT --kernel fc=dnnl-gemm-rows --metrics "$T/metrics.jsonl"
+close gpt-rows 6.1e-5; tap_result $? "GPT-tiny with a batch's positions as one matrix in its fc layers: the same losses"
 runs gpt-bf16 0 $GPT --precision bf16 --metrics "$T/metrics.jsonl"
 close gpt-bf16 7.8e-3; tap_result $? "GPT-tiny in bf16 (emulated on AVX2): the same losses within bf16 rounding"
