@@ -7,21 +7,19 @@
 
 #include <stdio.h>
 
+#include "core/long_loop.h"
+
 /* Split over threads when long (a GPT-2 head's 38.6M weights per call). */
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void f32_to_bf16(const float *restrict s, dl_bf16 *restrict d, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (long i = 0; i < n; i++)
-        d[i] = dl_f32_to_bf16(s[i]);
+    DL_EACH(n, d[i] = dl_f32_to_bf16(s[i]));
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void bf16_to_f32(const dl_bf16 *restrict s, float *restrict d, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (long i = 0; i < n; i++)
-        d[i] = dl_bf16_to_f32(s[i]);
+    DL_EACH(n, d[i] = dl_bf16_to_f32(s[i]));
 }
 
 /* The table's conversions, with its signatures. */
@@ -150,11 +148,7 @@ int dl_cast(const void *src, enum dl_dtype from, void *dst, enum dl_dtype to, lo
     do {                                                                        \
         const S *restrict s_ = src;                                             \
         D *restrict d_ = dst;                                                   \
-        _Pragma("omp parallel for simd schedule(static) if (n > 65536)")        \
-        for (long i = 0; i < n; i++) {                                          \
-            float sum_ = LOAD_D(d_[i]) + LOAD_S(s_[i]);                         \
-            d_[i] = STORE(sum_);                                                \
-        }                                                                       \
+        DL_EACH(n, float sum_ = LOAD_D(d_[i]) + LOAD_S(s_[i]); d_[i] = STORE(sum_)); \
     } while (0)
 #define AS_IS(x) (x)
 

@@ -6,7 +6,7 @@ DL_REAL_SOURCES += \
 	src/core/error.c src/core/error.h \
 	src/core/parse.c src/core/parse.h \
 	src/core/rng.c src/core/rng.h src/core/rng_hash.h src/core/host_device.h \
-	src/core/real.h src/core/shape.h src/core/tensor.h src/core/layout.c src/core/layout.h \
+	src/core/real.h src/core/shape.h src/core/tensor.h src/core/layout.c src/core/layout.h src/core/long_loop.h \
 	src/core/threads.c src/core/threads.h \
 	src/core/shipped.c src/core/shipped.h \
 	src/core/dtype.c src/core/dtype.h src/core/bf16.h \

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/bf16.h"
+#include "core/long_loop.h"
 
 /* All ones when v > 0, else 0. */
 static inline __attribute__((always_inline)) uint32_t positive_mask(float v)
@@ -33,35 +34,25 @@ static inline __attribute__((always_inline)) float keep_if(float v, uint32_t mas
  * cannot call. */
 __attribute__((target_clones("avx2", "default"))) static void relu_inplace(float *y, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++)
-        y[i] = keep_if(y[i], positive_mask(y[i]));
+    DL_EACH(n, y[i] = keep_if(y[i], positive_mask(y[i])));
 }
 
 __attribute__((target_clones("avx2", "default"))) static void relu_mask(float *dst, const float *dy, const float *y,
                                                                        long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++)
-        dst[i] = keep_if(dy[i], positive_mask(y[i]));
+    DL_EACH(n, dst[i] = keep_if(dy[i], positive_mask(y[i])));
 }
 
 __attribute__((target_clones("avx2", "default"))) static void relu_mask2(float *dst, float *dst2, const float *dy,
                                                                         const float *y, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++)
-        dst[i] = dst2[i] = keep_if(dy[i], positive_mask(y[i]));
+    DL_EACH(n, dst[i] = dst2[i] = keep_if(dy[i], positive_mask(y[i])));
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void add_relu(float *dst, const float *a,
                                                                                  const float *b, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++) {
-        float s = a[i] + b[i];
-        dst[i] = keep_if(s, positive_mask(s));
-    }
+    DL_EACH(n, float s = a[i] + b[i]; dst[i] = keep_if(s, positive_mask(s)));
 }
 
 /* bf16 bits h are a positive number (not zero, not NaN, not negative):
@@ -73,37 +64,27 @@ static inline __attribute__((always_inline)) uint16_t positive_mask_bf16(uint16_
 
 __attribute__((target_clones("avx2", "default"))) static void relu_inplace_bf16(uint16_t *y, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++)
-        y[i] &= positive_mask_bf16(y[i]);
+    DL_EACH(n, y[i] &= positive_mask_bf16(y[i]));
 }
 
 __attribute__((target_clones("avx2", "default"))) static void relu_mask_bf16(uint16_t *dst, const uint16_t *dy,
                                                                             const uint16_t *y, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++)
-        dst[i] = dy[i] & positive_mask_bf16(y[i]);
+    DL_EACH(n, dst[i] = dy[i] & positive_mask_bf16(y[i]));
 }
 
 __attribute__((target_clones("avx2", "default"))) static void relu_mask2_bf16(uint16_t *dst, uint16_t *dst2,
                                                                              const uint16_t *dy, const uint16_t *y,
                                                                              long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++)
-        dst[i] = dst2[i] = dy[i] & positive_mask_bf16(y[i]);
+    DL_EACH(n, dst[i] = dst2[i] = dy[i] & positive_mask_bf16(y[i]));
 }
 
 /* The sum in f32 rounded once (as oneDNN's bf16 sum), then clamped. */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void add_relu_bf16(uint16_t *dst, const uint16_t *a,
                                                                                       const uint16_t *b, long n)
 {
-    #pragma omp parallel for simd schedule(static) if (n > 65536) /* nested in a kernel's own threads: one */
-    for (long i = 0; i < n; i++) {
-        uint16_t h = dl_f32_to_bf16(dl_bf16_to_f32(a[i]) + dl_bf16_to_f32(b[i]));
-        dst[i] = h & positive_mask_bf16(h);
-    }
+    DL_EACH(n, uint16_t h = dl_f32_to_bf16(dl_bf16_to_f32(a[i]) + dl_bf16_to_f32(b[i])); dst[i] = h & positive_mask_bf16(h));
 }
 
 void dl_simd_relu_inplace_bf16(dl_bf16 *y, long n)
