@@ -19,6 +19,8 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--steps", type=int, default=5)
 ap.add_argument("--no-compile", action="store_true")
 ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+ap.add_argument("--dltrain-arg", action="append", default=[],
+                help="one more argument for dltrain bench step (repeat it): --dltrain-arg=--tune")
 a = ap.parse_args()
 
 torch.set_num_threads(a.threads)
@@ -28,7 +30,7 @@ torch.manual_seed(1)
 def dltrain():
     out = subprocess.run([a.dltrain, "bench", "step", "--net", a.nets + "/gpt2.yaml", "--context", str(a.context),
                           "--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
-                          "--warmup", "2", "--precision", a.precision], capture_output=True, text=True,
+                          "--warmup", "2", "--precision", a.precision] + a.dltrain_arg, capture_output=True, text=True,
                          check=True).stdout
     step = float(re.search(r"step time: ([0-9.]+) ms", out).group(1)) / 1e3
     # a bf16 run's share is of the bf16 GEMM peak, which bench step measures under --precision bf16
