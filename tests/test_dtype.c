@@ -2,7 +2,8 @@
  * table: each size is its C type's, each name and precision spelling parses
  * back to its dtype (an unknown one refused, naming every accepted one),
  * float or integer as the type is, dl_precision_names its precision
- * spellings in enum order, and each row's conversions to and from f32 give
+ * spellings in enum order (and train.precision's values the same, then
+ * auto), and each row's conversions to and from f32 give
  * the scalar casts' bits (random values, NaNs, infinities, ties).  The
  * casts against a plain formula: f32 -> bf16
  * must give the bf16 value nearest to the float, ties to the even one, found
@@ -234,6 +235,12 @@ static void table_facts(void **state)
         assert_ptr_equal(dl_precision_names[n_precisions++], tr->precision);
     }
     assert_null(dl_precision_names[n_precisions]);
+    /* train.precision's values: the same spellings in the same order, then auto */
+    for (int i = 0; i < n_precisions; i++)
+        assert_ptr_equal(dl_train_precision_names[i], dl_precision_names[i]);
+    assert_int_equal(n_precisions, DL_PRECISION_AUTO);
+    assert_string_equal(dl_train_precision_names[DL_PRECISION_AUTO], "auto");
+    assert_null(dl_train_precision_names[DL_PRECISION_AUTO + 1]);
     assert_int_equal(dl_dtype_value_size(DL_F32), sizeof(dl_real));
     assert_int_equal(dl_dtype_value_size(DL_BF16), 2);
 
