@@ -10,7 +10,8 @@
  * A ReLU folded into the convolution or batch norm before it (first or not,
  * so that the input gradient goes through the folded ReLU's mask) or into
  * the max pooling after it (NCHW or blocked) trains bit for bit like the
- * ReLU layer. */
+ * ReLU layer.  A sequence fc with weights past 64 MiB runs on one matrix
+ * over the batch's positions by default. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -322,6 +323,35 @@ static void resnet_uses_fast_kernels(void **state)
     dl_net_free(&net);
 }
 
+/* The default kernel of a sequence fc: one matrix over the batch's
+ * positions (dnnl-gemm-rows) where its weights pass 64 MiB (a vocabulary
+ * head: here 65,536 x 1,024, 256 MiB, beyond any cache), one GEMM per
+ * sample (dnnl-gemm) below, and for a vector input (no positions); a
+ * --kernel choice of either is taken whatever the size. */
+static void head_fc_as_one_matrix(void **state)
+{
+    (void)state;
+    static const char *const nets[] = {
+        "input: {shape: [8, 1024], classes: 4}\nlayers:\n  - {name: fc, type: fc, units: 65536}\n",
+        "input: {shape: [8, 1024], classes: 4}\nlayers:\n  - {name: fc, type: fc, units: 16383}\n",
+        "input: {shape: [1024, 1, 1], classes: 4}\nlayers:\n  - {name: fc, type: fc, units: 65536}\n",
+    };
+    static const char *const want[] = {"dnnl-gemm-rows", "dnnl-gemm", "dnnl-gemm"};
+    for (int i = 0; i < 3; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s  - {type: fc, units: 4}\nloss: softmax_cross_entropy\n", nets[i]);
+        struct dl_net net;
+        struct dl_error err = {0};
+        assert_int_equal(dl_net_load_string("net.yaml", text, &net, &err), 0);
+        const struct dl_layer *fc = &net.graph.layers[0];
+        assert_string_equal(dl_kernel_select(fc, NULL)->name, want[i]);
+        struct dl_kernel_choices ch = {0};
+        assert_int_equal(dl_kernel_choice_add(&ch, i ? "fc=dnnl-gemm-rows" : "fc=dnnl-gemm", &err), 0);
+        assert_string_equal(dl_kernel_select(fc, &ch)->name, i == 2 ? "dnnl-gemm" : i ? "dnnl-gemm-rows" : "dnnl-gemm");
+        dl_net_free(&net);
+    }
+}
+
 static int sync_calls;
 static void count_sync(void *ctx, double *v, int n)
 {
@@ -388,6 +418,7 @@ int main(void)
         cmocka_unit_test(onednn_fc_saves_reorder),
         cmocka_unit_test(resnet_like),
         cmocka_unit_test(resnet_uses_fast_kernels),
+        cmocka_unit_test(head_fc_as_one_matrix),
         cmocka_unit_test(sync_stats_kernels),
         cmocka_unit_test(bn_after_plain_conv_stays_plain),
     };

@@ -130,6 +130,10 @@ struct dl_kernel {
     unsigned backward_reads;
     /* 1 when this kernel can run layer l (attributes, shapes); may be NULL (all). */
     int (*supports)(const struct dl_layer *l);
+    /* 1 where the registry takes it by default for l (dl_kernel_select
+     * without a choice for l); NULL: wherever it supports l.  --kernel and
+     * the tuner take it wherever supports says 1. */
+    int (*default_for)(const struct dl_layer *l);
     /* Given the layouts the producers offer, the layout wanted for each input
      * and the one produced.  NULL: plain (NCHW) everywhere. */
     void (*layouts)(const struct dl_layer *l, const enum dl_layout *offered, enum dl_layout *in,

@@ -117,7 +117,8 @@ const struct dl_kernel *dl_kernel_select(const struct dl_layer *l, const struct 
     }
     for (int fallback = 0; fallback < 2; fallback++)
         for (int i = 0; dl_kernels[i]; i++)
-            if (dl_kernel_in_precision(dl_kernels[i], ch, fallback) && dl_kernel_usable(dl_kernels[i], l, ch))
+            if (dl_kernel_in_precision(dl_kernels[i], ch, fallback) && dl_kernel_usable(dl_kernels[i], l, ch) &&
+                (!dl_kernels[i]->default_for || dl_kernels[i]->default_for(l)))
                 return dl_kernels[i];
     return ch && ch->device != DL_DEVICE_CPU ? NULL : &dl_kernel_reference;
 }

@@ -10,7 +10,7 @@ extern const struct dl_kernel dl_kernel_openblas_fc, dl_kernel_dnnl_gemm_fc, dl_
     dl_kernel_dnnl_gemm_conv, dl_kernel_dnnl_gemm_attention, dl_kernel_dnnl_gemm_fc_rows, dl_kernel_openblas_fc_rows;
 
 #define DL_BLAS_KERNELS                                                                          \
-    &dl_kernel_dnnl_gemm_fc, &dl_kernel_openblas_fc, &dl_kernel_dnnl_gemm_fc_rows, &dl_kernel_openblas_fc_rows, \
+    &dl_kernel_dnnl_gemm_fc_rows, &dl_kernel_dnnl_gemm_fc, &dl_kernel_openblas_fc, &dl_kernel_openblas_fc_rows, \
     &dl_kernel_dnnl_gemm_conv, &dl_kernel_openblas_conv, &dl_kernel_dnnl_gemm_attention,
 
 #endif

@@ -11,9 +11,10 @@
  * workspace: W is read once per call, where the per-sample GEMMs read it
  * once per sample (and write dW once per sample).  The sums are the same
  * terms in another order (dX's over the blocks, dW's over the samples'
- * positions together), so results differ from fc.c's by rounding.  The
- * tuner measures both on each layer's shape (bench/README.md has figures
- * per CPU); neither is assumed to win. */
+ * positions together), so results differ from fc.c's by rounding.  By
+ * default dnnl-gemm-rows runs the layers whose weights pass 64 MiB (a
+ * vocabulary head), one GEMM per sample the others; the tuner measures
+ * both on each layer's shape (bench/README.md has figures per CPU). */
 #include "backends/cpu_blas/blas.h"
 
 #include <stdlib.h>
@@ -31,6 +32,19 @@ struct fc_rows {
 static int rows_supports(const struct dl_layer *l)
 {
     return dl_shape_rank(l->in_shape[0]) == 2 && l->in_shape[0].h > 1;
+}
+
+/* Weights from which one matrix is the default (64 MiB): beyond any last
+ * level cache a core of ours shares, so that one GEMM per sample reads W
+ * from memory once per sample.  GPT-2's 50,257 x 768 head (154 MB) is
+ * past it: forward 1.29x, input gradient 1.18x, weight gradient 1.42x at
+ * batch 4 x 64 on an AMD EPYC Zen 5 (bench/README.md); its blocks (2.4-9.4
+ * MB of weights) are not, and there neither way wins everywhere. */
+#define ROWS_DEFAULT_WEIGHTS (64L << 20)
+
+static int rows_default_for(const struct dl_layer *l)
+{
+    return rows_supports(l) && (long)sizeof(float) * l->in_shape[0].c * l->out_shape.c >= ROWS_DEFAULT_WEIGHTS;
 }
 
 static int rows_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, enum dl_gemm_lib lib,
@@ -154,7 +168,8 @@ static void rows_backward_weights(void *inst, const struct dl_kernel_args *a)
 #define FC_ROWS_KERNEL(SYM, NAME, LIB)                                                                  \
     const struct dl_kernel SYM = {                                                                      \
         .name = NAME, .backend = "cpu_blas", .op = &dl_op_fc, .create = rows_create_##LIB,              \
-        .destroy = rows_destroy, .supports = rows_supports, .forward = rows_forward,                    \
+        .destroy = rows_destroy, .supports = rows_supports, .default_for = rows_default_for,            \
+        .forward = rows_forward,                                                                        \
         .backward_data = rows_backward_data, .backward_weights = rows_backward_weights,                 \
         .workspace_bytes = rows_workspace, .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,        \
     };
