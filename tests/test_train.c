@@ -118,11 +118,11 @@ static void auto_picks_the_faster(void **state)
     slower_bf16.native = 1; /* native bf16 measured slower: no warning, auto still says so */
     assert_false(dl_precision_slow(&slower_bf16));
     char line[512];
-    dl_precision_describe(&faster_bf16, DL_BF16, 1, line, sizeof line);
+    dl_precision_describe(&faster_bf16, 1, line, sizeof line);
     assert_string_equal(line, "precision auto: bf16 (a step of 16 samples took 2.00 ms in bf16, 4.00 ms in fp32 on "
                               "this machine: native bf16)");
     slower_bf16.native = 0;
-    dl_precision_describe(&slower_bf16, DL_BF16, 0, line, sizeof line);
+    dl_precision_describe(&slower_bf16, 0, line, sizeof line);
     assert_string_equal(line, "--precision bf16 on a CPU with no native bf16 (AVX512-BF16 or AMX): a step of 16 "
                               "samples took 5.00 ms in bf16 against 2.00 ms in fp32 on this machine, 2.5x slower; "
                               "--precision auto picks the faster");

@@ -427,8 +427,7 @@ int dl_cli_check(int argc, char **argv)
         print_settings(&net);
         if (cmd.net_options.precision_auto) { /* what auto measured */
             char line[512];
-            dl_precision_describe(&cmd.net_options.precision_probe, dl_train_precision(&net.train), 1, line,
-                                  sizeof line);
+            dl_precision_describe(&cmd.net_options.precision_probe, 1, line, sizeof line);
             printf("  %s\n", line);
         }
         if (!grid.grid)

@@ -293,15 +293,15 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
 
 int dl_net_precision_resolve(struct dl_net_options *o, struct dl_net *net, struct dl_comm *comm, const char *prog)
 {
-    int was = net->train.precision, probed = 0, ranks = comm ? comm->size : 1;
+    int was = net->train.precision, ranks = comm ? comm->size : 1;
     if (was != DL_PRECISION_AUTO && (was != DL_BF16 || !o->precision_later))
         return 0; /* bf16 on a CPU without it: measured for the warning of a training run only */
     struct dl_exec_options eo;
     dl_net_exec_options(o, &eo);
     enum dl_dtype chosen;
     struct dl_error err = {0};
-    int batch = net->train.batch / ranks > 0 ? net->train.batch / ranks : 1;
-    int rc = dl_precision_resolve(was, &net->graph, batch, &eo, comm, &chosen, &o->precision_probe, &probed, &err);
+    int rc = dl_precision_resolve(was, &net->graph, net->train.batch / ranks, &eo, comm, &chosen, &o->precision_probe,
+                                  &err);
     if (rc) {
         fprintf(stderr, "%s: %s\n", prog, err.msg);
         return rc == DL_ERR_SPEC ? 2 : 1;
@@ -309,9 +309,9 @@ int dl_net_precision_resolve(struct dl_net_options *o, struct dl_net *net, struc
     net->train.precision = (int)chosen;
     o->kernels.precision = chosen;
     o->precision_auto = was == DL_PRECISION_AUTO;
-    if (probed && !o->precision_auto && dl_precision_slow(&o->precision_probe) && (!comm || comm->rank == 0)) {
+    if (!o->precision_auto && dl_precision_slow(&o->precision_probe) && (!comm || comm->rank == 0)) {
         char line[512];
-        dl_precision_describe(&o->precision_probe, chosen, 0, line, sizeof line);
+        dl_precision_describe(&o->precision_probe, 0, line, sizeof line);
         fprintf(stderr, "%s: warning: %s\n", prog, line);
     }
     return 0;

@@ -68,7 +68,7 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
            (unsigned long long)t->seed);
     if (p->net_options && p->net_options->precision_auto) {
         char line[512];
-        dl_precision_describe(&p->net_options->precision_probe, dl_train_precision(t), 1, line, sizeof line);
+        dl_precision_describe(&p->net_options->precision_probe, 1, line, sizeof line);
         printf("  %s\n", line);
     }
     if (t->precision) { /* which layers compute in bf16, and through which kernels */

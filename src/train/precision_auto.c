@@ -107,30 +107,23 @@ int dl_precision_slow(const struct dl_precision_probe *p)
 }
 
 int dl_precision_resolve(int precision, const struct dl_graph *g, int batch, const struct dl_exec_options *base,
-                         struct dl_comm *comm, enum dl_dtype *out, struct dl_precision_probe *p, int *probed,
-                         struct dl_error *err)
+                         struct dl_comm *comm, enum dl_dtype *out, struct dl_precision_probe *p, struct dl_error *err)
 {
-    *probed = 0;
+    *p = (struct dl_precision_probe){0};
     *out = precision == DL_PRECISION_AUTO ? DL_F32 : (enum dl_dtype)precision;
     int probe = precision == DL_PRECISION_AUTO || (precision == DL_BF16 && !dl_kernel_bf16_native());
-    if (!probe)
-        return DL_OK;
-    int rc = dl_precision_probe(g, batch, base, comm, p, err);
-    if (rc)
-        return rc;
-    *probed = 1;
-    if (precision == DL_PRECISION_AUTO)
+    int rc = probe ? dl_precision_probe(g, batch, base, comm, p, err) : DL_OK;
+    if (!rc && precision == DL_PRECISION_AUTO)
         *out = dl_precision_faster(p);
-    return DL_OK;
+    return rc;
 }
 
-void dl_precision_describe(const struct dl_precision_probe *p, enum dl_dtype chosen, int was_auto, char *buf,
-                           size_t size)
+void dl_precision_describe(const struct dl_precision_probe *p, int was_auto, char *buf, size_t size)
 {
     const char *cpu = p->native ? "native bf16" : "no native bf16 (AVX512-BF16 or AMX)";
     if (was_auto)
         snprintf(buf, size, "precision auto: %s (a step of %d samples took %.2f ms in bf16, %.2f ms in fp32 on this "
-                 "machine: %s)", dl_dtype_table[chosen].precision, p->batch, p->bf16_ms, p->f32_ms, cpu);
+                 "machine: %s)", dl_dtype_table[dl_precision_faster(p)].precision, p->batch, p->bf16_ms, p->f32_ms, cpu);
     else
         snprintf(buf, size, "--precision bf16 on a CPU with %s: a step of %d samples took %.2f ms in bf16 "
                  "against %.2f ms in fp32 on this machine, %.1fx slower; --precision auto picks the faster",

@@ -100,9 +100,8 @@ static int place_rank(struct trainer *tr, struct dl_error *err)
     const struct dl_train_spec *ts = &tr->net->train;
     tr->precision = dl_train_precision(ts);
     if (ts->precision == DL_PRECISION_AUTO) { /* rank 0 times a step of the whole network for all */
-        int probed, ranks = tr->comm->size, batch = ts->batch / ranks > 0 ? ts->batch / ranks : 1;
-        rc = dl_precision_resolve(ts->precision, &tr->net->graph, batch, &o->exec, tr->comm, &tr->precision,
-                                  &tr->auto_probe, &probed, err);
+        rc = dl_precision_resolve(ts->precision, &tr->net->graph, ts->batch / tr->comm->size, &o->exec, tr->comm,
+                                  &tr->precision, &tr->auto_probe, err);
         if (rc)
             return rc;
     }
