@@ -30,8 +30,11 @@ void dl_net_exec_options(struct dl_net_options *o, struct dl_exec_options *out)
 {
     *out = (struct dl_exec_options){.kernels = &o->kernels, .device = o->device,
                                     .recompute = (enum dl_recompute)o->recompute};
+    o->tune_defaults.options = &o->tune;
     if (o->tune_on)
         out->tuner = (struct dl_exec_tuner){dl_tune_exec_plan, &o->tune};
+    else
+        out->tuner = (struct dl_exec_tuner){dl_tune_exec_defaults, &o->tune_defaults};
 }
 
 /* The options that stand for a key of the network file: given, they are
@@ -241,6 +244,11 @@ int dl_net_options_load(struct dl_net_options *o, struct dl_net *net, const char
         fprintf(stderr, "%s: missing --net FILE (try --help)\n", prog);
         return 2;
     }
+    if (o->tune_on && o->tune.db_path && strcmp(o->tune.db_path, "none") == 0) {
+        fprintf(stderr, "%s: --tune with --tune-db none (the built-in kernel table): measuring needs a database "
+                        "file\n", prog);
+        return 2;
+    }
     char looked[4200];
     const char *path = dl_shipped_file(o->net_path, "nets", o->net_found, sizeof o->net_found, looked, sizeof looked);
     if (*looked) {
@@ -386,7 +394,9 @@ void dl_net_options_help(FILE *f)
           "  --workspace-limit SIZE  workspace per layer and direction for the tuner (e.g. 64M,\n"
           "                        1GiB; K, M, G, T are powers of 1024, KB, MB, GB, TB of 1000)\n"
           "  --workspace-total SIZE  divide this total workspace over the layers (ILP)\n"
-          "  --tune-db FILE        tuning database (default ~/.cache/dltrain/tune.sqlite)\n"
+          "  --tune-db FILE        tuning database (default ~/.cache/dltrain/tune.sqlite);\n"
+          "                        without --tune, a layer it holds measured on this CPU runs\n"
+          "                        the kernel it timed fastest; none: the built-in table\n"
           "  --tune-policy P       micro-batch sizes: undivided, powerOfTwo (default) or all\n"
           "  --help                print this help and exit\n"
           "  --version             print the version and exit\n",

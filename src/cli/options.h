@@ -57,6 +57,7 @@ struct dl_net_options {
     struct dl_kernel_choices kernels; /* --kernel, --no-fusion; its precision from train.precision */
     struct dl_tune_options tune;      /* --workspace-limit, --workspace-total, --tune-db, --tune-policy */
     int tune_on;                      /* --tune: executors are planned by the tuner */
+    struct dl_tune_defaults tune_defaults; /* without --tune: the database's per-CPU choices (layers: how many) */
     const struct dl_device *device;   /* opened by dl_net_options_load (train.device, --device) */
     int recompute;               /* parallel.recompute, --recompute (exec.h's enum dl_recompute) */
     int precision_later;         /* set by the caller: train.precision auto is left for it to resolve (the

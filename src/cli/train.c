@@ -71,6 +71,9 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
         dl_precision_describe(&p->net_options->precision_probe, 1, line, sizeof line);
         printf("  %s\n", line);
     }
+    if (p->net_options && p->net_options->tune_defaults.layers > 0)
+        printf("  kernels: the tuning database's fastest on this CPU for %d of %d layers (--tune-db none: the "
+               "built-in table)\n", p->net_options->tune_defaults.layers, net->graph.n);
     if (t->precision) { /* which layers compute in bf16, and through which kernels */
         char line[512];
         dl_precision_summary(net, NULL, line, sizeof line);

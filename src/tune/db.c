@@ -77,8 +77,10 @@ static int db_error(struct dl_tune_db *d, struct dl_error *err, const char *what
 
 int dl_tune_db_default_path(char *buf, size_t size, struct dl_error *err)
 {
-    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (x && *x == '/')
+    const char *own = getenv("DLTRAIN_TUNE_DB"), *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (own && *own)
+        snprintf(buf, size, "%s", own);
+    else if (x && *x == '/')
         snprintf(buf, size, "%s/dltrain/tune.sqlite", x);
     else if (home && *home)
         snprintf(buf, size, "%s/.cache/dltrain/tune.sqlite", home);
@@ -112,6 +114,9 @@ int dl_tune_db_open(struct dl_tune_db **out, const char *path, struct dl_error *
     }
     if (strlen(path) >= 1024)
         return dl_errorf(err, DL_ERR_IO, "tuning database: path too long");
+    if (strcmp(path, "none") == 0)
+        return dl_errorf(err, DL_ERR_SPEC, "--tune-db none (the built-in kernel table) holds no measurements: "
+                         "measuring needs a database file");
     int rc = dl_make_parents(path, err);
     if (rc) {
         dl_error_prefix(err, "tuning database");

@@ -47,8 +47,22 @@ static void attrs_str(const struct dl_layer *l, char *buf, size_t size)
     }
 }
 
-/* The CPU model from /proc/cpuinfo for a host kernel; for a device's
- * kernel, the device's own description (a GPU's name and cuDNN version). */
+/* A line's value in /proc/cpuinfo ("model name\t: AMD EPYC" -> "AMD EPYC"). */
+static const char *cpuinfo_value(const char *line)
+{
+    const char *v = strchr(line, ':');
+    v = v ? v + 1 : line;
+    while (*v == ' ')
+        v++;
+    return v;
+}
+
+/* For a host kernel, the CPU as /proc/cpuinfo names it, with its family,
+ * model and the instruction sets our kernels choose by ("AMD EPYC (family
+ * 26 model 2; avx2 avx512f avx512_bf16)"): a virtual machine may call two
+ * generations by one name, and a timing of one holds nothing for the
+ * other.  For a device's kernel, the device's own description (a GPU's name
+ * and cuDNN version). */
 static void device_str(const struct dl_kernel *k, char *buf, size_t size)
 {
     snprintf(buf, size, "%s", k->backend);
@@ -57,20 +71,34 @@ static void device_str(const struct dl_kernel *k, char *buf, size_t size)
         snprintf(buf, size, "%s: %s", dl_device_names[k->device], dev ? dev->describe() : "absent");
         return;
     }
+    static const char *const isa[] = {"avx2", "avx512f", "avx512_bf16", "amx_bf16", NULL};
+    char name[80] = "", family[16] = "?", model[16] = "?", flags[64] = "";
     FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0)
-            continue;
-        const char *v = strchr(line, ':');
-        v = v ? v + 1 : line;
-        while (*v == ' ')
-            v++;
-        snprintf(buf, size, "%.*s", (int)strcspn(v, "\n"), v);
-        break;
+    char line[4096];
+    int flags_seen = 0; /* the first CPU's lines are enough */
+    while (f && !flags_seen && fgets(line, sizeof line, f)) {
+        const char *v = cpuinfo_value(line);
+        int len = (int)strcspn(v, "\n");
+        if (strncmp(line, "model name", 10) == 0)
+            snprintf(name, sizeof name, "%.*s", len, v);
+        else if (strncmp(line, "cpu family", 10) == 0)
+            snprintf(family, sizeof family, "%.*s", len, v);
+        else if (strncmp(line, "model\t", 6) == 0)
+            snprintf(model, sizeof model, "%.*s", len, v);
+        else if ((flags_seen = strncmp(line, "flags", 5) == 0) != 0) {
+            char padded[sizeof line + 2], word[32];
+            snprintf(padded, sizeof padded, " %.*s ", len, v);
+            for (int i = 0; isa[i]; i++) {
+                snprintf(word, sizeof word, " %s ", isa[i]);
+                if (strstr(padded, word))
+                    appendf(flags, sizeof flags, "%s%s", *flags ? " " : "", isa[i]);
+            }
+        }
     }
     if (f)
         fclose(f);
+    if (*name)
+        snprintf(buf, size, "%s (family %s model %s; %s)", name, family, model, *flags ? flags : "no avx2");
 }
 
 static void versions_str(char *buf, size_t size)

@@ -27,6 +27,11 @@ struct dl_tune_options {
     int all_dirs;                  /* also tune backward-data of layers fed by the network input */
     int no_measure;                /* use the database only; missing candidates are skipped */
     const struct dl_kernel_choices *kernels; /* --kernel choices restricting a layer to one kernel */
+    /* The measured defaults (see dl_tune_exec_defaults): measure nothing,
+     * never split the batch, and plan only the layers whose every candidate
+     * the database holds at the whole batch; a layer whose fastest kernel is
+     * the built-in default stays unplanned (and keeps its fused ReLU). */
+    int from_database;
 };
 
 /* What the planner found for one layer (for reports). */
@@ -63,7 +68,8 @@ int dl_tune_layer_tunable(const struct dl_layer *l);
  * (always ending with B); returns their number (at most B). */
 int dl_tune_policy_sizes(enum dl_tune_policy p, int B, int *sizes);
 
-/* $XDG_CACHE_HOME/dltrain/tune.sqlite, else $HOME/.cache/dltrain/tune.sqlite. */
+/* $DLTRAIN_TUNE_DB, else $XDG_CACHE_HOME/dltrain/tune.sqlite, else
+ * $HOME/.cache/dltrain/tune.sqlite. */
 int dl_tune_db_default_path(char *buf, size_t size, struct dl_error *err);
 
 /* The tuner as an executor's planner (struct dl_exec_tuner, exec/exec.h):
@@ -71,5 +77,21 @@ int dl_tune_db_default_path(char *buf, size_t size, struct dl_error *err);
  * executor's choices. */
 int dl_tune_exec_plan(void *ctx, const struct dl_graph *g, int batch, const struct dl_kernel_choices *kernels,
                       struct dl_mbplan *out, struct dl_error *err);
+
+/* The kernel table measured on this CPU, as an executor's planner when
+ * --tune is off: a layer runs the kernel the tuning database timed fastest
+ * for it (its shapes, the whole batch, this CPU model, thread count and
+ * library versions) where dltrain tune or --tune measured all its
+ * candidates, and the built-in default elsewhere.  No database file, or
+ * options->db_path "none": the built-in table throughout.  A database that
+ * cannot be read is passed over the same way (the run does not depend on a
+ * cache).  layers counts the layers the database moved off the built-in
+ * choice, over every executor planned through ctx. */
+struct dl_tune_defaults {
+    const struct dl_tune_options *options;
+    int layers;
+};
+int dl_tune_exec_defaults(void *ctx, const struct dl_graph *g, int batch, const struct dl_kernel_choices *kernels,
+                          struct dl_mbplan *out, struct dl_error *err);
 
 #endif

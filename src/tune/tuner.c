@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 
@@ -238,6 +239,54 @@ static void report_layers(const struct unit *u, int n, const int *pick, const in
     }
 }
 
+/* Measured defaults: a layer the database holds only in part is left to
+ * the built-in table (it is not tuned). */
+static void drop_partly_measured(const struct dl_graph *g, struct dl_tune_layer *L)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int c = 0; L[i].tunable && c < L[i].n_k * L[i].n_sizes; c++)
+            if (!L[i].have[c])
+                L[i].tunable = 0;
+}
+
+/* Measured defaults: the time the database holds for layer L's built-in
+ * kernel at the whole batch (its wanted directions), or NAN. */
+static double builtin_time(const struct dl_tune_layer *L, const struct dl_kernel *builtin)
+{
+    double t = NAN;
+    for (int ki = 0; ki < L->n_k; ki++)
+        if (L->k[ki] == builtin && L->have[ki * L->n_sizes + L->n_sizes - 1]) {
+            const struct dl_tune_row *r = DL_TUNE_ROW(L, ki, L->n_sizes - 1);
+            t = 0;
+            for (int d = 0; d < DL_N_DIRS; d++)
+                t += L->want[d] ? (r[d].time_s < 0 ? NAN : r[d].time_s) : 0;
+        }
+    return t;
+}
+
+/* Measured defaults: a layer keeps the built-in table's kernel (its units
+ * unpicked, so it stays unplanned and keeps its fused ReLU) unless the
+ * database's pick beats it by more than DEFAULTS_MARGIN and by more than
+ * DEFAULTS_FLOOR_S a step: timings differ by a few percent from run to
+ * run, and a gain of microseconds does not pay for a ReLU pass no longer
+ * fused or a layout reorder. */
+#define DEFAULTS_MARGIN 1.05
+#define DEFAULTS_FLOOR_S 10e-6
+static void keep_builtin_choices(const struct dl_graph *g, const struct dl_tune_layer *L, const struct unit *u, int n,
+                                 const struct dl_kernel_choices *ch, int *pick)
+{
+    for (int i = 0, end; i < n; i = end) {
+        const struct dl_tune_layer *Li = &L[u[i].layer];
+        double picked = 0;
+        for (end = i; end < n && u[end].layer == u[i].layer; end++)
+            picked += pick[end] >= 0 ? u[end].conf[pick[end]].time_s : 0;
+        double builtin = builtin_time(Li, dl_kernel_select(&g->layers[u[i].layer], ch));
+        if (!(builtin > picked * DEFAULTS_MARGIN && builtin > picked + DEFAULTS_FLOOR_S)) /* NAN: keep the pick */
+            for (int j = i; j < end && !isnan(builtin); j++)
+                pick[j] = -1;
+    }
+}
+
 /* The desirable set of every unit, then the ILP over all of them. */
 static int ilp_plan(const struct dl_tune_layer *L, struct unit *u, int n, int B, size_t total, int *pick,
                     struct dl_error *err)
@@ -299,9 +348,11 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
     int n = 0, *pick = NULL, *undiv = NULL;
     double *layer_time = NULL;
     int rc = !sizes || !L || !rep->layer ? DL_ERR_NOMEM : DL_OK;
-    int n_sizes = rc ? 0 : dl_tune_policy_sizes(o->policy, batch, sizes);
+    int n_sizes = rc ? 0 : dl_tune_policy_sizes(o->from_database ? DL_TUNE_UNDIVIDED : o->policy, batch, sizes);
     if (!rc)
         rc = dl_tune_gather(g, batch, o, sizes, n_sizes, L, rep, err);
+    if (!rc && o->from_database)
+        drop_partly_measured(g, L);
     if (!rc)
         rc = make_units(g, L, &u, &n, err);
     if (!rc) {
@@ -326,7 +377,7 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
                 end++;
             struct dl_tune_layer_report *r = &rep->layer[u[i].layer];
             r->least_ws = least_workspace(&L[u[i].layer], u, i, end);
-            if (!rc && !isfinite(layer_time[u[i].layer]))
+            if (!rc && !isfinite(layer_time[u[i].layer]) && !o->from_database)
                 rc = r->least_ws == SIZE_MAX
                          ? dl_errorf(err, DL_ERR_SPEC, "layer '%s': no kernel could run it%s",
                                      g->layers[u[i].layer].name,
@@ -338,6 +389,8 @@ int dl_tune_net(const struct dl_graph *g, int batch, const struct dl_tune_option
                                      g->layers[u[i].layer].name, limit, r->least_ws);
         }
     }
+    if (!rc && o->from_database)
+        keep_builtin_choices(g, L, u, n, o->kernels, pick);
     if (!rc) {
         report_layers(u, n, pick, undiv, rep);
         if (o->workspace_total) { /* the ILP replaces the per-layer picks */
@@ -373,6 +426,38 @@ void dl_tune_report_free(struct dl_tune_report *r)
 {
     free(r->layer);
     memset(r, 0, sizeof *r);
+}
+
+int dl_tune_exec_defaults(void *ctx, const struct dl_graph *g, int batch, const struct dl_kernel_choices *kernels,
+                          struct dl_mbplan *out, struct dl_error *err)
+{
+    struct dl_tune_defaults *d = ctx;
+    struct dl_tune_options o = *d->options;
+    char path[1024];
+    memset(out, 0, sizeof *out);
+    if (o.db_path && strcmp(o.db_path, "none") == 0)
+        return DL_OK;
+    struct dl_error quiet = {0};
+    if (!o.db_path && dl_tune_db_default_path(path, sizeof path, &quiet) == DL_OK)
+        o.db_path = path;
+    if (!o.db_path || access(o.db_path, R_OK | W_OK) != 0) /* no database yet: nothing measured here */
+        return DL_OK;
+    o.kernels = kernels;
+    o.no_measure = 1;
+    o.from_database = 1;
+    o.workspace_total = 0;
+    if (dl_tune_net(g, batch, &o, out, NULL, &quiet) != DL_OK) { /* an unreadable cache: the built-in table */
+        dl_mbplan_free(out);
+        return DL_OK;
+    }
+    int moved = 0;
+    for (int i = 0; i < out->n_layers; i++)
+        moved += out->layer[i].tuned;
+    if (!moved) /* the built-in table throughout: no plan at all */
+        dl_mbplan_free(out);
+    d->layers += moved;
+    (void)err; /* nothing here fails a run */
+    return DL_OK;
 }
 
 int dl_tune_exec_plan(void *ctx, const struct dl_graph *g, int batch, const struct dl_kernel_choices *kernels,
