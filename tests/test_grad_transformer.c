@@ -1,5 +1,5 @@
 /* test_grad_transformer.c: the transformer layers (gelu, layernorm,
- * position_embedding, attention): finite-difference gradient checks in the
+ * rmsnorm, position_embedding, attention): finite-difference gradient checks in the
  * double precision build, forward values against formulas and properties
  * (causality, each head on its own features, dropout's mask drawn by place),
  * and their shape errors. */
@@ -40,6 +40,19 @@ static void layernorm_grad(void **state)
                             .in = {SEQ(4, 6)}, .training = 1};
     gc_assert(&plain);
     struct gc_case vec = {.op = &dl_op_layernorm, .attrs = "{}", .batch = 4, .n_in = 1, .in = {{9, 1, 1}},
+                          .training = 0};
+    gc_assert(&vec);
+}
+
+static void rmsnorm_grad(void **state)
+{
+    struct gc_case seq = {.op = &dl_op_rmsnorm, .attrs = "{}", .batch = 3, .n_in = 1, .in = {SEQ(5, 7)},
+                          .training = 1};
+    gc_assert(&seq);
+    struct gc_case eps = {.op = &dl_op_rmsnorm, .attrs = "{eps: 0.01}", .batch = 2, .n_in = 1, .in = {SEQ(1, 3)},
+                          .training = 1};
+    gc_assert(&eps);
+    struct gc_case vec = {.op = &dl_op_rmsnorm, .attrs = "{}", .batch = 4, .n_in = 1, .in = {{9, 1, 1}},
                           .training = 0};
     gc_assert(&vec);
 }
@@ -133,6 +146,50 @@ static void layernorm_values(void **state)
     ot_free(&r);
     struct dl_shape image = {3, 4, 4};
     ot_expect_infer_error(&dl_op_layernorm, 1, &image,
+                          (const char *[]){"expected a sequence [T, C] or a vector [F]", "3x4x4", NULL});
+}
+
+/* Each position's features come out with a mean square of 1 (before the
+ * weight), with their signs and ratios kept (no centring), then scaled per
+ * feature; the output is the same for x and 7 x (eps 0). */
+static void rmsnorm_values(void **state)
+{
+    int T = 3, C = 5, N = 2;
+    struct dl_shape s = SEQ(T, C);
+    dl_real x[2 * 15], x7[2 * 15], y[2 * 15];
+    struct dl_rng rng;
+    dl_rng_seed(&rng, 9);
+    for (int i = 0; i < N * C * T; i++) {
+        x[i] = (dl_real)(3 + 2 * dl_rng_normal(&rng));
+        x7[i] = 7 * x[i];
+    }
+    const dl_real *xs[] = {x}, *x7s[] = {x7};
+    dl_real w[5] = {1, 2, 3, 4, 5};
+    struct ot_run r;
+    ot_setup(&r, &dl_op_rmsnorm, "{eps: 0}", N, 1, &s, xs, NULL, 1);
+    r.call.param[0] = w;
+    dl_op_rmsnorm.forward(&r.call);
+    for (int i = 0; i < N * C * T; i++)
+        y[i] = dl_tensor_f32(&r.call.out)[i];
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++) {
+            double ms = 0;
+            for (int k = 0; k < C; k++) {
+                double z = (double)y[(n * C + k) * T + t] / w[k], xv = (double)x[(n * C + k) * T + t];
+                ms += z * z;
+                assert_true(z * xv > 0); /* the sign kept: nothing subtracted */
+            }
+            assert_true(fabs(ms / C - 1) < 1e-9);
+        }
+    ot_free(&r);
+    ot_setup(&r, &dl_op_rmsnorm, "{eps: 0}", N, 1, &s, x7s, NULL, 1);
+    r.call.param[0] = w;
+    dl_op_rmsnorm.forward(&r.call);
+    for (int i = 0; i < N * C * T; i++)
+        assert_true(fabs((double)dl_tensor_f32(&r.call.out)[i] - (double)y[i]) < 1e-9 * (1 + fabs((double)y[i])));
+    ot_free(&r);
+    struct dl_shape image = {3, 4, 4};
+    ot_expect_infer_error(&dl_op_rmsnorm, 1, &image,
                           (const char *[]){"expected a sequence [T, C] or a vector [F]", "3x4x4", NULL});
 }
 
@@ -285,8 +342,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gelu_grad),        cmocka_unit_test(layernorm_grad),
+        cmocka_unit_test(rmsnorm_grad),
         cmocka_unit_test(position_embedding_grad), cmocka_unit_test(attention_grad),
         cmocka_unit_test(gelu_values),      cmocka_unit_test(layernorm_values),
+        cmocka_unit_test(rmsnorm_values),
         cmocka_unit_test(position_embedding_values), cmocka_unit_test(attention_values),
         cmocka_unit_test(attention_dropout), cmocka_unit_test(attention_shapes),
     };

@@ -136,10 +136,13 @@ static const struct kcase cases[] = {
     {"gelu", "[7, 3, 5]", "{type: gelu}", 2, NULL},
     {"gelu_exact", "[7, 3, 5]", "{type: gelu, approximate: none}", 2, NULL},
     {"gelu_sequence", "[9, 14]", "{type: gelu}", 3, NULL},
-    /* layer norm over the features of each position: runs of 64 positions and a tail */
+    /* layer and RMS norm over the features of each position: runs of 64 positions and a tail */
     {"layernorm_sequence", "[19, 37]", "{type: layernorm}", 3, NULL},
     {"layernorm_sequence_runs", "[150, 12]", "{type: layernorm, eps: 0.01}", 2, NULL},
     {"layernorm_no_affine", "[7, 64]", "{type: layernorm, affine: false}", 2, NULL},
+    {"rmsnorm_sequence", "[19, 37]", "{type: rmsnorm}", 3, NULL},
+    {"rmsnorm_sequence_runs", "[150, 12]", "{type: rmsnorm, eps: 0.01}", 2, NULL},
+    {"rmsnorm_wide", "[5, 300]", "{type: rmsnorm, eps: 1e-5}", 2, NULL},
     {"add", "[18, 4, 3]", "{type: add, inputs: [input, input]}", 2, NULL},
     {"add_three", "[5, 3, 7]", "{type: add, inputs: [input, s, input]}", 4, "{type: relu}"},
     /* blocks of 5, 3 and 5 channels in every sample */

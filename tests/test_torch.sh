@@ -77,7 +77,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 59; else tap_plan 51; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 63; else tap_plan 55; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
 check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
 # a layer norm's output read by a linear through a cast (bf16) and by an f32
@@ -116,6 +116,20 @@ loss: softmax_cross_entropy
 train: {batch: 16, seed: 3}
 YAML
 DLTRAIN_TEXT="$W/text" check bigram_mlp "$W/bigram_mlp.yaml" default all=reference
+# an RMS norm at every position (the LLaMA family's; Hugging Face's LlamaRMSNorm in torch)
+cat >"$W/bigram_rms.yaml" <<'YAML'
+name: bigram_rms
+input: {shape: [32], dtype: i32, classes: 256}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 24}
+  - {name: norm, type: rmsnorm, eps: 1e-5}
+  - {name: fc1, type: fc, units: 48}
+  - {name: act, type: relu}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+train: {batch: 16, seed: 3}
+YAML
+DLTRAIN_TEXT="$W/text" check bigram_rms "$W/bigram_rms.yaml" default all=reference
 # weight tying: the head's weight is the embedding's (share:); one gradient, both uses summed
 cat >"$W/bigram_tied.yaml" <<'YAML'
 name: bigram_tied

@@ -333,6 +333,32 @@ class BigramTied(nn.Module):
         return self.head(relu(h).transpose(1, 2))
 
 
+class RMSNorm(nn.Module):
+    """Hugging Face's LlamaRMSNorm (torch 1.13 has no nn.RMSNorm): the mean
+    of the squares over the last dim, in the input's dtype here (f32)."""
+
+    def __init__(self, C, eps):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(C)), eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class BigramRMS(nn.Module):
+    """test_torch.sh's bigram_rms: an RMS norm at every position between an
+    embedding and an MLP (the LLaMA family's norm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte, self.norm = nn.Embedding(256, 24), RMSNorm(24, 1e-5)
+        self.fc1, self.head = nn.Linear(24, 48), nn.Linear(48, 256)
+
+    def forward(self, x):
+        h = self.fc1(self.norm(self.wte(x))).transpose(1, 2)  # [N, 48, T]
+        return self.head(relu(h).transpose(1, 2))
+
+
 class GPTBlock(nn.Module):
     """A GPT-2 block (pre-norm): attention and an MLP, each added to its input."""
 
@@ -417,6 +443,7 @@ MODELS = {
     "bigram": (Bigram, lambda: text_windows(32, 64)),
     "bigram_mlp": (BigramMLP, lambda: text_windows(16, 32)),
     "bigram_tied": (BigramTied, lambda: text_windows(16, 32)),
+    "bigram_rms": (BigramRMS, lambda: text_windows(16, 32)),
     "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),
 }
 

@@ -1,5 +1,6 @@
 /* kinds.h: the list of op kinds (X-macro), in documentation order.  Each
- * entry names the `const struct dl_op_kind` defined in src/ops/<kind>.c. */
+ * entry names the `const struct dl_op_kind` defined in src/ops/<kind>.c
+ * (layernorm and rmsnorm share ops/feature_norm.c). */
 #ifndef DL_OP_KINDS_H
 #define DL_OP_KINDS_H
 
@@ -12,6 +13,7 @@
     DL_OP(dl_op_position_embedding) \
     DL_OP(dl_op_attention) \
     DL_OP(dl_op_layernorm) \
+    DL_OP(dl_op_rmsnorm) \
     DL_OP(dl_op_maxpool) \
     DL_OP(dl_op_avgpool) \
     DL_OP(dl_op_global_avgpool) \

@@ -1,6 +1,7 @@
-/* layernorm.c: the "simd" layer norm kernel, the default for layer norm on
- * a sequence [T, C] (ops/layernorm.c's op; stored [C][T] per sample:
- * core/shape.h).  The reference walks a position's C features T floats
+/* layernorm.c: the "simd" layer norm and RMS norm kernels, the defaults for
+ * them on a sequence [T, C] (ops/feature_norm.h's computation; stored [C][T]
+ * per sample: core/shape.h).  RMS norm is layer norm without the mean
+ * (taken as 0, its gradient term dropped) and without the bias.  The reference walks a position's C features T floats
  * apart; here a task is a run of up to RUN positions of one sample, read a
  * feature row at a time (contiguous), so every loop runs over positions and
  * vectorises: the sums of x and of (x - mean)^2 per position in double (as
@@ -23,7 +24,7 @@ enum { RUN = 64 };
 
 struct ln_inst {
     long C, T;
-    int mb, affine;
+    int mb, weight, bias, centred; /* layernorm: centred, weight and bias unless affine: false; rmsnorm: weight */
     double eps;
 };
 
@@ -40,7 +41,9 @@ static int ln_create(const struct dl_layer *l, const struct dl_kernel_config *cf
     m->C = l->in_shape[0].c;
     m->T = l->in_shape[0].h;
     m->mb = cfg->mb;
-    m->affine = dl_attr_int(l, "affine", 0);
+    m->centred = l->kind == &dl_op_layernorm;
+    m->weight = m->centred ? dl_attr_int(l, "affine", 0) : 1;
+    m->bias = m->centred && m->weight;
     m->eps = dl_attr_float(l, "eps");
     *inst = m;
     return DL_OK;
@@ -64,7 +67,7 @@ CLONE void ln_run_forward(const struct ln_inst *m, const float *x, const float *
     long C = m->C, T = m->T;
     double s[RUN] = {0}, ss[RUN] = {0};
     float mu[RUN], inv[RUN];
-    for (long k = 0; k < C; k++) {
+    for (long k = 0; m->centred && k < C; k++) {
         const float *xk = x + k * T + t0;
         for (int t = 0; t < len; t++)
             s[t] += (double)xk[t];
@@ -88,7 +91,7 @@ CLONE void ln_run_forward(const struct ln_inst *m, const float *x, const float *
     }
     for (long k = 0; k < C; k++) {
         const float *xk = x + k * T + t0;
-        float *yk = y + k * T + t0, wk = w ? w[k] : 1, bk = w ? b[k] : 0;
+        float *yk = y + k * T + t0, wk = w ? w[k] : 1, bk = b ? b[k] : 0;
         for (int t = 0; t < len; t++)
             yk[t] = (xk[t] - mu[t]) * inv[t] * wk + bk;
     }
@@ -99,7 +102,7 @@ static void ln_forward(void *inst, const struct dl_kernel_args *a)
     const struct ln_inst *m = inst;
     const struct dl_op_call *c = &a->c;
     long C = m->C, T = m->T, runs = (T + RUN - 1) / RUN, rows = (long)c->batch * T;
-    const float *w = m->affine ? c->param[0] : NULL, *b = m->affine ? c->param[1] : NULL;
+    const float *w = m->weight ? c->param[0] : NULL, *b = m->bias ? c->param[1] : NULL;
     #pragma omp parallel for schedule(static)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs, t0 = task % runs * RUN;
@@ -126,7 +129,7 @@ CLONE void ln_run_backward(const struct ln_inst *m, const float *x, const float 
     }
     float a1[RUN], a2[RUN];
     for (int t = 0; t < len; t++) {
-        a1[t] = (float)(sg[t] / (double)C);
+        a1[t] = m->centred ? (float)(sg[t] / (double)C) : 0; /* the mean's own gradient, where it was subtracted */
         a2[t] = (float)(sgx[t] / (double)C);
     }
     for (long k = 0; k < C; k++) {
@@ -146,7 +149,7 @@ static void ln_backward_data(void *inst, const struct dl_kernel_args *a)
     if (!c->din[0].data)
         return;
     long C = m->C, T = m->T, runs = (T + RUN - 1) / RUN, rows = (long)c->batch * T;
-    const float *w = m->affine ? c->param[0] : NULL;
+    const float *w = m->weight ? c->param[0] : NULL;
     #pragma omp parallel for schedule(static)
     for (long task = 0; task < (long)c->batch * runs; task++) {
         long n = task / runs, t0 = task % runs * RUN;
@@ -178,7 +181,8 @@ static void ln_backward_weights(void *inst, const struct dl_kernel_args *a)
 {
     const struct ln_inst *m = inst;
     const struct dl_op_call *c = &a->c;
-    if (!m->affine || (!c->dparam[0] && !c->dparam[1]))
+    float *dw = m->weight ? c->dparam[0] : NULL, *db = m->bias ? c->dparam[1] : NULL;
+    if (!dw && !db)
         return;
     long rows = (long)c->batch * m->T;
     #pragma omp parallel for schedule(static)
@@ -186,15 +190,21 @@ static void ln_backward_weights(void *inst, const struct dl_kernel_args *a)
         double sw, sb;
         ln_feature_sums(m, dl_tensor_const_f32(&c->in[0]), dl_tensor_const_f32(&c->dout), c->saved, c->saved + rows,
                         c->batch, k, &sw, &sb);
-        if (c->dparam[0])
-            c->dparam[0][k] += (float)sw;
-        if (c->dparam[1])
-            c->dparam[1][k] += (float)sb;
+        if (dw)
+            dw[k] += (float)sw;
+        if (db)
+            db[k] += (float)sb;
     }
 }
 
 const struct dl_kernel dl_kernel_simd_layernorm = {
     .name = "simd", .backend = "cpu_simd", .op = &dl_op_layernorm, .supports = ln_supports, .create = ln_create,
+    .destroy = ln_destroy, .saved_bytes = ln_saved, .forward = ln_forward, .backward_data = ln_backward_data,
+    .backward_weights = ln_backward_weights, .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
+};
+
+const struct dl_kernel dl_kernel_simd_rmsnorm = {
+    .name = "simd", .backend = "cpu_simd", .op = &dl_op_rmsnorm, .supports = ln_supports, .create = ln_create,
     .destroy = ln_destroy, .saved_bytes = ln_saved, .forward = ln_forward, .backward_data = ln_backward_data,
     .backward_weights = ln_backward_weights, .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
 };
