@@ -1,5 +1,5 @@
 /* test_grad_transformer.c: the transformer layers (gelu, layernorm,
- * rmsnorm, position_embedding, attention): finite-difference gradient checks in the
+ * rmsnorm, rope, position_embedding, attention): finite-difference gradient checks in the
  * double precision build, forward values against formulas and properties
  * (causality, each head on its own features, dropout's mask drawn by place),
  * and their shape errors. */
@@ -55,6 +55,19 @@ static void rmsnorm_grad(void **state)
     struct gc_case vec = {.op = &dl_op_rmsnorm, .attrs = "{}", .batch = 4, .n_in = 1, .in = {{9, 1, 1}},
                           .training = 0};
     gc_assert(&vec);
+}
+
+static void rope_grad(void **state)
+{
+    /* two heads of 4; Llama 3 scaling with all three bands at head_dim 8
+     * (waves 6.3, 63 and 628 against 16 and 64) */
+    struct gc_case two = {.op = &dl_op_rope, .attrs = "{head_dim: 4}", .batch = 2, .n_in = 1, .in = {SEQ(5, 8)},
+                          .training = 1};
+    gc_assert(&two);
+    struct gc_case scaled = {.op = &dl_op_rope,
+                             .attrs = "{head_dim: 8, theta: 1000, scaling_factor: 8, original_context: 64}",
+                             .batch = 3, .n_in = 1, .in = {SEQ(7, 8)}, .training = 1};
+    gc_assert(&scaled);
 }
 
 static void position_embedding_grad(void **state)
@@ -191,6 +204,110 @@ static void rmsnorm_values(void **state)
     struct dl_shape image = {3, 4, 4};
     ot_expect_infer_error(&dl_op_rmsnorm, 1, &image,
                           (const char *[]){"expected a sequence [T, C] or a vector [F]", "3x4x4", NULL});
+}
+
+/* x turned by rope: feature i of head h and feature i + D/2 as a complex
+ * number times exp(j p f_i), computed here on its own. */
+static double rope_expected(const dl_real *x, int C, int T, int n, int D, int k, int t, long p, double f)
+{
+    int h = k / D, i = k % D % (D / 2), second = k % D >= D / 2;
+    double re = (double)x[(n * C + h * D + i) * T + t], im = (double)x[(n * C + h * D + i + D / 2) * T + t];
+    double c = cos((double)p * f), s = sin((double)p * f);
+    return second ? im * c + re * s : re * c - im * s;
+}
+
+/* The rotation against its formula (at position0 7, as a decoding call's),
+ * position 0 left alone, each pair's length kept, a query-key product that
+ * depends only on the distance between them, and Llama 3's three bands. */
+static void rope_values(void **state)
+{
+    enum { T = 6, C = 8, N = 2, D = 4 };
+    struct dl_shape s = SEQ(T, C);
+    dl_real x[N * C * T];
+    struct dl_rng rng;
+    dl_rng_seed(&rng, 5);
+    for (int i = 0; i < N * C * T; i++)
+        x[i] = (dl_real)dl_rng_normal(&rng);
+    const dl_real *xs[] = {x};
+    struct ot_run r;
+    ot_setup(&r, &dl_op_rope, "{head_dim: 4, theta: 100}", N, 1, &s, xs, NULL, 1);
+    r.call.position0 = 7;
+    dl_op_rope.forward(&r.call);
+    const dl_real *y = dl_tensor_f32(&r.call.out);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < C; k++)
+            for (int t = 0; t < T; t++) {
+                double f = pow(100, -2.0 * (k % D % (D / 2)) / D);
+                assert_true(fabs((double)y[(n * C + k) * T + t] - rope_expected(x, C, T, n, D, k, t, 7 + t, f)) <
+                            1e-12);
+            }
+    ot_free(&r);
+
+    /* the same vector at every position: position 0 unchanged, lengths kept,
+     * and y_t . y_{t+d} the same for every t (per head) */
+    for (int k = 0; k < C; k++)
+        for (int t = 0; t < T; t++)
+            x[k * T + t] = x[k * T];
+    ot_setup(&r, &dl_op_rope, "{head_dim: 4}", 1, 1, &s, xs, NULL, 1);
+    dl_op_rope.forward(&r.call);
+    y = dl_tensor_f32(&r.call.out);
+    for (int k = 0; k < C; k++)
+        assert_true(fabs((double)y[k * T] - (double)x[k * T]) < 1e-12);
+    for (int h = 0; h < C / D; h++)
+        for (int d = 0; d < 3; d++) {
+            double first = 0;
+            for (int t = 0; t + d < T; t++) {
+                double dot = 0, len = 0, len0 = 0;
+                for (int i = 0; i < D; i++) {
+                    dot += (double)y[(h * D + i) * T + t] * (double)y[(h * D + i) * T + t + d];
+                    len += (double)y[(h * D + i) * T + t] * (double)y[(h * D + i) * T + t];
+                    len0 += (double)x[(h * D + i) * T] * (double)x[(h * D + i) * T];
+                }
+                if (t == 0)
+                    first = dot;
+                assert_true(fabs(dot - first) < 1e-12 && fabs(len - len0) < 1e-12);
+            }
+        }
+    ot_free(&r);
+
+    /* Llama 3 scaling at head_dim 8, theta 1000 (f = 1, 0.178, 0.0316,
+     * 0.00562: waves 6.3, 35, 199, 1117) against 64 / 4 = 16 and 64 / 1 = 64:
+     * the first kept, the last two divided by 8, the second blended */
+    struct dl_shape s8 = SEQ(2, 8);
+    dl_real one[8 * 2] = {0};
+    for (int k = 0; k < 4; k++)
+        one[k * 2 + 1] = 1; /* position 1: the angle is the frequency */
+    const dl_real *ones[] = {one};
+    ot_setup(&r, &dl_op_rope, "{head_dim: 8, theta: 1000, scaling_factor: 8, original_context: 64}", 1, 1, &s8,
+             ones, NULL, 1);
+    dl_op_rope.forward(&r.call);
+    y = dl_tensor_f32(&r.call.out);
+    for (int i = 0; i < 4; i++) {
+        double f = pow(1000, -2.0 * i / 8), wave = 2 * M_PI / f, want = f;
+        if (wave > 64)
+            want = f / 8;
+        else if (wave >= 16) {
+            double b = (64 / wave - 1) / (4 - 1);
+            want = (1 - b) * f / 8 + b * f;
+        }
+        double got = atan2((double)y[(4 + i) * 2 + 1], (double)y[i * 2 + 1]);
+        assert_true(fabs(got - want) < 1e-12);
+    }
+    assert_true(2 * M_PI / pow(1000, -0.25) < 64 && 2 * M_PI / pow(1000, -0.25) > 16); /* one blended */
+    ot_free(&r);
+
+    ot_expect_attr_error(&dl_op_rope, "{head_dim: 5}", (const char *[]){"head_dim", "even", "5", NULL});
+    ot_expect_attr_error(&dl_op_rope, "{head_dim: 4, scaling_factor: 8, low_freq_factor: 4, high_freq_factor: 2}",
+                         (const char *[]){"high_freq_factor", "low_freq_factor", NULL});
+    struct dl_shape image = {8, 4, 4};
+    ot_expect_infer_error(&dl_op_rope, 1, &image, (const char *[]){"expected a sequence [T, C]", "8x4x4", NULL});
+    struct dl_error err = {0};
+    void *attr = calloc(1, dl_op_rope.attr_size);
+    assert_int_equal(dl_attrs_from_string(&dl_op_rope, "{head_dim: 4}", attr, &err), DL_OK);
+    struct dl_shape odd = SEQ(3, 6), out;
+    assert_int_equal(dl_op_rope.infer(attr, 1, &odd, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"multiple of head_dim 4", "6", NULL});
+    free(attr);
 }
 
 static void position_embedding_values(void **state)
@@ -342,10 +459,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gelu_grad),        cmocka_unit_test(layernorm_grad),
-        cmocka_unit_test(rmsnorm_grad),
+        cmocka_unit_test(rmsnorm_grad),     cmocka_unit_test(rope_grad),
         cmocka_unit_test(position_embedding_grad), cmocka_unit_test(attention_grad),
         cmocka_unit_test(gelu_values),      cmocka_unit_test(layernorm_values),
-        cmocka_unit_test(rmsnorm_values),
+        cmocka_unit_test(rmsnorm_values),   cmocka_unit_test(rope_values),
         cmocka_unit_test(position_embedding_values), cmocka_unit_test(attention_values),
         cmocka_unit_test(attention_dropout), cmocka_unit_test(attention_shapes),
     };

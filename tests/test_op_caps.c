@@ -50,6 +50,7 @@ static const struct example examples[] = {
     {"attention", "{heads: 2, dropout: 0.3}", {12, 5, 1, 2}},    /* packed q, k, v [5, 12] */
     {"layernorm", "{}", {6, 5, 1, 2}},
     {"rmsnorm", "{eps: 0.01}", {6, 5, 1, 2}},
+    {"rope", "{head_dim: 4, scaling_factor: 8, original_context: 16}", {8, 5, 1, 2}},
     {"gelu", "{}", {3, 4, 5}},
 };
 #define N_EXAMPLES (sizeof examples / sizeof examples[0])

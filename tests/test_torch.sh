@@ -77,7 +77,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 63; else tap_plan 55; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 67; else tap_plan 59; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
 check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
 # a layer norm's output read by a linear through a cast (bf16) and by an f32
@@ -130,6 +130,20 @@ loss: softmax_cross_entropy
 train: {batch: 16, seed: 3}
 YAML
 DLTRAIN_TEXT="$W/text" check bigram_rms "$W/bigram_rms.yaml" default all=reference
+# rotary positions (the LLaMA family's; Hugging Face's rotate_half and Llama 3 scaling in torch)
+cat >"$W/bigram_rope.yaml" <<'YAML'
+name: bigram_rope
+input: {shape: [32], dtype: i32, classes: 256}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 16}
+  - {name: q, type: fc, units: 16}
+  - {name: rope, type: rope, head_dim: 8, theta: 500, scaling_factor: 8, original_context: 64}
+  - {name: act, type: relu}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+train: {batch: 16, seed: 3}
+YAML
+DLTRAIN_TEXT="$W/text" check bigram_rope "$W/bigram_rope.yaml" default all=reference
 # weight tying: the head's weight is the embedding's (share:); one gradient, both uses summed
 cat >"$W/bigram_tied.yaml" <<'YAML'
 name: bigram_tied

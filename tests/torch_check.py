@@ -359,6 +359,38 @@ class BigramRMS(nn.Module):
         return self.head(relu(h).transpose(1, 2))
 
 
+def rope(x, D, theta, factor=1.0, low=1.0, high=4.0, ctx=8192):
+    """Hugging Face's rotary embedding (rotate_half; Llama 3's inv_freq
+    when factor > 1) on x [N, T, C] of heads of D features, in x's dtype."""
+    inv = 1.0 / theta ** (torch.arange(0, D, 2, dtype=x.dtype) / D)
+    if factor != 1:
+        wave = 2 * math.pi / inv
+        scaled = torch.where(wave > ctx / low, inv / factor, inv)
+        smooth = (ctx / wave - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wave < ctx / high) & ~(wave > ctx / low)
+        inv = torch.where(medium, blended, scaled)
+    angle = torch.arange(x.shape[1], dtype=x.dtype)[:, None] * inv[None, :]
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()  # [T, D]
+    h = x.reshape(x.shape[0], x.shape[1], -1, D)
+    turned = torch.cat((-h[..., D // 2:], h[..., :D // 2]), -1)
+    return (h * cos[None, :, None, :] + turned * sin[None, :, None, :]).reshape(x.shape)
+
+
+class BigramRope(nn.Module):
+    """test_torch.sh's bigram_rope: rotary positions (two heads of 8, Llama 3
+    scaling with its three bands) on the features of every position."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte, self.q = nn.Embedding(256, 16), nn.Linear(16, 16)
+        self.head = nn.Linear(16, 256)
+
+    def forward(self, x):
+        h = rope(self.q(self.wte(x)), 8, 500.0, 8.0, 1.0, 4.0, 64).transpose(1, 2)  # [N, 16, T]
+        return self.head(relu(h).transpose(1, 2))
+
+
 class GPTBlock(nn.Module):
     """A GPT-2 block (pre-norm): attention and an MLP, each added to its input."""
 
@@ -444,6 +476,7 @@ MODELS = {
     "bigram_mlp": (BigramMLP, lambda: text_windows(16, 32)),
     "bigram_tied": (BigramTied, lambda: text_windows(16, 32)),
     "bigram_rms": (BigramRMS, lambda: text_windows(16, 32)),
+    "bigram_rope": (BigramRope, lambda: text_windows(16, 32)),
     "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),
 }
 

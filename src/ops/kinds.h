@@ -14,6 +14,7 @@
     DL_OP(dl_op_attention) \
     DL_OP(dl_op_layernorm) \
     DL_OP(dl_op_rmsnorm) \
+    DL_OP(dl_op_rope) \
     DL_OP(dl_op_maxpool) \
     DL_OP(dl_op_avgpool) \
     DL_OP(dl_op_global_avgpool) \
