@@ -77,7 +77,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 67; else tap_plan 59; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 73; else tap_plan 65; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
 check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
 # a layer norm's output read by a linear through a cast (bf16) and by an f32
@@ -144,6 +144,27 @@ loss: softmax_cross_entropy
 train: {batch: 16, seed: 3}
 YAML
 DLTRAIN_TEXT="$W/text" check bigram_rope "$W/bigram_rope.yaml" default all=reference
+# a LLaMA attention block: RMS norm, q/k/v of different widths, rotary
+# positions, grouped-query attention (4 heads over 2 kv heads)
+cat >"$W/llama_attention.yaml" <<'YAML'
+name: llama_attention
+input: {shape: [16], dtype: i32, classes: 256}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 24}
+  - {name: norm, type: rmsnorm, eps: 1e-5}
+  - {name: q, type: fc, units: 24, bias: false}
+  - {name: k, type: fc, units: 12, bias: false, inputs: [norm]}
+  - {name: v, type: fc, units: 12, bias: false, inputs: [norm]}
+  - {name: q_rope, type: rope, head_dim: 6, inputs: [q]}
+  - {name: k_rope, type: rope, head_dim: 6, inputs: [k]}
+  - {name: attn, type: attention, heads: 4, kv_heads: 2, inputs: [q_rope, k_rope, v]}
+  - {name: o, type: fc, units: 24, bias: false}
+  - {name: res, type: add, inputs: [wte, o]}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+train: {batch: 8, seed: 3}
+YAML
+DLTRAIN_TEXT="$W/text" check llama_attention "$W/llama_attention.yaml" default all=reference precision=bf16
 # weight tying: the head's weight is the embedding's (share:); one gradient, both uses summed
 cat >"$W/bigram_tied.yaml" <<'YAML'
 name: bigram_tied

@@ -391,6 +391,36 @@ class BigramRope(nn.Module):
         return self.head(relu(h).transpose(1, 2))
 
 
+class LlamaAttention(nn.Module):
+    """test_torch.sh's llama_attention: a LLaMA attention block as Hugging
+    Face's LlamaAttention computes it: RMS norm, q, k and v projections of
+    different widths without biases, rotary positions on q and k,
+    grouped-query attention (4 query heads of 6 over 2 kv heads: repeat_kv),
+    the output projection added to the residual stream, then a head."""
+
+    def __init__(self, C=24, H=4, KV=2):
+        super().__init__()
+        d = C // H
+        self.wte, self.norm = nn.Embedding(256, C), RMSNorm(C, 1e-5)
+        self.q, self.k, self.v = nn.Linear(C, C, bias=False), nn.Linear(C, KV * d, bias=False), \
+            nn.Linear(C, KV * d, bias=False)
+        self.o, self.head = nn.Linear(C, C, bias=False), nn.Linear(C, 256)
+        self.H, self.KV, self.d = H, KV, d
+
+    def forward(self, ids):
+        x = self.wte(ids)
+        N, T, C = x.shape
+        h = self.norm(x)
+        q, k = rope(self.q(h), self.d, 10000.0), rope(self.k(h), self.d, 10000.0)
+        q = q.view(N, T, self.H, self.d).transpose(1, 2)  # [N, H, T, d]
+        k, v = (z.view(N, T, self.KV, self.d).transpose(1, 2).repeat_interleave(self.H // self.KV, dim=1)
+                for z in (k, self.v(h)))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        weights = F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        return self.head(x + self.o((weights @ v).transpose(1, 2).reshape(N, T, C)))
+
+
 class GPTBlock(nn.Module):
     """A GPT-2 block (pre-norm): attention and an MLP, each added to its input."""
 
@@ -477,6 +507,7 @@ MODELS = {
     "bigram_tied": (BigramTied, lambda: text_windows(16, 32)),
     "bigram_rms": (BigramRMS, lambda: text_windows(16, 32)),
     "bigram_rope": (BigramRope, lambda: text_windows(16, 32)),
+    "llama_attention": (LlamaAttention, lambda: text_windows(8, 16)),
     "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),
 }
 

@@ -12,11 +12,18 @@ struct dl_attention_dims dl_attention_dims(const struct dl_layer *l)
 {
     struct dl_attention_dims a = {.T = l->out_shape.h, .C = l->out_shape.c, .H = dl_attr_int(l, "heads", 0)};
     a.d = a.C / a.H;
+    a.KV = dl_attention_kv_heads(l->attr);
+    a.Ckv = a.KV * a.d;
     a.head0 = dl_attention_first_head(l->attr);
     a.packed = l->n_in == 1;
     a.causal = dl_attr_int(l, "causal", 0);
     a.dropout = dl_attr_float(l, "dropout");
     return a;
+}
+
+int dl_attention_ungrouped(const struct dl_layer *l)
+{
+    return dl_attention_kv_heads(l->attr) == dl_attr_int(l, "heads", 0);
 }
 
 void dl_attention_softmax(float *p, long T, int causal, float scale)

@@ -11,15 +11,21 @@
 #include "graph/graph.h"
 
 /* Attention layer l's positions T, width C, heads H of d = C / H features,
- * the whole layer's index of its first head (a tensor rank's part), q, k, v
- * packed in one input or three, the causal mask and the dropout rate. */
+ * KV heads of k and v (grouped-query attention: query head h reads kv head
+ * h / (H / KV)) and their width Ckv = KV d, the whole layer's index of its
+ * first head (a tensor rank's part), q, k, v packed in one input or three,
+ * the causal mask and the dropout rate. */
 struct dl_attention_dims {
-    long T, C, H, d, head0;
+    long T, C, H, d, KV, Ckv, head0;
     int packed, causal;
     double dropout;
 };
 
 struct dl_attention_dims dl_attention_dims(const struct dl_layer *l);
+
+/* 1 when layer l's k and v have as many heads as q (a kernel that does not
+ * group kv heads supports only these). */
+int dl_attention_ungrouped(const struct dl_layer *l);
 
 /* Where a head's dropout draws its factors (ops/attention.h's
  * dl_attention_kept): rate 0 keeps every weight. */

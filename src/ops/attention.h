@@ -16,4 +16,8 @@ double dl_attention_kept(uint64_t key, long sample, long h, long t, long s, long
  * the whole layer's masks for its heads). */
 long dl_attention_first_head(const void *attr);
 
+/* The heads of k and v of a layer's attributes (grouped-query attention:
+ * kv_heads, or heads when it is 0). */
+int dl_attention_kv_heads(const void *attr);
+
 #endif

@@ -1,5 +1,7 @@
 /* attention.c: multi-head attention (ops/attention.c) as GEMMs on oneDNN's
- * JIT sgemm ("dnnl-gemm"), one (sample, head) task per thread at a time.
+ * JIT sgemm ("dnnl-gemm"), one (sample, head) task per thread at a time
+ * (backward: one (sample, kv head) task, its group of query heads in turn
+ * adding into the kv head's gradients).
  * q, k, v and the output of a head are [d][T] blocks of the [C][T]
  * storage (core/shape.h), which the GEMMs read in place (leading dim T):
  *   S = scale q^T k      (T x T; the causal part is masked afterwards),
@@ -58,25 +60,28 @@ struct head {
     float *dq, *dk, *dv;
 };
 
-/* Head h of sample n: its q, k, v blocks and their gradients' (NULL: not wanted). */
+/* Head h of sample n: its q block, its kv head's k and v blocks, and their
+ * gradients' (NULL: not wanted). */
 static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c, long n, long h)
 {
-    long T = m->a.T, C = m->a.C, off = h * m->a.d * T;
+    long T = m->a.T, C = m->a.C, Ckv = m->a.Ckv, off = h * m->a.d * T, kv_off = h / (m->a.H / m->a.KV) * m->a.d * T;
     struct head x = {0};
     if (m->a.packed) {
-        long base = n * 3 * C * T + off;
-        x.q = dl_tensor_const_f32(&c->in[0]) + base, x.k = x.q + C * T, x.v = x.k + C * T;
-        if (c->din[0].data)
-            x.dq = dl_tensor_f32(&c->din[0]) + base, x.dk = x.dq + C * T, x.dv = x.dk + C * T;
+        long base = n * (C + 2 * Ckv) * T;
+        x.q = dl_tensor_const_f32(&c->in[0]) + base + off;
+        x.k = dl_tensor_const_f32(&c->in[0]) + base + C * T + kv_off, x.v = x.k + Ckv * T;
+        if (c->din[0].data) {
+            x.dq = dl_tensor_f32(&c->din[0]) + base + off;
+            x.dk = dl_tensor_f32(&c->din[0]) + base + C * T + kv_off, x.dv = x.dk + Ckv * T;
+        }
         return x;
     }
-    long base = n * C * T + off;
-    x.q = dl_tensor_const_f32(&c->in[0]) + base;
-    x.k = dl_tensor_const_f32(&c->in[1]) + base;
-    x.v = dl_tensor_const_f32(&c->in[2]) + base;
-    x.dq = c->din[0].data ? dl_tensor_f32(&c->din[0]) + base : NULL;
-    x.dk = c->din[1].data ? dl_tensor_f32(&c->din[1]) + base : NULL;
-    x.dv = c->din[2].data ? dl_tensor_f32(&c->din[2]) + base : NULL;
+    x.q = dl_tensor_const_f32(&c->in[0]) + n * C * T + off;
+    x.k = dl_tensor_const_f32(&c->in[1]) + n * Ckv * T + kv_off;
+    x.v = dl_tensor_const_f32(&c->in[2]) + n * Ckv * T + kv_off;
+    x.dq = c->din[0].data ? dl_tensor_f32(&c->din[0]) + n * C * T + off : NULL;
+    x.dk = c->din[1].data ? dl_tensor_f32(&c->din[1]) + n * Ckv * T + kv_off : NULL;
+    x.dv = c->din[2].data ? dl_tensor_f32(&c->din[2]) + n * Ckv * T + kv_off : NULL;
     return x;
 }
 
@@ -112,12 +117,10 @@ static void attn_forward(void *inst, const struct dl_kernel_args *a)
     }
     if (c->cache) /* a prompt's window from position 0: its keys and values start the cache */
         for (long n = 0; n < c->batch; n++) {
-            const float *k = dl_tensor_const_f32(&c->in[0]) + n * 3 * m->a.C * T + m->a.C * T, *v = k + m->a.C * T;
+            struct head x = head_of(m, c, n, 0);
+            const float *k = x.k, *v = x.v;
             float *K = c->cache + n * 2 * m->a.C * c->cache_len, *V = K + m->a.C * c->cache_len;
-            if (!m->a.packed)
-                k = dl_tensor_const_f32(&c->in[1]) + n * m->a.C * T,
-                v = dl_tensor_const_f32(&c->in[2]) + n * m->a.C * T;
-            for (long j = 0; j < m->a.C; j++) {
+            for (long j = 0; j < m->a.Ckv; j++) {
                 memcpy(K + j * c->cache_len, k + j * T, sizeof *K * (size_t)T);
                 memcpy(V + j * c->cache_len, v + j * T, sizeof *V * (size_t)T);
             }
@@ -144,28 +147,30 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
         any |= c->din[i].data != NULL;
     if (!any)
         return;
-    long T = m->a.T, tasks = (long)c->batch * m->a.H;
+    long T = m->a.T, G = m->a.H / m->a.KV, tasks = (long)c->batch * m->a.KV;
     float scale = (float)(1 / sqrt((double)m->a.d));
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (long task = 0; task < tasks; task++) {
-        long n = task / m->a.H, h = task % m->a.H;
+        long n = task / m->a.KV, g = task % m->a.KV;
         float *p = (float *)a->workspace + 3 * (size_t)(T * T) * (size_t)omp_get_thread_num(), *pd = p + T * T,
               *dp = pd + T * T;
-        struct head x = head_of(m, c, n, h);
-        int dropout = drops(m, c);
-        if (!dropout)
-            pd = p;
-        weights(m, c, &x, n, h, p, pd);
-        const float *dy = dl_tensor_const_f32(&c->dout) + n * m->a.C * T + h * m->a.d * T;
-        if (x.dv)
-            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, dy, T, pd, T, 0, x.dv, T);
-        dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->a.d, 1, dy, T, x.v, T, 0, dp, T);
-        struct dl_attention_drop drop = {c->key, c->sample0 + n, m->a.head0 + h, dropout ? m->a.dropout : 0};
-        dl_attention_score_grad(dp, p, T, m->a.causal, scale, &drop);
-        if (x.dq)
-            dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, T, T, 1, x.k, T, dp, T, 0, x.dq, T);
-        if (x.dk)
-            dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, x.q, T, dp, T, 0, x.dk, T);
+        for (long h = g * G; h < (g + 1) * G; h++) { /* the group's heads add into dk and dv in order */
+            struct head x = head_of(m, c, n, h);
+            float beta = h == g * G ? 0 : 1;
+            int dropout = drops(m, c);
+            pd = dropout ? p + T * T : p;
+            weights(m, c, &x, n, h, p, pd);
+            const float *dy = dl_tensor_const_f32(&c->dout) + n * m->a.C * T + h * m->a.d * T;
+            if (x.dv)
+                dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, dy, T, pd, T, beta, x.dv, T);
+            dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->a.d, 1, dy, T, x.v, T, 0, dp, T);
+            struct dl_attention_drop drop = {c->key, c->sample0 + n, m->a.head0 + h, dropout ? m->a.dropout : 0};
+            dl_attention_score_grad(dp, p, T, m->a.causal, scale, &drop);
+            if (x.dq)
+                dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, T, T, 1, x.k, T, dp, T, 0, x.dq, T);
+            if (x.dk)
+                dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, x.q, T, dp, T, beta, x.dk, T);
+        }
     }
 }
 

@@ -301,9 +301,15 @@ static void attnb_backward(void *inst, const struct dl_kernel_args *a)
     }
 }
 
+/* Not yet grouped kv heads (the reference-bf16 runs those). */
+static int attnb_supports(const struct dl_layer *l)
+{
+    return dl_dnnl_bf16_supports(l) && dl_attention_ungrouped(l);
+}
+
 const struct dl_kernel dl_kernel_onednn_attention_bf16 = {
     .name = "onednn-bf16", .backend = "cpu_onednn", .op = &dl_op_attention, .dtype = DL_BF16,
-    .supports = dl_dnnl_bf16_supports, .create = attnb_create, .destroy = attnb_destroy,
+    .supports = attnb_supports, .create = attnb_create, .destroy = attnb_destroy,
     .workspace_bytes = attnb_ws, .forward = attnb_forward, .backward_data = attnb_backward,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS, /* q, k, v: the weights recomputed */
 };

@@ -272,10 +272,17 @@ static void attention_backward(void *inst, const struct dl_kernel_args *a)
     }
 }
 
+/* Not yet grouped kv heads (k and v with fewer heads than q). */
+static int attention_supports(const struct dl_layer *l)
+{
+    return dl_attention_kv_heads(l->attr) == dl_attr_int(l, "heads", 0);
+}
+
 #define CUBLAS_ATTENTION_KERNEL(SYM, NAME, DTYPE)                                                \
     const struct dl_kernel SYM = {                                                               \
         .name = NAME, .backend = "cuda", .op = &dl_op_attention, .device = DL_DEVICE_CUDA, .dtype = DTYPE, \
-        .create = attention_create, .destroy = attention_destroy, .workspace_bytes = attention_ws, \
+        .supports = attention_supports, .create = attention_create, .destroy = attention_destroy,  \
+        .workspace_bytes = attention_ws,                                                          \
         .forward = attention_forward, .backward_data = attention_backward,                       \
     };
 CUBLAS_ATTENTION_KERNEL(dl_kernel_cublas_attention, "cublas", DL_F32)
