@@ -1,5 +1,5 @@
-/* test_grad_transformer.c: the transformer layers (gelu, layernorm,
- * rmsnorm, rope, position_embedding, attention): finite-difference gradient checks in the
+/* test_grad_transformer.c: the transformer layers (gelu, swiglu,
+ * layernorm, rmsnorm, rope, position_embedding, attention): finite-difference gradient checks in the
  * double precision build, forward values against formulas and properties
  * (causality, each head on its own features, dropout's mask drawn by place),
  * and their shape errors. */
@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gradcheck.h"
 #include "ops/kinds.h"
@@ -29,6 +31,16 @@ static void gelu_grad(void **state)
                                 .training = 1};
         gc_assert(&image);
     }
+}
+
+static void swiglu_grad(void **state)
+{
+    struct gc_case seq = {.op = &dl_op_swiglu, .attrs = "{}", .batch = 3, .n_in = 2, .in = {SEQ(5, 4), SEQ(5, 4)},
+                          .training = 1};
+    gc_assert(&seq);
+    struct gc_case image = {.op = &dl_op_swiglu, .attrs = "{}", .batch = 2, .n_in = 2,
+                            .in = {{3, 4, 5}, {3, 4, 5}}, .training = 1};
+    gc_assert(&image);
 }
 
 static void layernorm_grad(void **state)
@@ -91,12 +103,18 @@ static void attention_grad(void **state)
         {"{heads: 2, dropout: 0.3}", 1, 7, 3 * 4, 3, 1},    /* the same mask on every evaluation */
         {"{heads: 2, dropout: 0.3}", 1, 4, 3 * 4, 2, 0},    /* inference: no dropout */
         {"{heads: 1}", 1, 1, 3 * 2, 3, 1},                  /* one position */
+        /* grouped-query: q of 4 heads of 3, k and v of 2 (or 1: multi-query) */
+        {"{heads: 4, kv_heads: 2}", 3, 5, 12, 2, 1},
+        {"{heads: 4, kv_heads: 1, dropout: 0.2}", 3, 4, 12, 2, 1},
+        {"{heads: 4, kv_heads: 2, causal: false}", 1, 5, (4 + 2 * 2) * 3, 2, 1}, /* packed [T, (H + 2KV) d] */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct gc_case c = {.op = &dl_op_attention, .attrs = cases[i].attrs, .batch = cases[i].batch,
                             .n_in = cases[i].n_in, .training = cases[i].training};
         for (int k = 0; k < c.n_in; k++)
             c.in[k] = SEQ(cases[i].T, cases[i].C);
+        if (strstr(cases[i].attrs, "kv_heads") && c.n_in == 3) /* k and v: kv_heads x 3 features */
+            c.in[1] = c.in[2] = SEQ(cases[i].T, strstr(cases[i].attrs, "kv_heads: 1") ? 3 : 6);
         gc_assert(&c);
     }
 }
@@ -125,6 +143,25 @@ static void gelu_values(void **state)
     assert_true(fabs((double)dl_tensor_f32(&r.call.out)[5] - 0.8413447460685429) < 1e-12); /* GELU(1) = Phi(1) */
     ot_free(&r);
     ot_expect_attr_error(&dl_op_gelu, "{approximate: sigmoid}", (const char *[]){"approximate", "tanh", "none", NULL});
+}
+
+/* silu(gate) x up against its formula; the shapes must agree. */
+static void swiglu_values(void **state)
+{
+    static const double g[] = {-6, -1, -0.25, 0, 0.5, 2, 8}, u[] = {2, -3, 1, 5, -1, 0.5, 1};
+    dl_real gs[7], us[7];
+    for (int i = 0; i < 7; i++)
+        gs[i] = (dl_real)g[i], us[i] = (dl_real)u[i];
+    const dl_real *xs[] = {gs, us};
+    struct dl_shape s[2] = {{7, 1, 1}, {7, 1, 1}};
+    struct ot_run r;
+    ot_setup(&r, &dl_op_swiglu, "{}", 1, 2, s, xs, NULL, 1);
+    dl_op_swiglu.forward(&r.call);
+    for (int i = 0; i < 7; i++)
+        assert_true(fabs((double)dl_tensor_f32(&r.call.out)[i] - g[i] / (1 + exp(-g[i])) * u[i]) < 1e-12);
+    ot_free(&r);
+    struct dl_shape other[2] = {SEQ(4, 6), SEQ(4, 5)};
+    ot_expect_infer_error(&dl_op_swiglu, 2, other, (const char *[]){"gate and up of one shape", "4x6", "4x5", NULL});
 }
 
 /* Each position's features come out with mean 0 and variance 1 (before the
@@ -427,30 +464,60 @@ static void attention_dropout(void **state)
     ot_free(&plain);
 }
 
+/* Attention's attributes from a string (free() them). */
+static void *attention_attrs_of(const char *text)
+{
+    struct dl_error err = {0};
+    void *a = calloc(1, dl_op_attention.attr_size);
+    if (dl_attrs_from_string(&dl_op_attention, text, a, &err))
+        fail_msg("%s: %s", text, err.msg);
+    return a;
+}
+
 static void attention_shapes(void **state)
 {
     struct dl_shape packed = SEQ(4, 12), odd = SEQ(4, 10), two[2] = {SEQ(4, 4), SEQ(4, 4)},
-                    mixed[3] = {SEQ(4, 4), SEQ(4, 4), SEQ(3, 4)}, image = {12, 2, 2};
+                    mixed[3] = {SEQ(4, 4), SEQ(4, 4), SEQ(3, 4)}, image = {12, 2, 2}, six = SEQ(4, 18);
     struct dl_error err = {0};
     struct dl_shape out;
-    struct { int heads, causal; double dropout; } a = {2, 1, 0};
-    assert_int_equal(dl_op_attention.infer(&a, 1, &packed, &out, &err), DL_OK);
+    void *a = attention_attrs_of("{heads: 2}");
+    assert_int_equal(dl_op_attention.infer(a, 1, &packed, &out, &err), DL_OK);
     assert_true(dl_shape_eq(out, SEQ(4, 4)));
-    a.heads = 3;
-    struct dl_shape six = SEQ(4, 18);
-    assert_int_equal(dl_op_attention.infer(&a, 1, &six, &out, &err), DL_OK);
-    a.heads = 4;
-    assert_int_equal(dl_op_attention.infer(&a, 1, &six, &out, &err), DL_ERR_SPEC);
+    free(a);
+    a = attention_attrs_of("{heads: 3}");
+    assert_int_equal(dl_op_attention.infer(a, 1, &six, &out, &err), DL_OK);
+    free(a);
+    a = attention_attrs_of("{heads: 4}");
+    assert_int_equal(dl_op_attention.infer(a, 1, &six, &out, &err), DL_ERR_SPEC);
     ot_expect_words(err.msg, (const char *[]){"heads 4 do not divide the width 6", NULL});
-    assert_int_equal(dl_op_attention.infer(&a, 1, &odd, &out, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_op_attention.infer(a, 1, &odd, &out, &err), DL_ERR_SPEC);
     ot_expect_words(err.msg, (const char *[]){"[T, 3C]", "4x10", "not a multiple of 3", NULL});
-    assert_int_equal(dl_op_attention.infer(&a, 2, two, &out, &err), DL_ERR_SPEC);
+    assert_int_equal(dl_op_attention.infer(a, 2, two, &out, &err), DL_ERR_SPEC);
     ot_expect_words(err.msg, (const char *[]){"expected 1 input", "or 3", "found 2", NULL});
-    a.heads = 1;
-    assert_int_equal(dl_op_attention.infer(&a, 3, mixed, &out, &err), DL_ERR_SPEC);
-    ot_expect_words(err.msg, (const char *[]){"one shape", "4x4", "3x4", NULL});
-    assert_int_equal(dl_op_attention.infer(&a, 1, &image, &out, &err), DL_ERR_SPEC);
+    free(a);
+    a = attention_attrs_of("{heads: 1}");
+    assert_int_equal(dl_op_attention.infer(a, 3, mixed, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"expected 4x4", "input 3 (v)", "found 3x4", NULL});
+    assert_int_equal(dl_op_attention.infer(a, 1, &image, &out, &err), DL_ERR_SPEC);
     ot_expect_words(err.msg, (const char *[]){"expected sequences [T, C]", "12x2x2", NULL});
+    free(a);
+    /* grouped-query: q [4, 12] of 4 heads of 3; k and v [4, 6] of 2 */
+    a = attention_attrs_of("{heads: 4, kv_heads: 2}");
+    struct dl_shape grouped[3] = {SEQ(4, 12), SEQ(4, 6), SEQ(4, 6)}, packed_grouped = SEQ(4, 24);
+    assert_int_equal(dl_op_attention.infer(a, 3, grouped, &out, &err), DL_OK);
+    assert_true(dl_shape_eq(out, SEQ(4, 12)));
+    assert_int_equal(dl_op_attention.infer(a, 1, &packed_grouped, &out, &err), DL_OK);
+    assert_true(dl_shape_eq(out, SEQ(4, 12)));
+    assert_int_equal(dl_op_attention.infer(a, 1, &six, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"[T, (heads + 2 kv_heads) d] = [T, 8 d]", "4x18",
+                                              "not a multiple of 8", NULL});
+    grouped[1] = SEQ(4, 12);
+    assert_int_equal(dl_op_attention.infer(a, 3, grouped, &out, &err), DL_ERR_SPEC);
+    ot_expect_words(err.msg, (const char *[]){"expected 4x6", "kv_heads 2", "head features 3", "input 2 (k)",
+                                              "found 4x12", NULL});
+    free(a);
+    ot_expect_attr_error(&dl_op_attention, "{heads: 4, kv_heads: 3}",
+                         (const char *[]){"kv_heads", "divisor of heads 4", "found 3", NULL});
     ot_expect_attr_error(&dl_op_attention, "{heads: 2, dropout: 1}", (const char *[]){"dropout", "[0, 1)", NULL});
     ot_expect_attr_error(&dl_op_attention, "{}", (const char *[]){"heads", NULL});
 }
@@ -458,10 +525,10 @@ static void attention_shapes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(gelu_grad),        cmocka_unit_test(layernorm_grad),
+        cmocka_unit_test(gelu_grad),        cmocka_unit_test(swiglu_grad),  cmocka_unit_test(layernorm_grad),
         cmocka_unit_test(rmsnorm_grad),     cmocka_unit_test(rope_grad),
         cmocka_unit_test(position_embedding_grad), cmocka_unit_test(attention_grad),
-        cmocka_unit_test(gelu_values),      cmocka_unit_test(layernorm_values),
+        cmocka_unit_test(gelu_values),      cmocka_unit_test(swiglu_values), cmocka_unit_test(layernorm_values),
         cmocka_unit_test(rmsnorm_values),   cmocka_unit_test(rope_values),
         cmocka_unit_test(position_embedding_values), cmocka_unit_test(attention_values),
         cmocka_unit_test(attention_dropout), cmocka_unit_test(attention_shapes),

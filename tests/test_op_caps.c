@@ -52,6 +52,7 @@ static const struct example examples[] = {
     {"rmsnorm", "{eps: 0.01}", {6, 5, 1, 2}},
     {"rope", "{head_dim: 4, scaling_factor: 8, original_context: 16}", {8, 5, 1, 2}},
     {"gelu", "{}", {3, 4, 5}},
+    {"swiglu", "{}", {3, 4, 5}}, /* gate and up of this shape */
 };
 #define N_EXAMPLES (sizeof examples / sizeof examples[0])
 

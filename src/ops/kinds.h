@@ -24,6 +24,7 @@
     DL_OP(dl_op_sigmoid) \
     DL_OP(dl_op_tanh) \
     DL_OP(dl_op_gelu) \
+    DL_OP(dl_op_swiglu) \
     DL_OP(dl_op_dropout) \
     DL_OP(dl_op_flatten) \
     DL_OP(dl_op_add) \
