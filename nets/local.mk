@@ -9,4 +9,7 @@ nobase_dist_pkgdata_DATA += \
 	nets/bigram.yaml \
 	nets/gpt-tiny.yaml \
 	nets/gpt2.yaml \
-	nets/gpt2-medium.yaml
+	nets/gpt2-medium.yaml \
+	nets/llama-tiny.yaml \
+	nets/smollm2-135m.yaml \
+	nets/llama3.2-1b.yaml

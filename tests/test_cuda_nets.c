@@ -1,6 +1,7 @@
 /* test_cuda_nets.c: every layer of every shipped network (the files of
  * nets/, the GPT networks gpt-tiny and gpt2 among them) has a GPU kernel of
- * this build that supports it: kernel choice for an executor on the CUDA
+ * this build that supports it (but the LLaMA family's layers, listed in
+ * gpu_kernel_not_yet): kernel choice for an executor on the CUDA
  * device (dl_kernel_select with device DL_DEVICE_CUDA, what the executor
  * asks) finds one, so `--device cuda` can run the network layer by layer.
  * And under `--precision bf16` (the choice's precision bf16): every layer
@@ -27,11 +28,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/attr.h"
 #include "backends/kernel.h"
 #include "config.h"
+#include "ops/attention.h"
 #include "spec/netfile.h"
 
 #define MAX_NETS 64
+
+/* The layers no GPU kernel serves yet: the LLaMA family's new kinds (RMS
+ * norm, rotary positions, SwiGLU) and grouped-query attention (issue 43
+ * landed them on the CPU first; the GPU issue brings their kernels).  Such
+ * a layer is listed, not counted, and must have no GPU kernel: when one
+ * comes, this list must shrink (the test fails until it does). */
+static int gpu_kernel_not_yet(const struct dl_layer *l)
+{
+    static const char *const kinds[] = {"rmsnorm", "rope", "swiglu", NULL};
+    for (int i = 0; kinds[i]; i++)
+        if (strcmp(l->kind->name, kinds[i]) == 0)
+            return 1;
+    return strcmp(l->kind->name, "attention") == 0 && dl_attention_kv_heads(l->attr) != dl_attr_int(l, "heads", 0);
+}
 
 static char names[MAX_NETS][256];
 
@@ -55,6 +72,12 @@ static int layers_without_gpu_kernel(const char *name)
         const struct dl_kernel *k = dl_kernel_select(l, &on_gpu);
         char shape[48];
         dl_shape_str(l->in_shape[0], shape, sizeof shape);
+        if (gpu_kernel_not_yet(l)) {
+            print_message("# %s: %-22s %-20s in %-14s no GPU kernel yet%s\n", name, l->name, l->kind->name, shape,
+                          k ? ", BUT ONE SUPPORTS IT: take it off gpu_kernel_not_yet" : "");
+            missing += k != NULL;
+            continue;
+        }
         if (k)
             print_message("# %s: %-22s %-20s in %-14s kernel %s\n", name, l->name, l->kind->name, shape, k->name);
         else
@@ -108,6 +131,10 @@ static int bf16_layers_without_bf16_kernel(const char *name)
             all_bf16 &= l->in[j] != DL_GRAPH_INPUT && out[l->in[j]] == DL_BF16;
         struct dl_kernel_choices ch = {.device = DL_DEVICE_CUDA,
                                        .precision = l->kind->autocast_bf16 || all_bf16 ? DL_BF16 : DL_F32};
+        if (gpu_kernel_not_yet(l)) { /* listed by every_layer_has_a_gpu_kernel; its output taken as f32 */
+            out[i] = DL_F32;
+            continue;
+        }
         const struct dl_kernel *k = dl_kernel_select(l, &ch);
         assert_non_null(k); /* every layer has a GPU kernel: every_layer_has_a_gpu_kernel */
         out[i] = dl_kernel_tensor_dtype(k, l->out_shape);

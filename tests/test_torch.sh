@@ -77,7 +77,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 73; else tap_plan 65; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 79; else tap_plan 71; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
 check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
 # a layer norm's output read by a linear through a cast (bf16) and by an f32
@@ -207,6 +207,9 @@ loss: softmax_cross_entropy
 train: {batch: 8, seed: 5}
 YAML
 DLTRAIN_TEXT="$W/text" check gpt_tiny "$W/gpt_tiny.yaml" default all=reference precision=bf16
+# the shipped LLaMA (RMS norm, rotary q and k, 4 heads over 2 kv heads, SwiGLU, tied head) as Hugging
+# Face's LlamaForCausalLM computes it, under its module names
+DLTRAIN_TEXT="$W/text" check llama_tiny "$NETS/llama-tiny.yaml" default all=reference precision=bf16
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then
     check alexnet "$W/alexnet.yaml" default all=reference
     check vgg16 "$W/vgg16.yaml" default all=reference

@@ -421,6 +421,64 @@ class LlamaAttention(nn.Module):
         return self.head(x + self.o((weights @ v).transpose(1, 2).reshape(N, T, C)))
 
 
+class LlamaBlock(nn.Module):
+    """A LLaMA decoder layer as Hugging Face's LlamaDecoderLayer computes it
+    (its module names): RMS norm, attention with rotary positions and
+    grouped kv heads, RMS norm, SwiGLU MLP, each added to its input."""
+
+    def __init__(self, C, H, KV, F, theta, eps):
+        super().__init__()
+        d = C // H
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(C, eps), RMSNorm(C, eps)
+        self.self_attn = nn.Module()
+        self.self_attn.q_proj = nn.Linear(C, H * d, bias=False)
+        self.self_attn.k_proj, self.self_attn.v_proj = nn.Linear(C, KV * d, bias=False), nn.Linear(C, KV * d, bias=False)
+        self.self_attn.o_proj = nn.Linear(H * d, C, bias=False)
+        self.mlp = nn.Module()
+        self.mlp.gate_proj, self.mlp.up_proj = nn.Linear(C, F, bias=False), nn.Linear(C, F, bias=False)
+        self.mlp.down_proj = nn.Linear(F, C, bias=False)
+        self.H, self.KV, self.d, self.theta = H, KV, d, theta
+
+    def attention(self, x):
+        N, T, C = x.shape
+        a = self.self_attn
+        q, k = rope(a.q_proj(x), self.d, self.theta), rope(a.k_proj(x), self.d, self.theta)
+        q = q.view(N, T, self.H, self.d).transpose(1, 2)  # [N, H, T, d]
+        k, v = (z.view(N, T, self.KV, self.d).transpose(1, 2).repeat_interleave(self.H // self.KV, dim=1)
+                for z in (k, a.v_proj(x)))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        weights = F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        return a.o_proj((weights @ v).transpose(1, 2).reshape(N, T, self.H * self.d))
+
+    def forward(self, x):
+        x = x + self.attention(self.input_layernorm(x))
+        h = self.post_attention_layernorm(x)
+        return x + self.mlp.down_proj(F.silu(self.mlp.gate_proj(h)) * self.mlp.up_proj(h))
+
+
+class LlamaTiny(nn.Module):
+    """nets/llama-tiny.yaml: Hugging Face's LlamaForCausalLM layout (module
+    names model.embed_tokens, model.layers.N..., model.norm, lm_head tied
+    to the embedding) at width 64, 4 heads over 2 kv heads, MLP 128."""
+    tied = ("lm_head.weight",)
+
+    def __init__(self, V=256, C=64, H=4, KV=2, F_=128, layers=2, theta=10000.0, eps=1e-5):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(V, C)
+        self.model.layers = nn.ModuleList(LlamaBlock(C, H, KV, F_, theta, eps) for _ in range(layers))
+        self.model.norm = RMSNorm(C, eps)
+        self.lm_head = nn.Linear(C, V, bias=False)
+        self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, ids):
+        x = self.model.embed_tokens(ids)
+        for block in self.model.layers:
+            x = block(x)
+        return self.lm_head(self.model.norm(x))
+
+
 class GPTBlock(nn.Module):
     """A GPT-2 block (pre-norm): attention and an MLP, each added to its input."""
 
@@ -508,6 +566,7 @@ MODELS = {
     "bigram_rms": (BigramRMS, lambda: text_windows(16, 32)),
     "bigram_rope": (BigramRope, lambda: text_windows(16, 32)),
     "llama_attention": (LlamaAttention, lambda: text_windows(8, 16)),
+    "llama_tiny": (LlamaTiny, lambda: text_windows(4, 64)),
     "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),
 }
 
