@@ -8,12 +8,15 @@
 # window slides) and with the key/value cache (30-byte prompts and 24
 # tokens, within its 64 positions); sampling is the same for the same
 # --seed and differs for another; --top-k 1 is greedy; under --precision bf16
-# the cache decodes in f32 (fp32's bytes); a network that reads no token ids and a
-# missing checkpoint are refused.
+# the cache decodes in f32 (fp32's bytes); llama-tiny (rotary positions
+# from the cache's length, grouped kv heads in the cache) decodes five
+# prompts with its cache as PyTorch's LlamaForCausalLM-shaped model does
+# and samples with the cache what it samples on the whole window;
+# a network that reads no token ids and a missing checkpoint are refused.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-tap_plan 12
+tap_plan 15
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
 GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $TEXT --threads 1"
@@ -87,6 +90,50 @@ $DLTRAIN generate $GPT --checkpoint "$T/ckpt" --prompt "$(cat "$T/prompt0" | hea
 s=$?
 [ $s = 0 ] && cmp -s "$T/c0bf16" "$T/c0"
 tap_result $? "--precision bf16 with the key/value cache decodes in f32: fp32's bytes"
+# llama-tiny: rope turns each new q and k by its place after the cache's positions; k and v of
+# 2 kv heads join the cache
+LLAMA="--net $top_srcdir/nets/llama-tiny.yaml --data $TEXT --threads 1"
+expect_status 0 "train llama-tiny 300 steps with a checkpoint" -- \
+    $DLTRAIN $LLAMA --max-steps 300 --checkpoint-dir "$T/lckpt" --checkpoint-every 300 --quiet
+for k in 0 1 2 3 4; do
+    $DLTRAIN generate $LLAMA --checkpoint "$T/lckpt" --prompt "$(head -c 30 "$T/prompt$k")" --max-tokens 24 \
+        --temperature 0 > "$T/l$k" 2>/dev/null
+done
+/usr/bin/python3 - "$top_srcdir/tests" "$T/lckpt" "$T" <<'PY'
+import glob, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import torch
+import torch_check as tc
+ckpt = tc.st_read(sorted(glob.glob(sys.argv[2] + "/ckpt-*.safetensors"))[-1])
+model = tc.LlamaTiny().double()
+state = {k: torch.from_numpy(np.array(v, dtype=np.float64)) for k, v in ckpt.items()
+         if not k.startswith(("optim.", "rng."))}
+model.load_state_dict(state, strict=False)
+ok = True
+for k in range(5):
+    ids = list(open("%s/prompt%d" % (sys.argv[3], k), "rb").read()[:30])
+    with torch.no_grad():
+        for _ in range(24):
+            ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
+    got = open("%s/l%d" % (sys.argv[3], k), "rb").read()
+    print("# %r: PyTorch %r, dltrain with its key/value cache %r" % (bytes(ids[18:30]), bytes(ids)[30:], got[30:]))
+    ok = ok and bytes(ids) == got
+sys.exit(0 if ok else 1)
+PY
+tap_result $? "llama-tiny: greedy decoding of five prompts with the key/value cache equals PyTorch's (float64)"
+# sampled (varied text, unlike greedy's at this size): the cache's bytes are the whole window's
+same=0
+for k in 0 1 2 3 4; do
+    p=$(head -c 30 "$T/prompt$k")
+    $DLTRAIN generate $LLAMA --checkpoint "$T/lckpt" --prompt "$p" --max-tokens 30 --seed $k > "$T/ls$k" 2>/dev/null
+    $DLTRAIN generate $LLAMA --checkpoint "$T/lckpt" --prompt "$p" --max-tokens 30 --seed $k --no-cache \
+        > "$T/lw$k" 2>/dev/null
+    cmp -s "$T/ls$k" "$T/lw$k" && [ "$(wc -c < "$T/ls$k")" -eq 60 ] && same=$((same + 1))
+    printf '# %s\n' "$(tail -c 30 "$T/ls$k" | tr -c '[:print:]' '.')"
+done
+[ $same -eq 5 ]
+tap_result $? "llama-tiny: sampling with the key/value cache gives the whole window's bytes ($same of 5 prompts)"
 expect_status 2 "a network that reads no token ids" -- $DLTRAIN generate --net lenet5 --checkpoint "$T/ckpt"
 expect_output "reads no token ids with a loss at every position" "the message says why"
 expect_status 1 "a missing checkpoint" -- $DLTRAIN generate $GPT --checkpoint "$T/nosuch"
