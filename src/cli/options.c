@@ -18,7 +18,7 @@
 #include "spec/datafile.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
-#include "train/hf_gpt2.h"
+#include "train/hf_weights.h"
 
 void dl_net_options_init(struct dl_net_options *o)
 {
@@ -477,7 +477,7 @@ int dl_load_weights(const char *checkpoint, const char *init_from, struct dl_exe
                     struct dl_error *err)
 {
     if (init_from)
-        return dl_hf_gpt2_import(init_from, g, e, err);
+        return dl_hf_import(init_from, g, e, err);
     char file[4200];
     struct stat st;
     const char *path = checkpoint;

@@ -127,7 +127,7 @@ void dl_net_options_help(FILE *f);
 /* Loads an executor's weights (a whole network's, one process): from a
  * checkpoint file, or the latest in a --checkpoint-dir folder
  * (train/checkpoint.h, without optimizer state), or with init_from set from
- * Hugging Face's GPT-2 safetensors (train/hf_gpt2.h). */
+ * Hugging Face's GPT-2 or LLaMA weights (train/hf_weights.h). */
 int dl_load_weights(const char *checkpoint, const char *init_from, struct dl_exec *e, const struct dl_graph *g,
                     struct dl_error *err);
 

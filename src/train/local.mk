@@ -6,7 +6,7 @@ libdltrain_a_SOURCES += src/train/trainer.c src/train/trainer.h \
 	src/train/batch_ahead.c src/train/batch_ahead.h \
 	src/train/no_decay.c src/train/no_decay.h \
 	src/train/tied.c src/train/tied.h \
-	src/train/hf_gpt2.c src/train/hf_gpt2.h \
+	src/train/hf_weights.c src/train/hf_weights.h src/train/hf_llama_config.c src/train/hf_llama_config.h \
 	src/train/sample.c src/train/sample.h \
 	src/train/precision_auto.c src/train/precision_auto.h
 # Checkpoints (run state <-> safetensors, folder discovery and rotation),

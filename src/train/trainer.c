@@ -18,7 +18,7 @@
 #include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/trace.h"
-#include "train/hf_gpt2.h"
+#include "train/hf_weights.h"
 
 void dl_train_opts_defaults(struct dl_train_opts *o)
 {
@@ -174,7 +174,7 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
         if (!rc && opts->init_from) {
             rc = tr.sharded ? dl_errorf(err, DL_ERR_SPEC, "--init-from: loads one process's whole network (one "
                                         "process or data parallelism), not a tensor or pipeline grid's parts")
-                            : dl_hf_gpt2_import(opts->init_from, &tr.net->graph, dl_pipeline_exec(&tr.pipe), err);
+                            : dl_hf_import(opts->init_from, &tr.net->graph, dl_pipeline_exec(&tr.pipe), err);
             if (rc == DL_OK && tr.comm->rank == 0) {
                 char msg[1200];
                 snprintf(msg, sizeof msg, "starting from the weights of %s", opts->init_from);

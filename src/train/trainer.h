@@ -101,8 +101,9 @@ struct dl_train_opts {
     int strict_checkpoints;           /* 1: a failed write stops training */
     int resume;                       /* 1: continue from resume_path, or the latest in the folder */
     const char *resume_path;
-    /* Start from these weights (Hugging Face's GPT-2 safetensors, train/
-     * hf_gpt2.h) instead of the seed's; NULL: none.  --resume wins. */
+    /* Start from these weights (Hugging Face's GPT-2 or LLaMA safetensors,
+     * or save_pretrained's folder: train/hf_weights.h) instead of the
+     * seed's; NULL: none.  --resume wins. */
     const char *init_from;
     /* Every this many steps (0: never): the test split's loss and accuracy
      * (on_eval), and rank 0's sample of sample_tokens tokens from the
