@@ -141,6 +141,18 @@ static void schedules(void **st)
     /* a run of 5 steps, shorter than its 10 warm-up steps, still ramps up */
     assert_true(fabs(dl_schedule_lr(&s, 0.1, 0, 10, 5) - 0.01) < 1e-12);
     assert_true(fabs(dl_schedule_lr(&s, 0.1, 4, 10, 5) - 0.05) < 1e-12);
+    /* wsd: 10 warm-up steps, stable until step 80 of 100, then linearly down over the last 20 */
+    s.kind = DL_SCHED_WSD;
+    s.decay_fraction = 0.2;
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 4, 10, 100) - 0.05) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 10, 10, 100) - 0.1) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 79, 10, 100) - 0.1) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 80, 10, 100) - 0.1) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 90, 10, 100) - 0.0505) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 99, 10, 100) - (0.1 - 0.099 * 19 / 20)) < 1e-12);
+    /* a run of 12 steps: 20% is 3 (rounded up), after its 10 warm-up steps only 2 remain */
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 10, 10, 12) - 0.1) < 1e-12);
+    assert_true(fabs(dl_schedule_lr(&s, 0.1, 11, 10, 12) - 0.0505) < 1e-12);
 }
 
 int main(void)

@@ -159,8 +159,10 @@ static void print_settings(const struct dl_net *net)
     printf("\n  train.schedule: type %s, warmup_epochs %g", dl_sched_names[sc->kind], sc->warmup_epochs);
     if (sc->kind == DL_SCHED_STEP)
         printf(", step_epochs %g, gamma %g", sc->step_epochs, sc->gamma);
-    if (sc->kind == DL_SCHED_COSINE)
+    if (sc->kind == DL_SCHED_COSINE || sc->kind == DL_SCHED_WSD)
         printf(", min_lr %g", sc->min_lr);
+    if (sc->kind == DL_SCHED_WSD)
+        printf(", decay_fraction %g", sc->decay_fraction);
     printf("\n  data: dataset %s (format %s), dir '%s', normalize %s, threads %d, prefetch %d, bad_samples %s, "
            "limit_train %ld, limit_test %ld", d->name[0] ? d->name : dl_dataset_names[d->kind], dl_dataset_names[d->kind],
            d->dir, yes_no(d->normalize), d->threads, d->prefetch, dl_bad_sample_names[d->bad_samples], d->limit_train,

@@ -345,7 +345,7 @@ void dl_net_options_help(FILE *f)
           "  --weight-decay X      L2 weight decay (decoupled for adamw)\n"
           "  --clip-grad-norm X    scale the gradient down to L2 norm X when above it, over the whole\n"
           "                        model (PyTorch's clip_grad_norm_; the norm goes to --metrics)\n"
-          "  --schedule NAME       constant, step or cosine\n"
+          "  --schedule NAME       constant, step, cosine or wsd (warm-up, stable, decay)\n"
           "  --warmup-epochs X     linear learning-rate warm-up\n"
           "  --seed N              seed of every random choice (default 1)\n"
           "  --dataset NAME        a dataset file datasets/NAME.yaml (fashion-mnist, mnist,\n"

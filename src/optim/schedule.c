@@ -2,6 +2,9 @@
  *   step:   lr * gamma^floor(epoch / step_epochs)
  *   cosine: min + (lr - min) * (1 + cos(pi * p)) / 2, p = progress after warm-up in [0, 1]
  *           (0 during the warm-up, even of a run that ends before it does)
+ *   wsd:    warm-up, stable, decay (Hu et al. 2024, MiniCPM; Hagele et al. 2024): lr until
+ *           the last decay_fraction of the steps, then linearly down to min, p the progress
+ *           through those steps: lr - (lr - min) * p
  *   warm-up (any kind): multiplied by (step + 1) / warmup_steps during the first
  *   warmup_epochs epochs. */
 #include "optim/schedule.h"
@@ -31,6 +34,14 @@ double dl_schedule_lr(const struct dl_sched_spec *s, double base_lr, long step, 
         if (p > 1)
             p = 1;
         lr = s->min_lr + (base_lr - s->min_lr) * 0.5 * (1 + cos(3.14159265358979323846 * p));
+        break;
+    }
+    case DL_SCHED_WSD: {
+        long decay = (long)ceil(s->decay_fraction * (double)total_steps), start = total_steps - decay;
+        if (start < warmup) /* a run too short for both: the decay after the warm-up */
+            start = warmup, decay = total_steps - warmup;
+        if (step >= start && decay > 0)
+            lr = base_lr - (base_lr - s->min_lr) * (double)(step - start) / (double)decay;
         break;
     }
     }

@@ -1,5 +1,5 @@
 /* schedule.h: learning rate as a function of the step (constant, step decay,
- * cosine annealing), with optional linear warm-up. */
+ * cosine annealing, warm-up-stable-decay), with optional linear warm-up. */
 #ifndef DL_SCHEDULE_H
 #define DL_SCHEDULE_H
 

@@ -13,7 +13,7 @@
 
 const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", NULL};
 const char *const dl_no_decay_names[] = {"bias", "norm", "embedding", NULL};
-const char *const dl_sched_names[] = {"constant", "step", "cosine", NULL};
+const char *const dl_sched_names[] = {"constant", "step", "cosine", "wsd", NULL};
 const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
 const char *const dl_recompute_names[] = {"none", "selective", "full", NULL};
 
@@ -35,6 +35,7 @@ void dl_net_defaults(struct dl_net *net)
     net->train.sched.kind = DL_SCHED_CONSTANT;
     net->train.sched.gamma = 0.1;
     net->train.sched.step_epochs = 30;
+    net->train.sched.decay_fraction = 0.2;
     net->parallel.kind = DL_PAR_AUTO;
 }
 
@@ -138,7 +139,8 @@ static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, st
 
 static int parse_schedule(const struct dl_ynode *m, struct dl_sched_spec *s, struct dl_error *err)
 {
-    static const char *const keys[] = {"type", "step_epochs", "gamma", "min_lr", "warmup_epochs", NULL};
+    static const char *const keys[] = {"type", "step_epochs", "gamma", "min_lr", "warmup_epochs", "decay_fraction",
+                                       NULL};
     if (dl_y_check_keys(m, "train.schedule", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)s->kind;
@@ -146,7 +148,8 @@ static int parse_schedule(const struct dl_ynode *m, struct dl_sched_spec *s, str
         dl_ymap_float(m, "step_epochs", "train.schedule", 1e-6, 1e9, &s->step_epochs, err) ||
         dl_ymap_float(m, "gamma", "train.schedule", 0, 1, &s->gamma, err) ||
         dl_ymap_float(m, "min_lr", "train.schedule", 0, 1e6, &s->min_lr, err) ||
-        dl_ymap_float(m, "warmup_epochs", "train.schedule", 0, 1e9, &s->warmup_epochs, err))
+        dl_ymap_float(m, "warmup_epochs", "train.schedule", 0, 1e9, &s->warmup_epochs, err) ||
+        dl_ymap_float(m, "decay_fraction", "train.schedule", 0, 1, &s->decay_fraction, err))
         return DL_ERR_SPEC;
     s->kind = (enum dl_sched_kind)kind;
     return DL_OK;
@@ -535,7 +538,8 @@ int dl_net_check_unused_keys(const struct dl_net *net, void (*warn)(void *ctx, c
     static const struct key_use sched[] = {
         {"step_epochs", "step", 1 << DL_SCHED_STEP},
         {"gamma", "step", 1 << DL_SCHED_STEP},
-        {"min_lr", "cosine", 1 << DL_SCHED_COSINE},
+        {"min_lr", "cosine and wsd", 1 << DL_SCHED_COSINE | 1 << DL_SCHED_WSD},
+        {"decay_fraction", "wsd", 1 << DL_SCHED_WSD},
     };
     const struct dl_ynode *train = net->doc ? dl_ymap_get(net->doc->root, "train") : NULL;
     if (!train)

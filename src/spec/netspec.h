@@ -91,13 +91,14 @@ struct dl_optim_spec {
  * embedding and position_embedding layers. */
 enum { DL_NO_DECAY_BIAS = 1, DL_NO_DECAY_NORM = 2, DL_NO_DECAY_EMBEDDING = 4 };
 
-enum dl_sched_kind { DL_SCHED_CONSTANT, DL_SCHED_STEP, DL_SCHED_COSINE };
+enum dl_sched_kind { DL_SCHED_CONSTANT, DL_SCHED_STEP, DL_SCHED_COSINE, DL_SCHED_WSD };
 
 struct dl_sched_spec {
     enum dl_sched_kind kind;
     double step_epochs;   /* STEP: multiply by gamma every step_epochs epochs */
     double gamma;
-    double min_lr;        /* COSINE: floor */
+    double min_lr;        /* COSINE, WSD: floor */
+    double decay_fraction; /* WSD: the share of the steps that decays (linearly to min_lr), at the end */
     double warmup_epochs; /* linear warm-up from 0 over this many epochs (any kind) */
 };
 
