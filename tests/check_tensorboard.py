@@ -28,7 +28,7 @@ from tensorboard.backend.event_processing import event_accumulator
 
 # --metrics keys -> TensorBoard tags (src/cli/train.c)
 STEP_TAGS = {"loss": "train/loss", "accuracy": "train/accuracy", "lr": "train/lr",
-             "samples_per_s": "train/samples_per_s", "tokens_per_s": "train/tokens_per_s",
+             "samples_per_s": "train/samples_per_s", "tokens_per_s": "train/tokens_per_s", "mfu": "train/mfu",
              "comm_s": "comm/seconds", "exposed_comm_s": "comm/exposed_seconds", "bytes_sent": "comm/bytes_sent",
              "staleness": "staleness", "consensus_distance": "consensus/distance",
              "grad_norm": "train/grad_norm", "step_s": "time/step_seconds", "input_s": "time/input_seconds",

@@ -8,12 +8,15 @@
 # layers between them and the attention read them gathered), data x tensor
 # on 4, a pipeline of 2; kv heads that do not divide the heads, an odd
 # head dimension and tensor ranks that do not divide the kv heads each exit
-# 2 naming the layer.
+# 2 naming the layer; check prints its model FLOPs per token (6 x the
+# 90,112 weights of its products + 12 x 64 x 64 per attention layer:
+# 638,976) and training reports MFU (progress line, --metrics), as does
+# bench step.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 15
+tap_plan 20
 . "$top_srcdir/tests/grid_runs.sh"
 
 # check reads token files' headers: ids in llm.c's layouts, uint16 (SmolLM2's
@@ -49,7 +52,13 @@ expect_status 2 "4 tensor ranks over 2 kv heads" -- $DLTRAIN check $LLAMA --grid
 expect_output "layer 'model.layers.0.self_attn.attn' \\(attention\\).*4 tensor ranks" \
     "  is refused, naming the attention layer"
 
-run 1 llama-one $LLAMA
+expect_status 0 "check llama-tiny" -- $DLTRAIN check $LLAMA
+expect_output "^model FLOPs per token: 639\\.0k " "  model FLOPs per token: 6 x 90,112 + 2 x 12 x 64 x 64 = 638,976"
+expect_status 0 "bench step llama-tiny" -- $DLTRAIN bench step --net "$top_srcdir/nets/llama-tiny.yaml" --steps 2 --threads 1
+expect_output "^MFU: [0-9.]+% \\([0-9]+ tokens/s x 6\\.39e\\+05 model FLOPs a token, of the sgemm peak\\)" \
+    "  it reports MFU of the sgemm peak"
+
+run 1 llama-one $LLAMA --log-every 10
 tap_result $? "llama-tiny trains on text (20 steps)"
 /usr/bin/python3 - "$T/llama-one.jsonl" <<'PY'
 import json, sys
@@ -58,6 +67,15 @@ print("# loss %.4f at step 1, %.4f at step %d" % (loss[0], loss[-1], len(loss)))
 sys.exit(0 if len(loss) == 20 and loss[-1] < loss[0] - 0.5 else 1)
 PY
 tap_result $? "  its loss falls by more than 0.5 in 20 steps"
+/usr/bin/python3 - "$T/llama-one.jsonl" "$T/llama-one.txt" <<'PY'
+import json, re, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+mfu = [s["mfu"] for s in steps if "mfu" in s]
+shown = re.findall(r"MFU ([0-9.]+)%", open(sys.argv[2]).read())
+print("# MFU %s in the metrics, %s%% on the progress lines" % (mfu[-1:], shown))
+sys.exit(0 if len(mfu) == len(steps) and all(0 < m <= 1 for m in mfu) and len(shown) == 2 else 1)
+PY
+tap_result $? "  every step's MFU in --metrics (in (0, 1]) and on the progress lines"
 grid llama-tp2 llama-one 2 $LLAMA --grid tp=2
 grid llama-dp2-tp2 llama-one 4 $LLAMA --grid dp=2,tp=2
 grid llama-pp2 llama-one 2 $LLAMA --grid pp=2

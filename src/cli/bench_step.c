@@ -19,6 +19,7 @@
 #include "core/parse.h"
 #include "core/threads.h"
 #include "exec/exec.h"
+#include "graph/model_flops.h"
 #include "graph/random_batch.h"
 #include "io/trace.h"
 #include "optim/optim.h"
@@ -149,16 +150,22 @@ static void run_steps(const struct bench_step_command *cmd, const struct dl_net 
     }
 }
 
-/* The measured GEMM peaks and the step's share of them. */
-static void print_peaks(const struct dl_net *net, double gflops)
+/* The measured GEMM peaks and the step's share of them; for a language
+ * model, its model FLOPs utilisation (graph/model_flops.h) of the peak of
+ * the precision it trains in. */
+static void print_peaks(const struct dl_net *net, double gflops, double tokens_per_s)
 {
     const char *lib, *core, *impl;
-    double p = dl_kernel_sgemm_peak(1024, &lib, &core);
+    double p = dl_kernel_sgemm_peak(1024, &lib, &core), per_token = dl_graph_model_flops_per_token(&net->graph);
     printf("sgemm peak: %.1f GFLOP/s (%s, 1024^3; OpenBLAS core %s); share %.1f%%\n", p, lib, core,
            p > 0 ? 100 * gflops / p : 0);
     if (net->train.precision && (p = dl_kernel_bf16_gemm_peak(1024, &impl)) > 0) /* bf16: its own peak */
         printf("bf16 GEMM peak: %.1f GFLOP/s (oneDNN matmul %s, 1024^3, f32 sums); share %.1f%%\n", p, impl,
                100 * gflops / p);
+    if (per_token > 0 && p > 0)
+        printf("MFU: %.1f%% (%.0f tokens/s x %.4g model FLOPs a token, of the %s peak)\n",
+               100 * per_token * tokens_per_s / (p * 1e9), tokens_per_s, per_token,
+               net->train.precision ? "bf16" : "sgemm");
 }
 
 static void print_results(const struct bench_step_command *cmd, const struct dl_net *net, struct step_bench *b)
@@ -175,11 +182,13 @@ static void print_results(const struct bench_step_command *cmd, const struct dl_
     print_layers(e, steps);
     printf("step time: %.3f ms (median; min %.3f, max %.3f)\n", 1e3 * med, 1e3 * b->t[0], 1e3 * b->t[steps - 1]);
     printf("samples/s: %.1f\n", N / med);
+    if (g->id_limit > 0)
+        printf("tokens/s: %.1f\n", N * (double)g->input.h / med);
     printf("achieved: %.1f GFLOP/s (%.3f GFLOP per step)\n", gflops, 3 * flops * N / 1e9);
     printf("planned arena: %zu bytes (%.1f MiB; %.1f MiB without reuse); parameters %.1f MiB\n", e->stats.arena_bytes,
            e->stats.arena_bytes / 1048576.0, e->stats.unplanned_bytes / 1048576.0, 3.0 * e->n_weights * 4 / 1048576.0);
     if (cmd->peak)
-        print_peaks(net, gflops);
+        print_peaks(net, gflops, N * (double)g->input.h / med);
 }
 
 int dl_cli_bench_step(int argc, char **argv)

@@ -23,6 +23,7 @@
 #include "data/dataset.h"
 #include "data/tokens.h"
 #include "exec/exec.h"
+#include "graph/model_flops.h"
 #include "optim/optim.h"
 #include "parallel/strategy.h"
 #include "spec/datafile.h"
@@ -237,6 +238,13 @@ static void print_layers(const struct dl_net *net, const char *path, const struc
     char f[32];
     human(flops, f, sizeof f);
     printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
+    double per_token = dl_graph_model_flops_per_token(g);
+    if (per_token > 0) {
+        char t[32];
+        human(per_token, t, sizeof t);
+        printf("model FLOPs per token: %s (a training step's: 3 x the products with weights, plus attention's "
+               "12 C T; what MFU counts)\n", t);
+    }
     if (net->train.precision && pf->kernel) {
         char line[512];
         dl_precision_summary(net, pf->kernel, line, sizeof line);

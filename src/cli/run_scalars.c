@@ -49,7 +49,8 @@ void dl_run_scalars_step(struct dl_run_scalars *s, const struct dl_step_report *
 {
     static const char *const names[][2] = {
         {"loss", "train/loss"}, {"accuracy", "train/accuracy"}, {"lr", "train/lr"},
-        {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"comm_s", "comm/seconds"},
+        {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"mfu", "train/mfu"},
+        {"comm_s", "comm/seconds"},
         {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"},
         {"staleness", "staleness"}, /* a parameter server's worker's: workerW/staleness */
         {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"},

@@ -22,6 +22,7 @@
 #include "core/parse.h"
 #include "core/threads.h"
 #include "data/dataset.h"
+#include "graph/model_flops.h"
 #include "io/metrics.h"
 #include "optim/optim.h"
 #include "train/checkpoint_dir.h"
@@ -36,6 +37,8 @@ struct printer {
     struct dl_metrics metrics;
     struct dl_run_scalars scalars; /* --tensorboard (rank 0) */
     double tokens_per_sample;    /* token inputs: positions per sample (tokens/s); 0 otherwise */
+    double flops_per_token;      /* a language model's (graph/model_flops.h); 0 otherwise */
+    double peak_flops;           /* the ranks' GEMM peak in the run's precision (rank 0's x ranks), for MFU */
     double t0;                   /* the start (dl_clock_now), for the steps' time_s */
     const struct dl_net_options *net_options; /* train.precision auto: what was measured */
 };
@@ -54,6 +57,12 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
 {
     struct printer *p = ctx;
     p->tokens_per_sample = net->graph.id_limit > 0 ? (double)dl_shape_count(net->graph.input) : 0;
+    p->flops_per_token = dl_graph_model_flops_per_token(&net->graph);
+    if (p->flops_per_token > 0 && net->train.device == DL_DEVICE_CPU) { /* MFU: of the precision's measured peak */
+        const char *lib, *core;
+        p->peak_flops = 1e9 * ranks * (net->train.precision ? dl_kernel_bf16_gemm_peak(1024, &lib)
+                                                            : dl_kernel_sgemm_peak(1024, &lib, &core));
+    }
     p->t0 = dl_clock_now();
     if (p->quiet)
         return;
@@ -125,6 +134,9 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     int n = 10;
     if (p->tokens_per_sample > 0)
         keys[n] = "tokens_per_s", vals[n++] = r->samples_per_s * p->tokens_per_sample;
+    double mfu = p->peak_flops > 0 ? p->flops_per_token * r->samples_per_s * p->tokens_per_sample / p->peak_flops : 0;
+    if (mfu > 0)
+        keys[n] = "mfu", vals[n++] = mfu;
     if (r->worker >= 0) {
         keys[n] = "worker", vals[n++] = r->worker;
         keys[n] = "staleness", vals[n++] = r->staleness;
@@ -153,9 +165,12 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     else if (isfinite(r->grad_norm))
         snprintf(who, sizeof who, "  grad norm %.4g", r->grad_norm);
     double rate = p->tokens_per_sample > 0 ? r->samples_per_s * p->tokens_per_sample : r->samples_per_s;
-    printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f %s/s  ETA %s%s\n", r->epoch,
+    char mfu_text[24] = "";
+    if (mfu > 0)
+        snprintf(mfu_text, sizeof mfu_text, "  MFU %.1f%%", 100 * mfu);
+    printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f %s/s%s  ETA %s%s\n", r->epoch,
            r->epochs, r->step, r->steps_per_epoch, r->loss, 100 * r->accuracy, r->lr, rate,
-           p->tokens_per_sample > 0 ? "tokens" : "samples", eta, who);
+           p->tokens_per_sample > 0 ? "tokens" : "samples", mfu_text, eta, who);
     fflush(stdout);
 }
 
