@@ -144,6 +144,10 @@ static const struct kcase cases[] = {
     {"rmsnorm_sequence_runs", "[150, 12]", "{type: rmsnorm, eps: 0.01}", 2, NULL},
     {"rmsnorm_wide", "[5, 300]", "{type: rmsnorm, eps: 1e-5}", 2, NULL},
     {"add", "[18, 4, 3]", "{type: add, inputs: [input, input]}", 2, NULL},
+    /* swiglu: gate the input, up its GELU; a tail of 3 in the last vector, and a call long enough for
+     * the threads (150,000 elements in tasks of 4,096) */
+    {"swiglu_tail", "[13, 7]", "{type: swiglu, inputs: [input, s]}", 3, "{type: gelu}"},
+    {"swiglu_long", "[300, 250]", "{type: swiglu, inputs: [s, input]}", 2, "{type: gelu}"},
     {"add_three", "[5, 3, 7]", "{type: add, inputs: [input, s, input]}", 4, "{type: relu}"},
     /* blocks of 5, 3 and 5 channels in every sample */
     {"concat_uneven", "[5, 4, 3]", "{type: concat, inputs: [input, s, input]}", 4, "{type: conv, filters: 3, kernel: 1}"},

@@ -41,7 +41,8 @@ libdltrain_a_SOURCES += src/backends/attr.c src/backends/attr.h \
 	src/backends/cpu_simd/maxpool_kernel.c src/backends/cpu_simd/max_rule.h src/backends/cpu_simd/simd.h \
 	src/backends/cpu_simd/conv_direct.c src/backends/cpu_simd/relu_fold.c \
 	src/backends/cpu_simd/batchnorm.c src/backends/cpu_simd/batchnorm_loops.c \
-	src/backends/cpu_simd/softmax_xent.c src/backends/cpu_simd/layernorm.c
+	src/backends/cpu_simd/softmax_xent.c src/backends/cpu_simd/layernorm.c src/backends/cpu_simd/swiglu.c \
+	src/backends/cpu_simd/vec8.h
 if HAVE_DNNL
 libdltrain_a_SOURCES += \
 	src/backends/cpu_onednn/onednn.h \

@@ -54,8 +54,8 @@ void dl_simd_bn_input_gradient(long len, int count, long stride, const float *x,
 /* Kernels (registry order = preference: these come first for their ops;
  * the direct convolution supports only few-channel, stride-1 layers). */
 extern const struct dl_kernel dl_kernel_simd_maxpool, dl_kernel_direct_conv, dl_kernel_simd_batchnorm,
-    dl_kernel_simd_softmax_xent, dl_kernel_simd_layernorm, dl_kernel_simd_rmsnorm;
+    dl_kernel_simd_softmax_xent, dl_kernel_simd_layernorm, dl_kernel_simd_rmsnorm, dl_kernel_simd_swiglu;
 #define DL_SIMD_KERNELS &dl_kernel_simd_maxpool, &dl_kernel_direct_conv, &dl_kernel_simd_batchnorm, \
-    &dl_kernel_simd_softmax_xent, &dl_kernel_simd_layernorm, &dl_kernel_simd_rmsnorm,
+    &dl_kernel_simd_softmax_xent, &dl_kernel_simd_layernorm, &dl_kernel_simd_rmsnorm, &dl_kernel_simd_swiglu,
 
 #endif
