@@ -176,6 +176,10 @@ static const struct kcase cases[] = {
     /* grouped-query: q of 4 heads of 3 and k, v of 2 packed [T, (4 + 2 2) 3]; multi-query with dropout */
     {"attention_grouped", "[7, 24]", "{type: attention, heads: 4, kv_heads: 2}", 3, NULL},
     {"attention_multi_query", "[6, 20]", "{type: attention, heads: 3, kv_heads: 1, dropout: 0.2}", 2, NULL},
+    /* windows longer than dnnl-gemm's blocks of 128 query rows (three, the last of 44): causal, with
+     * dropout and grouped; and without the mask (every block sees every key) */
+    {"attention_row_blocks", "[300, 24]", "{type: attention, heads: 4, kv_heads: 2, dropout: 0.1}", 2, NULL},
+    {"attention_row_blocks_full", "[260, 12]", "{type: attention, heads: 2, causal: false}", 2, NULL},
 #ifdef TEST_ON_CUDA
     /* The GPU's transformer kernels on shapes the cases above leave out:
      * token ids (the input's dtype after its shape), a table added at every

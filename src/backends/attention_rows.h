@@ -35,14 +35,15 @@ struct dl_attention_drop {
     double rate;
 };
 
-/* Scores to weights in place: p[t][s] = softmax over s of scale p[t][s]
- * (s <= t when causal; the masked ones set to 0). */
-void dl_attention_softmax(float *p, long T, int causal, float scale);
+/* Scores to weights in place, rows [r0, r1) of T-float rows over columns
+ * [0, cols): p[t][s] = softmax over s of scale p[t][s] (s <= t when causal;
+ * the masked ones below cols set to 0). */
+void dl_attention_softmax(float *p, long T, long r0, long r1, long cols, int causal, float scale);
 
 /* The scores' gradient in place of the dropped weights' gradient g, from
- * the weights p: g[t][s] = scale p (g f - sum_s' p g f), f the dropout
- * factor of (t, s); 0 where masked. */
-void dl_attention_score_grad(float *g, const float *p, long T, int causal, float scale,
+ * the weights p, rows [r0, r1) over columns [0, cols): g[t][s] = scale p
+ * (g f - sum_s' p g f), f the dropout factor of (t, s); 0 where masked. */
+void dl_attention_score_grad(float *g, const float *p, long T, long r0, long r1, long cols, int causal, float scale,
                              const struct dl_attention_drop *drop);
 
 #endif

@@ -1,7 +1,9 @@
 /* attention.c: multi-head attention (ops/attention.c) as GEMMs on oneDNN's
  * JIT sgemm ("dnnl-gemm"), one (sample, head) task per thread at a time
  * (backward: one (sample, kv head) task, its group of query heads in turn
- * adding into the kv head's gradients).
+ * adding into the kv head's gradients), query rows in blocks of 128 that
+ * under the causal mask compute only the keys up to their last row (about
+ * half the products of a long window).
  * q, k, v and the output of a head are [d][T] blocks of the [C][T]
  * storage (core/shape.h), which the GEMMs read in place (leading dim T):
  *   S = scale q^T k      (T x T; the causal part is masked afterwards),
@@ -85,18 +87,30 @@ static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c
     return x;
 }
 
-/* P = softmax(scale q^T k) with the causal mask, and P' = P with sample
- * n's dropout factors for head h (pd == p when none apply). */
-static void weights(const struct attn_inst *m, const struct dl_op_call *c, const struct head *x, long n, long h,
-                    float *p, float *pd)
+/* Query rows go in blocks of ROWS; a block's rows [r0, r1) see keys
+ * [0, cols): all T, or under the causal mask only r1 (the keys after the
+ * block's last row are masked for every row of it: never computed). */
+enum { ROWS = 128 };
+
+static long key_cols(const struct attn_inst *m, long r1)
 {
-    long T = m->a.T;
-    dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->a.d, (float)(1 / sqrt((double)m->a.d)), x->q, T, x->k, T, 0, p, T);
-    dl_attention_softmax(p, T, m->a.causal, 1);
+    return m->a.causal ? r1 : m->a.T;
+}
+
+/* Rows [r0, r1) of P = softmax(scale q^T k) with the causal mask, and of
+ * P' = P with sample n's dropout factors for head h (pd == p when none
+ * apply), over columns [0, cols). */
+static void weights(const struct attn_inst *m, const struct dl_op_call *c, const struct head *x, long n, long h,
+                    long r0, long r1, float *p, float *pd)
+{
+    long T = m->a.T, cols = key_cols(m, r1);
+    dl_sgemm(DL_GEMM_DNNL, 1, 0, r1 - r0, cols, m->a.d, (float)(1 / sqrt((double)m->a.d)), x->q + r0, T, x->k, T, 0,
+             p + r0 * T, T);
+    dl_attention_softmax(p, T, r0, r1, cols, m->a.causal, 1);
     if (pd == p)
         return;
-    for (long t = 0; t < T; t++)
-        for (long s = 0; s < T; s++)
+    for (long t = r0; t < r1; t++)
+        for (long s = 0; s < cols; s++)
             pd[t * T + s] = p[t * T + s] *
                             (float)dl_attention_kept(c->key, c->sample0 + n, m->a.head0 + h, t, s, T, m->a.dropout);
 }
@@ -132,9 +146,39 @@ static void attn_forward(void *inst, const struct dl_kernel_args *a)
         struct head x = head_of(m, c, n, h);
         if (!drops(m, c))
             pd = p;
-        weights(m, c, &x, n, h, p, pd);
         float *y = dl_tensor_f32(&c->out) + n * m->a.C * T + h * m->a.d * T;
-        dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, T, T, 1, x.v, T, pd, T, 0, y, T);
+        for (long r0 = 0; r0 < T; r0 += ROWS) { /* y[:, rows] = v[:, :cols] P'[rows, :cols]^T */
+            long r1 = r0 + ROWS < T ? r0 + ROWS : T, cols = key_cols(m, r1);
+            weights(m, c, &x, n, h, r0, r1, p, pd);
+            dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, r1 - r0, cols, 1, x.v, T, pd + r0 * T, T, 0, y + r0, T);
+        }
+    }
+}
+
+/* Backward of head h of sample n, block by block of query rows: dq of its
+ * rows, dk and dv (zeroed by the caller) added to over the keys it sees. */
+static void head_backward(const struct attn_inst *m, const struct dl_op_call *c, long n, long h, float *p, float *pd,
+                          float *dp)
+{
+    long T = m->a.T, d = m->a.d;
+    float scale = (float)(1 / sqrt((double)d));
+    struct head x = head_of(m, c, n, h);
+    int dropout = drops(m, c);
+    const float *dy = dl_tensor_const_f32(&c->dout) + n * m->a.C * T + h * d * T;
+    if (!dropout)
+        pd = p;
+    for (long r0 = 0; r0 < T; r0 += ROWS) {
+        long r1 = r0 + ROWS < T ? r0 + ROWS : T, rows = r1 - r0, cols = key_cols(m, r1);
+        weights(m, c, &x, n, h, r0, r1, p, pd);
+        if (x.dv) /* dv[:, :cols] += dy[:, rows] P' */
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, d, cols, rows, 1, dy + r0, T, pd + r0 * T, T, 1, x.dv, T);
+        dl_sgemm(DL_GEMM_DNNL, 1, 0, rows, cols, d, 1, dy + r0, T, x.v, T, 0, dp + r0 * T, T);
+        struct dl_attention_drop drop = {c->key, c->sample0 + n, m->a.head0 + h, dropout ? m->a.dropout : 0};
+        dl_attention_score_grad(dp, p, T, r0, r1, cols, m->a.causal, scale, &drop);
+        if (x.dq) /* dq[:, rows] = k[:, :cols] dS^T */
+            dl_sgemm(DL_GEMM_DNNL, 0, 1, d, rows, cols, 1, x.k, T, dp + r0 * T, T, 0, x.dq + r0, T);
+        if (x.dk) /* dk[:, :cols] += q[:, rows] dS */
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, d, cols, rows, 1, x.q + r0, T, dp + r0 * T, T, 1, x.dk, T);
     }
 }
 
@@ -148,29 +192,18 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
     if (!any)
         return;
     long T = m->a.T, G = m->a.H / m->a.KV, tasks = (long)c->batch * m->a.KV;
-    float scale = (float)(1 / sqrt((double)m->a.d));
     #pragma omp parallel for num_threads(m->threads) schedule(static)
     for (long task = 0; task < tasks; task++) {
         long n = task / m->a.KV, g = task % m->a.KV;
         float *p = (float *)a->workspace + 3 * (size_t)(T * T) * (size_t)omp_get_thread_num(), *pd = p + T * T,
               *dp = pd + T * T;
-        for (long h = g * G; h < (g + 1) * G; h++) { /* the group's heads add into dk and dv in order */
-            struct head x = head_of(m, c, n, h);
-            float beta = h == g * G ? 0 : 1;
-            int dropout = drops(m, c);
-            pd = dropout ? p + T * T : p;
-            weights(m, c, &x, n, h, p, pd);
-            const float *dy = dl_tensor_const_f32(&c->dout) + n * m->a.C * T + h * m->a.d * T;
-            if (x.dv)
-                dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, dy, T, pd, T, beta, x.dv, T);
-            dl_sgemm(DL_GEMM_DNNL, 1, 0, T, T, m->a.d, 1, dy, T, x.v, T, 0, dp, T);
-            struct dl_attention_drop drop = {c->key, c->sample0 + n, m->a.head0 + h, dropout ? m->a.dropout : 0};
-            dl_attention_score_grad(dp, p, T, m->a.causal, scale, &drop);
-            if (x.dq)
-                dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, T, T, 1, x.k, T, dp, T, 0, x.dq, T);
-            if (x.dk)
-                dl_sgemm(DL_GEMM_DNNL, 0, 0, m->a.d, T, T, 1, x.q, T, dp, T, beta, x.dk, T);
-        }
+        struct head x = head_of(m, c, n, g * G); /* the kv head's gradients: d rows of T, contiguous */
+        if (x.dk)
+            memset(x.dk, 0, sizeof *x.dk * (size_t)(m->a.d * T));
+        if (x.dv)
+            memset(x.dv, 0, sizeof *x.dv * (size_t)(m->a.d * T));
+        for (long h = g * G; h < (g + 1) * G; h++) /* the group's heads add into dk and dv in order */
+            head_backward(m, c, n, h, p, pd, dp);
     }
 }
 

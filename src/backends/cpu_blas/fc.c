@@ -5,12 +5,16 @@
  * multiple of 16 is the same memory, so no reorder is needed there).  On a
  * sequence [T, C] (stored [C][T] per sample, core/shape.h) one GEMM per
  * sample: y_n (U x T) = W (U x C) x_n (C x T), dx_n = W^T dy_n,
- * dW += dy_n x_n^T. */
+ * dW += dy_n x_n^T; the samples' GEMMs go one to a thread when there are
+ * as many samples as threads, else one after another, each GEMM on every
+ * thread (a window of 1 x 1024 ran its products at 260 GFLOP/s on one of
+ * 2 threads, against 450 for 4 x 256). */
 #include "backends/cpu_blas/blas.h"
 
 #include <stdlib.h>
 
 #include "backends/cpu_blas/gemm.h"
+#include "core/threads.h"
 #include "ops/kinds.h"
 
 struct fc_inst {
@@ -50,21 +54,46 @@ static void fc_destroy(void *inst)
     free(inst);
 }
 
+/* 1 when a call's N samples' GEMMs should go one to a thread. */
+static int by_sample(long N)
+{
+    return N >= dl_threads_get();
+}
+
+/* Sample n of a sequence: y_n = W x_n + b. */
+static void forward_sample(const struct fc_inst *f, const struct dl_op_call *c, long n)
+{
+    long T = f->T;
+    float *y = dl_tensor_f32(&c->out) + n * f->U * T;
+    for (long u = 0; f->bias && u < f->U; u++)
+        for (long t = 0; t < T; t++)
+            y[u * T + t] = c->param[1][u];
+    const float *x = dl_tensor_const_f32(&c->in[0]) + n * f->F * T;
+    dl_sgemm(f->lib, 0, 0, f->U, T, f->F, 1, c->param[0], f->F, x, T, f->bias ? 1 : 0, y, T);
+}
+
+/* Sample n of a sequence: dx_n = W^T dy_n. */
+static void backward_data_sample(const struct fc_inst *f, const struct dl_op_call *c, long n)
+{
+    long T = f->T;
+    dl_sgemm(f->lib, 1, 0, f->F, T, f->U, 1, c->param[0], f->F, dl_tensor_const_f32(&c->dout) + n * f->U * T, T, 0,
+             dl_tensor_f32(&c->din[0]) + n * f->F * T, T);
+}
+
 static void fc_forward(void *inst, const struct dl_kernel_args *a)
 {
     const struct fc_inst *f = inst;
     const struct dl_op_call *c = &a->c;
-    long N = c->batch, T = f->T;
-    if (T > 1) {
+    long N = c->batch;
+    if (f->T > 1 && by_sample(N)) {
         #pragma omp parallel for schedule(static)
-        for (long n = 0; n < N; n++) {
-            float *y = dl_tensor_f32(&c->out) + n * f->U * T;
-            for (long u = 0; f->bias && u < f->U; u++)
-                for (long t = 0; t < T; t++)
-                    y[u * T + t] = c->param[1][u];
-            const float *x = dl_tensor_const_f32(&c->in[0]) + n * f->F * T;
-            dl_sgemm(f->lib, 0, 0, f->U, T, f->F, 1, c->param[0], f->F, x, T, f->bias ? 1 : 0, y, T);
-        }
+        for (long n = 0; n < N; n++)
+            forward_sample(f, c, n);
+        return;
+    }
+    if (f->T > 1) {
+        for (long n = 0; n < N; n++)
+            forward_sample(f, c, n);
         return;
     }
     if (f->bias)
@@ -80,11 +109,13 @@ static void fc_backward_data(void *inst, const struct dl_kernel_args *a)
     const struct fc_inst *f = inst;
     const struct dl_op_call *c = &a->c;
     long T = f->T;
-    if (c->din[0].data && T > 1) {
+    if (c->din[0].data && T > 1 && by_sample(c->batch)) {
         #pragma omp parallel for schedule(static)
         for (long n = 0; n < c->batch; n++)
-            dl_sgemm(f->lib, 1, 0, f->F, T, f->U, 1, c->param[0], f->F, dl_tensor_const_f32(&c->dout) + n * f->U * T,
-                     T, 0, dl_tensor_f32(&c->din[0]) + n * f->F * T, T);
+            backward_data_sample(f, c, n);
+    } else if (c->din[0].data && T > 1) {
+        for (long n = 0; n < c->batch; n++)
+            backward_data_sample(f, c, n);
     } else if (c->din[0].data) {
         dl_sgemm(f->lib, 0, 0, c->batch, f->F, f->U, 1, dl_tensor_const_f32(&c->dout), f->U, c->param[0], f->F, 0,
                  dl_tensor_f32(&c->din[0]), f->F);
