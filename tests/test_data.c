@@ -23,6 +23,7 @@
 #include "config.h"
 #include "core/rng.h"
 #include "data/batcher.h"
+#include "data/permutation.h"
 #include "data/cifar.h"
 #include "data/dataset.h"
 #include "data/idx.h"
@@ -798,6 +799,89 @@ static void batcher_drop_last(void **state)
     dl_dataset_free(&ds);
 }
 
+/* data/permutation.h on sizes from 1 up: every position maps to a distinct
+ * element below n; the seed decides the order (the same seed, the same;
+ * another, another), which is far from the identity. */
+static void permutation_is_a_seeded_bijection(void **state)
+{
+    (void)state;
+    static const uint64_t sizes[] = {1, 2, 3, 7, 100, 4097, 12345};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        uint64_t n = sizes[c];
+        unsigned char *seen = calloc(n, 1);
+        assert_non_null(seen);
+        struct dl_permutation p, again, other;
+        dl_permutation_init(&p, n, 42);
+        dl_permutation_init(&again, n, 42);
+        dl_permutation_init(&other, n, 43);
+        uint64_t fixed = 0, differ = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t x = dl_permutation_at(&p, i);
+            assert_true(x < n);
+            assert_int_equal(seen[x]++, 0);
+            assert_int_equal(dl_permutation_at(&again, i), x);
+            differ += dl_permutation_at(&other, i) != x;
+            fixed += x == i;
+        }
+        if (n >= 100)
+            assert_true(fixed < n / 20 && differ > n / 2);
+        free(seen);
+    }
+}
+
+/* More samples than DL_BATCHER_ARRAY_MAX: no array of indices; one epoch
+ * gives every sample once, 2 ranks' slices make the 1-rank batches, a
+ * seek lands on the same batch, and the next epoch has another order. */
+static void batcher_large_shuffle(void **state)
+{
+    (void)state;
+    long n = DL_BATCHER_ARRAY_MAX + 1001;
+    enum { B = 4096 };
+    struct dl_dataset ds;
+    make_counting(&ds, n);
+    struct dl_error err = {0};
+    struct dl_batcher one, half[2], sought;
+    assert_int_equal(dl_batcher_init(&one, &ds, B, 0, 1, 1, 7, 0, &err), DL_OK);
+    assert_null(one.perm);
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(dl_batcher_init(&half[r], &ds, B, r, 2, 1, 7, 0, &err), DL_OK);
+    unsigned char *seen = calloc((size_t)n, 1);
+    float *x = malloc(sizeof *x * 2 * B), *xr = malloc(sizeof *xr * 2 * B), first[2 * B];
+    int y[B], yr[B];
+    assert_true(seen && x && xr);
+    long total = 0;
+    for (long s = 0; s < dl_batcher_steps_per_epoch(&one); s++) {
+        int g = dl_batcher_next(&one, x, y);
+        assert_true(g > 0);
+        if (s == 0)
+            memcpy(first, x, sizeof first);
+        for (int i = 0; i < g; i++)
+            assert_int_equal(seen[(long)x[2 * i]]++, 0);
+        total += g;
+        for (int r = 0, off = 0; s < 3 && r < 2; r++) { /* the ranks' slices, the first steps */
+            int got = dl_batcher_next(&half[r], xr, yr);
+            assert_memory_equal(xr, x + 2 * off, sizeof *xr * 2 * (size_t)got);
+            off += got;
+        }
+        if (s == 500) {
+            assert_int_equal(dl_batcher_init(&sought, &ds, B, 0, 1, 1, 7, 0, &err), DL_OK);
+            assert_int_equal(dl_batcher_seek(&sought, 0, 500, &err), DL_OK);
+            assert_int_equal(dl_batcher_next(&sought, xr, yr), g);
+            assert_memory_equal(xr, x, sizeof *x * 2 * (size_t)g);
+            dl_batcher_free(&sought);
+        }
+    }
+    assert_int_equal(total, n);
+    dl_batcher_start_epoch(&one, 1);
+    assert_int_equal(dl_batcher_next(&one, x, y), B);
+    assert_true(memcmp(x, first, sizeof first) != 0);
+    free(seen), free(x), free(xr);
+    dl_batcher_free(&one);
+    for (int r = 0; r < 2; r++)
+        dl_batcher_free(&half[r]);
+    dl_dataset_free(&ds);
+}
+
 /* Reads epoch 3 of a 2-rank slice, then checks that a fresh batcher seeked
  * to step 5 (after reading one batch of epoch 0 when busy: for a source,
  * batches are then being decoded) continues identically; returns it. */
@@ -1153,7 +1237,7 @@ static void file_lists(void **state)
 
 /* ---------------------------------------------------------------- token windows */
 
-/* A stream of token files mapped one after another (uint16 files, an empty
+/* A stream of token files read one after another (uint16 files, an empty
  * one, a uint32 one): every window of a split that starts inside the first
  * file is the stream's ids from lo + i*T, its labels the next ids, windows
  * across the seams between files included; an id past a limit is refused
@@ -1182,8 +1266,14 @@ static void token_windows_across_files(void **state)
     }
     long total = at - all;
     assert_int_equal(w->start[w->n_files], total);
-    for (long k = 0; k < total; k++)
-        assert_int_equal(dl_token_windows_id(w, k), all[k]);
+    assert_int_equal(dl_token_windows_split(w, 0, total, 1, 0, "test", "training", fx->dir, &err), DL_OK);
+    for (long k = 0; k + 1 < total; k++) { /* windows of one position: every id of the stream, and the next */
+        int32_t id;
+        int next;
+        dl_token_windows_get(w, k, &id, &next);
+        assert_int_equal(id, all[k]);
+        assert_int_equal(next, all[k + 1]);
+    }
     assert_int_equal(dl_token_windows_check(w, 70000 + 7 * 22 + 1, "the limit", &err), DL_OK);
     assert_int_equal(dl_token_windows_split(w, 3, total, T, 0, "test", "training", fx->dir, &err), DL_OK);
     assert_int_equal(w->n, (total - 3 - 1) / T);
@@ -1237,6 +1327,8 @@ int main(void)
         cmocka_unit_test(batcher_shards),
         cmocka_unit_test(batcher_drop_last),
         cmocka_unit_test(batcher_seek),
+        cmocka_unit_test(permutation_is_a_seeded_bijection),
+        cmocka_unit_test(batcher_large_shuffle),
         cmocka_unit_test(source_order_and_seeds),
         cmocka_unit_test(source_seek),
         cmocka_unit_test(source_unreadable),

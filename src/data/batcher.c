@@ -1,4 +1,6 @@
-/* batcher.c: seeded per-epoch permutation and the contiguous per-rank slice
+/* batcher.c: seeded per-epoch permutation (an array of indices, or for more
+ * than DL_BATCHER_ARRAY_MAX samples data/permutation.h's, computed per
+ * position) and the contiguous per-rank slice
  * [r*B/p, (r+1)*B/p) of every global batch; for sample sources, the decode
  * pool's callbacks (which sample a slot holds, its augmentation seed, the
  * replacement of unreadable samples) and the delivery of their warnings. */
@@ -46,9 +48,11 @@ int dl_batcher_init(struct dl_batcher *b, const struct dl_dataset *ds, int globa
     if (ds->n < 1 || ds->n > INT_MAX)
         return dl_errorf(err, DL_ERR_DATA, "%s: %ld samples: expected 1..%d", ds->name, ds->n,
                          INT_MAX);
-    b->perm = dl_calloc((size_t)ds->n, sizeof *b->perm, err);
-    if (!b->perm)
-        return err ? err->code : DL_ERR_NOMEM;
+    if (shuffle && ds->n <= DL_BATCHER_ARRAY_MAX) {
+        b->perm = dl_calloc((size_t)ds->n, sizeof *b->perm, err);
+        if (!b->perm)
+            return err ? err->code : DL_ERR_NOMEM;
+    }
     b->ds = ds;
     b->global_batch = global_batch;
     b->rank = rank;
@@ -106,7 +110,11 @@ static long slice(const struct dl_batcher *b, long step, long *lo, long *hi)
 
 static long sample_at(const struct dl_batcher *b, long pos)
 {
-    return b->range ? b->first + pos : b->perm[pos];
+    if (b->range)
+        return b->first + pos;
+    if (b->perm)
+        return b->perm[pos];
+    return b->shuffle ? (long)dl_permutation_at(&b->order, (uint64_t)pos) : pos;
 }
 
 /* ------------------------------------------------------------ sample sources */
@@ -258,14 +266,17 @@ void dl_batcher_start_epoch(struct dl_batcher *b, long epoch)
         return; /* already there (and the first batches may be decoding) */
     if (b->prefetch) /* the threads read perm and epoch: stop them first */
         dl_prefetch_restart(b->prefetch, 0, 0);
+    /* dl_rng_seed and dl_rng_hash run the value through splitmix64, so
+     * neighbouring epochs get unrelated orders. */
+    uint64_t epoch_seed = b->seed ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ULL + 0x62617463ULL);
     for (long i = 0; b->perm && i < b->ds->n; i++)
         b->perm[i] = (int)i;
-    if (b->shuffle) {
-        /* dl_rng_seed runs the value through splitmix64, so neighbouring
-         * epochs get unrelated streams. */
+    if (b->shuffle && b->perm) {
         struct dl_rng r;
-        dl_rng_seed(&r, b->seed ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ULL + 0x62617463ULL));
+        dl_rng_seed(&r, epoch_seed);
         dl_rng_shuffle(&r, b->perm, b->ds->n);
+    } else if (b->shuffle) {
+        dl_permutation_init(&b->order, (uint64_t)b->ds->n, epoch_seed);
     }
     b->epoch = epoch;
     b->step = 0;

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/permutation.h"
 
 struct dl_prefetch;
 
@@ -26,6 +27,10 @@ struct dl_prefetch;
 typedef void (*dl_batcher_warn_fn)(void *ctx, const char *msg);
 
 #define DL_BATCHER_PENDING_WARNINGS 8
+/* The most samples shuffled through an array of their indices (16 MiB);
+ * more (a large corpus's windows) are shuffled by data/permutation.h in
+ * constant memory. */
+#define DL_BATCHER_ARRAY_MAX (1L << 22)
 
 struct dl_batcher {
     const struct dl_dataset *ds; /* borrowed: must outlive the batcher */
@@ -33,7 +38,9 @@ struct dl_batcher {
     int rank, nranks;            /* this process's slice of every batch */
     int shuffle, drop_last;
     uint64_t seed;
-    int *perm;                   /* ds->n sample indices in this epoch's order */
+    int *perm;                   /* ds->n sample indices in this epoch's order, shuffled, when at most
+                                    DL_BATCHER_ARRAY_MAX; NULL: the order below, or none (no shuffle) */
+    struct dl_permutation order; /* a shuffle of more samples: this epoch's, position by position */
     long steps;                  /* global batches per epoch */
     long epoch, step;            /* cursor: the next batch is `step` of `epoch` */
     int last_global;             /* size of the global batch last returned */

@@ -12,7 +12,7 @@ DL_COMMON_SOURCES += \
 	src/data/transform.c src/data/transform.h \
 	src/data/imagefolder.c src/data/imagefolder.h \
 	src/data/prefetch.c src/data/prefetch.h \
-	src/data/batcher.c src/data/batcher.h \
+	src/data/batcher.c src/data/batcher.h src/data/permutation.c src/data/permutation.h \
 	src/data/text.c src/data/text.h \
 	src/data/path_list.c src/data/path_list.h \
 	src/data/token_file.c src/data/token_file.h src/data/token_windows.c src/data/token_windows.h \
