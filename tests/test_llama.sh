@@ -4,9 +4,9 @@
 # 1,235,814,400 of Llama 3.2 1B (heads over grouped kv heads, SwiGLU, tied
 # heads); nets/llama-tiny.yaml trains on text (its loss falls) and its
 # grids equal one process within 1e-5 (grid_runs.sh): tensor parallelism
-# on 2 ranks (q, k and v split by heads, kv heads two a rank; the rope
-# layers between them and the attention read them gathered), data x tensor
-# on 4, a pipeline of 2; kv heads that do not divide the heads, an odd
+# on 2 ranks (q, k and v split by heads, kv heads one a rank; the rope
+# layers between them and the attention turn each rank's heads: they
+# follow the channel blocks), data x tensor on 4, a pipeline of 2; kv heads that do not divide the heads, an odd
 # head dimension and tensor ranks that do not divide the kv heads each exit
 # 2 naming the layer; check prints its model FLOPs per token (6 x the
 # 90,112 weights of its products + 12 x 64 x 64 per attention layer:
@@ -16,7 +16,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 20
+tap_plan 24
 . "$top_srcdir/tests/grid_runs.sh"
 
 # check reads token files' headers: ids in llm.c's layouts, uint16 (SmolLM2's
@@ -48,6 +48,23 @@ expect_output "llama-tiny.yaml:[0-9]+:[0-9]+: layer 'model.layers.0.self_attn.at
 expect_status 2 "an odd head dimension" -- $DLTRAIN check $LLAMA --set args.head_dim=15
 expect_output "layer 'model.layers.0.self_attn.q_rope' \\(rope\\).*head_dim: expected an even number.*15" \
     "  is refused, located at the rope layer"
+expect_status 0 "check llama-tiny on tp=2" -- $DLTRAIN check $LLAMA --grid tp=2
+expect_output "^5 +model\\.layers\\.0\\.self_attn\\.q_rope +0 +follows channel blocks" \
+    "  rope turns the rank's block of whole heads (no gather)"
+# rope on 3 heads of 16 split over 2 ranks: 24 features a rank is no whole number of heads: gathered
+cat > "$T/rope3.yaml" <<'YAML'
+name: rope3
+input: {shape: [32], dtype: i32, classes: 256}
+data: {dataset: text}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 48}
+  - {name: q, type: fc, units: 48}
+  - {name: rope, type: rope, head_dim: 16}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+YAML
+expect_status 0 "check a rope of 3 heads on tp=2" -- $DLTRAIN check --net "$T/rope3.yaml" --data "$TEXT" --grid tp=2
+expect_output "^2 +rope +0 +whole; input 0: gathered" "  it reads its input gathered: half of 3 heads is not whole heads"
 expect_status 2 "4 tensor ranks over 2 kv heads" -- $DLTRAIN check $LLAMA --grid tp=4
 expect_output "layer 'model.layers.0.self_attn.attn' \\(attention\\).*4 tensor ranks" \
     "  is refused, naming the attention layer"

@@ -170,6 +170,11 @@ struct dl_op_tp_caps {
      * and comes out split the same way (flatten turns channel blocks into
      * feature blocks); its parameters, if any, are one value per channel. */
     int channel_local;
+    /* channel_group: the op treats channels in independent groups of this
+     * many (rope: a head's head_dim features, turned in pairs within the
+     * head), so a block of whole groups goes through it as channel_local's
+     * blocks do; NULL: no such groups. */
+    int (*channel_group)(const void *attr);
     /* A loss that can take its class scores split into blocks over the
      * tensor group (a column-split last layer) without gathering them:
      * called with sync_max set, it reduces its per-sample maximum, sum of

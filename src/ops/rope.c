@@ -12,7 +12,8 @@
  * Positions are t + the call's position0 (an incremental decoding call's,
  * op.h; 0 otherwise).  Backward turns the gradient back (the transpose):
  *   dx_i = dy_i cos + dy_{i+D/2} sin,  dx_{i+D/2} = dy_{i+D/2} cos - dy_i sin.
- * No parameters.  saved: the call's table, cos then sin [D/2][T] (angles in
+ * Whole heads are independent: a tensor rank's block of them (q or k split
+ * by heads) turns on its own.  No parameters.  saved: the call's table, cos then sin [D/2][T] (angles in
  * double), written by forward and read by backward.  Features are stored
  * first (core/shape.h): feature k of position t is x[k T + t]. */
 #include "ops/op.h"
@@ -143,6 +144,12 @@ static void rope_backward(const struct dl_op_call *c)
                   dl_tensor_f32(&c->din[0]));
 }
 
+/* A tensor rank's block of whole heads turns as the whole does. */
+static int rope_channel_group(const void *attr)
+{
+    return ((const struct rope_attr *)attr)->head_dim;
+}
+
 static double rope_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
 {
     return 3.0 * (double)dl_shape_count(out);
@@ -165,4 +172,5 @@ const struct dl_op_kind dl_op_rope = {
     .backward = rope_backward,
     .backward_reads = DL_READS_DECLARED,
     .flops = rope_flops,
+    .tp.channel_group = rope_channel_group,
 };

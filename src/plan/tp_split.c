@@ -395,7 +395,10 @@ static int decide_follower(struct dl_shard *s, int i, struct dl_error *err)
         }
         L->whole_because = "its class scores are gathered: a tensor rank would hold fewer than 2 classes";
     }
-    int follow = any && l->kind->tp.channel_local && l->split == DL_SPLIT_AUTO && G >= 1;
+    int group = l->kind->tp.channel_group ? l->kind->tp.channel_group(l->attr) : 0;
+    int follow = any && l->split == DL_SPLIT_AUTO && G >= 1 &&
+                 (l->kind->tp.channel_local || (group > 0 && l->in_shape[0].c % (G * T) == 0 &&
+                                                l->in_shape[0].c / (G * T) % group == 0));
     for (int k = 0; k < l->n_in; k++) /* unequal blocks are read as they are by a loss only */
         if (input_split(s, l, k) && s->layer[l->in[k]].uneven)
             return refuse(l, "its input is split in unequal blocks (a vocabulary the tensor ranks do not divide), "
