@@ -85,8 +85,9 @@ int dl_tune_exec_plan(void *ctx, const struct dl_graph *g, int batch, const stru
  * candidates, and the built-in default elsewhere.  No database file, or
  * options->db_path "none": the built-in table throughout.  A database that
  * cannot be read is passed over the same way (the run does not depend on a
- * cache).  layers counts the layers the database moved off the built-in
- * choice, over every executor planned through ctx. */
+ * cache).  layers: the most layers the database moved off the built-in
+ * choice in one executor planned through ctx (a run's training and
+ * evaluation executors move the same ones). */
 struct dl_tune_defaults {
     const struct dl_tune_options *options;
     int layers;

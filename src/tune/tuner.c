@@ -455,7 +455,7 @@ int dl_tune_exec_defaults(void *ctx, const struct dl_graph *g, int batch, const 
         moved += out->layer[i].tuned;
     if (!moved) /* the built-in table throughout: no plan at all */
         dl_mbplan_free(out);
-    d->layers += moved;
+    d->layers = moved > d->layers ? moved : d->layers; /* a run's executors of one graph move the same layers */
     (void)err; /* nothing here fails a run */
     return DL_OK;
 }
