@@ -155,8 +155,9 @@ static int check_sizes(const char *path, json_t *o, const struct dl_hf_llama_con
         {"head_dim", c->head_dim, -1},
     };
     long heads = 32, hidden = 4096;
-    int rc = file_long(path, o, "num_attention_heads", 32, &heads, err) || file_long(path, o, "hidden_size", 4096,
-                                                                                      &hidden, err);
+    int rc = file_long(path, o, "num_attention_heads", 32, &heads, err);
+    if (!rc)
+        rc = file_long(path, o, "hidden_size", 4096, &hidden, err);
     for (size_t i = 0; !rc && i < sizeof sizes / sizeof sizes[0]; i++) {
         long v = 0, def = sizes[i].def;
         if (def < 0) /* kv heads default to the heads, head_dim to hidden / heads */
