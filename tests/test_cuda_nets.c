@@ -28,10 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/attr.h"
+#include "backends/attention_rows.h"
 #include "backends/kernel.h"
 #include "config.h"
-#include "ops/attention.h"
 #include "spec/netfile.h"
 
 #define MAX_NETS 64
@@ -47,7 +46,7 @@ static int gpu_kernel_not_yet(const struct dl_layer *l)
     for (int i = 0; kinds[i]; i++)
         if (strcmp(l->kind->name, kinds[i]) == 0)
             return 1;
-    return strcmp(l->kind->name, "attention") == 0 && dl_attention_kv_heads(l->attr) != dl_attr_int(l, "heads", 0);
+    return strcmp(l->kind->name, "attention") == 0 && !dl_attention_ungrouped(l);
 }
 
 static char names[MAX_NETS][256];

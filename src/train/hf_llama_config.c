@@ -13,12 +13,11 @@
 
 #define EMBED "model.embed_tokens"
 
+/* The layer called name, or NULL. */
 static const struct dl_layer *find_layer(const struct dl_graph *g, const char *name)
 {
-    for (int i = 0; i < g->n; i++)
-        if (strcmp(g->layers[i].name, name) == 0)
-            return &g->layers[i];
-    return NULL;
+    int i = dl_graph_find(g, name);
+    return i >= 0 ? &g->layers[i] : NULL;
 }
 
 static const struct dl_layer *first_of_kind(const struct dl_graph *g, const char *kind, int *count)

@@ -281,9 +281,10 @@ static void keep_builtin_choices(const struct dl_graph *g, const struct dl_tune_
         for (end = i; end < n && u[end].layer == u[i].layer; end++)
             picked += pick[end] >= 0 ? u[end].conf[pick[end]].time_s : 0;
         double builtin = builtin_time(Li, dl_kernel_select(&g->layers[u[i].layer], ch));
-        if (!(builtin > picked * DEFAULTS_MARGIN && builtin > picked + DEFAULTS_FLOOR_S)) /* NAN: keep the pick */
-            for (int j = i; j < end && !isnan(builtin); j++)
-                pick[j] = -1;
+        int keep = !isnan(builtin) && /* the built-in kernel unmeasured (or failing): the pick stands */
+                   !(builtin > picked * DEFAULTS_MARGIN && builtin > picked + DEFAULTS_FLOOR_S);
+        for (int j = i; keep && j < end; j++)
+            pick[j] = -1;
     }
 }
 

@@ -39,6 +39,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backends/attention_rows.h"
 #include "backends/attr.h"
 #include "backends/cuda/attention_kernels.h"
 #include "backends/cuda/device_kernels.h"
@@ -272,17 +273,11 @@ static void attention_backward(void *inst, const struct dl_kernel_args *a)
     }
 }
 
-/* Not yet grouped kv heads (k and v with fewer heads than q). */
-static int attention_supports(const struct dl_layer *l)
-{
-    return dl_attention_kv_heads(l->attr) == dl_attr_int(l, "heads", 0);
-}
-
 #define CUBLAS_ATTENTION_KERNEL(SYM, NAME, DTYPE)                                                \
     const struct dl_kernel SYM = {                                                               \
         .name = NAME, .backend = "cuda", .op = &dl_op_attention, .device = DL_DEVICE_CUDA, .dtype = DTYPE, \
-        .supports = attention_supports, .create = attention_create, .destroy = attention_destroy,  \
-        .workspace_bytes = attention_ws,                                                          \
+        .supports = dl_attention_ungrouped, /* not yet grouped kv heads */                       \
+        .create = attention_create, .destroy = attention_destroy, .workspace_bytes = attention_ws, \
         .forward = attention_forward, .backward_data = attention_backward,                       \
     };
 CUBLAS_ATTENTION_KERNEL(dl_kernel_cublas_attention, "cublas", DL_F32)
