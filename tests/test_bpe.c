@@ -219,9 +219,9 @@ static void make_refuses(void **state)
     struct dl_error err = {0};
     assert_int_equal(dl_bpe_make(token, len, 257, &b, &err), DL_ERR_DATA);
     assert_null(b);
-    assert_non_null(strstr(err.msg, "the bytes of rank 256 already have rank 120"));
+    assert_non_null(strstr(err.msg, "the bytes of token 256 are token 120's already"));
     assert_int_equal(dl_bpe_make(token + 1, len + 1, 255, &b, &err), DL_ERR_DATA);
-    assert_non_null(strstr(err.msg, "byte 0 has no rank"));
+    assert_non_null(strstr(err.msg, "byte 0 has no token"));
 }
 
 int main(void)

@@ -46,7 +46,9 @@ static void help(void)
           "  --max-tokens N        tokens to generate (default 64)\n"
           "  --temperature X       divide the scores by X (default 1; 0: always the most likely)\n"
           "  --top-k K             draw among the K most likely only (default 0: all)\n"
-          "  --vocab NAME|FILE     the BPE vocabulary (default gpt2)\n"
+          "  --vocab NAME|FILE     the BPE vocabulary (default gpt2), or a Hugging Face tokenizer.json\n"
+          "  --tokenizer FILE      a tokenizer.json (its template's tokens, Llama 3's <|begin_of_text|>,\n"
+          "                        go before the prompt)\n"
           "  --seed N              the draws' seed (default the network's train.seed)\n"
           "  --no-cache            run every token on the whole window (no key/value cache)\n"
           "  --verbose             then the tokens, the time and the window on stderr\n"
@@ -158,6 +160,7 @@ static int parse_args(int argc, char **argv, struct generate_command *cmd)
         DL_OPTION_DOUBLE("temperature", struct generate_command, temperature, 0, 1e6),
         DL_OPTION_INT("top-k", struct generate_command, top_k, 0, 1 << 30),
         DL_OPTION_STRING("vocab", struct generate_command, vocab),
+        DL_OPTION_STRING("tokenizer", struct generate_command, vocab),
         DL_OPTION_FLAG("verbose", struct generate_command, verbose, 1), DL_OPTION_END};
     struct dl_command_line line = {PROG, options, cmd, &cmd->net_options, help, .repeat_try = 1};
     int first_argument, status = dl_options_parse(&line, argc, argv, &first_argument);
@@ -203,8 +206,9 @@ static int open_vocabulary(const struct generate_command *cmd, const struct dl_g
     return rc;
 }
 
-/* The prompt's tokens (its UTF-8 repaired) into s: BPE's, with
- * <|endoftext|> for an empty prompt; or its bytes, a newline for an empty one. */
+/* The prompt's tokens (its UTF-8 repaired) into s: BPE's after the
+ * template's (a tokenizer.json's), with <|endoftext|> for an empty prompt
+ * where there are none; or its bytes, a newline for an empty one. */
 static int prompt_tokens(struct dl_bpe *b, const char *prompt, struct dl_token_stream *s, struct dl_error *err)
 {
     const char *text = prompt ? prompt : "";
@@ -213,12 +217,19 @@ static int prompt_tokens(struct dl_bpe *b, const char *prompt, struct dl_token_s
     if (!fixed)
         return dl_errorf(err, DL_ERR_NOMEM, "out of memory");
     dl_utf8_repair((const unsigned char *)text, n, fixed, &len);
-    int rc = DL_OK;
-    if (b && (!prompt || !*prompt) && !(rc = dl_token_stream_reserve(s, 1, err)))
-        s->id[s->n++] = dl_bpe_end_of_text(b);
-    else if (b && !rc)
-        rc = dl_bpe_encode(b, (const char *)fixed, len, s, err);
-    else if (!rc && !(rc = dl_token_stream_reserve(s, (long)len + 1, err))) {
+    int rc = DL_OK, n_prefix = 0;
+    const int32_t *prefix = b ? dl_bpe_template_prefix(b, &n_prefix) : NULL;
+    if (b && !(rc = dl_token_stream_reserve(s, n_prefix + 1, err))) {
+        for (int i = 0; i < n_prefix; i++)
+            s->id[s->n++] = prefix[i];
+        if (len)
+            rc = dl_bpe_encode(b, (const char *)fixed, len, s, err);
+        else if (!n_prefix && dl_bpe_end_of_text(b) >= 0)
+            s->id[s->n++] = dl_bpe_end_of_text(b);
+        else if (!n_prefix)
+            rc = dl_errorf(err, DL_ERR_SPEC, "an empty prompt, and the vocabulary has no token to start from: "
+                           "give --prompt");
+    } else if (!rc && !(rc = dl_token_stream_reserve(s, (long)len + 1, err))) {
         for (size_t i = 0; i < len; i++)
             s->id[s->n++] = fixed[i];
         if (!len)

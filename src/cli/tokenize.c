@@ -1,8 +1,11 @@
-/* tokenize.c: `dltrain tokenize [--vocab gpt2] -o OUT FILE|DIR...`: GPT-2's
- * byte-level BPE (data/bpe.h) over a corpus, written as llm.c's token files
- * (data/token_file.h) that the `tokens` dataset reads.  Every file is a
- * document that starts with <|endoftext|> (llm.c's data scripts do the
- * same); folders give their files in path order.  Bytes that are not UTF-8
+/* tokenize.c: `dltrain tokenize [--vocab gpt2 | --tokenizer tokenizer.json]
+ * -o OUT FILE|DIR...`: a byte-level BPE (data/bpe.h: GPT-2's, or a Hugging
+ * Face tokenizer.json's, data/hf_tokenizer.h) over a corpus, written as
+ * llm.c's token files (data/token_file.h) that the `tokens` dataset reads.
+ * Every file is a document: the tokenizer's template around it (Llama 3's
+ * <|begin_of_text|> before), or where it has none <|endoftext|> before it
+ * (llm.c's data scripts do the same); folders give their files in path
+ * order.  Bytes that are not UTF-8
  * are replaced by U+FFFD first, as Python's decode(errors='replace'), and
  * counted.  OUT is a folder (train.bin and val.bin, the last --validation
  * of the tokens) or one .bin file.  --decode FILE prints a token file's
@@ -28,17 +31,22 @@
 
 static void help(void)
 {
-    fputs("Usage: dltrain tokenize [--vocab gpt2] -o OUT FILE|DIR...\n"
-          "       dltrain tokenize [--vocab gpt2] --decode FILE.bin\n"
-          "Encodes text with GPT-2's byte-level BPE (the same tokens as tiktoken's gpt2 encoding) into\n"
-          "llm.c's token files, which `--dataset tokens --data OUT` trains on.  Each file starts with\n"
-          "<|endoftext|>; a folder gives its files in path order; bytes that are not UTF-8 become U+FFFD.\n\n"
+    fputs("Usage: dltrain tokenize [--vocab gpt2 | --tokenizer tokenizer.json] -o OUT FILE|DIR...\n"
+          "       dltrain tokenize [--vocab gpt2 | --tokenizer tokenizer.json] --decode FILE.bin\n"
+          "Encodes text with a byte-level BPE (GPT-2's, the same tokens as tiktoken's gpt2 encoding; or a\n"
+          "Hugging Face tokenizer.json's, the same tokens as the tokenizers library) into llm.c's token\n"
+          "files, which `--dataset tokens --data OUT` trains on.  Each file is a document: the tokenizer's\n"
+          "template around it (Llama 3's <|begin_of_text|> before), or <|endoftext|> before it where the\n"
+          "template adds none; a folder gives its files in path order; bytes that are not UTF-8 become\n"
+          "U+FFFD.\n\n"
           "  -o, --output OUT      a folder: OUT/train.bin and OUT/val.bin; or a file name ending in .bin\n"
           "  --validation F        the fraction of the tokens (the last) that val.bin gets (default 0.1;\n"
           "                        0: train.bin only)\n"
           "  --vocab NAME|FILE     a .tiktoken vocabulary (default gpt2: vocab/gpt2.tiktoken, which\n"
-          "                        tools/deps fetches)\n"
-          "  --no-eot              no <|endoftext|> before each file\n"
+          "                        tools/deps fetches) or a tokenizer.json\n"
+          "  --tokenizer FILE      a Hugging Face tokenizer.json (byte-level BPE; its added tokens are found\n"
+          "                        in the text, as the library does)\n"
+          "  --no-eot              nothing around each file (no template, no <|endoftext|>)\n"
           "  --decode FILE.bin     write the text of a token file to stdout instead\n",
           stdout);
 }
@@ -110,10 +118,9 @@ static int encode_files(const struct dl_bpe *b, const struct dl_path_list *l, in
             *replaced += dl_utf8_repair(raw, n, fixed, &len);
             *bytes += n;
         }
-        if (!rc && eot && !(rc = dl_token_stream_reserve(s, 1, err)))
-            s->id[s->n++] = dl_bpe_end_of_text(b);
         if (!rc)
-            rc = dl_bpe_encode(b, (const char *)fixed, len, s, err);
+            rc = eot ? dl_bpe_encode_document(b, (const char *)fixed, len, s, err)
+                     : dl_bpe_encode(b, (const char *)fixed, len, s, err);
         if (rc)
             dl_error_prefix(err, "%s", l->path[i]);
         free(raw);
@@ -148,13 +155,14 @@ static int write_split(const char *out, const struct dl_token_stream *s, double 
 struct tokenize_command {
     const char *out, *vocab, *decode_path;
     double validation; /* the share of the tokens in val.bin */
-    int eot;           /* an end-of-text token after each file */
+    int eot;           /* the template (or <|endoftext|>) around each file */
 };
 
 static const struct dl_option options[] = {
     DL_OPTION_OUTPUT(struct tokenize_command, out),
     DL_OPTION_DOUBLE("validation", struct tokenize_command, validation, 0, 0.999),
     DL_OPTION_STRING("vocab", struct tokenize_command, vocab),
+    DL_OPTION_STRING("tokenizer", struct tokenize_command, vocab),
     DL_OPTION_FLAG("no-eot", struct tokenize_command, eot, 0),
     DL_OPTION_STRING("decode", struct tokenize_command, decode_path),
     DL_OPTION_HELP,

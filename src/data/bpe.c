@@ -1,37 +1,37 @@
-/* bpe.c: GPT-2's byte-level BPE (see bpe.h). */
-#define PCRE2_CODE_UNIT_WIDTH 8
+/* bpe.c: byte-level BPE's vocabulary and merges (see bpe.h). */
 #include "data/bpe.h"
 
-#include <pcre2.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include "core/shipped.h"
-#include "data/imagefolder.h"
-
-/* GPT-2's pre-tokenizer, as tiktoken writes it for r50k_base: `$` is the end
- * of the text only (PCRE2_DOLLAR_ENDONLY), \s and \p{..} are Unicode's
- * (PCRE2_UCP). */
-static const char pattern[] =
-    "'(?:[sdmt]|ll|ve|re)| ?\\p{L}++| ?\\p{N}++| ?[^\\s\\p{L}\\p{N}]++|\\s++$|\\s+(?!\\S)|\\s";
 
 #define NO_RANK INT32_MAX
 
 struct entry {
     uint32_t off, len; /* bytes in pool */
-    int32_t rank;      /* -1: empty slot */
+    int32_t id;        /* -1: empty slot */
+};
+
+struct pair {
+    int32_t left, right; /* -1: empty slot */
+    int32_t rank;
 };
 
 struct dl_bpe {
     unsigned char *pool; /* every token's bytes */
     size_t pool_len;
-    uint32_t *off, *len; /* by rank */
-    int32_t n;           /* ranks 0..n-1 */
-    struct entry *slot;  /* open addressing on the bytes */
+    uint32_t *off, *len; /* by id */
+    int32_t n, vocab;    /* the model's ids 0..n-1 (in slot); all ids */
+    struct entry *slot;  /* open addressing on the model's bytes */
     size_t mask;
-    pcre2_code *re;
+    struct pair *pair; /* open addressing on merges' ids; NULL: tiktoken's ranks */
+    size_t pair_mask;
+    int whole_first, match_added;
+    struct dl_pretokenizer *pre;
+    struct dl_bpe_added *added; /* content in pool; not normalized first, each longest first */
+    int n_added;
+    unsigned char starts_added[2][256]; /* a byte an added token of each pass starts with */
+    int32_t *prefix, *suffix, separator;
+    int n_prefix, n_suffix;
 };
 
 static uint64_t hash(const unsigned char *p, size_t n)
@@ -42,128 +42,200 @@ static uint64_t hash(const unsigned char *p, size_t n)
     return h;
 }
 
-static int32_t rank_of(const struct dl_bpe *b, const unsigned char *p, size_t n)
+static size_t pair_hash(int32_t left, int32_t right)
+{
+    return (size_t)(((uint64_t)(uint32_t)left * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(uint32_t)right * 0xc2b2ae3d27d4eb4full));
+}
+
+/* The model's id of bytes p[0..n), or NO_RANK. */
+static int32_t id_of(const struct dl_bpe *b, const unsigned char *p, size_t n)
 {
     for (size_t i = (size_t)hash(p, n) & b->mask;; i = (i + 1) & b->mask) {
         const struct entry *e = &b->slot[i];
-        if (e->rank < 0)
+        if (e->id < 0)
             return NO_RANK;
         if (e->len == n && memcmp(b->pool + e->off, p, n) == 0)
+            return e->id;
+    }
+}
+
+/* The rank of the parts p[a..mid) and p[mid..c) joined, or NO_RANK. */
+static int32_t pair_rank(const struct dl_bpe *b, const unsigned char *p, size_t a, size_t mid, size_t c)
+{
+    if (!b->pair)
+        return id_of(b, p + a, c - a);
+    int32_t left = id_of(b, p + a, mid - a), right = id_of(b, p + mid, c - mid);
+    if (left == NO_RANK || right == NO_RANK)
+        return NO_RANK;
+    for (size_t i = pair_hash(left, right) & b->pair_mask;; i = (i + 1) & b->pair_mask) {
+        const struct pair *e = &b->pair[i];
+        if (e->left < 0)
+            return NO_RANK;
+        if (e->left == left && e->right == right)
             return e->rank;
     }
 }
 
-static int b64(int c)
+static size_t slots_for(size_t n)
 {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-/* Decodes base64 text[0..n) into out; returns the length or -1. */
-static long unbase64(const char *text, size_t n, unsigned char *out)
-{
-    long o = 0;
-    unsigned bits = 0, have = 0;
-    size_t i = 0;
-    for (; i < n && text[i] != '='; i++) {
-        int v = b64((unsigned char)text[i]);
-        if (v < 0)
-            return -1;
-        bits = bits << 6 | (unsigned)v;
-        have += 6;
-        if (have >= 8) {
-            have -= 8;
-            out[o++] = (unsigned char)(bits >> have);
-            bits &= (1u << have) - 1;
-        }
-    }
-    for (; i < n; i++)
-        if (text[i] != '=')
-            return -1;
-    return n % 4 == 0 && o > 0 ? o : -1;
-}
-
-static int add(struct dl_bpe *b, const unsigned char *p, size_t n, int32_t rank, const char *path, long line,
-               struct dl_error *err)
-{
-    size_t i = (size_t)hash(p, n) & b->mask;
-    for (; b->slot[i].rank >= 0; i = (i + 1) & b->mask)
-        if (b->slot[i].len == n && memcmp(b->pool + b->slot[i].off, p, n) == 0)
-            return dl_errorf(err, DL_ERR_DATA, "%s:%ld: the bytes of rank %d already have rank %d", path, line, rank,
-                             b->slot[i].rank);
-    b->slot[i] = (struct entry){(uint32_t)(p - b->pool), (uint32_t)n, rank};
-    b->off[rank] = (uint32_t)(p - b->pool);
-    b->len[rank] = (uint32_t)n;
-    return DL_OK;
-}
-
-/* path's bytes, terminated (strtol reads the last rank). */
-static int read_text(const char *path, char **text, size_t *n, struct dl_error *err)
-{
-    unsigned char *buf;
-    int rc = dl_read_file(path, &buf, n, err);
-    if (rc)
-        return rc;
-    char *t = realloc(buf, *n + 1);
-    if (!t) {
-        free(buf);
-        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", path);
-    }
-    t[*n] = '\0';
-    *text = t;
-    return DL_OK;
-}
-
-/* An empty vocabulary for up to `ranks` tokens of `bytes` bytes in all. */
-static struct dl_bpe *vocabulary(size_t ranks, size_t bytes)
-{
-    struct dl_bpe *b = calloc(1, sizeof *b);
     size_t slots = 1024;
-    while (slots < 2 * ranks + 2)
+    while (slots < 2 * n + 2)
         slots *= 2;
-    if (b) {
-        b->mask = slots - 1;
-        b->pool = malloc(bytes + 1);
-        b->off = calloc(ranks + 1, sizeof *b->off);
-        b->len = calloc(ranks + 1, sizeof *b->len);
-        b->slot = malloc(slots * sizeof *b->slot);
-    }
-    if (!b || !b->pool || !b->off || !b->len || !b->slot) {
-        dl_bpe_free(b);
-        return NULL;
-    }
-    for (size_t i = 0; i < slots; i++)
-        b->slot[i].rank = -1;
-    return b;
+    return slots;
 }
 
-/* Checks that name's n ranks hold every byte and compiles the pre-tokenizer;
- * frees b on an error. */
-static int finish(struct dl_bpe *b, int32_t n, const char *name, struct dl_bpe **out, struct dl_error *err)
+static int32_t *copy_ids(const int32_t *ids, int n)
 {
+    int32_t *c = malloc(sizeof *c * (size_t)(n > 0 ? n : 1));
+    if (c && n > 0)
+        memcpy(c, ids, sizeof *c * (size_t)n);
+    return c;
+}
+
+/* Orders added tokens not normalized first, then the longest first. */
+static int added_order(const void *pa, const void *pb)
+{
+    const struct dl_bpe_added *a = pa, *b = pb;
+    if (a->normalized != b->normalized)
+        return a->normalized - b->normalized;
+    return a->len < b->len ? 1 : a->len > b->len ? -1 : a->id - b->id;
+}
+
+/* Fills b's tables from r; b is freed by the caller on an error. */
+static int fill(struct dl_bpe *b, const struct dl_bpe_recipe *r, struct dl_error *err)
+{
+    int32_t vocab = r->n;
+    size_t bytes = 0;
+    for (int32_t i = 0; i < r->n; i++)
+        bytes += r->len[i];
+    for (int i = 0; i < r->n_added; i++) {
+        if (r->added[i].id < 0 || r->added[i].id >= r->n + r->n_added)
+            return dl_errorf(err, DL_ERR_DATA, "%s: added token '%.100s' has id %d: ids run from 0 to %d without "
+                             "gaps", r->name, r->added[i].content, r->added[i].id, r->n + r->n_added - 1);
+        vocab = r->added[i].id >= vocab ? r->added[i].id + 1 : vocab;
+        bytes += r->added[i].len;
+    }
+    b->n = r->n, b->vocab = vocab;
+    b->mask = slots_for((size_t)r->n) - 1;
+    b->pool = malloc(bytes + 1);
+    b->off = calloc((size_t)vocab + 1, sizeof *b->off);
+    b->len = calloc((size_t)vocab + 1, sizeof *b->len);
+    b->slot = malloc((b->mask + 1) * sizeof *b->slot);
+    b->added = malloc(sizeof *b->added * (size_t)(r->n_added + 1));
+    b->prefix = copy_ids(r->prefix, r->n_prefix);
+    b->suffix = copy_ids(r->suffix, r->n_suffix);
+    if (!b->pool || !b->off || !b->len || !b->slot || !b->added || !b->prefix || !b->suffix)
+        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory for %d tokens", r->name, vocab);
+    b->n_prefix = r->n_prefix, b->n_suffix = r->n_suffix, b->separator = r->separator;
+    b->whole_first = r->whole_first, b->match_added = r->match_added;
+    for (size_t i = 0; i <= b->mask; i++)
+        b->slot[i].id = -1;
+    char *given = calloc((size_t)vocab + 1, 1);
+    if (!given)
+        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory for %d tokens", r->name, vocab);
     int rc = DL_OK;
-    b->n = n;
+    for (int32_t id = 0; !rc && id < r->n; id++) {
+        unsigned char *p = b->pool + b->pool_len;
+        size_t n = r->len[id];
+        if (!r->bytes[id]) /* a gap, unless an added token fills it */
+            continue;
+        memcpy(p, r->bytes[id], n);
+        size_t i = (size_t)hash(p, n) & b->mask;
+        for (; b->slot[i].id >= 0; i = (i + 1) & b->mask)
+            if (b->slot[i].len == n && memcmp(b->pool + b->slot[i].off, p, n) == 0)
+                break;
+        if (b->slot[i].id >= 0 || n == 0) {
+            rc = n ? dl_errorf(err, DL_ERR_DATA, "%s: the bytes of token %d are token %d's already", r->name, id,
+                               b->slot[i].id)
+                   : dl_errorf(err, DL_ERR_DATA, "%s: token %d has no bytes", r->name, id);
+            break;
+        }
+        b->slot[i] = (struct entry){(uint32_t)b->pool_len, (uint32_t)n, id};
+        b->off[id] = (uint32_t)b->pool_len, b->len[id] = (uint32_t)n;
+        b->pool_len += n;
+        given[id] = 1;
+    }
+    for (int i = 0; !rc && i < r->n_added; i++) {
+        struct dl_bpe_added a = r->added[i];
+        memcpy(b->pool + b->pool_len, a.content, a.len);
+        if (a.len == 0)
+            rc = dl_errorf(err, DL_ERR_DATA, "%s: added token %d is empty", r->name, a.id);
+        else if (!given[a.id]) {
+            b->off[a.id] = (uint32_t)b->pool_len, b->len[a.id] = (uint32_t)a.len;
+            given[a.id] = 1;
+        } else if (b->len[a.id] != a.len || memcmp(b->pool + b->off[a.id], a.content, a.len) != 0)
+            rc = dl_errorf(err, DL_ERR_DATA, "%s: added token '%.100s' has id %d, another token's", r->name,
+                           a.content, a.id);
+        a.content = (const char *)b->pool + b->pool_len;
+        b->pool_len += a.len;
+        if (a.len)
+            b->starts_added[a.normalized != 0][(unsigned char)a.content[0]] = 1;
+        b->added[b->n_added++] = a;
+    }
+    for (int32_t id = 0; !rc && id < vocab; id++)
+        if (!given[id])
+            rc = dl_errorf(err, DL_ERR_DATA, "%s: no token has id %d (ids run from 0 to %d without gaps)", r->name,
+                           id, vocab - 1);
+    free(given);
+    qsort(b->added, (size_t)b->n_added, sizeof *b->added, added_order);
     for (int c = 0; !rc && c < 256; c++) {
         unsigned char byte = (unsigned char)c;
-        if (rank_of(b, &byte, 1) == NO_RANK)
-            rc = dl_errorf(err, DL_ERR_DATA, "%s: byte %d has no rank: a byte-level vocabulary ranks all 256", name,
+        if (id_of(b, &byte, 1) == NO_RANK)
+            rc = dl_errorf(err, DL_ERR_DATA, "%s: byte %d has no token: a byte-level vocabulary has all 256", r->name,
                            c);
     }
-    int code;
-    PCRE2_SIZE at;
-    if (!rc && !(b->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-                                        PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &code, &at, NULL))) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        rc = dl_errorf(err, DL_ERR_INTERNAL, "the pre-tokenizer pattern at %zu: %s", (size_t)at, (char *)msg);
+    for (int i = 0; !rc && i < r->n_prefix + r->n_suffix; i++) {
+        int32_t id = i < r->n_prefix ? r->prefix[i] : r->suffix[i - r->n_prefix];
+        if (id < 0 || id >= vocab)
+            rc = dl_errorf(err, DL_ERR_DATA, "%s: the template's token %d is not in the vocabulary (%d tokens)",
+                           r->name, id, vocab);
     }
-    if (!rc)
-        pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* without JIT it still matches, slower */
+    if (!rc && (r->separator < -1 || r->separator >= vocab))
+        rc = dl_errorf(err, DL_ERR_DATA, "%s: the separator %d is not in the vocabulary (%d tokens)", r->name,
+                       r->separator, vocab);
+    if (rc || !r->merges)
+        return rc;
+    b->pair_mask = slots_for((size_t)r->n_merges) - 1;
+    if (!(b->pair = malloc((b->pair_mask + 1) * sizeof *b->pair)))
+        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory for %ld merges", r->name, r->n_merges);
+    for (size_t i = 0; i <= b->pair_mask; i++)
+        b->pair[i].left = -1;
+    for (long m = 0; !rc && m < r->n_merges; m++) {
+        int32_t left = r->merges[m][0], right = r->merges[m][1];
+        if (left < 0 || left >= r->n || right < 0 || right >= r->n)
+            return dl_errorf(err, DL_ERR_DATA, "%s: merge %ld joins token %d and %d: the model has tokens 0 to %d",
+                             r->name, m, left, right, r->n - 1);
+        size_t ll = b->len[left], lr = b->len[right];
+        unsigned char *joined = malloc(ll + lr);
+        if (!joined)
+            return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", r->name);
+        memcpy(joined, b->pool + b->off[left], ll);
+        memcpy(joined + ll, b->pool + b->off[right], lr);
+        int32_t made = id_of(b, joined, ll + lr);
+        free(joined);
+        if (made == NO_RANK)
+            return dl_errorf(err, DL_ERR_DATA, "%s: merge %ld joins tokens %d and %d into bytes that are no token",
+                             r->name, m, left, right);
+        size_t i = pair_hash(left, right) & b->pair_mask;
+        for (; b->pair[i].left >= 0; i = (i + 1) & b->pair_mask)
+            if (b->pair[i].left == left && b->pair[i].right == right)
+                break;
+        if (b->pair[i].left < 0) /* a merge listed again keeps its first rank */
+            b->pair[i] = (struct pair){left, right, (int32_t)m};
+    }
+    return rc;
+}
+
+int dl_bpe_build(const struct dl_bpe_recipe *r, struct dl_bpe **out, struct dl_error *err)
+{
+    *out = NULL;
+    struct dl_bpe *b = calloc(1, sizeof *b);
+    if (!b) {
+        dl_pretokenizer_free(r->pre);
+        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", r->name);
+    }
+    b->pre = r->pre;
+    int rc = fill(b, r, err);
     if (rc) {
         dl_bpe_free(b);
         return rc;
@@ -172,95 +244,19 @@ static int finish(struct dl_bpe *b, int32_t n, const char *name, struct dl_bpe *
     return DL_OK;
 }
 
-int dl_bpe_load(const char *path, struct dl_bpe **out, struct dl_error *err)
-{
-    *out = NULL;
-    char *text = NULL;
-    size_t n = 0;
-    int rc = read_text(path, &text, &n, err);
-    if (rc)
-        return rc;
-    long lines = 0;
-    for (size_t i = 0; i < n; i++)
-        lines += text[i] == '\n';
-    lines += n && text[n - 1] != '\n';
-    struct dl_bpe *b = vocabulary((size_t)lines, n);
-    if (!b) {
-        free(text);
-        return dl_errorf(err, DL_ERR_NOMEM, "%s: out of memory", path);
-    }
-    long line = 0;
-    for (char *p = text, *end = text + n; !rc && p < end; line++) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *stop = nl ? nl : end, *space = memchr(p, ' ', (size_t)(stop - p));
-        char *tail;
-        long rank = space ? strtol(space + 1, &tail, 10) : -1;
-        long len = space ? unbase64(p, (size_t)(space - p), b->pool + b->pool_len) : -1;
-        if (len < 0 || space + 1 == tail || (tail != stop && !(tail + 1 == stop && *tail == '\r')))
-            rc = dl_errorf(err, DL_ERR_DATA, "%s:%ld: expected \"BASE64 RANK\" (a .tiktoken vocabulary)", path,
-                           line + 1);
-        else if (rank != line)
-            rc = dl_errorf(err, DL_ERR_DATA, "%s:%ld: rank %ld, expected %ld (ranks count up from 0, one per line)",
-                           path, line + 1, rank, line);
-        else
-            rc = add(b, b->pool + b->pool_len, (size_t)len, (int32_t)rank, path, line + 1, err);
-        b->pool_len += len > 0 ? (size_t)len : 0;
-        p = stop + 1;
-    }
-    free(text);
-    if (rc) {
-        dl_bpe_free(b);
-        return rc;
-    }
-    return finish(b, (int32_t)line, path, out, err);
-}
-
-int dl_bpe_make(const unsigned char *const *bytes, const size_t *len, int32_t n, struct dl_bpe **out,
-                struct dl_error *err)
-{
-    *out = NULL;
-    size_t all = 0;
-    for (int32_t r = 0; r < n; r++)
-        all += len[r];
-    struct dl_bpe *b = vocabulary((size_t)n, all);
-    if (!b)
-        return dl_errorf(err, DL_ERR_NOMEM, "out of memory for a vocabulary of %d tokens", n);
-    int rc = DL_OK;
-    for (int32_t r = 0; !rc && r < n; r++) {
-        memcpy(b->pool + b->pool_len, bytes[r], len[r]);
-        rc = add(b, b->pool + b->pool_len, len[r], r, "the vocabulary", r + 1, err);
-        b->pool_len += len[r];
-    }
-    if (rc) {
-        dl_bpe_free(b);
-        return rc;
-    }
-    return finish(b, n, "the vocabulary", out, err);
-}
-
-int dl_bpe_open(const char *name, struct dl_bpe **out, struct dl_error *err)
-{
-    char rel[1024], path[4096], looked[4096] = "";
-    if (strchr(name, '/') || access(name, R_OK) == 0)
-        return dl_bpe_load(name, out, err);
-    snprintf(rel, sizeof rel, "vocab/%s.tiktoken", name);
-    if (dl_shipped_find(rel, path, sizeof path, looked, sizeof looked))
-        return dl_bpe_load(path, out, err);
-    *out = NULL;
-    return dl_errorf(err, DL_ERR_IO, "vocabulary '%s': no %s.tiktoken (looked in %s): tools/deps fetches gpt2.tiktoken "
-                     "(from the openai-whisper source distribution on PyPI) into vocab/; or give a .tiktoken file's "
-                     "path", name, name, looked[0] ? looked : "nowhere");
-}
-
 void dl_bpe_free(struct dl_bpe *b)
 {
     if (!b)
         return;
-    pcre2_code_free(b->re);
+    dl_pretokenizer_free(b->pre);
     free(b->pool);
     free(b->off);
     free(b->len);
     free(b->slot);
+    free(b->pair);
+    free(b->added);
+    free(b->prefix);
+    free(b->suffix);
     free(b);
 }
 
@@ -283,11 +279,11 @@ static int merge_scan(const struct dl_bpe *b, const unsigned char *p, size_t n, 
             free(rank);
         return dl_errorf(err, DL_ERR_NOMEM, "out of memory encoding a piece of %zu bytes", n);
     }
-    size_t m = n + 1; /* boundaries; rank[i]: of the bytes pos[i]..pos[i+2] */
+    size_t m = n + 1; /* boundaries; rank[i]: of the parts pos[i]..pos[i+1]..pos[i+2] */
     for (size_t i = 0; i < m; i++)
         pos[i] = i;
     for (size_t i = 0; i + 2 < m; i++)
-        rank[i] = rank_of(b, p + pos[i], pos[i + 2] - pos[i]);
+        rank[i] = pair_rank(b, p, pos[i], pos[i + 1], pos[i + 2]);
     while (m > 2) {
         size_t best = 0;
         int32_t r = NO_RANK;
@@ -301,13 +297,13 @@ static int merge_scan(const struct dl_bpe *b, const unsigned char *p, size_t n, 
         memmove(rank + best + 1, rank + best + 2, (m >= best + 4 ? m - best - 4 : 0) * sizeof *rank);
         m--;
         if (best + 2 < m)
-            rank[best] = rank_of(b, p + pos[best], pos[best + 2] - pos[best]);
+            rank[best] = pair_rank(b, p, pos[best], pos[best + 1], pos[best + 2]);
         if (best > 0)
-            rank[best - 1] = rank_of(b, p + pos[best - 1], pos[best + 1] - pos[best - 1]);
+            rank[best - 1] = pair_rank(b, p, pos[best - 1], pos[best], pos[best + 1]);
     }
     int rc = dl_token_stream_reserve(out, (long)(m - 1), err);
     for (size_t i = 0; !rc && i + 1 < m; i++)
-        out->id[out->n++] = rank_of(b, p + pos[i], pos[i + 1] - pos[i]);
+        out->id[out->n++] = id_of(b, p + pos[i], pos[i + 1] - pos[i]);
     if (pos != small_pos)
         free(pos);
     if (rank != small_rank)
@@ -388,7 +384,7 @@ static int merge_heap(const struct dl_bpe *b, const unsigned char *p, size_t n, 
     for (uint32_t s = 0; s < h.n; s++) {
         h.next[s] = s + 1;
         h.prev[s] = s - 1; /* unread for the first part */
-        h.rank[s] = s + 1 < h.n ? rank_of(b, p + s, 2) : NO_RANK;
+        h.rank[s] = s + 1 < h.n ? pair_rank(b, p, s, s + 1, s + 2) : NO_RANK;
         if (s + 1 < h.n)
             place(&h, s, s);
     }
@@ -401,7 +397,7 @@ static int merge_heap(const struct dl_bpe *b, const unsigned char *p, size_t n, 
         if (after < h.n) {
             unheap(&h, right);
             h.prev[after] = s;
-            h.rank[s] = rank_of(b, p + s, h.next[after] - s);
+            h.rank[s] = pair_rank(b, p, s, after, h.next[after]);
             sift(&h, h.at[s]);
         } else {
             h.rank[s] = NO_RANK;
@@ -409,16 +405,69 @@ static int merge_heap(const struct dl_bpe *b, const unsigned char *p, size_t n, 
         }
         if (s > 0) {
             uint32_t q = h.prev[s];
-            h.rank[q] = rank_of(b, p + q, after - q);
+            h.rank[q] = pair_rank(b, p, q, s, after);
             sift(&h, h.at[q]);
         }
         parts--;
     }
     int rc = dl_token_stream_reserve(out, parts, err);
     for (uint32_t s = 0; !rc && s < h.n; s = h.next[s])
-        out->id[out->n++] = rank_of(b, p + s, h.next[s] - s);
+        out->id[out->n++] = id_of(b, p + s, h.next[s] - s);
     free(block);
     return rc;
+}
+
+/* A piece's tokens: pieces of the pre-tokenizer go here. */
+struct encoding {
+    const struct dl_bpe *b;
+    const unsigned char *text;
+    enum dl_bpe_merge how;
+    struct dl_token_stream *out;
+};
+
+static int push(struct dl_token_stream *out, int32_t id, struct dl_error *err)
+{
+    int rc = dl_token_stream_reserve(out, 1, err);
+    if (!rc)
+        out->id[out->n++] = id;
+    return rc;
+}
+
+static int encode_piece(void *ctx, size_t at, size_t len, struct dl_error *err)
+{
+    const struct encoding *e = ctx;
+    const unsigned char *piece = e->text + at;
+    int32_t whole = len == 1 || e->b->whole_first ? id_of(e->b, piece, len) : NO_RANK;
+    if (whole != NO_RANK)
+        return push(e->out, whole, err);
+    if (e->how == DL_BPE_MERGE_SCAN || (e->how == DL_BPE_MERGE_AUTO && len <= DL_BPE_SCAN_MAX))
+        return merge_scan(e->b, piece, len, e->out, err);
+    return merge_heap(e->b, piece, len, e->out, err);
+}
+
+/* The added tokens of the pass (0: not normalized, 1: normalized) in
+ * text[at..end), each the longest at the leftmost place; the text between
+ * goes to the next pass, and after the last to the pre-tokenizer. */
+static int encode_between_added(const struct encoding *e, int pass, size_t at, size_t end, struct dl_error *err)
+{
+    const struct dl_bpe *b = e->b;
+    if (pass == 2 || !b->match_added)
+        return dl_pretokenize(b->pre, (const char *)e->text + at, end - at, encode_piece,
+                              &(struct encoding){b, e->text + at, e->how, e->out}, err);
+    int rc = DL_OK;
+    size_t from = at;
+    for (size_t i = at; !rc && i < end; i++)
+        for (int k = 0; k < b->n_added && b->starts_added[pass][e->text[i]]; k++) {
+            const struct dl_bpe_added *a = &b->added[k];
+            if ((a->normalized != 0) != pass || a->len > end - i || memcmp(e->text + i, a->content, a->len) != 0)
+                continue;
+            if (!(rc = encode_between_added(e, pass + 1, from, i, err)))
+                rc = push(e->out, a->id, err);
+            from = i + a->len;
+            i = from - 1;
+            break;
+        }
+    return rc ? rc : encode_between_added(e, pass + 1, from, end, err);
 }
 
 int dl_bpe_encode(const struct dl_bpe *b, const char *text, size_t n, struct dl_token_stream *out,
@@ -430,46 +479,34 @@ int dl_bpe_encode(const struct dl_bpe *b, const char *text, size_t n, struct dl_
 int dl_bpe_encode_with(const struct dl_bpe *b, const char *text, size_t n, enum dl_bpe_merge how,
                        struct dl_token_stream *out, struct dl_error *err)
 {
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->re, NULL);
-    if (!md)
-        return dl_errorf(err, DL_ERR_NOMEM, "out of memory for the pre-tokenizer");
+    struct encoding e = {b, (const unsigned char *)text, how, out};
+    return encode_between_added(&e, 0, 0, n, err);
+}
+
+int dl_bpe_encode_document(const struct dl_bpe *b, const char *text, size_t n, struct dl_token_stream *out,
+                           struct dl_error *err)
+{
     int rc = DL_OK;
-    for (size_t at = 0; !rc && at < n;) {
-        int got = pcre2_match(b->re, (PCRE2_SPTR)text, n, at, PCRE2_NO_UTF_CHECK, md, NULL);
-        if (got == PCRE2_ERROR_NOMATCH)
-            break;
-        if (got < 0) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(got, msg, sizeof msg);
-            rc = dl_errorf(err, DL_ERR_DATA, "the pre-tokenizer at byte %zu: %s", at, (char *)msg);
-            break;
-        }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        const unsigned char *piece = (const unsigned char *)text + ov[0];
-        size_t len = ov[1] - ov[0];
-        int32_t whole = rank_of(b, piece, len);
-        if (whole != NO_RANK) {
-            rc = dl_token_stream_reserve(out, 1, err);
-            if (!rc)
-                out->id[out->n++] = whole;
-        } else if (how == DL_BPE_MERGE_SCAN || (how == DL_BPE_MERGE_AUTO && len <= DL_BPE_SCAN_MAX))
-            rc = merge_scan(b, piece, len, out, err);
-        else
-            rc = merge_heap(b, piece, len, out, err);
-        at = ov[1] > at ? ov[1] : at + 1;
-    }
-    pcre2_match_data_free(md);
+    if (b->n_prefix + b->n_suffix == 0 && b->separator >= 0)
+        rc = push(out, b->separator, err);
+    for (int i = 0; !rc && i < b->n_prefix; i++)
+        rc = push(out, b->prefix[i], err);
+    if (!rc)
+        rc = dl_bpe_encode(b, text, n, out, err);
+    for (int i = 0; !rc && i < b->n_suffix; i++)
+        rc = push(out, b->suffix[i], err);
     return rc;
+}
+
+const int32_t *dl_bpe_template_prefix(const struct dl_bpe *b, int *n)
+{
+    *n = b->n_prefix;
+    return b->prefix;
 }
 
 const unsigned char *dl_bpe_bytes(const struct dl_bpe *b, int32_t id, size_t *len)
 {
-    static const unsigned char eot[] = "<|endoftext|>";
-    if (id == b->n) {
-        *len = sizeof eot - 1;
-        return eot;
-    }
-    if (id < 0 || id > b->n) {
+    if (id < 0 || id >= b->vocab) {
         *len = 0;
         return NULL;
     }
@@ -479,10 +516,10 @@ const unsigned char *dl_bpe_bytes(const struct dl_bpe *b, int32_t id, size_t *le
 
 int dl_bpe_vocab(const struct dl_bpe *b)
 {
-    return b->n + 1;
+    return b->vocab;
 }
 
 int32_t dl_bpe_end_of_text(const struct dl_bpe *b)
 {
-    return b->n;
+    return b->separator;
 }

@@ -1,7 +1,7 @@
 # src/data: readers (IDX, CIFAR binaries, image folders with JPEG/PNG decoding
 # and transforms, text, llm.c token files), GPT-2's tokenizer, dataset
 # loading, and the shuffling, sharding batcher with its pool of decode threads.
-AM_CPPFLAGS += $(JPEG_CFLAGS) $(PNG_CFLAGS) $(PCRE2_CFLAGS)
+AM_CPPFLAGS += $(JPEG_CFLAGS) $(PNG_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS)
 DL_LIBS += $(JPEG_LIBS) $(PNG_LIBS) $(PCRE2_LIBS)
 DL_COMMON_SOURCES += \
 	src/data/idx.c src/data/idx.h \
@@ -18,7 +18,9 @@ DL_COMMON_SOURCES += \
 	src/data/token_file.c src/data/token_file.h src/data/token_windows.c src/data/token_windows.h \
 	src/data/tokens.c src/data/tokens.h \
 	src/data/utf8.c src/data/utf8.h \
-	src/data/bpe.c src/data/bpe.h
+	src/data/pretokenize.c src/data/pretokenize.h \
+	src/data/bpe.c src/data/bpe.h src/data/tiktoken_file.c \
+	src/data/hf_tokenizer.c src/data/hf_tokenizer.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_data
