@@ -10,8 +10,11 @@
 # `dltrain tokenize --tokenizer` gives token for token what the library's
 # encode gives on the corpus and on hostile strings (every byte, invalid
 # UTF-8, Unicode spaces and scripts, specials in the text, prefixes of
-# them, case-folded contractions), under each Split behavior and inverted,
-# merges written as pairs as newer libraries write them; --decode gives the
+# them, case-folded contractions), under each Split behavior (a pattern
+# that leaves words between its matches) and inverted, single digits where
+# merges join digits, a word that ignore_merges takes whole, merges ranked
+# by their place in the list (reversed), merges written as pairs as newer
+# libraries write them; --decode gives the
 # text back, --no-eot drops the template; a LLaMA trains on the tokens and
 # `generate --tokenizer` starts from the library's tokens of a prompt.
 # What is not byte-level BPE, malformed or unsupported (a truncated file,
@@ -21,7 +24,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
-PLAN=40
+PLAN=43
 tap_plan $PLAN
 PY=${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv}/bin/python
 if ! "$PY" -c "import tokenizers" 2>/dev/null; then
@@ -62,14 +65,23 @@ smol.save(out + "/smollm2.json")
 base = json.load(open(out + "/llama3.json"))
 for behavior, invert in [("Removed", False), ("MergedWithPrevious", False), ("MergedWithNext", False),
                          ("Contiguous", False), ("Isolated", True)]:
-    d = copy.deepcopy(base)
-    d["pre_tokenizer"]["pretokenizers"][0].update(behavior=behavior, invert=invert)
-    if behavior == "Contiguous":  # a pattern whose matches meet
-        d["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": r"\p{L}|\s"}
+    d = copy.deepcopy(base)  # a pattern that leaves text between its matches (words), some of which meet
+    d["pre_tokenizer"]["pretokenizers"][0].update(behavior=behavior, invert=invert,
+                                                  pattern={"Regex": r"\s|[.,;:!?()-]"})
     json.dump(d, open("%s/split-%s%s.json" % (out, behavior, "-inverted" if invert else ""), "w"))
+d = copy.deepcopy(base)  # single digits where the merges join digits
+d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
+                      {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+json.dump(d, open(out + "/split-digits.json", "w"))
+d = copy.deepcopy(base)  # a word in the vocabulary that no merge makes: ignore_merges takes it whole
+d["model"]["vocab"]["\u0120zqzq"] = len(d["model"]["vocab"])
+json.dump(d, open(out + "/split-ignore-merges.json", "w"))
 d = json.load(open(out + "/smollm2.json"))
 d["model"]["merges"] = [m.split(" ") for m in d["model"]["merges"]]
 json.dump(d, open(out + "/pairs.json", "w"))
+d = json.load(open(out + "/smollm2.json"))
+d["model"]["merges"].reverse()  # ranks by place in the list, not by the ids the merges make
+json.dump(d, open(out + "/split-reversed-merges.json", "w"))
 PY
 
 # The reference: the library's encode of each file (its template's tokens
@@ -115,7 +127,7 @@ cases = {
                  "\uc548\ub155 \u041f\u0440\u0438\u0432\u0435\u0442 \U0001f389\U0001f44d\U0001f3fd e\u0301 \u0301x".encode(),
     "g_contractions": "I'm YOU'RE we'Ve they'LL she'D it'S 'S '\u017f '\u212a ''s ' s O'Neil rock'n'roll".encode(),
     "h_specials": b"<|begin_of_text|>x<|end_of_text|><|begin_of_text|> <|endoftext|>y<|endoftext|><|endoftext"
-                  b" <|begin_of <|reserved_special_token_7|><|reserved_special_token_1|> manual page manual pages",
+                  b" <|begin_of <|reserved_special_token_7|><|reserved_special_token_1|> manual page manual pages zqzq zqzqz",
     "i_trailing": b"ends with spaces \n\n   ",
     "j_empty": b"",
     "k_random_bytes": bytes(random.getrandbits(8) for _ in range(6000)),
@@ -140,7 +152,8 @@ done
 expect_output "^tokenize: 13 files, [0-9]+ bytes \([1-9][0-9]* ill-formed UTF-8 sequences replaced by U\+FFFD\)" \
     "  it counts the repaired bytes"
 SOME=$(echo "$FILES" | head -20)
-for v in split-Removed split-MergedWithPrevious split-MergedWithNext split-Contiguous split-Isolated-inverted; do
+for v in split-Removed split-MergedWithPrevious split-MergedWithNext split-Contiguous split-Isolated-inverted \
+    split-digits split-ignore-merges split-reversed-merges; do
     $DLTRAIN tokenize --tokenizer "$T/$v.json" --validation 0 -o "$T/$v.bin" $HOSTILE $SOME >/dev/null 2>&1
     same "$T/$v.json" "$T/$v.bin" documents "${v#split-}: hostile strings and man pages as the library" \
         $HOSTILE $SOME

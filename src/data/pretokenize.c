@@ -3,7 +3,9 @@
 #include "data/pretokenize.h"
 
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char dl_pretokenize_gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -26,6 +28,28 @@ struct dl_pretokenizer *dl_pretokenizer_new(void)
     return calloc(1, sizeof(struct dl_pretokenizer));
 }
 
+/* pattern with \s and \S as Unicode's White_Space and its complement:
+ * what Rust's regex (tiktoken) and Oniguruma (tokenizers) match, where
+ * PCRE2's \s also takes U+180E; NULL when out of memory. */
+static char *white_space_as_unicode(const char *pattern)
+{
+    size_t n = strlen(pattern);
+    char *out = malloc(5 * n + 1), *o = out;
+    for (size_t i = 0; out && i < n; i++) {
+        if (pattern[i] == '\\' && (pattern[i + 1] == 's' || pattern[i + 1] == 'S')) {
+            o += sprintf(o, "\\%c{WSpace}", pattern[i + 1] == 's' ? 'p' : 'P');
+            i++;
+        } else {
+            *o++ = pattern[i];
+            if (pattern[i] == '\\' && i + 1 < n)
+                *o++ = pattern[++i];
+        }
+    }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
 int dl_pretokenizer_add(struct dl_pretokenizer *p, const char *pattern, int literal, enum dl_split_behavior behavior,
                         int invert, struct dl_error *err)
 {
@@ -34,7 +58,12 @@ int dl_pretokenizer_add(struct dl_pretokenizer *p, const char *pattern, int lite
     int code;
     PCRE2_SIZE at;
     uint32_t flags = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, flags, &code, &at, NULL);
+    char *unicode = literal ? NULL : white_space_as_unicode(pattern);
+    if (!literal && !unicode)
+        return dl_errorf(err, DL_ERR_NOMEM, "out of memory for the pre-tokenizer");
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(literal ? pattern : unicode), PCRE2_ZERO_TERMINATED, flags, &code,
+                                   &at, NULL);
+    free(unicode);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);

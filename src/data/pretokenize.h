@@ -9,7 +9,10 @@
  * to every piece of the step before; empty pieces are dropped.  tiktoken's
  * encodings are one Isolated step of their pattern (its matches cover all
  * text), GPT-2's tokenizer.json too (the ByteLevel pre-tokenizer's), Llama
- * 3's its Split pattern, SmolLM2's single digits then GPT-2's pattern. */
+ * 3's its Split pattern, SmolLM2's single digits then GPT-2's pattern.
+ * \s and \S in a pattern are Unicode's White_Space and its complement, as
+ * tiktoken's Rust regex and the tokenizers library's Oniguruma read them
+ * (PCRE2's own \s takes U+180E too). */
 #ifndef DL_DATA_PRETOKENIZE_H
 #define DL_DATA_PRETOKENIZE_H
 
