@@ -115,6 +115,15 @@ TESTS += tests/test_grad_transformer
 endif
 
 if HAVE_CMOCKA
+check_PROGRAMS += tests/test_grad_doc_mask
+tests_test_grad_doc_mask_SOURCES = tests/test_grad_doc_mask.c tests/optest.h $(GRADCHECK_SOURCES)
+tests_test_grad_doc_mask_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
+tests_test_grad_doc_mask_CFLAGS = $(TEST_CFLAGS)
+tests_test_grad_doc_mask_LDADD = $(TEST_LIBS64)
+TESTS += tests/test_grad_doc_mask
+endif
+
+if HAVE_CMOCKA
 check_PROGRAMS += tests/test_netfile tests/test_optim
 tests_test_netfile_SOURCES = tests/test_netfile.c
 tests_test_netfile_CFLAGS = $(TEST_CFLAGS)
