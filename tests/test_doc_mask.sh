@@ -4,9 +4,9 @@
 # nets/llama-tiny.yaml on text whose documents are its lines (a newline,
 # byte 10, ends each) trains (its loss falls), differs from the unmasked
 # run, and on every layout equals one process within 1e-5 (grid_runs.sh:
-# data parallel, tensor parallel (heads split), a pipeline of 2 (the
-# documents reach the second stage's attention and rope), full
-# recomputation); nets/gpt-tiny.yaml (a learned position table) on a
+# data parallel, tensor parallel (heads split), sequence parallel, a
+# pipeline of 2 (the documents reach the second stage's attention and
+# rope), pipeline chunks, full recomputation); nets/gpt-tiny.yaml (a learned position table) on a
 # pipeline too.  Bad input exits 2 with a message naming what is wrong: a
 # separator outside the vocabulary, a negative one, a network without a
 # layer that reads documents, a dataset without token windows, a --kernel
@@ -17,7 +17,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 21
+tap_plan 22
 . "$top_srcdir/tests/grid_runs.sh"
 
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
@@ -46,6 +46,7 @@ grid docs-dp2 docs-one 2 $DOCS --grid dp=2
 grid docs-tp2 docs-one 2 $DOCS --grid tp=2
 grid docs-pp2 docs-one 2 $DOCS --grid pp=2
 grid docs-dp2-tp2 docs-one 4 $DOCS --grid dp=2,tp=2
+grid docs-tp2-sp docs-one 2 $DOCS --grid tp=2 --sequence-parallel
 grid docs-pp2-chunks docs-one 2 $DOCS --grid pp=2 --pipeline-chunks 4
 run 1 docs-recompute $DOCS --recompute full && compare docs-recompute docs-one docs-recompute
 tap_result $? "docs-recompute: --recompute full as without"
