@@ -68,26 +68,22 @@ static void attention_doc_grad(void **state)
         }
 }
 
-static void rope_doc_grad(void **state)
+/* rope and position_embedding: positions from each document's start. */
+static void positions_doc_grad(void **state)
 {
+    static const struct {
+        const struct dl_op_kind *op;
+        const char *attrs;
+        int C;
+    } kinds[] = {{&dl_op_rope, "{head_dim: 4, theta: 100}", 8}, {&dl_op_position_embedding, "{context: 9}", 3}};
     int start[2 * T7];
-    for (int first = 0; first < N_LAYOUTS; first++) {
-        two_samples(start, first);
-        struct gc_case c = {.op = &dl_op_rope, .attrs = "{head_dim: 4, theta: 100}", .batch = 2, .n_in = 1,
-                            .in = {SEQ(T7, 8)}, .training = 1, .doc_start = start};
-        gc_assert(&c);
-    }
-}
-
-static void position_embedding_doc_grad(void **state)
-{
-    int start[2 * T7];
-    for (int first = 0; first < N_LAYOUTS; first++) {
-        two_samples(start, first);
-        struct gc_case c = {.op = &dl_op_position_embedding, .attrs = "{context: 9}", .batch = 2, .n_in = 1,
-                            .in = {SEQ(T7, 3)}, .training = 1, .doc_start = start};
-        gc_assert(&c);
-    }
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int first = 0; first < N_LAYOUTS; first++) {
+            two_samples(start, first);
+            struct gc_case c = {.op = kinds[k].op, .attrs = kinds[k].attrs, .batch = 2, .n_in = 1,
+                                .in = {SEQ(T7, kinds[k].C)}, .training = 1, .doc_start = start};
+            gc_assert(&c);
+        }
 }
 
 /* One forward of op on a sample [T, C] of features x ([n_in][C_i T]
@@ -168,8 +164,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(attention_doc_grad),
-        cmocka_unit_test(rope_doc_grad),
-        cmocka_unit_test(position_embedding_doc_grad),
+        cmocka_unit_test(positions_doc_grad),
         cmocka_unit_test(documents_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
