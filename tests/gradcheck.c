@@ -138,6 +138,7 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     for (long n = 0; n < (long)c->batch * P; n++)
         labels[n] = c->ignore_some && n % 3 == 1 ? -100 : (int)dl_rng_below(&rng, (uint64_t)(classes > 0 ? classes : 1));
     call->labels = labels;
+    call->doc_start = c->doc_start;
     s.n_params = c->op->params ? c->op->params(attr, c->in, call->out.shape, NULL) : 0;
     assert_true(s.n_params <= TEST_MAX_PARAMS);
     if (s.n_params)

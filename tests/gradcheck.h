@@ -23,6 +23,7 @@ struct gc_case {
     int max_checks;         /* 0 = default (200) */
     double tol;             /* 0 = default (1e-6 absolute + 1e-5 relative) */
     int ignore_some;        /* a per-position loss: every third label is ignore_index (-100) */
+    const int *doc_start;   /* document masking: the call's doc_start ([batch][T], op.h); NULL: none */
 };
 
 /* Returns 0 when every checked derivative matches; otherwise 1, and report

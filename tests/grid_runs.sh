@@ -65,6 +65,17 @@ sys.exit(0 if len(b) >= 10 and rel <= 1e-5 and wd <= wtol else 1)
 PY
 }
 
+# falls RUN STEPS DROP: run T/RUN logged STEPS steps and its loss fell by
+# more than DROP from the first to the last.
+falls() {
+    /usr/bin/python3 - "$T/$1.jsonl" "$2" "$3" <<'PY'
+import json, sys
+loss = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"step"' in l]
+print("# loss %.4f at step 1, %.4f at step %d" % (loss[0], loss[-1], len(loss)))
+sys.exit(0 if len(loss) == int(sys.argv[2]) and loss[-1] < loss[0] - float(sys.argv[3]) else 1)
+PY
+}
+
 # grid NAME REF RANKS ARGS...: trains on a grid and compares with REF.
 grid() {
     name=$1 ref=$2 n=$3

@@ -235,6 +235,7 @@ int kc_run_fused(const struct dl_kernel *k, const struct dl_layer *l, struct kc_
             c->dparam = dparam;
             c->saved = (float *)(saved + (size_t)sl * saved_bytes);
             c->labels = labels ? labels + (long)sl * mb * P : NULL;
+            c->doc_start = t->doc_start ? t->doc_start + (long)sl * mb * l->out_shape.h : NULL; /* host memory */
             c->label_norm = label_norm;
             c->training = 1;
             c->key = KC_KEY; /* dropout's mask: the whole batch's, whatever the slices */

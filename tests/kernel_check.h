@@ -17,6 +17,7 @@ struct kc_tensors {
     float *x[DL_MAX_INPUTS], *y, *dy, *dx[DL_MAX_INPUTS];
     float *param[TEST_MAX_PARAMS], *dparam[TEST_MAX_PARAMS];
     int *labels;          /* a loss layer's: batch x kc_positions class indices; else NULL */
+    const int *doc_start; /* document masking: batch x T document starts (op.h's doc_start); NULL: none */
 };
 
 double kc_rel_err(const float *a, const float *b, long n);

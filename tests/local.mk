@@ -115,6 +115,15 @@ TESTS += tests/test_grad_transformer
 endif
 
 if HAVE_CMOCKA
+check_PROGRAMS += tests/test_grad_doc_mask
+tests_test_grad_doc_mask_SOURCES = tests/test_grad_doc_mask.c tests/optest.h $(GRADCHECK_SOURCES)
+tests_test_grad_doc_mask_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
+tests_test_grad_doc_mask_CFLAGS = $(TEST_CFLAGS)
+tests_test_grad_doc_mask_LDADD = $(TEST_LIBS64)
+TESTS += tests/test_grad_doc_mask
+endif
+
+if HAVE_CMOCKA
 check_PROGRAMS += tests/test_netfile tests/test_optim
 tests_test_netfile_SOURCES = tests/test_netfile.c
 tests_test_netfile_CFLAGS = $(TEST_CFLAGS)
@@ -143,9 +152,9 @@ tests_test_schedule_CFLAGS = $(TEST_CFLAGS)
 tests_test_schedule_LDADD = $(TEST_LIBS)
 TESTS += tests/test_schedule
 endif
-TESTS += tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/test_cli.sh tests/test_first_run.sh tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
+TESTS += tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_doc_mask.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/test_cli.sh tests/test_first_run.sh tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
 	tests/test_resume.sh tests/test_checklist.sh tests/test_trace.sh tests/test_schedules_mpi.sh
-EXTRA_DIST += tools/gpu-check tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/check_tensorboard.py tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/text_corpus.sh tests/test_cli.sh tests/test_first_run.sh tests/set_keys.py tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
+EXTRA_DIST += tools/gpu-check tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/check_tensorboard.py tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_doc_mask.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/text_corpus.sh tests/test_cli.sh tests/test_first_run.sh tests/set_keys.py tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
 	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py \
 	tests/test_schedules_mpi.sh tests/grid_runs.sh
 

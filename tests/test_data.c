@@ -1237,6 +1237,44 @@ static void file_lists(void **state)
 
 /* ---------------------------------------------------------------- token windows */
 
+/* Document masking (data.document_mask): the label after a separator is
+ * the loss's ignored one, wherever the separator falls (a window's last
+ * position, a seam between files), the ids unchanged; off, the same files
+ * give the plain next ids. */
+static void token_windows_documents(void **state)
+{
+    struct fixture *fx = *state;
+    enum { T = 5, SEP = 50256 };
+    /* two files: documents end at index 2, 4 (a window's last position), 6 (a file's last id) and 9 */
+    static const int32_t ids[2][6] = {{11, 12, SEP, 13, SEP, 14}, {SEP, 15, 16, SEP, 17, 18}};
+    const int32_t *all = ids[0];
+    struct dl_token_windows *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    struct dl_error err = {0};
+    for (int f = 0; f < 2; f++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/docs%d.bin", fx->dir, f);
+        assert_int_equal(dl_token_file_write(path, ids[f], 6, &err), DL_OK);
+        assert_int_equal(dl_token_windows_add(w, path, 4 * DL_TOKEN_FILE_HEADER_INTS, 2, 6, &err), DL_OK);
+    }
+    assert_int_equal(dl_token_windows_split(w, 0, 12, T, 0, "test", "training", fx->dir, &err), DL_OK);
+    assert_int_equal(w->n, 2);
+    for (int mask = 0; mask < 2; mask++) {
+        w->doc_mask = mask, w->doc_separator = SEP, w->doc_ignored = -100;
+        for (long i = 0; i < w->n; i++) {
+            int32_t x[T];
+            int y[T];
+            dl_token_windows_get(w, i, x, y);
+            for (int t = 0; t < T; t++) {
+                long k = i * T + t;
+                assert_int_equal(x[t], all[k]);
+                assert_int_equal(y[t], mask && all[k] == SEP ? -100 : all[k + 1]);
+            }
+        }
+    }
+    dl_token_windows_free(w);
+}
+
 /* A stream of token files read one after another (uint16 files, an empty
  * one, a uint32 one): every window of a split that starts inside the first
  * file is the stream's ids from lo + i*T, its labels the next ids, windows
@@ -1336,6 +1374,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cifar100_fine_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(file_lists, setup, teardown),
         cmocka_unit_test_setup_teardown(token_windows_across_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(token_windows_documents, setup, teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

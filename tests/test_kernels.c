@@ -1064,6 +1064,90 @@ static void every_kernel_has_a_case(void **state)
     assert_int_equal(missing, 0);
 }
 
+/* Document masking (op.h's doc_start): every f32 attention kernel with
+ * doc_mask against the reference on odd shapes and document layouts (one
+ * document, many short ones, a boundary at a 128-row block's edge,
+ * documents of one position), a different layout per sample, in one
+ * slice and in two; a kernel without doc_mask is one the registry never
+ * gives a masked layer (dl_kernel_usable). */
+static void doc_starts(int *start, long T, int layout, long n)
+{
+    for (long t = 0; t < T; t++) {
+        int begins = 0;
+        switch ((layout + n) % 5) {
+        case 0: begins = t == 0; break;                          /* one document */
+        case 1: begins = t % 3 == 0; break;                      /* many short ones */
+        case 2: begins = t == 0 || t == 128 || t == 129; break;  /* at a row block's edge; one of length 1 */
+        case 3: begins = 1; break;                               /* every position its own document */
+        default: begins = t == 0 || t == T / 2 || t == T - 1; break;
+        }
+        start[t] = begins ? (int)t : start[t - 1];
+    }
+}
+
+static void attention_doc_masks(void **state)
+{
+    static const struct kcase dcases[] = {
+        {"doc_attention", "[7, 24]", "{type: attention, heads: 2}", 3, NULL},
+        {"doc_attention_grouped", "[9, 24]", "{type: attention, heads: 4, kv_heads: 2}", 2, NULL},
+        {"doc_attention_full", "[10, 12]", "{type: attention, heads: 2, causal: false}", 2, NULL},
+        {"doc_attention_dropout", "[8, 12]", "{type: attention, heads: 2, dropout: 0.25}", 2, NULL},
+        {"doc_attention_blocks", "[300, 12]", "{type: attention, heads: 2, kv_heads: 1, dropout: 0.1}", 2, NULL},
+        {"doc_attention_blocks_full", "[261, 12]", "{type: attention, heads: 2, causal: false}", 2, NULL},
+    };
+    struct dl_kernel_choices masked = {.doc_mask = 1};
+    masked.device = TEST_DEVICE;
+    int compared_runs = 0;
+    for (size_t c = 0; c < sizeof dcases / sizeof dcases[0]; c++)
+        for (int layout = 0; layout < 5; layout++) {
+            const struct kcase *kc = &dcases[c];
+            struct dl_net net;
+            assert_int_equal(load(kc, &net), 0);
+            const struct dl_layer *l = under_test(kc, &net);
+            long T = l->out_shape.h;
+            int *start = malloc(sizeof *start * (size_t)(T * kc->batch));
+            for (long n = 0; n < kc->batch; n++)
+                doc_starts(start + n * T, T, layout, n);
+            struct kc_tensors ref;
+            kc_alloc(&ref, l, kc->batch, 17);
+            ref.doc_start = start;
+            assert_int_equal(kc_run(&dl_kernel_reference, l, &ref, kc->batch), 0);
+            for (int i = 0; dl_kernels[i]; i++) {
+                const struct dl_kernel *k = dl_kernels[i];
+                if (k == &dl_kernel_reference || !on_test_device(k) || k->op != l->kind || (k->supports && !k->supports(l)))
+                    continue;
+                if (!k->doc_mask) { /* never chosen for a masked layer (the bf16 kernel) */
+                    assert_false(dl_kernel_usable(k, l, &masked));
+                    continue;
+                }
+                if (k->dtype != DL_F32)
+                    continue;
+                int mbs[2] = {kc->batch, kc->batch % 2 ? 0 : kc->batch / 2};
+                for (int m = 0; m < 2 && mbs[m]; m++) {
+                    int mb = mbs[m];
+                    struct kc_tensors t;
+                    kc_alloc(&t, l, kc->batch, 17);
+                    t.doc_start = start;
+                    assert_int_equal(kc_run(k, l, &t, mb), 0);
+                    double e = compare(l, &t, &ref);
+                    print_message("# %-26s layout %d %-10s mb %d: relative error %.2e\n", kc->name, layout, k->name,
+                                  mb, e);
+                    assert_true(e <= TOL);
+                    kc_free(&t, l);
+                    compared_runs++;
+                }
+            }
+            ref.doc_start = NULL;
+            kc_free(&ref, l);
+            free(start);
+            dl_net_free(&net);
+        }
+    print_message("# %d masked kernel runs compared\n", compared_runs);
+#ifndef TEST_ON_CUDA
+    assert_true(compared_runs > 0);
+#endif
+}
+
 int main(void)
 {
     /* Three threads, more than the CPUs of a small machine: the sample-parallel
@@ -1076,7 +1160,7 @@ int main(void)
         printf("1..0 # SKIP %s\n", err.msg);
         return 0;
     }
-    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 7];
+    struct CMUnitTest tests[N_CASES + N_BLOCKED + N_LOSSES + 8];
     for (size_t i = 0; i < N_CASES; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
     for (size_t i = 0; i < N_BLOCKED; i++)
@@ -1092,6 +1176,7 @@ int main(void)
     tests[n_tests++] = (struct CMUnitTest){"harness_equals_direct_reference", harness_equals_direct_reference, NULL,
                                            NULL, NULL};
 #endif
+    tests[n_tests++] = (struct CMUnitTest){"attention_doc_masks", attention_doc_masks, NULL, NULL, NULL};
     tests[n_tests++] = (struct CMUnitTest){"bf16_kernels", bf16_kernels, NULL, NULL, NULL};
 #ifndef TEST_ON_CUDA
     tests[n_tests++] = (struct CMUnitTest){"bf16_reorders", bf16_reorders, NULL, NULL, NULL};

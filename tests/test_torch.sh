@@ -10,7 +10,9 @@
 # dltrain's ReLU, max-pooling and dropout decisions; dltrain's side is
 # tests/torch_step), and for token inputs nets/bigram.yaml on windows of
 # real text (the embedding's gradient; logits per position; an MLP at every
-# position; the head tied to the embedding; a 2-block GPT-2).  Under
+# position; the head tied to the embedding; a 2-block GPT-2; nets/llama-tiny.yaml,
+# and with document masking against transformers' LlamaForCausalLM given the
+# equivalent 4-D mask, position ids and labels -100 after each separator).  Under
 # --precision bf16 (choice precision=bf16) LeNet-5, the batch-norm network,
 # ResNet-18 and the GPT-2 are compared with PyTorch's bf16 autocast instead
 # of float32: the loss, gradients and logits within 2x of its distance to
@@ -77,7 +79,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 79; else tap_plan 71; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 83; else tap_plan 75; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
 check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
 # a layer norm's output read by a linear through a cast (bf16) and by an f32
@@ -210,6 +212,19 @@ DLTRAIN_TEXT="$W/text" check gpt_tiny "$W/gpt_tiny.yaml" default all=reference p
 # the shipped LLaMA (RMS norm, rotary q and k, 4 heads over 2 kv heads, SwiGLU, tied head) as Hugging
 # Face's LlamaForCausalLM computes it, under its module names
 DLTRAIN_TEXT="$W/text" check llama_tiny "$NETS/llama-tiny.yaml" default all=reference precision=bf16
+# the same with document masking (a newline ends a document: data.document_mask 10) as transformers'
+# LlamaForCausalLM computes it given the equivalent 4-D mask, position ids and labels -100 after each newline
+sed 's/^data: {dataset: text}$/data: {dataset: text, document_mask: 10}/' "$NETS/llama-tiny.yaml" >"$W/llama_docs.yaml"
+# (transformers: in tools/deps's venv, over the same torch)
+HF_PY=${DLTRAIN_VENV:-$HOME/.cache/dltrain/venv}/bin/python
+if "$HF_PY" -c 'import numpy, torch, transformers' 2>/dev/null; then
+    grep -q 'document_mask: 10' "$W/llama_docs.yaml" || echo "# llama-tiny.yaml's data line moved: no mask"
+    plain_py=$PY PY=$HF_PY
+    DLTRAIN_TEXT="$W/text" check llama_docs "$W/llama_docs.yaml" default all=reference
+    PY=$plain_py
+else
+    for i in 1 2 3 4; do tap_result 0 "# SKIP llama_docs: no transformers in $HF_PY (tools/deps installs it)"; done
+fi
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then
     check alexnet "$W/alexnet.yaml" default all=reference
     check vgg16 "$W/vgg16.yaml" default all=reference

@@ -479,6 +479,48 @@ class LlamaTiny(nn.Module):
         return self.lm_head(self.model.norm(x))
 
 
+class LlamaDocs(nn.Module):
+    """test_torch.sh's llama_docs: nets/llama-tiny.yaml with document
+    masking (data.document_mask: 10, a newline ends a document), as
+    transformers' LlamaForCausalLM computes it given the equivalent 4-D mask
+    (block-causal: query t sees key s <= t of its own document) and position
+    ids that restart at each document; its loss takes labels -100 after each
+    separator (docs_labels)."""
+    tied = ("lm_head.weight",)
+    separator = 10
+
+    def __init__(self):
+        super().__init__()
+        from transformers import LlamaConfig, LlamaForCausalLM
+        config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                             rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                             attention_bias=False, attn_implementation="eager")
+        hf = LlamaForCausalLM(config)
+        self.model, self.lm_head = hf.model, hf.lm_head  # its modules, under its names
+        object.__setattr__(self, "hf", hf)  # not a submodule: its parameters are the two above
+
+    def forward(self, ids):
+        N, T = ids.shape
+        ends = (ids == self.separator).long()
+        # document index of each position: the separators strictly before it
+        doc = torch.cat([torch.zeros(N, 1, dtype=torch.long), ends[:, :-1].cumsum(1)], 1)
+        first = torch.arange(T).expand(N, T).clone()
+        first[:, 1:][ends[:, :-1] == 0] = -1
+        start = torch.cummax(first, 1).values  # the position each one's document starts at
+        same = doc[:, :, None] == doc[:, None, :]
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        mask = (same & causal).to(self.lm_head.weight.dtype)[:, None]  # [N, 1, T, T]: 1 attends, 0 masked
+        return self.hf(input_ids=ids, attention_mask=mask, position_ids=torch.arange(T) - start).logits
+
+
+def docs_labels(x, y, separator=LlamaDocs.separator):
+    """The labels after a separator (the next document's first id): -100."""
+    y = y.copy()
+    y[x == separator] = -100
+    return x, y
+
+
 class GPTBlock(nn.Module):
     """A GPT-2 block (pre-norm): attention and an MLP, each added to its input."""
 
@@ -567,6 +609,7 @@ MODELS = {
     "bigram_rope": (BigramRope, lambda: text_windows(16, 32)),
     "llama_attention": (LlamaAttention, lambda: text_windows(8, 16)),
     "llama_tiny": (LlamaTiny, lambda: text_windows(4, 64)),
+    "llama_docs": (LlamaDocs, lambda: docs_labels(*text_windows(4, 64))),
     "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),
 }
 

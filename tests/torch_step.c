@@ -12,7 +12,9 @@
  *       training loss, the evaluation logits and loss, and the training
  *       forward's discrete decisions in graph order: dropout.<layer> and
  *       relu.<layer> (outputs: nonzero where kept), maxpool_input.<layer>
- *       (the values max pooling <layer> chose its winners from).
+ *       (the values max pooling <layer> chose its winners from).  A network
+ *       file with data.document_mask runs with document masking (the
+ *       batch's labels after a separator are the loss's ignored ones).
  * One thread unless DL_TORCH_THREADS says otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +149,8 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
     int n = (int)x->shape[0];
     struct dl_exec e;
     struct dl_exec_options eo = {.kernels = &ch, .keep_outputs = 1}; /* it reads every output after forward */
+    eo.doc_mask = net->data.document_mask >= 0; /* the network file's data.document_mask (labels: the batch's) */
+    eo.doc_separator = net->data.document_mask;
     struct dl_checkpoint_meta m;
     struct dl_run_view v = {&net->graph, &e, NULL};
     if (dl_exec_init(&e, &net->graph, n, net->train.seed, &eo, &err))

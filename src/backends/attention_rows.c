@@ -54,39 +54,43 @@ CLONE float exp_row(float *row, long len, float most)
     return sum;
 }
 
-void dl_attention_softmax(float *p, long T, long r0, long r1, long cols, int causal, float scale)
+void dl_attention_softmax(float *p, long T, long r0, long r1, struct dl_attention_cols cols, int causal, float scale)
 {
     for (long t = r0; t < r1; t++) {
         float *row = p + t * T, most = -INFINITY;
-        long len = causal ? t + 1 : cols;
-        for (long s = 0; s < len; s++) {
+        long lo, len = dl_attention_keys(cols.doc, cols.c1, t, causal, &lo);
+        for (long s = cols.c0; s < lo; s++)
+            row[s] = 0;
+        for (long s = lo; s < len; s++) {
             row[s] *= scale;
             most = row[s] > most ? row[s] : most;
         }
-        float inv = 1 / exp_row(row, len, most);
-        for (long s = 0; s < len; s++)
+        float inv = 1 / exp_row(row + lo, len - lo, most);
+        for (long s = lo; s < len; s++)
             row[s] *= inv;
-        for (long s = len; s < cols; s++)
+        for (long s = len; s < cols.c1; s++)
             row[s] = 0;
     }
 }
 
-void dl_attention_score_grad(float *g, const float *p, long T, long r0, long r1, long cols, int causal, float scale,
-                             const struct dl_attention_drop *drop)
+void dl_attention_score_grad(float *g, const float *p, long T, long r0, long r1, struct dl_attention_cols cols,
+                             int causal, float scale, const struct dl_attention_drop *drop)
 {
     for (long t = r0; t < r1; t++) {
         float *gr = g + t * T;
         const float *w = p + t * T;
-        long len = causal ? t + 1 : cols;
+        long lo, len = dl_attention_keys(cols.doc, cols.c1, t, causal, &lo);
         if (drop->rate > 0)
-            for (long s = 0; s < len; s++)
+            for (long s = lo; s < len; s++)
                 gr[s] *= (float)dl_attention_kept(drop->key, drop->sample, drop->head, t, s, T, drop->rate);
         double row = 0;
-        for (long s = 0; s < len; s++)
+        for (long s = lo; s < len; s++)
             row += (double)w[s] * (double)gr[s];
-        for (long s = 0; s < len; s++)
+        for (long s = cols.c0; s < lo; s++)
+            gr[s] = 0;
+        for (long s = lo; s < len; s++)
             gr[s] = scale * w[s] * (gr[s] - (float)row);
-        for (long s = len; s < cols; s++)
+        for (long s = len; s < cols.c1; s++)
             gr[s] = 0;
     }
 }

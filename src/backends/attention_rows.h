@@ -35,15 +35,23 @@ struct dl_attention_drop {
     double rate;
 };
 
+/* The columns (keys) a block of query rows computes: [c0, c1), and the
+ * sample's document starts the rows' masks read (NULL: one document). */
+struct dl_attention_cols {
+    long c0, c1;
+    const int *doc;
+};
+
 /* Scores to weights in place, rows [r0, r1) of T-float rows over columns
- * [0, cols): p[t][s] = softmax over s of scale p[t][s] (s <= t when causal;
- * the masked ones below cols set to 0). */
-void dl_attention_softmax(float *p, long T, long r0, long r1, long cols, int causal, float scale);
+ * [cols.c0, cols.c1): p[t][s] = softmax over s of scale p[t][s] over the
+ * keys query t sees (ops/attention.h's dl_attention_keys: s <= t when
+ * causal, s in t's document); the masked ones in the columns set to 0. */
+void dl_attention_softmax(float *p, long T, long r0, long r1, struct dl_attention_cols cols, int causal, float scale);
 
 /* The scores' gradient in place of the dropped weights' gradient g, from
- * the weights p, rows [r0, r1) over columns [0, cols): g[t][s] = scale p
+ * the weights p, rows [r0, r1) over the columns: g[t][s] = scale p
  * (g f - sum_s' p g f), f the dropout factor of (t, s); 0 where masked. */
-void dl_attention_score_grad(float *g, const float *p, long T, long r0, long r1, long cols, int causal, float scale,
-                             const struct dl_attention_drop *drop);
+void dl_attention_score_grad(float *g, const float *p, long T, long r0, long r1, struct dl_attention_cols cols,
+                             int causal, float scale, const struct dl_attention_drop *drop);
 
 #endif

@@ -124,6 +124,11 @@ struct dl_kernel {
      * is never chosen when the choices ask for synchronised statistics. */
     int sync_stats;
     int fuses_relu;                /* 1: can be created with cfg.relu (see above) */
+    /* 1: honours the op call's doc_start (document masking, op.h) for a
+     * kind that reads it (struct dl_op_kind's doc_mask); with masking on
+     * (struct dl_kernel_choices' doc_mask) a kernel without it never runs
+     * such a layer. */
+    int doc_mask;
     /* What its backward reads of the forward's inputs and output (op.h's
      * DL_READS_*; DL_READS_AS_OP: the op's declaration; 0: not declared,
      * both): dl_kernel_backward_reads. */
@@ -264,6 +269,7 @@ struct dl_kernel_choices {
     int sync_stats; /* 1: batch statistics are summed over ranks (--sync-bn): whole_batch kernels
                        without sync_stats cannot run a layer */
     enum dl_device_kind device; /* only kernels of this device run a layer (0: the host's) */
+    int doc_mask;   /* 1: document masking is on: a kind with doc_mask runs only on kernels with doc_mask */
     /* The dtype layers compute in when no --kernel choice says otherwise:
      * f32, or bf16 (a layer takes the first usable kernel of that dtype,
      * else an f32 one; --precision bf16). */

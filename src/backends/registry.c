@@ -96,6 +96,8 @@ int dl_kernel_usable(const struct dl_kernel *k, const struct dl_layer *l, const 
         return 0;
     if (k && k->device != (ch ? ch->device : DL_DEVICE_CPU))
         return 0;
+    if (ch && ch->doc_mask && k && l->kind->doc_mask && !k->doc_mask)
+        return 0;
     return k && serves(k, l->kind) && (!k->supports || k->supports(l));
 }
 

@@ -66,6 +66,7 @@ static const struct option_key {
     {DL_OPT_BAD_SAMPLES, "data.bad_samples", 1, NULL},
     {DL_OPT_LIMIT_TRAIN, "data.limit_train", 0, NULL},
     {DL_OPT_LIMIT_TEST, "data.limit_test", 0, NULL},
+    {DL_OPT_DOCUMENT_MASK, "data.document_mask", 0, NULL},
     {DL_OPT_CONTEXT, "args.context", 0, NULL},
     {DL_OPT_SEQUENCE_PARALLEL, "parallel.sequence_parallel", 0, "true"},
     {DL_OPT_ZERO, "parallel.zero", 0, NULL},
@@ -382,7 +383,11 @@ void dl_net_options_help(FILE *f)
           "                        README; emulated: a testing aid, CPU kernels on memory\n"
           "                        the host reaches only through device copies)\n",
           f);
-    fputs("  --threads N           threads for every kernel (default: the available cores,\n"
+    fputs("  --document-mask ID    packed documents (text or tokens): token ID ends each document\n"
+          "                        (50256 for GPT-2's <|endoftext|>); attention stays within a\n"
+          "                        document, positions restart at each, the label after ID is\n"
+          "                        ignored (data.document_mask; dltrain-net(5))\n"
+          "  --threads N           threads for every kernel (default: the available cores,\n"
           "                        shared among this node's ranks when they are not bound)\n"
           "  --kernel OP=NAME      run OP (or a layer name, or all) with kernel NAME, e.g.\n"
           "                        conv=onednn, fc=openblas, all=reference (repeatable)\n"

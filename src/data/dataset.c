@@ -584,6 +584,16 @@ int dl_dataset_load_for(const struct dl_data_spec *spec, int train, const struct
 {
     struct dl_shape want_shape = w->shape;
     int rc = load_split(spec, train, w, seed, out, err);
+    if (rc == DL_OK && w->doc_mask && !out->windows) {
+        dl_dataset_free(out);
+        return dl_errorf(err, DL_ERR_SPEC, "data.document_mask: %s holds no documents of token ids (expected "
+                         "format text or tokens)", spec->name);
+    }
+    if (rc == DL_OK && w->doc_mask) { /* the labels across a document boundary: the loss's ignored one */
+        out->windows->doc_mask = 1;
+        out->windows->doc_separator = w->doc_separator;
+        out->windows->doc_ignored = w->doc_ignored;
+    }
     if (rc != DL_OK || !spec->normalize || out->source || spec->kind == DL_DATASET_TEXT ||
         spec->kind == DL_DATASET_TOKENS)
         return rc; /* token ids are not normalised */

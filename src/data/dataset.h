@@ -72,12 +72,16 @@ int dl_dataset_load(const struct dl_data_spec *spec, int train, struct dl_shape 
 
 /* What a network reads (graph.h): its input's shape and dtype, its classes,
  * the labels per sample its loss takes, and the limit of its token ids (0:
- * the input is not ids). */
+ * the input is not ids); with document masking (doc_mask 1: the network
+ * file's data.document_mask), the separator id that ends a document and
+ * the label its loss ignores, which the label after each separator
+ * becomes (data/token_windows.h; text and token datasets only). */
 struct dl_data_want {
     struct dl_shape shape;
     int classes;
     int positions;
     int id_limit;
+    int doc_mask, doc_separator, doc_ignored;
 };
 
 /* dl_dataset_load for a network that may read token ids or a label per

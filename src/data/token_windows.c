@@ -141,6 +141,7 @@ void dl_token_windows_get(const struct dl_token_windows *w, long i, int32_t *ids
     long k = w->lo + i * w->T, end = k + w->T + 1;
     unsigned char small[4 * 4096], *buf = (size_t)(w->T + 1) * 4 <= sizeof small ? small : malloc(4 * (size_t)(w->T + 1));
     int t = 0;
+    int32_t prev = 0;
     if (!buf) { /* no memory for a long window's bytes: zeros, said as a file that cannot be read is */
         for (t = 0; t <= w->T; t++) {
             if (t < w->T && ids)
@@ -165,8 +166,9 @@ void dl_token_windows_get(const struct dl_token_windows *w, long i, int32_t *ids
             int32_t id = bad ? 0 : (int32_t)id_at(buf + (size_t)q * (size_t)file->width, file->width);
             if (t < w->T && ids)
                 ids[t] = id;
-            if (t > 0)
-                y[t - 1] = id;
+            if (t > 0) /* the target across a document boundary is no target */
+                y[t - 1] = w->doc_mask && prev == w->doc_separator ? w->doc_ignored : id;
+            prev = id;
         }
         k += n;
     }

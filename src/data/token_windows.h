@@ -34,6 +34,10 @@ struct dl_token_windows {
     long lo, hi;   /* the split's range of the stream */
     int T;         /* positions per window */
     long n;        /* windows in the split */
+    /* Document masking (doc_mask 1): a position whose id is doc_separator
+     * ends its document, and its label (the next document's first id) is
+     * doc_ignored, the loss's ignored label. */
+    int doc_mask, doc_separator, doc_ignored;
 };
 
 /* Opens path and appends its ids to the stream: a text file's every byte
@@ -60,7 +64,8 @@ int dl_token_windows_split(struct dl_token_windows *w, long lo, long hi, int T, 
                            const char *split, const char *path, struct dl_error *err);
 
 /* Window i of the split: its T ids into ids (NULL: not wanted) and the
- * next id at each position into y.  A file that can no longer be read
+ * next id at each position into y (doc_ignored after a separator under
+ * document masking).  A file that can no longer be read
  * (removed, cut short) gives ids 0 and a message on stderr, once. */
 void dl_token_windows_get(const struct dl_token_windows *w, long i, int32_t *ids, int *y);
 

@@ -62,6 +62,7 @@ void dl_exec_free(struct dl_exec *e)
     if (e->impl) {
         dl_exec_comm_free(e);
         free(e->impl->io.staging);
+        free(e->impl->doc_start);
         if (e->impl->steps)
             dl_exec_free_steps(e);
         if (e->impl->own_shard.g)
@@ -570,6 +571,20 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
         decoding.kernels = &f32;
         o = &decoding;
     }
+    /* Document masking: only kernels that honour it run the layers that
+     * read the documents. */
+    struct dl_exec_options masked;
+    struct dl_kernel_choices with_mask;
+    if (o->doc_mask) {
+        masked = *o;
+        if (o->kernels)
+            with_mask = *o->kernels;
+        else
+            memset(&with_mask, 0, sizeof with_mask);
+        with_mask.doc_mask = 1;
+        masked.kernels = &with_mask;
+        o = &masked;
+    }
     int rc;
     if (o->plan || !o->tuner.plan) {
         rc = init_planned(e, g, max_batch, seed, o, o->plan, err);
@@ -582,6 +597,13 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
     }
     if (!rc && o->decode_positions > 0)
         rc = init_caches(e, g, max_batch, o->decode_positions, o->share_cache, err);
+    if (!rc && o->doc_mask) {
+        struct dl_kernel_choices on_device = with_mask;
+        on_device.device = dl_exec_device(e)->kernels;
+        rc = dl_exec_doc_mask_init(e, g, o, &on_device, err);
+        if (rc)
+            dl_exec_free(e);
+    }
     return rc;
 }
 

@@ -264,6 +264,17 @@ struct dl_exec_options {
      * every weight's gradient into buffers of its own (dl_exec_grads_at),
      * and zeroes them (dl_exec_zero_grad does nothing). */
     int grads_elsewhere;
+    /* Document masking (the network file's data.document_mask,
+     * doc/executor.md): with doc_mask 1, each forward finds its samples'
+     * documents in its input, token ids [T] (a document ends with the id
+     * doc_separator, which belongs to it), and every call gets their starts
+     * (struct dl_op_call's doc_start): attention sees the query's document
+     * only and positions restart at each document.  The layers whose kind
+     * reads them run only on kernels that honour them; a layer none can
+     * run, a --kernel choice of one that cannot, an input that is not
+     * token ids and incremental decoding are refused (DL_ERR_SPEC, naming
+     * the layer). */
+    int doc_mask, doc_separator;
     /* Another executor of the same network whose caches this one uses
      * (the same decode_positions and batch): a prompt's window through
      * one, the tokens after it one position at a time through the other. */

@@ -206,7 +206,22 @@ struct dl_exec_impl {
      * batch, counted from the host's labels (a device kernel never counts
      * its own) */
     double label_norm_in_use;
+    /* Document masking (exec.h's doc_mask; NULL: off): the last forward's
+     * document starts, [max_batch][doc_T] (doc_mask.c), the run's sample0
+     * at that forward (a share of its samples starts further on), and the
+     * separator id. */
+    int *doc_start;
+    long doc_T, doc_sample0;
+    int doc_separator;
 };
+
+/* doc_mask.c: the checks of document masking at set-up (exec.h's doc_mask)
+ * on choices ch with their doc_mask set, then the buffer of starts; each
+ * forward's starts from its ids x (host memory); a call's starts. */
+int dl_exec_doc_mask_init(struct dl_exec *e, const struct dl_graph *g, const struct dl_exec_options *o,
+                          const struct dl_kernel_choices *ch, struct dl_error *err);
+void dl_exec_doc_mask_forward(struct dl_exec *e, const void *x, int batch);
+const int *dl_exec_doc_starts(const struct dl_exec *e);
 
 /* run.c: the tensor of class scores the loss reads (the executor runs the loss layer). */
 const struct dl_exec_tensor *dl_exec_scores(const struct dl_exec *e);

@@ -2,7 +2,8 @@
 # planned arena, parameters, forward and backward).
 DL_REAL_SOURCES += src/exec/exec.c src/exec/exec.h src/exec/exec_impl.h \
 	src/exec/steps.c src/exec/place.c src/exec/run.c src/exec/micro.c src/exec/comm_steps.c src/exec/tp_steps.c src/exec/tp_rows.c src/exec/tp_samples.c src/exec/tp_group.c src/exec/gather.c \
-	src/exec/readback.c src/exec/grad_norm.c src/exec/staging.c src/exec/trace_steps.c src/exec/recompute.c
+	src/exec/readback.c src/exec/grad_norm.c src/exec/staging.c src/exec/trace_steps.c src/exec/recompute.c \
+	src/exec/doc_mask.c
 
 # One executor step of every tensor x pipeline grid against one process, under mpirun.
 if HAVE_MPI

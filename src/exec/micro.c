@@ -138,6 +138,7 @@ int dl_exec_micro_run(struct dl_exec *e, const struct dl_exec_step *s, const str
             b.c.out.data = dl_exec_samples_at(a->c.out.data, out, n0);
             b.c.dout.data = dl_exec_samples_at(a->c.dout.data, out, n0);
             b.c.labels = a->c.labels ? a->c.labels + (long)n0 * e->g->positions : NULL;
+            b.c.doc_start = a->c.doc_start ? a->c.doc_start + (long)n0 * e->impl->doc_T : NULL;
             b.c.sample0 = a->c.sample0 + n0;
             b.c.saved = a->c.saved ? (dl_real *)((unsigned char *)a->c.saved + saved_off) : NULL;
             b.workspace = (unsigned char *)m->mem.workspace + pd->ws_offset;

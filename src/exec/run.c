@@ -42,6 +42,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->position0 = e->decode.position0;
     c->cache = e->decode.cache ? e->decode.cache[s->layer] : NULL;
     c->cache_len = e->decode.cache_len;
+    c->doc_start = dl_exec_doc_starts(e);
     if (e->shard->layer[s->layer].split_out) /* its channels are block t of the whole tensor's */
         c->channel0 = (int)e->shard->layer[s->layer].channel0;
     c->labels = m->io.labels_in_use && e->run.labels ? m->io.labels_in_use : e->run.labels;
@@ -189,6 +190,7 @@ void dl_exec_forward(struct dl_exec *e, const void *x, const int *labels, int ba
         }
         x = m->io.input_on_device;
     }
+    dl_exec_doc_mask_forward(e, e->run.input, batch); /* from the host's ids */
     input->data = (void *)(uintptr_t)x; /* read only: no step writes the graph input */
     if (dl_exec_samples_check(e, batch, &e->err)) {
         e->status = e->err.code;

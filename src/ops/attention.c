@@ -9,7 +9,10 @@
  * give y [T, C].  The input is one packed tensor [T, (heads + 2 kv_heads)
  * d] (q, k, v blocks in that order, as GPT-2's c_attn makes [T, 3C]) or
  * three inputs q [T, C], k and v [T, kv_heads d].
- * causal (the default) masks the positions after each query's own.
+ * causal (the default) masks the positions after each query's own; with
+ * document masking (the call's doc_start, op.h) a query sees only the keys
+ * of its own document (causal: a block-causal mask, Megatron-LM's reset
+ * attention mask, torchtitan's document mask).
  * Training with dropout zeroes each attention weight with probability
  * `dropout` and scales the others by 1/(1 - dropout); a weight's mask is a
  * hash of the call's key and its place (sample, head, query, key), so any
@@ -153,27 +156,34 @@ static long kv_head(const struct attention_attr *a, long h)
     return h / (a->heads / kv_heads_of(a));
 }
 
-/* Attention weights of query t of head h of sample n (keys [0, len)),
- * after dropout: w[s].  Returns len. */
-static long weights_of(const struct dl_op_call *c, const struct qkv *p, long n, long h, long t, dl_real *w)
+/* Sample n's document starts (NULL: one document). */
+static const int *doc_of(const struct dl_op_call *c, long n)
+{
+    return c->doc_start ? c->doc_start + n * c->out.shape.h : NULL;
+}
+
+/* Attention weights of query t of head h of sample n over the keys it
+ * sees, [*lo, len) (dl_attention_keys: the causal and document masks):
+ * w[s].  Returns len. */
+static long weights_of(const struct dl_op_call *c, const struct qkv *p, long n, long h, long t, dl_real *w, long *lo)
 {
     const struct attention_attr *a = c->attr;
-    long T = c->out.shape.h, d = c->out.shape.c / a->heads, len = a->causal ? t + 1 : T;
+    long T = c->out.shape.h, d = c->out.shape.c / a->heads, len = dl_attention_keys(doc_of(c, n), T, t, a->causal, lo);
     const dl_real *q = p->q + h * d * T, *k = p->k + kv_head(a, h) * d * T;
     double scale = 1 / sqrt((double)d), most = -INFINITY, sum = 0;
-    for (long s = 0; s < len; s++) {
+    for (long s = *lo; s < len; s++) {
         double dot = 0;
         for (long j = 0; j < d; j++)
             dot += (double)q[j * T + t] * (double)k[j * T + s];
         most = dot * scale > most ? dot * scale : most;
         w[s] = (dl_real)(dot * scale);
     }
-    for (long s = 0; s < len; s++) {
+    for (long s = *lo; s < len; s++) {
         double e = exp((double)w[s] - most);
         sum += e;
         w[s] = (dl_real)e;
     }
-    for (long s = 0; s < len; s++)
+    for (long s = *lo; s < len; s++)
         w[s] = (dl_real)((double)w[s] / sum);
     return len;
 }
@@ -288,10 +298,10 @@ static void attention_forward(const struct dl_op_call *c)
         const dl_real *v = p.v + kv_head(a, h) * d * T;
         dl_real *y = dl_tensor_f32(&c->out) + n * C * T + h * d * T;
         for (long t = 0; t < T; t++) {
-            long len = weights_of(c, &p, n, h, t, w);
+            long lo, len = weights_of(c, &p, n, h, t, w, &lo);
             for (long j = 0; j < d; j++) {
                 double acc = 0;
-                for (long s = 0; s < len; s++)
+                for (long s = lo; s < len; s++)
                     acc += (double)w[s] * kept(c, n, h, t, s) * (double)v[j * T + s];
                 y[j * T + t] = (dl_real)acc;
             }
@@ -316,9 +326,9 @@ static void head_backward(const struct dl_op_call *c, long n, long h, dl_real *w
     dl_real *dq = p.dq ? p.dq + off : NULL, *dk = p.dk ? p.dk + kv_off : NULL, *dv = p.dv ? p.dv + kv_off : NULL;
     double scale = 1 / sqrt((double)d);
     for (long t = 0; t < T; t++) {
-        long len = weights_of(c, &p, n, h, t, w);
+        long lo, len = weights_of(c, &p, n, h, t, w, &lo);
         double row = 0;
-        for (long s = 0; s < len; s++) {
+        for (long s = lo; s < len; s++) {
             double D = kept(c, n, h, t, s), g = 0;
             for (long j = 0; j < d; j++)
                 g += (double)dy[j * T + t] * (double)v[j * T + s];
@@ -328,15 +338,15 @@ static void head_backward(const struct dl_op_call *c, long n, long h, dl_real *w
             dp[s] = (dl_real)(g * D);
             row += (double)w[s] * (double)dp[s];
         }
-        for (long s = 0; s < len; s++)
+        for (long s = lo; s < len; s++)
             dp[s] = (dl_real)((double)w[s] * ((double)dp[s] - row) * scale); /* dS, scaled */
         for (long j = 0; dq && j < d; j++) {
             double acc = 0;
-            for (long s = 0; s < len; s++)
+            for (long s = lo; s < len; s++)
                 acc += (double)dp[s] * (double)k[j * T + s];
             dq[j * T + t] = (dl_real)acc;
         }
-        for (long s = 0; dk && s < len; s++)
+        for (long s = lo; dk && s < len; s++)
             for (long j = 0; j < d; j++)
                 dk[j * T + s] += (dl_real)((double)dp[s] * (double)q[j * T + t]);
     }
@@ -389,6 +399,7 @@ const struct dl_op_kind dl_op_attention = {
     .max_inputs = 3,
     .micro_batch = 1,
     .kv_cache = 1,
+    .doc_mask = 1,
     .check = attention_check,
     .infer = attention_infer,
     .saved_size = attention_saved_size,

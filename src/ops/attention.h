@@ -1,6 +1,7 @@
 /* attention.h: what attention's kernels share with its reference op
  * (ops/attention.c): the dropout factor of one attention weight, a
- * function of its place, so every kernel draws the reference's mask. */
+ * function of its place, so every kernel draws the reference's mask; and
+ * the keys a query sees under the causal and document masks. */
 #ifndef DL_OPS_ATTENTION_H
 #define DL_OPS_ATTENTION_H
 
@@ -19,5 +20,20 @@ long dl_attention_first_head(const void *attr);
 /* The heads of k and v of a layer's attributes (grouped-query attention:
  * kv_heads, or heads when it is 0). */
 int dl_attention_kv_heads(const void *attr);
+
+/* The keys query t of a sample of T positions sees: [*lo, returned end).
+ * doc is the sample's document starts (struct dl_op_call's doc_start;
+ * NULL: one document): the keys of the query's own document, those up to
+ * t only when causal (a block-causal mask under both). */
+static inline long dl_attention_keys(const int *doc, long T, long t, int causal, long *lo)
+{
+    *lo = doc ? doc[t] : 0;
+    if (causal)
+        return t + 1;
+    long end = t + 1;
+    while (doc && end < T && doc[end] == doc[t])
+        end++;
+    return doc ? end : T;
+}
 
 #endif

@@ -136,6 +136,13 @@ struct dl_op_call {
     long position0;
     dl_real *cache;
     long cache_len;
+    /* Document masking (packed documents, doc/executor.md): per sample and
+     * position, the position in the call's window where that position's
+     * document starts ([batch][T], non-decreasing along t, doc_start[t] <=
+     * t); NULL: the window is one document.  Read by kinds with doc_mask
+     * set: attention sees only keys of the query's own document, positions
+     * count from the document's start. */
+    const int *doc_start;
     const int *labels;                  /* loss ops only: N class indices (N x T for a sequence) */
     /* Loss ops: the labelled positions per sample over the whole
      * mini-batch (its labels that the loss does not ignore, over its
@@ -298,6 +305,12 @@ struct dl_op_kind {
      * forward extends; the executor gives a layer of such a kind a cache
      * (exec/exec.c). */
     int kv_cache;
+
+    /* Document masking: the op reads struct dl_op_call's doc_start (an
+     * attention layer's block-causal mask, positions that restart at each
+     * document: rope, position_embedding); with masking on, the executor
+     * runs such a layer only on a kernel that declares doc_mask too. */
+    int doc_mask;
 
     /* Token ids: the number of ids the layer reads (an embedding's
      * vocabulary): its first input holds i32 ids (shape.h: [T] with dtype

@@ -2,7 +2,9 @@
  * (GPT-2's wpe): for an input [T, C], y[t, :] = x[t, :] + W[t, :] with the
  * table W [context, C] (rows past T unused), drawn from N(0, 1) as
  * nn.Embedding's.  T may be any length up to `context`; an incremental
- * decoding call's positions start at its position0 (op.h).  Backward: the
+ * decoding call's positions start at its position0 (op.h); with document
+ * masking (the call's doc_start) position t takes the row of its place in
+ * its document.  Backward: the
  * input's gradient is the output's; row t of the table adds up the output
  * gradient of position t over the samples.  Features are stored first
  * (core/shape.h): feature k of position t is x[k T + t]. */
@@ -47,6 +49,13 @@ static int position_embedding_params(const void *attr, const struct dl_shape *in
     return 1;
 }
 
+/* The place of position t of sample n in its window's positions: t, or
+ * with document masking its place in its document (op.h's doc_start). */
+static long place(const struct dl_op_call *c, long n, long t)
+{
+    return c->doc_start ? t - c->doc_start[n * c->in[0].shape.h + t] : t;
+}
+
 static void position_embedding_forward(const struct dl_op_call *c)
 {
     long T = c->in[0].shape.h, C = c->in[0].shape.c;
@@ -57,8 +66,22 @@ static void position_embedding_forward(const struct dl_op_call *c)
             const dl_real *x = dl_tensor_const_f32(&c->in[0]) + (n * C + k) * T;
             dl_real *y = dl_tensor_f32(&c->out) + (n * C + k) * T;
             for (long t = 0; t < T; t++)
-                y[t] = x[t] + w[(c->position0 + t) * C + k];
+                y[t] = x[t] + w[(c->position0 + place(c, n, t)) * C + k];
         }
+}
+
+/* Table rows by document place: row p adds up the output gradient of the
+ * positions p into their documents, a channel per task, over the samples
+ * and positions in order (the same sums on any thread count; summed in
+ * dl_real, the rows' sums interleaved). */
+static void position_embedding_backward_docs(const struct dl_op_call *c, dl_real *dw)
+{
+    long T = c->in[0].shape.h, C = c->in[0].shape.c;
+    #pragma omp parallel for schedule(static)
+    for (long k = 0; k < C; k++)
+        for (long n = 0; n < c->batch; n++)
+            for (long t = 0; t < T; t++)
+                dw[(c->position0 + place(c, n, t)) * C + k] += dl_tensor_const_f32(&c->dout)[(n * C + k) * T + t];
 }
 
 static void position_embedding_backward(const struct dl_op_call *c)
@@ -70,6 +93,10 @@ static void position_embedding_backward(const struct dl_op_call *c)
     dl_real *dw = c->dparam[0];
     if (!dw)
         return;
+    if (c->doc_start) {
+        position_embedding_backward_docs(c, dw);
+        return;
+    }
     /* per table row, over the samples in order: the same sums on any thread count */
     #pragma omp parallel for schedule(static)
     for (long t = 0; t < T; t++)
@@ -96,6 +123,7 @@ const struct dl_op_kind dl_op_position_embedding = {
     .max_inputs = 1,
     .is_embedding = 1,
     .micro_batch = 1,
+    .doc_mask = 1,
     .infer = position_embedding_infer,
     .params = position_embedding_params,
     .forward = position_embedding_forward,

@@ -10,7 +10,9 @@
  * factor, those shorter than original_context / high_freq_factor kept, and
  * those between blended (Hugging Face's _compute_llama3_parameters).
  * Positions are t + the call's position0 (an incremental decoding call's,
- * op.h; 0 otherwise).  Backward turns the gradient back (the transpose):
+ * op.h; 0 otherwise); with document masking (the call's doc_start) t
+ * counts from the start of its document (Megatron-LM's reset position
+ * ids), the table's columns serving every sample.  Backward turns the gradient back (the transpose):
  *   dx_i = dy_i cos + dy_{i+D/2} sin,  dx_{i+D/2} = dy_{i+D/2} cos - dy_i sin.
  * Whole heads are independent: a tensor rank's block of them (q or k split
  * by heads) turns on its own.  No parameters.  saved: the call's table, cos then sin [D/2][T] (angles in
@@ -109,9 +111,11 @@ static void rope_table(const struct rope_attr *a, long T, long position0, dl_rea
     }
 }
 
-/* y = the rotation of x by the table (sign 1), or by its inverse (-1). */
-static void rope_turn(const struct rope_attr *a, int batch, long C, long T, const dl_real *table, int sign,
-                      const dl_real *x, dl_real *y)
+/* y = the rotation of x by the table (sign 1), or by its inverse (-1);
+ * position t of sample n takes the table's column t - doc[n T + t], its
+ * place in its document (doc NULL: t). */
+static void rope_turn(const struct rope_attr *a, int batch, long C, long T, const dl_real *table, const int *doc,
+                      int sign, const dl_real *x, dl_real *y)
 {
     long D = a->head_dim, half = D / 2, heads = C / D;
     #pragma omp parallel for collapse(2) schedule(static)
@@ -121,9 +125,10 @@ static void rope_turn(const struct rope_attr *a, int batch, long C, long T, cons
                 long k = (n * C + h * D + i) * T, k2 = k + half * T;
                 const dl_real *cs = table + i * T, *sn = table + (half + i) * T;
                 for (long t = 0; t < T; t++) {
-                    dl_real x1 = x[k + t], x2 = x[k2 + t], s = sign * sn[t];
-                    y[k + t] = x1 * cs[t] - x2 * s;
-                    y[k2 + t] = x2 * cs[t] + x1 * s;
+                    long p = doc ? t - doc[n * T + t] : t;
+                    dl_real x1 = x[k + t], x2 = x[k2 + t], s = sign * sn[p];
+                    y[k + t] = x1 * cs[p] - x2 * s;
+                    y[k2 + t] = x2 * cs[p] + x1 * s;
                 }
             }
 }
@@ -133,15 +138,15 @@ static void rope_forward(const struct dl_op_call *c)
     const struct rope_attr *a = c->attr;
     long C = c->in[0].shape.c, T = c->in[0].shape.h;
     rope_table(a, T, c->position0, c->saved);
-    rope_turn(a, c->batch, C, T, c->saved, 1, dl_tensor_const_f32(&c->in[0]), dl_tensor_f32(&c->out));
+    rope_turn(a, c->batch, C, T, c->saved, c->doc_start, 1, dl_tensor_const_f32(&c->in[0]), dl_tensor_f32(&c->out));
 }
 
 static void rope_backward(const struct dl_op_call *c)
 {
     const struct rope_attr *a = c->attr;
     if (c->din[0].data)
-        rope_turn(a, c->batch, c->in[0].shape.c, c->in[0].shape.h, c->saved, -1, dl_tensor_const_f32(&c->dout),
-                  dl_tensor_f32(&c->din[0]));
+        rope_turn(a, c->batch, c->in[0].shape.c, c->in[0].shape.h, c->saved, c->doc_start, -1,
+                  dl_tensor_const_f32(&c->dout), dl_tensor_f32(&c->din[0]));
 }
 
 /* A tensor rank's block of whole heads turns as the whole does. */
@@ -165,6 +170,7 @@ const struct dl_op_kind dl_op_rope = {
     .min_inputs = 1,
     .max_inputs = 1,
     .micro_batch = 1,
+    .doc_mask = 1,
     .check = rope_check,
     .infer = rope_infer,
     .saved_size = rope_saved_size,

@@ -3,6 +3,7 @@
  * here; every error carries file:line:col and the schema's own key names. */
 #include "spec/datafile.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ void dl_data_defaults(struct dl_data_spec *d)
     d->synthetic_test = 256;
     d->normalize = 1;
     d->validation = 0.1;
+    d->document_mask = -1;
     transform_defaults(&d->train_transform, &d->eval_transform);
 }
 
@@ -200,7 +202,8 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
     static const char *const keys[] = {"dataset", "dir", "train_images", "train_labels", "test_images",
                                        "test_labels", "train_samples", "test_samples", "normalize", "mean", "std",
                                        "train", "eval", "threads", "prefetch", "bad_samples", "limit_train",
-                                       "limit_test", "validation", "train_files", "val_files", NULL};
+                                       "limit_test", "validation", "train_files", "val_files", "document_mask",
+                                       NULL};
     if (dl_y_check_keys(m, "data", keys, NULL, err))
         return DL_ERR_SPEC;
     const struct dl_ynode *ds = dl_ymap_get(m, "dataset");
@@ -209,7 +212,7 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
         if (dl_y_string(ds, "data.dataset", &name, err) || dl_data_use_dataset(d, name, ds, err))
             return DL_ERR_SPEC;
     }
-    long threads = d->threads, prefetch = d->prefetch;
+    long threads = d->threads, prefetch = d->prefetch, separator = d->document_mask;
     int bad = (int)d->bad_samples;
     if (dl_ymap_path(m, "train_images", "data", d->train_images, sizeof d->train_images, err) ||
         dl_ymap_path(m, "train_labels", "data", d->train_labels, sizeof d->train_labels, err) ||
@@ -222,10 +225,12 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
         dl_ymap_int(m, "limit_train", "data", 1, 1L << 40, &d->limit_train, err) ||
         dl_ymap_int(m, "limit_test", "data", 1, 1L << 40, &d->limit_test, err) ||
         dl_ymap_enum(m, "bad_samples", "data", dl_bad_sample_names, &bad, err) ||
+        dl_ymap_int(m, "document_mask", "data", -1, INT32_MAX, &separator, err) ||
         parse_common(m, "data", d, err))
         return DL_ERR_SPEC;
     d->threads = (int)threads;
     d->prefetch = (int)prefetch;
+    d->document_mask = (int)separator;
     d->bad_samples = (enum dl_bad_samples)bad;
     if (d->kind == DL_DATASET_IDX && (!d->train_images[0] || !d->train_labels[0] || !d->test_images[0] ||
                                       !d->test_labels[0]))

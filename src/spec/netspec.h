@@ -67,6 +67,11 @@ struct dl_data_spec {
     double validation;              /* text: the fraction of the bytes (the last) that make the test split */
     char train_files[DL_PATH_MAX];  /* tokens: glob patterns in --data's folder ("" = data/tokens.h's) */
     char val_files[DL_PATH_MAX];
+    /* data.document_mask (--document-mask): the token id that ends each
+     * document of packed token windows (it belongs to the document it
+     * closes); attention stays within a document, positions restart at each
+     * and the label after the separator is ignored.  -1: no masking. */
+    int document_mask;
 };
 
 enum dl_optim_kind {

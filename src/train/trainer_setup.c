@@ -71,6 +71,8 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         o.tensor_device_comm = tr->tensor_device_comm;
     }
     o.trace = tr->trace;
+    o.doc_mask = tr->net->data.document_mask >= 0;
+    o.doc_separator = tr->net->data.document_mask;
     if (tr->opts->parallel.zero) /* ZeRO's equal blocks of the weights */
         o.weights_multiple = tr->data_comm->size;
     o.grads_elsewhere = tr->zero && tr->opts->parallel.zero == 2; /* ZeRO-2: the buckets hold them */
@@ -138,7 +140,18 @@ static int load_data(struct trainer *tr, int chunks, struct dl_error *err)
         return dl_errorf(err, DL_ERR_SPEC, "batch %d is smaller than the %d data-parallel ranks: each needs at least "
                          "one sample (use --batch %d or more)", ts->batch, shards, shards);
     const struct dl_graph *g = &net->graph;
+    const struct dl_layer *loss = g->loss >= 0 ? &g->layers[g->loss] : NULL;
+    d->counts_labels = loss && loss->kind->ignored_label && loss->kind->ignored_label(loss->attr, &d->ignored_label);
     struct dl_data_want want = {g->input, g->classes, g->positions, g->id_limit};
+    if (net->data.document_mask >= 0) { /* the labels across a boundary: the loss ignores them */
+        if (!d->counts_labels || g->positions < 2)
+            return dl_errorf(err, DL_ERR_SPEC, "data.document_mask: the loss%s%s%s does not take a label per "
+                             "position that it can ignore (softmax_cross_entropy on a sequence does)",
+                             loss ? " '" : "", loss ? loss->name : "", loss ? "'" : "");
+        want.doc_mask = 1;
+        want.doc_separator = net->data.document_mask;
+        want.doc_ignored = d->ignored_label;
+    }
     int rc = dl_dataset_load_for(&net->data, 1, &want, ts->seed, &d->train, err);
     if (!rc)
         rc = dl_dataset_load_for(&net->data, 0, &want, ts->seed, &d->test, err);
@@ -146,8 +159,6 @@ static int load_data(struct trainer *tr, int chunks, struct dl_error *err)
         rc = dl_batcher_init(&d->batcher, &d->train, ts->batch, tr->layout.data_rank, shards, 1, ts->seed, 0, err);
     if (!rc)
         dl_batcher_set_warning(&d->batcher, dl_trainer_forward_warning, tr);
-    const struct dl_layer *loss = g->loss >= 0 ? &g->layers[g->loss] : NULL;
-    d->counts_labels = loss && loss->kind->ignored_label && loss->kind->ignored_label(loss->attr, &d->ignored_label);
     d->test_label_norm = -1;
     if (!rc && d->counts_labels)
         dl_batcher_count_labels(&d->batcher, d->ignored_label);

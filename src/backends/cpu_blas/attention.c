@@ -3,7 +3,8 @@
  * (backward: one (sample, kv head) task, its group of query heads in turn
  * adding into the kv head's gradients), query rows in blocks of 128 that
  * under the causal mask compute only the keys up to their last row (about
- * half the products of a long window).
+ * half the products of a long window), and under the document mask only
+ * the keys of the block's documents (doc/executor.md).
  * q, k, v and the output of a head are [d][T] blocks of the [C][T]
  * storage (core/shape.h), which the GEMMs read in place (leading dim T):
  *   S = scale q^T k      (T x T; the causal part is masked afterwards),
@@ -88,29 +89,40 @@ static struct head head_of(const struct attn_inst *m, const struct dl_op_call *c
 }
 
 /* Query rows go in blocks of ROWS; a block's rows [r0, r1) see keys
- * [0, cols): all T, or under the causal mask only r1 (the keys after the
- * block's last row are masked for every row of it: never computed). */
+ * [c0, c1): all T, or under the causal mask only up to r1 (the keys after
+ * the block's last row are masked for every row of it: never computed),
+ * and under the document mask only from the first row's document start
+ * on (and, not causal, to the last row's document end): the key tiles
+ * wholly masked for the block are skipped, so short documents cost about
+ * ROWS keys a row. */
 enum { ROWS = 128 };
 
-static long key_cols(const struct attn_inst *m, long r1)
+static struct dl_attention_cols key_cols(const struct attn_inst *m, const struct dl_op_call *c, long n, long r0,
+                                         long r1)
 {
-    return m->a.causal ? r1 : m->a.T;
+    struct dl_attention_cols k = {0, m->a.T, c->doc_start ? c->doc_start + n * m->a.T : NULL};
+    long lo;
+    if (k.doc)
+        k.c0 = k.doc[r0];
+    k.c1 = m->a.causal ? r1 : dl_attention_keys(k.doc, m->a.T, r1 - 1, 0, &lo);
+    return k;
 }
 
-/* Rows [r0, r1) of P = softmax(scale q^T k) with the causal mask, and of
- * P' = P with sample n's dropout factors for head h (pd == p when none
- * apply), over columns [0, cols). */
+/* Rows [r0, r1) of P = softmax(scale q^T k) with the causal and document
+ * masks, and of P' = P with sample n's dropout factors for head h (pd == p
+ * when none apply), over the block's columns kc. */
 static void weights(const struct attn_inst *m, const struct dl_op_call *c, const struct head *x, long n, long h,
                     long r0, long r1, float *p, float *pd)
 {
-    long T = m->a.T, cols = key_cols(m, r1);
-    dl_sgemm(DL_GEMM_DNNL, 1, 0, r1 - r0, cols, m->a.d, (float)(1 / sqrt((double)m->a.d)), x->q + r0, T, x->k, T, 0,
-             p + r0 * T, T);
-    dl_attention_softmax(p, T, r0, r1, cols, m->a.causal, 1);
+    long T = m->a.T;
+    struct dl_attention_cols kc = key_cols(m, c, n, r0, r1);
+    dl_sgemm(DL_GEMM_DNNL, 1, 0, r1 - r0, kc.c1 - kc.c0, m->a.d, (float)(1 / sqrt((double)m->a.d)), x->q + r0, T,
+             x->k + kc.c0, T, 0, p + r0 * T + kc.c0, T);
+    dl_attention_softmax(p, T, r0, r1, kc, m->a.causal, 1);
     if (pd == p)
         return;
     for (long t = r0; t < r1; t++)
-        for (long s = 0; s < cols; s++)
+        for (long s = kc.c0; s < kc.c1; s++)
             pd[t * T + s] = p[t * T + s] *
                             (float)dl_attention_kept(c->key, c->sample0 + n, m->a.head0 + h, t, s, T, m->a.dropout);
 }
@@ -147,10 +159,12 @@ static void attn_forward(void *inst, const struct dl_kernel_args *a)
         if (!drops(m, c))
             pd = p;
         float *y = dl_tensor_f32(&c->out) + n * m->a.C * T + h * m->a.d * T;
-        for (long r0 = 0; r0 < T; r0 += ROWS) { /* y[:, rows] = v[:, :cols] P'[rows, :cols]^T */
-            long r1 = r0 + ROWS < T ? r0 + ROWS : T, cols = key_cols(m, r1);
+        for (long r0 = 0; r0 < T; r0 += ROWS) { /* y[:, rows] = v[:, c0:c1] P'[rows, c0:c1]^T */
+            long r1 = r0 + ROWS < T ? r0 + ROWS : T;
+            struct dl_attention_cols kc = key_cols(m, c, n, r0, r1);
             weights(m, c, &x, n, h, r0, r1, p, pd);
-            dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, r1 - r0, cols, 1, x.v, T, pd + r0 * T, T, 0, y + r0, T);
+            dl_sgemm(DL_GEMM_DNNL, 0, 1, m->a.d, r1 - r0, kc.c1 - kc.c0, 1, x.v + kc.c0, T, pd + r0 * T + kc.c0, T, 0,
+                     y + r0, T);
         }
     }
 }
@@ -168,17 +182,19 @@ static void head_backward(const struct attn_inst *m, const struct dl_op_call *c,
     if (!dropout)
         pd = p;
     for (long r0 = 0; r0 < T; r0 += ROWS) {
-        long r1 = r0 + ROWS < T ? r0 + ROWS : T, rows = r1 - r0, cols = key_cols(m, r1);
+        long r1 = r0 + ROWS < T ? r0 + ROWS : T, rows = r1 - r0;
+        struct dl_attention_cols kc = key_cols(m, c, n, r0, r1);
+        long c0 = kc.c0, cols = kc.c1 - kc.c0; /* the block's keys [c0, c0 + cols) */
         weights(m, c, &x, n, h, r0, r1, p, pd);
-        if (x.dv) /* dv[:, :cols] += dy[:, rows] P' */
-            dl_sgemm(DL_GEMM_DNNL, 0, 0, d, cols, rows, 1, dy + r0, T, pd + r0 * T, T, 1, x.dv, T);
-        dl_sgemm(DL_GEMM_DNNL, 1, 0, rows, cols, d, 1, dy + r0, T, x.v, T, 0, dp + r0 * T, T);
+        if (x.dv) /* dv[:, c0:c1] += dy[:, rows] P' */
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, d, cols, rows, 1, dy + r0, T, pd + r0 * T + c0, T, 1, x.dv + c0, T);
+        dl_sgemm(DL_GEMM_DNNL, 1, 0, rows, cols, d, 1, dy + r0, T, x.v + c0, T, 0, dp + r0 * T + c0, T);
         struct dl_attention_drop drop = {c->key, c->sample0 + n, m->a.head0 + h, dropout ? m->a.dropout : 0};
-        dl_attention_score_grad(dp, p, T, r0, r1, cols, m->a.causal, scale, &drop);
-        if (x.dq) /* dq[:, rows] = k[:, :cols] dS^T */
-            dl_sgemm(DL_GEMM_DNNL, 0, 1, d, rows, cols, 1, x.k, T, dp + r0 * T, T, 0, x.dq + r0, T);
-        if (x.dk) /* dk[:, :cols] += q[:, rows] dS */
-            dl_sgemm(DL_GEMM_DNNL, 0, 0, d, cols, rows, 1, x.q + r0, T, dp + r0 * T, T, 1, x.dk, T);
+        dl_attention_score_grad(dp, p, T, r0, r1, kc, m->a.causal, scale, &drop);
+        if (x.dq) /* dq[:, rows] = k[:, c0:c1] dS^T */
+            dl_sgemm(DL_GEMM_DNNL, 0, 1, d, rows, cols, 1, x.k + c0, T, dp + r0 * T + c0, T, 0, x.dq + r0, T);
+        if (x.dk) /* dk[:, c0:c1] += q[:, rows] dS */
+            dl_sgemm(DL_GEMM_DNNL, 0, 0, d, cols, rows, 1, x.q + r0, T, dp + r0 * T + c0, T, 1, x.dk + c0, T);
     }
 }
 
@@ -210,5 +226,6 @@ static void attn_backward(void *inst, const struct dl_kernel_args *a)
 const struct dl_kernel dl_kernel_dnnl_gemm_attention = {
     .name = "dnnl-gemm", .backend = "cpu_blas", .op = &dl_op_attention, .create = attn_create,
     .destroy = attn_destroy, .workspace_bytes = attn_ws, .forward = attn_forward, .backward_data = attn_backward,
+    .doc_mask = 1,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS, /* q, k, v: the weights recomputed */
 };

@@ -54,6 +54,7 @@ const struct dl_kernel dl_kernel_reference = {
     .backend = "reference",
     .op = NULL,
     .sync_stats = 1, /* the ops' reference code sums batch statistics through sync_sum */
+    .doc_mask = 1,   /* the ops' reference code reads doc_start */
     .backward_reads = DL_READS_AS_OP,
     .create = ref_create,
     .destroy = ref_destroy,
