@@ -29,14 +29,17 @@ struct gc_state {
     unsigned seed;
 };
 
-/* L = sum(out * R); dropout draws the same mask on every evaluation (its
- * mask is a function of the call's key). */
+/* L = sum(out * R), plus the layer's own loss weighted by the call's
+ * loss_norm (op.h's added_loss); dropout draws the same mask on every
+ * evaluation (its mask is a function of the call's key). */
 static double eval_loss(struct gc_state *s)
 {
     s->op->forward(&s->call);
     double l = 0;
     for (long i = 0; i < s->out_count * s->call.batch; i++)
         l += (double)dl_tensor_f32(&s->call.out)[i] * s->r[i];
+    if (s->op->added_loss && s->call.training)
+        l += s->call.loss_norm * s->op->added_loss(&s->call);
     return l;
 }
 
@@ -105,6 +108,7 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     call->n_in = c->n_in;
     call->training = c->training;
     call->key = s.seed + 17;
+    call->loss_norm = 0.37; /* a weight of the layer's own loss other than 1/batch */
     if (c->op->infer(attr, c->n_in, c->in, &call->out.shape, &err)) {
         snprintf(report, size, "infer: %s", err.msg);
         free(attr);

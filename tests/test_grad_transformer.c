@@ -1,5 +1,5 @@
 /* test_grad_transformer.c: the transformer layers (gelu, swiglu,
- * layernorm, rmsnorm, rope, position_embedding, attention): finite-difference gradient checks in the
+ * layernorm, rmsnorm, rope, position_embedding, attention, moe): finite-difference gradient checks in the
  * double precision build, forward values against formulas and properties
  * (causality, each head on its own features, dropout's mask drawn by place),
  * and their shape errors. */
@@ -41,6 +41,27 @@ static void swiglu_grad(void **state)
     struct gc_case image = {.op = &dl_op_swiglu, .attrs = "{}", .batch = 2, .n_in = 2,
                             .in = {{3, 4, 5}, {3, 4, 5}}, .training = 1};
     gc_assert(&image);
+}
+
+/* moe: gates normalised or not, the balancing and z losses (weighted by
+ * the call's loss_norm), a capacity that drops choices, every expert
+ * chosen, a feature vector */
+static void moe_grad(void **state)
+{
+    struct gc_case cases[] = {
+        {.op = &dl_op_moe, .attrs = "{experts: 4, top_k: 2, units: 3, aux_loss: 0.1, z_loss: 0.05}", .batch = 3,
+         .n_in = 1, .in = {SEQ(5, 4)}, .training = 1},
+        {.op = &dl_op_moe, .attrs = "{experts: 3, top_k: 1, units: 5, normalize: false, aux_loss: 0.3}",
+         .batch = 2, .n_in = 1, .in = {SEQ(7, 3)}, .training = 1},
+        {.op = &dl_op_moe, .attrs = "{experts: 3, top_k: 2, units: 2, capacity_factor: 0.5, z_loss: 0.2}",
+         .batch = 2, .n_in = 1, .in = {SEQ(6, 5)}, .training = 1},
+        {.op = &dl_op_moe, .attrs = "{experts: 3, top_k: 3, units: 4, normalize: false}", .batch = 2, .n_in = 1,
+         .in = {SEQ(3, 2)}, .training = 1},
+        {.op = &dl_op_moe, .attrs = "{experts: 5, top_k: 2, units: 3, aux_loss: 0.01}", .batch = 4, .n_in = 1,
+         .in = {{6, 1, 1}}, .training = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        gc_assert(&cases[i]);
 }
 
 static void layernorm_grad(void **state)
@@ -162,6 +183,35 @@ static void swiglu_values(void **state)
     ot_free(&r);
     struct dl_shape other[2] = {SEQ(4, 6), SEQ(4, 5)};
     ot_expect_infer_error(&dl_op_swiglu, 2, other, (const char *[]){"gate and up of one shape", "4x6", "4x5", NULL});
+}
+
+/* moe: every position of a sample prefers expert 0 of 2 (p0 = sigmoid(4));
+ * dropless, each gets silu(2) x 2 in both features; with capacity_factor
+ * 0.5 (a capacity of ceil(0.5 x 4 x 1 / 2) = 1) only the first does; the
+ * balancing loss is 2 (F_0 P_0 + F_1 P_1) = 2 p0. */
+static void moe_values(void **state)
+{
+    dl_real x[8], gate[4] = {1, 1, -1, -1}, ones[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 8; i++)
+        x[i] = 1;
+    const dl_real *xs[] = {x};
+    struct dl_shape s[1] = {SEQ(4, 2)};
+    const char *attrs[] = {"{experts: 2, top_k: 1, units: 1, aux_loss: 1}",
+                           "{experts: 2, top_k: 1, units: 1, aux_loss: 1, capacity_factor: 0.5}"};
+    double silu2 = 2 / (1 + exp(-2.0)), p0 = 1 / (1 + exp(-4.0));
+    for (int a = 0; a < 2; a++) {
+        struct ot_run r;
+        ot_setup(&r, &dl_op_moe, attrs[a], 1, 1, s, xs, NULL, 1);
+        r.param[0] = gate, r.param[1] = ones, r.param[2] = ones, r.param[3] = ones;
+        dl_op_moe.forward(&r.call);
+        for (int k = 0; k < 2; k++)
+            for (int t = 0; t < 4; t++)
+                assert_true(fabs((double)dl_tensor_f32(&r.call.out)[k * 4 + t] - (a && t ? 0 : silu2 * 2)) < 1e-6);
+        assert_true(fabs(dl_op_moe.added_loss(&r.call) - 2 * p0) < 1e-6);
+        ot_free(&r);
+    }
+    struct dl_shape image[1] = {{2, 3, 3}};
+    ot_expect_infer_error(&dl_op_moe, 1, image, (const char *[]){"a sequence [T, C] or features [C]", "2x3x3", NULL});
 }
 
 /* Each position's features come out with mean 0 and variance 1 (before the
@@ -525,10 +575,10 @@ static void attention_shapes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(gelu_grad),        cmocka_unit_test(swiglu_grad),  cmocka_unit_test(layernorm_grad),
+        cmocka_unit_test(gelu_grad),        cmocka_unit_test(swiglu_grad),  cmocka_unit_test(moe_grad),  cmocka_unit_test(layernorm_grad),
         cmocka_unit_test(rmsnorm_grad),     cmocka_unit_test(rope_grad),
         cmocka_unit_test(position_embedding_grad), cmocka_unit_test(attention_grad),
-        cmocka_unit_test(gelu_values),      cmocka_unit_test(swiglu_values), cmocka_unit_test(layernorm_values),
+        cmocka_unit_test(gelu_values),      cmocka_unit_test(swiglu_values),  cmocka_unit_test(moe_values), cmocka_unit_test(layernorm_values),
         cmocka_unit_test(rmsnorm_values),   cmocka_unit_test(rope_values),
         cmocka_unit_test(position_embedding_values), cmocka_unit_test(attention_values),
         cmocka_unit_test(attention_dropout), cmocka_unit_test(attention_shapes),

@@ -79,7 +79,7 @@ check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per 
     done <"$W/$kind.results"
 }
 
-if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 83; else tap_plan 75; fi
+if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 89; else tap_plan 81; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16
 check lenet5 "$NETS/lenet5.yaml" default all=reference precision=bf16
 # a layer norm's output read by a linear through a cast (bf16) and by an f32
@@ -167,6 +167,24 @@ loss: softmax_cross_entropy
 train: {batch: 8, seed: 3}
 YAML
 DLTRAIN_TEXT="$W/text" check llama_attention "$W/llama_attention.yaml" default all=reference precision=bf16
+# a mixture of experts (Mixtral's gates: 2 of 4, renormalised; the balancing and z losses), and OLMoE's
+# (3 of 6, not renormalised)
+cat >"$W/bigram_moe.yaml" <<'YAML'
+name: bigram_moe
+input: {shape: [32], dtype: i32, classes: 256}
+layers:
+  - {name: wte, type: embedding, vocab: 256, dim: 24}
+  - {name: norm, type: rmsnorm, eps: 1e-5}
+  - {name: moe, type: moe, experts: 4, top_k: 2, units: 16, aux_loss: 0.1, z_loss: 0.01}
+  - {name: res, type: add, inputs: [wte, moe]}
+  - {name: head, type: fc, units: 256}
+loss: softmax_cross_entropy
+train: {batch: 16, seed: 3}
+YAML
+DLTRAIN_TEXT="$W/text" check bigram_moe "$W/bigram_moe.yaml" default all=reference
+sed 's/name: bigram_moe/name: bigram_moe_olmoe/; s/experts: 4, top_k: 2, units: 16, aux_loss: 0.1, z_loss: 0.01/experts: 6, top_k: 3, units: 16, aux_loss: 0.05, normalize: false/' \
+    "$W/bigram_moe.yaml" >"$W/bigram_moe_olmoe.yaml"
+DLTRAIN_TEXT="$W/text" check bigram_moe_olmoe "$W/bigram_moe_olmoe.yaml" default
 # weight tying: the head's weight is the embedding's (share:); one gradient, both uses summed
 cat >"$W/bigram_tied.yaml" <<'YAML'
 name: bigram_tied

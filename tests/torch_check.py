@@ -359,6 +359,61 @@ class BigramRMS(nn.Module):
         return self.head(relu(h).transpose(1, 2))
 
 
+class Experts(nn.Module):
+    """E SwiGLU MLPs, their weights stacked as dltrain keeps them: w1 and w3
+    [E, F, C], w2 [E, C, F] (Mixtral's experts.N.w1/w3/w2.weight)."""
+
+    def __init__(self, E, C, F_):
+        super().__init__()
+        self.w1, self.w3 = nn.Parameter(torch.zeros(E, F_, C)), nn.Parameter(torch.zeros(E, F_, C))
+        self.w2 = nn.Parameter(torch.zeros(E, C, F_))
+
+
+class MoE(nn.Module):
+    """A mixture of experts as Hugging Face's MixtralSparseMoeBlock computes
+    it: softmax over the router's logits, the top k, gates renormalised over
+    them (normalize; OLMoE without norm_topk_prob: not), each expert's SwiGLU
+    MLP weighted by its gate.  The Switch balancing loss as Hugging Face's
+    load_balancing_loss_func computes it over one sample's positions and one
+    layer, the z-loss (ST-MoE), both averaged over the samples (added_loss)."""
+
+    def __init__(self, C, E, K, F_, aux=0.0, z=0.0, normalize=True):
+        super().__init__()
+        self.gate, self.experts = nn.Linear(C, E, bias=False), Experts(E, C, F_)
+        self.E, self.K, self.aux, self.z, self.normalize, self.added_loss = E, K, aux, z, normalize, None
+
+    def forward(self, x):  # [N, T, C]
+        logits = self.gate(x)
+        probs = F.softmax(logits, dim=-1)
+        top, chosen = torch.topk(probs, self.K, dim=-1)
+        if self.normalize:
+            top = top / top.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(x)
+        w = self.experts
+        for e in range(self.E):
+            g = (top * (chosen == e)).sum(dim=-1, keepdim=True)  # 0 where e was not chosen
+            out = out + g * ((F.silu(x @ w.w1[e].t()) * (x @ w.w3[e].t())) @ w.w2[e].t())
+        share = F.one_hot(chosen, self.E).to(x.dtype).sum(dim=2).mean(dim=1)  # [N, E], summing to k
+        balance = self.aux * self.E * (share * probs.mean(dim=1)).sum(dim=-1)
+        z = self.z * torch.logsumexp(logits, dim=-1).pow(2).mean(dim=1)
+        self.added_loss = (balance + z).mean()
+        return out
+
+
+class BigramMoE(nn.Module):
+    """test_torch.sh's bigram_moe and bigram_moe_olmoe: an embedding, an RMS
+    norm, a mixture of experts added to the embedding, a head."""
+
+    def __init__(self, E=4, K=2, aux=0.1, z=0.01, normalize=True):
+        super().__init__()
+        self.wte, self.norm = nn.Embedding(256, 24), RMSNorm(24, 1e-5)
+        self.moe, self.head = MoE(24, E, K, 16, aux, z, normalize), nn.Linear(24, 256)
+
+    def forward(self, ids):
+        x = self.wte(ids)
+        return self.head(x + self.moe(self.norm(x)))
+
+
 def rope(x, D, theta, factor=1.0, low=1.0, high=4.0, ctx=8192):
     """Hugging Face's rotary embedding (rotate_half; Llama 3's inv_freq
     when factor > 1) on x [N, T, C] of heads of D features, in x's dtype."""
@@ -608,6 +663,8 @@ MODELS = {
     "bigram_rms": (BigramRMS, lambda: text_windows(16, 32)),
     "bigram_rope": (BigramRope, lambda: text_windows(16, 32)),
     "llama_attention": (LlamaAttention, lambda: text_windows(8, 16)),
+    "bigram_moe": (BigramMoE, lambda: text_windows(16, 32)),
+    "bigram_moe_olmoe": (lambda: BigramMoE(6, 3, 0.05, 0.0, False), lambda: text_windows(16, 32)),
     "llama_tiny": (LlamaTiny, lambda: text_windows(4, 64)),
     "llama_docs": (LlamaDocs, lambda: docs_labels(*text_windows(4, 64))),
     "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),
@@ -659,7 +716,8 @@ def torch_run(kind, ckpt, x, y, decisions, dtype, autocast=False):
                              % (len(DECISIONS.relu), len(DECISIONS.pool)))
     finally:
         DECISIONS = None
-    loss.backward()
+    added = sum(m.added_loss for m in model.modules() if getattr(m, "added_loss", None) is not None)
+    (loss + added).backward()  # a layer's own loss (MoE's balancing) in the gradients, not in the loss shown
     out = {"grad." + k: p.grad.numpy() for k, p in model.named_parameters()}  # views: no copies
     out.update({k: b.numpy() for k, b in model.named_buffers() if "running" in k or "num_batches" in k})
     model.eval()

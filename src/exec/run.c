@@ -47,6 +47,7 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
         c->channel0 = (int)e->shard->layer[s->layer].channel0;
     c->labels = m->io.labels_in_use && e->run.labels ? m->io.labels_in_use : e->run.labels;
     c->label_norm = m->label_norm_in_use;
+    c->loss_norm = e->run.loss_norm;
     c->sync_sum = e->hooks.sync_sum;
     c->sync_ctx = e->hooks.sync_ctx;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */

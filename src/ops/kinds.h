@@ -25,6 +25,7 @@
     DL_OP(dl_op_tanh) \
     DL_OP(dl_op_gelu) \
     DL_OP(dl_op_swiglu) \
+    DL_OP(dl_op_moe) \
     DL_OP(dl_op_dropout) \
     DL_OP(dl_op_flatten) \
     DL_OP(dl_op_add) \

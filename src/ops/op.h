@@ -150,6 +150,11 @@ struct dl_op_call {
      * mini-batch's mean is the mean over its labelled positions; 0: over
      * this call's samples (ops/softmax_xent.h). */
     double label_norm;
+    /* The weight of one sample's loss in the mini-batch's mean, which seeds
+     * backward at the loss (exec.h's loss_norm; 0: 1/batch): a layer that
+     * adds a loss of its own (the mixture of experts' load balancing)
+     * weighs its gradient by it. */
+    double loss_norm;
     /* Cross-rank reductions for values that span more than this call's
      * part of a tensor: replace v[0..n) by its sum (sync_sum) or maximum
      * (sync_max) over the ranks holding the other parts, the same on every
@@ -334,6 +339,12 @@ struct dl_op_kind {
                        struct dl_shape out);
     void (*forward)(const struct dl_op_call *c);
     void (*backward)(const struct dl_op_call *c);
+    /* A loss the layer adds of its own (the mixture of experts' load
+     * balancing): the sum over the call's samples, read after a forward
+     * from what it saved; its backward then adds each sample's gradient
+     * weighted by the call's loss_norm, as the loss's gradient is.  NULL:
+     * none. */
+    double (*added_loss)(const struct dl_op_call *c);
     /* Multiply-add counted as 2 FLOPs, forward pass, per sample (may be NULL: 0). */
     double (*flops)(const void *attr, const struct dl_shape *in, struct dl_shape out);
 

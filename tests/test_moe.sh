@@ -1,0 +1,45 @@
+#!/bin/sh
+# test_moe.sh: the mixture-of-experts layer as a user meets it (issue 44):
+# nets/moe-tiny.yaml (llama-tiny's blocks, each MLP a `moe` layer: a router
+# to 2 of 4 SwiGLU experts with the Switch load-balancing loss) has the
+# parameter count its header says, trains on text (its loss falls), with a
+# capacity factor too, and equals one process within 1e-5 over 20 steps
+# on data parallelism (the balancing loss is per sample, so any split of
+# the batch adds up to one process's), tensor parallelism (the moe layer
+# whole on each rank), dp x tp on 4 and a pipeline of 2; top_k above the
+# experts, no experts and a negative capacity factor each exit 2 naming
+# the layer.  (tests/test_grad_transformer.c checks its gradients, the
+# balancing and z losses' included, against finite differences;
+# test_torch.sh its step against PyTorch.)
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/text_corpus.sh"
+skip_without_mpirun
+T="$TMPDIR_TEST"
+tap_plan 16
+. "$top_srcdir/tests/grid_runs.sh"
+text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
+TEXT="$top_builddir/tests/text-corpus"
+MOE="--net $top_srcdir/nets/moe-tiny.yaml --data $TEXT --threads 1 --max-steps 20 --limit-test 64"
+
+expect_status 0 "check moe-tiny" -- $DLTRAIN check $MOE
+expect_output "^total: 140096 trainable parameters" "  140,096 trainable parameters (its header's count)"
+expect_output "block_sparse_moe +moe " "  its blocks' MLPs are moe layers"
+expect_status 2 "top_k 5 of 4 experts" -- $DLTRAIN check $MOE --set args.top_k=5
+expect_output "moe-tiny.yaml:[0-9]+:[0-9]+: layer 'model.layers.0.block_sparse_moe' \\(moe\\).*top_k: expected at most experts \\(4\\), found 5" \
+    "  is refused, located at the layer"
+expect_status 2 "no experts" -- $DLTRAIN check $MOE --set args.experts=0
+expect_output "block_sparse_moe.*experts" "  is refused, naming the key"
+expect_status 2 "a negative capacity factor" -- $DLTRAIN check $MOE --set args.capacity_factor=-1
+expect_output "block_sparse_moe.*capacity_factor" "  is refused, naming the key"
+
+run 1 moe-one $MOE --log-every 10
+tap_result $? "moe-tiny trains on text (20 steps)"
+falls moe-one 20 0.5
+tap_result $? "  its loss falls by more than 0.5 in 20 steps"
+run 1 moe-capacity $MOE --set args.capacity_factor=1
+tap_result $? "with capacity_factor 1 (choices over capacity dropped) it trains"
+grid moe-dp2 moe-one 2 $MOE --grid dp=2
+grid moe-tp2 moe-one 2 $MOE --grid tp=2
+grid moe-dp2-tp2 moe-one 4 $MOE --grid dp=2,tp=2
+grid moe-pp2 moe-one 2 $MOE --grid pp=2
+exit 0
