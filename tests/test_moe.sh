@@ -3,7 +3,8 @@
 # nets/moe-tiny.yaml (llama-tiny's blocks, each MLP a `moe` layer: a router
 # to 2 of 4 SwiGLU experts with the Switch load-balancing loss) has the
 # parameter count its header says, trains on text (its loss falls), with a
-# capacity factor too, and equals one process within 1e-5 over 20 steps
+# capacity factor too, reports its balancing loss (in the loss, and apart
+# as aux_loss), and equals one process within 1e-5 over 20 steps
 # on data parallelism (the balancing loss is per sample, so any split of
 # the batch adds up to one process's), tensor parallelism (the moe layer
 # whole on each rank), dp x tp on 4 and a pipeline of 2; top_k above the
@@ -15,7 +16,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 16
+tap_plan 17
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -36,6 +37,15 @@ run 1 moe-one $MOE --log-every 10
 tap_result $? "moe-tiny trains on text (20 steps)"
 falls moe-one 20 0.5
 tap_result $? "  its loss falls by more than 0.5 in 20 steps"
+/usr/bin/python3 - "$T/moe-one.jsonl" "$T/moe-one.txt" <<'PY'
+import json, re, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+aux = [s.get("aux_loss", -1) for s in steps]
+shown = re.findall(r"loss ([0-9.]+) \(aux ([0-9.]+)\)", open(sys.argv[2]).read())
+print("# aux_loss %.4f at step 1, %.4f at step %d; progress lines %s" % (aux[0], aux[-1], len(aux), shown))
+sys.exit(0 if all(0.03 < a < 0.08 for a in aux) and len(shown) == 2 else 1)
+PY
+tap_result $? "  the balancing loss in --metrics (near 2 layers x 0.01 x k = 0.04 when balanced) and on the progress lines"
 run 1 moe-capacity $MOE --set args.capacity_factor=1
 tap_result $? "with capacity_factor 1 (choices over capacity dropped) it trains"
 grid moe-dp2 moe-one 2 $MOE --grid dp=2

@@ -127,9 +127,9 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     struct printer *p = ctx;
     /* a server's update: its worker and staleness; a worker's step: the bytes it
      * sent; the consensus distance where measured */
-    const char *keys[20] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+    const char *keys[24] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
                             "exposed_comm_s", "time_s"};
-    double vals[20] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+    double vals[24] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
                        r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, dl_clock_now() - p->t0};
     int n = 10;
     if (p->tokens_per_sample > 0)
@@ -143,6 +143,8 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     } else {
         keys[n] = "bytes_sent", vals[n++] = (double)r->bytes_sent;
     }
+    if (isfinite(r->added_loss))
+        keys[n] = "aux_loss", vals[n++] = r->added_loss;
     if (isfinite(r->consensus_distance))
         keys[n] = "consensus_distance", vals[n++] = r->consensus_distance;
     if (isfinite(r->grad_norm))
@@ -165,11 +167,13 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     else if (isfinite(r->grad_norm))
         snprintf(who, sizeof who, "  grad norm %.4g", r->grad_norm);
     double rate = p->tokens_per_sample > 0 ? r->samples_per_s * p->tokens_per_sample : r->samples_per_s;
-    char mfu_text[24] = "";
+    char mfu_text[24] = "", aux_text[32] = "";
     if (mfu > 0)
         snprintf(mfu_text, sizeof mfu_text, "  MFU %.1f%%", 100 * mfu);
-    printf("epoch %d/%d  step %5ld/%ld  loss %.6f  acc %6.2f%%  lr %.4g  %8.0f %s/s%s  ETA %s%s\n", r->epoch,
-           r->epochs, r->step, r->steps_per_epoch, r->loss, 100 * r->accuracy, r->lr, rate,
+    if (isfinite(r->added_loss))
+        snprintf(aux_text, sizeof aux_text, " (aux %.4g)", r->added_loss);
+    printf("epoch %d/%d  step %5ld/%ld  loss %.6f%s  acc %6.2f%%  lr %.4g  %8.0f %s/s%s  ETA %s%s\n", r->epoch,
+           r->epochs, r->step, r->steps_per_epoch, r->loss, aux_text, 100 * r->accuracy, r->lr, rate,
            p->tokens_per_sample > 0 ? "tokens" : "samples", mfu_text, eta, who);
     fflush(stdout);
 }

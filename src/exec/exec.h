@@ -69,6 +69,10 @@ struct dl_exec_run {
      * mini-batch (a data-parallel rank's or a pipeline chunk's offset). */
     uint64_t step;
     long sample0;
+    /* The layers' own losses (op.h's added_loss: the mixture of experts'
+     * load balancing) of the last training forward, summed over its
+     * samples and layers (dl_exec_forward sets it). */
+    double added_loss;
 };
 
 /* Incremental decoding (the options' decode_positions): the absolute

@@ -131,6 +131,9 @@ static void forward_step(struct dl_exec *e, struct dl_exec_step *s, int training
         take_fault(e, s, DL_DIR_FORWARD);
         if (training && !again)
             count_forward(e, s->layer);
+        const struct dl_op_kind *kind = e->g->layers[s->layer].kind;
+        if (training && !again && kind->added_loss && m->device->host_memory && !e->status)
+            e->run.added_loss += kind->added_loss(&a.c); /* its saved state, on the host */
     }
     if (times)
         times[s->timed_layer] += dl_clock_now() - t0;
@@ -173,6 +176,7 @@ void dl_exec_forward(struct dl_exec *e, const void *x, const int *labels, int ba
     e->run.input = x;
     e->run.labels = labels;
     e->run.batch = batch;
+    e->run.added_loss = 0;
     m->label_norm_in_use = label_norm_of(e);
     if (m->io.input_on_device && e->run.input_resident) { /* the batch is there already */
         x = e->run.input_resident;

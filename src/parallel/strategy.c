@@ -345,6 +345,7 @@ void dl_step_metrics_pack(const struct dl_step_metrics *m, double v[DL_STEP_METR
     v[DL_STEP_CORRECT] = m->correct;
     v[DL_STEP_STOP] = m->stop_requested ? 1 : 0;
     v[DL_STEP_CHECKPOINT] = m->checkpoint_due ? 1 : 0;
+    v[DL_STEP_ADDED_LOSS] = m->added_loss_sum;
 }
 
 void dl_step_metrics_unpack(const double v[DL_STEP_METRICS], struct dl_step_metrics *m)
@@ -353,6 +354,7 @@ void dl_step_metrics_unpack(const double v[DL_STEP_METRICS], struct dl_step_metr
     m->correct = v[DL_STEP_CORRECT];
     m->stop_requested = v[DL_STEP_STOP] > 0;
     m->checkpoint_due = v[DL_STEP_CHECKPOINT] > 0;
+    m->added_loss_sum = v[DL_STEP_ADDED_LOSS];
 }
 
 static int wrong_role(const struct dl_strategy *s, const char *call, struct dl_error *err)

@@ -110,7 +110,10 @@ void dl_layout_decentralized(const struct dl_parallel_opts *po, int size, int ra
 /* ------------------------------------------------------------ workers' steps */
 /* What a step adds up over the data-parallel ranks in finish(). */
 struct dl_step_metrics {
-    double loss_sum;       /* the batch's per-sample losses, summed */
+    double loss_sum;       /* the batch's per-sample losses, summed (the layers' own losses included
+                              once train_step has agreed them) */
+    double added_loss_sum; /* the layers' own losses (the mixture of experts' balancing), summed
+                              over the samples, layers and (with a grid) the pipeline stages */
     double correct;        /* samples classified correctly */
     int stop_requested;    /* a stop signal is pending (on some rank, once summed) */
     int checkpoint_due;    /* the checkpoint writer's schedule says so */
@@ -119,7 +122,7 @@ struct dl_step_metrics {
 };
 
 /* The summed values in the order they travel (a vector of doubles). */
-enum { DL_STEP_LOSS_SUM, DL_STEP_CORRECT, DL_STEP_STOP, DL_STEP_CHECKPOINT, DL_STEP_METRICS };
+enum { DL_STEP_LOSS_SUM, DL_STEP_CORRECT, DL_STEP_STOP, DL_STEP_CHECKPOINT, DL_STEP_ADDED_LOSS, DL_STEP_METRICS };
 void dl_step_metrics_pack(const struct dl_step_metrics *m, double v[DL_STEP_METRICS]);
 void dl_step_metrics_unpack(const double v[DL_STEP_METRICS], struct dl_step_metrics *m);
 

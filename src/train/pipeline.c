@@ -202,6 +202,7 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
         dl_exec_forward(e, input_sample(pl, x, lo), y + (long)lo * pl->g->positions, hi - lo, 1);
         *loss_sum += dl_exec_loss_sum(e);
         *correct += dl_exec_correct(e);
+        pl->added_loss_sum += e->run.added_loss;
         if (hook && hook->after_forward && !e->status)
             hook->after_forward(hook->ctx, e);
         break;
@@ -223,6 +224,7 @@ int dl_pipeline_step(struct dl_pipeline *pl, const void *x, const int *y, int n,
     int p = pl->shard ? pl->shard->pos.p : 0, rc = DL_OK;
     *loss_sum = 0;
     *correct = 0;
+    pl->added_loss_sum = 0;
     for (int i = 0; i < pl->slots; i++)
         pl->slot_chunk[i] = -1;
     share_grad_hook(pl, 1);

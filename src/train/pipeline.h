@@ -41,6 +41,9 @@ struct dl_pipeline {
      * label_norm): the labelled positions per sample of the whole
      * mini-batch or test split; 0: each chunk's own. */
     double label_norm;
+    /* The last step's layers' own losses (exec.h's added_loss) over its
+     * chunks, on this rank's stage. */
+    double added_loss_sum;
 };
 
 /* The chunks a step cuts a rank's part of the batch into: those requested

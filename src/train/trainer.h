@@ -18,7 +18,9 @@ struct dl_step_report {
     int epoch, epochs;          /* 1-based epoch */
     long step, steps_per_epoch; /* 1-based step within the epoch */
     long global_step, total_steps;
-    double loss;                /* mean loss of this (global) batch */
+    double loss;                /* mean loss of this (global) batch, the layers' own losses included */
+    double added_loss;          /* the layers' own part of it (the mixture of experts' balancing), NaN
+                                   for a network without such layers */
     double accuracy;            /* fraction correct in this batch */
     double lr;
     double samples_per_s;       /* global, since the start of the epoch */

@@ -91,6 +91,8 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
     if (rc)
         return rc;
     m->samples = local_batch;
+    /* the layers' own losses: each stage's once (its tensor ranks hold copies) */
+    m->added_loss_sum = tr->sharded && tr->shard.pos.t != 0 ? 0 : tr->pipe.added_loss_sum;
     if (out->nonfinite.where == DL_NF_NONE)
         out->nonfinite = watch->first;
     slow_down(tr);
@@ -105,7 +107,17 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
         rc = dl_trainer_agree_over_grid(tr, v, DL_STEP_METRICS, DL_STEP_CORRECT + 1, err);
         dl_step_metrics_unpack(v, m);
     }
+    m->loss_sum += m->added_loss_sum; /* the objective: the loss and the layers' own */
     return rc;
+}
+
+/* 1 when a layer of g adds a loss of its own (op.h's added_loss). */
+static int has_added_loss(const struct dl_graph *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->layers[i].kind->added_loss)
+            return 1;
+    return 0;
 }
 
 static void report_step(const struct trainer *tr, int epoch, const struct epoch_tally *tally, long global_step,
@@ -118,7 +130,8 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
     struct dl_step_report sr = {
         .epoch = epoch + 1, .epochs = tr->net->train.epochs, .step = tally->step,
         .steps_per_epoch = tr->steps_per_epoch, .global_step = global_step, .total_steps = tr->total_steps,
-        .loss = m->loss_sum / m->samples, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
+        .loss = m->loss_sum / m->samples,
+        .added_loss = has_added_loss(&tr->net->graph) ? m->added_loss_sum / m->samples : NAN, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
         .samples_per_s = (double)(tally->seen - tally->seen_before) / (now - tally->start + 1e-12),
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->resume.step) *
                  (double)(tr->total_steps - global_step),
