@@ -7,7 +7,8 @@
 # as aux_loss), and equals one process within 1e-5 over 20 steps
 # on data parallelism (the balancing loss is per sample, so any split of
 # the batch adds up to one process's), tensor parallelism (the moe layer
-# whole on each rank), dp x tp on 4 and a pipeline of 2; top_k above the
+# whole on each rank), dp x tp on 4, a pipeline of 2 and full
+# recomputation; top_k above the
 # experts, no experts and a negative capacity factor each exit 2 naming
 # the layer.  (tests/test_grad_transformer.c checks its gradients, the
 # balancing and z losses' included, against finite differences;
@@ -16,7 +17,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 17
+tap_plan 18
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -52,4 +53,5 @@ grid moe-dp2 moe-one 2 $MOE --grid dp=2
 grid moe-tp2 moe-one 2 $MOE --grid tp=2
 grid moe-dp2-tp2 moe-one 4 $MOE --grid dp=2,tp=2
 grid moe-pp2 moe-one 2 $MOE --grid pp=2
+grid moe-recompute moe-one 1 $MOE --recompute full
 exit 0
