@@ -180,6 +180,15 @@ static const struct kcase cases[] = {
      * dropout and grouped; and without the mask (every block sees every key) */
     {"attention_row_blocks", "[300, 24]", "{type: attention, heads: 4, kv_heads: 2, dropout: 0.1}", 2, NULL},
     {"attention_row_blocks_full", "[260, 12]", "{type: attention, heads: 2, causal: false}", 2, NULL},
+    /* mixtures of experts: Mixtral's gates with both losses; OLMoE's with a capacity that drops
+     * choices; every position to both of 2 experts (each expert takes all rows); 5 positions over 8
+     * experts (three or more take none); a sequence longer than a block */
+    {"moe", "[9, 7]", "{type: moe, experts: 4, top_k: 2, units: 5, aux_loss: 0.1, z_loss: 0.01}", 3, NULL},
+    {"moe_capacity", "[12, 6]", "{type: moe, experts: 3, top_k: 2, units: 4, capacity_factor: 0.5, normalize: false}",
+     2, NULL},
+    {"moe_every_expert", "[6, 5]", "{type: moe, experts: 2, top_k: 2, units: 3, aux_loss: 0.5}", 2, NULL},
+    {"moe_sparse", "[5, 9]", "{type: moe, experts: 8, top_k: 1, units: 6, z_loss: 0.1}", 1, NULL},
+    {"moe_long", "[130, 16]", "{type: moe, experts: 4, top_k: 2, units: 24, aux_loss: 0.01}", 2, NULL},
 #ifdef TEST_ON_CUDA
     /* The GPU's transformer kernels on shapes the cases above leave out:
      * token ids (the input's dtype after its shape), a table added at every

@@ -26,40 +26,34 @@
  * Reference in double; position by position. saved: per position probs
  * [E], the chosen experts [k] and whether each was kept [k]; per sample
  * its aux + z (added_loss). */
-#include "ops/op.h"
+#include "ops/moe.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct moe_attr {
-    int experts, top_k, units;
-    int normalize;
-    double aux_loss, z_loss, capacity_factor;
-};
-
 static const struct dl_attr_desc moe_attrs[] = {
-    {.key = "experts", .type = DL_ATTR_INT, .offset = offsetof(struct moe_attr, experts), .required = 1, .min = 1,
+    {.key = "experts", .type = DL_ATTR_INT, .offset = offsetof(struct dl_moe_attr, experts), .required = 1, .min = 1,
      .max = 1 << 16, .doc = "E: the experts (SwiGLU MLPs) the router chooses among"},
-    {.key = "top_k", .type = DL_ATTR_INT, .offset = offsetof(struct moe_attr, top_k), .def = 2, .min = 1,
-     .max = 1 << 16, .doc = "experts a position goes to (Mixtral 2, OLMoE 8)"},
-    {.key = "units", .type = DL_ATTR_INT, .offset = offsetof(struct moe_attr, units), .required = 1, .min = 1,
+    {.key = "top_k", .type = DL_ATTR_INT, .offset = offsetof(struct dl_moe_attr, top_k), .def = 2, .min = 1,
+     .max = 256, .doc = "experts a position goes to (Mixtral 2, OLMoE 8)"},
+    {.key = "units", .type = DL_ATTR_INT, .offset = offsetof(struct dl_moe_attr, units), .required = 1, .min = 1,
      .max = 1 << 24, .doc = "hidden features of each expert (intermediate_size)"},
-    {.key = "normalize", .type = DL_ATTR_BOOL, .offset = offsetof(struct moe_attr, normalize), .def = 1,
+    {.key = "normalize", .type = DL_ATTR_BOOL, .offset = offsetof(struct dl_moe_attr, normalize), .def = 1,
      .doc = "gates divided by the sum of the chosen probabilities (Mixtral; OLMoE's norm_topk_prob)"},
-    {.key = "aux_loss", .type = DL_ATTR_FLOAT, .offset = offsetof(struct moe_attr, aux_loss), .def = 0, .min = 0,
+    {.key = "aux_loss", .type = DL_ATTR_FLOAT, .offset = offsetof(struct dl_moe_attr, aux_loss), .def = 0, .min = 0,
      .max = 1e6, .doc = "coefficient of the Switch load-balancing loss (router_aux_loss_coef; 0: none)"},
-    {.key = "z_loss", .type = DL_ATTR_FLOAT, .offset = offsetof(struct moe_attr, z_loss), .def = 0, .min = 0,
+    {.key = "z_loss", .type = DL_ATTR_FLOAT, .offset = offsetof(struct dl_moe_attr, z_loss), .def = 0, .min = 0,
      .max = 1e6, .doc = "coefficient of the router z-loss, mean logsumexp(logits)^2 (router_z_loss_coef; 0: none)"},
-    {.key = "capacity_factor", .type = DL_ATTR_FLOAT, .offset = offsetof(struct moe_attr, capacity_factor),
+    {.key = "capacity_factor", .type = DL_ATTR_FLOAT, .offset = offsetof(struct dl_moe_attr, capacity_factor),
      .def = 0, .min = 0, .max = 1e6,
      .doc = "each expert takes at most ceil(this x T x top_k / experts) of a sample's choices (0: dropless)"},
 };
 
 static int moe_check(const void *attr, struct dl_error *err)
 {
-    const struct moe_attr *a = attr;
+    const struct dl_moe_attr *a = attr;
     if (a->top_k > a->experts)
         return dl_errorf(err, DL_ERR_SPEC, "top_k: expected at most experts (%d), found %d", a->experts, a->top_k);
     return DL_OK;
@@ -88,7 +82,7 @@ static int moe_infer(const void *attr, int n_in, const struct dl_shape *in, stru
 static int moe_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
 {
     (void)out;
-    const struct moe_attr *a = attr;
+    const struct dl_moe_attr *a = attr;
     if (!p)
         return 4;
     long T, C;
@@ -108,10 +102,15 @@ static int moe_params(const void *attr, const struct dl_shape *in, struct dl_sha
 static long moe_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
 {
     (void)out;
-    const struct moe_attr *a = attr;
+    const struct dl_moe_attr *a = attr;
     long T, C;
     moe_dims(in[0], &T, &C);
-    return (long)batch * (T * (a->experts + 2L * a->top_k) + 1);
+    return dl_moe_saved_count(a, batch, T);
+}
+
+long dl_moe_saved_count(const struct dl_moe_attr *a, long N, long T)
+{
+    return N * (T * (a->experts + 2L * a->top_k) + 1);
 }
 
 /* Per position: the router's and the experts' work; the experts of the
@@ -119,32 +118,23 @@ static long moe_saved_size(const void *attr, int batch, const struct dl_shape *i
 static double moe_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
 {
     (void)out;
-    const struct moe_attr *a = attr;
+    const struct dl_moe_attr *a = attr;
     long T, C;
     moe_dims(in[0], &T, &C);
     return (double)T * (2.0 * a->experts * C + a->top_k * (6.0 * a->units * C + 4.0 * a->units + 2.0 * C));
 }
 
-/* One call's view: sizes, the parameters and where position m's features
- * are (x[(n C + k) T + t] for m = n T + t). */
-struct moe_view {
-    const struct moe_attr *a;
-    long T, C, E, K, F, M;
-    const dl_real *wg, *w1, *w3, *w2;
-    dl_real *probs, *chosen, *kept, *loss; /* saved: [M][E], [M][K], [M][K], [N] */
-};
-
-static struct moe_view moe_view(const struct dl_op_call *c)
+struct dl_moe_view dl_moe_view(const struct dl_op_call *c)
 {
-    struct moe_view v = {.a = c->attr};
+    struct dl_moe_view v = {.a = c->attr, .N = c->batch};
     moe_dims(c->in[0].shape, &v.T, &v.C);
-    v.E = v.a->experts, v.K = v.a->top_k, v.F = v.a->units, v.M = (long)c->batch * v.T;
+    v.E = v.a->experts, v.K = v.a->top_k, v.F = v.a->units, v.M = v.N * v.T;
     v.wg = c->param[0], v.w1 = c->param[1], v.w3 = c->param[2], v.w2 = c->param[3];
     v.probs = c->saved, v.chosen = c->saved + v.M * v.E, v.kept = v.chosen + v.M * v.K, v.loss = v.kept + v.M * v.K;
     return v;
 }
 
-static long at(const struct moe_view *v, long m, long k)
+static long at(const struct dl_moe_view *v, long m, long k)
 {
     return (m / v->T * v->C + k) * v->T + m % v->T;
 }
@@ -154,27 +144,80 @@ static double sigmoid(double g)
     return 1 / (1 + exp(-g));
 }
 
-/* Position m's router logits into logits[E]; returns their logsumexp and
- * writes the softmax into probs[E]. */
-static double route(const struct moe_view *v, const dl_real *x, long m, double *logits, double *probs)
+/* Position m's router logits into logits[E], in double. */
+static void router_logits(const struct dl_moe_view *v, const dl_real *x, long m, double *logits)
 {
-    double top = -INFINITY, sum = 0;
     for (long e = 0; e < v->E; e++) {
         double s = 0;
         for (long k = 0; k < v->C; k++)
             s += (double)v->wg[e * v->C + k] * x[at(v, m, k)];
         logits[e] = s;
-        top = s > top ? s : top;
     }
+}
+
+double dl_moe_route(const struct dl_moe_view *v, long m, const double *logits)
+{
+    double top = -INFINITY, sum = 0;
+    dl_real *p = v->probs + m * v->E, *chosen = v->chosen + m * v->K;
     for (long e = 0; e < v->E; e++)
-        sum += probs[e] = exp(logits[e] - top);
+        top = logits[e] > top ? logits[e] : top;
     for (long e = 0; e < v->E; e++)
-        probs[e] /= sum;
+        sum += exp(logits[e] - top);
+    for (long e = 0; e < v->E; e++)
+        p[e] = (dl_real)(exp(logits[e] - top) / sum);
+    for (long j = 0; j < v->K; j++) {
+        long best = -1;
+        for (long e = 0; e < v->E; e++) {
+            int taken = 0;
+            for (long i = 0; i < j && !taken; i++)
+                taken = (long)chosen[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best]))
+                best = e;
+        }
+        chosen[j] = (dl_real)best;
+        v->kept[m * v->K + j] = 1;
+    }
     return top + log(sum);
 }
 
-/* The gates of position m's chosen experts into g[K] (dropped ones count). */
-static void gates(const struct moe_view *v, long m, double *g)
+void dl_moe_capacity(const struct dl_moe_view *v)
+{
+    if (v->a->capacity_factor <= 0)
+        return;
+    long cap = (long)ceil(v->a->capacity_factor * (double)(v->T * v->K) / (double)v->E);
+    long *load = calloc((size_t)v->E, sizeof *load);
+    for (long n = 0; load && n < v->N; n++) {
+        memset(load, 0, sizeof *load * (size_t)v->E);
+        for (long j = 0; j < v->K; j++)
+            for (long m = n * v->T; m < (n + 1) * v->T; m++) {
+                long e = (long)v->chosen[m * v->K + j];
+                v->kept[m * v->K + j] = load[e] < cap;
+                load[e] += load[e] < cap;
+            }
+    }
+    free(load);
+}
+
+void dl_moe_sample_losses(const struct dl_moe_view *v, const double *lse)
+{
+    for (long n = 0; n < v->N; n++) {
+        double aux = 0, z = 0;
+        for (long e = 0; e < v->E && v->a->aux_loss > 0; e++) {
+            double f = 0, p = 0;
+            for (long m = n * v->T; m < (n + 1) * v->T; m++) {
+                for (long j = 0; j < v->K; j++)
+                    f += (long)v->chosen[m * v->K + j] == e;
+                p += v->probs[m * v->E + e];
+            }
+            aux += f / (double)v->T * p / (double)v->T;
+        }
+        for (long m = n * v->T; m < (n + 1) * v->T; m++)
+            z += lse[m] * lse[m];
+        v->loss[n] = (dl_real)(v->a->aux_loss * (double)v->E * aux + v->a->z_loss * z / (double)v->T);
+    }
+}
+
+void dl_moe_gates(const struct dl_moe_view *v, long m, double *g)
 {
     double sum = 0;
     for (long j = 0; j < v->K; j++)
@@ -183,8 +226,38 @@ static void gates(const struct moe_view *v, long m, double *g)
         g[j] /= sum;
 }
 
+void dl_moe_balance_gradient(const struct dl_moe_view *v, long n, double *share)
+{
+    for (long e = 0; e < v->E; e++)
+        share[e] = 0;
+    for (long m = n * v->T; m < (n + 1) * v->T; m++)
+        for (long j = 0; j < v->K; j++)
+            share[(long)v->chosen[m * v->K + j]] += 1.0 / (double)v->T;
+    for (long e = 0; e < v->E; e++)
+        share[e] *= v->a->aux_loss * (double)v->E / (double)v->T;
+}
+
+void dl_moe_router_backward(const struct dl_moe_view *v, long m, const double *dg, double lse, const double *share,
+                            double norm, double *dlogits)
+{
+    const dl_real *p = v->probs + m * v->E, *chosen = v->chosen + m * v->K;
+    double g[v->K > 0 ? v->K : 1];
+    dl_moe_gates(v, m, g);
+    for (long e = 0; e < v->E; e++) /* d/dprobs, then through the softmax */
+        dlogits[e] = share ? share[e] * norm : 0;
+    double dot = 0, sum = 0, pdp = 0;
+    for (long j = 0; j < v->K; j++)
+        dot += dg[j] * g[j], sum += p[(long)chosen[j]];
+    for (long j = 0; j < v->K; j++) /* gates -> probs: g_j = p_j / S when normalised */
+        dlogits[(long)chosen[j]] += v->a->normalize ? (dg[j] - dot) / sum : dg[j];
+    for (long e = 0; e < v->E; e++)
+        pdp += p[e] * dlogits[e];
+    for (long e = 0; e < v->E; e++)
+        dlogits[e] = p[e] * (dlogits[e] - pdp) + v->a->z_loss * 2 * lse * p[e] / (double)v->T * norm;
+}
+
 /* Expert e's hidden pre-activations at position m: a = W1_e x, b = W3_e x. */
-static void hidden(const struct moe_view *v, const dl_real *x, long m, long e, double *a, double *b)
+static void hidden(const struct dl_moe_view *v, const dl_real *x, long m, long e, double *a, double *b)
 {
     const dl_real *w1 = v->w1 + e * v->F * v->C, *w3 = v->w3 + e * v->F * v->C;
     for (long f = 0; f < v->F; f++) {
@@ -198,80 +271,32 @@ static void hidden(const struct moe_view *v, const dl_real *x, long m, long e, d
     }
 }
 
-/* The routing of every position: probs, the top k (stable: the lower
- * index first among equal probabilities), logsumexp(logits) into lse[M]
- * and, with a capacity, which of a sample's choices each expert keeps. */
-static void choose(const struct moe_view *v, const dl_real *x, double *lse)
+/* Every position's routing (the saved state) and logsumexp into lse[M]. */
+static void choose(const struct dl_moe_view *v, const dl_real *x, double *lse)
 {
     #pragma omp parallel
     {
-        double *logits = malloc(sizeof *logits * (size_t)v->E), *p = malloc(sizeof *p * (size_t)v->E);
+        double *logits = malloc(sizeof *logits * (size_t)v->E);
         #pragma omp for schedule(static)
         for (long m = 0; m < v->M; m++) {
-            lse[m] = route(v, x, m, logits, p);
-            for (long e = 0; e < v->E; e++)
-                v->probs[m * v->E + e] = (dl_real)p[e];
-            for (long j = 0; j < v->K; j++) {
-                long best = -1;
-                for (long e = 0; e < v->E; e++) {
-                    int taken = 0;
-                    for (long i = 0; i < j && !taken; i++)
-                        taken = (long)v->chosen[m * v->K + i] == e;
-                    if (!taken && (best < 0 || p[e] > p[best]))
-                        best = e;
-                }
-                v->chosen[m * v->K + j] = (dl_real)best;
-                v->kept[m * v->K + j] = 1;
-            }
+            router_logits(v, x, m, logits);
+            lse[m] = dl_moe_route(v, m, logits);
         }
         free(logits);
-        free(p);
     }
-    if (v->a->capacity_factor <= 0)
-        return;
-    long cap = (long)ceil(v->a->capacity_factor * (double)(v->T * v->K) / (double)v->E);
-    long *load = calloc((size_t)v->E, sizeof *load);
-    for (long n = 0; load && n < v->M / v->T; n++) {
-        memset(load, 0, sizeof *load * (size_t)v->E);
-        for (long j = 0; j < v->K; j++)
-            for (long m = n * v->T; m < (n + 1) * v->T; m++) {
-                long e = (long)v->chosen[m * v->K + j];
-                v->kept[m * v->K + j] = load[e] < cap;
-                load[e] += load[e] < cap;
-            }
-    }
-    free(load);
-}
-
-/* Sample n's load-balancing and z losses (lse: its positions'). */
-static double balance_loss(const struct moe_view *v, long n, const double *lse)
-{
-    double aux = 0, z = 0;
-    for (long e = 0; e < v->E && v->a->aux_loss > 0; e++) {
-        double f = 0, p = 0;
-        for (long m = n * v->T; m < (n + 1) * v->T; m++) {
-            for (long j = 0; j < v->K; j++)
-                f += (long)v->chosen[m * v->K + j] == e;
-            p += v->probs[m * v->E + e];
-        }
-        aux += f / (double)v->T * p / (double)v->T;
-    }
-    for (long m = n * v->T; m < (n + 1) * v->T; m++)
-        z += lse[m] * lse[m];
-    return v->a->aux_loss * (double)v->E * aux + v->a->z_loss * z / (double)v->T;
+    dl_moe_capacity(v);
 }
 
 static void moe_forward(const struct dl_op_call *c)
 {
-    struct moe_view v = moe_view(c);
+    struct dl_moe_view v = dl_moe_view(c);
     const dl_real *x = dl_tensor_const_f32(&c->in[0]);
     dl_real *y = dl_tensor_f32(&c->out);
     double *lse = malloc(sizeof *lse * (size_t)v.M);
     if (!lse)
         return;
     choose(&v, x, lse);
-    for (long n = 0; n < c->batch; n++)
-        v.loss[n] = (dl_real)balance_loss(&v, n, lse);
+    dl_moe_sample_losses(&v, lse);
     free(lse);
     #pragma omp parallel
     {
@@ -279,7 +304,7 @@ static void moe_forward(const struct dl_op_call *c)
                *g = out + v.C;
         #pragma omp for schedule(static)
         for (long m = 0; m < v.M; m++) {
-            gates(&v, m, g);
+            dl_moe_gates(&v, m, g);
             memset(out, 0, sizeof *out * (size_t)v.C);
             for (long j = 0; j < v.K; j++) {
                 if (!v.kept[m * v.K + j])
@@ -303,30 +328,21 @@ static void moe_forward(const struct dl_op_call *c)
     }
 }
 
-/* The load-balancing gradient of sample n: d aux / d probs_e at each of its
- * positions, aux_loss E F_e / T, into share[E]. */
-static void balance_gradient(const struct moe_view *v, long n, double *share)
-{
-    for (long e = 0; e < v->E; e++)
-        share[e] = 0;
-    for (long m = n * v->T; m < (n + 1) * v->T; m++)
-        for (long j = 0; j < v->K; j++)
-            share[(long)v->chosen[m * v->K + j]] += 1.0 / (double)v->T;
-    for (long e = 0; e < v->E; e++)
-        share[e] *= v->a->aux_loss * (double)v->E / (double)v->T;
-}
-
 /* Backward of position m: the router's logit gradient into dlogits[E] and
- * the input gradient into dx (when not NULL); tmp holds 3F + 2K + 3E. */
-static void position_backward(const struct moe_view *v, const struct dl_op_call *c, long m, double norm,
+ * the input gradient into dx (when not NULL); tmp holds 3F + 2K + 2E. */
+static void position_backward(const struct dl_moe_view *v, const struct dl_op_call *c, long m, double norm,
                               const double *share, double *dlogits, dl_real *dx, double *tmp)
 {
     const dl_real *x = dl_tensor_const_f32(&c->in[0]), *dy = dl_tensor_const_f32(&c->dout);
-    double *a = tmp, *b = a + v->F, *dh = b + v->F, *g = dh + v->F, *dg = g + v->K, *logits = dg + v->K,
-           *p = logits + v->E, *dp = p + v->E;
+    double *a = tmp, *b = a + v->F, *dh = b + v->F, *g = dh + v->F, *dg = g + v->K, *logits = dg + v->K;
     double *dxm = dx ? calloc((size_t)v->C, sizeof *dxm) : NULL;
-    double lse = route(v, x, m, logits, p);
-    gates(v, m, g);
+    router_logits(v, x, m, logits);
+    double top = -INFINITY, sum = 0;
+    for (long e = 0; e < v->E; e++)
+        top = logits[e] > top ? logits[e] : top;
+    for (long e = 0; e < v->E; e++)
+        sum += exp(logits[e] - top);
+    dl_moe_gates(v, m, g);
     for (long j = 0; j < v->K; j++) {
         dg[j] = 0;
         if (!v->kept[m * v->K + j])
@@ -347,22 +363,7 @@ static void position_backward(const struct moe_view *v, const struct dl_op_call 
                 dxm[k] += (double)w1[f * v->C + k] * da + (double)w3[f * v->C + k] * db;
         }
     }
-    /* gates -> probs: g_j = p_j / S when normalised */
-    for (long e = 0; e < v->E; e++)
-        dp[e] = share ? share[e] * norm : 0;
-    double dot = 0;
-    for (long j = 0; j < v->K; j++)
-        dot += dg[j] * g[j];
-    double sum = 0;
-    for (long j = 0; j < v->K; j++)
-        sum += p[(long)v->chosen[m * v->K + j]];
-    for (long j = 0; j < v->K; j++)
-        dp[(long)v->chosen[m * v->K + j]] += v->a->normalize ? (dg[j] - dot) / sum : dg[j];
-    double pdp = 0;
-    for (long e = 0; e < v->E; e++)
-        pdp += p[e] * dp[e];
-    for (long e = 0; e < v->E; e++)
-        dlogits[e] = p[e] * (dp[e] - pdp) + v->a->z_loss * 2 * lse * p[e] / (double)v->T * norm;
+    dl_moe_router_backward(v, m, dg, top + log(sum), share, norm, dlogits);
     for (long e = 0; dxm && e < v->E; e++)
         for (long k = 0; k < v->C; k++)
             dxm[k] += (double)v->wg[e * v->C + k] * dlogits[e];
@@ -373,7 +374,7 @@ static void position_backward(const struct moe_view *v, const struct dl_op_call 
 
 /* Expert e's weight gradients over every position that chose and kept it,
  * in position order. */
-static void expert_backward(const struct moe_view *v, const struct dl_op_call *c, long e, double *tmp)
+static void expert_backward(const struct dl_moe_view *v, const struct dl_op_call *c, long e, double *tmp)
 {
     const dl_real *x = dl_tensor_const_f32(&c->in[0]), *dy = dl_tensor_const_f32(&c->dout);
     double *a = tmp, *b = a + v->F, *g = b + v->F;
@@ -385,7 +386,7 @@ static void expert_backward(const struct moe_view *v, const struct dl_op_call *c
         for (long j = 0; j < v->K; j++) {
             if ((long)v->chosen[m * v->K + j] != e || !v->kept[m * v->K + j])
                 continue;
-            gates(v, m, g);
+            dl_moe_gates(v, m, g);
             hidden(v, x, m, e, a, b);
             for (long f = 0; f < v->F; f++) {
                 double s = sigmoid(a[f]), h = a[f] * s * b[f], dh = 0;
@@ -410,7 +411,7 @@ static void expert_backward(const struct moe_view *v, const struct dl_op_call *c
 
 static double moe_added_loss(const struct dl_op_call *c)
 {
-    struct moe_view v = moe_view(c);
+    struct dl_moe_view v = dl_moe_view(c);
     double sum = 0;
     for (long n = 0; n < c->batch; n++)
         sum += v.loss[n];
@@ -419,7 +420,7 @@ static double moe_added_loss(const struct dl_op_call *c)
 
 static void moe_backward(const struct dl_op_call *c)
 {
-    struct moe_view v = moe_view(c);
+    struct dl_moe_view v = dl_moe_view(c);
     const dl_real *x = dl_tensor_const_f32(&c->in[0]);
     dl_real *dx = c->din[0].data ? dl_tensor_f32(&c->din[0]) : NULL;
     double norm = c->loss_norm > 0 ? c->loss_norm : 1.0 / c->batch;
@@ -431,10 +432,10 @@ static void moe_backward(const struct dl_op_call *c)
         return;
     }
     for (long n = 0; n < c->batch && v.a->aux_loss > 0; n++)
-        balance_gradient(&v, n, share + n * v.E);
+        dl_moe_balance_gradient(&v, n, share + n * v.E);
     #pragma omp parallel
     {
-        double *tmp = malloc(sizeof *tmp * (size_t)(3 * v.F + 2 * v.K + 3 * v.E));
+        double *tmp = malloc(sizeof *tmp * (size_t)(3 * v.F + 2 * v.K + 2 * v.E));
         #pragma omp for schedule(static)
         for (long m = 0; m < v.M; m++)
             position_backward(&v, c, m, norm, v.a->aux_loss > 0 ? share + m / v.T * v.E : NULL, dlogits + m * v.E,
@@ -461,7 +462,7 @@ static void moe_backward(const struct dl_op_call *c)
 const struct dl_op_kind dl_op_moe = {
     .name = "moe",
     .summary = "a mixture of SwiGLU experts: a router sends each position to its top_k of E (Mixtral, OLMoE)",
-    .attr_size = sizeof(struct moe_attr),
+    .attr_size = sizeof(struct dl_moe_attr),
     .attrs = moe_attrs,
     .n_attrs = sizeof moe_attrs / sizeof moe_attrs[0],
     .min_inputs = 1,

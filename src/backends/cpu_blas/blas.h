@@ -1,5 +1,5 @@
 /* blas.h: the GEMM-based kernels (fully connected, im2col convolution,
- * attention) on OpenBLAS or oneDNN's JIT sgemm.  DL_BLAS_KERNELS lists them
+ * attention, mixture of experts) on OpenBLAS or oneDNN's JIT sgemm.  DL_BLAS_KERNELS lists them
  * in preference order for the registry (measurements in bench/README.md). */
 #ifndef DL_BACKENDS_BLAS_H
 #define DL_BACKENDS_BLAS_H
@@ -7,10 +7,11 @@
 #include "backends/kernel.h"
 
 extern const struct dl_kernel dl_kernel_openblas_fc, dl_kernel_dnnl_gemm_fc, dl_kernel_openblas_conv,
-    dl_kernel_dnnl_gemm_conv, dl_kernel_dnnl_gemm_attention, dl_kernel_dnnl_gemm_fc_rows, dl_kernel_openblas_fc_rows;
+    dl_kernel_dnnl_gemm_conv, dl_kernel_dnnl_gemm_attention, dl_kernel_dnnl_gemm_fc_rows, dl_kernel_openblas_fc_rows,
+    dl_kernel_dnnl_gemm_moe;
 
 #define DL_BLAS_KERNELS                                                                          \
     &dl_kernel_dnnl_gemm_fc_rows, &dl_kernel_dnnl_gemm_fc, &dl_kernel_openblas_fc, &dl_kernel_openblas_fc_rows, \
-    &dl_kernel_dnnl_gemm_conv, &dl_kernel_openblas_conv, &dl_kernel_dnnl_gemm_attention,
+    &dl_kernel_dnnl_gemm_conv, &dl_kernel_openblas_conv, &dl_kernel_dnnl_gemm_attention, &dl_kernel_dnnl_gemm_moe,
 
 #endif

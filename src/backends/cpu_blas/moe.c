@@ -1,0 +1,302 @@
+/* moe.c: the mixture of experts (ops/moe.c) as grouped matrix products on
+ * oneDNN's JIT sgemm ("dnnl-gemm"): the positions' features gathered into
+ * rows X [M, C]; the router's logits one product, X W_g^T; the routing,
+ * capacity and per-sample losses the reference's own steps (ops/moe.h);
+ * then the kept choices sorted by expert (in position order within one),
+ * their rows gathered into X_p, and per expert three products on its
+ * contiguous rows, H1 = X_e W1_e^T, H3 = X_e W3_e^T, Y_e = (silu(H1) H3)
+ * W2_e^T, scattered back weighted by their gates.  Backward mirrors it:
+ *   dgate = dy . Y_r,  dY_e = gate dy,  dW2_e += dY_e^T H_e,
+ *   dH = dY_e W2_e,  dH1 = dH H3 s (1 + h1 (1 - s)),  dH3 = dH silu(h1),
+ *   dW1_e += dH1^T X_e,  dW3_e += dH3^T X_e,  dX_e = dH1 W1_e + dH3 W3_e,
+ * and the router's logit gradient from the gates' (ops/moe.h), then
+ * dW_g += dlogits^T X, dX += dlogits W_g.  saved: the op's state first (the
+ * executor reads the balancing loss there), then each position's
+ * logsumexp and, per kept choice (M k rows at most), its position, H1, H3
+ * and Y.  Experts run one after another, each product on every thread. */
+#include "backends/cpu_blas/blas.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu_blas/gemm.h"
+#include "ops/kinds.h"
+#include "ops/moe.h"
+
+struct moe_inst {
+    long T, C, E, K, F, mb;
+    enum dl_gemm_lib lib;
+};
+
+/* The kernel's part of saved, after the op's: where each array starts. */
+struct moe_saved {
+    float *lse;      /* [M] */
+    int *row_of;     /* [M K]: the row of choice (m, j), -1 when dropped */
+    int *offset;     /* [E + 1]: expert e's rows are [offset[e], offset[e + 1]) */
+    int *position;   /* [M K]: the position of row r */
+    float *h1, *h3;  /* [M K][F] */
+    float *y;        /* [M K][C] */
+};
+
+static struct moe_saved kernel_saved(const struct moe_inst *m, float *saved, long N, const struct dl_moe_attr *a)
+{
+    long M = N * m->T, R = M * m->K;
+    float *p = saved + dl_moe_saved_count(a, N, m->T);
+    struct moe_saved s;
+    s.lse = p, p += M;
+    s.row_of = (int *)(void *)p, p += R;
+    s.offset = (int *)(void *)p, p += m->E + 1;
+    s.position = (int *)(void *)p, p += R;
+    s.h1 = p, p += R * m->F;
+    s.h3 = p, p += R * m->F;
+    s.y = p;
+    return s;
+}
+
+static size_t moe_saved_bytes(const void *inst)
+{
+    const struct moe_inst *m = inst;
+    long M = m->mb * m->T, R = M * m->K;
+    long op = m->mb * (m->T * (m->E + 2 * m->K) + 1);
+    return sizeof(float) * (size_t)(op + M + 2 * R + m->E + 1 + R * (2 * m->F + m->C));
+}
+
+static int moe_create(const struct dl_layer *l, const struct dl_kernel_config *cfg, void **inst, struct dl_error *err)
+{
+    const struct dl_moe_attr *a = l->attr;
+    struct moe_inst *m = dl_calloc(1, sizeof *m, err);
+    if (!m)
+        return DL_ERR_NOMEM;
+    int seq = dl_shape_rank(l->in_shape[0]) == 2;
+    m->T = seq ? l->in_shape[0].h : 1;
+    m->C = seq ? l->in_shape[0].c : dl_shape_count(l->in_shape[0]);
+    m->E = a->experts, m->K = a->top_k, m->F = a->units, m->mb = cfg->mb > 0 ? cfg->mb : 1;
+    m->lib = DL_GEMM_DNNL;
+    *inst = m;
+    return DL_OK;
+}
+
+static void moe_destroy(void *inst)
+{
+    free(inst);
+}
+
+/* rows[m][k] = x[(n C + k) T + t] for m = n T + t (back: scatter). */
+static void gather(float *rows, const float *x, long N, long C, long T)
+{
+    #pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < C; k++)
+            for (long t = 0; t < T; t++)
+                rows[(n * T + t) * C + k] = x[(n * C + k) * T + t];
+}
+
+static void scatter(float *x, const float *rows, long N, long C, long T)
+{
+    #pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < C; k++)
+            for (long t = 0; t < T; t++)
+                x[(n * C + k) * T + t] = rows[(n * T + t) * C + k];
+}
+
+static float silu(float h)
+{
+    return h / (1 + expf(-h));
+}
+
+/* Rows of the kept choices by expert: row_of, offset, position. */
+static void sort_rows(const struct dl_moe_view *v, const struct moe_saved *s)
+{
+    for (long e = 0; e <= v->E; e++)
+        s->offset[e] = 0;
+    for (long i = 0; i < v->M * v->K; i++)
+        if (v->kept[i])
+            s->offset[(long)v->chosen[i] + 1]++;
+    for (long e = 0; e < v->E; e++)
+        s->offset[e + 1] += s->offset[e];
+    int *next = malloc(sizeof *next * (size_t)v->E);
+    for (long e = 0; next && e < v->E; e++)
+        next[e] = s->offset[e];
+    for (long m = 0; next && m < v->M; m++)
+        for (long j = 0; j < v->K; j++) {
+            long i = m * v->K + j;
+            int r = v->kept[i] ? next[(long)v->chosen[i]]++ : -1;
+            s->row_of[i] = r;
+            if (r >= 0)
+                s->position[r] = (int)m;
+        }
+    free(next);
+}
+
+static void moe_forward(void *inst, const struct dl_kernel_args *args)
+{
+    const struct moe_inst *mi = inst;
+    const struct dl_op_call *c = &args->c;
+    struct dl_moe_view v = dl_moe_view(c);
+    struct moe_saved s = kernel_saved(mi, c->saved, v.N, v.a);
+    long M = v.M, C = v.C, E = v.E, F = v.F, K = v.K;
+    float *x = malloc(sizeof *x * (size_t)(M * C)), *logits = malloc(sizeof *logits * (size_t)(M * E));
+    float *xp = malloc(sizeof *xp * (size_t)(M * K * C + M * C + M * K * F));
+    double *lse = malloc(sizeof *lse * (size_t)M);
+    if (!x || !logits || !xp || !lse) {
+        free(x), free(logits), free(xp), free(lse);
+        dl_kernel_fail(args, "dnnl-gemm", "malloc", "out of memory for the experts' rows");
+        return;
+    }
+    float *out = xp + M * K * C, *hs = out + M * C;
+    gather(x, dl_tensor_const_f32(&c->in[0]), v.N, C, v.T);
+    dl_sgemm(mi->lib, 0, 1, M, E, C, 1, x, C, v.wg, C, 0, logits, E);
+    #pragma omp parallel
+    {
+        double *row = malloc(sizeof *row * (size_t)E);
+        #pragma omp for schedule(static)
+        for (long m = 0; m < M; m++) {
+            for (long e = 0; e < E; e++)
+                row[e] = logits[m * E + e];
+            lse[m] = dl_moe_route(&v, m, row);
+            s.lse[m] = (float)lse[m];
+        }
+        free(row);
+    }
+    dl_moe_capacity(&v);
+    dl_moe_sample_losses(&v, lse);
+    sort_rows(&v, &s);
+    long R = s.offset[E];
+    #pragma omp parallel for schedule(static)
+    for (long r = 0; r < R; r++)
+        memcpy(xp + r * C, x + (long)s.position[r] * C, sizeof *xp * (size_t)C);
+    for (long e = 0; e < E; e++) {
+        long r0 = s.offset[e], n = s.offset[e + 1] - r0;
+        if (!n)
+            continue;
+        dl_sgemm(mi->lib, 0, 1, n, F, C, 1, xp + r0 * C, C, v.w1 + e * F * C, C, 0, s.h1 + r0 * F, F);
+        dl_sgemm(mi->lib, 0, 1, n, F, C, 1, xp + r0 * C, C, v.w3 + e * F * C, C, 0, s.h3 + r0 * F, F);
+        #pragma omp parallel for schedule(static)
+        for (long i = r0 * F; i < (r0 + n) * F; i++)
+            hs[i] = silu(s.h1[i]) * s.h3[i];
+        dl_sgemm(mi->lib, 0, 1, n, C, F, 1, hs + r0 * F, F, v.w2 + e * C * F, F, 0, s.y + r0 * C, C);
+    }
+    #pragma omp parallel
+    {
+        double *g = malloc(sizeof *g * (size_t)K);
+        #pragma omp for schedule(static)
+        for (long m = 0; m < M; m++) {
+            dl_moe_gates(&v, m, g);
+            float *o = out + m * C;
+            memset(o, 0, sizeof *o * (size_t)C);
+            for (long j = 0; j < K; j++) {
+                int r = s.row_of[m * K + j];
+                for (long k = 0; r >= 0 && k < C; k++)
+                    o[k] += (float)g[j] * s.y[(long)r * C + k];
+            }
+        }
+        free(g);
+    }
+    scatter(dl_tensor_f32(&c->out), out, v.N, C, v.T);
+    free(x), free(logits), free(xp), free(lse);
+}
+
+static void moe_backward(void *inst, const struct dl_kernel_args *args)
+{
+    const struct moe_inst *mi = inst;
+    const struct dl_op_call *c = &args->c;
+    struct dl_moe_view v = dl_moe_view(c);
+    struct moe_saved s = kernel_saved(mi, c->saved, v.N, v.a);
+    long M = v.M, C = v.C, E = v.E, F = v.F, K = v.K, R = s.offset[E];
+    double norm = c->loss_norm > 0 ? c->loss_norm : 1.0 / c->batch;
+    size_t floats = (size_t)(2 * M * C + M * E + 2 * R * C + 3 * R * F + 1);
+    float *x = malloc(sizeof *x * floats);
+    double *dg = malloc(sizeof *dg * (size_t)(M * K + v.N * E + E + 1));
+    if (!x || !dg) {
+        free(x), free(dg);
+        dl_kernel_fail(args, "dnnl-gemm", "malloc", "out of memory for the experts' gradients");
+        return;
+    }
+    float *dy = x + M * C, *dlogits = dy + M * C, *dyp = dlogits + M * E, *dxp = dyp + R * C, *hs = dxp + R * C,
+          *dh1 = hs + R * F, *dh3 = dh1 + R * F;
+    double *share = dg + M * K;
+    gather(x, dl_tensor_const_f32(&c->in[0]), v.N, C, v.T);
+    gather(dy, dl_tensor_const_f32(&c->dout), v.N, C, v.T);
+    #pragma omp parallel
+    {
+        double *g = malloc(sizeof *g * (size_t)K);
+        #pragma omp for schedule(static)
+        for (long m = 0; m < M; m++) {
+            dl_moe_gates(&v, m, g);
+            for (long j = 0; j < K; j++) {
+                int r = s.row_of[m * K + j];
+                double d = 0;
+                for (long k = 0; r >= 0 && k < C; k++) {
+                    d += (double)dy[m * C + k] * s.y[(long)r * C + k];
+                    dyp[(long)r * C + k] = (float)g[j] * dy[m * C + k];
+                }
+                dg[m * K + j] = d;
+            }
+        }
+        free(g);
+    }
+    for (long n = 0; n < v.N && v.a->aux_loss > 0; n++)
+        dl_moe_balance_gradient(&v, n, share + n * E);
+    #pragma omp parallel
+    {
+        double *d = malloc(sizeof *d * (size_t)E);
+        #pragma omp for schedule(static)
+        for (long m = 0; m < M; m++) {
+            dl_moe_router_backward(&v, m, dg + m * K, s.lse[m], v.a->aux_loss > 0 ? share + m / v.T * E : NULL, norm,
+                                   d);
+            for (long e = 0; e < E; e++)
+                dlogits[m * E + e] = (float)d[e];
+        }
+        free(d);
+    }
+    float *dw1 = c->dparam[1], *dw3 = c->dparam[2], *dw2 = c->dparam[3];
+    for (long e = 0; e < E; e++) {
+        long r0 = s.offset[e], n = s.offset[e + 1] - r0;
+        if (!n)
+            continue;
+        const float *h1 = s.h1 + r0 * F, *h3 = s.h3 + r0 * F;
+        #pragma omp parallel for schedule(static)
+        for (long i = 0; i < n * F; i++)
+            hs[r0 * F + i] = silu(h1[i]) * h3[i];
+        if (dw2)
+            dl_sgemm(mi->lib, 1, 0, C, F, n, 1, dyp + r0 * C, C, hs + r0 * F, F, 1, dw2 + e * C * F, F);
+        dl_sgemm(mi->lib, 0, 0, n, F, C, 1, dyp + r0 * C, C, v.w2 + e * C * F, F, 0, dh1 + r0 * F, F); /* dH */
+        #pragma omp parallel for schedule(static)
+        for (long i = 0; i < n * F; i++) {
+            float dh = dh1[r0 * F + i], sg = 1 / (1 + expf(-h1[i]));
+            dh1[r0 * F + i] = dh * h3[i] * sg * (1 + h1[i] * (1 - sg));
+            dh3[r0 * F + i] = dh * h1[i] * sg;
+        }
+        for (long i = 0; i < n; i++) /* this expert's rows of X */
+            memcpy(dxp + (r0 + i) * C, x + (long)s.position[r0 + i] * C, sizeof *dxp * (size_t)C);
+        if (dw1)
+            dl_sgemm(mi->lib, 1, 0, F, C, n, 1, dh1 + r0 * F, F, dxp + r0 * C, C, 1, dw1 + e * F * C, C);
+        if (dw3)
+            dl_sgemm(mi->lib, 1, 0, F, C, n, 1, dh3 + r0 * F, F, dxp + r0 * C, C, 1, dw3 + e * F * C, C);
+        dl_sgemm(mi->lib, 0, 0, n, C, F, 1, dh1 + r0 * F, F, v.w1 + e * F * C, C, 0, dxp + r0 * C, C);
+        dl_sgemm(mi->lib, 0, 0, n, C, F, 1, dh3 + r0 * F, F, v.w3 + e * F * C, C, 1, dxp + r0 * C, C);
+    }
+    if (c->dparam[0])
+        dl_sgemm(mi->lib, 1, 0, E, C, M, 1, dlogits, E, x, C, 1, c->dparam[0], C);
+    if (c->din[0].data) {
+        float *dx = dy; /* dy is read: its rows become dX's */
+        dl_sgemm(mi->lib, 0, 0, M, C, E, 1, dlogits, E, v.wg, C, 0, dx, C);
+        #pragma omp parallel for schedule(static)
+        for (long m = 0; m < M; m++)
+            for (long j = 0; j < K; j++) {
+                int r = s.row_of[m * K + j];
+                for (long k = 0; r >= 0 && k < C; k++)
+                    dx[m * C + k] += dxp[(long)r * C + k];
+            }
+        scatter(dl_tensor_f32(&c->din[0]), dx, v.N, C, v.T);
+    }
+    free(x), free(dg);
+}
+
+const struct dl_kernel dl_kernel_dnnl_gemm_moe = {
+    .name = "dnnl-gemm", .backend = "cpu_blas", .op = &dl_op_moe, .create = moe_create, .destroy = moe_destroy,
+    .saved_bytes = moe_saved_bytes, .forward = moe_forward, .backward_data = moe_backward,
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
+};
