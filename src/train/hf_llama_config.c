@@ -12,6 +12,7 @@
 #include "io/atomic_file.h"
 
 #define EMBED "model.embed_tokens"
+#define MOE "model.layers.0.block_sparse_moe"
 
 /* The layer called name, or NULL. */
 static const struct dl_layer *find_layer(const struct dl_graph *g, const char *name)
@@ -43,15 +44,19 @@ int dl_hf_llama_config_of(const struct dl_graph *g, struct dl_hf_llama_config *c
     int n_attn, n_rope, n_norm;
     const struct dl_layer *embed = find_layer(g, EMBED), *gate = find_layer(g, "model.layers.0.mlp.gate_proj"),
                           *head = find_layer(g, "lm_head"), *attn = first_of_kind(g, "attention", &n_attn),
-                          *rope = first_of_kind(g, "rope", &n_rope), *norm = first_of_kind(g, "rmsnorm", &n_norm);
-    const char *missing = !embed ? "an embedding '" EMBED "'" : !gate ? "a layer 'model.layers.0.mlp.gate_proj'"
+                          *rope = first_of_kind(g, "rope", &n_rope), *norm = first_of_kind(g, "rmsnorm", &n_norm),
+                          *moe = find_layer(g, MOE);
+    if (moe && strcmp(moe->kind->name, "moe") != 0)
+        moe = NULL;
+    const char *missing = !embed ? "an embedding '" EMBED "'"
+                          : !gate && !moe ? "a layer 'model.layers.0.mlp.gate_proj' (or a moe '" MOE "')"
                           : !head ? "a layer 'lm_head'" : !attn ? "an attention layer" : !rope ? "a rope layer"
                           : !norm ? "an rmsnorm layer" : NULL;
     if (missing)
         return dl_errorf(err, DL_ERR_SPEC, "not a network of Hugging Face's LlamaForCausalLM: it has no %s", missing);
     c->vocab = dl_attr_int(embed, "vocab", 0);
     c->hidden = embed->out_shape.c;
-    c->intermediate = gate->out_shape.c;
+    c->intermediate = moe ? dl_attr_int(moe, "units", 0) : gate->out_shape.c;
     c->layers = n_attn;
     c->heads = dl_attr_int(attn, "heads", 0);
     c->kv_heads = dl_attr_int(attn, "kv_heads", 0) ? dl_attr_int(attn, "kv_heads", 0) : c->heads;
@@ -64,15 +69,24 @@ int dl_hf_llama_config_of(const struct dl_graph *g, struct dl_hf_llama_config *c
     c->high_freq_factor = dl_attr_float(rope, "high_freq_factor");
     c->original_context = dl_attr_int(rope, "original_context", 0);
     c->tied = head->n_params > 0 && head->param[0].shares;
+    if (!moe)
+        return DL_OK;
+    c->experts = dl_attr_int(moe, "experts", 0);
+    c->experts_per_token = dl_attr_int(moe, "top_k", 0);
+    c->router_aux_loss_coef = dl_attr_float(moe, "aux_loss");
+    if (!dl_attr_int(moe, "normalize", 0) || dl_attr_float(moe, "capacity_factor") > 0 ||
+        dl_attr_float(moe, "z_loss") > 0 || c->scaling_factor != 1)
+        return dl_errorf(err, DL_ERR_SPEC, "'%s': not Mixtral's mixture (MixtralForCausalLM renormalises the gates, "
+                         "drops nothing, has no z-loss and no rope scaling)", MOE);
     return DL_OK;
 }
 
 int dl_hf_llama_config_write(const char *path, const struct dl_hf_llama_config *c, struct dl_error *err)
 {
     json_t *o = json_object(), *arch = json_array();
-    json_array_append_new(arch, json_string("LlamaForCausalLM"));
+    json_array_append_new(arch, json_string(c->experts ? "MixtralForCausalLM" : "LlamaForCausalLM"));
     json_object_set_new(o, "architectures", arch);
-    json_object_set_new(o, "model_type", json_string("llama"));
+    json_object_set_new(o, "model_type", json_string(c->experts ? "mixtral" : "llama"));
     json_object_set_new(o, "vocab_size", json_integer(c->vocab));
     json_object_set_new(o, "hidden_size", json_integer(c->hidden));
     json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
@@ -83,7 +97,13 @@ int dl_hf_llama_config_write(const char *path, const struct dl_hf_llama_config *
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_positions));
     json_object_set_new(o, "rms_norm_eps", json_real(c->eps));
     json_object_set_new(o, "rope_theta", json_real(c->theta));
-    if (c->scaling_factor != 1) {
+    if (c->experts) {
+        json_object_set_new(o, "num_local_experts", json_integer(c->experts));
+        json_object_set_new(o, "num_experts_per_tok", json_integer(c->experts_per_token));
+        json_object_set_new(o, "router_aux_loss_coef", json_real(c->router_aux_loss_coef));
+        json_object_set_new(o, "output_router_logits", json_false());
+        json_object_set_new(o, "sliding_window", json_null());
+    } else if (c->scaling_factor != 1) {
         json_t *s = json_object();
         json_object_set_new(s, "rope_type", json_string("llama3"));
         json_object_set_new(s, "factor", json_real(c->scaling_factor));
@@ -152,6 +172,9 @@ static int check_sizes(const char *path, json_t *o, const struct dl_hf_llama_con
         {"intermediate_size", c->intermediate, 11008}, {"num_hidden_layers", c->layers, 32},
         {"num_attention_heads", c->heads, 32},     {"num_key_value_heads", c->kv_heads, -1},
         {"head_dim", c->head_dim, -1},
+        /* Mixtral's, MixtralConfig's defaults; a LLaMA's file has none (0) */
+        {"num_local_experts", c->experts, c->experts ? 8 : 0},
+        {"num_experts_per_tok", c->experts_per_token, c->experts ? 2 : 0},
     };
     long heads = 32, hidden = 4096;
     int rc = file_long(path, o, "num_attention_heads", 32, &heads, err);
@@ -217,8 +240,9 @@ static int check_kinds(const char *path, json_t *o, const struct dl_hf_llama_con
 {
     json_t *type = json_object_get(o, "model_type"), *act = json_object_get(o, "hidden_act"),
            *tied = json_object_get(o, "tie_word_embeddings");
-    if (!json_is_string(type) || strcmp(json_string_value(type), "llama") != 0)
-        return dl_errorf(err, DL_ERR_SPEC, "%s: model_type: expected llama, found %s", path,
+    const char *want = c->experts ? "mixtral" : "llama";
+    if (!json_is_string(type) || strcmp(json_string_value(type), want) != 0)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: model_type: expected %s, found %s", path, want,
                          json_is_string(type) ? json_string_value(type) : "none");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
         return dl_errorf(err, DL_ERR_SPEC, "%s: hidden_act: the network's MLP is SwiGLU (silu), the file has %s",

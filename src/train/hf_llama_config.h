@@ -6,7 +6,10 @@
  * norms' eps, whether the head is tied), written beside exported weights,
  * and checked against a config.json that comes with imported ones (each
  * key the file has that the network decides; a disagreement names the
- * key, the network's value and the file's). */
+ * key, the network's value and the file's).  A network whose blocks' MLPs
+ * are `moe` layers named block_sparse_moe (nets/moe-tiny.yaml) is
+ * Mixtral's MixtralForCausalLM: model_type mixtral, its experts and top k
+ * (num_local_experts, num_experts_per_tok) and router_aux_loss_coef. */
 #ifndef DL_TRAIN_HF_LLAMA_CONFIG_H
 #define DL_TRAIN_HF_LLAMA_CONFIG_H
 
@@ -18,6 +21,8 @@ struct dl_hf_llama_config {
     double scaling_factor, low_freq_factor, high_freq_factor; /* factor 1: no rope_scaling */
     long original_context;
     int tied;
+    long experts, experts_per_token; /* 0: a dense MLP (LLaMA); else Mixtral's mixture */
+    double router_aux_loss_coef;
 };
 
 /* 1 when g's layers carry LlamaForCausalLM's names (model.embed_tokens). */

@@ -24,11 +24,16 @@ struct layout {
     int conv1d;
 };
 
-static const struct layout gpt2 = {"GPT-2", "transformer.", 1}, llama = {"LLaMA", "", 0};
+static const struct layout gpt2 = {"GPT-2", "transformer.", 1}, llama = {"LLaMA", "", 0},
+                           mixtral = {"Mixtral", "", 0};
 
 static const struct layout *layout_of(const struct dl_graph *g)
 {
-    return dl_hf_is_llama(g) ? &llama : &gpt2;
+    struct dl_hf_llama_config c;
+    struct dl_error quiet = {0};
+    if (!dl_hf_is_llama(g))
+        return &gpt2;
+    return dl_hf_llama_config_of(g, &c, &quiet) == DL_OK && c.experts ? &mixtral : &llama;
 }
 
 const char *dl_hf_family(const struct dl_graph *g)
@@ -47,6 +52,22 @@ static void file_name(const struct layout *y, const struct dl_layer *l, const st
                       char *buf, size_t n)
 {
     snprintf(buf, n, "%s%s.%s", prefixed && strcmp(l->name, HEAD) != 0 ? y->prefix : "", l->name, p->name);
+}
+
+/* The experts a parameter stacks ([E, ...]: a moe layer's experts.w1, w2,
+ * w3), which the files keep one tensor each, Mixtral's
+ * LAYER.experts.E.w1.weight; 0 for any other parameter. */
+static long experts_of(const struct dl_layer *l, const struct dl_param_desc *p)
+{
+    return strcmp(l->kind->name, "moe") == 0 && strncmp(p->name, "experts.", 8) == 0 && p->ndim == 3 ? p->dims[0]
+                                                                                                        : 0;
+}
+
+/* Expert e's tensor of p: its name, and its elements [e count, (e + 1) count). */
+static void expert_name(const struct layout *y, const struct dl_layer *l, const struct dl_param_desc *p, long e,
+                        int prefixed, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s.experts.%ld.%s.weight", prefixed ? y->prefix : "", l->name, e, p->name + 8);
 }
 
 /* The file's shape of p: [in, out] for a Conv1D weight, else p's. */
@@ -83,7 +104,10 @@ static int export_weights(const char *path, const struct dl_graph *g, const stru
     const struct layout *y = layout_of(g);
     int rc = host_only(e, err), n = 0, cap = 1;
     for (int i = 0; i < g->n; i++)
-        cap += g->layers[i].n_params;
+        for (int j = 0; j < g->layers[i].n_params; j++) {
+            long E = experts_of(&g->layers[i], &g->layers[i].param[j]);
+            cap += E ? (int)E : 1;
+        }
     struct dl_st_tensor *t = rc ? NULL : dl_calloc((size_t)cap, sizeof *t, err);
     char (*names)[256] = t ? dl_calloc((size_t)cap, sizeof *names, err) : NULL;
     void **copies = names ? dl_calloc(2 * (size_t)cap, sizeof *copies, err) : NULL; /* [2n]: f32, bf16 */
@@ -95,6 +119,22 @@ static int export_weights(const char *path, const struct dl_graph *g, const stru
             const struct dl_param_desc *p = &l->param[j];
             const struct dl_param_desc *own = p->shares ? &g->layers[p->share_layer].param[p->share_param] : p;
             const float *data = p->shares ? e->param[p->share_layer][p->share_param] : e->param[i][j];
+            long experts = experts_of(l, own);
+            for (long x = 0; !rc && x < experts; x++) { /* one tensor an expert, in place */
+                long count = own->count / experts;
+                expert_name(y, l, own, x, 1, names[n], sizeof names[n]);
+                t[n] = (struct dl_st_tensor){.name = names[n], .dtype = DL_ST_F32, .ndim = 2, .data = data + x * count,
+                                             .shape = {own->dims[1], own->dims[2]}};
+                if (dtype == DL_BF16) {
+                    dl_bf16 *b = dl_calloc((size_t)count, sizeof *b, err);
+                    copies[2 * n + 1] = b;
+                    rc = !b ? DL_ERR_NOMEM : dl_cast(data + x * count, DL_F32, b, DL_BF16, count, err);
+                    t[n].data = b, t[n].dtype = DL_ST_BF16;
+                }
+                n++;
+            }
+            if (experts)
+                continue;
             file_name(y, l, p, 1, names[n], sizeof names[n]);
             t[n] = (struct dl_st_tensor){.name = names[n], .dtype = DL_ST_F32, .ndim = own->ndim, .data = data};
             file_shape(y, l, own, t[n].shape);
@@ -257,6 +297,20 @@ static const struct dl_st_entry *find(const struct layout *y, const struct files
     return t;
 }
 
+/* The files' tensor of expert x of p (with or without the prefix), or NULL. */
+static const struct dl_st_entry *find_expert(const struct layout *y, const struct files *fs, const struct dl_layer *l,
+                                             const struct dl_param_desc *p, long x)
+{
+    char name[300];
+    expert_name(y, l, p, x, 1, name, sizeof name);
+    const struct dl_st_entry *t = find_name(fs, name);
+    if (!t) {
+        expert_name(y, l, p, x, 0, name, sizeof name);
+        t = find_name(fs, name);
+    }
+    return t;
+}
+
 static int known(const struct layout *y, const char *name, const struct dl_graph *g)
 {
     size_t len = strlen(name), pre = strlen(y->prefix);
@@ -270,8 +324,51 @@ static int known(const struct layout *y, const char *name, const struct dl_graph
             snprintf(want, sizeof want, "%s.%s", g->layers[i].name, g->layers[i].param[j].name);
             if (strcmp(bare, want) == 0)
                 return 1;
+            for (long x = 0; x < experts_of(&g->layers[i], &g->layers[i].param[j]); x++) {
+                expert_name(y, &g->layers[i], &g->layers[i].param[j], x, 0, want, sizeof want);
+                if (strcmp(bare, want) == 0)
+                    return 1;
+            }
         }
     return 0;
+}
+
+/* The files' tensor of p, or of its expert x (x >= 0), against p: there,
+ * f32, of p's shape (an expert's: p's without its first dim), finite. */
+static int check_tensor(const char *path, const struct layout *y, const struct files *fs, const struct dl_layer *l,
+                        const struct dl_param_desc *p, long x, struct dl_error *err)
+{
+    const struct dl_st_entry *t = x >= 0 ? find_expert(y, fs, l, p, x) : find(y, fs, l, p);
+    int64_t want[DL_ST_MAX_DIMS];
+    int ndim = x >= 0 ? 2 : p->ndim, rc = DL_OK;
+    file_shape(y, l, p, want);
+    if (x >= 0)
+        want[0] = p->dims[1], want[1] = p->dims[2];
+    char name[300], a[96], b[96];
+    if (x >= 0)
+        expert_name(y, l, p, x, 1, name, sizeof name);
+    else
+        file_name(y, l, p, 1, name, sizeof name);
+    int same = t && t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = t->shape[d] == want[d];
+    dl_st_shape_str(ndim, want, a, sizeof a);
+    if (!t)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s' (or '%s.%s') is missing: the weights are of another "
+                         "network", path, name, l->name, p->name);
+    if (t->dtype != DL_ST_F32)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected dtype F32, found %s", path, t->name,
+                         dl_st_dtype_name(t->dtype));
+    if (!same) {
+        dl_st_shape_str(t->ndim, t->shape, b, sizeof b);
+        return dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected shape %s, found %s", path, t->name, a, b);
+    }
+    double v;
+    long at = dl_checkpoint_first_nonfinite(t, &v);
+    if (at >= 0)
+        rc = dl_errorf(err, DL_ERR_DATA, "%s: tensor '%s': element %ld is %g: expected finite weights", path, t->name,
+                       at, v);
+    return rc;
 }
 
 int dl_hf_import(const char *path, const struct dl_graph *g, struct dl_exec *e, struct dl_error *err)
@@ -296,30 +393,9 @@ int dl_hf_import(const char *path, const struct dl_graph *g, struct dl_exec *e, 
             const struct dl_param_desc *p = &l->param[j];
             if (p->shares)
                 continue;
-            const struct dl_st_entry *t = find(y, fs, l, p);
-            int64_t want[DL_ST_MAX_DIMS];
-            file_shape(y, l, p, want);
-            char name[300], a[96], b[96];
-            file_name(y, l, p, 1, name, sizeof name);
-            int same = t && t->ndim == p->ndim;
-            for (int d = 0; same && d < p->ndim; d++)
-                same = t->shape[d] == want[d];
-            dl_st_shape_str(p->ndim, want, a, sizeof a);
-            if (!t)
-                rc = dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s' (or '%s.%s') is missing: the weights are of another "
-                               "network", path, name, l->name, p->name);
-            else if (t->dtype != DL_ST_F32)
-                rc = dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected dtype F32, found %s", path, t->name,
-                               dl_st_dtype_name(t->dtype));
-            else if (!same) {
-                dl_st_shape_str(t->ndim, t->shape, b, sizeof b);
-                rc = dl_errorf(err, DL_ERR_SPEC, "%s: tensor '%s': expected shape %s, found %s", path, t->name, a, b);
-            }
-            double x;
-            long at = rc ? -1 : dl_checkpoint_first_nonfinite(t, &x);
-            if (at >= 0)
-                rc = dl_errorf(err, DL_ERR_DATA, "%s: tensor '%s': element %ld is %g: expected finite weights", path,
-                               t->name, at, x);
+            long experts = experts_of(l, p);
+            for (long x = 0; !rc && x < (experts ? experts : 1); x++)
+                rc = check_tensor(path, y, fs, l, p, experts ? x : -1, err);
         }
     }
     for (int s = 0; !rc && s < fs->n; s++)
@@ -332,6 +408,13 @@ int dl_hf_import(const char *path, const struct dl_graph *g, struct dl_exec *e, 
         for (int j = 0; j < l->n_params; j++) {
             const struct dl_param_desc *p = &l->param[j];
             if (p->shares)
+                continue;
+            long experts = experts_of(l, p);
+            for (long x = 0; x < experts; x++) {
+                long count = p->count / experts;
+                memcpy(e->param[i][j] + x * count, find_expert(y, fs, l, p, x)->data, sizeof(float) * (size_t)count);
+            }
+            if (experts)
                 continue;
             const struct dl_st_entry *t = find(y, fs, l, p);
             if (conv1d(y, l, p))
