@@ -2,7 +2,8 @@
 # test_moe.sh: the mixture-of-experts layer as a user meets it (issue 44):
 # nets/moe-tiny.yaml (llama-tiny's blocks, each MLP a `moe` layer: a router
 # to 2 of 4 SwiGLU experts with the Switch load-balancing loss) has the
-# parameter count its header says, trains on text (its loss falls), with a
+# parameter counts its header says (total and used a position) and its
+# model FLOPs count the chosen experts, trains on text (its loss falls), with a
 # capacity factor too, reports its balancing loss (in the loss, and apart
 # as aux_loss), and equals one process within 1e-5 over 20 steps
 # on data parallelism (the balancing loss is per sample, so any split of
@@ -17,7 +18,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 18
+tap_plan 20
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -26,6 +27,8 @@ MOE="--net $top_srcdir/nets/moe-tiny.yaml --data $TEXT --threads 1 --max-steps 2
 expect_status 0 "check moe-tiny" -- $DLTRAIN check $MOE
 expect_output "^total: 140096 trainable parameters" "  140,096 trainable parameters (its header's count)"
 expect_output "block_sparse_moe +moe " "  its blocks' MLPs are moe layers"
+expect_output "^active: 90944 parameters a position uses" "  90,944 of them a position uses (2 of 4 experts)"
+expect_output "^model FLOPs per token: 646\\.7k " "  model FLOPs per token count the chosen experts' products (6 x 90,112 + 2 x 12 x 64 x 64 + the router and gates: 646,656)"
 expect_status 2 "top_k 5 of 4 experts" -- $DLTRAIN check $MOE --set args.top_k=5
 expect_output "moe-tiny.yaml:[0-9]+:[0-9]+: layer 'model.layers.0.block_sparse_moe' \\(moe\\).*top_k: expected at most experts \\(4\\), found 5" \
     "  is refused, located at the layer"

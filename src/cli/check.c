@@ -238,6 +238,8 @@ static void print_layers(const struct dl_net *net, const char *path, const struc
     char f[32];
     human(flops, f, sizeof f);
     printf("total: %ld trainable parameters, %s FLOPs per sample (forward)\n", dl_graph_param_count(g), f);
+    if (dl_graph_active_param_count(g) != dl_graph_param_count(g))
+        printf("active: %ld parameters a position uses (the experts it goes to)\n", dl_graph_active_param_count(g));
     double per_token = dl_graph_model_flops_per_token(g);
     if (per_token > 0) {
         char t[32];

@@ -552,3 +552,12 @@ long dl_graph_param_count(const struct dl_graph *g)
         total += dl_layer_param_count(&g->layers[i]);
     return total;
 }
+
+long dl_graph_active_param_count(const struct dl_graph *g)
+{
+    long total = dl_graph_param_count(g);
+    for (int i = 0; i < g->n; i++)
+        if (g->layers[i].kind->idle_params)
+            total -= g->layers[i].kind->idle_params(g->layers[i].attr, g->layers[i].in_shape);
+    return total;
+}

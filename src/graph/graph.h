@@ -110,5 +110,8 @@ void dl_layer_param_tally(const struct dl_layer *l, double *trainable, double *s
 /* Layer l's i64 counters (op.h's dtype), in values. */
 long dl_layer_counters(const struct dl_layer *l);
 long dl_graph_param_count(const struct dl_graph *g);
+/* Those one position uses: the count less the unchosen experts' (op.h's
+ * idle_params). */
+long dl_graph_active_param_count(const struct dl_graph *g);
 
 #endif

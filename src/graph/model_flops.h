@@ -1,7 +1,8 @@
 /* model_flops.h: a language model's FLOPs per token as model FLOPs
  * utilisation (MFU) counts them (PaLM, appendix B; llm.c's and torchtitan's
  * 6N + 12 L C T): a training step's multiply-adds of every matrix product
- * with weights (fc and convolution layers: 3 x their forward, for forward,
+ * with weights (fc, convolution and mixture-of-experts layers, the experts
+ * a token goes to: 3 x their forward, for forward,
  * input gradient and weight gradient), plus attention's two products over
  * the whole window, 12 T C per token and attention layer (C its query
  * width, T the window), causal mask or not.  Work that is not in the model

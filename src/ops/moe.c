@@ -99,6 +99,15 @@ static int moe_params(const void *attr, const struct dl_shape *in, struct dl_sha
     return 4;
 }
 
+/* The experts a position does not go to: (E - k) of E, three matrices each. */
+static long moe_idle_params(const void *attr, const struct dl_shape *in)
+{
+    const struct dl_moe_attr *a = attr;
+    long T, C;
+    moe_dims(in[0], &T, &C);
+    return (long)(a->experts - a->top_k) * 3 * a->units * C;
+}
+
 static long moe_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
 {
     (void)out;
@@ -474,6 +483,8 @@ const struct dl_op_kind dl_op_moe = {
     .forward = moe_forward,
     .backward = moe_backward,
     .added_loss = moe_added_loss,
+    .weight_products = 1,
+    .idle_params = moe_idle_params,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
     .flops = moe_flops,
 };

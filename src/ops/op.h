@@ -296,6 +296,14 @@ struct dl_op_kind {
      * linear, convolution): under --precision bf16 it may run in bf16, its
      * inputs and output stored in bf16 (backends' reference-bf16). */
     int autocast_bf16;
+    /* Its forward FLOPs (flops) are matrix products with its weights, as
+     * the autocast_bf16 kinds' are: model FLOPs (MFU) count them three
+     * times, forward and both gradients (graph/model_flops.h). */
+    int weight_products;
+    /* The parameters one position (sample) leaves unused: a mixture of
+     * experts' unchosen experts, (E - k) / E of theirs (check's active
+     * count); NULL: none. */
+    long (*idle_params)(const void *attr, const struct dl_shape *in);
 
     /* What the kind's parameters are, for a rule that treats some weights
      * apart (train.optimizer.no_decay's `norm` and `embedding`, as PyTorch
