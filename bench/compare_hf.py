@@ -1,5 +1,6 @@
-"""compare_hf.py: the PyTorch side of bench/compare-gpt2 and bench/compare-llama
-(see there): a network of nets/ against its Hugging Face model (--model)."""
+"""compare_hf.py: the PyTorch side of bench/compare-gpt2, bench/compare-llama
+and bench/compare-moe (see there): a network of nets/ against its Hugging
+Face model (--model)."""
 import argparse
 import re
 import resource
@@ -9,7 +10,7 @@ import sys
 import time
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
 
 def gpt2():
@@ -24,8 +25,16 @@ def smollm2():
                                         tie_word_embeddings=True))
 
 
+def moe_tiny():
+    return MixtralForCausalLM(MixtralConfig(vocab_size=256, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                            rms_norm_eps=1e-5, rope_theta=10000.0, num_local_experts=4,
+                                            num_experts_per_tok=2, tie_word_embeddings=True))
+
+
 # --model: (nets/ file, Hugging Face model, title)
-MODELS = {"gpt2": ("gpt2.yaml", gpt2, "GPT-2 small"), "smollm2-135m": ("smollm2-135m.yaml", smollm2, "SmolLM2-135M")}
+MODELS = {"gpt2": ("gpt2.yaml", gpt2, "GPT-2 small"), "smollm2-135m": ("smollm2-135m.yaml", smollm2, "SmolLM2-135M"),
+          "moe-tiny": ("moe-tiny.yaml", moe_tiny, "moe-tiny (Mixtral's block, 2 of 4 experts)")}
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--dltrain", required=True)

@@ -3,7 +3,10 @@
 # nets/moe-tiny.yaml (llama-tiny's blocks, each MLP a `moe` layer: a router
 # to 2 of 4 SwiGLU experts with the Switch load-balancing loss) has the
 # parameter counts its header says (total and used a position) and its
-# model FLOPs count the chosen experts, trains on text (its loss falls), with a
+# model FLOPs count the chosen experts; nets/mixtral-8x7b.yaml and
+# olmoe-1b-7b.yaml have Hugging Face's counts (46,702,792,704 with
+# 12,879,925,248 used a position; 6,919,161,856 with 1,282,017,280);
+# moe-tiny trains on text (its loss falls), with a
 # capacity factor too, reports its balancing loss (in the loss, and apart
 # as aux_loss), and equals one process within 1e-5 over 20 steps
 # on data parallelism (the balancing loss is per sample, so any split of
@@ -18,7 +21,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 20
+tap_plan 26
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -29,6 +32,22 @@ expect_output "^total: 140096 trainable parameters" "  140,096 trainable paramet
 expect_output "block_sparse_moe +moe " "  its blocks' MLPs are moe layers"
 expect_output "^active: 90944 parameters a position uses" "  90,944 of them a position uses (2 of 4 experts)"
 expect_output "^model FLOPs per token: 646\\.7k " "  model FLOPs per token count the chosen experts' products (6 x 90,112 + 2 x 12 x 64 x 64 + the router and gates: 646,656)"
+# the published models: counts as Hugging Face's (total, and what a position uses); no
+# machine of ours holds them, so check plans against 2 TiB
+mkdir -p "$T/ids16"
+/usr/bin/python3 -c "
+import struct, sys
+ids = [i * 7919 % 32000 for i in range(4000)]
+open(sys.argv[1], 'wb').write(struct.pack('<256i', 20240520, 1, len(ids), *[0] * 253) + struct.pack('<%dH' % len(ids), *ids))
+" "$T/ids16/train.bin"
+expect_status 0 "check nets/mixtral-8x7b.yaml" -- $DLTRAIN check --net "$top_srcdir/nets/mixtral-8x7b.yaml" \
+    --data "$T/ids16" --memory-per-rank 2T
+expect_output "^total: 46702792704 trainable parameters" "  46,702,792,704 parameters (Hugging Face's count)"
+expect_output "^active: 12879925248 parameters a position uses" "  12,879,925,248 of them a position uses (2 of 8)"
+expect_status 0 "check nets/olmoe-1b-7b.yaml" -- $DLTRAIN check --net "$top_srcdir/nets/olmoe-1b-7b.yaml" \
+    --data "$T/ids16" --memory-per-rank 2T
+expect_output "^total: 6919161856 trainable parameters" "  6,919,161,856 parameters (Hugging Face's count)"
+expect_output "^active: 1282017280 parameters a position uses" "  1,282,017,280 of them a position uses (8 of 64)"
 expect_status 2 "top_k 5 of 4 experts" -- $DLTRAIN check $MOE --set args.top_k=5
 expect_output "moe-tiny.yaml:[0-9]+:[0-9]+: layer 'model.layers.0.block_sparse_moe' \\(moe\\).*top_k: expected at most experts \\(4\\), found 5" \
     "  is refused, located at the layer"
