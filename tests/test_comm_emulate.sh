@@ -4,7 +4,7 @@
 # here can fail by the machine being slow: an allreduce under the emulation
 # takes at least its algorithm's alpha-beta cost (bench comm on 4 ranks:
 # ring and native 2(p-1)(alpha + m/(p bw)), recursive doubling
-# log2(p)(alpha + m/bw); unemulated they take a millisecond, a hundred
+# log2(p)(alpha + m/bw), the all-to-all (p-1)(alpha + m/(p bw)); unemulated they take a millisecond, a hundred
 # under heavy load, the bounds are 0.9 and 1.1 s, so that a delay half as
 # long as it should be fails too), and two steps of a data-parallel run take at least
 # the four 0.25-second messages of their two ring allreduces.  Training with
@@ -24,21 +24,24 @@ expect_status 2 "bench comm --comm-emulate bw=0GB/s exits 2" -- $DLTRAIN bench c
 
 # bench comm: each algorithm's median time against its emulated cost.
 timeout 120 mpirun --oversubscribe -np 4 $DLTRAIN bench comm --comm-emulate alpha=20ms,bw=2MB/s --sizes 1M \
-    --algorithms ring,recursive_doubling,native --repeat 3 --csv > "$T/bench.csv" 2> "$T/bench.err"
+    --algorithms ring,recursive_doubling,native --repeat 3 --alltoall --csv > "$T/bench.csv" 2> "$T/bench.err"
 /usr/bin/python3 - "$T/bench.csv" <<'PY'
 import sys
 alpha, bw, p, m = 20e-3, 2e6, 4, 1048576.0
 bound = {"ring": 2 * (p - 1) * (alpha + m / p / bw), "native": 2 * (p - 1) * (alpha + m / p / bw),
          "recursive_doubling": 2 * (alpha + m / bw)}
-rows = [r for r in (l.split(",") for l in open(sys.argv[1]) if l[0].isdigit()) if r[2] in bound]  # not the gossip rows
+lines = [l.split(",") for l in open(sys.argv[1]) if l[0].isdigit()]
+rows = [r for r in lines if r[2] in bound]  # not the gossip rows
 seen = {r[2]: float(r[3]) * 1e-6 for r in rows}
+bound["alltoall"] = (p - 1) * (alpha + m / p / bw)  # a quarter of the vector to each other rank
+seen.update({"alltoall": float(r[2]) * 1e-6 for r in lines if r[1] == "alltoall"})
 ok = sorted(seen) == sorted(bound)
 for a, t in sorted(seen.items()):
     print("# %-20s %8.2f ms, emulated cost %8.2f ms" % (a, t * 1e3, bound[a] * 1e3))
     ok = ok and t >= bound[a]
 sys.exit(0 if ok else 1)
 PY
-tap_result $? "bench comm: ring, recursive doubling and native allreduce take at least their emulated cost"
+tap_result $? "bench comm: ring, recursive doubling and native allreduce, and the all-to-all, take at least their emulated cost"
 
 # Two data-parallel steps pay at least their ring allreduces' messages:
 # 2 steps x 2(p-1) = 4 messages of 0.25 s each on 2 ranks (more come on top:

@@ -5,7 +5,9 @@
  * ones' error feedback on both sides checked as an invariant over steps;
  * the step metrics' sum over the ranks (dl_comm_sum_small); every grid's
  * group communicators; bf16 sums by every algorithm and the native
- * reduce-scatter equal to the f32 sum rounded once.  Rank 0 prints one TAP line per check without
+ * reduce-scatter equal to the f32 sum rounded once; the all-to-all of uneven
+ * and empty parts (each rank's bytes where its offsets put them) on the
+ * world, a split group and the emulated link.  Rank 0 prints one TAP line per check without
  * numbers ("ok - ..."); the shell script numbers them.
  * Usage: test_comm_mpi [--big] (adds a 64 MiB vector). */
 #include <math.h>
@@ -17,6 +19,7 @@
 #include "comm/allreduce.h"
 #include "comm/codec.h"
 #include "comm/comm.h"
+#include "comm/emulate.h"
 #include "parallel/grid.h"
 #include "parallel/strategy.h"
 #include "mpi_report.h"
@@ -32,6 +35,74 @@ static float value(size_t i, int r)
 static void report(int ok, const char *what, const char *detail)
 {
     mpi_report(world, ok, what, detail);
+}
+
+/* The all-to-all's parts: rank r sends rank q part(r, q) bytes, byte i of
+ * which is tagged by r, q and i; a rank's parts are laid out with one byte
+ * of gap between them (so offsets count), some empty. */
+static size_t part(int r, int q)
+{
+    return (size_t)((r * 3 + q * 5) % 4) * 3;
+}
+
+static unsigned char part_byte(int r, int q, size_t i)
+{
+    return (unsigned char)(r * 31 + q * 7 + (int)i + 1);
+}
+
+/* c's all-to-all against the parts' formula (the plain reference); 1 when
+ * every byte is where it belongs and the gaps untouched. */
+static int alltoallv_right(struct dl_comm *c, char *detail, size_t dlen)
+{
+    int p = c->size, r = c->rank, ok = 1;
+    size_t *v = calloc(4 * (size_t)p, sizeof *v), *sc = v, *sd = v + p, *rc = v + 2 * p, *rd = v + 3 * p, sn = 0, rn = 0;
+    for (int q = 0; q < p; q++) {
+        sc[q] = part(r, q), sd[q] = sn, sn += sc[q] + 1;
+        rc[q] = part(q, r), rd[q] = rn, rn += rc[q] + 1;
+    }
+    unsigned char *send = malloc(sn + 1), *recv = malloc(rn + 1);
+    memset(send, 0xee, sn + 1);
+    memset(recv, 0xee, rn + 1);
+    for (int q = 0; q < p; q++)
+        for (size_t i = 0; i < sc[q]; i++)
+            send[sd[q] + i] = part_byte(r, q, i);
+    struct dl_error err = {0};
+    if (c->ops->alltoallv(c, send, sc, sd, recv, rc, rd, &err) != DL_OK) {
+        snprintf(detail, dlen, "%s", err.msg);
+        ok = 0;
+    }
+    for (int q = 0; ok && q < p; q++) {
+        for (size_t i = 0; ok && i < rc[q]; i++)
+            ok = recv[rd[q] + i] == part_byte(q, r, i);
+        ok = ok && recv[rd[q] + rc[q]] == 0xee;
+        if (!ok)
+            snprintf(detail, dlen, "rank %d: the part from rank %d is wrong", r, q);
+    }
+    free(send), free(recv), free(v);
+    return ok;
+}
+
+static void check_alltoallv(void)
+{
+    char detail[256] = "";
+    int ok = alltoallv_right(world, detail, sizeof detail);
+    report(ok, "alltoallv of uneven and empty parts", detail);
+    struct dl_comm *half = NULL;
+    struct dl_error err = {0};
+    int rc = world->ops->split(world, world->rank % 2, world->rank, &half, &err);
+    ok = rc == DL_OK && alltoallv_right(half, detail, sizeof detail);
+    report(ok, "alltoallv on a split group", rc ? err.msg : detail);
+    dl_comm_close(half);
+    struct dl_comm_emulation e;
+    struct dl_comm *slow = NULL;
+    rc = world->ops->split(world, 0, world->rank, &slow, &err);
+    if (!rc)
+        rc = dl_comm_emulation_parse("--comm-emulate", "alpha=1us,bw=10GB/s", &e, &err);
+    if (!rc)
+        rc = dl_comm_emulate(&slow, &e, &err);
+    ok = rc == DL_OK && alltoallv_right(slow, detail, sizeof detail);
+    report(ok, "alltoallv through the emulated link", rc ? err.msg : detail);
+    dl_comm_close(slow);
 }
 
 /* Checks one algorithm on every size; returns 1 when all sums were exact. */
@@ -620,6 +691,7 @@ int main(int argc, char **argv)
         return 1;
     }
     check_p2p_and_collectives();
+    check_alltoallv();
     check_algorithms(big);
     check_bf16_sums();
     check_split();

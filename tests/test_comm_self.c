@@ -127,6 +127,12 @@ static void collectives_and_split(void **state)
     assert_int_equal(c->ops->reduce(c, v, DL_F32, 3, 0, &err), DL_OK);
     assert_true(v[0] == 1 && v[1] == 2 && v[2] == 3);
     assert_int_equal(c->ops->reduce(c, v, DL_BF16, 3, 0, &err), DL_ERR_INTERNAL);
+    /* all-to-all with oneself: the part at its offset; parts of other sizes refused */
+    unsigned char a2a[5] = {1, 2, 3, 4, 5}, got[6] = {0};
+    size_t sc = 3, sd = 2, rc = 3, rd = 1, bad = 2;
+    assert_int_equal(c->ops->alltoallv(c, a2a, &sc, &sd, got, &rc, &rd, &err), DL_OK);
+    assert_true(got[0] == 0 && got[1] == 3 && got[2] == 4 && got[3] == 5 && got[4] == 0);
+    assert_int_equal(c->ops->alltoallv(c, a2a, &sc, &sd, got, &bad, &rd, &err), DL_ERR_INTERNAL);
     assert_int_equal(c->ops->bcast(c, v, sizeof v, 0, &err), DL_OK);
     assert_int_equal(c->ops->bcast(c, v, sizeof v, 1, &err), DL_ERR_COMM);
     assert_int_equal(c->ops->barrier(c, &err), DL_OK);
@@ -157,6 +163,11 @@ static void standin_plays_one_rank(void **state)
     assert_int_equal(c->ops->allgather(c, mine, all, sizeof mine, NULL), DL_OK);
     for (int r = 0; r < 3; r++)
         assert_true(all[2 * r] == 7 && all[2 * r + 1] == 8);
+    /* all-to-all: from each rank what this rank sends it, as much as fits */
+    unsigned char a2a[6] = {1, 2, 3, 4, 5, 6}, got[6] = {0};
+    size_t sc[3] = {1, 2, 3}, sd[3] = {0, 1, 3}, rc[3] = {2, 2, 2}, rd[3] = {0, 2, 4};
+    assert_int_equal(c->ops->alltoallv(c, a2a, sc, sd, got, rc, rd, NULL), DL_OK);
+    assert_true(got[0] == 1 && got[1] == 0 && got[2] == 2 && got[3] == 3 && got[4] == 4 && got[5] == 5);
     float send[6] = {1, 2, 3, 4, 5, 6}, recv[2] = {0};
     assert_int_equal(c->ops->reduce_scatter(c, send, recv, DL_F32, 2, NULL), DL_OK);
     assert_true(recv[0] == 9 && recv[1] == 12);

@@ -2,8 +2,10 @@
  * allreduce algorithm on each message size (default: the DeepBench allreduce
  * sizes shipped in bench/data), with algorithm and bus bandwidth, the cost
  * model's prediction and the ratio to the backend's own allreduce; for
- * gradient codecs the bytes on the wire and the reconstruction error; and
- * one gossip mixing step per topology (parallel/gossip_exchange.h). */
+ * gradient codecs the bytes on the wire and the reconstruction error; one
+ * gossip mixing step per topology (parallel/gossip_exchange.h); and with
+ * --alltoall the backend's all-to-all of the vector in equal parts (a
+ * mixture of experts' token exchange). */
 #include "config.h"
 
 #include <math.h>
@@ -41,6 +43,7 @@ struct bench {
     int ntopologies;
     int repeat; /* 0: as many as fit in about 0.3 s, 3 to 1000 */
     int csv;
+    int alltoall; /* --alltoall: its table too */
     struct dl_allreduce_opts opts;
     struct dl_cost_params cost;
     struct dl_comm_emulation emulation; /* --comm-emulate */
@@ -66,6 +69,8 @@ static void usage(FILE *f)
           "  --compress LIST      codecs to measure as well: 1bit, qsgd:BITS, topk:FRACTION\n"
           "  --gossip LIST        gossip topologies whose mixing step to time: ring, exp,\n"
           "                       one-peer-exp, complete, all (default), none\n"
+          "  --alltoall           time the backend's all-to-all too: the vector in equal parts, one\n"
+          "                       to each rank (a mixture of experts' token exchange)\n"
           "  --repeat N           timed runs per case (default: about 0.3 s worth, 3 to 1000)\n"
           "  --ps-servers K       parameter server ranks (default: every rank)\n"
           "  --segment SIZE       pipelining segment of ring, rabenseifner, tree, in bytes\n"
@@ -382,6 +387,51 @@ static int run_topologies(struct bench *b, float *buf, size_t n, struct dl_error
     return rc;
 }
 
+/* The backend's all-to-all of n floats in p equal parts (the last ones
+ * one float short where p does not divide n): the median over repetitions
+ * of the slowest rank's time, the bytes a rank sends the others, and the
+ * alpha-beta model's (p - 1)(alpha + part beta). */
+static int run_alltoall(struct bench *b, float *buf, size_t n, struct dl_error *err)
+{
+    struct dl_comm *c = b->c;
+    int p = c->size, rc = DL_OK;
+    size_t *v = calloc(2 * (size_t)p, sizeof *v), *count = v, *displ = v + p, at = 0;
+    float *out = malloc((n + 1) * sizeof *out);
+    if (!v || !out)
+        rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+    for (int q = 0; !rc && q < p; q++) {
+        count[q] = sizeof *buf * (n / (size_t)p + ((size_t)q < n % (size_t)p));
+        displ[q] = at, at += count[q];
+    }
+    fill_gradient(buf, n, c->rank);
+    double once = 0;
+    for (int i = 0; !rc && i < 2; i++) { /* a warm call, then one to size the repetitions */
+        c->ops->barrier(c, NULL);
+        double t0 = dl_clock_now();
+        rc = c->ops->alltoallv(c, buf, count, displ, out, count, displ, err);
+        once = max_over_ranks(c, dl_clock_now() - t0);
+    }
+    int reps = rc ? 0 : repetitions(b, once);
+    double *t = reps ? malloc((size_t)reps * sizeof *t) : NULL;
+    if (!rc && !t)
+        rc = dl_errorf(err, DL_ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < reps; i++) {
+        c->ops->barrier(c, NULL);
+        double t0 = dl_clock_now();
+        rc = c->ops->alltoallv(c, buf, count, displ, out, count, displ, err);
+        t[i] = max_over_ranks(c, dl_clock_now() - t0);
+    }
+    if (!rc && c->rank == 0) {
+        sort_doubles(t, reps);
+        size_t sent = at - count[0], part = count[p > 1 ? 1 : 0];
+        double model = (p - 1) * (b->cost.alpha + (double)part * b->cost.beta);
+        const char *fmt = b->csv ? "%zu,%s,%.1f,%zu,%.3f,%.1f\n" : "%11zu %-19s %11.1f %13zu %10.3f %11.1f\n";
+        printf(fmt, n, "alltoall", t[reps / 2] * 1e6, sent, sent / t[reps / 2] * 1e-9, model * 1e6);
+    }
+    free(t), free(v), free(out);
+    return rc ? -1 : 0;
+}
+
 /* The command line: the bench's settings, and what opens the network. */
 struct bench_command {
     struct bench b;
@@ -512,6 +562,7 @@ static const struct dl_option options[] = {
     DL_OPTION_BYTES("segment", struct bench_command, b.opts.segment_bytes, sizeof(float), (size_t)1 << 40),
     DL_OPTION_FLAG("remeasure", struct bench_command, remeasure, 1),
     DL_OPTION_FLAG("csv", struct bench_command, b.csv, 1),
+    DL_OPTION_FLAG("alltoall", struct bench_command, b.alltoall, 1),
     DL_OPTION_HELP,
     DL_OPTION_VERSION,
     DL_OPTION_END};
@@ -608,6 +659,12 @@ static int run_tables(struct bench *b, float *buf, struct dl_error *err)
         print_topology_header(b);
     for (int i = 0; i < b->nsizes && b->ntopologies; i++)
         if (run_topologies(b, buf, b->sizes[i], err) != 0)
+            return 1;
+    if (b->alltoall && b->c->rank == 0)
+        printf(b->csv ? "%s,%s,%s,%s,%s,%s\n" : "%11s %-19s %11s %13s %10s %11s\n", "floats", "collective", "time_us",
+               "bytes_sent", "GB/s", "model_us");
+    for (int i = 0; i < b->nsizes && b->alltoall; i++)
+        if (run_alltoall(b, buf, b->sizes[i], err) != 0)
             return 1;
     return 0;
 }

@@ -69,6 +69,13 @@ struct dl_comm_ops {
                      struct dl_error *err);
     int (*bcast)(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err);
     int (*reduce)(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err);
+    /* All-to-all of uneven parts (a mixture of experts' tokens to their
+     * experts' ranks and back): the scount[p] bytes at send + sdispl[p] go
+     * to rank p, the rcount[p] bytes from rank p land at recv + rdispl[p]
+     * (counts and offsets in bytes, one of each a rank; any may be 0; what
+     * p sends this rank must be what this rank expects of p). */
+    int (*alltoallv)(struct dl_comm *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                     const size_t *rcount, const size_t *rdispl, struct dl_error *err);
     int (*barrier)(struct dl_comm *c, struct dl_error *err);
     /* Ends every process of the job (for fatal errors on one rank). */
     void (*abort)(struct dl_comm *c, int code);

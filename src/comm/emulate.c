@@ -153,6 +153,18 @@ static int e_allgather(struct dl_comm *c, const void *send, void *recv, size_t b
     return inner(c)->ops->allgather(inner(c), send, recv, bytes, err);
 }
 
+/* size - 1 messages, of this rank's mean part to another rank */
+static int e_alltoallv(struct dl_comm *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                       const size_t *rcount, const size_t *rdispl, struct dl_error *err)
+{
+    double sent = 0;
+    for (int p = 0; p < c->size; p++)
+        sent += p == c->rank ? 0 : (double)scount[p];
+    if (c->size > 1)
+        delay(c, c->size - 1, sent / (c->size - 1));
+    return inner(c)->ops->alltoallv(inner(c), send, scount, sdispl, recv, rcount, rdispl, err);
+}
+
 static int e_bcast(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err)
 {
     delay(c, rounds(c->size), (double)bytes);
@@ -180,7 +192,7 @@ static void e_destroy(struct dl_comm *c)
 static const struct dl_comm_ops emulated_ops = {
     .name = "emulated", .split = e_split, .send = e_send, .recv = e_recv, .isend = e_isend, .irecv = e_irecv,
     .wait = e_wait, .test = e_test, .allreduce = e_allreduce, .reduce_scatter = e_reduce_scatter, .reduce = e_reduce,
-    .allgather = e_allgather, .bcast = e_bcast, .barrier = e_barrier, .abort = e_abort, .destroy = e_destroy};
+    .allgather = e_allgather, .alltoallv = e_alltoallv, .bcast = e_bcast, .barrier = e_barrier, .abort = e_abort, .destroy = e_destroy};
 
 int dl_comm_emulate(struct dl_comm **c, const struct dl_comm_emulation *e, struct dl_error *err)
 {

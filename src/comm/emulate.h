@@ -22,6 +22,8 @@
  *     allreduce        ring:               2(p-1) alpha + 2(p-1)/p m / bw
  *     reduce_scatter   ring:               (p-1) (alpha + b / bw)
  *     allgather        ring:               (p-1) (alpha + b / bw)
+ *     alltoallv        pairwise exchange:  (p-1) (alpha + s / bw), s the
+ *                                          mean part this rank sends another
  *     bcast            binomial tree:      ceil(log2 p) (alpha + m / bw)
  *     barrier          dissemination:      ceil(log2 p) alpha
  * Receives, waits and tests are not delayed: their messages were.  Split

@@ -188,6 +188,31 @@ static int mpi_allgather(struct dl_comm *c, const void *send, void *recv, size_t
     return DL_OK;
 }
 
+static int mpi_alltoallv(struct dl_comm *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                         const size_t *rcount, const size_t *rdispl, struct dl_error *err)
+{
+    int p = c->size, rc = DL_OK;
+    int *v = calloc(4 * (size_t)p, sizeof *v);
+    if (!v)
+        return dl_errorf(err, DL_ERR_NOMEM, "mpi: out of memory for an all-to-all of %d ranks", p);
+    for (int r = 0; !rc && r < p; r++) {
+        rc = count_of(scount[r], &v[r], err);
+        if (!rc)
+            rc = count_of(sdispl[r], &v[p + r], err);
+        if (!rc)
+            rc = count_of(rcount[r], &v[2 * p + r], err);
+        if (!rc)
+            rc = count_of(rdispl[r], &v[3 * p + r], err);
+    }
+    int code = rc ? MPI_SUCCESS
+                  : MPI_Alltoallv(send, v, v + p, MPI_BYTE, recv, v + 2 * p, v + 3 * p, MPI_BYTE, comm_of(c));
+    free(v);
+    if (rc)
+        return rc;
+    MPI_CALL(code, "MPI_Alltoallv");
+    return DL_OK;
+}
+
 static int mpi_bcast(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err)
 {
     int n = 0, rc = count_of(bytes, &n, err);
@@ -264,6 +289,7 @@ static const struct dl_comm_ops mpi_ops = {
     .reduce_scatter = mpi_reduce_scatter,
     .reduce = mpi_reduce,
     .allgather = mpi_allgather,
+    .alltoallv = mpi_alltoallv,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,
     .abort = mpi_abort,

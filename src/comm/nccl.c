@@ -198,6 +198,23 @@ static int nccl_allgather(struct dl_comm *c, const void *send, void *recv, size_
     return nccl_sync(c, err);
 }
 
+/* Point-to-point sends and receives in one group (NCCL has no alltoallv). */
+static int nccl_alltoallv(struct dl_comm *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                          const size_t *rcount, const size_t *rdispl, struct dl_error *err)
+{
+    NCCL_CALL(ncclGroupStart(), "ncclGroupStart");
+    for (int p = 0; p < c->size; p++) {
+        if (scount[p])
+            NCCL_CALL(ncclSend((const char *)send + sdispl[p], scount[p], ncclChar, p, st(c)->comm, st(c)->stream),
+                      "ncclSend");
+        if (rcount[p])
+            NCCL_CALL(ncclRecv((char *)recv + rdispl[p], rcount[p], ncclChar, p, st(c)->comm, st(c)->stream),
+                      "ncclRecv");
+    }
+    NCCL_CALL(ncclGroupEnd(), "ncclGroupEnd");
+    return nccl_sync(c, err);
+}
+
 static int nccl_bcast(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err)
 {
     NCCL_CALL(ncclBroadcast(buf, buf, bytes, ncclChar, root, st(c)->comm, st(c)->stream),
@@ -268,6 +285,7 @@ static const struct dl_comm_ops nccl_ops = {
     .reduce_scatter = nccl_reduce_scatter,
     .reduce = nccl_reduce,
     .allgather = nccl_allgather,
+    .alltoallv = nccl_alltoallv,
     .bcast = nccl_bcast,
     .barrier = nccl_barrier,
     .abort = nccl_abort,

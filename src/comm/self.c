@@ -219,6 +219,17 @@ static int self_allgather(struct dl_comm *c, const void *send, void *recv, size_
     return DL_OK;
 }
 
+static int self_alltoallv(struct dl_comm *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                          const size_t *rcount, const size_t *rdispl, struct dl_error *err)
+{
+    if (scount[0] != rcount[0])
+        return dl_errorf(err, DL_ERR_INTERNAL, "alltoallv: %zu bytes sent to oneself, %zu expected", scount[0],
+                         rcount[0]);
+    if (scount[0])
+        memmove((char *)recv + rdispl[0], (const char *)send + sdispl[0], scount[0]);
+    return DL_OK;
+}
+
 static int self_bcast(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err)
 {
     return check_peer(root, err);
@@ -266,6 +277,7 @@ static const struct dl_comm_ops self_ops = {
     .reduce_scatter = self_reduce_scatter,
     .reduce = self_reduce,
     .allgather = self_allgather,
+    .alltoallv = self_alltoallv,
     .bcast = self_bcast,
     .barrier = self_barrier,
     .abort = self_abort,

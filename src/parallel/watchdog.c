@@ -252,6 +252,15 @@ static int w_allgather(struct dl_comm *c, const void *send, void *recv, size_t b
     return rc;
 }
 
+static int w_alltoallv(struct dl_comm *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                       const size_t *rcount, const size_t *rdispl, struct dl_error *err)
+{
+    enter(c, "all-to-all", -1);
+    int rc = inner(c)->ops->alltoallv(inner(c), send, scount, sdispl, recv, rcount, rdispl, err);
+    leave(c);
+    return rc;
+}
+
 static int w_bcast(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err)
 {
     enter(c, "broadcast", -1);
@@ -284,7 +293,7 @@ static void w_destroy(struct dl_comm *c)
 static const struct dl_comm_ops watched_ops = {
     .name = "watched", .split = w_split, .send = w_send, .recv = w_recv, .isend = w_isend, .irecv = w_irecv,
     .wait = w_wait, .test = w_test, .allreduce = w_allreduce, .reduce_scatter = w_reduce_scatter, .reduce = w_reduce,
-    .allgather = w_allgather, .bcast = w_bcast, .barrier = w_barrier, .abort = w_abort, .destroy = w_destroy};
+    .allgather = w_allgather, .alltoallv = w_alltoallv, .bcast = w_bcast, .barrier = w_barrier, .abort = w_abort, .destroy = w_destroy};
 
 int dl_watch_comm(struct dl_comm **c, struct dl_watchdog *w, const char *group, const int *world_ranks,
                   struct dl_error *err)
