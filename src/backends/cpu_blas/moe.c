@@ -13,7 +13,9 @@
  * dW_g += dlogits^T X, dX += dlogits W_g.  saved: the op's state first (the
  * executor reads the balancing loss there), then each position's
  * logsumexp and, per kept choice (M k rows at most), its position, H1, H3
- * and Y.  Experts run one after another, each product on every thread. */
+ * and Y.  An expert is a task, its products on one thread (the experts'
+ * rows are too few for a product to gain from more), so results do not
+ * depend on the thread count. */
 #include "backends/cpu_blas/blas.h"
 
 #include <math.h>
@@ -167,13 +169,13 @@ static void moe_forward(void *inst, const struct dl_kernel_args *args)
     #pragma omp parallel for schedule(static)
     for (long r = 0; r < R; r++)
         memcpy(xp + r * C, x + (long)s.position[r] * C, sizeof *xp * (size_t)C);
-    for (long e = 0; e < E; e++) {
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (long e = 0; e < E; e++) { /* an expert a task, its products on its thread */
         long r0 = s.offset[e], n = s.offset[e + 1] - r0;
         if (!n)
             continue;
         dl_sgemm(mi->lib, 0, 1, n, F, C, 1, xp + r0 * C, C, v.w1 + e * F * C, C, 0, s.h1 + r0 * F, F);
         dl_sgemm(mi->lib, 0, 1, n, F, C, 1, xp + r0 * C, C, v.w3 + e * F * C, C, 0, s.h3 + r0 * F, F);
-        #pragma omp parallel for schedule(static)
         for (long i = r0 * F; i < (r0 + n) * F; i++)
             hs[i] = silu(s.h1[i]) * s.h3[i];
         dl_sgemm(mi->lib, 0, 1, n, C, F, 1, hs + r0 * F, F, v.w2 + e * C * F, F, 0, s.y + r0 * C, C);
@@ -252,18 +254,17 @@ static void moe_backward(void *inst, const struct dl_kernel_args *args)
         free(d);
     }
     float *dw1 = c->dparam[1], *dw3 = c->dparam[2], *dw2 = c->dparam[3];
-    for (long e = 0; e < E; e++) {
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (long e = 0; e < E; e++) { /* an expert a task: its rows and its weights' gradients are its own */
         long r0 = s.offset[e], n = s.offset[e + 1] - r0;
         if (!n)
             continue;
         const float *h1 = s.h1 + r0 * F, *h3 = s.h3 + r0 * F;
-        #pragma omp parallel for schedule(static)
         for (long i = 0; i < n * F; i++)
             hs[r0 * F + i] = silu(h1[i]) * h3[i];
         if (dw2)
             dl_sgemm(mi->lib, 1, 0, C, F, n, 1, dyp + r0 * C, C, hs + r0 * F, F, 1, dw2 + e * C * F, F);
         dl_sgemm(mi->lib, 0, 0, n, F, C, 1, dyp + r0 * C, C, v.w2 + e * C * F, F, 0, dh1 + r0 * F, F); /* dH */
-        #pragma omp parallel for schedule(static)
         for (long i = 0; i < n * F; i++) {
             float dh = dh1[r0 * F + i], sg = 1 / (1 + expf(-h1[i]));
             dh1[r0 * F + i] = dh * h3[i] * sg * (1 + h1[i] * (1 - sg));
