@@ -8,7 +8,8 @@
 # 12,879,925,248 used a position; 6,919,161,856 with 1,282,017,280);
 # moe-tiny trains on text (its loss falls), with a
 # capacity factor too, reports its balancing loss (in the loss, and apart
-# as aux_loss), and equals one process within 1e-5 over 20 steps
+# as aux_loss) and its experts' load (the most loaded over the mean, the
+# share dropped), and equals one process within 1e-5 over 20 steps
 # on data parallelism (the balancing loss is per sample, so any split of
 # the batch adds up to one process's), tensor parallelism (the moe layer
 # whole on each rank), dp x tp on 4, a pipeline of 2 and full
@@ -21,7 +22,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 26
+tap_plan 27
 . "$top_srcdir/tests/grid_runs.sh"
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 TEXT="$top_builddir/tests/text-corpus"
@@ -69,8 +70,19 @@ print("# aux_loss %.4f at step 1, %.4f at step %d; progress lines %s" % (aux[0],
 sys.exit(0 if all(0.03 < a < 0.08 for a in aux) and len(shown) == 2 else 1)
 PY
 tap_result $? "  the balancing loss in --metrics (near 2 layers x 0.01 x k = 0.04 when balanced) and on the progress lines"
-run 1 moe-capacity $MOE --set args.capacity_factor=1
-tap_result $? "with capacity_factor 1 (choices over capacity dropped) it trains"
+run 1 moe-capacity $MOE --set args.capacity_factor=0.5
+tap_result $? "with capacity_factor 0.5 (choices over capacity dropped) it trains"
+/usr/bin/python3 - "$T/moe-one.jsonl" "$T/moe-capacity.jsonl" <<'PY'
+import json, sys
+one, cap = ([json.loads(l) for l in open(f) if '"step"' in l] for f in sys.argv[1:3])
+ok = all(s["expert_max_load"] >= 1 and s["expert_dropped"] == 0 for s in one)
+# a capacity of ceil(0.5 x 64 x 2 / 4) = 16 choices an expert of a sample's 128: at least half dropped
+ok = ok and all(0.5 <= s["expert_dropped"] < 1 for s in cap)
+print("# dropless: most loaded expert %.3f x its layer's mean, dropped %g; capacity 0.5: dropped %.3f" %
+      (one[-1]["expert_max_load"], one[-1]["expert_dropped"], cap[-1]["expert_dropped"]))
+sys.exit(0 if ok and len(one) == 20 and len(cap) == 20 else 1)
+PY
+tap_result $? "  --metrics' expert load: the most loaded expert (>= 1 x the mean), none dropped dropless, half or more at capacity 0.5"
 grid moe-dp2 moe-one 2 $MOE --grid dp=2
 grid moe-tp2 moe-one 2 $MOE --grid tp=2
 grid moe-dp2-tp2 moe-one 4 $MOE --grid dp=2,tp=2

@@ -50,6 +50,7 @@ void dl_run_scalars_step(struct dl_run_scalars *s, const struct dl_step_report *
     static const char *const names[][2] = {
         {"loss", "train/loss"}, {"accuracy", "train/accuracy"}, {"lr", "train/lr"},
         {"samples_per_s", "train/samples_per_s"}, {"tokens_per_s", "train/tokens_per_s"}, {"mfu", "train/mfu"}, {"aux_loss", "train/aux_loss"},
+        {"expert_max_load", "moe/max_load"}, {"expert_dropped", "moe/dropped"},
         {"comm_s", "comm/seconds"},
         {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"},
         {"staleness", "staleness"}, /* a parameter server's worker's: workerW/staleness */

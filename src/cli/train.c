@@ -127,9 +127,9 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     struct printer *p = ctx;
     /* a server's update: its worker and staleness; a worker's step: the bytes it
      * sent; the consensus distance where measured */
-    const char *keys[24] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
+    const char *keys[28] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
                             "exposed_comm_s", "time_s"};
-    double vals[24] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
+    double vals[28] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
                        r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, dl_clock_now() - p->t0};
     int n = 10;
     if (p->tokens_per_sample > 0)
@@ -145,6 +145,10 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     }
     if (isfinite(r->added_loss))
         keys[n] = "aux_loss", vals[n++] = r->added_loss;
+    if (isfinite(r->expert_max_load)) {
+        keys[n] = "expert_max_load", vals[n++] = r->expert_max_load;
+        keys[n] = "expert_dropped", vals[n++] = r->expert_dropped;
+    }
     if (isfinite(r->consensus_distance))
         keys[n] = "consensus_distance", vals[n++] = r->consensus_distance;
     if (isfinite(r->grad_norm))

@@ -338,6 +338,12 @@ int dl_exec_sends_wait(struct dl_exec *e);
  * calls dl_exec_correct (it agrees the arg-max over the group; errors set
  * e->status). */
 double dl_exec_loss_sum(const struct dl_exec *e);
+/* The layers' counts for the metrics (op.h's stats): their number over the
+ * whole graph, layer after layer (those of a layer at offset[i] when
+ * offset, [g->n], is not NULL); and, after a training forward, those of
+ * the layers e runs added into acc at their offsets (host memory only). */
+long dl_exec_stats_count(const struct dl_graph *g, long *offset);
+void dl_exec_add_layer_stats(struct dl_exec *e, double *acc);
 int dl_exec_correct(struct dl_exec *e);
 /* The class scores (logits) that the last forward gave sample n at position
  * t (0 for a network with one label per sample) into out[classes], on the

@@ -394,6 +394,37 @@ void dl_exec_backward_weights(struct dl_exec *e)
     }
 }
 
+long dl_exec_stats_count(const struct dl_graph *g, long *offset)
+{
+    long n = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (offset)
+            offset[i] = n;
+        if (g->layers[i].kind->stats)
+            n += g->layers[i].kind->stats_count(g->layers[i].attr);
+    }
+    return n;
+}
+
+void dl_exec_add_layer_stats(struct dl_exec *e, double *acc)
+{
+    struct dl_exec_impl *m = e->impl;
+    if (!m->device->host_memory || e->status)
+        return;
+    for (int i = 0; i < m->n_steps; i++) {
+        const struct dl_exec_step *s = &m->steps[i];
+        const struct dl_layer *l = s->kind == DL_STEP_LAYER ? &e->g->layers[s->layer] : NULL;
+        if (!l || !l->kind->stats)
+            continue;
+        long at = 0;
+        for (int j = 0; j < s->layer; j++)
+            at += e->g->layers[j].kind->stats ? e->g->layers[j].kind->stats_count(e->g->layers[j].attr) : 0;
+        struct dl_kernel_args a;
+        fill_args(e, s, &a, 1);
+        l->kind->stats(&a.c, acc + at);
+    }
+}
+
 double dl_exec_loss_sum(const struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;

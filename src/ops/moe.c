@@ -427,6 +427,22 @@ static double moe_added_loss(const struct dl_op_call *c)
     return sum;
 }
 
+/* The choices each expert took [E], those dropped, and all of them. */
+static int moe_stats_count(const void *attr)
+{
+    return ((const struct dl_moe_attr *)attr)->experts + 2;
+}
+
+static void moe_stats(const struct dl_op_call *c, double *acc)
+{
+    struct dl_moe_view v = dl_moe_view(c);
+    for (long i = 0; i < v.M * v.K; i++) {
+        acc[(long)v.chosen[i]] += v.kept[i] != 0;
+        acc[v.E] += v.kept[i] == 0;
+    }
+    acc[v.E + 1] += (double)(v.M * v.K);
+}
+
 static void moe_backward(const struct dl_op_call *c)
 {
     struct dl_moe_view v = dl_moe_view(c);
@@ -483,6 +499,8 @@ const struct dl_op_kind dl_op_moe = {
     .forward = moe_forward,
     .backward = moe_backward,
     .added_loss = moe_added_loss,
+    .stats_count = moe_stats_count,
+    .stats = moe_stats,
     .weight_products = 1,
     .idle_params = moe_idle_params,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,

@@ -353,6 +353,12 @@ struct dl_op_kind {
      * weighted by the call's loss_norm, as the loss's gradient is.  NULL:
      * none. */
     double (*added_loss)(const struct dl_op_call *c);
+    /* Counts the layer keeps of each training forward for the metrics (a
+     * mixture of experts: the choices each expert took, those dropped, all
+     * choices): stats_count(attr) of them, which stats adds into acc from
+     * what the forward saved.  NULL: none. */
+    int (*stats_count)(const void *attr);
+    void (*stats)(const struct dl_op_call *c, double *acc);
     /* Multiply-add counted as 2 FLOPs, forward pass, per sample (may be NULL: 0). */
     double (*flops)(const void *attr, const struct dl_shape *in, struct dl_shape out);
 

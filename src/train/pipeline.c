@@ -19,6 +19,7 @@ void dl_pipeline_free(struct dl_pipeline *pl)
     free(pl->slot);
     free(pl->first_slot);
     free(pl->slot_chunk);
+    free(pl->stats);
     dl_schedule_free(&pl->sched);
     memset(pl, 0, sizeof *pl);
 }
@@ -91,7 +92,14 @@ int dl_pipeline_init(struct dl_pipeline *pl, const struct dl_graph *g, const str
                      int max_local, int chunks, enum dl_pipe_schedule kind, int V, uint64_t seed,
                      struct dl_error *err)
 {
-    return make_slots(pl, g, o, max_local, chunks, kind, V, seed, 0, err);
+    int rc = make_slots(pl, g, o, max_local, chunks, kind, V, seed, 0, err);
+    long n = rc ? 0 : dl_exec_stats_count(g, NULL);
+    if (n && !(pl->stats = dl_calloc((size_t)n, sizeof *pl->stats, err))) {
+        dl_pipeline_free(pl);
+        return DL_ERR_NOMEM;
+    }
+    pl->stats_n = n;
+    return rc;
 }
 
 void dl_pipeline_memory(const struct dl_pipeline *pl, struct dl_pipeline_memory *out)
@@ -203,6 +211,8 @@ static int run_action(struct dl_pipeline *pl, const struct dl_sched_action *a, c
         *loss_sum += dl_exec_loss_sum(e);
         *correct += dl_exec_correct(e);
         pl->added_loss_sum += e->run.added_loss;
+        if (pl->stats)
+            dl_exec_add_layer_stats(e, pl->stats);
         if (hook && hook->after_forward && !e->status)
             hook->after_forward(hook->ctx, e);
         break;
@@ -225,6 +235,8 @@ int dl_pipeline_step(struct dl_pipeline *pl, const void *x, const int *y, int n,
     *loss_sum = 0;
     *correct = 0;
     pl->added_loss_sum = 0;
+    for (long i = 0; i < pl->stats_n; i++)
+        pl->stats[i] = 0;
     for (int i = 0; i < pl->slots; i++)
         pl->slot_chunk[i] = -1;
     share_grad_hook(pl, 1);

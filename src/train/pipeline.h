@@ -44,6 +44,10 @@ struct dl_pipeline {
     /* The last step's layers' own losses (exec.h's added_loss) over its
      * chunks, on this rank's stage. */
     double added_loss_sum;
+    /* The last step's layers' counts (exec.h's dl_exec_add_layer_stats)
+     * over its chunks, on this rank's stages: stats_n of them. */
+    double *stats;
+    long stats_n;
 };
 
 /* The chunks a step cuts a rank's part of the batch into: those requested

@@ -21,6 +21,9 @@ struct dl_step_report {
     double loss;                /* mean loss of this (global) batch, the layers' own losses included */
     double added_loss;          /* the layers' own part of it (the mixture of experts' balancing), NaN
                                    for a network without such layers */
+    double expert_max_load;     /* a mixture of experts' most loaded expert over its layer's mean (1:
+                                   balanced), over rank 0's samples; NaN without such layers */
+    double expert_dropped;      /* the share of the experts' choices dropped over capacity; NaN likewise */
     double accuracy;            /* fraction correct in this batch */
     double lr;
     double samples_per_s;       /* global, since the start of the epoch */

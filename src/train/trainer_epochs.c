@@ -26,7 +26,50 @@ struct step_outcome {
     struct dl_step_metrics metrics;
     struct dl_step_stats stats;
     struct dl_nonfinite nonfinite;  /* where a NaN or infinity first appeared */
+    double expert_max_load, expert_dropped; /* expert_load's; NaN without routing layers */
 };
+
+/* The routing layers' counts of the step (op.h's stats: the choices each
+ * expert took, those dropped, all), this rank's samples through every
+ * stage's layers (tensor ranks' copies once): the largest load of an
+ * expert of a layer over its layer's mean (1: balanced), and the share of
+ * the choices dropped; NaN for both without such layers. */
+static int expert_load(struct trainer *tr, double *max_load, double *dropped, struct dl_error *err)
+{
+    const struct dl_graph *g = &tr->net->graph;
+    long n = tr->pipe.stats_n;
+    *max_load = *dropped = NAN;
+    if (!n)
+        return DL_OK;
+    float *v = dl_calloc((size_t)n, sizeof *v, err);
+    long *offset = v ? dl_calloc((size_t)g->n, sizeof *offset, err) : NULL;
+    int rc = offset ? DL_OK : DL_ERR_NOMEM;
+    for (long i = 0; !rc && i < n; i++)
+        v[i] = tr->sharded && tr->shard.pos.t != 0 ? 0 : (float)tr->pipe.stats[i];
+    if (!rc && tr->sharded)
+        rc = tr->grid.tensor->ops->allreduce(tr->grid.tensor, v, DL_F32, (size_t)n, err);
+    if (!rc && tr->sharded)
+        rc = tr->grid.pipeline->ops->allreduce(tr->grid.pipeline, v, DL_F32, (size_t)n, err);
+    double most = 0, lost = 0, all = 0;
+    if (!rc)
+        dl_exec_stats_count(g, offset);
+    for (int i = 0; !rc && i < g->n; i++) {
+        if (!g->layers[i].kind->stats)
+            continue;
+        int E = g->layers[i].kind->stats_count(g->layers[i].attr) - 2;
+        const float *c = v + offset[i];
+        double sum = 0, top = 0;
+        for (int e = 0; e < E; e++)
+            sum += c[e], top = c[e] > top ? c[e] : top;
+        most = sum > 0 && top * E / sum > most ? top * E / sum : most;
+        lost += c[E], all += c[E + 1];
+    }
+    if (!rc && all > 0)
+        *max_load = most, *dropped = lost / all;
+    free(offset);
+    free(v);
+    return rc;
+}
 
 /* --debug-slow-rank: this rank sleeps every step. */
 static void slow_down(const struct trainer *tr)
@@ -108,6 +151,8 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
         dl_step_metrics_unpack(v, m);
     }
     m->loss_sum += m->added_loss_sum; /* the objective: the loss and the layers' own */
+    if (!rc)
+        rc = expert_load(tr, &out->expert_max_load, &out->expert_dropped, err);
     return rc;
 }
 
@@ -131,7 +176,8 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
         .epoch = epoch + 1, .epochs = tr->net->train.epochs, .step = tally->step,
         .steps_per_epoch = tr->steps_per_epoch, .global_step = global_step, .total_steps = tr->total_steps,
         .loss = m->loss_sum / m->samples,
-        .added_loss = has_added_loss(&tr->net->graph) ? m->added_loss_sum / m->samples : NAN, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
+        .added_loss = has_added_loss(&tr->net->graph) ? m->added_loss_sum / m->samples : NAN,
+        .expert_max_load = out->expert_max_load, .expert_dropped = out->expert_dropped, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
         .samples_per_s = (double)(tally->seen - tally->seen_before) / (now - tally->start + 1e-12),
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->resume.step) *
                  (double)(tr->total_steps - global_step),

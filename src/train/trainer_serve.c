@@ -45,7 +45,8 @@ static void on_served_update(void *ctx, const struct dl_served_update *u)
         .lr = u->lr, .samples_per_s = (double)u->updates * u->batch / (now - st->start + 1e-12),
         .eta_s = (now - st->start) / (double)u->updates * (double)(tr->total_steps * updates_per_step - u->updates),
         .staleness = u->staleness, .worker = u->worker, .consensus_distance = NAN, .grad_norm = NAN,
-        .step_seconds = NAN, .input_seconds = NAN};
+        .step_seconds = NAN, .input_seconds = NAN, .added_loss = NAN, .expert_max_load = NAN,
+        .expert_dropped = NAN};
     tr->hooks->on_step(tr->hooks->ctx, &sr);
 }
 
