@@ -10,7 +10,9 @@
 #include "core/clock.h"
 #include "graph/random_batch.h"
 
-#define PROBE_STEPS 3
+#define PROBE_STEPS 5      /* at least */
+#define PROBE_MAX_STEPS 25 /* at most, while a precision's steps add up to less than */
+#define PROBE_ENOUGH_MS 50
 #define PROBE_MAX_BATCH 16
 /* A bf16 warm-up step this many times fp32's is not run again (the
  * reference bf16 code on a CPU without AVX-512 can take minutes for a large
@@ -43,8 +45,9 @@ static double step_ms(struct dl_exec *e, int batch, const void *x, const int *y)
     return 1e3 * (dl_clock_now() - t0);
 }
 
-/* The median of each precision's steps, taken in turns after a warm-up
- * step of each, so that neither gets the machine's quieter moments. */
+/* The fastest of each precision's steps, taken in turns after a warm-up
+ * step of each, so that neither gets the machine's quieter moments: the
+ * least disturbed by other processes (precision_auto.h). */
 static int time_both(const struct dl_graph *g, int batch, const struct dl_exec_options *base, const void *x,
                      const int *y, double *f32_ms, double *bf16_ms, struct dl_error *err)
 {
@@ -56,13 +59,16 @@ static int time_both(const struct dl_graph *g, int batch, const struct dl_exec_o
         dl_exec_free(&e[0]);
         return rc;
     }
-    double t[2][PROBE_STEPS], warm[2] = {step_ms(&e[0], batch, x, y), step_ms(&e[1], batch, x, y)};
+    double best[2] = {0, 0}, spent[2] = {0, 0}, warm[2] = {step_ms(&e[0], batch, x, y), step_ms(&e[1], batch, x, y)};
     int bf16_alone = warm[1] > PROBE_GIVE_UP * warm[0];
-    for (int s = 0; s < PROBE_STEPS; s++)
-        for (int k = 0; k < 2 - bf16_alone; k++)
-            t[k][s] = step_ms(&e[k], batch, x, y);
-    *f32_ms = dl_median(t[0], PROBE_STEPS);
-    *bf16_ms = bf16_alone ? warm[1] : dl_median(t[1], PROBE_STEPS);
+    for (int s = 0; s < PROBE_MAX_STEPS && (s < PROBE_STEPS || spent[0] < PROBE_ENOUGH_MS); s++)
+        for (int k = 0; k < 2 - bf16_alone; k++) {
+            double ms = step_ms(&e[k], batch, x, y);
+            best[k] = s == 0 || ms < best[k] ? ms : best[k];
+            spent[k] += ms;
+        }
+    *f32_ms = best[0];
+    *bf16_ms = bf16_alone ? warm[1] : best[1];
     dl_exec_free(&e[0]);
     dl_exec_free(&e[1]);
     return DL_OK;

@@ -2,8 +2,11 @@
  * bf16 on a CPU without native bf16 products: a training step of the
  * network (zero grad, forward and backward on a random batch:
  * graph/random_batch.h) of at most 16 samples timed on this machine in fp32
- * and in bf16: a warm-up step of each, then the median of three in each,
- * taken in turns (a bf16 warm-up step ten times fp32's stands alone). */
+ * and in bf16: a warm-up step of each, then the fastest of at least five
+ * in each, taken in turns, more while the steps are short (up to 25 or 50
+ * ms of each: a step a small network takes in half a millisecond is
+ * otherwise at the mercy of the other processes on the machine); a bf16
+ * warm-up step ten times fp32's stands alone. */
 #ifndef DL_TRAIN_PRECISION_AUTO_H
 #define DL_TRAIN_PRECISION_AUTO_H
 
@@ -13,7 +16,7 @@
 #include "graph/graph.h"
 
 struct dl_precision_probe {
-    double f32_ms, bf16_ms; /* a step's median in each precision */
+    double f32_ms, bf16_ms; /* a step's time in each precision (the fastest of those taken) */
     int batch;              /* the samples a step took */
     int native;             /* backends/kernel.h's dl_kernel_bf16_native() on the rank that timed */
 };
