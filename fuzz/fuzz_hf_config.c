@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h> /* memfd_create */
 #include <unistd.h>
 
 #include "fuzz/fuzz.h"
@@ -14,15 +13,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    int fd = memfd_create("fuzz-config", MFD_CLOEXEC);
+    char path[64];
+    int fd = dl_fuzz_file(data, size, path, sizeof path);
     if (fd < 0)
         return 0;
-    if (size && write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        return 0;
-    }
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     const struct dl_hf_llama_config c = {.vocab = 256, .hidden = 64, .intermediate = 128, .layers = 2, .heads = 4,
                                          .kv_heads = 2, .head_dim = 16, .max_positions = 64, .eps = 1e-5,
                                          .theta = 10000, .scaling_factor = 1, .low_freq_factor = 1,

@@ -2,25 +2,8 @@
  * gzip) with 1 to 4 dimensions, and the images + labels pair check.  The
  * first byte chooses the dimension count and where the input is split into
  * an images and a labels file; the files live in memory (memfd). */
-#include <stdio.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "data/idx.h"
 #include "fuzz/fuzz.h"
-
-static int memfile(const uint8_t *data, size_t size, char *path, size_t n)
-{
-    int fd = memfd_create("fuzz-idx", MFD_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    if (size && write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        return -1;
-    }
-    snprintf(path, n, "/proc/self/fd/%d", fd);
-    return fd;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -31,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *a = data + 1, *b = data + 1 + split;
     size_t na = split, nb = size - 1 - split;
     char pa[64], pb[64];
-    int fa = memfile(a, na, pa, sizeof pa), fb = memfile(b, nb, pb, sizeof pb);
+    int fa = dl_fuzz_file(a, na, pa, sizeof pa), fb = dl_fuzz_file(b, nb, pb, sizeof pb);
     if (fa >= 0) {
         struct dl_idx x;
         struct dl_error err = {0};

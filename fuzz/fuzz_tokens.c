@@ -6,7 +6,6 @@
  * hold the same ids. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h> /* memfd_create */
 #include <unistd.h>
 
 #include "data/token_file.h"
@@ -15,15 +14,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    int fd = memfd_create("fuzz-tokens", MFD_CLOEXEC);
+    char path[64];
+    int fd = dl_fuzz_file(data, size, path, sizeof path);
     if (fd < 0)
         return 0;
-    if (size && write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        return 0;
-    }
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     struct dl_error err = {0};
     long count = 0;
     int width = 0, head = dl_token_file_header(path, &count, &width, &err);
