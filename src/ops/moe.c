@@ -164,16 +164,23 @@ static void router_logits(const struct dl_moe_view *v, const dl_real *x, long m,
     }
 }
 
-double dl_moe_route(const struct dl_moe_view *v, long m, const double *logits)
+/* log sum exp x[0..n), from the largest. */
+static double logsumexp(const double *x, long n)
 {
     double top = -INFINITY, sum = 0;
+    for (long i = 0; i < n; i++)
+        top = x[i] > top ? x[i] : top;
+    for (long i = 0; i < n; i++)
+        sum += exp(x[i] - top);
+    return top + log(sum);
+}
+
+double dl_moe_route(const struct dl_moe_view *v, long m, const double *logits)
+{
+    double lse = logsumexp(logits, v->E);
     dl_real *p = v->probs + m * v->E, *chosen = v->chosen + m * v->K;
     for (long e = 0; e < v->E; e++)
-        top = logits[e] > top ? logits[e] : top;
-    for (long e = 0; e < v->E; e++)
-        sum += exp(logits[e] - top);
-    for (long e = 0; e < v->E; e++)
-        p[e] = (dl_real)(exp(logits[e] - top) / sum);
+        p[e] = (dl_real)exp(logits[e] - lse);
     for (long j = 0; j < v->K; j++) {
         long best = -1;
         for (long e = 0; e < v->E; e++) {
@@ -186,7 +193,7 @@ double dl_moe_route(const struct dl_moe_view *v, long m, const double *logits)
         chosen[j] = (dl_real)best;
         v->kept[m * v->K + j] = 1;
     }
-    return top + log(sum);
+    return lse;
 }
 
 void dl_moe_capacity(const struct dl_moe_view *v)
@@ -346,11 +353,6 @@ static void position_backward(const struct dl_moe_view *v, const struct dl_op_ca
     double *a = tmp, *b = a + v->F, *dh = b + v->F, *g = dh + v->F, *dg = g + v->K, *logits = dg + v->K;
     double *dxm = dx ? calloc((size_t)v->C, sizeof *dxm) : NULL;
     router_logits(v, x, m, logits);
-    double top = -INFINITY, sum = 0;
-    for (long e = 0; e < v->E; e++)
-        top = logits[e] > top ? logits[e] : top;
-    for (long e = 0; e < v->E; e++)
-        sum += exp(logits[e] - top);
     dl_moe_gates(v, m, g);
     for (long j = 0; j < v->K; j++) {
         dg[j] = 0;
@@ -372,7 +374,7 @@ static void position_backward(const struct dl_moe_view *v, const struct dl_op_ca
                 dxm[k] += (double)w1[f * v->C + k] * da + (double)w3[f * v->C + k] * db;
         }
     }
-    dl_moe_router_backward(v, m, dg, top + log(sum), share, norm, dlogits);
+    dl_moe_router_backward(v, m, dg, logsumexp(logits, v->E), share, norm, dlogits);
     for (long e = 0; dxm && e < v->E; e++)
         for (long k = 0; k < v->C; k++)
             dxm[k] += (double)v->wg[e * v->C + k] * dlogits[e];
