@@ -129,6 +129,10 @@ struct dl_kernel {
      * (struct dl_kernel_choices' doc_mask) a kernel without it never runs
      * such a layer. */
     int doc_mask;
+    /* 1: honours the op call's experts group (expert parallelism, op.h):
+     * with ep ranks (struct dl_kernel_choices' experts) a kernel without it
+     * never runs a kind with expert_split. */
+    int expert_parallel;
     /* What its backward reads of the forward's inputs and output (op.h's
      * DL_READS_*; DL_READS_AS_OP: the op's declaration; 0: not declared,
      * both): dl_kernel_backward_reads. */
@@ -270,6 +274,7 @@ struct dl_kernel_choices {
                        without sync_stats cannot run a layer */
     enum dl_device_kind device; /* only kernels of this device run a layer (0: the host's) */
     int doc_mask;   /* 1: document masking is on: a kind with doc_mask runs only on kernels with doc_mask */
+    int experts;    /* 1: experts split over ranks: a kind with expert_split runs only on expert_parallel kernels */
     /* The dtype layers compute in when no --kernel choice says otherwise:
      * f32, or bf16 (a layer takes the first usable kernel of that dtype,
      * else an f32 one; --precision bf16). */

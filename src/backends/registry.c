@@ -98,6 +98,8 @@ int dl_kernel_usable(const struct dl_kernel *k, const struct dl_layer *l, const 
         return 0;
     if (ch && ch->doc_mask && k && l->kind->doc_mask && !k->doc_mask)
         return 0;
+    if (ch && ch->experts && k && l->kind->expert_split && !k->expert_parallel)
+        return 0;
     return k && serves(k, l->kind) && (!k->supports || k->supports(l));
 }
 

@@ -401,6 +401,8 @@ static const char *file_grid(const struct dl_parallel_spec *ps, char *buf, size_
     buf[0] = '\0';
     if (ps->dp)
         n += snprintf(buf + n, size - (size_t)n, "dp=%d", ps->dp);
+    if (ps->ep)
+        n += snprintf(buf + n, size - (size_t)n, "%sep=%d", n ? "," : "", ps->ep);
     if (ps->tp)
         n += snprintf(buf + n, size - (size_t)n, "%stp=%d", n ? "," : "", ps->tp);
     if (ps->pp)
@@ -427,7 +429,7 @@ int dl_cli_check(int argc, char **argv)
     /* Without --grid, the network file's grid (parallel: dp, tp, pp) is the run's. */
     char grid_of_file[96];
     const struct dl_parallel_spec *ps = &net.parallel;
-    if (!grid.grid && (ps->dp || ps->tp || ps->pp))
+    if (!grid.grid && (ps->dp || ps->tp || ps->pp || ps->ep))
         grid.grid = file_grid(ps, grid_of_file, sizeof grid_of_file);
     /* Everything that can fail is decided before anything is printed. */
     struct dl_exec_options eo;

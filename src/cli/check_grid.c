@@ -136,7 +136,8 @@ int dl_check_grid_plan(const struct dl_net *net, const struct dl_check_grid *c, 
     struct dl_shard s;
     if (dl_grid_parse(c->grid, &want, err)) /* its message names --grid */
         return DL_ERR_SPEC;
-    int world = c->ranks ? c->ranks : (want.dp ? want.dp : 1) * (want.tp ? want.tp : 1) * (want.pp ? want.pp : 1);
+    int world = c->ranks ? c->ranks
+                         : (want.dp ? want.dp : 1) * dl_grid_ep(&want) * (want.tp ? want.tp : 1) * (want.pp ? want.pp : 1);
     int bad = dl_grid_resolve(DL_PAR_HYBRID, want, world, &out->d, err);
     out->d.sp = net->parallel.sequence_parallel;
     if (bad || dl_shard_make(&net->graph, &out->d, c->V, 0, NULL, &s, err)) {

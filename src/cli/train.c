@@ -275,13 +275,13 @@ static int resolve_grid(const char *cli, const char *grid, const struct dl_net *
     } else if (grid) {
         kind = DL_PAR_HYBRID;
     }
-    struct dl_grid_dims want = {net->parallel.dp, net->parallel.tp, net->parallel.pp};
+    struct dl_grid_dims want = {net->parallel.dp, net->parallel.tp, net->parallel.pp, 0, net->parallel.ep};
     struct dl_error err = {0};
     if (grid && dl_grid_parse(grid, &want, &err)) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         return 2;
     }
-    int given = want.dp || want.tp || want.pp;
+    int given = want.dp || want.tp || want.pp || want.ep > 1;
     if (kind == DL_PAR_HYBRID && !given && comm->size == 1) {
         fprintf(stderr, "dltrain: warning: parallel strategy 'hybrid' on one process: nothing to split, training on one "
                         "process\n");

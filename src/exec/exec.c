@@ -108,6 +108,14 @@ static int copy_mbplan(struct dl_mbplan *dst, const struct dl_mbplan *src, const
     return rc;
 }
 
+/* op.h's dl_expert_group's all-to-all over the expert group's communicator. */
+static int experts_alltoallv(void *ctx, const void *send, const size_t *send_bytes, const size_t *send_at, void *recv,
+                             const size_t *recv_bytes, const size_t *recv_at, struct dl_error *err)
+{
+    struct dl_comm *c = ctx;
+    return c->ops->alltoallv(c, send, send_bytes, send_at, recv, recv_bytes, recv_at, err);
+}
+
 /* The shard e runs (the options', or the whole network's) and the
  * communicators it needs when it runs (runs = 0: it is only planned, which
  * never communicates). */
@@ -145,6 +153,11 @@ static int take_shard(struct dl_exec *e, const struct dl_graph *g, const struct 
         return dl_errorf(err, DL_ERR_INTERNAL, "the tensor group's communicator of device buffers ('%s', %d ranks) "
                          "needs an executor on a device without host memory and the group's communicator of the "
                          "same ranks", tdc->ops->name, tdc->size);
+    int ep = dl_grid_ep(d);
+    if (runs && ep > 1 && (!o->experts_comm || o->experts_comm->size != ep))
+        return dl_errorf(err, DL_ERR_INTERNAL, "a shard of %d expert ranks needs their communicator", ep);
+    if (ep > 1 && o->experts_comm)
+        m->experts = (struct dl_expert_group){ep, o->experts_comm->rank, experts_alltoallv, o->experts_comm};
     m->tensor_comm = o->tensor_comm;
     m->pipeline_comm = o->pipeline_comm;
     m->tensor_device_comm = o->tensor_device_comm;
@@ -575,13 +588,15 @@ int dl_exec_init(struct dl_exec *e, const struct dl_graph *g, int max_batch, uin
      * read the documents. */
     struct dl_exec_options masked;
     struct dl_kernel_choices with_mask;
-    if (o->doc_mask) {
+    int experts = o->shard && dl_grid_ep(&o->shard->dims) > 1; /* and only expert-parallel kernels run experts */
+    if (o->doc_mask || experts) {
         masked = *o;
         if (o->kernels)
             with_mask = *o->kernels;
         else
             memset(&with_mask, 0, sizeof with_mask);
-        with_mask.doc_mask = 1;
+        with_mask.doc_mask = o->doc_mask;
+        with_mask.experts = experts;
         masked.kernels = &with_mask;
         o = &masked;
     }

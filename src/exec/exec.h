@@ -225,6 +225,8 @@ struct dl_exec_options {
     int keep_outputs;
     struct dl_comm *tensor_comm;           /* the shard's tensor group (tp > 1) */
     struct dl_comm *pipeline_comm;         /* the shard's pipeline group (pp > 1), ranks in stage order */
+    struct dl_comm *experts_comm;          /* the shard's expert group (ep > 1): a mixture of experts' rows
+                                              travel over it to their experts (op.h's dl_expert_group) */
     /* On a device without host memory: the tensor group's communicator
      * of device buffers (comm.h's device_buffers: NCCL opened over
      * tensor_comm, same ranks in the same order), or NULL.  With it the

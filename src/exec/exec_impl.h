@@ -188,6 +188,7 @@ struct dl_exec_impl {
     struct dl_mbplan mbplan;            /* copy of the options' plan (batch 0: none) */
     struct dl_shard own_shard;          /* the whole network's, when the options gave none */
     struct dl_comm *tensor_comm, *pipeline_comm;
+    struct dl_expert_group experts;     /* over exec.h's experts_comm (size 0: none) */
     struct dl_comm *tensor_device_comm; /* exec.h's; NULL: none */
     double *group;                      /* [T][group_cap] values gathered over the tensor group (dl_exec_group_*) */
     int group_cap;

@@ -133,18 +133,19 @@ static int gather_host(const struct dl_exec *e, struct dl_comm *world, long n, e
     const struct dl_shard *sh = e->shard;
     const struct dl_grid_dims *d = &sh->dims;
     size_t size = value_size(set);
-    if (d->tp * d->pp == 1) { /* every rank holds the whole network: rank 0's is it */
+    int ep = dl_grid_ep(d); /* the first expert group's ranks hold every expert */
+    if (d->tp * d->pp * ep == 1) { /* every rank holds the whole network: rank 0's is it */
         if (world->rank == 0)
             memcpy(whole, mine, size * (size_t)n);
         return DL_OK;
     }
     if (world->rank != 0)
-        return sh->pos.d == 0 ? world->ops->send(world, mine, size * (size_t)n, 0, DL_TAG_GATHER_PARAMS, err)
+        return sh->pos.d < ep ? world->ops->send(world, mine, size * (size_t)n, 0, DL_TAG_GATHER_PARAMS, err)
                               : DL_OK;
     int rc = DL_OK;
     for (int t = 0; t < d->tp && !rc; t++)
-        for (int p = 0; p < d->pp && !rc; p++) {
-            int r = dl_grid_rank(d, (struct dl_grid_pos){t, 0, p});
+        for (int k = 0; k < d->pp * ep && !rc; k++) { /* pipeline rank k / ep, expert rank k % ep */
+            int r = dl_grid_rank(d, (struct dl_grid_pos){t, k % ep, k / ep});
             struct dl_shard other;
             rc = r == 0 ? DL_OK : dl_shard_make(sh->g, d, sh->V, r, NULL, &other, err);
             if (rc)

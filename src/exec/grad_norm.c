@@ -3,7 +3,10 @@
  * rank holds its stages' layers, and of a layer split over the tensor ranks
  * its slice: summing the squares over the tensor and pipeline groups gives
  * the whole model's, provided a weight kept whole on every tensor rank (a
- * layer norm's, an unsplit layer's) is counted on tensor rank 0 only. */
+ * layer norm's, an unsplit layer's) is counted on tensor rank 0 only.  With
+ * expert ranks the same holds of the expert group: each holds its own
+ * experts, and the weights every one of them holds are counted on the
+ * group's first rank only. */
 #include "exec/exec_impl.h"
 
 #include <stdlib.h>
@@ -33,6 +36,8 @@ void dl_exec_grad_sq_range(const struct dl_exec *e, const dl_real *g, long lo, l
             if (!p->trainable || p->shares || !e->dparam[i][j])
                 continue;
             if (e->shard->layer[i].slice[j].dim < 0 && e->shard->pos.t != 0) /* whole here and on rank 0 */
+                continue;
+            if (!p->per_expert && e->shard->pos.d % dl_grid_ep(&e->shard->dims) != 0) /* and on expert rank 0 */
                 continue;
             long at = e->flat.weight_index[e->flat.param_first[i] + j], from = at > lo ? at : lo,
                  to = at + p->count < hi ? at + p->count : hi;

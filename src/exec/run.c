@@ -50,6 +50,8 @@ static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl
     c->loss_norm = e->run.loss_norm;
     c->sync_sum = e->hooks.sync_sum;
     c->sync_ctx = e->hooks.sync_ctx;
+    if (m->experts.size > 1 && l->kind->expert_split)
+        c->experts = &m->experts;
     if (e->shard->layer[s->layer].split_classes) { /* its class scores are block t; reduced over the group */
         c->channel0 = (int)e->shard->layer[s->layer].channel0;
         c->sync_sum = dl_exec_group_sum;

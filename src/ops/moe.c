@@ -87,16 +87,28 @@ static int moe_params(const void *attr, const struct dl_shape *in, struct dl_sha
         return 4;
     long T, C;
     moe_dims(in[0], &T, &C);
-    int E = a->experts, F = a->units, c = (int)C;
+    int E = a->experts, F = a->units, c = (int)C, L = dl_moe_local_experts(a);
     p[0] = (struct dl_param_desc){.name = "gate.weight", .count = (long)E * c, .ndim = 2, .dims = {E, c},
                                   .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = c, .trainable = 1};
-    p[1] = (struct dl_param_desc){.name = "experts.w1", .count = (long)E * F * c, .ndim = 3, .dims = {E, F, c},
-                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = c, .trainable = 1};
-    p[2] = (struct dl_param_desc){.name = "experts.w3", .count = (long)E * F * c, .ndim = 3, .dims = {E, F, c},
-                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = c, .trainable = 1};
-    p[3] = (struct dl_param_desc){.name = "experts.w2", .count = (long)E * c * F, .ndim = 3, .dims = {E, c, F},
-                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = F, .trainable = 1};
+    p[1] = (struct dl_param_desc){.name = "experts.w1", .count = (long)L * F * c, .ndim = 3, .dims = {L, F, c},
+                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = c, .trainable = 1, .per_expert = 1};
+    p[2] = (struct dl_param_desc){.name = "experts.w3", .count = (long)L * F * c, .ndim = 3, .dims = {L, F, c},
+                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = c, .trainable = 1, .per_expert = 1};
+    p[3] = (struct dl_param_desc){.name = "experts.w2", .count = (long)L * c * F, .ndim = 3, .dims = {L, c, F},
+                                  .init = DL_INIT_UNIFORM_FAN_IN, .fan_in = F, .trainable = 1, .per_expert = 1};
     return 4;
+}
+
+/* Block `rank` of `ranks` of the experts (expert parallelism). */
+static int moe_expert_split(const void *attr, int ranks, int rank, void *local)
+{
+    const struct dl_moe_attr *a = attr;
+    struct dl_moe_attr *l = local;
+    if (a->experts % ranks)
+        return -1;
+    l->local_experts = a->experts / ranks;
+    l->expert0 = rank * l->local_experts;
+    return 0;
 }
 
 /* The experts a position does not go to: (E - k) of E, three matrices each. */
@@ -138,6 +150,7 @@ struct dl_moe_view dl_moe_view(const struct dl_op_call *c)
     struct dl_moe_view v = {.a = c->attr, .N = c->batch};
     moe_dims(c->in[0].shape, &v.T, &v.C);
     v.E = v.a->experts, v.K = v.a->top_k, v.F = v.a->units, v.M = v.N * v.T;
+    v.EL = dl_moe_local_experts(v.a), v.e0 = v.a->expert0;
     v.wg = c->param[0], v.w1 = c->param[1], v.w3 = c->param[2], v.w2 = c->param[3];
     v.probs = c->saved, v.chosen = c->saved + v.M * v.E, v.kept = v.chosen + v.M * v.K, v.loss = v.kept + v.M * v.K;
     return v;
@@ -505,6 +518,7 @@ const struct dl_op_kind dl_op_moe = {
     .stats = moe_stats,
     .weight_products = 1,
     .idle_params = moe_idle_params,
+    .expert_split = moe_expert_split,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
     .flops = moe_flops,
 };

@@ -14,14 +14,23 @@ struct dl_moe_attr {
     int experts, top_k, units;
     int normalize;
     double aux_loss, z_loss, capacity_factor;
+    /* Expert parallelism (op.h's expert_split; not in the file): this part
+     * holds experts [expert0, expert0 + local_experts); 0: all of them. */
+    int expert0, local_experts;
 };
+
+static inline int dl_moe_local_experts(const struct dl_moe_attr *a)
+{
+    return a->local_experts ? a->local_experts : a->experts;
+}
 
 /* A call: M = N T positions of C features; x[(n C + k) T + t] is feature
  * k of position m = n T + t. */
 struct dl_moe_view {
     const struct dl_moe_attr *a;
     long N, T, C, E, K, F, M;
-    const dl_real *wg, *w1, *w3, *w2;      /* [E][C], [E][F][C] twice, [E][C][F] */
+    long EL, e0;                           /* the experts held here: [e0, e0 + EL) (expert parallelism) */
+    const dl_real *wg, *w1, *w3, *w2;      /* [E][C], [EL][F][C] twice, [EL][C][F] */
     dl_real *probs, *chosen, *kept, *loss; /* the saved state above */
 };
 

@@ -96,6 +96,25 @@ struct dl_param_desc {
     int shares;
     int share_layer, share_param;
     int replica;
+    /* One block per expert along dimension 0 (a mixture of experts'
+     * experts.w1, w3, w2): with expert parallelism each rank of the expert
+     * group holds its experts' blocks (plan/shard.c), their gradients
+     * summed over the ranks holding the same experts, not the whole data
+     * group (parallel/grad_sync.c). */
+    int per_expert;
+};
+
+/* Expert parallelism (a kind with expert_split): the call's expert group,
+ * `size` ranks holding the experts in equal blocks, this one block `rank`;
+ * alltoallv sends send_bytes[r] bytes from send + send_at[r] to rank r and
+ * takes recv_bytes[r] bytes from rank r into recv + recv_at[r] (what r sends
+ * here must be what this rank expects of r).  Every rank of the group makes
+ * the same calls in the same order. */
+struct dl_expert_group {
+    int size, rank;
+    int (*alltoallv)(void *ctx, const void *send, const size_t *send_bytes, const size_t *send_at, void *recv,
+                     const size_t *recv_bytes, const size_t *recv_at, struct dl_error *err);
+    void *ctx;
 };
 
 /* ---------------------------------------------------------------- one call */
@@ -167,6 +186,10 @@ struct dl_op_call {
     void (*sync_sum)(void *ctx, double *v, int n);
     void (*sync_max)(void *ctx, double *v, int n);
     void *sync_ctx;
+    /* With expert parallelism, the layer's expert group (its attributes
+     * then hold one block of the experts: the kind's expert_split); NULL:
+     * this rank holds every expert. */
+    const struct dl_expert_group *experts;
 };
 
 /* ---------------------------------------------------------------- op kind */
@@ -304,6 +327,12 @@ struct dl_op_kind {
      * experts' unchosen experts, (E - k) / E of theirs (check's active
      * count); NULL: none. */
     long (*idle_params)(const void *attr, const struct dl_shape *in);
+    /* Expert parallelism (`ep` of the grid, doc/parallel.md): writes into
+     * local (a copy of attr) the attributes of block `rank` of `ranks`
+     * equal blocks of the layer's experts, whose per_expert parameters then
+     * hold that block; -1 when the experts do not divide into `ranks`.
+     * NULL: the kind has no experts (it runs whole on every rank). */
+    int (*expert_split)(const void *attr, int ranks, int rank, void *local);
 
     /* What the kind's parameters are, for a rule that treats some weights
      * apart (train.optimizer.no_decay's `norm` and `embedding`, as PyTorch

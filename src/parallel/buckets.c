@@ -3,7 +3,8 @@
 
 #include <stdlib.h>
 
-static int push(struct dl_bucket_range **b, int *n, int *cap, long lo, long hi, struct dl_error *err)
+static int push(struct dl_bucket_range **b, int *n, int *cap, long lo, long hi, int per_expert,
+                struct dl_error *err)
 {
     if (*n == *cap) {
         int grown = *cap ? 2 * *cap : 16;
@@ -13,8 +14,28 @@ static int push(struct dl_bucket_range **b, int *n, int *cap, long lo, long hi, 
         *b = nb;
         *cap = grown;
     }
-    (*b)[(*n)++] = (struct dl_bucket_range){lo, hi};
+    (*b)[(*n)++] = (struct dl_bucket_range){lo, hi, per_expert};
     return DL_OK;
+}
+
+/* The lowest index at or above which layer l's weights below top are all
+ * per-expert or all not (*per_expert says which): the start of the layer's
+ * topmost run of either. */
+static long run_below(const struct dl_exec *e, int l, long top, int *per_expert)
+{
+    const struct dl_layer *L = &e->g->layers[l];
+    long lo = e->flat.weight_begin[l];
+    int kind = -1;
+    for (int j = L->n_params - 1; j >= 0; j--) {
+        long at = e->flat.weight_index[e->flat.param_first[l] + j];
+        if (at < 0 || L->param[j].shares || at >= top)
+            continue;
+        if (kind >= 0 && L->param[j].per_expert != kind)
+            return *per_expert = kind, at + L->param[j].count;
+        kind = L->param[j].per_expert;
+    }
+    *per_expert = kind > 0;
+    return lo;
 }
 
 int dl_buckets_cut(const struct dl_exec *e, long per, int whole_layers, struct dl_bucket_range **out, int *n,
@@ -24,27 +45,31 @@ int dl_buckets_cut(const struct dl_exec *e, long per, int whole_layers, struct d
     *n = 0;
     if (per < 1)
         per = 1;
-    /* Walk the layers backwards, growing the open bucket [lo, hi) one
-     * layer's weights at a time; close it before it would overflow, and cut a
-     * layer larger than a bucket into bucket-sized pieces (unless whole_layers). */
+    /* Walk the layers backwards, growing the open bucket [lo, hi) one run
+     * of a layer's weights at a time (the whole layer unless it holds
+     * per-expert weights and others); close it before it would overflow or
+     * mix the two, and cut a run larger than a bucket into bucket-sized
+     * pieces (unless whole_layers). */
     long hi = e->n_weights, lo = e->n_weights;
-    int rc = DL_OK, cap = 0;
+    int rc = DL_OK, cap = 0, open_kind = 0;
     for (int l = e->g->n - 1; l >= 0 && !rc; l--) {
-        long wl = e->flat.weight_begin[l];
-        if (wl == lo)
-            continue; /* no weights */
-        if (hi - wl > per && lo < hi) {
-            rc = push(out, n, &cap, lo, hi, err);
-            hi = lo;
-        }
-        lo = wl;
-        while (!rc && !whole_layers && hi - lo > per) {
-            rc = push(out, n, &cap, hi - per, hi, err);
-            hi -= per;
+        while (!rc && e->flat.weight_begin[l] < lo) {
+            int kind;
+            long wl = run_below(e, l, lo, &kind);
+            if ((hi - wl > per || kind != open_kind) && lo < hi) {
+                rc = push(out, n, &cap, lo, hi, open_kind, err);
+                hi = lo;
+            }
+            open_kind = kind;
+            lo = wl;
+            while (!rc && !whole_layers && hi - lo > per) {
+                rc = push(out, n, &cap, hi - per, hi, kind, err);
+                hi -= per;
+            }
         }
     }
     if (!rc && lo < hi)
-        rc = push(out, n, &cap, lo, hi, err);
+        rc = push(out, n, &cap, lo, hi, open_kind, err);
     if (rc) {
         free(*out);
         *out = NULL;

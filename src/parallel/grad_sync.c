@@ -23,6 +23,7 @@
 
 struct bucket {
     long lo, hi;                    /* range of dweights */
+    struct dl_comm *comm;           /* summed over: the data group, or per-expert weights' replicas */
     struct dl_codec_state *codec;
     float *velocity;                /* momentum correction: hi - lo floats, or NULL */
 };
@@ -93,13 +94,14 @@ static int reduce_in_host(struct dl_grad_sync *s, struct bucket *b, float *buf, 
                           struct dl_error *err)
 {
     size_t n = (size_t)(b->hi - b->lo);
-    size_t dense = s->comm->size > 1 ? (size_t)(2.0 * (s->comm->size - 1) / s->comm->size * 4.0 * (double)n) : 0;
+    struct dl_comm *c = b->comm;
+    size_t dense = c->size > 1 ? (size_t)(2.0 * (c->size - 1) / c->size * 4.0 * (double)n) : 0;
     s->dense_bytes += dense;
     if (b->codec) {
         struct dl_codec_stats st = {0};
         if (b->velocity)
             correct_momentum(s, b, buf, w);
-        int rc = dl_compressed_allreduce(s->comm, b->codec, buf, n, &st, err);
+        int rc = dl_compressed_allreduce(c, b->codec, buf, n, &st, err);
         s->bytes_sent += st.bytes_sent;
         return rc;
     }
@@ -107,14 +109,14 @@ static int reduce_in_host(struct dl_grad_sync *s, struct bucket *b, float *buf, 
         size_t sent = 0;
         int rc = dl_cast(buf, DL_F32, s->wire, DL_BF16, (long)n, err);
         if (rc == DL_OK)
-            rc = dl_allreduce_bf16_wire(s->comm, s->wire, n, &sent, err);
+            rc = dl_allreduce_bf16_wire(c, s->wire, n, &sent, err);
         if (rc == DL_OK)
             rc = dl_cast(s->wire, DL_BF16, buf, DL_F32, (long)n, err);
         s->bytes_sent += sent;
         return rc;
     }
     s->bytes_sent += dense;
-    return dl_allreduce(s->comm, s->opts.algorithm, buf, DL_F32, n, &s->opts.ar, err);
+    return dl_allreduce(c, s->opts.algorithm, buf, DL_F32, n, &s->opts.ar, err);
 }
 
 /* Bucket k (scaled by the device when handed over) summed in place over
@@ -283,6 +285,10 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
         dl_grad_sync_free(s);
         return dl_errorf(err, DL_ERR_SPEC, "--allreduce: unknown algorithm '%s'", o->algorithm);
     }
+    if (o->expert_replicas && (o->codec.ops || o->device_comm)) {
+        dl_grad_sync_free(s);
+        return dl_errorf(err, DL_ERR_INTERNAL, "per-expert buckets: without a codec, over host memory");
+    }
     if (o->grad_dtype == DL_BF16 && (o->codec.ops || o->device_comm)) {
         dl_grad_sync_free(s);
         return dl_errorf(err, DL_ERR_INTERNAL, "bf16 gradient buckets: without a codec, over host memory");
@@ -300,7 +306,8 @@ int dl_grad_sync_create(struct dl_comm *c, struct dl_exec *e, const struct dl_gr
         rc = DL_ERR_NOMEM;
     }
     for (int k = 0; !rc && k < s->n_buckets; k++)
-        s->buckets[k] = (struct bucket){ranges[k].lo, ranges[k].hi, NULL, NULL};
+        s->buckets[k] = (struct bucket){ranges[k].lo, ranges[k].hi, ranges[k].per_expert && o->expert_replicas
+                                                                        ? o->expert_replicas : c, NULL, NULL};
     free(ranges);
     if (rc) {
         dl_grad_sync_free(s);

@@ -46,6 +46,10 @@ struct dl_grad_sync_opts {
      * on such a device are copied to host memory, summed over comm there
      * and copied back. */
     struct dl_comm *device_comm;
+    /* Expert parallelism: the ranks that hold the same experts, over which
+     * the per-expert weights' buckets are summed (the others over the
+     * whole data group); NULL: none. */
+    struct dl_comm *expert_replicas;
 };
 
 struct dl_grad_sync_stats {

@@ -18,6 +18,12 @@ int dl_grid_open(struct dl_comm *world, const struct dl_grid_dims *dims, struct 
         rc = world->ops->split(world, q.t + dims->tp * q.p, q.d, &g->data, err);
     if (!rc)
         rc = world->ops->split(world, q.t + dims->tp * q.d, q.p, &g->pipeline, err);
+    int ep = dl_grid_ep(dims);
+    if (!rc && ep > 1)
+        rc = world->ops->split(world, q.t + dims->tp * (q.p + dims->pp * (q.d / ep)), q.d % ep, &g->experts, err);
+    if (!rc && ep > 1)
+        rc = world->ops->split(world, q.t + dims->tp * (q.p + dims->pp * (q.d % ep)), q.d / ep, &g->expert_replicas,
+                               err);
     if (rc)
         dl_grid_close(g);
     return rc;
@@ -25,8 +31,10 @@ int dl_grid_open(struct dl_comm *world, const struct dl_grid_dims *dims, struct 
 
 void dl_grid_close(struct dl_grid *g)
 {
+    dl_comm_close(g->expert_replicas);
+    dl_comm_close(g->experts);
     dl_comm_close(g->pipeline);
     dl_comm_close(g->data);
     dl_comm_close(g->tensor);
-    g->tensor = g->data = g->pipeline = NULL;
+    g->tensor = g->data = g->pipeline = g->experts = g->expert_replicas = NULL;
 }

@@ -49,6 +49,9 @@ struct dl_parallel_opts {
     int zero;                  /* sync: ZeRO stage 1 (parallel/zero.h) or 2 (zero_grads.h), 0 for none */
     double slow_rank_ms;       /* testing aid: sleep per step on slow_rank */
     int slow_rank;
+    /* Set by the trainer with expert ranks (sync only): the ranks that hold
+     * the same experts, over which their gradients are summed; NULL: none. */
+    struct dl_comm *expert_replicas;
 };
 
 /* sync, auto allreduce, 25 MiB buckets, overlap on, 1 server, stall

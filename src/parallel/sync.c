@@ -184,7 +184,8 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
         return DL_ERR_NOMEM;
     s->impl = im;
     struct dl_grad_sync_opts go = {.algorithm = po->allreduce, .codec = po->codec, .grad_dtype = po->grad_dtype,
-                                   .bucket_bytes = po->bucket_bytes, .overlap = po->overlap, .seed = seed};
+                                   .bucket_bytes = po->bucket_bytes, .overlap = po->overlap, .seed = seed,
+                                   .expert_replicas = po->expert_replicas};
     const struct dl_optim_spec *os = &s->optim->spec;
     im->corrected = po->codec.ops && os->kind == DL_OPTIM_SGD && os->momentum > 0;
     if (im->corrected) {

@@ -12,9 +12,10 @@ int dl_grid_parse(const char *text, struct dl_grid_dims *out, struct dl_error *e
     const char *s = text;
     while (*s) {
         int *slot = strncmp(s, "dp=", 3) == 0 ? &out->dp : strncmp(s, "tp=", 3) == 0 ? &out->tp
-                  : strncmp(s, "pp=", 3) == 0 ? &out->pp : NULL;
+                  : strncmp(s, "pp=", 3) == 0 ? &out->pp : strncmp(s, "ep=", 3) == 0 ? &out->ep : NULL;
         if (!slot)
-            return dl_errorf(err, DL_ERR_SPEC, "--grid: expected dp=D,tp=T,pp=P (any of them), found '%s'", text);
+            return dl_errorf(err, DL_ERR_SPEC, "--grid: expected dp=D,ep=E,tp=T,pp=P (any of them), found '%s'",
+                             text);
         char *end;
         errno = 0;
         long v = strtol(s + 3, &end, 10);
@@ -25,14 +26,14 @@ int dl_grid_parse(const char *text, struct dl_grid_dims *out, struct dl_error *e
         *slot = (int)v;
         s = *end ? end + 1 : end;
     }
-    if (!out->dp && !out->tp && !out->pp)
-        return dl_errorf(err, DL_ERR_SPEC, "--grid: expected dp=D,tp=T,pp=P (any of them), found '%s'", text);
+    if (!out->dp && !out->tp && !out->pp && !out->ep)
+        return dl_errorf(err, DL_ERR_SPEC, "--grid: expected dp=D,ep=E,tp=T,pp=P (any of them), found '%s'", text);
     return DL_OK;
 }
 
 static int given(struct dl_grid_dims w)
 {
-    return w.dp || w.tp || w.pp;
+    return w.dp || w.tp || w.pp || w.ep > 1;
 }
 
 int dl_grid_resolve(enum dl_parallel_kind kind, struct dl_grid_dims want, int world, struct dl_grid_dims *out,
@@ -47,6 +48,9 @@ int dl_grid_resolve(enum dl_parallel_kind kind, struct dl_grid_dims want, int wo
         *out = (struct dl_grid_dims){1, 1, 1};
         return DL_OK;
     }
+    if (one_axis && want.ep > 1)
+        return dl_errorf(err, DL_ERR_SPEC, "parallel strategy '%s' puts the whole world on one axis, but the grid "
+                         "asks for ep=%d expert ranks (use --parallel hybrid for a grid)", name, want.ep);
     if (one_axis) { /* the whole world on one axis; a grid, if given, must say the same */
         struct dl_grid_dims all = {kind == DL_PAR_DATA ? world : 1, kind == DL_PAR_MODEL ? world : 1,
                                    kind == DL_PAR_PIPELINE ? world : 1};
@@ -66,16 +70,17 @@ int dl_grid_resolve(enum dl_parallel_kind kind, struct dl_grid_dims want, int wo
         *out = (struct dl_grid_dims){world, 1, 1};
         return DL_OK;
     }
-    struct dl_grid_dims g = {want.dp, want.tp ? want.tp : 1, want.pp ? want.pp : 1};
+    int ep = dl_grid_ep(&want);
+    struct dl_grid_dims g = {want.dp * ep, want.tp ? want.tp : 1, want.pp ? want.pp : 1, 0, ep > 1 ? ep : 0};
     if (!g.dp) {
-        if (world % (g.tp * g.pp))
-            return dl_errorf(err, DL_ERR_SPEC, "grid tp=%d x pp=%d = %d does not divide the %d ranks", g.tp, g.pp,
-                             g.tp * g.pp, world);
+        if (world % (g.tp * g.pp * ep))
+            return dl_errorf(err, DL_ERR_SPEC, "grid ep=%d x tp=%d x pp=%d = %d does not divide the %d ranks", ep,
+                             g.tp, g.pp, ep * g.tp * g.pp, world);
         g.dp = world / (g.tp * g.pp);
     }
     if ((long)g.dp * g.tp * g.pp != world)
-        return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d x tp=%d x pp=%d = %ld ranks, but %d are running", g.dp, g.tp,
-                         g.pp, (long)g.dp * g.tp * g.pp, world);
+        return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d x ep=%d x tp=%d x pp=%d = %ld ranks, but %d are running",
+                         g.dp / ep, ep, g.tp, g.pp, (long)g.dp * g.tp * g.pp, world);
     *out = g;
     return DL_OK;
 }
@@ -92,6 +97,9 @@ int dl_grid_rank(const struct dl_grid_dims *g, struct dl_grid_pos pos)
 
 const char *dl_grid_str(const struct dl_grid_dims *g, char *buf, size_t size)
 {
-    snprintf(buf, size, "dp=%d,tp=%d,pp=%d", g->dp, g->tp, g->pp);
+    if (g->ep > 1)
+        snprintf(buf, size, "dp=%d,ep=%d,tp=%d,pp=%d", g->dp / g->ep, g->ep, g->tp, g->pp);
+    else
+        snprintf(buf, size, "dp=%d,tp=%d,pp=%d", g->dp, g->tp, g->pp);
     return buf;
 }

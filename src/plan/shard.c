@@ -59,6 +59,8 @@ static int local_view(struct dl_shard *s, int i, void *local_attr, struct dl_err
         long extent = dim < 0 ? 0 : l->param[j].dims[dim] / G; /* of a group, whole */
         W->slice[j] = dim < 0 ? (struct dl_param_slice){-1, 0, p->count, 1}
                               : (struct dl_param_slice){dim, (long)s->pos.t * extent / T, count, G};
+        if (p->per_expert && dl_grid_ep(&s->dims) > 1) /* block d % ep of the experts */
+            W->slice[j] = (struct dl_param_slice){0, (long)(s->pos.d % s->dims.ep) * p->dims[0], p->dims[0], 1};
         /* tied: the owner's slice of it (tied_alike) */
         p->shares = l->param[j].shares;
         p->share_layer = l->param[j].share_layer;
@@ -105,6 +107,12 @@ const char *dl_shard_describe(const struct dl_shard *s, int i, char *buf, size_t
         n += snprintf(buf + n, size - (size_t)n, " (by %d groups: q, k, v)", dl_tp_groups_of(s, i));
     if (L->split == DL_SPLIT_HEIGHT)
         n += snprintf(buf + n, size - (size_t)n, " %d", L->halo);
+    for (int j = 0; j < s->local.layers[i].n_params && (size_t)n < size; j++)
+        if (s->local.layers[i].param[j].per_expert && L->slice[j].dim == 0) { /* expert ranks: its block */
+            n += snprintf(buf + n, size - (size_t)n, "; experts %ld-%ld of %d", L->slice[j].offset,
+                          L->slice[j].offset + L->slice[j].count - 1, s->g->layers[i].param[j].dims[0]);
+            break;
+        }
     for (int k = 0; k < s->g->layers[i].n_in && (size_t)n < size; k++) { /* the adapters in the order they run */
         const char *step[5] = {L->batch_in[k] == DL_TP_IN_GATHER_BATCH ? "batch gathered" : NULL,
                                L->rows_in[k] == DL_TP_IN_GATHER_ROWS ? "rows gathered" : NULL,
@@ -175,6 +183,27 @@ int dl_shard_edge(const struct dl_shard *s, int layer, int to)
     return -1;
 }
 
+/* Expert parallelism: a layer with experts holds block d % ep of them, in
+ * new attributes of its own (*local_attr, owned by the shard). */
+static int expert_split(struct dl_shard *s, int i, void **local_attr, struct dl_error *err)
+{
+    const struct dl_layer *l = &s->g->layers[i];
+    int ep = dl_grid_ep(&s->dims);
+    if (ep == 1 || !l->kind->expert_split)
+        return DL_OK;
+    void *mine = dl_calloc(1, l->kind->attr_size, err);
+    if (!mine)
+        return DL_ERR_NOMEM;
+    memcpy(mine, *local_attr, l->kind->attr_size);
+    if (*local_attr != l->attr)
+        free(*local_attr);
+    *local_attr = mine;
+    if (l->kind->expert_split(l->attr, ep, s->pos.d % ep, mine))
+        return dl_errorf(err, DL_ERR_SPEC, "layer '%s' (%s): its experts do not divide into ep=%d equal blocks",
+                         l->name, l->kind->name, ep);
+    return DL_OK;
+}
+
 /* A tied parameter is the same slice in both layers under tensor
  * parallelism (decide_linear splits a tied layer as its owner, or keeps
  * both whole): each tensor rank holds it and sums both layers' gradients,
@@ -222,6 +251,12 @@ int dl_shard_make(const struct dl_graph *g, const struct dl_grid_dims *dims, int
         rc = dl_tp_split_layer(s, i, &local_attr, err);
         if (rc)
             break;
+        rc = expert_split(s, i, &local_attr, err);
+        if (rc) {
+            if (local_attr != g->layers[i].attr) /* not the view's yet */
+                free(local_attr);
+            break;
+        }
         rc = local_view(s, i, local_attr, err);
     }
     for (int i = 0; !rc && i < g->n; i++)

@@ -186,15 +186,15 @@ static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct
 
 static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, struct dl_error *err)
 {
-    static const char *const keys[] = {"strategy", "dp", "tp", "pp", "micro_batches", "stages", "sequence_parallel",
-                                       "zero", "recompute", NULL};
+    static const char *const keys[] = {"strategy", "dp", "ep", "tp", "pp", "micro_batches", "stages",
+                                       "sequence_parallel", "zero", "recompute", NULL};
     if (dl_y_check_keys(m, "parallel", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)p->kind;
-    long dp = p->dp, tp = p->tp, pp = p->pp, mb = p->micro_batches, zero = p->zero;
+    long dp = p->dp, ep = p->ep, tp = p->tp, pp = p->pp, mb = p->micro_batches, zero = p->zero;
     if (dl_ymap_enum(m, "strategy", "parallel", dl_parallel_names, &kind, err) ||
         dl_ymap_int(m, "dp", "parallel", 1, 1 << 20, &dp, err) || dl_ymap_int(m, "tp", "parallel", 1, 1 << 20, &tp, err) ||
-        dl_ymap_int(m, "pp", "parallel", 1, 1 << 20, &pp, err) ||
+        dl_ymap_int(m, "pp", "parallel", 1, 1 << 20, &pp, err) || dl_ymap_int(m, "ep", "parallel", 1, 1 << 20, &ep, err) ||
         dl_ymap_int(m, "micro_batches", "parallel", 1, 1 << 20, &mb, err) ||
         dl_ymap_bool(m, "sequence_parallel", "parallel", &p->sequence_parallel, err) ||
         dl_ymap_int(m, "zero", "parallel", 0, 3, &zero, err) ||
@@ -207,6 +207,7 @@ static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, 
     p->zero = (int)zero;
     p->kind = (enum dl_parallel_kind)kind;
     p->dp = (int)dp;
+    p->ep = (int)ep;
     p->tp = (int)tp;
     p->pp = (int)pp;
     p->micro_batches = (int)mb;

@@ -135,6 +135,7 @@ enum dl_parallel_kind { DL_PAR_AUTO, DL_PAR_NONE, DL_PAR_DATA, DL_PAR_MODEL, DL_
 struct dl_parallel_spec {
     enum dl_parallel_kind kind;
     int dp, tp, pp;       /* process grid; 0 = decided at run time */
+    int ep;               /* expert ranks within dp (plan/rank_grid.h); 0 = none */
     int micro_batches;    /* pipeline micro-batches */
     int sequence_parallel; /* layers that treat positions independently run on the tensor rank's
                               positions (Korthikanti et al. 2022; plan/tp_split.c) */

@@ -85,8 +85,12 @@ static void describe_layout(const struct trainer *tr, char *buf, size_t size)
     char schedule[48];
     int V = dl_trainer_stages_per_rank(tr->opts);
     snprintf(schedule, sizeof schedule, V > 1 ? "%s:%d" : "%s", dl_schedule_kind_name(tr->opts->pipeline_schedule), V);
-    snprintf(buf, size, "grid dp=%d x tp=%d x pp=%d, %d pipeline chunk%s (%s); data-parallel groups: %s", d->dp, d->tp,
-             d->pp, tr->pipe.chunks, tr->pipe.chunks == 1 ? "" : "s", schedule, d->dp > 1 ? strategy : "none");
+    char experts[48] = "";
+    if (d->ep > 1)
+        snprintf(experts, sizeof experts, " (%d x ep=%d expert ranks)", d->dp / d->ep, d->ep);
+    snprintf(buf, size, "grid dp=%d%s x tp=%d x pp=%d, %d pipeline chunk%s (%s); data-parallel groups: %s", d->dp,
+             experts, d->tp, d->pp, tr->pipe.chunks, tr->pipe.chunks == 1 ? "" : "s", schedule,
+             d->dp > 1 ? strategy : "none");
 }
 
 /* on_memory: every rank's memory, gathered to all (each rank's grows with

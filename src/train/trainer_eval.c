@@ -9,6 +9,39 @@
 #include "io/trace.h"
 #include "train/numerics.h"
 
+/* With expert ranks, every rank of an expert group runs as many forwards
+ * as the others (their rows travel together): the most batches of max_batch
+ * any of their slices of the n samples over p data ranks needs. */
+static long group_batches(const struct trainer *tr, long n, int p, int max_batch)
+{
+    int ep = dl_grid_ep(&tr->grid.dims), k0 = tr->data_comm->rank - tr->data_comm->rank % ep;
+    long most = 0;
+    for (int k = k0; k < k0 + ep; k++) {
+        long count = n * (k + 1) / p - n * k / p, batches = (count + max_batch - 1) / max_batch;
+        most = batches > most ? batches : most;
+    }
+    return most;
+}
+
+/* Forwards of the split's first sample whose results are dropped, so that
+ * this rank runs `batches` forwards in all (with expert ranks). */
+static int pad_forwards(struct trainer *tr, long batches, struct dl_error *err)
+{
+    struct dl_batcher one;
+    int rc = dl_batcher_init_range(&one, &tr->data.test, 1, 0, 1, err), b = 0;
+    const void *x;
+    const int *y;
+    if (!rc && (b = dl_batcher_next_view(&one, &x, &y)) <= 0)
+        rc = b < 0 && one.error.code ? (*err = one.error, err->code) : dl_errorf(err, DL_ERR_INTERNAL, "no sample");
+    for (long i = 0; !rc && i < batches; i++) {
+        double loss;
+        long correct;
+        rc = dl_pipeline_evaluate(&tr->pipe, x, y, 1, &loss, &correct, err);
+    }
+    dl_batcher_free(&one);
+    return rc;
+}
+
 /* Test loss and accuracy, where the strategy's layout says: a slice per
  * data-parallel rank, summed, or the whole split on rank 0. */
 int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
@@ -35,7 +68,10 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     const void *x;
     const int *y;
     double sums[2] = {0, 0};
+    int max_batch = dl_pipeline_exec(&tr->pipe)->max_batch;
+    long batches = split && tr->grid.experts ? group_batches(tr, n, tr->data_comm->size, max_batch) : 0;
     while (!rc && (b = dl_batcher_next_view(&reader, &x, &y)) > 0) {
+        batches--;
         double loss;
         long correct;
         rc = dl_pipeline_evaluate(&tr->pipe, x, y, b, &loss, &correct, err);
@@ -47,6 +83,8 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
         rc = err->code ? err->code : DL_ERR_INTERNAL;
     }
     dl_batcher_free(&reader);
+    if (!rc && batches > 0)
+        rc = pad_forwards(tr, batches, err);
     if (!rc && split)
         rc = dl_comm_sum_small(tr->data_comm, sums, 2, err);
     if (!rc)

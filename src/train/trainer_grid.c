@@ -28,11 +28,13 @@ int dl_trainer_agree_over_grid(struct trainer *tr, double *v, int n, int sums, s
 }
 
 /* A squared gradient norm of this rank's part of the model summed over the
- * grid's tensor and pipeline groups: the whole model's. */
+ * grid's tensor, pipeline and expert groups: the whole model's. */
 int dl_trainer_model_norm_sum(void *ctx, double *sq, struct dl_error *err)
 {
     struct trainer *tr = ctx;
     int rc = dl_comm_sum_small(tr->grid.tensor, sq, 1, err);
+    if (!rc && tr->grid.experts)
+        rc = dl_comm_sum_small(tr->grid.experts, sq, 1, err);
     return rc ? rc : dl_comm_sum_small(tr->grid.pipeline, sq, 1, err);
 }
 
@@ -46,32 +48,69 @@ static int watch_grid(struct trainer *tr, struct dl_error *err)
         return DL_OK;
     int rc = dl_watchdog_start(tr->comm, d, po->stall_warning_s, po->stall_timeout_s, dl_trainer_forward_warning, tr,
                                &tr->watchdog, err);
-    int tensor[d->tp], pipeline[d->pp];
+    int ep = dl_grid_ep(d), tensor[d->tp], pipeline[d->pp], experts[ep];
+    struct dl_grid_pos q = tr->grid.pos;
     for (int i = 0; i < d->tp; i++)
-        tensor[i] = dl_grid_rank(d, (struct dl_grid_pos){i, tr->grid.pos.d, tr->grid.pos.p});
+        tensor[i] = dl_grid_rank(d, (struct dl_grid_pos){i, q.d, q.p});
     for (int i = 0; i < d->pp; i++)
-        pipeline[i] = dl_grid_rank(d, (struct dl_grid_pos){tr->grid.pos.t, tr->grid.pos.d, i});
+        pipeline[i] = dl_grid_rank(d, (struct dl_grid_pos){q.t, q.d, i});
+    for (int i = 0; i < ep; i++)
+        experts[i] = dl_grid_rank(d, (struct dl_grid_pos){q.t, q.d - q.d % ep + i, q.p});
     if (!rc)
         rc = dl_watch_comm(&tr->grid.tensor, tr->watchdog, "tensor", tensor, err);
+    if (!rc && tr->grid.experts)
+        rc = dl_watch_comm(&tr->grid.experts, tr->watchdog, "expert", experts, err);
     return rc ? rc : dl_watch_comm(&tr->grid.pipeline, tr->watchdog, "pipeline", pipeline, err);
 }
 
-/* With tensor or pipeline ranks: this rank's place, group communicators and
+/* What expert ranks cannot do yet, or cannot do at all: every rank of an
+ * expert group must run its layers with experts as often as the others
+ * (their rows travel together), and the experts' gradients, summed from
+ * every rank's samples, are right only when the ranks' shares are equal. */
+static int refuse_experts(const struct trainer *tr, const struct dl_grid_dims *d, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    int ep = dl_grid_ep(d), with_experts = 0;
+    if (ep == 1)
+        return DL_OK;
+    for (int i = 0; i < tr->net->graph.n; i++)
+        with_experts |= tr->net->graph.layers[i].kind->expert_split != NULL;
+    if (!with_experts)
+        return dl_errorf(err, DL_ERR_SPEC, "--grid ep=%d: the network has no layer with experts (type: moe) to "
+                         "spread over expert ranks", ep);
+    if (tr->net->train.batch % d->dp)
+        return dl_errorf(err, DL_ERR_SPEC, "--grid ep=%d: the batch (%d) must divide evenly over the %d "
+                         "data-parallel ranks (dp x ep), so that every expert rank runs as many samples",
+                         ep, tr->net->train.batch, d->dp);
+    if (o->parallel.zero)
+        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with expert ranks (--grid ep=%d) yet", o->parallel.zero, ep);
+    if (o->parallel.codec.ops)
+        return dl_errorf(err, DL_ERR_SPEC, "--compress: not with expert ranks (--grid ep=%d) yet", ep);
+    if (o->exec.device && !o->exec.device->host_memory)
+        return dl_errorf(err, DL_ERR_SPEC, "--grid ep=%d: the experts' rows travel through host memory; not on "
+                         "--device %s yet", ep, o->exec.device->name);
+    return DL_OK;
+}
+
+/* With tensor, pipeline or expert ranks: this rank's place, group communicators and
  * shard, and what the grid cannot do. */
 int dl_trainer_open_grid(struct trainer *tr, struct dl_error *err)
 {
     const struct dl_train_opts *o = tr->opts;
     struct dl_grid_dims d = o->grid;
     tr->data_comm = tr->comm;
-    if (d.tp * d.pp <= 1)
+    if (d.tp * d.pp <= 1 && dl_grid_ep(&d) == 1)
         return DL_OK;
     if ((long)d.dp * d.tp * d.pp != tr->comm->size)
         return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d x tp=%d x pp=%d, but %d ranks are running", d.dp, d.tp, d.pp,
                          tr->comm->size);
     if (!dl_strategy_model(&o->parallel)->supports_grid)
-        return dl_errorf(err, DL_ERR_SPEC, "--consistency: tensor and pipeline ranks train with sync only (the "
-                         "data-parallel group of each position sums its gradients every step)");
-    int rc = dl_grid_open(tr->comm, &d, &tr->grid, err);
+        return dl_errorf(err, DL_ERR_SPEC, "--consistency: tensor, pipeline and expert ranks train with sync only "
+                         "(the data-parallel group of each position sums its gradients every step)");
+    int rc = refuse_experts(tr, &d, err);
+    if (rc)
+        return rc;
+    rc = dl_grid_open(tr->comm, &d, &tr->grid, err);
     if (!rc)
         rc = watch_grid(tr, err);
     if (!rc)

@@ -62,6 +62,7 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
         o.shard = &tr->shard;
         o.tensor_comm = tr->grid.tensor;
         o.pipeline_comm = tr->grid.pipeline;
+        o.experts_comm = tr->grid.experts;
         /* On a device without host memory with a communicator of its own
          * memory in this build (NCCL), the tensor group's collectives run
          * in place on it; else they are staged through host memory. */
@@ -206,6 +207,7 @@ static int create_strategy(struct trainer *tr, int chunks, struct dl_error *err)
     struct dl_parallel_opts po = tr->opts->parallel;
     if (chunks > 1) /* the gradients are final after the last chunk only */
         po.overlap = 0;
+    po.expert_replicas = tr->grid.expert_replicas;
     const struct dl_strategy_ops *model = dl_strategy_model(&po);
     int rc = DL_OK;
     if (ts->clip_grad_norm > 0 && !model->supports_clip_grad_norm)
