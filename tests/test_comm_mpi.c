@@ -7,7 +7,8 @@
  * group communicators; bf16 sums by every algorithm and the native
  * reduce-scatter equal to the f32 sum rounded once; the all-to-all of uneven
  * and empty parts (each rank's bytes where its offsets put them) on the
- * world, a split group and the emulated link.  Rank 0 prints one TAP line per check without
+ * world, a split group and the emulated link; a mixture of experts' rows
+ * to their experts' ranks and back.  Rank 0 prints one TAP line per check without
  * numbers ("ok - ..."); the shell script numbers them.
  * Usage: test_comm_mpi [--big] (adds a 64 MiB vector). */
 #include <math.h>
@@ -19,6 +20,7 @@
 #include "comm/allreduce.h"
 #include "comm/codec.h"
 #include "comm/comm.h"
+#include "backends/moe_rows.h"
 #include "comm/emulate.h"
 #include "parallel/grid.h"
 #include "parallel/strategy.h"
@@ -623,8 +625,31 @@ static int group_is(struct dl_comm *c, const struct dl_grid *g, int axis, char *
     return ok;
 }
 
+/* 1 when g's expert group holds the ranks of this rank's t, p and d / ep
+ * in the order of d % ep, and its expert replicas those of its t, p and
+ * d % ep in the order of d / ep. */
+static int expert_groups_are(const struct dl_grid *g, char *detail, size_t dlen)
+{
+    int ep = g->dims.ep, R = g->dims.dp / ep, me = world->rank, ok = g->experts && g->expert_replicas &&
+                                                               g->experts->size == ep && g->expert_replicas->size == R;
+    int *a = malloc(sizeof *a * (size_t)(ep + R)), *b = a + ep;
+    struct dl_error err = {0};
+    ok = ok && g->experts->ops->allgather(g->experts, &me, a, sizeof me, &err) == DL_OK &&
+         g->expert_replicas->ops->allgather(g->expert_replicas, &me, b, sizeof me, &err) == DL_OK;
+    struct dl_grid_pos q = g->pos;
+    for (int i = 0; ok && i < ep; i++)
+        ok = a[i] == dl_grid_rank(&g->dims, (struct dl_grid_pos){q.t, q.d - q.d % ep + i, q.p});
+    for (int i = 0; ok && i < R; i++)
+        ok = b[i] == dl_grid_rank(&g->dims, (struct dl_grid_pos){q.t, q.d % ep + i * ep, q.p});
+    if (!ok)
+        snprintf(detail, dlen, "the expert groups of rank %d", me);
+    free(a);
+    return ok;
+}
+
 /* Every grid of this world size: each rank's tensor, data and pipeline
- * groups hold the ranks the layout formula says, in coordinate order. */
+ * groups hold the ranks the layout formula says, in coordinate order; with
+ * expert ranks, its expert group and expert replicas too. */
 static void check_grids(void)
 {
     int P = world->size;
@@ -632,19 +657,94 @@ static void check_grids(void)
         for (int pp = 1; tp * pp <= P; pp++) {
             if (P % (tp * pp))
                 continue;
-            struct dl_grid_dims d = {P / (tp * pp), tp, pp};
-            struct dl_grid g;
-            struct dl_error err = {0};
-            char what[96], detail[128] = "";
-            snprintf(what, sizeof what, "grid dp=%d,tp=%d,pp=%d: group members", d.dp, d.tp, d.pp);
-            int ok = dl_grid_open(world, &d, &g, &err) == DL_OK;
-            if (!ok)
-                snprintf(detail, sizeof detail, "%s", err.msg);
-            ok = ok && group_is(g.tensor, &g, 0, detail, sizeof detail) && group_is(g.data, &g, 1, detail, sizeof detail) &&
-                 group_is(g.pipeline, &g, 2, detail, sizeof detail);
-            report(ok, what, detail);
-            dl_grid_close(&g);
+            for (int ep = 1; ep <= P / (tp * pp); ep++) {
+                if (P / (tp * pp) % ep || (ep > 1 && ep != P / (tp * pp) && ep != 2))
+                    continue; /* experts: 2 ranks, and all the data ranks */
+                struct dl_grid_dims d = {P / (tp * pp), tp, pp, 0, ep > 1 ? ep : 0};
+                struct dl_grid g;
+                struct dl_error err = {0};
+                char what[96], detail[128] = "", dims[64];
+                snprintf(what, sizeof what, "grid %s: group members", dl_grid_str(&d, dims, sizeof dims));
+                int ok = dl_grid_open(world, &d, &g, &err) == DL_OK;
+                if (!ok)
+                    snprintf(detail, sizeof detail, "%s", err.msg);
+                ok = ok && group_is(g.tensor, &g, 0, detail, sizeof detail) &&
+                     group_is(g.data, &g, 1, detail, sizeof detail) && group_is(g.pipeline, &g, 2, detail, sizeof detail);
+                ok = ok && (ep == 1 ? !g.experts && !g.expert_replicas : expert_groups_are(&g, detail, sizeof detail));
+                report(ok, what, detail);
+                dl_grid_close(&g);
+            }
         }
+}
+
+/* op.h's expert group over c (the executor's adapter, as a test's). */
+static int group_alltoallv(void *ctx, const void *send, const size_t *sb, const size_t *sa, void *recv,
+                           const size_t *rb, const size_t *ra, struct dl_error *err)
+{
+    struct dl_comm *c = ctx;
+    return c->ops->alltoallv(c, send, sb, sa, recv, rb, ra, err);
+}
+
+/* Rows rank r sends expert e of E: uneven, none for some, and all of
+ * rank 0's (many) for expert 1. */
+static int moe_rows_of(int r, int e, int E)
+{
+    return r == 0 ? (e == 1 ? 9 : 0) : (r * 5 + e * 3) % 4 == 0 ? 0 : (r + e) % 3 + 1;
+}
+
+/* A row's W values: its sender, expert and index among the sender's rows for
+ * that expert, then a spare. */
+#define MOE_W 4
+
+/* backends/moe_rows.h against its layout's definition: each rank's rows
+ * (sorted by expert) reach the ranks of their experts, expert-major (an
+ * expert's rows from rank 0, then 1, ...), empty parts and an expert that
+ * takes all of one rank's rows included; sent back, marked by the expert's
+ * rank, they land where they left. */
+static void check_moe_rows(void)
+{
+    int R = world->size, r = world->rank, EL = 2, E = R * EL;
+    struct dl_expert_group g = {R, r, group_alltoallv, world};
+    int *offset = calloc((size_t)E + 1, sizeof *offset), *received = calloc((size_t)E, sizeof *received);
+    for (int e = 0; e < E; e++)
+        offset[e + 1] = offset[e] + moe_rows_of(r, e, E);
+    long n_out = offset[E], ok = 1;
+    float *rows = malloc(sizeof *rows * (size_t)(n_out * MOE_W + 1));
+    for (int e = 0; e < E; e++)
+        for (int i = 0; i < offset[e + 1] - offset[e]; i++) {
+            float *row = rows + (long)(offset[e] + i) * MOE_W;
+            row[0] = (float)r, row[1] = (float)e, row[2] = (float)i, row[3] = 0;
+        }
+    struct dl_error err = {0};
+    ok = dl_moe_rows_count(&g, offset, E, received, &err) == DL_OK;
+    for (int s = 0; ok && s < R; s++)
+        for (int j = 0; j < EL; j++)
+            ok = received[s * EL + j] == moe_rows_of(s, r * EL + j, E);
+    long n_in = ok ? dl_moe_rows_received(received, E) : 0;
+    float *in = malloc(sizeof *in * (size_t)(n_in * MOE_W + 1)), *back = malloc(sizeof *back * (size_t)(n_out * MOE_W + 1));
+    long first[3];
+    ok = ok && dl_moe_rows_dispatch(&g, offset, received, E, rows, MOE_W, in, &err) == DL_OK;
+    if (ok)
+        dl_moe_rows_first(received, R, EL, first);
+    for (int j = 0, at = 0; ok && j < EL; j++) { /* expert-major: by expert, then sender, then index */
+        ok = first[j] == at;
+        for (int s = 0; ok && s < R; s++)
+            for (int i = 0; ok && i < moe_rows_of(s, r * EL + j, E); i++, at++) {
+                const float *row = in + (long)at * MOE_W;
+                ok = row[0] == (float)s && row[1] == (float)(r * EL + j) && row[2] == (float)i;
+            }
+    }
+    for (long i = 0; ok && i < n_in; i++)
+        in[i * MOE_W + 3] = (float)(100 + r); /* the expert's rank's mark */
+    ok = ok && dl_moe_rows_return(&g, offset, received, E, in, MOE_W, back, &err) == DL_OK;
+    for (long i = 0; ok && i < n_out; i++)
+        ok = back[i * MOE_W] == rows[i * MOE_W] && back[i * MOE_W + 1] == rows[i * MOE_W + 1] &&
+             back[i * MOE_W + 2] == rows[i * MOE_W + 2] && back[i * MOE_W + 3] == (float)(100 + (int)rows[i * MOE_W + 1] / EL);
+    char what[96];
+    snprintf(what, sizeof what, "a mixture of experts' rows to %d ranks' experts and back (uneven, empty, one expert "
+             "taking all)", R);
+    report((int)ok, what, err.msg);
+    free(offset), free(received), free(rows), free(in), free(back);
 }
 
 /* The step metrics as the strategies sum them: packed, summed with
@@ -696,6 +796,7 @@ int main(int argc, char **argv)
     check_bf16_sums();
     check_split();
     check_grids();
+    check_moe_rows();
     check_codecs();
     check_step_metrics();
     if (world->size > 1)

@@ -9,6 +9,8 @@ libdltrain_a_SOURCES += src/backends/reference/reference_bf16.c
 # opener (dl_device_open) and the CUDA device only the program's.
 DL_COMMON_SOURCES += src/backends/device.h src/backends/device_host.c
 libdltrain_a_SOURCES += src/backends/device.c src/backends/device_emulated.c
+# A mixture of experts' rows to their experts' ranks and back (any moe kernel's).
+libdltrain_a_SOURCES += src/backends/moe_rows.c src/backends/moe_rows.h
 if HAVE_CUDA
 libdltrain_a_SOURCES += src/backends/cuda/cuda.h src/backends/cuda/device.c \
 	src/backends/cuda/device_kernels.h src/backends/cuda/device_kernels.cu \
@@ -58,6 +60,5 @@ if HAVE_DNNL
 libdltrain_a_SOURCES += \
 	src/backends/cpu_blas/blas.h src/backends/cpu_blas/gemm.c src/backends/cpu_blas/gemm.h \
 	src/backends/cpu_blas/fc.c src/backends/cpu_blas/fc_rows.c src/backends/cpu_blas/conv_im2col.c src/backends/cpu_blas/attention.c src/backends/cpu_blas/moe.c \
-	src/backends/attention_rows.c src/backends/attention_rows.h \
-	src/backends/moe_rows.c src/backends/moe_rows.h
+	src/backends/attention_rows.c src/backends/attention_rows.h
 endif

@@ -78,9 +78,13 @@ int dl_grid_resolve(enum dl_parallel_kind kind, struct dl_grid_dims want, int wo
                              g.tp, g.pp, ep * g.tp * g.pp, world);
         g.dp = world / (g.tp * g.pp);
     }
-    if ((long)g.dp * g.tp * g.pp != world)
-        return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d x ep=%d x tp=%d x pp=%d = %ld ranks, but %d are running",
-                         g.dp / ep, ep, g.tp, g.pp, (long)g.dp * g.tp * g.pp, world);
+    if ((long)g.dp * g.tp * g.pp != world) {
+        char experts[32] = "";
+        if (ep > 1)
+            snprintf(experts, sizeof experts, " x ep=%d", ep);
+        return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d%s x tp=%d x pp=%d = %ld ranks, but %d are running", g.dp / ep,
+                         experts, g.tp, g.pp, (long)g.dp * g.tp * g.pp, world);
+    }
     *out = g;
     return DL_OK;
 }
