@@ -30,7 +30,8 @@ struct step_outcome {
 };
 
 /* The routing layers' counts of the step (op.h's stats: the choices each
- * expert took, those dropped, all), this rank's samples through every
+ * expert took, those dropped, all), the mini-batch's samples (every
+ * data-parallel rank's, when they step together: sync) through every
  * stage's layers (tensor ranks' copies once): the largest load of an
  * expert of a layer over its layer's mean (1: balanced), and the share of
  * the choices dropped; NaN for both without such layers. */
@@ -50,6 +51,8 @@ static int expert_load(struct trainer *tr, double *max_load, double *dropped, st
         rc = tr->grid.tensor->ops->allreduce(tr->grid.tensor, v, DL_F32, (size_t)n, err);
     if (!rc && tr->sharded)
         rc = tr->grid.pipeline->ops->allreduce(tr->grid.pipeline, v, DL_F32, (size_t)n, err);
+    if (!rc && tr->data_comm->size > 1 && tr->opts->parallel.consistency == DL_CONS_SYNC)
+        rc = tr->data_comm->ops->allreduce(tr->data_comm, v, DL_F32, (size_t)n, err);
     double most = 0, lost = 0, all = 0;
     if (!rc)
         dl_exec_stats_count(g, offset);
