@@ -716,14 +716,16 @@ static void check_moe_rows(void)
             row[0] = (float)r, row[1] = (float)e, row[2] = (float)i, row[3] = 0;
         }
     struct dl_error err = {0};
-    ok = dl_moe_rows_count(&g, offset, E, received, &err) == DL_OK;
-    for (int s = 0; ok && s < R; s++)
+    /* every rank makes every collective call (a failed check must not leave the others waiting) */
+    int sent = dl_moe_rows_count(&g, offset, E, received, &err) == DL_OK;
+    for (int s = 0; sent && s < R; s++)
         for (int j = 0; j < EL; j++)
-            ok = received[s * EL + j] == moe_rows_of(s, r * EL + j, E);
-    long n_in = ok ? dl_moe_rows_received(received, E) : 0;
+            ok = ok && received[s * EL + j] == moe_rows_of(s, r * EL + j, E);
+    long n_in = sent ? dl_moe_rows_received(received, E) : 0;
     float *in = malloc(sizeof *in * (size_t)(n_in * MOE_W + 1)), *back = malloc(sizeof *back * (size_t)(n_out * MOE_W + 1));
     long first[3];
-    ok = ok && dl_moe_rows_dispatch(&g, offset, received, E, rows, MOE_W, in, &err) == DL_OK;
+    sent = sent && dl_moe_rows_dispatch(&g, offset, received, E, rows, MOE_W, in, &err) == DL_OK;
+    ok = ok && sent;
     if (ok)
         dl_moe_rows_first(received, R, EL, first);
     for (int j = 0, at = 0; ok && j < EL; j++) { /* expert-major: by expert, then sender, then index */
@@ -734,9 +736,10 @@ static void check_moe_rows(void)
                 ok = row[0] == (float)s && row[1] == (float)(r * EL + j) && row[2] == (float)i;
             }
     }
-    for (long i = 0; ok && i < n_in; i++)
+    for (long i = 0; sent && i < n_in; i++)
         in[i * MOE_W + 3] = (float)(100 + r); /* the expert's rank's mark */
-    ok = ok && dl_moe_rows_return(&g, offset, received, E, in, MOE_W, back, &err) == DL_OK;
+    sent = sent && dl_moe_rows_return(&g, offset, received, E, in, MOE_W, back, &err) == DL_OK;
+    ok = ok && sent;
     for (long i = 0; ok && i < n_out; i++)
         ok = back[i * MOE_W] == rows[i * MOE_W] && back[i * MOE_W + 1] == rows[i * MOE_W + 1] &&
              back[i * MOE_W + 2] == rows[i * MOE_W + 2] && back[i * MOE_W + 3] == (float)(100 + (int)rows[i * MOE_W + 1] / EL);

@@ -14,7 +14,7 @@ if "$DLTRAIN" --version | grep -q "^charts: no"; then
     echo "1..0 # SKIP this dltrain was built without charts (cairo)"
     exit 0
 fi
-tap_plan 49
+tap_plan 52
 PY=/usr/bin/python3
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --eval-every 10 --threads 1 --quiet"
 expect_status 0 "a run with SGD" -- $DLTRAIN $B --metrics "$T/sgd.jsonl"
@@ -68,7 +68,7 @@ expect_status 0 "an SVG" -- $DLTRAIN plot $runs -o "$T/c.svg"
 # (the axes' scales), through every point to within cairo's 1/256 pixel
 # (cairo merges the middle points of straight runs into one segment); a
 # parameter server's run, the workers' mean at each step.
-$PY - "$T/c.svg" $runs <<'EOF'
+cat > "$T/polylines.py" <<'EOF'
 import json, re, sys, xml.etree.ElementTree as E
 root = E.parse(sys.argv[1]).getroot()
 assert root.tag.endswith("svg") and root.get("width", "").startswith("1200"), root.attrib
@@ -106,17 +106,29 @@ def holds(line, steps, vals):
                 return False
     return True
 ok = True
-for path in sys.argv[2:]:
+keys = sys.argv[2].split(",")
+for path in sys.argv[3:]:
     rows = [r for r in map(json.loads, open(path)) if r["event"] == "step"]
     steps = sorted({r["global_step"] for r in rows})  # a parameter server's workers: their mean per step
     mean = lambda key, s: sum(r[key] for r in rows if r["global_step"] == s) / sum(1 for r in rows if r["global_step"] == s)
-    for key in ("loss", "accuracy", "samples_per_s"):
+    for key in keys:
         if not any(holds(l, steps, [mean(key, s) for s in steps]) for l in lines):
             print("# no polyline holds %s's %s" % (path.split("/")[-1], key))
             ok = False
 sys.exit(0 if ok else 1)
 EOF
+$PY "$T/polylines.py" "$T/c.svg" loss,accuracy,samples_per_s $runs
 tap_result $? "Python's XML parser reads it: an <svg> 1200 wide whose polylines hold each run's losses, accuracies and rates"
+# a mixture of experts' run: three more panels, its experts' load, the
+# choices dropped (at capacity 0.5) and the balancing loss
+. "$top_srcdir/tests/text_corpus.sh"
+text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
+expect_status 0 "a mixture of experts' run (moe-tiny, capacity 0.5)" -- $DLTRAIN --net "$top_srcdir/nets/moe-tiny.yaml" \
+    --data "$top_builddir/tests/text-corpus" --set args.capacity_factor=0.5 --max-steps 12 --limit-test 16 --threads 1 \
+    --quiet --metrics "$T/moe.jsonl"
+expect_status 0 "  plotted into an SVG" -- $DLTRAIN plot "$T/moe.jsonl" -o "$T/moe.svg"
+$PY "$T/polylines.py" "$T/moe.svg" loss,expert_max_load,expert_dropped,aux_loss "$T/moe.jsonl"
+tap_result $? "  whose polylines hold its loss, its most loaded expert, the share dropped and the balancing loss"
 expect_status 0 "a PDF with labels and a title" -- $DLTRAIN plot "$T/sgd.jsonl" "$T/adam.jsonl" \
     --labels "SGD momentum,Adam" --title "two optimizers" -o "$T/c.pdf"
 words=$(pdftotext "$T/c.pdf" - 2>&1 | tr '\n' '|')

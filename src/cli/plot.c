@@ -29,13 +29,13 @@
 struct run {
     char label[256];
     struct dl_metrics_run m;
-    struct dl_column acc, vacc, loss_smooth, acc_smooth;
+    struct dl_column acc, vacc, loss_smooth, acc_smooth, dropped; /* dropped: in percent */
 };
 
 static void run_free(struct run *r)
 {
     dl_metrics_run_free(&r->m);
-    free(r->acc.v), free(r->vacc.v), free(r->loss_smooth.v), free(r->acc_smooth.v);
+    free(r->acc.v), free(r->vacc.v), free(r->loss_smooth.v), free(r->acc_smooth.v), free(r->dropped.v);
 }
 
 static int percent(const struct dl_column *x, struct dl_column *out)
@@ -74,6 +74,7 @@ static int read_run(const char *path, struct run *r, double weight)
         return err.code == DL_ERR_NOMEM ? 1 : 2;
     }
     if (percent(&r->m.accuracy, &r->acc) || percent(&r->m.vaccuracy, &r->vacc) ||
+        percent(&r->m.expert_dropped, &r->dropped) ||
         smooth(&r->m.loss, weight, &r->loss_smooth) || smooth(&r->acc, weight, &r->acc_smooth)) {
         fprintf(stderr, PROG ": out of memory reading %s\n", path);
         return 1;
@@ -387,14 +388,33 @@ static int parse_args(struct plot_command *cmd, int argc, char **argv, int *firs
     return -1;
 }
 
+/* The panels of a mixture of experts' runs after the four: the most
+ * loaded expert, the choices dropped, the balancing loss. */
+enum { RUN_PANELS = 4, EXPERT_PANELS = 3 };
+
 /* The four panels' series (loss by step, by time, accuracy, throughput),
- * run after run, into series; each panel's first series and count. */
+ * run after run, into series, and with experts their three (one line a
+ * run each); each panel's first series and count. */
 static void runs_series(const struct run *runs, int n, double weight, struct dl_chart_series *series,
-                        struct dl_chart_series *first[4], int counts[4])
+                        struct dl_chart_series *first[RUN_PANELS + EXPERT_PANELS],
+                        int counts[RUN_PANELS + EXPERT_PANELS])
 {
+    struct dl_chart_series *s = series + n * 3 * RUN_PANELS; /* the experts' after the others' */
+    for (int p = 0; p < EXPERT_PANELS; p++) {
+        first[RUN_PANELS + p] = s;
+        counts[RUN_PANELS + p] = 0;
+        for (int i = 0; i < n; i++) {
+            const struct run *r = &runs[i];
+            const struct dl_column *y = p == 0 ? &r->m.expert_load : p == 1 ? &r->dropped : &r->m.aux_loss;
+            if (!r->m.experts)
+                continue;
+            *s++ = (struct dl_chart_series){i, DL_CHART_LINE, r->m.step.v, y->v, y->n};
+            counts[RUN_PANELS + p]++;
+        }
+    }
     /* panel p's series of run i: raw, smoothed, validation */
-    struct dl_chart_series *s = series;
-    for (int p = 0; p < 4; p++) {
+    s = series;
+    for (int p = 0; p < RUN_PANELS; p++) {
         first[p] = s;
         counts[p] = 0;
         for (int i = 0; i < n; i++) {
@@ -421,17 +441,20 @@ static void runs_series(const struct run *runs, int n, double weight, struct dl_
  * (default: the names joined by "vs"). */
 static int draw_runs(const struct plot_command *cmd, const struct run *runs, int n, struct dl_chart_series *series)
 {
-    struct dl_chart_series *first[4];
-    int counts[4];
+    struct dl_chart_series *first[RUN_PANELS + EXPERT_PANELS];
+    int counts[RUN_PANELS + EXPERT_PANELS];
     runs_series(runs, n, cmd->weight, series, first, counts);
-    int tokens = 0;
+    int tokens = 0, experts = 0;
     for (int i = 0; i < n; i++)
-        tokens |= runs[i].m.tokens;
+        tokens |= runs[i].m.tokens, experts |= runs[i].m.experts;
     const struct dl_chart_panel panels[] = {
         {"Loss", "step", "loss", -1, first[0], counts[0]},
         {"Loss against time", "seconds since the start", "loss", -1, first[1], counts[1]},
         {"Accuracy", "step", "accuracy (%)", 0, first[2], counts[2]},
-        {"Throughput", "step", tokens ? "tokens/s (samples/s without tokens)" : "samples/s", 0, first[3], counts[3]}};
+        {"Throughput", "step", tokens ? "tokens/s (samples/s without tokens)" : "samples/s", 0, first[3], counts[3]},
+        {"Expert load", "step", "most loaded expert / its layer's mean", 0, first[4], counts[4]},
+        {"Choices dropped (over capacity)", "step", "share of the choices (%)", 0, first[5], counts[5]},
+        {"Balancing loss", "step", "auxiliary loss (in the loss)", 0, first[6], counts[6]}};
     const char *names[10];
     char joined[512] = "";
     for (int i = 0; i < n; i++) {
@@ -446,7 +469,8 @@ static int draw_runs(const struct plot_command *cmd, const struct run *runs, int
         snprintf(note, sizeof note, "line: each training step; dots: validation");
     struct dl_chart_legend legend = {names, n, note};
     struct dl_error err = {0};
-    if (dl_chart_render(cmd->out, cmd->title ? cmd->title : joined, panels, 4, 2, &legend, cmd->width, &err)) {
+    int shown = experts ? RUN_PANELS + EXPERT_PANELS : RUN_PANELS;
+    if (dl_chart_render(cmd->out, cmd->title ? cmd->title : joined, panels, shown, 2, &legend, cmd->width, &err)) {
         fprintf(stderr, PROG ": %s\n", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
@@ -466,7 +490,7 @@ static int plot_runs(const struct plot_command *cmd, char **files, int n)
     int status = label_runs(runs, files, n, cmd->labels);
     for (int i = 0; i < n && !status; i++)
         status = read_run(files[i], &runs[i], cmd->weight);
-    struct dl_chart_series *series = calloc((size_t)n * 11, sizeof *series);
+    struct dl_chart_series *series = calloc((size_t)n * (3 * RUN_PANELS + EXPERT_PANELS), sizeof *series);
     if (!status && !series)
         status = 1;
     if (!status)

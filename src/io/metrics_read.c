@@ -24,8 +24,8 @@ int dl_column_push(struct dl_column *c, double v)
 
 void dl_metrics_run_free(struct dl_metrics_run *r)
 {
-    struct dl_column *c[] = {&r->step, &r->time, &r->loss, &r->accuracy, &r->rate,
-                             &r->vstep, &r->vtime, &r->vloss, &r->vaccuracy};
+    struct dl_column *c[] = {&r->step, &r->time, &r->loss, &r->accuracy, &r->rate, &r->expert_load,
+                             &r->expert_dropped, &r->aux_loss, &r->vstep, &r->vtime, &r->vloss, &r->vaccuracy};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
         free(c[i]->v);
     memset(r, 0, sizeof *r);
@@ -95,7 +95,8 @@ static int merge_steps(struct dl_metrics_run *r)
         sorted = r->step.v[i] > r->step.v[i - 1];
     if (sorted)
         return 0;
-    struct dl_column *cols[] = {&r->step, &r->time, &r->loss, &r->accuracy, &r->rate};
+    struct dl_column *cols[] = {&r->step, &r->time, &r->loss, &r->accuracy, &r->rate, &r->expert_load,
+                                &r->expert_dropped, &r->aux_loss};
     enum { NCOLS = sizeof cols / sizeof cols[0] };
     struct keyed *order = malloc((size_t)n * sizeof *order);
     double *copy[NCOLS] = {0};
@@ -156,7 +157,11 @@ int dl_metrics_read(const char *path, struct dl_metrics_run *r, struct dl_error 
                 r->tokens |= isfinite(tok);
                 oom = dl_column_push(&r->step, last_step) || dl_column_push(&r->time, num(o, "time_s")) ||
                       dl_column_push(&r->loss, num(o, "loss")) || dl_column_push(&r->accuracy, num(o, "accuracy")) ||
-                      dl_column_push(&r->rate, isfinite(tok) ? tok : num(o, "samples_per_s"));
+                      dl_column_push(&r->rate, isfinite(tok) ? tok : num(o, "samples_per_s")) ||
+                      dl_column_push(&r->expert_load, num(o, "expert_max_load")) ||
+                      dl_column_push(&r->expert_dropped, num(o, "expert_dropped")) ||
+                      dl_column_push(&r->aux_loss, num(o, "aux_loss"));
+                r->experts |= isfinite(num(o, "expert_max_load"));
             } else if (ev && !strcmp(ev, "eval")) {
                 oom = add_validation(r, num(o, "global_step"), num(o, "test_loss"), num(o, "test_accuracy"));
             } else if (ev && !strcmp(ev, "epoch")) {

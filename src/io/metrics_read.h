@@ -19,6 +19,10 @@ int dl_column_push(struct dl_column *c, double v);
 
 struct dl_metrics_run {
     struct dl_column step, time, loss, accuracy, rate;   /* per step; time_s, NaN where absent */
+    /* per step, NaN where absent: a mixture of experts' most loaded expert
+     * over its layer's mean, the share of choices dropped, the balancing loss */
+    struct dl_column expert_load, expert_dropped, aux_loss;
+    int experts;                                         /* some step has expert_load */
     struct dl_column vstep, vtime, vloss, vaccuracy;     /* per validation */
     int tokens;                                          /* rate is tokens/s (else samples/s) */
 };
