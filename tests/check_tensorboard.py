@@ -32,7 +32,8 @@ STEP_TAGS = {"loss": "train/loss", "accuracy": "train/accuracy", "lr": "train/lr
              "comm_s": "comm/seconds", "exposed_comm_s": "comm/exposed_seconds", "bytes_sent": "comm/bytes_sent",
              "staleness": "staleness", "consensus_distance": "consensus/distance",
              "grad_norm": "train/grad_norm", "step_s": "time/step_seconds", "input_s": "time/input_seconds",
-             "compute_s": "time/compute_seconds"}
+             "compute_s": "time/compute_seconds", "aux_loss": "train/aux_loss", "expert_max_load": "moe/max_load",
+             "expert_dropped": "moe/dropped"}
 EPOCH_TAGS = {"train_loss": "epoch/train_loss", "train_accuracy": "epoch/train_accuracy",
               "test_loss": "epoch/test_loss", "test_accuracy": "epoch/test_accuracy", "seconds": "epoch/seconds",
               "samples_per_s": "epoch/samples_per_s"}
@@ -59,6 +60,12 @@ def expected(jsonl):
                 if r.get(k) is not None:
                     tag = "worker%d/%s" % (worker, k) if worker is not None else tag
                     out.setdefault(tag, {})[last] = r[k]
+        elif ev == "experts":  # a routing layer's load: its most loaded expert over the mean, the share dropped
+            taken, step = r["taken"], r["global_step"]
+            if sum(taken) > 0:
+                out.setdefault("moe/%s/max_load" % r["layer"], {})[step] = max(taken) * len(taken) / sum(taken)
+            if r["choices"] > 0:
+                out.setdefault("moe/%s/dropped" % r["layer"], {})[step] = r["dropped"] / r["choices"]
         elif ev == "eval":
             out.setdefault("eval/loss", {})[r["global_step"]] = r["test_loss"]
             out.setdefault("eval/accuracy", {})[r["global_step"]] = r["test_accuracy"]

@@ -25,7 +25,7 @@ if "$DLTRAIN" --version | grep -q "TensorBoard: no"; then
     echo "1..0 # SKIP this dltrain was built without TensorBoard event files (protobuf-c, ISA-L)"
     exit 0
 fi
-tap_plan 24
+tap_plan 27
 CHECK="$VENV_PY $top_srcdir/tests/check_tensorboard.py"
 B="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 500 --epochs 2 --threads 1 --eval-every 10 --quiet"
 
@@ -76,6 +76,29 @@ expect_status 0 "gpt-tiny on text, 12 steps" -- $DLTRAIN --net "$top_srcdir/nets
     --tensorboard "$T/tb/gpt" --metrics "$T/gpt.jsonl"
 expect_status 0 "its curves, tokens/s among them, are the JSON lines'" -- $CHECK compare "$T/tb/gpt" "$T/gpt.jsonl"
 echo "$OUT" | sed 's/^/# /'
+# a mixture of experts (capacity 0.5: choices dropped): the balancing loss,
+# the load of all layers and of each layer ("experts" lines) as TensorBoard curves
+expect_status 0 "moe-tiny on text, 8 steps" -- $DLTRAIN --net "$top_srcdir/nets/moe-tiny.yaml" \
+    --data "$top_builddir/tests/text-corpus" --set args.capacity_factor=0.5 --threads 1 --max-steps 8 --limit-test 16 \
+    --quiet --tensorboard "$T/tb/moe" --metrics "$T/moe.jsonl"
+expect_status 0 "its curves, each layer's expert load among them, are the JSON lines'" -- \
+    $CHECK compare "$T/tb/moe" "$T/moe.jsonl"
+echo "$OUT" | sed 's/^/# /'
+/usr/bin/python3 - "$T/moe.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rows if r["event"] == "step"]
+layers = [r for r in rows if r["event"] == "experts"]
+names = sorted({r["layer"] for r in layers})
+# batch 16 x 64 positions x top_k 2 choices a layer and step, each taken or dropped
+ok = names == ["model.layers.%d.block_sparse_moe" % i for i in range(2)] and len(layers) == 2 * len(steps) == 16
+ok = ok and all(r["choices"] == 2048 and sum(r["taken"]) + r["dropped"] == 2048 and len(r["taken"]) == 4 for r in layers)
+ok = ok and all(abs(s["expert_dropped"] - sum(r["dropped"] for r in layers if r["global_step"] == s["global_step"])
+                    / 4096) < 1e-6 for s in steps)
+print("# %d experts lines for %s; step 1 taken %s, dropped %g" % (len(layers), names, layers[0]["taken"], layers[0]["dropped"]))
+sys.exit(0 if ok else 1)
+EOF
+tap_result $? "  its --metrics holds each layer's choices per expert and dropped every step, adding up to the step's share dropped"
 /usr/bin/python3 - "$T/gpt.jsonl" <<'EOF'
 import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"]

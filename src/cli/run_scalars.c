@@ -2,6 +2,7 @@
  * run_scalars.h). */
 #include "cli/run_scalars.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,19 @@ void dl_run_scalars_step(struct dl_run_scalars *s, const struct dl_step_report *
                 values[m++] = vals[i];
             }
     scalars(s, r->global_step, m, tags, values);
+    for (int i = 0; i < r->n_expert_layers; i++) { /* each routing layer's: moe/LAYER/max_load, .../dropped */
+        const struct dl_expert_layer_load *x = &r->expert_layers[i];
+        double sum = 0, top = 0;
+        for (int e = 0; e < x->experts; e++)
+            sum += x->taken[e], top = x->taken[e] > top ? x->taken[e] : top;
+        char load[160], lost[160];
+        snprintf(load, sizeof load, "moe/%s/max_load", x->layer);
+        snprintf(lost, sizeof lost, "moe/%s/dropped", x->layer);
+        const char *layer_tags[] = {load, lost};
+        const double layer_values[] = {sum > 0 ? top * x->experts / sum : NAN,
+                                       x->choices > 0 ? x->dropped / x->choices : NAN};
+        scalars(s, r->global_step, 2, layer_tags, layer_values);
+    }
     dl_tensorboard_push(&s->tb); /* to the system each step: a killed run keeps its curves */
 }
 

@@ -160,6 +160,10 @@ static void on_step(void *ctx, const struct dl_step_report *r)
         keys[n] = "compute_s", vals[n++] = compute > 0 ? compute : 0;
     }
     dl_metrics_write(&p->metrics, "step", n, keys, vals);
+    for (int i = 0; i < r->n_expert_layers; i++) {
+        const struct dl_expert_layer_load *x = &r->expert_layers[i];
+        dl_metrics_write_experts(&p->metrics, r->global_step, x->layer, x->experts, x->taken, x->dropped, x->choices);
+    }
     dl_run_scalars_step(&p->scalars, r, n - 3, keys + 3, vals + 3);
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;

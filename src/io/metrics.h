@@ -19,6 +19,10 @@ int dl_metrics_open(struct dl_metrics *m, const char *path, struct dl_error *err
  * A write error is remembered and reported by dl_metrics_close. */
 void dl_metrics_write(struct dl_metrics *m, const char *event, int n, const char *const *keys,
                       const double *values);
+/* One routing layer's load as a line {"event":"experts","global_step":S,
+ * "layer":NAME,"taken":[...],"dropped":D,"choices":A}. */
+void dl_metrics_write_experts(struct dl_metrics *m, long step, const char *layer, int experts, const float *taken,
+                              double dropped, double choices);
 /* Flushes to disk and renames into place; on error PATH.partial is removed
  * and an existing PATH is left as it was. */
 int dl_metrics_close(struct dl_metrics *m, struct dl_error *err);

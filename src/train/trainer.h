@@ -14,6 +14,14 @@
 #include "spec/netfile.h"
 #include "train/precision_auto.h"
 
+/* One routing layer's load over a step's mini-batch (a mixture of experts). */
+struct dl_expert_layer_load {
+    const char *layer;          /* its name */
+    int experts;
+    const float *taken;         /* [experts]: the choices each expert took */
+    double dropped, choices;    /* the choices dropped over capacity, and all of them */
+};
+
 struct dl_step_report {
     int epoch, epochs;          /* 1-based epoch */
     long step, steps_per_epoch; /* 1-based step within the epoch */
@@ -22,8 +30,10 @@ struct dl_step_report {
     double added_loss;          /* the layers' own part of it (the mixture of experts' balancing), NaN
                                    for a network without such layers */
     double expert_max_load;     /* a mixture of experts' most loaded expert over its layer's mean (1:
-                                   balanced), over rank 0's samples; NaN without such layers */
+                                   balanced), over the mini-batch; NaN without such layers */
     double expert_dropped;      /* the share of the experts' choices dropped over capacity; NaN likewise */
+    int n_expert_layers;        /* each routing layer's load (valid during the call) */
+    const struct dl_expert_layer_load *expert_layers;
     double accuracy;            /* fraction correct in this batch */
     double lr;
     double samples_per_s;       /* global, since the start of the epoch */

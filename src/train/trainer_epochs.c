@@ -42,8 +42,17 @@ static int expert_load(struct trainer *tr, double *max_load, double *dropped, st
     *max_load = *dropped = NAN;
     if (!n)
         return DL_OK;
-    float *v = dl_calloc((size_t)n, sizeof *v, err);
-    long *offset = v ? dl_calloc((size_t)g->n, sizeof *offset, err) : NULL;
+    if (!tr->expert_counts) { /* the first step: a place for each layer's counts */
+        int layers = 0;
+        for (int i = 0; i < g->n; i++)
+            layers += g->layers[i].kind->stats != NULL;
+        tr->expert_counts = dl_calloc((size_t)n, sizeof *tr->expert_counts, err);
+        tr->expert_layers = dl_calloc((size_t)layers, sizeof *tr->expert_layers, err);
+        if (!tr->expert_counts || !tr->expert_layers)
+            return DL_ERR_NOMEM;
+    }
+    float *v = tr->expert_counts;
+    long *offset = dl_calloc((size_t)g->n, sizeof *offset, err);
     int rc = offset ? DL_OK : DL_ERR_NOMEM;
     for (long i = 0; !rc && i < n; i++)
         v[i] = tr->sharded && tr->shard.pos.t != 0 ? 0 : (float)tr->pipe.stats[i];
@@ -56,6 +65,7 @@ static int expert_load(struct trainer *tr, double *max_load, double *dropped, st
     double most = 0, lost = 0, all = 0;
     if (!rc)
         dl_exec_stats_count(g, offset);
+    tr->n_expert_layers = 0;
     for (int i = 0; !rc && i < g->n; i++) {
         if (!g->layers[i].kind->stats)
             continue;
@@ -66,11 +76,12 @@ static int expert_load(struct trainer *tr, double *max_load, double *dropped, st
             sum += c[e], top = c[e] > top ? c[e] : top;
         most = sum > 0 && top * E / sum > most ? top * E / sum : most;
         lost += c[E], all += c[E + 1];
+        tr->expert_layers[tr->n_expert_layers++] =
+            (struct dl_expert_layer_load){g->layers[i].name, E, c, c[E], c[E + 1]};
     }
     if (!rc && all > 0)
         *max_load = most, *dropped = lost / all;
     free(offset);
-    free(v);
     return rc;
 }
 
@@ -180,7 +191,9 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
         .steps_per_epoch = tr->steps_per_epoch, .global_step = global_step, .total_steps = tr->total_steps,
         .loss = m->loss_sum / m->samples,
         .added_loss = has_added_loss(&tr->net->graph) ? m->added_loss_sum / m->samples : NAN,
-        .expert_max_load = out->expert_max_load, .expert_dropped = out->expert_dropped, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
+        .expert_max_load = out->expert_max_load, .expert_dropped = out->expert_dropped,
+        .n_expert_layers = isfinite(out->expert_max_load) ? tr->n_expert_layers : 0,
+        .expert_layers = tr->expert_layers, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
         .samples_per_s = (double)(tally->seen - tally->seen_before) / (now - tally->start + 1e-12),
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->resume.step) *
                  (double)(tr->total_steps - global_step),

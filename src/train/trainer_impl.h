@@ -64,6 +64,11 @@ struct trainer {
     struct dl_rank_layout layout;   /* role, data shard, evaluation, checkpoint writer */
     struct trainer_data data;
     struct dl_pipeline pipe;        /* the executors of this rank's step */
+    /* the routing layers' load of the last step (trainer_epochs.c's
+     * expert_load): [n_expert_layers], their counts in expert_counts */
+    struct dl_expert_layer_load *expert_layers;
+    int n_expert_layers;
+    float *expert_counts;
     struct dl_tied *tied;           /* copies of tied parameters summed across pipeline ranks, or NULL */
     int zero;                       /* --zero 1 on more than one data-parallel rank: */
     struct dl_zero_shard zero_shard; /*   this rank's block of the weights and optimizer state */

@@ -266,6 +266,8 @@ void dl_trainer_teardown(struct trainer *tr)
     dl_batch_ahead_free(&tr->data.batches);
     dl_strategy_free(tr->strategy);
     dl_tied_free(tr->tied);
+    free(tr->expert_layers);
+    free(tr->expert_counts);
     dl_optim_free(&tr->optim);
     dl_pipeline_free(&tr->pipe);
     if (tr->sharded)
