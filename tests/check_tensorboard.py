@@ -33,7 +33,7 @@ STEP_TAGS = {"loss": "train/loss", "accuracy": "train/accuracy", "lr": "train/lr
              "staleness": "staleness", "consensus_distance": "consensus/distance",
              "grad_norm": "train/grad_norm", "step_s": "time/step_seconds", "input_s": "time/input_seconds",
              "compute_s": "time/compute_seconds", "aux_loss": "train/aux_loss", "expert_max_load": "moe/max_load",
-             "expert_dropped": "moe/dropped"}
+             "expert_dropped": "moe/dropped", "skipped": "train/skipped", "skipped_steps": "train/skipped_steps"}
 EPOCH_TAGS = {"train_loss": "epoch/train_loss", "train_accuracy": "epoch/train_accuracy",
               "test_loss": "epoch/test_loss", "test_accuracy": "epoch/test_accuracy", "seconds": "epoch/seconds",
               "samples_per_s": "epoch/samples_per_s"}

@@ -82,10 +82,11 @@ else
     for i in 1 2 3 4; do echo "ok $((tap_n + 1)) # SKIP no mpirun"; tap_n=$((tap_n + 1)); done
 fi
 
-# A diverging run: the message names the step and the first non-finite layer.
+# A diverging run without the step guard: the message names the step and
+# the first non-finite layer (test_step_guard.sh: with it).
 rm -rf "$D"
-expect_status 1 "a run whose loss becomes NaN stops" -- $DLTRAIN $B --lr 1e6 --checkpoint-dir "$D" \
-    --checkpoint-every 1
+expect_status 1 "a run whose loss becomes NaN stops (--no-skip-nonfinite)" -- $DLTRAIN $B --lr 1e6 \
+    --checkpoint-dir "$D" --checkpoint-every 1 --no-skip-nonfinite
 expect_output "step [0-9]+: the loss is (nan|inf|-nan)" "the message names the step and the loss"
 expect_output "layer '[a-z0-9]+'" "the message names the first non-finite layer"
 nan_step=$(echo "$OUT" | sed -n 's/.*step \([0-9]*\): the loss is.*/\1/p' | head -1)

@@ -56,6 +56,7 @@ void dl_run_scalars_step(struct dl_run_scalars *s, const struct dl_step_report *
         {"exposed_comm_s", "comm/exposed_seconds"}, {"bytes_sent", "comm/bytes_sent"},
         {"staleness", "staleness"}, /* a parameter server's worker's: workerW/staleness */
         {"consensus_distance", "consensus/distance"}, {"grad_norm", "train/grad_norm"},
+        {"skipped", "train/skipped"}, {"skipped_steps", "train/skipped_steps"},
         {"step_s", "time/step_seconds"}, {"input_s", "time/input_seconds"}, {"compute_s", "time/compute_seconds"}};
     enum { MAX = sizeof names / sizeof names[0] };
     if (!s->tb.open)

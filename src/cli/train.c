@@ -145,6 +145,10 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     }
     if (isfinite(r->added_loss))
         keys[n] = "aux_loss", vals[n++] = r->added_loss;
+    if (r->skipped || r->skipped_steps) {
+        keys[n] = "skipped", vals[n++] = r->skipped;
+        keys[n] = "skipped_steps", vals[n++] = (double)r->skipped_steps;
+    }
     if (isfinite(r->expert_max_load)) {
         keys[n] = "expert_max_load", vals[n++] = r->expert_max_load;
         keys[n] = "expert_dropped", vals[n++] = r->expert_dropped;
@@ -165,6 +169,8 @@ static void on_step(void *ctx, const struct dl_step_report *r)
         dl_metrics_write_experts(&p->metrics, r->global_step, x->layer, x->experts, x->taken, x->dropped, x->choices);
     }
     dl_run_scalars_step(&p->scalars, r, n - 3, keys + 3, vals + 3);
+    if (r->skipped && !p->quiet)
+        printf("step %ld: update skipped: %s (%ld skipped so far)\n", r->global_step, r->guard_why, r->skipped_steps);
     if (p->quiet || (r->step % p->log_every != 0 && r->step != r->steps_per_epoch))
         return;
     char eta[32];
@@ -340,8 +346,9 @@ static void help(void)
           "  --plan-trials N       with --parallel auto: train the best N layouts (at most 8) for\n"
           "                        4 steps each and keep the fastest measured (said when it overrules\n"
           "                        the model)\n"
-          "  --grid dp=D,tp=T,pp=P the data x tensor x pipeline grid of ranks (any factor may be\n"
-          "                        left out: 1, and dp takes the ranks left); implies hybrid\n"
+          "  --grid dp=D,ep=E,tp=T,pp=P  the data x tensor x pipeline grid of ranks (any factor may\n"
+          "                        be left out: 1, and dp takes the ranks left; ep: expert ranks within\n"
+          "                        dp, each holding 1/E of every moe layer's experts); implies hybrid\n"
           "  --pipeline-chunks M   chunks per mini-batch (default 4*pp with a pipeline, else 1;\n"
           "                        on one process: gradient accumulation)\n"
           "  --pipeline-schedule S gpipe, 1f1b (default), interleaved:V (V stages per pipeline rank;\n"
@@ -365,6 +372,14 @@ static void help(void)
           "  --stall-warning TIME  name ranks missing from a step's allreduce after TIME (default 60s)\n"
           "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
           "  (testing aids, --debug-*: doc/testing.md)\n\n",
+          stdout);
+    fputs("Step guards (sync; every rank skips alike):\n"
+          "  --no-skip-nonfinite   stop at the first step whose loss is not finite (default: skip the\n"
+          "                        update of a step whose loss or gradient norm is not finite)\n"
+          "  --skip-spikes Z[:W]   also skip a step whose loss or gradient norm is more than Z standard\n"
+          "                        deviations above the last W applied steps' (default W 128)\n"
+          "  --max-skipped N       stop after N skipped steps in a row (default 10), with a checkpoint\n"
+          "                        of the last applied step's weights where checkpoints go\n\n",
           stdout);
     fputs("Checkpoints (safetensors; see dltrain(1)):\n"
           "  --checkpoint-dir DIR  write DIR/ckpt-STEP.safetensors (rank 0), and one when SIGTERM,\n"
@@ -420,6 +435,34 @@ static int take_grad_dtype(void *settings, const char *value, struct dl_error *e
 static int take_consistency(void *settings, const char *value, struct dl_error *err)
 {
     return dl_consistency_parse(value, &((struct train_command *)settings)->train_options.parallel, err);
+}
+
+/* --skip-spikes Z[:WINDOW] */
+static int take_skip_spikes(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_step_guard_opts *g = &((struct train_command *)settings)->train_options.guard;
+    const char *colon = strchr(value, ':');
+    char z[32];
+    snprintf(z, sizeof z, "%.*s", colon ? (int)(colon - value) : (int)strlen(value), value);
+    int rc = dl_parse_double("--skip-spikes Z", z, 0.1, 1e6, &g->spike_z, err);
+    if (!rc && colon)
+        rc = dl_parse_int("--skip-spikes WINDOW", colon + 1, 2, 1 << 20, &g->window, err);
+    return rc;
+}
+
+/* --debug-poison-grad STEP:RANK[:VALUE] */
+static int take_poison(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_train_opts *o = &((struct train_command *)settings)->train_options;
+    char step[32] = "", rank[32] = "", v[64] = "nan";
+    if (sscanf(value, "%31[0-9]:%31[0-9]:%63s", step, rank, v) < 2)
+        return dl_errorf(err, DL_ERR_SPEC, "--debug-poison-grad: expected STEP:RANK[:VALUE], found '%s'", value);
+    int rc = dl_parse_long("--debug-poison-grad STEP", step, 1, 1L << 40, &o->poison_step, err);
+    if (!rc)
+        rc = dl_parse_int("--debug-poison-grad RANK", rank, 0, 1 << 20, &o->poison_rank, err);
+    if (!rc)
+        o->poison_value = strtod(v, NULL);
+    return rc;
 }
 
 static int take_slow_rank(void *settings, const char *value, struct dl_error *err)
@@ -490,6 +533,11 @@ static const struct dl_option train_options[] = {
     DL_OPTION_SECONDS("stall-warning", struct train_command, train_options.parallel.stall_warning_s, 1e7),
     DL_OPTION_SECONDS("stall-timeout", struct train_command, train_options.parallel.stall_timeout_s, 1e7),
     DL_OPTION_CALL("debug-slow-rank", required_argument, take_slow_rank),
+    DL_OPTION_FLAG("skip-nonfinite", struct train_command, train_options.guard.nonfinite, 1),
+    DL_OPTION_FLAG("no-skip-nonfinite", struct train_command, train_options.guard.nonfinite, 0),
+    DL_OPTION_CALL("skip-spikes", required_argument, take_skip_spikes),
+    DL_OPTION_INT("max-skipped", struct train_command, train_options.guard.max_in_a_row, 1, 1 << 30),
+    DL_OPTION_CALL("debug-poison-grad", required_argument, take_poison),
     DL_OPTION_LONG("debug-hold-at-step", struct train_command, train_options.hold_at_step, 1, 1L << 40),
     DL_OPTION_STRING("debug-dump-batches", struct train_command, train_options.dump_batches_path),
     DL_OPTION_STRING("dump-weights", struct train_command, train_options.dump_weights),

@@ -41,8 +41,11 @@ void dl_exec_grad_sq_range(const struct dl_exec *e, const dl_real *g, long lo, l
                 continue;
             long at = e->flat.weight_index[e->flat.param_first[i] + j], from = at > lo ? at : lo,
                  to = at + p->count < hi ? at + p->count : hi;
+            double part = 0;
+            #pragma omp parallel for reduction(+ : part) schedule(static) if (to - from > (1L << 16))
             for (long k = from; k < to; k++)
-                sum += (double)g[k - lo] * (double)g[k - lo];
+                part += (double)g[k - lo] * (double)g[k - lo];
+            sum += part;
         }
     }
     *sq = sum;

@@ -82,7 +82,7 @@ static int worker_finish(struct dl_strategy *s, long step, double lr, struct dl_
                          struct dl_step_stats *st, struct dl_error *err)
 {
     struct easgd_async_impl *im = s->impl;
-    int rc = dl_strategy_optim_step(s, lr, err);
+    int rc = dl_strategy_optim_step(s, lr, m, err);
     if (rc)
         return rc;
     im->round.clock = (double)step;

@@ -79,9 +79,9 @@ static int gossip_finish(struct dl_strategy *s, long step, double lr, struct dl_
     if (im->overlap) {
         rc = exchange_finish(s, st, err);
         if (!rc)
-            rc = dl_strategy_optim_step(s, lr, err);
+            rc = dl_strategy_optim_step(s, lr, m, err);
     } else {
-        rc = dl_strategy_optim_step(s, lr, err);
+        rc = dl_strategy_optim_step(s, lr, m, err);
         if (!rc)
             rc = exchange_start(s, im->t, err);
         if (!rc)

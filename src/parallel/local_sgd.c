@@ -43,7 +43,7 @@ static int local_finish(struct dl_strategy *s, long step, double lr, struct dl_s
     int rc = dl_strategy_sum_metrics(s, m, im->global_batch, err);
     if (rc)
         return rc;
-    if ((rc = dl_strategy_optim_step(s, lr, err)) != 0)
+    if ((rc = dl_strategy_optim_step(s, lr, m, err)) != 0)
         return rc;
     if (++im->since < im->k)
         return DL_OK;

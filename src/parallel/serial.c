@@ -25,11 +25,11 @@ static int serial_begin(struct dl_strategy *s, int local_batch, int global_batch
 static int serial_finish(struct dl_strategy *s, long step, double lr, struct dl_step_metrics *m,
                          struct dl_step_stats *st, struct dl_error *err)
 {
-    return dl_strategy_optim_step(s, lr, err);
+    return dl_strategy_optim_step(s, lr, m, err);
 }
 
 const struct dl_strategy_ops dl_strategy_serial = {
-    .supports_zero = 1, .supports_grid = 1, .supports_no_decay = 1, .supports_clip_grad_norm = 1,
+    .supports_zero = 1, .supports_grid = 1, .supports_no_decay = 1, .supports_clip_grad_norm = 1, .supports_step_guard = 1,
     .supports_tied_across_ranks = 1,
     .name = "serial", .layout = serial_layout, .create = serial_create, .begin = serial_begin,
     .finish = serial_finish};

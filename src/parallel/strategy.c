@@ -258,22 +258,34 @@ int dl_strategy_clip_factor(struct dl_strategy *s, double sq, double *f, struct 
     return DL_OK;
 }
 
-static int clip_gradient(struct dl_strategy *s, struct dl_error *err)
+int dl_strategy_judge(struct dl_strategy *s, double sq, const struct dl_step_metrics *m, double *f,
+                      struct dl_error *err)
 {
-    double sq, f;
-    int rc = dl_exec_grad_sq(s->exec, &sq, err);
-    if (!rc)
-        rc = dl_strategy_clip_factor(s, sq, &f, err);
-    return !rc && f < 1 ? dl_exec_grad_scale(s->exec, f, err) : rc;
+    *f = 1;
+    s->skipped = 0;
+    if (s->clip_norm <= 0 && !s->guard)
+        return DL_OK;
+    double clip = 1;
+    int rc = dl_strategy_clip_factor(s, sq, &clip, err);
+    if (!rc && s->guard)
+        rc = s->guard(s->guard_ctx, m, s->grad_norm, &s->skipped, err);
+    if (!rc && s->clip_norm > 0 && clip < 1)
+        *f = clip;
+    return rc;
 }
 
-int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err)
+int dl_strategy_optim_step(struct dl_strategy *s, double lr, const struct dl_step_metrics *m,
+                           struct dl_error *err)
 {
-    double t0 = dl_trace_now(s->exec->trace);
+    double t0 = dl_trace_now(s->exec->trace), sq = 0, f = 1;
     int rc = s->before_update ? s->before_update(s->update_ctx, err) : DL_OK;
-    if (!rc && s->clip_norm > 0)
-        rc = clip_gradient(s, err);
-    if (rc)
+    if (!rc && (s->clip_norm > 0 || s->guard))
+        rc = dl_exec_grad_sq(s->exec, &sq, err);
+    if (!rc)
+        rc = dl_strategy_judge(s, sq, m, &f, err);
+    if (!rc && !s->skipped && f < 1)
+        rc = dl_exec_grad_scale(s->exec, f, err);
+    if (rc || s->skipped)
         return rc;
     dl_optim_step(s->optim, lr, s->exec->weights, s->exec->dweights);
     if (dl_trace_on(s->exec->trace))

@@ -181,11 +181,15 @@ struct dl_strategy_ops {
      *   supports_tied_across_ranks  a parameter tied across pipeline ranks:
      *                       its copies summed before one update (not the
      *                       parameter server, which updates them on their own)
+     *   supports_step_guard  --skip-nonfinite, --skip-spikes: every rank
+     *                       judges the same summed loss and gradient before
+     *                       one update (sync; the others keep their own)
      *   optimizer_state_per_rank  every rank keeps its own optimizer state,
      *                       which the model does not average (local SGD), so
      *                       one rank's checkpoint of a stateful optimizer
      *                       cannot resume the others */
     int supports_zero, supports_grid, supports_no_decay, supports_clip_grad_norm, supports_tied_across_ranks;
+    int supports_step_guard;
     int optimizer_state_per_rank;
     /* This rank's place (called without an instance, before create). */
     void (*layout)(const struct dl_parallel_opts *po, int size, int rank, struct dl_rank_layout *out);
@@ -241,6 +245,14 @@ struct dl_strategy {
      * (train/tied.c). */
     int (*before_update)(void *ctx, struct dl_error *err);
     void *update_ctx;
+    /* Step guards (train/step_guard.h; NULL: none): called before each
+     * update with the step's metrics summed over the data-parallel ranks
+     * and the whole model's gradient norm (measured for it); *skip = 1
+     * leaves the weights and the optimizer's state as they are.  skipped:
+     * the last step's verdict. */
+    int (*guard)(void *ctx, const struct dl_step_metrics *m, double grad_norm, int *skip, struct dl_error *err);
+    void *guard_ctx;
+    int skipped;
     long grad_values;             /* the gradient values this rank holds (ZeRO-2: its block and buckets); -1:
                                      one per weight, the executor's gradient vector */
     void *impl;
@@ -271,9 +283,16 @@ int dl_strategy_consistent(const struct dl_strategy *s);
 void dl_strategy_describe(const struct dl_strategy *s, char *buf, size_t size);
 
 /* The optimizer's update of s->exec's weights from its gradient at rate lr
- * (a --trace records it), after s->before_update, the gradient clipped
- * first when s->clip_norm is set. */
-int dl_strategy_optim_step(struct dl_strategy *s, double lr, struct dl_error *err);
+ * (a --trace records it), after s->before_update, unless s->guard skips
+ * it (given m, the step's metrics), the gradient clipped first when
+ * s->clip_norm is set. */
+int dl_strategy_optim_step(struct dl_strategy *s, double lr, const struct dl_step_metrics *m,
+                           struct dl_error *err);
+/* The norm clipping and the guard need: the whole model's from this
+ * rank's sum of squares sq into s->grad_norm, then s->guard's verdict into
+ * s->skipped, and *f the factor to scale the gradient by (1: leave it). */
+int dl_strategy_judge(struct dl_strategy *s, double sq, const struct dl_step_metrics *m, double *f,
+                      struct dl_error *err);
 /* Clipping's rule: the whole model's norm from this rank's sum of squares
  * sq (the other parts added through s->model_sum) into s->grad_norm, and
  * *f the factor to scale the gradient by (below 1: clip; else leave it). */

@@ -55,7 +55,8 @@ static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, 
  * block clipped by the whole model's norm (its ranks' squares summed, then
  * the grid's), updated, and the blocks allgathered into every rank's
  * weights; *comm gets the allgather's seconds added. */
-static int zero_update(struct dl_strategy *s, double lr, dl_real *block, double *comm, struct dl_error *err)
+static int zero_update(struct dl_strategy *s, double lr, const struct dl_step_metrics *m, dl_real *block, double *comm,
+                       struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
     struct dl_exec *e = s->exec;
@@ -63,15 +64,17 @@ static int zero_update(struct dl_strategy *s, double lr, dl_real *block, double 
     struct dl_comm *c = s->comm;
     size_t bytes = dl_dtype_value_size(DL_F32) * (size_t)sh->block;
     int rc = DL_OK;
-    if (s->clip_norm > 0) {
-        double sq, f = 1;
+    double sq = 0, f = 1;
+    if (s->clip_norm > 0 || s->guard) {
         dl_exec_grad_sq_range(e, block, sh->lo, sh->lo + sh->n, &sq);
         rc = dl_comm_sum_small(c, &sq, 1, err); /* the blocks' squares, then the grid's */
-        if (!rc)
-            rc = dl_strategy_clip_factor(s, sq, &f, err);
-        for (long i = 0; !rc && f < 1 && i < sh->n; i++)
-            block[i] *= (dl_real)f;
     }
+    if (!rc)
+        rc = dl_strategy_judge(s, sq, m, &f, err);
+    if (rc || s->skipped) /* a skipped update: every rank's weights as they were */
+        return rc;
+    for (long i = 0; f < 1 && i < sh->n; i++)
+        block[i] *= (dl_real)f;
     double t_update = dl_trace_now(e->trace);
     if (!rc && sh->n)
         rc = dl_optim_step(s->optim, lr, e->weights + sh->lo, block);
@@ -89,7 +92,8 @@ static int zero_update(struct dl_strategy *s, double lr, dl_real *block, double 
 /* ZeRO stage 1's step: this rank's share of the batch scaled in, the
  * gradient reduce-scattered into its block, which is updated; stage 2's:
  * the block's sums as backward left them. */
-static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *st, struct dl_error *err)
+static int zero_finish(struct dl_strategy *s, double lr, const struct dl_step_metrics *m, struct dl_step_stats *st,
+                       struct dl_error *err)
 {
     struct sync_impl *im = s->impl;
     struct dl_exec *e = s->exec;
@@ -112,7 +116,7 @@ static int zero_finish(struct dl_strategy *s, double lr, struct dl_step_stats *s
         comm = dl_clock_now() - t0;
     }
     if (!rc)
-        rc = zero_update(s, lr, block, &comm, err);
+        rc = zero_update(s, lr, m, block, &comm, err);
     st->comm_seconds = st->exposed_seconds = comm; /* none of it hidden */
     st->bytes_sent = st->dense_bytes = summed;
     return rc;
@@ -126,7 +130,7 @@ static int sync_finish(struct dl_strategy *s, long step, double lr, struct dl_st
         int rc = dl_stall_arrive(im->stall, step, err);
         if (!rc)
             rc = dl_strategy_sum_metrics(s, m, im->global_batch, err);
-        return rc ? rc : zero_finish(s, lr, st, err);
+        return rc ? rc : zero_finish(s, lr, m, st, err);
     }
     double summed[DL_STEP_METRICS];
     dl_step_metrics_pack(m, summed);
@@ -149,11 +153,11 @@ static int sync_finish(struct dl_strategy *s, long step, double lr, struct dl_st
         s->optim->spec.momentum = 0;
         s->optim->spec.weight_decay = 0;
         s->optim->spec.nesterov = 0;
-        rc = dl_strategy_optim_step(s, lr, err);
+        rc = dl_strategy_optim_step(s, lr, m, err);
         s->optim->spec = keep;
         return rc;
     }
-    return dl_strategy_optim_step(s, lr, err);
+    return dl_strategy_optim_step(s, lr, m, err);
 }
 
 static int sync_end(struct dl_strategy *s, struct dl_error *err)
@@ -233,7 +237,7 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
 }
 
 const struct dl_strategy_ops dl_strategy_sync = {
-    .supports_zero = 1, .supports_grid = 1, .supports_no_decay = 1, .supports_clip_grad_norm = 1,
+    .supports_zero = 1, .supports_grid = 1, .supports_no_decay = 1, .supports_clip_grad_norm = 1, .supports_step_guard = 1,
     .supports_tied_across_ranks = 1,
     .name = "sync", .layout = dl_layout_data_parallel, .create = sync_create, .begin = sync_begin,
     .finish = sync_finish, .end = sync_end, .destroy = sync_destroy};

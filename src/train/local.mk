@@ -2,7 +2,7 @@
 libdltrain_a_SOURCES += src/train/trainer.c src/train/trainer.h \
 	src/train/trainer_impl.h src/train/trainer_setup.c src/train/trainer_grid.c \
 	src/train/trainer_trace.c src/train/trainer_eval.c src/train/trainer_checkpoints.c \
-	src/train/trainer_epochs.c src/train/trainer_serve.c \
+	src/train/trainer_epochs.c src/train/trainer_serve.c src/train/step_guard.c src/train/step_guard.h \
 	src/train/batch_ahead.c src/train/batch_ahead.h \
 	src/train/no_decay.c src/train/no_decay.h \
 	src/train/tied.c src/train/tied.h \

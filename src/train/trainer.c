@@ -27,6 +27,7 @@ void dl_train_opts_defaults(struct dl_train_opts *o)
     o->pipeline_schedule = DL_SCHED_1F1B;
     o->trace_steps = DL_TRACE_DEFAULT_STEPS;
     o->trace_skew_rank = -1;
+    o->guard.nonfinite = 1;
 }
 
 void dl_trainer_forward_warning(void *ctx, const char *msg)

@@ -13,6 +13,7 @@
 #include "parallel/strategy.h"
 #include "spec/netfile.h"
 #include "train/precision_auto.h"
+#include "train/step_guard.h"
 
 /* One routing layer's load over a step's mini-batch (a mixture of experts). */
 struct dl_expert_layer_load {
@@ -32,6 +33,9 @@ struct dl_step_report {
     double expert_max_load;     /* a mixture of experts' most loaded expert over its layer's mean (1:
                                    balanced), over the mini-batch; NaN without such layers */
     double expert_dropped;      /* the share of the experts' choices dropped over capacity; NaN likewise */
+    int skipped;                /* 1: the step guard skipped this step's update (guard_why says why) */
+    const char *guard_why;
+    long skipped_steps;         /* in the run so far */
     int n_expert_layers;        /* each routing layer's load (valid during the call) */
     const struct dl_expert_layer_load *expert_layers;
     double accuracy;            /* fraction correct in this batch */
@@ -146,6 +150,14 @@ struct dl_train_opts {
      * clock alignment must take out. */
     int trace_skew_rank;
     double trace_skew_s;
+    /* Step guards (train/step_guard.h): which updates are skipped. */
+    struct dl_step_guard_opts guard;
+    /* Testing aid (--debug-poison-grad STEP:RANK[:VALUE]): at global step
+     * poison_step (> 0) rank poison_rank's first weight gradient starts
+     * from poison_value (NaN, or a finite value for a spike). */
+    long poison_step;
+    int poison_rank;
+    double poison_value;
 };
 
 struct dl_train_result {

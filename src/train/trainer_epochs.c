@@ -107,6 +107,18 @@ static void hold_for_signal(const struct trainer *tr, long global_step)
         nanosleep(&tick, NULL);
 }
 
+/* --debug-poison-grad: the first weight gradient this rank holds starts
+ * from value, so that backward's sums carry it (host memory). */
+static void poison_gradient(struct dl_exec *e, double value)
+{
+    for (int i = 0; i < e->g->n; i++)
+        for (int j = 0; j < e->g->layers[i].n_params; j++)
+            if (e->dparam[i] && e->dparam[i][j] && e->g->layers[i].param[j].trainable) {
+                e->dparam[i][j][0] = (dl_real)value;
+                return;
+            }
+}
+
 /* After a chunk's forward: when its loss is not finite, where the first
  * non-finite value appeared (before backward reuses the memory). */
 static void locate_nonfinite(void *ctx, const struct dl_exec *e)
@@ -126,6 +138,8 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
     dl_watchdog_set_step(tr->watchdog, global_step);
     struct dl_exec *e = dl_pipeline_exec(&tr->pipe);
     dl_exec_zero_grad(e);
+    if (global_step == tr->opts->poison_step && tr->comm->rank == tr->opts->poison_rank)
+        poison_gradient(e, tr->opts->poison_value);
     int rc = dl_strategy_begin(tr->strategy, local_batch, global_batch, err);
     if (rc)
         return rc;
@@ -170,6 +184,31 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
     return rc;
 }
 
+/* The step guards skipped max_in_a_row updates in a row, the last this
+ * one (global_step + 1): its batch counts as consumed, a checkpoint of
+ * the weights as the last applied step left them is written where
+ * checkpoints are, and the run stops with the reason (every rank alike). */
+static int guard_stop(struct trainer *tr, long *global_step, const struct step_outcome *out,
+                      const struct epoch_tally *tally, double lr, struct dl_train_result *res, struct dl_error *err)
+{
+    const struct dl_step_guard *g = &tr->guard;
+    long last = ++*global_step, first = last - g->in_a_row + 1;
+    tr->nonfinite_stop = 1;
+    int rc = tr->opts->checkpoint_dir ? dl_trainer_save_checkpoint(tr, last, tally, res, err) : DL_OK;
+    if (rc)
+        return rc;
+    char where[160] = "";
+    if (!isfinite(out->metrics.loss_sum) && out->nonfinite.where != DL_NF_NONE) {
+        struct dl_error located = {0};
+        dl_numerics_error(&tr->net->graph, last, out->metrics.loss_sum, &out->nonfinite, &located);
+        snprintf(where, sizeof where, " (%s)", located.msg);
+    }
+    return dl_errorf(err, DL_ERR_DATA, "steps %ld-%ld: %d updates in a row skipped, the last for %s%s; the weights "
+                     "are those after step %ld%s; lower the learning rate (now %g) or check the data", first, last,
+                     g->in_a_row, g->why, where, first - 1,
+                     tr->opts->checkpoint_dir ? ", saved in the last checkpoint" : "", lr);
+}
+
 /* 1 when a layer of g adds a loss of its own (op.h's added_loss). */
 static int has_added_loss(const struct dl_graph *g)
 {
@@ -192,6 +231,8 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
         .loss = m->loss_sum / m->samples,
         .added_loss = has_added_loss(&tr->net->graph) ? m->added_loss_sum / m->samples : NAN,
         .expert_max_load = out->expert_max_load, .expert_dropped = out->expert_dropped,
+        .skipped = tr->guarded && tr->strategy->skipped, .guard_why = tr->guard.why,
+        .skipped_steps = tr->guard.skipped,
         .n_expert_layers = isfinite(out->expert_max_load) ? tr->n_expert_layers : 0,
         .expert_layers = tr->expert_layers, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
         .samples_per_s = (double)(tally->seen - tally->seen_before) / (now - tally->start + 1e-12),
@@ -361,16 +402,23 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
         if (rc)
             return rc;
         const struct dl_step_metrics *m = &out.metrics;
-        if (!isfinite(m->loss_sum)) { /* every rank sees the summed loss: all stop here */
+        int skipped = tr->guarded && tr->strategy->skipped; /* every rank judged the same */
+        if (skipped && dl_step_guard_exhausted(&tr->guard)) {
+            dl_trace_step_end(tr->trace, t_step, 1);
+            return guard_stop(tr, global_step, &out, &tally, lr, res, err);
+        }
+        if (!isfinite(m->loss_sum) && !skipped) { /* every rank sees the summed loss: all stop here */
             dl_trace_step_end(tr->trace, t_step, 1);
             tr->nonfinite_stop = 1;
             rc = dl_numerics_error(&tr->net->graph, *global_step + 1, m->loss_sum, &out.nonfinite, err);
             dl_error_prefix(err, "lower the learning rate (now %g); no checkpoint written for this step", lr);
             return rc;
         }
-        tally.loss_sum += m->loss_sum;
-        tally.correct += m->correct;
-        tally.seen += m->samples;
+        if (isfinite(m->loss_sum)) { /* a skipped step's non-finite loss counts in no average */
+            tally.loss_sum += m->loss_sum;
+            tally.correct += m->correct;
+            tally.seen += m->samples;
+        }
         tally.step++;
         ++*global_step;
         tally.comm_seconds += out.stats.comm_seconds;

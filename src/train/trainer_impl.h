@@ -64,6 +64,8 @@ struct trainer {
     struct dl_rank_layout layout;   /* role, data shard, evaluation, checkpoint writer */
     struct trainer_data data;
     struct dl_pipeline pipe;        /* the executors of this rank's step */
+    struct dl_step_guard guard;     /* the step guards' window and counts (installed: guarded) */
+    int guarded;
     /* the routing layers' load of the last step (trainer_epochs.c's
      * expert_load): [n_expert_layers], their counts in expert_counts */
     struct dl_expert_layer_load *expert_layers;

@@ -42,6 +42,19 @@ static int tied_sum(void *ctx, struct dl_error *err)
     return dl_tied_sum(ctx, err);
 }
 
+/* The strategy's guard (strategy.h): the step's mean loss, summed over the
+ * data-parallel ranks already, agreed over the grid's tensor and pipeline
+ * groups (the loss is the last stage's), judged with the norm. */
+static int guard_step(void *ctx, const struct dl_step_metrics *m, double grad_norm, int *skip, struct dl_error *err)
+{
+    struct trainer *tr = ctx;
+    double loss = m->loss_sum;
+    int rc = dl_trainer_agree_over_grid(tr, &loss, 1, 1, err);
+    if (!rc)
+        *skip = dl_step_guard_judge(&tr->guard, m->samples > 0 ? loss / m->samples : loss, grad_norm);
+    return rc;
+}
+
 /* The executors of a step: computing in the network's train.precision and
  * with kernels that sum batch statistics over the ranks when --sync-bn asks
  * for it (whatever the caller's kernel choices say), and with a grid, this
@@ -233,6 +246,18 @@ static int create_strategy(struct trainer *tr, int chunks, struct dl_error *err)
         tr->strategy->before_update = tied_sum;
         tr->strategy->update_ctx = tr->tied;
     }
+    const struct dl_step_guard_opts *g = &tr->opts->guard;
+    if (g->spike_z > 0 && !model->supports_step_guard)
+        return dl_errorf(err, DL_ERR_SPEC, "--skip-spikes: with --consistency sync only (every rank judges the same "
+                         "summed loss before one update)");
+    if ((g->nonfinite || g->spike_z > 0) && model->supports_step_guard) {
+        rc = dl_step_guard_init(&tr->guard, g, err);
+        if (rc)
+            return rc;
+        tr->guarded = 1;
+        tr->strategy->guard = guard_step;
+        tr->strategy->guard_ctx = tr;
+    }
     return DL_OK;
 }
 
@@ -266,6 +291,7 @@ void dl_trainer_teardown(struct trainer *tr)
     dl_batch_ahead_free(&tr->data.batches);
     dl_strategy_free(tr->strategy);
     dl_tied_free(tr->tied);
+    dl_step_guard_free(&tr->guard);
     free(tr->expert_layers);
     free(tr->expert_counts);
     dl_optim_free(&tr->optim);
