@@ -390,6 +390,8 @@ static void help(void)
           "                        (starts from the beginning when there is none); a checkpoint\n"
           "                        holds whole tensors and resumes on any --grid or rank count\n"
           "  --strict-checkpoints  stop training when a checkpoint cannot be written\n"
+          "  --checkpoint-async    the step waits only for the state's copy; a thread writes the file\n"
+          "                        (one at a time; a stop signal's checkpoint is written at once)\n"
           "  --init-from FILE      start from the weights of a Hugging Face GPT-2 model.safetensors\n"
           "                        (fine-tuning; one process or data parallelism)\n\n"
           "SIZE: bytes, or a number with a unit: K, M, G, T (= KiB, MiB, GiB, TiB: powers of\n"
@@ -551,6 +553,7 @@ static const struct dl_option train_options[] = {
     DL_OPTION_LONG("sample-every", struct train_command, train_options.sample_every, 1, 1L << 40),
     DL_OPTION_INT("sample-tokens", struct train_command, train_options.sample_tokens, 1, 1 << 20),
     DL_OPTION_FLAG("strict-checkpoints", struct train_command, train_options.strict_checkpoints, 1),
+    DL_OPTION_FLAG("checkpoint-async", struct train_command, train_options.checkpoint_async, 1),
     DL_OPTION_STRING("grid", struct train_command, grid),
     DL_OPTION_INT("pipeline-chunks", struct train_command, train_options.pipeline_chunks, 1, DL_SCHED_MAX_CHUNKS),
     DL_OPTION_CALL("pipeline-schedule", required_argument, take_schedule),

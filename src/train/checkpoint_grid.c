@@ -77,30 +77,63 @@ static int whole_init(struct whole *w, const struct dl_run_view *v, struct dl_er
     return DL_OK;
 }
 
-int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const struct dl_run_view *v,
-                                const struct dl_checkpoint_meta *meta, struct dl_error *err)
-{
+struct dl_checkpoint_snapshot {
     struct whole w;
+};
+
+int dl_checkpoint_snapshot_take(struct dl_comm *world, const struct dl_run_view *v,
+                                struct dl_checkpoint_snapshot **out, struct dl_error *err)
+{
+    *out = NULL;
     int writer = world->rank == 0;
     /* rank 0 alone holds the whole vectors */
-    int rc = writer ? whole_init(&w, v, err) : DL_OK;
+    struct dl_checkpoint_snapshot *s = writer ? dl_calloc(1, sizeof *s, err) : NULL;
+    int rc = writer && !s ? DL_ERR_NOMEM : writer ? whole_init(&s->w, v, err) : DL_OK;
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    struct whole *w = writer ? &s->w : NULL;
     const struct dl_exec *e = v->exec;
-    dl_real *none = NULL;
+    rc = dl_exec_gather(e, world, DL_PARAMS_TRAINABLE, e->weights, w ? w->exec.weights : NULL, err);
     if (!rc)
-        rc = dl_exec_gather(e, world, DL_PARAMS_TRAINABLE, e->weights, writer ? w.exec.weights : none, err);
+        rc = dl_exec_gather(e, world, DL_PARAMS_STATE, e->state, w ? w->exec.state : NULL, err);
     if (!rc)
-        rc = dl_exec_gather(e, world, DL_PARAMS_STATE, e->state, writer ? w.exec.state : none, err);
-    if (!rc)
-        rc = dl_exec_gather(e, world, DL_PARAMS_COUNTERS, e->counters, writer ? w.exec.counters : NULL, err);
+        rc = dl_exec_gather(e, world, DL_PARAMS_COUNTERS, e->counters, w ? w->exec.counters : NULL, err);
     int slots = v->optim ? v->optim->algo->state_vectors : 0;
     for (int k = 0; k < slots && !rc; k++)
         rc = dl_exec_gather(e, world, DL_PARAMS_TRAINABLE, v->optim->state + (long)k * v->optim->n,
-                            writer ? w.optim.state + (long)k * w.optim.n : none, err);
-    if (!writer)
+                            w ? w->optim.state + (long)k * w->optim.n : NULL, err);
+    if (rc || !writer) {
+        dl_checkpoint_snapshot_free(s);
         return rc;
-    if (!rc)
-        rc = dl_checkpoint_save(path, &w.view, meta, err);
-    whole_free(&w);
+    }
+    *out = s;
+    return DL_OK;
+}
+
+int dl_checkpoint_snapshot_save(const struct dl_checkpoint_snapshot *s, const char *path,
+                                const struct dl_checkpoint_meta *meta, struct dl_error *err)
+{
+    return dl_checkpoint_save(path, &s->w.view, meta, err);
+}
+
+void dl_checkpoint_snapshot_free(struct dl_checkpoint_snapshot *s)
+{
+    if (!s)
+        return;
+    whole_free(&s->w);
+    free(s);
+}
+
+int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const struct dl_run_view *v,
+                                const struct dl_checkpoint_meta *meta, struct dl_error *err)
+{
+    struct dl_checkpoint_snapshot *s;
+    int rc = dl_checkpoint_snapshot_take(world, v, &s, err);
+    if (!rc && s)
+        rc = dl_checkpoint_snapshot_save(s, path, meta, err);
+    dl_checkpoint_snapshot_free(s);
     return rc;
 }
 

@@ -23,6 +23,17 @@
 int dl_checkpoint_save_gathered(const char *path, struct dl_comm *world, const struct dl_run_view *v,
                                 const struct dl_checkpoint_meta *meta, struct dl_error *err);
 
+/* The same in two steps, so that the file can be written apart from the
+ * run (--checkpoint-async): take (collective, as above) copies the state
+ * into rank 0's *out (NULL elsewhere), a snapshot the run no longer
+ * touches; save writes it (no messages; any thread), free frees it. */
+struct dl_checkpoint_snapshot;
+int dl_checkpoint_snapshot_take(struct dl_comm *world, const struct dl_run_view *v,
+                                struct dl_checkpoint_snapshot **out, struct dl_error *err);
+int dl_checkpoint_snapshot_save(const struct dl_checkpoint_snapshot *s, const char *path,
+                                const struct dl_checkpoint_meta *meta, struct dl_error *err);
+void dl_checkpoint_snapshot_free(struct dl_checkpoint_snapshot *s);
+
 /* Verifies path as dl_checkpoint_load does against the whole network, then
  * copies this rank's slices of the weights, state and optimizer slots, the
  * RNG states and the optimizer's step count into v.  No messages; on error

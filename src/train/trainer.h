@@ -118,6 +118,7 @@ struct dl_train_opts {
     double every_seconds;             /* > 0: every this many seconds (rank 0's clock) */
     int keep;                         /* checkpoints kept in the folder (0: all) */
     int strict_checkpoints;           /* 1: a failed write stops training */
+    int checkpoint_async;             /* 1: the step waits for the state's copy only; a thread writes the file */
     int resume;                       /* 1: continue from resume_path, or the latest in the folder */
     const char *resume_path;
     /* Start from these weights (Hugging Face's GPT-2 or LLaMA safetensors,

@@ -153,17 +153,93 @@ int dl_trainer_checkpoint_due(struct trainer *tr)
                              tr->checkpoints.steps_since, dl_clock_now() - tr->checkpoints.last_time);
 }
 
+/* What happens after a checkpoint's write: the folder rotated (--keep);
+ * rc and e the write's outcome, then the rotation's. */
+static int after_write(const struct trainer *tr, int rc, struct dl_error *e)
+{
+    if (!rc && tr->opts->keep > 0) {
+        int removed;
+        rc = dl_checkpoint_rotate(tr->opts->checkpoint_dir, tr->opts->keep, &removed, e);
+    }
+    return rc;
+}
+
+/* A failed write: training goes on with a warning, or (strict) stops. */
+static int write_failed(struct trainer *tr, int rc, const struct dl_error *e, struct dl_error *err)
+{
+    if (tr->opts->strict_checkpoints) {
+        *err = *e;
+        return rc;
+    }
+    char msg[1200];
+    snprintf(msg, sizeof msg, "warning: checkpoint not written (training goes on; the previous one is kept): %s",
+             e->msg);
+    dl_trainer_warn(tr, msg);
+    return DL_OK;
+}
+
+static void *write_snapshot(void *ctx)
+{
+    struct trainer *tr = ctx;
+    struct trainer_checkpoints *c = &tr->checkpoints;
+    c->err = (struct dl_error){0};
+    c->rc = after_write(tr, dl_checkpoint_snapshot_save(c->snapshot, c->path, &c->meta, &c->err), &c->err);
+    return NULL;
+}
+
+int dl_trainer_checkpoint_wait(struct trainer *tr, struct dl_train_result *res, struct dl_error *err)
+{
+    struct trainer_checkpoints *c = &tr->checkpoints;
+    if (!c->writing)
+        return DL_OK;
+    pthread_join(c->thread, NULL);
+    c->writing = 0;
+    dl_checkpoint_snapshot_free(c->snapshot);
+    c->snapshot = NULL;
+    if (c->rc)
+        return write_failed(tr, c->rc, &c->err, err);
+    if (res)
+        snprintf(res->last_checkpoint, sizeof res->last_checkpoint, "%s", c->path);
+    return DL_OK;
+}
+
+/* --checkpoint-async: the state copied (gathered: collective) into a
+ * snapshot on the writer, which a thread then writes to path. */
+static int save_async(struct trainer *tr, const struct dl_run_view *v, const char *path,
+                      const struct dl_checkpoint_meta *meta, struct dl_error *err)
+{
+    struct trainer_checkpoints *c = &tr->checkpoints;
+    int rc = dl_checkpoint_snapshot_take(tr->comm, v, &c->snapshot, err);
+    if (rc || !c->snapshot)
+        return rc;
+    snprintf(c->path, sizeof c->path, "%s", path);
+    c->meta = *meta;
+    if (pthread_create(&c->thread, NULL, write_snapshot, tr) != 0) { /* written here instead */
+        write_snapshot(tr);
+        dl_checkpoint_snapshot_free(c->snapshot);
+        c->snapshot = NULL;
+        if (c->rc)
+            *err = c->err;
+        return c->rc;
+    }
+    c->writing = 1;
+    return DL_OK;
+}
+
 /* The checkpoint writer saves the state after global step `global_step`;
  * with a grid every rank takes part (the writer gathers the shards), which
  * the step's agreed flags make them do at the same step.  A failed write
  * keeps the previous checkpoint and, unless the user asked for strictness,
- * lets training go on. */
+ * lets training go on.  With --checkpoint-async (unless now, a stop's
+ * save) the step waits for the previous write and the state's copy only. */
 int dl_trainer_save_checkpoint(struct trainer *tr, long global_step, const struct epoch_tally *tally,
-                           struct dl_train_result *res, struct dl_error *err)
+                               struct dl_train_result *res, int now, struct dl_error *err)
 {
     tr->checkpoints.steps_since = 0;
     tr->checkpoints.last_time = dl_clock_now();
-    int rc = dl_trainer_check_weights(tr, global_step, err);
+    int rc = dl_trainer_checkpoint_wait(tr, res, err); /* one write at a time */
+    if (!rc)
+        rc = dl_trainer_check_weights(tr, global_step, err);
     if (rc)
         return rc;
     int writer = tr->comm->rank == tr->layout.checkpoint_writer;
@@ -188,6 +264,15 @@ int dl_trainer_save_checkpoint(struct trainer *tr, long global_step, const struc
     struct dl_error e = {0};
     double t0 = tr->trace ? dl_clock_now() : 0;
     rc = dl_checkpoint_path(path, sizeof path, o->checkpoint_dir, global_step, &e);
+    int async = o->checkpoint_async && !now && tr->layout.checkpoint_writer == 0;
+    if (!rc && async) {
+        rc = save_async(tr, &v, path, &meta, &e);
+        whole_optim_free(tr, &whole);
+        dl_trace_span(tr->trace, DL_TRACE_CHECKPOINT, "checkpoint copy", t0);
+        if (rc) /* the copy failed (out of memory, a message): as a synchronous save's gather */
+            *err = e;
+        return rc;
+    }
     if (!rc)
         rc = through_copies(tr) ? dl_checkpoint_save_gathered(path, tr->comm, &v, &meta, &e)
                                 : dl_checkpoint_save(path, &v, &meta, &e);
@@ -200,21 +285,10 @@ int dl_trainer_save_checkpoint(struct trainer *tr, long global_step, const struc
         *err = e;
         return rc;
     }
-    if (!rc && o->keep > 0) {
-        int removed;
-        rc = dl_checkpoint_rotate(o->checkpoint_dir, o->keep, &removed, &e);
-    }
+    rc = after_write(tr, rc, &e);
     if (!rc) {
         snprintf(res->last_checkpoint, sizeof res->last_checkpoint, "%s", path);
         return DL_OK;
     }
-    if (o->strict_checkpoints) {
-        *err = e;
-        return rc;
-    }
-    char msg[1200];
-    snprintf(msg, sizeof msg, "warning: checkpoint not written (training goes on; the previous one is kept): %s",
-             e.msg);
-    dl_trainer_warn(tr, msg);
-    return DL_OK;
+    return write_failed(tr, rc, &e, err);
 }

@@ -194,7 +194,7 @@ static int guard_stop(struct trainer *tr, long *global_step, const struct step_o
     const struct dl_step_guard *g = &tr->guard;
     long last = ++*global_step, first = last - g->in_a_row + 1;
     tr->nonfinite_stop = 1;
-    int rc = tr->opts->checkpoint_dir ? dl_trainer_save_checkpoint(tr, last, tally, res, err) : DL_OK;
+    int rc = tr->opts->checkpoint_dir ? dl_trainer_save_checkpoint(tr, last, tally, res, 1, err) : DL_OK;
     if (rc)
         return rc;
     char where[160] = "";
@@ -434,7 +434,7 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
          * next average; the signal and the schedule stay pending until then) */
         int hold = tr->opts->checkpoint_dir && !dl_strategy_consistent(tr->strategy);
         if (tr->opts->checkpoint_dir && (m->stop_requested || m->checkpoint_due) && !hold)
-            rc = dl_trainer_save_checkpoint(tr, *global_step, &tally, res, err);
+            rc = dl_trainer_save_checkpoint(tr, *global_step, &tally, res, m->stop_requested, err);
         dl_trace_step_end(tr->trace, t_step, 1);
         if (!rc && m->stop_requested && !hold) {
             *stop = 1;
@@ -461,6 +461,10 @@ int dl_trainer_train_epochs(struct trainer *tr, struct dl_train_result *res, str
      * leaving its messages in flight made MPI_Finalize abort. */
     if (!rc)
         rc = dl_strategy_end(tr->strategy, err);
+    struct dl_error later = {0}; /* an error already stops the run: the write's is only warned about */
+    int written = dl_trainer_checkpoint_wait(tr, res, rc ? &later : err); /* the last asynchronous write */
+    if (!rc)
+        rc = written;
     if (!rc && stop) {
         res->preempted = 1;
         if (!tr->opts->checkpoint_dir)

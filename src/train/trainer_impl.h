@@ -21,6 +21,9 @@
 #include "train/checkpoint.h"
 #include "train/pipeline.h"
 #include "train/tied.h"
+#include <pthread.h>
+
+#include "train/checkpoint_grid.h"
 #include "train/trainer.h"
 
 /* The samples this rank reads: the splits, the batcher of its shard, and
@@ -49,6 +52,15 @@ struct trainer_checkpoints {
     long steps_since;
     double last_time;
     uint32_t net_crc;
+    /* --checkpoint-async: the writer's thread writing `snapshot` to path
+     * (writing: started, not yet joined), and how that went */
+    pthread_t thread;
+    int writing;
+    struct dl_checkpoint_snapshot *snapshot;
+    struct dl_checkpoint_meta meta;
+    char path[1100];
+    int rc;
+    struct dl_error err;
 };
 
 /* Everything one rank's run holds. */
@@ -145,10 +157,14 @@ int dl_trainer_check_weights(struct trainer *tr, long global_step, struct dl_err
 
 /* ------------------------------------------------------------ trainer_checkpoints.c */
 int dl_trainer_refuse_checkpoints(const struct trainer *tr, struct dl_error *err);
+/* --checkpoint-async: waits for the checkpoint being written (if any) and
+ * reports it as a synchronous save would (res->last_checkpoint; a failure
+ * warned about, or with --strict-checkpoints returned). */
+int dl_trainer_checkpoint_wait(struct trainer *tr, struct dl_train_result *res, struct dl_error *err);
 int dl_trainer_resume(struct trainer *tr, struct dl_train_result *res, struct dl_error *err);
 int dl_trainer_checkpoint_due(struct trainer *tr);
 int dl_trainer_save_checkpoint(struct trainer *tr, long global_step, const struct epoch_tally *tally,
-                               struct dl_train_result *res, struct dl_error *err);
+                               struct dl_train_result *res, int now, struct dl_error *err);
 
 /* ------------------------------------------------------------ trainer_epochs.c */
 /* A worker's epochs until the run's steps or a stop signal end them

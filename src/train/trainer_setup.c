@@ -290,6 +290,8 @@ void dl_trainer_teardown(struct trainer *tr)
 {
     dl_batch_ahead_free(&tr->data.batches);
     dl_strategy_free(tr->strategy);
+    struct dl_error ignored = {0};
+    dl_trainer_checkpoint_wait(tr, NULL, &ignored); /* a write still running when an error ended the run */
     dl_tied_free(tr->tied);
     dl_step_guard_free(&tr->guard);
     free(tr->expert_layers);
