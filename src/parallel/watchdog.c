@@ -1,8 +1,7 @@
-/* watchdog.c: the watching thread and the communicator wrapper that feeds
- * it (see watchdog.h).  The wrapper forwards every call to the wrapped
- * communicator; the blocking ones are bracketed by enter/leave, which only
- * store a pointer to a static description and the clock, so watching costs
- * two mutex operations per call. */
+/* watchdog.c: the watching thread and the observer of a rank's group
+ * communicators that feeds it (see watchdog.h; comm/observed.h forwards the
+ * calls): enter and leave only store a pointer to a static description and
+ * the clock, so watching costs two mutex operations per blocking call. */
 #include "parallel/watchdog.h"
 
 #include <pthread.h>
@@ -10,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/observed.h"
 #include "core/clock.h"
 
 /* What the main thread is blocked in (valid while since > 0). */
@@ -36,28 +36,31 @@ struct dl_watchdog {
     struct wait_site site;
 };
 
-/* The wrapper: a communicator whose impl is this. */
+/* A watched group communicator: the observer's context. */
 struct watched {
-    struct dl_comm *inner;
+    int size;
     struct dl_watchdog *w;
     const char *group;
     int *world_ranks;
 };
 
-static void enter(struct dl_comm *c, const char *call, int peer)
+static long enter(void *ctx, const char *call, int peer, size_t bytes)
 {
-    struct watched *x = c->impl;
+    (void)bytes;
+    struct watched *x = ctx;
     struct dl_watchdog *w = x->w;
     pthread_mutex_lock(&w->lock);
     w->site = (struct wait_site){x, call, peer};
     w->since = dl_clock_now();
     w->call_id++;
     pthread_mutex_unlock(&w->lock);
+    return 0;
 }
 
-static void leave(struct dl_comm *c)
+static void leave(void *ctx, long token)
 {
-    struct dl_watchdog *w = ((struct watched *)c->impl)->w;
+    (void)token;
+    struct dl_watchdog *w = ((struct watched *)ctx)->w;
     pthread_mutex_lock(&w->lock);
     w->since = 0;
     pthread_mutex_unlock(&w->lock);
@@ -78,7 +81,7 @@ static void describe(const struct dl_watchdog *w, double waited, char *buf, size
     char me[64], peer[64], ranks[256] = "";
     position(w, w->world->rank, me, sizeof me);
     size_t used = 0;
-    for (int i = 0; i < x->inner->size && used < sizeof ranks; i++)
+    for (int i = 0; i < x->size && used < sizeof ranks; i++)
         used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", i ? ", " : "", x->world_ranks[i]);
     char step[48] = " outside a training step";
     if (w->step > 0)
@@ -167,133 +170,15 @@ void dl_watchdog_stop(struct dl_watchdog *w)
     free(w);
 }
 
-/* ------------------------------------------------------------ the wrapper */
-static struct dl_comm *inner(struct dl_comm *c)
+/* ------------------------------------------------------------ the observer */
+static void watched_free(void *ctx)
 {
-    return ((struct watched *)c->impl)->inner;
-}
-
-static int w_split(struct dl_comm *c, int color, int key, struct dl_comm **out, struct dl_error *err)
-{
-    return inner(c)->ops->split(inner(c), color, key, out, err);
-}
-
-static int w_send(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag, struct dl_error *err)
-{
-    enter(c, "send", peer);
-    int rc = inner(c)->ops->send(inner(c), buf, bytes, peer, tag, err);
-    leave(c);
-    return rc;
-}
-
-static int w_recv(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag, struct dl_error *err)
-{
-    enter(c, "receive", peer);
-    int rc = inner(c)->ops->recv(inner(c), buf, bytes, peer, tag, err);
-    leave(c);
-    return rc;
-}
-
-static int w_isend(struct dl_comm *c, const void *buf, size_t bytes, int peer, int tag, struct dl_comm_req *req,
-                   struct dl_error *err)
-{
-    return inner(c)->ops->isend(inner(c), buf, bytes, peer, tag, req, err);
-}
-
-static int w_irecv(struct dl_comm *c, void *buf, size_t bytes, int peer, int tag, struct dl_comm_req *req,
-                   struct dl_error *err)
-{
-    return inner(c)->ops->irecv(inner(c), buf, bytes, peer, tag, req, err);
-}
-
-static int w_wait(struct dl_comm *c, struct dl_comm_req *req, struct dl_error *err)
-{
-    enter(c, "message exchange", -1);
-    int rc = inner(c)->ops->wait(inner(c), req, err);
-    leave(c);
-    return rc;
-}
-
-static int w_test(struct dl_comm *c, struct dl_comm_req *req, int *done, struct dl_error *err)
-{
-    return inner(c)->ops->test(inner(c), req, done, err);
-}
-
-static int w_allreduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, struct dl_error *err)
-{
-    enter(c, "sum (allreduce)", -1);
-    int rc = inner(c)->ops->allreduce(inner(c), buf, dtype, n, err);
-    leave(c);
-    return rc;
-}
-
-static int w_reduce(struct dl_comm *c, void *buf, enum dl_dtype dtype, size_t n, int root, struct dl_error *err)
-{
-    enter(c, "reduce", -1);
-    int rc = inner(c)->ops->reduce(inner(c), buf, dtype, n, root, err);
-    leave(c);
-    return rc;
-}
-
-static int w_reduce_scatter(struct dl_comm *c, const void *send, void *recv, enum dl_dtype dtype, size_t count,
-                            struct dl_error *err)
-{
-    enter(c, "reduce-scatter", -1);
-    int rc = inner(c)->ops->reduce_scatter(inner(c), send, recv, dtype, count, err);
-    leave(c);
-    return rc;
-}
-
-static int w_allgather(struct dl_comm *c, const void *send, void *recv, size_t bytes, struct dl_error *err)
-{
-    enter(c, "allgather", -1);
-    int rc = inner(c)->ops->allgather(inner(c), send, recv, bytes, err);
-    leave(c);
-    return rc;
-}
-
-static int w_alltoallv(struct dl_comm *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
-                       const size_t *rcount, const size_t *rdispl, struct dl_error *err)
-{
-    enter(c, "all-to-all", -1);
-    int rc = inner(c)->ops->alltoallv(inner(c), send, scount, sdispl, recv, rcount, rdispl, err);
-    leave(c);
-    return rc;
-}
-
-static int w_bcast(struct dl_comm *c, void *buf, size_t bytes, int root, struct dl_error *err)
-{
-    enter(c, "broadcast", -1);
-    int rc = inner(c)->ops->bcast(inner(c), buf, bytes, root, err);
-    leave(c);
-    return rc;
-}
-
-static int w_barrier(struct dl_comm *c, struct dl_error *err)
-{
-    enter(c, "barrier", -1);
-    int rc = inner(c)->ops->barrier(inner(c), err);
-    leave(c);
-    return rc;
-}
-
-static void w_abort(struct dl_comm *c, int code)
-{
-    inner(c)->ops->abort(inner(c), code);
-}
-
-static void w_destroy(struct dl_comm *c)
-{
-    struct watched *x = c->impl;
-    dl_comm_close(x->inner);
+    struct watched *x = ctx;
     free(x->world_ranks);
     free(x);
 }
 
-static const struct dl_comm_ops watched_ops = {
-    .name = "watched", .split = w_split, .send = w_send, .recv = w_recv, .isend = w_isend, .irecv = w_irecv,
-    .wait = w_wait, .test = w_test, .allreduce = w_allreduce, .reduce_scatter = w_reduce_scatter, .reduce = w_reduce,
-    .allgather = w_allgather, .alltoallv = w_alltoallv, .bcast = w_bcast, .barrier = w_barrier, .abort = w_abort, .destroy = w_destroy};
+static const struct dl_comm_observer watching = {enter, leave, watched_free};
 
 int dl_watch_comm(struct dl_comm **c, struct dl_watchdog *w, const char *group, const int *world_ranks,
                   struct dl_error *err)
@@ -301,16 +186,14 @@ int dl_watch_comm(struct dl_comm **c, struct dl_watchdog *w, const char *group, 
     struct dl_comm *in = *c;
     struct watched *x = dl_calloc(1, sizeof *x, err);
     int *ranks = x ? dl_calloc((size_t)in->size, sizeof *ranks, err) : NULL;
-    struct dl_comm *out = ranks ? dl_comm_new(&watched_ops, in->rank, in->size, err) : NULL;
-    if (!out) {
-        free(ranks);
+    if (!ranks) {
         free(x);
         return DL_ERR_NOMEM;
     }
     memcpy(ranks, world_ranks, sizeof *ranks * (size_t)in->size);
-    *x = (struct watched){in, w, group, ranks};
-    out->impl = x;
-    out->thread_level = in->thread_level;
-    *c = out;
-    return DL_OK;
+    *x = (struct watched){in->size, w, group, ranks};
+    int rc = dl_comm_observe(c, &watching, x, 1, err);
+    if (rc)
+        watched_free(x);
+    return rc;
 }
