@@ -370,7 +370,10 @@ static void help(void)
           "  --sync-bn             batch-norm statistics over every rank's samples (default: per rank)\n"
           "  --ps-servers K        parameter-server ranks for ssp, async and easgd-async (default 1)\n"
           "  --stall-warning TIME  name ranks missing from a step's allreduce after TIME (default 60s)\n"
-          "  --stall-timeout TIME  abort the job after TIME (default 600s)\n"
+          "  --stall-timeout TIME  abort the job after TIME (default 600s), naming the first collective\n"
+          "                        the ranks' flight records disagree on\n"
+          "  --flight-recorder DIR where each rank writes its last calls on a stall (default\n"
+          "                        CHECKPOINT-DIR/flight, else dltrain-flight)\n"
           "  (testing aids, --debug-*: doc/testing.md)\n\n",
           stdout);
     fputs("Step guards (sync; every rank skips alike):\n"
@@ -450,6 +453,19 @@ static int take_skip_spikes(void *settings, const char *value, struct dl_error *
     if (!rc && colon)
         rc = dl_parse_int("--skip-spikes WINDOW", colon + 1, 2, 1 << 20, &g->window, err);
     return rc;
+}
+
+/* --debug-stop-calls STEP:RANK:LABEL */
+static int take_stop_calls(void *settings, const char *value, struct dl_error *err)
+{
+    struct dl_train_opts *o = &((struct train_command *)settings)->train_options;
+    char step[32] = "", rank[32] = "";
+    int used = 0;
+    if (sscanf(value, "%31[0-9]:%31[0-9]:%n", step, rank, &used) < 2 || !used || !value[used])
+        return dl_errorf(err, DL_ERR_SPEC, "--debug-stop-calls: expected STEP:RANK:LABEL, found '%s'", value);
+    snprintf(o->stop_calls_label, sizeof o->stop_calls_label, "%s", value + used);
+    int rc = dl_parse_long("--debug-stop-calls STEP", step, 1, 1L << 40, &o->stop_calls_step, err);
+    return rc ? rc : dl_parse_int("--debug-stop-calls RANK", rank, 0, 1 << 20, &o->stop_calls_rank, err);
 }
 
 /* --debug-poison-grad STEP:RANK[:VALUE] */
@@ -540,6 +556,8 @@ static const struct dl_option train_options[] = {
     DL_OPTION_CALL("skip-spikes", required_argument, take_skip_spikes),
     DL_OPTION_INT("max-skipped", struct train_command, train_options.guard.max_in_a_row, 1, 1 << 30),
     DL_OPTION_CALL("debug-poison-grad", required_argument, take_poison),
+    DL_OPTION_CALL("debug-stop-calls", required_argument, take_stop_calls),
+    DL_OPTION_STRING("flight-recorder", struct train_command, train_options.flight_dir),
     DL_OPTION_LONG("debug-hold-at-step", struct train_command, train_options.hold_at_step, 1, 1L << 40),
     DL_OPTION_STRING("debug-dump-batches", struct train_command, train_options.dump_batches_path),
     DL_OPTION_STRING("dump-weights", struct train_command, train_options.dump_weights),

@@ -3,7 +3,11 @@
  * algorithm the cost model predicts to be fastest for this size). */
 #include "comm/allreduce.h"
 
+#include "comm/flight.h"
+
 #include <string.h>
+
+#include "comm/flight.h"
 
 static int native(struct dl_comm *c, float *buf, size_t n, const struct dl_allreduce_opts *opts,
                   struct dl_error *err)
@@ -93,5 +97,8 @@ int dl_allreduce(struct dl_comm *c, const char *name, void *buf, enum dl_dtype d
     if (a->run == native) /* the backend sums the dtype itself */
         return c->ops->allreduce(c, buf, dtype, n, err);
     struct algo_call call = {a, opts};
-    return dl_comm_sum_as_f32(c, buf, dtype, n, run_f32, &call, err);
+    long id = dl_flight_begin(c, "sum (allreduce)", n * dl_dtype_size(dtype));
+    int rc = dl_comm_sum_as_f32(c, buf, dtype, n, run_f32, &call, err);
+    dl_flight_end(c, id);
+    return rc;
 }

@@ -19,6 +19,14 @@ struct dl_comm *dl_comm_observed_inner(struct dl_comm *c)
     return c && c->ops == &observed_ops ? ((struct observed *)c->impl)->inner : c;
 }
 
+void *dl_comm_observer_ctx(struct dl_comm *c, const struct dl_comm_observer *o)
+{
+    for (; c && c->ops == &observed_ops; c = ((struct observed *)c->impl)->inner)
+        if (((struct observed *)c->impl)->o == o)
+            return ((struct observed *)c->impl)->ctx;
+    return NULL;
+}
+
 static struct dl_comm *inner(struct dl_comm *c)
 {
     return ((struct observed *)c->impl)->inner;

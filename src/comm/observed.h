@@ -25,4 +25,8 @@ int dl_comm_observe(struct dl_comm **c, const struct dl_comm_observer *o, void *
 /* The communicator a wrapper forwards to (c itself when c is none). */
 struct dl_comm *dl_comm_observed_inner(struct dl_comm *c);
 
+/* The context with which o observes c (c or a wrapper it forwards to),
+ * NULL when o does not. */
+void *dl_comm_observer_ctx(struct dl_comm *c, const struct dl_comm_observer *o);
+
 #endif

@@ -2,7 +2,7 @@
 # value parsers, tensor dtypes and their casts, the files shipped with dltrain found from any folder,
 # mkdir -p.
 DL_REAL_SOURCES += \
-	src/core/clock.c src/core/clock.h \
+	src/core/clock.c src/core/clock.h src/core/thread_label.c src/core/thread_label.h \
 	src/core/error.c src/core/error.h \
 	src/core/parse.c src/core/parse.h \
 	src/core/rng.c src/core/rng.h src/core/rng_hash.h src/core/host_device.h \

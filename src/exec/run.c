@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/rng.h"
+#include "core/thread_label.h"
 #include "io/trace.h"
 
 static void fill_args(struct dl_exec *e, const struct dl_exec_step *s, struct dl_kernel_args *a, int training)
@@ -106,11 +107,21 @@ static void count_forward(struct dl_exec *e, int i)
 
 /* Step s forward; again: a second time, recomputing in backward
  * (recompute.c: nothing counted, its time the layer's backward time). */
+/* The label of step s's messages (core/thread_label.h, for the flight
+ * recorder): the layer it runs or serves. */
+static void flight_label(const struct dl_exec *e, const struct dl_exec_step *s)
+{
+    int l = s->layer >= 0 ? s->layer : s->timed_layer;
+    if (l >= 0 && l < e->g->n)
+        dl_thread_label_set(e->g->layers[l].name);
+}
+
 static void forward_step(struct dl_exec *e, struct dl_exec_step *s, int training, int again)
 {
     struct dl_exec_impl *m = e->impl;
     double *times = again ? e->stats.time_bwd : e->stats.time_fwd;
     double t0 = times || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+    flight_label(e, s);
     struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
     if (s->kind == DL_STEP_REORDER) {
         dl_device_work_begin(m->device);
@@ -326,6 +337,7 @@ static void backward(struct dl_exec *e, enum pass pass)
         if (e->status)
             break;
         double t0 = e->stats.time_bwd || dl_trace_on(e->trace) ? dl_clock_now() : 0;
+        flight_label(e, s);
         struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
         if (s->kind == DL_STEP_REORDER) {
             dl_device_work_begin(m->device);

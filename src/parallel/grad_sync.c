@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/flight.h"
 #include "core/clock.h"
+#include "core/thread_label.h"
 #include "io/trace.h"
 #include "parallel/buckets.h"
 
@@ -193,6 +195,7 @@ static void trace_job(struct dl_grad_sync *s, int k, long step, double t0, doubl
 static void *comm_main(void *arg)
 {
     struct dl_grad_sync *s = arg;
+    dl_flight_lane(1); /* the flight recorder numbers this thread's collectives apart */
     if (s->device->bind_thread)
         s->device->bind_thread();
     pthread_mutex_lock(&s->mu);
@@ -207,6 +210,10 @@ static void *comm_main(void *arg)
         double t0 = dl_clock_now();
         struct dl_error e = {0};
         int rc = DL_OK;
+        char label[32] = "step sums";
+        if (k < s->n_buckets)
+            snprintf(label, sizeof label, "bucket %d", k);
+        dl_thread_label_set(label); /* what the flight recorder says the calls were for */
         if (!s->failed)
             rc = k < s->n_buckets ? reduce_bucket(s, k, &e)
                                   : dl_comm_sum_small(s->comm, s->extra, s->n_extra, &e);

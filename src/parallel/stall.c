@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/flight.h"
 #include "comm/tags.h"
 
 struct watch {
@@ -144,12 +145,14 @@ int dl_stall_poll(void *ctx, double waited_s, struct dl_error *err)
     int count;
     missing_list(s, list, sizeof list, &count);
     if (s->timeout_s > 0 && waited_s >= timeout) {
+        char found[600]; /* what the ranks' flight records say, when they keep them */
+        dl_flight_post_mortem(dl_flight_global(), 5.0, found, sizeof found);
         if (count)
             return dl_errorf(err, DL_ERR_COMM, "stall: rank%s %s did not join the gradient exchange of step %ld "
-                             "within %.0f s (--stall-timeout); aborting the job", count > 1 ? "s" : "", list,
-                             s->step, s->timeout_s);
+                             "within %.0f s (--stall-timeout); aborting the job%s%s", count > 1 ? "s" : "", list,
+                             s->step, s->timeout_s, *found ? "; " : "", found);
         return dl_errorf(err, DL_ERR_COMM, "stall: the gradient exchange of step %ld did not finish within %.0f s "
-                         "(--stall-timeout); aborting the job", s->step, s->timeout_s);
+                         "(--stall-timeout); aborting the job%s%s", s->step, s->timeout_s, *found ? "; " : "", found);
     }
     if (count && s->warned_step != s->step && s->warn) {
         char msg[512];

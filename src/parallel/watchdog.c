@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/flight.h"
 #include "comm/observed.h"
 #include "core/clock.h"
 
@@ -105,12 +106,14 @@ static void *watch(void *arg)
         if (!w->running || w->since <= 0)
             continue;
         double waited = dl_clock_now() - w->since;
-        char what[512], msg[640];
+        char what[512], msg[1200];
         if (w->timeout_s > 0 && waited >= w->timeout_s) {
             describe(w, waited, what, sizeof what);
-            snprintf(msg, sizeof msg, "stall: %s, longer than --stall-timeout %.0f s; aborting the job", what,
-                     w->timeout_s);
             pthread_mutex_unlock(&w->lock);
+            char found[600]; /* what the ranks' flight records say, when they keep them */
+            dl_flight_post_mortem(dl_flight_global(), 5.0, found, sizeof found);
+            snprintf(msg, sizeof msg, "stall: %s, longer than --stall-timeout %.0f s; aborting the job%s%s", what,
+                     w->timeout_s, *found ? "; " : "", found);
             w->report(w->ctx, msg);
             w->world->ops->abort(w->world, 1);
             return NULL;

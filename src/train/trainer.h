@@ -159,6 +159,13 @@ struct dl_train_opts {
     long poison_step;
     int poison_rank;
     double poison_value;
+    /* The flight recorder's folder (comm/flight.h; NULL: CHECKPOINT_DIR/flight,
+     * else dltrain-flight), and its testing aid (--debug-stop-calls
+     * STEP:RANK:LABEL; stop_calls_step 0: none). */
+    const char *flight_dir;
+    long stop_calls_step;
+    int stop_calls_rank;
+    char stop_calls_label[48];
 };
 
 struct dl_train_result {

@@ -136,6 +136,7 @@ static int train_step(struct trainer *tr, int local_batch, int global_batch, lon
 {
     memset(out, 0, sizeof *out);
     dl_watchdog_set_step(tr->watchdog, global_step);
+    dl_flight_set_step(tr->flight, global_step);
     struct dl_exec *e = dl_pipeline_exec(&tr->pipe);
     dl_exec_zero_grad(e);
     if (global_step == tr->opts->poison_step && tr->comm->rank == tr->opts->poison_rank)

@@ -92,6 +92,62 @@ static int refuse_experts(const struct trainer *tr, const struct dl_grid_dims *d
     return DL_OK;
 }
 
+/* The flight recorder on the data group and, with a grid, the tensor,
+ * pipeline and expert groups (several ranks only). */
+static int record_flights(struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    if (tr->comm->size == 1)
+        return DL_OK;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", o->flight_dir ? o->flight_dir : "dltrain-flight");
+    if (!o->flight_dir && o->checkpoint_dir)
+        snprintf(dir, sizeof dir, "%s/flight", o->checkpoint_dir);
+    int rc = dl_flight_open(dir, tr->comm->rank, tr->comm->size, &tr->flight, err);
+    if (rc)
+        return rc;
+    if (o->stop_calls_step > 0 && o->stop_calls_rank == tr->comm->rank)
+        dl_flight_stop_at(tr->flight, o->stop_calls_step, o->stop_calls_label);
+    const struct dl_grid_dims *d = &tr->grid.dims;
+    int n = tr->comm->size, world[n];
+    struct dl_grid_pos q = tr->grid.pos;
+    if (!tr->sharded) { /* the world is the data group: recorded through a wrapper of its own */
+        for (int i = 0; i < n; i++)
+            world[i] = i;
+        tr->flight_data = tr->comm;
+        rc = dl_flight_record(&tr->flight_data, tr->flight, "data", world, 0, err);
+        if (!rc)
+            tr->data_comm = tr->flight_data;
+        else
+            tr->flight_data = NULL;
+        return rc;
+    }
+    struct { struct dl_comm **c; const char *name; int size; } group[] = {
+        {&tr->grid.data, "data", d->dp}, {&tr->grid.tensor, "tensor", d->tp}, {&tr->grid.pipeline, "pipeline", d->pp},
+        {&tr->grid.experts, "expert", dl_grid_ep(d)}};
+    for (int k = 0; k < 4 && !rc; k++) {
+        if (!*group[k].c)
+            continue;
+        int ep = dl_grid_ep(d);
+        for (int i = 0; i < group[k].size; i++) {
+            struct dl_grid_pos p = q;
+            if (k == 0)
+                p.d = i;
+            else if (k == 1)
+                p.t = i;
+            else if (k == 2)
+                p.p = i;
+            else
+                p.d = q.d - q.d % ep + i;
+            world[i] = dl_grid_rank(d, p);
+        }
+        rc = dl_flight_record(group[k].c, tr->flight, group[k].name, world, 1, err);
+    }
+    if (!rc)
+        tr->data_comm = tr->grid.data;
+    return rc;
+}
+
 /* With tensor, pipeline or expert ranks: this rank's place, group communicators and
  * shard, and what the grid cannot do. */
 int dl_trainer_open_grid(struct trainer *tr, struct dl_error *err)
@@ -100,7 +156,7 @@ int dl_trainer_open_grid(struct trainer *tr, struct dl_error *err)
     struct dl_grid_dims d = o->grid;
     tr->data_comm = tr->comm;
     if (d.tp * d.pp <= 1 && dl_grid_ep(&d) == 1)
-        return DL_OK;
+        return record_flights(tr, err);
     if ((long)d.dp * d.tp * d.pp != tr->comm->size)
         return dl_errorf(err, DL_ERR_SPEC, "grid dp=%d x tp=%d x pp=%d, but %d ranks are running", d.dp, d.tp, d.pp,
                          tr->comm->size);
@@ -119,6 +175,9 @@ int dl_trainer_open_grid(struct trainer *tr, struct dl_error *err)
         return rc;
     tr->sharded = 1;
     tr->data_comm = tr->grid.data;
+    rc = record_flights(tr, err);
+    if (rc)
+        return rc;
     for (int i = 0; i < tr->net->graph.n; i++)
         if (tr->shard.layer[i].whole_because && tr->reporter) {
             char msg[400];

@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "parallel/grid.h"
 #include "parallel/strategy.h"
+#include "comm/flight.h"
 #include "parallel/watchdog.h"
 #include "parallel/zero.h"
 #include "train/batch_ahead.h"
@@ -92,6 +93,8 @@ struct trainer {
     struct dl_comm *tensor_device_comm; /* its tensor group over the device's own communicator (NCCL), or NULL */
     struct dl_comm *data_comm;      /* the data-parallel group: the world, or the grid's */
     struct dl_watchdog *watchdog;   /* stalls in the tensor and pipeline groups' blocking calls */
+    struct dl_flight *flight;       /* the flight recorder (several ranks), or NULL */
+    struct dl_comm *flight_data;    /* without a grid: the recorded world, data_comm (closed first) */
     struct dl_optim optim;
     struct dl_strategy *strategy;
     long steps_per_epoch, total_steps;

@@ -302,6 +302,8 @@ void dl_trainer_teardown(struct trainer *tr)
         dl_shard_free(&tr->shard);
     dl_comm_close(tr->tensor_device_comm);
     dl_grid_close(&tr->grid); /* (nothing without a grid) */
+    dl_comm_close(tr->flight_data);
+    dl_flight_close(tr->flight);
     dl_watchdog_stop(tr->watchdog);
     dl_batcher_free(&tr->data.batcher);
     dl_dataset_free(&tr->data.train);
