@@ -217,7 +217,7 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
                             continue;
                         struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k],
                                                    .by_samples = by_samples};
-                        dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
+                        dl_layout_layer_costs(g, &t, &v, &m, &l.dims, (double)local / M, cost);
                         for (int i = 0; i < g->n; i++)
                             mem[i] = 12.0 * (double)v.params[i] +
                                      4.0 * (double)dl_shape_count(g->layers[i].out_shape) * local / M * v.share[i];

@@ -71,10 +71,11 @@ static struct dl_plan_candidate *push(struct dl_plan_result *r, int *cap, struct
 static int cut(const struct dl_graph *g, const struct dl_tp_view *v, const struct dl_plan_request *req,
                double b, struct dl_plan_layout *l, double *cost, double *mem, struct dl_error *err)
 {
-    dl_layout_layer_costs(g, req->times, v, req->machine, b, cost);
+    dl_layout_layer_costs(g, req->times, v, req->machine, &l->dims, b, cost);
     int n = g->n - 1;
     for (int i = 0; i < g->n; i++)
-        mem[i] = 12.0 * (double)v->params[i] + 4.0 * (double)dl_shape_count(g->layers[i].out_shape) * b * v->share[i];
+        mem[i] = 12.0 * dl_layout_rank_params(v, &l->dims, i) +
+                 4.0 * (double)dl_shape_count(g->layers[i].out_shape) * b * v->share[i];
     cost[n - 1] += cost[n];
     mem[n - 1] += mem[n];
     int rc = dl_cuts_balance(cost, mem, n, dl_layout_stages(l), l->first, NULL, NULL, err);
