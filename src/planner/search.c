@@ -120,7 +120,8 @@ static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_v
                          const struct dl_plan_layout *base, struct dl_plan_result *r, int *cap, struct dl_error *err)
 {
     const struct dl_graph *g = req->g;
-    int P = base->dims.pp, D = base->dims.dp, T = base->dims.tp, blocks = 0, zero = dl_grid_ep(&base->dims) == 1;
+    int P = base->dims.pp, D = base->dims.dp, T = base->dims.tp, blocks = 0;
+    int zero_allowed = dl_grid_ep(&base->dims) == 1; /* the trainer refuses ZeRO with expert ranks */
     for (int i = 0; i < g->n; i++)
         blocks |= g->layers[i].block >= 0;
     size_t *arena = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *arena, err);
@@ -133,9 +134,9 @@ static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_v
     for (int step = 0, fits = 0; !rc && !fits && step < 4; step++) {
         if (step == 0 && T > 1 && g->positions > 1 && !l.dims.sp)
             l.dims.sp = 1;
-        else if (step == 1 && zero && D > 1 && l.zero < 1)
+        else if (step == 1 && zero_allowed && D > 1 && l.zero < 1)
             l.zero = 1;
-        else if (step == 2 && zero && D > 1 && P == 1 && l.zero < 2)
+        else if (step == 2 && zero_allowed && D > 1 && P == 1 && l.zero < 2)
             l.zero = 2;
         else if (step == 3 && blocks && !l.recompute)
             l.recompute = 1, eo.recompute = DL_RECOMPUTE_FULL;
