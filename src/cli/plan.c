@@ -27,8 +27,9 @@ static void help(void)
 {
     fputs("Usage: dltrain plan --net FILE {--ranks N[,N2,...] | --machine FILE} [options]\n"
           "Predicts the step time and memory per rank of every layout of the network on N ranks\n"
-          "(grid dp x tp x pp, stage cuts, pipeline schedule and chunks) and prints the best few,\n"
-          "why the other grids lost, and for several rank counts the predicted weak scaling.\n\n"
+          "(grid dp x tp x pp, ep too with experts, stage cuts, pipeline schedule and chunks) and\n"
+          "prints the best few, why the other grids lost, and for several rank counts the predicted\n"
+          "weak scaling.\n\n"
           "  --ranks N[,N2,...]    rank counts (the first gets the full table; default with\n"
           "                        --machine: its nodes x ranks per node)\n"
           "  --machine FILE        the machine as a YAML file (nodes, ranks and cores per node,\n"
