@@ -16,7 +16,8 @@
 #   link makes it cost more), within the node otherwise (dp=4 x ep=2);
 # - with 8 experts of 512 units a memory limit that only layouts with
 #   expert ranks meet (every other one, ZeRO and recomputation tried, needs
-#   more) plans one with ep;
+#   more) plans one with ep (recomputation tried on those over it, never
+#   ZeRO, which the trainer refuses with expert ranks);
 # - ep follows the trainer's rules: 6 experts give no ep=4, a batch of 14
 #   none at dp=4, --zero 1 none at all (infeasible, the reason given);
 # - a network without experts (LeNet-5) lists no layout with ep.
@@ -120,8 +121,9 @@ print("# the best: dp=%d,ep=%d,tp=%d,pp=%d, %d bytes; the least without ep: %d b
 ok = best["feasible"] and best["ep"] > 1 and best["memory_bytes"] <= 12000000
 ok = ok and all(l["ep"] > 1 for l in L if l["feasible"])
 ok = ok and plain and saved and all(l["memory_bytes"] > 12000000 and not l["feasible"] for l in plain)
+ok = ok and any(l["ep"] > 1 and l["recompute"] for l in L) and not any(l["ep"] > 1 and l["zero"] for l in L)
 sys.exit(0 if ok else 1)'
-tap_result $? "only layouts with expert ranks fit: the best has ep"
+tap_result $? "only layouts with expert ranks fit: the best has ep (none saved by ZeRO, which the trainer refuses with ep)"
 
 $MOE --set args.experts=6 --json > "$T/six.json" 2> "$T/six.err" &&
     [ "$(ep_grids "$T/six.json")" = "2,2,1,2 2,2,2,1 4,2,1,1 " ]
