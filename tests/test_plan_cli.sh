@@ -31,12 +31,16 @@
 #   timing keeps depends on the machine, so --debug-plan-keep 2 (testing
 #   aid) makes the second the one kept on every machine: that one trains
 #   (the same check), and its weights differ from those of the model's
-#   first (the 2-rank run above), so training that one instead would show.
+#   first (the 2-rank run above), so training that one instead would show;
+#   on 4 ranks moe-tiny with 8 experts of 512 units is planned with expert
+#   ranks (their weights' allreduce outweighs the all-to-alls), trains with
+#   them, and equals the run given its --grid dp=R,ep=E.
 . "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/text_corpus.sh"
 T="$TMPDIR_TEST"
 XDG_CACHE_HOME="$T/cache"
 export XDG_CACHE_HOME
-tap_plan 44
+tap_plan 46
 
 PLAN="$DLTRAIN plan --net $top_srcdir/nets/lenet5.yaml --flops 1e10 --no-db --threads 1"
 $PLAN --ranks 4 --json > "$T/plan.json" 2> "$T/plan.err"
@@ -354,8 +358,15 @@ print(next(i + 1 for i, l in enumerate(L) if l["by_samples"] and l["tp"] == 2))'
         --debug-plan-keep "$pos" && grep -q ', convolutions split: batch' "$T/lenet-samples-auto.txt" &&
         [ "$(grep -c 'split: batch' "$T/lenet-samples.yaml")" -eq 2 ]
     tap_result $? "--parallel auto keeping LeNet-5's tp=2 with convolutions by samples (rank $pos) equals the run with them"
+    NET=$top_srcdir/nets/moe-tiny.yaml
+    text_corpus "$top_builddir/tests/text-corpus" &&
+        auto moe-ep 4 ",ep=" --data "$top_builddir/tests/text-corpus" --set args.experts=8 --set args.mlp=512 \
+            --max-steps 12 --limit-test 32 --threads 1 --plan-flops 1e11
+    tap_result $? "--parallel auto on 4 ranks (moe-tiny, 8 experts of 512 units: expert ranks) equals the run with its options"
+    grep -q "grid dp=4 (.* x ep=[0-9]* expert ranks)" "$T/moe-ep-auto.txt"
+    tap_result $? "  and trained with expert ranks"
 else
-    for i in 1 2 3 4 5 6 7 8 9 10; do echo "ok $((tap_n + i)) # SKIP mpirun not available"; done
-    tap_n=$((tap_n + 10))
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo "ok $((tap_n + i)) # SKIP mpirun not available"; done
+    tap_n=$((tap_n + 12))
 fi
 exit $((tap_failed > 0))

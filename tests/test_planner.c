@@ -12,7 +12,10 @@
  * the memory of a rank equals what dl_pipeline_init's executors plan and
  * hold for every schedule (zb-h1's planned for backward in two passes,
  * interleaved's one executor per chunk in flight on each stage: their
- * arenas, weights, gradients, momentum and state); --link
+ * arenas, weights, gradients, momentum and state; an expert rank's block
+ * of a mixture of experts too); on a mixture of experts the brute force
+ * takes every ep too, and the all-to-alls and the experts' sums over their
+ * replicas equal their formulas; --link
  * parses and refuses bad values; the consistency models' exchanges equal
  * their formulas worked out by hand per rank (gossip's neighbours on or
  * off the node, local SGD's and EASGD's allreduce over the link). */
@@ -68,6 +71,16 @@ static const char *const free_mlp =
     "  - {name: fc3, type: fc, units: 8}\n"
     "  - {name: relu3, type: relu}\n"
     "  - {name: fc4, type: fc, units: 4}\n"
+    "loss: softmax_cross_entropy\n";
+
+/* A mixture of 4 experts (top 2, 8 units each) on 16 features: 64
+ * router weights, 1,536 expert weights, the fc 68. */
+static const char *const tiny_moe =
+    "input: {shape: [1, 4, 4], classes: 4}\n"
+    "layers:\n"
+    "  - {name: flatten, type: flatten}\n"
+    "  - {name: moe, type: moe, experts: 4, top_k: 2, units: 8}\n"
+    "  - {name: fc, type: fc, units: 4}\n"
     "loss: softmax_cross_entropy\n";
 
 static void load_text(const char *text, struct dl_net *net)
@@ -185,6 +198,11 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
             whole_feasible += r.c[r.rank[k]].layout.n_whole > 0;
         double best = INFINITY;
         double *cost = calloc((size_t)g->n, sizeof *cost), *mem = calloc((size_t)g->n, sizeof *mem);
+        int experts = 0, with_ep = 0; /* a layer with experts (4 of them); ranked layouts with expert ranks */
+        for (int i = 0; i < g->n; i++)
+            experts |= g->layers[i].kind->expert_split != NULL;
+        for (int k = 0; k < r.n_feasible; k++)
+            with_ep += dl_grid_ep(&r.c[r.rank[k]].layout.dims) > 1;
         /* the bit above the pairs': convolutions by samples, when there is a
          * convolution with its split unset (the CNN's conv1; the MLP has none) */
         int free_conv = 0;
@@ -207,7 +225,10 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
                 struct dl_tp_view v;
                 if (dl_tp_view_make(&split, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
                     continue;
-                for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local && (!by_samples || local / M >= T);
+                /* expert ranks: E dividing D and the experts (4), the batch (16) dividing over D */
+                for (int E = 1; E <= D; E++)
+                for (int M = P > 1 ? P : 1; M <= (P > 1 ? 8 * P : 1) && M <= local && (!by_samples || local / M >= T) &&
+                                            (E == 1 || (experts && D % E == 0 && 4 % E == 0 && 16 % D == 0));
                      M *= 2)
                     for (int k = 0; k < (P > 1 ? 5 : 1); k++) {
                         static const enum dl_pipe_schedule kinds[] = {DL_SCHED_1F1B, DL_SCHED_GPIPE, DL_SCHED_ZB_H1,
@@ -215,11 +236,11 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
                         static const int Vs[] = {1, 1, 1, 2, 4};
                         if (P * Vs[k] > g->n - 1)
                             continue;
-                        struct dl_plan_layout l = {.dims = {D, T, P}, .chunks = M, .schedule = kinds[k], .V = Vs[k],
-                                                   .by_samples = by_samples};
-                        dl_layout_layer_costs(g, &t, &v, &m, (double)local / M, cost);
+                        struct dl_plan_layout l = {.dims = {D, T, P, 0, E > 1 ? E : 0}, .chunks = M,
+                                                   .schedule = kinds[k], .V = Vs[k], .by_samples = by_samples};
+                        dl_layout_layer_costs(g, &t, &v, &m, &l.dims, (double)local / M, cost);
                         for (int i = 0; i < g->n; i++)
-                            mem[i] = 12.0 * (double)v.params[i] +
+                            mem[i] = 12.0 * dl_layout_rank_params(&v, &l.dims, i) +
                                      4.0 * (double)dl_shape_count(g->layers[i].out_shape) * local / M * v.share[i];
                         cost[g->n - 2] += cost[g->n - 1];
                         mem[g->n - 2] += mem[g->n - 1];
@@ -241,6 +262,7 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
         free(cost), free(mem);
         assert_int_equal(r.n_feasible, count);
         assert_true(n_pairs && N > 1 ? whole_feasible > 0 : whole_feasible == 0);
+        assert_true(experts && N > 1 ? with_ep > 0 : with_ep == 0);
         assert_true(r.c[r.rank[0]].pred.step_s == best);
         for (int k = 1; k < r.n_feasible; k++)
             assert_true(r.c[r.rank[k - 1]].pred.step_s <= r.c[r.rank[k]].pred.step_s);
@@ -257,6 +279,7 @@ static void search_ranks_every_layout(void **state)
     static const int pairs[2][2] = {{1, 3}, {5, 7}};
     check_search(small_cnn, 0, NULL);
     check_search(free_mlp, 2, pairs);
+    check_search(tiny_moe, 0, NULL);
 }
 
 /* One rank: the layer times; dp = 4: a quarter of them plus the allreduce of every gradient. */
@@ -327,6 +350,69 @@ static void step_time_formulas(void **state)
     double ring = 3 * (m.link_alpha + piece * m.link_beta + piece * dl_cost_gamma(&m.node, 4, 4, bytes)) +
                   3 * (m.link_alpha + piece * m.link_beta);
     assert_true(fabs(p.dp_s - ring) <= 1e-12 * ring);
+    dl_tp_view_free(&v);
+    dl_layer_times_free(&t);
+    dl_net_free(&net);
+}
+
+/* Expert ranks on the mixture of experts: dl_machine_alltoall's formula;
+ * the all-to-alls of dp=4 x ep=2 (4 samples a rank, 2 rows of 16 floats a
+ * sample) in the step; the gradient sums split in buckets as grad_sync
+ * cuts them, the experts' half over their 2 replicas. */
+static void experts_step_time(void **state)
+{
+    (void)state;
+    struct dl_net net;
+    load_text(tiny_moe, &net);
+    const struct dl_graph *g = &net.graph;
+    struct dl_layer_times t;
+    flop_times(g, &t, 2e9);
+    struct dl_machine m;
+    machine(&m, 4);
+    assert_true(dl_machine_alltoall(&m, 1, 0, 1e6) == 0);
+    assert_true(fabs(dl_machine_alltoall(&m, 4, 0, 1e6) - (3 * 2e-6 + 0.75e6 * 1e-9)) <= 1e-18);
+    assert_true(fabs(dl_machine_alltoall(&m, 4, 1, 1e6) - (3 * 5e-6 + 0.75e6 * 8e-11)) <= 1e-18);
+    struct dl_tp_view v;
+    assert_int_equal(dl_tp_view_make(g, 1, 4, &m, &v, NULL), DL_OK);
+    assert_true(v.expert_params[1] == 1536 && v.params[1] == 1600 && v.routed_bytes[1] == 2 * 16 * 4);
+    assert_true(v.expert_params[2] == 0 && v.routed_bytes[2] == 0);
+    struct dl_plan_layout l = {.dims = {4, 1, 1, 0, 2}, .chunks = 1, .schedule = DL_SCHED_1F1B, .first = {0, g->n}};
+    struct dl_layout_prediction p, plain;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+    double X = 4 * 128.0;
+    double a2a = 2 * dl_machine_alltoall(&m, 2, 0, X) + dl_machine_alltoall(&m, 2, 0, 2 * X) +
+                 dl_machine_alltoall(&m, 2, 0, X);
+    assert_true(fabs(p.ep_s - a2a) <= 1e-15);
+    /* buckets from the last layer: the fc's 68, the experts' half (768, over
+     * 2 replicas), the router's 64 */
+    double sums = dl_machine_allreduce(&m, 4, 0, 68 * 4.0) + dl_machine_allreduce(&m, 2, 0, 768 * 4.0) +
+                  dl_machine_allreduce(&m, 4, 0, 64 * 4.0);
+    assert_true(fabs(p.dp_s - sums) <= 1e-15);
+    struct dl_plan_layout dp4 = l;
+    dp4.dims.ep = 0;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &dp4, 16, &plain, NULL), DL_OK);
+    assert_true(plain.ep_s == 0);
+    /* the same compute: the step differs by the all-to-alls and the exposed sums */
+    assert_true(fabs((p.step_s - p.ep_s - p.dp_exposed_s) - (plain.step_s - plain.dp_exposed_s)) <= 1e-12);
+    /* with 2 chunks (no overlap): the dense weights in one sum over 4, the
+     * experts' over 2; the all-to-alls twice, of half the rows */
+    l.chunks = 2;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+    sums = dl_machine_allreduce(&m, 4, 0, 132 * 4.0) + dl_machine_allreduce(&m, 2, 0, 768 * 4.0);
+    a2a = 2 * (2 * dl_machine_alltoall(&m, 2, 0, X / 2) + dl_machine_alltoall(&m, 2, 0, X) +
+               dl_machine_alltoall(&m, 2, 0, X / 2));
+    assert_true(fabs(p.dp_s - sums) <= 1e-15 && fabs(p.ep_s - a2a) <= 1e-15);
+    /* ep=4: no replicas, the experts' sums none; groups across nodes of 2 ranks pay the link */
+    l.chunks = 1;
+    l.dims.ep = 4;
+    m.ranks_per_node = 2;
+    assert_int_equal(dl_layout_predict(g, &t, &v, &m, &l, 16, &p, NULL), DL_OK);
+    a2a = 2 * dl_machine_alltoall(&m, 4, 1, X) + dl_machine_alltoall(&m, 4, 1, 2 * X) +
+          dl_machine_alltoall(&m, 4, 1, X);
+    assert_true(fabs(p.ep_s - a2a) <= 1e-15);
+    sums = dl_machine_allreduce(&m, 4, 1, 68 * 4.0) + dl_machine_allreduce(&m, 4, 1, 64 * 4.0);
+    assert_true(fabs(p.dp_s - sums) <= 1e-15);
+    assert_true(dl_layout_rank_params(&v, &l.dims, 1) == 64 + 384);
     dl_tp_view_free(&v);
     dl_layer_times_free(&t);
     dl_net_free(&net);
@@ -505,16 +591,20 @@ static void ranks_sharing_cores(void **state)
 static void memory_equals_executors(void **state)
 {
     (void)state;
-    struct dl_net nets[2];
+    struct dl_net nets[3];
     load(&nets[0]);
     load_text(free_mlp, &nets[1]);
+    load_text(tiny_moe, &nets[2]);
     static const struct {
         int dp, tp, pp, chunks;
         enum dl_pipe_schedule kind;
         int V;
         int cut[3]; /* first layers of stages 1.. */
         int mlp;    /* 1: the free MLP with fc1 and fc2 whole (split: none), fc3 and fc4 split */
-    } cases[] = {{1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}, 1}, {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {4}, 1},
+        int ep;     /* > 1: the mixture of experts on ep expert ranks */
+    } cases[] = {{2, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0, 2}, {4, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0, 4},
+                 {2, 1, 2, 2, DL_SCHED_GPIPE, 1, {2}, 0, 2}, {2, 2, 1, 1, DL_SCHED_1F1B, 1, {0}, 0, 2},
+                 {1, 2, 1, 1, DL_SCHED_1F1B, 1, {0}, 1}, {1, 2, 2, 4, DL_SCHED_GPIPE, 1, {4}, 1},
                  {2, 2, 2, 2, DL_SCHED_ZB_H1, 1, {6}, 1},
                  {1, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0}, {2, 1, 1, 1, DL_SCHED_1F1B, 1, {0}, 0},
                  {1, 1, 2, 4, DL_SCHED_1F1B, 1, {3}, 0}, {1, 1, 2, 4, DL_SCHED_GPIPE, 1, {6}, 0},
@@ -525,8 +615,9 @@ static void memory_equals_executors(void **state)
                  {2, 1, 2, 2, DL_SCHED_INTERLEAVED, 2, {3, 6, 8}, 0},
                  {1, 2, 2, 8, DL_SCHED_INTERLEAVED, 2, {1, 4, 6}, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-        const struct dl_graph *g = &nets[cases[k].mlp].graph;
-        struct dl_plan_layout l = {.dims = {cases[k].dp, cases[k].tp, cases[k].pp}, .chunks = cases[k].chunks,
+        const struct dl_graph *g = &nets[cases[k].ep ? 2 : cases[k].mlp].graph;
+        struct dl_plan_layout l = {.dims = {cases[k].dp, cases[k].tp, cases[k].pp, 0, cases[k].ep},
+                                   .chunks = cases[k].chunks,
                                    .schedule = cases[k].kind, .V = cases[k].V, .n_whole = cases[k].mlp ? 2 : 0,
                                    .whole = {1, 3}};
         const int S = cases[k].pp * cases[k].V;
@@ -556,8 +647,10 @@ static void memory_equals_executors(void **state)
             int rank = dl_grid_rank(&l.dims, (struct dl_grid_pos){0, 0, p});
             assert_int_equal(dl_shard_make(&staged, &l.dims, cases[k].V, rank, NULL, &s, NULL), DL_OK);
             struct dl_comm tensor = {.size = l.dims.tp}, pipeline = {.size = l.dims.pp, .rank = p};
+            struct dl_comm experts = {.size = dl_grid_ep(&l.dims)};
             struct dl_exec_options o = {.shard = &s, .tensor_comm = l.dims.tp > 1 ? &tensor : NULL,
-                                        .pipeline_comm = l.dims.pp > 1 ? &pipeline : NULL};
+                                        .pipeline_comm = l.dims.pp > 1 ? &pipeline : NULL,
+                                        .experts_comm = cases[k].ep ? &experts : NULL};
             struct dl_pipeline pl;
             int local = (batch + l.dims.dp - 1) / l.dims.dp;
             rc = dl_pipeline_init(&pl, &staged, &o, local, l.chunks, l.schedule, cases[k].V, 1, &err);
@@ -578,6 +671,7 @@ static void memory_equals_executors(void **state)
     }
     dl_net_free(&nets[0]);
     dl_net_free(&nets[1]);
+    dl_net_free(&nets[2]);
 }
 
 /* The collectives of the small CNN's splits on 2 tensor ranks, from
@@ -856,6 +950,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cuts_are_optimal),
         cmocka_unit_test(search_ranks_every_layout),
+        cmocka_unit_test(experts_step_time),
         cmocka_unit_test(step_time_formulas),
         cmocka_unit_test(fixed_and_tensor_times),
         cmocka_unit_test(ranks_sharing_cores),

@@ -27,8 +27,9 @@ static void help(void)
 {
     fputs("Usage: dltrain plan --net FILE {--ranks N[,N2,...] | --machine FILE} [options]\n"
           "Predicts the step time and memory per rank of every layout of the network on N ranks\n"
-          "(grid dp x tp x pp, stage cuts, pipeline schedule and chunks) and prints the best few,\n"
-          "why the other grids lost, and for several rank counts the predicted weak scaling.\n\n"
+          "(grid dp x tp x pp, ep too with experts, stage cuts, pipeline schedule and chunks) and\n"
+          "prints the best few, why the other grids lost, and for several rank counts the predicted\n"
+          "weak scaling.\n\n"
           "  --ranks N[,N2,...]    rank counts (the first gets the full table; default with\n"
           "                        --machine: its nodes x ranks per node)\n"
           "  --machine FILE        the machine as a YAML file (nodes, ranks and cores per node,\n"
@@ -135,13 +136,15 @@ static void why_slower(const struct dl_plan_candidate *c, const struct dl_plan_c
 {
     const struct dl_layout_prediction *x = &c->pred, *y = &b->pred;
     double bubble_x = x->makespan_s * x->bubble, bubble_y = y->makespan_s * y->bubble;
-    double compute_x = x->makespan_s - bubble_x - x->tp_s, compute_y = y->makespan_s - bubble_y - y->tp_s;
+    double compute_x = x->makespan_s - bubble_x - x->tp_s - x->ep_s;
+    double compute_y = y->makespan_s - bubble_y - y->tp_s - y->ep_s;
     const char *names[] = {"compute and pipeline sends", "tensor-parallel collectives",
-                           "data-parallel allreduce (not hidden)", "pipeline bubble", "optimizer step"};
+                           "data-parallel allreduce (not hidden)", "pipeline bubble", "optimizer step",
+                           "expert all-to-alls"};
     double diff[] = {compute_x - compute_y, x->tp_s - y->tp_s, x->dp_exposed_s - y->dp_exposed_s, bubble_x - bubble_y,
-                     x->optim_s - y->optim_s};
+                     x->optim_s - y->optim_s, x->ep_s - y->ep_s};
     int k = 0;
-    for (int i = 1; i < 5; i++)
+    for (int i = 1; i < 6; i++)
         if (diff[i] > diff[k])
             k = i;
     snprintf(buf, n, "%.2fx the best's step time: %s %+.3f ms", x->step_s / y->step_s, names[k], 1e3 * diff[k]);
@@ -179,11 +182,11 @@ static void cuts_str(const struct dl_graph *g, const struct dl_plan_layout *l, c
     }
 }
 
-/* 1 when a and b are the same grid dp x tp x pp (sequence parallelism is a
- * variant of its grid). */
+/* 1 when a and b are the same grid dp x tp x pp with as many expert ranks
+ * (sequence parallelism is a variant of its grid). */
 static int same_grid(const struct dl_grid_dims *a, const struct dl_grid_dims *b)
 {
-    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp;
+    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && dl_grid_ep(a) == dl_grid_ep(b);
 }
 
 static void print_table(const struct dl_graph *g, const struct dl_plan_result *r, int top)
@@ -259,8 +262,9 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
         }
         const struct dl_plan_candidate *c = &r->c[i];
         char sched[32];
-        printf("%s\n  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"schedule\": \"%s\", \"V\": %d, \"chunks\": %d, \"feasible\": %s",
-               k ? "," : "", c->layout.dims.dp, c->layout.dims.tp, c->layout.dims.pp,
+        printf("%s\n  {\"dp\": %d, \"ep\": %d, \"tp\": %d, \"pp\": %d, \"schedule\": \"%s\", \"V\": %d, \"chunks\": %d, "
+               "\"feasible\": %s", k ? "," : "", c->layout.dims.dp, dl_grid_ep(&c->layout.dims), c->layout.dims.tp,
+               c->layout.dims.pp,
                dl_layout_schedule_str(&c->layout, sched, sizeof sched), dl_layout_V(&c->layout), c->layout.chunks,
                c->feasible ? "true" : "false");
         printf(", \"cuts\": [");
@@ -280,9 +284,9 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
         printf("]");
         if (c->feasible || c->over_memory)
             printf(", \"step_s\": %.9g, \"samples_per_s\": %.9g, \"memory_bytes\": %zu, \"comm_share\": %.6g, "
-                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g, \"optim_s\": %.9g",
-                   c->pred.step_s, c->pred.samples_per_s, c->memory, c->pred.comm_share, c->pred.bubble, c->pred.tp_s,
-                   c->pred.dp_s, c->pred.dp_exposed_s, c->pred.optim_s);
+                   "\"bubble\": %.6g, \"tp_s\": %.9g, \"ep_s\": %.9g, \"dp_s\": %.9g, \"dp_exposed_s\": %.9g, "
+                   "\"optim_s\": %.9g", c->pred.step_s, c->pred.samples_per_s, c->memory, c->pred.comm_share,
+                   c->pred.bubble, c->pred.tp_s, c->pred.ep_s, c->pred.dp_s, c->pred.dp_exposed_s, c->pred.optim_s);
         if (!c->feasible) {
             printf(", \"why\": ");
             json_string(c->why);
@@ -293,13 +297,15 @@ static void json_layouts(const struct dl_graph *g, const struct dl_plan_result *
 }
 
 /* The best feasible candidate whose grid has the kind: 0 data (tp = pp =
- * 1), 1 tensor (dp = pp = 1), 2 pipeline (dp = tp = 1), 3 any. */
+ * 1, no expert ranks), 1 tensor (dp = pp = 1), 2 pipeline (dp = tp = 1),
+ * 3 any. */
 static const struct dl_plan_candidate *best_of_kind(const struct dl_plan_result *r, int kind)
 {
     for (int k = 0; k < r->n_feasible; k++) {
         const struct dl_plan_candidate *c = &r->c[r->rank[k]];
         const struct dl_grid_dims *d = &c->layout.dims;
-        if (kind == 3 || (kind == 0 && d->tp == 1 && d->pp == 1) || (kind == 1 && d->dp == 1 && d->pp == 1) ||
+        if (kind == 3 || (kind == 0 && d->tp == 1 && d->pp == 1 && dl_grid_ep(d) == 1) ||
+            (kind == 1 && d->dp == 1 && d->pp == 1) ||
             (kind == 2 && d->dp == 1 && d->tp == 1))
             return c;
     }

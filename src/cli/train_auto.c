@@ -18,8 +18,10 @@
 
 /* A layout as integers: dp, tp, pp, chunks, schedule, V, the number of
  * layers kept whole, the bucket size in KiB (0: the default), 1 for
- * convolutions by samples, the layers kept whole, cuts (pp x V stages). */
-enum { BUCKET_KIB = 7, BY_SAMPLES = 8, WHOLE = 9, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS, WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
+ * convolutions by samples, the expert ranks (1: none; dp counts them), the
+ * layers kept whole, cuts (pp x V stages). */
+enum { BUCKET_KIB = 7, BY_SAMPLES = 8, EP = 9, WHOLE = 10, HEAD = WHOLE + 2 * DL_PLAN_MAX_PAIRS,
+       WORDS = HEAD + DL_SCHED_MAX_STAGES + 1 };
 #define TRIAL_STEPS 4 /* the first warms up */
 
 struct plan_words {
@@ -35,6 +37,7 @@ static void words_of(const struct dl_plan_layout *l, int *w)
     w[6] = l->n_whole;
     w[BUCKET_KIB] = (int)(l->bucket_bytes >> 10);
     w[BY_SAMPLES] = l->by_samples;
+    w[EP] = dl_grid_ep(&l->dims);
     for (int k = 0; k < l->n_whole; k++)
         w[WHOLE + k] = l->whole[k];
     for (int s = 0; s <= dl_layout_stages(l); s++)
@@ -44,7 +47,8 @@ static void words_of(const struct dl_plan_layout *l, int *w)
 /* "--grid ... --pipeline-chunks M --pipeline-schedule S[, stages begin at A|B][, kept whole (split: none): C,D]" */
 static void describe(const struct dl_graph *g, const int *w, char *buf, size_t size)
 {
-    struct dl_plan_layout l = {.dims = {w[0], w[1], w[2]}, .schedule = (enum dl_pipe_schedule)w[4], .V = w[5]};
+    struct dl_plan_layout l = {.dims = {w[0], w[1], w[2], 0, w[EP] > 1 ? w[EP] : 0},
+                               .schedule = (enum dl_pipe_schedule)w[4], .V = w[5]};
     char grid[64], sched[32];
     int len = snprintf(buf, size, "--grid %s --pipeline-chunks %d --pipeline-schedule %s",
                        dl_grid_str(&l.dims, grid, sizeof grid), w[3], dl_layout_schedule_str(&l, sched, sizeof sched));
@@ -66,8 +70,20 @@ static int is_hybrid(const struct dl_grid_dims *d)
     return (d->dp > 1) + (d->tp > 1) + (d->pp > 1) >= 2;
 }
 
+/* What the trainer refuses expert ranks with in this run (besides --zero,
+ * which the planner knows), or NULL. */
+static const char *experts_refused(const struct dl_train_opts *train)
+{
+    if (train->parallel.codec.ops)
+        return "--compress: not with expert ranks yet";
+    if (train->exec.device && !train->exec.device->host_memory)
+        return "the experts' rows travel through host memory: not on this --device yet";
+    return NULL;
+}
+
 static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, double flop_rate, int keep,
-                         int hybrid, enum dl_dtype grad_dtype, struct plan_words *out, char *summary, size_t size)
+                         int hybrid, const struct dl_train_opts *train, struct plan_words *out, char *summary,
+                         size_t size)
 {
     const char *who = hybrid ? "--parallel hybrid" : "--parallel auto";
     const struct dl_graph *g = &net->graph;
@@ -88,8 +104,9 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
     dl_machine_share_cores(&m, dl_threads_local_ranks(), dl_threads_get(), dl_threads_node_cores(), flop_rate <= 0);
     struct dl_tensor_times_request measure = {.batch = batch, .ranks = N, .eo = &eo};
     struct dl_plan_request req = {.g = g, .times = &t, .machine = &m, .ranks = N, .batch = batch, .eo = &eo,
-                                  .optim = &net->train.optim, .grad_dtype = grad_dtype, .zero = net->parallel.zero,
-                                  .sequence_parallel = net->parallel.sequence_parallel,
+                                  .optim = &net->train.optim, .grad_dtype = train->parallel.grad_dtype,
+                                  .zero = net->parallel.zero, .sequence_parallel = net->parallel.sequence_parallel,
+                                  .no_experts = experts_refused(train),
                                   .tensor_times = flop_rate > 0 ? NULL : dl_layer_times_tensor_hook,
                                   .tensor_ctx = &measure};
     struct dl_plan_result r;
@@ -130,7 +147,7 @@ static int plan_on_rank0(struct dl_net *net, struct dl_net_options *no, int N, d
 /* Sets train's grid, chunks and schedule and the graph's stage keys to w. */
 static void apply(const int *w, struct dl_net *net, struct dl_train_opts *train)
 {
-    train->grid = (struct dl_grid_dims){w[0], w[1], w[2], net->parallel.sequence_parallel};
+    train->grid = (struct dl_grid_dims){w[0], w[1], w[2], net->parallel.sequence_parallel, w[EP] > 1 ? w[EP] : 0};
     train->pipeline_chunks = w[3];
     train->pipeline_schedule = (enum dl_pipe_schedule)w[4];
     train->pipeline_virtual = w[5];
@@ -198,8 +215,7 @@ static int auto_plan(struct plan_words *p, struct dl_net *net, struct dl_net_opt
     char summary[512] = "";
     int keep = trials > 1 ? trials : 1;
     if (comm->rank == 0)
-        p->status = plan_on_rank0(net, no, comm->size, flop_rate, keep, hybrid, train->parallel.grad_dtype, p, summary,
-                                  sizeof summary);
+        p->status = plan_on_rank0(net, no, comm->size, flop_rate, keep, hybrid, train, p, summary, sizeof summary);
     struct dl_error err = {0};
     if (comm->ops->bcast(comm, p, sizeof *p, 0, &err)) {
         fprintf(stderr, "dltrain: --%s: %s\n", label, err.msg);

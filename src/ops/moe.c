@@ -111,6 +111,21 @@ static int moe_expert_split(const void *attr, int ranks, int rank, void *local)
     return 0;
 }
 
+/* A sample's rows to its experts: a row per choice of each position, at
+ * most the capacity's ceil(capacity_factor T k / E) for each expert. */
+static long moe_routed_rows(const void *attr, const struct dl_shape *in, long *width)
+{
+    const struct dl_moe_attr *a = attr;
+    long T, rows;
+    moe_dims(in[0], &T, width);
+    rows = T * a->top_k;
+    if (a->capacity_factor > 0) {
+        long kept = a->experts * (long)ceil(a->capacity_factor * (double)rows / (double)a->experts);
+        rows = kept < rows ? kept : rows;
+    }
+    return rows;
+}
+
 /* The experts a position does not go to: (E - k) of E, three matrices each. */
 static long moe_idle_params(const void *attr, const struct dl_shape *in)
 {
@@ -519,6 +534,7 @@ const struct dl_op_kind dl_op_moe = {
     .weight_products = 1,
     .idle_params = moe_idle_params,
     .expert_split = moe_expert_split,
+    .routed_rows = moe_routed_rows,
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
     .flops = moe_flops,
 };

@@ -333,6 +333,11 @@ struct dl_op_kind {
      * hold that block; -1 when the experts do not divide into `ranks`.
      * NULL: the kind has no experts (it runs whole on every rank). */
     int (*expert_split)(const void *attr, int ranks, int rank, void *local);
+    /* What expert parallelism moves of a sample (the planner's cost of the
+     * all-to-all, planner/layout_cost.c): the rows its positions send to
+     * their experts in forward (a row per kept choice: at most what a
+     * capacity keeps), each of *width floats.  NULL: none (no experts). */
+    long (*routed_rows)(const void *attr, const struct dl_shape *in, long *width);
 
     /* What the kind's parameters are, for a rule that treats some weights
      * apart (train.optimizer.no_decay's `norm` and `embedding`, as PyTorch

@@ -1,6 +1,7 @@
 /* layout_cost.c: a layout's predicted step time (see layout_cost.h): the
- * per-layer costs under a tensor group, the schedule simulated on the
- * stages they add up to, and the data-parallel allreduce after it. */
+ * per-layer costs under a tensor group (and an expert group), the schedule
+ * simulated on the stages they add up to, and the data-parallel allreduce
+ * after it. */
 #include "planner/layout_cost.h"
 
 #include <stdlib.h>
@@ -37,6 +38,7 @@ void dl_layer_times_free(struct dl_layer_times *t)
 void dl_tp_view_free(struct dl_tp_view *v)
 {
     free(v->share), free(v->n_ops), free(v->op), free(v->params), free(v->by_samples);
+    free(v->expert_params), free(v->routed_bytes);
     memset(v, 0, sizeof *v);
 }
 
@@ -97,7 +99,10 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
     v->op = dl_calloc((size_t)n, sizeof *v->op, err);
     v->params = dl_calloc((size_t)n, sizeof *v->params, err);
     v->by_samples = dl_calloc((size_t)n, sizeof *v->by_samples, err);
-    if (!v->share || !v->n_ops || !v->op || !v->params || !v->by_samples) {
+    v->expert_params = dl_calloc((size_t)n, sizeof *v->expert_params, err);
+    v->routed_bytes = dl_calloc((size_t)n, sizeof *v->routed_bytes, err);
+    if (!v->share || !v->n_ops || !v->op || !v->params || !v->by_samples || !v->expert_params ||
+        !v->routed_bytes) {
         dl_tp_view_free(v);
         return DL_ERR_NOMEM;
     }
@@ -116,6 +121,13 @@ int dl_tp_view_make(const struct dl_graph *g, int T, int world, const struct dl_
         if (s.layer[i].split_batch) /* its shapes are whole; its batch is a T-th */
             v->share[i] /= T;
         v->params[i] = dl_layer_param_count(mine);
+        for (int j = 0; j < mine->n_params; j++)
+            if (mine->param[j].per_expert && mine->param[j].trainable)
+                v->expert_params[i] += mine->param[j].count;
+        if (mine->kind->routed_rows) {
+            long width = 0, rows = mine->kind->routed_rows(mine->attr, mine->in_shape, &width);
+            v->routed_bytes[i] = 4.0 * (double)rows * (double)width;
+        }
         if (T > 1)
             layer_ops(g, &s, i, v);
     }
@@ -154,26 +166,80 @@ static double compute_s(const struct dl_layer_times *t, const struct dl_tp_view 
     return 0;
 }
 
+/* A layout's expert groups: E ranks each (1: none), and whether one of
+ * them spans two nodes. */
+struct expert_groups {
+    int E, crosses;
+};
+
+/* 1 when one of the grid's groups spans two nodes: for each tensor and
+ * pipeline position, the groups of n data ranks d0, d0 + step, ...,
+ * d0 + (n-1) step for d0 = 0, first_stride, ... (n_groups of them). */
+static int groups_span_nodes(const struct dl_machine *m, const struct dl_grid_dims *d, int n_groups,
+                             int first_stride, int n, int step)
+{
+    for (int p = 0; n > 1 && p < d->pp; p++)
+        for (int t = 0; t < d->tp; t++)
+            for (int k = 0; k < n_groups; k++) {
+                int d0 = k * first_stride;
+                if (!dl_machine_same_node(m, dl_grid_rank(d, (struct dl_grid_pos){t, d0, p}),
+                                          dl_grid_rank(d, (struct dl_grid_pos){t, d0 + (n - 1) * step, p})))
+                    return 1;
+            }
+    return 0;
+}
+
+/* The expert groups of grid d: each E consecutive data ranks. */
+static struct expert_groups expert_groups_of(const struct dl_machine *m, const struct dl_grid_dims *d)
+{
+    int E = dl_grid_ep(d);
+    return (struct expert_groups){E, groups_span_nodes(m, d, d->dp / E, E, E, 1)};
+}
+
+/* Layer i's all-to-alls over its expert group in one pass for a chunk of
+ * b samples (X: the bytes of the rows it sends): forward sends the rows to
+ * their experts and takes the outputs back (X each way), backward sends
+ * each row with its output's gradient (2X) and takes the input's back (X). */
+static double expert_exchange(const struct dl_tp_view *v, const struct expert_groups *x, const struct dl_machine *m,
+                              int i, int dir, double b)
+{
+    if (x->E <= 1 || v->routed_bytes[i] <= 0)
+        return 0;
+    double X = v->routed_bytes[i] * b;
+    if (dir == 0)
+        return 2 * dl_machine_alltoall(m, x->E, x->crosses, X);
+    return dl_machine_alltoall(m, x->E, x->crosses, 2 * X) + dl_machine_alltoall(m, x->E, x->crosses, X);
+}
+
 /* Layer i's forward (dir 0) or backward (dir 1) seconds for a chunk of b
- * samples: compute and, in *comm, its collectives. */
-static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view *v, const struct dl_machine *m,
-                         int i, int dir, double b, double *comm)
+ * samples: compute and, in *tp and *ep, its tensor collectives and its
+ * expert all-to-alls. */
+static double layer_pass(const struct dl_layer_times *t, const struct dl_tp_view *v, const struct expert_groups *x,
+                         const struct dl_machine *m, int i, int dir, double b, double *tp, double *ep)
 {
     double c = 0;
     for (int k = 0; k < v->n_ops[i]; k++)
         if (v->op[i][k].backward == dir)
             c += collective(m, v, &v->op[i][k], v->op[i][k].bytes * (v->op[i][k].per_call ? 1 : b));
-    *comm += c;
-    return compute_s(t, v, m, i, dir ? PART_BACKWARD : PART_FORWARD, b) + c;
+    double a = expert_exchange(v, x, m, i, dir, b);
+    *tp += c;
+    *ep += a;
+    return compute_s(t, v, m, i, dir ? PART_BACKWARD : PART_FORWARD, b) + c + a;
 }
 
 void dl_layout_layer_costs(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
-                              const struct dl_machine *m, double b, double *cost)
+                           const struct dl_machine *m, const struct dl_grid_dims *d, double b, double *cost)
 {
+    struct expert_groups x = expert_groups_of(m, d);
     for (int i = 0; i < g->n; i++) {
-        double comm = 0;
-        cost[i] = layer_pass(t, v, m, i, 0, b, &comm) + layer_pass(t, v, m, i, 1, b, &comm);
+        double tp = 0, ep = 0;
+        cost[i] = layer_pass(t, v, &x, m, i, 0, b, &tp, &ep) + layer_pass(t, v, &x, m, i, 1, b, &tp, &ep);
     }
+}
+
+double dl_layout_rank_params(const struct dl_tp_view *v, const struct dl_grid_dims *d, int i)
+{
+    return (double)(v->params[i] - v->expert_params[i]) + (double)(v->expert_params[i] / dl_grid_ep(d));
 }
 
 int dl_layout_local_batch(int batch, int dp)
@@ -211,45 +277,68 @@ static double cut_bytes(const struct dl_graph *g, const struct dl_plan_layout *l
     return bytes;
 }
 
+/* The data-parallel sums of a pipeline rank's gradients: the dense
+ * weights' over its D data ranks, the per-expert weights' (an E-th of them
+ * on the rank) over the D/E replicas holding the same experts; whether
+ * each group spans nodes. */
+struct grad_groups {
+    int D, crosses;
+    int E, replicas, replicas_cross;
+};
+
+static double group_allreduce(const struct dl_machine *m, const struct grad_groups *gg, int per_expert, double bytes)
+{
+    return per_expert ? dl_machine_allreduce(m, gg->replicas, gg->replicas_cross, bytes)
+                      : dl_machine_allreduce(m, gg->D, gg->crosses, bytes);
+}
+
 /* The exposed part of a data-parallel allreduce overlapped with one
  * backward pass of layers [first, end) (one chunk, no pipeline: the
  * trainer overlaps only then), as grad_sync.c runs it: the gradient cut
  * into buckets of at most `per` floats from the last layer backwards
- * (closed before a layer would overflow one; a layer larger than a bucket
- * cut into bucket-sized pieces from its end), each bucket handed over when
- * backward has finished its every layer, and reduced one after another.
- * bwd[i]: layer i's backward seconds; *total: the allreduces' sum. */
+ * (closed before a layer would overflow one, or before per-expert weights
+ * would share one with others: a layer's per-expert weights lie above its
+ * others; a layer larger than a bucket cut into bucket-sized pieces from
+ * its end), each bucket handed over when backward has finished its every
+ * layer, and reduced one after another over its group.  bwd[i]: layer i's
+ * backward seconds; *total: the allreduces' sum. */
 static double overlapped_allreduce(const struct dl_machine *m, const struct dl_tp_view *v, const double *bwd,
-                                   int first, int end, long per, int D, int crosses, double value_bytes,
+                                   int first, int end, long per, const struct grad_groups *gg, double value_bytes,
                                    double *total)
 {
     double now = 0, comm_end = 0, open_ready = 0;
     long open = 0;
+    int open_kind = 0; /* 1: the open bucket's weights are per-expert */
     *total = 0;
-#define REDUCE(floats, ready)                                                                        \
+#define REDUCE(floats, ready, kind)                                                                  \
     do {                                                                                             \
-        double t_ = dl_machine_allreduce(m, D, crosses, value_bytes * (double)(floats));             \
+        double t_ = group_allreduce(m, gg, kind, value_bytes * (double)(floats));                    \
         comm_end = ((ready) > comm_end ? (ready) : comm_end) + t_;                                   \
         *total += t_;                                                                                \
     } while (0)
     for (int i = end - 1; i >= first; i--) {
         now += bwd[i];
-        long w = v->params[i];
-        if (w == 0)
-            continue;
-        if (open > 0 && open + w > per) {
-            REDUCE(open, open_ready);
-            open = 0;
+        long runs[2] = {v->expert_params[i] / gg->E, v->params[i] - v->expert_params[i]}; /* per-expert first */
+        for (int k = 0; k < 2; k++) {
+            long w = runs[k];
+            int kind = k == 0;
+            if (w == 0)
+                continue;
+            if (open > 0 && (open + w > per || kind != open_kind)) {
+                REDUCE(open, open_ready, open_kind);
+                open = 0;
+            }
+            open_kind = kind;
+            open += w;
+            while (open > per) {
+                REDUCE(per, now, kind);
+                open -= per;
+            }
+            open_ready = now;
         }
-        open += w;
-        while (open > per) {
-            REDUCE(per, now);
-            open -= per;
-        }
-        open_ready = now;
     }
     if (open > 0)
-        REDUCE(open, open_ready);
+        REDUCE(open, open_ready, open_kind);
 #undef REDUCE
     return comm_end > now ? comm_end - now : 0;
 }
@@ -274,16 +363,17 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     double b = (double)dl_layout_local_batch(batch, D) / M;
     double *fwd = dl_calloc((size_t)S, sizeof *fwd, err), *bwd = dl_calloc((size_t)S, sizeof *bwd, err);
     double *tp = dl_calloc((size_t)S, sizeof *tp, err), *busy = dl_calloc((size_t)P, sizeof *busy, err);
-    double *wgt = dl_calloc((size_t)S, sizeof *wgt, err);
-    int rc = fwd && bwd && tp && busy && wgt ? DL_OK : DL_ERR_NOMEM;
+    double *wgt = dl_calloc((size_t)S, sizeof *wgt, err), *ep = dl_calloc((size_t)S, sizeof *ep, err);
+    int rc = fwd && bwd && tp && busy && wgt && ep ? DL_OK : DL_ERR_NOMEM;
     const int split = l->schedule == DL_SCHED_ZB_H1;
+    const struct expert_groups eg = expert_groups_of(m, &l->dims);
     double send = 0;
     for (int s = 0; !rc && s < S; s++) {
         for (int i = l->first[s]; i < l->first[s + 1]; i++) {
-            fwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
-            bwd[s] += layer_pass(t, v, m, i, 1, b, &tp[s]);
+            fwd[s] += layer_pass(t, v, &eg, m, i, 0, b, &tp[s], &ep[s]);
+            bwd[s] += layer_pass(t, v, &eg, m, i, 1, b, &tp[s], &ep[s]);
             if (l->recompute && recomputed(&g->layers[i])) /* its forward again, before the block's backward */
-                bwd[s] += layer_pass(t, v, m, i, 0, b, &tp[s]);
+                bwd[s] += layer_pass(t, v, &eg, m, i, 0, b, &tp[s], &ep[s]);
             if (split) /* the weight gradients leave the input-gradient pass */
                 wgt[s] += compute_s(t, v, m, i, PART_WEIGHTS, b);
         }
@@ -291,6 +381,7 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         if (fwd[s] + bwd[s] + wgt[s] > out->stage_max_s)
             out->stage_max_s = fwd[s] + bwd[s] + wgt[s];
         tp[s] *= M;
+        ep[s] *= M;
     }
     /* The cut before stage s: its messages go from pipeline rank (s-1) % P
      * to s % P, each of the T*D ranks of one to its counterpart.  A
@@ -319,8 +410,11 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     }
     /* Each pipeline rank's data-parallel group: ranks t + T*(d + D*p),
      * the gradients of its stages p, p + P, ...; its allreduce overlaps
-     * backward with one chunk (no pipeline: one stage), else follows it. */
-    double dp = 0, exposed = 0, tp_max = 0;
+     * backward with one chunk (no pipeline: one stage), else follows it.
+     * With expert ranks the per-expert weights' part goes over the
+     * replicas of the rank's experts: data ranks d % E alike. */
+    double dp = 0, exposed = 0, tp_max = 0, ep_max = 0;
+    struct grad_groups gg = {D, 0, eg.E, D / eg.E, groups_span_nodes(m, &l->dims, eg.E, 1, D / eg.E, eg.E)};
     /* ZeRO's reduce-scatter (stage 2: its reduces, between backward's
      * layers on the compute thread) and allgather: nothing hidden */
     int overlaps = M == 1 && D > 1 && !l->zero;
@@ -330,23 +424,28 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
     long per = (long)((l->bucket_bytes ? l->bucket_bytes : DL_GRAD_SYNC_BUCKET_BYTES) / dl_dtype_size(DL_F32));
     double value_bytes = (double)dl_dtype_size(l->grad_dtype); /* a gradient value on the wire */
     for (int s = 0; !rc && s < P; s++) {
-        double values = 0, tp_rank = 0;
+        double dense = 0, experts = 0, tp_rank = 0, ep_rank = 0;
         for (int st = s; st < S; st += P) {
-            for (int i = l->first[st]; i < l->first[st + 1]; i++)
-                values += (double)v->params[i];
+            for (int i = l->first[st]; i < l->first[st + 1]; i++) {
+                dense += (double)(v->params[i] - v->expert_params[i]);
+                experts += (double)(v->expert_params[i] / eg.E);
+            }
             tp_rank += tp[st];
+            ep_rank += ep[st];
         }
-        double bytes = value_bytes * values;
+        double values = dense + experts;
         int crosses = 0;
         for (long r = (long)s * T * D; r < (long)(s + 1) * T * D && r < world; r++)
             crosses |= !dl_machine_same_node(m, (long)s * T * D, r);
-        crosses = crosses && D > 1;
-        double a = dl_machine_allreduce(m, D, crosses, bytes), e = a;
+        gg.crosses = crosses && D > 1;
+        double a = group_allreduce(m, &gg, 0, value_bytes * dense) +
+                   (experts > 0 ? group_allreduce(m, &gg, 1, value_bytes * experts) : 0);
+        double e = a;
         if (layer_bwd && !m->comm_shares_cores) {
-            double unused = 0;
+            double unused_tp = 0, unused_ep = 0;
             for (int i = l->first[s]; i < l->first[s + 1]; i++)
-                layer_bwd[i] = layer_pass(t, v, m, i, 1, b, &unused);
-            e = overlapped_allreduce(m, v, layer_bwd, l->first[s], l->first[s + 1], per > 0 ? per : 1, D, crosses,
+                layer_bwd[i] = layer_pass(t, v, &eg, m, i, 1, b, &unused_tp, &unused_ep);
+            e = overlapped_allreduce(m, v, layer_bwd, l->first[s], l->first[s + 1], per > 0 ? per : 1, &gg,
                                      value_bytes, &a);
         }
         dp = a > dp ? a : dp;
@@ -357,6 +456,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         out->optim_s = update > out->optim_s ? update : out->optim_s;
         if (tp_rank > tp_max)
             tp_max = tp_rank;
+        if (ep_rank > ep_max)
+            ep_max = ep_rank;
     }
     free(layer_bwd);
     if (!rc) {
@@ -364,12 +465,13 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         out->dp_s = dp;
         out->dp_exposed_s = exposed;
         out->tp_s = tp_max;
+        out->ep_s = ep_max;
         out->bubble = P > 1 ? idle : 0;
         out->step_s = makespan + exposed + out->optim_s;
         out->samples_per_s = out->step_s > 0 ? batch / out->step_s : 0;
-        out->comm_share = out->step_s > 0 ? (tp_max + exposed) / out->step_s : 0;
+        out->comm_share = out->step_s > 0 ? (tp_max + ep_max + exposed) / out->step_s : 0;
     }
     dl_schedule_free(&sched);
-    free(fwd), free(bwd), free(tp), free(busy), free(wgt);
+    free(fwd), free(bwd), free(tp), free(busy), free(wgt), free(ep);
     return rc;
 }

@@ -7,12 +7,15 @@
  * time is the makespan of the schedule's own action lists run by the
  * schedule simulator (parallel/schedule.h) under per-stage costs (each
  * layer's compute for a chunk, divided by tp when the layer is split, plus
- * the tensor-parallel collectives its split needs, and the time the
+ * the tensor-parallel collectives its split needs, a mixture of experts'
+ * all-to-alls over the expert group with expert ranks, and the time the
  * stage's pipeline sends occupy its link), every message arriving the
  * link's latency after its send, plus the data-parallel
- * allreduce of each pipeline rank's gradients: in buckets overlapping the
- * backward pass with one chunk (as parallel/grad_sync.c runs it), after
- * the pipeline's flush with several.  Under zb-h1 each stage's backward
+ * allreduce of each pipeline rank's gradients (with expert ranks the
+ * per-expert weights' over the ranks holding the same experts): in
+ * buckets overlapping the backward pass with one chunk (as
+ * parallel/grad_sync.c runs it), after the pipeline's flush with
+ * several.  Under zb-h1 each stage's backward
  * is its input-gradient pass (with the collectives and sends) and the
  * deferred weight-gradient pass (the layers' wgt times).  Memory
  * per rank is the executor's memory planner's arena for the layers the
@@ -64,7 +67,8 @@ struct dl_tp_op {
 #define DL_TP_MAX_OPS (3 * DL_MAX_INPUTS + 2)
 
 /* What a tensor group of T ranks does to each layer: from the shard of
- * tensor rank 0 (dims 1 x T x 1).  Built once per T. */
+ * tensor rank 0 (dims 1 x T x 1), with what expert ranks would divide and
+ * move of it.  Built once per T. */
 struct dl_tp_view {
     int T;
     int crosses;                 /* a tensor group spans nodes */
@@ -73,6 +77,10 @@ struct dl_tp_view {
     int *n_ops;                  /* [n] its collectives: */
     struct dl_tp_op (*op)[DL_TP_MAX_OPS];
     long *params;                /* [n] trainable parameters held by tensor rank 0 */
+    long *expert_params;         /* [n] of them, the per-expert ones (op.h's per_expert: all the layer's experts'),
+                                    which E expert ranks hold an E-th of */
+    double *routed_bytes;        /* [n] bytes per sample of the rows the layer sends to its experts' ranks in
+                                    forward (op.h's routed_rows; 0: none) */
     unsigned char *by_samples;   /* [n] 1: the layer runs on the rank's share of the samples */
     /* Measured times of tensor rank 0's layers split over T (not owned;
      * NULL: none): used for the layers this view splits (share < 1)
@@ -129,16 +137,23 @@ struct dl_layout_prediction {
     double dp_s;           /* the slowest pipeline rank's data-parallel allreduce (all of it) */
     double dp_exposed_s;   /* the part of it not hidden behind backward (all of it with chunks) */
     double tp_s;           /* the slowest pipeline rank's tensor-parallel collectives */
+    double ep_s;           /* the slowest pipeline rank's expert all-to-alls (0 without expert ranks) */
     double bubble;         /* idle fraction of the pipeline ranks in the makespan (simulated) */
-    double comm_share;     /* (tp_s + dp_exposed_s) / step_s (pipeline sends overlap compute: in the makespan) */
+    double comm_share;     /* (tp_s + ep_s + dp_exposed_s) / step_s (pipeline sends overlap compute: in the
+                              makespan) */
     double stage_max_s;    /* the costliest stage's compute and tensor collectives for one chunk */
     double optim_s;        /* the optimizer step of the rank holding the most parameters */
 };
 
 /* Per-layer seconds (forward and backward) for one chunk of b samples
- * under view v on m: compute plus collectives, cost[n]. */
+ * under view v on m in grid d: compute plus collectives (the tensor
+ * group's, and the expert group's all-to-alls), cost[n]. */
 void dl_layout_layer_costs(const struct dl_graph *g, const struct dl_layer_times *t, const struct dl_tp_view *v,
-                           const struct dl_machine *m, double b, double *cost);
+                           const struct dl_machine *m, const struct dl_grid_dims *d, double b, double *cost);
+
+/* Layer i's trainable parameters on a rank of grid d under view v: tensor
+ * rank 0's, an ep-th of its per-expert ones. */
+double dl_layout_rank_params(const struct dl_tp_view *v, const struct dl_grid_dims *d, int i);
 
 /* Samples of a rank's part of a mini-batch of `batch` over dp ranks (the
  * largest, as the batcher gives them) and of one chunk of it. */

@@ -7,9 +7,10 @@
 #include "planner/layout_cost.h"
 
 /* The largest memory of a rank of layout l (bytes): for every pipeline
- * rank (tensor rank 0, data rank 0) and each of its V stages, the executor
- * planner's arena for the stage's layers at one chunk's batch times the
- * chunks its schedule keeps in flight on that stage, plus the rank's
+ * rank (tensor rank 0, data rank 0: with expert ranks, the first block of
+ * each layer's experts, an ep-th of them) and each of its V stages, the
+ * executor planner's arena for the stage's layers at one chunk's batch
+ * times the chunks its schedule keeps in flight on that stage, plus the rank's
  * parameters under optimizer optim (optim/optim.h's dl_optim_param_bytes;
  * NULL: SGD with momentum).  eo: the executor options the run uses
  * (kernels; may be NULL).  per_rank[pp] (may be NULL). */

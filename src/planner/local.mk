@@ -11,6 +11,9 @@ libdltrain_a_SOURCES += src/planner/machine.c src/planner/machine.h \
 # `dltrain plan` and `--parallel auto` end to end (tests/test_plan_cli.sh).
 TESTS += tests/test_plan_cli.sh
 EXTRA_DIST += tests/test_plan_cli.sh
+# The planner with expert ranks (tests/test_plan_ep.sh).
+TESTS += tests/test_plan_ep.sh
+EXTRA_DIST += tests/test_plan_ep.sh
 # `dltrain plan --machine FILE` against the options (tests/test_machine_file.sh).
 TESTS += tests/test_machine_file.sh
 EXTRA_DIST += tests/test_machine_file.sh

@@ -89,6 +89,16 @@ double dl_machine_reduce_scatter(const struct dl_machine *m, int p, int crosses,
                                                    dl_cost_gamma(&m->node, p, p, bytes)));
 }
 
+double dl_machine_alltoall(const struct dl_machine *m, int p, int crosses, double bytes)
+{
+    if (p <= 1)
+        return 0;
+    double leaving = bytes * (p - 1) / p;
+    if (crosses) /* every message waits for the link */
+        return (p - 1) * m->link_alpha + leaving * m->link_beta;
+    return (p - 1) * m->node.alpha + leaving * dl_cost_beta(&m->node, p, p, bytes);
+}
+
 double dl_machine_send(const struct dl_machine *m, int crosses, double bytes)
 {
     if (crosses)

@@ -1,10 +1,11 @@
 /* machine.h: the machine a layout is planned for (doc/planner.md): ranks
  * per node, the calibrated alpha-beta-gamma model within a node
  * (comm/costmodel.h) and one alpha-beta link across nodes (--link), and
- * what the collectives of a group of ranks cost on it.  A group whose ranks
- * all sit on one node pays the calibrated model (the cheapest algorithm);
- * a group that crosses nodes runs a ring whose every step waits for the
- * slowest link, the link between nodes. */
+ * what the collectives and all-to-alls of a group of ranks cost on it.  A
+ * group whose ranks all sit on one node pays the calibrated model (the
+ * cheapest algorithm); a group that crosses nodes runs a ring whose every
+ * step waits for the slowest link, the link between nodes (an all-to-all's
+ * every message too). */
 #ifndef DL_PLAN_MACHINE_H
 #define DL_PLAN_MACHINE_H
 
@@ -61,6 +62,10 @@ static inline int dl_machine_same_node(const struct dl_machine *m, long lo, long
 double dl_machine_allreduce(const struct dl_machine *m, int p, int crosses, double bytes);
 double dl_machine_allgather(const struct dl_machine *m, int p, int crosses, double bytes);
 double dl_machine_reduce_scatter(const struct dl_machine *m, int p, int crosses, double bytes);
+/* Seconds for each rank of a group of p ranks to send the others their
+ * parts of its `bytes` (an all-to-all: (p-1)/p of them leave the rank, in
+ * p-1 messages) while receiving theirs; 0 for p <= 1. */
+double dl_machine_alltoall(const struct dl_machine *m, int p, int crosses, double bytes);
 /* Seconds for one message of `bytes` between two ranks. */
 double dl_machine_send(const struct dl_machine *m, int crosses, double bytes);
 

@@ -71,10 +71,11 @@ static struct dl_plan_candidate *push(struct dl_plan_result *r, int *cap, struct
 static int cut(const struct dl_graph *g, const struct dl_tp_view *v, const struct dl_plan_request *req,
                double b, struct dl_plan_layout *l, double *cost, double *mem, struct dl_error *err)
 {
-    dl_layout_layer_costs(g, req->times, v, req->machine, b, cost);
+    dl_layout_layer_costs(g, req->times, v, req->machine, &l->dims, b, cost);
     int n = g->n - 1;
     for (int i = 0; i < g->n; i++)
-        mem[i] = 12.0 * (double)v->params[i] + 4.0 * (double)dl_shape_count(g->layers[i].out_shape) * b * v->share[i];
+        mem[i] = 12.0 * dl_layout_rank_params(v, &l->dims, i) +
+                 4.0 * (double)dl_shape_count(g->layers[i].out_shape) * b * v->share[i];
     cost[n - 1] += cost[n];
     mem[n - 1] += mem[n];
     int rc = dl_cuts_balance(cost, mem, n, dl_layout_stages(l), l->first, NULL, NULL, err);
@@ -111,7 +112,8 @@ static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *
  * candidate of its own, until one fits: sequence parallelism (tensor ranks
  * on a network of sequences: the same bytes, no time in the model), ZeRO
  * stage 1 then 2 over the data-parallel ranks (stage 2 without a
- * pipeline; its sums after backward, not hidden), then full recomputation
+ * pipeline; neither with expert ranks, which the trainer refuses; its sums
+ * after backward, not hidden), then full recomputation
  * of the network file's blocks (their forward again).  The ranking then
  * takes the fastest that fits. */
 static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_view *v,
@@ -119,6 +121,7 @@ static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_v
 {
     const struct dl_graph *g = req->g;
     int P = base->dims.pp, D = base->dims.dp, T = base->dims.tp, blocks = 0;
+    int zero_allowed = dl_grid_ep(&base->dims) == 1; /* the trainer refuses ZeRO with expert ranks */
     for (int i = 0; i < g->n; i++)
         blocks |= g->layers[i].block >= 0;
     size_t *arena = dl_calloc((size_t)P * DL_PLAN_MAX_V, sizeof *arena, err);
@@ -131,9 +134,9 @@ static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_v
     for (int step = 0, fits = 0; !rc && !fits && step < 4; step++) {
         if (step == 0 && T > 1 && g->positions > 1 && !l.dims.sp)
             l.dims.sp = 1;
-        else if (step == 1 && D > 1 && l.zero < 1)
+        else if (step == 1 && zero_allowed && D > 1 && l.zero < 1)
             l.zero = 1;
-        else if (step == 2 && D > 1 && P == 1 && l.zero < 2)
+        else if (step == 2 && zero_allowed && D > 1 && P == 1 && l.zero < 2)
             l.zero = 2;
         else if (step == 3 && blocks && !l.recompute)
             l.recompute = 1, eo.recompute = DL_RECOMPUTE_FULL;
@@ -171,14 +174,15 @@ static const struct {
                 {DL_SCHED_INTERLEAVED, DL_PLAN_MAX_V}};
 #define N_VARIANTS ((int)(sizeof variants / sizeof *variants))
 
-/* The candidates of grid (D, T, P). */
+/* The candidates of grid (D, T, P) with E expert ranks (1: none). */
 static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp_view *v, const char *tp_error,
-                           const struct dl_plan_layout *choice, int D, int T, int P, struct dl_plan_result *r,
+                           const struct dl_plan_layout *choice, int D, int T, int P, int E, struct dl_plan_result *r,
                            int *cap, double *cost, double *mem, struct dl_error *err)
 {
     const struct dl_graph *g = req->g;
-    struct dl_plan_layout base = {.dims = {D, T, P, req->sequence_parallel}, .schedule = DL_SCHED_1F1B,
-                                  .chunks = 1, .n_whole = choice->n_whole, .by_samples = choice->by_samples,
+    struct dl_plan_layout base = {.dims = {D, T, P, req->sequence_parallel, E > 1 ? E : 0},
+                                  .schedule = DL_SCHED_1F1B, .chunks = 1, .n_whole = choice->n_whole,
+                                  .by_samples = choice->by_samples,
                                   .grad_dtype = req->grad_dtype, .zero = req->zero,
                                   .recompute = req->eo && req->eo->recompute == DL_RECOMPUTE_FULL};
     memcpy(base.whole, choice->whole, sizeof base.whole);
@@ -192,6 +196,11 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
     } else if (P > g->n - 1) {
         snprintf(msg, sizeof msg, "pp=%d stages, but the network has %d layers before its loss", P, g->n - 1);
         why = msg;
+    } else if (req->zero && E > 1) {
+        snprintf(msg, sizeof msg, "--zero %d: not with expert ranks (ep=%d) yet", req->zero, E);
+        why = msg;
+    } else if (req->no_experts && E > 1) {
+        why = req->no_experts;
     } else if (req->zero == 2 && D > 1 && P > 1) {
         snprintf(msg, sizeof msg, "--zero 2 does not run with a pipeline (pp=%d)", P);
         why = msg;
@@ -274,6 +283,47 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
     return DL_OK;
 }
 
+/* Whether E > 1 expert ranks can hold g's experts (*fits): g has a layer
+ * with experts, and each such layer's divide into E equal blocks (its
+ * kind's expert_split on a scratch copy of its attributes). */
+static int experts_divide(const struct dl_graph *g, int E, int *fits, struct dl_error *err)
+{
+    int any = 0, all = 1;
+    for (int i = 0; i < g->n && all; i++) {
+        const struct dl_layer *l = &g->layers[i];
+        if (!l->kind->expert_split)
+            continue;
+        void *scratch = dl_calloc(1, l->kind->attr_size, err);
+        if (!scratch)
+            return DL_ERR_NOMEM;
+        memcpy(scratch, l->attr, l->kind->attr_size);
+        any = 1;
+        all = l->kind->expert_split(l->attr, E, 0, scratch) == 0;
+        free(scratch);
+    }
+    *fits = any && all;
+    return DL_OK;
+}
+
+/* The candidates of grid (D, T, P): without expert ranks, then with each
+ * E > 1 dividing D and every layer's experts, when the batch divides over
+ * D (as the trainer wants it: every expert rank runs as many samples). */
+static int grid_and_expert_candidates(const struct dl_plan_request *req, const struct dl_tp_view *v,
+                                      const char *tp_error, const struct dl_plan_layout *choice, int D, int T, int P,
+                                      struct dl_plan_result *r, int *cap, double *cost, double *mem,
+                                      struct dl_error *err)
+{
+    int rc = grid_candidates(req, v, tp_error, choice, D, T, P, 1, r, cap, cost, mem, err);
+    for (int E = 2; !rc && E <= D && req->batch % D == 0; E++) {
+        int fits = 0;
+        if (D % E == 0)
+            rc = experts_divide(req->g, E, &fits, err);
+        if (!rc && fits)
+            rc = grid_candidates(req, v, tp_error, choice, D, T, P, E, r, cap, cost, mem, err);
+    }
+    return rc;
+}
+
 struct rank_key {
     double step_s;
     size_t memory;
@@ -335,8 +385,8 @@ int dl_plan_search(const struct dl_plan_request *req, struct dl_plan_result *out
                 v.times = &measured;
             for (int P = 1; !rc && P <= N / T; P++)
                 if ((N / T) % P == 0)
-                    rc = grid_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, &choice, N / T / P, T, P, out,
-                                         &cap, cost, mem, err);
+                    rc = grid_and_expert_candidates(req, vrc ? NULL : &v, vrc ? tp_msg : NULL, &choice, N / T / P,
+                                                    T, P, out, &cap, cost, mem, err);
             if (!vrc)
                 dl_tp_view_free(&v);
             if (split.layers != g->layers)

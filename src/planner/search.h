@@ -1,7 +1,10 @@
 /* search.h: the planner's search (doc/planner.md): every layout of a
  * network on N ranks, predicted and ranked.  Over every factorisation
  * dp x tp x pp = N, with tensor ranks every choice for the fc pairs whose
- * splits the file leaves open (planner/tp_split_choice.h: split or whole), the
+ * splits the file leaves open (planner/tp_split_choice.h: split or whole),
+ * on a network with experts (op.h's expert_split) every ep > 1 dividing dp
+ * and each such layer's experts when the batch divides over dp (as the
+ * trainer wants it), the
  * chunk counts pp, 2pp, 4pp and 8pp (1 without a pipeline) that leave each
  * chunk a sample, and the gpipe, 1f1b, zb-h1, interleaved:2 and
  * interleaved:4 schedules (those whose pp x V stages the layers allow),
@@ -10,8 +13,9 @@
  * planner/layout_cost.h and layout_memory.h; a layout whose memory exceeds
  * the limit is infeasible.  Feasible layouts rank by predicted step time,
  * then memory, then enumeration order (tp ascending, then the split
- * choice's mask, pp ascending, chunks ascending, the schedules in the
- * order above), so the result is the same for the same inputs. */
+ * choice's mask, pp ascending, ep ascending (none first), chunks
+ * ascending, the schedules in the order above), so the result is the same
+ * for the same inputs. */
 #ifndef DL_PLAN_SEARCH_H
 #define DL_PLAN_SEARCH_H
 
@@ -34,6 +38,8 @@ struct dl_plan_request {
     int zero;                          /* the run's parallel.zero: the optimizer's state a block a dp rank (2: the
                                           gradients too; no pipeline) */
     int sequence_parallel;             /* the run's parallel.sequence_parallel (the shards' dims.sp) */
+    const char *no_experts;            /* why the run cannot have expert ranks (what the trainer refuses them
+                                          with besides --zero), or NULL */
     /* Tensor rank 0's layer times (allocated here) with the network split
      * over T ranks, measured (cli/layer_times.h), called once per T > 1;
      * NULL: a split layer's time is its whole time times its share of the
@@ -66,8 +72,8 @@ void dl_plan_result_free(struct dl_plan_result *r);
 
 /* The schedule as --pipeline-schedule spells it ("1f1b", "interleaved:2"); returns buf. */
 const char *dl_layout_schedule_str(const struct dl_plan_layout *l, char *buf, size_t size);
-/* "dp=2,tp=1,pp=2 1f1b x8" style text (" buckets 4M" after a bucket size
- * other than the default); returns buf. */
+/* "dp=2,tp=1,pp=2 1f1b x8" style text ("dp=1,ep=2,..." with expert ranks,
+ * " buckets 4M" after a bucket size other than the default); returns buf. */
 const char *dl_layout_str(const struct dl_plan_layout *l, char *buf, size_t size);
 
 #endif
