@@ -13,7 +13,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 7
+tap_plan 9
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus --threads 1 --max-steps 20
     --limit-test 32 --quiet --stall-timeout 3s"
@@ -21,7 +21,7 @@ MPI="timeout 120 mpirun --oversubscribe -np 4"
 
 expect_status 1 "dp=4, rank 3 never enters step 3's bucket 0" -- \
     $MPI $DLTRAIN $GPT --flight-recorder "$T/dp" --debug-stop-calls "3:3:bucket 0"
-expect_output "in the data group, ranks 0, 1, 2 entered gradients collective #[0-9]+, a sum \\(allreduce\\) of [0-9]+ bytes \\(bucket 0\\) in step 3, and rank 3 never did" \
+expect_output "in the data group, ranks 0, 1, 2 entered gradients collective #[0-9]+ \\(sum \\(allreduce\\), [0-9]+ bytes, bucket 0\\) in step 3, and rank 3 never did" \
     "  the message names the group, the ranks in it and the one that never entered, the bucket and the step"
 expect_output "flight records of 4 of 4 ranks in $T/dp/flight-rank\\*\\.jsonl" "  and where the four records are"
 /usr/bin/python3 - "$T/dp" <<'PY'
@@ -39,8 +39,14 @@ tap_result $? "  every record reads as JSON lines; the stopped rank's last colle
 
 expect_status 1 "tp=2 x pp=2, rank 2 never enters h.1.attn.c_proj's sum in step 3" -- \
     $MPI $DLTRAIN $GPT --grid tp=2,pp=2 --flight-recorder "$T/tp" --debug-stop-calls "3:2:h.1.attn.c_proj"
-expect_output "in the tensor group, rank 3 entered main collective #[0-9]+, a sum \\(allreduce\\) of [0-9]+ bytes \\(h\\.1\\.attn\\.c_proj\\) in step 3, and rank 2 never did" \
+expect_output "in the tensor group, rank 3 entered main collective #[0-9]+ \\(sum \\(allreduce\\), [0-9]+ bytes, h\\.1\\.attn\\.c_proj\\) in step 3, and rank 2 never did" \
     "  the message names the tensor group's missing rank and the layer"
+# with sequence parallelism the bands of rows are gathered in a step of their own before h.1.mlp.c_fc
+expect_status 1 "tp=2 x pp=2 with sequence parallelism, rank 2 never enters the gather before h.1.mlp.c_fc" -- \
+    $MPI $DLTRAIN $GPT --grid tp=2,pp=2 --sequence-parallel --flight-recorder "$T/sp" \
+    --debug-stop-calls "3:2:h.1.mlp.c_fc"
+expect_output "in the tensor group, rank 3 entered main collective #[0-9]+ \\(allgather, [0-9]+ bytes, h\\.1\\.mlp\\.c_fc\\) in step 3, and rank 2 never did" \
+    "  the gather is named by the layer it serves"
 
 $MPI $DLTRAIN $GPT --max-steps 5 --flight-recorder "$T/none" > /dev/null 2>&1 && [ ! -e "$T/none" ]
 tap_result $? "a run without a stall writes no record"

@@ -73,7 +73,7 @@ static int compare_group(json_t *const *files, int world, const char *name, cons
             ui += (size_t)snprintf(in + ui, ui < sizeof in ? sizeof in - ui : 0, "%s%d", ui ? ", " : "", r);
         }
         if (!found && at && uo) {
-            snprintf(buf, size, "in the %s group, rank%s %s entered %s collective #%ld, a %s of %lld bytes (%s) in "
+            snprintf(buf, size, "in the %s group, rank%s %s entered %s collective #%ld (%s, %lld bytes, %s) in "
                      "step %lld, and rank%s %s never did", name, strchr(in, ',') ? "s" : "", in, thread, q,
                      json_string_value(json_object_get(at, "call")), json_integer_value(json_object_get(at, "bytes")),
                      *json_string_value(json_object_get(at, "label")) ? json_string_value(json_object_get(at, "label"))
