@@ -223,7 +223,7 @@ static void check_search(const char *text, int n_pairs, const int (*pair)[2])
                         if (strcmp(g->layers[i].kind->name, "conv") == 0 && g->layers[i].split == DL_SPLIT_AUTO)
                             split.layers[i].split = DL_SPLIT_BATCH;
                 struct dl_tp_view v;
-                if (dl_tp_view_make(&split, T, N, &m, &v, NULL) != DL_OK || P > g->n - 1 || (P > 1 && local < P))
+                if (P > g->n - 1 || (P > 1 && local < P) || dl_tp_view_make(&split, T, N, &m, &v, NULL) != DL_OK)
                     continue;
                 /* expert ranks: E dividing D and the experts (4), the batch (16) dividing over D */
                 for (int E = 1; E <= D; E++)

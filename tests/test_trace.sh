@@ -78,7 +78,7 @@ PY
     grep -q "stopped by a signal after step 3" "$T/stop.txt" && $CHECK "$T/stop.json" --grid 1,2,2 --chunks 4 --steps 3
     tap_result $? "4 ranks stopped by a signal after step 3: the file holds steps 1-3 of every rank"
 
-    traced nan4 4 $LENET --lr 1e6 --max-steps 20 --pipeline-chunks 4 --grid tp=2,pp=2
+    traced nan4 4 $LENET --lr 1e6 --max-steps 20 --pipeline-chunks 4 --grid tp=2,pp=2 --no-skip-nonfinite
     st=$?
     grep -q "the loss is -\{0,1\}nan" "$T/nan4.txt" && [ $st -ne 0 ] && \
         $CHECK "$T/nan4.json" --grid 1,2,2 --chunks 4 --steps 3
@@ -87,7 +87,7 @@ else
     for i in 1 2 3 4 5; do tap_result 0 "# SKIP no mpirun"; done
 fi
 
-traced nan1 1 $LENET --lr 1e6 --max-steps 20
+traced nan1 1 $LENET --lr 1e6 --max-steps 20 --no-skip-nonfinite
 st=$?
 [ $st -eq 1 ] && $CHECK "$T/nan1.json" --steps 3
 tap_result $? "one process stopped by a non-finite loss (status $st): the file holds its 3 steps"
