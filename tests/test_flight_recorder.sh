@@ -13,7 +13,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 9
+tap_plan 11
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus --threads 1 --max-steps 20
     --limit-test 32 --quiet --stall-timeout 3s"
@@ -36,6 +36,12 @@ print("# last gradients collective per rank: %s" % last)
 sys.exit(0 if last[0] == last[1] == last[2] == last[3] + 1 else 1)
 PY
 tap_result $? "  every record reads as JSON lines; the stopped rank's last collective is one short of the others'"
+
+# the same folder again: the last run's request and records are not taken for this one's
+expect_status 1 "dp=4 again in the same folder, rank 1 never enters step 4's bucket 0" -- \
+    $MPI $DLTRAIN $GPT --flight-recorder "$T/dp" --debug-stop-calls "4:1:bucket 0"
+expect_output "ranks 0, 2, 3 entered gradients collective #[0-9]+ \\(sum \\(allreduce\\), [0-9]+ bytes, bucket 0\\) in step 4, and rank 1 never did" \
+    "  the finding is this run's, not the records the last one left there"
 
 expect_status 1 "tp=2 x pp=2, rank 2 never enters h.1.attn.c_proj's sum in step 3" -- \
     $MPI $DLTRAIN $GPT --grid tp=2,pp=2 --flight-recorder "$T/tp" --debug-stop-calls "3:2:h.1.attn.c_proj"

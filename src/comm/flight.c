@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/observed.h"
@@ -51,7 +52,9 @@ struct dl_flight {
     char stop_label[48];
     pthread_t watcher;
     int watching;
-    int answered;               /* the request's dump written */
+    double answered;            /* the time of the request last answered (0: none); requests older than
+                                   opened, a run before this one's, are not answered */
+    time_t opened;
 };
 
 static struct dl_flight *global;
@@ -242,7 +245,8 @@ static int dump(struct dl_flight *f, struct dl_error *err)
     return DL_OK;
 }
 
-/* The watcher: when the request file appears, this rank's record is written. */
+/* The watcher: when a request file newer than the recorder appears (or
+ * is made again), this rank's record is written. */
 static void *watch(void *arg)
 {
     struct dl_flight *f = arg;
@@ -250,15 +254,18 @@ static void *watch(void *arg)
     path_of(f, -1, "dump-request", request, sizeof request);
     for (;;) {
         pthread_mutex_lock(&f->mu);
-        int go = f->watching, done = f->answered;
+        int go = f->watching;
+        double answered = f->answered;
         pthread_mutex_unlock(&f->mu);
         if (!go)
             return NULL;
-        if (!done && access(request, F_OK) == 0) {
+        struct stat st;
+        double made = stat(request, &st) == 0 ? (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec : 0;
+        if (made > 0 && st.st_mtim.tv_sec >= f->opened && made != answered) {
             struct dl_error err = {0};
             dl_flight_dump(f, &err);
             pthread_mutex_lock(&f->mu);
-            f->answered = 1;
+            f->answered = made;
             pthread_mutex_unlock(&f->mu);
         }
         usleep(100000);
@@ -271,7 +278,7 @@ int dl_flight_open(const char *dir, int rank, int size, struct dl_flight **out, 
     if (!f)
         return DL_ERR_NOMEM;
     snprintf(f->dir, sizeof f->dir, "%s", dir);
-    f->rank = rank, f->size = size, f->t_open = dl_clock_now(), f->watching = 1;
+    f->rank = rank, f->size = size, f->t_open = dl_clock_now(), f->watching = 1, f->opened = time(NULL);
     pthread_mutex_init(&f->mu, NULL);
     pthread_mutex_init(&f->dump_mu, NULL);
     if (pthread_create(&f->watcher, NULL, watch, f) != 0) {

@@ -2,10 +2,12 @@
  * every rank's record asked for, read back and compared group by group. */
 #include "comm/flight.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -88,13 +90,20 @@ static int compare_group(json_t *const *files, int world, const char *name, cons
     return found;
 }
 
-/* Rank r's file as an array of its lines (NULL: none, or unreadable), its
- * header into *head. */
-static json_t *read_record(const char *dir, int r, json_t **head)
+/* When path was last written (seconds; -1: it is not there). */
+static double modified(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec : -1;
+}
+
+/* Rank r's file, written since `asked`, as an array of its lines (NULL:
+ * none, an older one, or unreadable), its header into *head. */
+static json_t *read_record(const char *dir, int r, double asked, json_t **head)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/flight-rank%05d.jsonl", dir, r);
-    FILE *in = fopen(path, "r");
+    FILE *in = modified(path) >= asked ? fopen(path, "r") : NULL;
     if (!in)
         return NULL;
     json_t *lines = json_array();
@@ -118,17 +127,22 @@ void dl_flight_post_mortem(struct dl_flight *f, double wait_s, char *buf, size_t
     buf[0] = '\0';
     if (!f)
         return;
+    char dir[1024], request[1100];
+    snprintf(dir, sizeof dir, "%s", dl_flight_dir(f));
+    snprintf(request, sizeof request, "%s/dump-request", dir);
     struct dl_error err = {0};
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(buf, size, "no flight record: %s: %s", dir, strerror(errno));
+        return;
+    }
+    FILE *touch = fopen(request, "w"); /* the request first: records older than it are another run's */
+    if (touch)
+        fclose(touch);
+    double asked = modified(request);
     if (dl_flight_dump(f, &err)) {
         snprintf(buf, size, "no flight record: %s", err.msg);
         return;
     }
-    char dir[1024], request[1100];
-    snprintf(dir, sizeof dir, "%s", dl_flight_dir(f));
-    snprintf(request, sizeof request, "%s/dump-request", dir);
-    FILE *touch = fopen(request, "w");
-    if (touch)
-        fclose(touch);
     int world = dl_flight_world(f), have = 0;
     if (world < 1 || world > (1 << 20))
         world = 1;
@@ -137,13 +151,13 @@ void dl_flight_post_mortem(struct dl_flight *f, double wait_s, char *buf, size_t
         for (int r = 0; r < world; r++) {
             char path[1100];
             snprintf(path, sizeof path, "%s/flight-rank%05d.jsonl", dir, r);
-            have += access(path, F_OK) == 0;
+            have += modified(path) >= asked;
         }
     }
     json_t **files = calloc((size_t)(unsigned)world, sizeof *files), *groups = json_object(); /* "name ranks": ranks */
     for (int r = 0; files && r < world; r++) { /* every rank's groups, each once */
         json_t *head = NULL, *g;
-        files[r] = read_record(dir, r, &head);
+        files[r] = read_record(dir, r, asked, &head);
         size_t i;
         json_array_foreach(json_object_get(head, "groups"), i, g) {
             char *key = json_dumps(g, JSON_COMPACT | JSON_SORT_KEYS);
