@@ -38,6 +38,23 @@ int dl_trainer_model_norm_sum(void *ctx, double *sq, struct dl_error *err)
     return rc ? rc : dl_comm_sum_small(tr->grid.pipeline, sq, 1, err);
 }
 
+/* The grid's groups of this rank, and the world ranks of group g's members
+ * in its order into out (returns their number). */
+enum group_axis { GROUP_DATA, GROUP_TENSOR, GROUP_PIPELINE, GROUP_EXPERTS };
+
+static int group_world_ranks(const struct trainer *tr, enum group_axis g, int *out)
+{
+    const struct dl_grid_dims *d = &tr->grid.dims;
+    struct dl_grid_pos q = tr->grid.pos;
+    int ep = dl_grid_ep(d), n = g == GROUP_DATA ? d->dp : g == GROUP_TENSOR ? d->tp : g == GROUP_PIPELINE ? d->pp : ep;
+    for (int i = 0; i < n; i++) {
+        struct dl_grid_pos p = q;
+        *(g == GROUP_TENSOR ? &p.t : g == GROUP_PIPELINE ? &p.p : &p.d) = g == GROUP_EXPERTS ? q.d - q.d % ep + i : i;
+        out[i] = dl_grid_rank(d, p);
+    }
+    return n;
+}
+
 /* The tensor and pipeline groups' blocking calls under the stall watchdog
  * (--stall-warning, --stall-timeout), which names the rank a wait is for. */
 static int watch_grid(struct trainer *tr, struct dl_error *err)
@@ -48,14 +65,10 @@ static int watch_grid(struct trainer *tr, struct dl_error *err)
         return DL_OK;
     int rc = dl_watchdog_start(tr->comm, d, po->stall_warning_s, po->stall_timeout_s, dl_trainer_forward_warning, tr,
                                &tr->watchdog, err);
-    int ep = dl_grid_ep(d), tensor[d->tp], pipeline[d->pp], experts[ep];
-    struct dl_grid_pos q = tr->grid.pos;
-    for (int i = 0; i < d->tp; i++)
-        tensor[i] = dl_grid_rank(d, (struct dl_grid_pos){i, q.d, q.p});
-    for (int i = 0; i < d->pp; i++)
-        pipeline[i] = dl_grid_rank(d, (struct dl_grid_pos){q.t, q.d, i});
-    for (int i = 0; i < ep; i++)
-        experts[i] = dl_grid_rank(d, (struct dl_grid_pos){q.t, q.d - q.d % ep + i, q.p});
+    int tensor[d->tp], pipeline[d->pp], experts[dl_grid_ep(d)];
+    group_world_ranks(tr, GROUP_TENSOR, tensor);
+    group_world_ranks(tr, GROUP_PIPELINE, pipeline);
+    group_world_ranks(tr, GROUP_EXPERTS, experts);
     if (!rc)
         rc = dl_watch_comm(&tr->grid.tensor, tr->watchdog, "tensor", tensor, err);
     if (!rc && tr->grid.experts)
@@ -108,9 +121,7 @@ static int record_flights(struct trainer *tr, struct dl_error *err)
         return rc;
     if (o->stop_calls_step > 0 && o->stop_calls_rank == tr->comm->rank)
         dl_flight_stop_at(tr->flight, o->stop_calls_step, o->stop_calls_label);
-    const struct dl_grid_dims *d = &tr->grid.dims;
     int n = tr->comm->size, world[n];
-    struct dl_grid_pos q = tr->grid.pos;
     if (!tr->sharded) { /* the world is the data group: recorded through a wrapper of its own */
         for (int i = 0; i < n; i++)
             world[i] = i;
@@ -122,27 +133,14 @@ static int record_flights(struct trainer *tr, struct dl_error *err)
             tr->flight_data = NULL;
         return rc;
     }
-    struct { struct dl_comm **c; const char *name; int size; } group[] = {
-        {&tr->grid.data, "data", d->dp}, {&tr->grid.tensor, "tensor", d->tp}, {&tr->grid.pipeline, "pipeline", d->pp},
-        {&tr->grid.experts, "expert", dl_grid_ep(d)}};
-    for (int k = 0; k < 4 && !rc; k++) {
-        if (!*group[k].c)
-            continue;
-        int ep = dl_grid_ep(d);
-        for (int i = 0; i < group[k].size; i++) {
-            struct dl_grid_pos p = q;
-            if (k == 0)
-                p.d = i;
-            else if (k == 1)
-                p.t = i;
-            else if (k == 2)
-                p.p = i;
-            else
-                p.d = q.d - q.d % ep + i;
-            world[i] = dl_grid_rank(d, p);
+    struct { struct dl_comm **c; const char *name; enum group_axis axis; } group[] = {
+        {&tr->grid.data, "data", GROUP_DATA}, {&tr->grid.tensor, "tensor", GROUP_TENSOR},
+        {&tr->grid.pipeline, "pipeline", GROUP_PIPELINE}, {&tr->grid.experts, "expert", GROUP_EXPERTS}};
+    for (int k = 0; k < 4 && !rc; k++)
+        if (*group[k].c) {
+            group_world_ranks(tr, group[k].axis, world);
+            rc = dl_flight_record(group[k].c, tr->flight, group[k].name, world, 1, err);
         }
-        rc = dl_flight_record(group[k].c, tr->flight, group[k].name, world, 1, err);
-    }
     if (!rc)
         tr->data_comm = tr->grid.data;
     return rc;
