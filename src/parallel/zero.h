@@ -37,6 +37,11 @@ long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes, enum d
 long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes,
                          enum dl_dtype wire);
 
+/* The weight values a rank holds with `stage` (0 to 3) and the largest
+ * layer's `largest` (zero_weights.h): all n_weights, or with stage 3 its
+ * block and one layer's gathered. */
+long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long largest);
+
 /* Stage 1's sum of grad (ranks x block values, the padding zero) into this
  * rank's block, reduce-scatters a chunk at a time; wire bf16 (--grad-dtype
  * bf16): each chunk rounded to bf16, summed in f32 and rounded once (the
