@@ -22,7 +22,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 17
+tap_plan 18
 . "$top_srcdir/tests/grid_runs.sh"
 
 # LeNet-5's weights within 1e-4 of the largest (test_zero.sh: AdamW's steps on near-zero gradients)
@@ -128,14 +128,33 @@ print("# weights held per rank:", [e["weights"] for e in m])
 sys.exit(0 if len(m) == 4 and all(e["weights"] == (n + 3) // 4 + largest for e in m) else 1)
 PY
 tap_result $? "  the memory lines count the block and the largest layer's gathered weights"
-$DLTRAIN check $WIDE --grid dp=4 --zero 3 --bytes > "$T/check3.txt" 2>&1 && /usr/bin/python3 - "$T/check3.txt" <<'PY'
-import re, sys
+$DLTRAIN check $WIDE --grid dp=4 --zero 3 --bytes > "$T/check3.txt" 2>&1 &&
+    /usr/bin/python3 - "$T/check3.txt" "$T/wide3.jsonl" <<'PY'
+import json, re, sys
 row = [l.split() for l in open(sys.argv[1]) if re.match(r"^0 +0 +0,1,2,3 ", l)]
-n, largest = 10020874, 2048 * 2048 + 2048
-print("# check --grid dp=4 --zero 3: weights", row[0][6] if row else None)
-sys.exit(0 if row and int(row[0][6]) == 4 * ((n + 3) // 4 + largest) else 1)
+ran = {(4 * e["weights"], 4 * e["gradients"]) for e in map(json.loads, open(sys.argv[2])) if e.get("event") == "memory"}
+planned = (int(row[0][6]), int(row[0][7])) if row else None
+print("# check --grid dp=4 --zero 3: weights and gradient bytes", planned, "the run's", ran)
+sys.exit(0 if ran == {planned} else 1)
 PY
-tap_result $? "  and so does check --grid"
+tap_result $? "  and so does check --grid (and the gradients' block, buckets and staging)"
+# the planner: under a limit only stage 3 meets on dp=4, its variant of
+# dp=4 fits with check --grid's bytes, stage 2's does not
+$DLTRAIN plan --net "$T/wide.yaml" --flops 1e10 --no-db --threads 1 --ranks 4 --memory-per-rank 110000000 --json \
+    > "$T/plan3.json" 2> "$T/plan3.err" && $DLTRAIN check $WIDE --grid dp=4 --zero 3 --bytes > "$T/check3.txt" 2>&1 &&
+    /usr/bin/python3 - "$T/plan3.json" "$T/check3.txt" <<'PY'
+import json, re, sys
+dp4 = [l for l in json.load(open(sys.argv[1]))["layouts"] if (l["dp"], l["tp"], l["pp"]) == (4, 1, 1)]
+row = [l.split() for l in open(sys.argv[2]) if re.match(r"^0 +0 +0,1,2,3 ", l)]
+peak = int(row[0][-1]) if row else -1
+print("# plan dp=4 under 110,000,000 bytes:", [(l["zero"], l.get("memory_bytes"), l["feasible"]) for l in dp4],
+      "; check --grid --zero 3:", peak)
+three = [l for l in dp4 if l["zero"] == 3]
+two = [l for l in dp4 if l["zero"] == 2]
+sys.exit(0 if len(three) == 1 and three[0]["feasible"] and three[0]["memory_bytes"] == peak and two and
+         not two[0]["feasible"] else 1)
+PY
+tap_result $? "plan --memory-per-rank: a dp=4 layout that fits only with --zero 3 gets a zero-3 variant with check's bytes"
 
 expect_status 2 "--zero 3 --grid pp=2" -- timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 3 --grid pp=2
 expect_output "--zero 3: not with pipeline parallelism" "  is refused"

@@ -34,7 +34,7 @@ long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes, enum d
 long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes,
                          enum dl_dtype wire)
 {
-    return (stage == 2 ? arena : n_weights) + sh->block + dl_zero_staging(sh, bucket_bytes, wire);
+    return (stage >= 2 ? arena : n_weights) + sh->block + dl_zero_staging(sh, bucket_bytes, wire);
 }
 
 long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long largest)
