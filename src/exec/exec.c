@@ -513,13 +513,14 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->counters = dl_calloc((size_t)(e->n_counters > 0 ? e->n_counters : 1), sizeof *e->counters, err);
     /* drawn in place where the host reaches the device's memory (ZeRO
      * stage 3 hands a layer's pages back as it goes), else in a copy */
-    int in_place = dev->host_memory && o->kept_blocks > 1 && o->kept_blocks == multiple;
+    int in_place = dev->host_memory;
     dl_real *weights = in_place ? e->weights : dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
     dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
     int rc = !e->weights || (!e->dweights && !grads_elsewhere) || !e->state || !e->counters || !weights || !state ? DL_ERR_NOMEM : DL_OK;
     long kept[2] = {padded / (multiple > 1 ? multiple : 1) * o->kept_block, padded / (multiple > 1 ? multiple : 1)};
     if (!rc)
-        rc = draw_params(e, weights, state, in_place ? kept : NULL, err);
+        rc = draw_params(e, weights, state, in_place && o->kept_blocks > 1 && o->kept_blocks == multiple ? kept : NULL,
+                         err);
     if (!rc && !in_place)
         rc = dev->copy(e->weights, weights, sizeof *weights * (size_t)e->n_weights, DL_COPY_TO_DEVICE, err);
     if (!rc)
