@@ -14,7 +14,7 @@
 #   process's resumed on --zero 3 over 4 ranks), a sample drawn on rank 0
 #   mid-run as one process draws it, and the evaluation split over ranks
 #   of different batch counts;
-# - memory: a 17.7-million-weight MLP on 4 ranks: each rank's measured peak
+# - memory: a 27-million-weight MLP on 4 ranks: each rank's measured peak
 #   RSS below --zero 2's by most of the weights it no longer holds, and
 #   the memory lines and check --grid count the block and the largest layer;
 # - refused: a pipeline, --grad-dtype bf16.
@@ -79,13 +79,13 @@ run 1 lenet-one-ck $LENET --checkpoint-dir "$T/one" --checkpoint-every 10 &&
     lenet_resumed lenet-one lenet-one-on-zero3
 tap_result $? "one process's checkpoint resumed with --zero 3 on 4 ranks (each keeps its block)"
 
-# memory: 784, eight hidden layers of 1536 and 10 (17,746,954 weights, 71 MB;
+# memory: 784, twelve hidden layers of 1536 and 10 (27,190,282 weights, 109 MB;
 # the largest layer 2,360,832) with AdamW, each rank's peak resident memory
-# measured (all of it at once: stage 2 holds every weight, stage 3 its block
-# and one layer)
+# measured (all of it at once: stage 2 holds every weight, stage 3 its block,
+# the layer in use and the next one's gathered ahead)
 /usr/bin/python3 - "$T/wide.yaml" <<'PY'
 import sys
-hidden = ["  - {name: fc%d, type: fc, units: 1536}\n  - {name: relu%d, type: relu}" % (i, i) for i in range(1, 9)]
+hidden = ["  - {name: fc%d, type: fc, units: 1536}\n  - {name: relu%d, type: relu}" % (i, i) for i in range(1, 13)]
 open(sys.argv[1], "w").write("""input: {shape: [1, 28, 28], classes: 10}
 data: {dataset: fashion-mnist, normalize: true}
 layers:
@@ -112,23 +112,22 @@ done
 import glob, json, sys
 T = sys.argv[1]
 peak = {z: [int(open(f).read()) * 1024 for f in sorted(glob.glob("%s/rss%d.*" % (T, z)))] for z in (2, 3)}
-n, largest = 17746954, 1536 * 1536 + 1536
+n, largest = 27190282, 1536 * 1536 + 1536
 block = (n + 3) // 4
-gone = 4 * (n - block - largest)  # the weights a --zero 3 rank does not hold
+gone = 4 * (n - block - 2 * largest)  # the weights a --zero 3 rank does not hold
 print("# peak RSS MB: --zero 2", [p >> 20 for p in peak[2]], "--zero 3", [p >> 20 for p in peak[3]],
-      "; at least 0.7 x %.1f MB less expected" % (gone / 2**20))
-# (measured: 71-73 MB less; 21 MB less when the gathered layers' pages are never handed back)
-sys.exit(0 if len(peak[2]) == len(peak[3]) == 4 and max(peak[3]) <= min(peak[2]) - 0.7 * gone else 1)
+      "; at least 0.8 x %.1f MB less expected" % (gone / 2**20))
+sys.exit(0 if len(peak[2]) == len(peak[3]) == 4 and max(peak[3]) <= min(peak[2]) - 0.8 * gone else 1)
 PY
 tap_result $? "each --zero 3 rank's measured peak memory is below --zero 2's by the weights it does not hold"
 /usr/bin/python3 - "$T/wide3.jsonl" <<'PY'
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1]) if '"event":"memory"' in l]
-n, largest = 17746954, 1536 * 1536 + 1536
+n, largest = 27190282, 1536 * 1536 + 1536
 print("# weights held per rank:", [e["weights"] for e in m])
-sys.exit(0 if len(m) == 4 and all(e["weights"] == (n + 3) // 4 + largest for e in m) else 1)
+sys.exit(0 if len(m) == 4 and all(e["weights"] == (n + 3) // 4 + 2 * largest for e in m) else 1)
 PY
-tap_result $? "  the memory lines count the block and the largest layer's gathered weights"
+tap_result $? "  the memory lines count the block and twice the largest layer (in use, and gathered ahead)"
 $DLTRAIN check $WIDE --grid dp=4 --zero 3 --bytes > "$T/check3.txt" 2>&1 &&
     /usr/bin/python3 - "$T/check3.txt" "$T/wide3.jsonl" <<'PY'
 import json, re, sys
@@ -141,14 +140,14 @@ PY
 tap_result $? "  and so does check --grid (and the gradients' block, buckets and staging)"
 # the planner: under a limit only stage 3 meets on dp=4, its variant of
 # dp=4 fits with check --grid's bytes, stage 2's does not
-$DLTRAIN plan --net "$T/wide.yaml" --flops 1e10 --no-db --threads 1 --ranks 4 --memory-per-rank 140000000 --json \
+$DLTRAIN plan --net "$T/wide.yaml" --flops 1e10 --no-db --threads 1 --ranks 4 --memory-per-rank 200000000 --json \
     > "$T/plan3.json" 2> "$T/plan3.err" && $DLTRAIN check $WIDE --grid dp=4 --zero 3 --bytes > "$T/check3.txt" 2>&1 &&
     /usr/bin/python3 - "$T/plan3.json" "$T/check3.txt" <<'PY'
 import json, re, sys
 dp4 = [l for l in json.load(open(sys.argv[1]))["layouts"] if (l["dp"], l["tp"], l["pp"]) == (4, 1, 1)]
 row = [l.split() for l in open(sys.argv[2]) if re.match(r"^0 +0 +0,1,2,3 ", l)]
 peak = int(row[0][-1]) if row else -1
-print("# plan dp=4 under 140,000,000 bytes:", [(l["zero"], l.get("memory_bytes"), l["feasible"]) for l in dp4],
+print("# plan dp=4 under 200,000,000 bytes:", [(l["zero"], l.get("memory_bytes"), l["feasible"]) for l in dp4],
       "; check --grid --zero 3:", peak)
 three = [l for l in dp4 if l["zero"] == 3]
 two = [l for l in dp4 if l["zero"] == 2]

@@ -106,10 +106,10 @@ struct dl_exec_hooks {
     void (*sync_sum)(void *ctx, double *v, int n);
     void *sync_ctx;
     /* ZeRO stage 3 (parallel/zero_weights.h): called before a layer's step
-     * reads its parameters (use 1: forward, its recomputation, backward
-     * and the backward-weights pass) and right after it (use 0), on every
-     * data-parallel rank in the same order.  A nonzero return stops the
-     * executor with that error (in err). */
+     * reads its parameters (use 1: forward and its recomputation; 2:
+     * backward and the backward-weights pass) and right after it (use 0),
+     * on every data-parallel rank in the same order.  A nonzero return
+     * stops the executor with that error (in err). */
     int (*weights_hook)(void *ctx, int layer, int use, struct dl_error *err);
     void *weights_ctx;
 };

@@ -368,7 +368,7 @@ static void backward(struct dl_exec *e, enum pass pass)
                 dl_exec_samples_leave(e, whole);
                 return;
             }
-            if (m->tensors[s->out].needs_grad && weights_use(e, s->layer, 1)) { /* else nothing upstream learns */
+            if (m->tensors[s->out].needs_grad && weights_use(e, s->layer, 2)) { /* else nothing upstream learns */
                 layer_backward(e, s, inst, pass);
                 weights_use(e, s->layer, 0);
             }
@@ -412,7 +412,7 @@ void dl_exec_backward_weights(struct dl_exec *e)
         if (dl_exec_defers_weights(e, s) && m->tensors[s->out].needs_grad) {
             struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
             void *inst = dl_exec_instance(e, s, e->run.batch);
-            if (inst && weights_use(e, s->layer, 1)) {
+            if (inst && weights_use(e, s->layer, 2)) {
                 layer_backward(e, s, inst, PASS_WEIGHTS);
                 weights_use(e, s->layer, 0);
             }

@@ -82,6 +82,8 @@ static int zero_update(struct dl_strategy *s, double lr, const struct dl_step_me
     double t_update = dl_trace_now(e->trace);
     if (!rc && sh->n)
         rc = dl_optim_step(s->optim, lr, e->weights + sh->lo, block);
+    if (im->weights) /* stage 3: what was gathered ahead is stale */
+        dl_zero_weights_updated(im->weights);
     if (dl_trace_on(e->trace))
         dl_trace_span(e->trace, DL_TRACE_OPTIMIZER, "optimizer", t_update);
     if (!rc && !im->weights) { /* the weights padded to the ranks' blocks: the last one's tail is zero */
@@ -106,15 +108,16 @@ static int zero_finish(struct dl_strategy *s, double lr, const struct dl_step_me
     size_t bytes = dl_dtype_value_size(DL_F32) * (size_t)sh->block, D1 = (size_t)(c->size - 1);
     size_t summed = bytes * D1 + dl_dtype_size(im->wire) * (size_t)sh->block * D1; /* the allgather's, the sums' */
     dl_real *block = im->block;
-    double comm = 0, t0 = dl_clock_now();
+    double comm = 0, hidden = 0, t0 = dl_clock_now();
     int rc = DL_OK;
     if (im->grads) { /* summed during backward, between its layers (the compute thread's time) */
         rc = dl_zero_grads_end(im->grads, &block, &comm, &summed, err);
         summed += bytes * (size_t)(c->size - 1);
         if (im->weights) { /* stage 3: forward's and backward's gathers instead of the allgather */
-            double gathers;
+            double gathers, waited;
             size_t sent;
-            dl_zero_weights_take_stats(im->weights, &gathers, &sent);
+            dl_zero_weights_take_stats(im->weights, &gathers, &waited, &sent);
+            hidden = gathers - waited;
             comm += gathers;
             summed = summed - bytes * D1 + sent;
         }
@@ -128,7 +131,8 @@ static int zero_finish(struct dl_strategy *s, double lr, const struct dl_step_me
     }
     if (!rc)
         rc = zero_update(s, lr, m, block, &comm, err);
-    st->comm_seconds = st->exposed_seconds = comm; /* none of it hidden */
+    st->comm_seconds = comm;
+    st->exposed_seconds = comm - hidden; /* none hidden but stage 3's gathers ahead */
     st->bytes_sent = st->dense_bytes = summed;
     return rc;
 }

@@ -39,7 +39,8 @@ long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int sta
 
 /* The weight values a rank holds with `stage` (0 to 3) and the largest
  * layer's `largest` (zero_weights.h): all n_weights, or with stage 3 its
- * block and one layer's gathered. */
+ * block, the layer in use and the next one's gathered ahead (at most two
+ * largest layers). */
 long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long largest);
 
 /* Stage 1's sum of grad (ranks x block values, the padding zero) into this

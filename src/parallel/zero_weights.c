@@ -2,6 +2,7 @@
  * released after use (see zero_weights.h). */
 #include "parallel/zero_weights.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "core/clock.h"
@@ -9,6 +10,23 @@
 
 struct zrange {
     long lo, hi; /* weights [lo, hi) */
+};
+
+enum { LANE_NONE = -1, LANE_ALL = -2 };
+
+/* The gathers' thread: a layer's weights gathered while the compute
+ * thread runs the one before it, over a communicator of its own (a
+ * duplicate of the data group's, so that its collectives never interleave
+ * with the compute thread's on the same one). */
+struct zlane {
+    struct dl_comm *comm;   /* NULL: no thread (MPI without MPI_THREAD_MULTIPLE): gathers on the caller's */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int want;               /* the layer to gather next (LANE_NONE, LANE_ALL: every weight) */
+    int busy, quit, rc;
+    struct dl_error err;
 };
 
 struct dl_zero_weights {
@@ -23,8 +41,14 @@ struct dl_zero_weights {
     int layers;
     int holding;            /* hold_all's: every weight is here */
     long largest;
-    double seconds;
+    double seconds;         /* the compute thread's waits for gathers */
+    double gathering;       /* the gathers' own time (on the thread: the waits' and what was hidden) */
     size_t bytes;
+    struct zlane lane;
+    /* The order layers are used in, learnt from the last step: next[key] is
+     * the use that came after use key (key = (phase - 1) x layers + layer;
+     * -1: none seen), and the layer gathered ahead (-1: none). */
+    int *next, last_key, prefetched;
 };
 
 static int by_lo(const void *a, const void *b)
@@ -100,9 +124,123 @@ static int gather(struct dl_zero_weights *z, long lo, long hi, struct dl_error *
         size_t bytes = sizeof *z->weights * (size_t)(b - a);
         if (b <= a)
             continue;
-        rc = z->comm->ops->bcast(z->comm, z->weights + a, bytes, r, err);
+        struct dl_comm *c = z->lane.comm ? z->lane.comm : z->comm;
+        rc = c->ops->bcast(c, z->weights + a, bytes, r, err);
         if (r == sh->rank)
             z->bytes += bytes * (size_t)(sh->ranks - 1);
+    }
+    return rc;
+}
+
+/* Layer `layer`'s ranges gathered (LANE_ALL: every weight). */
+static int gather_layer(struct dl_zero_weights *z, int layer, struct dl_error *err)
+{
+    if (layer == LANE_ALL)
+        return gather(z, 0, z->padded, err);
+    int rc = DL_OK;
+    for (int k = z->first[layer]; !rc && k < z->first[layer + 1]; k++)
+        rc = gather(z, z->ranges[k].lo, z->ranges[k].hi, err);
+    return rc;
+}
+
+/* Layer `layer`'s pages handed back, but not those of a range that the
+ * layer being gathered ahead (`keep`) shares. */
+static void release_layer(struct dl_zero_weights *z, int layer, int keep)
+{
+    for (int k = z->first[layer]; k < z->first[layer + 1]; k++) {
+        int kept = 0;
+        for (int i = keep >= 0 ? z->first[keep] : 0; keep >= 0 && i < z->first[keep + 1]; i++)
+            kept |= z->ranges[i].lo < z->ranges[k].hi && z->ranges[k].lo < z->ranges[i].hi;
+        if (!kept)
+            release(z, z->ranges[k].lo, z->ranges[k].hi);
+    }
+}
+
+static void *lane_main(void *arg)
+{
+    struct dl_zero_weights *z = arg;
+    struct zlane *q = &z->lane;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (q->want == LANE_NONE && !q->quit)
+            pthread_cond_wait(&q->cv, &q->mu);
+        if (q->quit)
+            break;
+        int layer = q->want;
+        q->want = LANE_NONE;
+        q->busy = 1;
+        pthread_mutex_unlock(&q->mu);
+        struct dl_error err = {0};
+        double t0 = dl_clock_now();
+        int rc = q->rc ? DL_OK : gather_layer(z, layer, &err); /* after a failure: nothing more */
+        z->gathering += dl_clock_now() - t0;
+        pthread_mutex_lock(&q->mu);
+        if (rc && !q->rc)
+            q->rc = rc, q->err = err;
+        q->busy = 0;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* The thread's gather of `layer` asked for (no thread: done here). */
+static int lane_post(struct dl_zero_weights *z, int layer, struct dl_error *err)
+{
+    struct zlane *q = &z->lane;
+    if (!q->started) {
+        double t0 = dl_clock_now();
+        int rc = gather_layer(z, layer, err);
+        z->gathering += dl_clock_now() - t0;
+        return rc;
+    }
+    pthread_mutex_lock(&q->mu);
+    q->want = layer;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return DL_OK;
+}
+
+/* Until the thread has done what it was asked; its first failure. */
+static int lane_wait(struct dl_zero_weights *z, struct dl_error *err)
+{
+    struct zlane *q = &z->lane;
+    if (!q->started)
+        return DL_OK;
+    pthread_mutex_lock(&q->mu);
+    while (q->busy || q->want != LANE_NONE)
+        pthread_cond_wait(&q->cv, &q->mu);
+    int rc = q->rc;
+    if (rc)
+        *err = q->err;
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+/* Layer `layer` about to be used in `phase` (1 forward, 2 backward): its
+ * weights there (gathered ahead, or now), and the layer that came after
+ * this use last time gathered ahead. */
+static int use_layer(struct dl_zero_weights *z, int layer, int phase, struct dl_error *err)
+{
+    double t0 = dl_clock_now();
+    int rc = lane_wait(z, err), ahead = z->prefetched;
+    z->prefetched = -1;
+    if (!rc && ahead != layer) {
+        if (ahead >= 0) /* the guess was wrong: its weights go back */
+            release_layer(z, ahead, layer);
+        rc = lane_post(z, layer, err);
+        if (!rc)
+            rc = lane_wait(z, err);
+    }
+    z->seconds += dl_clock_now() - t0;
+    int key = (phase - 1) * z->layers + layer;
+    if (z->last_key >= 0)
+        z->next[z->last_key] = key;
+    z->last_key = key;
+    int guess = z->next[key] >= 0 ? z->next[key] % z->layers : -1;
+    if (!rc && z->lane.started && guess >= 0 && guess != layer && z->first[guess + 1] > z->first[guess]) {
+        z->prefetched = guess;
+        rc = lane_post(z, guess, err);
     }
     return rc;
 }
@@ -110,38 +248,49 @@ static int gather(struct dl_zero_weights *z, long lo, long hi, struct dl_error *
 static int on_layer(void *ctx, int layer, int use, struct dl_error *err)
 {
     struct dl_zero_weights *z = ctx;
-    if (layer < 0 || layer >= z->layers || z->holding)
+    if (layer < 0 || layer >= z->layers || z->holding || z->first[layer + 1] == z->first[layer])
         return DL_OK;
-    double t0 = use ? dl_clock_now() : 0;
-    int rc = DL_OK;
-    for (int k = z->first[layer]; !rc && k < z->first[layer + 1]; k++)
-        if (use)
-            rc = gather(z, z->ranges[k].lo, z->ranges[k].hi, err);
-        else
-            release(z, z->ranges[k].lo, z->ranges[k].hi);
     if (use)
-        z->seconds += dl_clock_now() - t0;
-    return rc;
+        return use_layer(z, layer, use, err);
+    release_layer(z, layer, z->prefetched); /* not what the gather ahead is writing */
+    return DL_OK;
 }
 
 int dl_zero_weights_hold_all(struct dl_zero_weights *z, int all, struct dl_error *err)
 {
+    int rc = lane_wait(z, err);
+    if (z->prefetched >= 0 && !all)
+        release_layer(z, z->prefetched, -1);
+    z->prefetched = -1;
     z->holding = all;
-    if (!all) {
-        release(z, 0, z->padded);
-        return DL_OK;
+    if (rc || !all) {
+        if (!all)
+            release(z, 0, z->padded);
+        return rc;
     }
     double t0 = dl_clock_now();
-    int rc = gather(z, 0, z->padded, err);
+    rc = lane_post(z, LANE_ALL, err);
+    if (!rc)
+        rc = lane_wait(z, err);
     z->seconds += dl_clock_now() - t0;
     return rc;
 }
 
-void dl_zero_weights_take_stats(struct dl_zero_weights *z, double *seconds, size_t *bytes)
+void dl_zero_weights_updated(struct dl_zero_weights *z)
 {
-    *seconds = z->seconds;
+    struct dl_error ignored; /* a failure comes back from the next use */
+    if (lane_wait(z, &ignored) == DL_OK && z->prefetched >= 0) /* gathered before the update: again */
+        lane_post(z, z->prefetched, &ignored);
+}
+
+void dl_zero_weights_take_stats(struct dl_zero_weights *z, double *seconds, double *exposed, size_t *bytes)
+{
+    struct dl_error ignored; /* a failure comes back from the next use */
+    lane_wait(z, &ignored);
+    *seconds = z->gathering;
+    *exposed = z->seconds < z->gathering ? z->seconds : z->gathering;
     *bytes = z->bytes;
-    z->seconds = 0;
+    z->seconds = z->gathering = 0;
     z->bytes = 0;
 }
 
@@ -155,13 +304,17 @@ int dl_zero_weights_create(struct dl_comm *c, struct dl_exec *e, const struct dl
     if (z) {
         z->ranges = dl_calloc((size_t)(params > 0 ? params : 1), sizeof *z->ranges, err);
         z->first = dl_calloc((size_t)e->g->n + 1, sizeof *z->first, err);
+        z->next = dl_calloc((size_t)(2 * e->g->n + 1), sizeof *z->next, err);
     }
-    if (!z || !z->ranges || !z->first) {
+    if (!z || !z->ranges || !z->first || !z->next) {
         dl_zero_weights_free(z);
         return DL_ERR_NOMEM;
     }
     *z = (struct dl_zero_weights){.comm = c, .shard = *sh, .weights = e->weights, .padded = sh->block * sh->ranks,
-                                  .ranges = z->ranges, .first = z->first, .layers = e->g->n};
+                                  .ranges = z->ranges, .first = z->first, .layers = e->g->n, .next = z->next,
+                                  .last_key = -1, .prefetched = -1};
+    for (int k = 0; k < 2 * e->g->n; k++)
+        z->next[k] = -1;
     for (int i = 0; i < e->g->n; i++) {
         int m = layer_ranges(e, i, z->ranges + z->first[i]);
         z->first[i + 1] = z->first[i] + m;
@@ -169,6 +322,21 @@ int dl_zero_weights_create(struct dl_comm *c, struct dl_exec *e, const struct dl
         z->largest = v > z->largest ? v : z->largest;
     }
     int rc = dl_zero_weights_attach(z, e, err);
+    struct zlane *q = &z->lane;
+    q->want = LANE_NONE;
+    /* the gathers ahead on a thread of their own where MPI allows threads to
+     * call it at once; else each gather on the caller's thread, when used */
+    if (!rc && c->thread_level >= 3 && c->size > 1 && c->ops->split(c, 0, c->rank, &q->comm, err) == DL_OK) {
+        pthread_mutex_init(&q->mu, NULL);
+        pthread_cond_init(&q->cv, NULL);
+        q->started = pthread_create(&q->thread, NULL, lane_main, z) == 0;
+        if (!q->started) {
+            pthread_mutex_destroy(&q->mu);
+            pthread_cond_destroy(&q->cv);
+            dl_comm_close(q->comm);
+            q->comm = NULL;
+        }
+    }
     if (rc) {
         dl_zero_weights_free(z);
         return rc;
@@ -198,6 +366,20 @@ void dl_zero_weights_free(struct dl_zero_weights *z)
     for (int k = 0; z->execs && k < z->n_execs; k++)
         if (z->execs[k]->hooks.weights_ctx == z)
             z->execs[k]->hooks.weights_hook = NULL, z->execs[k]->hooks.weights_ctx = NULL;
+    struct zlane *q = &z->lane;
+    if (q->started) { /* a gather ahead is finished first: every rank's thread posted the same ones */
+        pthread_mutex_lock(&q->mu);
+        while (q->busy || q->want != LANE_NONE)
+            pthread_cond_wait(&q->cv, &q->mu);
+        q->quit = 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        pthread_join(q->thread, NULL);
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->cv);
+    }
+    dl_comm_close(q->comm);
+    free(z->next);
     free(z->ranges);
     free(z->first);
     free(z->execs);

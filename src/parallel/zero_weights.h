@@ -3,15 +3,19 @@
  * data-parallel rank keeps only its block of the weights (zero.h's shard)
  * in memory.  A layer's parameters are gathered from their owners right
  * before the executor runs it (forward, recomputation, backward: the
- * executor's weights hook) and released right after, so that a rank holds
- * its block and one layer's weights at a time.
+ * executor's weights hook) and released right after.  While a layer runs,
+ * the next one's weights are gathered ahead on a thread of its own (the
+ * order learnt from the step before: each use's successor), so that a rank
+ * holds its block and two layers' weights at a time; a wrong guess is
+ * handed back and the right layer gathered then.
  *
  * On the host the weight vector keeps its full address range (so every
  * parameter pointer stays where it was), but only the pages of the owned
  * block and of the layer in use are memory: the others are handed back to
  * the kernel (madvise MADV_DONTNEED; they read as zero until gathered
  * again).  Each gather is a broadcast from every rank owning part of the
- * layer's range, in the executor's order on every rank. */
+ * layer's range, in the executor's order on every rank (the guesses too:
+ * every rank learns the same order). */
 #ifndef DL_PARALLEL_ZERO_WEIGHTS_H
 #define DL_PARALLEL_ZERO_WEIGHTS_H
 
@@ -36,11 +40,16 @@ int dl_zero_weights_attach(struct dl_zero_weights *z, struct dl_exec *e, struct 
  * one rank).  all 0 alone releases them (after the whole vector was
  * written on every rank). */
 int dl_zero_weights_hold_all(struct dl_zero_weights *z, int all, struct dl_error *err);
-/* The seconds and bytes its gathers took since the last call (this rank's
- * sends: its part of each broadcast times the other ranks). */
-void dl_zero_weights_take_stats(struct dl_zero_weights *z, double *seconds, size_t *bytes);
-/* The most weight values one layer gathers (what a rank holds beside its
- * block). */
+/* After the optimizer updated the blocks: a layer gathered ahead before
+ * the update is gathered again. */
+void dl_zero_weights_updated(struct dl_zero_weights *z);
+/* Since the last call: the seconds its gathers took, those of them the
+ * compute thread waited for (the rest was hidden behind its layers), and
+ * the bytes (this rank's sends: its part of each broadcast times the other
+ * ranks). */
+void dl_zero_weights_take_stats(struct dl_zero_weights *z, double *seconds, double *exposed, size_t *bytes);
+/* The most weight values one layer gathers (a rank holds two such beside
+ * its block: the layer in use and the one gathered ahead). */
 long dl_zero_weights_largest(const struct dl_zero_weights *z);
 /* The same, planned from an executor's layers before any exists (check,
  * the planner). */
