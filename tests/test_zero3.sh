@@ -8,6 +8,7 @@
 #   buckets), gpt-tiny on dp=4 (the tied embedding gathered by the embedding
 #   and by the head), dp=2 x tp=2, dp=2 with --recompute full (the
 #   recomputed forward gathers again) and with two pipeline chunks a step;
+#   with --precision bf16 stage 2's losses bit for bit;
 # - each step sends stage 2's bytes and the rank's block once more to every
 #   other rank (two gathers a step instead of one allgather);
 # - checkpoints both ways (a --zero 3 run's resumed on one process, one
@@ -22,7 +23,7 @@
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 18
+tap_plan 19
 . "$top_srcdir/tests/grid_runs.sh"
 
 # LeNet-5's weights within 1e-4 of the largest (test_zero.sh: AdamW's steps on near-zero gradients)
@@ -55,6 +56,17 @@ run 1 gpt-one-full $GPT --recompute full
 grid gpt-zero3-dp2-full gpt-one-full 2 $GPT --zero 3 --recompute full
 run 1 gpt-one-chunks $GPT --pipeline-chunks 2
 grid gpt-zero3-dp2-chunks gpt-one-chunks 2 $GPT --zero 3 --pipeline-chunks 2
+
+# bf16 (the layers' bf16 copies cast from the gathered f32 weights each call): stage 2's losses
+run 2 gpt-zero2-bf16 $GPT --zero 2 --precision bf16 && run 2 gpt-zero3-bf16 $GPT --zero 3 --precision bf16 &&
+    /usr/bin/python3 - "$T" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open("%s/%s.jsonl" % (sys.argv[1], n)) if '"step"' in l]
+        for n in ("gpt-zero2-bf16", "gpt-zero3-bf16"))
+print("# --precision bf16 on dp=2: %d steps, stage 3's losses %s stage 2's" % (len(b), "equal" if a == b else "differ from"))
+sys.exit(0 if len(a) == len(b) == 20 and a == b else 1)
+PY
+tap_result $? "--precision bf16: stage 3's losses are stage 2's, bit for bit"
 
 # a sample drawn on rank 0 alone (the others gather with it), and 65 test
 # windows over 2 ranks (33 and 32: one batch of 64 each, a pad on neither)
