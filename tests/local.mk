@@ -112,6 +112,12 @@ tests_test_grad_transformer_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
 tests_test_grad_transformer_CFLAGS = $(TEST_CFLAGS)
 tests_test_grad_transformer_LDADD = $(TEST_LIBS64)
 TESTS += tests/test_grad_transformer
+check_PROGRAMS += tests/test_grad_rnn
+tests_test_grad_rnn_SOURCES = tests/test_grad_rnn.c tests/optest.h $(GRADCHECK_SOURCES)
+tests_test_grad_rnn_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
+tests_test_grad_rnn_CFLAGS = $(TEST_CFLAGS)
+tests_test_grad_rnn_LDADD = $(TEST_LIBS64)
+TESTS += tests/test_grad_rnn
 endif
 
 if HAVE_CMOCKA

@@ -1,0 +1,88 @@
+/* gru.c: the gated recurrent unit (PyTorch nn.GRU, batch_first, zero
+ * initial state; recurrent.h: shapes, parameters, stacking).  Gates in
+ * PyTorch's order r, z, n, with ax = W_ih x_t + b_ih, ah = W_hh h_{t-1} +
+ * b_hh; the reset gate multiplies the recurrent product after its bias
+ * (oneDNN's linear-before-reset GRU, not Cho et al.'s original):
+ *   r = s(ax_r + ah_r), z = s(ax_z + ah_z), n = tanh(ax_n + r ah_n),
+ *   h_t = (1 - z) n + z h_{t-1}.
+ * Backward, from dh_t:
+ *   dn' = dh (1 - z) (1 - n^2)   (the gradient of n's argument)
+ *   dz' = dh (h_{t-1} - n) z (1 - z),  dr' = dn' ah_n r (1 - r)
+ *   dax = (dr', dz', dn'),  dah = (dr', dz', dn' r),  dh_{t-1} += dh z.
+ * Saved a step: r, z, n, ah_n (H each). */
+#include "ops/recurrent.h"
+
+#include <math.h>
+
+static double sigmoid(double x)
+{
+    return 1 / (1 + exp(-x));
+}
+
+static void gru_cell_forward(const struct dl_rnn_attr *a, int H, const double *ax, const double *ah,
+                             const dl_real *hp, const dl_real *prev, dl_real *ext, double *h)
+{
+    for (int j = 0; j < H; j++) {
+        double r = sigmoid(ax[j] + ah[j]), z = sigmoid(ax[H + j] + ah[H + j]);
+        double n = tanh(ax[2 * H + j] + r * ah[2 * H + j]);
+        ext[j] = (dl_real)r, ext[H + j] = (dl_real)z, ext[2 * H + j] = (dl_real)n;
+        ext[3 * H + j] = (dl_real)ah[2 * H + j];
+        h[j] = (1 - z) * n + z * (double)hp[j];
+    }
+}
+
+static void gru_cell_backward(const struct dl_rnn_attr *a, int H, const double *dh, double *carry,
+                              const dl_real *hp, const dl_real *h, const dl_real *prev, const dl_real *ext,
+                              double *dax, double *dah, double *dhp)
+{
+    for (int j = 0; j < H; j++) {
+        double r = ext[j], z = ext[H + j], n = ext[2 * H + j], ahn = ext[3 * H + j];
+        double dn = dh[j] * (1 - z) * (1 - n * n);
+        dax[j] = dah[j] = dn * ahn * r * (1 - r);
+        dax[H + j] = dah[H + j] = dh[j] * ((double)hp[j] - n) * z * (1 - z);
+        dax[2 * H + j] = dn;
+        dah[2 * H + j] = dn * r;
+        dhp[j] = dh[j] * z;
+    }
+}
+
+static const struct dl_rnn_cell gru_cell = {
+    .gates = 3, .extra = 4, .forward = gru_cell_forward, .backward = gru_cell_backward};
+
+static int gru_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
+{
+    return dl_rnn_params(attr, in, gru_cell.gates, p);
+}
+
+static long gru_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
+{
+    return dl_rnn_saved_size(attr, batch, in, gru_cell.extra);
+}
+
+static double gru_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
+{
+    return dl_rnn_flops(attr, in, gru_cell.gates);
+}
+
+static void gru_forward(const struct dl_op_call *c)
+{
+    dl_rnn_forward(c, &gru_cell);
+}
+
+static void gru_backward(const struct dl_op_call *c)
+{
+    dl_rnn_backward(c, &gru_cell);
+}
+
+const struct dl_op_kind dl_op_gru = {
+    .name = "gru",
+    .summary = "gated recurrent unit over a sequence [T, C]: the hidden state of every step (PyTorch nn.GRU)",
+    .attrs = dl_rnn_attrs,
+    .n_attrs = 4, /* all but rnn's nonlinearity */
+    .params = gru_params,
+    .saved_size = gru_saved_size,
+    .flops = gru_flops,
+    .forward = gru_forward,
+    .backward = gru_backward,
+    DL_RNN_KIND_FIELDS,
+};

@@ -1,0 +1,92 @@
+/* lstm.c: the long short-term memory layer (PyTorch nn.LSTM,
+ * batch_first, zero initial state; recurrent.h: shapes, parameters,
+ * stacking).  Gates in PyTorch's order i, f, g, o, a = W_ih x_t + b_ih +
+ * W_hh h_{t-1} + b_hh:
+ *   i = s(a_i), f = s(a_f), g = tanh(a_g), o = s(a_o)   (s the sigmoid)
+ *   c_t = f c_{t-1} + i g,  h_t = o tanh(c_t).
+ * Backward, from dh_t and dc carried from step t + 1 (its f dc):
+ *   do = dh tanh(c_t),  dc = carried + dh o (1 - tanh^2 c_t),
+ *   di = dc g,  df = dc c_{t-1},  dg = dc i,  carried to t - 1: dc f,
+ *   da = (di i (1-i), df f (1-f), dg (1-g^2), do o (1-o)), for both W_ih and W_hh.
+ * Saved a step: c, i, f, g, o (H each). */
+#include "ops/recurrent.h"
+
+#include <math.h>
+
+static double sigmoid(double x)
+{
+    return 1 / (1 + exp(-x));
+}
+
+static void lstm_cell_forward(const struct dl_rnn_attr *a, int H, const double *ax, const double *ah,
+                              const dl_real *hp, const dl_real *prev, dl_real *ext, double *h)
+{
+    for (int j = 0; j < H; j++) {
+        double i = sigmoid(ax[j] + ah[j]), f = sigmoid(ax[H + j] + ah[H + j]);
+        double g = tanh(ax[2 * H + j] + ah[2 * H + j]), o = sigmoid(ax[3 * H + j] + ah[3 * H + j]);
+        double cell = f * (prev ? (double)prev[j] : 0) + i * g;
+        ext[j] = (dl_real)cell, ext[H + j] = (dl_real)i, ext[2 * H + j] = (dl_real)f;
+        ext[3 * H + j] = (dl_real)g, ext[4 * H + j] = (dl_real)o;
+        h[j] = o * tanh(cell);
+    }
+}
+
+static void lstm_cell_backward(const struct dl_rnn_attr *a, int H, const double *dh, double *carry,
+                               const dl_real *hp, const dl_real *h, const dl_real *prev, const dl_real *ext,
+                               double *dax, double *dah, double *dhp)
+{
+    for (int j = 0; j < H; j++) {
+        double cell = ext[j], i = ext[H + j], f = ext[2 * H + j], g = ext[3 * H + j], o = ext[4 * H + j];
+        double tc = tanh(cell), cp = prev ? (double)prev[j] : 0;
+        double dc = carry[j] + dh[j] * o * (1 - tc * tc);
+        dax[j] = dc * g * i * (1 - i);
+        dax[H + j] = dc * cp * f * (1 - f);
+        dax[2 * H + j] = dc * i * (1 - g * g);
+        dax[3 * H + j] = dh[j] * tc * o * (1 - o);
+        carry[j] = dc * f;
+        dhp[j] = 0;
+    }
+    for (int k = 0; k < 4 * H; k++)
+        dah[k] = dax[k];
+}
+
+static const struct dl_rnn_cell lstm_cell = {
+    .gates = 4, .extra = 5, .forward = lstm_cell_forward, .backward = lstm_cell_backward};
+
+static int lstm_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
+{
+    return dl_rnn_params(attr, in, lstm_cell.gates, p);
+}
+
+static long lstm_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
+{
+    return dl_rnn_saved_size(attr, batch, in, lstm_cell.extra);
+}
+
+static double lstm_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
+{
+    return dl_rnn_flops(attr, in, lstm_cell.gates);
+}
+
+static void lstm_forward(const struct dl_op_call *c)
+{
+    dl_rnn_forward(c, &lstm_cell);
+}
+
+static void lstm_backward(const struct dl_op_call *c)
+{
+    dl_rnn_backward(c, &lstm_cell);
+}
+
+const struct dl_op_kind dl_op_lstm = {
+    .name = "lstm",
+    .summary = "long short-term memory over a sequence [T, C]: the hidden state of every step (PyTorch nn.LSTM)",
+    .attrs = dl_rnn_attrs,
+    .n_attrs = 4, /* all but rnn's nonlinearity */
+    .params = lstm_params,
+    .saved_size = lstm_saved_size,
+    .flops = lstm_flops,
+    .forward = lstm_forward,
+    .backward = lstm_backward,
+    DL_RNN_KIND_FIELDS,
+};

@@ -1,0 +1,68 @@
+/* recurrent.h: what the recurrent layers (lstm, gru, rnn) share: their
+ * attributes, PyTorch's parameters, the stacking of layers and directions,
+ * and backpropagation through time (recurrent.c); each kind supplies only its
+ * cell, one time step forward and back (lstm.c, gru.c, rnn.c).
+ *
+ * A layer reads a sequence [T, C] and writes the hidden state of every step,
+ * [T, H] (or [T, 2H] bidirectional: the forward direction's H features, then
+ * the reverse's, as PyTorch's batch_first output), the initial state zero.
+ * Layer l > 0 of a stack reads layer l - 1's output.  Parameters per layer
+ * and direction, PyTorch's names and layouts (nn.LSTM, nn.GRU, nn.RNN):
+ * weight_ih_l{l}[_reverse] [G H, in], weight_hh_l{l} [G H, H], bias_ih_l{l}
+ * [G H], bias_hh_l{l} [G H], G the gates (4, 3, 1) in PyTorch's order, all
+ * drawn U(-1/sqrt(H), 1/sqrt(H)). */
+#ifndef DL_OPS_RECURRENT_H
+#define DL_OPS_RECURRENT_H
+
+#include "ops/op.h"
+
+struct dl_rnn_attr {
+    int hidden;
+    int layers;
+    int bidirectional;
+    int bias;
+    int nonlinearity; /* rnn only: DL_RNN_TANH or DL_RNN_RELU */
+};
+
+enum { DL_RNN_TANH, DL_RNN_RELU };
+
+/* One time step of one direction of one layer, for H hidden units.  Forward:
+ * from the input's and the previous state's products with their weights
+ * plus biases, ax[G H] = W_ih x_t + b_ih and ah[G H] = W_hh h_{t-1} + b_hh,
+ * and the previous step's saved values prev (NULL at the first step: a zero
+ * state), writes h_t[H] and this step's saved values ext[extra H].
+ * Backward: from dh[H], the gradient of h_t (from the output and from the
+ * next step), and carry[H] (the gradient of a state other than h carried
+ * from the next step, LSTM's cell; zero at the last step, updated for the
+ * previous one), writes dax[G H] and dah[G H], the gradients of ax and ah,
+ * and dhp[H], the part of h_{t-1}'s gradient that does not go through W_hh
+ * (GRU's z h_{t-1}; zero otherwise).  hp is h_{t-1} (zeros at the first
+ * step), h is h_t. */
+struct dl_rnn_cell {
+    int gates;
+    int extra;
+    void (*forward)(const struct dl_rnn_attr *a, int H, const double *ax, const double *ah, const dl_real *hp,
+                    const dl_real *prev, dl_real *ext, double *h);
+    void (*backward)(const struct dl_rnn_attr *a, int H, const double *dh, double *carry, const dl_real *hp,
+                     const dl_real *h, const dl_real *prev, const dl_real *ext, double *dax, double *dah,
+                     double *dhp);
+};
+
+extern const struct dl_attr_desc dl_rnn_attrs[];
+extern const int dl_rnn_n_attrs; /* the table's entries; rnn's nonlinearity is the last */
+
+int dl_rnn_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
+                 struct dl_error *err);
+void dl_rnn_forward(const struct dl_op_call *c, const struct dl_rnn_cell *cell);
+void dl_rnn_backward(const struct dl_op_call *c, const struct dl_rnn_cell *cell);
+int dl_rnn_params(const void *attr, const struct dl_shape *in, int gates, struct dl_param_desc *p);
+long dl_rnn_saved_size(const void *attr, int batch, const struct dl_shape *in, int extra);
+double dl_rnn_flops(const void *attr, const struct dl_shape *in, int gates);
+
+/* A kind's fields but its name, summary, attributes and functions. */
+#define DL_RNN_KIND_FIELDS \
+    .attr_size = sizeof(struct dl_rnn_attr), .min_inputs = 1, .max_inputs = 1, .micro_batch = 1, \
+    .weight_products = 1, .infer = dl_rnn_infer, \
+    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS | DL_READS_OUTPUT
+
+#endif
