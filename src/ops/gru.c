@@ -46,32 +46,32 @@ static void gru_cell_backward(const struct dl_rnn_attr *a, int H, const double *
     }
 }
 
-static const struct dl_rnn_cell gru_cell = {
+const struct dl_rnn_cell dl_rnn_cell_gru = {
     .gates = 3, .extra = 4, .forward = gru_cell_forward, .backward = gru_cell_backward};
 
 static int gru_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
 {
-    return dl_rnn_params(attr, in, gru_cell.gates, p);
+    return dl_rnn_params(attr, in, dl_rnn_cell_gru.gates, p);
 }
 
 static long gru_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
 {
-    return dl_rnn_saved_size(attr, batch, in, gru_cell.extra);
+    return dl_rnn_saved_size(attr, batch, in, dl_rnn_cell_gru.extra);
 }
 
 static double gru_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
 {
-    return dl_rnn_flops(attr, in, gru_cell.gates);
+    return dl_rnn_flops(attr, in, dl_rnn_cell_gru.gates);
 }
 
 static void gru_forward(const struct dl_op_call *c)
 {
-    dl_rnn_forward(c, &gru_cell);
+    dl_rnn_forward(c, &dl_rnn_cell_gru);
 }
 
 static void gru_backward(const struct dl_op_call *c)
 {
-    dl_rnn_backward(c, &gru_cell);
+    dl_rnn_backward(c, &dl_rnn_cell_gru);
 }
 
 const struct dl_op_kind dl_op_gru = {

@@ -50,32 +50,32 @@ static void lstm_cell_backward(const struct dl_rnn_attr *a, int H, const double 
         dah[k] = dax[k];
 }
 
-static const struct dl_rnn_cell lstm_cell = {
+const struct dl_rnn_cell dl_rnn_cell_lstm = {
     .gates = 4, .extra = 5, .forward = lstm_cell_forward, .backward = lstm_cell_backward};
 
 static int lstm_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
 {
-    return dl_rnn_params(attr, in, lstm_cell.gates, p);
+    return dl_rnn_params(attr, in, dl_rnn_cell_lstm.gates, p);
 }
 
 static long lstm_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
 {
-    return dl_rnn_saved_size(attr, batch, in, lstm_cell.extra);
+    return dl_rnn_saved_size(attr, batch, in, dl_rnn_cell_lstm.extra);
 }
 
 static double lstm_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
 {
-    return dl_rnn_flops(attr, in, lstm_cell.gates);
+    return dl_rnn_flops(attr, in, dl_rnn_cell_lstm.gates);
 }
 
 static void lstm_forward(const struct dl_op_call *c)
 {
-    dl_rnn_forward(c, &lstm_cell);
+    dl_rnn_forward(c, &dl_rnn_cell_lstm);
 }
 
 static void lstm_backward(const struct dl_op_call *c)
 {
-    dl_rnn_backward(c, &lstm_cell);
+    dl_rnn_backward(c, &dl_rnn_cell_lstm);
 }
 
 const struct dl_op_kind dl_op_lstm = {

@@ -48,6 +48,9 @@ struct dl_rnn_cell {
                      double *dhp);
 };
 
+/* The cells of lstm.c, gru.c and rnn.c (the fast kernels run them too). */
+extern const struct dl_rnn_cell dl_rnn_cell_lstm, dl_rnn_cell_gru, dl_rnn_cell_rnn;
+
 extern const struct dl_attr_desc dl_rnn_attrs[];
 extern const int dl_rnn_n_attrs; /* the table's entries; rnn's nonlinearity is the last */
 

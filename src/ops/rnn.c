@@ -27,32 +27,32 @@ static void rnn_cell_backward(const struct dl_rnn_attr *a, int H, const double *
     }
 }
 
-static const struct dl_rnn_cell rnn_cell = {
+const struct dl_rnn_cell dl_rnn_cell_rnn = {
     .gates = 1, .extra = 0, .forward = rnn_cell_forward, .backward = rnn_cell_backward};
 
 static int rnn_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
 {
-    return dl_rnn_params(attr, in, rnn_cell.gates, p);
+    return dl_rnn_params(attr, in, dl_rnn_cell_rnn.gates, p);
 }
 
 static long rnn_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
 {
-    return dl_rnn_saved_size(attr, batch, in, rnn_cell.extra);
+    return dl_rnn_saved_size(attr, batch, in, dl_rnn_cell_rnn.extra);
 }
 
 static double rnn_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
 {
-    return dl_rnn_flops(attr, in, rnn_cell.gates);
+    return dl_rnn_flops(attr, in, dl_rnn_cell_rnn.gates);
 }
 
 static void rnn_forward(const struct dl_op_call *c)
 {
-    dl_rnn_forward(c, &rnn_cell);
+    dl_rnn_forward(c, &dl_rnn_cell_rnn);
 }
 
 static void rnn_backward(const struct dl_op_call *c)
 {
-    dl_rnn_backward(c, &rnn_cell);
+    dl_rnn_backward(c, &dl_rnn_cell_rnn);
 }
 
 const struct dl_op_kind dl_op_rnn = {
