@@ -14,16 +14,11 @@
 
 #include <math.h>
 
-static double sigmoid(double x)
-{
-    return 1 / (1 + exp(-x));
-}
-
 static void gru_cell_forward(const struct dl_rnn_attr *a, int H, const double *ax, const double *ah,
                              const dl_real *hp, const dl_real *prev, dl_real *ext, double *h)
 {
     for (int j = 0; j < H; j++) {
-        double r = sigmoid(ax[j] + ah[j]), z = sigmoid(ax[H + j] + ah[H + j]);
+        double r = dl_rnn_sigmoid(ax[j] + ah[j]), z = dl_rnn_sigmoid(ax[H + j] + ah[H + j]);
         double n = tanh(ax[2 * H + j] + r * ah[2 * H + j]);
         ext[j] = (dl_real)r, ext[H + j] = (dl_real)z, ext[2 * H + j] = (dl_real)n;
         ext[3 * H + j] = (dl_real)ah[2 * H + j];
@@ -49,40 +44,10 @@ static void gru_cell_backward(const struct dl_rnn_attr *a, int H, const double *
 const struct dl_rnn_cell dl_rnn_cell_gru = {
     .gates = 3, .extra = 4, .forward = gru_cell_forward, .backward = gru_cell_backward};
 
-static int gru_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
-{
-    return dl_rnn_params(attr, in, dl_rnn_cell_gru.gates, p);
-}
-
-static long gru_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
-{
-    return dl_rnn_saved_size(attr, batch, in, dl_rnn_cell_gru.extra);
-}
-
-static double gru_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
-{
-    return dl_rnn_flops(attr, in, dl_rnn_cell_gru.gates);
-}
-
-static void gru_forward(const struct dl_op_call *c)
-{
-    dl_rnn_forward(c, &dl_rnn_cell_gru);
-}
-
-static void gru_backward(const struct dl_op_call *c)
-{
-    dl_rnn_backward(c, &dl_rnn_cell_gru);
-}
+DL_RNN_KIND_FUNCTIONS(gru, dl_rnn_cell_gru)
 
 const struct dl_op_kind dl_op_gru = {
     .name = "gru",
     .summary = "gated recurrent unit over a sequence [T, C]: the hidden state of every step (PyTorch nn.GRU)",
-    .attrs = dl_rnn_attrs,
-    .n_attrs = 4, /* all but rnn's nonlinearity */
-    .params = gru_params,
-    .saved_size = gru_saved_size,
-    .flops = gru_flops,
-    .forward = gru_forward,
-    .backward = gru_backward,
-    DL_RNN_KIND_FIELDS,
+    DL_RNN_KIND_FIELDS(gru, DL_RNN_SHARED_ATTRS),
 };

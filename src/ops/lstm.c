@@ -13,17 +13,12 @@
 
 #include <math.h>
 
-static double sigmoid(double x)
-{
-    return 1 / (1 + exp(-x));
-}
-
 static void lstm_cell_forward(const struct dl_rnn_attr *a, int H, const double *ax, const double *ah,
                               const dl_real *hp, const dl_real *prev, dl_real *ext, double *h)
 {
     for (int j = 0; j < H; j++) {
-        double i = sigmoid(ax[j] + ah[j]), f = sigmoid(ax[H + j] + ah[H + j]);
-        double g = tanh(ax[2 * H + j] + ah[2 * H + j]), o = sigmoid(ax[3 * H + j] + ah[3 * H + j]);
+        double i = dl_rnn_sigmoid(ax[j] + ah[j]), f = dl_rnn_sigmoid(ax[H + j] + ah[H + j]);
+        double g = tanh(ax[2 * H + j] + ah[2 * H + j]), o = dl_rnn_sigmoid(ax[3 * H + j] + ah[3 * H + j]);
         double cell = f * (prev ? (double)prev[j] : 0) + i * g;
         ext[j] = (dl_real)cell, ext[H + j] = (dl_real)i, ext[2 * H + j] = (dl_real)f;
         ext[3 * H + j] = (dl_real)g, ext[4 * H + j] = (dl_real)o;
@@ -53,40 +48,10 @@ static void lstm_cell_backward(const struct dl_rnn_attr *a, int H, const double 
 const struct dl_rnn_cell dl_rnn_cell_lstm = {
     .gates = 4, .extra = 5, .forward = lstm_cell_forward, .backward = lstm_cell_backward};
 
-static int lstm_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
-{
-    return dl_rnn_params(attr, in, dl_rnn_cell_lstm.gates, p);
-}
-
-static long lstm_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
-{
-    return dl_rnn_saved_size(attr, batch, in, dl_rnn_cell_lstm.extra);
-}
-
-static double lstm_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
-{
-    return dl_rnn_flops(attr, in, dl_rnn_cell_lstm.gates);
-}
-
-static void lstm_forward(const struct dl_op_call *c)
-{
-    dl_rnn_forward(c, &dl_rnn_cell_lstm);
-}
-
-static void lstm_backward(const struct dl_op_call *c)
-{
-    dl_rnn_backward(c, &dl_rnn_cell_lstm);
-}
+DL_RNN_KIND_FUNCTIONS(lstm, dl_rnn_cell_lstm)
 
 const struct dl_op_kind dl_op_lstm = {
     .name = "lstm",
     .summary = "long short-term memory over a sequence [T, C]: the hidden state of every step (PyTorch nn.LSTM)",
-    .attrs = dl_rnn_attrs,
-    .n_attrs = 4, /* all but rnn's nonlinearity */
-    .params = lstm_params,
-    .saved_size = lstm_saved_size,
-    .flops = lstm_flops,
-    .forward = lstm_forward,
-    .backward = lstm_backward,
-    DL_RNN_KIND_FIELDS,
+    DL_RNN_KIND_FIELDS(lstm, DL_RNN_SHARED_ATTRS),
 };

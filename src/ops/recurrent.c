@@ -36,7 +36,7 @@ const struct dl_attr_desc dl_rnn_attrs[] = {
     {.key = "nonlinearity", .type = DL_ATTR_ENUM, .offset = offsetof(struct dl_rnn_attr, nonlinearity),
      .def = DL_RNN_TANH, .choices = rnn_nonlinearities, .doc = "tanh or relu (PyTorch nn.RNN's nonlinearity)"},
 };
-const int dl_rnn_n_attrs = sizeof dl_rnn_attrs / sizeof dl_rnn_attrs[0];
+_Static_assert(sizeof dl_rnn_attrs / sizeof dl_rnn_attrs[0] == DL_RNN_ALL_ATTRS, "recurrent.h's count");
 
 static int dirs(const struct dl_rnn_attr *a)
 {

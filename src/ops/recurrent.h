@@ -14,6 +14,8 @@
 #ifndef DL_OPS_RECURRENT_H
 #define DL_OPS_RECURRENT_H
 
+#include <math.h>
+
 #include "ops/op.h"
 
 struct dl_rnn_attr {
@@ -48,11 +50,20 @@ struct dl_rnn_cell {
                      double *dhp);
 };
 
+/* The gates' logistic function, in double. */
+static inline double dl_rnn_sigmoid(double x)
+{
+    return 1 / (1 + exp(-x));
+}
+
 /* The cells of lstm.c, gru.c and rnn.c (the fast kernels run them too). */
 extern const struct dl_rnn_cell dl_rnn_cell_lstm, dl_rnn_cell_gru, dl_rnn_cell_rnn;
 
 extern const struct dl_attr_desc dl_rnn_attrs[];
-extern const int dl_rnn_n_attrs; /* the table's entries; rnn's nonlinearity is the last */
+/* The table's entries: hidden, layers, bidirectional, bias (every kind's),
+ * then rnn's nonlinearity. */
+#define DL_RNN_SHARED_ATTRS 4
+#define DL_RNN_ALL_ATTRS 5
 
 int dl_rnn_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
                  struct dl_error *err);
@@ -62,10 +73,36 @@ int dl_rnn_params(const void *attr, const struct dl_shape *in, int gates, struct
 long dl_rnn_saved_size(const void *attr, int batch, const struct dl_shape *in, int extra);
 double dl_rnn_flops(const void *attr, const struct dl_shape *in, int gates);
 
-/* A kind's fields but its name, summary, attributes and functions. */
-#define DL_RNN_KIND_FIELDS \
-    .attr_size = sizeof(struct dl_rnn_attr), .min_inputs = 1, .max_inputs = 1, .micro_batch = 1, \
-    .weight_products = 1, .infer = dl_rnn_infer, \
+/* A kind's functions on its cell CELL, named P_params, P_forward, ... */
+#define DL_RNN_KIND_FUNCTIONS(P, CELL) \
+    static int P##_params(const void *attr, const struct dl_shape *in, struct dl_shape out, \
+                          struct dl_param_desc *p) \
+    { \
+        return dl_rnn_params(attr, in, (CELL).gates, p); \
+    } \
+    static long P##_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out) \
+    { \
+        return dl_rnn_saved_size(attr, batch, in, (CELL).extra); \
+    } \
+    static double P##_flops(const void *attr, const struct dl_shape *in, struct dl_shape out) \
+    { \
+        return dl_rnn_flops(attr, in, (CELL).gates); \
+    } \
+    static void P##_forward(const struct dl_op_call *c) \
+    { \
+        dl_rnn_forward(c, &(CELL)); \
+    } \
+    static void P##_backward(const struct dl_op_call *c) \
+    { \
+        dl_rnn_backward(c, &(CELL)); \
+    }
+
+/* A kind's fields but its name and summary, with the functions of
+ * DL_RNN_KIND_FUNCTIONS(P, ...) and the first N_ATTRS attributes. */
+#define DL_RNN_KIND_FIELDS(P, N_ATTRS) \
+    .attrs = dl_rnn_attrs, .n_attrs = (N_ATTRS), .attr_size = sizeof(struct dl_rnn_attr), .min_inputs = 1, \
+    .max_inputs = 1, .micro_batch = 1, .weight_products = 1, .infer = dl_rnn_infer, .params = P##_params, \
+    .saved_size = P##_saved_size, .flops = P##_flops, .forward = P##_forward, .backward = P##_backward, \
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS | DL_READS_OUTPUT
 
 #endif

@@ -30,41 +30,11 @@ static void rnn_cell_backward(const struct dl_rnn_attr *a, int H, const double *
 const struct dl_rnn_cell dl_rnn_cell_rnn = {
     .gates = 1, .extra = 0, .forward = rnn_cell_forward, .backward = rnn_cell_backward};
 
-static int rnn_params(const void *attr, const struct dl_shape *in, struct dl_shape out, struct dl_param_desc *p)
-{
-    return dl_rnn_params(attr, in, dl_rnn_cell_rnn.gates, p);
-}
-
-static long rnn_saved_size(const void *attr, int batch, const struct dl_shape *in, struct dl_shape out)
-{
-    return dl_rnn_saved_size(attr, batch, in, dl_rnn_cell_rnn.extra);
-}
-
-static double rnn_flops(const void *attr, const struct dl_shape *in, struct dl_shape out)
-{
-    return dl_rnn_flops(attr, in, dl_rnn_cell_rnn.gates);
-}
-
-static void rnn_forward(const struct dl_op_call *c)
-{
-    dl_rnn_forward(c, &dl_rnn_cell_rnn);
-}
-
-static void rnn_backward(const struct dl_op_call *c)
-{
-    dl_rnn_backward(c, &dl_rnn_cell_rnn);
-}
+DL_RNN_KIND_FUNCTIONS(rnn, dl_rnn_cell_rnn)
 
 const struct dl_op_kind dl_op_rnn = {
     .name = "rnn",
     .summary = "plain recurrent layer (tanh or relu) over a sequence [T, C]: the hidden state of every step "
                "(PyTorch nn.RNN)",
-    .attrs = dl_rnn_attrs,
-    .n_attrs = 5,
-    .params = rnn_params,
-    .saved_size = rnn_saved_size,
-    .flops = rnn_flops,
-    .forward = rnn_forward,
-    .backward = rnn_backward,
-    DL_RNN_KIND_FIELDS,
+    DL_RNN_KIND_FIELDS(rnn, DL_RNN_ALL_ATTRS),
 };

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backends/cpu_blas/gemm.h"
+#include "backends/cpu_blas/seq_rows.h"
 #include "ops/kinds.h"
 #include "ops/recurrent.h"
 
@@ -81,20 +82,12 @@ static size_t rnn_workspace(const void *inst, enum dl_dir dir)
 /* [N][R][T] (a tensor's samples) to [T][N][R] (rows (t, n)), and back. */
 static void to_rows(float *rows, const float *x, long N, long R, long T)
 {
-    #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++)
-        for (long r = 0; r < R; r++)
-            for (long t = 0; t < T; t++)
-                rows[(t * N + n) * R + r] = x[(n * R + r) * T + t];
+    dl_seq_rows(rows, (float *)x, N, R, T, 1, N, 0);
 }
 
 static void from_rows(float *x, const float *rows, long N, long R, long T)
 {
-    #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++)
-        for (long r = 0; r < R; r++)
-            for (long t = 0; t < T; t++)
-                x[(n * R + r) * T + t] = rows[(t * N + n) * R + r];
+    dl_seq_rows((float *)rows, x, N, R, T, 1, N, 1);
 }
 
 /* Layer l's output, [T][N][D H], in saved (for mb samples: the layout does
