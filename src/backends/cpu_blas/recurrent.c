@@ -103,6 +103,11 @@ static float *ext_of(const struct rnn_k *k, float *saved, long N, long l, long d
     return base + ((((l * k->D + d) * k->T + t) * N + n) * k->E) * k->H;
 }
 
+/* A step's cells run on the threads from this many gates of the call on
+ * (fewer: a few microseconds of work, less than a parallel region's cost
+ * on a busy machine). */
+#define CELLS_PARALLEL (1L << 16)
+
 static long step_t(const struct rnn_k *k, long d, long s)
 {
     return d ? k->T - 1 - s : s;
@@ -134,7 +139,7 @@ static void rnn_forward(void *inst, const struct dl_kernel_args *args)
                 long t = step_t(k, d, s), tp = d ? t + 1 : t - 1;
                 if (s)
                     dl_sgemm(DL_GEMM_DNNL, 0, 1, N, GH, H, 1, Y + tp * N * DH + d * H, DH, p[1], H, 0, AH, GH);
-                #pragma omp parallel for schedule(static)
+                #pragma omp parallel for schedule(static) if (N * GH >= CELLS_PARALLEL)
                 for (long n = 0; n < N; n++) {
                     double *axn = ax + n * GH, *ahn = ah + n * GH, *hn = h + n * H;
                     const float *ar = AX + (t * N + n) * GH;
@@ -181,7 +186,7 @@ static void backward_direction(const struct rnn_k *k, const struct dl_op_call *c
     memset(carry, 0, sizeof *carry * (size_t)(N * H));
     for (long s = T - 1; s >= 0; s--) {
         long t = step_t(k, d, s), tp = d ? t + 1 : t - 1;
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) if (N * GH >= CELLS_PARALLEL)
         for (long n = 0; n < N; n++) {
             double *dhn = dh + n * H, *daxn = dax + n * GH, *dahn = dah + n * GH, *dhpn = dhp + n * H;
             const float *dyn = dY + (t * N + n) * DH + d * H, *hp = s ? Y + (tp * N + n) * DH + d * H : NULL;
