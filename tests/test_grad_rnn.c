@@ -1,8 +1,8 @@
 /* test_grad_rnn.c: the recurrent layers (lstm, gru, rnn): finite-difference
  * gradient checks of backpropagation through time in the double precision
  * build (one and two stacked layers, bidirectional, without biases, odd
- * shapes), a one-step value against the formulas, and their shape and
- * attribute errors.  Their numbers against PyTorch's nn.LSTM and nn.GRU:
+ * shapes; dropout between layers), a one-step value against the formulas,
+ * dropout's mask, and their shape and attribute errors.  Their numbers against PyTorch's nn.LSTM and nn.GRU:
  * tests/test_rnn.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,14 +33,14 @@ static void run_cases(const struct dl_op_kind *op, const char *const *attrs, int
 static void lstm_grad(void **state)
 {
     const char *attrs[] = {"{hidden: 3}", "{hidden: 2, layers: 2, bidirectional: true}", "{hidden: 4, bias: false}",
-                           "{hidden: 3, layers: 3}"};
+                           "{hidden: 3, layers: 3, dropout: 0.4}"};
     run_cases(&dl_op_lstm, attrs, 4);
 }
 
 static void gru_grad(void **state)
 {
-    const char *attrs[] = {"{hidden: 3}", "{hidden: 2, layers: 2, bidirectional: true}", "{hidden: 4, bias: false}",
-                           "{hidden: 3, bidirectional: true}"};
+    const char *attrs[] = {"{hidden: 3}", "{hidden: 2, layers: 2, bidirectional: true, dropout: 0.5}",
+                           "{hidden: 4, bias: false}", "{hidden: 3, bidirectional: true}"};
     run_cases(&dl_op_gru, attrs, 4);
 }
 
@@ -82,6 +82,56 @@ static void one_step_values(void **state)
     ot_free(&r);
 }
 
+/* Dropout between layers: only in training, only between layers (one
+ * layer draws nothing), a share near the rate of the inputs of layer 2
+ * zeroed (saved after the outputs and cell values), the same mask for the
+ * same key and sample, and another for another sample's place. */
+static void dropout_between_layers(void **state)
+{
+    enum { N = 2, T = 50, C = 3 };
+    dl_real x[N * T * C];
+    for (int i = 0; i < N * T * C; i++)
+        x[i] = (dl_real)sin(0.37 * (i % (T * C))); /* both samples alike */
+    const dl_real *xs[] = {x};
+    struct dl_shape s[1] = {SEQ(T, C)};
+    const char *attrs[] = {"{hidden: 4, layers: 2}", "{hidden: 4, layers: 2, dropout: 0.3}"};
+    dl_real out[4][N * 4 * T];
+    for (int k = 0; k < 4; k++) { /* no dropout, dropout in inference, dropout in training, again at sample 1 */
+        struct ot_run r;
+        ot_setup(&r, &dl_op_lstm, attrs[k > 0], N, 1, s, xs, NULL, k >= 2);
+        dl_real *p[8];
+        for (int j = 0; j < 8; j++) {
+            long n = j % 4 < 2 ? (j % 4 ? 16 * 4 : 16 * (j < 4 ? C : 4)) : 16;
+            p[j] = calloc((size_t)n, sizeof(dl_real));
+            for (long i = 0; i < n; i++)
+                p[j][i] = (dl_real)(0.3 * cos(0.7 * i + j));
+        }
+        r.call.param = p;
+        r.call.sample0 = k == 3;
+        dl_op_lstm.forward(&r.call);
+        memcpy(out[k], dl_tensor_f32(&r.call.out), sizeof out[k]);
+        if (k == 2) { /* layer 2's input: the saved outputs of layer 1 with 30% zeroed, the rest / 0.7 */
+            long DHT = 4 * T, zero = 0;
+            const dl_real *y = r.call.saved, *in = r.call.saved + N * DHT + 2 * N * DHT * 5;
+            for (long i = 0; i < N * DHT; i++) {
+                zero += in[i] == 0;
+                if (in[i] != 0)
+                    assert_true(fabs((double)in[i] - (double)y[i] / 0.7) < 1e-12);
+            }
+            print_message("# %ld of %ld inputs of layer 2 dropped at rate 0.3\n", zero, N * DHT);
+            assert_true(zero > 0.2 * N * DHT && zero < 0.4 * N * DHT);
+        }
+        for (int j = 0; j < 8; j++)
+            free(p[j]);
+        ot_free(&r);
+    }
+    assert_memory_equal(out[0], out[1], sizeof out[0]);
+    assert_memory_not_equal(out[0], out[2], sizeof out[0]);
+    /* sample 1 at place 1 (k = 2) and at place 2 (k = 3) */
+    assert_memory_not_equal(out[2] + 4 * T, out[3] + 4 * T, sizeof(dl_real) * 4 * T);
+    assert_memory_equal(out[2] + 4 * T, out[3], sizeof(dl_real) * 4 * T);
+}
+
 static void shapes_and_attrs(void **state)
 {
     struct dl_shape image = {3, 4, 5}, ids = dl_shape_seq(6, 1, DL_I32);
@@ -93,6 +143,7 @@ static void shapes_and_attrs(void **state)
         ot_expect_attr_error(kinds[k], "{hidden: 0}", (const char *[]){"hidden", NULL});
         ot_expect_attr_error(kinds[k], "{hidden: 4, layers: 0}", (const char *[]){"layers", NULL});
     }
+    ot_expect_attr_error(&dl_op_gru, "{hidden: 4, layers: 2, dropout: 1}", (const char *[]){"dropout", "[0, 1)", NULL});
     ot_expect_attr_error(&dl_op_lstm, "{hidden: 4, nonlinearity: relu}", (const char *[]){"nonlinearity", NULL});
     ot_expect_attr_error(&dl_op_rnn, "{hidden: 4, nonlinearity: gelu}", (const char *[]){"nonlinearity", "tanh", "relu", NULL});
     /* the output: H features a direction at every step */
@@ -110,7 +161,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lstm_grad),       cmocka_unit_test(gru_grad),
         cmocka_unit_test(rnn_grad),        cmocka_unit_test(one_step_values),
-        cmocka_unit_test(shapes_and_attrs),
+        cmocka_unit_test(dropout_between_layers), cmocka_unit_test(shapes_and_attrs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

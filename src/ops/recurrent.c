@@ -8,6 +8,9 @@
  * values (recurrent.h's ext), so backward recomputes nothing:
  *   saved = Y_0 .. Y_{L-2} ([N][D H][T] each), then
  *           ext [L][D][N][T][extra H].
+ * With dropout in training, layer l > 0 reads a copy of Y_{l-1} with the
+ * dropped outputs zeroed and the others scaled, [N][D H][T] after ext, and
+ * its input's gradient is masked by the same factors on the way down.
  * Backward (backpropagation through time), per sample, from the last layer
  * down and from each direction's last step back: dh_t = dY[t] + the next
  * step's W_hh^T dah + dhp; weight gradients dW_ih += dax x_t^T, dW_hh +=
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "ops/vec.h"
 
 static const char *const rnn_nonlinearities[] = {"tanh", "relu", NULL};
@@ -33,10 +37,21 @@ const struct dl_attr_desc dl_rnn_attrs[] = {
      .doc = "also run each layer from the last step back; the output is [T, 2H], forward features first"},
     {.key = "bias", .type = DL_ATTR_BOOL, .offset = offsetof(struct dl_rnn_attr, bias), .def = 1,
      .doc = "learn the biases bias_ih and bias_hh"},
+    {.key = "dropout", .type = DL_ATTR_FLOAT, .offset = offsetof(struct dl_rnn_attr, dropout), .def = 0, .min = 0,
+     .max = 1, .doc = "in training, the probability of zeroing each output of a layer below the last, in [0, 1)"},
     {.key = "nonlinearity", .type = DL_ATTR_ENUM, .offset = offsetof(struct dl_rnn_attr, nonlinearity),
      .def = DL_RNN_TANH, .choices = rnn_nonlinearities, .doc = "tanh or relu (PyTorch nn.RNN's nonlinearity)"},
 };
 _Static_assert(sizeof dl_rnn_attrs / sizeof dl_rnn_attrs[0] == DL_RNN_ALL_ATTRS, "recurrent.h's count");
+
+int dl_rnn_check(const void *attr, struct dl_error *err)
+{
+    const struct dl_rnn_attr *a = attr;
+    if (a->dropout >= 1)
+        return dl_errorf(err, DL_ERR_SPEC, "key 'dropout': expected a number in [0, 1), found %g "
+                         "(1 would drop every output)", a->dropout);
+    return DL_OK;
+}
 
 static int dirs(const struct dl_rnn_attr *a)
 {
@@ -87,7 +102,20 @@ long dl_rnn_saved_size(const void *attr, int batch, const struct dl_shape *in, i
 {
     const struct dl_rnn_attr *a = attr;
     long T = in[0].h, DH = (long)dirs(a) * a->hidden;
-    return (a->layers - 1L) * batch * DH * T + (long)a->layers * batch * DH * T * extra;
+    return (a->layers - 1L) * batch * DH * T * (a->dropout > 0 ? 2 : 1) + (long)a->layers * batch * DH * T * extra;
+}
+
+int dl_rnn_dropping(const struct dl_op_call *c)
+{
+    const struct dl_rnn_attr *a = c->attr;
+    return c->training && a->dropout > 0 && a->layers > 1;
+}
+
+double dl_rnn_dropout_factor(const struct dl_op_call *c, int l, long n, long i)
+{
+    const struct dl_rnn_attr *a = c->attr;
+    uint64_t sample = dl_rng_hash(dl_rng_hash(c->key, (uint64_t)l), (uint64_t)(c->sample0 + n));
+    return dl_rng_hash_uniform(sample, (uint64_t)i) >= a->dropout ? 1 / (1 - a->dropout) : 0;
 }
 
 double dl_rnn_flops(const void *attr, const struct dl_shape *in, int gates)
@@ -122,10 +150,18 @@ static dl_real *layer_out(const struct dl_op_call *c, const struct rnn_view *v, 
     return c->saved + (long)l * v->N * v->D * v->H * v->T;
 }
 
+/* Layer l > 0's input in training with dropout, [N][D H][T]: after the
+ * outputs and the cell values in saved. */
+static dl_real *dropped(const struct dl_op_call *c, const struct rnn_view *v, int l)
+{
+    long DHT = v->D * v->H * v->T, L = v->a->layers;
+    return c->saved + (L - 1) * v->N * DHT + L * v->N * DHT * v->cell->extra + (l - 1) * v->N * DHT;
+}
+
 /* Layer l's input, [N][I][T]. */
 static const dl_real *layer_input(const struct dl_op_call *c, const struct rnn_view *v, int l)
 {
-    return l ? layer_out(c, v, l - 1) : dl_tensor_const_f32(&c->in[0]);
+    return !l ? dl_tensor_const_f32(&c->in[0]) : dl_rnn_dropping(c) ? dropped(c, v, l) : layer_out(c, v, l - 1);
 }
 
 /* The saved cell values of layer l, direction d, sample n, step t. */
@@ -166,6 +202,12 @@ static void forward_sample(const struct dl_op_call *c, const struct rnn_view *v,
 {
     for (int l = 0; l < v->a->layers; l++) {
         long I = layer_in(v->a, (int)v->C, l);
+        if (l && dl_rnn_dropping(c)) {
+            const dl_real *y = layer_out(c, v, l - 1) + n * I * v->T;
+            dl_real *p = dropped(c, v, l) + n * I * v->T;
+            for (long i = 0; i < I * v->T; i++)
+                p[i] = (dl_real)((double)y[i] * dl_rnn_dropout_factor(c, l, n, i));
+        }
         const dl_real *X = layer_input(c, v, l) + n * I * v->T;
         for (int d = 0; d < v->D; d++) {
             dl_real *const *p = c->param + (l * v->D + d) * v->per;
@@ -306,6 +348,8 @@ void dl_rnn_backward(const struct dl_op_call *c, const struct dl_rnn_cell *cell)
                     memset(dX, 0, sizeof *dX * (size_t)(layer_in(v.a, (int)v.C, (int)l) * T));
                 for (int d = 0; d < v.D; d++)
                     backward_direction(c, &v, &s, (int)l, d, n, dY, dX);
+                for (long i = 0; l && dl_rnn_dropping(c) && i < DH * T; i++)
+                    dX[i] = (dl_real)((double)dX[i] * dl_rnn_dropout_factor(c, (int)l, n, i));
                 dY = dX;
             }
         }

@@ -23,6 +23,7 @@ struct dl_rnn_attr {
     int layers;
     int bidirectional;
     int bias;
+    double dropout;
     int nonlinearity; /* rnn only: DL_RNN_TANH or DL_RNN_RELU */
 };
 
@@ -60,11 +61,12 @@ static inline double dl_rnn_sigmoid(double x)
 extern const struct dl_rnn_cell dl_rnn_cell_lstm, dl_rnn_cell_gru, dl_rnn_cell_rnn;
 
 extern const struct dl_attr_desc dl_rnn_attrs[];
-/* The table's entries: hidden, layers, bidirectional, bias (every kind's),
- * then rnn's nonlinearity. */
-#define DL_RNN_SHARED_ATTRS 4
-#define DL_RNN_ALL_ATTRS 5
+/* The table's entries: hidden, layers, bidirectional, bias, dropout (every
+ * kind's), then rnn's nonlinearity. */
+#define DL_RNN_SHARED_ATTRS 5
+#define DL_RNN_ALL_ATTRS 6
 
+int dl_rnn_check(const void *attr, struct dl_error *err);
 int dl_rnn_infer(const void *attr, int n_in, const struct dl_shape *in, struct dl_shape *out,
                  struct dl_error *err);
 void dl_rnn_forward(const struct dl_op_call *c, const struct dl_rnn_cell *cell);
@@ -72,6 +74,14 @@ void dl_rnn_backward(const struct dl_op_call *c, const struct dl_rnn_cell *cell)
 int dl_rnn_params(const void *attr, const struct dl_shape *in, int gates, struct dl_param_desc *p);
 long dl_rnn_saved_size(const void *attr, int batch, const struct dl_shape *in, int extra);
 double dl_rnn_flops(const void *attr, const struct dl_shape *in, int gates);
+
+/* Dropout between stacked layers (PyTorch's dropout argument): in training,
+ * layer l > 0 reads layer l - 1's output times these factors, 0 with
+ * probability `dropout` and 1 / (1 - dropout) otherwise, one per element
+ * [D H][T] of each sample, a hash of the call's key, l, the sample's place
+ * in the mini-batch and the element's (as the dropout layer draws). */
+int dl_rnn_dropping(const struct dl_op_call *c);
+double dl_rnn_dropout_factor(const struct dl_op_call *c, int l, long n, long i);
 
 /* A kind's functions on its cell CELL, named P_params, P_forward, ... */
 #define DL_RNN_KIND_FUNCTIONS(P, CELL) \
@@ -101,7 +111,7 @@ double dl_rnn_flops(const void *attr, const struct dl_shape *in, int gates);
  * DL_RNN_KIND_FUNCTIONS(P, ...) and the first N_ATTRS attributes. */
 #define DL_RNN_KIND_FIELDS(P, N_ATTRS) \
     .attrs = dl_rnn_attrs, .n_attrs = (N_ATTRS), .attr_size = sizeof(struct dl_rnn_attr), .min_inputs = 1, \
-    .max_inputs = 1, .micro_batch = 1, .weight_products = 1, .infer = dl_rnn_infer, .params = P##_params, \
+    .max_inputs = 1, .micro_batch = 1, .weight_products = 1, .check = dl_rnn_check, .infer = dl_rnn_infer, .params = P##_params, \
     .saved_size = P##_saved_size, .flops = P##_flops, .forward = P##_forward, .backward = P##_backward, \
     .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS | DL_READS_OUTPUT
 

@@ -9,7 +9,8 @@
  * W_ih.  Activations are time-major here, [T][N][features] (rows (t, n)),
  * gathered from and scattered to the tensors' [N][C][T]; each layer's
  * output and each step's cell values are saved for backward:
- *   saved = Y [L][T][N][D H], then ext [L][D][T][N][extra H].
+ *   saved = Y [L][T][N][D H], then ext [L][D][T][N][extra H], then with
+ *   dropout, the layers' inputs above the first [L - 1][T][N][D H].
  * The sums are the reference's terms in another order (the GEMMs'), in
  * float where the reference sums in double. */
 #include "backends/cpu_blas/blas.h"
@@ -58,7 +59,8 @@ static void rnn_destroy(void *inst)
 static size_t rnn_saved(const void *inst)
 {
     const struct rnn_k *k = inst;
-    return sizeof(float) * (size_t)(k->L * k->T * k->mb * k->D * k->H * (1 + k->E));
+    long drops = k->a.dropout > 0 ? k->L - 1 : 0;
+    return sizeof(float) * (size_t)((k->L * (1 + k->E) + drops) * k->T * k->mb * k->D * k->H);
 }
 
 /* The workspace for mb samples, doubles first (aligned): forward, ax, ah
@@ -108,6 +110,32 @@ static float *ext_of(const struct rnn_k *k, float *saved, long N, long l, long d
  * on a busy machine). */
 #define CELLS_PARALLEL (1L << 16)
 
+/* Layer l > 0's input in training with dropout, [T][N][D H], after ext. */
+static float *dropped_of(const struct rnn_k *k, float *saved, long N, long l)
+{
+    return saved + (k->L * (1 + k->E) + l - 1) * k->T * N * k->D * k->H;
+}
+
+/* x[(t N + n) D H + i] times layer l's dropout factor of sample n's element
+ * (i, t) (ops/recurrent.h), into y (which may be x). */
+static void drop_rows(const struct rnn_k *k, const struct dl_op_call *c, long l, float *y, const float *x)
+{
+    long N = c->batch, DH = k->D * k->H;
+    #pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++)
+        for (long t = 0; t < k->T; t++)
+            for (long i = 0; i < DH; i++)
+                y[(t * N + n) * DH + i] =
+                    (float)((double)x[(t * N + n) * DH + i] * dl_rnn_dropout_factor(c, (int)l, n, i * k->T + t));
+}
+
+/* Layer l's input rows: the call's (X), the layer below's output, or that
+ * with dropout applied. */
+static const float *input_of(const struct rnn_k *k, const struct dl_op_call *c, float *saved, long l, const float *X)
+{
+    return !l ? X : dl_rnn_dropping(c) ? dropped_of(k, saved, c->batch, l) : y_of(k, saved, l - 1, c->batch);
+}
+
 static long step_t(const struct rnn_k *k, long d, long s)
 {
     return d ? k->T - 1 - s : s;
@@ -130,7 +158,9 @@ static void rnn_forward(void *inst, const struct dl_kernel_args *args)
     to_rows(X, dl_tensor_const_f32(&c->in[0]), N, k->C, T);
     for (long l = 0; l < k->L; l++) {
         long I = layer_in(k, l);
-        const float *Xl = l ? y_of(k, saved, l - 1, N) : X;
+        if (l && dl_rnn_dropping(c))
+            drop_rows(k, c, l, dropped_of(k, saved, N, l), y_of(k, saved, l - 1, N));
+        const float *Xl = input_of(k, c, saved, l, X);
         float *Y = y_of(k, saved, l, N);
         for (long d = 0; d < k->D; d++) {
             float *const *p = c->param + (l * k->D + d) * k->per;
@@ -233,9 +263,11 @@ static void rnn_backward(void *inst, const struct dl_kernel_args *args)
     for (long l = k->L - 1; l >= 0; l--) {
         const float *dY = bufs[(l + 1) % 2];
         float *dX = l || c->din[0].data ? bufs[l % 2] : NULL;
-        const float *Xl = l ? y_of(k, saved, l - 1, N) : X;
+        const float *Xl = input_of(k, c, saved, l, X);
         for (long d = 0; d < k->D; d++)
             backward_direction(k, c, args->workspace, l, d, Xl, dY, dX);
+        if (l && dl_rnn_dropping(c))
+            drop_rows(k, c, l, dX, dX);
         if (!l && dX)
             from_rows(dl_tensor_f32(&c->din[0]), dX, N, k->C, T);
     }
