@@ -8,7 +8,8 @@
 # skipped without /usr/bin/python3's torch).
 # nets/char-lstm.yaml has the parameters of its header, trains on the
 # man-page text (its loss falls), and on 2 and 4 data-parallel ranks equals
-# one process over 20 steps (a small one: --set args.hidden=32).  A hidden
+# one process over 20 steps (a small one: two layers of 32 with dropout 0.2
+# between them).  A hidden
 # size of 0, rnn's nonlinearity on an lstm and an lstm on images exit 2
 # naming the layer.  (tests/test_grad_rnn.c checks backpropagation through
 # time against finite differences, rnn's tanh and relu included.)
@@ -82,7 +83,8 @@ falls lstm-text 20 1.5
 tap_result $? "  its loss falls by more than 1.5 in 20 steps"
 
 # data parallelism: each rank's share of the batch through the same weights
-SMALL="$LSTM --set args.hidden=32 --context 24 --batch 8 --max-steps 20"
+# (two layers with dropout between them: the masks drawn by each sample's place)
+SMALL="$LSTM --set args.hidden=32 --set args.layers=2 --set args.dropout=0.2 --context 24 --batch 8 --max-steps 20"
 if command -v mpirun >/dev/null 2>&1; then
     run 1 small-one $SMALL
     grid lstm-dp2 small-one 2 $SMALL --grid dp=2
