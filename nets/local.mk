@@ -8,6 +8,7 @@ nobase_dist_pkgdata_DATA += \
 	nets/resnet50.yaml \
 	nets/bigram.yaml \
 	nets/gpt-tiny.yaml \
+	nets/char-lstm.yaml \
 	nets/gpt2.yaml \
 	nets/gpt2-medium.yaml \
 	nets/llama-tiny.yaml \

@@ -5,6 +5,6 @@
 #ifndef DL_TESTS_LAYER_PARAMS_H
 #define DL_TESTS_LAYER_PARAMS_H
 
-#define TEST_MAX_PARAMS 8
+#define TEST_MAX_PARAMS 16 /* a recurrent layer: 4 a layer and direction */
 
 #endif

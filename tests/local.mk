@@ -112,6 +112,12 @@ tests_test_grad_transformer_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
 tests_test_grad_transformer_CFLAGS = $(TEST_CFLAGS)
 tests_test_grad_transformer_LDADD = $(TEST_LIBS64)
 TESTS += tests/test_grad_transformer
+check_PROGRAMS += tests/test_grad_rnn
+tests_test_grad_rnn_SOURCES = tests/test_grad_rnn.c tests/optest.h $(GRADCHECK_SOURCES)
+tests_test_grad_rnn_CPPFLAGS = $(GRADCHECK_CPPFLAGS)
+tests_test_grad_rnn_CFLAGS = $(TEST_CFLAGS)
+tests_test_grad_rnn_LDADD = $(TEST_LIBS64)
+TESTS += tests/test_grad_rnn
 endif
 
 if HAVE_CMOCKA
@@ -152,9 +158,9 @@ tests_test_schedule_CFLAGS = $(TEST_CFLAGS)
 tests_test_schedule_LDADD = $(TEST_LIBS)
 TESTS += tests/test_schedule
 endif
-TESTS += tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_hf_mixtral.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_moe.sh tests/test_moe_ep.sh tests/test_step_guard.sh tests/test_checkpoint_async.sh tests/test_flight_recorder.sh tests/test_doc_mask.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_zero3.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/test_cli.sh tests/test_first_run.sh tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
+TESTS += tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_hf_mixtral.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_moe.sh tests/test_moe_ep.sh tests/test_rnn.sh tests/test_step_guard.sh tests/test_checkpoint_async.sh tests/test_flight_recorder.sh tests/test_doc_mask.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_zero3.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/test_cli.sh tests/test_first_run.sh tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
 	tests/test_resume.sh tests/test_checklist.sh tests/test_trace.sh tests/test_schedules_mpi.sh
-EXTRA_DIST += tools/gpu-check tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/check_tensorboard.py tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_hf_mixtral.sh tests/hf_saved.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_moe.sh tests/test_moe_ep.sh tests/test_step_guard.sh tests/test_checkpoint_async.sh tests/test_flight_recorder.sh tests/test_doc_mask.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_zero3.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/text_corpus.sh tests/test_cli.sh tests/test_first_run.sh tests/set_keys.py tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
+EXTRA_DIST += tools/gpu-check tests/test_gpu_check.sh tests/test_cpu_matrix.sh tests/test_tensorboard.sh tests/check_tensorboard.py tests/test_plot.sh tests/test_include_ladder.sh tests/test_text.sh tests/test_tokenizer.sh tests/test_hf_tokenizer.sh tests/test_gpt2.sh tests/test_generate.sh tests/test_no_decay.sh tests/test_precision.sh tests/test_hf.sh tests/test_hf_llama.sh tests/test_hf_mixtral.sh tests/hf_saved.sh tests/test_train_samples.sh tests/test_tied.sh tests/test_gpt_tiny.sh tests/test_gpt_grid.sh tests/test_llama.sh tests/test_moe.sh tests/test_moe_ep.sh tests/test_rnn.sh tests/test_step_guard.sh tests/test_checkpoint_async.sh tests/test_flight_recorder.sh tests/test_doc_mask.sh tests/test_token_mean.sh tests/test_recompute.sh tests/test_zero.sh tests/test_zero3.sh tests/test_clip.sh tests/test_mutations_apply.sh tests/text_corpus.sh tests/torch_check.sh tests/test_cli.sh tests/test_first_run.sh tests/set_keys.py tests/test_job_messages.sh tests/test_cli_options.sh tests/test_parallel.sh tests/test_hybrid.sh tests/parallel_accuracy.sh \
 	tests/test_resume.sh tests/optim_reference.py tests/test_checklist.sh tests/test_trace.sh tests/check_trace.py \
 	tests/test_schedules_mpi.sh tests/grid_runs.sh
 

@@ -189,6 +189,17 @@ static const struct kcase cases[] = {
     {"moe_every_expert", "[6, 5]", "{type: moe, experts: 2, top_k: 2, units: 3, aux_loss: 0.5}", 2, NULL},
     {"moe_sparse", "[5, 9]", "{type: moe, experts: 8, top_k: 1, units: 6, z_loss: 0.1}", 1, NULL},
     {"moe_long", "[130, 16]", "{type: moe, experts: 4, top_k: 2, units: 24, aux_loss: 0.01}", 2, NULL},
+    /* recurrent layers over [T, C]: one step, stacks, both directions, no biases, dropout between layers, odd sizes */
+    {"lstm", "[9, 7]", "{type: lstm, hidden: 5}", 3, NULL},
+    {"lstm_stack_bidirectional", "[6, 4]", "{type: lstm, hidden: 3, layers: 2, bidirectional: true}", 3, NULL},
+    {"lstm_one_step", "[1, 5]", "{type: lstm, hidden: 6, bias: false}", 2, NULL},
+    {"gru", "[8, 5]", "{type: gru, hidden: 7}", 3, NULL},
+    {"gru_stack_bidirectional", "[5, 6]", "{type: gru, hidden: 4, layers: 2, bidirectional: true}", 2, NULL},
+    {"rnn_relu", "[7, 3]", "{type: rnn, hidden: 5, nonlinearity: relu, layers: 2}", 3, NULL},
+    {"lstm_dropout", "[8, 5]", "{type: lstm, hidden: 4, layers: 2, dropout: 0.4}", 3, NULL},
+    {"gru_dropout_bidirectional", "[6, 3]", "{type: gru, hidden: 3, layers: 2, bidirectional: true, dropout: 0.3}", 2,
+     NULL},
+    {"rnn_tanh_bidirectional", "[4, 9]", "{type: rnn, hidden: 2, bidirectional: true, bias: false}", 2, NULL},
 #ifdef TEST_ON_CUDA
     /* The GPU's transformer kernels on shapes the cases above leave out:
      * token ids (the input's dtype after its shape), a table added at every

@@ -53,6 +53,9 @@ static const struct example examples[] = {
     {"rope", "{head_dim: 4, scaling_factor: 8, original_context: 16}", {8, 5, 1, 2}},
     {"gelu", "{}", {3, 4, 5}},
     {"swiglu", "{}", {3, 4, 5}}, /* gate and up of this shape */
+    {"lstm", "{hidden: 3, bidirectional: true}", {4, 5, 1, 2}},
+    {"gru", "{hidden: 3, layers: 2}", {4, 5, 1, 2}},
+    {"rnn", "{hidden: 3, nonlinearity: relu}", {4, 5, 1, 2}},
 };
 #define N_EXAMPLES (sizeof examples / sizeof examples[0])
 

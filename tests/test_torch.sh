@@ -61,23 +61,7 @@ sed 's/shape: \[3, 224, 224\]/shape: [3, 32, 32]/' "$NETS/resnet50.yaml" >"$W/re
 sed 's/shape: \[3, 224, 224\]/shape: [3, 64, 64]/' "$NETS/alexnet.yaml" >"$W/alexnet.yaml"
 sed 's/shape: \[3, 224, 224\]/shape: [3, 32, 32]/' "$NETS/vgg16.yaml" >"$W/vgg16.yaml"
 
-check() { # check KIND NETFILE CHOICE...: runs torch_check.py, one TAP line per RESULT
-    kind=$1 net=$2
-    shift 2
-    "$PY" "$top_srcdir/tests/torch_check.py" "$kind" "$net" "$W" "$TOOL" "$@" >"$W/$kind.log" 2>&1
-    status=$?
-    grep '^#' "$W/$kind.log"
-    results=$(grep -c '^RESULT' "$W/$kind.log")
-    if [ $status -ne 0 ] || [ "$results" -eq 0 ]; then
-        tail -15 "$W/$kind.log" | grep -v '^#' | sed 's/^/#   /'
-        tap_result 1 "$kind: torch_check.py ran (exit status $status)"
-        return
-    fi
-    grep '^RESULT' "$W/$kind.log" | cut -d' ' -f2- >"$W/$kind.results"
-    while read -r rc desc; do
-        tap_result "$rc" "$desc"
-    done <"$W/$kind.results"
-}
+. "$top_srcdir/tests/torch_check.sh"
 
 if [ -n "${DLTRAIN_TORCH_ALL:-}" ]; then tap_plan 89; else tap_plan 81; fi
 check bn_maxpool "$W/bn_maxpool.yaml" default all=reference '!batchnorm=onednn' precision=bf16

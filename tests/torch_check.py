@@ -359,6 +359,21 @@ class BigramRMS(nn.Module):
         return self.head(relu(h).transpose(1, 2))
 
 
+class BigramRNN(nn.Module):
+    """tests/test_rnn.sh's recurrent nets: an embedding, a recurrent layer
+    (nn.LSTM or nn.GRU, batch_first, as the network file's attributes say)
+    and a head at every position."""
+
+    def __init__(self, kind, hidden, layers=1, bidirectional=False):
+        super().__init__()
+        self.wte = nn.Embedding(256, 16)
+        self.rnn = kind(16, hidden, num_layers=layers, bidirectional=bidirectional, batch_first=True)
+        self.head = nn.Linear(hidden * (2 if bidirectional else 1), 256)
+
+    def forward(self, x):
+        return self.head(self.rnn(self.wte(x))[0])
+
+
 class Experts(nn.Module):
     """E SwiGLU MLPs, their weights stacked as dltrain keeps them: w1 and w3
     [E, F, C], w2 [E, C, F] (Mixtral's experts.N.w1/w3/w2.weight)."""
@@ -665,6 +680,10 @@ MODELS = {
     "llama_attention": (LlamaAttention, lambda: text_windows(8, 16)),
     "bigram_moe": (BigramMoE, lambda: text_windows(16, 32)),
     "bigram_moe_olmoe": (lambda: BigramMoE(6, 3, 0.05, 0.0, False), lambda: text_windows(16, 32)),
+    "bigram_lstm": (lambda: BigramRNN(nn.LSTM, 24), lambda: text_windows(8, 24)),
+    "bigram_lstm2": (lambda: BigramRNN(nn.LSTM, 12, 2, True), lambda: text_windows(4, 13)),
+    "bigram_gru": (lambda: BigramRNN(nn.GRU, 24), lambda: text_windows(8, 24)),
+    "bigram_gru2": (lambda: BigramRNN(nn.GRU, 12, 2, True), lambda: text_windows(4, 13)),
     "llama_tiny": (LlamaTiny, lambda: text_windows(4, 64)),
     "llama_docs": (LlamaDocs, lambda: docs_labels(*text_windows(4, 64))),
     "gpt_tiny": (GPTTiny, lambda: text_windows(8, 16)),

@@ -58,7 +58,7 @@ libdltrain_a_SOURCES += \
 endif
 if HAVE_DNNL
 libdltrain_a_SOURCES += \
-	src/backends/cpu_blas/blas.h src/backends/cpu_blas/gemm.c src/backends/cpu_blas/gemm.h \
-	src/backends/cpu_blas/fc.c src/backends/cpu_blas/fc_rows.c src/backends/cpu_blas/conv_im2col.c src/backends/cpu_blas/attention.c src/backends/cpu_blas/moe.c \
+	src/backends/cpu_blas/blas.h src/backends/cpu_blas/gemm.c src/backends/cpu_blas/gemm.h src/backends/cpu_blas/seq_rows.h \
+	src/backends/cpu_blas/fc.c src/backends/cpu_blas/fc_rows.c src/backends/cpu_blas/conv_im2col.c src/backends/cpu_blas/attention.c src/backends/cpu_blas/moe.c src/backends/cpu_blas/recurrent.c \
 	src/backends/attention_rows.c src/backends/attention_rows.h
 endif

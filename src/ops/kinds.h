@@ -26,6 +26,9 @@
     DL_OP(dl_op_gelu) \
     DL_OP(dl_op_swiglu) \
     DL_OP(dl_op_moe) \
+    DL_OP(dl_op_lstm) \
+    DL_OP(dl_op_gru) \
+    DL_OP(dl_op_rnn) \
     DL_OP(dl_op_dropout) \
     DL_OP(dl_op_flatten) \
     DL_OP(dl_op_add) \

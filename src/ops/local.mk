@@ -6,3 +6,4 @@ include $(srcdir)/src/ops/conv_fc.mk
 include $(srcdir)/src/ops/pool_bn.mk
 include $(srcdir)/src/ops/misc.mk
 include $(srcdir)/src/ops/transformer.mk
+include $(srcdir)/src/ops/recurrent.mk

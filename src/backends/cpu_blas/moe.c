@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "backends/cpu_blas/gemm.h"
+#include "backends/cpu_blas/seq_rows.h"
 #include "backends/moe_rows.h"
 #include "ops/kinds.h"
 #include "ops/moe.h"
@@ -98,20 +99,12 @@ static void moe_destroy(void *inst)
 /* rows[m][k] = x[(n C + k) T + t] for m = n T + t (back: scatter). */
 static void gather(float *rows, const float *x, long N, long C, long T)
 {
-    #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++)
-        for (long k = 0; k < C; k++)
-            for (long t = 0; t < T; t++)
-                rows[(n * T + t) * C + k] = x[(n * C + k) * T + t];
+    dl_seq_rows(rows, (float *)x, N, C, T, T, 1, 0);
 }
 
 static void scatter(float *x, const float *rows, long N, long C, long T)
 {
-    #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++)
-        for (long k = 0; k < C; k++)
-            for (long t = 0; t < T; t++)
-                x[(n * C + k) * T + t] = rows[(n * T + t) * C + k];
+    dl_seq_rows((float *)rows, x, N, C, T, T, 1, 1);
 }
 
 static float silu(float h)
