@@ -83,6 +83,7 @@ int dl_optim_init_on(struct dl_optim *o, const struct dl_optim_spec *spec, long 
     o->n_no_decay = 0;
     o->tensors = NULL;
     o->n_tensors = 0;
+    o->offset = 0;
     o->device = device;
     if (!o->algo)
         return dl_optim_algo_find(spec->kind, DL_DEVICE_CPU)
