@@ -67,21 +67,24 @@ static void out_add(struct out *o, const char *prefix, const char *name, enum dl
 }
 
 /* Every parameter of the graph: trainable ones' gradients as grad.<layer>.<param>,
- * state (running statistics and counters) as <layer>.<param>. */
-static void add_params(struct out *o, const struct dl_exec *e)
+ * state (running statistics and counters) as <layer>.<param>; or, weights
+ * set, the trainable ones' weights as <layer>.<param> alone. */
+static void add_params(struct out *o, const struct dl_exec *e, int weights)
 {
     for (int i = 0; i < e->g->n; i++) {
         const struct dl_layer *l = &e->g->layers[i];
         for (int j = 0; j < l->n_params; j++) {
             const struct dl_param_desc *p = &l->param[j];
-            if (p->shares) /* tied: its gradient is summed in the owner's */
+            if (p->shares || (weights && !p->trainable)) /* tied: its gradient is summed in the owner's */
                 continue;
             char name[128];
             int64_t shape[4];
             snprintf(name, sizeof name, "%s.%s", l->name, p->name);
             for (int d = 0; d < p->ndim; d++)
                 shape[d] = p->dims[d];
-            if (p->trainable)
+            if (weights)
+                out_add(o, "", name, DL_ST_F32, e->param[i][j], p->ndim, shape);
+            else if (p->trainable)
                 out_add(o, "grad.", name, DL_ST_F32, e->dparam[i][j], p->ndim, shape);
             else /* running statistics, and counters (batch norm's num_batches_tracked, i64) */
                 out_add(o, "", name, p->dtype == DL_I64 ? DL_ST_I64 : DL_ST_F32, e->param[i][j], p->ndim, shape);
@@ -229,7 +232,7 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
     long classes = dl_layout_count(DL_LAYOUT_PLAIN, lg->out_shape);
     float *logits = plain_output(&e, net->graph.logits);
 
-    add_params(&o, &e);
+    add_params(&o, &e, 0);
     int64_t one = 1, lshape[2] = {n, classes};
     out_add(&o, "", "train.loss", DL_ST_F64, &train_loss, 1, &one);
     out_add(&o, "", "eval.loss", DL_ST_F64, &eval_loss, 1, &one);
@@ -242,25 +245,6 @@ static int step(struct dl_net *net, const char *ckpt, const char *batch_path, co
     free(ys);
     dl_exec_free(&e);
     return rc ? die(out_path, &err) : 0;
-}
-
-/* Every trainable parameter's weights as <layer>.<param>. */
-static void add_weights(struct out *o, const struct dl_exec *e)
-{
-    for (int i = 0; i < e->g->n; i++) {
-        const struct dl_layer *l = &e->g->layers[i];
-        for (int j = 0; j < l->n_params; j++) {
-            const struct dl_param_desc *p = &l->param[j];
-            if (p->shares || !p->trainable)
-                continue;
-            char name[128];
-            int64_t shape[4];
-            snprintf(name, sizeof name, "%s.%s", l->name, p->name);
-            for (int d = 0; d < p->ndim; d++)
-                shape[d] = p->dims[d];
-            out_add(o, "", name, DL_ST_F32, e->param[i][j], p->ndim, shape);
-        }
-    }
 }
 
 static int steps(struct dl_net *net, const char *ckpt, const char *batch_path, const char *out_path, int count)
@@ -291,7 +275,7 @@ static int steps(struct dl_net *net, const char *ckpt, const char *batch_path, c
         dl_optim_step(&o, spec->lr, e.weights, e.dweights);
     }
     static struct out out;
-    add_weights(&out, &e);
+    add_params(&out, &e, 1);
     int64_t shape = count;
     out_add(&out, "", "loss", DL_ST_F64, loss, 1, &shape);
     int rc = dl_st_write(out_path, out.t, out.n, NULL, 0, &err);
