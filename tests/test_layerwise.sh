@@ -9,13 +9,14 @@
 # tensor's ratio 1 among it).  The
 # trainer gives the optimizer every tensor (its notice counts them); LeNet-5
 # on 4 data-parallel ranks equals one process for both; --lr-scaling linear
-# and sqrt scale the rate (the metrics' lr) and say so; bad input exits 2:
+# and sqrt scale the rate (the metrics' lr) and say so, as check does; bad
+# input exits 2:
 # a key no optimizer has, a key lars does not read, lr_scaling without a
 # reference batch, lars with --zero or tensor parallelism.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 21
+tap_plan 24
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 cat >"$T/mlp.yaml" <<'YAML'
@@ -76,6 +77,12 @@ expect_status 0 "LeNet-5 trains with lars" -- $DLTRAIN $LENET $LARS_CLI --max-st
 expect_output "lars: a trust ratio for each of 10 parameter tensors \(5 left out by no_decay" \
     "  the trainer gives it LeNet-5's 10 tensors, 5 biases left out"
 
+expect_status 0 "check shows lars's settings and the scaled rate" -- $DLTRAIN check $LENET $LARS_CLI \
+    --lr-scaling sqrt --reference-batch 16
+expect_output "train: lr_scaling sqrt, reference_batch 16 \(the base rate 4\)$" "  lr_scaling and reference_batch"
+expect_output "type lars, lr 2, weight_decay 0.0005, no_decay \[bias\], momentum 0.9, trust_coefficient 0.001$" \
+    "  lars's momentum and trust_coefficient"
+
 C="--schedule constant --warmup-epochs 0 --batch 64 --max-steps 2"
 lr_of() { /usr/bin/python3 -c 'import json, sys; print([json.loads(l)["lr"] for l in open(sys.argv[1]) if "\"step\"" in l][0])' "$1"; }
 expect_status 0 "--lr-scaling linear" -- $DLTRAIN $LENET $C --lr 0.1 --lr-scaling linear --reference-batch 16 \
@@ -110,6 +117,6 @@ if command -v mpirun >/dev/null 2>&1; then
     expect_status 2 "lamb with tensor parallelism" -- \
         timeout 60 mpirun --oversubscribe -np 2 $DLTRAIN $LENET $LAMB_CLI --grid tp=2 --max-steps 1
 else
-    for i in 19 20 21; do echo "ok $i # SKIP mpirun not found"; done
+    for i in 22 23 24; do echo "ok $i # SKIP mpirun not found"; done
 fi
 exit $((tap_failed > 0))
