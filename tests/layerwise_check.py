@@ -26,7 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import torch_check as tc
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_check as tc  # noqa: E402 (beside this file)
 
 LAYERS = ("fc1", "fc2", "fc3")
 
