@@ -8,7 +8,8 @@
 # decay) and without (test_optim checks a first step by hand, a zero
 # tensor's ratio 1 among it).  The
 # trainer gives the optimizer every tensor (its notice counts them); LeNet-5
-# on 4 data-parallel ranks equals one process for both; --lr-scaling linear
+# on 4 data-parallel ranks equals one process for both, and on 2 pipeline
+# ranks for lars; --lr-scaling linear
 # and sqrt scale the rate (the metrics' lr) and say so, as check does; lamb
 # resumed from a checkpoint continues bit for bit; bad
 # input exits 2:
@@ -17,7 +18,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 25
+tap_plan 26
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 cat >"$T/mlp.yaml" <<'YAML'
@@ -122,9 +123,11 @@ if command -v mpirun >/dev/null 2>&1; then
     tap_result $? "lars: LeNet-5 on 4 data-parallel ranks as one process (20 steps)"
     run 1 lamb1 $LENET $LAMB_CLI && run 4 lamb4 $LENET $LAMB_CLI && compare lamb-dp4 lamb1 lamb4
     tap_result $? "lamb: LeNet-5 on 4 data-parallel ranks as one process (20 steps)"
+    run 2 lars-pp2 $LENET $LARS_CLI --grid pp=2 && compare lars-pp2 lars1 lars-pp2
+    tap_result $? "lars: LeNet-5 on 2 pipeline ranks (each its stages' whole tensors) as one process"
     expect_status 2 "lamb with tensor parallelism" -- \
         timeout 60 mpirun --oversubscribe -np 2 $DLTRAIN $LENET $LAMB_CLI --grid tp=2 --max-steps 1
 else
-    for i in 23 24 25; do echo "ok $i # SKIP mpirun not found"; done
+    for i in 23 24 25 26; do echo "ok $i # SKIP mpirun not found"; done
 fi
 exit $((tap_failed > 0))
