@@ -18,7 +18,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 26
+tap_plan 28
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 cat >"$T/mlp.yaml" <<'YAML'
@@ -110,6 +110,7 @@ expect_output "badkey.yaml:[0-9]+:[0-9]+: train.optimizer: unknown key 'trust'.*
 expect_status 2 "beta1 with lars from the command line" -- $DLTRAIN check $LENET $LARS_CLI \
     --set train.optimizer.beta1=0.8
 expect_status 2 "lars with --zero 1" -- $DLTRAIN $LENET $LARS_CLI --zero 1 --max-steps 1
+expect_output "lars: not with --zero 1 \(a rank's block of the weights cuts parameter tensors" "  saying why"
 
 R="$LENET $LAMB_CLI --quiet --schedule constant --warmup-epochs 0"
 $DLTRAIN $R --dump-weights "$T/whole.bin" >/dev/null 2>&1 &&
@@ -127,7 +128,8 @@ if command -v mpirun >/dev/null 2>&1; then
     tap_result $? "lars: LeNet-5 on 2 pipeline ranks (each its stages' whole tensors) as one process"
     expect_status 2 "lamb with tensor parallelism" -- \
         timeout 60 mpirun --oversubscribe -np 2 $DLTRAIN $LENET $LAMB_CLI --grid tp=2 --max-steps 1
+    expect_output "lamb: not with tensor parallelism \(--grid tp=2" "  saying why"
 else
-    for i in 23 24 25 26; do echo "ok $i # SKIP mpirun not found"; done
+    for i in 24 25 26 27 28; do echo "ok $i # SKIP mpirun not found"; done
 fi
 exit $((tap_failed > 0))
