@@ -62,7 +62,7 @@ int dl_optim_layerwise(const struct dl_optim_spec *spec)
 double dl_optim_sq_sum(const dl_real *x, long n)
 {
     double sum = 0;
-    #pragma omp parallel for reduction(+ : sum) schedule(static) if (n > (1L << 16))
+    #pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > (1L << 16))
     for (long i = 0; i < n; i++)
         sum += (double)x[i] * (double)x[i];
     return sum;
