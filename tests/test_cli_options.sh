@@ -38,6 +38,8 @@ train --net $NET|--momentum 1.5|1.5
 train --net $NET|--weight-decay -1|-1
 train --net $NET|--schedule bogus|bogus
 train --net $NET|--warmup-epochs -1|-1
+train --net $NET|--lr-scaling cube|cube
+train --net $NET|--reference-batch 0|0
 train --net $NET|--seed -1|-1
 train --net $NET|--dataset bogus|bogus
 train --net $NET|--limit-train 0|0

@@ -111,6 +111,8 @@ train.max_steps|7|-1||1
 train.seed|9|-1||1
 train.device|emulated|tpu||1
 train.clip_grad_norm|1.5|-1||1
+train.lr_scaling|linear|cube|train.reference_batch=16|1
+train.reference_batch|128|0|train.lr_scaling=sqrt;train.reference_batch=16|1
 train.optimizer.type|adagrad|sgdd||1
 train.optimizer.lr|0.5|-1||1
 train.optimizer.momentum|0.5|1.5||1
@@ -121,6 +123,7 @@ train.optimizer.beta1|0.8|1.5|train.optimizer.type=adam|1
 train.optimizer.beta2|0.95|2|train.optimizer.type=adamw|1
 train.optimizer.alpha|0.9|2|train.optimizer.type=rmsprop|1
 train.optimizer.eps|0.001|0|train.optimizer.type=adam|1
+train.optimizer.trust_coefficient|0.01|0|train.optimizer.type=lars|1
 train.schedule.type|cosine|linear||1
 train.schedule.step_epochs|10|0|train.schedule.type=step|1
 train.schedule.gamma|0.5|2|train.schedule.type=step|1
@@ -235,10 +238,10 @@ tap_result $? "--set description to a list of a mapping: accepted"
 
 # ---------------------------------------------------------------- keys that do not apply
 expect_status 0 "the file's momentum with --optimizer adam: a warning" -- "$DLTRAIN" check --net lenet5 --optimizer adam
-expect_output "warning: .*nets/lenet5.yaml:[0-9]+:[0-9]+: train.optimizer.momentum: adam does not use it \(sgd and rmsprop do\); ignored" \
+expect_output "warning: .*nets/lenet5.yaml:[0-9]+:[0-9]+: train.optimizer.momentum: adam does not use it \(sgd, rmsprop and lars do\); ignored" \
     "naming the key and where it is"
 expect_status 2 "--set train.optimizer.beta2 with sgd is refused" -- "$DLTRAIN" check --net lenet5 --set train.optimizer.beta2=0.95
-expect_output "train.optimizer.beta2: sgd does not use it \(adam and adamw do\)" "saying who does"
+expect_output "train.optimizer.beta2: sgd does not use it \(adam, adamw and lamb do\)" "saying who does"
 expect_status 2 "--momentum with --optimizer adam is refused" -- "$DLTRAIN" check --net lenet5 --optimizer adam --momentum 0.9
 
 # ---------------------------------------------------------------- options

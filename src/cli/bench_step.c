@@ -24,6 +24,7 @@
 #include "io/trace.h"
 #include "optim/optim.h"
 #include "train/no_decay.h"
+#include "train/param_spans.h"
 #include "parallel/trace_ranks.h"
 #include "tune/tune.h"
 
@@ -114,7 +115,8 @@ static int setup(struct bench_step_command *cmd, const struct dl_net *net, struc
     if (!rc && (rc = dl_optim_init_on(&b->o, &net->train.optim, b->e.n_weights, dl_exec_device(&b->e), err)) != 0)
         dl_exec_free(&b->e);
     struct dl_exec *one = &b->e;
-    if (!rc && (rc = dl_no_decay_apply(&one, 1, b->e.weights, net->train.optim.no_decay, &b->o, NULL, err)) != 0) {
+    if (!rc && ((rc = dl_no_decay_apply(&one, 1, b->e.weights, net->train.optim.no_decay, &b->o, NULL, err)) != 0 ||
+                (rc = dl_param_spans_apply(&one, 1, b->e.weights, &b->o, NULL, err)) != 0)) {
         dl_optim_free(&b->o);
         dl_exec_free(&b->e);
     }

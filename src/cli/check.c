@@ -25,6 +25,7 @@
 #include "exec/exec.h"
 #include "graph/model_flops.h"
 #include "optim/optim.h"
+#include "optim/schedule.h"
 #include "parallel/strategy.h"
 #include "spec/datafile.h"
 #include "backends/device.h"
@@ -139,6 +140,9 @@ static void print_settings(const struct dl_net *net)
     printf("  train: batch %d, epochs %d, max_steps %ld, seed %llu, device %s, precision %s, clip_grad_norm %g\n",
            t->batch, t->epochs, t->max_steps, (unsigned long long)t->seed, dl_device_names[t->device],
            dl_train_precision_names[t->precision], t->clip_grad_norm);
+    if (t->lr_scaling != DL_LR_SCALING_NONE)
+        printf("  train: lr_scaling %s, reference_batch %d (the base rate %g)\n", dl_lr_scaling_names[t->lr_scaling],
+               t->reference_batch, dl_schedule_base_lr(t));
     printf("  train.optimizer: type %s, lr %g, weight_decay %g", dl_optim_names[o->kind], o->lr, o->weight_decay);
     for (int k = 0, first = 1; dl_no_decay_names[k]; k++)
         if (o->no_decay >> k & 1) {
@@ -147,15 +151,17 @@ static void print_settings(const struct dl_net *net)
         }
     if (o->no_decay)
         printf("]");
-    if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_RMSPROP)
+    if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_RMSPROP || o->kind == DL_OPTIM_LARS)
         printf(", momentum %g", o->momentum);
+    if (o->kind == DL_OPTIM_LARS)
+        printf(", trust_coefficient %g", o->trust_coefficient);
     if (o->kind == DL_OPTIM_SGD)
         printf(", nesterov %s", yes_no(o->nesterov));
-    if (o->kind == DL_OPTIM_ADAM || o->kind == DL_OPTIM_ADAMW)
+    if (o->kind == DL_OPTIM_ADAM || o->kind == DL_OPTIM_ADAMW || o->kind == DL_OPTIM_LAMB)
         printf(", beta1 %g, beta2 %g", o->beta1, o->beta2);
     if (o->kind == DL_OPTIM_RMSPROP)
         printf(", alpha %g", o->alpha);
-    if (o->kind != DL_OPTIM_SGD)
+    if (o->kind != DL_OPTIM_SGD && o->kind != DL_OPTIM_LARS)
         printf(", eps %g", o->eps);
     printf("\n  train.schedule: type %s, warmup_epochs %g", dl_sched_names[sc->kind], sc->warmup_epochs);
     if (sc->kind == DL_SCHED_STEP)

@@ -54,6 +54,8 @@ static const struct option_key {
     {DL_OPT_PRECISION, "train.precision", 1, NULL},
     {DL_OPT_OPTIMIZER, "train.optimizer.type", 1, NULL},
     {DL_OPT_LR, "train.optimizer.lr", 0, NULL},
+    {DL_OPT_LR_SCALING, "train.lr_scaling", 1, NULL},
+    {DL_OPT_REFERENCE_BATCH, "train.reference_batch", 0, NULL},
     {DL_OPT_MOMENTUM, "train.optimizer.momentum", 0, NULL},
     {DL_OPT_NESTEROV, "train.optimizer.nesterov", 0, "true"},
     {DL_OPT_WEIGHT_DECAY, "train.optimizer.weight_decay", 0, NULL},
@@ -339,16 +341,23 @@ void dl_net_options_help(FILE *f)
           "  --epochs N            number of epochs\n"
           "  --batch N             mini-batch size (over all processes)\n"
           "  --max-steps N         stop after N steps\n"
-          "  --optimizer NAME      sgd, adagrad, rmsprop, adam or adamw\n"
+          "  --optimizer NAME      sgd, adagrad, rmsprop, adam, adamw, lars or lamb (the large-batch\n"
+          "                        ones: each parameter tensor's step scaled by a trust ratio of\n"
+          "                        its norms; the tensors no_decay leaves out unscaled)\n"
           "  --lr X                base learning rate\n"
-          "  --momentum X          momentum (sgd, rmsprop)\n"
+          "  --lr-scaling linear|sqrt  the base rate scaled from --reference-batch's to --batch's:\n"
+          "                        x batch/reference (linear) or x sqrt(batch/reference)\n"
+          "                        (train.lr_scaling; none, the default, leaves it)\n"
+          "  --reference-batch N   the batch that --lr was chosen for (train.reference_batch)\n"
+          "  --momentum X          momentum (sgd, rmsprop, lars)\n"
           "  --nesterov            Nesterov momentum (sgd)\n"
           "  --weight-decay X      L2 weight decay (decoupled for adamw)\n"
           "  --clip-grad-norm X    scale the gradient down to L2 norm X when above it, over the whole\n"
           "                        model (PyTorch's clip_grad_norm_; the norm goes to --metrics)\n"
           "  --schedule NAME       constant, step, cosine or wsd (warm-up, stable, decay)\n"
-          "  --warmup-epochs X     linear learning-rate warm-up\n"
-          "  --seed N              seed of every random choice (default 1)\n"
+          "  --warmup-epochs X     linear learning-rate warm-up\n",
+          f);
+    fputs("  --seed N              seed of every random choice (default 1)\n"
           "  --dataset NAME        a dataset file datasets/NAME.yaml (fashion-mnist, mnist,\n"
           "                        cifar10, cifar100, imagenet, imagefolder; see dltrain-data(5)),\n"
           "                        a path to one, or a format: idx or synthetic\n"

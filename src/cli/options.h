@@ -22,7 +22,7 @@ enum {
     DL_OPT_TUNE, DL_OPT_WORKSPACE_LIMIT, DL_OPT_WORKSPACE_TOTAL, DL_OPT_TUNE_DB, DL_OPT_TUNE_POLICY,
     DL_OPT_DATA_THREADS, DL_OPT_BAD_SAMPLES, DL_OPT_DEVICE, DL_OPT_SET, DL_OPT_CLIP_GRAD_NORM,
     DL_OPT_CONTEXT, DL_OPT_PRECISION, DL_OPT_SEQUENCE_PARALLEL, DL_OPT_ZERO, DL_OPT_RECOMPUTE,
-    DL_OPT_DOCUMENT_MASK,
+    DL_OPT_DOCUMENT_MASK, DL_OPT_LR_SCALING, DL_OPT_REFERENCE_BATCH,
     DL_OPT_FIRST_LOCAL /* subcommands number their own options from here */
 };
 
@@ -46,7 +46,9 @@ enum {
     {"device", required_argument, 0, DL_OPT_DEVICE}, {"set", required_argument, 0, DL_OPT_SET}, \
     {"context", required_argument, 0, DL_OPT_CONTEXT}, {"precision", required_argument, 0, DL_OPT_PRECISION}, \
     {"sequence-parallel", no_argument, 0, DL_OPT_SEQUENCE_PARALLEL}, {"zero", required_argument, 0, DL_OPT_ZERO}, \
-    {"recompute", required_argument, 0, DL_OPT_RECOMPUTE}, {"document-mask", required_argument, 0, DL_OPT_DOCUMENT_MASK}
+    {"recompute", required_argument, 0, DL_OPT_RECOMPUTE}, {"document-mask", required_argument, 0, DL_OPT_DOCUMENT_MASK}, \
+    {"lr-scaling", required_argument, 0, DL_OPT_LR_SCALING}, \
+    {"reference-batch", required_argument, 0, DL_OPT_REFERENCE_BATCH}
 
 struct dl_net_options {
     const char *net_path;        /* --net; after dl_net_options_load, the file found */

@@ -25,6 +25,7 @@
 #include "graph/model_flops.h"
 #include "io/metrics.h"
 #include "optim/optim.h"
+#include "optim/schedule.h"
 #include "train/checkpoint_dir.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -73,8 +74,13 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
         printf("  %d ranks, %s\n", ranks, strategy);
     printf("  %d layers, %ld parameters, batch %d, %ld steps/epoch, %d epoch%s, %s lr %g, %d thread%s, seed %llu\n",
            net->graph.n, dl_graph_param_count(&net->graph), t->batch, steps, t->epochs, t->epochs == 1 ? "" : "s",
-           dl_optim_names[t->optim.kind], t->optim.lr, dl_threads_get(), dl_threads_get() == 1 ? "" : "s",
+           dl_optim_names[t->optim.kind], dl_schedule_base_lr(t), dl_threads_get(), dl_threads_get() == 1 ? "" : "s",
            (unsigned long long)t->seed);
+    if (t->lr_scaling != DL_LR_SCALING_NONE)
+        printf("  lr scaling %s: lr %g for reference batch %d, x %s%d/%d%s = %g for batch %d\n",
+               dl_lr_scaling_names[t->lr_scaling], t->optim.lr, t->reference_batch,
+               t->lr_scaling == DL_LR_SCALING_SQRT ? "sqrt(" : "", t->batch, t->reference_batch,
+               t->lr_scaling == DL_LR_SCALING_SQRT ? ")" : "", dl_schedule_base_lr(t), t->batch);
     if (p->net_options && p->net_options->precision_auto) {
         char line[512];
         dl_precision_describe(&p->net_options->precision_probe, 1, line, sizeof line);

@@ -1,5 +1,8 @@
 /* optim.h: optimizers over one flat weight vector (see exec.h), with the
- * update rules of PyTorch's torch.optim so that results can be compared.
+ * update rules of PyTorch's torch.optim so that results can be compared,
+ * and the layerwise ones (LARS, LAMB) whose step scales each parameter
+ * tensor's update by a trust ratio of its norms: they are told the
+ * tensors' runs of the vector (dl_optim_set_tensors).
  * Each algorithm is one file; this header is their common interface.  An
  * optimizer runs on one device (backends/device.h): its state is that
  * device's memory, and its steps are the update loops of that device (the
@@ -22,12 +25,20 @@ struct dl_optim_algo {
      * loop) DL_ERR_INTERNAL when it could not be launched. */
     int (*step)(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
                  dl_real *state, long n, long stride);
+    /* A layerwise algorithm's (step NULL): one update of the whole parameter
+     * tensor w[0..n), its trust ratio from the tensor's norms; adapt 0 (a
+     * tensor no_decay leaves out): no weight decay and a ratio of 1. */
+    int (*tensor_step)(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
+                       dl_real *state, long n, long stride, int adapt);
     enum dl_optim_kind kind;
     enum dl_device_kind device; /* whose memory step() works in (0: the host's) */
 };
 
 extern const struct dl_optim_algo dl_optim_sgd, dl_optim_adagrad, dl_optim_rmsprop, dl_optim_adam,
-    dl_optim_adamw;
+    dl_optim_adamw, dl_optim_lars, dl_optim_lamb;
+
+/* The sum of the squares of x[0..n), in double (the layerwise norms). */
+double dl_optim_sq_sum(const dl_real *x, long n);
 
 /* Adam's and AdamW's per-step constants: the bias corrections 1 - beta^t
  * and AdamW's shrink factor 1 - lr wd (adam.c; the GPU's loops too). */
@@ -37,7 +48,8 @@ void dl_optim_adam_corrections(const struct dl_optim_spec *s, double lr, long t,
 /* The update loops of kind on device, or NULL when this build has none. */
 const struct dl_optim_algo *dl_optim_algo_find(enum dl_optim_kind kind, enum dl_device_kind device);
 
-/* A run of weights [begin, end) that the weight decay leaves out. */
+/* A run of weights [begin, end): one that the weight decay leaves out, or
+ * one parameter tensor. */
 struct dl_optim_span {
     long begin, end;
 };
@@ -53,7 +65,13 @@ struct dl_optim {
     int n_no_decay;
     long offset;      /* the executor's index of its first weight (a ZeRO block's; 0 otherwise):
                          dl_optim_set_no_decay's spans are shifted by it and cut to [0, n) */
+    struct dl_optim_span *tensors; /* a layerwise algorithm's parameter tensors, sorted, disjoint; NULL: [0, n)
+                                      is one */
+    int n_tensors;
 };
+
+/* Whether spec's algorithm is layerwise (LARS, LAMB: norms per tensor). */
+int dl_optim_layerwise(const struct dl_optim_spec *spec);
 
 /* Per-weight state arrays of spec's algorithm (its state_vectors), -1 for
  * an unknown kind. */
@@ -87,6 +105,14 @@ void dl_optim_free(struct dl_optim *o);
  * them): copied, sorted and merged; steps then update each run with weight
  * decay 0 and the rest as before. */
 int dl_optim_set_no_decay(struct dl_optim *o, const struct dl_optim_span *spans, int n, struct dl_error *err);
+/* The runs of the parameter tensors (train/param_spans.h finds them), in
+ * the executor's indices like dl_optim_set_no_decay's: a layerwise step
+ * takes each tensor's norms over its run, the tensors that no_decay's runs
+ * cover unadapted.  DL_ERR_UNSUPPORTED when a tensor is cut by [offset,
+ * offset + n) (a ZeRO block): its norm would be a part's. */
+int dl_optim_set_tensors(struct dl_optim *o, const struct dl_optim_span *spans, int n, struct dl_error *err);
+/* How many of o's tensors no_decay's runs cover (their steps unadapted). */
+int dl_optim_tensors_left_out(const struct dl_optim *o);
 /* Applies one step with learning rate lr (w and g in the optimizer's
  * device's memory); DL_OK, or DL_ERR_INTERNAL when a device's loop could
  * not be launched (the host's loops cannot fail, and the host's callers

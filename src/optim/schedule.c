@@ -6,7 +6,10 @@
  *           the last decay_fraction of the steps, then linearly down to min, p the progress
  *           through those steps: lr - (lr - min) * p
  *   warm-up (any kind): multiplied by (step + 1) / warmup_steps during the first
- *   warmup_epochs epochs. */
+ *   warmup_epochs epochs.
+ * The base rate: train.optimizer.lr, or with train.lr_scaling the rate for
+ * train.reference_batch scaled to train.batch: x batch / reference (linear:
+ * Goyal et al. 2017) or x sqrt(batch / reference) (sqrt: Krizhevsky 2014). */
 #include "optim/schedule.h"
 
 #include <math.h>
@@ -48,4 +51,12 @@ double dl_schedule_lr(const struct dl_sched_spec *s, double base_lr, long step, 
     if (warmup > 0 && step < warmup)
         lr *= (double)(step + 1) / (double)warmup;
     return lr;
+}
+
+double dl_schedule_base_lr(const struct dl_train_spec *t)
+{
+    if (t->lr_scaling == DL_LR_SCALING_NONE || t->reference_batch <= 0)
+        return t->optim.lr;
+    double f = (double)t->batch / (double)t->reference_batch;
+    return t->optim.lr * (t->lr_scaling == DL_LR_SCALING_SQRT ? sqrt(f) : f);
 }

@@ -2,7 +2,7 @@
  * the host's loops (sgd.c, adagrad.c, rmsprop.c, adam.c) and the GPU's
  * (optim/cuda/optim_kernels.cu), so both apply the same arithmetic in
  * the same types (see each file's header for the rule and its PyTorch
- * counterpart).  w, buf, sum, v, m point at the weight and its state
+ * counterpart; LARS's and LAMB's, lars.c and lamb.c, run on the host only).  w, buf, sum, v, m point at the weight and its state
  * values; the constants are the ones the loops hoist. */
 #ifndef DL_OPTIM_UPDATE_RULES_H
 #define DL_OPTIM_UPDATE_RULES_H
@@ -94,6 +94,25 @@ static inline DL_HOST_DEVICE void dl_rule_adam(dl_real *w, dl_real g, dl_real *m
         double d = g + wd * *w;
         *w -= dl_rule_adam_step(m, v, d, b1, b2, c1, c2, eps, lr);
     }
+}
+
+/* LARS's momentum step with the tensor's rate lr x ratio: b = mu b + rate
+ * (g + wd w); w -= b (You et al. 2017, Algorithm 1: the rate inside the
+ * buffer). */
+static inline DL_HOST_DEVICE void dl_rule_lars(dl_real *w, dl_real g, dl_real *buf, double wd, double mu,
+                                               double rate)
+{
+    double b = mu * *buf + rate * (g + wd * *w);
+    *buf = (dl_real)b;
+    *w -= (dl_real)b;
+}
+
+/* LAMB's update direction before the trust ratio, from the moments m and v
+ * (updated already): (m / c1) / (sqrt(v / c2) + eps) + wd w. */
+static inline DL_HOST_DEVICE double dl_rule_lamb_direction(dl_real w, dl_real m, dl_real v, double c1, double c2,
+                                                           double eps, double wd)
+{
+    return (m / c1) / (sqrt(v / c2) + eps) + wd * w;
 }
 
 #endif

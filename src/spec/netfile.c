@@ -11,7 +11,8 @@
 #include "spec/datafile.h"
 #include "spec/expand.h"
 
-const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", NULL};
+const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", "lars", "lamb", NULL};
+const char *const dl_lr_scaling_names[] = {"none", "linear", "sqrt", NULL};
 const char *const dl_no_decay_names[] = {"bias", "norm", "embedding", NULL};
 const char *const dl_sched_names[] = {"constant", "step", "cosine", "wsd", NULL};
 const char *const dl_parallel_names[] = {"auto", "none", "data", "model", "pipeline", "hybrid", NULL};
@@ -32,6 +33,7 @@ void dl_net_defaults(struct dl_net *net)
     o->beta2 = 0.999;
     o->alpha = 0.99;
     o->eps = 1e-8;
+    o->trust_coefficient = 0.001;
     net->train.sched.kind = DL_SCHED_CONSTANT;
     net->train.sched.gamma = 0.1;
     net->train.sched.step_epochs = 30;
@@ -104,7 +106,7 @@ static int parse_input(const struct dl_ynode *m, struct dl_shape *shape, int *cl
 static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, struct dl_error *err)
 {
     static const char *const keys[] = {"type", "lr", "momentum", "nesterov", "weight_decay", "beta1",
-                                       "beta2", "alpha", "eps", "no_decay", NULL};
+                                       "beta2", "alpha", "eps", "no_decay", "trust_coefficient", NULL};
     if (dl_y_check_keys(m, "train.optimizer", keys, NULL, err))
         return DL_ERR_SPEC;
     int kind = (int)o->kind;
@@ -116,7 +118,8 @@ static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, st
         dl_ymap_float(m, "beta1", "train.optimizer", 0, 0.999999, &o->beta1, err) ||
         dl_ymap_float(m, "beta2", "train.optimizer", 0, 0.999999999, &o->beta2, err) ||
         dl_ymap_float(m, "alpha", "train.optimizer", 0, 0.999999999, &o->alpha, err) ||
-        dl_ymap_float(m, "eps", "train.optimizer", 1e-30, 1, &o->eps, err))
+        dl_ymap_float(m, "eps", "train.optimizer", 1e-30, 1, &o->eps, err) ||
+        dl_ymap_float(m, "trust_coefficient", "train.optimizer", 1e-12, 1e6, &o->trust_coefficient, err))
         return DL_ERR_SPEC;
     o->kind = (enum dl_optim_kind)kind;
     const struct dl_ynode *nd = dl_ymap_get(m, "no_decay");
@@ -158,19 +161,27 @@ static int parse_schedule(const struct dl_ynode *m, struct dl_sched_spec *s, str
 static int parse_train(const struct dl_ynode *m, struct dl_train_spec *t, struct dl_error *err)
 {
     static const char *const keys[] = {"batch", "epochs", "max_steps", "seed", "device", "optimizer", "schedule",
-                                       "clip_grad_norm", "precision", NULL};
+                                       "clip_grad_norm", "precision", "lr_scaling", "reference_batch", NULL};
     if (dl_y_check_keys(m, "train", keys, NULL, err))
         return DL_ERR_SPEC;
-    long batch = t->batch, epochs = t->epochs, seed = (long)t->seed;
-    int device = (int)t->device;
+    long batch = t->batch, epochs = t->epochs, seed = (long)t->seed, reference = t->reference_batch;
+    int device = (int)t->device, scaling = (int)t->lr_scaling;
     if (dl_ymap_int(m, "batch", "train", 1, 1 << 24, &batch, err) ||
         dl_ymap_int(m, "epochs", "train", 1, 1 << 24, &epochs, err) ||
         dl_ymap_int(m, "max_steps", "train", 0, 1L << 40, &t->max_steps, err) ||
         dl_ymap_int(m, "seed", "train", 0, 1L << 62, &seed, err) ||
         dl_ymap_enum(m, "device", "train", dl_device_names, &device, err) ||
         dl_ymap_enum(m, "precision", "train", dl_train_precision_names, &t->precision, err) ||
-        dl_ymap_float(m, "clip_grad_norm", "train", 0, 1e12, &t->clip_grad_norm, err))
+        dl_ymap_float(m, "clip_grad_norm", "train", 0, 1e12, &t->clip_grad_norm, err) ||
+        dl_ymap_enum(m, "lr_scaling", "train", dl_lr_scaling_names, &scaling, err) ||
+        dl_ymap_int(m, "reference_batch", "train", 1, 1 << 24, &reference, err))
         return DL_ERR_SPEC;
+    if (scaling != DL_LR_SCALING_NONE && reference == 0)
+        return dl_yerrorf(err, DL_ERR_SPEC, dl_ymap_get(m, "lr_scaling"), "train.lr_scaling: %s scaling needs "
+                          "train.reference_batch (--reference-batch N), the batch that train.optimizer.lr was "
+                          "chosen for", dl_lr_scaling_names[scaling]);
+    t->lr_scaling = (enum dl_lr_scaling)scaling;
+    t->reference_batch = (int)reference;
     t->batch = (int)batch;
     t->epochs = (int)epochs;
     t->device = (enum dl_device_kind)device;
@@ -523,14 +534,16 @@ int dl_net_check_unused_keys(const struct dl_net *net, void (*warn)(void *ctx, c
                              struct dl_error *err)
 {
     enum { SGD = 1 << DL_OPTIM_SGD, ADAGRAD = 1 << DL_OPTIM_ADAGRAD, RMSPROP = 1 << DL_OPTIM_RMSPROP,
-           ADAM = 1 << DL_OPTIM_ADAM, ADAMW = 1 << DL_OPTIM_ADAMW };
+           ADAM = 1 << DL_OPTIM_ADAM, ADAMW = 1 << DL_OPTIM_ADAMW, LARS = 1 << DL_OPTIM_LARS,
+           LAMB = 1 << DL_OPTIM_LAMB };
     static const struct key_use optim[] = {
-        {"momentum", "sgd and rmsprop", SGD | RMSPROP},
+        {"momentum", "sgd, rmsprop and lars", SGD | RMSPROP | LARS},
         {"nesterov", "sgd", SGD},
-        {"beta1", "adam and adamw", ADAM | ADAMW},
-        {"beta2", "adam and adamw", ADAM | ADAMW},
+        {"beta1", "adam, adamw and lamb", ADAM | ADAMW | LAMB},
+        {"beta2", "adam, adamw and lamb", ADAM | ADAMW | LAMB},
         {"alpha", "rmsprop", RMSPROP},
-        {"eps", "adagrad, rmsprop, adam and adamw", ADAGRAD | RMSPROP | ADAM | ADAMW},
+        {"eps", "adagrad, rmsprop, adam, adamw and lamb", ADAGRAD | RMSPROP | ADAM | ADAMW | LAMB},
+        {"trust_coefficient", "lars", LARS},
     };
     static const struct key_use sched[] = {
         {"step_epochs", "step", 1 << DL_SCHED_STEP},

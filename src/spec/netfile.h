@@ -62,6 +62,7 @@ extern const char *const dl_dataset_names[];
 extern const char *const dl_optim_names[];
 extern const char *const dl_no_decay_names[]; /* train.optimizer.no_decay's words, DL_NO_DECAY_* bit order */
 extern const char *const dl_sched_names[];
+extern const char *const dl_lr_scaling_names[]; /* train.lr_scaling's, enum dl_lr_scaling order */
 extern const char *const dl_parallel_names[];
 
 #endif

@@ -75,18 +75,19 @@ struct dl_data_spec {
 };
 
 enum dl_optim_kind {
-    DL_OPTIM_SGD, DL_OPTIM_ADAGRAD, DL_OPTIM_RMSPROP, DL_OPTIM_ADAM, DL_OPTIM_ADAMW
+    DL_OPTIM_SGD, DL_OPTIM_ADAGRAD, DL_OPTIM_RMSPROP, DL_OPTIM_ADAM, DL_OPTIM_ADAMW, DL_OPTIM_LARS, DL_OPTIM_LAMB
 };
 
 struct dl_optim_spec {
     enum dl_optim_kind kind;
     double lr;
-    double momentum;      /* SGD, RMSProp */
+    double momentum;      /* SGD, RMSProp, LARS */
     int nesterov;         /* SGD */
     double weight_decay;  /* L2 added to the gradient; decoupled for AdamW */
-    double beta1, beta2;  /* Adam, AdamW */
+    double beta1, beta2;  /* Adam, AdamW, LAMB */
     double alpha;         /* RMSProp smoothing constant */
-    double eps;           /* AdaGrad, RMSProp, Adam, AdamW */
+    double eps;           /* AdaGrad, RMSProp, Adam, AdamW, LAMB */
+    double trust_coefficient; /* LARS: eta of the local rate eta ||w|| / (||g|| + wd ||w||) */
     unsigned no_decay;    /* DL_NO_DECAY_* bits: weights the weight decay leaves out (train/no_decay.h) */
 };
 
@@ -107,8 +108,15 @@ struct dl_sched_spec {
     double warmup_epochs; /* linear warm-up from 0 over this many epochs (any kind) */
 };
 
+/* train.lr_scaling: the base rate for train.batch from the rate for
+ * train.reference_batch (Goyal et al. 2017's linear rule; Krizhevsky
+ * 2014's square root): lr x batch / reference or x sqrt(batch / reference). */
+enum dl_lr_scaling { DL_LR_SCALING_NONE, DL_LR_SCALING_LINEAR, DL_LR_SCALING_SQRT };
+
 struct dl_train_spec {
     int batch;
+    enum dl_lr_scaling lr_scaling;
+    int reference_batch;  /* the batch train.optimizer.lr was tuned for (0: not said) */
     int epochs;
     long max_steps;       /* >0: stop after this many steps */
     uint64_t seed;

@@ -4,7 +4,7 @@ libdltrain_a_SOURCES += src/train/trainer.c src/train/trainer.h \
 	src/train/trainer_trace.c src/train/trainer_eval.c src/train/trainer_checkpoints.c \
 	src/train/trainer_epochs.c src/train/trainer_serve.c src/train/step_guard.c src/train/step_guard.h \
 	src/train/batch_ahead.c src/train/batch_ahead.h \
-	src/train/no_decay.c src/train/no_decay.h \
+	src/train/no_decay.c src/train/no_decay.h src/train/param_spans.c src/train/param_spans.h \
 	src/train/tied.c src/train/tied.h \
 	src/train/hf_weights.c src/train/hf_weights.h src/train/hf_llama_config.c src/train/hf_llama_config.h \
 	src/train/sample.c src/train/sample.h \

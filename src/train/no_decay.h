@@ -2,7 +2,7 @@
  * train.optimizer.no_decay: biases, normalisation layers' and embeddings'
  * weights, as GPT-2's and BERT's recipes exclude them), found as runs of a
  * rank's weight vector and handed to its optimizer (optim/optim.h's
- * dl_optim_set_no_decay). */
+ * dl_optim_set_no_decay; train/param_spans.h finds the runs). */
 #ifndef DL_TRAIN_NO_DECAY_H
 #define DL_TRAIN_NO_DECAY_H
 

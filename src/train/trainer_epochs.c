@@ -402,7 +402,7 @@ static int run_epoch(struct trainer *tr, int epoch, long *global_step, int *stop
             rc = dl_batch_ahead_prefetch(&tr->data.batches, err);
         if (rc)
             return rc;
-        double lr = dl_schedule_lr(&ts->sched, ts->optim.lr, *global_step, tr->steps_per_epoch, tr->total_steps);
+        double lr = dl_schedule_lr(&ts->sched, dl_schedule_base_lr(ts), *global_step, tr->steps_per_epoch, tr->total_steps);
         struct step_outcome out;
         rc = train_step(tr, local_batch, tr->data.batch->global, *global_step + 1, lr, &watch, &out, err);
         if (rc)

@@ -21,7 +21,7 @@ static double scheduled_lr(void *ctx, long global_step)
 {
     const struct trainer *tr = ((struct served_tally *)ctx)->tr;
     const struct dl_train_spec *ts = &tr->net->train;
-    return dl_schedule_lr(&ts->sched, ts->optim.lr, global_step, tr->steps_per_epoch, tr->total_steps);
+    return dl_schedule_lr(&ts->sched, dl_schedule_base_lr(ts), global_step, tr->steps_per_epoch, tr->total_steps);
 }
 
 static void on_served_update(void *ctx, const struct dl_served_update *u)

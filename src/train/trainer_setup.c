@@ -12,6 +12,7 @@
 
 #include "parallel/zero_weights.h"
 #include "train/no_decay.h"
+#include "train/param_spans.h"
 
 /* --zero 1, 2 or 3: what it needs, and whether it applies (more than one
  * data-parallel rank; on one it changes nothing). */
@@ -35,6 +36,31 @@ static int zero_refusal(struct trainer *tr, struct dl_error *err)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with pipeline parallelism (--grid pp=%d); use --zero 1",
                          z, o->grid.pp);
     tr->zero = tr->data_comm->size > 1;
+    return DL_OK;
+}
+
+/* LARS and LAMB take each parameter tensor's norms: refused where a rank
+ * holds part of a tensor (a ZeRO block, a tensor-parallel slice) or where
+ * the model's optimizer is not the trainer's (the parameter server's
+ * updates its ranges of the vector: supports_no_decay says it is). */
+static int layerwise_refusal(const struct trainer *tr, struct dl_error *err)
+{
+    const struct dl_train_opts *o = tr->opts;
+    const char *name = dl_optim_names[tr->net->train.optim.kind];
+    if (!dl_optim_layerwise(&tr->net->train.optim))
+        return DL_OK;
+    if (o->parallel.zero)
+        return dl_errorf(err, DL_ERR_SPEC, "train.optimizer.type %s: not with --zero %d (a rank's block of the "
+                         "weights cuts parameter tensors, whose whole norms the trust ratio needs); use --zero 0",
+                         name, o->parallel.zero);
+    if (o->grid.tp > 1)
+        return dl_errorf(err, DL_ERR_SPEC, "train.optimizer.type %s: not with tensor parallelism (--grid tp=%d: a "
+                         "rank holds slices of parameter tensors, whose whole norms the trust ratio needs); use "
+                         "data or pipeline parallelism", name, o->grid.tp);
+    if (!dl_strategy_model(&o->parallel)->supports_no_decay)
+        return dl_errorf(err, DL_ERR_SPEC, "train.optimizer.type %s: the parameter server (--consistency ssp or "
+                         "async) updates ranges of the weights, not parameter tensors; train with sync, local-sgd, "
+                         "gossip or easgd", name);
     return DL_OK;
 }
 
@@ -184,12 +210,29 @@ static int load_data(struct trainer *tr, int chunks, struct dl_error *err)
     return rc;
 }
 
+/* A layerwise optimizer's parameter tensors (this rank's stages'), said
+ * by the reporting rank. */
+static int layerwise_tensors(struct trainer *tr, struct dl_exec *const *stages, struct dl_error *err)
+{
+    int n, rc = dl_param_spans_apply(stages, tr->pipe.V, dl_pipeline_exec(&tr->pipe)->weights, &tr->optim, &n, err);
+    if (!rc) {
+        char msg[256];
+        int out = dl_optim_tensors_left_out(&tr->optim);
+        snprintf(msg, sizeof msg, "%s: a trust ratio for each of %d parameter tensors%s (%d left out by no_decay: "
+                 "ratio 1, no weight decay)", tr->optim.algo->name, n, tr->sharded ? " of rank 0" : "", out);
+        dl_trainer_warn(tr, msg);
+    }
+    return rc;
+}
+
 /* The executors and the optimizer (with ZeRO, of this rank's block), and
  * the weights no_decay leaves undecayed where the model allows it. */
 static int build_model(struct trainer *tr, int chunks, struct dl_error *err)
 {
     const struct dl_train_spec *ts = &tr->net->train;
     int rc = zero_refusal(tr, err);
+    if (!rc)
+        rc = layerwise_refusal(tr, err);
     if (!rc)
         rc = init_pipeline(tr, dl_batcher_max_local(&tr->data.batcher), chunks, err);
     long n_opt = rc ? 0 : dl_pipeline_exec(&tr->pipe)->n_weights;
@@ -204,13 +247,14 @@ static int build_model(struct trainer *tr, int chunks, struct dl_error *err)
     if (!rc && ts->optim.no_decay && ts->optim.weight_decay > 0 && !model->supports_no_decay)
         rc = dl_errorf(err, DL_ERR_SPEC, "train.optimizer.no_decay: the parameter server (--consistency ssp or "
                        "async) decays every weight; leave no_decay out or train with sync, local-sgd, gossip or easgd");
-    if (!rc && ts->optim.no_decay) { /* the rank's stages share slot 0's weights */
-        struct dl_exec *stages[tr->pipe.V > 0 ? tr->pipe.V : 1];
-        for (int v = 0; v < tr->pipe.V; v++)
-            stages[v] = &tr->pipe.slot[tr->pipe.first_slot[v]];
+    struct dl_exec *stages[!rc && tr->pipe.V > 0 ? tr->pipe.V : 1]; /* the rank's stages share slot 0's weights */
+    for (int v = 0; !rc && v < tr->pipe.V; v++)
+        stages[v] = &tr->pipe.slot[tr->pipe.first_slot[v]];
+    if (!rc && ts->optim.no_decay)
         rc = dl_no_decay_apply(stages, tr->pipe.V, dl_pipeline_exec(&tr->pipe)->weights, ts->optim.no_decay,
                                &tr->optim, NULL, err);
-    }
+    if (!rc && tr->optim.algo->tensor_step)
+        rc = layerwise_tensors(tr, stages, err);
     return rc;
 }
 
