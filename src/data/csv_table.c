@@ -78,7 +78,8 @@ int dl_csv_read(const char *path, struct dl_float_table *out, struct dl_error *e
         }
         first = 0;
         if (bad)
-            rc = dl_errorf(err, DL_ERR_SPEC, "%s:%ld:%ld: expected a number, found '%.20s'", shown.s, lineno, bad,
+            rc = dl_errorf(err, DL_ERR_SPEC, "%s:%ld:%ld: expected a number, found '%.*s'", shown.s, lineno, bad,
+                           (int)strcspn(line + bad - 1, ",") < 40 ? (int)strcspn(line + bad - 1, ",") : 40,
                            line + bad - 1);
         else if (width && n != width)
             rc = dl_errorf(err, DL_ERR_SPEC, "%s:%ld: a row of %ld value%s: expected %ld, as the first row", shown.s,

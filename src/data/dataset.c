@@ -448,8 +448,8 @@ static int feeds(const struct dl_data_spec *spec, const char *name, const struct
     if (floats != want->float_targets)
         return dl_errorf(err, DL_ERR_SPEC, floats ? "%s: a %s dataset gives float targets, for a regression loss (mse, "
                          "l1); the network's loss takes class ids" : "%s: the network's loss (mse, l1) takes float "
-                         "targets, which %s does not give (dataset npy or csv does)", name,
-                         floats ? dl_dataset_kind_name(spec->kind) : name);
+                         "targets, which a %s dataset does not give (dataset npy or csv does)", name,
+                         dl_dataset_kind_name(spec->kind));
     if (floats)
         return DL_OK; /* the targets per sample: the network's outputs, checked by the reader */
     if (text && (!ids || want->positions != want->shape.h))
