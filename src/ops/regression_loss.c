@@ -102,32 +102,25 @@ static double regression_flops(const void *attr, const struct dl_shape *in, stru
     return 3.0 * in[0].c;
 }
 
-const struct dl_op_kind dl_op_mse = {
-    .name = "mse",
-    .summary = "mean squared error of predictions against float targets (one per prediction), the mean over "
-               "the mini-batch's elements (PyTorch's MSELoss)",
-    .min_inputs = 1,
-    .max_inputs = 1,
-    .is_loss = 1,
-    .float_targets = 1,
-    .infer = regression_infer,
-    .forward = mse_forward,
-    .backward = mse_backward,
-    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
-    .flops = regression_flops,
-};
+/* The two kinds differ by name, summary and f, f'. */
+#define DL_REGRESSION_KIND(sym, kind_name, kind_summary, fwd, bwd) \
+    const struct dl_op_kind sym = {                                \
+        .name = kind_name,                                         \
+        .summary = kind_summary,                                   \
+        .min_inputs = 1,                                           \
+        .max_inputs = 1,                                           \
+        .is_loss = 1,                                              \
+        .float_targets = 1,                                        \
+        .infer = regression_infer,                                 \
+        .forward = fwd,                                            \
+        .backward = bwd,                                           \
+        .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,     \
+        .flops = regression_flops,                                 \
+    }
 
-const struct dl_op_kind dl_op_l1 = {
-    .name = "l1",
-    .summary = "mean absolute error of predictions against float targets (one per prediction), the mean over "
-               "the mini-batch's elements (PyTorch's L1Loss)",
-    .min_inputs = 1,
-    .max_inputs = 1,
-    .is_loss = 1,
-    .float_targets = 1,
-    .infer = regression_infer,
-    .forward = l1_forward,
-    .backward = l1_backward,
-    .backward_reads = DL_READS_DECLARED | DL_READS_INPUTS,
-    .flops = regression_flops,
-};
+DL_REGRESSION_KIND(dl_op_mse, "mse",
+                   "mean squared error of predictions against float targets (one per prediction), the mean over "
+                   "the mini-batch's elements (PyTorch's MSELoss)", mse_forward, mse_backward);
+DL_REGRESSION_KIND(dl_op_l1, "l1",
+                   "mean absolute error of predictions against float targets (one per prediction), the mean over "
+                   "the mini-batch's elements (PyTorch's L1Loss)", l1_forward, l1_backward);
