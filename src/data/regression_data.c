@@ -29,6 +29,30 @@ static int fill(struct dl_dataset *ds, long n, long F, int W, const struct dl_fl
     return DL_OK;
 }
 
+/* The tables fit a network of F inputs and W targets: x's rows hold F
+ * features (npy; t then W targets per row, as many rows) or F + W values
+ * (csv, t unused), and there is at least one. */
+static int check_tables(int npy, const char *inputs, const char *labels, const struct dl_float_table *x,
+                        const struct dl_float_table *t, long F, int W, struct dl_error *err)
+{
+    struct dl_short in_name = dl_short(inputs), lab_name = dl_short(labels);
+    if (x->rows < 1)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: no samples", in_name.s);
+    if (npy && x->cols != F)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: %ld features per sample, but the network's input takes %ld", in_name.s,
+                         x->cols, F);
+    if (npy && t->cols != W)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: %ld targets per sample, but the network has %d outputs "
+                         "(input.classes)", lab_name.s, t->cols, W);
+    if (npy && t->rows != x->rows)
+        return dl_errorf(err, DL_ERR_SPEC, "%s holds %ld samples but %s %ld: expected as many targets as features",
+                         in_name.s, x->rows, lab_name.s, t->rows);
+    if (!npy && x->cols != F + W)
+        return dl_errorf(err, DL_ERR_SPEC, "%s: rows of %ld values, but the network takes %ld features and %d "
+                         "targets (input.classes): expected %ld", in_name.s, x->cols, F, W, F + W);
+    return DL_OK;
+}
+
 int dl_regression_load(const struct dl_data_spec *spec, int train, struct dl_shape want, int targets, long limit,
                        struct dl_dataset *ds, struct dl_error *err)
 {
@@ -47,21 +71,8 @@ int dl_regression_load(const struct dl_data_spec *spec, int train, struct dl_sha
     int rc = npy ? dl_npy_read(inputs, &x, err) : dl_csv_read(inputs, &x, err);
     if (!rc && npy)
         rc = dl_npy_read(labels, &t, err);
-    struct dl_short in_name = dl_short(inputs), lab_name = dl_short(labels);
-    if (rc) {
-    } else if (npy && x.cols != F) {
-        rc = dl_errorf(err, DL_ERR_SPEC, "%s: %ld features per sample, but the network's input takes %ld", in_name.s,
-                       x.cols, F);
-    } else if (npy && t.cols != targets) {
-        rc = dl_errorf(err, DL_ERR_SPEC, "%s: %ld targets per sample, but the network has %d outputs (input.classes)",
-                       lab_name.s, t.cols, targets);
-    } else if (npy && t.rows != x.rows) {
-        rc = dl_errorf(err, DL_ERR_SPEC, "%s holds %ld samples but %s %ld: expected as many targets as features",
-                       in_name.s, x.rows, lab_name.s, t.rows);
-    } else if (!npy && x.cols != F + targets) {
-        rc = dl_errorf(err, DL_ERR_SPEC, "%s: rows of %ld values, but the network takes %ld features and %d targets "
-                       "(input.classes): expected %ld", in_name.s, x.cols, F, targets, F + targets);
-    }
+    if (!rc)
+        rc = check_tables(npy, inputs, labels, &x, &t, F, targets, err);
     if (!rc) {
         long n = limit > 0 && limit < x.rows ? limit : x.rows;
         rc = npy ? fill(ds, n, F, targets, &x, 0, &t, 0, err) : fill(ds, n, F, targets, &x, 0, &x, F, err);
