@@ -527,8 +527,8 @@ int dl_exec_correct(struct dl_exec *e)
         }
         scores = m->io.readback;
     }
-    int correct = 0, ignored = -1, top5 = dl_exec_counts_top5(e); /* a label the loss ignores is never correct
-                                                                       (negative ones never are) */
+    /* a label the loss ignores is never correct (negative ones never are) */
+    int correct = 0, ignored = -1, top5 = e->run.count_top5 && dl_exec_counts_top5(e);
     const struct dl_layer *loss = &e->g->layers[e->g->loss];
     if (loss->kind->ignored_label)
         loss->kind->ignored_label(loss->attr, &ignored);

@@ -273,8 +273,10 @@ int dl_pipeline_evaluate(struct dl_pipeline *pl, const void *x, const int *y, lo
             if (rc)
                 return rc;
             *loss_sum += dl_exec_loss_sum(e);
+            e->run.count_top5 = 1;
             correct[0] += dl_exec_correct(e);
             correct[1] += e->run.top5;
+            e->run.count_top5 = 0;
         }
     }
     return sends_wait(pl, err);
