@@ -1,6 +1,7 @@
 /* csv_table.c: comma-separated numbers (float_table.h): a row per line,
- * every row as wide as the first, an optional header line (any field of
- * the first line not a number), blank lines and '#' comments skipped.
+ * every row as wide as the first, an optional header line (the first line,
+ * when none of its fields is a number), blank lines and '#' comments
+ * skipped.
  * Errors say the file, line and column and what was expected. */
 #include "data/float_table.h"
 
@@ -31,6 +32,20 @@ static long fields(char *line, float *v, long cap, long *n)
         if (*q == '\0')
             return 0;
         p = q + 1;
+    }
+}
+
+/* Whether no field of line is a number: a header line. */
+static int no_numbers(const char *line)
+{
+    for (const char *p = line;; p++) {
+        char *e;
+        strtod(p, &e);
+        if (e != p)
+            return 0;
+        p = strchr(p, ',');
+        if (!p)
+            return 1;
     }
 }
 
@@ -72,7 +87,7 @@ int dl_csv_read(const char *path, struct dl_float_table *out, struct dl_error *e
         if ((rc = reserve(out, &cap, (size_t)(out->rows + 1) * (size_t)count, err)))
             break;
         long bad = fields(line, out->v + out->rows * count, count, &n);
-        if (bad && first) { /* a header: every row after it counts */
+        if (bad && first && no_numbers(line)) { /* a header: every row after it counts */
             first = 0;
             continue;
         }

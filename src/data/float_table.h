@@ -23,7 +23,7 @@ int dl_npy_read(const char *path, struct dl_float_table *out, struct dl_error *e
 
 /* A CSV file: one row per line, fields separated by commas, each a number
  * as strtod reads it (surrounding blanks allowed); every row as wide as the
- * first; a first line with a field that is not a number is a header and
+ * first; a first line none of whose fields is a number is a header and
  * skipped; blank lines and lines starting with '#' are skipped. */
 int dl_csv_read(const char *path, struct dl_float_table *out, struct dl_error *err);
 
