@@ -79,6 +79,7 @@ def data(d):
     fields[1] = "abc"
     lines[2] = ",".join(fields)  # line 3, field 2: not a number
     open(d + "/word.csv", "w").write("\n".join(lines))
+    open(d + "/first.csv", "w").write("\n".join(lines[2:]))  # no header: its first row has the bad field
     return 0
 
 

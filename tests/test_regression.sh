@@ -22,7 +22,7 @@ if [ -z "$PY" ]; then
     echo "1..0 # SKIP no Python with numpy and torch (the test venv or Debian's python3-torch)"
     exit 0
 fi
-tap_plan 39
+tap_plan 41
 HELP="$top_srcdir/tests/regression_torch.py"
 "$PY" "$HELP" data "$T" || { echo "Bail out! the datasets could not be written"; exit 1; }
 
@@ -111,6 +111,7 @@ refuse "9 features for a 10-feature input" "narrow.npy: 9 features per sample, b
 refuse "fewer targets than samples" "xtr.npy holds 256 samples but .*fewer.npy 100" "$(echo "$NPY" | sed "s|$T/ytr.npy|$T/fewer.npy|")"
 refuse "a CSV row a value short" "width.csv:5: a row of 12 values: expected 13, as the first row" "$(echo "$CSV" | sed "s|$T/train.csv|$T/width.csv|")"
 refuse "a CSV field not a number" "word.csv:3:[0-9]+: expected a number, found 'abc'" "$(echo "$CSV" | sed "s|$T/train.csv|$T/word.csv|")"
+refuse "a first CSV row with a field not a number (no header)" "first.csv:1:[0-9]+: expected a number, found 'abc'" "$(echo "$CSV" | sed "s|$T/train.csv|$T/first.csv|")"
 refuse "mse on a classification dataset" "takes float targets, which a synthetic dataset does not give" "{dataset: synthetic}"
 refuse "softmax_cross_entropy on a regression dataset" "a npy dataset gives float targets, for a regression loss .* the network's loss takes class ids" "$NPY" softmax_cross_entropy
 exit 0
