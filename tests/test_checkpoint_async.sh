@@ -31,8 +31,11 @@ else
     tap_result 0 "# SKIP no mpirun"
 fi
 
-# SIGKILL at random moments (a run of 45 steps, a checkpoint every 3, the 2 newest kept)
+# SIGKILL at random moments (a run of 45 steps, a checkpoint every 3, the 2 newest kept): within
+# the time the uninterrupted run took here (so a loaded machine still kills them mid-run)
+t0=$(date +%s.%N)
 $DLTRAIN $GPT --max-steps 45 --dump-weights "$T/kill-whole.bin" > /dev/null 2>&1 &&
+    t45=$(/usr/bin/python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)") &&
     $DLTRAIN $GPT --max-steps 60 --dump-weights "$T/whole.bin" > /dev/null 2>&1
 tap_result $? "the uninterrupted runs (45 and 60 steps)"
 bad=0 resumed=0
@@ -41,7 +44,7 @@ for trial in $(seq 1 20); do
     $DLTRAIN $GPT --max-steps 45 --checkpoint-dir "$d" --checkpoint-every 3 --keep 2 --checkpoint-async \
         > /dev/null 2>&1 &
     pid=$!
-    sleep "$(/usr/bin/python3 -c "import random; random.seed($trial); print('%.3f' % random.uniform(0.05, 0.7))")"
+    sleep "$(/usr/bin/python3 -c "import random; random.seed($trial); print('%.3f' % (random.uniform(0.1, 0.95) * $t45))")"
     kill -KILL "$pid" 2> /dev/null
     wait "$pid" 2> /dev/null
     newest=$(ls "$d" 2> /dev/null | grep '^ckpt-[0-9]*\.safetensors$' | sort | tail -1)

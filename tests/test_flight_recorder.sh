@@ -8,12 +8,13 @@
 # layer) and the step, and where every rank's record is; each record is
 # JSON lines (a header naming the rank's groups, then its calls) that
 # Python reads, the stopped rank's last collective one short of the
-# others'.  A run without a stall writes no record.
+# others'.  A rank dying of a fatal signal says which, where, and leaves
+# its record.  A run without a stall writes no record.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
 T="$TMPDIR_TEST"
-tap_plan 11
+tap_plan 13
 text_corpus "$top_builddir/tests/text-corpus" || { echo "Bail out! no text to train on"; exit 1; }
 GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus --threads 1 --max-steps 20
     --limit-test 32 --quiet --stall-timeout 3s"
@@ -53,6 +54,24 @@ expect_status 1 "tp=2 x pp=2 with sequence parallelism, rank 2 never enters the 
     --debug-stop-calls "3:2:h.1.mlp.c_fc"
 expect_output "in the tensor group, rank 3 entered main collective #[0-9]+ \\(allgather, [0-9]+ bytes, h\\.1\\.mlp\\.c_fc\\) in step 3, and rank 2 never did" \
     "  the gather is named by the layer it serves"
+
+# a rank that dies of a fatal signal (--debug-crash-calls: SIGSEGV inside
+# a layer's tensor-parallel sum) says so, in which layer and step, and
+# leaves its record (the header's "fatal"; its last call the one it died in)
+$MPI $DLTRAIN $GPT --grid tp=2,pp=2 --flight-recorder "$T/crash" --debug-crash-calls "3:2:h.1.attn.c_proj" \
+    > "$T/crash.out" 2> "$T/crash.err"
+st=$?
+grep -q "dltrain: rank 2: SIGSEGV (Segmentation fault) at step 3 in 'h.1.attn.c_proj'; its flight record: $T/crash/flight-rank00002.jsonl" "$T/crash.err"
+tap_result $(( st == 0 || $? )) "a rank that dies of SIGSEGV names the signal, the step, the layer and its record"
+/usr/bin/python3 - "$T/crash/flight-rank00002.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+head, calls = lines[0], lines[1:]
+print("# the record's header:", {k: head[k] for k in ("rank", "step", "fatal")}, "; its last call:", calls[-1]["label"])
+sys.exit(0 if head["fatal"] == "SIGSEGV" and head["rank"] == 2 and head["step"] == 3 and
+         calls[-1]["label"] != "h.1.attn.c_proj" and calls[-1]["step"] == 3 else 1)
+PY
+tap_result $? "  its record reads as JSON, its header says SIGSEGV at step 3"
 
 $MPI $DLTRAIN $GPT --max-steps 5 --flight-recorder "$T/none" > /dev/null 2>&1 && [ ! -e "$T/none" ]
 tap_result $? "a run without a stall writes no record"

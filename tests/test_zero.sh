@@ -25,7 +25,8 @@
 # - --zero 1 --grad-dtype bf16: the sums in bf16, as --grad-dtype bf16's
 #   buckets (within 1e-5), 3/4 of the bytes of f32 sums;
 # - what they do not do is refused: --compress, other consistency models,
-#   stage 2 with a pipeline or bf16 sums, stage 3.
+#   stage 2 with a pipeline or bf16 sums, stage 3 with --compress
+#   (tests/test_zero3.sh tests stage 3).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/text_corpus.sh"
 skip_without_mpirun
@@ -173,6 +174,7 @@ expect_status 2 "--zero 1 --consistency local-sgd:2" -- \
 expect_output "--zero 1: synchronous data parallelism only" "  is refused"
 expect_status 2 "--zero 2 --grid pp=2" -- timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 2 --grid pp=2
 expect_output "--zero 2: not with pipeline parallelism" "  is refused"
-expect_status 2 "--zero 3" -- $DLTRAIN $LENET --zero 3
-expect_output "ZeRO stage 3, the weights sharded too) is not supported" "  is refused by name"
+expect_status 2 "--zero 3 --compress topk:0.1" -- \
+    timeout 120 mpirun --oversubscribe -np 2 $DLTRAIN $LENET --zero 3 --compress topk:0.1
+expect_output "--zero 3: not with --compress" "  is refused"
 [ $tap_failed -eq 0 ]

@@ -332,7 +332,7 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
     double trainable = 0, state = 0;
     for (int i = 0; i < g->n; i++)
         dl_layer_param_tally(&g->layers[i], &trainable, &state);
-    out->params = dl_optim_param_bytes(&net->train.optim, trainable, trainable, state, 1);
+    out->params = dl_optim_param_bytes(&net->train.optim, trainable, trainable, trainable, state, 1);
     out->peak = (double)out->arena + out->params;
     if (out->limit > 0 && out->peak > out->limit)
         return over_limit(out->peak, "process", net->train.batch, out);

@@ -494,17 +494,31 @@ static int take_skip_spikes(void *settings, const char *value, struct dl_error *
     return rc;
 }
 
-/* --debug-stop-calls STEP:RANK:LABEL */
-static int take_stop_calls(void *settings, const char *value, struct dl_error *err)
+/* --debug-stop-calls or (crash 1) --debug-crash-calls STEP:RANK:LABEL */
+static int stop_calls(void *settings, const char *value, int crash, struct dl_error *err)
 {
     struct dl_train_opts *o = &((struct train_command *)settings)->train_options;
-    char step[32] = "", rank[32] = "";
+    const char *name = crash ? "--debug-crash-calls" : "--debug-stop-calls";
+    char step[32] = "", rank[32] = "", what[64];
     int used = 0;
     if (sscanf(value, "%31[0-9]:%31[0-9]:%n", step, rank, &used) < 2 || !used || !value[used])
-        return dl_errorf(err, DL_ERR_SPEC, "--debug-stop-calls: expected STEP:RANK:LABEL, found '%s'", value);
+        return dl_errorf(err, DL_ERR_SPEC, "%s: expected STEP:RANK:LABEL, found '%s'", name, value);
     snprintf(o->stop_calls_label, sizeof o->stop_calls_label, "%s", value + used);
-    int rc = dl_parse_long("--debug-stop-calls STEP", step, 1, 1L << 40, &o->stop_calls_step, err);
-    return rc ? rc : dl_parse_int("--debug-stop-calls RANK", rank, 0, 1 << 20, &o->stop_calls_rank, err);
+    o->stop_calls_crash = crash;
+    snprintf(what, sizeof what, "%s STEP", name);
+    int rc = dl_parse_long(what, step, 1, 1L << 40, &o->stop_calls_step, err);
+    snprintf(what, sizeof what, "%s RANK", name);
+    return rc ? rc : dl_parse_int(what, rank, 0, 1 << 20, &o->stop_calls_rank, err);
+}
+
+static int take_stop_calls(void *settings, const char *value, struct dl_error *err)
+{
+    return stop_calls(settings, value, 0, err);
+}
+
+static int take_crash_calls(void *settings, const char *value, struct dl_error *err)
+{
+    return stop_calls(settings, value, 1, err);
 }
 
 /* --debug-poison-grad STEP:RANK[:VALUE] */
@@ -596,6 +610,7 @@ static const struct dl_option train_options[] = {
     DL_OPTION_INT("max-skipped", struct train_command, train_options.guard.max_in_a_row, 1, 1 << 30),
     DL_OPTION_CALL("debug-poison-grad", required_argument, take_poison),
     DL_OPTION_CALL("debug-stop-calls", required_argument, take_stop_calls),
+    DL_OPTION_CALL("debug-crash-calls", required_argument, take_crash_calls),
     DL_OPTION_STRING("flight-recorder", struct train_command, train_options.flight_dir),
     DL_OPTION_LONG("debug-hold-at-step", struct train_command, train_options.hold_at_step, 1, 1L << 40),
     DL_OPTION_STRING("debug-dump-batches", struct train_command, train_options.dump_batches_path),

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ struct dl_flight {
     double t_open;
     long stop_step;             /* testing aid */
     char stop_label[48];
+    int stop_crash;             /* the testing aid's rank dies of SIGSEGV instead */
     pthread_t watcher;
     int watching;
     double answered;            /* the time of the request last answered (0: none); requests older than
@@ -63,6 +65,14 @@ static _Thread_local int thread_lane, thread_depth; /* depth: inside a recorded 
 void dl_flight_lane(int lane)
 {
     thread_lane = lane > 0 && lane < LANES ? lane : 0;
+}
+
+long dl_flight_step(struct dl_flight *f)
+{
+    pthread_mutex_lock(&f->mu);
+    long step = f->step;
+    pthread_mutex_unlock(&f->mu);
+    return step;
 }
 
 struct dl_flight *dl_flight_global(void)
@@ -94,8 +104,9 @@ void dl_flight_set_step(struct dl_flight *f, long step)
     pthread_mutex_unlock(&f->mu);
 }
 
-void dl_flight_stop_at(struct dl_flight *f, long step, const char *label)
+void dl_flight_stop_at(struct dl_flight *f, long step, const char *label, int crash)
 {
+    f->stop_crash = crash;
     f->stop_step = step;
     snprintf(f->stop_label, sizeof f->stop_label, "%s", label);
 }
@@ -110,6 +121,8 @@ static long enter(void *ctx, const char *what, int peer, size_t bytes)
     pthread_mutex_lock(&f->mu);
     int stop = f->stop_step > 0 && f->step == f->stop_step && !strcmp(dl_thread_label(), f->stop_label);
     pthread_mutex_unlock(&f->mu);
+    if (stop && f->stop_crash) /* the testing aid: a rank that dies here */
+        raise(SIGSEGV);
     while (stop) /* the testing aid: a rank that never enters this call */
         sleep(1);
     pthread_mutex_lock(&f->mu);
@@ -188,17 +201,29 @@ static void path_of(const struct dl_flight *f, int rank, const char *what, char 
         snprintf(buf, size, "%s/flight-rank%05d.jsonl", f->dir, rank);
 }
 
-static int dump(struct dl_flight *f, struct dl_error *err);
+static int dump(struct dl_flight *f, const char *fatal, struct dl_error *err);
 
 int dl_flight_dump(struct dl_flight *f, struct dl_error *err)
 {
     pthread_mutex_lock(&f->dump_mu);
-    int rc = dump(f, err);
+    int rc = dump(f, NULL, err);
     pthread_mutex_unlock(&f->dump_mu);
     return rc;
 }
 
-static int dump(struct dl_flight *f, struct dl_error *err)
+int dl_flight_dump_fatal(struct dl_flight *f, const char *fatal)
+{
+    struct dl_error err;
+    int mine = pthread_mutex_trylock(&f->dump_mu) == 0; /* a watcher's dump in progress: written over it */
+    int rc = dump(f, fatal, &err);
+    if (mine)
+        pthread_mutex_unlock(&f->dump_mu);
+    return rc;
+}
+
+/* fatal: the signal a fatal-signal handler caught (the header's "fatal"),
+ * or NULL. */
+static int dump(struct dl_flight *f, const char *fatal, struct dl_error *err)
 {
     char path[1100], tmp[1120];
     path_of(f, f->rank, NULL, path, sizeof path);
@@ -211,6 +236,8 @@ static int dump(struct dl_flight *f, struct dl_error *err)
     pthread_mutex_lock(&f->mu);
     json_t *head = json_pack("{s:i, s:i, s:I, s:[]}", "rank", f->rank, "world", f->size, "step", (json_int_t)f->step,
                              "groups");
+    if (head && fatal)
+        json_object_set_new(head, "fatal", json_string(fatal));
     for (int i = 0; head && i < f->n_groups; i++) {
         json_t *ranks = json_array();
         for (int k = 0; k < f->groups[i]->size; k++)
@@ -281,6 +308,7 @@ int dl_flight_open(const char *dir, int rank, int size, struct dl_flight **out, 
     f->rank = rank, f->size = size, f->t_open = dl_clock_now(), f->watching = 1, f->opened = time(NULL);
     pthread_mutex_init(&f->mu, NULL);
     pthread_mutex_init(&f->dump_mu, NULL);
+    dl_flight_fatal_install();
     if (pthread_create(&f->watcher, NULL, watch, f) != 0) {
         pthread_mutex_destroy(&f->mu);
         pthread_mutex_destroy(&f->dump_mu);

@@ -52,6 +52,16 @@ int dl_flight_rank(const struct dl_flight *f);
 
 /* This rank's record into its file (atomically renamed into place). */
 int dl_flight_dump(struct dl_flight *f, struct dl_error *err);
+/* The same from a fatal signal's handler: its header's "fatal" names the
+ * signal (best effort: it takes the locks and the allocator a crash may
+ * have left held, under an alarm). */
+int dl_flight_dump_fatal(struct dl_flight *f, const char *fatal);
+/* flight_fatal.c: on a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGABRT) the open recorder's rank says on stderr which signal, at which
+ * step and in which layer or bucket, and writes its record; then the
+ * handler that was installed before (MPI's) runs.  Installed once, by the
+ * first recorder opened. */
+void dl_flight_fatal_install(void);
 
 /* After a stall: every rank's record asked for and awaited (up to wait_s),
  * compared, and the finding into buf ("" when none could be made). */
@@ -59,7 +69,10 @@ void dl_flight_post_mortem(struct dl_flight *f, double wait_s, char *buf, size_t
 
 /* Testing aid (--debug-stop-calls STEP:RANK:LABEL): this rank's first call
  * labelled `label` at step `step` never returns (the rank stops entering
- * collectives there, as a hung rank would). */
-void dl_flight_stop_at(struct dl_flight *f, long step, const char *label);
+ * collectives there, as a hung rank would); crash 1 (--debug-crash-calls):
+ * the rank dies of SIGSEGV there instead. */
+void dl_flight_stop_at(struct dl_flight *f, long step, const char *label, int crash);
+/* The step its calls are recorded at. */
+long dl_flight_step(struct dl_flight *f);
 
 #endif

@@ -7,7 +7,7 @@ libdltrain_a_SOURCES += \
 	src/comm/allreduce_ring.c src/comm/allreduce_recursive_doubling.c \
 	src/comm/allreduce_rabenseifner.c src/comm/allreduce_tree.c src/comm/allreduce_ps.c src/comm/allreduce_bf16.c \
 	src/comm/costmodel.h src/comm/costmodel.c src/comm/emulate.h src/comm/emulate.c \
-	src/comm/agree.h src/comm/agree.c src/comm/widen.c src/comm/observed.h src/comm/observed.c src/comm/flight.h src/comm/flight.c src/comm/flight_compare.c
+	src/comm/agree.h src/comm/agree.c src/comm/widen.c src/comm/observed.h src/comm/observed.c src/comm/flight.h src/comm/flight.c src/comm/flight_compare.c src/comm/flight_fatal.c
 if HAVE_MPI
 libdltrain_a_SOURCES += src/comm/mpi.c
 endif

@@ -1,6 +1,6 @@
 # src/core: errors, shapes, typed tensors, the random number generator, the clock, option
 # value parsers, tensor dtypes and their casts, the files shipped with dltrain found from any folder,
-# mkdir -p.
+# mkdir -p, pages handed back to the kernel.
 DL_REAL_SOURCES += \
 	src/core/clock.c src/core/clock.h src/core/thread_label.c src/core/thread_label.h \
 	src/core/error.c src/core/error.h \
@@ -11,4 +11,4 @@ DL_REAL_SOURCES += \
 	src/core/shipped.c src/core/shipped.h \
 	src/core/dtype.c src/core/dtype.h src/core/bf16.h \
 	src/core/device_kind.c src/core/device_kind.h src/core/target_bits.h \
-	src/core/folders.c src/core/folders.h
+	src/core/folders.c src/core/folders.h src/core/pages.c src/core/pages.h

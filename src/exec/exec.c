@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "comm/tags.h"
+#include "core/pages.h"
 
 /* The planner's offsets keep their alignment only on a base at least as aligned. */
 _Static_assert(DL_DEVICE_ALIGN % DL_PLAN_ALIGN == 0, "device blocks must be aligned as the arena's offsets");
@@ -381,7 +382,9 @@ static int index_weights(struct dl_exec *e, struct dl_error *err)
 /* Points param[][] and dparam[][] into the device's vectors and draws every
  * value of the whole network in order into the host's weights and state,
  * keeping this shard's. */
-static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, struct dl_error *err)
+/* kept (exec.h's kept_lo, kept_n; NULL: all): after each layer's draw its
+ * weights outside [kept[0], kept[0] + kept[1]) are handed back. */
+static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, const long *kept, struct dl_error *err)
 {
     const struct dl_graph *g = e->g, *whole = e->shard->g;
     struct dl_rng init;
@@ -434,6 +437,11 @@ static int draw_params(struct dl_exec *e, dl_real *weights, dl_real *state, stru
                 so += p->count;
             }
             init_param(&whole->layers[i].param[j], p ? &e->shard->layer[i].slice[j] : NULL, host, &init);
+            if (kept && host && p && p->trainable) {
+                size_t v = sizeof *weights;
+                dl_pages_release(weights, v * (size_t)wo, v * (size_t)(wo + p->count), v * (size_t)kept[0],
+                                 v * (size_t)(kept[0] + kept[1]));
+            }
         }
     }
     free(began);
@@ -467,9 +475,11 @@ dl_real ***dl_exec_param_table(const struct dl_graph *g, struct dl_error *err)
  * network's order; a copy of a tied parameter whose owner runs on another
  * rank (op.h's replica) drawn as the owner is, from the generator's state
  * where the owner's draw began. */
-static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, long multiple, int grads_elsewhere,
+static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, const struct dl_exec_options *o,
                        struct dl_error *err)
 {
+    long multiple = o->weights_multiple;
+    int grads_elsewhere = o->grads_elsewhere;
     const struct dl_graph *g = e->g;
     size_t n = (size_t)g->n;
     e->seed = seed;
@@ -501,16 +511,22 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->dweights = grads_elsewhere ? NULL : alloc_real(dev, padded, err);
     e->state = alloc_real(dev, e->n_state, err);
     e->counters = dl_calloc((size_t)(e->n_counters > 0 ? e->n_counters : 1), sizeof *e->counters, err);
-    dl_real *weights = dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
+    /* drawn in place where the host reaches the device's memory (ZeRO
+     * stage 3 hands a layer's pages back as it goes), else in a copy */
+    int in_place = dev->host_memory;
+    dl_real *weights = in_place ? e->weights : dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
     dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
     int rc = !e->weights || (!e->dweights && !grads_elsewhere) || !e->state || !e->counters || !weights || !state ? DL_ERR_NOMEM : DL_OK;
+    long kept[2] = {padded / (multiple > 1 ? multiple : 1) * o->kept_block, padded / (multiple > 1 ? multiple : 1)};
     if (!rc)
-        rc = draw_params(e, weights, state, err);
-    if (!rc)
+        rc = draw_params(e, weights, state, in_place && o->kept_blocks > 1 && o->kept_blocks == multiple ? kept : NULL,
+                         err);
+    if (!rc && !in_place)
         rc = dev->copy(e->weights, weights, sizeof *weights * (size_t)e->n_weights, DL_COPY_TO_DEVICE, err);
     if (!rc)
         rc = dev->copy(e->state, state, sizeof *state * (size_t)e->n_state, DL_COPY_TO_DEVICE, err);
-    free(weights);
+    if (!in_place)
+        free(weights);
     free(state);
     return rc;
 }
@@ -528,7 +544,7 @@ static int init_planned(struct dl_exec *e, const struct dl_graph *g, int max_bat
     if (!rc)
         rc = dl_exec_outbox_init(e, err);
     if (!rc)
-        rc = init_params(e, seed, o->share_params, o->weights_multiple, o->grads_elsewhere, err);
+        rc = init_params(e, seed, o->share_params, o, err);
     if (!rc && o->trace) {
         e->trace = o->trace;
         rc = dl_exec_trace_prepare(e, err);

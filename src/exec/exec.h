@@ -111,6 +111,13 @@ struct dl_exec_hooks {
      * batch-normalisation statistics across data-parallel ranks. */
     void (*sync_sum)(void *ctx, double *v, int n);
     void *sync_ctx;
+    /* ZeRO stage 3 (parallel/zero_weights.h): called before a layer's step
+     * reads its parameters (use 1: forward and its recomputation; 2:
+     * backward and the backward-weights pass) and right after it (use 0),
+     * on every data-parallel rank in the same order.  A nonzero return
+     * stops the executor with that error (in err). */
+    int (*weights_hook)(void *ctx, int layer, int use, struct dl_error *err);
+    void *weights_ctx;
 };
 
 /* What the executor reports about itself: its memory plan, and the time
@@ -276,6 +283,12 @@ struct dl_exec_options {
      * every weight's gradient into buffers of its own (dl_exec_grads_at),
      * and zeroes them (dl_exec_zero_grad does nothing). */
     int grads_elsewhere;
+    /* kept_blocks > 1 (ZeRO stage 3, parallel/zero_weights.h; host
+     * memory; with weights_multiple the same): only block kept_block of
+     * that many equal blocks of the weights stays memory after they are
+     * drawn; each layer's others are handed back as soon as it is drawn
+     * (core/pages.h), so that no rank ever holds the whole vector. */
+    int kept_block, kept_blocks;
     /* Document masking (the network file's data.document_mask,
      * doc/executor.md): with doc_mask 1, each forward finds its samples'
      * documents in its input, token ids [T] (a document ends with the id

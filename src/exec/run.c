@@ -116,6 +116,18 @@ static void flight_label(const struct dl_exec *e, const struct dl_exec_step *s)
         dl_thread_label_set(e->g->layers[l].name);
 }
 
+/* The weights hook (exec.h) on layer's parameters: 0 when it failed (the
+ * executor stopped with its error). */
+static int weights_use(struct dl_exec *e, int layer, int use)
+{
+    if (!e->hooks.weights_hook || e->status)
+        return !e->status;
+    int rc = e->hooks.weights_hook(e->hooks.weights_ctx, layer, use, &e->err);
+    if (rc)
+        e->status = rc;
+    return !rc;
+}
+
 static void forward_step(struct dl_exec *e, struct dl_exec_step *s, int training, int again)
 {
     struct dl_exec_impl *m = e->impl;
@@ -137,11 +149,16 @@ static void forward_step(struct dl_exec *e, struct dl_exec_step *s, int training
         }
         struct dl_kernel_args a;
         fill_args(e, s, &a, training);
+        if (!weights_use(e, s->layer, 1)) {
+            dl_exec_samples_leave(e, whole);
+            return;
+        }
         dl_device_work_begin(m->device);
         if (!dl_exec_micro_run(e, s, &a, DL_DIR_FORWARD, 0))
             s->kernel->forward(inst, &a);
         dl_device_work_end(m->device);
         take_fault(e, s, DL_DIR_FORWARD);
+        weights_use(e, s->layer, 0);
         if (training && !again)
             count_forward(e, s->layer);
         const struct dl_op_kind *kind = e->g->layers[s->layer].kind;
@@ -351,8 +368,10 @@ static void backward(struct dl_exec *e, enum pass pass)
                 dl_exec_samples_leave(e, whole);
                 return;
             }
-            if (m->tensors[s->out].needs_grad) /* else nothing upstream learns */
+            if (m->tensors[s->out].needs_grad && weights_use(e, s->layer, 2)) { /* else nothing upstream learns */
                 layer_backward(e, s, inst, pass);
+                weights_use(e, s->layer, 0);
+            }
             if (e->hooks.grad_hook && pass == PASS_BOTH)
                 e->hooks.grad_hook(e->hooks.grad_hook_ctx, s->layer);
         }
@@ -393,8 +412,10 @@ void dl_exec_backward_weights(struct dl_exec *e)
         if (dl_exec_defers_weights(e, s) && m->tensors[s->out].needs_grad) {
             struct dl_exec_samples whole = dl_exec_samples_enter(e, s);
             void *inst = dl_exec_instance(e, s, e->run.batch);
-            if (inst)
+            if (inst && weights_use(e, s->layer, 2)) {
                 layer_backward(e, s, inst, PASS_WEIGHTS);
+                weights_use(e, s->layer, 0);
+            }
             dl_exec_samples_leave(e, whole);
             if (!inst)
                 return;

@@ -43,10 +43,10 @@ double dl_optim_state_bytes(const struct dl_optim_spec *spec, double trainable, 
     return 4.0 * (vectors > 0 ? vectors : 0) * block;
 }
 
-double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double gradients, double state,
-                            int blocks)
+double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double held, double gradients,
+                            double state, int blocks)
 {
-    return 4.0 * (trainable + gradients + state) + dl_optim_state_bytes(spec, trainable, blocks);
+    return 4.0 * (held + gradients + state) + dl_optim_state_bytes(spec, trainable, blocks);
 }
 
 int dl_optim_keeps_state(const struct dl_optim_spec *spec)

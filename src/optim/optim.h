@@ -60,14 +60,15 @@ struct dl_optim {
 int dl_optim_state_vectors(const struct dl_optim_spec *spec);
 
 /* The one formula of a rank's parameter memory (check, check --grid, the
- * trainer's report and the planner use it): bytes of `trainable` weights,
+ * trainer's report and the planner use it): bytes of `held` of the
+ * `trainable` weights (all of them; fewer under ZeRO stage 3),
  * `gradients` gradient values (as many as the weights; fewer under ZeRO
  * stage 2) and the optimizer's state_vectors per weight (cut into `blocks`
  * equal blocks, one held: ZeRO over that many data-parallel ranks; 1
  * otherwise), and `state` other values (batch-norm statistics), 4 bytes
  * each.  spec NULL: SGD with momentum (one vector). */
-double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double gradients, double state,
-                            int blocks);
+double dl_optim_param_bytes(const struct dl_optim_spec *spec, double trainable, double held, double gradients,
+                            double state, int blocks);
 /* Its optimizer part alone: the state vectors of one block of `trainable`. */
 double dl_optim_state_bytes(const struct dl_optim_spec *spec, double trainable, int blocks);
 

@@ -10,7 +10,7 @@ libdltrain_a_SOURCES += \
 	src/parallel/gossip_exchange.c src/parallel/gossip_exchange.h src/parallel/easgd_async.c \
 	src/parallel/ps_shards.c src/parallel/ps_shards.h \
 	src/parallel/buckets.c src/parallel/buckets.h src/parallel/grad_sync.c src/parallel/grad_sync.h \
-	src/parallel/zero_grads.c src/parallel/zero_grads.h \
+	src/parallel/zero_grads.c src/parallel/zero_grads.h src/parallel/zero_weights.c src/parallel/zero_weights.h \
 	src/parallel/stall.c src/parallel/stall.h \
 	src/parallel/param_server.c \
 	src/parallel/sync_bn.c src/parallel/sync_bn.h \

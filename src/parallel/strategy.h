@@ -46,7 +46,7 @@ struct dl_parallel_opts {
     int overlap;
     double stall_warning_s, stall_timeout_s;
     int sync_bn;               /* batch-norm statistics over every rank's samples */
-    int zero;                  /* sync: ZeRO stage 1 (parallel/zero.h) or 2 (zero_grads.h), 0 for none */
+    int zero;                  /* sync: ZeRO stage 1 (parallel/zero.h), 2 (zero_grads.h) or 3 (zero_weights.h), 0 for none */
     double slow_rank_ms;       /* testing aid: sleep per step on slow_rank */
     int slow_rank;
     /* Set by the trainer with expert ranks (sync only): the ranks that hold
@@ -220,6 +220,8 @@ struct dl_strategy_ops {
 
 struct dl_sync_bn;
 
+struct dl_zero_weights;
+
 struct dl_strategy {
     const struct dl_strategy_ops *ops;
     struct dl_comm *comm;
@@ -245,6 +247,11 @@ struct dl_strategy {
      * (train/tied.c). */
     int (*before_update)(void *ctx, struct dl_error *err);
     void *update_ctx;
+    /* ZeRO stage 3's gathered weights (parallel/zero_weights.h; sync with
+     * --zero 3 over more than one rank), else NULL: the caller gathers them
+     * all before it reads the whole vector (checkpoints) and attaches the
+     * other executors that share s->exec's weights. */
+    struct dl_zero_weights *zero_weights;
     /* Step guards (train/step_guard.h; NULL: none): called before each
      * update with the step's metrics summed over the data-parallel ranks
      * and the whole model's gradient norm (measured for it); *skip = 1

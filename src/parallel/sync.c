@@ -10,7 +10,9 @@
  * rank updates its block of the weights and the blocks are allgathered;
  * with --zero 2 (zero_grads.h) backward's buckets are summed into their
  * owners' blocks as they are finished, and no rank holds the whole
- * gradient. */
+ * gradient; with --zero 3 (zero_weights.h) no rank holds the whole
+ * weights either: the updated blocks are not allgathered, each layer's
+ * weights are gathered when the executor runs it. */
 #include "parallel/strategy.h"
 
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "parallel/stall.h"
 #include "parallel/zero.h"
 #include "parallel/zero_grads.h"
+#include "parallel/zero_weights.h"
 
 struct sync_impl {
     struct dl_grad_sync *gs;
@@ -36,7 +39,8 @@ struct sync_impl {
     dl_real *staging; /* [shard.ranks x chunk]: the pieces of one collective (zero.h's dl_zero_chunk) */
     long chunk;
     enum dl_dtype wire; /* stage 1's sums on the wire: f32, or bf16 (--grad-dtype) */
-    struct dl_zero_grads *grads; /* stage 2 */
+    struct dl_zero_grads *grads; /* stages 2 and 3 */
+    struct dl_zero_weights *weights; /* stage 3 (also s->zero_weights) */
 };
 
 static int sync_begin(struct dl_strategy *s, int local_batch, int global_batch, struct dl_error *err)
@@ -78,9 +82,11 @@ static int zero_update(struct dl_strategy *s, double lr, const struct dl_step_me
     double t_update = dl_trace_now(e->trace);
     if (!rc && sh->n)
         rc = dl_optim_step(s->optim, lr, e->weights + sh->lo, block);
+    if (im->weights) /* stage 3: what was gathered ahead is stale */
+        dl_zero_weights_updated(im->weights);
     if (dl_trace_on(e->trace))
         dl_trace_span(e->trace, DL_TRACE_OPTIMIZER, "optimizer", t_update);
-    if (!rc) { /* the weights padded to the ranks' blocks: the last one's tail is zero */
+    if (!rc && !im->weights) { /* the weights padded to the ranks' blocks: the last one's tail is zero */
         memcpy(block, e->weights + sh->lo, bytes);
         double t1 = dl_clock_now();
         rc = dl_zero_allgather(c, sh, block, e->weights, im->chunk, im->staging, err);
@@ -102,11 +108,19 @@ static int zero_finish(struct dl_strategy *s, double lr, const struct dl_step_me
     size_t bytes = dl_dtype_value_size(DL_F32) * (size_t)sh->block, D1 = (size_t)(c->size - 1);
     size_t summed = bytes * D1 + dl_dtype_size(im->wire) * (size_t)sh->block * D1; /* the allgather's, the sums' */
     dl_real *block = im->block;
-    double comm = 0, t0 = dl_clock_now();
+    double comm = 0, hidden = 0, t0 = dl_clock_now();
     int rc = DL_OK;
     if (im->grads) { /* summed during backward, between its layers (the compute thread's time) */
         rc = dl_zero_grads_end(im->grads, &block, &comm, &summed, err);
         summed += bytes * (size_t)(c->size - 1);
+        if (im->weights) { /* stage 3: forward's and backward's gathers instead of the allgather */
+            double gathers, waited;
+            size_t sent;
+            dl_zero_weights_take_stats(im->weights, &gathers, &waited, &sent);
+            hidden = gathers - waited;
+            comm += gathers;
+            summed = summed - bytes * D1 + sent;
+        }
     } else {
         rc = dl_exec_grad_scale(e, (double)im->local_batch / im->global_batch, err);
         if (!rc && s->before_update)
@@ -117,7 +131,8 @@ static int zero_finish(struct dl_strategy *s, double lr, const struct dl_step_me
     }
     if (!rc)
         rc = zero_update(s, lr, m, block, &comm, err);
-    st->comm_seconds = st->exposed_seconds = comm; /* none of it hidden */
+    st->comm_seconds = comm;
+    st->exposed_seconds = comm - hidden; /* none hidden but stage 3's gathers ahead */
     st->bytes_sent = st->dense_bytes = summed;
     return rc;
 }
@@ -173,6 +188,8 @@ static void sync_destroy(struct dl_strategy *s)
         return;
     dl_grad_sync_free(im->gs);
     dl_zero_grads_free(im->grads);
+    dl_zero_weights_free(im->weights);
+    s->zero_weights = NULL;
     free(im->block);
     free(im->staging);
     dl_comm_close(im->device_comm);
@@ -216,7 +233,10 @@ static int sync_create(struct dl_strategy *s, const struct dl_parallel_opts *po,
         if (!(im->staging = dl_calloc((size_t)(staging > 0 ? staging : 1), sizeof *im->staging, err)))
             rc = DL_ERR_NOMEM;
     }
-    if (!rc && im->zero && po->zero == 2) {
+    if (!rc && im->zero && po->zero == 3)
+        rc = dl_zero_weights_create(s->comm, s->exec, &im->shard, &im->weights, err);
+    s->zero_weights = im->weights;
+    if (!rc && im->zero && po->zero >= 2) {
         rc = dl_zero_grads_create(s->comm, s->exec, &im->shard, po->bucket_bytes, &im->grads, err);
         if (!rc)
             s->grad_values = dl_zero_grad_values(&im->shard, s->exec->n_weights, 2,

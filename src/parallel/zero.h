@@ -31,11 +31,17 @@ long dl_zero_chunk(const struct dl_zero_shard *sh, size_t bucket_bytes);
 /* The staging's values: none when a chunk is the whole block (the vector
  * goes in one piece, as it lies) and the sums travel in f32. */
 long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes, enum dl_dtype wire);
-/* The values of what a rank holds for its gradient with `stage` (1 or 2):
- * stage 1 the whole gradient, its block's sums and the staging; stage 2
- * its block, `arena` (zero_grads.h's buckets) and the staging. */
+/* The values of what a rank holds for its gradient with `stage` (1 to 3):
+ * stage 1 the whole gradient, its block's sums and the staging; stages 2
+ * and 3 its block, `arena` (zero_grads.h's buckets) and the staging. */
 long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes,
                          enum dl_dtype wire);
+
+/* The weight values a rank holds with `stage` (0 to 3) and the largest
+ * layer's `largest` (zero_weights.h): all n_weights, or with stage 3 its
+ * block, the layer in use and the next one's gathered ahead (at most two
+ * largest layers). */
+long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long largest);
 
 /* Stage 1's sum of grad (ranks x block values, the padding zero) into this
  * rank's block, reduce-scatters a chunk at a time; wire bf16 (--grad-dtype

@@ -440,6 +440,8 @@ int dl_layout_predict(const struct dl_graph *g, const struct dl_layer_times *t, 
         gg.crosses = crosses && D > 1;
         double a = group_allreduce(m, &gg, 0, value_bytes * dense) +
                    (experts > 0 ? group_allreduce(m, &gg, 1, value_bytes * experts) : 0);
+        if (l->zero == 3 && D > 1) /* the weights gathered in forward and backward: an allgather more */
+            a *= 1.5;
         double e = a;
         if (layer_bwd && !m->comm_shares_cores) {
             double unused_tp = 0, unused_ep = 0;

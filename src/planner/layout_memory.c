@@ -10,6 +10,7 @@
 #include "comm/comm.h"
 #include "exec/exec.h"
 #include "parallel/zero_grads.h"
+#include "parallel/zero_weights.h"
 
 int dl_layout_staged_graph(const struct dl_graph *g, const struct dl_plan_layout *l, struct dl_graph *staged,
                            struct dl_error *err)
@@ -53,15 +54,16 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
     struct dl_comm tensor = {.size = l->dims.tp, .rank = 0}, pipeline = {.size = l->dims.pp, .rank = p};
     o.tensor_comm = l->dims.tp > 1 ? &tensor : NULL;
     o.pipeline_comm = l->dims.pp > 1 ? &pipeline : NULL;
-    long buckets = 0; /* ZeRO-2 (no pipeline): the buckets' arena */
+    long buckets = 0, largest = 0; /* ZeRO-2 and 3 (no pipeline): the buckets' arena; 3: the largest layer */
     for (int v = 0; !rc && v < V; v++) {
         struct dl_exec e;
         o.stage = v;
         rc = dl_exec_plan(&e, staged, per_chunk, &o, err);
         if (!rc) {
             arena[v] = e.stats.arena_bytes;
-            if (l->zero == 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1)
+            if (l->zero >= 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1)
                 rc = dl_zero_grads_plan_arena(&e, l->bucket_bytes, &buckets, err);
+            largest = dl_zero_weights_largest_of(&e);
             dl_exec_free(&e);
         }
     }
@@ -78,7 +80,8 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
         if (l->zero && l->dims.dp > 1)
             grads = (double)dl_zero_grad_values(&zs, (long)trainable, l->zero, buckets, l->bucket_bytes,
                                                 l->grad_dtype);
-        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, grads, state, l->zero ? l->dims.dp : 1);
+        double held = (double)dl_zero_held_weights(&zs, (long)trainable, l->dims.dp > 1 ? l->zero : 0, largest);
+        *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, held, grads, state, l->zero ? l->dims.dp : 1);
     }
     dl_shard_free(&s);
     return rc;

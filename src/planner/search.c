@@ -114,8 +114,9 @@ static int evaluate(const struct dl_plan_request *req, const struct dl_tp_view *
  * stage 1 then 2 over the data-parallel ranks (stage 2 without a
  * pipeline; neither with expert ranks, which the trainer refuses; its sums
  * after backward, not hidden), then full recomputation
- * of the network file's blocks (their forward again).  The ranking then
- * takes the fastest that fits. */
+ * of the network file's blocks (their forward again), then ZeRO stage 3
+ * (the weights too: an allgather more a step).  The ranking then takes
+ * the fastest that fits. */
 static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_view *v,
                          const struct dl_plan_layout *base, struct dl_plan_result *r, int *cap, struct dl_error *err)
 {
@@ -131,7 +132,7 @@ static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_v
     struct dl_exec_options eo = req->eo ? *req->eo : (struct dl_exec_options){0};
     struct dl_plan_layout l = *base;
     size_t before = 0; /* the last step's memory */
-    for (int step = 0, fits = 0; !rc && !fits && step < 4; step++) {
+    for (int step = 0, fits = 0; !rc && !fits && step < 5; step++) {
         if (step == 0 && T > 1 && g->positions > 1 && !l.dims.sp)
             l.dims.sp = 1;
         else if (step == 1 && zero_allowed && D > 1 && l.zero < 1)
@@ -140,6 +141,8 @@ static int memory_savers(const struct dl_plan_request *req, const struct dl_tp_v
             l.zero = 2;
         else if (step == 3 && blocks && !l.recompute)
             l.recompute = 1, eo.recompute = DL_RECOMPUTE_FULL;
+        else if (step == 4 && zero_allowed && D > 1 && P == 1 && l.zero < 3) /* the weights too */
+            l.zero = 3;
         else
             continue;
         rc = dl_layout_arenas(g, &l, req->batch, &eo, req->optim, arena, params, err);
@@ -201,8 +204,8 @@ static int grid_candidates(const struct dl_plan_request *req, const struct dl_tp
         why = msg;
     } else if (req->no_experts && E > 1) {
         why = req->no_experts;
-    } else if (req->zero == 2 && D > 1 && P > 1) {
-        snprintf(msg, sizeof msg, "--zero 2 does not run with a pipeline (pp=%d)", P);
+    } else if (req->zero >= 2 && D > 1 && P > 1) {
+        snprintf(msg, sizeof msg, "--zero %d does not run with a pipeline (pp=%d)", req->zero, P);
         why = msg;
     } else if (P > DL_SCHED_MAX_STAGES) {
         snprintf(msg, sizeof msg, "pp=%d is over the %d stages a schedule may have", P, DL_SCHED_MAX_STAGES);

@@ -200,10 +200,6 @@ static int parse_parallel(const struct dl_ynode *m, struct dl_parallel_spec *p, 
         dl_ymap_int(m, "zero", "parallel", 0, 3, &zero, err) ||
         dl_ymap_enum(m, "recompute", "parallel", dl_recompute_names, &p->recompute, err))
         return DL_ERR_SPEC;
-    if (zero == 3)
-        return dl_yerrorf(err, DL_ERR_SPEC, dl_ymap_get(m, "zero"), "parallel.zero: 3 (ZeRO stage 3, the weights "
-                          "sharded too) is not supported; 0 (none), 1 (the optimizer's state sharded) or 2 (its "
-                          "gradients too)");
     p->zero = (int)zero;
     p->kind = (enum dl_parallel_kind)kind;
     p->dp = (int)dp;

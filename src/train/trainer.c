@@ -18,6 +18,7 @@
 #include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/trace.h"
+#include "parallel/zero_weights.h"
 #include "train/hf_weights.h"
 
 void dl_train_opts_defaults(struct dl_train_opts *o)
@@ -65,11 +66,13 @@ static int dump_weights(struct trainer *tr, struct dl_error *err)
     float *whole = tr->reporter ? dl_calloc((size_t)(n ? n : 1), sizeof *whole, err) : NULL;
     if (tr->reporter && !whole)
         return DL_ERR_NOMEM;
-    int rc = dl_exec_gather(e, tr->comm, DL_PARAMS_TRAINABLE, e->weights, whole, err);
+    int rc = dl_trainer_weights_whole(tr, 1, err); /* ZeRO stage 3: gathered first */
+    if (!rc)
+        rc = dl_exec_gather(e, tr->comm, DL_PARAMS_TRAINABLE, e->weights, whole, err);
     if (!rc && tr->reporter)
         rc = dl_atomic_write_file(tr->opts->dump_weights, whole, sizeof *whole * (size_t)n, err);
     free(whole);
-    return rc;
+    return rc ? rc : dl_trainer_weights_whole(tr, 0, err);
 }
 
 /* How the ranks share the run, for the start banner: the grid and pipeline
@@ -104,8 +107,11 @@ static int report_memory(struct trainer *tr, struct dl_error *err)
     dl_pipeline_memory(&tr->pipe, &pm);
     struct dl_grid_pos pos = tr->sharded ? tr->shard.pos : (struct dl_grid_pos){.t = 0, .d = tr->comm->rank, .p = 0};
     long grads = tr->strategy && tr->strategy->grad_values >= 0 ? tr->strategy->grad_values : pm.weights;
+    long held = tr->strategy && tr->strategy->zero_weights /* ZeRO-3: the block and one layer */
+                    ? dl_zero_held_weights(&tr->zero_shard, pm.weights, 3, dl_zero_weights_largest(tr->strategy->zero_weights))
+                    : pm.weights;
     struct dl_rank_memory mine = {tr->comm->rank, pos.d, pos.t, pos.p, pm.slots, (double)pm.arena_bytes,
-                                  (double)pm.weights, (double)pm.state, (double)grads,
+                                  (double)held, (double)pm.state, (double)grads,
                                   (double)tr->optim.algo->state_vectors * (double)tr->optim.n};
     int n = tr->comm->size;
     struct dl_rank_memory *all = dl_calloc((size_t)n, sizeof *all, err);
@@ -180,6 +186,8 @@ int dl_train(const struct dl_net *net, const struct dl_train_opts *opts, const s
             rc = tr.sharded ? dl_errorf(err, DL_ERR_SPEC, "--init-from: loads one process's whole network (one "
                                         "process or data parallelism), not a tensor or pipeline grid's parts")
                             : dl_hf_import(opts->init_from, &tr.net->graph, dl_pipeline_exec(&tr.pipe), err);
+            if (!rc) /* ZeRO stage 3: this rank's block of what was read kept */
+                rc = dl_trainer_weights_whole(&tr, 0, err);
             if (rc == DL_OK && tr.comm->rank == 0) {
                 char msg[1200];
                 snprintf(msg, sizeof msg, "starting from the weights of %s", opts->init_from);

@@ -163,10 +163,11 @@ struct dl_train_opts {
     double poison_value;
     /* The flight recorder's folder (comm/flight.h; NULL: CHECKPOINT_DIR/flight,
      * else dltrain-flight), and its testing aid (--debug-stop-calls
-     * STEP:RANK:LABEL; stop_calls_step 0: none). */
+     * STEP:RANK:LABEL; stop_calls_step 0: none; stop_calls_crash 1:
+     * --debug-crash-calls, the rank dies of SIGSEGV there instead). */
     const char *flight_dir;
     long stop_calls_step;
-    int stop_calls_rank;
+    int stop_calls_rank, stop_calls_crash;
     char stop_calls_label[48];
 };
 

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "io/trace.h"
+#include "parallel/zero_weights.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_grid.h"
 
@@ -79,6 +80,12 @@ static void whole_optim_free(struct trainer *tr, struct dl_optim *whole)
         free(whole->state);
 }
 
+int dl_trainer_weights_whole(struct trainer *tr, int whole, struct dl_error *err)
+{
+    struct dl_zero_weights *z = tr->strategy ? tr->strategy->zero_weights : NULL;
+    return z ? dl_zero_weights_hold_all(z, whole, err) : DL_OK;
+}
+
 /* --resume: every rank loads the same file before the first batch (with a
  * grid, the whole tensors, keeping its slices; with ZeRO, its block of the
  * optimizer's state). */
@@ -115,6 +122,8 @@ int dl_trainer_resume(struct trainer *tr, struct dl_train_result *res, struct dl
         dl_zero_take_state(&tr->zero_shard, &whole, &tr->optim);
     else if (!rc)
         tr->optim.t = whole.t;
+    if (!rc) /* ZeRO stage 3: this rank's block of what was read kept */
+        rc = dl_trainer_weights_whole(tr, 0, err);
     whole_optim_free(tr, &whole);
     if (rc)
         return rc;
@@ -232,8 +241,8 @@ static int save_async(struct trainer *tr, const struct dl_run_view *v, const cha
  * keeps the previous checkpoint and, unless the user asked for strictness,
  * lets training go on.  With --checkpoint-async (unless now, a stop's
  * save) the step waits for the previous write and the state's copy only. */
-int dl_trainer_save_checkpoint(struct trainer *tr, long global_step, const struct epoch_tally *tally,
-                               struct dl_train_result *res, int now, struct dl_error *err)
+static int save_checkpoint(struct trainer *tr, long global_step, const struct epoch_tally *tally,
+                           struct dl_train_result *res, int now, struct dl_error *err)
 {
     tr->checkpoints.steps_since = 0;
     tr->checkpoints.last_time = dl_clock_now();
@@ -291,4 +300,15 @@ int dl_trainer_save_checkpoint(struct trainer *tr, long global_step, const struc
         return DL_OK;
     }
     return write_failed(tr, rc, &e, err);
+}
+
+int dl_trainer_save_checkpoint(struct trainer *tr, long global_step, const struct epoch_tally *tally,
+                               struct dl_train_result *res, int now, struct dl_error *err)
+{
+    int rc = dl_trainer_weights_whole(tr, 1, err); /* ZeRO stage 3: the whole weights for the file */
+    if (!rc)
+        rc = save_checkpoint(tr, global_step, tally, res, now, err);
+    struct dl_error ignored;
+    int back = dl_trainer_weights_whole(tr, 0, &ignored);
+    return rc ? rc : back;
 }

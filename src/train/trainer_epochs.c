@@ -355,8 +355,13 @@ static int between_steps(struct trainer *tr, long global_step, struct dl_error *
         if (!rc && tr->reporter && tr->hooks && tr->hooks->on_eval)
             tr->hooks->on_eval(tr->hooks->ctx, global_step, &er);
     }
-    if (!rc && o->sample_every > 0 && global_step % o->sample_every == 0 && tr->comm->rank == 0)
-        rc = sample(tr, global_step, err);
+    if (!rc && o->sample_every > 0 && global_step % o->sample_every == 0) {
+        rc = dl_trainer_weights_whole(tr, 1, err); /* ZeRO stage 3: rank 0 runs the whole network alone */
+        if (!rc && tr->comm->rank == 0)
+            rc = sample(tr, global_step, err);
+        if (!rc)
+            rc = dl_trainer_weights_whole(tr, 0, err);
+    }
     return rc;
 }
 

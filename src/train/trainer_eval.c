@@ -10,11 +10,14 @@
 #include "train/numerics.h"
 
 /* With expert ranks, every rank of an expert group runs as many forwards
- * as the others (their rows travel together): the most batches of max_batch
- * any of their slices of the n samples over p data ranks needs. */
+ * as the others (their rows travel together); with ZeRO stage 3 every
+ * data-parallel rank (each forward gathers the layers' weights): the most
+ * batches of max_batch any of their slices of the n samples over p data
+ * ranks needs. */
 static long group_batches(const struct trainer *tr, long n, int p, int max_batch)
 {
-    int ep = dl_grid_ep(&tr->grid.dims), k0 = tr->data_comm->rank - tr->data_comm->rank % ep;
+    int ep = tr->strategy && tr->strategy->zero_weights ? p : dl_grid_ep(&tr->grid.dims);
+    int k0 = tr->data_comm->rank - tr->data_comm->rank % ep;
     long most = 0;
     for (int k = k0; k < k0 + ep; k++) {
         long count = n * (k + 1) / p - n * k / p, batches = (count + max_batch - 1) / max_batch;
@@ -42,8 +45,11 @@ static int pad_forwards(struct trainer *tr, long batches, struct dl_error *err)
     return rc;
 }
 
-/* Test loss, accuracy and top-5 accuracy (NaN where there is none), where the strategy's layout says: a slice per
- * data-parallel rank, summed, or the whole split on rank 0. */
+static int evaluate_whole(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err);
+
+/* Test loss, accuracy and top-5 accuracy (NaN where there is none), where
+ * the strategy's layout says: a slice per data-parallel rank, summed, or
+ * the whole split on rank 0. */
 int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
 {
     long n = tr->data.test.n, first = 0, count = n;
@@ -53,6 +59,8 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
         int p = tr->data_comm->size, k = tr->data_comm->rank;
         first = n * k / p;
         count = n * (k + 1) / p - first;
+    } else if (tr->strategy && tr->strategy->zero_weights) { /* rank 0 alone runs the whole network */
+        return evaluate_whole(tr, er, err);
     } else if (tr->comm->rank != 0) {
         return DL_OK;
     }
@@ -69,7 +77,8 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     const int *y;
     double sums[3] = {0, 0, 0}; /* loss, top-1 and top-5 correct */
     int max_batch = dl_pipeline_exec(&tr->pipe)->max_batch;
-    long batches = split && tr->grid.experts ? group_batches(tr, n, tr->data_comm->size, max_batch) : 0;
+    int paired = tr->grid.experts || (tr->strategy && tr->strategy->zero_weights);
+    long batches = split && paired ? group_batches(tr, n, tr->data_comm->size, max_batch) : 0;
     while (!rc && (b = dl_batcher_next_view(&reader, &x, &y)) > 0) {
         batches--;
         double loss;
@@ -104,6 +113,20 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     er->test_samples = n;
     er->evaluated = 1;
     return DL_OK;
+}
+
+/* The whole split on rank 0 with ZeRO stage 3's weights gathered on every
+ * rank first (its forwards then gather nothing), released after. */
+static int evaluate_whole(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
+{
+    int rc = dl_trainer_weights_whole(tr, 1, err);
+    if (!rc && tr->comm->rank == 0) {
+        struct dl_zero_weights *z = tr->strategy->zero_weights;
+        tr->strategy->zero_weights = NULL; /* the layout's way, as without ZeRO */
+        rc = dl_trainer_evaluate(tr, er, err);
+        tr->strategy->zero_weights = z;
+    }
+    return rc ? rc : dl_trainer_weights_whole(tr, 0, err);
 }
 
 /* After the last step: the test evaluation wherever the model now is. */

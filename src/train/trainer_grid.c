@@ -120,7 +120,7 @@ static int record_flights(struct trainer *tr, struct dl_error *err)
     if (rc)
         return rc;
     if (o->stop_calls_step > 0 && o->stop_calls_rank == tr->comm->rank)
-        dl_flight_stop_at(tr->flight, o->stop_calls_step, o->stop_calls_label);
+        dl_flight_stop_at(tr->flight, o->stop_calls_step, o->stop_calls_label, o->stop_calls_crash);
     int n = tr->comm->size, world[n];
     if (!tr->sharded) { /* the world is the data group: recorded through a wrapper of its own */
         for (int i = 0; i < n; i++)

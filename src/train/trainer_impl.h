@@ -157,6 +157,11 @@ int dl_trainer_finish_trace(struct trainer *tr, int rc, struct dl_error *err);
 int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err);
 int dl_trainer_evaluate_final(struct trainer *tr, struct dl_train_result *res, struct dl_error *err);
 int dl_trainer_check_weights(struct trainer *tr, long global_step, struct dl_error *err);
+/* ZeRO stage 3 (parallel/zero_weights.h): whole 1 gathers every weight on
+ * every data-parallel rank before something reads the whole vector (or one
+ * rank runs the executor alone), whole 0 releases them again (also after
+ * the whole vector was written on every rank); nothing otherwise. */
+int dl_trainer_weights_whole(struct trainer *tr, int whole, struct dl_error *err);
 
 /* ------------------------------------------------------------ trainer_checkpoints.c */
 int dl_trainer_refuse_checkpoints(const struct trainer *tr, struct dl_error *err);

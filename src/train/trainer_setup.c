@@ -10,9 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "parallel/zero_weights.h"
 #include "train/no_decay.h"
 
-/* --zero 1 or 2: what it needs, and whether it applies (more than one
+/* --zero 1, 2 or 3: what it needs, and whether it applies (more than one
  * data-parallel rank; on one it changes nothing). */
 static int zero_refusal(struct trainer *tr, struct dl_error *err)
 {
@@ -25,14 +26,14 @@ static int zero_refusal(struct trainer *tr, struct dl_error *err)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: synchronous data parallelism only (--consistency sync)", z);
     if (po->codec.ops)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with --compress (the blocks are summed exactly)", z);
-    if (po->grad_dtype != DL_F32 && z == 2)
-        return dl_errorf(err, DL_ERR_SPEC, "--zero 2: not with --grad-dtype bf16 yet (--zero 1 sums in bf16)");
+    if (po->grad_dtype != DL_F32 && z >= 2)
+        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with --grad-dtype bf16 yet (--zero 1 sums in bf16)", z);
     if (o->exec.device && !o->exec.device->host_memory)
         return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not on a device without host memory yet (--device %s)", z,
                          o->exec.device->name);
-    if (z == 2 && o->grid.pp > 1) /* as DeepSpeed: a pipeline's chunks interleave their backwards */
-        return dl_errorf(err, DL_ERR_SPEC, "--zero 2: not with pipeline parallelism (--grid pp=%d); use --zero 1",
-                         o->grid.pp);
+    if (z >= 2 && o->grid.pp > 1) /* as DeepSpeed: a pipeline's chunks interleave their backwards */
+        return dl_errorf(err, DL_ERR_SPEC, "--zero %d: not with pipeline parallelism (--grid pp=%d); use --zero 1",
+                         z, o->grid.pp);
     tr->zero = tr->data_comm->size > 1;
     return DL_OK;
 }
@@ -89,7 +90,9 @@ static int init_pipeline(struct trainer *tr, int max_local, int chunks, struct d
     o.doc_separator = tr->net->data.document_mask;
     if (tr->opts->parallel.zero) /* ZeRO's equal blocks of the weights */
         o.weights_multiple = tr->data_comm->size;
-    o.grads_elsewhere = tr->zero && tr->opts->parallel.zero == 2; /* ZeRO-2: the buckets hold them */
+    o.grads_elsewhere = tr->zero && tr->opts->parallel.zero >= 2; /* ZeRO-2 and 3: the buckets hold them */
+    if (tr->zero && tr->opts->parallel.zero == 3) /* ZeRO-3: the rank's block only, from the first draw */
+        o.kept_block = tr->data_comm->rank, o.kept_blocks = tr->data_comm->size;
     if (!rc)
         rc = dl_pipeline_init(&tr->pipe, &tr->net->graph, &o, max_local, chunks, tr->opts->pipeline_schedule,
                               dl_trainer_stages_per_rank(tr->opts), tr->net->train.seed, err);
@@ -235,6 +238,8 @@ static int create_strategy(struct trainer *tr, int chunks, struct dl_error *err)
         rc = dl_errorf(err, DL_ERR_SPEC, "a tied parameter (share:) whose layers run in two pipeline ranks' stages: "
                        "the parameter server (--consistency ssp or async) updates the copies on their own; train "
                        "with sync, local-sgd, gossip or easgd");
+    for (int i = 1; !rc && tr->strategy && tr->strategy->zero_weights && i < tr->pipe.slots; i++)
+        rc = dl_zero_weights_attach(tr->strategy->zero_weights, &tr->pipe.slot[i], err); /* they share its weights */
     if (rc)
         return rc;
     tr->strategy->clip_norm = ts->clip_grad_norm;
