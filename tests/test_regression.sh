@@ -8,7 +8,8 @@
 # the run prints and writes test losses, never an accuracy.  Top-5 accuracy:
 # a linear classifier over 10 classes on IDX images, its final evaluation's
 # top-1 and top-5 counts against numpy's count on the same weights; with 5
-# classes no top-5 is reported.  Malformed .npy and CSV files, and a dataset
+# classes no top-5 is reported.  On 2 ranks (dp, tp, pp) mse training
+# equals one process's.  Malformed .npy and CSV files, and a dataset
 # that does not fit the loss, are refused with exit status 2 and a message
 # that names the file and what was expected.  Skipped without a Python that
 # has numpy and torch (the test venv, or /usr/bin/python3).
@@ -22,7 +23,7 @@ if [ -z "$PY" ]; then
     echo "1..0 # SKIP no Python with numpy and torch (the test venv or Debian's python3-torch)"
     exit 0
 fi
-tap_plan 41
+tap_plan 45
 HELP="$top_srcdir/tests/regression_torch.py"
 "$PY" "$HELP" data "$T" || { echo "Bail out! the datasets could not be written"; exit 1; }
 
@@ -67,6 +68,22 @@ cmp -s "$T/csv-final.bin" "$T/mse-final.bin" &&
     [ "$(grep '"event":"epoch"' "$T/csv.jsonl" | sed 's/"seconds".*//')" = \
       "$(grep '"event":"epoch"' "$T/mse.jsonl" | sed 's/"seconds".*//')" ]
 tap_result $? "  the weights and losses equal the .npy run's, bit for bit"
+
+# on a grid of 2 ranks (data, tensor and pipeline parallel), mini-batches of
+# 64 for 24 steps: every step's loss and the final weights as one process's
+# (grid_runs.sh's 1e-5): each rank's share of the samples takes its targets
+. "$top_srcdir/tests/grid_runs.sh"
+GRID="--net $T/mse.yaml --threads 1 --batch 64 --epochs 6"
+run 1 serial $GRID
+tap_result $? "mse: 24 steps of mini-batches of 64 on one process"
+for g in dp=2 tp=2 pp=2; do
+    if command -v mpirun >/dev/null; then
+        run 2 "grid-$g" $GRID --grid $g && compare "$g" serial "grid-$g"
+        tap_result $? "  --grid $g: every step's loss and the final weights as one process's"
+    else
+        tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP --grid $g: no mpirun"
+    fi
+done
 
 # top-5: a linear classifier at its initial weights over 200 IDX test images
 classifier() { # classifier NAME CLASSES
