@@ -36,7 +36,7 @@ STEP_TAGS = {"loss": "train/loss", "accuracy": "train/accuracy", "lr": "train/lr
              "expert_dropped": "moe/dropped", "skipped": "train/skipped", "skipped_steps": "train/skipped_steps"}
 EPOCH_TAGS = {"train_loss": "epoch/train_loss", "train_accuracy": "epoch/train_accuracy",
               "test_loss": "epoch/test_loss", "test_accuracy": "epoch/test_accuracy", "seconds": "epoch/seconds",
-              "samples_per_s": "epoch/samples_per_s"}
+              "samples_per_s": "epoch/samples_per_s", "test_top5_accuracy": "epoch/test_top5_accuracy"}
 
 
 def read(folder):
@@ -67,8 +67,10 @@ def expected(jsonl):
             if r["choices"] > 0:
                 out.setdefault("moe/%s/dropped" % r["layer"], {})[step] = r["dropped"] / r["choices"]
         elif ev == "eval":
-            out.setdefault("eval/loss", {})[r["global_step"]] = r["test_loss"]
-            out.setdefault("eval/accuracy", {})[r["global_step"]] = r["test_accuracy"]
+            for k, tag in (("test_loss", "eval/loss"), ("test_accuracy", "eval/accuracy"),
+                           ("test_top5_accuracy", "eval/top5_accuracy")):
+                if r.get(k) is not None:  # a regression loss has no accuracy; 5 classes or fewer no top-5
+                    out.setdefault(tag, {})[r["global_step"]] = r[k]
         elif ev == "epoch":
             for k, tag in EPOCH_TAGS.items():
                 if r.get(k) is not None:

@@ -27,7 +27,7 @@ print-unit-tests:
 FUZZ_REPLAY_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)
 tests_ckpt_tool_CPPFLAGS = $(FUZZ_REPLAY_CPPFLAGS)
 check_PROGRAMS += tests/fuzz_replay_netfile tests/fuzz_replay_idx tests/fuzz_replay_safetensors tests/fuzz_replay_tokens tests/fuzz_replay_bpe \
-	tests/fuzz_replay_hf_config tests/fuzz_replay_hf_tokenizer
+	tests/fuzz_replay_hf_config tests/fuzz_replay_hf_tokenizer tests/fuzz_replay_float_table
 tests_fuzz_replay_netfile_SOURCES = tests/fuzz_replay.c fuzz/fuzz_netfile.c fuzz/fuzz.h
 tests_fuzz_replay_netfile_CPPFLAGS = $(FUZZ_REPLAY_CPPFLAGS) -DFUZZ_TARGET='"netfile"'
 tests_fuzz_replay_netfile_LDADD = libdltrain.a $(DL_LIBS)
@@ -49,8 +49,11 @@ tests_fuzz_replay_hf_config_LDADD = libdltrain.a $(DL_LIBS)
 tests_fuzz_replay_hf_tokenizer_SOURCES = tests/fuzz_replay.c fuzz/fuzz_hf_tokenizer.c fuzz/fuzz.h
 tests_fuzz_replay_hf_tokenizer_CPPFLAGS = $(FUZZ_REPLAY_CPPFLAGS) -DFUZZ_TARGET='"hf_tokenizer"'
 tests_fuzz_replay_hf_tokenizer_LDADD = libdltrain.a $(DL_LIBS)
+tests_fuzz_replay_float_table_SOURCES = tests/fuzz_replay.c fuzz/fuzz_float_table.c fuzz/fuzz.h
+tests_fuzz_replay_float_table_CPPFLAGS = $(FUZZ_REPLAY_CPPFLAGS) -DFUZZ_TARGET='"float_table"'
+tests_fuzz_replay_float_table_LDADD = libdltrain.a $(DL_LIBS)
 TESTS += tests/fuzz_replay_netfile tests/fuzz_replay_idx tests/fuzz_replay_safetensors tests/fuzz_replay_tokens tests/fuzz_replay_bpe \
-	tests/fuzz_replay_hf_config tests/fuzz_replay_hf_tokenizer
+	tests/fuzz_replay_hf_config tests/fuzz_replay_hf_tokenizer tests/fuzz_replay_float_table
 EXTRA_DIST += fuzz/run fuzz/corpus fuzz/netfile.dict fuzz/safetensors.dict fuzz/hf_tokenizer.dict tests/fuzz-regressions
 
 # For fuzz/run, which links the targets with clang outside this build.

@@ -1,5 +1,5 @@
 # tests/grad_misc.mk: gradient, forward-value and error tests of flatten, add,
-# concat and softmax_cross_entropy (test_grad_activations, which covers the
+# concat, softmax_cross_entropy, mse and l1 (test_grad_activations, which covers the
 # activations and dropout, is registered in tests/local.mk), and the op kinds'
 # capability flags checked against their reference ops (test_op_caps).
 EXTRA_DIST += tests/optest.h tests/layer_params.h

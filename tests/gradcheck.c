@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/target_bits.h"
 #include "spec/attrs.h"
 #include "layer_params.h"
 
@@ -135,12 +136,16 @@ int gc_run(const struct gc_case *c, unsigned seed, char *report, size_t size)
     s.r = alloc_random(&rng, s.out_count * c->batch, 1.0);
     call->dout = dl_tensor_of(s.r, call->out.shape);
     /* a label per position of a sequence's scores [T, C] (T per sample; with
-     * ignore_some, every third one the loss's default ignore_index), else one */
+     * ignore_some, every third one the loss's default ignore_index), else one;
+     * a regression loss's float targets, one per input value */
     int P = dl_shape_rank(c->in[0]) == 2 ? c->in[0].h : 1;
     long classes = P > 1 ? c->in[0].c : s.in_count[0];
+    if (c->op->float_targets) /* a regression loss: a standard normal target per input value */
+        P = (int)s.in_count[0];
     int *labels = calloc((size_t)c->batch * (size_t)P, sizeof *labels);
     for (long n = 0; n < (long)c->batch * P; n++)
-        labels[n] = c->ignore_some && n % 3 == 1 ? -100 : (int)dl_rng_below(&rng, (uint64_t)(classes > 0 ? classes : 1));
+        labels[n] = c->op->float_targets ? dl_target_bits((float)dl_rng_normal(&rng))
+                  : c->ignore_some && n % 3 == 1 ? -100 : (int)dl_rng_below(&rng, (uint64_t)(classes > 0 ? classes : 1));
     call->labels = labels;
     call->doc_start = c->doc_start;
     s.n_params = c->op->params ? c->op->params(attr, c->in, call->out.shape, NULL) : 0;

@@ -17,7 +17,7 @@ $PY "$top_srcdir/tests/make_image_set.py" "$D" --per-class 50 --val-per-class 20
 
 # Names.
 expect_status 2 "an unknown dataset name exits with status 2" -- $DLTRAIN check --net "$TINY" --dataset nosuch
-expect_output "dataset 'nosuch': no dataset file nosuch.yaml \(looked in .*datasets.*\) and no format of that name \(fashion-mnist, .*imagefolder, text, tokens\)" \
+expect_output "dataset 'nosuch': no dataset file nosuch.yaml \(looked in .*datasets.*\) and no format of that name \(fashion-mnist, .*imagefolder, text, tokens, npy, csv\)" \
     "the message says where it looked and lists the formats"
 expect_status 2 "--dataset imagenet with a 10-class network exits with status 2" -- \
     $DLTRAIN --net "$TINY" --dataset imagenet --data "$TMPDIR_TEST/nowhere" --max-steps 1

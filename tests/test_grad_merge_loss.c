@@ -1,6 +1,6 @@
 /* test_grad_merge_loss.c: finite-difference checks, forward values and shape
- * errors of flatten, add, concat and softmax_cross_entropy, in the double
- * precision build of the ops. */
+ * errors of flatten, add, concat, softmax_cross_entropy and the regression
+ * losses mse and l1, in the double precision build of the ops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,8 @@
 #include <cmocka.h>
 
 #include <math.h>
+
+#include "core/target_bits.h"
 
 #include "gradcheck.h"
 #include "ops/kinds.h"
@@ -66,6 +68,62 @@ static void softmax_xent_grad(void **state)
 }
 
 static void expect_near(const char *what, double got, double want, double tol);
+
+/* mse and l1 against float targets, one per prediction: vectors of 7 and
+ * of 1 prediction per sample. */
+static void regression_grad(void **state)
+{
+    (void)state;
+    const struct dl_op_kind *kinds[] = {&dl_op_mse, &dl_op_l1};
+    for (int i = 0; i < 2; i++) {
+        struct gc_case c = {.op = kinds[i], .attrs = "{}", .batch = 5, .n_in = 1, .in = {{7, 1, 1}}, .training = 1};
+        gc_assert(&c);
+        struct gc_case one = {.op = kinds[i], .attrs = "{}", .batch = 3, .n_in = 1, .in = {{1, 1, 1}}, .training = 1};
+        gc_assert(&one);
+    }
+}
+
+/* Two samples of 4 predictions against targets, by hand: differences
+ * d = x - t of [1, 0, -1, 2] and [-3, 0.5, 0, 0]; mse = mean(d^2), its
+ * gradient dout 2 d / 4; l1 = mean(|d|), its gradient dout sign(d) / 4 with
+ * sign(0) = 0 (torch.sign: a prediction on its target gets nothing). */
+static void regression_values(void **state)
+{
+    (void)state;
+    const dl_real x[8] = {1, -2, 0.5, 3, -1, 2.5, 4, -0.25};
+    const float t[8] = {0, -2, 1.5, 1, 2, 2, 4, -0.25};
+    const double dout[2] = {2, 0.5};
+    int labels[8];
+    for (int i = 0; i < 8; i++)
+        labels[i] = dl_target_bits(t[i]);
+    const struct {
+        const struct dl_op_kind *kind;
+        double loss[2];
+    } cases[] = {{&dl_op_mse, {6.0 / 4, 9.25 / 4}}, {&dl_op_l1, {4.0 / 4, 3.5 / 4}}};
+    for (int k = 0; k < 2; k++) {
+        struct ot_run r;
+        struct dl_shape in = {4, 1, 1};
+        const dl_real *xs = x;
+        ot_setup(&r, cases[k].kind, "{}", 2, 1, &in, &xs, labels, 1);
+        cases[k].kind->forward(&r.call);
+        char what[96];
+        for (int n = 0; n < 2; n++) {
+            snprintf(what, sizeof what, "%s sample %d loss", cases[k].kind->name, n);
+            expect_near(what, dl_tensor_f32(&r.call.out)[n], cases[k].loss[n], 1e-12);
+            dl_tensor_f32(&r.call.dout)[n] = dout[n];
+        }
+        cases[k].kind->backward(&r.call);
+        for (int i = 0; i < 8; i++) {
+            double d = (double)x[i] - t[i], g = dout[i / 4] / 4;
+            double want = k == 0 ? g * 2 * d : g * (double)((d > 0) - (d < 0));
+            snprintf(what, sizeof what, "%s din[%d] (x - t = %g)", cases[k].kind->name, i, d);
+            expect_near(what, dl_tensor_f32(&r.call.din[0])[i], want, 1e-12);
+        }
+        ot_free(&r);
+        assert_int_equal(cases[k].kind->is_loss, 1);
+        assert_int_equal(cases[k].kind->float_targets, 1);
+    }
+}
 
 /* Per position: a sample's loss is the mean over its positions whose label
  * is not ignored of the vector loss at that position, and its gradient the
@@ -264,6 +322,11 @@ static void shape_errors(void **state)
     struct dl_shape one_class = {1, 1, 1};
     ot_expect_infer_error(&dl_op_softmax_xent, 1, &one_class,
                           (const char *[]){"at least 2 classes", "found 1", NULL});
+
+    /* mse, l1: predictions must be a vector (not a map, not a sequence) */
+    ot_expect_infer_error(&dl_op_mse, 1, &spatial, (const char *[]){"mse, l1", "found 10x4x4", "flatten", NULL});
+    struct dl_shape seq = dl_shape_seq(5, 3, DL_F32);
+    ot_expect_infer_error(&dl_op_l1, 1, &seq, (const char *[]){"a vector of predictions", NULL});
 }
 
 static void attribute_errors(void **state)
@@ -284,6 +347,8 @@ int main(void)
         cmocka_unit_test(concat_grad),
         cmocka_unit_test(softmax_xent_grad),
         cmocka_unit_test(softmax_xent_positions),
+        cmocka_unit_test(regression_grad),
+        cmocka_unit_test(regression_values),
         cmocka_unit_test(flatten_layout),
         cmocka_unit_test(add_values),
         cmocka_unit_test(concat_layout),

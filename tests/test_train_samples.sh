@@ -18,7 +18,7 @@ GPT="--net $top_srcdir/nets/gpt-tiny.yaml --data $top_builddir/tests/text-corpus
 expect_status 0 "200 steps with --eval-every 100 --sample-every 100 --sample-tokens 50" -- \
     $DLTRAIN $GPT --max-steps 200 --eval-every 100 --sample-every 100 --sample-tokens 50 --metrics "$T/a.jsonl"
 echo "$OUT" > "$T/a.out"
-expect_output "^step 100: test loss [0-9.]+ acc [0-9.]+% \(64 samples\)" "step 100's test loss is printed"
+expect_output "^step 100: test loss [0-9.]+ acc [0-9.]+% top-5 [0-9.]+% \(64 samples\)" "step 100's test loss is printed"
 $DLTRAIN $GPT --max-steps 100 --metrics "$T/b.jsonl" > /dev/null 2>&1
 /usr/bin/python3 - "$T/a.jsonl" "$T/b.jsonl" <<'PY'
 import json, sys

@@ -307,7 +307,7 @@ static int preflight(const struct dl_net *net, const struct dl_check_grid *grid,
         fprintf(stderr, "dltrain check: %s\n", err.msg);
         return err.code == DL_ERR_SPEC ? 2 : 1;
     }
-    struct dl_data_want want = {g->input, g->classes, g->positions, g->id_limit};
+    struct dl_data_want want = {g->input, g->classes, g->positions, g->id_limit, .float_targets = g->float_targets};
     if (dl_dataset_fits(&net->data, &want, &err)) {
         fprintf(stderr, "dltrain check: data: %s\n", err.msg);
         return 2;

@@ -360,7 +360,7 @@ void dl_net_options_help(FILE *f)
     fputs("  --seed N              seed of every random choice (default 1)\n"
           "  --dataset NAME        a dataset file datasets/NAME.yaml (fashion-mnist, mnist,\n"
           "                        cifar10, cifar100, imagenet, imagefolder; see dltrain-data(5)),\n"
-          "                        a path to one, or a format: idx or synthetic\n"
+          "                        a path to one, or a format: idx, synthetic, npy or csv\n"
           "  --data DIR            the dataset's folder (IDX files, CIFAR binaries, or an image\n"
           "                        folder with train/ and val/ holding a subfolder per class)\n"
           "  --data-threads N      threads decoding images ahead of the step (default 2)\n"

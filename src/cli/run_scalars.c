@@ -16,6 +16,19 @@ static void scalars(struct dl_run_scalars *s, long step, int n, const char *cons
         dl_tensorboard_scalars(&s->tb, step, n - i < PER_EVENT ? n - i : PER_EVENT, tags + i, values + i);
 }
 
+/* scalars() of those of the n values that are finite: a NaN accuracy is
+ * one the run has not (a regression loss; top-5 of 5 classes or fewer). */
+static void scalars_finite(struct dl_run_scalars *s, long step, int n, const char *const *tags, const double *values)
+{
+    const char *t[PER_EVENT];
+    double v[PER_EVENT];
+    int m = 0;
+    for (int i = 0; i < n && m < PER_EVENT; i++)
+        if (isfinite(values[i]))
+            t[m] = tags[i], v[m++] = values[i];
+    scalars(s, step, m, t, v);
+}
+
 void dl_run_scalars_memory(struct dl_run_scalars *s, int r, int n, double bytes)
 {
     if (!s->tb.open)
@@ -99,21 +112,22 @@ void dl_run_scalars_epoch(struct dl_run_scalars *s, const struct dl_epoch_report
 {
     if (!s->tb.open)
         return;
-    static const char *const tags[] = {"epoch/train_loss", "epoch/train_accuracy", "epoch/seconds",
-                                       "epoch/samples_per_s", "epoch/test_loss", "epoch/test_accuracy"};
-    const double values[] = {r->train_loss, r->train_accuracy, r->seconds, r->samples_per_s, r->test_loss,
-                             r->test_accuracy};
-    scalars(s, s->last_step, r->evaluated ? 6 : 4, tags, values); /* test scores where the epoch evaluated */
+    static const char *const all_tags[] = {"epoch/train_loss", "epoch/train_accuracy", "epoch/seconds",
+                                           "epoch/samples_per_s", "epoch/test_loss", "epoch/test_accuracy",
+                                           "epoch/test_top5_accuracy"};
+    const double all[] = {r->train_loss, r->train_accuracy, r->seconds, r->samples_per_s, r->test_loss,
+                          r->test_accuracy, r->test_top5};
+    scalars_finite(s, s->last_step, r->evaluated ? 7 : 4, all_tags, all); /* test scores where it evaluated */
     dl_tensorboard_flush(&s->tb, NULL);
 }
 
-void dl_run_scalars_eval(struct dl_run_scalars *s, long step, double loss, double accuracy)
+void dl_run_scalars_eval(struct dl_run_scalars *s, long step, const struct dl_epoch_report *r)
 {
     if (!s->tb.open)
         return;
-    static const char *const tags[] = {"eval/loss", "eval/accuracy"};
-    const double values[] = {loss, accuracy};
-    scalars(s, step, 2, tags, values);
+    static const char *const tags[] = {"eval/loss", "eval/accuracy", "eval/top5_accuracy"};
+    const double values[] = {r->test_loss, r->test_accuracy, r->test_top5};
+    scalars_finite(s, step, 3, tags, values);
     dl_tensorboard_flush(&s->tb, NULL);
 }
 

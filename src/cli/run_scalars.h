@@ -27,7 +27,7 @@ void dl_run_scalars_step(struct dl_run_scalars *s, const struct dl_step_report *
 /* An epoch's scores at its last step, an evaluation's at its step; both
  * sync the file to disk. */
 void dl_run_scalars_epoch(struct dl_run_scalars *s, const struct dl_epoch_report *r);
-void dl_run_scalars_eval(struct dl_run_scalars *s, long step, double loss, double accuracy);
+void dl_run_scalars_eval(struct dl_run_scalars *s, long step, const struct dl_epoch_report *r);
 
 /* Closes the file (synced) and frees; an error names the file. */
 int dl_run_scalars_close(struct dl_run_scalars *s, struct dl_error *err);

@@ -42,6 +42,7 @@ struct printer {
     double peak_flops;           /* the ranks' GEMM peak in the run's precision (rank 0's x ranks), for MFU */
     double t0;                   /* the start (dl_clock_now), for the steps' time_s */
     const struct dl_net_options *net_options; /* train.precision auto: what was measured */
+    int regression;              /* a regression loss (graph.h's float_targets): no accuracy to report */
 };
 
 static void fmt_time(double s, char *buf, size_t n)
@@ -57,6 +58,7 @@ static void on_start(void *ctx, const struct dl_net *net, long train_n, long tes
                      const char *strategy)
 {
     struct printer *p = ctx;
+    p->regression = net->graph.float_targets;
     p->tokens_per_sample = net->graph.id_limit > 0 ? (double)dl_shape_count(net->graph.input) : 0;
     p->flops_per_token = dl_graph_model_flops_per_token(&net->graph);
     if (p->flops_per_token > 0 && net->train.device == DL_DEVICE_CPU) { /* MFU: of the precision's measured peak */
@@ -133,11 +135,16 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     struct printer *p = ctx;
     /* a server's update: its worker and staleness; a worker's step: the bytes it
      * sent; the consensus distance where measured */
-    const char *keys[28] = {"epoch", "step", "global_step", "loss", "accuracy", "lr", "samples_per_s", "comm_s",
-                            "exposed_comm_s", "time_s"};
-    double vals[28] = {r->epoch, (double)r->step, (double)r->global_step, r->loss, r->accuracy, r->lr,
-                       r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds, dl_clock_now() - p->t0};
-    int n = 10;
+    const char *keys[28] = {"epoch", "step", "global_step", "loss"};
+    double vals[28] = {r->epoch, (double)r->step, (double)r->global_step, r->loss};
+    int n = 4;
+    if (!p->regression)
+        keys[n] = "accuracy", vals[n++] = r->accuracy;
+    const char *common[] = {"lr", "samples_per_s", "comm_s", "exposed_comm_s", "time_s"};
+    const double common_vals[] = {r->lr, r->samples_per_s, r->comm_seconds, r->exposed_comm_seconds,
+                                  dl_clock_now() - p->t0};
+    for (int i = 0; i < 5; i++)
+        keys[n] = common[i], vals[n++] = common_vals[i];
     if (p->tokens_per_sample > 0)
         keys[n] = "tokens_per_s", vals[n++] = r->samples_per_s * p->tokens_per_sample;
     double mfu = p->peak_flops > 0 ? p->flops_per_token * r->samples_per_s * p->tokens_per_sample / p->peak_flops : 0;
@@ -187,31 +194,62 @@ static void on_step(void *ctx, const struct dl_step_report *r)
     else if (isfinite(r->grad_norm))
         snprintf(who, sizeof who, "  grad norm %.4g", r->grad_norm);
     double rate = p->tokens_per_sample > 0 ? r->samples_per_s * p->tokens_per_sample : r->samples_per_s;
-    char mfu_text[24] = "", aux_text[32] = "";
+    char mfu_text[24] = "", aux_text[32] = "", acc_text[24] = "";
+    if (!p->regression)
+        snprintf(acc_text, sizeof acc_text, "  acc %6.2f%%", 100 * r->accuracy);
     if (mfu > 0)
         snprintf(mfu_text, sizeof mfu_text, "  MFU %.1f%%", 100 * mfu);
     if (isfinite(r->added_loss))
         snprintf(aux_text, sizeof aux_text, " (aux %.4g)", r->added_loss);
-    printf("epoch %d/%d  step %5ld/%ld  loss %.6f%s  acc %6.2f%%  lr %.4g  %8.0f %s/s%s  ETA %s%s\n", r->epoch,
-           r->epochs, r->step, r->steps_per_epoch, r->loss, aux_text, 100 * r->accuracy, r->lr, rate,
+    printf("epoch %d/%d  step %5ld/%ld  loss %.6f%s%s  lr %.4g  %8.0f %s/s%s  ETA %s%s\n", r->epoch,
+           r->epochs, r->step, r->steps_per_epoch, r->loss, aux_text, acc_text, r->lr, rate,
            p->tokens_per_sample > 0 ? "tokens" : "samples", mfu_text, eta, who);
     fflush(stdout);
+}
+
+/* " acc A%" (" top-5 B%" where counted) after a test loss, for a report's
+ * test scores; "" for a regression loss, which has no accuracy. */
+static const char *test_scores(const struct printer *p, const struct dl_epoch_report *r, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (p->regression)
+        return buf;
+    int k = snprintf(buf, n, " acc %.2f%%", 100 * r->test_accuracy);
+    if (isfinite(r->test_top5) && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, " top-5 %.2f%%", 100 * r->test_top5);
+    return buf;
+}
+
+/* The accuracies of an epoch or evaluation report into keys and vals from
+ * n on (none for a regression loss; top-5 where counted); the new n. */
+static int accuracy_metrics(const struct printer *p, const struct dl_epoch_report *r, int train, const char **keys,
+                            double *vals, int n)
+{
+    if (p->regression)
+        return n;
+    if (train)
+        keys[n] = "train_accuracy", vals[n++] = r->train_accuracy;
+    keys[n] = "test_accuracy", vals[n++] = r->test_accuracy;
+    if (isfinite(r->test_top5))
+        keys[n] = "test_top5_accuracy", vals[n++] = r->test_top5;
+    return n;
 }
 
 static void on_epoch(void *ctx, const struct dl_epoch_report *r)
 {
     struct printer *p = ctx;
-    static const char *const keys[] = {"epoch", "train_loss", "train_accuracy", "test_loss", "test_accuracy",
-                                       "seconds", "samples_per_s"};
-    double vals[] = {r->epoch, r->train_loss, r->train_accuracy, r->test_loss, r->test_accuracy, r->seconds,
-                     r->samples_per_s};
-    dl_metrics_write(&p->metrics, "epoch", 7, keys, vals);
+    const char *keys[8] = {"epoch", "train_loss", "test_loss", "seconds", "samples_per_s"};
+    double vals[8] = {r->epoch, r->train_loss, r->test_loss, r->seconds, r->samples_per_s};
+    dl_metrics_write(&p->metrics, "epoch", accuracy_metrics(p, r, 1, keys, vals, 5), keys, vals);
     dl_run_scalars_epoch(&p->scalars, r);
     if (p->quiet)
         return;
-    printf("epoch %d/%d done: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f samples/s",
-           r->epoch, r->epochs, r->train_loss, 100 * r->train_accuracy, r->test_loss, 100 * r->test_accuracy,
-           r->seconds, r->samples_per_s);
+    char train_acc[24] = "", scores[48];
+    if (!p->regression)
+        snprintf(train_acc, sizeof train_acc, " acc %.2f%%", 100 * r->train_accuracy);
+    printf("epoch %d/%d done: train loss %.4f%s | test loss %.4f%s | %.1f s, %.0f samples/s", r->epoch, r->epochs,
+           r->train_loss, train_acc, r->test_loss, test_scores(p, r, scores, sizeof scores), r->seconds,
+           r->samples_per_s);
     if (r->comm_seconds > 0)
         printf(" | allreduce %.2f s, %.0f%% hidden", r->comm_seconds,
                100 * (1 - (r->exposed_comm_seconds < r->comm_seconds ? r->exposed_comm_seconds / r->comm_seconds : 1)));
@@ -222,14 +260,15 @@ static void on_epoch(void *ctx, const struct dl_epoch_report *r)
 static void on_eval(void *ctx, long global_step, const struct dl_epoch_report *r)
 {
     struct printer *p = ctx;
-    static const char *const keys[] = {"global_step", "test_loss", "test_accuracy", "test_samples"};
-    double vals[] = {(double)global_step, r->test_loss, r->test_accuracy, (double)r->test_samples};
-    dl_metrics_write(&p->metrics, "eval", 4, keys, vals);
-    dl_run_scalars_eval(&p->scalars, global_step, r->test_loss, r->test_accuracy);
+    const char *keys[6] = {"global_step", "test_loss", "test_samples"};
+    double vals[6] = {(double)global_step, r->test_loss, (double)r->test_samples};
+    dl_metrics_write(&p->metrics, "eval", accuracy_metrics(p, r, 0, keys, vals, 3), keys, vals);
+    dl_run_scalars_eval(&p->scalars, global_step, r);
     if (p->quiet)
         return;
-    printf("step %ld: test loss %.4f acc %.2f%% (%ld samples)\n", global_step, r->test_loss, 100 * r->test_accuracy,
-           r->test_samples);
+    char scores[48];
+    printf("step %ld: test loss %.4f%s (%ld samples)\n", global_step, r->test_loss,
+           test_scores(p, r, scores, sizeof scores), r->test_samples);
     fflush(stdout);
 }
 
@@ -727,8 +766,16 @@ static int report(const struct train_command *cmd, struct dl_comm *comm, int rc,
         return 0;
     if (res->last_checkpoint[0])
         printf("last checkpoint: %s\n", res->last_checkpoint);
-    printf("final: test accuracy %.2f%% (%ld samples), test loss %.4f, after %ld steps in %.1f s\n",
-           100 * res->last.test_accuracy, res->last.test_samples, res->last.test_loss, res->steps, res->seconds);
+    char top5[32] = "";
+    if (isfinite(res->last.test_top5) && res->last.evaluated)
+        snprintf(top5, sizeof top5, ", top-5 %.2f%%", 100 * res->last.test_top5);
+    if (cmd->printer.regression)
+        printf("final: test loss %.6g (%ld samples), after %ld steps in %.1f s\n", res->last.test_loss,
+               res->last.test_samples, res->steps, res->seconds);
+    else
+        printf("final: test accuracy %.2f%%%s (%ld samples), test loss %.4f, after %ld steps in %.1f s\n",
+               100 * res->last.test_accuracy, top5, res->last.test_samples, res->last.test_loss, res->steps,
+               res->seconds);
     if (res->max_staleness > 0 || cmd->train_options.parallel.consistency == DL_CONS_SSP)
         printf("parameter server: largest staleness %d\n", res->max_staleness);
     enum dl_consistency mode = cmd->train_options.parallel.consistency;

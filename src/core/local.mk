@@ -10,5 +10,5 @@ DL_REAL_SOURCES += \
 	src/core/threads.c src/core/threads.h \
 	src/core/shipped.c src/core/shipped.h \
 	src/core/dtype.c src/core/dtype.h src/core/bf16.h \
-	src/core/device_kind.c src/core/device_kind.h \
+	src/core/device_kind.c src/core/device_kind.h src/core/target_bits.h \
 	src/core/folders.c src/core/folders.h src/core/pages.c src/core/pages.h

@@ -22,6 +22,7 @@
 #include "data/cifar.h"
 #include "data/idx.h"
 #include "data/imagefolder.h"
+#include "data/regression_data.h"
 
 /* Largest per-sample element count accepted for a network input. */
 #define DL_DATA_MAX_SAMPLE (1L << 30)
@@ -38,6 +39,8 @@ const char *dl_dataset_kind_name(enum dl_dataset_kind kind)
     case DL_DATASET_IMAGEFOLDER: return "imagefolder";
     case DL_DATASET_TEXT: return "text";
     case DL_DATASET_TOKENS: return "tokens";
+    case DL_DATASET_NPY: return "npy";
+    case DL_DATASET_CSV: return "csv";
     }
     return "unknown";
 }
@@ -441,6 +444,14 @@ static int feeds(const struct dl_data_spec *spec, const char *name, const struct
     char buf[64];
     dl_shape_str(want->shape, buf, sizeof buf);
     int text = spec->kind == DL_DATASET_TEXT || spec->kind == DL_DATASET_TOKENS, ids = !dl_dtype_traits(want->shape.dtype)->is_float;
+    int floats = spec->kind == DL_DATASET_NPY || spec->kind == DL_DATASET_CSV;
+    if (floats != want->float_targets)
+        return dl_errorf(err, DL_ERR_SPEC, floats ? "%s: a %s dataset gives float targets, for a regression loss (mse, "
+                         "l1); the network's loss takes class ids" : "%s: the network's loss (mse, l1) takes float "
+                         "targets, which a %s dataset does not give (dataset npy or csv does)", name,
+                         dl_dataset_kind_name(spec->kind));
+    if (floats)
+        return DL_OK; /* the targets per sample: the network's outputs, checked by the reader */
     if (text && (!ids || want->positions != want->shape.h))
         return dl_errorf(err, DL_ERR_SPEC, "%s: a %s dataset gives token ids [T] (i32) and the next id at every "
                          "position (a loss over [T, classes]); the network reads %s with %d label%s per sample",
@@ -499,6 +510,9 @@ int dl_dataset_fits(const struct dl_data_spec *spec, const struct dl_data_want *
         return DL_OK;
     case DL_DATASET_TOKENS:
         return dl_tokens_check(spec, err);
+    case DL_DATASET_NPY:
+    case DL_DATASET_CSV:
+        return DL_OK; /* read whole when loaded: their checks are the reader's */
     case DL_DATASET_IMAGEFOLDER:
         if (want.c != 1 && want.c != 3)
             return dl_errorf(err, DL_ERR_SPEC, "%s: the network's input is %s but image folders give 1 or 3 "
@@ -563,6 +577,10 @@ static int load_split(const struct dl_data_spec *spec, int train, const struct d
     case DL_DATASET_TOKENS:
         ds->shape = want;
         rc = dl_tokens_load(spec, train, want.h, w->id_limit, classes, limit_of(spec, train), ds, err);
+        break;
+    case DL_DATASET_NPY:
+    case DL_DATASET_CSV:
+        rc = dl_regression_load(spec, train, want, classes, limit_of(spec, train), ds, err);
         break;
     default:
         rc = dl_errorf(err, DL_ERR_INTERNAL, "unknown dataset kind %d", (int)spec->kind);

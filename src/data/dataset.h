@@ -82,6 +82,7 @@ struct dl_data_want {
     int positions;
     int id_limit;
     int doc_mask, doc_separator, doc_ignored;
+    int float_targets; /* a regression loss (graph.h's float_targets): positions float targets per sample */
 };
 
 /* dl_dataset_load for a network that may read token ids or a label per

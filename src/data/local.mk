@@ -7,6 +7,7 @@ DL_COMMON_SOURCES += \
 	src/data/idx.c src/data/idx.h \
 	src/data/dataset.c src/data/dataset.h \
 	src/data/cifar.c src/data/cifar.h \
+	src/data/float_table.h src/data/npy.c src/data/csv_table.c src/data/regression_data.c src/data/regression_data.h \
 	src/data/image_decode.c src/data/image_decode.h \
 	src/data/resample.c src/data/resample.h \
 	src/data/transform.c src/data/transform.h \

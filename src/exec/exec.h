@@ -73,6 +73,12 @@ struct dl_exec_run {
      * load balancing) of the last training forward, summed over its
      * samples and layers (dl_exec_forward sets it). */
     double added_loss;
+    /* dl_exec_correct's other count, when count_top5 is set (the trainer's
+     * evaluation; a training step leaves it 0, sparing the second pass over
+     * the scores): the rows (samples, positions) whose label is among the
+     * five best scores, where dl_exec_counts_top5. */
+    int count_top5;
+    long top5;
 };
 
 /* Incremental decoding (the options' decode_positions): the absolute
@@ -360,6 +366,12 @@ double dl_exec_loss_sum(const struct dl_exec *e);
 long dl_exec_stats_count(const struct dl_graph *g, long *offset);
 void dl_exec_add_layer_stats(struct dl_exec *e, double *acc);
 int dl_exec_correct(struct dl_exec *e);
+/* Whether dl_exec_correct counts top-5 too (into e->run.top5, when asked:
+ * e->run.count_top5): more than
+ * five classes, whole on this rank (not split over the tensor group), and
+ * a classification loss; a regression loss (graph.h's float_targets) has
+ * neither count (dl_exec_correct returns 0). */
+int dl_exec_counts_top5(const struct dl_exec *e);
 /* The class scores (logits) that the last forward gave sample n at position
  * t (0 for a network with one label per sample) into out[classes], on the
  * host; DL_ERR_UNSUPPORTED where they are not whole on this rank. */

@@ -511,10 +511,27 @@ int dl_exec_scores_at(struct dl_exec *e, int n, int t, dl_real *out, struct dl_e
     return DL_OK;
 }
 
+int dl_exec_counts_top5(const struct dl_exec *e)
+{
+    const struct dl_graph *g = e->g;
+    return g->classes > 5 && !g->float_targets && !(e->shard && e->shard->layer[g->loss].split_classes);
+}
+
+/* Whether the label's score is among the five best of the C scores at
+ * col[j * P]: fewer than five score higher (ties count for the label). */
+static int in_top5(const dl_real *col, long C, int P, int label)
+{
+    int above = 0;
+    for (long j = 0; j < C && above < 5; j++)
+        above += col[j * P] > col[(long)label * P];
+    return above < 5;
+}
+
 int dl_exec_correct(struct dl_exec *e)
 {
     const struct dl_exec_impl *m = e->impl;
-    if (!dl_exec_runs(e, e->g->loss) || e->status)
+    e->run.top5 = 0;
+    if (!dl_exec_runs(e, e->g->loss) || e->status || e->g->float_targets) /* regression targets: no classes */
         return 0;
     const struct dl_exec_tensor *z = dl_exec_scores(e);
     int split = e->shard->layer[e->g->loss].split_classes, N = e->run.batch;
@@ -531,7 +548,8 @@ int dl_exec_correct(struct dl_exec *e)
         }
         scores = m->io.readback;
     }
-    int correct = 0, ignored = -1; /* a label the loss ignores is never correct (negative ones never are) */
+    /* a label the loss ignores is never correct (negative ones never are) */
+    int correct = 0, ignored = -1, top5 = e->run.count_top5 && dl_exec_counts_top5(e);
     const struct dl_layer *loss = &e->g->layers[e->g->loss];
     if (loss->kind->ignored_label)
         loss->kind->ignored_label(loss->attr, &ignored);
@@ -551,7 +569,10 @@ int dl_exec_correct(struct dl_exec *e)
                 best[2 * r] = col[k * P];
                 best[2 * r + 1] = (double)(e->shard->layer[e->g->loss].channel0 + k);
             } else {
-                correct += e->run.labels[r0 + r] >= 0 && e->run.labels[r0 + r] != ignored && k == e->run.labels[r0 + r];
+                int y = e->run.labels[r0 + r], labelled = y >= 0 && y != ignored;
+                correct += labelled && k == y;
+                if (top5 && labelled)
+                    e->run.top5 += in_top5(col, C, P, y);
             }
         }
         if (!split)

@@ -484,7 +484,9 @@ static int check_loss(struct dl_graph *g, int classes, struct dl_error *err)
     g->loss = g->n - 1;
     struct dl_layer *loss = &g->layers[g->loss];
     g->logits = loss->in[0];
-    g->positions = dl_shape_rank(loss->in_shape[0]) == 2 ? loss->in_shape[0].h : 1;
+    g->float_targets = loss->kind->float_targets;
+    g->positions = g->float_targets ? loss->in_shape[0].c /* a target per prediction */
+                 : dl_shape_rank(loss->in_shape[0]) == 2 ? loss->in_shape[0].h : 1;
     if (g->logits == DL_GRAPH_INPUT)
         return loc_errorf(err, &loss->loc, "the loss reads the network input directly: there are no layers");
     if (loss->in_shape[0].c != classes && dl_shape_rank(loss->in_shape[0]) == 2)

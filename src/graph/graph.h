@@ -77,8 +77,11 @@ struct dl_graph {
     int logits;                        /* index of the layer feeding the loss */
     int input_consumers;
     /* Labels per sample: the positions of the loss's scores (1 for a
-     * vector of class scores; T for a per-position loss over [T, classes]). */
+     * vector of class scores; T for a per-position loss over [T, classes]),
+     * or a regression loss's targets, one per prediction (float_targets:
+     * W = classes label words, each a float32's bits, core/target_bits.h). */
     int positions;
+    int float_targets;                 /* the loss's op.h float_targets: no class ids, no accuracy */
     /* Token ids of the input (an i32 input, core/shape.h) are below this:
      * the least vocabulary of the layers reading them (op.h's id_limit);
      * 0 for an input that is not ids.  The data loader checks it. */

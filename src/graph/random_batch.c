@@ -7,6 +7,7 @@
 
 #include "core/real.h"
 #include "core/rng.h"
+#include "core/target_bits.h"
 
 int dl_graph_random_batch(const struct dl_graph *g, int n, void **x, int **y, struct dl_error *err)
 {
@@ -28,7 +29,7 @@ int dl_graph_random_batch(const struct dl_graph *g, int n, void **x, int **y, st
         else
             values[i] = (dl_real)dl_rng_normal(&r);
     }
-    for (long k = 0; k < labels; k++)
-        (*y)[k] = (int)dl_rng_below(&r, (uint64_t)g->classes);
+    for (long k = 0; k < labels; k++) /* class ids, or a regression loss's standard normal targets */
+        (*y)[k] = g->float_targets ? dl_target_bits((float)dl_rng_normal(&r)) : (int)dl_rng_below(&r, (uint64_t)g->classes);
     return DL_OK;
 }

@@ -1,6 +1,7 @@
 /* kinds.h: the list of op kinds (X-macro), in documentation order.  Each
  * entry names the `const struct dl_op_kind` defined in src/ops/<kind>.c
- * (layernorm and rmsnorm share ops/feature_norm.c). */
+ * (layernorm and rmsnorm share ops/feature_norm.c; mse and l1
+ * ops/regression_loss.c). */
 #ifndef DL_OP_KINDS_H
 #define DL_OP_KINDS_H
 
@@ -33,7 +34,9 @@
     DL_OP(dl_op_flatten) \
     DL_OP(dl_op_add) \
     DL_OP(dl_op_concat) \
-    DL_OP(dl_op_softmax_xent)
+    DL_OP(dl_op_softmax_xent) \
+    DL_OP(dl_op_mse) \
+    DL_OP(dl_op_l1)
 
 #define DL_OP(sym) extern const struct dl_op_kind sym;
 DL_OP_LIST

@@ -16,8 +16,8 @@
  *            dparam[j] (frozen or non-trainable parameter) is skipped.
  * backward always follows a forward of the same batch with the same
  * `training` value, so saved[] is filled as that forward left it.  No two of
- * in[], out, din[], dout and saved alias each other.  Labels reaching a loss
- * op are in [0, classes): the data loader checks them. */
+ * in[], out, din[], dout and saved alias each other.  Class ids reaching a
+ * loss op are in [0, classes): the data loader checks them. */
 #ifndef DL_OP_H
 #define DL_OP_H
 
@@ -162,7 +162,8 @@ struct dl_op_call {
      * set: attention sees only keys of the query's own document, positions
      * count from the document's start. */
     const int *doc_start;
-    const int *labels;                  /* loss ops only: N class indices (N x T for a sequence) */
+    const int *labels;                  /* loss ops only: N class indices (N x T for a sequence), or N x W
+                                           float targets' bits (float_targets) */
     /* Loss ops: the labelled positions per sample over the whole
      * mini-batch (its labels that the loss does not ignore, over its
      * samples), by which a sample's summed loss is divided so that the
@@ -282,6 +283,11 @@ struct dl_op_kind {
      * *label and returns 1 (the trainer then counts the mini-batch's other
      * labels for dl_op_call.label_norm); NULL: every label counts. */
     int (*ignored_label)(const void *attr, int *label);
+    /* A regression loss (mse, l1): its labels are float targets, one per
+     * value of its input vector (W, 1, 1), each label word a float32's bits
+     * (core/target_bits.h), W of them per sample; there are no classes to
+     * count correct (no accuracy).  0: class ids. */
+    int float_targets;
 
     /* Capabilities: what the tuner and the executor may do with a layer of
      * this kind.  They decide, not the kind's name (doc/ARCHITECTURE.md names

@@ -12,7 +12,7 @@
 #include "core/shipped.h"
 
 const char *const dl_dataset_names[] = {"fashion-mnist", "mnist", "idx", "synthetic", "cifar10", "cifar100",
-                                        "imagefolder", "text", "tokens", NULL};
+                                        "imagefolder", "text", "tokens", "npy", "csv", NULL};
 const char *const dl_crop_names[] = {"random-resized", "center", NULL};
 const char *const dl_bad_sample_names[] = {"skip", "fail", NULL};
 
@@ -232,9 +232,13 @@ int dl_data_section_parse(const struct dl_ynode *m, struct dl_data_spec *d, stru
     d->prefetch = (int)prefetch;
     d->document_mask = (int)separator;
     d->bad_samples = (enum dl_bad_samples)bad;
-    if (d->kind == DL_DATASET_IDX && (!d->train_images[0] || !d->train_labels[0] || !d->test_images[0] ||
-                                      !d->test_labels[0]))
-        return dl_yerrorf(err, DL_ERR_SPEC, m,
-                          "data: dataset 'idx' needs train_images, train_labels, test_images and test_labels");
+    if ((d->kind == DL_DATASET_IDX || d->kind == DL_DATASET_NPY) && (!d->train_images[0] || !d->train_labels[0] ||
+                                                                     !d->test_images[0] || !d->test_labels[0]))
+        return dl_yerrorf(err, DL_ERR_SPEC, m, "data: dataset '%s' needs train_images, train_labels, test_images and "
+                          "test_labels%s", dl_dataset_names[d->kind],
+                          d->kind == DL_DATASET_NPY ? " (.npy files: the features, then the targets)" : "");
+    if (d->kind == DL_DATASET_CSV && (!d->train_images[0] || !d->test_images[0]))
+        return dl_yerrorf(err, DL_ERR_SPEC, m, "data: dataset 'csv' needs train_images and test_images (CSV files: "
+                          "a row per sample, its features then its targets)");
     return DL_OK;
 }

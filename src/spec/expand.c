@@ -370,7 +370,7 @@ int dl_expand_loss(struct dl_expander *x, const struct dl_ynode *ln, const char 
         const struct dl_op_kind *k = dl_op_find(tn->str);
         if (k && !k->is_loss)
             return dl_yerrorf(x->err, DL_ERR_SPEC, tn, "loss: '%s' is a layer type, not a loss (expected "
-                              "softmax_cross_entropy)", tn->str);
+                              "softmax_cross_entropy, or mse or l1 for float targets)", tn->str);
     }
     struct dl_ynode seq = {.kind = DL_Y_SEQ, .file = item->file, .line = item->line, .col = item->col, .n = 1,
                            .items = (struct dl_ynode **)&item};

@@ -21,7 +21,9 @@ enum dl_dataset_kind {
     DL_DATASET_CIFAR100,      /* CIFAR-100 binary (train.bin, test.bin; fine labels) */
     DL_DATASET_IMAGEFOLDER,   /* dir/train and dir/val: a subfolder per class, or list files */
     DL_DATASET_TEXT,          /* a file or folder of text: byte ids in windows, the next byte as labels */
-    DL_DATASET_TOKENS         /* llm.c's token files (data/tokens.h): ids in windows, the next id as labels */
+    DL_DATASET_TOKENS,        /* llm.c's token files (data/tokens.h): ids in windows, the next id as labels */
+    DL_DATASET_NPY,           /* NumPy .npy files of float features and float targets (a regression loss) */
+    DL_DATASET_CSV            /* a CSV file, a row per sample: float features, then float targets */
 };
 
 #define DL_DATASET_NAME_MAX 64

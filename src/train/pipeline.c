@@ -255,11 +255,11 @@ int dl_pipeline_step(struct dl_pipeline *pl, const void *x, const int *y, int n,
 }
 
 int dl_pipeline_evaluate(struct dl_pipeline *pl, const void *x, const int *y, long n, double *loss_sum,
-                         long *correct, struct dl_error *err)
+                         long correct[2], struct dl_error *err)
 {
     int max_batch = pl->slot[0].max_batch;
     *loss_sum = 0;
-    *correct = 0;
+    correct[0] = correct[1] = 0;
     for (long start = 0, chunk = 0; start < n; start += max_batch, chunk++) {
         int b = (int)(n - start < max_batch ? n - start : max_batch);
         for (int v = 0; v < pl->V; v++) { /* each stage's input comes from the stage before it */
@@ -273,7 +273,10 @@ int dl_pipeline_evaluate(struct dl_pipeline *pl, const void *x, const int *y, lo
             if (rc)
                 return rc;
             *loss_sum += dl_exec_loss_sum(e);
-            *correct += dl_exec_correct(e);
+            e->run.count_top5 = 1;
+            correct[0] += dl_exec_correct(e);
+            correct[1] += e->run.top5;
+            e->run.count_top5 = 0;
         }
     }
     return sends_wait(pl, err);

@@ -111,8 +111,10 @@ int dl_pipeline_step(struct dl_pipeline *pl, const void *x, const int *y, int n,
 
 /* Inference over n samples of x and y (x as dl_pipeline_step's; in
  * batches no larger than the slots'), through the rank's stages in order:
- * the last stage's loss sum and number correct, 0 on the other ranks. */
+ * the last stage's loss sum and numbers correct, correct[0] the top-1 and
+ * correct[1] the top-5 (exec.h's dl_exec_counts_top5; 0 where not
+ * counted), 0 on the other ranks. */
 int dl_pipeline_evaluate(struct dl_pipeline *pl, const void *x, const int *y, long n, double *loss_sum,
-                         long *correct, struct dl_error *err);
+                         long correct[2], struct dl_error *err);
 
 #endif

@@ -38,7 +38,7 @@ struct dl_step_report {
     long skipped_steps;         /* in the run so far */
     int n_expert_layers;        /* each routing layer's load (valid during the call) */
     const struct dl_expert_layer_load *expert_layers;
-    double accuracy;            /* fraction correct in this batch */
+    double accuracy;            /* fraction correct in this batch (NaN for a regression loss) */
     double lr;
     double samples_per_s;       /* global, since the start of the epoch */
     double eta_s;               /* estimated seconds left in the run */
@@ -57,7 +57,9 @@ struct dl_step_report {
 struct dl_epoch_report {
     int epoch, epochs;
     double train_loss, train_accuracy; /* means over the epoch's batches */
-    double test_loss, test_accuracy;   /* over the whole test split */
+    double test_loss, test_accuracy;   /* over the whole test split (accuracies NaN for a regression loss) */
+    double test_top5;                  /* the label among the five best scores: NaN where not counted (5 classes
+                                          or fewer, a regression loss, classes split over the tensor group) */
     long test_samples;
     double seconds, samples_per_s;
     double comm_seconds, exposed_comm_seconds; /* summed over the epoch */

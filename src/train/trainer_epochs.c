@@ -219,6 +219,14 @@ static int has_added_loss(const struct dl_graph *g)
     return 0;
 }
 
+/* The share of `samples` samples' labels that `correct` is (0 for none);
+ * NaN for a regression loss, which has no classes to be right about. */
+static double accuracy_of(const struct trainer *tr, double correct, double samples)
+{
+    const struct dl_graph *g = &tr->net->graph;
+    return g->float_targets ? NAN : samples > 0 ? correct / (samples * g->positions) : 0;
+}
+
 static void report_step(const struct trainer *tr, int epoch, const struct epoch_tally *tally, long global_step,
                         double lr, const struct step_outcome *out, double t_step, double input_seconds)
 {
@@ -235,7 +243,7 @@ static void report_step(const struct trainer *tr, int epoch, const struct epoch_
         .skipped = tr->guarded && tr->strategy->skipped, .guard_why = tr->guard.why,
         .skipped_steps = tr->guard.skipped,
         .n_expert_layers = isfinite(out->expert_max_load) ? tr->n_expert_layers : 0,
-        .expert_layers = tr->expert_layers, .accuracy = m->correct / (m->samples * tr->net->graph.positions), .lr = lr,
+        .expert_layers = tr->expert_layers, .accuracy = accuracy_of(tr, m->correct, m->samples), .lr = lr,
         .samples_per_s = (double)(tally->seen - tally->seen_before) / (now - tally->start + 1e-12),
         .eta_s = (now - tr->run_start) / (double)(global_step - tr->resume.step) *
                  (double)(tr->total_steps - global_step),
@@ -273,8 +281,7 @@ static int finish_epoch(struct trainer *tr, int epoch, const struct epoch_tally 
     const struct dl_train_spec *ts = &tr->net->train;
     struct dl_epoch_report er = {.epoch = epoch + 1, .epochs = ts->epochs,
                                  .train_loss = tally->seen ? tally->loss_sum / (double)tally->seen : 0,
-                                 .train_accuracy = tally->seen ? tally->correct / ((double)tally->seen *
-                                                                                   tr->net->graph.positions) : 0};
+                                 .train_accuracy = accuracy_of(tr, tally->correct, (double)tally->seen)};
     er.seconds = dl_clock_now() - tally->start;
     er.samples_per_s = (double)(tally->seen - tally->seen_before) / (er.seconds + 1e-12);
     er.comm_seconds = tally->comm_seconds;

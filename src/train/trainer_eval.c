@@ -38,8 +38,8 @@ static int pad_forwards(struct trainer *tr, long batches, struct dl_error *err)
         rc = b < 0 && one.error.code ? (*err = one.error, err->code) : dl_errorf(err, DL_ERR_INTERNAL, "no sample");
     for (long i = 0; !rc && i < batches; i++) {
         double loss;
-        long correct;
-        rc = dl_pipeline_evaluate(&tr->pipe, x, y, 1, &loss, &correct, err);
+        long correct[2];
+        rc = dl_pipeline_evaluate(&tr->pipe, x, y, 1, &loss, correct, err);
     }
     dl_batcher_free(&one);
     return rc;
@@ -47,8 +47,9 @@ static int pad_forwards(struct trainer *tr, long batches, struct dl_error *err)
 
 static int evaluate_whole(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err);
 
-/* Test loss and accuracy, where the strategy's layout says: a slice per
- * data-parallel rank, summed, or the whole split on rank 0. */
+/* Test loss, accuracy and top-5 accuracy (NaN where there is none), where
+ * the strategy's layout says: a slice per data-parallel rank, summed, or
+ * the whole split on rank 0. */
 int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
 {
     long n = tr->data.test.n, first = 0, count = n;
@@ -74,17 +75,18 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     int b = 0;
     const void *x;
     const int *y;
-    double sums[2] = {0, 0};
+    double sums[3] = {0, 0, 0}; /* loss, top-1 and top-5 correct */
     int max_batch = dl_pipeline_exec(&tr->pipe)->max_batch;
     int paired = tr->grid.experts || (tr->strategy && tr->strategy->zero_weights);
     long batches = split && paired ? group_batches(tr, n, tr->data_comm->size, max_batch) : 0;
     while (!rc && (b = dl_batcher_next_view(&reader, &x, &y)) > 0) {
         batches--;
         double loss;
-        long correct;
-        rc = dl_pipeline_evaluate(&tr->pipe, x, y, b, &loss, &correct, err);
+        long correct[2];
+        rc = dl_pipeline_evaluate(&tr->pipe, x, y, b, &loss, correct, err);
         sums[0] += loss;
-        sums[1] += (double)correct;
+        sums[1] += (double)correct[0];
+        sums[2] += (double)correct[1];
     }
     if (!rc && b < 0) {
         *err = reader.error;
@@ -94,9 +96,9 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     if (!rc && batches > 0)
         rc = pad_forwards(tr, batches, err);
     if (!rc && split)
-        rc = dl_comm_sum_small(tr->data_comm, sums, 2, err);
+        rc = dl_comm_sum_small(tr->data_comm, sums, 3, err);
     if (!rc)
-        rc = dl_trainer_agree_over_grid(tr, sums, 2, 2, err);
+        rc = dl_trainer_agree_over_grid(tr, sums, 3, 3, err);
     dl_trace_span(tr->trace, DL_TRACE_EVAL, "evaluate", t0);
     if (rc)
         return rc;
@@ -104,7 +106,10 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     if (!isfinite(er->test_loss)) /* with finite weights (check_weights ran): an activation overflowed */
         return dl_errorf(err, DL_ERR_DATA, "the test loss is %g (the weights are finite, a layer's output "
                          "overflowed): lower the learning rate, or check the data", er->test_loss);
-    er->test_accuracy = n ? sums[1] / ((double)n * tr->net->graph.positions) : 0; /* correct positions */
+    const struct dl_graph *g = &tr->net->graph;
+    double rows = (double)n * g->positions; /* correct positions */
+    er->test_accuracy = g->float_targets ? NAN : n ? sums[1] / rows : 0; /* a regression loss has none */
+    er->test_top5 = dl_exec_counts_top5(dl_pipeline_exec(&tr->pipe)) ? n ? sums[2] / rows : 0 : NAN;
     er->test_samples = n;
     er->evaluated = 1;
     return DL_OK;

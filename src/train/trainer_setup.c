@@ -185,7 +185,7 @@ static int load_data(struct trainer *tr, int chunks, struct dl_error *err)
     const struct dl_graph *g = &net->graph;
     const struct dl_layer *loss = g->loss >= 0 ? &g->layers[g->loss] : NULL;
     d->counts_labels = loss && loss->kind->ignored_label && loss->kind->ignored_label(loss->attr, &d->ignored_label);
-    struct dl_data_want want = {g->input, g->classes, g->positions, g->id_limit};
+    struct dl_data_want want = {g->input, g->classes, g->positions, g->id_limit, .float_targets = g->float_targets};
     if (net->data.document_mask >= 0) { /* the labels across a boundary: the loss ignores them */
         if (!d->counts_labels || g->positions < 2)
             return dl_errorf(err, DL_ERR_SPEC, "data.document_mask: the loss%s%s%s does not take a label per "
