@@ -98,7 +98,7 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                                          dl_grid_rank(d, (struct dl_grid_pos){t, dd, p}));
             layer_range(&s, r->layers, sizeof r->layers);
             int blocks = net->parallel.zero ? d->dp : 1; /* ZeRO: the optimizer's state a block a data-parallel rank */
-            long grads = m.weights, arena = 0, largest = 0;
+            long grads = m.weights, arena = 0, gathered = 0;
             struct dl_zero_shard zs;
             dl_zero_shard_of(m.weights, d->dp, 0, &zs);
             if (net->parallel.zero >= 2 && d->dp > 1) { /* ZeRO-2 and 3: the buckets (the default size) */
@@ -108,7 +108,7 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                 rc = dl_exec_plan(&e, g, max_local, &o, err);
                 if (!rc) {
                     rc = dl_zero_grads_plan_arena(&e, 0, &arena, err);
-                    largest = dl_zero_weights_largest_of(&e); /* ZeRO-3: gathered beside the block */
+                    gathered = dl_zero_weights_gathered_of(&e); /* ZeRO-3: beside the block */
                     dl_exec_free(&e);
                 }
                 if (rc) {
@@ -118,7 +118,7 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
             }
             if (net->parallel.zero && d->dp > 1) /* with the block's sums and the staging */
                 grads = dl_zero_grad_values(&zs, m.weights, net->parallel.zero, arena, 0, DL_F32);
-            long held = dl_zero_held_weights(&zs, m.weights, d->dp > 1 ? net->parallel.zero : 0, largest);
+            long held = dl_zero_held_weights(&zs, m.weights, d->dp > 1 ? net->parallel.zero : 0, gathered);
             r->weights = 4.0 * (double)held, r->gradients = 4.0 * (double)grads, r->state = 4.0 * (double)m.state;
             r->optimizer = dl_optim_state_bytes(&net->train.optim, (double)m.weights, blocks);
             r->arena = (double)m.arena_bytes;

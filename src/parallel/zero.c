@@ -37,9 +37,9 @@ long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int sta
     return (stage >= 2 ? arena : n_weights) + sh->block + dl_zero_staging(sh, bucket_bytes, wire);
 }
 
-long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long largest)
+long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long gathered)
 {
-    return stage == 3 && sh->ranks > 1 ? sh->block + 2 * largest : n_weights;
+    return stage == 3 && sh->ranks > 1 ? sh->block + gathered : n_weights;
 }
 
 int dl_zero_allgather(struct dl_comm *c, const struct dl_zero_shard *sh, const dl_real *block, dl_real *weights,

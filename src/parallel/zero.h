@@ -37,11 +37,10 @@ long dl_zero_staging(const struct dl_zero_shard *sh, size_t bucket_bytes, enum d
 long dl_zero_grad_values(const struct dl_zero_shard *sh, long n_weights, int stage, long arena, size_t bucket_bytes,
                          enum dl_dtype wire);
 
-/* The weight values a rank holds with `stage` (0 to 3) and the largest
- * layer's `largest` (zero_weights.h): all n_weights, or with stage 3 its
- * block, the layer in use and the next one's gathered ahead (at most two
- * largest layers). */
-long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long largest);
+/* The weight values a rank holds with `stage` (0 to 3): all n_weights,
+ * or with stage 3 its block and `gathered` (zero_weights.h: the layer in
+ * use and the one gathered ahead). */
+long dl_zero_held_weights(const struct dl_zero_shard *sh, long n_weights, int stage, long gathered);
 
 /* Stage 1's sum of grad (ranks x block values, the padding zero) into this
  * rank's block, reduce-scatters a chunk at a time; wire bf16 (--grad-dtype

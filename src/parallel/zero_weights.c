@@ -40,7 +40,7 @@ struct dl_zero_weights {
     int *first;             /* [layer + 1]: layer i's ranges are [first[i], first[i + 1]) */
     int layers;
     int holding;            /* hold_all's: every weight is here */
-    long largest;
+    long gathered;          /* the most values gathered at once (two_largest) */
     double seconds;         /* the compute thread's waits for gathers */
     double gathering;       /* the gathers' own time (on the thread: the waits' and what was hidden) */
     size_t bytes;
@@ -87,20 +87,35 @@ static long values_of(const struct zrange *r, int n)
     return v;
 }
 
-long dl_zero_weights_largest_of(const struct dl_exec *e)
+/* The two largest layers' values, a layer whose ranges start where the
+ * largest's do (a tied parameter's other user) not counted again. */
+static long two_largest(const struct dl_exec *e, const struct zrange *all, const int *first)
 {
-    long most = 0;
+    long top = 0, second = 0, top_lo = -1;
     for (int i = 0; i < e->g->n; i++) {
-        struct zrange r[e->g->layers[i].n_params > 0 ? e->g->layers[i].n_params : 1];
-        long v = values_of(r, layer_ranges(e, i, r));
-        most = v > most ? v : most;
+        struct zrange own[e->g->layers[i].n_params > 0 ? e->g->layers[i].n_params : 1];
+        const struct zrange *r = all ? all + first[i] : own;
+        int m = all ? first[i + 1] - first[i] : layer_ranges(e, i, own);
+        long v = values_of(r, m), lo = m ? r[0].lo : -1;
+        if (v > top) {
+            if (lo != top_lo)
+                second = top;
+            top = v, top_lo = lo;
+        } else if (v > second && lo != top_lo) {
+            second = v;
+        }
     }
-    return most;
+    return top + second;
 }
 
-long dl_zero_weights_largest(const struct dl_zero_weights *z)
+long dl_zero_weights_gathered_of(const struct dl_exec *e)
 {
-    return z->largest;
+    return two_largest(e, NULL, NULL);
+}
+
+long dl_zero_weights_gathered(const struct dl_zero_weights *z)
+{
+    return z->gathered;
 }
 
 /* The pages wholly inside weights [lo, hi) that hold none of this rank's
@@ -318,9 +333,8 @@ int dl_zero_weights_create(struct dl_comm *c, struct dl_exec *e, const struct dl
     for (int i = 0; i < e->g->n; i++) {
         int m = layer_ranges(e, i, z->ranges + z->first[i]);
         z->first[i + 1] = z->first[i] + m;
-        long v = values_of(z->ranges + z->first[i], m);
-        z->largest = v > z->largest ? v : z->largest;
     }
+    z->gathered = two_largest(e, z->ranges, z->first);
     int rc = dl_zero_weights_attach(z, e, err);
     struct zlane *q = &z->lane;
     q->want = LANE_NONE;

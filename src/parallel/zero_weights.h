@@ -48,12 +48,13 @@ void dl_zero_weights_updated(struct dl_zero_weights *z);
  * the bytes (this rank's sends: its part of each broadcast times the other
  * ranks). */
 void dl_zero_weights_take_stats(struct dl_zero_weights *z, double *seconds, double *exposed, size_t *bytes);
-/* The most weight values one layer gathers (a rank holds two such beside
- * its block: the layer in use and the one gathered ahead). */
-long dl_zero_weights_largest(const struct dl_zero_weights *z);
+/* The most weight values a rank holds gathered beside its block: the
+ * layer in use and the one gathered ahead, at most the two largest layers
+ * (a tied parameter's users counted once). */
+long dl_zero_weights_gathered(const struct dl_zero_weights *z);
 /* The same, planned from an executor's layers before any exists (check,
  * the planner). */
-long dl_zero_weights_largest_of(const struct dl_exec *e);
+long dl_zero_weights_gathered_of(const struct dl_exec *e);
 /* Removes the hooks and frees z (the weights stay as they are). */
 void dl_zero_weights_free(struct dl_zero_weights *z);
 

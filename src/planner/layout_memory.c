@@ -54,7 +54,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
     struct dl_comm tensor = {.size = l->dims.tp, .rank = 0}, pipeline = {.size = l->dims.pp, .rank = p};
     o.tensor_comm = l->dims.tp > 1 ? &tensor : NULL;
     o.pipeline_comm = l->dims.pp > 1 ? &pipeline : NULL;
-    long buckets = 0, largest = 0; /* ZeRO-2 and 3 (no pipeline): the buckets' arena; 3: the largest layer */
+    long buckets = 0, gathered = 0; /* ZeRO-2 and 3 (no pipeline): the buckets' arena; 3: the layers gathered */
     for (int v = 0; !rc && v < V; v++) {
         struct dl_exec e;
         o.stage = v;
@@ -63,7 +63,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
             arena[v] = e.stats.arena_bytes;
             if (l->zero >= 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1)
                 rc = dl_zero_grads_plan_arena(&e, l->bucket_bytes, &buckets, err);
-            largest = dl_zero_weights_largest_of(&e);
+            gathered = dl_zero_weights_gathered_of(&e);
             dl_exec_free(&e);
         }
     }
@@ -80,7 +80,7 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
         if (l->zero && l->dims.dp > 1)
             grads = (double)dl_zero_grad_values(&zs, (long)trainable, l->zero, buckets, l->bucket_bytes,
                                                 l->grad_dtype);
-        double held = (double)dl_zero_held_weights(&zs, (long)trainable, l->dims.dp > 1 ? l->zero : 0, largest);
+        double held = (double)dl_zero_held_weights(&zs, (long)trainable, l->dims.dp > 1 ? l->zero : 0, gathered);
         *param_bytes = (size_t)dl_optim_param_bytes(optim, trainable, held, grads, state, l->zero ? l->dims.dp : 1);
     }
     dl_shard_free(&s);

@@ -108,7 +108,7 @@ static int report_memory(struct trainer *tr, struct dl_error *err)
     struct dl_grid_pos pos = tr->sharded ? tr->shard.pos : (struct dl_grid_pos){.t = 0, .d = tr->comm->rank, .p = 0};
     long grads = tr->strategy && tr->strategy->grad_values >= 0 ? tr->strategy->grad_values : pm.weights;
     long held = tr->strategy && tr->strategy->zero_weights /* ZeRO-3: the block and one layer */
-                    ? dl_zero_held_weights(&tr->zero_shard, pm.weights, 3, dl_zero_weights_largest(tr->strategy->zero_weights))
+                    ? dl_zero_held_weights(&tr->zero_shard, pm.weights, 3, dl_zero_weights_gathered(tr->strategy->zero_weights))
                     : pm.weights;
     struct dl_rank_memory mine = {tr->comm->rank, pos.d, pos.t, pos.p, pm.slots, (double)pm.arena_bytes,
                                   (double)held, (double)pm.state, (double)grads,
