@@ -1,7 +1,8 @@
 """layerwise_check.py: the PyTorch side of test_layerwise.sh: LARS and LAMB
-written from the papers' update rules (no PyTorch release has them), run
-on the same MLP, weights and batch as dltrain's (tests/torch_step steps),
-in float64 and float32.
+written from the papers' update rules (no PyTorch release has them), and
+Muon as torch.optim.Muon (PyTorch 2.9 on) does it but in the test's dtype
+(its Newton-Schulz runs in bf16), run on the same MLP, weights and batch
+as dltrain's (tests/torch_step steps), in float64 and float32.
 
 LARS (You, Gitman and Ginsburg 2017, Algorithm 1), per parameter tensor:
   ratio = eta ||w|| / (||g|| + wd ||w||);  b = mu b + lr ratio (g + wd w);  w -= b
@@ -9,7 +10,12 @@ LAMB (You et al. 2019, Algorithm 2, with Adam's bias corrections):
   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
   r = (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd w;  w -= lr (||w|| / ||r||) r
 The ratio is 1 where either norm is 0; a tensor no_decay leaves out gets
-ratio 1 and no weight decay.  dltrain's final weights must be within
+ratio 1 and no weight decay.
+Muon (Jordan et al. 2024) on fc1's and fc2's weights (the hidden layers'
+matrices), AdamW on the biases and the output layer fc3:
+  b = mu b + (1-mu) g;  u = g + mu (b - g);  X = u / ||u|| (transposed if taller than wide)
+  5 times: A = X X^T;  X = a X + (b A + c A A) X  (3.4445, -4.7750, 2.0315)
+  w *= 1 - lr wd;  w -= lr sqrt(max(1, rows/cols)) X  dltrain's final weights must be within
 FACTOR times PyTorch float32's distance to float64 (torch_check.py's rule).
 
 usage: layerwise_check.py NET WORK TOOL STEPS OPTIMIZER KEY=VALUE...
@@ -54,7 +60,25 @@ def train(w0, x, y, steps, kind, hp, dtype):
             for k, p in w.items():
                 g, adapt = p.grad, not (hp["no_decay"] == "bias" and k.endswith(".bias"))
                 d = wd if adapt else 0.0
-                if kind == "lars":
+                if kind == "muon" and k.endswith(".weight") and not k.startswith(LAYERS[-1]):
+                    b = state[k][0]
+                    b.add_((1 - hp["momentum"]) * (g - b))
+                    u = g + hp["momentum"] * (b - g)
+                    x = u.T if u.shape[0] > u.shape[1] else u
+                    x = x / max(x.norm(), 1e-7)
+                    for _ in range(5):
+                        a = x @ x.T
+                        x = 3.4445 * x + (-4.7750 * a + 2.0315 * a @ a) @ x
+                    x = x.T if u.shape[0] > u.shape[1] else x
+                    p.mul_(1 - hp["lr"] * d)
+                    p.sub_(hp["lr"] * max(1.0, u.shape[0] / u.shape[1]) ** 0.5 * x)
+                elif kind == "muon":  # AdamW
+                    m, v = state[k]
+                    m.mul_(hp["beta1"]).add_((1 - hp["beta1"]) * g)
+                    v.mul_(hp["beta2"]).add_((1 - hp["beta2"]) * g * g)
+                    p.mul_(1 - hp["lr"] * d)
+                    p.sub_(hp["lr"] * (m / (1 - hp["beta1"] ** t)) / ((v / (1 - hp["beta2"] ** t)).sqrt() + hp["eps"]))
+                elif kind == "lars":
                     wn, gn = p.norm(), g.norm()
                     ratio = hp["trust_coefficient"] * wn / (gn + d * wn) if adapt and wn > 0 and gn > 0 else 1.0
                     b = state[k][0]

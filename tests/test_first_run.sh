@@ -238,10 +238,10 @@ tap_result $? "--set description to a list of a mapping: accepted"
 
 # ---------------------------------------------------------------- keys that do not apply
 expect_status 0 "the file's momentum with --optimizer adam: a warning" -- "$DLTRAIN" check --net lenet5 --optimizer adam
-expect_output "warning: .*nets/lenet5.yaml:[0-9]+:[0-9]+: train.optimizer.momentum: adam does not use it \(sgd, rmsprop and lars do\); ignored" \
+expect_output "warning: .*nets/lenet5.yaml:[0-9]+:[0-9]+: train.optimizer.momentum: adam does not use it \(sgd, rmsprop, lars and muon do\); ignored" \
     "naming the key and where it is"
 expect_status 2 "--set train.optimizer.beta2 with sgd is refused" -- "$DLTRAIN" check --net lenet5 --set train.optimizer.beta2=0.95
-expect_output "train.optimizer.beta2: sgd does not use it \(adam, adamw and lamb do\)" "saying who does"
+expect_output "train.optimizer.beta2: sgd does not use it \(adam, adamw, lamb and muon do\)" "saying who does"
 expect_status 2 "--momentum with --optimizer adam is refused" -- "$DLTRAIN" check --net lenet5 --optimizer adam --momentum 0.9
 
 # ---------------------------------------------------------------- options

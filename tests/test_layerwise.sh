@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_layerwise.sh: the large-batch optimizers LARS and LAMB and the
+# test_layerwise.sh: the layerwise optimizers LARS, LAMB and Muon and the
 # learning-rate scaling rules (issue 47).  On a small MLP, 20 full-batch
 # steps of each (tests/torch_step steps: the trainer's no_decay runs and
 # parameter tensors) against PyTorch implementations of the papers' rules
@@ -14,11 +14,14 @@
 # resumed from a checkpoint continues bit for bit; bad
 # input exits 2:
 # a key no optimizer has, a key lars does not read, lr_scaling without a
-# reference batch, lars with --zero or tensor parallelism.
+# reference batch, lars with --zero or tensor parallelism.  Muon (its
+# hidden layers' matrices orthogonalised, the rest on AdamW's step) the
+# same way: against PyTorch in float64, LeNet-5's four matrices (the convs
+# flattened), 4 ranks as one process, refused with --zero.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/grid_runs.sh"
 T="$TMPDIR_TEST"
-tap_plan 28
+tap_plan 35
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 cat >"$T/mlp.yaml" <<'YAML'
@@ -65,9 +68,14 @@ if "$PY" -c 'import numpy, torch' 2>/dev/null; then
     tap_result $? "lamb, biases left out by no_decay: 20 steps as PyTorch float64 within 4x float32's distance"
     torch_check lamb none $LAMB
     tap_result $? "lamb, every tensor adapted: as PyTorch"
+    MUON="lr=0.02 momentum=0.9 weight_decay=0.1 beta1=0.8 beta2=0.99 eps=1e-6"
+    torch_check muon bias $MUON
+    tap_result $? "muon (fc1, fc2 orthogonalised; fc3 and the biases AdamW, biases undecayed): 20 steps as PyTorch"
+    torch_check muon none $MUON
+    tap_result $? "muon, every tensor decayed: as PyTorch"
 else
-    for i in 1 2 3 4; do echo "ok $i # SKIP no Python with numpy and torch"; done
-    tap_n=4
+    for i in 1 2 3 4 5 6; do echo "ok $i # SKIP no Python with numpy and torch"; done
+    tap_n=6
 fi
 
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 64 --threads 1 --max-steps 20
@@ -111,6 +119,13 @@ expect_status 2 "beta1 with lars from the command line" -- $DLTRAIN check $LENET
     --set train.optimizer.beta1=0.8
 expect_status 2 "lars with --zero 1" -- $DLTRAIN $LENET $LARS_CLI --zero 1 --max-steps 1
 expect_output "lars: not with --zero 1 \(a rank's block of the weights cuts parameter tensors" "  saying why"
+MUON_CLI="--optimizer muon --lr 0.01"
+expect_status 0 "LeNet-5 trains with muon" -- $DLTRAIN $LENET $MUON_CLI --max-steps 2 --quiet
+expect_output "muon: 4 weight matrices orthogonalised, 6 other parameter tensors on AdamW's step \(5 left out by no_decay" \
+    "  conv1, conv2, fc1 and fc2's weights orthogonalised; the head and the biases on AdamW's step"
+expect_status 2 "muon with --zero 3" -- $DLTRAIN $LENET $MUON_CLI --zero 3 --max-steps 1
+expect_output "muon: not with --zero 3 \(a rank's block of the weights cuts parameter tensors, which Muon orthogonalises whole" \
+    "  saying why"
 
 R="$LENET $LAMB_CLI --quiet --schedule constant --warmup-epochs 0"
 $DLTRAIN $R --dump-weights "$T/whole.bin" >/dev/null 2>&1 &&
@@ -126,10 +141,12 @@ if command -v mpirun >/dev/null 2>&1; then
     tap_result $? "lamb: LeNet-5 on 4 data-parallel ranks as one process (20 steps)"
     run 2 lars-pp2 $LENET $LARS_CLI --grid pp=2 && compare lars-pp2 lars1 lars-pp2
     tap_result $? "lars: LeNet-5 on 2 pipeline ranks (each its stages' whole tensors) as one process"
+    run 1 muon1 $LENET $MUON_CLI && run 4 muon4 $LENET $MUON_CLI && compare muon-dp4 muon1 muon4
+    tap_result $? "muon: LeNet-5 on 4 data-parallel ranks as one process (20 steps)"
     expect_status 2 "lamb with tensor parallelism" -- \
         timeout 60 mpirun --oversubscribe -np 2 $DLTRAIN $LENET $LAMB_CLI --grid tp=2 --max-steps 1
     expect_output "lamb: not with tensor parallelism \(--grid tp=2" "  saying why"
 else
-    for i in 24 25 26 27 28; do echo "ok $i # SKIP mpirun not found"; done
+    for i in 30 31 32 33 34 35; do echo "ok $i # SKIP mpirun not found"; done
 fi
 exit $((tap_failed > 0))

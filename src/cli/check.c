@@ -151,13 +151,13 @@ static void print_settings(const struct dl_net *net)
         }
     if (o->no_decay)
         printf("]");
-    if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_RMSPROP || o->kind == DL_OPTIM_LARS)
+    if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_RMSPROP || o->kind == DL_OPTIM_LARS || o->kind == DL_OPTIM_MUON)
         printf(", momentum %g", o->momentum);
     if (o->kind == DL_OPTIM_LARS)
         printf(", trust_coefficient %g", o->trust_coefficient);
-    if (o->kind == DL_OPTIM_SGD)
+    if (o->kind == DL_OPTIM_SGD || o->kind == DL_OPTIM_MUON)
         printf(", nesterov %s", yes_no(o->nesterov));
-    if (o->kind == DL_OPTIM_ADAM || o->kind == DL_OPTIM_ADAMW || o->kind == DL_OPTIM_LAMB)
+    if (o->kind == DL_OPTIM_ADAM || o->kind == DL_OPTIM_ADAMW || o->kind == DL_OPTIM_LAMB || o->kind == DL_OPTIM_MUON)
         printf(", beta1 %g, beta2 %g", o->beta1, o->beta2);
     if (o->kind == DL_OPTIM_RMSPROP)
         printf(", alpha %g", o->alpha);

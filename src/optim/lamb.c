@@ -15,8 +15,10 @@
  * passes' divisions and square roots vectorize. */
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static int lamb_step(const struct dl_optim_spec *s, double lr, long t, dl_real *restrict w,
-                     const dl_real *restrict g, dl_real *restrict state, long n, long stride, int adapt)
+                     const dl_real *restrict g, dl_real *restrict state, long n, long stride, int adapt,
+                     long rows)
 {
+    (void)rows;
     dl_real *m = state, *v = state + stride;
     double c1, c2, shrink;
     dl_optim_adam_corrections(s, lr, t, &c1, &c2, &shrink);

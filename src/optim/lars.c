@@ -10,10 +10,12 @@
 #include <math.h>
 
 static int lars_step(const struct dl_optim_spec *s, double lr, long t, dl_real *restrict w,
-                     const dl_real *restrict g, dl_real *restrict buf, long n, long stride, int adapt)
+                     const dl_real *restrict g, dl_real *restrict buf, long n, long stride, int adapt,
+                     long rows)
 {
     (void)t;
     (void)stride;
+    (void)rows;
     const double wd = adapt ? s->weight_decay : 0, mu = s->momentum;
     double ratio = 1;
     if (adapt) {

@@ -19,7 +19,7 @@
 
 static const struct dl_optim_algo *const algos[] = {
     &dl_optim_sgd, &dl_optim_adagrad, &dl_optim_rmsprop, &dl_optim_adam, &dl_optim_adamw, &dl_optim_lars,
-    &dl_optim_lamb,
+    &dl_optim_lamb, &dl_optim_muon,
 #if !defined(DL_REAL_DOUBLE) && defined(DL_HAVE_CUDA)
     DL_CUDA_OPTIM_ALGOS
 #endif
@@ -141,7 +141,7 @@ static int own_spans(const struct dl_optim *o, const struct dl_optim_span *spans
     if (!s)
         return DL_ERR_NOMEM;
     for (int i = 0; i < n; i++) { /* in the optimizer's own indices: a ZeRO block's part of each */
-        struct dl_optim_span c = {spans[i].begin - o->offset, spans[i].end - o->offset};
+        struct dl_optim_span c = {spans[i].begin - o->offset, spans[i].end - o->offset, spans[i].rows};
         if (spans[i].begin < 0 || spans[i].begin > spans[i].end) {
             free(s);
             return dl_errorf(err, DL_ERR_INTERNAL, "a run of weights [%ld, %ld)", spans[i].begin, spans[i].end);
@@ -236,7 +236,7 @@ static int layerwise_step(struct dl_optim *o, double lr, dl_real *w, const dl_re
                 continue;
             int adapt = !left_out(o, r->begin, r->end, &cursor);
             rc = o->algo->tensor_step(&o->spec, lr, o->t, w + r->begin, g + r->begin, o->state + r->begin,
-                                      r->end - r->begin, o->n, adapt);
+                                      r->end - r->begin, o->n, adapt, r->rows);
         }
         if (i < nt)
             at = ts[i].end;

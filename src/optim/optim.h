@@ -27,15 +27,17 @@ struct dl_optim_algo {
                  dl_real *state, long n, long stride);
     /* A layerwise algorithm's (step NULL): one update of the whole parameter
      * tensor w[0..n), its trust ratio from the tensor's norms; adapt 0 (a
-     * tensor no_decay leaves out): no weight decay and a ratio of 1. */
+     * tensor no_decay leaves out): no weight decay and a ratio of 1; rows
+     * > 0: the tensor is a matrix of that many rows that Muon
+     * orthogonalises (struct dl_optim_span). */
     int (*tensor_step)(const struct dl_optim_spec *s, double lr, long t, dl_real *w, const dl_real *g,
-                       dl_real *state, long n, long stride, int adapt);
+                       dl_real *state, long n, long stride, int adapt, long rows);
     enum dl_optim_kind kind;
     enum dl_device_kind device; /* whose memory step() works in (0: the host's) */
 };
 
 extern const struct dl_optim_algo dl_optim_sgd, dl_optim_adagrad, dl_optim_rmsprop, dl_optim_adam,
-    dl_optim_adamw, dl_optim_lars, dl_optim_lamb;
+    dl_optim_adamw, dl_optim_lars, dl_optim_lamb, dl_optim_muon;
 
 /* The sum of the squares of x[0..n), in double (the layerwise norms). */
 double dl_optim_sq_sum(const dl_real *x, long n);
@@ -52,6 +54,11 @@ const struct dl_optim_algo *dl_optim_algo_find(enum dl_optim_kind kind, enum dl_
  * one parameter tensor. */
 struct dl_optim_span {
     long begin, end;
+    /* A parameter tensor's (dl_optim_set_tensors): > 0, the rows of a
+     * hidden layer's weight matrix (its first dimension; the columns are
+     * the others), which Muon orthogonalises; 0 for the others (biases,
+     * norms, embeddings, the output layer: AdamW's step under Muon). */
+    long rows;
 };
 
 struct dl_optim {

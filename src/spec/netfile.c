@@ -11,7 +11,7 @@
 #include "spec/datafile.h"
 #include "spec/expand.h"
 
-const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", "lars", "lamb", NULL};
+const char *const dl_optim_names[] = {"sgd", "adagrad", "rmsprop", "adam", "adamw", "lars", "lamb", "muon", NULL};
 const char *const dl_lr_scaling_names[] = {"none", "linear", "sqrt", NULL};
 const char *const dl_no_decay_names[] = {"bias", "norm", "embedding", NULL};
 const char *const dl_sched_names[] = {"constant", "step", "cosine", "wsd", NULL};
@@ -122,6 +122,10 @@ static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, st
         dl_ymap_float(m, "trust_coefficient", "train.optimizer", 1e-12, 1e6, &o->trust_coefficient, err))
         return DL_ERR_SPEC;
     o->kind = (enum dl_optim_kind)kind;
+    if (o->kind == DL_OPTIM_MUON && !dl_ymap_get(m, "momentum")) /* torch.optim.Muon's defaults */
+        o->momentum = 0.95;
+    if (o->kind == DL_OPTIM_MUON && !dl_ymap_get(m, "nesterov"))
+        o->nesterov = 1;
     const struct dl_ynode *nd = dl_ymap_get(m, "no_decay");
     if (nd && nd->kind != DL_Y_SEQ)
         return dl_yerrorf(err, DL_ERR_SPEC, nd, "train.optimizer.no_decay: expected a list of bias, norm, "
@@ -134,9 +138,9 @@ static int parse_optimizer(const struct dl_ynode *m, struct dl_optim_spec *o, st
             return DL_ERR_SPEC;
         o->no_decay |= 1u << bit;
     }
-    if (o->nesterov && (o->kind != DL_OPTIM_SGD || o->momentum <= 0))
+    if (o->nesterov && ((o->kind != DL_OPTIM_SGD && o->kind != DL_OPTIM_MUON) || o->momentum <= 0))
         return dl_yerrorf(err, DL_ERR_SPEC, dl_ymap_get(m, "nesterov"),
-                          "train.optimizer.nesterov: needs type sgd with momentum > 0");
+                          "train.optimizer.nesterov: needs type sgd or muon with momentum > 0");
     return DL_OK;
 }
 
@@ -535,14 +539,14 @@ int dl_net_check_unused_keys(const struct dl_net *net, void (*warn)(void *ctx, c
 {
     enum { SGD = 1 << DL_OPTIM_SGD, ADAGRAD = 1 << DL_OPTIM_ADAGRAD, RMSPROP = 1 << DL_OPTIM_RMSPROP,
            ADAM = 1 << DL_OPTIM_ADAM, ADAMW = 1 << DL_OPTIM_ADAMW, LARS = 1 << DL_OPTIM_LARS,
-           LAMB = 1 << DL_OPTIM_LAMB };
+           LAMB = 1 << DL_OPTIM_LAMB, MUON = 1 << DL_OPTIM_MUON };
     static const struct key_use optim[] = {
-        {"momentum", "sgd, rmsprop and lars", SGD | RMSPROP | LARS},
-        {"nesterov", "sgd", SGD},
-        {"beta1", "adam, adamw and lamb", ADAM | ADAMW | LAMB},
-        {"beta2", "adam, adamw and lamb", ADAM | ADAMW | LAMB},
+        {"momentum", "sgd, rmsprop, lars and muon", SGD | RMSPROP | LARS | MUON},
+        {"nesterov", "sgd and muon", SGD | MUON},
+        {"beta1", "adam, adamw, lamb and muon", ADAM | ADAMW | LAMB | MUON},
+        {"beta2", "adam, adamw, lamb and muon", ADAM | ADAMW | LAMB | MUON},
         {"alpha", "rmsprop", RMSPROP},
-        {"eps", "adagrad, rmsprop, adam, adamw and lamb", ADAGRAD | RMSPROP | ADAM | ADAMW | LAMB},
+        {"eps", "adagrad, rmsprop, adam, adamw, lamb and muon", ADAGRAD | RMSPROP | ADAM | ADAMW | LAMB | MUON},
         {"trust_coefficient", "lars", LARS},
     };
     static const struct key_use sched[] = {

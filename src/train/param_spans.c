@@ -3,6 +3,20 @@
 #include "train/param_spans.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* The rows of parameter p of layer i when it is a hidden layer's weight
+ * matrix (two dimensions or more: the first is the rows), which Muon
+ * orthogonalises; 0 for a vector, an embedding table and the layer whose
+ * output the loss reads (struct dl_optim_span's rows). */
+static long matrix_rows(const struct dl_graph *g, int i, const struct dl_layer *own, const struct dl_param_desc *p)
+{
+    const char *kind = own->kind->name;
+    int head = g->loss >= 0 && g->layers[g->loss].n_in > 0 && g->layers[g->loss].in[0] == i;
+    if (p->ndim < 2 || head || !strcmp(kind, "embedding") || !strcmp(kind, "position_embedding"))
+        return 0;
+    return p->dims[0];
+}
 
 int dl_param_spans(struct dl_exec *const *e, int n, const dl_real *weights, dl_param_pick pick, unsigned kinds,
                    struct dl_optim_span **spans, int *n_spans, long *count, struct dl_error *err)
@@ -31,7 +45,8 @@ int dl_param_spans(struct dl_exec *const *e, int n, const dl_real *weights, dl_p
                     s = grown;
                 }
                 long at = e[x]->param[i][j] - weights;
-                s[m++] = (struct dl_optim_span){at, at + p->count};
+                s[m++] = (struct dl_optim_span){.begin = at, .end = at + p->count,
+                                                .rows = matrix_rows(g, i, own, p)};
                 total += p->count;
             }
         }

@@ -39,7 +39,8 @@ static int zero_refusal(struct trainer *tr, struct dl_error *err)
     return DL_OK;
 }
 
-/* LARS and LAMB take each parameter tensor's norms: refused where a rank
+/* LARS and LAMB take each parameter tensor's norms, Muon each whole weight
+ * matrix: refused where a rank
  * holds part of a tensor (a ZeRO block, a tensor-parallel slice) or where
  * the model's optimizer is not the trainer's (the parameter server's
  * updates its ranges of the vector: supports_no_decay says it is). */
@@ -47,16 +48,17 @@ static int layerwise_refusal(const struct trainer *tr, struct dl_error *err)
 {
     const struct dl_train_opts *o = tr->opts;
     const char *name = dl_optim_names[tr->net->train.optim.kind];
+    const char *needs = tr->net->train.optim.kind == DL_OPTIM_MUON ? "which Muon orthogonalises whole"
+                                                                      : "whose whole norms the trust ratio needs";
     if (!dl_optim_layerwise(&tr->net->train.optim))
         return DL_OK;
     if (o->parallel.zero)
         return dl_errorf(err, DL_ERR_SPEC, "train.optimizer.type %s: not with --zero %d (a rank's block of the "
-                         "weights cuts parameter tensors, whose whole norms the trust ratio needs); use --zero 0",
-                         name, o->parallel.zero);
+                         "weights cuts parameter tensors, %s); use --zero 0", name, o->parallel.zero, needs);
     if (o->grid.tp > 1)
         return dl_errorf(err, DL_ERR_SPEC, "train.optimizer.type %s: not with tensor parallelism (--grid tp=%d: a "
-                         "rank holds slices of parameter tensors, whose whole norms the trust ratio needs); use "
-                         "data or pipeline parallelism", name, o->grid.tp);
+                         "rank holds slices of parameter tensors, %s); use data or pipeline parallelism", name,
+                         o->grid.tp, needs);
     if (!dl_strategy_model(&o->parallel)->supports_no_decay)
         return dl_errorf(err, DL_ERR_SPEC, "train.optimizer.type %s: the parameter server (--consistency ssp or "
                          "async) updates ranges of the weights, not parameter tensors; train with sync, local-sgd, "
@@ -217,9 +219,16 @@ static int layerwise_tensors(struct trainer *tr, struct dl_exec *const *stages, 
     int n, rc = dl_param_spans_apply(stages, tr->pipe.V, dl_pipeline_exec(&tr->pipe)->weights, &tr->optim, &n, err);
     if (!rc) {
         char msg[256];
-        int out = dl_optim_tensors_left_out(&tr->optim);
-        snprintf(msg, sizeof msg, "%s: a trust ratio for each of %d parameter tensors%s (%d left out by no_decay: "
-                 "ratio 1, no weight decay)", tr->optim.algo->name, n, tr->sharded ? " of rank 0" : "", out);
+        int out = dl_optim_tensors_left_out(&tr->optim), matrices = 0;
+        for (int i = 0; i < tr->optim.n_tensors; i++)
+            matrices += tr->optim.tensors[i].rows > 0;
+        if (tr->optim.spec.kind == DL_OPTIM_MUON)
+            snprintf(msg, sizeof msg, "muon: %d weight matrices orthogonalised, %d other parameter tensors%s on "
+                     "AdamW's step (%d left out by no_decay: no weight decay)", matrices, n - matrices,
+                     tr->sharded ? " of rank 0" : "", out);
+        else
+            snprintf(msg, sizeof msg, "%s: a trust ratio for each of %d parameter tensors%s (%d left out by no_decay: "
+                     "ratio 1, no weight decay)", tr->optim.algo->name, n, tr->sharded ? " of rank 0" : "", out);
         dl_trainer_warn(tr, msg);
     }
     return rc;
