@@ -511,9 +511,9 @@ static int init_params(struct dl_exec *e, uint64_t seed, struct dl_exec *share, 
     e->dweights = grads_elsewhere ? NULL : alloc_real(dev, padded, err);
     e->state = alloc_real(dev, e->n_state, err);
     e->counters = dl_calloc((size_t)(e->n_counters > 0 ? e->n_counters : 1), sizeof *e->counters, err);
-    /* drawn in place where the host reaches the device's memory (ZeRO
-     * stage 3 hands a layer's pages back as it goes), else in a copy */
-    int in_place = dev->host_memory;
+    /* drawn in place on the host's own memory (ZeRO stage 3 hands a layer's
+     * pages back as it goes), else in a copy given to the device */
+    int in_place = dev->host_memory && dev->copy == dl_device_host.copy;
     dl_real *weights = in_place ? e->weights : dl_calloc((size_t)(e->n_weights > 0 ? e->n_weights : 1), sizeof *weights, err);
     dl_real *state = dl_calloc((size_t)(e->n_state > 0 ? e->n_state : 1), sizeof *state, err);
     int rc = !e->weights || (!e->dweights && !grads_elsewhere) || !e->state || !e->counters || !weights || !state ? DL_ERR_NOMEM : DL_OK;
