@@ -84,6 +84,13 @@ grid() {
     tap_result $? "$name: as one process"
 }
 
+# lenet_grid and lenet_resumed: grid and resumed with LeNet-5's weights within 1e-4 of the
+# largest, not 1e-5 (test_zero.sh, test_zero3.sh): AdamW's steps on near-zero gradients amplify
+# the rounding of the batch's gradient summed in parts, to 2.6e-6 of the largest weight with
+# oneDNN's AVX-512 kernels and 2.7e-5 with its AVX2 ones (the losses stay within 1e-5)
+lenet_grid() { WEIGHTS_TOL=1e-4; grid "$@"; lenet_st=$?; WEIGHTS_TOL=; return $lenet_st; }
+lenet_resumed() { WEIGHTS_TOL=1e-4; resumed "$@"; lenet_st=$?; WEIGHTS_TOL=; return $lenet_st; }
+
 # small_resnet FILE: a small ResNet on synthetic data: batch norm, a
 # residual block whose skip adds the stem's output, and a projection
 # shortcut (16 layers before the loss).

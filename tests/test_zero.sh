@@ -34,12 +34,7 @@ T="$TMPDIR_TEST"
 tap_plan 34
 . "$top_srcdir/tests/grid_runs.sh"
 
-# LeNet-5's weights within 1e-4 of the largest, not 1e-5 (lenet_grid, lenet_resumed): AdamW's
-# steps on near-zero gradients amplify the rounding of the batch's gradient summed in parts, to
-# 2.6e-6 of the largest weight with oneDNN's AVX-512 kernels and 2.7e-5 with its AVX2 ones (the
-# losses stay within 1e-5)
-lenet_grid() { WEIGHTS_TOL=1e-4; grid "$@"; lenet_st=$?; WEIGHTS_TOL=; return $lenet_st; }
-lenet_resumed() { WEIGHTS_TOL=1e-4; resumed "$@"; lenet_st=$?; WEIGHTS_TOL=; return $lenet_st; }
+# LeNet-5 with AdamW: grid_runs.sh's lenet_grid and lenet_resumed (weights within 1e-4)
 LENET="--net $top_srcdir/nets/lenet5.yaml --limit-train 1280 --limit-test 200 --threads 1 --max-steps 30
     --optimizer adamw --lr 0.002 --weight-decay 0.1 --clip-grad-norm 0.5 --set train.optimizer.no_decay=[bias]"
 run 1 lenet-one $LENET
