@@ -189,15 +189,20 @@ static void rnn_forward(void *inst, const struct dl_kernel_args *args)
     from_rows(dl_tensor_f32(&c->out), y_of(k, saved, k->L - 1, N), N, DH, T);
 }
 
-/* sum over rows of A [R][n] added into b[n] (in double). */
+/* sum over rows of A [R][n] added into b[n] (in double, each column's rows
+ * in order): blocks of columns, the rows read along them. */
 static void column_sums(float *b, const float *A, long R, long n)
 {
+    enum { BLOCK = 64 };
     #pragma omp parallel for schedule(static)
-    for (long g = 0; g < n; g++) {
-        double s = 0;
+    for (long g0 = 0; g0 < n; g0 += BLOCK) {
+        long w = n - g0 < BLOCK ? n - g0 : BLOCK;
+        double s[BLOCK] = {0};
         for (long r = 0; r < R; r++)
-            s += A[r * n + g];
-        b[g] += (float)s;
+            for (long g = 0; g < w; g++)
+                s[g] += A[r * n + g0 + g];
+        for (long g = 0; g < w; g++)
+            b[g0 + g] += (float)s[g];
     }
 }
 
