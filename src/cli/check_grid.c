@@ -108,7 +108,8 @@ static int plan_memory(const struct dl_net *net, const struct dl_check_grid *c, 
                 rc = dl_exec_plan(&e, g, max_local, &o, err);
                 if (!rc) {
                     rc = dl_zero_grads_plan_arena(&e, 0, &arena, err);
-                    gathered = dl_zero_weights_gathered_of(&e); /* ZeRO-3: beside the block */
+                    if (net->parallel.zero == 3) /* beside the block */
+                        gathered = dl_zero_weights_gathered_of(&e);
                     dl_exec_free(&e);
                 }
                 if (rc) {

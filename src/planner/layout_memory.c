@@ -63,7 +63,8 @@ static int rank_usage(const struct dl_graph *staged, const struct dl_plan_layout
             arena[v] = e.stats.arena_bytes;
             if (l->zero >= 2 && l->dims.dp > 1 && V == 1 && l->dims.pp == 1)
                 rc = dl_zero_grads_plan_arena(&e, l->bucket_bytes, &buckets, err);
-            gathered = dl_zero_weights_gathered_of(&e);
+            if (l->zero == 3)
+                gathered = dl_zero_weights_gathered_of(&e);
             dl_exec_free(&e);
         }
     }

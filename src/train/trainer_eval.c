@@ -45,12 +45,10 @@ static int pad_forwards(struct trainer *tr, long batches, struct dl_error *err)
     return rc;
 }
 
-static int evaluate_whole(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err);
-
 /* Test loss, accuracy and top-5 accuracy (NaN where there is none), where
  * the strategy's layout says: a slice per data-parallel rank, summed, or
  * the whole split on rank 0. */
-int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
+static int evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
 {
     long n = tr->data.test.n, first = 0, count = n;
     int split = tr->layout.eval == DL_EVAL_SPLIT;
@@ -59,8 +57,6 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
         int p = tr->data_comm->size, k = tr->data_comm->rank;
         first = n * k / p;
         count = n * (k + 1) / p - first;
-    } else if (tr->strategy && tr->strategy->zero_weights) { /* rank 0 alone runs the whole network */
-        return evaluate_whole(tr, er, err);
     } else if (tr->comm->rank != 0) {
         return DL_OK;
     }
@@ -115,17 +111,16 @@ int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct d
     return DL_OK;
 }
 
-/* The whole split on rank 0 with ZeRO stage 3's weights gathered on every
- * rank first (its forwards then gather nothing), released after. */
-static int evaluate_whole(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
+/* The same; with the whole split on rank 0, ZeRO stage 3's weights are
+ * gathered on every rank first (rank 0's forwards then gather nothing) and
+ * released after. */
+int dl_trainer_evaluate(struct trainer *tr, struct dl_epoch_report *er, struct dl_error *err)
 {
+    if (tr->layout.eval == DL_EVAL_SPLIT)
+        return evaluate(tr, er, err);
     int rc = dl_trainer_weights_whole(tr, 1, err);
-    if (!rc && tr->comm->rank == 0) {
-        struct dl_zero_weights *z = tr->strategy->zero_weights;
-        tr->strategy->zero_weights = NULL; /* the layout's way, as without ZeRO */
-        rc = dl_trainer_evaluate(tr, er, err);
-        tr->strategy->zero_weights = z;
-    }
+    if (!rc)
+        rc = evaluate(tr, er, err);
     return rc ? rc : dl_trainer_weights_whole(tr, 0, err);
 }
 
